@@ -1,0 +1,40 @@
+# The two commands of the README: `make run` and `make test`. Both install missing Debian
+# packages (scripts/install-deps.sh) and build first.
+.PHONY: all deps build run test bench asan-test format format-check clean
+
+JOBS ?= $(shell nproc)
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release -j $(JOBS)
+
+# Until the server exists: the engine's timing wheel, live, for a few seconds.
+run: build
+	@build/release/apps/wheel_demo
+
+test: build
+	@ctest --preset release -j $(JOBS)
+
+# Google Benchmark over the three timer queues; see docs/BENCHMARKS.md.
+bench: build
+	@build/release/bench/wheel_bench $(BENCH_ARGS)
+
+# The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+asan-test: deps
+	@cmake --preset asan >/dev/null
+	@cmake --build --preset asan -j $(JOBS)
+	@ctest --preset asan -L unit -j $(JOBS)
+
+format:
+	@git ls-files '*.h' '*.cc' | xargs clang-format -i
+
+format-check:
+	@git ls-files '*.h' '*.cc' | xargs clang-format --dry-run --Werror
+
+clean:
+	rm -rf build

@@ -1,0 +1,217 @@
+// hierarchical_wheel.cc — placement, cascading, the block pool and the stale-entry sweep.
+#include "wheel/hierarchical_wheel.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace delayq::wheel {
+namespace {
+
+// Beyond this many pooled free blocks (and more than are in use), freed blocks go back to the heap.
+constexpr std::size_t kMinPooledBlocks = 256;
+// Stale entries are swept once they outnumber live ones and there are at least this many.
+constexpr std::size_t kMinSweepEntries = 4096;
+
+// First tick of the slot `index` at `level`, in the level-(level+1) range that holds `now`.
+std::uint64_t slot_start(std::uint64_t now, unsigned level, unsigned index) {
+  const unsigned shift = level * HierarchicalWheel::kLevelBits;
+  const unsigned parent_shift = shift + HierarchicalWheel::kLevelBits;
+  const std::uint64_t base = parent_shift >= 64 ? 0 : (now >> parent_shift) << parent_shift;
+  return base | (std::uint64_t{index} << shift);
+}
+
+}  // namespace
+
+HierarchicalWheel::HierarchicalWheel(std::vector<Timer>& timers, HierarchicalWheelOptions options)
+    : timers_(&timers), tick_(options.tick), now_tick_(0) {
+  DELAYQ_CHECK(options.tick.count() > 0);
+  now_tick_ = now_tick(options.start, tick_);
+}
+
+HierarchicalWheel::~HierarchicalWheel() {
+  for (auto& level : slots_) {
+    for (auto& slot : level) {
+      for (Block* block = slot.head; block != nullptr;) {
+        Block* next = block->next;
+        delete block;
+        block = next;
+      }
+    }
+  }
+  while (free_blocks_ != nullptr) {
+    Block* next = free_blocks_->next;
+    delete free_blocks_;
+    free_blocks_ = next;
+  }
+}
+
+void HierarchicalWheel::schedule(TimerId id, Millis deadline) {
+  DELAYQ_CHECK(id < timers_->size());
+  Timer& timer = (*timers_)[id];
+  DELAYQ_CHECK(!timer.scheduled());
+  ++timer.generation;
+  ++live_;
+  place({std::max(deadline_tick(deadline, tick_), now_tick_), id, timer.generation});
+}
+
+bool HierarchicalWheel::cancel(TimerId id) {
+  DELAYQ_CHECK(id < timers_->size());
+  Timer& timer = (*timers_)[id];
+  if (!timer.scheduled()) return false;
+  ++timer.generation;
+  --live_;
+  ++stale_;
+  maybe_sweep();
+  return true;
+}
+
+bool HierarchicalWheel::reschedule(TimerId id, Millis deadline) {
+  const bool was_scheduled = cancel(id);
+  schedule(id, deadline);
+  return was_scheduled;
+}
+
+// The level is that of the highest 6-bit digit in which tick and now differ; a tick at or before
+// now goes to now's own level-0 slot, which advance_to() drains first.
+void HierarchicalWheel::place(const Entry& entry) {
+  if (entry.tick <= now_tick_) {
+    append(0, now_tick_ & (kSlotsPerLevel - 1), entry);
+    return;
+  }
+  const auto high_bit = static_cast<unsigned>(63 - std::countl_zero(entry.tick ^ now_tick_));
+  const unsigned level = high_bit / kLevelBits;
+  append(level, (entry.tick >> (level * kLevelBits)) & (kSlotsPerLevel - 1), entry);
+}
+
+void HierarchicalWheel::append(unsigned level, unsigned index, const Entry& entry) {
+  Slot& slot = slots_[level][index];
+  Block* tail = slot.tail;
+  if (tail == nullptr || tail->size == Block::kCapacity) [[unlikely]] {
+    Block* block = new_block();
+    if (tail == nullptr) {
+      slot.head = block;
+      occupied_[level] |= std::uint64_t{1} << index;
+      occupied_levels_ |= 1U << level;
+    } else {
+      tail->next = block;
+    }
+    slot.tail = tail = block;
+  }
+  tail->entries[tail->size++] = entry;
+  slot.min_tick = std::min(slot.min_tick, entry.tick);
+}
+
+HierarchicalWheel::Block* HierarchicalWheel::take_slot(unsigned level, unsigned index) noexcept {
+  Slot& slot = slots_[level][index];
+  Block* head = slot.head;
+  if (head == nullptr) return nullptr;
+  slot = Slot{};
+  occupied_[level] &= ~(std::uint64_t{1} << index);
+  if (occupied_[level] == 0) occupied_levels_ &= ~(1U << level);
+  return head;
+}
+
+// Redistributes a slot that now_tick_ has just entered over the levels below it. Its entries
+// share now's digits down to `level`, so each lands strictly lower. Order within each target
+// slot is kept, which keeps equal ticks in schedule order. Entries about to reach level 0 are
+// checked for staleness, with their Timers prefetched a block at a time: that both drops
+// cancelled timers and warms the cache for the firing that follows within 64 ticks.
+void HierarchicalWheel::cascade(unsigned level, unsigned index) {
+  Block* const head = take_slot(level, index);
+  for (Block* block = head; block != nullptr; block = block->next) {
+    if (level == 1) {
+      for (std::uint32_t i = 0; i < block->size; ++i) {
+        __builtin_prefetch(&(*timers_)[block->entries[i].id]);
+      }
+      for (std::uint32_t i = 0; i < block->size; ++i) {
+        const Entry& entry = block->entries[i];
+        if (is_live(entry)) {
+          place(entry);
+        } else {
+          --stale_;
+        }
+      }
+    } else {
+      for (std::uint32_t i = 0; i < block->size; ++i) place(block->entries[i]);
+    }
+  }
+  free_chain(head);
+}
+
+// Start tick of the earliest occupied slot. Every timer at level L is later than every timer
+// below L, and occupied slots lie after now's own digit, so the lowest set bit of the lowest
+// occupied level is the answer: O(1).
+std::uint64_t HierarchicalWheel::next_event_tick() const noexcept {
+  const auto level = static_cast<unsigned>(std::countr_zero(occupied_levels_));
+  const auto index = static_cast<unsigned>(std::countr_zero(occupied_[level]));
+  return slot_start(now_tick_, level, index);
+}
+
+std::optional<Millis> HierarchicalWheel::next_deadline() const noexcept {
+  if (live_ == 0) return std::nullopt;
+  const auto level = static_cast<unsigned>(std::countr_zero(occupied_levels_));
+  const auto index = static_cast<unsigned>(std::countr_zero(occupied_[level]));
+  return tick_time(std::max(slots_[level][index].min_tick, now_tick_), tick_);
+}
+
+std::size_t HierarchicalWheel::memory_bytes() const noexcept { return block_count_ * sizeof(Block); }
+
+HierarchicalWheel::Block* HierarchicalWheel::new_block() {
+  Block* block = free_blocks_;
+  if (block != nullptr) {
+    free_blocks_ = block->next;
+    --free_block_count_;
+  } else {
+    block = new Block;
+    ++block_count_;
+  }
+  block->next = nullptr;
+  block->size = 0;
+  return block;
+}
+
+void HierarchicalWheel::free_chain(Block* head) noexcept {
+  while (head != nullptr) {
+    Block* next = head->next;
+    const std::size_t in_use = block_count_ - free_block_count_;
+    if (free_block_count_ >= kMinPooledBlocks && free_block_count_ >= in_use) {
+      delete head;
+      --block_count_;
+    } else {
+      head->next = free_blocks_;
+      free_blocks_ = head;
+      ++free_block_count_;
+    }
+    head = next;
+  }
+}
+
+void HierarchicalWheel::maybe_sweep() {
+  if (!advancing_ && stale_ > live_ && stale_ >= kMinSweepEntries) sweep();
+}
+
+// Drops every stale entry, keeping the order of the rest: O(entries), paid for by the cancels
+// that made at least half of them stale. With no live timer left nothing needs checking.
+void HierarchicalWheel::sweep() {
+  for (unsigned level = 0; level < kLevels; ++level) {
+    for (unsigned index = 0; index < kSlotsPerLevel; ++index) {
+      Block* const head = take_slot(level, index);
+      if (head == nullptr || live_ == 0) {
+        free_chain(head);
+        continue;
+      }
+      for (Block* block = head; block != nullptr; block = block->next) {
+        for (std::uint32_t i = 0; i < block->size; ++i) {
+          __builtin_prefetch(&(*timers_)[block->entries[i].id]);
+        }
+        for (std::uint32_t i = 0; i < block->size; ++i) {
+          if (is_live(block->entries[i])) append(level, index, block->entries[i]);
+        }
+      }
+      free_chain(head);
+    }
+  }
+  stale_ = 0;
+}
+
+}  // namespace delayq::wheel

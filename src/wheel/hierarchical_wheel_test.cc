@@ -1,0 +1,109 @@
+// hierarchical_wheel_test.cc — what is particular to HierarchicalWheel: placement over the whole
+// 64-bit range, lazy cancel and its sweep, the block pool, and the memory per timer.
+#include "wheel/hierarchical_wheel.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace delayq::wheel {
+namespace {
+
+std::size_t advance(HierarchicalWheel& wheel, Millis to, std::vector<TimerId>* fired = nullptr) {
+  return wheel.advance_to(to, [&](TimerId id) {
+    if (fired != nullptr) fired->push_back(id);
+  });
+}
+
+TEST(HierarchicalWheelTest, EveryLevelCascadesDownToTheExactTick) {
+  // One timer per level boundary and just either side of it, from now = 0.
+  std::vector<Timer> timers(3 * HierarchicalWheel::kLevels);
+  HierarchicalWheel wheel(timers);
+  std::vector<std::int64_t> deadlines;
+  for (unsigned level = 1; level < HierarchicalWheel::kLevels; ++level) {
+    const std::uint64_t boundary = std::uint64_t{1} << (level * HierarchicalWheel::kLevelBits);
+    if (boundary > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) break;
+    for (std::int64_t delta : {-1, 0, 1}) {
+      deadlines.push_back(static_cast<std::int64_t>(boundary) + delta);
+    }
+  }
+  for (std::size_t i = 0; i < deadlines.size(); ++i) {
+    wheel.schedule(static_cast<TimerId>(i), Millis{deadlines[i]});
+  }
+  for (std::size_t i = 0; i < deadlines.size(); ++i) {
+    std::vector<TimerId> fired;
+    EXPECT_EQ(advance(wheel, Millis{deadlines[i] - 1}, &fired), 0U) << deadlines[i];
+    EXPECT_EQ(advance(wheel, Millis{deadlines[i]}, &fired), 1U) << deadlines[i];
+    EXPECT_EQ(fired, std::vector<TimerId>{static_cast<TimerId>(i)});
+  }
+  EXPECT_EQ(wheel.size(), 0U);
+}
+
+TEST(HierarchicalWheelTest, NextDeadlineIsExactWithoutCancels) {
+  std::vector<Timer> timers(1000);
+  HierarchicalWheel wheel(timers, {.tick = Millis{1}, .start = Millis{1'000'000}});
+  std::mt19937_64 rng(42);
+  std::int64_t earliest = std::numeric_limits<std::int64_t>::max();
+  for (TimerId id = 0; id < 1000; ++id) {
+    const auto at = 1'000'001 + static_cast<std::int64_t>(rng() % 100'000'000);
+    earliest = std::min(earliest, at);
+    wheel.schedule(id, Millis{at});
+  }
+  EXPECT_EQ(wheel.next_deadline(), Millis{earliest});
+}
+
+TEST(HierarchicalWheelTest, CancelledEntriesAreSweptOnceTheyOutnumberLiveOnes) {
+  constexpr TimerId kTimers = 100'000;
+  std::vector<Timer> timers(kTimers);
+  HierarchicalWheel wheel(timers);
+  for (TimerId id = 0; id < kTimers; ++id) {
+    wheel.schedule(id, Millis{1'000 + static_cast<std::int64_t>(id) * 37});
+  }
+  const std::size_t full = wheel.memory_bytes();
+  for (TimerId id = 0; id < kTimers; id += 1) {
+    if (id % 10 != 0) {
+      EXPECT_TRUE(wheel.cancel(id));
+    }
+    EXPECT_LE(wheel.stale_entries(), std::max<std::size_t>(wheel.size() + 1, 4096));
+  }
+  EXPECT_EQ(wheel.size(), kTimers / 10);
+  EXPECT_LT(wheel.memory_bytes(), full / 2);
+  std::vector<TimerId> fired;
+  advance(wheel, Millis{1'000 + std::int64_t{kTimers} * 37}, &fired);
+  ASSERT_EQ(fired.size(), kTimers / 10);
+  for (std::size_t i = 0; i < fired.size(); ++i) EXPECT_EQ(fired[i], i * 10);
+  EXPECT_EQ(wheel.stale_entries(), 0U);
+}
+
+TEST(HierarchicalWheelTest, RescheduleManyTimesKeepsOneLiveEntry) {
+  std::vector<Timer> timers(1);
+  HierarchicalWheel wheel(timers);
+  for (int i = 0; i < 100'000; ++i) wheel.reschedule(0, Millis{5'000'000 - i});
+  EXPECT_EQ(wheel.size(), 1U);
+  EXPECT_LE(wheel.stale_entries(), 4096U);
+  std::vector<TimerId> fired;
+  EXPECT_EQ(advance(wheel, Millis{4'900'000}, &fired), 0U);
+  EXPECT_EQ(advance(wheel, Millis{4'900'001}, &fired), 1U);
+}
+
+TEST(HierarchicalWheelTest, MemoryPerTimerAtAMillionTimers) {
+  constexpr std::size_t kTimers = 1'000'000;
+  std::vector<Timer> timers(kTimers);
+  HierarchicalWheel wheel(timers);
+  std::mt19937_64 rng(7);
+  for (TimerId id = 0; id < kTimers; ++id) {
+    wheel.schedule(id, Millis{1 + static_cast<std::int64_t>(rng() % 3'600'000)});
+  }
+  const double bytes_per_timer =
+      static_cast<double>(wheel.memory_bytes() + timers.size() * sizeof(Timer)) / kTimers;
+  EXPECT_LE(bytes_per_timer, 32.0);
+  // Blocks go back to the pool and, past a floor, to the heap as timers fire.
+  EXPECT_EQ(advance(wheel, Millis{3'600'000}), kTimers);
+  EXPECT_LE(wheel.memory_bytes(), 1U << 20);
+}
+
+}  // namespace
+}  // namespace delayq::wheel

@@ -1,0 +1,91 @@
+// timer.h — what every timer queue in delayq::wheel shares: ids, the caller-owned timer record,
+// the tick arithmetic and the TimerQueue concept that HierarchicalWheel, HashedWheel and HeapTimer
+// all satisfy (so tests and benchmarks run the same code over each).
+//
+// Ownership: the caller owns one Timer per timer id, in a std::vector<Timer> it hands to the queue
+// at construction (ids are indexes into it; the caller grows it, the queue never does). A queue
+// stores only (tick, id, generation) entries in compact arrays: it allocates nothing per timer.
+//
+// Time: a deadline is a std::chrono::milliseconds count from the caller's epoch (the engine uses
+// the Unix epoch). A queue with a tick of k ms fires a timer at the first tick boundary at or after
+// its deadline: never early, at most one tick late. Time never runs backwards inside a queue.
+// Not thread-safe: one queue belongs to one thread. Algorithms: docs/design/timing-wheel.md
+#pragma once
+
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+
+namespace delayq::wheel {
+
+using Millis = std::chrono::milliseconds;
+
+// Index of a timer in the caller's std::vector<Timer>.
+using TimerId = std::uint32_t;
+
+// Per-timer state, owned by the caller and written only by the queue it is scheduled on.
+// generation is odd while the timer is scheduled and even while it is idle; every schedule, cancel
+// and fire bumps it, so an entry whose generation no longer matches is stale (cancel is O(1): it
+// bumps the generation and leaves the entry to be dropped later). position is used by HeapTimer
+// (index in its heap) and ignored by the wheels.
+struct Timer {
+  std::uint32_t generation = 0;
+  std::uint32_t position = 0;
+
+  [[nodiscard]] bool scheduled() const noexcept { return (generation & 1U) != 0; }
+};
+
+// Ticks are unsigned 64-bit counts of tick_ms since the caller's epoch; negative times map to 0.
+// A deadline rounds up (never early) and the present rounds down (never claims time not yet come).
+[[nodiscard]] constexpr std::uint64_t deadline_tick(Millis deadline, Millis tick) noexcept {
+  const auto ms = deadline.count();
+  if (ms <= 0) return 0;
+  const auto k = static_cast<std::uint64_t>(tick.count());
+  const auto u = static_cast<std::uint64_t>(ms);
+  return u / k + (u % k != 0 ? 1 : 0);
+}
+
+[[nodiscard]] constexpr std::uint64_t now_tick(Millis now, Millis tick) noexcept {
+  const auto ms = now.count();
+  if (ms <= 0) return 0;
+  return static_cast<std::uint64_t>(ms) / static_cast<std::uint64_t>(tick.count());
+}
+
+// Milliseconds of a tick boundary, saturating at the largest representable time.
+[[nodiscard]] constexpr Millis tick_time(std::uint64_t tick, Millis tick_size) noexcept {
+  const auto k = static_cast<std::uint64_t>(tick_size.count());
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<Millis::rep>::max());
+  if (tick > kMax / k) return Millis{std::numeric_limits<Millis::rep>::max()};
+  return Millis{static_cast<Millis::rep>(tick * k)};
+}
+
+// The interface every timer queue implements.
+//   schedule(id, deadline)   the timer must be idle; a deadline at or before now() is due now and
+//                            fires on the next advance_to(), even advance_to(now()).
+//   cancel(id)               true if it was scheduled (it will not fire), false if idle.
+//   reschedule(id, deadline) cancel (if scheduled) then schedule; true if it was scheduled.
+//   advance_to(t, fire)      moves now() to t and calls fire(id) for every timer due by t, in
+//                            order of deadline tick, then of scheduling; returns how many fired.
+//                            fire may schedule, cancel and reschedule any timer (a timer it makes
+//                            due by t fires within the same call), but must not call advance_to.
+//                            A t earlier than now() fires nothing and leaves now() unchanged.
+//   next_deadline()          nullopt when no timer is scheduled; otherwise a time no later than
+//                            the earliest deadline (the wheels may answer the start of the slot
+//                            that holds it), so a caller can sleep until then and advance.
+//   size()                   timers scheduled.
+template <typename Q>
+concept TimerQueue = requires(Q q, const Q cq, TimerId id, Millis t) {
+  { q.schedule(id, t) } -> std::same_as<void>;
+  { q.cancel(id) } -> std::same_as<bool>;
+  { q.reschedule(id, t) } -> std::same_as<bool>;
+  { q.advance_to(t, [](TimerId) {}) } -> std::same_as<std::size_t>;
+  { cq.next_deadline() } -> std::same_as<std::optional<Millis>>;
+  { cq.now() } -> std::same_as<Millis>;
+  { cq.size() } -> std::same_as<std::size_t>;
+  { cq.memory_bytes() } -> std::same_as<std::size_t>;
+};
+
+}  // namespace delayq::wheel
