@@ -31,10 +31,10 @@ asan-test: deps
 	@ctest --preset asan -L unit -j $(JOBS)
 
 format:
-	@git ls-files '*.h' '*.cc' | xargs clang-format -i
+	@git ls-files '*.h' '*.cc' | xargs -r clang-format -i
 
 format-check:
-	@git ls-files '*.h' '*.cc' | xargs clang-format --dry-run --Werror
+	@git ls-files '*.h' '*.cc' | xargs -r clang-format --dry-run --Werror
 
 clean:
 	rm -rf build

@@ -58,8 +58,8 @@ int main() {
     std::this_thread::sleep_until(start + *next);
     wheel.advance_to(since(start), [&](TimerId id) {
       const Millis now = since(start);
-      std::printf("%6lld ms  fired #%u (%lld ms late): %s\n", static_cast<long long>(now.count()), id,
-                  static_cast<long long>((now - jobs[id].due).count()), jobs[id].what.c_str());
+      std::printf("%6lld ms  fired #%u (%lld ms late): %s\n", static_cast<long long>(now.count()),
+                  id, static_cast<long long>((now - jobs[id].due).count()), jobs[id].what.c_str());
     });
   }
   std::printf("no timers left; a server would now sleep until the next put\n");

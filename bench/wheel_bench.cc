@@ -71,7 +71,8 @@ struct Workload {
 
   explicit Workload(std::size_t n) : deadlines(n), shuffled(n) {
     std::mt19937_64 rng(20261122);
-    for (auto& d : deadlines) d = kEpoch + Millis{1 + static_cast<std::int64_t>(rng() % kHour.count())};
+    for (auto& d : deadlines)
+      d = kEpoch + Millis{1 + static_cast<std::int64_t>(rng() % kHour.count())};
     std::iota(shuffled.begin(), shuffled.end(), TimerId{0});
     std::shuffle(shuffled.begin(), shuffled.end(), rng);
   }

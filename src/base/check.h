@@ -18,8 +18,8 @@ namespace delayq::base {
 
 }  // namespace delayq::base
 
-#define DELAYQ_CHECK(condition)                                          \
-  do {                                                                   \
-    if (!(condition)) [[unlikely]]                                       \
-      ::delayq::base::check_failed(__FILE__, __LINE__, #condition);      \
+#define DELAYQ_CHECK(condition)                                     \
+  do {                                                              \
+    if (!(condition)) [[unlikely]]                                  \
+      ::delayq::base::check_failed(__FILE__, __LINE__, #condition); \
   } while (false)

@@ -154,7 +154,9 @@ std::optional<Millis> HierarchicalWheel::next_deadline() const noexcept {
   return tick_time(std::max(slots_[level][index].min_tick, now_tick_), tick_);
 }
 
-std::size_t HierarchicalWheel::memory_bytes() const noexcept { return block_count_ * sizeof(Block); }
+std::size_t HierarchicalWheel::memory_bytes() const noexcept {
+  return block_count_ * sizeof(Block);
+}
 
 HierarchicalWheel::Block* HierarchicalWheel::new_block() {
   Block* block = free_blocks_;

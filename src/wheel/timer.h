@@ -81,7 +81,9 @@ concept TimerQueue = requires(Q q, const Q cq, TimerId id, Millis t) {
   { q.schedule(id, t) } -> std::same_as<void>;
   { q.cancel(id) } -> std::same_as<bool>;
   { q.reschedule(id, t) } -> std::same_as<bool>;
-  { q.advance_to(t, [](TimerId) {}) } -> std::same_as<std::size_t>;
+  {
+    q.advance_to(t, [](TimerId) {})
+    } -> std::same_as<std::size_t>;
   { cq.next_deadline() } -> std::same_as<std::optional<Millis>>;
   { cq.now() } -> std::same_as<Millis>;
   { cq.size() } -> std::same_as<std::size_t>;

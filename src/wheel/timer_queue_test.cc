@@ -42,7 +42,7 @@ using Hierarchical7ms = Config<HierarchicalWheel, 7>;
 using Heap1ms = Config<HeapTimer, 1>;
 using Hashed4096x1ms = Config<HashedWheel, 1, 4096>;
 using Hashed3600x1s = Config<HashedWheel, 1000, 3600>;  // the classic ring
-using Hashed16x1ms = Config<HashedWheel, 1, 16>;          // many rounds per timer
+using Hashed16x1ms = Config<HashedWheel, 1, 16>;        // many rounds per timer
 
 std::uint64_t test_seed() {
   if (const char* env = std::getenv("DELAYQ_SEED")) return std::stoull(env);
@@ -101,7 +101,8 @@ class Side {
         break;
       }
       case 3:
-        schedule(static_cast<TimerId>(rng_() % ids), now + Millis{static_cast<std::int64_t>(rng_() % 3)});
+        schedule(static_cast<TimerId>(rng_() % ids),
+                 now + Millis{static_cast<std::int64_t>(rng_() % 3)});
         break;
       default:
         break;
@@ -154,15 +155,42 @@ Millis random_deadline(std::mt19937_64& rng, Millis now, Millis& previous) {
   const auto r = [&](std::uint64_t n) { return static_cast<std::int64_t>(rng() % n); };
   Millis deadline;
   switch (rng() % 20) {
-    case 0: deadline = now - Millis{1 + r(1'000'000)}; break;
-    case 1: deadline = now; break;
-    case 2: case 3: case 4: case 5: case 6: deadline = now + Millis{1 + r(64)}; break;
-    case 7: case 8: case 9: case 10: deadline = now + Millis{1 + r(5'000)}; break;
-    case 11: case 12: case 13: deadline = now + Millis{1 + r(10'000'000)}; break;
-    case 14: deadline = now + Millis{1 + r(100'000'000'000)}; break;  // up to ~3 years
-    case 15: deadline = kMaxTime - Millis{r(1'000)}; break;
-    case 16: deadline = Millis{-r(1'000)}; break;  // before the epoch: due at once
-    default: deadline = previous; break;
+    case 0:
+      deadline = now - Millis{1 + r(1'000'000)};
+      break;
+    case 1:
+      deadline = now;
+      break;
+    case 2:
+    case 3:
+    case 4:
+    case 5:
+    case 6:
+      deadline = now + Millis{1 + r(64)};
+      break;
+    case 7:
+    case 8:
+    case 9:
+    case 10:
+      deadline = now + Millis{1 + r(5'000)};
+      break;
+    case 11:
+    case 12:
+    case 13:
+      deadline = now + Millis{1 + r(10'000'000)};
+      break;
+    case 14:
+      deadline = now + Millis{1 + r(100'000'000'000)};
+      break;  // up to ~3 years
+    case 15:
+      deadline = kMaxTime - Millis{r(1'000)};
+      break;
+    case 16:
+      deadline = Millis{-r(1'000)};
+      break;  // before the epoch: due at once
+    default:
+      deadline = previous;
+      break;
   }
   previous = deadline;
   return deadline;
@@ -213,8 +241,10 @@ void run_against_reference(std::size_t ops, std::size_t ids) {
       side.schedule(id, deadline);
       model_side.schedule(id, deadline);
     } else if (kind < 95) {
-      if (rng() % 50 == 0) target -= Millis{1 + static_cast<std::int64_t>(rng() % 100)};
-      else target = std::max(target, queue.now()) + random_step(rng);
+      if (rng() % 50 == 0)
+        target -= Millis{1 + static_cast<std::int64_t>(rng() % 100)};
+      else
+        target = std::max(target, queue.now()) + random_step(rng);
       const std::size_t fired = side.advance_to(target);
       ASSERT_EQ(fired, model_side.advance_to(target)) << "op " << op;
       ASSERT_EQ(side.fired(), model_side.fired()) << "op " << op;
@@ -312,7 +342,8 @@ TYPED_TEST(TimerQueueTest, DeadlineNearTheLimitOfTime) {
   this->advance_to(kMaxTime);
   // The deadline's tick must be reachable to fire: at 1 ms it is; at 1 s or 7 ms ticks the last
   // tick boundary before the end of time is earlier than the deadline, so it never fires early.
-  const bool reachable = deadline_tick(at, TypeParam::kTick) <= now_tick(kMaxTime, TypeParam::kTick);
+  const bool reachable =
+      deadline_tick(at, TypeParam::kTick) <= now_tick(kMaxTime, TypeParam::kTick);
   EXPECT_EQ(this->timers_[8].scheduled(), !reachable);
   EXPECT_EQ(this->fired_.size(), reachable ? 2U : 1U);
 }
@@ -370,8 +401,9 @@ TEST(TimerQueueDeathTest, AdvancingFromInsideACallbackIsAProgrammingError) {
   std::vector<Timer> timers(1);
   HierarchicalWheel wheel(timers);
   wheel.schedule(0, Millis{1});
-  EXPECT_DEATH(wheel.advance_to(Millis{5}, [&](TimerId) { wheel.advance_to(Millis{6}, [](TimerId) {}); }),
-               "check failed");
+  EXPECT_DEATH(
+      wheel.advance_to(Millis{5}, [&](TimerId) { wheel.advance_to(Millis{6}, [](TimerId) {}); }),
+      "check failed");
 }
 
 static_assert(TimerQueue<HierarchicalWheel>);
