@@ -71,44 +71,32 @@ bool HierarchicalWheel::reschedule(TimerId id, Millis deadline) {
   return was_scheduled;
 }
 
-// The level is that of the highest 6-bit digit in which tick and now differ; a tick at or before
-// now goes to now's own level-0 slot, which advance_to() drains first.
-void HierarchicalWheel::place(const Entry& entry) {
-  if (entry.tick <= now_tick_) {
-    append(0, now_tick_ & (kSlotsPerLevel - 1), entry);
-    return;
+HierarchicalWheel::Block* HierarchicalWheel::grow(Slot& slot) {
+  Block* block = new_block();
+  if (slot.tail == nullptr) {
+    slot.head = block;
+  } else {
+    slot.tail->next = block;
   }
-  const auto high_bit = static_cast<unsigned>(63 - std::countl_zero(entry.tick ^ now_tick_));
-  const unsigned level = high_bit / kLevelBits;
-  append(level, (entry.tick >> (level * kLevelBits)) & (kSlotsPerLevel - 1), entry);
+  slot.tail = block;
+  return block;
 }
 
-void HierarchicalWheel::append(unsigned level, unsigned index, const Entry& entry) {
+// Empties a slot: all its blocks go back to the pool, but for the first one of a low level.
+void HierarchicalWheel::clear_slot(unsigned level, unsigned index) noexcept {
   Slot& slot = slots_[level][index];
-  Block* tail = slot.tail;
-  if (tail == nullptr || tail->size == Block::kCapacity) [[unlikely]] {
-    Block* block = new_block();
-    if (tail == nullptr) {
-      slot.head = block;
-      occupied_[level] |= std::uint64_t{1} << index;
-      occupied_levels_ |= 1U << level;
-    } else {
-      tail->next = block;
-    }
-    slot.tail = tail = block;
+  occupied_[level].clear(index);
+  if (occupied_[level].empty()) occupied_levels_ &= ~(1U << level);
+  if (slot.head == nullptr) return;
+  if (level < kKeepBlockLevels) {
+    free_chain(slot.head->next);
+    slot.head->next = nullptr;
+    slot.head->size = 0;
+    slot.tail = slot.head;
+  } else {
+    free_chain(slot.head);
+    slot.head = slot.tail = nullptr;
   }
-  tail->entries[tail->size++] = entry;
-  slot.min_tick = std::min(slot.min_tick, entry.tick);
-}
-
-HierarchicalWheel::Block* HierarchicalWheel::take_slot(unsigned level, unsigned index) noexcept {
-  Slot& slot = slots_[level][index];
-  Block* head = slot.head;
-  if (head == nullptr) return nullptr;
-  slot = Slot{};
-  occupied_[level] &= ~(std::uint64_t{1} << index);
-  if (occupied_[level] == 0) occupied_levels_ &= ~(1U << level);
-  return head;
 }
 
 // Redistributes a slot that now_tick_ has just entered over the levels below it. Its entries
@@ -117,12 +105,13 @@ HierarchicalWheel::Block* HierarchicalWheel::take_slot(unsigned level, unsigned 
 // checked for staleness, with their Timers prefetched a block at a time: that both drops
 // cancelled timers and warms the cache for the firing that follows within 64 ticks.
 void HierarchicalWheel::cascade(unsigned level, unsigned index) {
-  Block* const head = take_slot(level, index);
-  for (Block* block = head; block != nullptr; block = block->next) {
+  for (Block* block = slots_[level][index].head; block != nullptr; block = block->next) {
     if (level == 1) {
       for (std::uint32_t i = 0; i < block->size; ++i) {
-        __builtin_prefetch(&(*timers_)[block->entries[i].id]);
+        __builtin_prefetch(&(*timers_)[block->entries[i].id], 1);
       }
+    }
+    if (level == 1 && stale_ != 0) {
       for (std::uint32_t i = 0; i < block->size; ++i) {
         const Entry& entry = block->entries[i];
         if (is_live(entry)) {
@@ -135,7 +124,7 @@ void HierarchicalWheel::cascade(unsigned level, unsigned index) {
       for (std::uint32_t i = 0; i < block->size; ++i) place(block->entries[i]);
     }
   }
-  free_chain(head);
+  clear_slot(level, index);
 }
 
 // Start tick of the earliest occupied slot. Every timer at level L is later than every timer
@@ -143,15 +132,12 @@ void HierarchicalWheel::cascade(unsigned level, unsigned index) {
 // occupied level is the answer: O(1).
 std::uint64_t HierarchicalWheel::next_event_tick() const noexcept {
   const auto level = static_cast<unsigned>(std::countr_zero(occupied_levels_));
-  const auto index = static_cast<unsigned>(std::countr_zero(occupied_[level]));
-  return slot_start(now_tick_, level, index);
+  return slot_start(now_tick_, level, occupied_[level].first());
 }
 
 std::optional<Millis> HierarchicalWheel::next_deadline() const noexcept {
   if (live_ == 0) return std::nullopt;
-  const auto level = static_cast<unsigned>(std::countr_zero(occupied_levels_));
-  const auto index = static_cast<unsigned>(std::countr_zero(occupied_[level]));
-  return tick_time(std::max(slots_[level][index].min_tick, now_tick_), tick_);
+  return tick_time(std::max(next_event_tick(), now_tick_), tick_);
 }
 
 std::size_t HierarchicalWheel::memory_bytes() const noexcept {
@@ -172,19 +158,23 @@ HierarchicalWheel::Block* HierarchicalWheel::new_block() {
   return block;
 }
 
+// Freed blocks go to the pool; the pool is trimmed back to max(kMinPooledBlocks, blocks in use),
+// so memory follows the pending timers down as well as up.
 void HierarchicalWheel::free_chain(Block* head) noexcept {
   while (head != nullptr) {
     Block* next = head->next;
-    const std::size_t in_use = block_count_ - free_block_count_;
-    if (free_block_count_ >= kMinPooledBlocks && free_block_count_ >= in_use) {
-      delete head;
-      --block_count_;
-    } else {
-      head->next = free_blocks_;
-      free_blocks_ = head;
-      ++free_block_count_;
-    }
+    head->next = free_blocks_;
+    free_blocks_ = head;
+    ++free_block_count_;
     head = next;
+  }
+  while (free_block_count_ > kMinPooledBlocks &&
+         free_block_count_ > block_count_ - free_block_count_) {
+    Block* block = free_blocks_;
+    free_blocks_ = block->next;
+    delete block;
+    --free_block_count_;
+    --block_count_;
   }
 }
 
@@ -193,27 +183,45 @@ void HierarchicalWheel::maybe_sweep() {
 }
 
 // Drops every stale entry, keeping the order of the rest: O(entries), paid for by the cancels
-// that made at least half of them stale. With no live timer left nothing needs checking.
+// that made at least half of them stale.
 void HierarchicalWheel::sweep() {
   for (unsigned level = 0; level < kLevels; ++level) {
     for (unsigned index = 0; index < kSlotsPerLevel; ++index) {
-      Block* const head = take_slot(level, index);
-      if (head == nullptr || live_ == 0) {
-        free_chain(head);
-        continue;
-      }
-      for (Block* block = head; block != nullptr; block = block->next) {
-        for (std::uint32_t i = 0; i < block->size; ++i) {
-          __builtin_prefetch(&(*timers_)[block->entries[i].id]);
-        }
-        for (std::uint32_t i = 0; i < block->size; ++i) {
-          if (is_live(block->entries[i])) append(level, index, block->entries[i]);
-        }
-      }
-      free_chain(head);
+      if (occupied_[level].test(index)) sweep_slot(level, index);
     }
   }
   stale_ = 0;
+}
+
+// Compacts one slot in place: a write cursor trails the read cursor through the chain, and
+// the blocks left empty behind it go back to the pool.
+void HierarchicalWheel::sweep_slot(unsigned level, unsigned index) {
+  Slot& slot = slots_[level][index];
+  Block* out = slot.head;
+  std::uint32_t out_size = 0;
+  for (Block* block = slot.head; block != nullptr; block = block->next) {
+    for (std::uint32_t i = 0; i < block->size; ++i) {
+      __builtin_prefetch(&(*timers_)[block->entries[i].id]);
+    }
+    for (std::uint32_t i = 0; i < block->size; ++i) {
+      const Entry entry = block->entries[i];
+      if (!is_live(entry)) continue;
+      if (out_size == Block::kCapacity) {
+        out->size = out_size;
+        out = out->next;
+        out_size = 0;
+      }
+      out->entries[out_size++] = entry;
+    }
+  }
+  if (out_size == 0 && out == slot.head) {
+    clear_slot(level, index);
+    return;
+  }
+  out->size = out_size;
+  free_chain(out->next);
+  out->next = nullptr;
+  slot.tail = out;
 }
 
 }  // namespace delayq::wheel

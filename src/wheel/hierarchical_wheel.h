@@ -31,9 +31,9 @@ struct HierarchicalWheelOptions {
 
 class HierarchicalWheel {
  public:
-  static constexpr unsigned kLevelBits = 6;
-  static constexpr unsigned kSlotsPerLevel = 1U << kLevelBits;  // 64: one bitmap word a level
-  static constexpr unsigned kLevels = (64 + kLevelBits - 1) / kLevelBits;  // 11 cover 64 bits
+  static constexpr unsigned kLevelBits = 8;
+  static constexpr unsigned kSlotsPerLevel = 1U << kLevelBits;             // 256
+  static constexpr unsigned kLevels = (64 + kLevelBits - 1) / kLevelBits;  // 8 cover 64 bits
 
   // `timers` is the caller's per-timer storage; it must outlive the wheel and may grow at any
   // time (the wheel indexes it afresh on every call).
@@ -62,7 +62,7 @@ class HierarchicalWheel {
     TimerId id;
     std::uint32_t generation;
   };
-  static constexpr std::size_t kBlockBytes = 1024;
+  static constexpr std::size_t kBlockBytes = 512;
   struct Block {
     Block* next;
     std::uint32_t size;
@@ -70,24 +70,69 @@ class HierarchicalWheel {
         (kBlockBytes - sizeof(Block*) - sizeof(std::uint32_t)) / sizeof(Entry);
     Entry entries[kCapacity];
   };
+  // A slot is a chain of blocks; the tail has room or is full. Slots of the lowest levels keep
+  // their first block when drained: they refill every 64 ticks, and a block of their own that
+  // is still in the cache beats a cold one from the pool.
   struct Slot {
     Block* head = nullptr;
     Block* tail = nullptr;
-    std::uint64_t min_tick = ~std::uint64_t{0};  // lower bound of the ticks in the slot
+  };
+  static constexpr unsigned kKeepBlockLevels = 1;
+
+  // Which slots of a level hold entries: one bit a slot, found in O(words).
+  class Bitmap {
+   public:
+    void set(unsigned i) noexcept { words_[i / 64] |= std::uint64_t{1} << (i % 64); }
+    void clear(unsigned i) noexcept { words_[i / 64] &= ~(std::uint64_t{1} << (i % 64)); }
+    [[nodiscard]] bool test(unsigned i) const noexcept {
+      return (words_[i / 64] >> (i % 64) & 1U) != 0;
+    }
+    [[nodiscard]] bool empty() const noexcept {
+      return (words_[0] | words_[1] | words_[2] | words_[3]) == 0;
+    }
+    // Lowest set bit; the bitmap must not be empty.
+    [[nodiscard]] unsigned first() const noexcept {
+      unsigned w = 0;
+      while (words_[w] == 0) ++w;
+      return w * 64 + static_cast<unsigned>(__builtin_ctzll(words_[w]));
+    }
+
+   private:
+    std::array<std::uint64_t, kSlotsPerLevel / 64> words_{};
   };
 
-  void place(const Entry& entry);
-  void append(unsigned level, unsigned index, const Entry& entry);
+  // The level is that of the highest 6-bit digit in which tick and now differ; a tick at or
+  // before now goes to now's own level-0 slot, which advance_to() drains first.
+  void place(const Entry& entry) {
+    if (entry.tick <= now_tick_) {
+      append(0, now_tick_ & (kSlotsPerLevel - 1), entry);
+      return;
+    }
+    const auto high_bit = static_cast<unsigned>(63 - __builtin_clzll(entry.tick ^ now_tick_));
+    const unsigned level = high_bit / kLevelBits;
+    append(level, (entry.tick >> (level * kLevelBits)) & (kSlotsPerLevel - 1), entry);
+  }
+  void append(unsigned level, unsigned index, const Entry& entry) {
+    Slot& slot = slots_[level][index];
+    Block* tail = slot.tail;
+    if (tail == nullptr || tail->size == Block::kCapacity) [[unlikely]]
+      tail = grow(slot);
+    tail->entries[tail->size++] = entry;
+    occupied_[level].set(index);
+    occupied_levels_ |= 1U << level;
+  }
+  Block* grow(Slot& slot);
   void cascade(unsigned level, unsigned index);
+  void clear_slot(unsigned level, unsigned index) noexcept;
   [[nodiscard]] std::uint64_t next_event_tick() const noexcept;
   [[nodiscard]] bool is_live(const Entry& entry) const noexcept {
     return (*timers_)[entry.id].generation == entry.generation;
   }
-  Block* take_slot(unsigned level, unsigned index) noexcept;
   Block* new_block();
   void free_chain(Block* head) noexcept;
   void maybe_sweep();
   void sweep();
+  void sweep_slot(unsigned level, unsigned index);
   template <typename Fire>
   std::size_t fire_due(Fire& fire);
 
@@ -98,38 +143,38 @@ class HierarchicalWheel {
   std::size_t stale_ = 0;
   bool advancing_ = false;
   std::uint32_t occupied_levels_ = 0;  // bit L set when occupied_[L] != 0
-  std::array<std::uint64_t, kLevels> occupied_{};
+  std::array<Bitmap, kLevels> occupied_{};
   std::array<std::array<Slot, kSlotsPerLevel>, kLevels> slots_{};
   Block* free_blocks_ = nullptr;
   std::size_t free_block_count_ = 0;
   std::size_t block_count_ = 0;
 };
 
-// Drains the slot of now_tick_ (timers due now). fire() may append to it while it runs, so sizes
-// and links are read afresh after every call.
+// Drains the slot of now_tick_ (timers due now) in place. fire() may append to it while it
+// runs, so sizes and links are read afresh after every call.
 template <typename Fire>
 std::size_t HierarchicalWheel::fire_due(Fire& fire) {
   const unsigned index = now_tick_ & (kSlotsPerLevel - 1);
+  if (!occupied_[0].test(index)) return 0;
   std::size_t fired = 0;
-  for (;;) {
-    Block* const head = take_slot(0, index);
-    if (head == nullptr) return fired;
-    for (Block* block = head; block != nullptr; block = block->next) {
-      for (std::uint32_t i = 0; i < block->size; ++i) {
-        const Entry entry = block->entries[i];
-        Timer& timer = (*timers_)[entry.id];
-        if (timer.generation != entry.generation) {
-          --stale_;
-          continue;
-        }
-        ++timer.generation;  // idle before fire() runs, so fire() may schedule it again
-        --live_;
-        ++fired;
-        fire(entry.id);
+  for (Block* block = slots_[0][index].head; block != nullptr; block = block->next) {
+    for (std::uint32_t i = 0; i < block->size; ++i) {
+      const Entry entry = block->entries[i];
+      Timer& timer = (*timers_)[entry.id];
+      // With no stale entry anywhere the entry is live and the Timer need not be read: a
+      // plain store (no cache miss to wait for) makes it idle.
+      if (stale_ != 0 && timer.generation != entry.generation) {
+        --stale_;
+        continue;
       }
+      timer.generation = entry.generation + 1;  // idle before fire(), which may reschedule it
+      --live_;
+      ++fired;
+      fire(entry.id);
     }
-    free_chain(head);
   }
+  clear_slot(0, index);
+  return fired;
 }
 
 template <typename Fire>
