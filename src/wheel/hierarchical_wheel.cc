@@ -71,7 +71,11 @@ bool HierarchicalWheel::reschedule(TimerId id, Millis deadline) {
   return was_scheduled;
 }
 
-HierarchicalWheel::Block* HierarchicalWheel::grow(Slot& slot) {
+HierarchicalWheel::Block* HierarchicalWheel::prepare_tail(unsigned level, unsigned index) {
+  Slot& slot = slots_[level][index];
+  occupied_[level].set(index);
+  occupied_levels_ |= 1U << level;
+  if (slot.tail != nullptr && slot.tail->size < Block::kCapacity) return slot.tail;
   Block* block = new_block();
   if (slot.tail == nullptr) {
     slot.head = block;
@@ -89,7 +93,7 @@ void HierarchicalWheel::clear_slot(unsigned level, unsigned index) noexcept {
   if (occupied_[level].empty()) occupied_levels_ &= ~(1U << level);
   if (slot.head == nullptr) return;
   if (level < kKeepBlockLevels) {
-    free_chain(slot.head->next);
+    if (slot.head->next != nullptr) free_chain(slot.head->next);
     slot.head->next = nullptr;
     slot.head->size = 0;
     slot.tail = slot.head;
@@ -106,12 +110,11 @@ void HierarchicalWheel::clear_slot(unsigned level, unsigned index) noexcept {
 // cancelled timers and warms the cache for the firing that follows within 64 ticks.
 void HierarchicalWheel::cascade(unsigned level, unsigned index) {
   for (Block* block = slots_[level][index].head; block != nullptr; block = block->next) {
-    if (level == 1) {
-      for (std::uint32_t i = 0; i < block->size; ++i) {
-        __builtin_prefetch(&(*timers_)[block->entries[i].id], 1);
-      }
-    }
+    prefetch_block(block->next);
     if (level == 1 && stale_ != 0) {
+      for (std::uint32_t i = 0; i < block->size; ++i) {
+        __builtin_prefetch(&(*timers_)[block->entries[i].id]);
+      }
       for (std::uint32_t i = 0; i < block->size; ++i) {
         const Entry& entry = block->entries[i];
         if (is_live(entry)) {
@@ -144,11 +147,21 @@ std::size_t HierarchicalWheel::memory_bytes() const noexcept {
   return block_count_ * sizeof(Block);
 }
 
+// Chained blocks sit anywhere in memory, so the hardware cannot guess the next one: whoever walks
+// a chain asks for the next block while it works on this one.
+void HierarchicalWheel::prefetch_block(const Block* block) noexcept {
+  if (block == nullptr) return;
+  for (std::size_t line = 0; line < sizeof(Block); line += 64) {
+    __builtin_prefetch(reinterpret_cast<const char*>(block) + line);
+  }
+}
+
 HierarchicalWheel::Block* HierarchicalWheel::new_block() {
   Block* block = free_blocks_;
   if (block != nullptr) {
     free_blocks_ = block->next;
     --free_block_count_;
+
   } else {
     block = new Block;
     ++block_count_;
@@ -200,6 +213,7 @@ void HierarchicalWheel::sweep_slot(unsigned level, unsigned index) {
   Block* out = slot.head;
   std::uint32_t out_size = 0;
   for (Block* block = slot.head; block != nullptr; block = block->next) {
+    prefetch_block(block->next);
     for (std::uint32_t i = 0; i < block->size; ++i) {
       __builtin_prefetch(&(*timers_)[block->entries[i].id]);
     }

@@ -78,6 +78,7 @@ class HierarchicalWheel {
     Block* tail = nullptr;
   };
   static constexpr unsigned kKeepBlockLevels = 1;
+  static constexpr unsigned kPrefetchTicks = 4;
 
   // Which slots of a level hold entries: one bit a slot, found in O(words).
   class Bitmap {
@@ -101,33 +102,35 @@ class HierarchicalWheel {
     std::array<std::uint64_t, kSlotsPerLevel / 64> words_{};
   };
 
-  // The level is that of the highest 6-bit digit in which tick and now differ; a tick at or
-  // before now goes to now's own level-0 slot, which advance_to() drains first.
+  // The level is that of the highest digit in which tick and now differ; a tick equal to now
+  // (schedule() clamps earlier ones to now) goes to now's own level-0 slot, which advance_to()
+  // drains first.
   void place(const Entry& entry) {
-    if (entry.tick <= now_tick_) {
+    const std::uint64_t differ = entry.tick ^ now_tick_;
+    if (differ == 0) {
       append(0, now_tick_ & (kSlotsPerLevel - 1), entry);
       return;
     }
-    const auto high_bit = static_cast<unsigned>(63 - __builtin_clzll(entry.tick ^ now_tick_));
-    const unsigned level = high_bit / kLevelBits;
+    const unsigned level = static_cast<unsigned>(63 - __builtin_clzll(differ)) / kLevelBits;
     append(level, (entry.tick >> (level * kLevelBits)) & (kSlotsPerLevel - 1), entry);
   }
+  // The common case is one store and an increment; an empty or full tail takes the slow path,
+  // which also marks the slot occupied (a slot is empty exactly when its tail is absent or empty).
   void append(unsigned level, unsigned index, const Entry& entry) {
-    Slot& slot = slots_[level][index];
-    Block* tail = slot.tail;
-    if (tail == nullptr || tail->size == Block::kCapacity) [[unlikely]]
-      tail = grow(slot);
+    Block* tail = slots_[level][index].tail;
+    if (tail == nullptr || tail->size - 1 >= Block::kCapacity - 1) [[unlikely]] {
+      tail = prepare_tail(level, index);
+    }
     tail->entries[tail->size++] = entry;
-    occupied_[level].set(index);
-    occupied_levels_ |= 1U << level;
   }
-  Block* grow(Slot& slot);
+  Block* prepare_tail(unsigned level, unsigned index);
   void cascade(unsigned level, unsigned index);
   void clear_slot(unsigned level, unsigned index) noexcept;
   [[nodiscard]] std::uint64_t next_event_tick() const noexcept;
   [[nodiscard]] bool is_live(const Entry& entry) const noexcept {
     return (*timers_)[entry.id].generation == entry.generation;
   }
+  static void prefetch_block(const Block* block) noexcept;
   Block* new_block();
   void free_chain(Block* head) noexcept;
   void maybe_sweep();
@@ -174,6 +177,15 @@ std::size_t HierarchicalWheel::fire_due(Fire& fire) {
     }
   }
   clear_slot(0, index);
+  // Warm the Timers of a slot a few ticks ahead, so its fires do not wait on memory.
+  const unsigned ahead = index + kPrefetchTicks;
+  if (ahead < kSlotsPerLevel && occupied_[0].test(ahead)) {
+    for (Block* block = slots_[0][ahead].head; block != nullptr; block = block->next) {
+      for (std::uint32_t i = 0; i < block->size; ++i) {
+        __builtin_prefetch(&(*timers_)[block->entries[i].id], 1);
+      }
+    }
+  }
   return fired;
 }
 
