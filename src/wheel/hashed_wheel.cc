@@ -5,6 +5,12 @@
 #include <limits>
 
 namespace delayq::wheel {
+namespace {
+
+// Stale entries are dropped once they outnumber live ones and there are at least this many.
+constexpr std::size_t kMinSweepEntries = 4096;
+
+}  // namespace
 
 HashedWheel::HashedWheel(std::vector<Timer>& timers, HashedWheelOptions options)
     : timers_(&timers), tick_(options.tick), now_tick_(0), buckets_(options.slots) {
@@ -36,7 +42,16 @@ bool HashedWheel::cancel(TimerId id) {
   ++timer.generation;
   --live_;
   ++stale_;
+  // Same bound as HierarchicalWheel: stale entries never outnumber live ones by much.
+  if (!advancing_ && stale_ > live_ && stale_ >= kMinSweepEntries) drop_stale();
   return true;
+}
+
+void HashedWheel::drop_stale() {
+  const auto stale = [&](const Entry& entry) { return !is_live(entry); };
+  for (auto& bucket : buckets_) std::erase_if(bucket, stale);
+  std::erase_if(due_, stale);
+  stale_ = 0;
 }
 
 bool HashedWheel::reschedule(TimerId id, Millis deadline) {
@@ -51,13 +66,9 @@ bool HashedWheel::reschedule(TimerId id, Millis deadline) {
 // a revolution, the next try waits a revolution, so the scan costs O(n / slots) a tick at most.
 void HashedWheel::skip_revolutions(std::uint64_t target) {
   const auto slots = static_cast<std::uint64_t>(buckets_.size());
+  drop_stale();
   std::uint64_t min_rounds = std::numeric_limits<std::uint64_t>::max();
-  for (auto& bucket : buckets_) {
-    std::erase_if(bucket, [&](const Entry& entry) {
-      if (is_live(entry)) return false;
-      --stale_;
-      return true;
-    });
+  for (const auto& bucket : buckets_) {
     for (const Entry& entry : bucket) min_rounds = std::min(min_rounds, entry.rounds);
   }
   const std::uint64_t skip = std::min(min_rounds, (target - now_tick_) / slots - 1);

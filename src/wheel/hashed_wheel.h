@@ -2,8 +2,8 @@
 // Netty's HashedWheelTimer): a ring of `slots` buckets, one tick each; a timer due in d ticks goes
 // to bucket (now + d) mod slots with rounds = (d - 1) / slots, and each time the pointer passes a
 // bucket it walks every timer there, firing those at round 0 and decrementing the others.
-// schedule() and cancel() are O(1) (cancel is lazy, as in HierarchicalWheel). The cost of a tick
-// is the number of timers in its bucket, fired or not: with n timers spread over far more than
+// schedule() and cancel() are O(1) (cancel is lazy and swept, as in HierarchicalWheel). A tick's
+// cost is the number of timers in its bucket, fired or not: with n timers spread over far more than
 // one revolution, every tick walks ~n/slots timers, which is the design's known weakness (see
 // docs/BENCHMARKS.md). Unlike the classic, an advance longer than two revolutions skips whole
 // revolutions in one O(n) pass, so a jump of years is not years of ticking; next_deadline() is an
@@ -58,6 +58,7 @@ class HashedWheel {
   template <typename Fire>
   std::size_t pass(std::uint32_t bucket, Fire& fire);
   void skip_revolutions(std::uint64_t target);
+  void drop_stale();
 
   std::vector<Timer>* timers_;
   Millis tick_;

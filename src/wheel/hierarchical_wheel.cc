@@ -109,21 +109,18 @@ void HierarchicalWheel::clear_slot(unsigned level, unsigned index) noexcept {
 // checked for staleness, with their Timers prefetched a block at a time: that both drops
 // cancelled timers and warms the cache for the firing that follows within 64 ticks.
 void HierarchicalWheel::cascade(unsigned level, unsigned index) {
-  for (Block* block = slots_[level][index].head; block != nullptr; block = block->next) {
-    prefetch_block(block->next);
-    if (level == 1 && stale_ != 0) {
-      for (std::uint32_t i = 0; i < block->size; ++i) {
-        __builtin_prefetch(&(*timers_)[block->entries[i].id]);
+  Block* const head = slots_[level][index].head;
+  if (level == 1 && stale_ != 0) {
+    for_each_checked(head, [&](const Entry& entry, bool live) {
+      if (live) {
+        place(entry);
+      } else {
+        --stale_;
       }
-      for (std::uint32_t i = 0; i < block->size; ++i) {
-        const Entry& entry = block->entries[i];
-        if (is_live(entry)) {
-          place(entry);
-        } else {
-          --stale_;
-        }
-      }
-    } else {
+    });
+  } else {
+    for (Block* block = head; block != nullptr; block = block->next) {
+      prefetch_block(block->next);
       for (std::uint32_t i = 0; i < block->size; ++i) place(block->entries[i]);
     }
   }
@@ -212,22 +209,15 @@ void HierarchicalWheel::sweep_slot(unsigned level, unsigned index) {
   Slot& slot = slots_[level][index];
   Block* out = slot.head;
   std::uint32_t out_size = 0;
-  for (Block* block = slot.head; block != nullptr; block = block->next) {
-    prefetch_block(block->next);
-    for (std::uint32_t i = 0; i < block->size; ++i) {
-      __builtin_prefetch(&(*timers_)[block->entries[i].id]);
+  for_each_checked(slot.head, [&](const Entry& entry, bool live) {
+    if (!live) return;
+    if (out_size == Block::kCapacity) {
+      out->size = out_size;
+      out = out->next;
+      out_size = 0;
     }
-    for (std::uint32_t i = 0; i < block->size; ++i) {
-      const Entry entry = block->entries[i];
-      if (!is_live(entry)) continue;
-      if (out_size == Block::kCapacity) {
-        out->size = out_size;
-        out = out->next;
-        out_size = 0;
-      }
-      out->entries[out_size++] = entry;
-    }
-  }
+    out->entries[out_size++] = entry;
+  });
   if (out_size == 0 && out == slot.head) {
     clear_slot(level, index);
     return;
