@@ -118,19 +118,19 @@ void BM_Schedule(benchmark::State& state, std::size_t n) {
   state.counters["bytes_per_timer"] = bytes;
 }
 
-// Cancel at n pending: a tenth of the timers, in random order, so n barely moves.
+// Fills a queue of n timers and times cancelling the first `cancels` of them in random order.
 template <typename K>
-void BM_Cancel(benchmark::State& state, std::size_t n) {
+void run_cancels(benchmark::State& state, std::size_t n, std::size_t cancels) {
   const Workload& work = Workload::of(n);
-  const std::size_t cancels = n / 10;
   double seconds = 0;
   for (auto _ : state) {
     std::vector<Timer> timers(n);
     auto queue = K::make(timers);
     fill(queue, work);
     const auto start = Clock::now();
-    for (std::size_t i = 0; i < cancels; ++i)
+    for (std::size_t i = 0; i < cancels; ++i) {
       benchmark::DoNotOptimize(queue.cancel(work.shuffled[i]));
+    }
     const double s = seconds_since(start);
     state.SetIterationTime(s);
     seconds += s;
@@ -139,23 +139,17 @@ void BM_Cancel(benchmark::State& state, std::size_t n) {
              static_cast<double>(cancels) * static_cast<double>(state.iterations()));
 }
 
-// Cancel every timer in random order: the queue drains to empty, and the wheels pay for
-// reclaiming their stale entries along the way.
+// Cancel at n pending: a tenth of the timers, so n barely moves.
+template <typename K>
+void BM_Cancel(benchmark::State& state, std::size_t n) {
+  run_cancels<K>(state, n, n / 10);
+}
+
+// Cancel every timer: the queue drains to empty, and the wheels pay for reclaiming their stale
+// entries along the way.
 template <typename K>
 void BM_CancelAll(benchmark::State& state, std::size_t n) {
-  const Workload& work = Workload::of(n);
-  double seconds = 0;
-  for (auto _ : state) {
-    std::vector<Timer> timers(n);
-    auto queue = K::make(timers);
-    fill(queue, work);
-    const auto start = Clock::now();
-    for (TimerId id : work.shuffled) benchmark::DoNotOptimize(queue.cancel(id));
-    const double s = seconds_since(start);
-    state.SetIterationTime(s);
-    seconds += s;
-  }
-  set_per_op(state, seconds, static_cast<double>(n) * static_cast<double>(state.iterations()));
+  run_cancels<K>(state, n, n);
 }
 
 template <typename K>

@@ -20,10 +20,7 @@ HashedWheel::HashedWheel(std::vector<Timer>& timers, HashedWheelOptions options)
 }
 
 void HashedWheel::schedule(TimerId id, Millis deadline) {
-  DELAYQ_CHECK(id < timers_->size());
-  Timer& timer = (*timers_)[id];
-  DELAYQ_CHECK(!timer.scheduled());
-  ++timer.generation;
+  const Timer& timer = arm(*timers_, id);
   ++live_;
   const std::uint64_t tick = deadline_tick(deadline, tick_);
   if (tick <= now_tick_) {
@@ -36,10 +33,7 @@ void HashedWheel::schedule(TimerId id, Millis deadline) {
 }
 
 bool HashedWheel::cancel(TimerId id) {
-  DELAYQ_CHECK(id < timers_->size());
-  Timer& timer = (*timers_)[id];
-  if (!timer.scheduled()) return false;
-  ++timer.generation;
+  if (!disarm(*timers_, id)) return false;
   --live_;
   ++stale_;
   // Same bound as HierarchicalWheel: stale entries never outnumber live ones by much.

@@ -12,21 +12,15 @@ HeapTimer::HeapTimer(std::vector<Timer>& timers, HeapTimerOptions options)
 }
 
 void HeapTimer::schedule(TimerId id, Millis deadline) {
-  DELAYQ_CHECK(id < timers_->size());
-  Timer& timer = (*timers_)[id];
-  DELAYQ_CHECK(!timer.scheduled());
-  ++timer.generation;
+  Timer& timer = arm(*timers_, id);
   heap_.push_back({std::max(deadline_tick(deadline, tick_), now_tick_), next_order_++, id});
   timer.position = static_cast<std::uint32_t>(heap_.size() - 1);
   sift_up(heap_.size() - 1);
 }
 
 bool HeapTimer::cancel(TimerId id) {
-  DELAYQ_CHECK(id < timers_->size());
-  Timer& timer = (*timers_)[id];
-  if (!timer.scheduled()) return false;
-  ++timer.generation;
-  remove_at(timer.position);
+  if (!disarm(*timers_, id)) return false;
+  remove_at((*timers_)[id].position);
   return true;
 }
 

@@ -46,19 +46,13 @@ HierarchicalWheel::~HierarchicalWheel() {
 }
 
 void HierarchicalWheel::schedule(TimerId id, Millis deadline) {
-  DELAYQ_CHECK(id < timers_->size());
-  Timer& timer = (*timers_)[id];
-  DELAYQ_CHECK(!timer.scheduled());
-  ++timer.generation;
+  const Timer& timer = arm(*timers_, id);
   ++live_;
   place({std::max(deadline_tick(deadline, tick_), now_tick_), id, timer.generation});
 }
 
 bool HierarchicalWheel::cancel(TimerId id) {
-  DELAYQ_CHECK(id < timers_->size());
-  Timer& timer = (*timers_)[id];
-  if (!timer.scheduled()) return false;
-  ++timer.generation;
+  if (!disarm(*timers_, id)) return false;
   --live_;
   ++stale_;
   maybe_sweep();

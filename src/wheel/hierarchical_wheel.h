@@ -1,13 +1,14 @@
-// hierarchical_wheel.h — the engine's deadline index: 11 levels of 64 slots over 64-bit ticks.
-// A timer sits at the level of the highest 6-bit digit in which its deadline tick differs from
+// hierarchical_wheel.h — the engine's deadline index: 8 levels of 256 slots over 64-bit ticks.
+// A timer sits at the level of the highest 8-bit digit in which its deadline tick differs from
 // now, so every 64-bit deadline has a place (no overflow list) and all timers of a slot share one
-// tick range. schedule() and cancel() are O(1); advance_to() costs O(levels) per occupied slot it
-// reaches plus O(1) per timer moved or fired, and jumps over empty time via per-level occupancy
-// bitmaps, so the caller can sleep until next_deadline(). Equal deadline ticks fire in schedule
-// order. Slots are chains of 1 KiB blocks of 16-byte entries from a recycling pool: moving and
-// firing timers reads memory sequentially. Cancel is lazy (the caller's Timer generation changes);
-// stale entries are dropped when reached, or swept when they outnumber the live ones.
-// Owned by one thread. Algorithm, worked example and costs: docs/design/timing-wheel.md
+// tick range. schedule() and cancel() are O(1); advance_to() costs O(1) per occupied slot it
+// reaches plus O(1) per timer moved (at most once a level) or fired, and jumps over empty time via
+// per-level occupancy bitmaps, so the caller can sleep until next_deadline(). Equal deadline
+// ticks fire in schedule order. Slots are chains of 512-byte blocks of 16-byte entries from a
+// recycling pool: moving timers reads and writes memory sequentially. Cancel is lazy (it changes
+// the caller's Timer generation only); stale entries are dropped when reached, or swept when they
+// outnumber the live ones. Owned by one thread. Algorithm, worked example, costs:
+// docs/design/timing-wheel.md
 #pragma once
 
 #include <array>

@@ -18,6 +18,9 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <vector>
+
+#include "base/check.h"
 
 namespace delayq::wheel {
 
@@ -37,6 +40,25 @@ struct Timer {
 
   [[nodiscard]] bool scheduled() const noexcept { return (generation & 1U) != 0; }
 };
+
+// Marks timer `id` of `timers` scheduled and returns it, for a queue's schedule(). Scheduling a
+// timer that is already scheduled, or an id outside the table, is a caller's bug: it aborts.
+inline Timer& arm(std::vector<Timer>& timers, TimerId id) {
+  DELAYQ_CHECK(id < timers.size());
+  Timer& timer = timers[id];
+  DELAYQ_CHECK(!timer.scheduled());
+  ++timer.generation;
+  return timer;
+}
+
+// Marks timer `id` idle for a queue's cancel(); false if it was not scheduled.
+inline bool disarm(std::vector<Timer>& timers, TimerId id) {
+  DELAYQ_CHECK(id < timers.size());
+  Timer& timer = timers[id];
+  if (!timer.scheduled()) return false;
+  ++timer.generation;
+  return true;
+}
 
 // Ticks are unsigned 64-bit counts of tick_ms since the caller's epoch; negative times map to 0.
 // A deadline rounds up (never early) and the present rounds down (never claims time not yet come).
