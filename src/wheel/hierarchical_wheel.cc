@@ -187,11 +187,16 @@ void HierarchicalWheel::maybe_sweep() {
 }
 
 // Drops every stale entry, keeping the order of the rest: O(entries), paid for by the cancels
-// that made at least half of them stale.
+// that made at least half of them stale. With no live timer left, nothing needs reading.
 void HierarchicalWheel::sweep() {
   for (unsigned level = 0; level < kLevels; ++level) {
     for (unsigned index = 0; index < kSlotsPerLevel; ++index) {
-      if (occupied_[level].test(index)) sweep_slot(level, index);
+      if (!occupied_[level].test(index)) continue;
+      if (live_ == 0) {
+        clear_slot(level, index);
+      } else {
+        sweep_slot(level, index);
+      }
     }
   }
   stale_ = 0;

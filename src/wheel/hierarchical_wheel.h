@@ -36,8 +36,9 @@ class HierarchicalWheel {
   static constexpr unsigned kSlotsPerLevel = 1U << kLevelBits;             // 256
   static constexpr unsigned kLevels = (64 + kLevelBits - 1) / kLevelBits;  // 8 cover 64 bits
 
-  // `timers` is the caller's per-timer storage; it must outlive the wheel and may grow at any
-  // time (the wheel indexes it afresh on every call).
+  // `timers` is the caller's per-timer storage; it must outlive the wheel, may grow at any time
+  // (the wheel indexes it afresh on every call), must not shrink below a scheduled id, and its
+  // Timers are written only by the wheel.
   explicit HierarchicalWheel(std::vector<Timer>& timers, HierarchicalWheelOptions options = {});
   ~HierarchicalWheel();
   HierarchicalWheel(const HierarchicalWheel&) = delete;
@@ -71,9 +72,9 @@ class HierarchicalWheel {
         (kBlockBytes - sizeof(Block*) - sizeof(std::uint32_t)) / sizeof(Entry);
     Entry entries[kCapacity];
   };
-  // A slot is a chain of blocks; the tail has room or is full. Slots of the lowest levels keep
-  // their first block when drained: they refill every 64 ticks, and a block of their own that
-  // is still in the cache beats a cold one from the pool.
+  // A slot is a chain of blocks; it is empty exactly when it has no tail or an empty one.
+  // Level-0 slots keep their first block when drained: they refill every 256 ticks, and a block
+  // of their own that is still in the cache beats a cold one from the pool.
   struct Slot {
     Block* head = nullptr;
     Block* tail = nullptr;
