@@ -20,9 +20,13 @@ run: build
 test: build
 	@ctest --preset release -j $(JOBS)
 
-# Google Benchmark over the three timer queues; see docs/BENCHMARKS.md.
+# Google Benchmark over the three timer queues, three repetitions, then the medians as the
+# Markdown tables of docs/BENCHMARKS.md. BENCH_ARGS adds wheel_bench flags (e.g. a filter).
 bench: build
-	@build/release/bench/wheel_bench $(BENCH_ARGS)
+	@build/release/bench/wheel_bench --benchmark_repetitions=3 \
+	  --benchmark_report_aggregates_only=true \
+	  --benchmark_out=build/wheel_bench.json --benchmark_out_format=json $(BENCH_ARGS)
+	@python3 bench/wheel_table.py build/wheel_bench.json
 
 # The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan-test: deps

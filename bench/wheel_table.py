@@ -41,6 +41,8 @@ def load(path):
 def fmt(value):
     if value >= 1000:
         return f"{value:,.0f}"
+    if value < 1:
+        return f"{value:.2f}"
     return f"{value:.1f}"
 
 
