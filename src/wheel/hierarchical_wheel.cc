@@ -82,9 +82,13 @@ HierarchicalWheel::Block* HierarchicalWheel::prepare_tail(unsigned level, unsign
 
 // Empties a slot: all its blocks go back to the pool, but for the first one of a low level.
 void HierarchicalWheel::clear_slot(unsigned level, unsigned index) noexcept {
-  Slot& slot = slots_[level][index];
   occupied_[level].clear(index);
   if (occupied_[level].empty()) occupied_levels_ &= ~(1U << level);
+  clear_chain(level, index);
+}
+
+void HierarchicalWheel::clear_chain(unsigned level, unsigned index) noexcept {
+  Slot& slot = slots_[level][index];
   if (slot.head == nullptr) return;
   if (level < kKeepBlockLevels) {
     if (slot.head->next != nullptr) free_chain(slot.head->next);
@@ -103,11 +107,34 @@ void HierarchicalWheel::clear_slot(unsigned level, unsigned index) noexcept {
 // checked for staleness, with their Timers prefetched a block at a time: that both drops
 // cancelled timers and warms the cache for the firing that follows within 64 ticks.
 void HierarchicalWheel::cascade(unsigned level, unsigned index) {
-  Block* const head = slots_[level][index].head;
-  if (level == 1 && stale_ != 0) {
+  if (level == 1) {
+    build_run(index);
+  } else {
+    for (Block* block = slots_[level][index].head; block != nullptr; block = block->next) {
+      prefetch_block(block->next);
+      for (std::uint32_t i = 0; i < block->size; ++i) place(block->entries[i]);
+    }
+  }
+  clear_slot(level, index);
+}
+
+// The level-1 slot now_tick_ has just entered holds exactly the level-0 window that starts at
+// now_tick_; the previous window's run is spent (every slot of it fired on the way here). A
+// stable counting sort by the last digit lays the window out as one array in firing order, so
+// it fires walking memory front to back; stale entries are dropped on the way.
+void HierarchicalWheel::build_run(unsigned index) {
+  DELAYQ_CHECK(run_fired_ >= run_begin_[kSlotsPerLevel]);
+  std::array<std::uint32_t, kSlotsPerLevel> counts{};
+  run_unsorted_.clear();
+  const auto keep = [&](const Entry& entry) {
+    run_unsorted_.push_back(entry);
+    ++counts[entry.tick & (kSlotsPerLevel - 1)];
+  };
+  Block* const head = slots_[1][index].head;
+  if (stale_ != 0) {
     for_each_checked(head, [&](const Entry& entry, bool live) {
       if (live) {
-        place(entry);
+        keep(entry);
       } else {
         --stale_;
       }
@@ -115,10 +142,21 @@ void HierarchicalWheel::cascade(unsigned level, unsigned index) {
   } else {
     for (Block* block = head; block != nullptr; block = block->next) {
       prefetch_block(block->next);
-      for (std::uint32_t i = 0; i < block->size; ++i) place(block->entries[i]);
+      for (std::uint32_t i = 0; i < block->size; ++i) keep(block->entries[i]);
     }
   }
-  clear_slot(level, index);
+  std::array<std::uint32_t, kSlotsPerLevel> next{};
+  std::uint32_t total = 0;
+  for (unsigned slot = 0; slot < kSlotsPerLevel; ++slot) {
+    run_begin_[slot] = next[slot] = total;
+    total += counts[slot];
+    if (counts[slot] != 0) occupied_[0].set(slot);
+  }
+  run_begin_[kSlotsPerLevel] = total;
+  run_fired_ = 0;
+  if (total != 0) occupied_levels_ |= 1U;
+  run_.resize(total);
+  for (const Entry& entry : run_unsorted_) run_[next[entry.tick & (kSlotsPerLevel - 1)]++] = entry;
 }
 
 // Start tick of the earliest occupied slot. Every timer at level L is later than every timer
@@ -135,7 +173,8 @@ std::optional<Millis> HierarchicalWheel::next_deadline() const noexcept {
 }
 
 std::size_t HierarchicalWheel::memory_bytes() const noexcept {
-  return block_count_ * sizeof(Block);
+  return block_count_ * sizeof(Block) +
+         (run_.capacity() + run_unsorted_.capacity()) * sizeof(Entry);
 }
 
 // Chained blocks sit anywhere in memory, so the hardware cannot guess the next one: whoever walks
@@ -189,6 +228,7 @@ void HierarchicalWheel::maybe_sweep() {
 // Drops every stale entry, keeping the order of the rest: O(entries), paid for by the cancels
 // that made at least half of them stale. With no live timer left, nothing needs reading.
 void HierarchicalWheel::sweep() {
+  sweep_run();
   for (unsigned level = 0; level < kLevels; ++level) {
     for (unsigned index = 0; index < kSlotsPerLevel; ++index) {
       if (!occupied_[level].test(index)) continue;
@@ -200,6 +240,23 @@ void HierarchicalWheel::sweep() {
     }
   }
   stale_ = 0;
+}
+
+// Drops the run's fired and stale entries, keeping the rest in order, each in its slot's range.
+void HierarchicalWheel::sweep_run() {
+  std::uint32_t out = 0;
+  std::uint32_t begin = run_fired_;
+  for (unsigned slot = 0; slot < kSlotsPerLevel; ++slot) {
+    const std::uint32_t end = std::max(run_begin_[slot + 1], begin);
+    run_begin_[slot] = out;
+    for (std::uint32_t i = begin; i < end; ++i) {
+      if (live_ != 0 && is_live(run_[i])) run_[out++] = run_[i];
+    }
+    begin = end;
+  }
+  run_begin_[kSlotsPerLevel] = out;
+  run_fired_ = 0;
+  run_.resize(out);
 }
 
 // Compacts one slot in place: a write cursor trails the read cursor through the chain, and
@@ -218,7 +275,11 @@ void HierarchicalWheel::sweep_slot(unsigned level, unsigned index) {
     out->entries[out_size++] = entry;
   });
   if (out_size == 0 && out == slot.head) {
-    clear_slot(level, index);
+    if (level == 0 && run_holds(index)) {
+      clear_chain(level, index);  // its part of the run keeps the slot occupied
+    } else {
+      clear_slot(level, index);
+    }
     return;
   }
   out->size = out_size;

@@ -80,7 +80,7 @@ class HierarchicalWheel {
     Block* tail = nullptr;
   };
   static constexpr unsigned kKeepBlockLevels = 1;
-  static constexpr unsigned kPrefetchTicks = 4;
+  static constexpr std::uint32_t kPrefetchEntries = 8;
 
   // Which slots of a level hold entries: one bit a slot, found in O(words).
   class Bitmap {
@@ -128,6 +128,7 @@ class HierarchicalWheel {
   Block* prepare_tail(unsigned level, unsigned index);
   void cascade(unsigned level, unsigned index);
   void clear_slot(unsigned level, unsigned index) noexcept;
+  void clear_chain(unsigned level, unsigned index) noexcept;
   [[nodiscard]] std::uint64_t next_event_tick() const noexcept;
   [[nodiscard]] bool is_live(const Entry& entry) const noexcept {
     return (*timers_)[entry.id].generation == entry.generation;
@@ -164,6 +165,13 @@ class HierarchicalWheel {
   void maybe_sweep();
   void sweep();
   void sweep_slot(unsigned level, unsigned index);
+  void sweep_run();
+  void build_run(unsigned index);
+  [[nodiscard]] bool run_holds(unsigned index) const noexcept {
+    return std::max(run_begin_[index], run_fired_) < run_begin_[index + 1];
+  }
+  template <typename Fire>
+  std::size_t fire_entry(const Entry& entry, Fire& fire);
   template <typename Fire>
   std::size_t fire_due(Fire& fire);
 
@@ -179,41 +187,51 @@ class HierarchicalWheel {
   Block* free_blocks_ = nullptr;
   std::size_t free_block_count_ = 0;
   std::size_t block_count_ = 0;
+  // The level-0 window's timers that came down from its level-1 slot, sorted by tick (a stable
+  // counting sort at the cascade): level-0 slot i owns run_[run_begin_[i], run_begin_[i + 1]),
+  // less what lies before run_fired_ (slots fire in index order, so one cursor marks what has
+  // fired). Timers placed in level 0 any other way come later and go to the slot's chain.
+  std::vector<Entry> run_;
+  std::vector<Entry> run_unsorted_;
+  std::array<std::uint32_t, kSlotsPerLevel + 1> run_begin_{};
+  std::uint32_t run_fired_ = 0;
 };
 
-// Drains the slot of now_tick_ (timers due now) in place. fire() may append to it while it
-// runs, so sizes and links are read afresh after every call.
+template <typename Fire>
+std::size_t HierarchicalWheel::fire_entry(const Entry& entry, Fire& fire) {
+  Timer& timer = (*timers_)[entry.id];
+  // With no stale entry anywhere the entry is live and the Timer need not be read: a plain
+  // store (no cache miss to wait for) makes it idle.
+  if (stale_ != 0 && timer.generation != entry.generation) {
+    --stale_;
+    return 0;
+  }
+  timer.generation = entry.generation + 1;  // idle before fire(), which may reschedule it
+  --live_;
+  fire(entry.id);
+  return 1;
+}
+
+// Drains the level-0 slot of now_tick_ (timers due now): its part of the run first, then its
+// chain, which fire() may append to while it runs, so sizes and links are read afresh.
 template <typename Fire>
 std::size_t HierarchicalWheel::fire_due(Fire& fire) {
   const unsigned index = now_tick_ & (kSlotsPerLevel - 1);
   if (!occupied_[0].test(index)) return 0;
   std::size_t fired = 0;
-  for (Block* block = slots_[0][index].head; block != nullptr; block = block->next) {
-    for (std::uint32_t i = 0; i < block->size; ++i) {
-      const Entry entry = block->entries[i];
-      Timer& timer = (*timers_)[entry.id];
-      // With no stale entry anywhere the entry is live and the Timer need not be read: a
-      // plain store (no cache miss to wait for) makes it idle.
-      if (stale_ != 0 && timer.generation != entry.generation) {
-        --stale_;
-        continue;
-      }
-      timer.generation = entry.generation + 1;  // idle before fire(), which may reschedule it
-      --live_;
-      ++fired;
-      fire(entry.id);
+  const std::uint32_t run_end = run_begin_[index + 1];
+  const auto run_size = static_cast<std::uint32_t>(run_.size());
+  for (std::uint32_t i = std::max(run_begin_[index], run_fired_); i < run_end; ++i) {
+    if (i + kPrefetchEntries < run_size) {
+      __builtin_prefetch(&(*timers_)[run_[i + kPrefetchEntries].id], 1);  // fired a bit later
     }
+    fired += fire_entry(run_[i], fire);
+  }
+  run_fired_ = std::max(run_fired_, run_end);
+  for (Block* block = slots_[0][index].head; block != nullptr; block = block->next) {
+    for (std::uint32_t i = 0; i < block->size; ++i) fired += fire_entry(block->entries[i], fire);
   }
   clear_slot(0, index);
-  // Warm the Timers of a slot a few ticks ahead, so its fires do not wait on memory.
-  const unsigned ahead = index + kPrefetchTicks;
-  if (ahead < kSlotsPerLevel && occupied_[0].test(ahead)) {
-    for (Block* block = slots_[0][ahead].head; block != nullptr; block = block->next) {
-      for (std::uint32_t i = 0; i < block->size; ++i) {
-        __builtin_prefetch(&(*timers_)[block->entries[i].id], 1);
-      }
-    }
-  }
   return fired;
 }
 

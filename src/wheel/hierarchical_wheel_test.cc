@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "wheel/reference_queue.h"
+
 namespace delayq::wheel {
 namespace {
 
@@ -86,6 +88,45 @@ TEST(HierarchicalWheelTest, CancelledEntriesAreSweptOnceTheyOutnumberLiveOnes) {
   ASSERT_EQ(fired.size(), kTimers / 10);
   for (std::size_t i = 0; i < fired.size(); ++i) EXPECT_EQ(fired[i], i * 10);
   EXPECT_EQ(wheel.stale_entries(), 0U);
+}
+
+// A level-1 slot reaching level 0 is laid out as one sorted run; a sweep in the middle of its
+// window must keep the unfired part in order, and timers placed into the window later must still
+// fire after the run's timers of the same tick.
+TEST(HierarchicalWheelTest, SweepInsideALevelZeroWindowKeepsOrder) {
+  constexpr TimerId kTimers = 20'000;
+  constexpr std::int64_t kWindow = 256 * 10;  // level-1 slot 10: ticks 2560..2815
+  std::vector<Timer> timers(kTimers + 100);
+  HierarchicalWheel wheel(timers);
+  ReferenceQueue model(Millis{1}, Millis{0});
+  std::mt19937_64 rng(11);
+  const auto both = [&](auto&& op) {
+    op(wheel);
+    op(model);
+  };
+  for (TimerId id = 0; id < kTimers; ++id) {
+    const Millis at{kWindow + static_cast<std::int64_t>(rng() % 256)};
+    both([&](auto& q) { q.schedule(id, at); });
+  }
+  std::vector<TimerId> fired;
+  std::vector<TimerId> expected;
+  advance(wheel, Millis{kWindow + 100}, &fired);
+  model.advance_to(Millis{kWindow + 100}, [&](TimerId id) { expected.push_back(id); });
+  ASSERT_EQ(fired, expected);
+  for (TimerId id = 0; id < kTimers; ++id) {
+    if (id % 10 != 0) both([&](auto& q) { q.cancel(id); });
+  }
+  EXPECT_LT(wheel.stale_entries(), 4096U);  // swept
+  for (TimerId id = kTimers; id < kTimers + 100; ++id) {
+    const Millis at{kWindow + 100 + static_cast<std::int64_t>(rng() % 156)};
+    both([&](auto& q) { q.schedule(id, at); });
+  }
+  fired.clear();
+  expected.clear();
+  advance(wheel, Millis{kWindow + 256}, &fired);
+  model.advance_to(Millis{kWindow + 256}, [&](TimerId id) { expected.push_back(id); });
+  EXPECT_EQ(fired, expected);
+  EXPECT_EQ(wheel.size(), 0U);
 }
 
 TEST(HierarchicalWheelTest, RescheduleManyTimesKeepsOneLiveEntry) {
