@@ -103,9 +103,7 @@ void HierarchicalWheel::clear_chain(unsigned level, unsigned index) noexcept {
 
 // Redistributes a slot that now_tick_ has just entered over the levels below it. Its entries
 // share now's digits down to `level`, so each lands strictly lower. Order within each target
-// slot is kept, which keeps equal ticks in schedule order. Entries about to reach level 0 are
-// checked for staleness, with their Timers prefetched a block at a time: that both drops
-// cancelled timers and warms the cache for the firing that follows within 64 ticks.
+// slot is kept, which keeps equal ticks in schedule order. A level-1 slot becomes the run.
 void HierarchicalWheel::cascade(unsigned level, unsigned index) {
   if (level == 1) {
     build_run(index);
