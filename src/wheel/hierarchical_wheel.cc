@@ -105,10 +105,19 @@ void HierarchicalWheel::clear_chain(unsigned level, unsigned index) noexcept {
 // share now's digits down to `level`, so each lands strictly lower. Order within each target
 // slot is kept, which keeps equal ticks in schedule order. A level-1 slot becomes the run.
 void HierarchicalWheel::cascade(unsigned level, unsigned index) {
-  if (level == 1) {
+  Block* const head = slots_[level][index].head;
+  if (level == 1 && head->next != nullptr) {
     build_run(index);
+  } else if (level == 1 && stale_ != 0) {
+    for_each_checked(head, [&](const Entry& entry, bool live) {
+      if (live) {
+        place(entry);
+      } else {
+        --stale_;
+      }
+    });
   } else {
-    for (Block* block = slots_[level][index].head; block != nullptr; block = block->next) {
+    for (Block* block = head; block != nullptr; block = block->next) {
       prefetch_block(block->next);
       for (std::uint32_t i = 0; i < block->size; ++i) place(block->entries[i]);
     }
@@ -119,7 +128,8 @@ void HierarchicalWheel::cascade(unsigned level, unsigned index) {
 // The level-1 slot now_tick_ has just entered holds exactly the level-0 window that starts at
 // now_tick_; the previous window's run is spent (every slot of it fired on the way here). A
 // stable counting sort by the last digit lays the window out as one array in firing order, so
-// it fires walking memory front to back; stale entries are dropped on the way.
+// it fires walking memory front to back; stale entries are dropped on the way. The sort costs
+// O(256) besides, so a slot of one block or less is placed in level-0 chains instead.
 void HierarchicalWheel::build_run(unsigned index) {
   DELAYQ_CHECK(run_fired_ >= run_begin_[kSlotsPerLevel]);
   std::array<std::uint32_t, kSlotsPerLevel> counts{};

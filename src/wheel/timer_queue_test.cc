@@ -196,6 +196,18 @@ Millis random_deadline(std::mt19937_64& rng, Millis now, Millis& previous) {
   return deadline;
 }
 
+// Dense load: every timer within two seconds, a quarter of them on the previous deadline, and
+// time moving a few ticks at a time, so level-0 windows hold hundreds of timers at once.
+Millis dense_deadline(std::mt19937_64& rng, Millis now, Millis& previous) {
+  if (rng() % 4 == 0 && previous >= now) return previous;
+  previous = now + Millis{static_cast<std::int64_t>(rng() % 2'000)};
+  return previous;
+}
+
+Millis dense_step(std::mt19937_64& rng) {
+  return Millis{static_cast<std::int64_t>(rng() % 33)};
+}
+
 Millis random_step(std::mt19937_64& rng) {
   const auto r = [&](std::uint64_t n) { return static_cast<std::int64_t>(rng() % n); };
   const auto pick = rng() % 1000;
@@ -206,8 +218,14 @@ Millis random_step(std::mt19937_64& rng) {
   return Millis{1'000'000 + r(9'000'000)};  // millions of ticks at 1 ms
 }
 
+enum class Load { kSpread, kDense };
+
 template <typename C>
-void run_against_reference(std::size_t ops, std::size_t ids) {
+void run_against_reference(std::size_t ops, std::size_t ids, Load load = Load::kSpread) {
+  const auto deadline_for = [load](std::mt19937_64& rng, Millis now, Millis& previous) {
+    return load == Load::kDense ? dense_deadline(rng, now, previous)
+                                : random_deadline(rng, now, previous);
+  };
   using Queue = typename C::Queue;
   const std::uint64_t seed = test_seed();
   std::cout << "seed=" << seed << " (replay with DELAYQ_SEED=" << seed << ")\n";
@@ -226,13 +244,13 @@ void run_against_reference(std::size_t ops, std::size_t ids) {
     const auto id = static_cast<TimerId>(rng() % ids);
     const auto kind = rng() % 100;
     if (kind < 40) {
-      const Millis deadline = random_deadline(rng, queue.now(), previous);
+      const Millis deadline = deadline_for(rng, queue.now(), previous);
       side.schedule(id, deadline);
       model_side.schedule(id, deadline);
     } else if (kind < 55) {
       ASSERT_EQ(side.cancel(id), model_side.cancel(id)) << "op " << op;
     } else if (kind < 60) {
-      const Millis deadline = random_deadline(rng, queue.now(), previous);
+      const Millis deadline = deadline_for(rng, queue.now(), previous);
       const bool was = model_side.pending(id);
       if (was) {  // reschedule proper; Side::schedule also covers it, this checks the result
         ASSERT_TRUE(queue.reschedule(id, deadline));
@@ -244,7 +262,8 @@ void run_against_reference(std::size_t ops, std::size_t ids) {
       if (rng() % 50 == 0)
         target -= Millis{1 + static_cast<std::int64_t>(rng() % 100)};
       else
-        target = std::max(target, queue.now()) + random_step(rng);
+        target = std::max(target, queue.now()) +
+                 (load == Load::kDense ? dense_step(rng) : random_step(rng));
       const std::size_t fired = side.advance_to(target);
       ASSERT_EQ(fired, model_side.advance_to(target)) << "op " << op;
       ASSERT_EQ(side.fired(), model_side.fired()) << "op " << op;
@@ -271,6 +290,14 @@ TYPED_TEST(TimerQueueTest, MatchesReferenceOnRandomOperations) {
     run_against_reference<TypeParam>(200'000, 256);
   } else {
     run_against_reference<TypeParam>(1'000'000, 4096);
+  }
+}
+
+TYPED_TEST(TimerQueueTest, MatchesReferenceOnDenseRandomOperations) {
+  if constexpr (std::is_same_v<TypeParam, Hashed16x1ms>) {
+    run_against_reference<TypeParam>(50'000, 512, Load::kDense);
+  } else {
+    run_against_reference<TypeParam>(500'000, 8192, Load::kDense);
   }
 }
 
