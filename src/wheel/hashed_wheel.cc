@@ -5,15 +5,13 @@
 #include <limits>
 
 namespace delayq::wheel {
-namespace {
-
-// Stale entries are dropped once they outnumber live ones and there are at least this many.
-constexpr std::size_t kMinSweepEntries = 4096;
-
-}  // namespace
 
 HashedWheel::HashedWheel(std::vector<Timer>& timers, HashedWheelOptions options)
-    : timers_(&timers), tick_(options.tick), now_tick_(0), buckets_(options.slots) {
+    : timers_(&timers),
+      tick_(options.tick),
+      now_tick_(0),
+      min_sweep_entries_(options.min_sweep_entries),
+      buckets_(options.slots) {
   DELAYQ_CHECK(options.tick.count() > 0);
   DELAYQ_CHECK(options.slots > 0);
   now_tick_ = now_tick(options.start, tick_);
@@ -37,7 +35,7 @@ bool HashedWheel::cancel(TimerId id) {
   --live_;
   ++stale_;
   // Same bound as HierarchicalWheel: stale entries never outnumber live ones by much.
-  if (!advancing_ && stale_ > live_ && stale_ >= kMinSweepEntries) drop_stale();
+  if (!advancing_ && stale_ > live_ && stale_ >= min_sweep_entries_) drop_stale();
   return true;
 }
 

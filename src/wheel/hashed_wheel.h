@@ -27,6 +27,9 @@ struct HashedWheelOptions {
   Millis tick{1000};
   // Time the wheel starts at (its first now()). Default: 0.
   Millis start{0};
+  // Cancelled entries are dropped once they outnumber the live ones and number at least this
+  // many, as in HierarchicalWheelOptions. Default: 4096.
+  std::size_t min_sweep_entries = 4096;
 };
 
 class HashedWheel {
@@ -63,6 +66,7 @@ class HashedWheel {
   std::vector<Timer>* timers_;
   Millis tick_;
   std::uint64_t now_tick_;
+  std::size_t min_sweep_entries_;
   std::size_t live_ = 0;
   std::size_t stale_ = 0;
   bool advancing_ = false;

@@ -9,8 +9,6 @@ namespace {
 
 // Beyond this many pooled free blocks (and more than are in use), freed blocks go back to the heap.
 constexpr std::size_t kMinPooledBlocks = 256;
-// Stale entries are swept once they outnumber live ones and there are at least this many.
-constexpr std::size_t kMinSweepEntries = 4096;
 
 // First tick of the slot `index` at `level`, in the level-(level+1) range that holds `now`.
 std::uint64_t slot_start(std::uint64_t now, unsigned level, unsigned index) {
@@ -23,7 +21,10 @@ std::uint64_t slot_start(std::uint64_t now, unsigned level, unsigned index) {
 }  // namespace
 
 HierarchicalWheel::HierarchicalWheel(std::vector<Timer>& timers, HierarchicalWheelOptions options)
-    : timers_(&timers), tick_(options.tick), now_tick_(0) {
+    : timers_(&timers),
+      tick_(options.tick),
+      now_tick_(0),
+      min_sweep_entries_(options.min_sweep_entries) {
   DELAYQ_CHECK(options.tick.count() > 0);
   now_tick_ = now_tick(options.start, tick_);
 }
@@ -230,7 +231,7 @@ void HierarchicalWheel::free_chain(Block* head) noexcept {
 }
 
 void HierarchicalWheel::maybe_sweep() {
-  if (!advancing_ && stale_ > live_ && stale_ >= kMinSweepEntries) sweep();
+  if (!advancing_ && stale_ > live_ && stale_ >= min_sweep_entries_) sweep();
 }
 
 // Drops every stale entry, keeping the order of the rest: O(entries), paid for by the cancels

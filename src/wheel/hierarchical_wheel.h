@@ -28,6 +28,10 @@ struct HierarchicalWheelOptions {
   Millis tick{1};
   // Time the wheel starts at (its first now()). Default: 0.
   Millis start{0};
+  // Cancelled entries are swept once they outnumber the live ones and number at least this
+  // many. Lower sweeps sooner (less memory, more sweeps); tests lower it to sweep often.
+  // Default: 4096.
+  std::size_t min_sweep_entries = 4096;
 };
 
 class HierarchicalWheel {
@@ -178,6 +182,7 @@ class HierarchicalWheel {
   std::vector<Timer>* timers_;
   Millis tick_;
   std::uint64_t now_tick_;
+  std::size_t min_sweep_entries_;
   std::size_t live_ = 0;
   std::size_t stale_ = 0;
   bool advancing_ = false;

@@ -127,6 +127,7 @@ TEST(HierarchicalWheelTest, SweepInsideALevelZeroWindowKeepsOrder) {
   model.advance_to(Millis{kWindow + 256}, [&](TimerId id) { expected.push_back(id); });
   EXPECT_EQ(fired, expected);
   EXPECT_EQ(wheel.size(), 0U);
+  EXPECT_EQ(wheel.stale_entries(), 0U);
 }
 
 TEST(HierarchicalWheelTest, RescheduleManyTimesKeepsOneLiveEntry) {
