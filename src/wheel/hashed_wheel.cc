@@ -18,24 +18,33 @@ HashedWheel::HashedWheel(std::vector<Timer>& timers, HashedWheelOptions options)
 }
 
 void HashedWheel::schedule(TimerId id, Millis deadline) {
-  const Timer& timer = arm(*timers_, id);
-  ++live_;
+  const std::uint32_t generation = next_generation(*timers_, id);
   const std::uint64_t tick = deadline_tick(deadline, tick_);
   if (tick <= now_tick_) {
-    due_.push_back({0, id, timer.generation});
-    return;
+    due_.push_back({0, id, generation});
+  } else {
+    const std::uint64_t ticks_away = tick - now_tick_;
+    const auto slots = static_cast<std::uint64_t>(buckets_.size());
+    buckets_[tick % slots].push_back({(ticks_away - 1) / slots, id, generation});
   }
-  const std::uint64_t ticks_away = tick - now_tick_;
-  const auto slots = static_cast<std::uint64_t>(buckets_.size());
-  buckets_[tick % slots].push_back({(ticks_away - 1) / slots, id, timer.generation});
+  (*timers_)[id].generation = generation;
+  ++live_;
+  if (starts_epoch(generation)) epoch_drop_due_ = true;
+  maybe_drop_stale();
+}
+
+// Same bound as HierarchicalWheel: stale entries never outnumber live ones by much, and none
+// outlives a generation epoch (see starts_epoch()). Not during a pass, which it would disturb.
+void HashedWheel::maybe_drop_stale() {
+  if (advancing_ || stale_ == 0) return;
+  if (epoch_drop_due_ || (stale_ > live_ && stale_ >= min_sweep_entries_)) drop_stale();
 }
 
 bool HashedWheel::cancel(TimerId id) {
   if (!disarm(*timers_, id)) return false;
   --live_;
   ++stale_;
-  // Same bound as HierarchicalWheel: stale entries never outnumber live ones by much.
-  if (!advancing_ && stale_ > live_ && stale_ >= min_sweep_entries_) drop_stale();
+  maybe_drop_stale();
   return true;
 }
 
@@ -44,6 +53,7 @@ void HashedWheel::drop_stale() {
   for (auto& bucket : buckets_) std::erase_if(bucket, stale);
   std::erase_if(due_, stale);
   stale_ = 0;
+  epoch_drop_due_ = false;
 }
 
 bool HashedWheel::reschedule(TimerId id, Millis deadline) {
@@ -81,13 +91,14 @@ std::optional<Millis> HashedWheel::next_deadline() const noexcept {
     if (is_live(entry)) return tick_time(now_tick_, tick_);
   }
   const auto slots = static_cast<std::uint64_t>(buckets_.size());
-  std::uint64_t earliest = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t earliest = std::numeric_limits<std::uint64_t>::max();  // none can fire
   for (std::uint64_t offset = 1; offset <= slots; ++offset) {
     const std::uint64_t tick = now_tick_ + offset;
     for (const Entry& entry : buckets_[tick % slots]) {
       if (is_live(entry)) earliest = std::min(earliest, tick + entry.rounds * slots);
     }
   }
+  if (earliest > last_tick(tick_)) return std::nullopt;
   return tick_time(earliest, tick_);
 }
 

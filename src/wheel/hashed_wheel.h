@@ -7,7 +7,8 @@
 // one revolution, every tick walks ~n/slots timers, which is the design's known weakness (see
 // docs/BENCHMARKS.md). Unlike the classic, an advance longer than two revolutions skips whole
 // revolutions in one O(n) pass, so a jump of years is not years of ticking; next_deadline() is an
-// O(n) scan. Owned by one thread. Comparison: docs/design/timing-wheel.md
+// O(n + slots) scan, and may answer a revolution late if called from inside fire(). Owned by one
+// thread. Comparison: docs/design/timing-wheel.md
 #pragma once
 
 #include <cstddef>
@@ -40,7 +41,7 @@ class HashedWheel {
   bool cancel(TimerId id);
   bool reschedule(TimerId id, Millis deadline);
   template <typename Fire>
-  std::size_t advance_to(Millis now, Fire&& fire);
+  std::size_t advance_to(Millis now, Fire&& fire) noexcept;
 
   [[nodiscard]] std::optional<Millis> next_deadline() const noexcept;
   [[nodiscard]] Millis now() const noexcept { return tick_time(now_tick_, tick_); }
@@ -62,6 +63,7 @@ class HashedWheel {
   std::size_t pass(std::uint32_t bucket, Fire& fire);
   void skip_revolutions(std::uint64_t target);
   void drop_stale();
+  void maybe_drop_stale();
 
   std::vector<Timer>* timers_;
   Millis tick_;
@@ -70,6 +72,7 @@ class HashedWheel {
   std::size_t live_ = 0;
   std::size_t stale_ = 0;
   bool advancing_ = false;
+  bool epoch_drop_due_ = false;
   std::uint64_t next_skip_tick_ = 0;  // no revolution skip is tried before this tick
   std::vector<std::vector<Entry>> buckets_;
   std::vector<Entry> due_;  // scheduled at or before now(); fire on the next advance_to()
@@ -123,7 +126,7 @@ std::size_t HashedWheel::pass(std::uint32_t bucket_index, Fire& fire) {
 }
 
 template <typename Fire>
-std::size_t HashedWheel::advance_to(Millis now, Fire&& fire) {
+std::size_t HashedWheel::advance_to(Millis now, Fire&& fire) noexcept {
   DELAYQ_CHECK(!advancing_);
   const std::uint64_t target = now_tick(now, tick_);
   if (target < now_tick_) return 0;
@@ -143,6 +146,7 @@ std::size_t HashedWheel::advance_to(Millis now, Fire&& fire) {
     fired += fire_due(fire);
   }
   advancing_ = false;
+  maybe_drop_stale();
   return fired;
 }
 

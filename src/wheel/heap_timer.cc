@@ -12,9 +12,10 @@ HeapTimer::HeapTimer(std::vector<Timer>& timers, HeapTimerOptions options)
 }
 
 void HeapTimer::schedule(TimerId id, Millis deadline) {
-  Timer& timer = arm(*timers_, id);
+  const std::uint32_t generation = next_generation(*timers_, id);
   heap_.push_back({std::max(deadline_tick(deadline, tick_), now_tick_), next_order_++, id});
-  timer.position = static_cast<std::uint32_t>(heap_.size() - 1);
+  (*timers_)[id].generation = generation;
+  (*timers_)[id].position = static_cast<std::uint32_t>(heap_.size() - 1);
   sift_up(heap_.size() - 1);
 }
 
@@ -31,7 +32,7 @@ bool HeapTimer::reschedule(TimerId id, Millis deadline) {
 }
 
 std::optional<Millis> HeapTimer::next_deadline() const noexcept {
-  if (heap_.empty()) return std::nullopt;
+  if (heap_.empty() || heap_.front().tick > last_tick(tick_)) return std::nullopt;
   return tick_time(heap_.front().tick, tick_);
 }
 

@@ -30,7 +30,7 @@ class HeapTimer {
   bool cancel(TimerId id);
   bool reschedule(TimerId id, Millis deadline);
   template <typename Fire>
-  std::size_t advance_to(Millis now, Fire&& fire);
+  std::size_t advance_to(Millis now, Fire&& fire) noexcept;
 
   [[nodiscard]] std::optional<Millis> next_deadline() const noexcept;
   [[nodiscard]] Millis now() const noexcept { return tick_time(now_tick_, tick_); }
@@ -62,7 +62,7 @@ class HeapTimer {
 };
 
 template <typename Fire>
-std::size_t HeapTimer::advance_to(Millis now, Fire&& fire) {
+std::size_t HeapTimer::advance_to(Millis now, Fire&& fire) noexcept {
   DELAYQ_CHECK(!advancing_);
   const std::uint64_t target = now_tick(now, tick_);
   if (target < now_tick_) return 0;

@@ -47,9 +47,14 @@ HierarchicalWheel::~HierarchicalWheel() {
 }
 
 void HierarchicalWheel::schedule(TimerId id, Millis deadline) {
-  const Timer& timer = arm(*timers_, id);
+  const std::uint32_t generation = next_generation(*timers_, id);
+  place({std::max(deadline_tick(deadline, tick_), now_tick_), id, generation});
+  (*timers_)[id].generation = generation;
   ++live_;
-  place({std::max(deadline_tick(deadline, tick_), now_tick_), id, timer.generation});
+  if (starts_epoch(generation)) {
+    epoch_sweep_due_ = true;
+    maybe_sweep();
+  }
 }
 
 bool HierarchicalWheel::cancel(TimerId id) {
@@ -68,17 +73,18 @@ bool HierarchicalWheel::reschedule(TimerId id, Millis deadline) {
 
 HierarchicalWheel::Block* HierarchicalWheel::prepare_tail(unsigned level, unsigned index) {
   Slot& slot = slots_[level][index];
+  if (slot.tail == nullptr || slot.tail->size == Block::kCapacity) {
+    Block* block = new_block();  // may throw; nothing is changed yet
+    if (slot.tail == nullptr) {
+      slot.head = block;
+    } else {
+      slot.tail->next = block;
+    }
+    slot.tail = block;
+  }
   occupied_[level].set(index);
   occupied_levels_ |= 1U << level;
-  if (slot.tail != nullptr && slot.tail->size < Block::kCapacity) return slot.tail;
-  Block* block = new_block();
-  if (slot.tail == nullptr) {
-    slot.head = block;
-  } else {
-    slot.tail->next = block;
-  }
-  slot.tail = block;
-  return block;
+  return slot.tail;
 }
 
 // Empties a slot: all its blocks go back to the pool, but for the first one of a low level.
@@ -107,6 +113,7 @@ void HierarchicalWheel::clear_chain(unsigned level, unsigned index) noexcept {
 // slot is kept, which keeps equal ticks in schedule order. A level-1 slot becomes the run.
 void HierarchicalWheel::cascade(unsigned level, unsigned index) {
   Block* const head = slots_[level][index].head;
+  if (level == 1) trim_run();
   if (level == 1 && head->next != nullptr) {
     build_run(index);
   } else if (level == 1 && stale_ != 0) {
@@ -124,6 +131,14 @@ void HierarchicalWheel::cascade(unsigned level, unsigned index) {
     }
   }
   clear_slot(level, index);
+}
+
+// A dense window must not pin its memory: once the run is spent, capacity far beyond what the
+// next window needs goes back to the heap.
+void HierarchicalWheel::trim_run() {
+  const std::size_t next_size = 4 * std::size_t{Block::kCapacity} * 64;  // generous for one window
+  if (run_.capacity() > next_size) std::vector<Entry>().swap(run_);
+  if (run_unsorted_.capacity() > next_size) std::vector<Entry>().swap(run_unsorted_);
 }
 
 // The level-1 slot now_tick_ has just entered holds exactly the level-0 window that starts at
@@ -178,7 +193,9 @@ std::uint64_t HierarchicalWheel::next_event_tick() const noexcept {
 
 std::optional<Millis> HierarchicalWheel::next_deadline() const noexcept {
   if (live_ == 0) return std::nullopt;
-  return tick_time(std::max(next_event_tick(), now_tick_), tick_);
+  const std::uint64_t tick = std::max(next_event_tick(), now_tick_);
+  if (tick > last_tick(tick_)) return std::nullopt;
+  return tick_time(tick, tick_);
 }
 
 std::size_t HierarchicalWheel::memory_bytes() const noexcept {
@@ -231,7 +248,8 @@ void HierarchicalWheel::free_chain(Block* head) noexcept {
 }
 
 void HierarchicalWheel::maybe_sweep() {
-  if (!advancing_ && stale_ > live_ && stale_ >= min_sweep_entries_) sweep();
+  if (advancing_ || stale_ == 0) return;
+  if (epoch_sweep_due_ || (stale_ > live_ && stale_ >= min_sweep_entries_)) sweep();
 }
 
 // Drops every stale entry, keeping the order of the rest: O(entries), paid for by the cancels
@@ -249,6 +267,7 @@ void HierarchicalWheel::sweep() {
     }
   }
   stale_ = 0;
+  epoch_sweep_due_ = false;
 }
 
 // Drops the run's fired and stale entries, keeping the rest in order, each in its slot's range.

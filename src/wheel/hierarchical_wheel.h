@@ -41,8 +41,8 @@ class HierarchicalWheel {
   static constexpr unsigned kLevels = (64 + kLevelBits - 1) / kLevelBits;  // 8 cover 64 bits
 
   // `timers` is the caller's per-timer storage; it must outlive the wheel, may grow at any time
-  // (the wheel indexes it afresh on every call), must not shrink below a scheduled id, and its
-  // Timers are written only by the wheel.
+  // (the wheel indexes it afresh on every call) but never shrink, and its Timers are written
+  // only by the wheel.
   explicit HierarchicalWheel(std::vector<Timer>& timers, HierarchicalWheelOptions options = {});
   ~HierarchicalWheel();
   HierarchicalWheel(const HierarchicalWheel&) = delete;
@@ -52,12 +52,12 @@ class HierarchicalWheel {
   bool cancel(TimerId id);
   bool reschedule(TimerId id, Millis deadline);
   template <typename Fire>
-  std::size_t advance_to(Millis now, Fire&& fire);
+  std::size_t advance_to(Millis now, Fire&& fire) noexcept;
 
   [[nodiscard]] std::optional<Millis> next_deadline() const noexcept;
   [[nodiscard]] Millis now() const noexcept { return tick_time(now_tick_, tick_); }
   [[nodiscard]] std::size_t size() const noexcept { return live_; }
-  // Bytes the wheel holds beyond sizeof(*this): its blocks, in use or pooled.
+  // Bytes the wheel holds beyond sizeof(*this): its blocks, in use or pooled, and the level-0 run.
   [[nodiscard]] std::size_t memory_bytes() const noexcept;
   // Entries in slots whose timer was cancelled and not yet dropped.
   [[nodiscard]] std::size_t stale_entries() const noexcept { return stale_; }
@@ -171,6 +171,7 @@ class HierarchicalWheel {
   void sweep_slot(unsigned level, unsigned index);
   void sweep_run();
   void build_run(unsigned index);
+  void trim_run();
   [[nodiscard]] bool run_holds(unsigned index) const noexcept {
     return std::max(run_begin_[index], run_fired_) < run_begin_[index + 1];
   }
@@ -186,6 +187,7 @@ class HierarchicalWheel {
   std::size_t live_ = 0;
   std::size_t stale_ = 0;
   bool advancing_ = false;
+  bool epoch_sweep_due_ = false;       // a generation started a new epoch: see starts_epoch()
   std::uint32_t occupied_levels_ = 0;  // bit L set when occupied_[L] != 0
   std::array<Bitmap, kLevels> occupied_{};
   std::array<std::array<Slot, kSlotsPerLevel>, kLevels> slots_{};
@@ -241,7 +243,7 @@ std::size_t HierarchicalWheel::fire_due(Fire& fire) {
 }
 
 template <typename Fire>
-std::size_t HierarchicalWheel::advance_to(Millis now, Fire&& fire) {
+std::size_t HierarchicalWheel::advance_to(Millis now, Fire&& fire) noexcept {
   DELAYQ_CHECK(!advancing_);  // fire() must not advance the wheel it is called from
   const std::uint64_t target = now_tick(now, tick_);
   if (target < now_tick_) return 0;

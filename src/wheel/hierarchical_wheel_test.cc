@@ -130,6 +130,17 @@ TEST(HierarchicalWheelTest, SweepInsideALevelZeroWindowKeepsOrder) {
   EXPECT_EQ(wheel.stale_entries(), 0U);
 }
 
+TEST(HierarchicalWheelTest, ADenseWindowDoesNotPinItsMemory) {
+  constexpr TimerId kTimers = 100'000;
+  std::vector<Timer> timers(kTimers + 1);
+  HierarchicalWheel wheel(timers);
+  for (TimerId id = 0; id < kTimers; ++id) wheel.schedule(id, Millis{2'560 + id % 256});
+  EXPECT_EQ(advance(wheel, Millis{2'816}), kTimers);  // one level-0 window, laid out as a run
+  wheel.schedule(kTimers, Millis{100'000});
+  EXPECT_EQ(advance(wheel, Millis{100'000}), 1U);  // the next level-1 cascade gives the run back
+  EXPECT_LE(wheel.memory_bytes(), std::size_t{1} << 20);
+}
+
 TEST(HierarchicalWheelTest, RescheduleManyTimesKeepsOneLiveEntry) {
   std::vector<Timer> timers(1);
   HierarchicalWheel wheel(timers);

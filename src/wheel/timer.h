@@ -3,8 +3,9 @@
 // all satisfy (so tests and benchmarks run the same code over each).
 //
 // Ownership: the caller owns one Timer per timer id, in a std::vector<Timer> it hands to the queue
-// at construction (ids are indexes into it; the caller grows it, the queue never does). A queue
-// stores only (tick, id, generation) entries in compact arrays: it allocates nothing per timer.
+// at construction (ids are indexes into it). The caller may grow it at any time but never shrink
+// it (a cancelled timer's entry may still refer to its id), and never writes a Timer itself. A
+// queue stores only (tick, id, generation) entries in compact arrays: nothing per timer.
 //
 // Time: a deadline is a std::chrono::milliseconds count from the caller's epoch (the engine uses
 // the Unix epoch). A queue with a tick of k ms fires a timer at the first tick boundary at or after
@@ -41,14 +42,22 @@ struct Timer {
   [[nodiscard]] bool scheduled() const noexcept { return (generation & 1U) != 0; }
 };
 
-// Marks timer `id` of `timers` scheduled and returns it, for a queue's schedule(). Scheduling a
-// timer that is already scheduled, or an id outside the table, is a caller's bug: it aborts.
-inline Timer& arm(std::vector<Timer>& timers, TimerId id) {
+// The generation schedule() gives timer `id` of `timers`. Scheduling a timer that is already
+// scheduled, or an id outside the table, is a caller's bug: it aborts. A queue stores its entry
+// first and then sets the Timer, so running out of memory leaves the timer idle.
+inline std::uint32_t next_generation(const std::vector<Timer>& timers, TimerId id) {
   DELAYQ_CHECK(id < timers.size());
-  Timer& timer = timers[id];
-  DELAYQ_CHECK(!timer.scheduled());
-  ++timer.generation;
-  return timer;
+  DELAYQ_CHECK(!timers[id].scheduled());
+  return timers[id].generation + 1;
+}
+
+// Generations are 32 bits, so after 2^32 bumps one comes round again, and a stale entry left
+// behind by a lazy cancel could pass for live. Queues that cancel lazily therefore drop every
+// stale entry whenever a generation they hand out starts a new epoch of 2^30: no stale entry
+// outlives 2^30 bumps of its timer's generation.
+inline constexpr std::uint32_t kGenerationEpoch = std::uint32_t{1} << 30;
+[[nodiscard]] constexpr bool starts_epoch(std::uint32_t generation) noexcept {
+  return generation % kGenerationEpoch == 1;
 }
 
 // Marks timer `id` idle for a queue's cancel(); false if it was not scheduled.
@@ -58,6 +67,14 @@ inline bool disarm(std::vector<Timer>& timers, TimerId id) {
   if (!timer.scheduled()) return false;
   ++timer.generation;
   return true;
+}
+
+// The last tick advance_to() can reach: the last tick boundary at or before the largest Millis.
+// A timer whose deadline rounds up beyond it can never fire without firing early, so it never
+// fires, and next_deadline() does not offer it. With 1 ms ticks every deadline is reachable.
+[[nodiscard]] constexpr std::uint64_t last_tick(Millis tick) noexcept {
+  return static_cast<std::uint64_t>(std::numeric_limits<Millis::rep>::max()) /
+         static_cast<std::uint64_t>(tick.count());
 }
 
 // Ticks are unsigned 64-bit counts of tick_ms since the caller's epoch; negative times map to 0.
@@ -94,9 +111,11 @@ inline bool disarm(std::vector<Timer>& timers, TimerId id) {
 //                            fire may schedule, cancel and reschedule any timer (a timer it makes
 //                            due by t fires within the same call), but must not call advance_to.
 //                            A t earlier than now() fires nothing and leaves now() unchanged.
-//   next_deadline()          nullopt when no timer is scheduled; otherwise a time no later than
-//                            the earliest deadline (the wheels may answer the start of the slot
-//                            that holds it), so a caller can sleep until then and advance.
+//                            fire must not throw: advance_to is noexcept.
+//   next_deadline()          nullopt when no scheduled timer can fire (none is scheduled, or all
+//                            lie beyond last_tick()); otherwise a time no later than the earliest
+//                            firing time (the wheels may answer the start of the slot that holds
+//                            it), so a caller can sleep until then and advance.
 //   size()                   timers scheduled.
 template <typename Q>
 concept TimerQueue = requires(Q q, const Q cq, TimerId id, Millis t) {

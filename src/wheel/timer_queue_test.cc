@@ -390,6 +390,19 @@ TYPED_TEST(TimerQueueTest, DeadlineNearTheLimitOfTime) {
       deadline_tick(at, TypeParam::kTick) <= now_tick(kMaxTime, TypeParam::kTick);
   EXPECT_EQ(this->timers_[8].scheduled(), !reachable);
   EXPECT_EQ(this->fired_.size(), reachable ? 2U : 1U);
+  // A timer that can never fire is not offered as a deadline: a sleep loop ends.
+  EXPECT_FALSE(this->queue_.next_deadline().has_value());
+  EXPECT_EQ(this->queue_.size(), reachable ? 0U : 1U);
+}
+
+TYPED_TEST(TimerQueueTest, StaleEntryDoesNotFireAfterItsGenerationComesRoundAgain) {
+  this->queue_.schedule(0, kEpoch + Millis{1'000'000});
+  ASSERT_TRUE(this->queue_.cancel(0));  // a lazy queue keeps a stale entry for generation 1
+  // White box: stand in for 2^32 bumps of the generation, which would take hours of schedules.
+  this->timers_[0].generation = 0;
+  this->queue_.schedule(0, kEpoch + Millis{2'000'000});  // generation 1 again
+  EXPECT_EQ(this->advance_to(kEpoch + Millis{1'500'000}), 0U);
+  EXPECT_EQ(this->advance_to(kEpoch + Millis{2'000'000} + TypeParam::kTick), 1U);
 }
 
 TYPED_TEST(TimerQueueTest, AdvancingBackwardsIsIgnored) {
