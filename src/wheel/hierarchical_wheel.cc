@@ -138,7 +138,6 @@ void HierarchicalWheel::cascade(unsigned level, unsigned index) {
 void HierarchicalWheel::trim_run() {
   const std::size_t next_size = 4 * std::size_t{Block::kCapacity} * 64;  // generous for one window
   if (run_.capacity() > next_size) std::vector<Entry>().swap(run_);
-  if (run_unsorted_.capacity() > next_size) std::vector<Entry>().swap(run_unsorted_);
 }
 
 // The level-1 slot now_tick_ has just entered holds exactly the level-0 window that starts at
@@ -148,25 +147,26 @@ void HierarchicalWheel::trim_run() {
 // O(256) besides, so a slot of one block or less is placed in level-0 chains instead.
 void HierarchicalWheel::build_run(unsigned index) {
   DELAYQ_CHECK(run_fired_ >= run_begin_[kSlotsPerLevel]);
+  // Pass 1 counts each tick's timers. A stale entry is marked with tick 0 in place (no timer in
+  // a level-1 slot has it: the slot starts at tick 256 or later), so pass 2 need not read its
+  // Timer again; the blocks are freed right after.
   std::array<std::uint32_t, kSlotsPerLevel> counts{};
-  run_unsorted_.clear();
-  const auto keep = [&](const Entry& entry) {
-    run_unsorted_.push_back(entry);
-    ++counts[entry.tick & (kSlotsPerLevel - 1)];
-  };
   Block* const head = slots_[1][index].head;
   if (stale_ != 0) {
-    for_each_checked(head, [&](const Entry& entry, bool live) {
+    for_each_checked(head, [&](Entry& entry, bool live) {
       if (live) {
-        keep(entry);
+        ++counts[entry.tick & (kSlotsPerLevel - 1)];
       } else {
+        entry.tick = 0;
         --stale_;
       }
     });
   } else {
     for (Block* block = head; block != nullptr; block = block->next) {
       prefetch_block(block->next);
-      for (std::uint32_t i = 0; i < block->size; ++i) keep(block->entries[i]);
+      for (std::uint32_t i = 0; i < block->size; ++i) {
+        ++counts[block->entries[i].tick & (kSlotsPerLevel - 1)];
+      }
     }
   }
   std::array<std::uint32_t, kSlotsPerLevel> next{};
@@ -180,7 +180,13 @@ void HierarchicalWheel::build_run(unsigned index) {
   run_fired_ = 0;
   if (total != 0) occupied_levels_ |= 1U;
   run_.resize(total);
-  for (const Entry& entry : run_unsorted_) run_[next[entry.tick & (kSlotsPerLevel - 1)]++] = entry;
+  // Pass 2 reads the chain again, from the cache now, and puts each timer in its place.
+  for (const Block* block = head; block != nullptr; block = block->next) {
+    for (std::uint32_t i = 0; i < block->size; ++i) {
+      const Entry& entry = block->entries[i];
+      if (entry.tick != 0) run_[next[entry.tick & (kSlotsPerLevel - 1)]++] = entry;
+    }
+  }
 }
 
 // Start tick of the earliest occupied slot. Every timer at level L is later than every timer
@@ -199,8 +205,7 @@ std::optional<Millis> HierarchicalWheel::next_deadline() const noexcept {
 }
 
 std::size_t HierarchicalWheel::memory_bytes() const noexcept {
-  return block_count_ * sizeof(Block) +
-         (run_.capacity() + run_unsorted_.capacity()) * sizeof(Entry);
+  return block_count_ * sizeof(Block) + run_.capacity() * sizeof(Entry);
 }
 
 // Chained blocks sit anywhere in memory, so the hardware cannot guess the next one: whoever walks

@@ -145,7 +145,8 @@ class HierarchicalWheel {
   }
   // Calls visit(entry, live) for every entry of a chain, in order. Reading the caller's Timers is
   // a cache miss apiece, so they are requested a block ahead, with that block's own lines
-  // requested a block before that. visit may write entries it has already been given.
+  // requested a block before that. visit gets each entry by reference and may write it, or
+  // entries it has already been given.
   template <typename Visit>
   void for_each_checked(Block* head, Visit&& visit) {
     if (head == nullptr) return;
@@ -158,7 +159,7 @@ class HierarchicalWheel {
         prefetch_timers(next);
       }
       for (std::uint32_t i = 0; i < block->size; ++i) {
-        const Entry entry = block->entries[i];
+        Entry& entry = block->entries[i];
         visit(entry, is_live(entry));
       }
       block = next;
@@ -199,7 +200,6 @@ class HierarchicalWheel {
   // less what lies before run_fired_ (slots fire in index order, so one cursor marks what has
   // fired). Timers placed in level 0 any other way come later and go to the slot's chain.
   std::vector<Entry> run_;
-  std::vector<Entry> run_unsorted_;
   std::array<std::uint32_t, kSlotsPerLevel + 1> run_begin_{};
   std::uint32_t run_fired_ = 0;
 };

@@ -141,6 +141,16 @@ TEST(HierarchicalWheelTest, ADenseWindowDoesNotPinItsMemory) {
   EXPECT_LE(wheel.memory_bytes(), std::size_t{1} << 20);
 }
 
+TEST(HierarchicalWheelTest, FirstSchedulesDoNotStartAGenerationEpoch) {
+  // An epoch sweep reads every entry; it must come once per 2^30 generations of a timer, not on
+  // every timer's first schedule (that would be a full sweep at the first cancel after a fill).
+  std::vector<Timer> timers(10'000);
+  HierarchicalWheel wheel(timers);
+  for (TimerId id = 0; id < 10'000; ++id) wheel.schedule(id, Millis{1'000 + id});
+  EXPECT_TRUE(wheel.cancel(0));
+  EXPECT_EQ(wheel.stale_entries(), 1U);  // left in place, not swept
+}
+
 TEST(HierarchicalWheelTest, RescheduleManyTimesKeepsOneLiveEntry) {
   std::vector<Timer> timers(1);
   HierarchicalWheel wheel(timers);

@@ -53,11 +53,12 @@ inline std::uint32_t next_generation(const std::vector<Timer>& timers, TimerId i
 
 // Generations are 32 bits, so after 2^32 bumps one comes round again, and a stale entry left
 // behind by a lazy cancel could pass for live. Queues that cancel lazily therefore drop every
-// stale entry whenever a generation they hand out starts a new epoch of 2^30: no stale entry
-// outlives 2^30 bumps of its timer's generation.
+// stale entry whenever a generation they hand out starts a new epoch of 2^30 bumps: no stale
+// entry outlives 2^31 bumps of its timer's generation. Epochs start half-way (at 2^29 + 1), so a
+// timer's first generation, 1, does not start one.
 inline constexpr std::uint32_t kGenerationEpoch = std::uint32_t{1} << 30;
 [[nodiscard]] constexpr bool starts_epoch(std::uint32_t generation) noexcept {
-  return generation % kGenerationEpoch == 1;
+  return generation % kGenerationEpoch == kGenerationEpoch / 2 + 1;
 }
 
 // Marks timer `id` idle for a queue's cancel(); false if it was not scheduled.

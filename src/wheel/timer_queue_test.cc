@@ -398,7 +398,11 @@ TYPED_TEST(TimerQueueTest, DeadlineNearTheLimitOfTime) {
 TYPED_TEST(TimerQueueTest, StaleEntryDoesNotFireAfterItsGenerationComesRoundAgain) {
   this->queue_.schedule(0, kEpoch + Millis{1'000'000});
   ASSERT_TRUE(this->queue_.cancel(0));  // a lazy queue keeps a stale entry for generation 1
-  // White box: stand in for 2^32 bumps of the generation, which would take hours of schedules.
+  // White box: stand in for 2^32 bumps of the generation, which would take hours of schedules,
+  // passing through one of the generations that start an epoch on the way.
+  this->timers_[0].generation = kGenerationEpoch / 2;
+  this->queue_.schedule(0, kEpoch + Millis{3'000'000});
+  ASSERT_TRUE(this->queue_.cancel(0));
   this->timers_[0].generation = 0;
   this->queue_.schedule(0, kEpoch + Millis{2'000'000});  // generation 1 again
   EXPECT_EQ(this->advance_to(kEpoch + Millis{1'500'000}), 0U);
