@@ -36,32 +36,41 @@ struct Hierarchical {
   static constexpr const char* kName = "hierarchical";
   using Queue = HierarchicalWheel;
   static Queue make(std::vector<Timer>& timers) { return Queue(timers, {.start = kEpoch}); }
+  static constexpr Millis kTick{1};
   static constexpr Millis kExpiryWindow = kHour;
+  static constexpr std::size_t kMaxMixPending = 10'000'000;
 };
 struct Heap {
   static constexpr const char* kName = "heap";
   using Queue = HeapTimer;
   static Queue make(std::vector<Timer>& timers) { return Queue(timers, {.start = kEpoch}); }
+  static constexpr Millis kTick{1};
   static constexpr Millis kExpiryWindow = kHour;
+  static constexpr std::size_t kMaxMixPending = 10'000'000;
 };
 // The classic ring: 3600 buckets of 1 s. Deadlines round up to the second.
 struct HashedSeconds {
   static constexpr const char* kName = "hashed:3600x1s";
   using Queue = HashedWheel;
   static Queue make(std::vector<Timer>& timers) {
-    return Queue(timers, {.slots = 3600, .tick = Millis{1000}, .start = kEpoch});
+    return Queue(timers, {.slots = 3600, .tick = kTick, .start = kEpoch});
   }
+  static constexpr Millis kTick{1000};
   static constexpr Millis kExpiryWindow = kHour;
+  static constexpr std::size_t kMaxMixPending = 10'000'000;
 };
 // The same ring at the 1 ms precision delayq promises: every tick walks n/3600 timers. Its expiry
-// is measured over the first minute only; a full hour at 10^7 would take minutes.
+// is measured over the first minute only, and its TTR mix (a full hour) stops at 10^6: an hour at
+// 10^7 would walk for minutes.
 struct HashedMillis {
   static constexpr const char* kName = "hashed:3600x1ms";
   using Queue = HashedWheel;
   static Queue make(std::vector<Timer>& timers) {
-    return Queue(timers, {.slots = 3600, .tick = Millis{1}, .start = kEpoch});
+    return Queue(timers, {.slots = 3600, .tick = kTick, .start = kEpoch});
   }
+  static constexpr Millis kTick{1};
   static constexpr Millis kExpiryWindow{60'000};
+  static constexpr std::size_t kMaxMixPending = 1'000'000;
 };
 
 // Deadlines uniform over the hour after kEpoch, and a random cancel order; built once per size.
@@ -170,8 +179,7 @@ void BM_Expire(benchmark::State& state, std::size_t n) {
     fired += static_cast<double>(count);
   }
   set_per_op(state, seconds, fired);
-  const auto ticks = static_cast<double>(K::kExpiryWindow.count()) /
-                     (std::string(K::kName) == "hashed:3600x1s" ? 1000.0 : 1.0);
+  const auto ticks = static_cast<double>(K::kExpiryWindow / K::kTick);
   state.counters["per_tick"] =
       benchmark::Counter(seconds * 1e9 / (ticks * static_cast<double>(state.iterations())));
   state.counters["fired"] = fired / static_cast<double>(state.iterations());
@@ -215,9 +223,7 @@ void register_all() {
     add("BM_Cancel", BM_Cancel<K>, iterations);
     add("BM_CancelAll", BM_CancelAll<K>, iterations);
     add("BM_Expire", BM_Expire<K>, iterations);
-    // The classic ring at 1 ms walks every pending timer each revolution (3.6 s): an hour of it
-    // at 10^7 is minutes of walking, so the mix runs to 10^6 there.
-    if (std::string(K::kName) != "hashed:3600x1ms" || n < 10'000'000) {
+    if (static_cast<std::size_t>(n) <= K::kMaxMixPending) {
       add("BM_TtrMix", BM_TtrMix<K>, n >= 10'000'000 ? 1 : iterations);
     }
   }

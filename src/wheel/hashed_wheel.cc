@@ -29,8 +29,10 @@ void HashedWheel::schedule(TimerId id, Millis deadline) {
   }
   (*timers_)[id].generation = generation;
   ++live_;
-  if (starts_epoch(generation)) epoch_drop_due_ = true;
-  maybe_drop_stale();
+  if (starts_epoch(generation)) {
+    epoch_drop_due_ = true;
+    maybe_drop_stale();
+  }
 }
 
 // Same bound as HierarchicalWheel: stale entries never outnumber live ones by much, and none

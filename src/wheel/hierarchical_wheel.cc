@@ -87,7 +87,7 @@ HierarchicalWheel::Block* HierarchicalWheel::prepare_tail(unsigned level, unsign
   return slot.tail;
 }
 
-// Empties a slot: all its blocks go back to the pool, but for the first one of a low level.
+// Empties a slot: all its blocks go back to the pool, but for a level-0 slot's first one.
 void HierarchicalWheel::clear_slot(unsigned level, unsigned index) noexcept {
   occupied_[level].clear(index);
   if (occupied_[level].empty()) occupied_levels_ &= ~(1U << level);
@@ -97,7 +97,7 @@ void HierarchicalWheel::clear_slot(unsigned level, unsigned index) noexcept {
 void HierarchicalWheel::clear_chain(unsigned level, unsigned index) noexcept {
   Slot& slot = slots_[level][index];
   if (slot.head == nullptr) return;
-  if (level < kKeepBlockLevels) {
+  if (level == 0) {
     if (slot.head->next != nullptr) free_chain(slot.head->next);
     slot.head->next = nullptr;
     slot.head->size = 0;
@@ -222,7 +222,6 @@ HierarchicalWheel::Block* HierarchicalWheel::new_block() {
   if (block != nullptr) {
     free_blocks_ = block->next;
     --free_block_count_;
-
   } else {
     block = new Block;
     ++block_count_;
@@ -277,13 +276,19 @@ void HierarchicalWheel::sweep() {
 
 // Drops the run's fired and stale entries, keeping the rest in order, each in its slot's range.
 void HierarchicalWheel::sweep_run() {
+  if (live_ == 0) {  // all stale: nothing needs reading
+    run_.clear();
+    run_begin_.fill(0);
+    run_fired_ = 0;
+    return;
+  }
   std::uint32_t out = 0;
   std::uint32_t begin = run_fired_;
   for (unsigned slot = 0; slot < kSlotsPerLevel; ++slot) {
     const std::uint32_t end = std::max(run_begin_[slot + 1], begin);
     run_begin_[slot] = out;
     for (std::uint32_t i = begin; i < end; ++i) {
-      if (live_ != 0 && is_live(run_[i])) run_[out++] = run_[i];
+      if (is_live(run_[i])) run_[out++] = run_[i];
     }
     begin = end;
   }

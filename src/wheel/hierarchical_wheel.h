@@ -83,7 +83,6 @@ class HierarchicalWheel {
     Block* head = nullptr;
     Block* tail = nullptr;
   };
-  static constexpr unsigned kKeepBlockLevels = 1;
   static constexpr std::uint32_t kPrefetchEntries = 8;
 
   // Which slots of a level hold entries: one bit a slot, found in O(words).
