@@ -13,6 +13,7 @@ packages=(
   libgtest-dev      # GoogleTest
   libgmock-dev
   libbenchmark-dev  # Google Benchmark
+  librocksdb-dev    # the embedded store
   python3           # bench/wheel_table.py (make bench)
 )
 

@@ -54,6 +54,13 @@ class HierarchicalWheel {
   template <typename Fire>
   std::size_t advance_to(Millis now, Fire&& fire) noexcept;
 
+  // Visits the scheduled timers slot by slot in order of time, calling visit(id) for each (in no
+  // particular order within a slot: a level-L slot spans 256^L ticks), and stops after the first
+  // slot in which visit returned true. Costs O(slots and entries passed), so it is for rare
+  // questions ("the earliest timer of this kind"), never for a hot path.
+  template <typename Visit>
+  void visit_in_order(Visit&& visit) const;
+
   [[nodiscard]] std::optional<Millis> next_deadline() const noexcept;
   [[nodiscard]] Millis now() const noexcept { return tick_time(now_tick_, tick_); }
   [[nodiscard]] std::size_t size() const noexcept { return live_; }
@@ -266,6 +273,35 @@ std::size_t HierarchicalWheel::advance_to(Millis now, Fire&& fire) noexcept {
   advancing_ = false;
   maybe_sweep();
   return fired;
+}
+
+template <typename Visit>
+void HierarchicalWheel::visit_in_order(Visit&& visit) const {
+  // Level 0 holds now's window from now on; a level-L slot holds ticks whose digit L is greater
+  // than now's, so walking level 0 from now and each higher level from the slot after now's is
+  // a walk in time order.
+  for (unsigned level = 0; level < kLevels; ++level) {
+    if ((occupied_levels_ >> level & 1U) == 0) continue;
+    const auto digit = static_cast<unsigned>(now_tick_ >> (level * kLevelBits)) &
+                       (kSlotsPerLevel - 1);
+    for (unsigned index = level == 0 ? digit : digit + 1; index < kSlotsPerLevel; ++index) {
+      if (!occupied_[level].test(index)) continue;
+      bool found = false;
+      const auto offer = [&](const Entry& entry) {
+        if (is_live(entry) && visit(entry.id)) found = true;
+      };
+      if (level == 0 && run_holds(index)) {
+        for (std::uint32_t i = std::max(run_begin_[index], run_fired_); i < run_begin_[index + 1];
+             ++i) {
+          offer(run_[i]);
+        }
+      }
+      for (const Block* block = slots_[level][index].head; block != nullptr; block = block->next) {
+        for (std::uint32_t i = 0; i < block->size; ++i) offer(block->entries[i]);
+      }
+      if (found) return;
+    }
+  }
 }
 
 }  // namespace delayq::wheel

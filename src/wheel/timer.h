@@ -34,7 +34,8 @@ using TimerId = std::uint32_t;
 // generation is odd while the timer is scheduled and even while it is idle; every schedule, cancel
 // and fire bumps it, so an entry whose generation no longer matches is stale (cancel is O(1): it
 // bumps the generation and leaves the entry to be dropped later). position is used by HeapTimer
-// (index in its heap) and ignored by the wheels.
+// (index in its heap); the wheels never read or write it, so a caller that owns a wheel may keep
+// 32 bits of its own there (the engine keeps a ready job's place in its tube's ready heap).
 struct Timer {
   std::uint32_t generation = 0;
   std::uint32_t position = 0;

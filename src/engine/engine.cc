@@ -1,0 +1,1019 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace delayq::engine {
+namespace {
+
+constexpr std::string_view kDefaultTube = "default";
+constexpr JobId kMaxJobId = (JobId{1} << 48) - 1;
+
+// beanstalkd's tube names: letters, digits and "-+/;.$_()", not starting with '-'.
+bool valid_tube_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         std::string_view("-+/;.$_()").find(c) != std::string_view::npos;
+}
+
+}  // namespace
+
+Engine::Engine(Clock& clock, EngineOptions options)
+    : clock_(clock),
+      options_(options),
+      latest_now_(clock.now_unix_ms()),
+      wheel_(timers_, wheel::HierarchicalWheelOptions{.tick = Millis{1},
+                                                      .start = Millis{latest_now_}}),
+      index_([this](Slot slot) { return jobs_[slot].id(); }) {
+  const auto no = tube_ref(kDefaultTube);
+  DELAYQ_CHECK(no.is_ok());
+  tube(no.value()).pinned = true;
+}
+
+Engine::~Engine() = default;
+
+std::int64_t Engine::now() const {
+  latest_now_ = std::max(latest_now_, clock_.now_unix_ms());
+  return latest_now_;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Jobs and their slots
+
+Engine::Slot Engine::allocate_slot() {
+  if (!free_slots_.empty()) {
+    const Slot slot = free_slots_.back();
+    free_slots_.pop_back();
+    return slot;
+  }
+  DELAYQ_CHECK(jobs_.size() < kNoSlot);
+  // The timer table grows by a quarter, not double: at 10^7 jobs a doubling would leave up to
+  // 8 bytes a job unused.
+  if (timers_.size() == timers_.capacity()) {
+    timers_.reserve(timers_.capacity() + timers_.capacity() / 4 + 1024);
+  }
+  timers_.emplace_back();
+  jobs_.emplace_back();
+  return static_cast<Slot>(jobs_.size() - 1);
+}
+
+void Engine::free_slot(Slot slot) {
+  job(slot) = Job{};
+  free_slots_.push_back(slot);
+}
+
+Engine::Extra& Engine::extra(Slot slot) {
+  job(slot).set_has_extra(true);
+  return extras_[slot];
+}
+
+const Engine::Extra* Engine::extra_if(Slot slot) const {
+  if (!job(slot).has_extra()) return nullptr;
+  return &extras_.at(slot);
+}
+
+std::int64_t Engine::delay_of(Slot slot) const {
+  const Extra* more = extra_if(slot);
+  if (more != nullptr && more->delay_ms) return *more->delay_ms;
+  const Job& j = job(slot);
+  return std::max<std::int64_t>(0, j.due_unix_ms - j.created_unix_ms());
+}
+
+JobView Engine::view(Slot slot) const {
+  const Job& j = job(slot);
+  JobView v;
+  v.id = j.id();
+  v.tube = tube(j.tube).name;
+  v.state = j.state();
+  v.priority = j.priority;
+  v.due_unix_ms = j.due_unix_ms;
+  if (j.state() == JobState::kReserved) v.deadline_unix_ms = reservations_.at(slot).deadline_unix_ms;
+  v.created_unix_ms = j.created_unix_ms();
+  v.delay_ms = delay_of(slot);
+  v.ttr = Seconds{j.ttr_seconds};
+  if (const Extra* more = extra_if(slot)) {
+    v.counters = more->counters;
+    v.key = more->key;
+    v.group = more->group;
+  }
+  return v;
+}
+
+store::JobRecord Engine::record(Slot slot) const {
+  const Job& j = job(slot);
+  store::JobRecord r;
+  r.id = j.id();
+  r.tube = tube(j.tube).name;
+  r.priority = j.priority;
+  r.state = j.state();
+  r.due_unix_ms = j.due_unix_ms;
+  r.created_unix_ms = j.created_unix_ms();
+  r.delay_ms = delay_of(slot);
+  r.ttr_seconds = j.ttr_seconds;
+  if (const Extra* more = extra_if(slot)) {
+    r.counters = more->counters;
+    r.key = more->key;
+    r.group = more->group;
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// State moves. Every job is in exactly one state's index: delayed and reserved jobs hold a
+// timer on the wheel, ready jobs sit in their tube's heap, buried ones in its buried list.
+
+void Engine::count(Slot slot, int delta) {
+  const Job& j = job(slot);
+  Tube& t = tube(j.tube);
+  const auto state = static_cast<std::size_t>(j.state());
+  const auto change = static_cast<std::uint64_t>(static_cast<std::int64_t>(delta));
+  t.counts[state] += change;
+  state_counts_[state] += change;
+  if (j.state() == JobState::kReady && j.priority < options_.urgent_priority) {
+    t.urgent += change;
+    urgent_ += change;
+  }
+}
+
+void Engine::leave(Slot slot) {
+  Job& j = job(slot);
+  count(slot, -1);
+  switch (j.state()) {
+    case JobState::kDelayed:
+      wheel_.cancel(slot);
+      break;
+    case JobState::kReady:
+      heap_remove(tube(j.tube), timers_[slot].position);
+      break;
+    case JobState::kReserved: {
+      wheel_.cancel(slot);
+      const auto it = reservations_.find(slot);
+      auto& held = client(it->second.client).reserved;
+      held.erase(std::find(held.begin(), held.end(), slot));
+      reservations_.erase(it);
+      break;
+    }
+    case JobState::kBuried:
+      tube(j.tube).buried.erase(extras_.at(slot).bury_order);
+      break;
+  }
+}
+
+void Engine::enter_ready(Slot slot) {
+  job(slot).set_state(JobState::kReady);
+  heap_push(tube(job(slot).tube), slot);
+  count(slot, +1);
+  ready_changed_ = true;
+}
+
+void Engine::enter_delayed(Slot slot, std::int64_t due_unix_ms) {
+  Job& j = job(slot);
+  j.set_state(JobState::kDelayed);
+  j.due_unix_ms = due_unix_ms;
+  wheel_.schedule(slot, Millis{due_unix_ms});
+  count(slot, +1);
+}
+
+void Engine::enter_reserved(Slot slot, ClientId client_id) {
+  Job& j = job(slot);
+  j.set_state(JobState::kReserved);
+  const std::int64_t deadline = now() + std::int64_t{j.ttr_seconds} * 1000;
+  wheel_.schedule(slot, Millis{deadline});
+  reservations_[slot] = Reservation{client_id, deadline};
+  client(client_id).reserved.push_back(slot);
+  ++extra(slot).counters.reserves;
+  count(slot, +1);
+}
+
+void Engine::enter_buried(Slot slot) {
+  job(slot).set_state(JobState::kBuried);
+  Extra& more = extra(slot);
+  more.bury_order = next_bury_order_++;
+  tube(job(slot).tube).buried.emplace(more.bury_order, slot);
+  count(slot, +1);
+}
+
+void Engine::destroy(Slot slot, bool drop_tube) {
+  const JobId id = job(slot).id();
+  const TubeNo tube_no = job(slot).tube;
+  leave(slot);
+  if (const Extra* more = extra_if(slot)) {
+    Tube& t = tube(tube_no);
+    if (!more->key.empty()) t.keys.erase(more->key);
+    if (!more->group.empty()) {
+      const auto group = t.groups.find(more->group);
+      group->second.erase(slot);
+      if (group->second.empty()) t.groups.erase(group);
+    }
+    extras_.erase(slot);
+  }
+  index_.erase(id);
+  free_slot(slot);
+  mutations_.erase(id);
+  if (drop_tube) maybe_drop_tube(tube_no);
+}
+
+Status Engine::check_reserved_by(ClientId client_id, JobId id, Slot* slot) const {
+  const auto found = find(id);
+  if (!found || job(*found).state() != JobState::kReserved ||
+      reservations_.at(*found).client != client_id) {
+    return {Code::kNotFound, "job " + std::to_string(id) + " is not reserved by this client"};
+  }
+  *slot = *found;
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ready heaps: (priority, id), smallest first; a job's place is kept in its Timer's position,
+// which the wheel leaves to us (a ready job holds no timer).
+
+bool Engine::ready_less(Slot a, Slot b) const {
+  const Job& x = job(a);
+  const Job& y = job(b);
+  if (x.priority != y.priority) return x.priority < y.priority;
+  return x.id() < y.id();
+}
+
+void Engine::heap_set(Tube& t, std::size_t position, Slot slot) {
+  t.ready[position] = slot;
+  timers_[slot].position = static_cast<std::uint32_t>(position);
+}
+
+void Engine::heap_sift_up(Tube& t, std::size_t position) {
+  const Slot slot = t.ready[position];
+  while (position > 0) {
+    const std::size_t parent = (position - 1) / 2;
+    if (!ready_less(slot, t.ready[parent])) break;
+    heap_set(t, position, t.ready[parent]);
+    position = parent;
+  }
+  heap_set(t, position, slot);
+}
+
+void Engine::heap_sift_down(Tube& t, std::size_t position) {
+  const Slot slot = t.ready[position];
+  const std::size_t size = t.ready.size();
+  for (;;) {
+    std::size_t child = 2 * position + 1;
+    if (child >= size) break;
+    if (child + 1 < size && ready_less(t.ready[child + 1], t.ready[child])) ++child;
+    if (!ready_less(t.ready[child], slot)) break;
+    heap_set(t, position, t.ready[child]);
+    position = child;
+  }
+  heap_set(t, position, slot);
+}
+
+void Engine::heap_push(Tube& t, Slot slot) {
+  t.ready.push_back(slot);
+  heap_sift_up(t, t.ready.size() - 1);
+}
+
+void Engine::heap_remove(Tube& t, std::size_t position) {
+  DELAYQ_CHECK(position < t.ready.size());
+  const Slot last = t.ready.back();
+  t.ready.pop_back();
+  if (position == t.ready.size()) return;
+  heap_set(t, position, last);
+  heap_sift_up(t, position);
+  heap_sift_down(t, timers_[last].position);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tubes
+
+Status Engine::check_name(std::string_view what, std::string_view name) const {
+  if (name.size() > options_.max_name_bytes) {
+    return {Code::kInvalidArgument, std::string(what) + " longer than " +
+                                        std::to_string(options_.max_name_bytes) + " bytes"};
+  }
+  return Status::ok();
+}
+
+Result<Engine::TubeNo> Engine::tube_ref(std::string_view name) {
+  if (const auto it = tube_by_name_.find(std::string(name)); it != tube_by_name_.end()) {
+    return it->second;
+  }
+  if (Status s = check_name("tube name", name); !s.is_ok()) return s;
+  if (name.empty() || name.front() == '-' || !std::all_of(name.begin(), name.end(), valid_tube_char)) {
+    return Status(Code::kInvalidArgument, "bad tube name");
+  }
+  TubeNo no = 0;
+  if (!free_tubes_.empty()) {
+    no = free_tubes_.back();
+    free_tubes_.pop_back();
+  } else {
+    DELAYQ_CHECK(tubes_.size() < std::numeric_limits<TubeNo>::max());
+    no = static_cast<TubeNo>(tubes_.size());
+    tubes_.emplace_back();
+  }
+  tubes_[no] = std::make_unique<Tube>();
+  tubes_[no]->name = std::string(name);
+  tube_by_name_.emplace(tubes_[no]->name, no);
+  return no;
+}
+
+const Engine::Tube* Engine::find_tube(std::string_view name) const {
+  const auto it = tube_by_name_.find(std::string(name));
+  return it == tube_by_name_.end() ? nullptr : tubes_[it->second].get();
+}
+
+void Engine::maybe_drop_tube(TubeNo no) {
+  const Tube& t = tube(no);
+  if (t.pinned || t.jobs() != 0 || t.using_clients != 0 || t.watching_clients != 0 ||
+      t.waiting_clients != 0) {
+    return;
+  }
+  pauses_.erase({t.pause_until_unix_ms, no});
+  tube_by_name_.erase(t.name);
+  tubes_[no].reset();
+  free_tubes_.push_back(no);
+}
+
+std::optional<Engine::Slot> Engine::earliest_delayed(TubeNo tube_no) const {
+  std::optional<Slot> best;
+  wheel_.visit_in_order([&](wheel::TimerId id) {
+    const Job& j = job(id);
+    if (j.state() != JobState::kDelayed || j.tube != tube_no) return false;
+    if (!best || j.due_unix_ms < job(*best).due_unix_ms ||
+        (j.due_unix_ms == job(*best).due_unix_ms && j.id() < job(*best).id())) {
+      best = id;
+    }
+    return true;
+  });
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clients
+
+Engine::Client& Engine::client(ClientId id) {
+  const auto it = clients_.find(id);
+  DELAYQ_CHECK(it != clients_.end());
+  return it->second;
+}
+
+const Engine::Client& Engine::client(ClientId id) const {
+  const auto it = clients_.find(id);
+  DELAYQ_CHECK(it != clients_.end());
+  return it->second;
+}
+
+ClientId Engine::connect() {
+  const ClientId id = next_client_++;
+  const TubeNo no = tube_by_name_.at(std::string(kDefaultTube));
+  Client& c = clients_[id];
+  c.used = no;
+  c.watched.push_back(no);
+  tube(no).using_clients++;
+  tube(no).watching_clients++;
+  ++total_connections_;
+  return id;
+}
+
+void Engine::disconnect(ClientId id) {
+  Client& c = client(id);
+  if (c.wait_order != 0) end_wait(id, c);
+  while (!c.reserved.empty()) {
+    const Slot slot = c.reserved.back();
+    leave(slot);
+    enter_ready(slot);
+  }
+  tube(c.used).using_clients--;
+  maybe_drop_tube(c.used);
+  for (const TubeNo no : c.watched) {
+    tube(no).watching_clients--;
+    maybe_drop_tube(no);
+  }
+  if (c.producer) --producers_;
+  if (c.worker) --workers_;
+  clients_.erase(id);
+  dispatch();
+}
+
+Status Engine::use(ClientId id, std::string_view name) {
+  auto no = tube_ref(name);
+  if (!no.is_ok()) return no.status();
+  Client& c = client(id);
+  const TubeNo old = c.used;
+  c.used = no.value();
+  tube(c.used).using_clients++;
+  tube(old).using_clients--;
+  maybe_drop_tube(old);
+  return Status::ok();
+}
+
+Result<std::size_t> Engine::watch(ClientId id, std::string_view name) {
+  auto no = tube_ref(name);
+  if (!no.is_ok()) return no.status();
+  Client& c = client(id);
+  if (std::find(c.watched.begin(), c.watched.end(), no.value()) == c.watched.end()) {
+    c.watched.push_back(no.value());
+    tube(no.value()).watching_clients++;
+  }
+  return c.watched.size();
+}
+
+Result<std::size_t> Engine::ignore(ClientId id, std::string_view name) {
+  Client& c = client(id);
+  const auto it = tube_by_name_.find(std::string(name));
+  if (it == tube_by_name_.end()) return c.watched.size();
+  const auto pos = std::find(c.watched.begin(), c.watched.end(), it->second);
+  if (pos == c.watched.end()) return c.watched.size();
+  if (c.watched.size() == 1) return Status(Code::kNotIgnored, "the last watched tube");
+  const TubeNo no = *pos;
+  c.watched.erase(pos);
+  tube(no).watching_clients--;
+  maybe_drop_tube(no);
+  return c.watched.size();
+}
+
+const std::string& Engine::used_tube(ClientId id) const { return tube(client(id).used).name; }
+
+std::vector<std::string> Engine::watched_tubes(ClientId id) const {
+  std::vector<std::string> names;
+  for (const TubeNo no : client(id).watched) names.push_back(tube(no).name);
+  return names;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The lifecycle
+
+Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
+  if (Status s = check_name("key", request.key); !s.is_ok()) return s;
+  if (Status s = check_name("group", request.group); !s.is_ok()) return s;
+  if (next_id_ > kMaxJobId) return Status(Code::kLimit, "job ids are exhausted");
+  Client& c = client(client_id);
+  TubeNo tube_no = c.used;
+  if (!request.tube.empty()) {
+    auto no = tube_ref(request.tube);
+    if (!no.is_ok()) return no.status();
+    tube_no = no.value();
+  }
+  PutResult result;
+  if (!request.key.empty()) {
+    Tube& t = tube(tube_no);
+    if (const auto held = t.keys.find(std::string(request.key)); held != t.keys.end()) {
+      const Slot holder = held->second;
+      if (!request.replace) return PutResult{job(holder).id(), false, 0};
+      if (job(holder).state() == JobState::kReserved) {
+        return Status(Code::kConflict, "the job holding the key is reserved");
+      }
+      result.replaced = job(holder).id();
+      t.deletes++;
+      destroy(holder, /*drop_tube=*/false);  // the new job goes into it
+    }
+  }
+  if (!c.producer) {
+    c.producer = true;
+    ++producers_;
+  }
+  const std::int64_t now_ms = now();
+  const Slot slot = allocate_slot();
+  Job& j = job(slot);
+  const JobId id = next_id_++;
+  next_id_dirty_ = true;
+  j.bits = id | static_cast<std::uint64_t>(now_ms % 1000) << 51;
+  j.created_unix_s = static_cast<std::uint32_t>(now_ms / 1000);
+  j.priority = request.priority;
+  j.ttr_seconds = static_cast<std::uint32_t>(std::clamp<Seconds::rep>(
+      request.ttr.count(), 1, std::numeric_limits<std::uint32_t>::max()));
+  j.tube = tube_no;
+  j.due_unix_ms = now_ms;
+  index_.insert(id, slot);
+  if (!request.key.empty() || !request.group.empty()) {
+    Extra& more = extra(slot);
+    Tube& t = tube(tube_no);
+    if (!request.key.empty()) {
+      more.key = std::string(request.key);
+      t.keys.emplace(more.key, slot);
+    }
+    if (!request.group.empty()) {
+      more.group = std::string(request.group);
+      t.groups[more.group].insert(slot);
+    }
+  }
+  const std::int64_t due =
+      request.due_unix_ms ? *request.due_unix_ms : now_ms + request.delay.count();
+  if (due > now_ms) {
+    enter_delayed(slot, due);
+  } else {
+    enter_ready(slot);
+  }
+  ++total_jobs_;
+  tube(tube_no).total_jobs++;
+  persist(slot);
+  mutations_.put_body(id, request.body);
+  dispatch();
+  result.id = id;
+  return result;
+}
+
+std::optional<Engine::Slot> Engine::best_ready(const Client& c) const {
+  std::optional<Slot> best;
+  for (const TubeNo no : c.watched) {
+    const Tube& t = tube(no);
+    if (t.ready.empty() || paused(t)) continue;
+    if (!best || ready_less(t.ready.front(), *best)) best = t.ready.front();
+  }
+  return best;
+}
+
+ReserveResult Engine::hand_out(ClientId client_id, Slot slot) {
+  leave(slot);
+  enter_reserved(slot, client_id);
+  return ReserveResult{ReserveResult::Kind::kReserved, view(slot)};
+}
+
+bool Engine::deadline_soon(const Client& c) const {
+  const std::int64_t soon = now() + options_.deadline_soon_margin.count();
+  return std::any_of(c.reserved.begin(), c.reserved.end(), [&](Slot slot) {
+    return reservations_.at(slot).deadline_unix_ms <= soon;
+  });
+}
+
+ReserveResult Engine::reserve(ClientId client_id, std::optional<Millis> timeout) {
+  Client& c = client(client_id);
+  DELAYQ_CHECK(c.wait_order == 0);
+  if (!c.worker) {
+    c.worker = true;
+    ++workers_;
+  }
+  const auto best = best_ready(c);
+  if (!best && deadline_soon(c)) return ReserveResult{ReserveResult::Kind::kDeadlineSoon, {}};
+  if (best) return hand_out(client_id, *best);
+  if (timeout && timeout->count() <= 0) return ReserveResult{ReserveResult::Kind::kTimedOut, {}};
+  start_wait(client_id, c, timeout);
+  return ReserveResult{ReserveResult::Kind::kWaiting, {}};
+}
+
+Result<JobView> Engine::reserve_job(ClientId client_id, JobId id) {
+  const auto found = find(id);
+  if (!found || job(*found).state() == JobState::kReserved) {
+    return Status(Code::kNotFound, "no job " + std::to_string(id) + " to reserve");
+  }
+  const Slot slot = *found;
+  const bool was_ready = job(slot).state() == JobState::kReady;
+  Client& c = client(client_id);
+  if (!c.worker) {
+    c.worker = true;
+    ++workers_;
+  }
+  leave(slot);
+  enter_reserved(slot, client_id);
+  // A reserved job comes back ready after a restart; one taken from the delayed or buried list
+  // must say so on disk, or it would come back delayed or buried.
+  if (!was_ready) persist(slot);
+  return view(slot);
+}
+
+Status Engine::erase(ClientId client_id, JobId id) {
+  const auto found = find(id);
+  if (!found || (job(*found).state() == JobState::kReserved &&
+                 reservations_.at(*found).client != client_id)) {
+    return {Code::kNotFound, "no job " + std::to_string(id)};
+  }
+  tube(job(*found).tube).deletes++;
+  destroy(*found);
+  return Status::ok();
+}
+
+Status Engine::release(ClientId client_id, JobId id, std::uint32_t priority, Millis delay) {
+  Slot slot = 0;
+  if (Status s = check_reserved_by(client_id, id, &slot); !s.is_ok()) return s;
+  leave(slot);
+  Job& j = job(slot);
+  j.priority = priority;
+  Extra& more = extra(slot);
+  more.counters.releases++;
+  more.delay_ms = std::max<std::int64_t>(0, delay.count());
+  const std::int64_t now_ms = now();
+  if (delay.count() > 0) {
+    enter_delayed(slot, now_ms + delay.count());
+  } else {
+    j.due_unix_ms = now_ms;
+    enter_ready(slot);
+  }
+  persist(slot);
+  dispatch();
+  return Status::ok();
+}
+
+Status Engine::bury(ClientId client_id, JobId id, std::uint32_t priority) {
+  Slot slot = 0;
+  if (Status s = check_reserved_by(client_id, id, &slot); !s.is_ok()) return s;
+  leave(slot);
+  job(slot).priority = priority;
+  extra(slot).counters.buries++;
+  enter_buried(slot);
+  persist(slot);
+  return Status::ok();
+}
+
+Status Engine::touch(ClientId client_id, JobId id) {
+  Slot slot = 0;
+  if (Status s = check_reserved_by(client_id, id, &slot); !s.is_ok()) return s;
+  Reservation& r = reservations_.at(slot);
+  r.deadline_unix_ms = now() + std::int64_t{job(slot).ttr_seconds} * 1000;
+  wheel_.reschedule(slot, Millis{r.deadline_unix_ms});
+  return Status::ok();
+}
+
+std::size_t Engine::kick(std::string_view name, std::size_t bound) {
+  const auto it = tube_by_name_.find(std::string(name));
+  if (it == tube_by_name_.end()) return 0;
+  const TubeNo no = it->second;
+  std::size_t kicked = 0;
+  const bool buried = !tube(no).buried.empty();
+  while (kicked < bound) {
+    std::optional<Slot> slot;
+    if (buried) {
+      if (tube(no).buried.empty()) break;
+      slot = tube(no).buried.begin()->second;
+    } else {
+      slot = earliest_delayed(no);
+      if (!slot) break;
+    }
+    leave(*slot);
+    extra(*slot).counters.kicks++;
+    job(*slot).due_unix_ms = std::min(job(*slot).due_unix_ms, now());
+    enter_ready(*slot);
+    persist(*slot);
+    ++kicked;
+  }
+  dispatch();
+  return kicked;
+}
+
+Status Engine::kick_job(JobId id) {
+  const auto found = find(id);
+  if (!found || (job(*found).state() != JobState::kBuried &&
+                 job(*found).state() != JobState::kDelayed)) {
+    return {Code::kNotFound, "no buried or delayed job " + std::to_string(id)};
+  }
+  const Slot slot = *found;
+  leave(slot);
+  extra(slot).counters.kicks++;
+  job(slot).due_unix_ms = std::min(job(slot).due_unix_ms, now());
+  enter_ready(slot);
+  persist(slot);
+  dispatch();
+  return Status::ok();
+}
+
+Status Engine::pause_tube(std::string_view name, Seconds pause) {
+  const auto it = tube_by_name_.find(std::string(name));
+  if (it == tube_by_name_.end()) return {Code::kNotFound, "no tube " + std::string(name)};
+  Tube& t = tube(it->second);
+  pauses_.erase({t.pause_until_unix_ms, it->second});
+  t.pauses++;
+  t.pause = std::max(pause, Seconds{0});
+  t.pause_until_unix_ms = 0;
+  if (pause.count() > 0) {
+    t.pause_until_unix_ms = now() + pause.count() * 1000;
+    pauses_.emplace(t.pause_until_unix_ms, it->second);
+  } else {
+    ready_changed_ = true;
+    dispatch();
+  }
+  return Status::ok();
+}
+
+Result<JobView> Engine::peek(JobId id) const {
+  const auto found = find(id);
+  if (!found) return Status(Code::kNotFound, "no job " + std::to_string(id));
+  return view(*found);
+}
+
+Result<JobView> Engine::peek_ready(std::string_view name) const {
+  const Tube* t = find_tube(name);
+  if (t == nullptr || t->ready.empty()) return Status(Code::kNotFound, "no ready job");
+  return view(t->ready.front());
+}
+
+Result<JobView> Engine::peek_delayed(std::string_view name) const {
+  const auto it = tube_by_name_.find(std::string(name));
+  if (it == tube_by_name_.end() || tube(it->second).counts[0] == 0) {
+    return Status(Code::kNotFound, "no delayed job");
+  }
+  const auto slot = earliest_delayed(it->second);
+  DELAYQ_CHECK(slot.has_value());
+  return view(*slot);
+}
+
+Result<JobView> Engine::peek_buried(std::string_view name) const {
+  const Tube* t = find_tube(name);
+  if (t == nullptr || t->buried.empty()) return Status(Code::kNotFound, "no buried job");
+  return view(t->buried.begin()->second);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keys, reschedule, groups
+
+Result<JobId> Engine::find_key(std::string_view name, std::string_view key) const {
+  const Tube* t = find_tube(name);
+  if (t != nullptr) {
+    if (const auto it = t->keys.find(std::string(key)); it != t->keys.end()) {
+      return job(it->second).id();
+    }
+  }
+  return Status(Code::kNotFound, "no job with key " + std::string(key));
+}
+
+Result<JobView> Engine::peek_key(std::string_view name, std::string_view key) const {
+  auto id = find_key(name, key);
+  if (!id.is_ok()) return id.status();
+  return peek(id.value());
+}
+
+Status Engine::reschedule(JobId id, std::int64_t due_unix_ms) {
+  const auto found = find(id);
+  if (!found) return {Code::kNotFound, "no job " + std::to_string(id)};
+  const Slot slot = *found;
+  const JobState state = job(slot).state();
+  if (state != JobState::kDelayed && state != JobState::kReady) {
+    return {Code::kConflict,
+            "job " + std::to_string(id) + " is " + std::string(state_name(state))};
+  }
+  leave(slot);
+  const std::int64_t now_ms = now();
+  extra(slot).delay_ms = std::max<std::int64_t>(0, due_unix_ms - now_ms);
+  if (due_unix_ms > now_ms) {
+    enter_delayed(slot, due_unix_ms);
+  } else {
+    job(slot).due_unix_ms = now_ms;
+    enter_ready(slot);
+  }
+  persist(slot);
+  dispatch();
+  return Status::ok();
+}
+
+std::vector<JobView> Engine::list_group(std::string_view name, std::string_view group) const {
+  std::vector<JobView> views;
+  const Tube* t = find_tube(name);
+  if (t == nullptr) return views;
+  const auto it = t->groups.find(std::string(group));
+  if (it == t->groups.end()) return views;
+  for (const Slot slot : it->second) views.push_back(view(slot));
+  std::sort(views.begin(), views.end(),
+            [](const JobView& a, const JobView& b) { return a.id < b.id; });
+  return views;
+}
+
+std::size_t Engine::cancel_group(std::string_view name, std::string_view group) {
+  const auto tube_it = tube_by_name_.find(std::string(name));
+  if (tube_it == tube_by_name_.end()) return 0;
+  Tube& t = tube(tube_it->second);
+  const auto it = t.groups.find(std::string(group));
+  if (it == t.groups.end()) return 0;
+  std::vector<Slot> doomed;
+  for (const Slot slot : it->second) {
+    if (job(slot).state() != JobState::kReserved) doomed.push_back(slot);
+  }
+  // By id, so the store sees the same order on every run.
+  std::sort(doomed.begin(), doomed.end(),
+            [this](Slot a, Slot b) { return job(a).id() < job(b).id(); });
+  t.deletes += doomed.size();
+  for (const Slot slot : doomed) destroy(slot);  // may drop the tube: `t` is dead after this
+  return doomed.size();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time and waiting
+
+void Engine::start_wait(ClientId id, Client& c, std::optional<Millis> timeout) {
+  c.wait_order = next_wait_order_++;
+  waiters_.emplace(c.wait_order, id);
+  c.wait_deadline_unix_ms.reset();
+  if (timeout) c.wait_deadline_unix_ms = now() + timeout->count();
+  for (const TubeNo no : c.watched) tube(no).waiting_clients++;
+  arm_alarm(id, c);
+}
+
+void Engine::end_wait(ClientId id, Client& c) {
+  waiters_.erase(c.wait_order);
+  alarms_.erase({c.alarm_unix_ms, id});
+  c.wait_order = 0;
+  for (const TubeNo no : c.watched) tube(no).waiting_clients--;
+}
+
+// A waiting client must be looked at again when its wait times out or when one of its reserved
+// jobs enters the DEADLINE_SOON margin, whichever is first.
+void Engine::arm_alarm(ClientId id, Client& c) {
+  alarms_.erase({c.alarm_unix_ms, id});
+  std::optional<std::int64_t> when = c.wait_deadline_unix_ms;
+  for (const Slot slot : c.reserved) {
+    const std::int64_t soon =
+        reservations_.at(slot).deadline_unix_ms - options_.deadline_soon_margin.count();
+    if (!when || soon < *when) when = soon;
+  }
+  if (!when) return;
+  c.alarm_unix_ms = *when;
+  alarms_.emplace(*when, id);
+}
+
+void Engine::expire_alarms() {
+  const std::int64_t now_ms = now();
+  while (!alarms_.empty() && alarms_.begin()->first <= now_ms) {
+    const ClientId id = alarms_.begin()->second;
+    Client& c = client(id);
+    if (deadline_soon(c)) {
+      end_wait(id, c);
+      wakeups_.push_back({id, {ReserveResult::Kind::kDeadlineSoon, {}}});
+    } else if (c.wait_deadline_unix_ms && *c.wait_deadline_unix_ms <= now_ms) {
+      end_wait(id, c);
+      wakeups_.push_back({id, {ReserveResult::Kind::kTimedOut, {}}});
+    } else {
+      arm_alarm(id, c);  // its reserved jobs changed since the alarm was set
+    }
+  }
+}
+
+// Hands ready jobs to waiting clients, first come first served, each the best job among the
+// tubes it watches. Costs O(waiting clients x tubes watched) when a job became ready.
+void Engine::dispatch() {
+  if (!ready_changed_) return;
+  ready_changed_ = false;
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    const ClientId id = it->second;
+    ++it;
+    Client& c = client(id);
+    const auto best = best_ready(c);
+    if (!best) continue;
+    end_wait(id, c);
+    wakeups_.push_back({id, hand_out(id, *best)});
+  }
+}
+
+void Engine::on_timer(Slot slot) {
+  Job& j = job(slot);
+  count(slot, -1);
+  if (j.state() == JobState::kReserved) {
+    // The TTR lapsed: the job is ready again (invariant 4).
+    const auto it = reservations_.find(slot);
+    auto& held = client(it->second.client).reserved;
+    held.erase(std::find(held.begin(), held.end(), slot));
+    reservations_.erase(it);
+    extra(slot).counters.timeouts++;
+    ++job_timeouts_;
+  }
+  enter_ready(slot);
+}
+
+void Engine::advance() {
+  const std::int64_t now_ms = now();
+  wheel_.advance_to(Millis{now_ms}, [this](wheel::TimerId id) { on_timer(id); });
+  while (!pauses_.empty() && pauses_.begin()->first <= now_ms) {
+    tube(pauses_.begin()->second).pause_until_unix_ms = 0;
+    pauses_.erase(pauses_.begin());
+    ready_changed_ = true;
+  }
+  expire_alarms();
+  dispatch();
+}
+
+std::optional<std::int64_t> Engine::next_wakeup() const {
+  std::optional<std::int64_t> when;
+  const auto consider = [&when](std::int64_t t) {
+    if (!when || t < *when) when = t;
+  };
+  if (const auto deadline = wheel_.next_deadline()) consider(deadline->count());
+  if (!pauses_.empty()) consider(pauses_.begin()->first);
+  if (!alarms_.empty()) consider(alarms_.begin()->first);
+  return when;
+}
+
+std::vector<Wakeup> Engine::take_wakeups() {
+  std::vector<Wakeup> out;
+  out.swap(wakeups_);
+  return out;
+}
+
+store::WriteSet Engine::take_mutations() {
+  if (next_id_dirty_) {
+    mutations_.set_next_id(next_id_);
+    next_id_dirty_ = false;
+  }
+  store::WriteSet out;
+  std::swap(out, mutations_);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stats
+
+Result<TubeStats> Engine::stats_tube(std::string_view name) const {
+  const Tube* t = find_tube(name);
+  if (t == nullptr) return Status(Code::kNotFound, "no tube " + std::string(name));
+  TubeStats s;
+  s.name = t->name;
+  s.urgent = t->urgent;
+  s.delayed = t->counts[static_cast<int>(JobState::kDelayed)];
+  s.ready = t->counts[static_cast<int>(JobState::kReady)];
+  s.reserved = t->counts[static_cast<int>(JobState::kReserved)];
+  s.buried = t->counts[static_cast<int>(JobState::kBuried)];
+  s.total_jobs = t->total_jobs;
+  s.using_clients = t->using_clients;
+  s.watching_clients = t->watching_clients;
+  s.waiting_clients = t->waiting_clients;
+  s.deletes = t->deletes;
+  s.pauses = t->pauses;
+  s.pause = t->pause;
+  if (paused(*t)) s.pause_left = Millis{t->pause_until_unix_ms - now()};
+  if (!paused(*t)) s.pause = Seconds{0};
+  return s;
+}
+
+ServerStats Engine::stats() const {
+  ServerStats s;
+  s.urgent = urgent_;
+  s.delayed = state_counts_[static_cast<int>(JobState::kDelayed)];
+  s.ready = state_counts_[static_cast<int>(JobState::kReady)];
+  s.reserved = state_counts_[static_cast<int>(JobState::kReserved)];
+  s.buried = state_counts_[static_cast<int>(JobState::kBuried)];
+  s.total_jobs = total_jobs_;
+  s.job_timeouts = job_timeouts_;
+  s.tubes = tube_by_name_.size();
+  s.connections = clients_.size();
+  s.total_connections = total_connections_;
+  s.producers = producers_;
+  s.workers = workers_;
+  s.waiting = waiters_.size();
+  s.next_id = next_id_;
+  return s;
+}
+
+std::vector<std::string> Engine::tubes() const {
+  std::vector<std::string> names;
+  names.reserve(tube_by_name_.size());
+  for (const auto& [name, no] : tube_by_name_) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::size_t Engine::memory_bytes() const {
+  return jobs_.size() * sizeof(Job) + timers_.capacity() * sizeof(wheel::Timer) +
+         wheel_.memory_bytes() + index_.memory_bytes() + free_slots_.capacity() * sizeof(Slot);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recovery
+
+Status Engine::restore(const store::JobRecord& r) {
+  const auto corrupt = [&r](const std::string& what) {
+    return Status(Code::kCorruption, "job record " + std::to_string(r.id) + ": " + what);
+  };
+  if (r.id == 0 || r.id > kMaxJobId) return corrupt("id out of range");
+  if (find(r.id)) return corrupt("id seen twice");
+  if (!check_name("key", r.key).is_ok() || !check_name("group", r.group).is_ok()) {
+    return corrupt("key or group too long");
+  }
+  auto no = tube_ref(r.tube);
+  if (!no.is_ok()) return corrupt(no.status().message());
+  Tube& t = tube(no.value());
+  if (!r.key.empty() && t.keys.contains(r.key)) return corrupt("key held by another job");
+  const Slot slot = allocate_slot();
+  Job& j = job(slot);
+  const std::int64_t created = std::max<std::int64_t>(0, r.created_unix_ms);
+  j.bits = r.id | static_cast<std::uint64_t>(created % 1000) << 51;
+  j.created_unix_s = static_cast<std::uint32_t>(created / 1000);
+  j.priority = r.priority;
+  j.ttr_seconds = std::max<std::uint32_t>(1, r.ttr_seconds);
+  j.tube = no.value();
+  j.due_unix_ms = r.due_unix_ms;
+  index_.insert(r.id, slot);
+  const bool derived_delay = r.delay_ms == std::max<std::int64_t>(0, r.due_unix_ms - created);
+  if (!r.key.empty() || !r.group.empty() || !r.counters.zero() || !derived_delay) {
+    Extra& more = extra(slot);
+    more.key = r.key;
+    more.group = r.group;
+    more.counters = r.counters;
+    if (!derived_delay) more.delay_ms = r.delay_ms;
+    if (!r.key.empty()) t.keys.emplace(r.key, slot);
+    if (!r.group.empty()) t.groups[r.group].insert(slot);
+  }
+  switch (r.state) {
+    case JobState::kDelayed:
+      enter_delayed(slot, r.due_unix_ms);  // an overdue job fires at the first advance()
+      break;
+    case JobState::kReady:
+    case JobState::kReserved:
+      enter_ready(slot);
+      break;
+    case JobState::kBuried:
+      enter_buried(slot);
+      break;
+  }
+  t.total_jobs++;
+  ++total_jobs_;
+  next_id_ = std::max(next_id_, r.id + 1);
+  return Status::ok();
+}
+
+void Engine::finish_restore(JobId next_id) {
+  next_id_ = std::max(next_id_, next_id);
+  next_id_dirty_ = false;
+  mutations_.clear();
+}
+
+}  // namespace delayq::engine

@@ -1,0 +1,356 @@
+// engine.h — delayq's state machine: jobs, tubes, clients, keys and groups. Pure logic: no
+// sockets, no files, no threads; time comes from the injected Clock, and every change that must
+// survive a restart is appended to mutations(), which the caller commits to the store before it
+// answers anyone (see store/committer.h). Not thread-safe: one engine belongs to one thread.
+//
+// Costs: put, delete, release, bury, touch, reschedule and key lookups are O(1) or O(log n) in
+// the jobs of one tube; time passes in O(jobs due) over the hierarchical wheel. peek-delayed and
+// kicking delayed jobs walk the wheel in time order (O(jobs due before the tube's first)).
+// A pending delayed job costs ~63 bytes of RAM (docs/BENCHMARKS.md); bodies stay on disk.
+// Semantics follow beanstalkd 1.12 (docs/protocol.md); the lifecycle is in ../shared/DESIGN.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "base/job.h"
+#include "base/status.h"
+#include "engine/clock.h"
+#include "engine/id_index.h"
+#include "store/record.h"
+#include "wheel/hierarchical_wheel.h"
+
+namespace delayq::engine {
+
+using ClientId = std::uint64_t;
+using Seconds = std::chrono::seconds;
+
+struct EngineOptions {
+  // Largest tube name, key and group, in bytes. Default: 200 (beanstalkd's tube name limit).
+  std::size_t max_name_bytes = 200;
+  // Jobs with a priority below this are "urgent" in the stats. Default: 1024, as beanstalkd.
+  std::uint32_t urgent_priority = 1024;
+  // A client waiting in reserve with a job whose TTR ends within this margin is told
+  // DEADLINE_SOON. Default: 1 s, as beanstalkd.
+  Millis deadline_soon_margin{1000};
+};
+
+struct PutRequest {
+  std::string_view tube;  // empty: the client's used tube
+  std::uint32_t priority = 0;
+  // When the job becomes ready: due_unix_ms if set, else now + delay. A time not in the future
+  // makes the job ready at once.
+  Millis delay{0};
+  std::optional<std::int64_t> due_unix_ms;
+  Seconds ttr{60};  // 0 is taken as 1 s, as beanstalkd does
+  std::string_view body;
+  // A key is unique among the jobs of a tube. Putting a key that is taken returns the job that
+  // holds it unless replace is set; then that job is deleted and the new one takes the key
+  // (kConflict if the holder is reserved: a worker is on it).
+  std::string_view key;
+  std::string_view group;
+  bool replace = false;
+};
+
+struct PutResult {
+  JobId id = 0;
+  bool inserted = true;  // false: the key was taken and id is the job that holds it
+  JobId replaced = 0;    // the job deleted to make way, 0 if none
+};
+
+// A job as the engine sees it: what peek, reserve and stats-job report, less the body.
+struct JobView {
+  JobId id = 0;
+  std::string tube;
+  JobState state = JobState::kReady;
+  std::uint32_t priority = 0;
+  std::int64_t due_unix_ms = 0;        // delayed: when it becomes ready; else when it did
+  std::int64_t deadline_unix_ms = 0;   // reserved: when its TTR lapses; else 0
+  std::int64_t created_unix_ms = 0;
+  std::int64_t delay_ms = 0;           // the delay it was last put, released or rescheduled with
+  Seconds ttr{0};
+  JobCounters counters;
+  std::string key;
+  std::string group;
+};
+
+// The answer to a reserve: a job, or why there is none. kWaiting: the answer comes later,
+// through take_wakeups().
+struct ReserveResult {
+  enum class Kind : std::uint8_t { kReserved, kWaiting, kDeadlineSoon, kTimedOut };
+  Kind kind = Kind::kWaiting;
+  JobView job;  // kReserved only
+};
+
+struct Wakeup {
+  ClientId client = 0;
+  ReserveResult result;
+};
+
+struct TubeStats {
+  std::string name;
+  std::uint64_t urgent = 0, ready = 0, reserved = 0, delayed = 0, buried = 0;
+  std::uint64_t total_jobs = 0;  // ever put into the tube
+  std::uint64_t using_clients = 0, watching_clients = 0, waiting_clients = 0;
+  std::uint64_t deletes = 0, pauses = 0;
+  Seconds pause{0};
+  Millis pause_left{0};
+};
+
+struct ServerStats {
+  std::uint64_t urgent = 0, ready = 0, reserved = 0, delayed = 0, buried = 0;
+  std::uint64_t total_jobs = 0, job_timeouts = 0, tubes = 0;
+  std::uint64_t connections = 0, total_connections = 0, producers = 0, workers = 0, waiting = 0;
+  JobId next_id = 1;
+};
+
+class Engine {
+ public:
+  explicit Engine(Clock& clock, EngineOptions options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // --- clients: a connection, an HTTP caller, a driver. New clients use and watch "default".
+  ClientId connect();
+  // Its reserved jobs become ready again (invariant 4), its wait ends, its tubes are let go.
+  void disconnect(ClientId client);
+  Status use(ClientId client, std::string_view tube);
+  Result<std::size_t> watch(ClientId client, std::string_view tube);   // tubes now watched
+  Result<std::size_t> ignore(ClientId client, std::string_view tube);  // kNotIgnored if last
+  [[nodiscard]] const std::string& used_tube(ClientId client) const;
+  [[nodiscard]] std::vector<std::string> watched_tubes(ClientId client) const;
+
+  // --- the lifecycle (beanstalkd's commands). Jobs reserved by another client are kNotFound.
+  Result<PutResult> put(ClientId client, const PutRequest& request);
+  // timeout: nullopt waits for ever, 0 answers at once (kTimedOut if nothing is ready).
+  ReserveResult reserve(ClientId client, std::optional<Millis> timeout);
+  Result<JobView> reserve_job(ClientId client, JobId id);  // any job not reserved
+  Status erase(ClientId client, JobId id);  // delete
+  Status release(ClientId client, JobId id, std::uint32_t priority, Millis delay);
+  Status bury(ClientId client, JobId id, std::uint32_t priority);
+  Status touch(ClientId client, JobId id);
+  // Kicks up to `bound` buried jobs of the tube, or if it has none, up to `bound` delayed ones
+  // (earliest first); returns how many.
+  std::size_t kick(std::string_view tube, std::size_t bound);
+  Status kick_job(JobId id);  // a buried or delayed job to ready
+  Status pause_tube(std::string_view tube, Seconds pause);
+
+  [[nodiscard]] Result<JobView> peek(JobId id) const;
+  [[nodiscard]] Result<JobView> peek_ready(std::string_view tube) const;
+  [[nodiscard]] Result<JobView> peek_delayed(std::string_view tube) const;
+  [[nodiscard]] Result<JobView> peek_buried(std::string_view tube) const;
+
+  // --- delayq's extensions: keys, reschedule, groups. Reschedule moves a delayed or ready job
+  // to a new due time (kConflict for reserved or buried jobs).
+  [[nodiscard]] Result<JobView> peek_key(std::string_view tube, std::string_view key) const;
+  Result<JobId> find_key(std::string_view tube, std::string_view key) const;
+  Status reschedule(JobId id, std::int64_t due_unix_ms);
+  // Jobs of a group in any state, by id; cancel deletes those not reserved and says how many.
+  [[nodiscard]] std::vector<JobView> list_group(std::string_view tube,
+                                                std::string_view group) const;
+  std::size_t cancel_group(std::string_view tube, std::string_view group);
+
+  // --- time. advance() makes due jobs ready, lapses TTRs, ends pauses and waits; call it when
+  // next_wakeup() has come (and after any operation, which is cheap when nothing is due).
+  void advance();
+  // The earliest engine time (Unix ms) at which advance() has something to do.
+  [[nodiscard]] std::optional<std::int64_t> next_wakeup() const;
+  // The engine's present: the clock, held at the latest time seen if the clock steps back.
+  [[nodiscard]] std::int64_t now() const;
+
+  // --- what happened. Wakeups answer waiting reserves; mutations must be committed before any
+  // reply to the operations that made them is sent.
+  std::vector<Wakeup> take_wakeups();
+  store::WriteSet take_mutations();
+  [[nodiscard]] const store::WriteSet& mutations() const noexcept { return mutations_; }
+
+  // --- stats
+  [[nodiscard]] Result<JobView> stats_job(JobId id) const { return peek(id); }
+  [[nodiscard]] Result<TubeStats> stats_tube(std::string_view tube) const;
+  [[nodiscard]] ServerStats stats() const;
+  [[nodiscard]] std::vector<std::string> tubes() const;
+  [[nodiscard]] std::size_t jobs() const noexcept { return index_.size(); }
+  // Bytes the engine's indexes hold (jobs, timers, wheel, id index), without allocator slack.
+  [[nodiscard]] std::size_t memory_bytes() const;
+
+  // --- recovery: feed every stored record, then finish. Reserved jobs come back ready; delayed
+  // jobs keep their due time (overdue ones are ready at the first advance()); buried jobs stay
+  // buried, in id order. Nothing is written to mutations().
+  Status restore(const store::JobRecord& record);
+  void finish_restore(JobId next_id);
+
+ private:
+  using Slot = std::uint32_t;
+  using TubeNo = std::uint32_t;
+  static constexpr Slot kNoSlot = ~Slot{0};
+
+  // The in-memory record of a job: 32 bytes. What a pending delayed job needs and nothing more;
+  // rarer facts (key, group, counters, a delay that cannot be derived) live in Extra.
+  struct Job {
+    // id (48 bits) | state << 48 | has_extra << 50 | created's milliseconds << 51; 0 = free
+    std::uint64_t bits = 0;
+    std::int64_t due_unix_ms = 0;    // see JobView::due_unix_ms
+    std::uint32_t created_unix_s = 0;
+    std::uint32_t priority = 0;
+    std::uint32_t ttr_seconds = 0;
+    TubeNo tube = 0;
+
+    [[nodiscard]] JobId id() const noexcept { return bits & kIdMask; }
+    [[nodiscard]] JobState state() const noexcept {
+      return static_cast<JobState>((bits >> 48) & 3U);
+    }
+    [[nodiscard]] bool has_extra() const noexcept { return (bits >> 50 & 1U) != 0; }
+    void set_state(JobState state) noexcept {
+      bits = (bits & ~(std::uint64_t{3} << 48)) | std::uint64_t{static_cast<std::uint8_t>(state)}
+                                                      << 48;
+    }
+    [[nodiscard]] std::int64_t created_unix_ms() const noexcept {
+      return std::int64_t{created_unix_s} * 1000 + static_cast<std::int64_t>(bits >> 51 & 1023U);
+    }
+    void set_has_extra(bool on) noexcept {
+      bits = on ? bits | std::uint64_t{1} << 50 : bits & ~(std::uint64_t{1} << 50);
+    }
+  };
+  static constexpr std::uint64_t kIdMask = (std::uint64_t{1} << 48) - 1;
+
+  struct Extra {
+    std::string key;
+    std::string group;
+    JobCounters counters;
+    std::optional<std::int64_t> delay_ms;  // unset: due - created
+    std::uint64_t bury_order = 0;          // buried: place in the tube's buried list
+  };
+  struct Reservation {
+    ClientId client = 0;
+    std::int64_t deadline_unix_ms = 0;
+  };
+  struct Tube {
+    std::string name;
+    std::vector<Slot> ready;               // binary heap by (priority, id)
+    std::map<std::uint64_t, Slot> buried;  // by bury order
+    std::unordered_map<std::string, Slot> keys;
+    std::unordered_map<std::string, std::unordered_set<Slot>> groups;
+    std::uint64_t counts[kJobStateCount] = {};
+    std::uint64_t urgent = 0, total_jobs = 0, deletes = 0, pauses = 0;
+    std::uint64_t using_clients = 0, watching_clients = 0, waiting_clients = 0;
+    std::int64_t pause_until_unix_ms = 0;
+    Seconds pause{0};
+    bool pinned = false;  // "default" is never dropped
+    [[nodiscard]] std::uint64_t jobs() const noexcept {
+      return counts[0] + counts[1] + counts[2] + counts[3];
+    }
+  };
+  struct Client {
+    TubeNo used = 0;
+    std::vector<TubeNo> watched;
+    std::vector<Slot> reserved;
+    bool producer = false, worker = false;
+    std::uint64_t wait_order = 0;  // 0: not waiting
+    std::optional<std::int64_t> wait_deadline_unix_ms;
+    std::int64_t alarm_unix_ms = 0;  // when its wait must be looked at again
+  };
+
+  // jobs and slots
+  Job& job(Slot slot) { return jobs_[slot]; }
+  const Job& job(Slot slot) const { return jobs_[slot]; }
+  [[nodiscard]] std::optional<Slot> find(JobId id) const { return index_.find(id); }
+  Slot allocate_slot();
+  void free_slot(Slot slot);
+  Extra& extra(Slot slot);
+  [[nodiscard]] const Extra* extra_if(Slot slot) const;
+  [[nodiscard]] JobView view(Slot slot) const;
+  [[nodiscard]] store::JobRecord record(Slot slot) const;
+  void persist(Slot slot) { mutations_.put_record(record(slot)); }
+  [[nodiscard]] std::int64_t delay_of(Slot slot) const;
+
+  // state moves: leave() takes a job out of its state's index, enter_*() puts it in one
+  void leave(Slot slot);
+  void enter_ready(Slot slot);
+  void enter_delayed(Slot slot, std::int64_t due_unix_ms);
+  void enter_reserved(Slot slot, ClientId client);
+  void enter_buried(Slot slot);
+  void count(Slot slot, int delta);
+  // leave + drop key and group + free the slot + erase on disk; drop_tube: let the tube go if
+  // nothing holds it any more
+  void destroy(Slot slot, bool drop_tube = true);
+  Status check_reserved_by(ClientId client, JobId id, Slot* slot) const;
+
+  // ready heaps
+  [[nodiscard]] bool ready_less(Slot a, Slot b) const;
+  void heap_set(Tube& tube, std::size_t position, Slot slot);
+  void heap_push(Tube& tube, Slot slot);
+  void heap_remove(Tube& tube, std::size_t position);
+  void heap_sift_up(Tube& tube, std::size_t position);
+  void heap_sift_down(Tube& tube, std::size_t position);
+
+  // tubes
+  Result<TubeNo> tube_ref(std::string_view name);  // finds or creates
+  [[nodiscard]] const Tube* find_tube(std::string_view name) const;
+  Tube& tube(TubeNo no) { return *tubes_[no]; }
+  [[nodiscard]] const Tube& tube(TubeNo no) const { return *tubes_[no]; }
+  void maybe_drop_tube(TubeNo no);
+  [[nodiscard]] bool paused(const Tube& tube) const { return tube.pause_until_unix_ms > now(); }
+  [[nodiscard]] Status check_name(std::string_view what, std::string_view name) const;
+  [[nodiscard]] std::optional<Slot> earliest_delayed(TubeNo tube) const;
+
+  // clients, waiting and time
+  Client& client(ClientId id);
+  [[nodiscard]] const Client& client(ClientId id) const;
+  std::optional<Slot> best_ready(const Client& client) const;
+  ReserveResult hand_out(ClientId client_id, Slot slot);
+  [[nodiscard]] bool deadline_soon(const Client& client) const;
+  void start_wait(ClientId id, Client& client, std::optional<Millis> timeout);
+  void end_wait(ClientId id, Client& client);
+  void arm_alarm(ClientId id, Client& client);
+  void dispatch();
+  void on_timer(Slot slot);
+  void expire_alarms();
+
+  Clock& clock_;
+  EngineOptions options_;
+  mutable std::int64_t latest_now_ = 0;
+
+  std::deque<Job> jobs_;
+  std::vector<Slot> free_slots_;
+  std::vector<wheel::Timer> timers_;
+  wheel::HierarchicalWheel wheel_;
+  IdIndex index_;
+  std::unordered_map<Slot, Extra> extras_;
+  std::unordered_map<Slot, Reservation> reservations_;
+  JobId next_id_ = 1;
+  bool next_id_dirty_ = false;
+  std::uint64_t next_bury_order_ = 1;
+
+  std::vector<std::unique_ptr<Tube>> tubes_;
+  std::vector<TubeNo> free_tubes_;
+  std::unordered_map<std::string, TubeNo> tube_by_name_;
+  std::set<std::pair<std::int64_t, TubeNo>> pauses_;
+
+  std::unordered_map<ClientId, Client> clients_;
+  ClientId next_client_ = 1;
+  std::map<std::uint64_t, ClientId> waiters_;  // by wait order: first come, first served
+  std::uint64_t next_wait_order_ = 1;
+  std::set<std::pair<std::int64_t, ClientId>> alarms_;
+  bool ready_changed_ = false;
+
+  std::uint64_t total_jobs_ = 0, job_timeouts_ = 0, total_connections_ = 0;
+  std::uint64_t producers_ = 0, workers_ = 0;
+  std::uint64_t state_counts_[kJobStateCount] = {};
+  std::uint64_t urgent_ = 0;
+
+  std::vector<Wakeup> wakeups_;
+  store::WriteSet mutations_;
+};
+
+}  // namespace delayq::engine

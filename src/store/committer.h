@@ -1,0 +1,89 @@
+// committer.h — group commit: engine steps in, durable batches out, on a thread of its own.
+// The engine thread submits each step's WriteSet with a callback and goes on with the next step;
+// the committer takes everything queued since its last write, writes it as one batch and calls
+// the callbacks in submission order once the batch is as durable as the policy asks. Under
+// `always` many clients share one fsync; under load the batches grow by themselves.
+// A failed write is sticky: it and every later callback get the error (the caller must stop:
+// the engine has moved on from state the disk does not hold). Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "base/status.h"
+#include "store/store.h"
+
+namespace delayq::store {
+
+// How long an acknowledged change may sit outside stable storage.
+//   always       each batch is fsynced before its callbacks run: nothing acknowledged is lost,
+//                even on power loss. The default.
+//   interval:MS  batches are written (so they survive the process being killed) and fsynced at
+//                most MS ms apart: a power cut loses up to MS ms of acknowledged changes.
+//   none         written, never fsynced by us (the OS flushes when it likes): a power cut may
+//                lose anything not yet flushed. For tests and throwaway data.
+struct Durability {
+  enum class Mode : std::uint8_t { kAlways, kInterval, kNone };
+  Mode mode = Mode::kAlways;
+  std::chrono::milliseconds interval{0};
+
+  // "always", "none" or "interval:<ms>" with 1 <= ms <= 60000.
+  static Result<Durability> parse(std::string_view text);
+  [[nodiscard]] std::string to_string() const;
+};
+
+struct CommitterStats {
+  std::uint64_t steps = 0;    // WriteSets committed
+  std::uint64_t batches = 0;  // store writes
+  std::uint64_t syncs = 0;    // fsyncs
+};
+
+class Committer {
+ public:
+  using Done = std::function<void(const Status&)>;
+
+  Committer(Store& store, Durability durability);
+  // Commits what is queued, then stops the thread.
+  ~Committer();
+  Committer(const Committer&) = delete;
+  Committer& operator=(const Committer&) = delete;
+
+  // Queues one step; done runs on the committer thread (it must be quick and must not call
+  // back into the committer).
+  void submit(WriteSet set, Done done);
+  // Waits until everything submitted before the call is committed; returns the sticky error.
+  Status flush();
+  [[nodiscard]] CommitterStats stats() const;
+
+ private:
+  struct Step {
+    WriteSet set;
+    Done done;
+  };
+  void run();
+  void commit(std::deque<Step>& steps);
+
+  Store& store_;
+  const Durability durability_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable idle_;
+  std::deque<Step> queue_;
+  std::uint64_t submitted_ = 0;
+  std::uint64_t committed_ = 0;
+  bool stopping_ = false;
+  bool unsynced_ = false;
+  Status error_;
+  CommitterStats stats_;
+  std::chrono::steady_clock::time_point last_sync_ = std::chrono::steady_clock::now();
+  std::thread thread_;
+};
+
+}  // namespace delayq::store

@@ -1,0 +1,88 @@
+// record.h — a job as it lies on disk, and the mutations one engine step asks the store to make.
+// The engine fills a WriteSet; the store applies a whole WriteSet (or several, for group commit)
+// atomically. Records are encoded here and nowhere else; the layout is drawn in
+// docs/storage-format.md and in record.cc beside the encoder.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/job.h"
+#include "base/status.h"
+
+namespace delayq::store {
+
+// Version written into every record and into the store's format marker. A reader refuses any
+// other version with Code::kUnsupported rather than guess.
+inline constexpr std::uint8_t kFormatVersion = 1;
+
+struct JobRecord {
+  JobId id = 0;
+  std::string tube;
+  std::uint32_t priority = 0;
+  JobState state = JobState::kReady;
+  // Delayed: when the job becomes ready. Otherwise: when it last became (or was put) ready or
+  // delayed; recovery only reads it for delayed jobs.
+  std::int64_t due_unix_ms = 0;
+  std::int64_t created_unix_ms = 0;
+  std::int64_t delay_ms = 0;  // the delay the job was last put, released or rescheduled with
+  std::uint32_t ttr_seconds = 0;
+  JobCounters counters;
+  std::string key;    // empty: none
+  std::string group;  // empty: none
+
+  friend bool operator==(const JobRecord&, const JobRecord&) = default;
+};
+
+[[nodiscard]] std::string encode_record(const JobRecord& record);
+// Kinds of failure: kCorruption (too short, bad lengths, bad state, trailing bytes),
+// kUnsupported (another format version).
+[[nodiscard]] Result<JobRecord> decode_record(JobId id, std::string_view bytes);
+
+// Keys: one byte of kind, then the job id big-endian so that RocksDB orders jobs by id.
+inline constexpr char kJobPrefix = 'j';
+inline constexpr char kBodyPrefix = 'b';
+inline constexpr std::string_view kFormatKey = "m:format";
+inline constexpr std::string_view kNextIdKey = "m:next_id";
+[[nodiscard]] std::string job_key(char prefix, JobId id);
+[[nodiscard]] std::optional<JobId> parse_job_key(char prefix, std::string_view key);
+
+// The mutations of one engine step, in order. A job's body is written once, when it is put, and
+// erased with the job; every other change rewrites the small record only.
+class WriteSet {
+ public:
+  enum class Kind : std::uint8_t { kRecord, kBody, kErase };
+  struct Op {
+    Kind kind;
+    JobId id;
+    std::string value;  // encoded record or body; empty for kErase
+  };
+
+  void put_record(const JobRecord& record) {
+    ops_.push_back({Kind::kRecord, record.id, encode_record(record)});
+  }
+  void put_body(JobId id, std::string_view body) {
+    ops_.push_back({Kind::kBody, id, std::string(body)});
+  }
+  void erase(JobId id) { ops_.push_back({Kind::kErase, id, {}}); }
+  // The id high-water mark: every id below it has been handed out.
+  void set_next_id(JobId next_id) { next_id_ = next_id; }
+
+  void append(WriteSet&& other);
+  void clear() {
+    ops_.clear();
+    next_id_.reset();
+  }
+  [[nodiscard]] bool empty() const noexcept { return ops_.empty() && !next_id_; }
+  [[nodiscard]] const std::vector<Op>& ops() const noexcept { return ops_; }
+  [[nodiscard]] std::optional<JobId> next_id() const noexcept { return next_id_; }
+
+ private:
+  std::vector<Op> ops_;
+  std::optional<JobId> next_id_;
+};
+
+}  // namespace delayq::store

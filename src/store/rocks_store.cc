@@ -1,0 +1,158 @@
+#include "store/rocks_store.h"
+
+#include <rocksdb/cache.h>
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
+
+namespace delayq::store {
+namespace {
+
+Status from_rocks(const rocksdb::Status& s, std::string_view what) {
+  if (s.ok()) return Status::ok();
+  const Code code = s.IsCorruption() ? Code::kCorruption : Code::kIOError;
+  return {code, std::string(what) + ": " + s.ToString()};
+}
+
+std::string encode_u64(std::uint64_t value) {
+  std::string out(8, '\0');
+  for (std::size_t i = 0; i < 8; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xFFU);
+  return out;
+}
+
+std::optional<std::uint64_t> decode_u64(std::string_view bytes) {
+  if (bytes.size() != 8) return std::nullopt;
+  std::uint64_t value = 0;
+  for (std::size_t i = 0; i < 8; ++i) {
+    value |= std::uint64_t{static_cast<unsigned char>(bytes[i])} << (8 * i);
+  }
+  return value;
+}
+
+}  // namespace
+
+RocksStore::RocksStore(std::unique_ptr<rocksdb::DB> db) : db_(std::move(db)) {}
+
+RocksStore::~RocksStore() {
+  if (db_) (void)db_->Close();
+}
+
+Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
+                                                     const RocksStoreOptions& options) {
+  rocksdb::Options db_options;
+  db_options.create_if_missing = options.create_if_missing;
+  db_options.paranoid_checks = true;
+  db_options.wal_recovery_mode = options.accept_torn_tail
+                                     ? rocksdb::WALRecoveryMode::kPointInTimeRecovery
+                                     : rocksdb::WALRecoveryMode::kAbsoluteConsistency;
+  db_options.write_buffer_size = options.write_buffer_bytes;
+  db_options.max_write_buffer_number = 2;
+  db_options.max_background_jobs = 2;
+  db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  db_options.keep_log_file_num = 4;
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  // Indexes and filters count against the cache instead of growing with the data.
+  table.cache_index_and_filter_blocks = true;
+  table.pin_l0_filter_and_index_blocks_in_cache = true;
+  db_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+
+  rocksdb::DB* raw = nullptr;
+  const rocksdb::Status opened = rocksdb::DB::Open(db_options, dir, &raw);
+  if (!opened.ok()) return from_rocks(opened, "cannot open store in " + dir);
+  std::unique_ptr<RocksStore> store(new RocksStore(std::unique_ptr<rocksdb::DB>(raw)));
+  if (Status s = store->load_meta(); !s.is_ok()) {
+    return Status(s.code(), dir + ": " + s.message());
+  }
+  return store;
+}
+
+Status RocksStore::load_meta() {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), std::string(kFormatKey), &value);
+  if (s.IsNotFound()) {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    it->SeekToFirst();
+    if (it->Valid()) return {Code::kCorruption, "not a delayq store (no format marker)"};
+    if (!it->status().ok()) return from_rocks(it->status(), "reading the store");
+    rocksdb::WriteOptions sync;
+    sync.sync = true;
+    return from_rocks(db_->Put(sync, std::string(kFormatKey), encode_u64(kFormatVersion)),
+                      "writing the format marker");
+  }
+  if (!s.ok()) return from_rocks(s, "reading the format marker");
+  const auto version = decode_u64(value);
+  if (!version) return {Code::kCorruption, "unreadable format marker"};
+  if (*version != kFormatVersion) {
+    return {Code::kUnsupported, "store has format version " + std::to_string(*version) +
+                                    ", this build reads version " +
+                                    std::to_string(kFormatVersion)};
+  }
+  s = db_->Get(rocksdb::ReadOptions(), std::string(kNextIdKey), &value);
+  if (s.IsNotFound()) return Status::ok();
+  if (!s.ok()) return from_rocks(s, "reading the id high-water mark");
+  const auto next = decode_u64(value);
+  if (!next || *next == 0) return {Code::kCorruption, "unreadable id high-water mark"};
+  next_id_ = *next;
+  return Status::ok();
+}
+
+Status RocksStore::write(std::span<const WriteSet* const> sets, bool sync) {
+  rocksdb::WriteBatch batch;
+  std::optional<JobId> next_id;
+  for (const WriteSet* set : sets) {
+    for (const WriteSet::Op& op : set->ops()) {
+      switch (op.kind) {
+        case WriteSet::Kind::kRecord:
+          batch.Put(job_key(kJobPrefix, op.id), op.value);
+          break;
+        case WriteSet::Kind::kBody:
+          batch.Put(job_key(kBodyPrefix, op.id), op.value);
+          break;
+        case WriteSet::Kind::kErase:
+          batch.Delete(job_key(kJobPrefix, op.id));
+          batch.Delete(job_key(kBodyPrefix, op.id));
+          break;
+      }
+    }
+    if (set->next_id()) next_id = set->next_id();
+  }
+  if (next_id) batch.Put(std::string(kNextIdKey), encode_u64(*next_id));
+  rocksdb::WriteOptions options;
+  options.sync = sync;
+  if (Status s = from_rocks(db_->Write(options, &batch), "write"); !s.is_ok()) return s;
+  if (next_id) next_id_ = *next_id;
+  return Status::ok();
+}
+
+Status RocksStore::sync() { return from_rocks(db_->SyncWAL(), "sync"); }
+
+Status RocksStore::scan(const std::function<Status(JobRecord&&)>& visit) {
+  rocksdb::ReadOptions options;
+  options.verify_checksums = true;
+  options.fill_cache = false;
+  options.readahead_size = std::size_t{2} << 20;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(options));
+  const std::string first(1, kJobPrefix);
+  for (it->Seek(first); it->Valid(); it->Next()) {
+    const rocksdb::Slice key = it->key();
+    if (key.size() == 0 || key[0] != kJobPrefix) break;
+    const auto id = parse_job_key(kJobPrefix, std::string_view(key.data(), key.size()));
+    if (!id) return {Code::kCorruption, "malformed job key"};
+    auto record = decode_record(*id, std::string_view(it->value().data(), it->value().size()));
+    if (!record.is_ok()) return record.status();
+    if (Status s = visit(std::move(record).value()); !s.is_ok()) return s;
+  }
+  return from_rocks(it->status(), "reading job records");
+}
+
+Result<std::string> RocksStore::read_body(JobId id) {
+  std::string body;
+  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), job_key(kBodyPrefix, id), &body);
+  if (s.IsNotFound()) return Status(Code::kNotFound, "no body for job " + std::to_string(id));
+  if (!s.ok()) return from_rocks(s, "reading the body of job " + std::to_string(id));
+  return body;
+}
+
+}  // namespace delayq::store

@@ -1,0 +1,56 @@
+// rocks_store.h — the default Store: RocksDB in a data directory.
+// One RocksDB database, keys by kind (record.h): 'j'+id job records, 'b'+id bodies, "m:" meta.
+// Every write is one WriteBatch through RocksDB's write-ahead log; sync writes fsync it, and
+// RocksDB merges concurrent writers into one fsync. open() refuses a directory that is not a
+// delayq store, has another format version, or whose log or tables fail their checksums, with
+// a Status that names the problem (docs/storage-format.md).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "store/store.h"
+
+namespace rocksdb {
+class DB;
+}
+
+namespace delayq::store {
+
+struct RocksStoreOptions {
+  // Create the directory and an empty store if there is none. Default: true.
+  bool create_if_missing = true;
+  // Start even if the write-ahead log ends in a torn or corrupt record, dropping it and all that
+  // follows (what a power cut mid-write leaves; synced writes before it are kept). Without it
+  // such a directory is refused with kCorruption, for an operator to decide. Default: false.
+  bool accept_torn_tail = false;
+  // Memory RocksDB may use: its write buffer (memtable) size, and the block cache that holds
+  // table blocks, their indexes and filters. Defaults: 32 MiB and 16 MiB.
+  std::size_t write_buffer_bytes = std::size_t{32} << 20;
+  std::size_t block_cache_bytes = std::size_t{16} << 20;
+};
+
+class RocksStore final : public Store {
+ public:
+  static Result<std::unique_ptr<RocksStore>> open(const std::string& dir,
+                                                  const RocksStoreOptions& options = {});
+  ~RocksStore() override;
+  RocksStore(const RocksStore&) = delete;
+  RocksStore& operator=(const RocksStore&) = delete;
+
+  Status write(std::span<const WriteSet* const> sets, bool sync) override;
+  Status sync() override;
+  Status scan(const std::function<Status(JobRecord&&)>& visit) override;
+  Result<std::string> read_body(JobId id) override;
+  [[nodiscard]] JobId next_id() const override { return next_id_; }
+
+ private:
+  explicit RocksStore(std::unique_ptr<rocksdb::DB> db);
+  Status load_meta();
+
+  std::unique_ptr<rocksdb::DB> db_;
+  JobId next_id_ = 1;
+};
+
+}  // namespace delayq::store

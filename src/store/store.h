@@ -1,0 +1,51 @@
+// store.h — where jobs live between restarts. One interface, two implementations: RocksStore
+// (rocks_store.h, the default: RocksDB in a data directory) and MemoryStore (tests only).
+// write() applies one or more WriteSets as one atomic batch; with sync it returns only once the
+// batch is on stable storage. scan() hands back every job record in id order for recovery.
+// A Store is used by one thread at a time (the committer's); it does no locking of its own.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+
+#include "base/status.h"
+#include "store/record.h"
+
+namespace delayq::store {
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Applies `sets` in order as one atomic batch; sync: durable on return.
+  virtual Status write(std::span<const WriteSet* const> sets, bool sync) = 0;
+  // Makes every earlier write durable.
+  virtual Status sync() = 0;
+  // Calls visit(record) for every job record, in id order; stops at the first non-ok status,
+  // visit's or its own (a record that fails to decode is kCorruption, naming the job).
+  virtual Status scan(const std::function<Status(JobRecord&&)>& visit) = 0;
+  virtual Result<std::string> read_body(JobId id) = 0;
+  // The id high-water mark as of the last write (1 for a new store).
+  [[nodiscard]] virtual JobId next_id() const = 0;
+};
+
+// A store in memory: for unit tests of what sits above the store. Loses everything on exit.
+class MemoryStore final : public Store {
+ public:
+  Status write(std::span<const WriteSet* const> sets, bool sync) override;
+  Status sync() override { return Status::ok(); }
+  Status scan(const std::function<Status(JobRecord&&)>& visit) override;
+  Result<std::string> read_body(JobId id) override;
+  [[nodiscard]] JobId next_id() const override { return next_id_; }
+  [[nodiscard]] std::size_t records() const noexcept { return records_.size(); }
+  [[nodiscard]] std::size_t bodies() const noexcept { return bodies_.size(); }
+
+ private:
+  std::map<JobId, std::string> records_;
+  std::map<JobId, std::string> bodies_;
+  JobId next_id_ = 1;
+};
+
+}  // namespace delayq::store
