@@ -164,7 +164,9 @@ class Engine {
   // --- time. advance() makes due jobs ready, lapses TTRs, ends pauses and waits; call it when
   // next_wakeup() has come (and after any operation, which is cheap when nothing is due).
   void advance();
-  // The earliest engine time (Unix ms) at which advance() has something to do.
+  // A time (Unix ms) no later than the first at which advance() has something to do, so the
+  // caller can sleep until then and call advance(); the wheel may answer the start of the slot
+  // that holds the next job, so a far deadline takes a few such wakeups (at most 8).
   [[nodiscard]] std::optional<std::int64_t> next_wakeup() const;
   // The engine's present: the clock, held at the latest time seen if the clock steps back.
   [[nodiscard]] std::int64_t now() const;

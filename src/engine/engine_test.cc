@@ -1,0 +1,368 @@
+// Scenario tests of the engine, one rule each, on a manual clock. The long random comparison
+// with a reference model is engine_sim_test.cc.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+namespace delayq::engine {
+namespace {
+
+using Kind = ReserveResult::Kind;
+
+class EngineTest : public ::testing::Test {
+ protected:
+  JobId put(ClientId client, Millis delay, std::uint32_t priority = 100,
+            std::string_view key = {}, std::string_view group = {}) {
+    PutRequest request;
+    request.delay = delay;
+    request.priority = priority;
+    request.body = "body";
+    request.key = key;
+    request.group = group;
+    auto result = engine.put(client, request);
+    EXPECT_TRUE(result.is_ok()) << result.status().to_string();
+    return result.value().id;
+  }
+  JobState state(JobId id) { return engine.peek(id).value().state; }
+  void pass(Millis by) {
+    clock.advance(by);
+    engine.advance();
+  }
+
+  ManualClock clock;
+  Engine engine{clock};
+  ClientId producer = engine.connect();
+  ClientId worker = engine.connect();
+};
+
+TEST_F(EngineTest, DelayedJobBecomesReadyAtItsDueMillisecondAndNotBefore) {
+  const JobId id = put(producer, Millis{1500});
+  EXPECT_EQ(state(id), JobState::kDelayed);
+  // A lower bound that is never in the past: the caller may sleep until then and look again.
+  ASSERT_TRUE(engine.next_wakeup().has_value());
+  EXPECT_LE(*engine.next_wakeup(), clock.now_unix_ms() + 1500);
+  EXPECT_GT(*engine.next_wakeup(), clock.now_unix_ms());
+  EXPECT_EQ(engine.reserve(worker, Millis{0}).kind, Kind::kTimedOut);
+  pass(Millis{1499});
+  EXPECT_EQ(state(id), JobState::kDelayed);
+  EXPECT_EQ(engine.reserve(worker, Millis{0}).kind, Kind::kTimedOut);
+  pass(Millis{1});
+  EXPECT_EQ(state(id), JobState::kReady);
+  const ReserveResult got = engine.reserve(worker, Millis{0});
+  ASSERT_EQ(got.kind, Kind::kReserved);
+  EXPECT_EQ(got.job.id, id);
+  EXPECT_EQ(got.job.counters.reserves, 1U);
+}
+
+TEST_F(EngineTest, ReadyJobsGoOutByPriorityThenId) {
+  const JobId a = put(producer, Millis{0}, 5);
+  const JobId b = put(producer, Millis{0}, 1);
+  const JobId c = put(producer, Millis{0}, 5);
+  const JobId d = put(producer, Millis{0}, 0);
+  for (const JobId expected : {d, b, a, c}) {
+    const ReserveResult got = engine.reserve(worker, Millis{0});
+    ASSERT_EQ(got.kind, Kind::kReserved);
+    EXPECT_EQ(got.job.id, expected);
+  }
+}
+
+TEST_F(EngineTest, WaitingWorkersAreServedFirstComeFirstServed) {
+  const ClientId second = engine.connect();
+  EXPECT_EQ(engine.reserve(worker, std::nullopt).kind, Kind::kWaiting);
+  EXPECT_EQ(engine.reserve(second, std::nullopt).kind, Kind::kWaiting);
+  EXPECT_EQ(engine.stats().waiting, 2U);
+  const JobId first_job = put(producer, Millis{0});
+  auto wakeups = engine.take_wakeups();
+  ASSERT_EQ(wakeups.size(), 1U);
+  EXPECT_EQ(wakeups[0].client, worker);
+  EXPECT_EQ(wakeups[0].result.job.id, first_job);
+  const JobId later = put(producer, Millis{20});
+  EXPECT_TRUE(engine.take_wakeups().empty());
+  pass(Millis{20});
+  wakeups = engine.take_wakeups();
+  ASSERT_EQ(wakeups.size(), 1U);
+  EXPECT_EQ(wakeups[0].client, second);
+  EXPECT_EQ(wakeups[0].result.job.id, later);
+}
+
+TEST_F(EngineTest, ReserveWithTimeoutTimesOut) {
+  EXPECT_EQ(engine.reserve(worker, Millis{300}).kind, Kind::kWaiting);
+  pass(Millis{299});
+  EXPECT_TRUE(engine.take_wakeups().empty());
+  pass(Millis{1});
+  const auto wakeups = engine.take_wakeups();
+  ASSERT_EQ(wakeups.size(), 1U);
+  EXPECT_EQ(wakeups[0].result.kind, Kind::kTimedOut);
+  EXPECT_EQ(engine.stats().waiting, 0U);
+}
+
+TEST_F(EngineTest, TtrLapseMakesTheJobReadyAgainAndCountsATimeout) {
+  PutRequest request;
+  request.ttr = Seconds{2};
+  const JobId id = engine.put(producer, request).value().id;
+  ASSERT_EQ(engine.reserve(worker, Millis{0}).kind, Kind::kReserved);
+  EXPECT_EQ(engine.peek(id).value().deadline_unix_ms, clock.now_unix_ms() + 2000);
+  pass(Millis{1999});
+  EXPECT_EQ(state(id), JobState::kReserved);
+  pass(Millis{1});
+  const JobView job = engine.peek(id).value();
+  EXPECT_EQ(job.state, JobState::kReady);
+  EXPECT_EQ(job.counters.timeouts, 1U);
+  EXPECT_EQ(engine.stats().job_timeouts, 1U);
+  // The lapsed worker no longer owns it.
+  EXPECT_EQ(engine.erase(worker, id).code(), Code::kOk);
+}
+
+TEST_F(EngineTest, ReserveSaysDeadlineSoonWhenAReservedJobIsAboutToLapse) {
+  PutRequest request;
+  request.ttr = Seconds{3};
+  (void)engine.put(producer, request).value();
+  ASSERT_EQ(engine.reserve(worker, Millis{0}).kind, Kind::kReserved);
+  EXPECT_EQ(engine.reserve(worker, Millis{5000}).kind, Kind::kWaiting);
+  pass(Millis{1999});
+  EXPECT_TRUE(engine.take_wakeups().empty());
+  pass(Millis{1});
+  const auto wakeups = engine.take_wakeups();
+  ASSERT_EQ(wakeups.size(), 1U);
+  EXPECT_EQ(wakeups[0].result.kind, Kind::kDeadlineSoon);
+  EXPECT_EQ(engine.reserve(worker, Millis{0}).kind, Kind::kDeadlineSoon);
+}
+
+TEST_F(EngineTest, OnlyTheReserverMayReleaseBuryOrTouchAndOthersCannotDelete) {
+  const JobId id = put(producer, Millis{0});
+  ASSERT_EQ(engine.reserve(worker, Millis{0}).kind, Kind::kReserved);
+  EXPECT_EQ(engine.release(producer, id, 1, Millis{0}).code(), Code::kNotFound);
+  EXPECT_EQ(engine.bury(producer, id, 1).code(), Code::kNotFound);
+  EXPECT_EQ(engine.touch(producer, id).code(), Code::kNotFound);
+  EXPECT_EQ(engine.erase(producer, id).code(), Code::kNotFound);
+  EXPECT_EQ(engine.touch(worker, id).code(), Code::kOk);
+  EXPECT_EQ(engine.release(worker, id, 7, Millis{50}).code(), Code::kOk);
+  const JobView job = engine.peek(id).value();
+  EXPECT_EQ(job.state, JobState::kDelayed);
+  EXPECT_EQ(job.priority, 7U);
+  EXPECT_EQ(job.delay_ms, 50);
+  EXPECT_EQ(job.counters.releases, 1U);
+}
+
+TEST_F(EngineTest, DisconnectReturnsReservedJobsToReady) {
+  const JobId id = put(producer, Millis{0});
+  ASSERT_EQ(engine.reserve(worker, Millis{0}).kind, Kind::kReserved);
+  engine.disconnect(worker);
+  EXPECT_EQ(state(id), JobState::kReady);
+  EXPECT_EQ(engine.stats().reserved, 0U);
+  EXPECT_EQ(engine.stats().ready, 1U);
+}
+
+TEST_F(EngineTest, KickTakesBuriedJobsFirstThenTheEarliestDelayed) {
+  const JobId late = put(producer, Millis{90000});
+  const JobId early = put(producer, Millis{5000});
+  const JobId buried = put(producer, Millis{0});
+  ASSERT_EQ(engine.reserve(worker, Millis{0}).job.id, buried);
+  ASSERT_TRUE(engine.bury(worker, buried, 3).is_ok());
+  EXPECT_EQ(engine.peek_buried("default").value().id, buried);
+  EXPECT_EQ(engine.peek_delayed("default").value().id, early);
+  EXPECT_EQ(engine.kick("default", 10), 1U);
+  EXPECT_EQ(state(buried), JobState::kReady);
+  EXPECT_EQ(engine.peek(buried).value().counters.kicks, 1U);
+  EXPECT_EQ(engine.kick("default", 1), 1U);
+  EXPECT_EQ(state(early), JobState::kReady);
+  EXPECT_EQ(state(late), JobState::kDelayed);
+  EXPECT_EQ(engine.kick_job(late).code(), Code::kOk);
+  EXPECT_EQ(engine.kick_job(late).code(), Code::kNotFound);
+}
+
+TEST_F(EngineTest, PeekDelayedFindsTheEarliestAcrossWheelLevels) {
+  ASSERT_TRUE(engine.use(producer, "other").is_ok());
+  put(producer, Millis{1});  // another tube's earlier job must not be the answer
+  ASSERT_TRUE(engine.use(producer, "default").is_ok());
+  const JobId far = put(producer, Millis{86'400'000});
+  const JobId near = put(producer, Millis{70'000});
+  const JobId tie = put(producer, Millis{70'000});
+  EXPECT_EQ(engine.peek_delayed("default").value().id, near);
+  ASSERT_TRUE(engine.erase(producer, near).is_ok());
+  EXPECT_EQ(engine.peek_delayed("default").value().id, tie);
+  ASSERT_TRUE(engine.erase(producer, tie).is_ok());
+  EXPECT_EQ(engine.peek_delayed("default").value().id, far);
+}
+
+TEST_F(EngineTest, PausedTubeHandsOutNothingUntilThePauseEnds) {
+  put(producer, Millis{0});
+  ASSERT_TRUE(engine.pause_tube("default", Seconds{2}).is_ok());
+  EXPECT_EQ(engine.reserve(worker, std::nullopt).kind, Kind::kWaiting);
+  EXPECT_EQ(engine.stats_tube("default").value().pause, Seconds{2});
+  pass(Millis{1999});
+  EXPECT_TRUE(engine.take_wakeups().empty());
+  pass(Millis{1});
+  const auto wakeups = engine.take_wakeups();
+  ASSERT_EQ(wakeups.size(), 1U);
+  EXPECT_EQ(wakeups[0].result.kind, Kind::kReserved);
+  EXPECT_EQ(engine.pause_tube("missing", Seconds{1}).code(), Code::kNotFound);
+}
+
+TEST_F(EngineTest, AKeyIsUniquePerTubeAndPutIsIdempotentUnlessReplacing) {
+  const JobId first = put(producer, Millis{60000}, 100, "order:123");
+  PutRequest again;
+  again.key = "order:123";
+  again.delay = Millis{10};
+  auto retry = engine.put(producer, again);
+  ASSERT_TRUE(retry.is_ok());
+  EXPECT_FALSE(retry.value().inserted);
+  EXPECT_EQ(retry.value().id, first);
+  EXPECT_EQ(engine.jobs(), 1U);
+  EXPECT_EQ(engine.find_key("default", "order:123").value(), first);
+
+  again.replace = true;
+  auto replaced = engine.put(producer, again);
+  ASSERT_TRUE(replaced.is_ok());
+  EXPECT_TRUE(replaced.value().inserted);
+  EXPECT_EQ(replaced.value().replaced, first);
+  EXPECT_EQ(engine.peek(first).code(), Code::kNotFound);
+  EXPECT_EQ(engine.find_key("default", "order:123").value(), replaced.value().id);
+
+  // The same key in another tube is another job.
+  again.tube = "other";
+  again.replace = false;
+  EXPECT_TRUE(engine.put(producer, again).value().inserted);
+
+  // A reserved holder is not replaced under its worker's feet.
+  pass(Millis{10});
+  ASSERT_EQ(engine.reserve(worker, Millis{0}).job.id, replaced.value().id);
+  again.tube = {};
+  again.replace = true;
+  EXPECT_EQ(engine.put(producer, again).code(), Code::kConflict);
+  // Deleting the job frees its key.
+  ASSERT_TRUE(engine.erase(worker, replaced.value().id).is_ok());
+  EXPECT_EQ(engine.find_key("default", "order:123").code(), Code::kNotFound);
+}
+
+TEST_F(EngineTest, RescheduleMovesADelayedJobEarlierOrLater) {
+  const JobId id = put(producer, Millis{4 * 3600 * 1000}, 100, "pet:7:feed");
+  const std::int64_t start = clock.now_unix_ms();
+  ASSERT_TRUE(engine.reschedule(id, start + 2 * 3600 * 1000).is_ok());
+  EXPECT_EQ(engine.peek_key("default", "pet:7:feed").value().due_unix_ms,
+            start + 2 * 3600 * 1000);
+  pass(Millis{2 * 3600 * 1000 - 1});
+  EXPECT_EQ(state(id), JobState::kDelayed);
+  pass(Millis{1});
+  EXPECT_EQ(state(id), JobState::kReady);
+  ASSERT_TRUE(engine.reschedule(id, clock.now_unix_ms() + 100).is_ok());
+  EXPECT_EQ(state(id), JobState::kDelayed);
+  ASSERT_TRUE(engine.reschedule(id, clock.now_unix_ms() - 100).is_ok());
+  EXPECT_EQ(state(id), JobState::kReady);
+  ASSERT_EQ(engine.reserve(worker, Millis{0}).job.id, id);
+  EXPECT_EQ(engine.reschedule(id, start).code(), Code::kConflict);
+}
+
+TEST_F(EngineTest, GroupsListAndCancelTheirJobs) {
+  const JobId a = put(producer, Millis{1000}, 1, {}, "user:1");
+  const JobId b = put(producer, Millis{0}, 1, {}, "user:1");
+  const JobId other = put(producer, Millis{1000}, 1, {}, "user:2");
+  const JobId c = put(producer, Millis{0}, 2, {}, "user:1");
+  ASSERT_EQ(engine.reserve(worker, Millis{0}).job.id, b);
+  const auto listed = engine.list_group("default", "user:1");
+  ASSERT_EQ(listed.size(), 3U);
+  EXPECT_EQ(listed[0].id, a);
+  EXPECT_EQ(listed[1].id, b);
+  EXPECT_EQ(listed[2].id, c);
+  EXPECT_EQ(engine.cancel_group("default", "user:1"), 2U);  // b is reserved: kept
+  EXPECT_EQ(engine.peek(a).code(), Code::kNotFound);
+  EXPECT_EQ(engine.peek(c).code(), Code::kNotFound);
+  EXPECT_EQ(state(b), JobState::kReserved);
+  EXPECT_EQ(state(other), JobState::kDelayed);
+  EXPECT_EQ(engine.stats_tube("default").value().deletes, 2U);
+}
+
+TEST_F(EngineTest, TubesComeAndGoWithTheirUsers) {
+  ASSERT_TRUE(engine.use(producer, "emails").is_ok());
+  EXPECT_EQ(engine.tubes(), (std::vector<std::string>{"default", "emails"}));
+  const JobId id = put(producer, Millis{0});
+  ASSERT_TRUE(engine.use(producer, "default").is_ok());
+  EXPECT_EQ(engine.stats_tube("emails").value().ready, 1U);  // kept alive by its job
+  ASSERT_TRUE(engine.erase(producer, id).is_ok());
+  EXPECT_EQ(engine.stats_tube("emails").code(), Code::kNotFound);
+  EXPECT_EQ(engine.use(producer, "-bad").code(), Code::kInvalidArgument);
+  EXPECT_EQ(engine.use(producer, std::string(201, 'a')).code(), Code::kInvalidArgument);
+  EXPECT_EQ(engine.watch(worker, "emails").value(), 2U);
+  EXPECT_EQ(engine.ignore(worker, "default").value(), 1U);
+  EXPECT_EQ(engine.ignore(worker, "emails").code(), Code::kNotIgnored);
+  EXPECT_EQ(engine.watched_tubes(worker), (std::vector<std::string>{"emails"}));
+}
+
+TEST_F(EngineTest, StateChangesThatMatterAfterARestartAreWrittenAndOthersAreNot) {
+  const JobId id = put(producer, Millis{0});
+  store::WriteSet put_set = engine.take_mutations();
+  ASSERT_EQ(put_set.ops().size(), 2U);
+  EXPECT_EQ(put_set.ops()[0].kind, store::WriteSet::Kind::kRecord);
+  EXPECT_EQ(put_set.ops()[1].kind, store::WriteSet::Kind::kBody);
+  EXPECT_EQ(put_set.ops()[1].value, "body");
+  EXPECT_EQ(put_set.next_id(), id + 1);
+  // Reserve and touch change nothing a restart keeps: reserved jobs come back ready.
+  ASSERT_EQ(engine.reserve(worker, Millis{0}).kind, Kind::kReserved);
+  ASSERT_TRUE(engine.touch(worker, id).is_ok());
+  EXPECT_TRUE(engine.take_mutations().empty());
+  ASSERT_TRUE(engine.bury(worker, id, 9).is_ok());
+  store::WriteSet bury_set = engine.take_mutations();
+  ASSERT_EQ(bury_set.ops().size(), 1U);
+  const auto record = store::decode_record(id, bury_set.ops()[0].value);
+  ASSERT_TRUE(record.is_ok());
+  EXPECT_EQ(record.value().state, JobState::kBuried);
+  EXPECT_EQ(record.value().priority, 9U);
+  EXPECT_EQ(record.value().counters.buries, 1U);
+  ASSERT_TRUE(engine.erase(producer, id).is_ok());
+  store::WriteSet erase_set = engine.take_mutations();
+  ASSERT_EQ(erase_set.ops().size(), 1U);
+  EXPECT_EQ(erase_set.ops()[0].kind, store::WriteSet::Kind::kErase);
+}
+
+TEST_F(EngineTest, RestoreRebuildsStatesKeysAndTheIdMark) {
+  ManualClock later(clock.now_unix_ms() + 10'000);
+  Engine restored(later);
+  const auto record = [](JobId id, JobState state, std::int64_t due) {
+    store::JobRecord r;
+    r.id = id;
+    r.tube = "mail";
+    r.state = state;
+    r.due_unix_ms = due;
+    r.ttr_seconds = 30;
+    return r;
+  };
+  const std::int64_t now = later.now_unix_ms();
+  auto keyed = record(3, JobState::kDelayed, now + 5000);
+  keyed.key = "k";
+  ASSERT_TRUE(restored.restore(record(1, JobState::kReserved, now - 90'000)).is_ok());
+  ASSERT_TRUE(restored.restore(record(2, JobState::kDelayed, now - 1)).is_ok());
+  ASSERT_TRUE(restored.restore(keyed).is_ok());
+  ASSERT_TRUE(restored.restore(record(4, JobState::kBuried, 0)).is_ok());
+  EXPECT_EQ(restored.restore(record(4, JobState::kReady, 0)).code(), Code::kCorruption);
+  auto clash = record(5, JobState::kReady, 0);
+  clash.key = "k";
+  EXPECT_EQ(restored.restore(clash).code(), Code::kCorruption);
+  restored.finish_restore(100);
+  restored.advance();
+  EXPECT_EQ(restored.peek(1).value().state, JobState::kReady);
+  EXPECT_EQ(restored.peek(2).value().state, JobState::kReady);
+  EXPECT_EQ(restored.peek(3).value().state, JobState::kDelayed);
+  EXPECT_EQ(restored.peek(3).value().due_unix_ms, now + 5000);
+  EXPECT_EQ(restored.find_key("mail", "k").value(), 3U);
+  EXPECT_EQ(restored.peek(4).value().state, JobState::kBuried);
+  EXPECT_TRUE(restored.take_mutations().empty());
+  const ClientId client = restored.connect();
+  PutRequest request;
+  request.tube = "mail";
+  EXPECT_EQ(restored.put(client, request).value().id, 100U);
+}
+
+TEST_F(EngineTest, TimeThatStepsBackIsHeldAtTheLatestSeen) {
+  const JobId id = put(producer, Millis{1000});
+  pass(Millis{500});
+  clock.advance(Millis{-10'000});
+  engine.advance();
+  EXPECT_EQ(engine.now(), clock.now_unix_ms() + 10'000);
+  EXPECT_EQ(state(id), JobState::kDelayed);
+  clock.advance(Millis{10'500});
+  engine.advance();
+  EXPECT_EQ(state(id), JobState::kReady);
+}
+
+}  // namespace
+}  // namespace delayq::engine
