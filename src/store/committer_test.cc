@@ -1,0 +1,424 @@
+// committer_test.cc — Durability parsing and the group committer over MemoryStore, RocksStore
+// and stores that count, fail or stall: every callback runs once, in submission order, with the
+// batch's status; a failure is sticky; each policy syncs as it promises.
+// The committer runs on the real clock, so the interval tests wait: ~25 ms, at most 140 ms.
+#include "store/committer.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "store/rocks_store.h"
+
+namespace delayq::store {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+
+TEST(DurabilityTest, ParsesEveryPolicy) {
+  struct Case {
+    const char* text;
+    Durability::Mode mode;
+    milliseconds interval;
+  };
+  for (const Case& c : {Case{"always", Durability::Mode::kAlways, milliseconds{0}},
+                        Case{"none", Durability::Mode::kNone, milliseconds{0}},
+                        Case{"interval:1", Durability::Mode::kInterval, milliseconds{1}},
+                        Case{"interval:250", Durability::Mode::kInterval, milliseconds{250}},
+                        Case{"interval:60000", Durability::Mode::kInterval, milliseconds{60000}}}) {
+    auto parsed = Durability::parse(c.text);
+    ASSERT_TRUE(parsed.is_ok()) << c.text << ": " << parsed.status().to_string();
+    EXPECT_EQ(parsed->mode, c.mode) << c.text;
+    EXPECT_EQ(parsed->interval, c.interval) << c.text;
+    EXPECT_EQ(parsed->to_string(), c.text);
+    auto again = Durability::parse(parsed->to_string());
+    ASSERT_TRUE(again.is_ok()) << c.text;
+    EXPECT_EQ(again->mode, parsed->mode);
+    EXPECT_EQ(again->interval, parsed->interval);
+  }
+  EXPECT_EQ(Durability{}.to_string(), "always") << "the default";
+}
+
+TEST(DurabilityTest, RejectsEverythingElse) {
+  for (const char* text : {"", "sometimes", "interval:", "interval:0", "interval:60001",
+                           "interval:5x", "interval:-5", "interval:+5", "interval: 5", "Always",
+                           "always ", "none\n", "interval", "interval:99999999999999999999"}) {
+    auto parsed = Durability::parse(text);
+    ASSERT_FALSE(parsed.is_ok()) << "'" << text << "' was accepted";
+    EXPECT_EQ(parsed.code(), Code::kInvalidArgument) << text;
+    EXPECT_NE(parsed.status().message().find("'" + std::string(text) + "'"), std::string::npos)
+        << "the message should quote the input: " << parsed.status().to_string();
+  }
+}
+
+// A Store in front of a MemoryStore that records how it is called, and can be told to fail.
+class ProbeStore final : public Store {
+ public:
+  Status write(std::span<const WriteSet* const> sets, bool sync) override {
+    std::lock_guard lock(mutex_);
+    ++writes_;
+    if (sync) ++synced_writes_;
+    if (!write_error_.is_ok()) return write_error_;
+    if (!sync) dirty_ = true;
+    return inner_.write(sets, sync);
+  }
+  Status sync() override {
+    std::lock_guard lock(mutex_);
+    ++syncs_;
+    if (!sync_error_.is_ok()) return sync_error_;
+    dirty_ = false;
+    return inner_.sync();
+  }
+  Status scan(const std::function<Status(JobRecord&&)>& visit) override {
+    std::lock_guard lock(mutex_);
+    return inner_.scan(visit);
+  }
+  Result<std::string> read_body(JobId id) override {
+    std::lock_guard lock(mutex_);
+    return inner_.read_body(id);
+  }
+  [[nodiscard]] JobId next_id() const override {
+    std::lock_guard lock(mutex_);
+    return inner_.next_id();
+  }
+
+  void fail_writes(Status error) {
+    std::lock_guard lock(mutex_);
+    write_error_ = std::move(error);
+  }
+  void fail_syncs(Status error) {
+    std::lock_guard lock(mutex_);
+    sync_error_ = std::move(error);
+  }
+  [[nodiscard]] int writes() const {
+    std::lock_guard lock(mutex_);
+    return writes_;
+  }
+  [[nodiscard]] int synced_writes() const {
+    std::lock_guard lock(mutex_);
+    return synced_writes_;
+  }
+  // A write without sync has not been followed by a sync yet.
+  [[nodiscard]] bool dirty() const {
+    std::lock_guard lock(mutex_);
+    return dirty_;
+  }
+  [[nodiscard]] int syncs() const {
+    std::lock_guard lock(mutex_);
+    return syncs_;
+  }
+  [[nodiscard]] std::size_t records() const {
+    std::lock_guard lock(mutex_);
+    return inner_.records();
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  MemoryStore inner_;
+  Status write_error_;
+  Status sync_error_;
+  int writes_ = 0;
+  int synced_writes_ = 0;
+  int syncs_ = 0;
+  bool dirty_ = false;
+};
+
+// One engine step: job `id` put, the high-water mark moved past it.
+WriteSet step(JobId id) {
+  JobRecord record;
+  record.id = id;
+  record.tube = "default";
+  record.priority = static_cast<std::uint32_t>(id);
+  WriteSet set;
+  set.put_record(record);
+  set.put_body(id, "body-" + std::to_string(id));
+  set.set_next_id(id + 1);
+  return set;
+}
+
+// What the callbacks saw. Written on the committer thread, read after flush() or the
+// committer's destructor, both of which order the writes before the reads.
+struct Calls {
+  std::vector<JobId> order;
+  std::vector<Status> statuses;
+
+  Committer::Done done(JobId id) {
+    return [this, id](const Status& s) {
+      order.push_back(id);
+      statuses.push_back(s);
+    };
+  }
+};
+
+std::vector<JobId> one_to(JobId n) {
+  std::vector<JobId> ids;
+  for (JobId id = 1; id <= n; ++id) ids.push_back(id);
+  return ids;
+}
+
+void submit_and_check(Store& store, Durability durability, JobId steps) {
+  Calls calls;
+  Committer committer(store, durability);
+  for (JobId id = 1; id <= steps; ++id) committer.submit(step(id), calls.done(id));
+  const Status flushed = committer.flush();
+  EXPECT_TRUE(flushed.is_ok()) << flushed.to_string();
+  EXPECT_EQ(calls.order, one_to(steps)) << "each callback once, in submission order";
+  for (const Status& s : calls.statuses) ASSERT_TRUE(s.is_ok()) << s.to_string();
+  const CommitterStats stats = committer.stats();
+  EXPECT_EQ(stats.steps, steps);
+  EXPECT_GE(stats.batches, 1U);
+  EXPECT_LE(stats.batches, stats.steps);
+  EXPECT_EQ(store.next_id(), steps + 1);
+  std::cout << "[ observed ] " << durability.to_string() << ": " << stats.steps << " steps in "
+            << stats.batches << " batches, " << stats.syncs << " syncs\n";
+}
+
+TEST(CommitterTest, MemoryStoreAlways) {
+  ProbeStore store;
+  submit_and_check(store, {}, 1000);
+  EXPECT_EQ(store.records(), 1000U);
+  EXPECT_EQ(store.synced_writes(), store.writes()) << "always: every batch is written with sync";
+  EXPECT_EQ(store.syncs(), 0);
+}
+
+TEST(CommitterTest, MemoryStoreNone) {
+  ProbeStore store;
+  submit_and_check(store, {Durability::Mode::kNone, {}}, 1000);
+  EXPECT_EQ(store.records(), 1000U);
+  EXPECT_EQ(store.synced_writes(), 0) << "none: never synced";
+  EXPECT_EQ(store.syncs(), 0);
+}
+
+TEST(CommitterTest, FlushWithNothingSubmittedReturnsAtOnce) {
+  MemoryStore store;
+  Committer committer(store, {});
+  EXPECT_TRUE(committer.flush().is_ok());
+  EXPECT_EQ(committer.stats().steps, 0U);
+  EXPECT_EQ(committer.stats().batches, 0U);
+}
+
+TEST(CommitterTest, SubmitsFromSeveralThreadsKeepEachThreadsOrder) {
+  constexpr int kThreads = 4;
+  constexpr JobId kPerThread = 250;
+  MemoryStore store;
+  std::vector<std::vector<JobId>> seen(kThreads);  // appended to on the committer thread only
+  std::atomic<int> calls{0};
+  {
+    Committer committer(store, {});
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (JobId i = 0; i < kPerThread; ++i) {
+          const JobId id = static_cast<JobId>(t) * kPerThread + i + 1;
+          WriteSet set;
+          set.erase(id);
+          committer.submit(std::move(set), [&, t, id](const Status& s) {
+            EXPECT_TRUE(s.is_ok());
+            seen[static_cast<std::size_t>(t)].push_back(id);
+            calls.fetch_add(1);
+          });
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    EXPECT_TRUE(committer.flush().is_ok());
+    EXPECT_EQ(committer.stats().steps, kThreads * kPerThread);
+  }
+  EXPECT_EQ(calls.load(), kThreads * static_cast<int>(kPerThread));
+  for (int t = 0; t < kThreads; ++t) {
+    std::vector<JobId> expected;
+    for (JobId i = 0; i < kPerThread; ++i) {
+      expected.push_back(static_cast<JobId>(t) * kPerThread + i + 1);
+    }
+    EXPECT_EQ(seen[static_cast<std::size_t>(t)], expected) << "thread " << t;
+  }
+}
+
+// Under interval:5 batches are written without sync and synced within ~5 ms of the write; once
+// everything is synced the committer sleeps instead of syncing again and again.
+TEST(CommitterTest, MemoryStoreInterval) {
+  ProbeStore store;
+  Committer committer(store, {Durability::Mode::kInterval, milliseconds{5}});
+  Calls calls;
+  for (JobId id = 1; id <= 1000; ++id) committer.submit(step(id), calls.done(id));
+  ASSERT_TRUE(committer.flush().is_ok());
+  EXPECT_EQ(calls.order, one_to(1000));
+  for (const Status& s : calls.statuses) ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(committer.stats().steps, 1000U);
+  EXPECT_LE(committer.stats().batches, 1000U);
+  EXPECT_EQ(store.synced_writes(), 0) << "interval: batches are written without sync";
+
+  // Allow 60 ms for a 5 ms promise on a busy machine.
+  const auto deadline = std::chrono::steady_clock::now() + milliseconds{60};
+  while (store.dirty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds{1});
+  }
+  ASSERT_FALSE(store.dirty()) << "the last batch was not synced 60 ms after it was written";
+  const CommitterStats synced = committer.stats();
+  ASSERT_GT(synced.syncs, 0U);
+  EXPECT_EQ(static_cast<std::uint64_t>(store.syncs()), synced.syncs);
+  std::cout << "[ observed ] interval:5: " << synced.steps << " steps in " << synced.batches
+            << " batches, " << synced.syncs << " syncs\n";
+  // Nothing new was written, so nothing more is synced.
+  std::this_thread::sleep_for(milliseconds{20});
+  EXPECT_EQ(committer.stats().syncs, synced.syncs);
+  EXPECT_EQ(store.syncs(), static_cast<int>(synced.syncs));
+}
+
+TEST(CommitterTest, FailedWriteIsSticky) {
+  ProbeStore store;
+  store.fail_writes(Status(Code::kIOError, "disk on fire"));
+  Calls calls;
+  Committer committer(store, {});
+  for (JobId id = 1; id <= 3; ++id) committer.submit(step(id), calls.done(id));
+  Status flushed = committer.flush();
+  EXPECT_EQ(flushed.code(), Code::kIOError) << flushed.to_string();
+  EXPECT_EQ(flushed.message(), "disk on fire");
+  EXPECT_EQ(calls.order, one_to(3));
+  for (const Status& s : calls.statuses) EXPECT_EQ(s.code(), Code::kIOError) << s.to_string();
+  const int writes_after_failure = store.writes();
+
+  // The disk recovers; the committer must not: the engine moved on from what the disk lacks.
+  store.fail_writes(Status::ok());
+  for (JobId id = 4; id <= 6; ++id) committer.submit(step(id), calls.done(id));
+  flushed = committer.flush();
+  EXPECT_EQ(flushed.code(), Code::kIOError) << flushed.to_string();
+  EXPECT_EQ(calls.order, one_to(6));
+  for (const Status& s : calls.statuses) EXPECT_EQ(s.code(), Code::kIOError) << s.to_string();
+  EXPECT_EQ(store.writes(), writes_after_failure) << "nothing is written after a failure";
+  EXPECT_EQ(store.records(), 0U);
+  EXPECT_EQ(committer.stats().steps, 0U) << "no step was committed";
+}
+
+TEST(CommitterTest, FailedIntervalSyncIsSticky) {
+  ProbeStore store;
+  store.fail_syncs(Status(Code::kIOError, "fsync failed"));
+  Committer committer(store, {Durability::Mode::kInterval, milliseconds{1}});
+  Calls calls;
+  committer.submit(step(1), calls.done(1));
+  // Step 1 may or may not see the failure, depending on whether its own batch was synced.
+  (void)committer.flush();
+  // Wait (<= 50 ms) for the sync to be tried and fail.
+  const auto deadline = std::chrono::steady_clock::now() + milliseconds{50};
+  while (store.syncs() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds{1});
+  }
+  ASSERT_GT(store.syncs(), 0);
+  committer.submit(step(2), calls.done(2));
+  const Status flushed = committer.flush();
+  EXPECT_EQ(flushed.code(), Code::kIOError) << flushed.to_string();
+  ASSERT_EQ(calls.order, one_to(2));
+  EXPECT_EQ(calls.statuses[1].code(), Code::kIOError) << "a step after the failed sync";
+}
+
+// A MemoryStore whose first write waits for a gate, so that steps pile up in the queue.
+class GateStore final : public Store {
+ public:
+  explicit GateStore(std::shared_future<void> gate) : gate_(std::move(gate)) {}
+  Status write(std::span<const WriteSet* const> sets, bool sync) override {
+    entered_.store(true);
+    gate_.wait();
+    return inner_.write(sets, sync);
+  }
+  Status sync() override { return inner_.sync(); }
+  Status scan(const std::function<Status(JobRecord&&)>& visit) override {
+    return inner_.scan(visit);
+  }
+  Result<std::string> read_body(JobId id) override { return inner_.read_body(id); }
+  [[nodiscard]] JobId next_id() const override { return inner_.next_id(); }
+  [[nodiscard]] bool entered() const { return entered_.load(); }
+  [[nodiscard]] std::size_t records() const { return inner_.records(); }
+
+ private:
+  std::shared_future<void> gate_;
+  std::atomic<bool> entered_{false};
+  MemoryStore inner_;
+};
+
+TEST(CommitterTest, DestructorCommitsWhatIsQueued) {
+  std::promise<void> open;
+  GateStore store(open.get_future().share());
+  Calls calls;
+  std::thread opener;
+  {
+    Committer committer(store, {});
+    committer.submit(step(1), calls.done(1));
+    while (!store.entered()) std::this_thread::yield();
+    // Step 1 is being written; 2..100 wait in the queue when the destructor starts.
+    for (JobId id = 2; id <= 100; ++id) committer.submit(step(id), calls.done(id));
+    opener = std::thread([&open] {
+      std::this_thread::sleep_for(milliseconds{10});
+      open.set_value();
+    });
+  }
+  opener.join();
+  EXPECT_EQ(calls.order, one_to(100));
+  for (const Status& s : calls.statuses) EXPECT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(store.records(), 100U);
+  EXPECT_EQ(store.next_id(), 101U);
+}
+
+// RocksStore: the committed steps are on disk after the store is closed and reopened.
+class TempDir {
+ public:
+  TempDir()
+      : path_(fs::temp_directory_path() / ("delayq-store-test-" + std::to_string(::getpid()) +
+                                           "-committer-" + std::to_string(counter_++))) {
+    fs::remove_all(path_);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  [[nodiscard]] std::string str() const { return path_.string(); }
+
+ private:
+  static inline std::atomic<int> counter_{0};
+  fs::path path_;
+};
+
+void rocks_round_trip(Durability durability) {
+  constexpr JobId kSteps = 1000;
+  TempDir dir;
+  {
+    auto opened = RocksStore::open(dir.str());
+    ASSERT_TRUE(opened.is_ok()) << opened.status().to_string();
+    submit_and_check(*opened.value(), durability, kSteps);
+  }
+  auto reopened = RocksStore::open(dir.str(), {.create_if_missing = false});
+  ASSERT_TRUE(reopened.is_ok()) << reopened.status().to_string();
+  Store& store = *reopened.value();
+  EXPECT_EQ(store.next_id(), kSteps + 1);
+  JobId expected = 1;
+  const Status scanned = store.scan([&](JobRecord&& record) {
+    EXPECT_EQ(record.id, expected);
+    EXPECT_EQ(record.priority, record.id);
+    ++expected;
+    return Status::ok();
+  });
+  ASSERT_TRUE(scanned.is_ok()) << scanned.to_string();
+  EXPECT_EQ(expected, kSteps + 1);
+  auto body = store.read_body(kSteps);
+  ASSERT_TRUE(body.is_ok()) << body.status().to_string();
+  EXPECT_EQ(body.value(), "body-" + std::to_string(kSteps));
+}
+
+TEST(CommitterTest, RocksStoreAlways) { rocks_round_trip({}); }
+
+TEST(CommitterTest, RocksStoreInterval) {
+  rocks_round_trip({Durability::Mode::kInterval, milliseconds{5}});
+}
+
+}  // namespace
+}  // namespace delayq::store
