@@ -296,7 +296,20 @@ TEST(CommitterTest, FailedWriteIsSticky) {
   for (const Status& s : calls.statuses) EXPECT_EQ(s.code(), Code::kIOError) << s.to_string();
   EXPECT_EQ(store.writes(), writes_after_failure) << "nothing is written after a failure";
   EXPECT_EQ(store.records(), 0U);
-  EXPECT_EQ(committer.stats().steps, 0U) << "no step was committed";
+}
+
+// CommitterStats::steps counts "WriteSets committed"; a step whose write failed was not.
+TEST(CommitterTest, StatsCountOnlyCommittedSteps) {
+  ProbeStore store;
+  Committer committer(store, {});
+  Calls calls;
+  committer.submit(step(1), calls.done(1));
+  ASSERT_TRUE(committer.flush().is_ok());
+  store.fail_writes(Status(Code::kIOError, "disk on fire"));
+  for (JobId id = 2; id <= 4; ++id) committer.submit(step(id), calls.done(id));
+  EXPECT_EQ(committer.flush().code(), Code::kIOError);
+  EXPECT_EQ(store.records(), 1U);
+  EXPECT_EQ(committer.stats().steps, 1U) << "steps whose write failed count as committed";
 }
 
 TEST(CommitterTest, FailedIntervalSyncIsSticky) {
@@ -367,6 +380,23 @@ TEST(CommitterTest, DestructorCommitsWhatIsQueued) {
   EXPECT_EQ(store.next_id(), 101U);
 }
 
+// interval:MS promises that an acknowledged change is fsynced within MS ms. When the committer
+// stops, nothing will sync the last batches later, so stopping must sync them.
+TEST(CommitterTest, DestructorSyncsUnderInterval) {
+  ProbeStore store;
+  Calls calls;
+  {
+    // A long interval: no timed sync can happen during the test.
+    Committer committer(store, {Durability::Mode::kInterval, milliseconds{60000}});
+    for (JobId id = 1; id <= 10; ++id) committer.submit(step(id), calls.done(id));
+    ASSERT_TRUE(committer.flush().is_ok());
+    EXPECT_TRUE(store.dirty()) << "the batches should be written, not yet synced";
+  }
+  EXPECT_EQ(calls.order, one_to(10));
+  EXPECT_EQ(store.records(), 10U);
+  EXPECT_FALSE(store.dirty()) << "the committer stopped with written but never synced batches";
+}
+
 // RocksStore: the committed steps are on disk after the store is closed and reopened.
 class TempDir {
  public:
@@ -414,7 +444,9 @@ void rocks_round_trip(Durability durability) {
   EXPECT_EQ(body.value(), "body-" + std::to_string(kSteps));
 }
 
-TEST(CommitterTest, RocksStoreAlways) { rocks_round_trip({}); }
+TEST(CommitterTest, RocksStoreAlways) {
+  rocks_round_trip({});
+}
 
 TEST(CommitterTest, RocksStoreInterval) {
   rocks_round_trip({Durability::Mode::kInterval, milliseconds{5}});

@@ -66,7 +66,9 @@ void expect_round_trip(const JobRecord& record) {
   EXPECT_EQ(decoded.value(), record);
 }
 
-TEST(RecordTest, RoundTripsEveryField) { expect_round_trip(full_record()); }
+TEST(RecordTest, RoundTripsEveryField) {
+  expect_round_trip(full_record());
+}
 
 TEST(RecordTest, RoundTripsZeroesAndEmptyKeyAndGroup) {
   JobRecord record;
@@ -103,10 +105,10 @@ TEST(RecordTest, LayoutMatchesTheDrawing) {
   const std::string bytes = encode_record(record);
   // 54 fixed bytes, then three u16-prefixed strings.
   ASSERT_EQ(bytes.size(), 54U + 2 + 7 + 2 + 1 + 2 + 1);
-  EXPECT_EQ(bytes[0], '\x01');                    // version
-  EXPECT_EQ(bytes[1], '\x00');                    // state: delayed
+  EXPECT_EQ(bytes[0], '\x01');                         // version
+  EXPECT_EQ(bytes[1], '\x00');                         // state: delayed
   EXPECT_EQ(bytes.substr(2, 4), "\x00\x04\x00\x00"s);  // priority 1024, little-endian
-  EXPECT_EQ(bytes.substr(54, 2), "\x07\x00"s);    // tube length
+  EXPECT_EQ(bytes.substr(54, 2), "\x07\x00"s);         // tube length
   EXPECT_EQ(bytes.substr(56, 7), "default");
 }
 
@@ -232,8 +234,9 @@ TEST(JobKeyTest, RejectsOtherPrefixesAndLengths) {
 
 TEST(JobKeyTest, BytewiseOrderIsNumericOrder) {
   std::mt19937_64 rng(5);
-  std::vector<JobId> ids = {0, 1, 2, 127, 128, 255, 256, 257, 65535, 65536, 1ULL << 32,
-                            (1ULL << 32) - 1, 1ULL << 63, std::numeric_limits<JobId>::max()};
+  constexpr JobId kMaxId = std::numeric_limits<JobId>::max();
+  std::vector<JobId> ids = {0, 1, 2, 127, 128, 255, 256, 257, 65535, 65536};
+  ids.insert(ids.end(), {(1ULL << 32) - 1, 1ULL << 32, 1ULL << 63, kMaxId});
   // Random ids of every magnitude: the byte order of each shift matters.
   for (int i = 0; i < 2000; ++i) ids.push_back(rng() >> (rng() % 64));
   std::vector<std::string> keys;

@@ -3,6 +3,7 @@
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
+#include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
@@ -51,6 +52,10 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
   db_options.max_background_jobs = 2;
   db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db_options.keep_log_file_num = 4;
+  // Ids grow, so each kind of key ('j', 'b') is appended at the end of its range: a per-prefix
+  // hint lets the memtable insert there without searching its skip list from the top.
+  db_options.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(1));
+  db_options.compression = rocksdb::kLZ4Compression;
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
   // Indexes and filters count against the cache instead of growing with the data.

@@ -28,8 +28,8 @@ namespace fs = std::filesystem;
 class TempDir {
  public:
   TempDir()
-      : path_(fs::temp_directory_path() / ("delayq-store-test-" + std::to_string(::getpid()) +
-                                           "-" + std::to_string(counter_++))) {
+      : path_(fs::temp_directory_path() / ("delayq-store-test-" + std::to_string(::getpid()) + "-" +
+                                           std::to_string(counter_++))) {
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -88,7 +88,8 @@ Status write(Store& store, std::vector<const WriteSet*> sets, bool sync) {
   return store.write(sets, sync);
 }
 
-std::unique_ptr<RocksStore> must_open(const std::string& dir, const RocksStoreOptions& options = {}) {
+std::unique_ptr<RocksStore> must_open(const std::string& dir,
+                                      const RocksStoreOptions& options = {}) {
   auto opened = RocksStore::open(dir, options);
   if (!opened.is_ok()) {
     ADD_FAILURE() << "open " << dir << ": " << opened.status().to_string();
@@ -212,7 +213,7 @@ TEST(RocksStoreTest, WritesSurviveReopen) {
   EXPECT_EQ(records.value()[1].counters.reserves, 99U);
   EXPECT_EQ(records.value()[2], make_record(4));
 
-  for (const JobId id : {1, 3}) {
+  for (const JobId id : {JobId{1}, JobId{3}}) {
     auto body = store->read_body(id);
     ASSERT_TRUE(body.is_ok()) << body.status().to_string();
     EXPECT_EQ(body.value(), make_body(id, 100));
@@ -228,8 +229,8 @@ TEST(RocksStoreTest, WritesSurviveReopen) {
 TEST(RocksStoreTest, ScanIsInNumericIdOrder) {
   TempDir tmp;
   const std::string dir = tmp.sub("db");
-  std::vector<JobId> ids = {256, 1, 255, 65536, 2, 1ULL << 40, 257, 65535,
-                            std::numeric_limits<JobId>::max(), 1ULL << 32, 128, 127};
+  std::vector<JobId> ids = {256, 1, 255, 65536, 2, 1ULL << 40, 257, 65535};
+  ids.insert(ids.end(), {std::numeric_limits<JobId>::max(), 1ULL << 32, 128, 127});
   {
     auto store = must_open(dir);
     ASSERT_NE(store, nullptr);
@@ -331,10 +332,18 @@ TEST(RocksStoreTest, MissingDirWithoutCreateIsRefused) {
   const std::string dir = tmp.sub("missing");
   auto opened = RocksStore::open(dir, {.create_if_missing = false});
   ASSERT_FALSE(opened.is_ok());
-  EXPECT_NE(opened.status().message().find(dir), std::string::npos)
-      << opened.status().to_string();
-  EXPECT_FALSE(fs::exists(dir)) << "a refused open must not create the directory";
+  EXPECT_NE(opened.status().message().find(dir), std::string::npos) << opened.status().to_string();
   std::cout << "[ observed ] missing dir: " << opened.status().to_string() << "\n";
+}
+
+// create_if_missing=false promises not to create the store; a refused open should leave no
+// directory behind (a mistyped data directory would otherwise litter the disk).
+TEST(RocksStoreTest, MissingDirWithoutCreateIsNotCreated) {
+  TempDir tmp;
+  const std::string dir = tmp.sub("missing");
+  auto opened = RocksStore::open(dir, {.create_if_missing = false});
+  ASSERT_FALSE(opened.is_ok());
+  EXPECT_FALSE(fs::exists(dir)) << "a refused open created " << dir;
 }
 
 TEST(RocksStoreTest, SecondOpenOfTheSameDirIsRefused) {
@@ -344,8 +353,7 @@ TEST(RocksStoreTest, SecondOpenOfTheSameDirIsRefused) {
   ASSERT_NE(first, nullptr);
   auto second = RocksStore::open(dir);
   ASSERT_FALSE(second.is_ok()) << "two stores on one directory";
-  EXPECT_NE(second.status().message().find(dir), std::string::npos)
-      << second.status().to_string();
+  EXPECT_NE(second.status().message().find(dir), std::string::npos) << second.status().to_string();
 }
 
 TEST(RocksStoreTest, RegularFileIsRefused) {
@@ -558,6 +566,16 @@ TEST_F(DamagedStoreTest, MissingCurrentIsRefusedWithoutCreate) {
 TEST_F(DamagedStoreTest, MissingCurrentIsRefusedWithCreate) {
   fs::remove(fs::path(dir_) / "CURRENT");
   expect_refused(read_back(), "CURRENT deleted, create_if_missing=true");
+}
+
+// The same, when the log files are gone too (an operator cleaning up "*.log"): nothing in the
+// directory says "store" to RocksDB any more but the MANIFEST and the tables.
+TEST_F(DamagedStoreTest, MissingCurrentAndLogsAreRefusedWithCreate) {
+  fs::remove(fs::path(dir_) / "CURRENT");
+  for (const fs::path& log : files_ending(dir_, ".log")) fs::remove(log);
+  const std::size_t tables = files_ending(dir_, ".sst").size();
+  expect_refused(read_back(), "CURRENT and *.log deleted, create_if_missing=true");
+  EXPECT_EQ(files_ending(dir_, ".sst").size(), tables) << "open deleted the store's tables";
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,229 @@
+// engine_bench — the engine and the RocksDB store in one process, no network: how fast steps of
+// puts, reserve+deletes and reschedules commit under a durability policy, how much RAM a pending
+// delayed job costs, and how long a restart takes. Steps are handed to the committer as a server
+// would (up to `--in-flight` unacknowledged steps), and a phase ends when all are durable.
+//
+//   engine_bench [--jobs N] [--batch B] [--durability always|none|interval:MS] [--dir DIR]
+//                [--ops N] [--in-flight K]
+// Defaults: 1000000 jobs of 100-byte bodies, batches of 256, always, ./build/engine-bench-data,
+// 200000 operations for the reserve+delete and reschedule phases, 4 steps in flight.
+// Prints one Markdown table row per phase (docs/BENCHMARKS.md).
+#include <malloc.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "broker/local/recovery.h"
+#include "engine/engine.h"
+#include "store/committer.h"
+#include "store/rocks_store.h"
+
+namespace {
+
+using namespace delayq;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::uint64_t jobs = 1'000'000;
+  std::uint64_t batch = 256;
+  std::uint64_t ops = 200'000;
+  int in_flight = 4;
+  std::string durability = "always";
+  std::string dir = "build/engine-bench-data";
+};
+
+[[noreturn]] void usage() {
+  std::fprintf(stderr,
+               "usage: engine_bench [--jobs N] [--batch B] [--durability D] [--dir DIR] "
+               "[--ops N] [--in-flight K]\n");
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) usage();
+    const std::string value = argv[++i];
+    if (flag == "--jobs") {
+      o.jobs = std::stoull(value);
+    } else if (flag == "--batch") {
+      o.batch = std::stoull(value);
+    } else if (flag == "--ops") {
+      o.ops = std::stoull(value);
+    } else if (flag == "--in-flight") {
+      o.in_flight = std::stoi(value);
+    } else if (flag == "--durability") {
+      o.durability = value;
+    } else if (flag == "--dir") {
+      o.dir = value;
+    } else {
+      usage();
+    }
+  }
+  if (o.batch == 0 || o.in_flight < 1) usage();
+  return o;
+}
+
+// Resident set size in bytes, after giving freed heap back to the system.
+std::size_t resident_bytes() {
+  malloc_trim(0);
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0;
+  std::size_t resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+void check(const Status& status, const char* what) {
+  if (!status.is_ok()) {
+    std::fprintf(stderr, "engine_bench: %s: %s\n", what, status.to_string().c_str());
+    std::exit(1);
+  }
+}
+
+// Feeds engine steps to the committer the way a server does: at most `limit` steps unanswered.
+class Pipeline {
+ public:
+  Pipeline(store::Committer& committer, int limit) : committer_(committer), limit_(limit) {}
+  void submit(engine::Engine& engine) {
+    while (in_flight_.load(std::memory_order_acquire) >= limit_) std::this_thread::yield();
+    in_flight_.fetch_add(1, std::memory_order_relaxed);
+    committer_.submit(engine.take_mutations(), [this](const Status& status) {
+      check(status, "commit");
+      in_flight_.fetch_sub(1, std::memory_order_release);
+    });
+  }
+  void drain() { check(committer_.flush(), "flush"); }
+
+ private:
+  store::Committer& committer_;
+  const int limit_;
+  std::atomic<int> in_flight_{0};
+};
+
+void row(const Options& o, const char* phase, std::uint64_t ops, double seconds,
+         const std::string& note = {}) {
+  std::printf("| %s | %s | %llu | %.0f | %.2f | %s |\n", phase, o.durability.c_str(),
+              static_cast<unsigned long long>(ops), static_cast<double>(ops) / seconds,
+              seconds * 1e9 / static_cast<double>(ops) / 1000.0, note.c_str());
+  std::fflush(stdout);
+}
+
+double since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  auto durability = store::Durability::parse(o.durability);
+  check(durability.status(), "durability");
+  std::filesystem::remove_all(o.dir);
+
+  std::printf("| phase | durability | operations | per second | us each | notes |\n");
+  std::printf("|---|---|---:|---:|---:|---|\n");
+  const std::size_t rss_start = resident_bytes();
+  auto opened = store::RocksStore::open(o.dir);
+  check(opened.status(), "open");
+  auto store = std::move(opened).value();
+  engine::SystemClock clock;
+  auto engine = std::make_unique<engine::Engine>(clock);
+  const engine::ClientId client = engine->connect();
+  std::mt19937_64 rng(1);
+  const std::string body(100, 'b');
+  {
+    store::Committer committer(*store, durability.value());
+    Pipeline pipeline(committer, o.in_flight);
+
+    // Puts: delayed 1 h to 49 h, so they all stay pending.
+    auto start = Clock::now();
+    engine::PutRequest put;
+    put.body = body;
+    put.priority = 1024;
+    for (std::uint64_t i = 0; i < o.jobs; ++i) {
+      put.delay = engine::Millis{3'600'000 + static_cast<std::int64_t>(rng() % 172'800'000)};
+      check(engine->put(client, put).status(), "put");
+      if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
+    }
+    pipeline.submit(*engine);
+    pipeline.drain();
+    const double put_seconds = since(start);
+    const std::size_t rss = resident_bytes();
+    const std::size_t engine_bytes = engine->memory_bytes();
+    row(o, "put (delayed, 100-byte body)", o.jobs, put_seconds,
+        "RSS " + std::to_string((rss - rss_start) / o.jobs) + " B/job, engine " +
+            std::to_string(engine_bytes / o.jobs) + " B/job");
+
+    // Reschedules of random pending jobs by id.
+    start = Clock::now();
+    for (std::uint64_t i = 0; i < o.ops; ++i) {
+      const JobId id = 1 + rng() % o.jobs;
+      const std::int64_t due = engine->now() + 3'600'000 + static_cast<std::int64_t>(rng() % 1000);
+      check(engine->reschedule(id, due), "reschedule");
+      if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
+    }
+    pipeline.submit(*engine);
+    pipeline.drain();
+    row(o, "reschedule", o.ops, since(start));
+
+    // Reserve + delete: a second tube of ready jobs, then take and finish them in batches.
+    check(engine->use(client, "work"), "use");
+    check(engine->watch(client, "work").status(), "watch");
+    check(engine->ignore(client, "default").status(), "ignore");
+    put.delay = engine::Millis{0};
+    for (std::uint64_t i = 0; i < o.ops; ++i) {
+      check(engine->put(client, put).status(), "put");
+      if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
+    }
+    pipeline.submit(*engine);
+    pipeline.drain();
+    start = Clock::now();
+    for (std::uint64_t i = 0; i < o.ops; ++i) {
+      const auto got = engine->reserve(client, engine::Millis{0});
+      if (got.kind != engine::ReserveResult::Kind::kReserved) check({Code::kNotFound, "empty"}, "reserve");
+      check(engine->erase(client, got.job.id), "delete");
+      if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
+    }
+    pipeline.submit(*engine);
+    pipeline.drain();
+    row(o, "reserve + delete", o.ops, since(start));
+    const auto stats = committer.stats();
+    std::printf("\ncommitter: %llu steps in %llu batches, %llu fsyncs\n",
+                static_cast<unsigned long long>(stats.steps),
+                static_cast<unsigned long long>(stats.batches),
+                static_cast<unsigned long long>(stats.syncs));
+  }
+
+  // Restart: close everything, open the directory again and recover every pending job.
+  const std::uint64_t pending = engine->jobs();
+  engine.reset();
+  store.reset();
+  const auto start = Clock::now();
+  auto reopened = store::RocksStore::open(o.dir);
+  check(reopened.status(), "reopen");
+  engine::Engine recovered(clock);
+  const auto result = local::recover(*reopened.value(), recovered);
+  check(result.status(), "recover");
+  const double seconds = since(start);
+  std::printf("restart: %llu pending jobs back in %.2f s (%.0f jobs/s)\n",
+              static_cast<unsigned long long>(recovered.jobs()), seconds,
+              static_cast<double>(pending) / seconds);
+  if (recovered.jobs() != pending) {
+    std::fprintf(stderr, "engine_bench: recovered %zu of %llu jobs\n", recovered.jobs(),
+                 static_cast<unsigned long long>(pending));
+    return 1;
+  }
+  return 0;
+}
