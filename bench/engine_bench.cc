@@ -4,9 +4,10 @@
 // would (up to `--in-flight` unacknowledged steps), and a phase ends when all are durable.
 //
 //   engine_bench [--jobs N] [--batch B] [--durability always|none|interval:MS] [--dir DIR]
-//                [--ops N] [--in-flight K]
+//                [--ops N] [--in-flight K] [--reopen]
 // Defaults: 1000000 jobs of 100-byte bodies, batches of 256, always, ./build/engine-bench-data,
 // 200000 operations for the reserve+delete and reschedule phases, 4 steps in flight.
+// --reopen only times the restart of the jobs a previous run left in DIR.
 // Prints one Markdown table row per phase (docs/BENCHMARKS.md).
 #include <malloc.h>
 #include <unistd.h>
@@ -40,12 +41,13 @@ struct Options {
   int in_flight = 4;
   std::string durability = "always";
   std::string dir = "build/engine-bench-data";
+  bool reopen = false;
 };
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
                "usage: engine_bench [--jobs N] [--batch B] [--durability D] [--dir DIR] "
-               "[--ops N] [--in-flight K]\n");
+               "[--ops N] [--in-flight K] [--reopen]\n");
   std::exit(2);
 }
 
@@ -53,6 +55,10 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
+    if (flag == "--reopen") {
+      o.reopen = true;
+      continue;
+    }
     if (i + 1 >= argc) usage();
     const std::string value = argv[++i];
     if (flag == "--jobs") {
@@ -124,12 +130,32 @@ double since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Opens the directory again and recovers every pending job; returns how many.
+std::size_t restart(const Options& o, engine::Clock& clock) {
+  const auto start = Clock::now();
+  auto reopened = store::RocksStore::open(o.dir);
+  check(reopened.status(), "reopen");
+  engine::Engine recovered(clock);
+  const auto result = local::recover(*reopened.value(), recovered);
+  check(result.status(), "recover");
+  const double seconds = since(start);
+  std::printf("restart: %zu pending jobs back in %.2f s (%.0f jobs/s), engine %zu B/job\n",
+              recovered.jobs(), seconds, static_cast<double>(recovered.jobs()) / seconds,
+              recovered.memory_bytes() / std::max<std::size_t>(1, recovered.jobs()));
+  return recovered.jobs();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   auto durability = store::Durability::parse(o.durability);
   check(durability.status(), "durability");
+  engine::SystemClock clock;
+  if (o.reopen) {
+    restart(o, clock);
+    return 0;
+  }
   std::filesystem::remove_all(o.dir);
 
   std::printf("| phase | durability | operations | per second | us each | notes |\n");
@@ -138,7 +164,6 @@ int main(int argc, char** argv) {
   auto opened = store::RocksStore::open(o.dir);
   check(opened.status(), "open");
   auto store = std::move(opened).value();
-  engine::SystemClock clock;
   auto engine = std::make_unique<engine::Engine>(clock);
   const engine::ClientId client = engine->connect();
   std::mt19937_64 rng(1);
@@ -210,18 +235,9 @@ int main(int argc, char** argv) {
   const std::uint64_t pending = engine->jobs();
   engine.reset();
   store.reset();
-  const auto start = Clock::now();
-  auto reopened = store::RocksStore::open(o.dir);
-  check(reopened.status(), "reopen");
-  engine::Engine recovered(clock);
-  const auto result = local::recover(*reopened.value(), recovered);
-  check(result.status(), "recover");
-  const double seconds = since(start);
-  std::printf("restart: %llu pending jobs back in %.2f s (%.0f jobs/s)\n",
-              static_cast<unsigned long long>(recovered.jobs()), seconds,
-              static_cast<double>(pending) / seconds);
-  if (recovered.jobs() != pending) {
-    std::fprintf(stderr, "engine_bench: recovered %zu of %llu jobs\n", recovered.jobs(),
+  const std::size_t recovered = restart(o, clock);
+  if (recovered != pending) {
+    std::fprintf(stderr, "engine_bench: recovered %zu of %llu jobs\n", recovered,
                  static_cast<unsigned long long>(pending));
     return 1;
   }

@@ -23,7 +23,10 @@ Engine::Engine(Clock& clock, EngineOptions options)
       latest_now_(clock.now_unix_ms()),
       wheel_(timers_, wheel::HierarchicalWheelOptions{.tick = Millis{1},
                                                       .start = Millis{latest_now_}}),
-      index_([this](Slot slot) { return jobs_[slot].id(); }) {
+      index_([](const void* jobs, Slot slot) {
+               return (*static_cast<const std::deque<Job>*>(jobs))[slot].id();
+             },
+             &jobs_) {
   const auto no = tube_ref(kDefaultTube);
   DELAYQ_CHECK(no.is_ok());
   tube(no.value()).pinned = true;
@@ -964,7 +967,8 @@ Status Engine::restore(const store::JobRecord& r) {
     return Status(Code::kCorruption, "job record " + std::to_string(r.id) + ": " + what);
   };
   if (r.id == 0 || r.id > kMaxJobId) return corrupt("id out of range");
-  if (find(r.id)) return corrupt("id seen twice");
+  // The store hands records over in id order, which makes the duplicate check free.
+  if (r.id <= last_restored_id_) return corrupt("id out of order or seen twice");
   if (!check_name("key", r.key).is_ok() || !check_name("group", r.group).is_ok()) {
     return corrupt("key or group too long");
   }
@@ -1007,6 +1011,7 @@ Status Engine::restore(const store::JobRecord& r) {
   t.total_jobs++;
   ++total_jobs_;
   next_id_ = std::max(next_id_, r.id + 1);
+  last_restored_id_ = r.id;
   return Status::ok();
 }
 

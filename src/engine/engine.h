@@ -186,7 +186,7 @@ class Engine {
   // Bytes the engine's indexes hold (jobs, timers, wheel, id index), without allocator slack.
   [[nodiscard]] std::size_t memory_bytes() const;
 
-  // --- recovery: feed every stored record, then finish. Reserved jobs come back ready; delayed
+  // --- recovery: feed every stored record in id order, then finish. Reserved jobs come back ready; delayed
   // jobs keep their due time (overdue ones are ready at the first advance()); buried jobs stay
   // buried, in id order. Nothing is written to mutations().
   Status restore(const store::JobRecord& record);
@@ -331,6 +331,7 @@ class Engine {
   std::unordered_map<Slot, Extra> extras_;
   std::unordered_map<Slot, Reservation> reservations_;
   JobId next_id_ = 1;
+  JobId last_restored_id_ = 0;
   bool next_id_dirty_ = false;
   std::uint64_t next_bury_order_ = 1;
 

@@ -210,7 +210,7 @@ class Model {
   }
 
   Status reserve_job(ClientId id, JobId job_id) {
-    Job* job = find(job_id);
+    Job* job = find_mut(job_id);
     if (job == nullptr || job->state == JobState::kReserved) return {Code::kNotFound, "none"};
     clients_.at(id).worker = true;
     const bool was_ready = job->state == JobState::kReady;
@@ -222,7 +222,7 @@ class Model {
   }
 
   Status erase(ClientId id, JobId job_id) {
-    const Job* job = find(job_id);
+    const Job* job = find_mut(job_id);
     if (job == nullptr || (job->state == JobState::kReserved && job->reserver != id)) {
       return {Code::kNotFound, "none"};
     }
@@ -298,7 +298,7 @@ class Model {
   }
 
   Status kick_job(JobId job_id) {
-    Job* job = find(job_id);
+    Job* job = find_mut(job_id);
     if (job == nullptr ||
         (job->state != JobState::kBuried && job->state != JobState::kDelayed)) {
       return {Code::kNotFound, "no buried or delayed job"};
@@ -319,7 +319,7 @@ class Model {
   }
 
   Status reschedule(JobId job_id, std::int64_t due_unix_ms) {
-    Job* job = find(job_id);
+    Job* job = find_mut(job_id);
     if (job == nullptr) return {Code::kNotFound, "none"};
     if (job->state != JobState::kDelayed && job->state != JobState::kReady) {
       return {Code::kConflict, "reserved or buried"};
@@ -535,9 +535,9 @@ class Model {
     s.total_jobs = t.total_jobs;
     for (const auto& [id, c] : clients_) {
       const bool watches = std::find(c.watched.begin(), c.watched.end(), name) != c.watched.end();
-      s.using_clients += c.used == name ? 1 : 0;
-      s.watching_clients += watches ? 1 : 0;
-      s.waiting_clients += watches && c.wait_order != 0 ? 1 : 0;
+      s.using_clients += c.used == name ? 1U : 0U;
+      s.watching_clients += watches ? 1U : 0U;
+      s.waiting_clients += watches && c.wait_order != 0 ? 1U : 0U;
     }
     s.deletes = t.deletes;
     s.pauses = t.pauses;
@@ -559,22 +559,22 @@ class Model {
     s.connections = clients_.size();
     s.total_connections = total_connections_;
     for (const auto& [id, c] : clients_) {
-      s.producers += c.producer ? 1 : 0;
-      s.workers += c.worker ? 1 : 0;
-      s.waiting += c.wait_order != 0 ? 1 : 0;
+      s.producers += c.producer ? 1U : 0U;
+      s.workers += c.worker ? 1U : 0U;
+      s.waiting += c.wait_order != 0 ? 1U : 0U;
     }
     s.next_id = next_id_;
     return s;
   }
 
  private:
-  Job* find(JobId id) {
+  Job* find_mut(JobId id) {
     const auto it = jobs_.find(id);
     return it == jobs_.end() ? nullptr : &it->second;
   }
 
   Job* reserved_by(ClientId client, JobId id) {
-    Job* job = find(id);
+    Job* job = find_mut(id);
     if (job == nullptr || job->state != JobState::kReserved || job->reserver != client) {
       return nullptr;
     }

@@ -4,7 +4,7 @@
 
 namespace delayq::engine {
 
-IdIndex::IdIndex(std::function<JobId(Slot)> id_of) : id_of_(std::move(id_of)) {
+IdIndex::IdIndex(IdOf lookup, const void* context) : id_of_(lookup), context_(context) {
   buckets_.assign(16, kEmpty);
   mask_ = 15;
   shift_ = 60;
@@ -14,10 +14,7 @@ void IdIndex::insert(JobId id, Slot slot) {
   DELAYQ_CHECK(slot != kEmpty);
   if ((size_ + 1) * 5 > buckets_.size() * 4) grow();
   std::size_t i = home(id);
-  while (buckets_[i] != kEmpty) {
-    DELAYQ_CHECK(id_of_(buckets_[i]) != id);
-    i = (i + 1) & mask_;
-  }
+  while (buckets_[i] != kEmpty) i = (i + 1) & mask_;
   buckets_[i] = slot;
   ++size_;
 }
@@ -26,7 +23,7 @@ std::optional<IdIndex::Slot> IdIndex::find(JobId id) const {
   for (std::size_t i = home(id);; i = (i + 1) & mask_) {
     const Slot slot = buckets_[i];
     if (slot == kEmpty) return std::nullopt;
-    if (id_of_(slot) == id) return slot;
+    if (id_of(slot) == id) return slot;
   }
 }
 
@@ -34,13 +31,13 @@ bool IdIndex::erase(JobId id) {
   std::size_t i = home(id);
   for (;; i = (i + 1) & mask_) {
     if (buckets_[i] == kEmpty) return false;
-    if (id_of_(buckets_[i]) == id) break;
+    if (id_of(buckets_[i]) == id) break;
   }
   // Backward shift: pull later members of the probe run into the hole when their home allows,
   // so no tombstones are needed and lookups stay short.
   std::size_t hole = i;
   for (std::size_t j = (i + 1) & mask_; buckets_[j] != kEmpty; j = (j + 1) & mask_) {
-    const std::size_t want = home(id_of_(buckets_[j]));
+    const std::size_t want = home(id_of(buckets_[j]));
     // Movable when the hole lies cyclically in [want, j).
     if (((j - want) & mask_) >= ((j - hole) & mask_)) {
       buckets_[hole] = buckets_[j];
@@ -60,7 +57,7 @@ void IdIndex::grow() {
   --shift_;
   for (const Slot slot : old) {
     if (slot == kEmpty) continue;
-    std::size_t i = home(id_of_(slot));
+    std::size_t i = home(id_of(slot));
     while (buckets_[i] != kEmpty) i = (i + 1) & mask_;
     buckets_[i] = slot;
   }

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <vector>
 
@@ -17,10 +16,12 @@ namespace delayq::engine {
 class IdIndex {
  public:
   using Slot = std::uint32_t;
-  // id_of(slot) must return the id of the job in `slot` for every slot in the index.
-  explicit IdIndex(std::function<JobId(Slot)> id_of);
+  // id_of(context, slot) must return the id of the job in `slot` for every slot in the index.
+  using IdOf = JobId (*)(const void* context, Slot slot);
+  IdIndex(IdOf lookup, const void* context);
 
-  void insert(JobId id, Slot slot);  // id must not be present
+  // id must not be present (the caller guarantees it: checking would cost a read per probe).
+  void insert(JobId id, Slot slot);
   [[nodiscard]] std::optional<Slot> find(JobId id) const;
   bool erase(JobId id);
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
@@ -36,7 +37,10 @@ class IdIndex {
   }
   void grow();
 
-  std::function<JobId(Slot)> id_of_;
+  [[nodiscard]] JobId id_of(Slot slot) const { return id_of_(context_, slot); }
+
+  IdOf id_of_;
+  const void* context_;
   std::vector<Slot> buckets_;
   std::size_t mask_ = 0;
   unsigned shift_ = 64;

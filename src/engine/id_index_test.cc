@@ -13,7 +13,11 @@ namespace {
 // ids both consecutive (as the engine hands them out) and scattered.
 TEST(IdIndexTest, MatchesAMapThroughGrowthAndBackwardShiftDeletes) {
   std::vector<JobId> ids_of_slots;
-  IdIndex index([&](IdIndex::Slot slot) { return ids_of_slots[slot]; });
+  IdIndex index(
+      [](const void* ids, IdIndex::Slot slot) {
+        return (*static_cast<const std::vector<JobId>*>(ids))[slot];
+      },
+      &ids_of_slots);
   std::unordered_map<JobId, IdIndex::Slot> model;
   std::vector<IdIndex::Slot> free_slots;
   std::mt19937_64 rng(7);
@@ -61,7 +65,11 @@ TEST(IdIndexTest, MatchesAMapThroughGrowthAndBackwardShiftDeletes) {
 
 TEST(IdIndexTest, CostsAtMostTwoBucketsOfFourBytesPerId) {
   std::vector<JobId> ids;
-  IdIndex index([&](IdIndex::Slot slot) { return ids[slot]; });
+  IdIndex index(
+      [](const void* table, IdIndex::Slot slot) {
+        return (*static_cast<const std::vector<JobId>*>(table))[slot];
+      },
+      &ids);
   for (JobId id = 1; id <= 100000; ++id) {
     ids.push_back(id);
     index.insert(id, static_cast<IdIndex::Slot>(ids.size() - 1));
