@@ -1,6 +1,6 @@
 # The two commands of the README: `make run` and `make test`. Both install missing Debian
 # packages (scripts/install-deps.sh) and build first.
-.PHONY: all deps build run test bench asan-test format format-check clean
+.PHONY: all deps build run test bench bench-wheel bench-engine asan-test format format-check clean
 
 JOBS ?= $(shell nproc)
 
@@ -20,13 +20,25 @@ run: build
 test: build
 	@ctest --preset release -j $(JOBS)
 
+# Every benchmark of docs/BENCHMARKS.md, at the sizes quoted there (minutes; 10^7 jobs is
+# ENGINE_JOBS=10000000 and ~6 GB of disk).
+bench: bench-wheel bench-engine
+
 # Google Benchmark over the three timer queues, three repetitions, then the medians as the
 # Markdown tables of docs/BENCHMARKS.md. BENCH_ARGS adds wheel_bench flags (e.g. a filter).
-bench: build
+bench-wheel: build
 	@build/release/bench/wheel_bench --benchmark_repetitions=3 \
 	  --benchmark_report_aggregates_only=true \
 	  --benchmark_out=build/wheel_bench.json --benchmark_out_format=json $(BENCH_ARGS)
 	@python3 bench/wheel_table.py build/wheel_bench.json
+
+# The engine and RocksDB in one process: puts, reschedules, reserve+deletes in batches of 256
+# under `always` and `none`, RAM per pending job, and the restart of what is left.
+ENGINE_JOBS ?= 1000000
+bench-engine: build
+	@build/release/bench/engine_bench --jobs $(ENGINE_JOBS) --durability always
+	@build/release/bench/engine_bench --jobs $(ENGINE_JOBS) --durability none
+	@rm -rf build/engine-bench-data
 
 # The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan-test: deps

@@ -167,7 +167,11 @@ int main(int argc, char** argv) {
   auto engine = std::make_unique<engine::Engine>(clock);
   const engine::ClientId client = engine->connect();
   std::mt19937_64 rng(1);
-  const std::string body(100, 'b');
+  // Bodies of random letters, each its own: repeated bytes would flatter the table compression.
+  std::string body(100, 'b');
+  const auto refill = [&body, &rng] {
+    for (char& c : body) c = static_cast<char>('a' + rng() % 26);
+  };
   {
     store::Committer committer(*store, durability.value());
     Pipeline pipeline(committer, o.in_flight);
@@ -179,6 +183,7 @@ int main(int argc, char** argv) {
     put.priority = 1024;
     for (std::uint64_t i = 0; i < o.jobs; ++i) {
       put.delay = engine::Millis{3'600'000 + static_cast<std::int64_t>(rng() % 172'800'000)};
+      refill();
       check(engine->put(client, put).status(), "put");
       if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
     }
@@ -217,7 +222,8 @@ int main(int argc, char** argv) {
     start = Clock::now();
     for (std::uint64_t i = 0; i < o.ops; ++i) {
       const auto got = engine->reserve(client, engine::Millis{0});
-      if (got.kind != engine::ReserveResult::Kind::kReserved) check({Code::kNotFound, "empty"}, "reserve");
+      if (got.kind != engine::ReserveResult::Kind::kReserved)
+        check({Code::kNotFound, "empty"}, "reserve");
       check(engine->erase(client, got.job.id), "delete");
       if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
     }

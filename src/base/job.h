@@ -17,10 +17,14 @@ inline constexpr std::uint8_t kJobStateCount = 4;
 
 [[nodiscard]] constexpr std::string_view state_name(JobState state) noexcept {
   switch (state) {
-    case JobState::kDelayed: return "delayed";
-    case JobState::kReady: return "ready";
-    case JobState::kReserved: return "reserved";
-    case JobState::kBuried: return "buried";
+    case JobState::kDelayed:
+      return "delayed";
+    case JobState::kReady:
+      return "ready";
+    case JobState::kReserved:
+      return "reserved";
+    case JobState::kBuried:
+      return "buried";
   }
   return "unknown";
 }

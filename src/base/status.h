@@ -15,31 +15,42 @@ namespace delayq {
 
 enum class Code {
   kOk,
-  kNotFound,          // no such job, key, tube or group (or not visible to this client)
-  kInvalidArgument,   // the request itself is malformed or out of range
-  kConflict,          // the job exists but its state forbids the operation
-  kNotIgnored,        // ignoring the last watched tube
-  kDeadlineSoon,      // reserve: a job reserved by this client is about to lapse
-  kTimedOut,          // reserve: nothing became ready within the timeout
-  kLimit,             // a configured limit would be exceeded
-  kCorruption,        // data on disk fails its checks
-  kUnsupported,       // data on disk written by an unknown format version
-  kIOError,           // the disk or the operating system failed
+  kNotFound,         // no such job, key, tube or group (or not visible to this client)
+  kInvalidArgument,  // the request itself is malformed or out of range
+  kConflict,         // the job exists but its state forbids the operation
+  kNotIgnored,       // ignoring the last watched tube
+  kDeadlineSoon,     // reserve: a job reserved by this client is about to lapse
+  kTimedOut,         // reserve: nothing became ready within the timeout
+  kLimit,            // a configured limit would be exceeded
+  kCorruption,       // data on disk fails its checks
+  kUnsupported,      // data on disk written by an unknown format version
+  kIOError,          // the disk or the operating system failed
 };
 
 [[nodiscard]] constexpr std::string_view code_name(Code code) noexcept {
   switch (code) {
-    case Code::kOk: return "ok";
-    case Code::kNotFound: return "not found";
-    case Code::kInvalidArgument: return "invalid argument";
-    case Code::kConflict: return "conflict";
-    case Code::kNotIgnored: return "not ignored";
-    case Code::kDeadlineSoon: return "deadline soon";
-    case Code::kTimedOut: return "timed out";
-    case Code::kLimit: return "limit exceeded";
-    case Code::kCorruption: return "corruption";
-    case Code::kUnsupported: return "unsupported";
-    case Code::kIOError: return "I/O error";
+    case Code::kOk:
+      return "ok";
+    case Code::kNotFound:
+      return "not found";
+    case Code::kInvalidArgument:
+      return "invalid argument";
+    case Code::kConflict:
+      return "conflict";
+    case Code::kNotIgnored:
+      return "not ignored";
+    case Code::kDeadlineSoon:
+      return "deadline soon";
+    case Code::kTimedOut:
+      return "timed out";
+    case Code::kLimit:
+      return "limit exceeded";
+    case Code::kCorruption:
+      return "corruption";
+    case Code::kUnsupported:
+      return "unsupported";
+    case Code::kIOError:
+      return "I/O error";
   }
   return "unknown";
 }
@@ -69,7 +80,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit, as a return value
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit, as a return value
   Result(Status status) : status_(std::move(status)) {  // NOLINT
     DELAYQ_CHECK(!status_.is_ok());
   }

@@ -22,8 +22,7 @@ class Clock {
 class SystemClock final : public Clock {
  public:
   [[nodiscard]] std::int64_t now_unix_ms() const override {
-    return std::chrono::duration_cast<Millis>(
-               std::chrono::system_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
         .count();
   }
 };

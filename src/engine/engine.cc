@@ -15,17 +15,25 @@ bool valid_tube_char(char c) {
          std::string_view("-+/;.$_()").find(c) != std::string_view::npos;
 }
 
+// now + a delay, held at the largest time instead of overflowing (a due time that far out never
+// comes, which is what such a delay asks for).
+std::int64_t later(std::int64_t now_ms, std::int64_t delay_ms) {
+  if (delay_ms > 0 && now_ms > std::numeric_limits<std::int64_t>::max() - delay_ms) {
+    return std::numeric_limits<std::int64_t>::max();
+  }
+  return now_ms + delay_ms;
+}
+
 }  // namespace
 
 Engine::Engine(Clock& clock, EngineOptions options)
     : clock_(clock),
       options_(options),
       latest_now_(clock.now_unix_ms()),
-      wheel_(timers_, wheel::HierarchicalWheelOptions{.tick = Millis{1},
-                                                      .start = Millis{latest_now_}}),
-      index_([](const void* jobs, Slot slot) {
-               return (*static_cast<const std::deque<Job>*>(jobs))[slot].id();
-             },
+      wheel_(timers_,
+             wheel::HierarchicalWheelOptions{.tick = Millis{1}, .start = Millis{latest_now_}}),
+      index_([](const void* jobs,
+                Slot slot) { return (*static_cast<const std::deque<Job>*>(jobs))[slot].id(); },
              &jobs_) {
   const auto no = tube_ref(kDefaultTube);
   DELAYQ_CHECK(no.is_ok());
@@ -89,7 +97,8 @@ JobView Engine::view(Slot slot) const {
   v.state = j.state();
   v.priority = j.priority;
   v.due_unix_ms = j.due_unix_ms;
-  if (j.state() == JobState::kReserved) v.deadline_unix_ms = reservations_.at(slot).deadline_unix_ms;
+  if (j.state() == JobState::kReserved)
+    v.deadline_unix_ms = reservations_.at(slot).deadline_unix_ms;
   v.created_unix_ms = j.created_unix_ms();
   v.delay_ms = delay_of(slot);
   v.ttr = Seconds{j.ttr_seconds};
@@ -179,7 +188,7 @@ void Engine::enter_delayed(Slot slot, std::int64_t due_unix_ms) {
 void Engine::enter_reserved(Slot slot, ClientId client_id) {
   Job& j = job(slot);
   j.set_state(JobState::kReserved);
-  const std::int64_t deadline = now() + std::int64_t{j.ttr_seconds} * 1000;
+  const std::int64_t deadline = later(now(), std::int64_t{j.ttr_seconds} * 1000);
   wheel_.schedule(slot, Millis{deadline});
   reservations_[slot] = Reservation{client_id, deadline};
   client(client_id).reserved.push_back(slot);
@@ -293,11 +302,12 @@ Status Engine::check_name(std::string_view what, std::string_view name) const {
 }
 
 Result<Engine::TubeNo> Engine::tube_ref(std::string_view name) {
-  if (const auto it = tube_by_name_.find(std::string(name)); it != tube_by_name_.end()) {
+  if (const auto it = tube_by_name_.find(name); it != tube_by_name_.end()) {
     return it->second;
   }
   if (Status s = check_name("tube name", name); !s.is_ok()) return s;
-  if (name.empty() || name.front() == '-' || !std::all_of(name.begin(), name.end(), valid_tube_char)) {
+  if (name.empty() || name.front() == '-' ||
+      !std::all_of(name.begin(), name.end(), valid_tube_char)) {
     return Status(Code::kInvalidArgument, "bad tube name");
   }
   TubeNo no = 0;
@@ -316,7 +326,7 @@ Result<Engine::TubeNo> Engine::tube_ref(std::string_view name) {
 }
 
 const Engine::Tube* Engine::find_tube(std::string_view name) const {
-  const auto it = tube_by_name_.find(std::string(name));
+  const auto it = tube_by_name_.find(name);
   return it == tube_by_name_.end() ? nullptr : tubes_[it->second].get();
 }
 
@@ -363,7 +373,7 @@ const Engine::Client& Engine::client(ClientId id) const {
 
 ClientId Engine::connect() {
   const ClientId id = next_client_++;
-  const TubeNo no = tube_by_name_.at(std::string(kDefaultTube));
+  const TubeNo no = tube_by_name_.find(kDefaultTube)->second;
   Client& c = clients_[id];
   c.used = no;
   c.watched.push_back(no);
@@ -418,7 +428,7 @@ Result<std::size_t> Engine::watch(ClientId id, std::string_view name) {
 
 Result<std::size_t> Engine::ignore(ClientId id, std::string_view name) {
   Client& c = client(id);
-  const auto it = tube_by_name_.find(std::string(name));
+  const auto it = tube_by_name_.find(name);
   if (it == tube_by_name_.end()) return c.watched.size();
   const auto pos = std::find(c.watched.begin(), c.watched.end(), it->second);
   if (pos == c.watched.end()) return c.watched.size();
@@ -430,7 +440,9 @@ Result<std::size_t> Engine::ignore(ClientId id, std::string_view name) {
   return c.watched.size();
 }
 
-const std::string& Engine::used_tube(ClientId id) const { return tube(client(id).used).name; }
+const std::string& Engine::used_tube(ClientId id) const {
+  return tube(client(id).used).name;
+}
 
 std::vector<std::string> Engine::watched_tubes(ClientId id) const {
   std::vector<std::string> names;
@@ -455,7 +467,7 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
   PutResult result;
   if (!request.key.empty()) {
     Tube& t = tube(tube_no);
-    if (const auto held = t.keys.find(std::string(request.key)); held != t.keys.end()) {
+    if (const auto held = t.keys.find(request.key); held != t.keys.end()) {
       const Slot holder = held->second;
       if (!request.replace) return PutResult{job(holder).id(), false, 0};
       if (job(holder).state() == JobState::kReserved) {
@@ -478,8 +490,8 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
   j.bits = id | static_cast<std::uint64_t>(now_ms % 1000) << 51;
   j.created_unix_s = static_cast<std::uint32_t>(now_ms / 1000);
   j.priority = request.priority;
-  j.ttr_seconds = static_cast<std::uint32_t>(std::clamp<Seconds::rep>(
-      request.ttr.count(), 1, std::numeric_limits<std::uint32_t>::max()));
+  j.ttr_seconds = static_cast<std::uint32_t>(
+      std::clamp<Seconds::rep>(request.ttr.count(), 1, std::numeric_limits<std::uint32_t>::max()));
   j.tube = tube_no;
   j.due_unix_ms = now_ms;
   index_.insert(id, slot);
@@ -496,7 +508,7 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
     }
   }
   const std::int64_t due =
-      request.due_unix_ms ? *request.due_unix_ms : now_ms + request.delay.count();
+      request.due_unix_ms ? *request.due_unix_ms : later(now_ms, request.delay.count());
   if (due > now_ms) {
     enter_delayed(slot, due);
   } else {
@@ -529,9 +541,8 @@ ReserveResult Engine::hand_out(ClientId client_id, Slot slot) {
 
 bool Engine::deadline_soon(const Client& c) const {
   const std::int64_t soon = now() + options_.deadline_soon_margin.count();
-  return std::any_of(c.reserved.begin(), c.reserved.end(), [&](Slot slot) {
-    return reservations_.at(slot).deadline_unix_ms <= soon;
-  });
+  return std::any_of(c.reserved.begin(), c.reserved.end(),
+                     [&](Slot slot) { return reservations_.at(slot).deadline_unix_ms <= soon; });
 }
 
 ReserveResult Engine::reserve(ClientId client_id, std::optional<Millis> timeout) {
@@ -591,7 +602,7 @@ Status Engine::release(ClientId client_id, JobId id, std::uint32_t priority, Mil
   more.delay_ms = std::max<std::int64_t>(0, delay.count());
   const std::int64_t now_ms = now();
   if (delay.count() > 0) {
-    enter_delayed(slot, now_ms + delay.count());
+    enter_delayed(slot, later(now_ms, delay.count()));
   } else {
     j.due_unix_ms = now_ms;
     enter_ready(slot);
@@ -616,13 +627,13 @@ Status Engine::touch(ClientId client_id, JobId id) {
   Slot slot = 0;
   if (Status s = check_reserved_by(client_id, id, &slot); !s.is_ok()) return s;
   Reservation& r = reservations_.at(slot);
-  r.deadline_unix_ms = now() + std::int64_t{job(slot).ttr_seconds} * 1000;
+  r.deadline_unix_ms = later(now(), std::int64_t{job(slot).ttr_seconds} * 1000);
   wheel_.reschedule(slot, Millis{r.deadline_unix_ms});
   return Status::ok();
 }
 
 std::size_t Engine::kick(std::string_view name, std::size_t bound) {
-  const auto it = tube_by_name_.find(std::string(name));
+  const auto it = tube_by_name_.find(name);
   if (it == tube_by_name_.end()) return 0;
   const TubeNo no = it->second;
   std::size_t kicked = 0;
@@ -649,8 +660,8 @@ std::size_t Engine::kick(std::string_view name, std::size_t bound) {
 
 Status Engine::kick_job(JobId id) {
   const auto found = find(id);
-  if (!found || (job(*found).state() != JobState::kBuried &&
-                 job(*found).state() != JobState::kDelayed)) {
+  if (!found ||
+      (job(*found).state() != JobState::kBuried && job(*found).state() != JobState::kDelayed)) {
     return {Code::kNotFound, "no buried or delayed job " + std::to_string(id)};
   }
   const Slot slot = *found;
@@ -664,7 +675,7 @@ Status Engine::kick_job(JobId id) {
 }
 
 Status Engine::pause_tube(std::string_view name, Seconds pause) {
-  const auto it = tube_by_name_.find(std::string(name));
+  const auto it = tube_by_name_.find(name);
   if (it == tube_by_name_.end()) return {Code::kNotFound, "no tube " + std::string(name)};
   Tube& t = tube(it->second);
   pauses_.erase({t.pause_until_unix_ms, it->second});
@@ -672,7 +683,7 @@ Status Engine::pause_tube(std::string_view name, Seconds pause) {
   t.pause = std::max(pause, Seconds{0});
   t.pause_until_unix_ms = 0;
   if (pause.count() > 0) {
-    t.pause_until_unix_ms = now() + pause.count() * 1000;
+    t.pause_until_unix_ms = later(now(), std::min<std::int64_t>(pause.count(), 1LL << 40) * 1000);
     pauses_.emplace(t.pause_until_unix_ms, it->second);
   } else {
     ready_changed_ = true;
@@ -694,7 +705,7 @@ Result<JobView> Engine::peek_ready(std::string_view name) const {
 }
 
 Result<JobView> Engine::peek_delayed(std::string_view name) const {
-  const auto it = tube_by_name_.find(std::string(name));
+  const auto it = tube_by_name_.find(name);
   if (it == tube_by_name_.end() || tube(it->second).counts[0] == 0) {
     return Status(Code::kNotFound, "no delayed job");
   }
@@ -715,7 +726,7 @@ Result<JobView> Engine::peek_buried(std::string_view name) const {
 Result<JobId> Engine::find_key(std::string_view name, std::string_view key) const {
   const Tube* t = find_tube(name);
   if (t != nullptr) {
-    if (const auto it = t->keys.find(std::string(key)); it != t->keys.end()) {
+    if (const auto it = t->keys.find(key); it != t->keys.end()) {
       return job(it->second).id();
     }
   }
@@ -734,8 +745,7 @@ Status Engine::reschedule(JobId id, std::int64_t due_unix_ms) {
   const Slot slot = *found;
   const JobState state = job(slot).state();
   if (state != JobState::kDelayed && state != JobState::kReady) {
-    return {Code::kConflict,
-            "job " + std::to_string(id) + " is " + std::string(state_name(state))};
+    return {Code::kConflict, "job " + std::to_string(id) + " is " + std::string(state_name(state))};
   }
   leave(slot);
   const std::int64_t now_ms = now();
@@ -755,7 +765,7 @@ std::vector<JobView> Engine::list_group(std::string_view name, std::string_view 
   std::vector<JobView> views;
   const Tube* t = find_tube(name);
   if (t == nullptr) return views;
-  const auto it = t->groups.find(std::string(group));
+  const auto it = t->groups.find(group);
   if (it == t->groups.end()) return views;
   for (const Slot slot : it->second) views.push_back(view(slot));
   std::sort(views.begin(), views.end(),
@@ -764,10 +774,10 @@ std::vector<JobView> Engine::list_group(std::string_view name, std::string_view 
 }
 
 std::size_t Engine::cancel_group(std::string_view name, std::string_view group) {
-  const auto tube_it = tube_by_name_.find(std::string(name));
+  const auto tube_it = tube_by_name_.find(name);
   if (tube_it == tube_by_name_.end()) return 0;
   Tube& t = tube(tube_it->second);
-  const auto it = t.groups.find(std::string(group));
+  const auto it = t.groups.find(group);
   if (it == t.groups.end()) return 0;
   std::vector<Slot> doomed;
   for (const Slot slot : it->second) {
@@ -788,7 +798,7 @@ void Engine::start_wait(ClientId id, Client& c, std::optional<Millis> timeout) {
   c.wait_order = next_wait_order_++;
   waiters_.emplace(c.wait_order, id);
   c.wait_deadline_unix_ms.reset();
-  if (timeout) c.wait_deadline_unix_ms = now() + timeout->count();
+  if (timeout) c.wait_deadline_unix_ms = later(now(), timeout->count());
   for (const TubeNo no : c.watched) tube(no).waiting_clients++;
   arm_alarm(id, c);
 }
@@ -943,6 +953,7 @@ ServerStats Engine::stats() const {
   s.workers = workers_;
   s.waiting = waiters_.size();
   s.next_id = next_id_;
+  s.commands = commands_;
   return s;
 }
 
@@ -961,6 +972,11 @@ std::size_t Engine::memory_bytes() const {
 
 // ---------------------------------------------------------------------------------------------
 // Recovery
+
+void Engine::reserve_jobs(std::size_t count) {
+  index_.reserve(count);
+  if (count > timers_.capacity()) timers_.reserve(count);
+}
 
 Status Engine::restore(const store::JobRecord& r) {
   const auto corrupt = [&r](const std::string& what) {

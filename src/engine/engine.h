@@ -10,9 +10,11 @@
 // Semantics follow beanstalkd 1.12 (docs/protocol.md); the lifecycle is in ../shared/DESIGN.md.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -74,10 +76,10 @@ struct JobView {
   std::string tube;
   JobState state = JobState::kReady;
   std::uint32_t priority = 0;
-  std::int64_t due_unix_ms = 0;        // delayed: when it becomes ready; else when it did
-  std::int64_t deadline_unix_ms = 0;   // reserved: when its TTR lapses; else 0
+  std::int64_t due_unix_ms = 0;       // delayed: when it becomes ready; else when it did
+  std::int64_t deadline_unix_ms = 0;  // reserved: when its TTR lapses; else 0
   std::int64_t created_unix_ms = 0;
-  std::int64_t delay_ms = 0;           // the delay it was last put, released or rescheduled with
+  std::int64_t delay_ms = 0;  // the delay it was last put, released or rescheduled with
   Seconds ttr{0};
   JobCounters counters;
   std::string key;
@@ -107,12 +109,53 @@ struct TubeStats {
   Millis pause_left{0};
 };
 
+// beanstalkd's commands, for the cmd-* counters of its stats: front-ends count what they run.
+enum class Command : std::uint8_t {
+  kPut,
+  kPeek,
+  kPeekReady,
+  kPeekDelayed,
+  kPeekBuried,
+  kReserve,
+  kReserveWithTimeout,
+  kReserveJob,
+  kTouch,
+  kUse,
+  kWatch,
+  kIgnore,
+  kDelete,
+  kRelease,
+  kBury,
+  kKick,
+  kKickJob,
+  kStats,
+  kStatsJob,
+  kStatsTube,
+  kListTubes,
+  kListTubeUsed,
+  kListTubesWatched,
+  kPauseTube,
+  kCount  // not a command: how many there are
+};
+inline constexpr std::size_t kCommandCount = static_cast<std::size_t>(Command::kCount);
+
 struct ServerStats {
   std::uint64_t urgent = 0, ready = 0, reserved = 0, delayed = 0, buried = 0;
   std::uint64_t total_jobs = 0, job_timeouts = 0, tubes = 0;
   std::uint64_t connections = 0, total_connections = 0, producers = 0, workers = 0, waiting = 0;
   JobId next_id = 1;
+  std::array<std::uint64_t, kCommandCount> commands{};  // by Command
 };
+
+// Maps keyed by std::string that can be searched with a std::string_view, without a copy.
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view text) const noexcept {
+    return std::hash<std::string_view>{}(text);
+  }
+};
+template <typename Value>
+using StringMap = std::unordered_map<std::string, Value, StringHash, std::equal_to<>>;
 
 class Engine {
  public:
@@ -136,7 +179,7 @@ class Engine {
   // timeout: nullopt waits for ever, 0 answers at once (kTimedOut if nothing is ready).
   ReserveResult reserve(ClientId client, std::optional<Millis> timeout);
   Result<JobView> reserve_job(ClientId client, JobId id);  // any job not reserved
-  Status erase(ClientId client, JobId id);  // delete
+  Status erase(ClientId client, JobId id);                 // delete
   Status release(ClientId client, JobId id, std::uint32_t priority, Millis delay);
   Status bury(ClientId client, JobId id, std::uint32_t priority);
   Status touch(ClientId client, JobId id);
@@ -181,14 +224,17 @@ class Engine {
   [[nodiscard]] Result<JobView> stats_job(JobId id) const { return peek(id); }
   [[nodiscard]] Result<TubeStats> stats_tube(std::string_view tube) const;
   [[nodiscard]] ServerStats stats() const;
+  void count_command(Command command) { ++commands_[static_cast<std::size_t>(command)]; }
   [[nodiscard]] std::vector<std::string> tubes() const;
   [[nodiscard]] std::size_t jobs() const noexcept { return index_.size(); }
   // Bytes the engine's indexes hold (jobs, timers, wheel, id index), without allocator slack.
   [[nodiscard]] std::size_t memory_bytes() const;
 
-  // --- recovery: feed every stored record in id order, then finish. Reserved jobs come back ready; delayed
-  // jobs keep their due time (overdue ones are ready at the first advance()); buried jobs stay
-  // buried, in id order. Nothing is written to mutations().
+  // --- recovery: feed every stored record in id order, then finish. Reserved jobs come back ready;
+  // delayed jobs keep their due time (overdue ones are ready at the first advance()); buried jobs
+  // stay buried, in id order. Nothing is written to mutations().
+  // Sizes the indexes for about `count` jobs first (optional; an estimate is fine).
+  void reserve_jobs(std::size_t count);
   Status restore(const store::JobRecord& record);
   void finish_restore(JobId next_id);
 
@@ -202,7 +248,7 @@ class Engine {
   struct Job {
     // id (48 bits) | state << 48 | has_extra << 50 | created's milliseconds << 51; 0 = free
     std::uint64_t bits = 0;
-    std::int64_t due_unix_ms = 0;    // see JobView::due_unix_ms
+    std::int64_t due_unix_ms = 0;  // see JobView::due_unix_ms
     std::uint32_t created_unix_s = 0;
     std::uint32_t priority = 0;
     std::uint32_t ttr_seconds = 0;
@@ -241,8 +287,8 @@ class Engine {
     std::string name;
     std::vector<Slot> ready;               // binary heap by (priority, id)
     std::map<std::uint64_t, Slot> buried;  // by bury order
-    std::unordered_map<std::string, Slot> keys;
-    std::unordered_map<std::string, std::unordered_set<Slot>> groups;
+    StringMap<Slot> keys;
+    StringMap<std::unordered_set<Slot>> groups;
     std::uint64_t counts[kJobStateCount] = {};
     std::uint64_t urgent = 0, total_jobs = 0, deletes = 0, pauses = 0;
     std::uint64_t using_clients = 0, watching_clients = 0, waiting_clients = 0;
@@ -337,7 +383,7 @@ class Engine {
 
   std::vector<std::unique_ptr<Tube>> tubes_;
   std::vector<TubeNo> free_tubes_;
-  std::unordered_map<std::string, TubeNo> tube_by_name_;
+  StringMap<TubeNo> tube_by_name_;
   std::set<std::pair<std::int64_t, TubeNo>> pauses_;
 
   std::unordered_map<ClientId, Client> clients_;
@@ -351,6 +397,7 @@ class Engine {
   std::uint64_t producers_ = 0, workers_ = 0;
   std::uint64_t state_counts_[kJobStateCount] = {};
   std::uint64_t urgent_ = 0;
+  std::array<std::uint64_t, kCommandCount> commands_{};
 
   std::vector<Wakeup> wakeups_;
   store::WriteSet mutations_;

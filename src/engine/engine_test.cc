@@ -11,8 +11,8 @@ using Kind = ReserveResult::Kind;
 
 class EngineTest : public ::testing::Test {
  protected:
-  JobId put(ClientId client, Millis delay, std::uint32_t priority = 100,
-            std::string_view key = {}, std::string_view group = {}) {
+  JobId put(ClientId client, Millis delay, std::uint32_t priority = 100, std::string_view key = {},
+            std::string_view group = {}) {
     PutRequest request;
     request.delay = delay;
     request.priority = priority;
@@ -239,8 +239,7 @@ TEST_F(EngineTest, RescheduleMovesADelayedJobEarlierOrLater) {
   const JobId id = put(producer, Millis{4 * 3600 * 1000}, 100, "pet:7:feed");
   const std::int64_t start = clock.now_unix_ms();
   ASSERT_TRUE(engine.reschedule(id, start + 2 * 3600 * 1000).is_ok());
-  EXPECT_EQ(engine.peek_key("default", "pet:7:feed").value().due_unix_ms,
-            start + 2 * 3600 * 1000);
+  EXPECT_EQ(engine.peek_key("default", "pet:7:feed").value().due_unix_ms, start + 2 * 3600 * 1000);
   pass(Millis{2 * 3600 * 1000 - 1});
   EXPECT_EQ(state(id), JobState::kDelayed);
   pass(Millis{1});

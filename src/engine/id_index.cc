@@ -49,6 +49,10 @@ bool IdIndex::erase(JobId id) {
   return true;
 }
 
+void IdIndex::reserve(std::size_t count) {
+  while (count * 5 > buckets_.size() * 4) grow();
+}
+
 void IdIndex::grow() {
   std::vector<Slot> old;
   old.swap(buckets_);

@@ -23,6 +23,8 @@ class IdIndex {
   // id must not be present (the caller guarantees it: checking would cost a read per probe).
   void insert(JobId id, Slot slot);
   [[nodiscard]] std::optional<Slot> find(JobId id) const;
+  // Grows the table now to hold `count` ids, so that filling it does not rehash on the way.
+  void reserve(std::size_t count);
   bool erase(JobId id);
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] std::size_t memory_bytes() const noexcept {

@@ -24,9 +24,12 @@ Result<Durability> Durability::parse(std::string_view text) {
 
 std::string Durability::to_string() const {
   switch (mode) {
-    case Mode::kAlways: return "always";
-    case Mode::kNone: return "none";
-    case Mode::kInterval: return "interval:" + std::to_string(interval.count());
+    case Mode::kAlways:
+      return "always";
+    case Mode::kNone:
+      return "none";
+    case Mode::kInterval:
+      return "interval:" + std::to_string(interval.count());
   }
   return "unknown";
 }
@@ -82,6 +85,16 @@ void Committer::run() {
     idle_.notify_all();
     if (stopping_ && queue_.empty()) break;
   }
+  // Under interval the last batches were written but maybe not synced: a clean stop syncs them.
+  if (unsynced_ && error_.is_ok()) {
+    const Status synced = store_.sync();
+    if (synced.is_ok()) {
+      ++stats_.syncs;
+      unsynced_ = false;
+    } else {
+      error_ = synced;
+    }
+  }
 }
 
 // Runs without the lock held, so the engine thread can keep queueing the next batch meanwhile.
@@ -102,15 +115,15 @@ void Committer::commit(std::deque<Step>& steps) {
   }
   const auto now = std::chrono::steady_clock::now();
   bool synced = wrote && always;
-  if (status.is_ok() && durability_.mode == Durability::Mode::kInterval &&
-      (unsynced_ || wrote) && now - last_sync_ >= durability_.interval) {
+  if (status.is_ok() && durability_.mode == Durability::Mode::kInterval && (unsynced_ || wrote) &&
+      now - last_sync_ >= durability_.interval) {
     status = store_.sync();
     synced = true;
   }
   {
     std::lock_guard lock(mutex_);
     if (!status.is_ok() && error_.is_ok()) error_ = status;
-    if (wrote) {
+    if (wrote && status.is_ok()) {
       stats_.steps += steps.size();
       ++stats_.batches;
     }
@@ -118,7 +131,7 @@ void Committer::commit(std::deque<Step>& steps) {
       ++stats_.syncs;
       last_sync_ = now;
       unsynced_ = false;
-    } else if (wrote && durability_.mode == Durability::Mode::kInterval) {
+    } else if (wrote && status.is_ok() && durability_.mode == Durability::Mode::kInterval) {
       unsynced_ = true;
     }
   }

@@ -40,8 +40,8 @@ struct Durability {
 };
 
 struct CommitterStats {
-  std::uint64_t steps = 0;    // WriteSets committed
-  std::uint64_t batches = 0;  // store writes
+  std::uint64_t steps = 0;    // WriteSets committed (written without error)
+  std::uint64_t batches = 0;  // store writes that succeeded
   std::uint64_t syncs = 0;    // fsyncs
 };
 
@@ -50,7 +50,7 @@ class Committer {
   using Done = std::function<void(const Status&)>;
 
   Committer(Store& store, Durability durability);
-  // Commits what is queued, then stops the thread.
+  // Commits what is queued (and under interval syncs it), then stops the thread.
   ~Committer();
   Committer(const Committer&) = delete;
   Committer& operator=(const Committer&) = delete;

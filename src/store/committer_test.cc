@@ -90,6 +90,10 @@ class ProbeStore final : public Store {
     std::lock_guard lock(mutex_);
     return inner_.next_id();
   }
+  [[nodiscard]] std::uint64_t estimated_jobs() const override {
+    std::lock_guard lock(mutex_);
+    return inner_.estimated_jobs();
+  }
 
   void fail_writes(Status error) {
     std::lock_guard lock(mutex_);
@@ -348,6 +352,7 @@ class GateStore final : public Store {
   }
   Result<std::string> read_body(JobId id) override { return inner_.read_body(id); }
   [[nodiscard]] JobId next_id() const override { return inner_.next_id(); }
+  [[nodiscard]] std::uint64_t estimated_jobs() const override { return inner_.estimated_jobs(); }
   [[nodiscard]] bool entered() const { return entered_.load(); }
   [[nodiscard]] std::size_t records() const { return inner_.records(); }
 

@@ -6,8 +6,12 @@ Status MemoryStore::write(std::span<const WriteSet* const> sets, bool /*sync*/) 
   for (const WriteSet* set : sets) {
     for (const WriteSet::Op& op : set->ops()) {
       switch (op.kind) {
-        case WriteSet::Kind::kRecord: records_[op.id] = op.value; break;
-        case WriteSet::Kind::kBody: bodies_[op.id] = op.value; break;
+        case WriteSet::Kind::kRecord:
+          records_[op.id] = op.value;
+          break;
+        case WriteSet::Kind::kBody:
+          bodies_[op.id] = op.value;
+          break;
         case WriteSet::Kind::kErase:
           records_.erase(op.id);
           bodies_.erase(op.id);

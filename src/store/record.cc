@@ -49,8 +49,8 @@ class Reader {
     if (bytes_.size() < sizeof(T)) return false;
     U u = 0;
     for (std::size_t i = 0; i < sizeof(T); ++i) {
-      u = static_cast<U>(u | static_cast<U>(static_cast<U>(static_cast<unsigned char>(bytes_[i]))
-                                            << (8 * i)));
+      u = static_cast<U>(
+          u | static_cast<U>(static_cast<U>(static_cast<unsigned char>(bytes_[i])) << (8 * i)));
     }
     value = static_cast<T>(u);
     bytes_.remove_prefix(sizeof(T));
@@ -108,12 +108,12 @@ Result<JobRecord> decode_record(JobId id, std::string_view bytes) {
   record.id = id;
   std::uint8_t state = 0;
   bool whole = in.get(state) && in.get(record.priority) && in.get(record.ttr_seconds) &&
-               in.get(record.due_unix_ms) &&
-               in.get(record.created_unix_ms) && in.get(record.delay_ms) &&
-               in.get(record.counters.reserves) && in.get(record.counters.timeouts) &&
-               in.get(record.counters.releases) && in.get(record.counters.buries) &&
-               in.get(record.counters.kicks) && in.get_string(record.tube) &&
-               in.get_string(record.key) && in.get_string(record.group);
+               in.get(record.due_unix_ms) && in.get(record.created_unix_ms) &&
+               in.get(record.delay_ms) && in.get(record.counters.reserves) &&
+               in.get(record.counters.timeouts) && in.get(record.counters.releases) &&
+               in.get(record.counters.buries) && in.get(record.counters.kicks) &&
+               in.get_string(record.tube) && in.get_string(record.key) &&
+               in.get_string(record.group);
   if (!whole) return corrupt("truncated");
   if (!in.done()) return corrupt("trailing bytes");
   if (state >= kJobStateCount) return corrupt("unknown state");

@@ -7,6 +7,9 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <filesystem>
+#include <system_error>
+
 namespace delayq::store {
 namespace {
 
@@ -41,8 +44,22 @@ RocksStore::~RocksStore() {
 
 Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
                                                      const RocksStoreOptions& options) {
+  // Create a store only where there is nothing: RocksDB would also "create" one in a directory
+  // that lost its CURRENT file, and then delete the old tables as obsolete.
+  std::error_code error;
+  const std::filesystem::path path(dir);
+  const bool exists = std::filesystem::exists(path, error);
+  const bool empty = !exists || std::filesystem::is_empty(path, error);
+  if (!exists && !options.create_if_missing) {
+    return Status(Code::kNotFound, "no store in " + dir + " (the directory does not exist)");
+  }
+  if (exists && !empty && !std::filesystem::exists(path / "CURRENT", error)) {
+    return Status(Code::kCorruption, "cannot open store in " + dir +
+                                         ": the directory is not empty but has no CURRENT file "
+                                         "(not a store, or a damaged one)");
+  }
   rocksdb::Options db_options;
-  db_options.create_if_missing = options.create_if_missing;
+  db_options.create_if_missing = options.create_if_missing && empty;
   db_options.paranoid_checks = true;
   db_options.wal_recovery_mode = options.accept_torn_tail
                                      ? rocksdb::WALRecoveryMode::kPointInTimeRecovery
@@ -91,8 +108,7 @@ Status RocksStore::load_meta() {
   if (!version) return {Code::kCorruption, "unreadable format marker"};
   if (*version != kFormatVersion) {
     return {Code::kUnsupported, "store has format version " + std::to_string(*version) +
-                                    ", this build reads version " +
-                                    std::to_string(kFormatVersion)};
+                                    ", this build reads version " + std::to_string(kFormatVersion)};
   }
   s = db_->Get(rocksdb::ReadOptions(), std::string(kNextIdKey), &value);
   if (s.IsNotFound()) return Status::ok();
@@ -131,7 +147,15 @@ Status RocksStore::write(std::span<const WriteSet* const> sets, bool sync) {
   return Status::ok();
 }
 
-Status RocksStore::sync() { return from_rocks(db_->SyncWAL(), "sync"); }
+std::uint64_t RocksStore::estimated_jobs() const {
+  std::uint64_t keys = 0;
+  if (!db_->GetIntProperty("rocksdb.estimate-num-keys", &keys)) return 0;
+  return keys / 2;
+}
+
+Status RocksStore::sync() {
+  return from_rocks(db_->SyncWAL(), "sync");
+}
 
 Status RocksStore::scan(const std::function<Status(JobRecord&&)>& visit) {
   rocksdb::ReadOptions options;

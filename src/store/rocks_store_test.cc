@@ -118,7 +118,7 @@ std::vector<fs::path> files_ending(const fs::path& dir, const std::string& suffi
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
-    if (name.size() >= suffix.size() && name.ends_with(suffix)) files.push_back(entry.path());
+    if (name.ends_with(suffix)) files.push_back(entry.path());
   }
   std::sort(files.begin(), files.end());
   return files;

@@ -29,6 +29,8 @@ class Store {
   virtual Result<std::string> read_body(JobId id) = 0;
   // The id high-water mark as of the last write (1 for a new store).
   [[nodiscard]] virtual JobId next_id() const = 0;
+  // About how many jobs the store holds, for sizing indexes before a scan; may be off either way.
+  [[nodiscard]] virtual std::uint64_t estimated_jobs() const = 0;
 };
 
 // A store in memory: for unit tests of what sits above the store. Loses everything on exit.
@@ -39,6 +41,7 @@ class MemoryStore final : public Store {
   Status scan(const std::function<Status(JobRecord&&)>& visit) override;
   Result<std::string> read_body(JobId id) override;
   [[nodiscard]] JobId next_id() const override { return next_id_; }
+  [[nodiscard]] std::uint64_t estimated_jobs() const override { return records_.size(); }
   [[nodiscard]] std::size_t records() const noexcept { return records_.size(); }
   [[nodiscard]] std::size_t bodies() const noexcept { return bodies_.size(); }
 

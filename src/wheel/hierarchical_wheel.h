@@ -282,8 +282,8 @@ void HierarchicalWheel::visit_in_order(Visit&& visit) const {
   // a walk in time order.
   for (unsigned level = 0; level < kLevels; ++level) {
     if ((occupied_levels_ >> level & 1U) == 0) continue;
-    const auto digit = static_cast<unsigned>(now_tick_ >> (level * kLevelBits)) &
-                       (kSlotsPerLevel - 1);
+    const auto digit =
+        static_cast<unsigned>(now_tick_ >> (level * kLevelBits)) & (kSlotsPerLevel - 1);
     for (unsigned index = level == 0 ? digit : digit + 1; index < kSlotsPerLevel; ++index) {
       if (!occupied_[level].test(index)) continue;
       bool found = false;

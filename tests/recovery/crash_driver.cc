@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
     const auto ops = 1 + rng() % 32;
     for (std::uint64_t i = 0; i < ops; ++i) {
       const auto dice = rng() % 10;
-      const std::int64_t due = engine.now() + 3'600'000 + static_cast<std::int64_t>(rng() % 86'400'000);
+      const std::int64_t due =
+          engine.now() + 3'600'000 + static_cast<std::int64_t>(rng() % 86'400'000);
       if (dice < 6 || live.empty()) {
         engine::PutRequest request;
         request.due_unix_ms = due;
@@ -83,13 +84,15 @@ int main(int argc, char** argv) {
         }
       }
     }
-    if (::write(log, intents.data(), intents.size()) != static_cast<ssize_t>(intents.size())) return 1;
+    if (::write(log, intents.data(), intents.size()) != static_cast<ssize_t>(intents.size()))
+      return 1;
     ++in_flight;
-    committer.submit(engine.take_mutations(), [&in_flight, log, ack = tag + "ack\n"](
-                                                   const Status& status) {
-      if (!status.is_ok()) std::abort();
-      if (::write(log, ack.data(), ack.size()) != static_cast<ssize_t>(ack.size())) std::abort();
-      --in_flight;
-    });
+    committer.submit(engine.take_mutations(),
+                     [&in_flight, log, ack = tag + "ack\n"](const Status& status) {
+                       if (!status.is_ok()) std::abort();
+                       if (::write(log, ack.data(), ack.size()) != static_cast<ssize_t>(ack.size()))
+                         std::abort();
+                       --in_flight;
+                     });
   }
 }

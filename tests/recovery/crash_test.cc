@@ -5,11 +5,10 @@
 // its due time, every acknowledged reschedule holds, every acknowledged delete is gone; steps
 // written but not yet acknowledged may be there or not, but only whole and in order. Ids of
 // committed puts only ever grow, across restarts.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
@@ -104,8 +103,8 @@ Jobs recovered_jobs(engine::Engine& engine) {
 }
 
 TEST(CrashTest, EveryAcknowledgedChangeSurvivesSigkill) {
-  const auto seed = static_cast<std::uint64_t>(
-      std::chrono::steady_clock::now().time_since_epoch().count());
+  const auto seed =
+      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   std::cout << "seed " << seed << "\n";
   std::mt19937_64 rng(seed);
   const fs::path root = fs::temp_directory_path() / ("delayq-crash-" + std::to_string(::getpid()));
