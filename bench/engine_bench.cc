@@ -4,9 +4,10 @@
 // would (up to `--in-flight` unacknowledged steps), and a phase ends when all are durable.
 //
 //   engine_bench [--jobs N] [--batch B] [--durability always|none|interval:MS] [--dir DIR]
-//                [--ops N] [--in-flight K] [--reopen]
+//                [--ops N] [--in-flight K] [--reopen] [--write-buffer-mb M] [--block-cache-mb M]
 // Defaults: 1000000 jobs of 100-byte bodies, batches of 256, always, ./build/engine-bench-data,
-// 200000 operations for the reserve+delete and reschedule phases, 4 steps in flight.
+// 200000 operations for the reserve+delete and reschedule phases, 4 steps in flight, and
+// RocksStoreOptions' defaults for RocksDB's memory.
 // --reopen only times the restart of the jobs a previous run left in DIR.
 // Prints one Markdown table row per phase (docs/BENCHMARKS.md).
 #include <malloc.h>
@@ -42,12 +43,14 @@ struct Options {
   std::string durability = "always";
   std::string dir = "build/engine-bench-data";
   bool reopen = false;
+  store::RocksStoreOptions store;
 };
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
                "usage: engine_bench [--jobs N] [--batch B] [--durability D] [--dir DIR] "
-               "[--ops N] [--in-flight K] [--reopen]\n");
+               "[--ops N] [--in-flight K] [--reopen] [--write-buffer-mb M] "
+               "[--block-cache-mb M]\n");
   std::exit(2);
 }
 
@@ -73,6 +76,10 @@ Options parse(int argc, char** argv) {
       o.durability = value;
     } else if (flag == "--dir") {
       o.dir = value;
+    } else if (flag == "--write-buffer-mb") {
+      o.store.write_buffer_bytes = std::stoull(value) << 20;
+    } else if (flag == "--block-cache-mb") {
+      o.store.block_cache_bytes = std::stoull(value) << 20;
     } else {
       usage();
     }
@@ -133,7 +140,7 @@ double since(Clock::time_point start) {
 // Opens the directory again and recovers every pending job; returns how many.
 std::size_t restart(const Options& o, engine::Clock& clock) {
   const auto start = Clock::now();
-  auto reopened = store::RocksStore::open(o.dir);
+  auto reopened = store::RocksStore::open(o.dir, o.store);
   check(reopened.status(), "reopen");
   engine::Engine recovered(clock);
   const auto result = local::recover(*reopened.value(), recovered);
@@ -161,7 +168,7 @@ int main(int argc, char** argv) {
   std::printf("| phase | durability | operations | per second | us each | notes |\n");
   std::printf("|---|---|---:|---:|---:|---|\n");
   const std::size_t rss_start = resident_bytes();
-  auto opened = store::RocksStore::open(o.dir);
+  auto opened = store::RocksStore::open(o.dir, o.store);
   check(opened.status(), "open");
   auto store = std::move(opened).value();
   auto engine = std::make_unique<engine::Engine>(clock);

@@ -36,11 +36,39 @@ std::optional<std::uint64_t> decode_u64(std::string_view bytes) {
 
 }  // namespace
 
-RocksStore::RocksStore(std::unique_ptr<rocksdb::DB> db) : db_(std::move(db)) {}
+RocksStore::RocksStore(std::unique_ptr<rocksdb::DB> db,
+                       std::vector<rocksdb::ColumnFamilyHandle*> families)
+    : db_(std::move(db)), records_(families.at(0)), bodies_(families.at(1)) {}
 
 RocksStore::~RocksStore() {
-  if (db_) (void)db_->Close();
+  if (!db_) return;
+  (void)db_->DestroyColumnFamilyHandle(bodies_);
+  (void)db_->DestroyColumnFamilyHandle(records_);
+  (void)db_->Close();
 }
+
+namespace {
+
+// Options both column families share. Each gets half the write buffer budget.
+rocksdb::ColumnFamilyOptions family_options(const RocksStoreOptions& options,
+                                            const std::shared_ptr<rocksdb::Cache>& cache) {
+  rocksdb::ColumnFamilyOptions family;
+  family.write_buffer_size = options.write_buffer_bytes / 2;
+  family.max_write_buffer_number = 2;
+  // Ids grow, so keys are appended at the end of their range: a per-prefix hint lets the
+  // memtable insert there without searching its skip list from the top.
+  family.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(1));
+  family.compression = rocksdb::kLZ4Compression;
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = cache;
+  // Indexes and filters count against the cache instead of growing with the data.
+  table.cache_index_and_filter_blocks = true;
+  table.pin_l0_filter_and_index_blocks_in_cache = true;
+  family.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  return family;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
                                                      const RocksStoreOptions& options) {
@@ -58,32 +86,36 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
                                          ": the directory is not empty but has no CURRENT file "
                                          "(not a store, or a damaged one)");
   }
-  rocksdb::Options db_options;
-  db_options.create_if_missing = options.create_if_missing && empty;
+  const bool create = options.create_if_missing && empty;
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = create;
+  db_options.create_missing_column_families = create;
   db_options.paranoid_checks = true;
   db_options.wal_recovery_mode = options.accept_torn_tail
                                      ? rocksdb::WALRecoveryMode::kPointInTimeRecovery
                                      : rocksdb::WALRecoveryMode::kAbsoluteConsistency;
-  db_options.write_buffer_size = options.write_buffer_bytes;
-  db_options.max_write_buffer_number = 2;
   db_options.max_background_jobs = 2;
   db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db_options.keep_log_file_num = 4;
-  // Ids grow, so each kind of key ('j', 'b') is appended at the end of its range: a per-prefix
-  // hint lets the memtable insert there without searching its skip list from the top.
-  db_options.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(1));
-  db_options.compression = rocksdb::kLZ4Compression;
-  rocksdb::BlockBasedTableOptions table;
-  table.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
-  // Indexes and filters count against the cache instead of growing with the data.
-  table.cache_index_and_filter_blocks = true;
-  table.pin_l0_filter_and_index_blocks_in_cache = true;
-  db_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+
+  const auto cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  rocksdb::ColumnFamilyOptions records = family_options(options, cache);
+  rocksdb::ColumnFamilyOptions bodies = family_options(options, cache);
+  // Bodies are written once and deleted once: in blob files, compaction moves 20-byte
+  // references instead of the bodies, and garbage collection reclaims deleted ones.
+  bodies.enable_blob_files = true;
+  bodies.min_blob_size = 0;
+  bodies.blob_compression_type = rocksdb::kLZ4Compression;
+  bodies.enable_blob_garbage_collection = true;
+  const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, records}, {std::string(kBodiesFamily), bodies}};
 
   rocksdb::DB* raw = nullptr;
-  const rocksdb::Status opened = rocksdb::DB::Open(db_options, dir, &raw);
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  const rocksdb::Status opened = rocksdb::DB::Open(db_options, dir, families, &handles, &raw);
   if (!opened.ok()) return from_rocks(opened, "cannot open store in " + dir);
-  std::unique_ptr<RocksStore> store(new RocksStore(std::unique_ptr<rocksdb::DB>(raw)));
+  std::unique_ptr<RocksStore> store(
+      new RocksStore(std::unique_ptr<rocksdb::DB>(raw), std::move(handles)));
   if (Status s = store->load_meta(); !s.is_ok()) {
     return Status(s.code(), dir + ": " + s.message());
   }
@@ -129,11 +161,11 @@ Status RocksStore::write(std::span<const WriteSet* const> sets, bool sync) {
           batch.Put(job_key(kJobPrefix, op.id), op.value);
           break;
         case WriteSet::Kind::kBody:
-          batch.Put(job_key(kBodyPrefix, op.id), op.value);
+          batch.Put(bodies_, job_key(kBodyPrefix, op.id), op.value);
           break;
         case WriteSet::Kind::kErase:
           batch.Delete(job_key(kJobPrefix, op.id));
-          batch.Delete(job_key(kBodyPrefix, op.id));
+          batch.Delete(bodies_, job_key(kBodyPrefix, op.id));
           break;
       }
     }
@@ -149,8 +181,8 @@ Status RocksStore::write(std::span<const WriteSet* const> sets, bool sync) {
 
 std::uint64_t RocksStore::estimated_jobs() const {
   std::uint64_t keys = 0;
-  if (!db_->GetIntProperty("rocksdb.estimate-num-keys", &keys)) return 0;
-  return keys / 2;
+  if (!db_->GetIntProperty(records_, "rocksdb.estimate-num-keys", &keys)) return 0;
+  return keys;
 }
 
 Status RocksStore::sync() {
@@ -178,7 +210,8 @@ Status RocksStore::scan(const std::function<Status(JobRecord&&)>& visit) {
 
 Result<std::string> RocksStore::read_body(JobId id) {
   std::string body;
-  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), job_key(kBodyPrefix, id), &body);
+  const rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), bodies_, job_key(kBodyPrefix, id), &body);
   if (s.IsNotFound()) return Status(Code::kNotFound, "no body for job " + std::to_string(id));
   if (!s.ok()) return from_rocks(s, "reading the body of job " + std::to_string(id));
   return body;

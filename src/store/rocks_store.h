@@ -1,5 +1,6 @@
 // rocks_store.h — the default Store: RocksDB in a data directory.
-// One RocksDB database, keys by kind (record.h): 'j'+id job records, 'b'+id bodies, "m:" meta.
+// One RocksDB database, keys by kind (record.h): "m:" meta and 'j'+id job records in the default
+// column family, 'b'+id bodies in the "bodies" family, whose values live in blob files.
 // Every write is one WriteBatch through RocksDB's write-ahead log; sync writes fsync it, and
 // RocksDB merges concurrent writers into one fsync. open() refuses a directory that is not a
 // delayq store, has another format version, or whose log or tables fail their checksums, with
@@ -9,14 +10,20 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "store/store.h"
 
 namespace rocksdb {
+class ColumnFamilyHandle;
 class DB;
-}
+}  // namespace rocksdb
 
 namespace delayq::store {
+
+// The column family that holds job bodies; meta keys and job records are in the default one.
+inline constexpr std::string_view kBodiesFamily = "bodies";
 
 struct RocksStoreOptions {
   // Create the directory and an empty store if there is none. Default: true.
@@ -25,8 +32,9 @@ struct RocksStoreOptions {
   // follows (what a power cut mid-write leaves; synced writes before it are kept). Without it
   // such a directory is refused with kCorruption, for an operator to decide. Default: false.
   bool accept_torn_tail = false;
-  // Memory RocksDB may use: its write buffer (memtable) size, and the block cache that holds
-  // table blocks, their indexes and filters. Defaults: 32 MiB and 16 MiB.
+  // Memory RocksDB may use: its write buffers (memtables, split between records and bodies, two
+  // of each at most), and the block cache that holds table blocks, their indexes and filters.
+  // Defaults: 32 MiB and 16 MiB.
   std::size_t write_buffer_bytes = std::size_t{32} << 20;
   std::size_t block_cache_bytes = std::size_t{16} << 20;
 };
@@ -44,14 +52,16 @@ class RocksStore final : public Store {
   Status scan(const std::function<Status(JobRecord&&)>& visit) override;
   Result<std::string> read_body(JobId id) override;
   [[nodiscard]] JobId next_id() const override { return next_id_; }
-  // RocksDB's estimate of its keys, halved (a record and a body a job).
+  // RocksDB's estimate of the keys in the records family.
   [[nodiscard]] std::uint64_t estimated_jobs() const override;
 
  private:
-  explicit RocksStore(std::unique_ptr<rocksdb::DB> db);
+  RocksStore(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> families);
   Status load_meta();
 
   std::unique_ptr<rocksdb::DB> db_;
+  rocksdb::ColumnFamilyHandle* records_;  // the default family: meta keys and job records
+  rocksdb::ColumnFamilyHandle* bodies_;   // bodies, in blob files
   JobId next_id_ = 1;
 };
 

@@ -55,8 +55,10 @@ class ReferenceQueue {
     return fired;
   }
 
+  // As the TimerQueue concept says: none when no timer can fire, which includes timers whose tick
+  // lies beyond last_tick() (they sort last, so the first one decides).
   [[nodiscard]] std::optional<Millis> next_deadline() const {
-    if (by_tick_.empty()) return std::nullopt;
+    if (by_tick_.empty() || by_tick_.begin()->first > last_tick(tick_)) return std::nullopt;
     return tick_time(by_tick_.begin()->first, tick_);
   }
   [[nodiscard]] Millis now() const { return tick_time(now_tick_, tick_); }
