@@ -89,6 +89,14 @@ std::int64_t Engine::delay_of(Slot slot) const {
   return std::max<std::int64_t>(0, j.due_unix_ms - j.created_unix_ms());
 }
 
+// Moving a job's due time (a kick) must not change the delay it reports, which is derived from
+// the due time unless it was set: set it first.
+void Engine::keep_delay(Slot slot) {
+  const std::int64_t delay = delay_of(slot);
+  Extra& more = extra(slot);
+  if (!more.delay_ms) more.delay_ms = delay;
+}
+
 JobView Engine::view(Slot slot) const {
   const Job& j = job(slot);
   JobView v;
@@ -407,6 +415,7 @@ Status Engine::use(ClientId id, std::string_view name) {
   auto no = tube_ref(name);
   if (!no.is_ok()) return no.status();
   Client& c = client(id);
+  DELAYQ_CHECK(c.wait_order == 0);  // a waiting client sends nothing but a disconnect
   const TubeNo old = c.used;
   c.used = no.value();
   tube(c.used).using_clients++;
@@ -419,6 +428,7 @@ Result<std::size_t> Engine::watch(ClientId id, std::string_view name) {
   auto no = tube_ref(name);
   if (!no.is_ok()) return no.status();
   Client& c = client(id);
+  DELAYQ_CHECK(c.wait_order == 0);  // a waiting client sends nothing but a disconnect
   if (std::find(c.watched.begin(), c.watched.end(), no.value()) == c.watched.end()) {
     c.watched.push_back(no.value());
     tube(no.value()).watching_clients++;
@@ -428,6 +438,7 @@ Result<std::size_t> Engine::watch(ClientId id, std::string_view name) {
 
 Result<std::size_t> Engine::ignore(ClientId id, std::string_view name) {
   Client& c = client(id);
+  DELAYQ_CHECK(c.wait_order == 0);
   const auto it = tube_by_name_.find(name);
   if (it == tube_by_name_.end()) return c.watched.size();
   const auto pos = std::find(c.watched.begin(), c.watched.end(), it->second);
@@ -647,6 +658,7 @@ std::size_t Engine::kick(std::string_view name, std::size_t bound) {
       slot = earliest_delayed(no);
       if (!slot) break;
     }
+    keep_delay(*slot);
     leave(*slot);
     extra(*slot).counters.kicks++;
     job(*slot).due_unix_ms = std::min(job(*slot).due_unix_ms, now());
@@ -665,6 +677,7 @@ Status Engine::kick_job(JobId id) {
     return {Code::kNotFound, "no buried or delayed job " + std::to_string(id)};
   }
   const Slot slot = *found;
+  keep_delay(slot);
   leave(slot);
   extra(slot).counters.kicks++;
   job(slot).due_unix_ms = std::min(job(slot).due_unix_ms, now());
@@ -881,8 +894,10 @@ void Engine::advance() {
     pauses_.erase(pauses_.begin());
     ready_changed_ = true;
   }
-  expire_alarms();
+  // Jobs that became ready go to their waiters before waits end: a wait whose timeout (or
+  // DEADLINE_SOON margin) falls on the same millisecond as a due job gets the job, as beanstalkd.
   dispatch();
+  expire_alarms();
 }
 
 std::optional<std::int64_t> Engine::next_wakeup() const {

@@ -165,6 +165,8 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // --- clients: a connection, an HTTP caller, a driver. New clients use and watch "default".
+  // A client waiting in reserve sends nothing but disconnect until its wait ends (the front-end
+  // holds its next commands, as beanstalkd does); use, watch, ignore and reserve check it.
   ClientId connect();
   // Its reserved jobs become ready again (invariant 4), its wait ends, its tubes are let go.
   void disconnect(ClientId client);
@@ -321,6 +323,7 @@ class Engine {
   [[nodiscard]] store::JobRecord record(Slot slot) const;
   void persist(Slot slot) { mutations_.put_record(record(slot)); }
   [[nodiscard]] std::int64_t delay_of(Slot slot) const;
+  void keep_delay(Slot slot);
 
   // state moves: leave() takes a job out of its state's index, enter_*() puts it in one
   void leave(Slot slot);

@@ -3,8 +3,9 @@
 // the tube. It is slow on purpose, so that it is obviously right; it shares none of the engine's
 // indexes (no heaps, no wheel, no slots). Each operation returns what the engine must answer and
 // records the wakeups and the store mutations the engine must emit, in order.
-// Semantics: engine.h's comments and beanstalkd 1.12 (docs/protocol.md). Where the model follows
-// a deliberate engine choice that beanstalkd lacks, the comment says so.
+// Semantics: engine.h's comments and beanstalkd 1.12 (docs/protocol.md); where they leave a
+// detail open (which due time a job shows once ready, when a client counts as a producer) the
+// model follows the engine and says so.
 // Contract of the driver (as in beanstalkd): a client that waits in reserve issues no command of
 // its own until its wait ends; it may only disconnect.
 #pragma once
@@ -44,14 +45,14 @@ class Model {
     std::string key;
     std::string group;
     std::string body;
-    ClientId reserver = 0;        // reserved only
+    ClientId reserver = 0;         // reserved only
     std::uint64_t bury_order = 0;  // buried only: kick and peek-buried take the smallest
   };
   struct Client {
     std::string used{kDefaultTube};
     std::vector<std::string> watched{std::string(kDefaultTube)};
-    bool producer = false;  // has put a job
-    bool worker = false;    // has reserved (or tried to)
+    bool producer = false;         // has put a job
+    bool worker = false;           // has reserved (or tried to)
     std::uint64_t wait_order = 0;  // 0: not waiting; else first come, first served
     std::optional<std::int64_t> wait_deadline_unix_ms;
   };
@@ -162,7 +163,7 @@ class Model {
         destroy(*holder);
       }
     }
-    c.producer = true;
+    c.producer = true;  // the engine's choice: once a put inserts (beanstalkd: any put)
     Job job;
     job.id = next_id_++;
     job.tube = tube;
@@ -299,8 +300,7 @@ class Model {
 
   Status kick_job(JobId job_id) {
     Job* job = find_mut(job_id);
-    if (job == nullptr ||
-        (job->state != JobState::kBuried && job->state != JobState::kDelayed)) {
+    if (job == nullptr || (job->state != JobState::kBuried && job->state != JobState::kDelayed)) {
       return {Code::kNotFound, "no buried or delayed job"};
     }
     kick_one(*job);
@@ -348,8 +348,11 @@ class Model {
     return doomed.size();
   }
 
-  // Time passes: due jobs become ready, TTRs lapse, pauses end; then waits end (DEADLINE_SOON
-  // before TIMED_OUT), then waiting clients are served.
+  // Time passes: due jobs become ready, TTRs lapse, pauses end; waiting clients are served;
+  // then the waits of those that got nothing end (DEADLINE_SOON before TIMED_OUT). A client is
+  // told DEADLINE_SOON only when no job is ready for it, as reserve() says, and a job that
+  // became ready by the end of a wait goes to the waiter (beanstalkd's prottick enqueues due
+  // jobs, handing them out, before it looks at connection timeouts).
   void advance() {
     for (auto& [id, job] : jobs_) {
       if (job.state == JobState::kDelayed && job.due_unix_ms <= now_) {
@@ -363,17 +366,8 @@ class Model {
     for (auto& [name, tube] : tubes_) {
       if (tube.pause_until_unix_ms <= now_) tube.pause_until_unix_ms = 0;
     }
-    for (auto& [id, c] : clients_) {
-      if (c.wait_order == 0) continue;
-      if (deadline_soon(id)) {
-        c.wait_order = 0;
-        wakeups_[id] = {ReserveResult::Kind::kDeadlineSoon, 0};
-      } else if (c.wait_deadline_unix_ms && *c.wait_deadline_unix_ms <= now_) {
-        c.wait_order = 0;
-        wakeups_[id] = {ReserveResult::Kind::kTimedOut, 0};
-      }
-    }
     dispatch();
+    end_waits();
   }
 
   // The earliest time at which advance() has something to do.
@@ -405,11 +399,13 @@ class Model {
   std::map<ClientId, Reserve> take_wakeups() { return std::exchange(wakeups_, {}); }
   std::vector<Mutation> take_mutations() { return std::exchange(mutations_, {}); }
 
-  // --- recovery: the engine restarted from `records`; every client is gone. Reserved jobs come
-  // back ready, buried ones buried in id order, delayed ones delayed (ready at the next
-  // advance() if overdue). Counters and statistics start again from what the records say.
-  void restart(const std::map<JobId, store::JobRecord>& records,
+  // --- recovery: the engine restarted at `clock_unix_ms` from `records`; every client is gone.
+  // Reserved jobs come back ready, buried ones buried in id order, delayed ones delayed (ready
+  // at the next advance() if overdue). Counters and statistics start again from the records.
+  // The new present is the clock's, even if it is behind the old engine's.
+  void restart(std::int64_t clock_unix_ms, const std::map<JobId, store::JobRecord>& records,
                const std::map<JobId, std::string>& bodies, JobId stored_next_id) {
+    now_ = clock_unix_ms;
     jobs_.clear();
     clients_.clear();
     tubes_.clear();
@@ -433,9 +429,13 @@ class Model {
       job.group = r.group;
       job.body = bodies.at(id);
       switch (r.state) {
-        case JobState::kDelayed: job.state = JobState::kDelayed; break;
+        case JobState::kDelayed:
+          job.state = JobState::kDelayed;
+          break;
         case JobState::kReady:
-        case JobState::kReserved: job.state = JobState::kReady; break;
+        case JobState::kReserved:
+          job.state = JobState::kReady;
+          break;
         case JobState::kBuried:
           job.state = JobState::kBuried;
           job.bury_order = next_bury_order_++;
@@ -480,8 +480,7 @@ class Model {
     }
     return std::nullopt;
   }
-  [[nodiscard]] std::vector<JobId> list_group(std::string_view tube,
-                                              std::string_view group) const {
+  [[nodiscard]] std::vector<JobId> list_group(std::string_view tube, std::string_view group) const {
     std::vector<JobId> ids;
     if (group.empty()) return ids;
     for (const auto& [id, job] : jobs_) {
@@ -652,6 +651,20 @@ class Model {
     persist(job);
   }
 
+  // Waits that end without a job: a reserved job about to lapse, or the timeout.
+  void end_waits() {
+    for (auto& [id, c] : clients_) {
+      if (c.wait_order == 0) continue;
+      if (deadline_soon(id)) {
+        c.wait_order = 0;
+        wakeups_[id] = {ReserveResult::Kind::kDeadlineSoon, 0};
+      } else if (c.wait_deadline_unix_ms && *c.wait_deadline_unix_ms <= now_) {
+        c.wait_order = 0;
+        wakeups_[id] = {ReserveResult::Kind::kTimedOut, 0};
+      }
+    }
+  }
+
   // Waiting clients, first come first served, each take the best job they may have.
   void dispatch() {
     std::vector<std::pair<std::uint64_t, ClientId>> waiting;
@@ -700,9 +713,15 @@ class Model {
         ++ready;
         if (job.priority < options_.urgent_priority) ++urgent;
         break;
-      case JobState::kReserved: ++reserved; break;
-      case JobState::kDelayed: ++delayed; break;
-      case JobState::kBuried: ++buried; break;
+      case JobState::kReserved:
+        ++reserved;
+        break;
+      case JobState::kDelayed:
+        ++delayed;
+        break;
+      case JobState::kBuried:
+        ++buried;
+        break;
     }
   }
 
