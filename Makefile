@@ -1,6 +1,6 @@
 # The two commands of the README: `make run` and `make test`. Both install missing Debian
 # packages (scripts/install-deps.sh) and build first.
-.PHONY: all deps build run test bench bench-wheel bench-engine asan-test format format-check clean
+.PHONY: all deps build run test bench bench-wheel bench-engine asan-test fuzz format format-check clean
 
 JOBS ?= $(shell nproc)
 
@@ -45,6 +45,16 @@ asan-test: deps
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS)
 	@ctest --preset asan -L unit -j $(JOBS)
+
+# The libFuzzer targets, built with clang, each run for FUZZ_SECONDS.
+FUZZ_SECONDS ?= 30
+fuzz: deps
+	@CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DDELAYQ_FUZZ=ON -DDELAYQ_BENCH=OFF >/dev/null
+	@cmake --build build/fuzz --target beanstalk_parser_fuzz -j $(JOBS)
+	@mkdir -p build/fuzz/corpus/beanstalk_parser
+	@build/fuzz/src/front/beanstalk_parser_fuzz -max_total_time=$(FUZZ_SECONDS) \
+	  build/fuzz/corpus/beanstalk_parser
 
 format:
 	@git ls-files '*.h' '*.cc' | xargs -r clang-format -i

@@ -10,6 +10,8 @@ packages=(
   ninja-build
   pkg-config
   clang-format      # the house format, checked in CI
+  clang             # builds the libFuzzer targets (make fuzz)
+  libclang-rt-14-dev  # libFuzzer and the sanitizers' runtime for clang
   libgtest-dev      # GoogleTest
   libgmock-dev
   libbenchmark-dev  # Google Benchmark

@@ -1,0 +1,356 @@
+#include "front/beanstalk/parser.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <optional>
+
+#include "base/check.h"
+
+namespace delayq::front::beanstalk {
+namespace {
+
+constexpr std::string_view kCrlf = "\r\n";
+
+// beanstalkd's NAME_CHARS (prot.c): the bytes a tube name may hold.
+constexpr std::array<bool, 256> kNameChars = [] {
+  std::array<bool, 256> table{};
+  for (const char c : std::string_view("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                       "0123456789-+/;.$_()")) {
+    table[static_cast<unsigned char>(c)] = true;
+  }
+  return table;
+}();
+
+bool is_name_char(char c) noexcept {
+  return kNameChars[static_cast<unsigned char>(c)];
+}
+bool is_digit(char c) noexcept {
+  return c >= '0' && c <= '9';
+}
+
+// is_valid_tube (prot.c): 1..max name bytes, not starting with '-'.
+bool is_valid_tube(std::string_view name, std::size_t max_bytes) noexcept {
+  return !name.empty() && name.size() <= max_bytes && name.front() != '-' &&
+         std::all_of(name.begin(), name.end(), is_name_char);
+}
+
+// A cursor over the arguments of one command line: the bytes after the verb's space.
+class Args {
+ public:
+  explicit Args(std::string_view rest) noexcept : rest_(rest) {}
+
+  // read_u64 / read_u32 (prot.c): skip spaces, then at least one decimal digit; any value above
+  // `max` (overflow included) fails. Leading zeros never overflow: the value stays 0 over them.
+  std::optional<std::uint64_t> number(std::uint64_t max) noexcept {
+    skip_spaces();
+    if (rest_.empty() || !is_digit(rest_.front())) return std::nullopt;
+    std::uint64_t value = 0;
+    std::size_t i = 0;
+    for (; i < rest_.size() && is_digit(rest_[i]); ++i) {
+      const auto digit = static_cast<std::uint64_t>(rest_[i] - '0');
+      if (value > (max - digit) / 10) return std::nullopt;
+      value = value * 10 + digit;
+    }
+    rest_.remove_prefix(i);
+    return value;
+  }
+  std::optional<std::uint32_t> u32(std::uint32_t max = std::numeric_limits<std::uint32_t>::max()) {
+    const auto value = number(max);
+    if (!value) return std::nullopt;
+    return static_cast<std::uint32_t>(*value);
+  }
+  std::optional<std::uint64_t> u64() { return number(std::numeric_limits<std::uint64_t>::max()); }
+
+  // read_tube_name (prot.c): skip spaces, then the longest run of name bytes, at least one.
+  std::optional<std::string_view> name_run() noexcept {
+    skip_spaces();
+    const auto length = static_cast<std::size_t>(
+        std::find_if_not(rest_.begin(), rest_.end(), is_name_char) - rest_.begin());
+    if (length == 0) return std::nullopt;
+    const std::string_view name = rest_.substr(0, length);
+    rest_.remove_prefix(length);
+    return name;
+  }
+
+  [[nodiscard]] std::string_view rest() const noexcept { return rest_; }
+  [[nodiscard]] bool at_end() const noexcept { return rest_.empty(); }
+
+ private:
+  void skip_spaces() noexcept {
+    rest_.remove_prefix(std::min(rest_.find_first_not_of(' '), rest_.size()));
+  }
+
+  std::string_view rest_;
+};
+
+enum class Outcome : std::uint8_t { kOk, kBadFormat, kJobTooBig };
+
+// What one command's handler reads from and fills in.
+struct Line {
+  Args args;
+  const ParserLimits& limits;
+  Command command{};
+  std::size_t body_bytes = 0;  // put: the <bytes> announced
+};
+
+Outcome ok_if_at_end(const Line& line) {
+  return line.args.at_end() ? Outcome::kOk : Outcome::kBadFormat;
+}
+
+// The verbs without arguments: the dispatcher has already refused anything after the verb.
+Outcome parse_no_args(Line& /*line*/) {
+  return Outcome::kOk;
+}
+
+// put <pri> <delay> <ttr> <bytes>: JOB_TOO_BIG is decided before trailing garbage (OP_PUT).
+Outcome parse_put(Line& line) {
+  const auto priority = line.args.u32();
+  const auto delay = line.args.u32();
+  const auto ttr = line.args.u32();
+  const auto bytes = line.args.u32();
+  if (!priority || !delay || !ttr || !bytes) return Outcome::kBadFormat;
+  line.command.priority = *priority;
+  line.command.delay_seconds = *delay;
+  line.command.ttr_seconds = *ttr;
+  line.body_bytes = *bytes;
+  if (line.body_bytes > line.limits.max_job_bytes) return Outcome::kJobTooBig;
+  return ok_if_at_end(line);
+}
+
+// peek, reserve-job, delete, touch, kick-job, stats-job: <id>
+Outcome parse_id(Line& line) {
+  const auto id = line.args.u64();
+  if (!id) return Outcome::kBadFormat;
+  line.command.id = *id;
+  return ok_if_at_end(line);
+}
+
+// release <id> <pri> <delay>
+Outcome parse_release(Line& line) {
+  const auto id = line.args.u64();
+  const auto priority = line.args.u32();
+  const auto delay = line.args.u32();
+  if (!id || !priority || !delay) return Outcome::kBadFormat;
+  line.command.id = *id;
+  line.command.priority = *priority;
+  line.command.delay_seconds = *delay;
+  return ok_if_at_end(line);
+}
+
+// bury <id> <pri>
+Outcome parse_bury(Line& line) {
+  const auto id = line.args.u64();
+  const auto priority = line.args.u32();
+  if (!id || !priority) return Outcome::kBadFormat;
+  line.command.id = *id;
+  line.command.priority = *priority;
+  return ok_if_at_end(line);
+}
+
+// reserve-with-timeout <seconds>: beanstalkd 1.13 caps it at INT_MAX (its timeout is an int).
+Outcome parse_reserve_with_timeout(Line& line) {
+  const auto timeout = line.args.u32(std::numeric_limits<std::int32_t>::max());
+  if (!timeout) return Outcome::kBadFormat;
+  line.command.timeout_seconds = *timeout;
+  return ok_if_at_end(line);
+}
+
+// kick <bound>
+Outcome parse_kick(Line& line) {
+  const auto bound = line.args.u32();
+  if (!bound) return Outcome::kBadFormat;
+  line.command.bound = *bound;
+  return ok_if_at_end(line);
+}
+
+// use, watch, ignore, stats-tube <tube>: the whole rest of the line is the name.
+Outcome parse_tube(Line& line) {
+  const std::string_view name = line.args.rest();
+  if (!is_valid_tube(name, line.limits.max_tube_name_bytes)) return Outcome::kBadFormat;
+  line.command.tube = name;
+  return Outcome::kOk;
+}
+
+// pause-tube <tube> <delay>
+Outcome parse_pause_tube(Line& line) {
+  const auto name = line.args.name_run();
+  if (!name) return Outcome::kBadFormat;
+  const auto pause = line.args.u32();
+  if (!pause || !line.args.at_end()) return Outcome::kBadFormat;
+  if (!is_valid_tube(*name, line.limits.max_tube_name_bytes)) return Outcome::kBadFormat;
+  line.command.tube = *name;
+  line.command.pause_seconds = *pause;
+  return Outcome::kOk;
+}
+
+struct VerbEntry {
+  std::string_view name;
+  Verb verb;
+  bool takes_args;  // the verb must be followed by a space and arguments
+  Outcome (*parse)(Line& line);
+};
+
+// Sorted by name, for binary search; verb_name() reads it too.
+constexpr std::array kVerbs = {
+    VerbEntry{"bury", Verb::kBury, true, parse_bury},
+    VerbEntry{"delete", Verb::kDelete, true, parse_id},
+    VerbEntry{"ignore", Verb::kIgnore, true, parse_tube},
+    VerbEntry{"kick", Verb::kKick, true, parse_kick},
+    VerbEntry{"kick-job", Verb::kKickJob, true, parse_id},
+    VerbEntry{"list-tube-used", Verb::kListTubeUsed, false, parse_no_args},
+    VerbEntry{"list-tubes", Verb::kListTubes, false, parse_no_args},
+    VerbEntry{"list-tubes-watched", Verb::kListTubesWatched, false, parse_no_args},
+    VerbEntry{"pause-tube", Verb::kPauseTube, true, parse_pause_tube},
+    VerbEntry{"peek", Verb::kPeek, true, parse_id},
+    VerbEntry{"peek-buried", Verb::kPeekBuried, false, parse_no_args},
+    VerbEntry{"peek-delayed", Verb::kPeekDelayed, false, parse_no_args},
+    VerbEntry{"peek-ready", Verb::kPeekReady, false, parse_no_args},
+    VerbEntry{"put", Verb::kPut, true, parse_put},
+    VerbEntry{"quit", Verb::kQuit, false, parse_no_args},
+    VerbEntry{"release", Verb::kRelease, true, parse_release},
+    VerbEntry{"reserve", Verb::kReserve, false, parse_no_args},
+    VerbEntry{"reserve-job", Verb::kReserveJob, true, parse_id},
+    VerbEntry{"reserve-with-timeout", Verb::kReserveWithTimeout, true, parse_reserve_with_timeout},
+    VerbEntry{"stats", Verb::kStats, false, parse_no_args},
+    VerbEntry{"stats-job", Verb::kStatsJob, true, parse_id},
+    VerbEntry{"stats-tube", Verb::kStatsTube, true, parse_tube},
+    VerbEntry{"touch", Verb::kTouch, true, parse_id},
+    VerbEntry{"use", Verb::kUse, true, parse_tube},
+    VerbEntry{"watch", Verb::kWatch, true, parse_tube},
+};
+static_assert(std::is_sorted(kVerbs.begin(), kVerbs.end(),
+                             [](const VerbEntry& a, const VerbEntry& b) {
+                               return a.name < b.name;
+                             }));
+static_assert(kVerbs.size() == static_cast<std::size_t>(Verb::kQuit) + 1, "one entry per verb");
+
+const VerbEntry* find_verb(std::string_view name) noexcept {
+  const auto* it = std::lower_bound(
+      kVerbs.begin(), kVerbs.end(), name,
+      [](const VerbEntry& entry, std::string_view key) { return entry.name < key; });
+  return it != kVerbs.end() && it->name == name ? it : nullptr;
+}
+
+// beanstalkd's which_cmd tries prefixes; those without a trailing space match lines that are no
+// verb of ours ("reservex", "stats-job" with no argument), and the length check that follows turns
+// them into BAD_FORMAT. (It also takes "quit..." and "pause-tube..." this way; see parser.h.)
+Error unknown_verb_error(std::string_view line) noexcept {
+  constexpr std::array<std::string_view, 9> kBareVerbPrefixes = {
+      "peek-ready", "peek-delayed",   "peek-buried", "reserve",    "stats",
+      "list-tubes", "list-tube-used", "quit",        "pause-tube",
+  };
+  const bool bare_prefix = std::any_of(kBareVerbPrefixes.begin(), kBareVerbPrefixes.end(),
+                                       [&](std::string_view p) { return line.starts_with(p); });
+  return bare_prefix ? Error::kBadFormat : Error::kUnknownCommand;
+}
+
+Parsed error(Error error, std::size_t consumed) noexcept {
+  Parsed parsed;
+  parsed.kind = Parsed::Kind::kError;
+  parsed.error = error;
+  parsed.consumed = consumed;
+  return parsed;
+}
+
+// A line with no "\r\n" within max_line_bytes: BAD_FORMAT for all of it, through its "\r\n".
+Parsed line_too_long(std::string_view input) noexcept {
+  const std::size_t end = input.find(kCrlf);
+  if (end != std::string_view::npos) return error(Error::kBadFormat, end + kCrlf.size());
+  const Skipped skipped = skip_line(input);
+  Parsed parsed = error(Error::kBadFormat, skipped.consumed);
+  parsed.discard_line = true;
+  return parsed;
+}
+
+// The body of a put whose line (line_bytes, with its \r\n) has been read.
+Parsed frame_body(std::string_view input, std::size_t line_bytes, Line& line) noexcept {
+  const std::size_t total = line_bytes + line.body_bytes + kCrlf.size();
+  if (input.size() < total) return Parsed{};
+  if (input.substr(line_bytes + line.body_bytes, kCrlf.size()) != kCrlf) {
+    return error(Error::kExpectedCrlf, total);
+  }
+  Parsed parsed;
+  parsed.kind = Parsed::Kind::kCommand;
+  parsed.command = line.command;
+  parsed.command.body = input.substr(line_bytes, line.body_bytes);
+  parsed.consumed = total;
+  return parsed;
+}
+
+// One complete line (without its \r\n) at the start of `input`.
+Parsed parse_line(std::string_view input, std::string_view text, const ParserLimits& limits) {
+  const std::size_t line_bytes = text.size() + kCrlf.size();
+  if (text.find('\0') != std::string_view::npos) return error(Error::kBadFormat, line_bytes);
+  const std::size_t space = text.find(' ');
+  const bool has_args = space != std::string_view::npos;
+  const VerbEntry* entry = find_verb(text.substr(0, space));
+  if (entry == nullptr || (entry->takes_args && !has_args)) {
+    return error(unknown_verb_error(text), line_bytes);
+  }
+  if (!entry->takes_args && has_args) return error(Error::kBadFormat, line_bytes);
+
+  Line line{Args(has_args ? text.substr(space + 1) : std::string_view()), limits};
+  line.command.verb = entry->verb;
+  switch (entry->parse(line)) {
+    case Outcome::kBadFormat:
+      return error(Error::kBadFormat, line_bytes);
+    case Outcome::kJobTooBig: {
+      Parsed parsed = error(Error::kJobTooBig, line_bytes);
+      parsed.discard = line.body_bytes + kCrlf.size();
+      return parsed;
+    }
+    case Outcome::kOk:
+      break;
+  }
+  if (entry->verb == Verb::kPut) return frame_body(input, line_bytes, line);
+  Parsed parsed;
+  parsed.kind = Parsed::Kind::kCommand;
+  parsed.command = line.command;
+  parsed.consumed = line_bytes;
+  parsed.close = entry->verb == Verb::kQuit;
+  return parsed;
+}
+
+}  // namespace
+
+std::string_view verb_name(Verb verb) noexcept {
+  for (const VerbEntry& entry : kVerbs) {
+    if (entry.verb == verb) return entry.name;
+  }
+  return "?";
+}
+
+std::string_view error_name(Error error) noexcept {
+  switch (error) {
+    case Error::kBadFormat:
+      return "BAD_FORMAT";
+    case Error::kUnknownCommand:
+      return "UNKNOWN_COMMAND";
+    case Error::kExpectedCrlf:
+      return "EXPECTED_CRLF";
+    case Error::kJobTooBig:
+      return "JOB_TOO_BIG";
+  }
+  return "?";
+}
+
+Parsed parse(std::string_view input, const ParserLimits& limits) noexcept {
+  DELAYQ_CHECK(limits.max_line_bytes >= kCrlf.size());
+  const std::string_view window = input.substr(0, limits.max_line_bytes);
+  const std::size_t end = window.find(kCrlf);
+  if (end == std::string_view::npos) {
+    if (input.size() < limits.max_line_bytes) return Parsed{};
+    return line_too_long(input);
+  }
+  return parse_line(input, input.substr(0, end), limits);
+}
+
+Skipped skip_line(std::string_view input) noexcept {
+  const std::size_t end = input.find(kCrlf);
+  if (end != std::string_view::npos) return {end + kCrlf.size(), true};
+  const bool split_crlf = !input.empty() && input.back() == '\r';
+  return {input.size() - (split_crlf ? 1 : 0), false};
+}
+
+}  // namespace delayq::front::beanstalk
