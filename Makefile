@@ -13,9 +13,9 @@ build: deps
 	@cmake --preset release >/dev/null
 	@cmake --build --preset release -j $(JOBS)
 
-# Until the server exists: the engine's timing wheel, live, for a few seconds.
+# The server on its embedded default: beanstalkd protocol on 127.0.0.1:11300, data in var/delayq.
 run: build
-	@build/release/apps/wheel_demo
+	@build/release/apps/delayqd -b var/delayq $(RUN_ARGS)
 
 test: build
 	@ctest --preset release -j $(JOBS)

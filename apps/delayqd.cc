@@ -1,0 +1,119 @@
+// delayqd — the delayq server: the beanstalkd protocol over a local node (engine + RocksDB).
+// Flags follow beanstalkd's where they overlap (-l -p -b -z -V); `delayqd --help` lists them all,
+// with defaults. Prints "delayqd listening on ADDR:PORT" on stdout once it accepts connections
+// (so a test can start it on port 0 and read the port). SIGTERM / SIGINT: stop accepting, commit
+// what is pending, exit 0. SIGUSR1: drain mode (puts get DRAINING), as beanstalkd.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <csignal>
+#include <cstdio>
+#include <string>
+
+#include "broker/local/node.h"
+#include "front/beanstalk/server.h"
+
+namespace {
+
+using namespace delayq;
+
+struct Flags {
+  front::beanstalk::ServerOptions server;
+  local::NodeOptions node;
+  std::string fsync = "always";
+  int verbose = 0;
+};
+
+int run(const Flags& flags) {
+  boost::asio::io_context io;
+  auto opened = local::Node::open(io, flags.node);
+  if (!opened.is_ok()) {
+    spdlog::critical("cannot start: {}", opened.status().to_string());
+    return 1;
+  }
+  auto node = std::move(opened).value();
+  spdlog::info("data in {}: {} jobs recovered, durability {}", flags.node.data_dir,
+               node->recovered_jobs(), flags.node.durability.to_string());
+  int exit_code = 0;
+  node->on_fatal([&io, &exit_code](const Status& status) {
+    spdlog::critical("store failed, stopping: {}", status.to_string());
+    exit_code = 1;
+    io.stop();
+  });
+  front::beanstalk::Server server(io, *node, flags.server);
+  if (Status s = server.start(); !s.is_ok()) {
+    spdlog::critical("{}", s.to_string());
+    return 1;
+  }
+  std::printf("delayqd listening on %s:%u\n", flags.server.address.c_str(),
+              static_cast<unsigned>(server.port()));
+  std::fflush(stdout);
+
+  boost::asio::signal_set stop(io, SIGTERM, SIGINT);
+  stop.async_wait([&](const boost::system::error_code& error, int signal) {
+    if (error) return;
+    spdlog::info("signal {}: stopping", signal);
+    server.stop();
+    io.stop();
+  });
+  boost::asio::signal_set drain(io, SIGUSR1);
+  std::function<void()> wait_drain = [&] {
+    drain.async_wait([&](const boost::system::error_code& error, int) {
+      if (error) return;
+      spdlog::info("SIGUSR1: drain mode, puts are refused from now on");
+      server.set_draining(true);
+      wait_drain();
+    });
+  };
+  wait_drain();
+
+  io.run();
+  if (Status s = node->close(); !s.is_ok()) {
+    spdlog::critical("final commit failed: {}", s.to_string());
+    return 1;
+  }
+  spdlog::info("stopped");
+  return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  CLI::App app{"delayqd: a durable delayed-job server speaking the beanstalkd protocol"};
+  app.set_config("--config", "", "read flags from this TOML/INI file (flag = value)");
+  app.add_option("-l,--listen", flags.server.address, "address to listen on")
+      ->capture_default_str();
+  app.add_option("-p,--port", flags.server.port, "TCP port (0: any free port)")
+      ->capture_default_str();
+  app.add_option("-b,--data-dir", flags.node.data_dir, "data directory (created if missing)")
+      ->capture_default_str();
+  app.add_option("-z,--max-job-size", flags.server.max_job_bytes, "largest job body, in bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30));
+  app.add_option("--fsync", flags.fsync,
+                 "durability: always (fsync before every reply), interval:MS, or none")
+      ->capture_default_str();
+  app.add_option("--max-connections", flags.server.max_connections, "open connections at most")
+      ->capture_default_str();
+  app.add_flag("--accept-torn-tail", flags.node.store.accept_torn_tail,
+               "start even if the write-ahead log ends in a torn record (drops it)");
+  app.add_flag("-V,--verbose", flags.verbose, "log more (repeat for even more)");
+  CLI11_PARSE(app, argc, argv);
+
+  auto durability = store::Durability::parse(flags.fsync);
+  if (!durability.is_ok()) {
+    std::fprintf(stderr, "delayqd: %s\n", durability.status().message().c_str());
+    return 2;
+  }
+  flags.node.durability = durability.value();
+  spdlog::set_default_logger(spdlog::stderr_color_mt("delayqd"));  // stdout is for the port line
+  spdlog::set_level(flags.verbose >= 2   ? spdlog::level::trace
+                    : flags.verbose == 1 ? spdlog::level::debug
+                                         : spdlog::level::info);
+  std::signal(SIGPIPE, SIG_IGN);
+  return run(flags);
+}

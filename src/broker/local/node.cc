@@ -1,0 +1,136 @@
+#include "broker/local/node.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+#include <boost/asio/post.hpp>
+
+#include "broker/local/recovery.h"
+
+namespace delayq::local {
+
+Node::Node(boost::asio::io_context& io, const NodeOptions& /*options*/) : io_(io), timer_(io) {}
+
+Node::~Node() {
+  *alive_ = false;
+  timer_.cancel();
+  committer_.reset();  // commits what is queued; its late callbacks see alive_ == false
+}
+
+Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const NodeOptions& options) {
+  std::unique_ptr<Node> node(new Node(io, options));
+  const std::filesystem::path dir(options.data_dir);
+  std::error_code error;
+  if (dir.has_parent_path()) std::filesystem::create_directories(dir.parent_path(), error);
+  auto store = store::RocksStore::open(options.data_dir, options.store);
+  if (!store.is_ok()) return store.status();
+  node->store_ = std::move(store).value();
+  node->engine_ = std::make_unique<engine::Engine>(node->clock_, options.engine);
+  auto recovered = recover(*node->store_, *node->engine_);
+  if (!recovered.is_ok()) return recovered.status();
+  node->recovered_jobs_ = recovered.value().jobs;
+  node->committer_ = std::make_unique<store::Committer>(*node->store_, options.durability);
+  node->touched();  // overdue jobs, and the first timer
+  return node;
+}
+
+Result<std::string> Node::body(JobId id) {
+  // Newest first: this turn's mutations, then the batches not yet written, then the store.
+  const auto& pending = engine_->mutations().ops();
+  for (auto op = pending.rbegin(); op != pending.rend(); ++op) {
+    if (op->kind == store::WriteSet::Kind::kBody && op->id == id) return op->value;
+  }
+  for (auto batch = unwritten_.rbegin(); batch != unwritten_.rend(); ++batch) {
+    if (const auto it = batch->second.find(id); it != batch->second.end()) return it->second;
+  }
+  return store_->read_body(id);
+}
+
+std::uint64_t Node::barrier() const {
+  return engine_->mutations().empty() ? submitted_ : submitted_ + 1;
+}
+
+void Node::touched() {
+  if (turn_posted_) return;
+  turn_posted_ = true;
+  boost::asio::post(io_, [this, alive = alive_] {
+    if (*alive) turn();
+  });
+}
+
+void Node::on_wakeup(engine::ClientId client, WakeupHandler handler) {
+  waiters_[client] = std::move(handler);
+}
+
+void Node::forget(engine::ClientId client) { waiters_.erase(client); }
+
+// Once per turn of the event loop, after every session has had its say: wakeups first (their
+// replies wait for the batch that commit() is about to submit), then the batch, then the timer.
+void Node::turn() {
+  turn_posted_ = false;
+  if (failed_) return;
+  engine_->advance();
+  deliver_wakeups();
+  commit();
+  arm_timer();
+}
+
+void Node::deliver_wakeups() {
+  for (const engine::Wakeup& wakeup : engine_->take_wakeups()) {
+    const auto it = waiters_.find(wakeup.client);
+    if (it == waiters_.end()) continue;
+    WakeupHandler handler = std::move(it->second);
+    waiters_.erase(it);
+    handler(wakeup.result);
+  }
+}
+
+void Node::commit() {
+  store::WriteSet set = engine_->take_mutations();
+  if (set.empty()) return;
+  const std::uint64_t seq = ++submitted_;
+  auto& bodies = unwritten_[seq];
+  for (const store::WriteSet::Op& op : set.ops()) {
+    if (op.kind == store::WriteSet::Kind::kBody) bodies.emplace(op.id, op.value);
+  }
+  committer_->submit(std::move(set), [this, seq, alive = alive_](const Status& status) {
+    // On the committer's thread: hop back to the node's.
+    boost::asio::post(io_, [this, seq, status, alive] {
+      if (*alive) on_committed(seq, status);
+    });
+  });
+}
+
+void Node::on_committed(std::uint64_t seq, const Status& status) {
+  if (!status.is_ok()) {
+    if (!failed_ && on_fatal_) on_fatal_(status);
+    failed_ = true;
+    return;
+  }
+  durable_ = std::max(durable_, seq);
+  unwritten_.erase(unwritten_.begin(), unwritten_.upper_bound(seq));
+  if (on_durable_) on_durable_();
+}
+
+// Sleeps until the engine's next wakeup; nothing to do means no timer at all.
+void Node::arm_timer() {
+  const auto next = engine_->next_wakeup();
+  if (!next) {
+    timer_.cancel();
+    return;
+  }
+  const std::int64_t wait_ms = std::max<std::int64_t>(0, *next - engine_->now());
+  timer_.expires_after(std::chrono::milliseconds(wait_ms));
+  timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
+    if (error || !*alive) return;
+    touched();
+  });
+}
+
+Status Node::close() {
+  if (!failed_) commit();
+  return committer_->flush();
+}
+
+}  // namespace delayq::local

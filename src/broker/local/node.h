@@ -1,0 +1,96 @@
+// node.h — one delayq node on this machine: the engine, the RocksDB store and the committer,
+// driven from one Asio io_context thread. Front-ends call the engine through engine() on that
+// thread and tag each reply with barrier(); a reply may leave once durable() has reached its
+// tag, which is how "nothing acknowledged is lost" holds while many clients share one fsync.
+// After each burst of commands a front-end calls touched(): the node then (once per turn of the
+// event loop) hands the engine's mutations to the committer, delivers wakeups to waiting clients
+// and re-arms its timer for the engine's next wakeup, so an idle node sleeps.
+// Not thread-safe except where noted: everything runs on the io_context's thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "base/status.h"
+#include "engine/engine.h"
+#include "store/committer.h"
+#include "store/rocks_store.h"
+
+namespace delayq::local {
+
+struct NodeOptions {
+  std::string data_dir = "var/delayq";   // Default: var/delayq (relative to the working dir).
+  store::Durability durability;          // Default: always.
+  store::RocksStoreOptions store;        // Defaults: see rocks_store.h.
+  engine::EngineOptions engine;          // Defaults: see engine.h.
+};
+
+class Node {
+ public:
+  // Opens the store, recovers every job and starts the committer. Errors: the store's (a
+  // directory that fails its checks is refused, see docs/storage-format.md).
+  static Result<std::unique_ptr<Node>> open(boost::asio::io_context& io, const NodeOptions& options);
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  [[nodiscard]] engine::Engine& engine() { return *engine_; }
+  [[nodiscard]] std::uint64_t recovered_jobs() const noexcept { return recovered_jobs_; }
+
+  // A job's body: from this turn's mutations or the batches not yet written, else the store.
+  Result<std::string> body(JobId id);
+
+  // The sequence number of the batch that will hold everything done so far: a reply sent after
+  // durable() reaches it depends on nothing that could still be lost.
+  [[nodiscard]] std::uint64_t barrier() const;
+  [[nodiscard]] std::uint64_t durable() const noexcept { return durable_; }
+
+  // Something was done to the engine: commit, deliver wakeups and re-arm the timer soon.
+  void touched();
+
+  // Who hears about what. on_wakeup(client): a waiting reserve ended. on_durable: durable()
+  // moved (sessions flush replies). on_fatal: the store failed; the node must stop.
+  using WakeupHandler = std::function<void(const engine::ReserveResult&)>;
+  void on_wakeup(engine::ClientId client, WakeupHandler handler);
+  void forget(engine::ClientId client);
+  void on_durable(std::function<void()> handler) { on_durable_ = std::move(handler); }
+  void on_fatal(std::function<void(const Status&)> handler) { on_fatal_ = std::move(handler); }
+
+  // Commits what is pending and waits for the committer (used at shutdown).
+  Status close();
+
+ private:
+  Node(boost::asio::io_context& io, const NodeOptions& options);
+  void turn();
+  void commit();
+  void deliver_wakeups();
+  void arm_timer();
+  void on_committed(std::uint64_t seq, const Status& status);
+
+  boost::asio::io_context& io_;
+  engine::SystemClock clock_;
+  std::unique_ptr<store::RocksStore> store_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<store::Committer> committer_;
+  boost::asio::steady_timer timer_;
+  std::uint64_t recovered_jobs_ = 0;
+  std::uint64_t submitted_ = 0;  // sequence of the last batch handed to the committer
+  std::uint64_t durable_ = 0;    // sequence of the last batch the committer reported durable
+  bool turn_posted_ = false;
+  bool failed_ = false;
+  // Bodies of puts in batches not yet written: the store cannot serve them yet.
+  std::map<std::uint64_t, std::unordered_map<JobId, std::string>> unwritten_;
+  std::unordered_map<engine::ClientId, WakeupHandler> waiters_;
+  std::function<void()> on_durable_;
+  std::function<void(const Status&)> on_fatal_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace delayq::local

@@ -1,0 +1,71 @@
+// server.h — the beanstalkd front-end: a TCP acceptor and one Session per connection, over a
+// local::Node, all on the node's io_context thread. A session reads bytes, parses commands
+// (parser.h), runs each through one handler per verb (session.cc), and queues the replies; a
+// reply leaves only once the batch holding everything before it is durable (Node::barrier()),
+// and in command order. A session waiting in reserve keeps reading (to see the client go) but
+// runs no further commands until its wait ends, as beanstalkd. Limits are in ServerOptions.
+// Protocol and every difference from beanstalkd: docs/protocol.md
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_set>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "broker/local/node.h"
+#include "front/beanstalk/parser.h"
+
+namespace delayq::front::beanstalk {
+
+struct ServerOptions {
+  std::string address = "127.0.0.1";  // Default: 127.0.0.1 (loopback only).
+  std::uint16_t port = 11300;         // Default: 11300, beanstalkd's. 0 picks a free port.
+  // Largest job body in bytes; larger puts get JOB_TOO_BIG. Default: 65535, as beanstalkd.
+  std::size_t max_job_bytes = 65535;
+  // Connections beyond this are accepted and closed at once. Default: 10000.
+  std::size_t max_connections = 10000;
+};
+
+class Session;
+
+class Server {
+ public:
+  Server(boost::asio::io_context& io, local::Node& node, ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and starts accepting. Errors: the address or port cannot be bound.
+  Status start();
+  [[nodiscard]] std::uint16_t port() const;
+  // Stops accepting and closes every connection.
+  void stop();
+  // Drain mode (SIGUSR1, as beanstalkd): puts are refused with DRAINING from now on.
+  void set_draining(bool draining) { draining_ = draining; }
+  [[nodiscard]] bool draining() const noexcept { return draining_; }
+
+  [[nodiscard]] local::Node& node() { return node_; }
+  [[nodiscard]] const ServerOptions& options() const noexcept { return options_; }
+  [[nodiscard]] const ParserLimits& limits() const noexcept { return limits_; }
+  [[nodiscard]] std::uint64_t uptime_seconds() const;
+  void closed(const std::shared_ptr<Session>& session) { sessions_.erase(session); }
+
+ private:
+  void accept();
+  void flush_all();
+
+  boost::asio::io_context& io_;
+  local::Node& node_;
+  ServerOptions options_;
+  ParserLimits limits_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::unordered_set<std::shared_ptr<Session>> sessions_;
+  bool draining_ = false;
+  std::int64_t started_unix_ms_ = 0;
+};
+
+}  // namespace delayq::front::beanstalk

@@ -1,0 +1,475 @@
+#include "front/beanstalk/session.h"
+
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/write.hpp>
+#include <optional>
+
+#include "front/beanstalk/server.h"
+
+namespace delayq::front::beanstalk {
+namespace {
+
+using Counter = engine::Command;  // the engine's names for the cmd-* counters
+using Kind = engine::ReserveResult::Kind;
+
+// The one place a Status becomes a beanstalkd reply.
+std::string_view reply_word(Code code) {
+  switch (code) {
+    case Code::kOk: return "OK";
+    case Code::kNotFound: return "NOT_FOUND";
+    case Code::kConflict: return "NOT_FOUND";
+    case Code::kNotIgnored: return "NOT_IGNORED";
+    case Code::kInvalidArgument: return "BAD_FORMAT";
+    case Code::kDeadlineSoon: return "DEADLINE_SOON";
+    case Code::kTimedOut: return "TIMED_OUT";
+    case Code::kLimit: return "OUT_OF_MEMORY";
+    case Code::kCorruption:
+    case Code::kUnsupported:
+    case Code::kIOError: return "INTERNAL_ERROR";
+  }
+  return "INTERNAL_ERROR";
+}
+
+// The cmd-* counter of each verb, in Verb order; quit has none.
+constexpr std::optional<Counter> kCounters[] = {
+    Counter::kPut,         Counter::kUse,       Counter::kReserve,  Counter::kReserveWithTimeout,
+    Counter::kReserveJob,  Counter::kDelete,    Counter::kRelease,  Counter::kBury,
+    Counter::kTouch,       Counter::kWatch,     Counter::kIgnore,   Counter::kPeek,
+    Counter::kPeekReady,   Counter::kPeekDelayed, Counter::kPeekBuried, Counter::kKick,
+    Counter::kKickJob,     Counter::kStatsJob,  Counter::kStatsTube, Counter::kStats,
+    Counter::kListTubes,   Counter::kListTubeUsed, Counter::kListTubesWatched,
+    Counter::kPauseTube,   std::nullopt};
+
+std::int64_t seconds_until(std::int64_t unix_ms, std::int64_t now_ms) {
+  return std::max<std::int64_t>(0, unix_ms - now_ms) / 1000;
+}
+
+std::string yaml_list(const std::vector<std::string>& names) {
+  std::string yaml = "---\n";
+  for (const std::string& name : names) yaml += "- " + name + "\n";
+  return yaml;
+}
+
+}  // namespace
+
+const Session::Handler Session::kHandlers[] = {
+    &Session::put,          &Session::use,           &Session::reserve,
+    &Session::reserve_with_timeout, &Session::reserve_job, &Session::erase,
+    &Session::release,      &Session::bury,          &Session::touch,
+    &Session::watch,        &Session::ignore,        &Session::peek,
+    &Session::peek_ready,   &Session::peek_delayed,  &Session::peek_buried,
+    &Session::kick,         &Session::kick_job,      &Session::stats_job,
+    &Session::stats_tube,   &Session::stats,         &Session::list_tubes,
+    &Session::list_tube_used, &Session::list_tubes_watched, &Session::pause_tube,
+    &Session::quit};
+static_assert(std::size(kCounters) == static_cast<std::size_t>(Verb::kQuit) + 1);
+
+Session::Session(Server& server, boost::asio::ip::tcp::socket socket)
+    : server_(server), socket_(std::move(socket)) {}
+
+engine::Engine& Session::engine() { return server_.node().engine(); }
+
+void Session::start() {
+  client_ = engine().connect();
+  read();
+}
+
+void Session::read() {
+  socket_.async_read_some(
+      boost::asio::buffer(read_buffer_),
+      [self = shared_from_this()](const boost::system::error_code& error, std::size_t bytes) {
+        if (self->closed_) return;
+        if (error) {
+          self->close();
+          return;
+        }
+        self->in_.append(self->read_buffer_, bytes);
+        // A client that keeps sending while its reserve waits gets no more room than one
+        // command's worth.
+        const auto& limits = self->server_.limits();
+        if (self->waiting_ && self->in_.size() > limits.max_line_bytes + limits.max_job_bytes + 2) {
+          self->close();
+          return;
+        }
+        self->process();
+        if (!self->closed_) self->read();
+      });
+}
+
+void Session::process() {
+  while (!waiting_ && !closing_ && !closed_ && step()) {
+  }
+  server_.node().touched();
+  flush();
+}
+
+bool Session::step() {
+  if (discard_ > 0) {
+    const std::size_t n = std::min(discard_, in_.size());
+    in_.erase(0, n);
+    discard_ -= n;
+    if (discard_ > 0) return false;
+    reply("JOB_TOO_BIG\r\n");
+    return true;
+  }
+  if (discard_line_) {
+    const Skipped skipped = skip_line(in_);
+    in_.erase(0, skipped.consumed);
+    if (!skipped.line_ended) return false;
+    discard_line_ = false;
+    reply("BAD_FORMAT\r\n");
+    return true;
+  }
+  const Parsed parsed = parse(in_, server_.limits());
+  switch (parsed.kind) {
+    case Parsed::Kind::kNeedMore:
+      return false;
+    case Parsed::Kind::kError:
+      in_.erase(0, parsed.consumed);
+      if (parsed.error == Error::kJobTooBig) {
+        discard_ = parsed.discard;  // JOB_TOO_BIG once the body is dropped, as beanstalkd
+      } else if (parsed.discard_line) {
+        discard_line_ = true;
+      } else {
+        reply(std::string(error_name(parsed.error)) + "\r\n");
+      }
+      return true;
+    case Parsed::Kind::kCommand: {
+      const auto verb = static_cast<std::size_t>(parsed.command.verb);
+      if (kCounters[verb]) engine().count_command(*kCounters[verb]);
+      (this->*kHandlers[verb])(parsed.command);  // its views point into in_: erase after
+      in_.erase(0, parsed.consumed);
+      return true;
+    }
+  }
+  return false;
+}
+
+void Session::reply(std::string bytes) {
+  out_.push_back(Reply{server_.node().barrier(), std::move(bytes)});
+}
+
+void Session::reply_status(const Status& status) {
+  reply(std::string(reply_word(status.code())) + "\r\n");
+}
+
+void Session::reply_job(std::string_view word, const engine::JobView& job) {
+  auto body = server_.node().body(job.id);
+  if (!body.is_ok()) {
+    reply("INTERNAL_ERROR\r\n");
+    return;
+  }
+  std::string bytes;
+  bytes.reserve(word.size() + body.value().size() + 48);
+  bytes.append(word).append(" ").append(std::to_string(job.id)).append(" ");
+  bytes.append(std::to_string(body.value().size())).append("\r\n");
+  bytes.append(body.value()).append("\r\n");
+  reply(std::move(bytes));
+}
+
+void Session::reply_yaml(const std::string& yaml) {
+  reply("OK " + std::to_string(yaml.size()) + "\r\n" + yaml + "\r\n");
+}
+
+// Writes the replies at the front of the queue whose batch is durable, in order, in one write.
+void Session::flush() {
+  if (writing_ || closed_) return;
+  const std::uint64_t durable = server_.node().durable();
+  writing_bytes_.clear();
+  while (!out_.empty() && out_.front().barrier <= durable) {
+    writing_bytes_.append(out_.front().bytes);
+    out_.pop_front();
+  }
+  if (writing_bytes_.empty()) {
+    if (closing_ && out_.empty()) close();
+    return;
+  }
+  writing_ = true;
+  boost::asio::async_write(
+      socket_, boost::asio::buffer(writing_bytes_),
+      [self = shared_from_this()](const boost::system::error_code& error, std::size_t) {
+        self->writing_ = false;
+        if (error) {
+          self->close();
+          return;
+        }
+        self->flush();
+      });
+}
+
+void Session::close() {
+  if (closed_) return;
+  closed_ = true;
+  boost::system::error_code ignored;
+  socket_.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  server_.node().forget(client_);
+  engine().disconnect(client_);  // its reserved jobs are ready again
+  server_.node().touched();
+  server_.closed(shared_from_this());
+}
+
+// --- reserve and its wait
+
+void Session::finish_reserve(const engine::ReserveResult& result) {
+  switch (result.kind) {
+    case Kind::kReserved:
+      reply_job("RESERVED", result.job);
+      return;
+    case Kind::kDeadlineSoon:
+      reply("DEADLINE_SOON\r\n");
+      return;
+    case Kind::kTimedOut:
+      reply("TIMED_OUT\r\n");
+      return;
+    case Kind::kWaiting:
+      waiting_ = true;
+      server_.node().on_wakeup(client_, [weak = weak_from_this()](const auto& woken) {
+        if (auto self = weak.lock()) self->on_wakeup(woken);
+      });
+      return;
+  }
+}
+
+void Session::on_wakeup(const engine::ReserveResult& result) {
+  if (closed_) return;
+  waiting_ = false;
+  finish_reserve(result);
+  process();  // commands that arrived during the wait
+}
+
+void Session::reserve(const Command&) { finish_reserve(engine().reserve(client_, std::nullopt)); }
+
+void Session::reserve_with_timeout(const Command& command) {
+  finish_reserve(
+      engine().reserve(client_, engine::Millis{std::int64_t{command.timeout_seconds} * 1000}));
+}
+
+void Session::reserve_job(const Command& command) {
+  auto job = engine().reserve_job(client_, command.id);
+  if (!job.is_ok()) return reply_status(job.status());
+  reply_job("RESERVED", job.value());
+}
+
+// --- producers and workers
+
+void Session::put(const Command& command) {
+  if (server_.draining()) return reply("DRAINING\r\n");
+  engine::PutRequest request;
+  request.priority = command.priority;
+  request.delay = engine::Millis{std::int64_t{command.delay_seconds} * 1000};
+  request.ttr = engine::Seconds{command.ttr_seconds};
+  request.body = command.body;
+  auto put = engine().put(client_, request);
+  if (!put.is_ok()) return reply_status(put.status());
+  reply("INSERTED " + std::to_string(put.value().id) + "\r\n");
+}
+
+void Session::use(const Command& command) {
+  if (Status s = engine().use(client_, command.tube); !s.is_ok()) return reply_status(s);
+  reply("USING " + engine().used_tube(client_) + "\r\n");
+}
+
+void Session::erase(const Command& command) {
+  Status s = engine().erase(client_, command.id);
+  if (!s.is_ok()) return reply_status(s);
+  reply("DELETED\r\n");
+}
+
+void Session::release(const Command& command) {
+  Status s = engine().release(client_, command.id, command.priority,
+                              engine::Millis{std::int64_t{command.delay_seconds} * 1000});
+  if (!s.is_ok()) return reply_status(s);
+  reply("RELEASED\r\n");
+}
+
+void Session::bury(const Command& command) {
+  Status s = engine().bury(client_, command.id, command.priority);
+  if (!s.is_ok()) return reply_status(s);
+  reply("BURIED\r\n");
+}
+
+void Session::touch(const Command& command) {
+  Status s = engine().touch(client_, command.id);
+  if (!s.is_ok()) return reply_status(s);
+  reply("TOUCHED\r\n");
+}
+
+void Session::watch(const Command& command) {
+  auto count = engine().watch(client_, command.tube);
+  if (!count.is_ok()) return reply_status(count.status());
+  reply("WATCHING " + std::to_string(count.value()) + "\r\n");
+}
+
+void Session::ignore(const Command& command) {
+  auto count = engine().ignore(client_, command.tube);
+  if (!count.is_ok()) return reply_status(count.status());
+  reply("WATCHING " + std::to_string(count.value()) + "\r\n");
+}
+
+void Session::peeked(const Result<engine::JobView>& job) {
+  if (!job.is_ok()) return reply_status(job.status());
+  reply_job("FOUND", job.value());
+}
+
+void Session::peek(const Command& command) { peeked(engine().peek(command.id)); }
+void Session::peek_ready(const Command&) { peeked(engine().peek_ready(engine().used_tube(client_))); }
+void Session::peek_delayed(const Command&) {
+  peeked(engine().peek_delayed(engine().used_tube(client_)));
+}
+void Session::peek_buried(const Command&) {
+  peeked(engine().peek_buried(engine().used_tube(client_)));
+}
+
+void Session::kick(const Command& command) {
+  const std::size_t kicked = engine().kick(engine().used_tube(client_), command.bound);
+  reply("KICKED " + std::to_string(kicked) + "\r\n");
+}
+
+void Session::kick_job(const Command& command) {
+  Status s = engine().kick_job(command.id);
+  if (!s.is_ok()) return reply_status(s);
+  reply("KICKED\r\n");
+}
+
+void Session::pause_tube(const Command& command) {
+  // beanstalkd pauses for at least a second: "pause-tube t 0" pauses for 1 (prot.c OP_PAUSE_TUBE).
+  const auto seconds = std::max<std::uint32_t>(1, command.pause_seconds);
+  Status s = engine().pause_tube(command.tube, engine::Seconds{seconds});
+  if (!s.is_ok()) return reply_status(s);
+  reply("PAUSED\r\n");
+}
+
+void Session::quit(const Command&) { closing_ = true; }
+
+// --- stats, in beanstalkd's YAML
+
+void Session::stats_job(const Command& command) {
+  auto found = engine().stats_job(command.id);
+  if (!found.is_ok()) return reply_status(found.status());
+  const engine::JobView& job = found.value();
+  const std::int64_t now = engine().now();
+  std::int64_t time_left = 0;
+  if (job.state == JobState::kReserved) time_left = seconds_until(job.deadline_unix_ms, now);
+  if (job.state == JobState::kDelayed) time_left = seconds_until(job.due_unix_ms, now);
+  std::string yaml = "---\n";
+  yaml += "id: " + std::to_string(job.id) + "\n";
+  yaml += "tube: \"" + job.tube + "\"\n";
+  yaml += "state: " + std::string(state_name(job.state)) + "\n";
+  yaml += "pri: " + std::to_string(job.priority) + "\n";
+  yaml += "age: " + std::to_string(std::max<std::int64_t>(0, now - job.created_unix_ms) / 1000) + "\n";
+  yaml += "delay: " + std::to_string(job.delay_ms / 1000) + "\n";
+  yaml += "ttr: " + std::to_string(job.ttr.count()) + "\n";
+  yaml += "time-left: " + std::to_string(time_left) + "\n";
+  yaml += "file: 0\n";
+  yaml += "reserves: " + std::to_string(job.counters.reserves) + "\n";
+  yaml += "timeouts: " + std::to_string(job.counters.timeouts) + "\n";
+  yaml += "releases: " + std::to_string(job.counters.releases) + "\n";
+  yaml += "buries: " + std::to_string(job.counters.buries) + "\n";
+  yaml += "kicks: " + std::to_string(job.counters.kicks) + "\n";
+  reply_yaml(yaml);
+}
+
+void Session::stats_tube(const Command& command) {
+  auto found = engine().stats_tube(command.tube);
+  if (!found.is_ok()) return reply_status(found.status());
+  const engine::TubeStats& t = found.value();
+  std::string yaml = "---\n";
+  yaml += "name: \"" + t.name + "\"\n";
+  yaml += "current-jobs-urgent: " + std::to_string(t.urgent) + "\n";
+  yaml += "current-jobs-ready: " + std::to_string(t.ready) + "\n";
+  yaml += "current-jobs-reserved: " + std::to_string(t.reserved) + "\n";
+  yaml += "current-jobs-delayed: " + std::to_string(t.delayed) + "\n";
+  yaml += "current-jobs-buried: " + std::to_string(t.buried) + "\n";
+  yaml += "total-jobs: " + std::to_string(t.total_jobs) + "\n";
+  yaml += "current-using: " + std::to_string(t.using_clients) + "\n";
+  yaml += "current-watching: " + std::to_string(t.watching_clients) + "\n";
+  yaml += "current-waiting: " + std::to_string(t.waiting_clients) + "\n";
+  yaml += "cmd-delete: " + std::to_string(t.deletes) + "\n";
+  yaml += "cmd-pause-tube: " + std::to_string(t.pauses) + "\n";
+  yaml += "pause: " + std::to_string(t.pause.count()) + "\n";
+  yaml += "pause-time-left: " + std::to_string(t.pause_left.count() / 1000) + "\n";
+  reply_yaml(yaml);
+}
+
+void Session::stats(const Command&) {
+  const engine::ServerStats s = engine().stats();
+  const auto cmd = [&s](Counter c) { return std::to_string(s.commands[static_cast<std::size_t>(c)]); };
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  utsname host{};
+  uname(&host);
+  const auto seconds = [](const timeval& t) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%ld.%06ld", static_cast<long>(t.tv_sec),
+                  static_cast<long>(t.tv_usec));
+    return std::string(text);
+  };
+  std::string yaml = "---\n";
+  yaml += "current-jobs-urgent: " + std::to_string(s.urgent) + "\n";
+  yaml += "current-jobs-ready: " + std::to_string(s.ready) + "\n";
+  yaml += "current-jobs-reserved: " + std::to_string(s.reserved) + "\n";
+  yaml += "current-jobs-delayed: " + std::to_string(s.delayed) + "\n";
+  yaml += "current-jobs-buried: " + std::to_string(s.buried) + "\n";
+  yaml += "cmd-put: " + cmd(Counter::kPut) + "\n";
+  yaml += "cmd-peek: " + cmd(Counter::kPeek) + "\n";
+  yaml += "cmd-peek-ready: " + cmd(Counter::kPeekReady) + "\n";
+  yaml += "cmd-peek-delayed: " + cmd(Counter::kPeekDelayed) + "\n";
+  yaml += "cmd-peek-buried: " + cmd(Counter::kPeekBuried) + "\n";
+  yaml += "cmd-reserve: " + cmd(Counter::kReserve) + "\n";
+  yaml += "cmd-reserve-with-timeout: " + cmd(Counter::kReserveWithTimeout) + "\n";
+  yaml += "cmd-delete: " + cmd(Counter::kDelete) + "\n";
+  yaml += "cmd-release: " + cmd(Counter::kRelease) + "\n";
+  yaml += "cmd-use: " + cmd(Counter::kUse) + "\n";
+  yaml += "cmd-watch: " + cmd(Counter::kWatch) + "\n";
+  yaml += "cmd-ignore: " + cmd(Counter::kIgnore) + "\n";
+  yaml += "cmd-bury: " + cmd(Counter::kBury) + "\n";
+  yaml += "cmd-kick: " + cmd(Counter::kKick) + "\n";
+  yaml += "cmd-touch: " + cmd(Counter::kTouch) + "\n";
+  yaml += "cmd-stats: " + cmd(Counter::kStats) + "\n";
+  yaml += "cmd-stats-job: " + cmd(Counter::kStatsJob) + "\n";
+  yaml += "cmd-stats-tube: " + cmd(Counter::kStatsTube) + "\n";
+  yaml += "cmd-list-tubes: " + cmd(Counter::kListTubes) + "\n";
+  yaml += "cmd-list-tube-used: " + cmd(Counter::kListTubeUsed) + "\n";
+  yaml += "cmd-list-tubes-watched: " + cmd(Counter::kListTubesWatched) + "\n";
+  yaml += "cmd-pause-tube: " + cmd(Counter::kPauseTube) + "\n";
+  yaml += "job-timeouts: " + std::to_string(s.job_timeouts) + "\n";
+  yaml += "total-jobs: " + std::to_string(s.total_jobs) + "\n";
+  yaml += "max-job-size: " + std::to_string(server_.options().max_job_bytes) + "\n";
+  yaml += "current-tubes: " + std::to_string(s.tubes) + "\n";
+  yaml += "current-connections: " + std::to_string(s.connections) + "\n";
+  yaml += "current-producers: " + std::to_string(s.producers) + "\n";
+  yaml += "current-workers: " + std::to_string(s.workers) + "\n";
+  yaml += "current-waiting: " + std::to_string(s.waiting) + "\n";
+  yaml += "total-connections: " + std::to_string(s.total_connections) + "\n";
+  yaml += "pid: " + std::to_string(::getpid()) + "\n";
+  yaml += "version: \"1.12 (delayq 0.1.0)\"\n";
+  yaml += "rusage-utime: " + seconds(usage.ru_utime) + "\n";
+  yaml += "rusage-stime: " + seconds(usage.ru_stime) + "\n";
+  yaml += "uptime: " + std::to_string(server_.uptime_seconds()) + "\n";
+  yaml += "binlog-oldest-index: 0\n";
+  yaml += "binlog-current-index: 0\n";
+  yaml += "binlog-records-migrated: 0\n";
+  yaml += "binlog-records-written: 0\n";
+  yaml += "binlog-max-size: 0\n";
+  yaml += std::string("draining: ") + (server_.draining() ? "true" : "false") + "\n";
+  yaml += "id: \"" + std::to_string(::getpid()) + "\"\n";
+  yaml += std::string("hostname: \"") + host.nodename + "\"\n";
+  yaml += std::string("os: \"") + host.release + "\"\n";
+  yaml += std::string("platform: \"") + host.machine + "\"\n";
+  reply_yaml(yaml);
+}
+
+void Session::list_tubes(const Command&) { reply_yaml(yaml_list(engine().tubes())); }
+void Session::list_tube_used(const Command&) {
+  reply("USING " + engine().used_tube(client_) + "\r\n");
+}
+void Session::list_tubes_watched(const Command&) {
+  reply_yaml(yaml_list(engine().watched_tubes(client_)));
+}
+
+}  // namespace delayq::front::beanstalk
