@@ -2,13 +2,16 @@
 // Flags follow beanstalkd's where they overlap (-l -p -b -z -V); `delayqd --help` lists them all,
 // with defaults. Prints "delayqd listening on ADDR:PORT" on stdout once it accepts connections
 // (so a test can start it on port 0 and read the port). SIGTERM / SIGINT: stop accepting, commit
-// what is pending, exit 0. SIGUSR1: drain mode (puts get DRAINING), as beanstalkd.
+// and sync what is pending, let the replies out for 200 ms, close, exit 0. SIGUSR1: drain mode
+// (puts get DRAINING), as beanstalkd.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -52,12 +55,23 @@ int run(const Flags& flags) {
               static_cast<unsigned>(server.port()));
   std::fflush(stdout);
 
+  // Stop: no new connections; commit what is pending and wait for it; give the replies that
+  // became sendable a moment to leave; then close everything.
   boost::asio::signal_set stop(io, SIGTERM, SIGINT);
+  boost::asio::steady_timer grace(io);
   stop.async_wait([&](const boost::system::error_code& error, int signal) {
     if (error) return;
     spdlog::info("signal {}: stopping", signal);
-    server.stop();
-    io.stop();
+    server.stop_accepting();
+    if (Status s = node->close(); !s.is_ok()) {
+      spdlog::critical("final commit failed: {}", s.to_string());
+      exit_code = 1;
+    }
+    grace.expires_after(std::chrono::milliseconds(200));
+    grace.async_wait([&](const boost::system::error_code&) {
+      server.stop();
+      io.stop();
+    });
   });
   boost::asio::signal_set drain(io, SIGUSR1);
   std::function<void()> wait_drain = [&] {

@@ -58,9 +58,13 @@ void Server::accept() {
   });
 }
 
-void Server::stop() {
+void Server::stop_accepting() {
   boost::system::error_code ignored;
   acceptor_.close(ignored);
+}
+
+void Server::stop() {
+  stop_accepting();
   // close() removes the session from sessions_: iterate over a copy.
   const auto sessions = sessions_;
   for (const auto& session : sessions) session->close();

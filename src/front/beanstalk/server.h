@@ -42,6 +42,8 @@ class Server {
   // Binds and starts accepting. Errors: the address or port cannot be bound.
   Status start();
   [[nodiscard]] std::uint16_t port() const;
+  // Stops accepting new connections; open ones carry on.
+  void stop_accepting();
   // Stops accepting and closes every connection.
   void stop();
   // Drain mode (SIGUSR1, as beanstalkd): puts are refused with DRAINING from now on.
