@@ -73,6 +73,33 @@ class Args {
     return name;
   }
 
+  // A key or a group: skip spaces, then the longest run of bytes 0x21..0x7E, at least one.
+  std::optional<std::string_view> token() noexcept {
+    skip_spaces();
+    const auto length = static_cast<std::size_t>(
+        std::find_if_not(rest_.begin(), rest_.end(), [](char c) { return c > ' ' && c < 127; }) -
+        rest_.begin());
+    if (length == 0) return std::nullopt;
+    const std::string_view text = rest_.substr(0, length);
+    rest_.remove_prefix(length);
+    return text;
+  }
+
+  // <ms> (a delay) or @<unix_ms> (a time), each at most 2^63 - 1.
+  std::optional<When> when() noexcept {
+    skip_spaces();
+    When when;
+    if (!rest_.empty() && rest_.front() == '@') {
+      when.absolute = true;
+      rest_.remove_prefix(1);
+      if (rest_.empty() || !is_digit(rest_.front())) return std::nullopt;  // no space after '@'
+    }
+    const auto ms = number(static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()));
+    if (!ms) return std::nullopt;
+    when.ms = *ms;
+    return when;
+  }
+
   [[nodiscard]] std::string_view rest() const noexcept { return rest_; }
   [[nodiscard]] bool at_end() const noexcept { return rest_.empty(); }
 
@@ -184,20 +211,105 @@ Outcome parse_pause_tube(Line& line) {
   return Outcome::kOk;
 }
 
+// --- delayq's extensions
+
+bool is_valid_key(std::string_view key, std::size_t max_bytes) noexcept {
+  return !key.empty() && key.size() <= max_bytes;
+}
+
+// <tube> <key-or-group>: both required.
+Outcome parse_tube_and_token(Line& line, std::string_view& token) {
+  const auto tube = line.args.name_run();
+  const auto text = line.args.token();
+  if (!tube || !text || !is_valid_tube(*tube, line.limits.max_tube_name_bytes) ||
+      !is_valid_key(*text, line.limits.max_key_bytes)) {
+    return Outcome::kBadFormat;
+  }
+  line.command.tube = *tube;
+  token = *text;
+  return Outcome::kOk;
+}
+
+// putx <pri> <when> <ttr> <bytes> [key=<key>] [group=<group>] [replace]
+Outcome parse_putx(Line& line) {
+  const auto priority = line.args.u32();
+  const auto when = line.args.when();
+  const auto ttr = line.args.u32();
+  const auto bytes = line.args.u32();
+  if (!priority || !when || !ttr || !bytes) return Outcome::kBadFormat;
+  line.command.priority = *priority;
+  line.command.when = *when;
+  line.command.ttr_seconds = *ttr;
+  line.body_bytes = *bytes;
+  if (line.body_bytes > line.limits.max_job_bytes) return Outcome::kJobTooBig;
+  while (!line.args.at_end()) {
+    const auto option = line.args.token();
+    if (!option) return Outcome::kBadFormat;
+    if (option->starts_with("key=") && line.command.key.empty()) {
+      line.command.key = option->substr(4);
+      if (!is_valid_key(line.command.key, line.limits.max_key_bytes)) return Outcome::kBadFormat;
+    } else if (option->starts_with("group=") && line.command.group.empty()) {
+      line.command.group = option->substr(6);
+      if (!is_valid_key(line.command.group, line.limits.max_key_bytes)) return Outcome::kBadFormat;
+    } else if (*option == "replace" && !line.command.replace) {
+      line.command.replace = true;
+    } else {
+      return Outcome::kBadFormat;
+    }
+  }
+  if (line.command.replace && line.command.key.empty()) return Outcome::kBadFormat;
+  return Outcome::kOk;
+}
+
+// reschedule <id> <when>
+Outcome parse_reschedule(Line& line) {
+  const auto id = line.args.u64();
+  const auto when = line.args.when();
+  if (!id || !when) return Outcome::kBadFormat;
+  line.command.id = *id;
+  line.command.when = *when;
+  return ok_if_at_end(line);
+}
+
+// reschedule-key <tube> <key> <when>
+Outcome parse_reschedule_key(Line& line) {
+  if (parse_tube_and_token(line, line.command.key) != Outcome::kOk) return Outcome::kBadFormat;
+  const auto when = line.args.when();
+  if (!when) return Outcome::kBadFormat;
+  line.command.when = *when;
+  return ok_if_at_end(line);
+}
+
+// delete-key, peek-key <tube> <key>
+Outcome parse_tube_key(Line& line) {
+  if (parse_tube_and_token(line, line.command.key) != Outcome::kOk) return Outcome::kBadFormat;
+  return ok_if_at_end(line);
+}
+
+// list-group, cancel-group <tube> <group>
+Outcome parse_tube_group(Line& line) {
+  if (parse_tube_and_token(line, line.command.group) != Outcome::kOk) return Outcome::kBadFormat;
+  return ok_if_at_end(line);
+}
+
 struct VerbEntry {
   std::string_view name;
   Verb verb;
   bool takes_args;  // the verb must be followed by a space and arguments
   Outcome (*parse)(Line& line);
+  bool extension = false;  // delayq's: its line may be max_extension_line_bytes long
 };
 
 // Sorted by name, for binary search; verb_name() reads it too.
 constexpr std::array kVerbs = {
     VerbEntry{"bury", Verb::kBury, true, parse_bury},
+    VerbEntry{"cancel-group", Verb::kCancelGroup, true, parse_tube_group, true},
     VerbEntry{"delete", Verb::kDelete, true, parse_id},
+    VerbEntry{"delete-key", Verb::kDeleteKey, true, parse_tube_key, true},
     VerbEntry{"ignore", Verb::kIgnore, true, parse_tube},
     VerbEntry{"kick", Verb::kKick, true, parse_kick},
     VerbEntry{"kick-job", Verb::kKickJob, true, parse_id},
+    VerbEntry{"list-group", Verb::kListGroup, true, parse_tube_group, true},
     VerbEntry{"list-tube-used", Verb::kListTubeUsed, false, parse_no_args},
     VerbEntry{"list-tubes", Verb::kListTubes, false, parse_no_args},
     VerbEntry{"list-tubes-watched", Verb::kListTubesWatched, false, parse_no_args},
@@ -205,10 +317,14 @@ constexpr std::array kVerbs = {
     VerbEntry{"peek", Verb::kPeek, true, parse_id},
     VerbEntry{"peek-buried", Verb::kPeekBuried, false, parse_no_args},
     VerbEntry{"peek-delayed", Verb::kPeekDelayed, false, parse_no_args},
+    VerbEntry{"peek-key", Verb::kPeekKey, true, parse_tube_key, true},
     VerbEntry{"peek-ready", Verb::kPeekReady, false, parse_no_args},
     VerbEntry{"put", Verb::kPut, true, parse_put},
+    VerbEntry{"putx", Verb::kPutX, true, parse_putx, true},
     VerbEntry{"quit", Verb::kQuit, false, parse_no_args},
     VerbEntry{"release", Verb::kRelease, true, parse_release},
+    VerbEntry{"reschedule", Verb::kReschedule, true, parse_reschedule, true},
+    VerbEntry{"reschedule-key", Verb::kRescheduleKey, true, parse_reschedule_key, true},
     VerbEntry{"reserve", Verb::kReserve, false, parse_no_args},
     VerbEntry{"reserve-job", Verb::kReserveJob, true, parse_id},
     VerbEntry{"reserve-with-timeout", Verb::kReserveWithTimeout, true, parse_reserve_with_timeout},
@@ -223,7 +339,7 @@ static_assert(std::is_sorted(kVerbs.begin(), kVerbs.end(),
                              [](const VerbEntry& a, const VerbEntry& b) {
                                return a.name < b.name;
                              }));
-static_assert(kVerbs.size() == static_cast<std::size_t>(Verb::kQuit) + 1, "one entry per verb");
+static_assert(kVerbs.size() == kVerbCount, "one entry per verb");
 
 const VerbEntry* find_verb(std::string_view name) noexcept {
   const auto* it = std::lower_bound(
@@ -303,7 +419,9 @@ Parsed parse_line(std::string_view input, std::string_view text, const ParserLim
     case Outcome::kOk:
       break;
   }
-  if (entry->verb == Verb::kPut) return frame_body(input, line_bytes, line);
+  if (entry->verb == Verb::kPut || entry->verb == Verb::kPutX) {
+    return frame_body(input, line_bytes, line);
+  }
   Parsed parsed;
   parsed.kind = Parsed::Kind::kCommand;
   parsed.command = line.command;
@@ -335,12 +453,27 @@ std::string_view error_name(Error error) noexcept {
   return "?";
 }
 
+namespace {
+
+// The longest line `input` may start with: beanstalkd's limit, unless the line starts with one of
+// delayq's extension verbs and a space, which may run to max_extension_line_bytes.
+std::size_t line_limit(std::string_view input, const ParserLimits& limits) noexcept {
+  const std::size_t space = input.substr(0, limits.max_line_bytes).find(' ');
+  if (space == std::string_view::npos) return limits.max_line_bytes;
+  const VerbEntry* entry = find_verb(input.substr(0, space));
+  if (entry == nullptr || !entry->extension) return limits.max_line_bytes;
+  return std::max(limits.max_line_bytes, limits.max_extension_line_bytes);
+}
+
+}  // namespace
+
 Parsed parse(std::string_view input, const ParserLimits& limits) noexcept {
   DELAYQ_CHECK(limits.max_line_bytes >= kCrlf.size());
-  const std::string_view window = input.substr(0, limits.max_line_bytes);
+  const std::size_t limit = line_limit(input, limits);
+  const std::string_view window = input.substr(0, limit);
   const std::size_t end = window.find(kCrlf);
   if (end == std::string_view::npos) {
-    if (input.size() < limits.max_line_bytes) return Parsed{};
+    if (input.size() < limit) return Parsed{};
     return line_too_long(input);
   }
   return parse_line(input, input.substr(0, end), limits);

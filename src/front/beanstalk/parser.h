@@ -42,6 +42,23 @@ enum class Verb : std::uint8_t {
   kListTubesWatched,
   kPauseTube,
   kQuit,
+  // delayq's extensions (docs/protocol.md): keys, groups, reschedule, millisecond times.
+  kPutX,
+  kReschedule,
+  kRescheduleKey,
+  kDeleteKey,
+  kPeekKey,
+  kListGroup,
+  kCancelGroup,
+};
+inline constexpr std::size_t kVerbCount = static_cast<std::size_t>(Verb::kCancelGroup) + 1;
+
+// When an extension command wants a job due: `<ms>` is a delay in milliseconds from now,
+// `@<unix_ms>` an absolute time in milliseconds since the Unix epoch.
+struct When {
+  bool absolute = false;
+  std::uint64_t ms = 0;  // at most 2^63 - 1
+  friend bool operator==(const When&, const When&) = default;
 };
 
 // The command name on the wire: "put", "reserve-with-timeout", ...
@@ -59,8 +76,13 @@ struct Command {
   std::uint32_t timeout_seconds = 0;  // reserve-with-timeout, at most 2^31-1
   std::uint32_t bound = 0;            // kick
   std::uint32_t pause_seconds = 0;    // pause-tube
-  std::string_view tube;              // use watch ignore stats-tube pause-tube
-  std::string_view body;              // put: exactly <bytes> bytes, without the trailing \r\n
+  std::string_view tube;              // use watch ignore stats-tube pause-tube, *-key, *-group
+  std::string_view body;              // put, putx: exactly <bytes> bytes, without the \r\n
+  // Extensions only.
+  When when;               // putx reschedule reschedule-key
+  std::string_view key;    // putx (key=), reschedule-key delete-key peek-key
+  std::string_view group;  // putx (group=), list-group cancel-group
+  bool replace = false;    // putx (replace)
 
   friend bool operator==(const Command&, const Command&) = default;
 };
@@ -85,6 +107,10 @@ struct ParserLimits {
   std::size_t max_job_bytes = 65535;
   // Longest tube name; a longer one is BAD_FORMAT. Default 200, beanstalkd's MAX_TUBE_NAME_LEN-1.
   std::size_t max_tube_name_bytes = 200;
+  // Longest line of an extension command (a tube, a key and a group fit). Default 1024.
+  std::size_t max_extension_line_bytes = 1024;
+  // Longest key or group: 1.. of the bytes 0x21..0x7E. Default 200.
+  std::size_t max_key_bytes = 200;
 };
 
 struct Parsed {

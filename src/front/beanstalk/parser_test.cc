@@ -34,9 +34,11 @@ struct Snapshot {
   std::size_t discard = 0;
   bool discard_line = false;
   bool close = false;
-  Command command;  // tube and body cleared: they are below
+  Command command;  // tube, body, key and group cleared: they are below
   std::string tube;
   std::string body;
+  std::string key;
+  std::string group;
   friend bool operator==(const Snapshot&, const Snapshot&) = default;
 };
 
@@ -48,6 +50,8 @@ struct Event {
   Command command;
   std::string tube;
   std::string body;
+  std::string key;
+  std::string group;
   friend bool operator==(const Event&, const Event&) = default;
 };
 
@@ -78,17 +82,21 @@ void PrintTo(const Event& event, std::ostream* os) {
       << " delay=" << c.delay_seconds << " ttr=" << c.ttr_seconds
       << " timeout=" << c.timeout_seconds << " bound=" << c.bound << " pause=" << c.pause_seconds
       << " tube='" << escaped(event.tube) << "' body='" << escaped(event.body) << "'"
+      << " when=" << (c.when.absolute ? "@" : "") << c.when.ms << " key='" << escaped(event.key)
+      << "' group='" << escaped(event.group) << "'" << (c.replace ? " replace" : "")
       << (event.close ? " close" : "");
 }
+
+Event event_of(const Snapshot& s);
 
 void PrintTo(const Snapshot& s, std::ostream* os) {
   *os << "kind=" << static_cast<int>(s.kind) << " consumed=" << s.consumed
       << " discard_line=" << s.discard_line << " ";
-  PrintTo(Event{s.kind, s.error, s.discard, s.close, s.command, s.tube, s.body}, os);
+  PrintTo(event_of(s), os);
 }
 
 Event event_of(const Snapshot& s) {
-  return {s.kind, s.error, s.discard, s.close, s.command, s.tube, s.body};
+  return {s.kind, s.error, s.discard, s.close, s.command, s.tube, s.body, s.key, s.group};
 }
 
 bool within(std::string_view part, std::string_view whole) {
@@ -109,6 +117,8 @@ Snapshot parse_exact(std::string_view input, const ParserLimits& limits) {
   const Parsed parsed = parse(view, limits);
   EXPECT_TRUE(within(parsed.command.tube, view));
   EXPECT_TRUE(within(parsed.command.body, view));
+  EXPECT_TRUE(within(parsed.command.key, view));
+  EXPECT_TRUE(within(parsed.command.group, view));
   Snapshot s{parsed.kind,
              parsed.error,
              parsed.consumed,
@@ -117,9 +127,13 @@ Snapshot parse_exact(std::string_view input, const ParserLimits& limits) {
              parsed.close,
              parsed.command,
              std::string(parsed.command.tube),
-             std::string(parsed.command.body)};
+             std::string(parsed.command.body),
+             std::string(parsed.command.key),
+             std::string(parsed.command.group)};
   s.command.tube = {};
   s.command.body = {};
+  s.command.key = {};
+  s.command.group = {};
   return s;
 }
 
@@ -233,8 +247,12 @@ Event ok(const Command& command) {
   e.command = command;
   e.tube = std::string(command.tube);
   e.body = std::string(command.body);
+  e.key = std::string(command.key);
+  e.group = std::string(command.group);
   e.command.tube = {};
   e.command.body = {};
+  e.command.key = {};
+  e.command.group = {};
   e.close = command.verb == Verb::kQuit;
   return e;
 }
@@ -631,6 +649,84 @@ void add_line_length_transcripts(std::vector<Transcript>& t) {
   t.push_back({"line limit 2", "\r\na\r\n\r\n", {kUnknown, kBad, kUnknown}, "", smallest});
 }
 
+Command putx(std::uint32_t pri, When when, std::uint32_t ttr, std::string_view body,
+             std::string_view key = {}, std::string_view group = {}, bool replace = false) {
+  Command c = bare(Verb::kPutX);
+  c.priority = pri;
+  c.when = when;
+  c.ttr_seconds = ttr;
+  c.body = body;
+  c.key = key;
+  c.group = group;
+  c.replace = replace;
+  return c;
+}
+Command tube_key(Verb verb, std::string_view tube, std::string_view key, When when = {}) {
+  Command c = with_tube(verb, tube);
+  c.key = key;
+  c.when = when;
+  return c;
+}
+Command tube_group(Verb verb, std::string_view tube, std::string_view group) {
+  Command c = with_tube(verb, tube);
+  c.group = group;
+  return c;
+}
+
+// delayq's extensions: millisecond and absolute times, keys, groups.
+void add_extension_transcripts(std::vector<Transcript>& t) {
+  const When in_1500ms{false, 1500};
+  const When at{true, 1795000000123};
+  t.push_back({"putx with a delay in ms",
+               "putx 5 1500 30 3\r\nabc\r\n",
+               {ok(putx(5, in_1500ms, 30, "abc"))}});
+  t.push_back({"putx at an absolute time",
+               "putx 0 @1795000000123 30 0\r\n\r\n",
+               {ok(putx(0, at, 30, ""))}});
+  t.push_back({"putx with key, group and replace",
+               "putx 1 0 60 2 key=order:42 group=user:7 replace\r\nhi\r\n",
+               {ok(putx(1, {}, 60, "hi", "order:42", "user:7", true))}});
+  t.push_back({"putx options in any order",
+               "putx 1 0 60 2 group=g key=k\r\nhi\r\n",
+               {ok(putx(1, {}, 60, "hi", "k", "g"))}});
+  t.push_back({"putx replace needs a key", "putx 1 0 60 2 replace\r\nhi\r\n", {kBad, kUnknown}});
+  t.push_back({"putx unknown option", "putx 1 0 60 0 colour=red\r\n\r\n", {kBad, kUnknown}});
+  t.push_back({"putx key twice", "putx 1 0 60 0 key=a key=b\r\n\r\n", {kBad, kUnknown}});
+  t.push_back({"putx empty key", "putx 1 0 60 0 key=\r\n\r\n", {kBad, kUnknown}});
+  t.push_back({"putx too big", "putx 1 0 60 70000\r\n", {err(Error::kJobTooBig, 70002)}});
+  t.push_back(
+      {"putx delay beyond 2^63-1", "putx 1 9223372036854775808 60 0\r\n\r\n", {kBad, kUnknown}});
+  t.push_back({"putx '@' alone", "putx 1 @ 60 0\r\n\r\n", {kBad, kUnknown}});
+  t.push_back({"reschedule by id", "reschedule 7 250\r\n", {ok([] {
+                 Command c = with_id(Verb::kReschedule, 7);
+                 c.when = {false, 250};
+                 return c;
+               }())}});
+  t.push_back({"reschedule by key",
+               "reschedule-key orders order:42 @1795000000123\r\n",
+               {ok(tube_key(Verb::kRescheduleKey, "orders", "order:42", at))}});
+  t.push_back({"reschedule-key without a time", "reschedule-key orders k\r\n", {kBad}});
+  t.push_back({"delete-key",
+               "delete-key orders order:42\r\n",
+               {ok(tube_key(Verb::kDeleteKey, "orders", "order:42"))}});
+  t.push_back(
+      {"peek-key", "peek-key default k\r\n", {ok(tube_key(Verb::kPeekKey, "default", "k"))}});
+  t.push_back({"peek-key with a bad tube", "peek-key -bad k\r\n", {kBad}});
+  t.push_back({"list-group",
+               "list-group default user:7\r\n",
+               {ok(tube_group(Verb::kListGroup, "default", "user:7"))}});
+  t.push_back({"cancel-group",
+               "cancel-group default user:7\r\n",
+               {ok(tube_group(Verb::kCancelGroup, "default", "user:7"))}});
+  t.push_back({"cancel-group extra argument", "cancel-group default user:7 x\r\n", {kBad}});
+  const std::string tube(200, 't');
+  const std::string key(200, 'k');
+  t.push_back({"an extension line past 224 bytes",
+               "reschedule-key " + tube + " " + key + " 5\r\n",
+               {ok(tube_key(Verb::kRescheduleKey, tube, key, {false, 5}))}});
+  t.push_back({"a key of 201 bytes", "peek-key t " + std::string(201, 'k') + "\r\n", {kBad}});
+}
+
 const std::vector<Transcript>& transcripts() {
   static const std::vector<Transcript> all = [] {
     std::vector<Transcript> t;
@@ -639,6 +735,7 @@ const std::vector<Transcript>& transcripts() {
     add_tube_transcripts(t);
     add_other_transcripts(t);
     add_line_length_transcripts(t);
+    add_extension_transcripts(t);
     return t;
   }();
   return all;

@@ -13,7 +13,9 @@ Server::Server(boost::asio::io_context& io, local::Node& node, ServerOptions opt
   started_unix_ms_ = node_.engine().now();
 }
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  stop();
+}
 
 Status Server::start() {
   boost::system::error_code error;
@@ -39,23 +41,23 @@ std::uint16_t Server::port() const {
 }
 
 void Server::accept() {
-  acceptor_.async_accept([this](const boost::system::error_code& error,
-                                boost::asio::ip::tcp::socket socket) {
-    if (error == boost::asio::error::operation_aborted || !acceptor_.is_open()) return;
-    if (!error) {
-      if (sessions_.size() >= options_.max_connections) {
-        boost::system::error_code ignored;
-        socket.close(ignored);
-      } else {
-        boost::system::error_code ignored;
-        socket.set_option(boost::asio::ip::tcp::no_delay(true), ignored);
-        auto session = std::make_shared<Session>(*this, std::move(socket));
-        sessions_.insert(session);
-        session->start();
-      }
-    }
-    accept();
-  });
+  acceptor_.async_accept(
+      [this](const boost::system::error_code& error, boost::asio::ip::tcp::socket socket) {
+        if (error == boost::asio::error::operation_aborted || !acceptor_.is_open()) return;
+        if (!error) {
+          if (sessions_.size() >= options_.max_connections) {
+            boost::system::error_code ignored;
+            socket.close(ignored);
+          } else {
+            boost::system::error_code ignored;
+            socket.set_option(boost::asio::ip::tcp::no_delay(true), ignored);
+            auto session = std::make_shared<Session>(*this, std::move(socket));
+            sessions_.insert(session);
+            session->start();
+          }
+        }
+        accept();
+      });
 }
 
 void Server::stop_accepting() {
@@ -75,7 +77,8 @@ void Server::flush_all() {
 }
 
 std::uint64_t Server::uptime_seconds() const {
-  return static_cast<std::uint64_t>(std::max<std::int64_t>(0, node_.engine().now() - started_unix_ms_)) /
+  return static_cast<std::uint64_t>(
+             std::max<std::int64_t>(0, node_.engine().now() - started_unix_ms_)) /
          1000;
 }
 

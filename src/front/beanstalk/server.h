@@ -7,14 +7,13 @@
 // Protocol and every difference from beanstalkd: docs/protocol.md
 #pragma once
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <unordered_set>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 
 #include "broker/local/node.h"
 #include "front/beanstalk/parser.h"

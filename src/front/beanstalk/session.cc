@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <boost/asio/write.hpp>
+#include <limits>
 #include <optional>
 
 #include "front/beanstalk/server.h"
@@ -19,33 +20,54 @@ using Kind = engine::ReserveResult::Kind;
 // The one place a Status becomes a beanstalkd reply.
 std::string_view reply_word(Code code) {
   switch (code) {
-    case Code::kOk: return "OK";
-    case Code::kNotFound: return "NOT_FOUND";
-    case Code::kConflict: return "NOT_FOUND";
-    case Code::kNotIgnored: return "NOT_IGNORED";
-    case Code::kInvalidArgument: return "BAD_FORMAT";
-    case Code::kDeadlineSoon: return "DEADLINE_SOON";
-    case Code::kTimedOut: return "TIMED_OUT";
-    case Code::kLimit: return "OUT_OF_MEMORY";
+    case Code::kOk:
+      return "OK";
+    case Code::kNotFound:
+      return "NOT_FOUND";
+    case Code::kConflict:
+      return "CONFLICT";  // extensions only: beanstalkd's never conflict
+    case Code::kNotIgnored:
+      return "NOT_IGNORED";
+    case Code::kInvalidArgument:
+      return "BAD_FORMAT";
+    case Code::kDeadlineSoon:
+      return "DEADLINE_SOON";
+    case Code::kTimedOut:
+      return "TIMED_OUT";
+    case Code::kLimit:
+      return "OUT_OF_MEMORY";
     case Code::kCorruption:
     case Code::kUnsupported:
-    case Code::kIOError: return "INTERNAL_ERROR";
+    case Code::kIOError:
+      return "INTERNAL_ERROR";
   }
   return "INTERNAL_ERROR";
 }
 
 // The cmd-* counter of each verb, in Verb order; quit has none.
 constexpr std::optional<Counter> kCounters[] = {
-    Counter::kPut,         Counter::kUse,       Counter::kReserve,  Counter::kReserveWithTimeout,
-    Counter::kReserveJob,  Counter::kDelete,    Counter::kRelease,  Counter::kBury,
-    Counter::kTouch,       Counter::kWatch,     Counter::kIgnore,   Counter::kPeek,
-    Counter::kPeekReady,   Counter::kPeekDelayed, Counter::kPeekBuried, Counter::kKick,
-    Counter::kKickJob,     Counter::kStatsJob,  Counter::kStatsTube, Counter::kStats,
-    Counter::kListTubes,   Counter::kListTubeUsed, Counter::kListTubesWatched,
-    Counter::kPauseTube,   std::nullopt};
+    Counter::kPut, Counter::kUse, Counter::kReserve, Counter::kReserveWithTimeout,
+    Counter::kReserveJob, Counter::kDelete, Counter::kRelease, Counter::kBury, Counter::kTouch,
+    Counter::kWatch, Counter::kIgnore, Counter::kPeek, Counter::kPeekReady, Counter::kPeekDelayed,
+    Counter::kPeekBuried, Counter::kKick, Counter::kKickJob, Counter::kStatsJob,
+    Counter::kStatsTube, Counter::kStats, Counter::kListTubes, Counter::kListTubeUsed,
+    Counter::kListTubesWatched, Counter::kPauseTube, std::nullopt,
+    // delayq's extensions have no beanstalkd counter
+    std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt,
+    std::nullopt};
 
 std::int64_t seconds_until(std::int64_t unix_ms, std::int64_t now_ms) {
   return std::max<std::int64_t>(0, unix_ms - now_ms) / 1000;
+}
+
+// A YAML double-quoted scalar.
+std::string quoted(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
 }
 
 std::string yaml_list(const std::vector<std::string>& names) {
@@ -56,22 +78,46 @@ std::string yaml_list(const std::vector<std::string>& names) {
 
 }  // namespace
 
-const Session::Handler Session::kHandlers[] = {
-    &Session::put,          &Session::use,           &Session::reserve,
-    &Session::reserve_with_timeout, &Session::reserve_job, &Session::erase,
-    &Session::release,      &Session::bury,          &Session::touch,
-    &Session::watch,        &Session::ignore,        &Session::peek,
-    &Session::peek_ready,   &Session::peek_delayed,  &Session::peek_buried,
-    &Session::kick,         &Session::kick_job,      &Session::stats_job,
-    &Session::stats_tube,   &Session::stats,         &Session::list_tubes,
-    &Session::list_tube_used, &Session::list_tubes_watched, &Session::pause_tube,
-    &Session::quit};
-static_assert(std::size(kCounters) == static_cast<std::size_t>(Verb::kQuit) + 1);
+const Session::Handler Session::kHandlers[] = {&Session::put,
+                                               &Session::use,
+                                               &Session::reserve,
+                                               &Session::reserve_with_timeout,
+                                               &Session::reserve_job,
+                                               &Session::erase,
+                                               &Session::release,
+                                               &Session::bury,
+                                               &Session::touch,
+                                               &Session::watch,
+                                               &Session::ignore,
+                                               &Session::peek,
+                                               &Session::peek_ready,
+                                               &Session::peek_delayed,
+                                               &Session::peek_buried,
+                                               &Session::kick,
+                                               &Session::kick_job,
+                                               &Session::stats_job,
+                                               &Session::stats_tube,
+                                               &Session::stats,
+                                               &Session::list_tubes,
+                                               &Session::list_tube_used,
+                                               &Session::list_tubes_watched,
+                                               &Session::pause_tube,
+                                               &Session::quit,
+                                               &Session::putx,
+                                               &Session::reschedule,
+                                               &Session::reschedule_key,
+                                               &Session::delete_key,
+                                               &Session::peek_key,
+                                               &Session::list_group,
+                                               &Session::cancel_group};
+static_assert(std::size(kCounters) == kVerbCount);
 
 Session::Session(Server& server, boost::asio::ip::tcp::socket socket)
     : server_(server), socket_(std::move(socket)) {}
 
-engine::Engine& Session::engine() { return server_.node().engine(); }
+engine::Engine& Session::engine() {
+  return server_.node().engine();
+}
 
 void Session::start() {
   client_ = engine().connect();
@@ -242,7 +288,9 @@ void Session::on_wakeup(const engine::ReserveResult& result) {
   process();  // commands that arrived during the wait
 }
 
-void Session::reserve(const Command&) { finish_reserve(engine().reserve(client_, std::nullopt)); }
+void Session::reserve(const Command&) {
+  finish_reserve(engine().reserve(client_, std::nullopt));
+}
 
 void Session::reserve_with_timeout(const Command& command) {
   finish_reserve(
@@ -316,8 +364,12 @@ void Session::peeked(const Result<engine::JobView>& job) {
   reply_job("FOUND", job.value());
 }
 
-void Session::peek(const Command& command) { peeked(engine().peek(command.id)); }
-void Session::peek_ready(const Command&) { peeked(engine().peek_ready(engine().used_tube(client_))); }
+void Session::peek(const Command& command) {
+  peeked(engine().peek(command.id));
+}
+void Session::peek_ready(const Command&) {
+  peeked(engine().peek_ready(engine().used_tube(client_)));
+}
 void Session::peek_delayed(const Command&) {
   peeked(engine().peek_delayed(engine().used_tube(client_)));
 }
@@ -344,7 +396,9 @@ void Session::pause_tube(const Command& command) {
   reply("PAUSED\r\n");
 }
 
-void Session::quit(const Command&) { closing_ = true; }
+void Session::quit(const Command&) {
+  closing_ = true;
+}
 
 // --- stats, in beanstalkd's YAML
 
@@ -361,7 +415,8 @@ void Session::stats_job(const Command& command) {
   yaml += "tube: \"" + job.tube + "\"\n";
   yaml += "state: " + std::string(state_name(job.state)) + "\n";
   yaml += "pri: " + std::to_string(job.priority) + "\n";
-  yaml += "age: " + std::to_string(std::max<std::int64_t>(0, now - job.created_unix_ms) / 1000) + "\n";
+  yaml +=
+      "age: " + std::to_string(std::max<std::int64_t>(0, now - job.created_unix_ms) / 1000) + "\n";
   yaml += "delay: " + std::to_string(job.delay_ms / 1000) + "\n";
   yaml += "ttr: " + std::to_string(job.ttr.count()) + "\n";
   yaml += "time-left: " + std::to_string(time_left) + "\n";
@@ -398,7 +453,9 @@ void Session::stats_tube(const Command& command) {
 
 void Session::stats(const Command&) {
   const engine::ServerStats s = engine().stats();
-  const auto cmd = [&s](Counter c) { return std::to_string(s.commands[static_cast<std::size_t>(c)]); };
+  const auto cmd = [&s](Counter c) {
+    return std::to_string(s.commands[static_cast<std::size_t>(c)]);
+  };
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   utsname host{};
@@ -464,12 +521,83 @@ void Session::stats(const Command&) {
   reply_yaml(yaml);
 }
 
-void Session::list_tubes(const Command&) { reply_yaml(yaml_list(engine().tubes())); }
+void Session::list_tubes(const Command&) {
+  reply_yaml(yaml_list(engine().tubes()));
+}
 void Session::list_tube_used(const Command&) {
   reply("USING " + engine().used_tube(client_) + "\r\n");
 }
 void Session::list_tubes_watched(const Command&) {
   reply_yaml(yaml_list(engine().watched_tubes(client_)));
+}
+
+// --- delayq's extensions (docs/protocol.md)
+
+std::int64_t Session::due_of(const When& when) {
+  const auto ms = static_cast<std::int64_t>(when.ms);  // the parser keeps it below 2^63
+  if (when.absolute) return ms;
+  const std::int64_t now = engine().now();
+  return ms > std::numeric_limits<std::int64_t>::max() - now
+             ? std::numeric_limits<std::int64_t>::max()
+             : now + ms;
+}
+
+void Session::putx(const Command& command) {
+  if (server_.draining()) return reply("DRAINING\r\n");
+  engine::PutRequest request;
+  request.priority = command.priority;
+  request.due_unix_ms = due_of(command.when);
+  request.ttr = engine::Seconds{command.ttr_seconds};
+  request.body = command.body;
+  request.key = command.key;
+  request.group = command.group;
+  request.replace = command.replace;
+  auto put = engine().put(client_, request);
+  if (!put.is_ok()) return reply_status(put.status());
+  const char* word = put.value().inserted ? "INSERTED " : "EXISTS ";
+  reply(word + std::to_string(put.value().id) + "\r\n");
+}
+
+void Session::reschedule(const Command& command) {
+  Status s = engine().reschedule(command.id, due_of(command.when));
+  if (!s.is_ok()) return reply_status(s);
+  reply("RESCHEDULED\r\n");
+}
+
+void Session::reschedule_key(const Command& command) {
+  auto id = engine().find_key(command.tube, command.key);
+  if (!id.is_ok()) return reply_status(id.status());
+  Status s = engine().reschedule(id.value(), due_of(command.when));
+  if (!s.is_ok()) return reply_status(s);
+  reply("RESCHEDULED\r\n");
+}
+
+void Session::delete_key(const Command& command) {
+  auto id = engine().find_key(command.tube, command.key);
+  if (!id.is_ok()) return reply_status(id.status());
+  Status s = engine().erase(client_, id.value());
+  if (!s.is_ok()) return reply_status(s);
+  reply("DELETED\r\n");
+}
+
+void Session::peek_key(const Command& command) {
+  peeked(engine().peek_key(command.tube, command.key));
+}
+
+void Session::list_group(const Command& command) {
+  std::string yaml = "---\n";
+  for (const engine::JobView& job : engine().list_group(command.tube, command.group)) {
+    yaml += "- id: " + std::to_string(job.id) + "\n";
+    yaml += "  state: " + std::string(state_name(job.state)) + "\n";
+    yaml += "  due-unix-ms: " + std::to_string(job.due_unix_ms) + "\n";
+    if (!job.key.empty()) yaml += "  key: " + quoted(job.key) + "\n";
+  }
+  reply_yaml(yaml);
+}
+
+void Session::cancel_group(const Command& command) {
+  const std::size_t cancelled = engine().cancel_group(command.tube, command.group);
+  reply("CANCELLED " + std::to_string(cancelled) + "\r\n");
 }
 
 }  // namespace delayq::front::beanstalk

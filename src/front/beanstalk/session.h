@@ -3,12 +3,11 @@
 // node's io_context thread. Reply words and YAML follow beanstalkd 1.12 (docs/protocol.md).
 #pragma once
 
+#include <boost/asio/ip/tcp.hpp>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
-
-#include <boost/asio/ip/tcp.hpp>
 
 #include "engine/engine.h"
 #include "front/beanstalk/parser.h"
@@ -31,7 +30,7 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string bytes;
   };
   using Handler = void (Session::*)(const Command&);
-  static const Handler kHandlers[static_cast<std::size_t>(Verb::kQuit) + 1];  // by Verb
+  static const Handler kHandlers[kVerbCount];  // by Verb
 
   void read();
   void process();
@@ -69,16 +68,25 @@ class Session : public std::enable_shared_from_this<Session> {
   void list_tubes_watched(const Command& command);
   void pause_tube(const Command& command);
   void quit(const Command& command);
+  // delayq's extensions
+  void putx(const Command& command);
+  void reschedule(const Command& command);
+  void reschedule_key(const Command& command);
+  void delete_key(const Command& command);
+  void peek_key(const Command& command);
+  void list_group(const Command& command);
+  void cancel_group(const Command& command);
+  [[nodiscard]] std::int64_t due_of(const When& when);
   void peeked(const Result<engine::JobView>& job);
 
   Server& server_;
   boost::asio::ip::tcp::socket socket_;
   engine::ClientId client_ = 0;
-  std::string in_;          // bytes read and not yet parsed
+  std::string in_;           // bytes read and not yet parsed
   std::size_t discard_ = 0;  // bytes still to drop (the body of a job too big)
   bool discard_line_ = false;
-  bool waiting_ = false;    // in reserve: no further command runs until it ends
-  bool closing_ = false;    // quit: close once the replies are out
+  bool waiting_ = false;  // in reserve: no further command runs until it ends
+  bool closing_ = false;  // quit: close once the replies are out
   bool closed_ = false;
   bool writing_ = false;
   std::deque<Reply> out_;
