@@ -1,10 +1,9 @@
 #include "broker/local/node.h"
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <chrono>
 #include <filesystem>
-
-#include <boost/asio/post.hpp>
 
 #include "broker/local/recovery.h"
 
@@ -63,7 +62,9 @@ void Node::on_wakeup(engine::ClientId client, WakeupHandler handler) {
   waiters_[client] = std::move(handler);
 }
 
-void Node::forget(engine::ClientId client) { waiters_.erase(client); }
+void Node::forget(engine::ClientId client) {
+  waiters_.erase(client);
+}
 
 // Once per turn of the event loop, after every session has had its say: wakeups first (their
 // replies wait for the batch that commit() is about to submit), then the batch, then the timer.

@@ -8,15 +8,14 @@
 // Not thread-safe except where noted: everything runs on the io_context's thread.
 #pragma once
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "base/status.h"
 #include "engine/engine.h"
@@ -26,17 +25,18 @@
 namespace delayq::local {
 
 struct NodeOptions {
-  std::string data_dir = "var/delayq";   // Default: var/delayq (relative to the working dir).
-  store::Durability durability;          // Default: always.
-  store::RocksStoreOptions store;        // Defaults: see rocks_store.h.
-  engine::EngineOptions engine;          // Defaults: see engine.h.
+  std::string data_dir = "var/delayq";  // Default: var/delayq (relative to the working dir).
+  store::Durability durability;         // Default: always.
+  store::RocksStoreOptions store;       // Defaults: see rocks_store.h.
+  engine::EngineOptions engine;         // Defaults: see engine.h.
 };
 
 class Node {
  public:
   // Opens the store, recovers every job and starts the committer. Errors: the store's (a
   // directory that fails its checks is refused, see docs/storage-format.md).
-  static Result<std::unique_ptr<Node>> open(boost::asio::io_context& io, const NodeOptions& options);
+  static Result<std::unique_ptr<Node>> open(boost::asio::io_context& io,
+                                            const NodeOptions& options);
   ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
