@@ -56,6 +56,9 @@ constexpr std::optional<Counter> kCounters[] = {
     std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt,
     std::nullopt};
 
+// Replies queued for a client beyond this stop the reading of its commands until it catches up.
+constexpr std::size_t kMaxQueuedReplyBytes = std::size_t{1} << 20;
+
 std::int64_t seconds_until(std::int64_t unix_ms, std::int64_t now_ms) {
   return std::max<std::int64_t>(0, unix_ms - now_ms) / 1000;
 }
@@ -142,7 +145,12 @@ void Session::read() {
           return;
         }
         self->process();
-        if (!self->closed_) self->read();
+        if (self->closed_) return;
+        if (self->out_bytes_ > kMaxQueuedReplyBytes) {
+          self->read_paused_ = true;
+          return;
+        }
+        self->read();
       });
 }
 
@@ -196,6 +204,7 @@ bool Session::step() {
 }
 
 void Session::reply(std::string bytes) {
+  out_bytes_ += bytes.size();
   out_.push_back(Reply{server_.node().barrier(), std::move(bytes)});
 }
 
@@ -228,7 +237,12 @@ void Session::flush() {
   writing_bytes_.clear();
   while (!out_.empty() && out_.front().barrier <= durable) {
     writing_bytes_.append(out_.front().bytes);
+    out_bytes_ -= out_.front().bytes.size();
     out_.pop_front();
+  }
+  if (read_paused_ && out_bytes_ <= kMaxQueuedReplyBytes / 2) {
+    read_paused_ = false;
+    read();
   }
   if (writing_bytes_.empty()) {
     if (closing_ && out_.empty()) close();

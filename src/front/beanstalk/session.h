@@ -90,6 +90,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closed_ = false;
   bool writing_ = false;
   std::deque<Reply> out_;
+  std::size_t out_bytes_ = 0;  // in out_
+  bool read_paused_ = false;   // a client that does not read its replies is not read either
   std::string writing_bytes_;
   char read_buffer_[16384];
 };
