@@ -14,16 +14,22 @@ using Millis = std::chrono::milliseconds;
 class Clock {
  public:
   virtual ~Clock() = default;
-  // Milliseconds since the Unix epoch.
+  // Milliseconds since the Unix epoch, rounded down: a time that has fully come.
   [[nodiscard]] virtual std::int64_t now_unix_ms() const = 0;
+  // The millisecond a delay counts from: not before the real present, so a job put with a delay
+  // of d is due no earlier than d after the moment it arrived (rounded up where now_unix_ms()
+  // rounds down). Defaults to now_unix_ms(), right for clocks that hold whole milliseconds.
+  [[nodiscard]] virtual std::int64_t start_unix_ms() const { return now_unix_ms(); }
 };
 
 // The wall clock (std::chrono::system_clock).
 class SystemClock final : public Clock {
  public:
   [[nodiscard]] std::int64_t now_unix_ms() const override {
-    return std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
+    return std::chrono::floor<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }
+  [[nodiscard]] std::int64_t start_unix_ms() const override {
+    return std::chrono::ceil<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
   }
 };
 

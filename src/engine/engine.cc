@@ -47,6 +47,10 @@ std::int64_t Engine::now() const {
   return latest_now_;
 }
 
+std::int64_t Engine::due_after(Millis delay) const {
+  return later(std::max(now(), clock_.start_unix_ms()), delay.count());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Jobs and their slots
 
@@ -196,7 +200,7 @@ void Engine::enter_delayed(Slot slot, std::int64_t due_unix_ms) {
 void Engine::enter_reserved(Slot slot, ClientId client_id) {
   Job& j = job(slot);
   j.set_state(JobState::kReserved);
-  const std::int64_t deadline = later(now(), std::int64_t{j.ttr_seconds} * 1000);
+  const std::int64_t deadline = due_after(Seconds{j.ttr_seconds});
   wheel_.schedule(slot, Millis{deadline});
   reservations_[slot] = Reservation{client_id, deadline};
   client(client_id).reserved.push_back(slot);
@@ -494,12 +498,15 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
     ++producers_;
   }
   const std::int64_t now_ms = now();
+  // Delays count from here, the put's moment rounded up (see Clock::start_unix_ms()); it is
+  // also the job's creation time, so its delay reads back exactly as due - created.
+  const std::int64_t start = due_after(Millis{0});
   const Slot slot = allocate_slot();
   Job& j = job(slot);
   const JobId id = next_id_++;
   next_id_dirty_ = true;
-  j.bits = id | static_cast<std::uint64_t>(now_ms % 1000) << 51;
-  j.created_unix_s = static_cast<std::uint32_t>(now_ms / 1000);
+  j.bits = id | static_cast<std::uint64_t>(start % 1000) << 51;
+  j.created_unix_s = static_cast<std::uint32_t>(start / 1000);
   j.priority = request.priority;
   j.ttr_seconds = static_cast<std::uint32_t>(
       std::clamp<Seconds::rep>(request.ttr.count(), 1, std::numeric_limits<std::uint32_t>::max()));
@@ -518,8 +525,12 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
       t.groups[more.group].insert(slot);
     }
   }
-  const std::int64_t due =
-      request.due_unix_ms ? *request.due_unix_ms : later(now_ms, request.delay.count());
+  std::int64_t due = now_ms;
+  if (request.due_unix_ms) {
+    due = *request.due_unix_ms;
+  } else if (request.delay.count() > 0) {
+    due = later(start, request.delay.count());
+  }
   if (due > now_ms) {
     enter_delayed(slot, due);
   } else {
@@ -613,7 +624,7 @@ Status Engine::release(ClientId client_id, JobId id, std::uint32_t priority, Mil
   more.delay_ms = std::max<std::int64_t>(0, delay.count());
   const std::int64_t now_ms = now();
   if (delay.count() > 0) {
-    enter_delayed(slot, later(now_ms, delay.count()));
+    enter_delayed(slot, due_after(delay));
   } else {
     j.due_unix_ms = now_ms;
     enter_ready(slot);
@@ -638,7 +649,7 @@ Status Engine::touch(ClientId client_id, JobId id) {
   Slot slot = 0;
   if (Status s = check_reserved_by(client_id, id, &slot); !s.is_ok()) return s;
   Reservation& r = reservations_.at(slot);
-  r.deadline_unix_ms = later(now(), std::int64_t{job(slot).ttr_seconds} * 1000);
+  r.deadline_unix_ms = due_after(Seconds{job(slot).ttr_seconds});
   wheel_.reschedule(slot, Millis{r.deadline_unix_ms});
   return Status::ok();
 }

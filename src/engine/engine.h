@@ -215,6 +215,9 @@ class Engine {
   [[nodiscard]] std::optional<std::int64_t> next_wakeup() const;
   // The engine's present: the clock, held at the latest time seen if the clock steps back.
   [[nodiscard]] std::int64_t now() const;
+  // When something `delay` from now is due: counted from the clock's start_unix_ms(), so that
+  // it is never before the real moment plus the delay (put, release and TTRs use it too).
+  [[nodiscard]] std::int64_t due_after(Millis delay) const;
 
   // --- what happened. Wakeups answer waiting reserves; mutations must be committed before any
   // reply to the operations that made them is sent.

@@ -365,3 +365,33 @@ TEST_F(EngineTest, TimeThatStepsBackIsHeldAtTheLatestSeen) {
 
 }  // namespace
 }  // namespace delayq::engine
+
+// A clock in the middle of a millisecond: now() has rounded down, start_unix_ms() up.
+class MidMillisecondClock final : public Clock {
+ public:
+  [[nodiscard]] std::int64_t now_unix_ms() const override { return now; }
+  [[nodiscard]] std::int64_t start_unix_ms() const override { return now + 1; }
+  std::int64_t now = 1'700'000'000'000;
+};
+
+TEST(EngineClockTest, DelaysCountFromTheMomentRoundedUpSoNothingIsEverEarly) {
+  MidMillisecondClock clock;
+  Engine engine(clock);
+  const ClientId client = engine.connect();
+  PutRequest request;
+  request.delay = Millis{1000};
+  const JobId id = engine.put(client, request).value().id;
+  // Put at (now + 0.x) ms: due no earlier than a full second later, i.e. now + 1001.
+  EXPECT_EQ(engine.peek(id).value().due_unix_ms, clock.now + 1001);
+  EXPECT_EQ(engine.peek(id).value().delay_ms, 1000);
+  clock.now += 1000;
+  engine.advance();
+  EXPECT_EQ(engine.peek(id).value().state, JobState::kDelayed);
+  clock.now += 1;
+  engine.advance();
+  EXPECT_EQ(engine.peek(id).value().state, JobState::kReady);
+  // A put without a delay is ready at once all the same.
+  request.delay = Millis{0};
+  const JobId now_job = engine.put(client, request).value().id;
+  EXPECT_EQ(engine.peek(now_job).value().state, JobState::kReady);
+}

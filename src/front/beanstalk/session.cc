@@ -549,11 +549,7 @@ void Session::list_tubes_watched(const Command&) {
 
 std::int64_t Session::due_of(const When& when) {
   const auto ms = static_cast<std::int64_t>(when.ms);  // the parser keeps it below 2^63
-  if (when.absolute) return ms;
-  const std::int64_t now = engine().now();
-  return ms > std::numeric_limits<std::int64_t>::max() - now
-             ? std::numeric_limits<std::int64_t>::max()
-             : now + ms;
+  return when.absolute ? ms : engine().due_after(engine::Millis{ms});
 }
 
 void Session::putx(const Command& command) {
