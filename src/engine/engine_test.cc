@@ -363,9 +363,6 @@ TEST_F(EngineTest, TimeThatStepsBackIsHeldAtTheLatestSeen) {
   EXPECT_EQ(state(id), JobState::kReady);
 }
 
-}  // namespace
-}  // namespace delayq::engine
-
 // A clock in the middle of a millisecond: now() has rounded down, start_unix_ms() up.
 class MidMillisecondClock final : public Clock {
  public:
@@ -395,3 +392,6 @@ TEST(EngineClockTest, DelaysCountFromTheMomentRoundedUpSoNothingIsEverEarly) {
   const JobId now_job = engine.put(client, request).value().id;
   EXPECT_EQ(engine.peek(now_job).value().state, JobState::kReady);
 }
+
+}  // namespace
+}  // namespace delayq::engine
