@@ -1,7 +1,8 @@
 // job.h — the words for a job that the engine, the store and the front-ends share.
-// A job id is 64 bits, handed out in increasing order from 1 and never reused, across restarts
-// too. Times on the wire and on disk are milliseconds since the Unix epoch (*_unix_ms); the
-// lifecycle is drawn in ../shared/DESIGN.md and docs/protocol.md.
+// A job id is a 64-bit number, handed out in increasing order from 1 and never reused, across
+// restarts too; the engine stops at 2^48 - 1 (89 years of 100,000 puts a second). Times on the wire
+// and on disk are milliseconds since the Unix epoch (*_unix_ms); the lifecycle is drawn in
+// ../shared/DESIGN.md and docs/protocol.md.
 #pragma once
 
 #include <cstdint>

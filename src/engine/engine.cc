@@ -472,6 +472,9 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
   if (Status s = check_name("key", request.key); !s.is_ok()) return s;
   if (Status s = check_name("group", request.group); !s.is_ok()) return s;
   if (next_id_ > kMaxJobId) return Status(Code::kLimit, "job ids are exhausted");
+  if (free_slots_.empty() && jobs_.size() >= kNoSlot) {
+    return Status(Code::kLimit, "too many jobs held at once");
+  }
   Client& c = client(client_id);
   TubeNo tube_no = c.used;
   if (!request.tube.empty()) {
@@ -1050,8 +1053,7 @@ Status Engine::restore(const store::JobRecord& r) {
       enter_buried(slot);
       break;
   }
-  t.total_jobs++;
-  ++total_jobs_;
+  // total-jobs counts puts since start, as beanstalkd's: recovered jobs are not puts.
   next_id_ = std::max(next_id_, r.id + 1);
   last_restored_id_ = r.id;
   return Status::ok();

@@ -441,8 +441,7 @@ class Model {
           job.bury_order = next_bury_order_++;
           break;
       }
-      tubes_[r.tube].total_jobs++;
-      ++total_jobs_;
+      (void)tubes_[r.tube];  // total-jobs counts puts since start: recovered jobs are not puts
       next_id_ = std::max(next_id_, id + 1);
       jobs_[id] = std::move(job);
     }

@@ -220,6 +220,7 @@ bool is_valid_key(std::string_view key, std::size_t max_bytes) noexcept {
 // <tube> <key-or-group>: both required.
 Outcome parse_tube_and_token(Line& line, std::string_view& token) {
   const auto tube = line.args.name_run();
+  if (!line.args.rest().starts_with(' ')) return Outcome::kBadFormat;  // "t:k" is no tube and key
   const auto text = line.args.token();
   if (!tube || !text || !is_valid_tube(*tube, line.limits.max_tube_name_bytes) ||
       !is_valid_key(*text, line.limits.max_key_bytes)) {

@@ -2,7 +2,8 @@
 // parse() reads the first command of a connection's input buffer and says how many bytes it used;
 // the session calls it again on the rest (pipelining) and maps errors to replies. It is pure: no
 // I/O, no state, no allocation; a Command's tube and body are views into the caller's buffer, valid
-// while those bytes are. The caller buffers at most max_line_bytes + max_job_bytes + 2 bytes.
+// while those bytes are. The caller buffers at most max_extension_line_bytes + max_job_bytes + 2
+// bytes.
 // Costs O(max_line_bytes) per call, so re-parsing after every read is cheap: a put body is never
 // scanned, only the two bytes after it compared. An over-long line costs O(input) once.
 // Two error paths leave bytes to drop (JOB_TOO_BIG: `discard`; an over-long line: `discard_line`
@@ -166,7 +167,8 @@ struct Parsed {
 //  - pause-tube (read_tube_name, OP_PAUSE_TUBE): spaces, the name (same rules), spaces, delay.
 //  - quit: close, no reply (OP_QUIT).
 // Deliberate differences, each where beanstalkd accepts a line whose meaning is unclear; every
-// line parse() accepts, beanstalkd 1.12 accepts with the same meaning:
+// line of a beanstalkd verb that parse() accepts, beanstalkd 1.12 accepts with the same meaning
+// (delayq's extension verbs are UNKNOWN_COMMAND to beanstalkd):
 //  - kick reads its bound with strtoul: beanstalkd takes "kick -1" (2^64-1, then truncated),
 //    "kick +5", "kick 5x", "kick 5 6", and truncates 2^32 to 0. Here the number rules above.
 //  - reserve-with-timeout reads with strtol in 1.12: "reserve-with-timeout " and "... abc" wait 0

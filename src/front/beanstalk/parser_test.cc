@@ -712,6 +712,7 @@ void add_extension_transcripts(std::vector<Transcript>& t) {
   t.push_back(
       {"peek-key", "peek-key default k\r\n", {ok(tube_key(Verb::kPeekKey, "default", "k"))}});
   t.push_back({"peek-key with a bad tube", "peek-key -bad k\r\n", {kBad}});
+  t.push_back({"peek-key needs a space after the tube", "peek-key foo:bar\r\n", {kBad}});
   t.push_back({"list-group",
                "list-group default user:7\r\n",
                {ok(tube_group(Verb::kListGroup, "default", "user:7"))}});

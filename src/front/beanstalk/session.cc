@@ -132,6 +132,15 @@ void Session::read() {
       boost::asio::buffer(read_buffer_),
       [self = shared_from_this()](const boost::system::error_code& error, std::size_t bytes) {
         if (self->closed_) return;
+        if (error == boost::asio::error::eof && !self->waiting_) {
+          // The client is done sending: answer what it sent (once durable), then close. A
+          // client waiting in reserve is gone, as beanstalkd sees it.
+          self->in_.append(self->read_buffer_, bytes);
+          self->process();
+          self->closing_ = true;
+          self->flush();
+          return;
+        }
         if (error) {
           self->close();
           return;
@@ -140,7 +149,9 @@ void Session::read() {
         // A client that keeps sending while its reserve waits gets no more room than one
         // command's worth.
         const auto& limits = self->server_.limits();
-        if (self->waiting_ && self->in_.size() > limits.max_line_bytes + limits.max_job_bytes + 2) {
+        const std::size_t room = std::max(limits.max_line_bytes, limits.max_extension_line_bytes) +
+                                 limits.max_job_bytes + 2;
+        if (self->waiting_ && self->in_.size() > room) {
           self->close();
           return;
         }
@@ -530,7 +541,7 @@ void Session::stats(const Command&) {
   yaml += std::string("draining: ") + (server_.draining() ? "true" : "false") + "\n";
   yaml += "id: \"" + std::to_string(::getpid()) + "\"\n";
   yaml += std::string("hostname: \"") + host.nodename + "\"\n";
-  yaml += std::string("os: \"") + host.release + "\"\n";
+  yaml += std::string("os: \"") + host.version + "\"\n";
   yaml += std::string("platform: \"") + host.machine + "\"\n";
   reply_yaml(yaml);
 }
