@@ -9,7 +9,8 @@
 
 namespace delayq::local {
 
-Node::Node(boost::asio::io_context& io, const NodeOptions& /*options*/) : io_(io), timer_(io) {}
+Node::Node(boost::asio::io_context& io, const NodeOptions& options)
+    : io_(io), durability_(options.durability), timer_(io) {}
 
 Node::~Node() {
   *alive_ = false;
@@ -91,6 +92,13 @@ void Node::commit() {
   store::WriteSet set = engine_->take_mutations();
   if (set.empty()) return;
   const std::uint64_t seq = ++submitted_;
+  if (durability_.mode == store::Durability::Mode::kNone) {
+    // Nothing to wait for but the write itself, which is quicker here than a trip to the
+    // committer's thread and back.
+    const store::WriteSet* sets[] = {&set};
+    on_committed(seq, store_->write(sets, false));
+    return;
+  }
   auto& bodies = unwritten_[seq];
   for (const store::WriteSet::Op& op : set.ops()) {
     if (op.kind == store::WriteSet::Kind::kBody) bodies.emplace(op.id, op.value);
@@ -119,12 +127,21 @@ void Node::arm_timer() {
   const auto next = engine_->next_wakeup();
   if (!next) {
     timer_.cancel();
+    armed_for_.reset();
     return;
   }
-  const std::int64_t wait_ms = std::max<std::int64_t>(0, *next - engine_->now());
-  timer_.expires_after(std::chrono::milliseconds(wait_ms));
+  if (armed_for_ == *next) return;  // already set for it: spare the timer queue a syscall
+  armed_for_ = *next;
+  // Wake at the very start of the due millisecond, not a whole number of ms from now: the engine
+  // compares whole milliseconds, so the wait is measured to the microsecond.
+  const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const std::int64_t wait_us = std::max<std::int64_t>(0, *next * 1000 - now_us);
+  timer_.expires_after(std::chrono::microseconds(wait_us));
   timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
     if (error || !*alive) return;
+    armed_for_.reset();
     touched();
   });
 }

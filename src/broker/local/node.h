@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -75,11 +76,13 @@ class Node {
   void on_committed(std::uint64_t seq, const Status& status);
 
   boost::asio::io_context& io_;
+  const store::Durability durability_;
   engine::SystemClock clock_;
   std::unique_ptr<store::RocksStore> store_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<store::Committer> committer_;
   boost::asio::steady_timer timer_;
+  std::optional<std::int64_t> armed_for_;  // the engine time timer_ is set for
   std::uint64_t recovered_jobs_ = 0;
   std::uint64_t submitted_ = 0;  // sequence of the last batch handed to the committer
   std::uint64_t durable_ = 0;    // sequence of the last batch the committer reported durable
