@@ -50,15 +50,24 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const std::string value = argv[i + 1];
-    if (flag == "--host") o.host = value;
-    else if (flag == "--port") o.port = std::stoi(value);
-    else if (flag == "--mode") o.mode = value;
-    else if (flag == "--connections") o.connections = std::stoi(value);
-    else if (flag == "--seconds") o.seconds = std::stod(value);
-    else if (flag == "--depth") o.depth = std::stoi(value);
-    else if (flag == "--bytes") o.bytes = std::stoi(value);
-    else if (flag == "--delay-ms") o.delay_ms = std::stoi(value);
-    else die("unknown flag " + flag);
+    if (flag == "--host")
+      o.host = value;
+    else if (flag == "--port")
+      o.port = std::stoi(value);
+    else if (flag == "--mode")
+      o.mode = value;
+    else if (flag == "--connections")
+      o.connections = std::stoi(value);
+    else if (flag == "--seconds")
+      o.seconds = std::stod(value);
+    else if (flag == "--depth")
+      o.depth = std::stoi(value);
+    else if (flag == "--bytes")
+      o.bytes = std::stoi(value);
+    else if (flag == "--delay-ms")
+      o.delay_ms = std::stoi(value);
+    else
+      die("unknown flag " + flag);
   }
   if (o.port <= 0 || o.connections < 1 || o.depth < 1 || o.seconds <= 0) die("bad options");
   return o;
@@ -140,7 +149,9 @@ struct Results {
   }
 };
 
-double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+double micros(Clock::duration d) {
+  return std::chrono::duration<double, std::micro>(d).count();
+}
 
 void run_put(const Options& o, Clock::time_point end, Results& results) {
   Connection c(o.host, o.port);
@@ -232,15 +243,19 @@ int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   Results results;
   const auto start = Clock::now();
-  const auto end = start + std::chrono::duration_cast<Clock::duration>(
-                               std::chrono::duration<double>(o.seconds));
+  const auto end =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
   std::vector<std::thread> threads;
   for (int i = 0; i < o.connections; ++i) {
     threads.emplace_back([&, i] {
-      if (o.mode == "put") run_put(o, end, results);
-      else if (o.mode == "work") run_work(o, end, results);
-      else if (o.mode == "delay") run_delay(o, end, results, i);
-      else die("unknown mode " + o.mode);
+      if (o.mode == "put")
+        run_put(o, end, results);
+      else if (o.mode == "work")
+        run_work(o, end, results);
+      else if (o.mode == "delay")
+        run_delay(o, end, results, i);
+      else
+        die("unknown mode " + o.mode);
     });
   }
   for (auto& thread : threads) thread.join();
