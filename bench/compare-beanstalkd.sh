@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # compare-beanstalkd.sh — delayqd and beanstalkd side by side in one run, on loopback, driven by
-# the same load generator, alternating A/B so the noise of this shared machine hits both.
-# Pairs: durable (delayqd --fsync always vs beanstalkd -b DIR -f 0, an fsync per write) and
-# in memory (delayqd --fsync none vs beanstalkd without -b). Prints Markdown rows with ratios.
-# Usage: bench/compare-beanstalkd.sh [SECONDS_PER_RUN] (default 5). Needs beanstalkd (Debian).
+# the same load generator: delayqd with its default durability (fsync before every reply),
+# beanstalkd with a binlog and its default fsync (at most every 50 ms: it can lose that much), and
+# beanstalkd in memory. Each load runs twice, alternating servers, and the two runs are averaged;
+# servers are pinned to CPU 0 and the load generator to CPU 1. Prints Markdown tables: rates and
+# ratios, lateness of delayed jobs, RSS per pending delayed job, CPU per fired job.
+# Usage: bench/compare-beanstalkd.sh [SECONDS_PER_RUN] (default 5). Installs beanstalkd if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-5}"
 loadgen=build/release/bench/loadgen
 delayqd=build/release/apps/delayqd
-command -v beanstalkd >/dev/null || { echo "compare-beanstalkd: apt-get install beanstalkd" >&2; exit 2; }
 [ -x "$loadgen" ] && [ -x "$delayqd" ] || { echo "compare-beanstalkd: make build first" >&2; exit 2; }
+if ! command -v beanstalkd >/dev/null; then
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq beanstalkd >/dev/null
+fi
 
 work=$(mktemp -d)
 pids=()
@@ -25,52 +30,93 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 wait_port() {
-  for _ in $(seq 1 100); do
-    python3 -c "import socket,sys; socket.create_connection(('127.0.0.1',$1),0.1)" 2>/dev/null && return 0
+  for _ in $(seq 1 200); do
+    python3 -c "import socket; socket.create_connection(('127.0.0.1',$1),0.1)" 2>/dev/null && return 0
     sleep 0.05
   done
   echo "compare-beanstalkd: nothing listens on $1" >&2; exit 1
 }
-# run LABEL PORT ARGS... -> prints ops/s (and keeps the whole line in $work/LABEL)
-measure() {
-  local label=$1 port=$2; shift 2
-  "$loadgen" --port "$port" --seconds "$seconds" "$@" | tee "$work/$label" >&2
-  sed -E 's/.*ops\/s=([0-9]+).*/\1/' "$work/$label"
+# start NAME: starts one server pinned to CPU 0; sets port_NAME and pid_NAME.
+start() {
+  local name=$1 port; port=$(free_port)
+  case $name in
+    delayqd) taskset -c 0 "$delayqd" -p "$port" -b "$work/delayq-$port" >/dev/null 2>&1 & ;;
+    binlog) mkdir -p "$work/binlog-$port"
+            taskset -c 0 beanstalkd -l 127.0.0.1 -p "$port" -b "$work/binlog-$port" & ;;
+    memory) taskset -c 0 beanstalkd -l 127.0.0.1 -p "$port" & ;;
+  esac
+  local pid=$!; pids+=("$pid")
+  wait_port "$port"
+  printf -v "port_$name" '%s' "$port"; printf -v "pid_$name" '%s' "$pid"
 }
-
-start_pair() {  # $1: durable|memory
-  bport=$(free_port); dport=$(free_port)
-  if [ "$1" = durable ]; then
-    beanstalkd -l 127.0.0.1 -p "$bport" -b "$work/binlog-$bport" -f 0 & pids+=($!)
-    mkdir -p "$work/binlog-$bport"
-    "$delayqd" -p "$dport" -b "$work/delayq-$dport" --fsync always >/dev/null 2>&1 & pids+=($!)
-  else
-    beanstalkd -l 127.0.0.1 -p "$bport" & pids+=($!)
-    "$delayqd" -p "$dport" -b "$work/delayq-$dport" --fsync none >/dev/null 2>&1 & pids+=($!)
-  fi
-  wait_port "$bport"; wait_port "$dport"
+stop() {
+  local pid_var="pid_$1"; kill "${!pid_var}" 2>/dev/null || true; wait "${!pid_var}" 2>/dev/null || true
 }
+load() {  # load NAME ARGS... -> the loadgen line on stdout
+  local port_var="port_$1"; shift
+  taskset -c 1 "$loadgen" --port "${!port_var}" "$@"
+}
+rate() { sed -E 's/.*ops\/s=([0-9]+).*/\1/'; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 
-echo "| load | durability | delayqd ops/s | beanstalkd ops/s | delayqd / beanstalkd |"
-echo "|---|---|---:|---:|---:|"
-for durability in durable memory; do
-  start_pair "$durability"
-  for load in "put --connections 4 --depth 16" "work --connections 4" "work --connections 1"; do
-    set -- $load
-    mode=$1; shift
-    d1=$(measure "d1" "$dport" --mode "$mode" "$@")
-    b1=$(measure "b1" "$bport" --mode "$mode" "$@")
-    d2=$(measure "d2" "$dport" --mode "$mode" "$@")
-    b2=$(measure "b2" "$bport" --mode "$mode" "$@")
-    d=$(( (d1 + d2) / 2 )); b=$(( (b1 + b2) / 2 ))
-    ratio=$(python3 -c "print(f'{$d / max($b, 1):.2f}x')")
-    echo "| $mode $* | $durability | $d | $b | $ratio |"
-  done
-done
-# Lateness of delayed jobs (1 s delays): how long after its due time each job is handed out.
+servers=(delayqd binlog memory)
+echo "## Rates (ops/s), each the mean of two alternating runs of ${seconds} s"
 echo
-echo "Lateness of 1 s delayed jobs (put, then reserve on another connection), in one run:"
-measure "dl" "$dport" --mode delay --connections 2 --delay-ms 1000 >/dev/null
-sed 's/^/  delayqd:    /' "$work/dl"
-measure "bl" "$bport" --mode delay --connections 2 --delay-ms 1000 >/dev/null
-sed 's/^/  beanstalkd: /' "$work/bl"
+echo "| load | delayqd (fsync always) | beanstalkd binlog | beanstalkd memory | vs binlog | vs memory |"
+echo "|---|---:|---:|---:|---:|---:|"
+loads=("put --connections 4 --depth 16"
+       "drain --connections 4 --depth 16 --count 200000"
+       "work --connections 1")
+for spec in "${loads[@]}"; do
+  declare -A sum=()
+  for round in 1 2; do
+    for name in "${servers[@]}"; do
+      start "$name"
+      # shellcheck disable=SC2086
+      line=$(load "$name" --mode $spec --seconds "$seconds")
+      echo "$name: $line" >&2
+      sum[$name]=$(( ${sum[$name]:-0} + $(echo "$line" | rate) ))
+      stop "$name"
+    done
+  done
+  d=$(( sum[delayqd] / 2 )); b=$(( sum[binlog] / 2 )); m=$(( sum[memory] / 2 ))
+  ratios=$(python3 -c "print(f'{$d/max($b,1):.2f}x | {$d/max($m,1):.2f}x')")
+  echo "| ${spec%% *} (${spec#* }) | $d | $b | $m | $ratios |"
+done
+
+echo
+echo "## Delayed jobs: 1 s delays at 1,000 jobs/s for ${seconds} s, 2 workers"
+echo
+echo "| server | lateness p50 (us) | p99 (us) | max (us) | server CPU per fired job (us) |"
+echo "|---|---:|---:|---:|---:|"
+hz=$(getconf CLK_TCK)
+for name in "${servers[@]}"; do
+  start "$name"
+  pid_var="pid_$name"; before=$(cpu_ticks "${!pid_var}")
+  line=$(load "$name" --mode late --connections 2 --delay 1 --rate 1000 --seconds "$seconds")
+  after=$(cpu_ticks "${!pid_var}")
+  echo "$name: $line" >&2
+  jobs=$(echo "$line" | sed -E 's/.*ops=([0-9]+).*/\1/')
+  p50=$(echo "$line" | sed -E 's/.*p50=([0-9]+).*/\1/')
+  p99=$(echo "$line" | sed -E 's/.*p99=([0-9]+).*/\1/')
+  max=$(echo "$line" | sed -E 's/.*max=([0-9]+).*/\1/')
+  cpu=$(python3 -c "print(f'{($after - $before) / $hz * 1e6 / max($jobs, 1):.1f}')")
+  echo "| $name | $p50 | $p99 | $max | $cpu |"
+  stop "$name"
+done
+
+echo
+echo "## RSS per pending delayed job: 10^6 jobs of 100 bytes, delayed 1 h"
+echo
+echo "| server | RSS before (KiB) | RSS after (KiB) | bytes per job |"
+echo "|---|---:|---:|---:|"
+for name in "${servers[@]}"; do
+  start "$name"
+  pid_var="pid_$name"; before=$(rss_kb "${!pid_var}")
+  load "$name" --mode put --connections 4 --depth 64 --delay 3600 --count 1000000 --seconds 600 >&2
+  sleep 1
+  after=$(rss_kb "${!pid_var}")
+  echo "| $name | $before | $after | $(( (after - before) * 1024 / 1000000 )) |"
+  stop "$name"
+done

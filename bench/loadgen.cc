@@ -1,12 +1,15 @@
 // loadgen — drives any beanstalkd-protocol server (delayqd, beanstalkd) over loopback and
-// reports throughput and latency percentiles. Each of --connections threads owns one
-// connection and runs for --seconds:
-//   --mode put    pipelined puts, --depth at a time (a producer's load);
-//   --mode work   put, reserve, delete, one after the other (a worker's round trip);
-//   --mode delay  puts due --delay-ms ahead, read back by a worker connection per thread; reports
-//                 how late each job is handed out after its due time (never early, or it fails).
-// Usage: loadgen --port P [--host 127.0.0.1] [--mode put|work|delay] [--connections 4]
-//                [--seconds 5] [--depth 16] [--bytes 100] [--delay-ms 1000]
+// reports throughput and latency percentiles. Modes:
+//   put    --connections threads, each putting --depth jobs per write (pipelined) with a delay of
+//          --delay seconds, for --seconds or until --count jobs in all;
+//   drain  puts --count ready jobs first (untimed), then --connections workers reserve and delete
+//          them, --depth at a time per write, until none is left: the reserve+delete rate;
+//   work   put, reserve, delete, one after the other on each connection (a round trip);
+//   late   one producer puts jobs delayed --delay seconds at --rate jobs/s for --seconds, and
+//          --connections workers reserve and delete them; reports how late each job is handed
+//          out after its due time, and fails if one comes out early.
+// Usage: loadgen --port P [--host 127.0.0.1] [--mode put|drain|work|late] [--connections 4]
+//                [--seconds 5] [--depth 16] [--bytes 100] [--delay 0] [--count 0] [--rate 1000]
 // Prints one line: mode, operations/s and latency percentiles in microseconds.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -37,7 +40,9 @@ struct Options {
   double seconds = 5;
   int depth = 16;
   int bytes = 100;
-  int delay_ms = 1000;
+  int delay = 0;            // seconds
+  std::uint64_t count = 0;  // 0: no limit
+  int rate = 1000;          // late: jobs per second
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -64,8 +69,12 @@ Options parse(int argc, char** argv) {
       o.depth = std::stoi(value);
     else if (flag == "--bytes")
       o.bytes = std::stoi(value);
-    else if (flag == "--delay-ms")
-      o.delay_ms = std::stoi(value);
+    else if (flag == "--delay")
+      o.delay = std::stoi(value);
+    else if (flag == "--count")
+      o.count = std::stoull(value);
+    else if (flag == "--rate")
+      o.rate = std::stoi(value);
     else
       die("unknown flag " + flag);
   }
@@ -153,19 +162,35 @@ double micros(Clock::duration d) {
   return std::chrono::duration<double, std::micro>(d).count();
 }
 
+std::atomic<std::uint64_t> g_budget{0};  // puts left to do when --count is set
+
+// Takes up to `want` operations from the shared budget (all of them when there is no limit).
+int take_budget(const Options& o, int want) {
+  if (o.count == 0) return want;
+  std::uint64_t left = g_budget.load();
+  for (;;) {
+    if (left == 0) return 0;
+    const std::uint64_t take = std::min<std::uint64_t>(left, static_cast<std::uint64_t>(want));
+    if (g_budget.compare_exchange_weak(left, left - take)) return static_cast<int>(take);
+  }
+}
+
 void run_put(const Options& o, Clock::time_point end, Results& results) {
   Connection c(o.host, o.port);
   const std::string body(static_cast<std::size_t>(o.bytes), 'x');
-  std::string batch;
-  for (int i = 0; i < o.depth; ++i) batch += put_command(0, body);
+  const std::string one = put_command(o.delay, body);
   std::vector<double> samples;
   std::uint64_t ops = 0;
   while (Clock::now() < end) {
+    const int depth = take_budget(o, o.depth);
+    if (depth == 0) break;
+    std::string batch;
+    for (int i = 0; i < depth; ++i) batch += one;
     const auto start = Clock::now();
     c.send(batch);
-    for (int i = 0; i < o.depth; ++i) expect_id(c, "INSERTED ");
+    for (int i = 0; i < depth; ++i) expect_id(c, "INSERTED ");
     samples.push_back(micros(Clock::now() - start));  // one pipelined batch
-    ops += static_cast<std::uint64_t>(o.depth);
+    ops += static_cast<std::uint64_t>(depth);
   }
   results.add(ops, samples);
 }
@@ -193,39 +218,106 @@ void run_work(const Options& o, Clock::time_point end, Results& results) {
   results.add(ops, samples);
 }
 
-// Puts jobs due delay_ms ahead (the protocol's delays are whole seconds, so delay_ms rounds up
-// to seconds) on one connection and reserves them on another; lateness is measured from the
-// moment the put was acknowledged plus the delay. A job handed out early fails the run.
-void run_delay(const Options& o, Clock::time_point end, Results& results, int thread) {
-  Connection producer(o.host, o.port);
-  Connection worker(o.host, o.port);
-  const std::string tube = "loadgen-delay-" + std::to_string(thread);
-  producer.send("use " + tube + "\r\n");
-  producer.line();
-  worker.send("watch " + tube + "\r\n");
-  worker.line();
-  worker.send("ignore default\r\n");
-  worker.line();
-  const int delay_seconds = std::max(1, (o.delay_ms + 999) / 1000);
+// Reserves and deletes until the server has nothing ready (TIMED_OUT on a zero timeout),
+// --depth reserves per write, then their deletes in one write.
+void run_drain(const Options& o, Results& results, std::atomic<bool>& empty) {
+  Connection c(o.host, o.port);
   std::vector<double> samples;
   std::uint64_t ops = 0;
-  while (Clock::now() < end) {
-    const auto sent = Clock::now();
-    producer.send(put_command(delay_seconds, "job"));
-    expect_id(producer, "INSERTED ");
-    worker.send("reserve\r\n");
-    const std::string reserved = worker.line();
+  std::string reserves;
+  for (int i = 0; i < o.depth; ++i) reserves += "reserve-with-timeout 0\r\n";
+  while (!empty.load()) {
+    const auto start = Clock::now();
+    c.send(reserves);
+    std::string deletes;
+    int reserved = 0;
+    for (int i = 0; i < o.depth; ++i) {
+      const std::string reply = c.line();
+      if (reply == "TIMED_OUT") {
+        empty = true;
+        continue;
+      }
+      if (reply.rfind("RESERVED ", 0) != 0) die("expected RESERVED, got '" + reply + "'");
+      c.skip(static_cast<std::size_t>(o.bytes) + 2);
+      deletes += "delete " + reply.substr(9, reply.find(' ', 9) - 9) + "\r\n";
+      ++reserved;
+    }
+    if (reserved == 0) break;
+    c.send(deletes);
+    for (int i = 0; i < reserved; ++i) {
+      if (c.line() != "DELETED") die("expected DELETED");
+    }
+    samples.push_back(micros(Clock::now() - start));  // one batch
+    ops += static_cast<std::uint64_t>(reserved);
+  }
+  results.add(ops, samples);
+}
+
+// The producer of `late`: puts at a steady rate, remembering when each put was sent.
+struct Sent {
+  std::mutex mutex;
+  std::vector<Clock::time_point> at;  // by id - first_id
+  std::uint64_t first_id = 0;
+};
+
+void run_late_producer(const Options& o, Clock::time_point end, Sent& sent, std::uint64_t& puts) {
+  Connection c(o.host, o.port);
+  c.send("use loadgen-late\r\n");
+  c.line();
+  const std::string put = put_command(o.delay, std::string(static_cast<std::size_t>(o.bytes), 'x'));
+  const auto period = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(1.0 / std::max(1, o.rate)));
+  auto next = Clock::now();
+  while (next < end) {
+    std::this_thread::sleep_until(next);
+    const auto before = Clock::now();
+    c.send(put);
+    const std::uint64_t id = expect_id(c, "INSERTED ");
+    {
+      std::lock_guard lock(sent.mutex);
+      if (sent.at.empty()) sent.first_id = id;
+      if (id >= sent.first_id) {
+        if (sent.at.size() <= id - sent.first_id) sent.at.resize(id - sent.first_id + 1);
+        sent.at[id - sent.first_id] = before;
+      }
+    }
+    ++puts;
+    next += period;
+  }
+}
+
+// A worker of `late`: lateness = reserve time - (put sent + delay); early is a failure.
+void run_late_worker(const Options& o, Clock::time_point end, Sent& sent, Results& results) {
+  Connection c(o.host, o.port);
+  c.send("watch loadgen-late\r\n");
+  c.line();
+  c.send("ignore default\r\n");
+  c.line();
+  std::vector<double> samples;
+  std::uint64_t ops = 0;
+  const auto stop = end + std::chrono::seconds(o.delay + 2);
+  while (Clock::now() < stop) {
+    c.send("reserve-with-timeout 1\r\n");
+    const std::string reply = c.line();
+    if (reply == "TIMED_OUT") continue;
     const auto got = Clock::now();
-    if (reserved.rfind("RESERVED ", 0) != 0) die("expected RESERVED, got '" + reserved + "'");
-    const std::uint64_t id = std::strtoull(reserved.c_str() + 9, nullptr, 10);
-    worker.skip(5);
-    // The server may have taken the job's time as late as the INSERTED reply: a job handed out
-    // before `sent + delay` is certainly early.
-    const double late_us = micros(got - sent) - delay_seconds * 1e6;
-    if (late_us < 0) die("job " + std::to_string(id) + " handed out early");
-    samples.push_back(late_us);
-    worker.send("delete " + std::to_string(id) + "\r\n");
-    worker.line();
+    if (reply.rfind("RESERVED ", 0) != 0) die("expected RESERVED, got '" + reply + "'");
+    const std::uint64_t id = std::strtoull(reply.c_str() + 9, nullptr, 10);
+    c.skip(static_cast<std::size_t>(o.bytes) + 2);
+    Clock::time_point put_at{};
+    {
+      std::lock_guard lock(sent.mutex);
+      if (id >= sent.first_id && id - sent.first_id < sent.at.size())
+        put_at = sent.at[id - sent.first_id];
+    }
+    if (put_at != Clock::time_point{}) {
+      // The put left at put_at, so its due time is no earlier than put_at + delay.
+      const double late_us = micros(got - put_at) - o.delay * 1e6;
+      if (late_us < 0) die("job " + std::to_string(id) + " handed out early");
+      samples.push_back(late_us);
+    }
+    c.send("delete " + std::to_string(id) + "\r\n");
+    c.line();
     ++ops;
   }
   results.add(ops, samples);
@@ -246,22 +338,43 @@ int main(int argc, char** argv) {
   const auto end =
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
   std::vector<std::thread> threads;
+  g_budget = o.count;
+  if (o.mode == "drain") {
+    if (o.count == 0) die("drain needs --count");
+    Options fill = o;
+    fill.delay = 0;
+    Results ignored;
+    run_put(fill, Clock::time_point::max(), ignored);  // untimed
+  }
+  const auto work_start = Clock::now();
+  const auto work_end = work_start + (end - start);
+  std::atomic<bool> empty{false};
+  Sent sent;
+  std::uint64_t puts = 0;
+  if (o.mode == "late") {
+    threads.emplace_back([&] { run_late_producer(o, work_end, sent, puts); });
+  }
   for (int i = 0; i < o.connections; ++i) {
-    threads.emplace_back([&, i] {
+    threads.emplace_back([&] {
       if (o.mode == "put")
-        run_put(o, end, results);
+        run_put(o, work_end, results);
       else if (o.mode == "work")
-        run_work(o, end, results);
-      else if (o.mode == "delay")
-        run_delay(o, end, results, i);
+        run_work(o, work_end, results);
+      else if (o.mode == "drain")
+        run_drain(o, results, empty);
+      else if (o.mode == "late")
+        run_late_worker(o, work_end, sent, results);
       else
         die("unknown mode " + o.mode);
     });
   }
   for (auto& thread : threads) thread.join();
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (o.mode == "late" && results.operations != puts) {
+    die("put " + std::to_string(puts) + " jobs, received " + std::to_string(results.operations));
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - work_start).count();
   std::sort(results.latencies_us.begin(), results.latencies_us.end());
-  const char* unit = o.mode == "delay" ? "lateness" : o.mode == "put" ? "batch latency" : "latency";
+  const char* unit = o.mode == "late" ? "lateness" : o.mode == "put" ? "batch latency" : "latency";
   std::printf("mode=%s connections=%d ops=%llu ops/s=%.0f %s us: p50=%.0f p99=%.0f max=%.0f\n",
               o.mode.c_str(), o.connections, static_cast<unsigned long long>(results.operations),
               static_cast<double>(results.operations) / seconds, unit,
