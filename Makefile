@@ -40,11 +40,12 @@ bench-engine: build
 	@build/release/bench/engine_bench --jobs $(ENGINE_JOBS) --durability none
 	@rm -rf build/engine-bench-data
 
-# The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# The unit and protocol tests again under AddressSanitizer + UndefinedBehaviorSanitizer (the
+# third-party client test, which installs from npm, runs once, in `make test`).
 asan-test: deps
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS)
-	@ctest --preset asan -L unit -j $(JOBS)
+	@ctest --preset asan -L 'unit|protocol' -LE client -j $(JOBS)
 
 # The libFuzzer targets, built with clang, each run for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 30

@@ -51,9 +51,6 @@ int run(const Flags& flags) {
     spdlog::critical("{}", s.to_string());
     return 1;
   }
-  std::printf("delayqd listening on %s:%u\n", flags.server.address.c_str(),
-              static_cast<unsigned>(server.port()));
-  std::fflush(stdout);
 
   // Stop: no new connections; commit what is pending and wait for it; give the replies that
   // became sendable a moment to leave; then close everything.
@@ -84,6 +81,10 @@ int run(const Flags& flags) {
   };
   wait_drain();
 
+  // Only now that the signals are handled: a test may signal as soon as it reads this line.
+  std::printf("delayqd listening on %s:%u\n", flags.server.address.c_str(),
+              static_cast<unsigned>(server.port()));
+  std::fflush(stdout);
   io.run();
   if (Status s = node->close(); !s.is_ok()) {
     spdlog::critical("final commit failed: {}", s.to_string());

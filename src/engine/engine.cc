@@ -585,6 +585,13 @@ ReserveResult Engine::reserve(ClientId client_id, std::optional<Millis> timeout)
   return ReserveResult{ReserveResult::Kind::kWaiting, {}};
 }
 
+bool Engine::cancel_wait(ClientId client_id) {
+  Client& c = client(client_id);
+  if (c.wait_order == 0) return false;
+  end_wait(client_id, c);
+  return true;
+}
+
 Result<JobView> Engine::reserve_job(ClientId client_id, JobId id) {
   const auto found = find(id);
   if (!found || job(*found).state() == JobState::kReserved) {

@@ -180,6 +180,9 @@ class Engine {
   Result<PutResult> put(ClientId client, const PutRequest& request);
   // timeout: nullopt waits for ever, 0 answers at once (kTimedOut if nothing is ready).
   ReserveResult reserve(ClientId client, std::optional<Millis> timeout);
+  // Ends a waiting reserve with no job (the client half-closed its connection): false if it was
+  // not waiting. No wakeup follows.
+  bool cancel_wait(ClientId client);
   Result<JobView> reserve_job(ClientId client, JobId id);  // any job not reserved
   Status erase(ClientId client, JobId id);                 // delete
   Status release(ClientId client, JobId id, std::uint32_t priority, Millis delay);

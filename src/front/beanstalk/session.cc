@@ -132,11 +132,18 @@ void Session::read() {
       boost::asio::buffer(read_buffer_),
       [self = shared_from_this()](const boost::system::error_code& error, std::size_t bytes) {
         if (self->closed_) return;
-        if (error == boost::asio::error::eof && !self->waiting_) {
-          // The client is done sending: answer what it sent (once durable), then close. A
-          // client waiting in reserve is gone, as beanstalkd sees it.
+        if (error == boost::asio::error::eof) {
+          // The client is done sending: answer what it sent (once durable), then close. A wait
+          // in reserve ends at once with TIMED_OUT, as protocol.txt says for a half-closed
+          // connection.
           self->in_.append(self->read_buffer_, bytes);
-          self->process();
+          if (self->waiting_ && self->engine().cancel_wait(self->client_)) {
+            self->server_.node().forget(self->client_);
+            self->waiting_ = false;
+            self->reply("TIMED_OUT\r\n");
+          } else {
+            self->process();
+          }
           self->closing_ = true;
           self->flush();
           return;
@@ -414,9 +421,8 @@ void Session::kick_job(const Command& command) {
 }
 
 void Session::pause_tube(const Command& command) {
-  // beanstalkd pauses for at least a second: "pause-tube t 0" pauses for 1 (prot.c OP_PAUSE_TUBE).
-  const auto seconds = std::max<std::uint32_t>(1, command.pause_seconds);
-  Status s = engine().pause_tube(command.tube, engine::Seconds{seconds});
+  // "pause-tube t 0" ends a pause: beanstalkd turns 0 into 1 ns (prot.c OP_PAUSE_TUBE).
+  Status s = engine().pause_tube(command.tube, engine::Seconds{command.pause_seconds});
   if (!s.is_ok()) return reply_status(s);
   reply("PAUSED\r\n");
 }
