@@ -46,6 +46,25 @@ bool is_name(std::string_view name, const ParserLimits& limits) {
          std::all_of(name.begin(), name.end(), name_byte);
 }
 
+// The line limit parse() applies: beanstalkd's, or the extension verbs' when the line starts
+// with one of them and a space within beanstalkd's limit.
+std::size_t line_limit(std::string_view rest, const ParserLimits& limits) {
+  constexpr std::string_view kExtensions[] = {"putx",        "reschedule", "reschedule-key",
+                                              "delete-key",  "peek-key",   "list-group",
+                                              "cancel-group"};
+  const std::size_t space = rest.substr(0, limits.max_line_bytes).find(' ');
+  if (space == std::string_view::npos) return limits.max_line_bytes;
+  const std::string_view verb = rest.substr(0, space);
+  for (const std::string_view extension : kExtensions) {
+    if (verb == extension) return std::max(limits.max_line_bytes, limits.max_extension_line_bytes);
+  }
+  return limits.max_line_bytes;
+}
+
+bool is_put(const Command& c) {
+  return c.verb == Verb::kPut || c.verb == Verb::kPutX;
+}
+
 bool same(const Parsed& a, const Parsed& b) {
   return a.kind == b.kind && a.command == b.command && a.error == b.error &&
          a.consumed == b.consumed && a.discard == b.discard && a.discard_line == b.discard_line &&
@@ -59,32 +78,34 @@ void check(std::string_view rest, const Parsed& p, const ParserLimits& limits) {
   FUZZ_CHECK(p.close == (p.kind == Kind::kCommand && p.command.verb == Verb::kQuit));
   FUZZ_CHECK(p.discard == 0 || (p.kind == Kind::kError && p.error == Error::kJobTooBig));
   FUZZ_CHECK(!p.discard_line || (p.kind == Kind::kError && p.error == Error::kBadFormat));
-  const std::size_t line_end = rest.substr(0, limits.max_line_bytes).find(kCrlf);
+  const std::size_t limit = line_limit(rest, limits);
+  const std::size_t line_end = rest.substr(0, limit).find(kCrlf);
   if (line_end == std::string_view::npos) {
     // No line within the limit: wait for more, or the line is too long.
-    if (rest.size() < limits.max_line_bytes) {
+    if (rest.size() < limit) {
       FUZZ_CHECK(p.kind == Kind::kNeedMore);
       return;
     }
     FUZZ_CHECK(p.kind == Kind::kError && p.error == Error::kBadFormat);
     const std::size_t end = rest.find(kCrlf);
     FUZZ_CHECK(p.discard_line == (end == std::string_view::npos));
-    if (!p.discard_line) FUZZ_CHECK(p.consumed == end + 2 && p.consumed > limits.max_line_bytes);
+    if (!p.discard_line) FUZZ_CHECK(p.consumed == end + 2 && p.consumed > limit);
     if (p.discard_line) FUZZ_CHECK(p.consumed + 1 >= rest.size() && p.consumed > 0);
     return;
   }
   const std::size_t line_bytes = line_end + 2;
   FUZZ_CHECK(!p.discard_line);
   if (p.kind == Kind::kNeedMore) {
-    FUZZ_CHECK(rest.starts_with("put "));  // only a put waits, for its body
+    FUZZ_CHECK(rest.starts_with("put ") || rest.starts_with("putx "));  // only a put waits
     return;
   }
   const bool put_body =
-      p.kind == Kind::kCommand ? p.command.verb == Verb::kPut : p.error == Error::kExpectedCrlf;
+      p.kind == Kind::kCommand ? is_put(p.command) : p.error == Error::kExpectedCrlf;
   if (!put_body) {
     FUZZ_CHECK(p.consumed == line_bytes);
   } else {
-    FUZZ_CHECK(rest.starts_with("put ") && p.consumed >= line_bytes + 2);
+    FUZZ_CHECK((rest.starts_with("put ") || rest.starts_with("putx ")) &&
+               p.consumed >= line_bytes + 2);
     FUZZ_CHECK(p.consumed - line_bytes - 2 <= limits.max_job_bytes);
     const bool crlf = rest.substr(p.consumed - 2, 2) == kCrlf;
     FUZZ_CHECK(crlf == (p.kind == Kind::kCommand));
@@ -95,11 +116,16 @@ void check(std::string_view rest, const Parsed& p, const ParserLimits& limits) {
   if (p.kind != Kind::kCommand) return;
   const Command& c = p.command;
   FUZZ_CHECK(within(c.tube, rest) && within(c.body, rest));
+  FUZZ_CHECK(within(c.key, rest) && within(c.group, rest));
+  FUZZ_CHECK(c.key.size() <= limits.max_key_bytes && c.group.size() <= limits.max_key_bytes);
   FUZZ_CHECK(c.body.empty() || c.body.data() == rest.data() + line_bytes);
-  if (c.verb == Verb::kPut) FUZZ_CHECK(c.body.size() + line_bytes + 2 == p.consumed);
+  if (is_put(c)) FUZZ_CHECK(c.body.size() + line_bytes + 2 == p.consumed);
   if (!c.tube.empty()) FUZZ_CHECK(is_name(c.tube, limits));
   const bool named = c.verb == Verb::kUse || c.verb == Verb::kWatch || c.verb == Verb::kIgnore ||
-                     c.verb == Verb::kStatsTube || c.verb == Verb::kPauseTube;
+                     c.verb == Verb::kStatsTube || c.verb == Verb::kPauseTube ||
+                     c.verb == Verb::kRescheduleKey || c.verb == Verb::kDeleteKey ||
+                     c.verb == Verb::kPeekKey || c.verb == Verb::kListGroup ||
+                     c.verb == Verb::kCancelGroup;
   FUZZ_CHECK(named != c.tube.empty());
   FUZZ_CHECK(c.timeout_seconds <= 2147483647U);
   FUZZ_CHECK(rest.find('\0') >= line_end);  // a NUL in the line is never a command
@@ -175,6 +201,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     limits.max_line_bytes = 2 + (knob >> 1) % 32;
     limits.max_job_bytes = (knob >> 2) % 24;
     limits.max_tube_name_bytes = 1 + (knob >> 4) % 8;
+    limits.max_extension_line_bytes = limits.max_line_bytes + (knob >> 3) % 16;
+    limits.max_key_bytes = 1 + (knob >> 5) % 6;
   }
   const std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
   const std::vector<Parsed> whole = run(input, limits, input.size());
