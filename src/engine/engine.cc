@@ -71,6 +71,32 @@ Engine::Slot Engine::allocate_slot() {
   return static_cast<Slot>(jobs_.size() - 1);
 }
 
+Engine::Slot Engine::new_job(JobId id, TubeNo tube_no, std::int64_t created_ms,
+                             std::uint32_t priority, std::uint32_t ttr_seconds,
+                             std::string_view key, std::string_view group) {
+  const Slot slot = allocate_slot();
+  Job& j = job(slot);
+  j.set_id_and_created(id, created_ms);
+  j.priority = priority;
+  j.ttr_seconds = std::max<std::uint32_t>(1, ttr_seconds);  // 0 is 1 s, as beanstalkd
+  j.tube = tube_no;
+  j.due_unix_ms = created_ms;
+  index_.insert(id, slot);
+  if (!key.empty() || !group.empty()) {
+    Extra& more = extra(slot);
+    Tube& t = tube(tube_no);
+    if (!key.empty()) {
+      more.key = std::string(key);
+      t.keys.emplace(more.key, slot);
+    }
+    if (!group.empty()) {
+      more.group = std::string(group);
+      t.groups[more.group].insert(slot);
+    }
+  }
+  return slot;
+}
+
 void Engine::free_slot(Slot slot) {
   job(slot) = Job{};
   free_slots_.push_back(slot);
@@ -504,30 +530,12 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
   // Delays count from here, the put's moment rounded up (see Clock::start_unix_ms()); it is
   // also the job's creation time, so its delay reads back exactly as due - created.
   const std::int64_t start = due_after(Millis{0});
-  const Slot slot = allocate_slot();
-  Job& j = job(slot);
   const JobId id = next_id_++;
   next_id_dirty_ = true;
-  j.bits = id | static_cast<std::uint64_t>(start % 1000) << 51;
-  j.created_unix_s = static_cast<std::uint32_t>(start / 1000);
-  j.priority = request.priority;
-  j.ttr_seconds = static_cast<std::uint32_t>(
-      std::clamp<Seconds::rep>(request.ttr.count(), 1, std::numeric_limits<std::uint32_t>::max()));
-  j.tube = tube_no;
-  j.due_unix_ms = now_ms;
-  index_.insert(id, slot);
-  if (!request.key.empty() || !request.group.empty()) {
-    Extra& more = extra(slot);
-    Tube& t = tube(tube_no);
-    if (!request.key.empty()) {
-      more.key = std::string(request.key);
-      t.keys.emplace(more.key, slot);
-    }
-    if (!request.group.empty()) {
-      more.group = std::string(request.group);
-      t.groups[more.group].insert(slot);
-    }
-  }
+  const auto ttr = static_cast<std::uint32_t>(
+      std::clamp<Seconds::rep>(request.ttr.count(), 0, std::numeric_limits<std::uint32_t>::max()));
+  const Slot slot = new_job(id, tube_no, start, request.priority, ttr, request.key, request.group);
+  job(slot).due_unix_ms = now_ms;
   std::int64_t due = now_ms;
   if (request.due_unix_ms) {
     due = *request.due_unix_ms;
@@ -573,16 +581,20 @@ bool Engine::deadline_soon(const Client& c) const {
 ReserveResult Engine::reserve(ClientId client_id, std::optional<Millis> timeout) {
   Client& c = client(client_id);
   DELAYQ_CHECK(c.wait_order == 0);
-  if (!c.worker) {
-    c.worker = true;
-    ++workers_;
-  }
+  mark_worker(c);
   const auto best = best_ready(c);
   if (!best && deadline_soon(c)) return ReserveResult{ReserveResult::Kind::kDeadlineSoon, {}};
   if (best) return hand_out(client_id, *best);
   if (timeout && timeout->count() <= 0) return ReserveResult{ReserveResult::Kind::kTimedOut, {}};
   start_wait(client_id, c, timeout);
   return ReserveResult{ReserveResult::Kind::kWaiting, {}};
+}
+
+// beanstalkd's current-workers: connections that have asked for a job.
+void Engine::mark_worker(Client& c) {
+  if (c.worker) return;
+  c.worker = true;
+  ++workers_;
 }
 
 bool Engine::cancel_wait(ClientId client_id) {
@@ -599,11 +611,7 @@ Result<JobView> Engine::reserve_job(ClientId client_id, JobId id) {
   }
   const Slot slot = *found;
   const bool was_ready = job(slot).state() == JobState::kReady;
-  Client& c = client(client_id);
-  if (!c.worker) {
-    c.worker = true;
-    ++workers_;
-  }
+  mark_worker(client(client_id));
   leave(slot);
   enter_reserved(slot, client_id);
   // A reserved job comes back ready after a restart; one taken from the delayed or buried list
@@ -679,12 +687,7 @@ std::size_t Engine::kick(std::string_view name, std::size_t bound) {
       slot = earliest_delayed(no);
       if (!slot) break;
     }
-    keep_delay(*slot);
-    leave(*slot);
-    extra(*slot).counters.kicks++;
-    job(*slot).due_unix_ms = std::min(job(*slot).due_unix_ms, now());
-    enter_ready(*slot);
-    persist(*slot);
+    kick_slot(*slot);
     ++kicked;
   }
   dispatch();
@@ -697,15 +700,19 @@ Status Engine::kick_job(JobId id) {
       (job(*found).state() != JobState::kBuried && job(*found).state() != JobState::kDelayed)) {
     return {Code::kNotFound, "no buried or delayed job " + std::to_string(id)};
   }
-  const Slot slot = *found;
+  kick_slot(*found);
+  dispatch();
+  return Status::ok();
+}
+
+// A buried or delayed job to ready; it keeps the delay it reports.
+void Engine::kick_slot(Slot slot) {
   keep_delay(slot);
   leave(slot);
   extra(slot).counters.kicks++;
   job(slot).due_unix_ms = std::min(job(slot).due_unix_ms, now());
   enter_ready(slot);
   persist(slot);
-  dispatch();
-  return Status::ok();
 }
 
 Status Engine::pause_tube(std::string_view name, Seconds pause) {
@@ -1026,27 +1033,17 @@ Status Engine::restore(const store::JobRecord& r) {
   }
   auto no = tube_ref(r.tube);
   if (!no.is_ok()) return corrupt(no.status().message());
-  Tube& t = tube(no.value());
-  if (!r.key.empty() && t.keys.contains(r.key)) return corrupt("key held by another job");
-  const Slot slot = allocate_slot();
-  Job& j = job(slot);
+  if (!r.key.empty() && tube(no.value()).keys.contains(r.key)) {
+    return corrupt("key held by another job");
+  }
   const std::int64_t created = std::max<std::int64_t>(0, r.created_unix_ms);
-  j.bits = r.id | static_cast<std::uint64_t>(created % 1000) << 51;
-  j.created_unix_s = static_cast<std::uint32_t>(created / 1000);
-  j.priority = r.priority;
-  j.ttr_seconds = std::max<std::uint32_t>(1, r.ttr_seconds);
-  j.tube = no.value();
-  j.due_unix_ms = r.due_unix_ms;
-  index_.insert(r.id, slot);
+  const Slot slot = new_job(r.id, no.value(), created, r.priority, r.ttr_seconds, r.key, r.group);
+  job(slot).due_unix_ms = r.due_unix_ms;
   const bool derived_delay = r.delay_ms == std::max<std::int64_t>(0, r.due_unix_ms - created);
-  if (!r.key.empty() || !r.group.empty() || !r.counters.zero() || !derived_delay) {
+  if (!r.counters.zero() || !derived_delay) {
     Extra& more = extra(slot);
-    more.key = r.key;
-    more.group = r.group;
     more.counters = r.counters;
     if (!derived_delay) more.delay_ms = r.delay_ms;
-    if (!r.key.empty()) t.keys.emplace(r.key, slot);
-    if (!r.group.empty()) t.groups[r.group].insert(slot);
   }
   switch (r.state) {
     case JobState::kDelayed:

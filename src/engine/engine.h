@@ -274,6 +274,11 @@ class Engine {
     [[nodiscard]] std::int64_t created_unix_ms() const noexcept {
       return std::int64_t{created_unix_s} * 1000 + static_cast<std::int64_t>(bits >> 51 & 1023U);
     }
+    // A new job's id and creation time (ms >= 0); state ready, no extra.
+    void set_id_and_created(JobId id, std::int64_t created_ms) noexcept {
+      bits = id | static_cast<std::uint64_t>(created_ms % 1000) << 51;
+      created_unix_s = static_cast<std::uint32_t>(created_ms / 1000);
+    }
     void set_has_extra(bool on) noexcept {
       bits = on ? bits | std::uint64_t{1} << 50 : bits & ~(std::uint64_t{1} << 50);
     }
@@ -322,6 +327,11 @@ class Engine {
   const Job& job(Slot slot) const { return jobs_[slot]; }
   [[nodiscard]] std::optional<Slot> find(JobId id) const { return index_.find(id); }
   Slot allocate_slot();
+  // A job in a fresh slot, indexed by id, key and group; not yet in any state's index.
+  Slot new_job(JobId id, TubeNo tube_no, std::int64_t created_ms, std::uint32_t priority,
+               std::uint32_t ttr_seconds, std::string_view key, std::string_view group);
+  void kick_slot(Slot slot);
+  void mark_worker(Client& client);
   void free_slot(Slot slot);
   Extra& extra(Slot slot);
   [[nodiscard]] const Extra* extra_if(Slot slot) const;

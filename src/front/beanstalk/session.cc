@@ -226,8 +226,9 @@ void Session::reply(std::string bytes) {
   out_.push_back(Reply{server_.node().barrier(), std::move(bytes)});
 }
 
-void Session::reply_status(const Status& status) {
-  reply(std::string(reply_word(status.code())) + "\r\n");
+void Session::reply_status(const Status& status, std::string_view ok_word) {
+  const std::string_view word = status.is_ok() ? ok_word : reply_word(status.code());
+  reply(std::string(word) + "\r\n");
 }
 
 void Session::reply_job(std::string_view word, const engine::JobView& job) {
@@ -355,28 +356,21 @@ void Session::use(const Command& command) {
 }
 
 void Session::erase(const Command& command) {
-  Status s = engine().erase(client_, command.id);
-  if (!s.is_ok()) return reply_status(s);
-  reply("DELETED\r\n");
+  reply_status(engine().erase(client_, command.id), "DELETED");
 }
 
 void Session::release(const Command& command) {
-  Status s = engine().release(client_, command.id, command.priority,
-                              engine::Millis{std::int64_t{command.delay_seconds} * 1000});
-  if (!s.is_ok()) return reply_status(s);
-  reply("RELEASED\r\n");
+  reply_status(engine().release(client_, command.id, command.priority,
+                                engine::Millis{std::int64_t{command.delay_seconds} * 1000}),
+               "RELEASED");
 }
 
 void Session::bury(const Command& command) {
-  Status s = engine().bury(client_, command.id, command.priority);
-  if (!s.is_ok()) return reply_status(s);
-  reply("BURIED\r\n");
+  reply_status(engine().bury(client_, command.id, command.priority), "BURIED");
 }
 
 void Session::touch(const Command& command) {
-  Status s = engine().touch(client_, command.id);
-  if (!s.is_ok()) return reply_status(s);
-  reply("TOUCHED\r\n");
+  reply_status(engine().touch(client_, command.id), "TOUCHED");
 }
 
 void Session::watch(const Command& command) {
@@ -415,16 +409,12 @@ void Session::kick(const Command& command) {
 }
 
 void Session::kick_job(const Command& command) {
-  Status s = engine().kick_job(command.id);
-  if (!s.is_ok()) return reply_status(s);
-  reply("KICKED\r\n");
+  reply_status(engine().kick_job(command.id), "KICKED");
 }
 
 void Session::pause_tube(const Command& command) {
   // "pause-tube t 0" ends a pause: beanstalkd turns 0 into 1 ns (prot.c OP_PAUSE_TUBE).
-  Status s = engine().pause_tube(command.tube, engine::Seconds{command.pause_seconds});
-  if (!s.is_ok()) return reply_status(s);
-  reply("PAUSED\r\n");
+  reply_status(engine().pause_tube(command.tube, engine::Seconds{command.pause_seconds}), "PAUSED");
 }
 
 void Session::quit(const Command&) {
@@ -586,25 +576,19 @@ void Session::putx(const Command& command) {
 }
 
 void Session::reschedule(const Command& command) {
-  Status s = engine().reschedule(command.id, due_of(command.when));
-  if (!s.is_ok()) return reply_status(s);
-  reply("RESCHEDULED\r\n");
+  reply_status(engine().reschedule(command.id, due_of(command.when)), "RESCHEDULED");
 }
 
 void Session::reschedule_key(const Command& command) {
   auto id = engine().find_key(command.tube, command.key);
   if (!id.is_ok()) return reply_status(id.status());
-  Status s = engine().reschedule(id.value(), due_of(command.when));
-  if (!s.is_ok()) return reply_status(s);
-  reply("RESCHEDULED\r\n");
+  reply_status(engine().reschedule(id.value(), due_of(command.when)), "RESCHEDULED");
 }
 
 void Session::delete_key(const Command& command) {
   auto id = engine().find_key(command.tube, command.key);
   if (!id.is_ok()) return reply_status(id.status());
-  Status s = engine().erase(client_, id.value());
-  if (!s.is_ok()) return reply_status(s);
-  reply("DELETED\r\n");
+  reply_status(engine().erase(client_, id.value()), "DELETED");
 }
 
 void Session::peek_key(const Command& command) {

@@ -38,7 +38,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void reply(std::string bytes);
   void reply_job(std::string_view word, const engine::JobView& job);
   void reply_yaml(const std::string& yaml);
-  void reply_status(const Status& status);
+  // The reply for a failed command, or ok_word when the status is ok.
+  void reply_status(const Status& status, std::string_view ok_word = "OK");
   void on_wakeup(const engine::ReserveResult& result);
   void finish_reserve(const engine::ReserveResult& result);
   [[nodiscard]] engine::Engine& engine();
