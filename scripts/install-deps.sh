@@ -16,6 +16,13 @@ packages=(
   libgmock-dev
   libbenchmark-dev  # Google Benchmark
   librocksdb-dev    # the embedded store
+  libboost1.81-dev  # Asio (delayqd's event loop) and Beast (HTTP)
+  libboost-json1.81-dev  # Boost.JSON (the HTTP API)
+  libcli11-dev      # command-line flags (delayqd, delayq)
+  libspdlog-dev     # structured logs
+  libfmt-dev
+  beanstalkd        # bench/compare-beanstalkd.sh runs it side by side
+  wrk               # HTTP load (docs/BENCHMARKS.md)
   python3           # bench/wheel_table.py (make bench)
 )
 
