@@ -14,10 +14,13 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "broker/local/node.h"
 #include "front/beanstalk/server.h"
+#include "front/http/server.h"
 
 namespace {
 
@@ -25,6 +28,9 @@ using namespace delayq;
 
 struct Flags {
   front::beanstalk::ServerOptions server;
+  front::http::ServerOptions http;
+  std::string http_listen = "127.0.0.1:8080";
+  bool http_explicit = false;
   local::NodeOptions node;
   std::string fsync = "always";
   int verbose = 0;
@@ -51,6 +57,20 @@ int run(const Flags& flags) {
     spdlog::critical("{}", s.to_string());
     return 1;
   }
+  // HTTP on by default; if its default port is taken, the server runs without it (and says so),
+  // but an address asked for explicitly must be had.
+  std::optional<front::http::Server> http;
+  if (flags.http_listen != "off") {
+    http.emplace(io, *node, flags.http);
+    if (Status s = http->start(); !s.is_ok()) {
+      if (flags.http_explicit) {
+        spdlog::critical("{}", s.to_string());
+        return 1;
+      }
+      spdlog::warn("{}; the HTTP API is off (choose another with --http ADDR:PORT)", s.to_string());
+      http.reset();
+    }
+  }
 
   // Stop: no new connections; commit what is pending and wait for it; give the replies that
   // became sendable a moment to leave; then close everything.
@@ -60,6 +80,7 @@ int run(const Flags& flags) {
     if (error) return;
     spdlog::info("signal {}: stopping", signal);
     server.stop_accepting();
+    if (http) http->stop_accepting();
     if (Status s = node->close(); !s.is_ok()) {
       spdlog::critical("final commit failed: {}", s.to_string());
       exit_code = 1;
@@ -67,6 +88,7 @@ int run(const Flags& flags) {
     grace.expires_after(std::chrono::milliseconds(200));
     grace.async_wait([&](const boost::system::error_code&) {
       server.stop();
+      if (http) http->stop();
       io.stop();
     });
   });
@@ -75,7 +97,7 @@ int run(const Flags& flags) {
     drain.async_wait([&](const boost::system::error_code& error, int) {
       if (error) return;
       spdlog::info("SIGUSR1: drain mode, puts are refused from now on");
-      server.set_draining(true);
+      node->set_draining(true);
       wait_drain();
     });
   };
@@ -84,6 +106,10 @@ int run(const Flags& flags) {
   // Only now that the signals are handled: a test may signal as soon as it reads this line.
   std::printf("delayqd listening on %s:%u\n", flags.server.address.c_str(),
               static_cast<unsigned>(server.port()));
+  if (http) {
+    std::printf("delayqd http listening on %s:%u\n", flags.http.address.c_str(),
+                static_cast<unsigned>(http->port()));
+  }
   std::fflush(stdout);
   io.run();
   if (Status s = node->close(); !s.is_ok()) {
@@ -114,6 +140,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-connections", flags.server.max_connections, "open connections at most")
       ->capture_default_str();
+  app.add_option("--http", flags.http_listen,
+                 "HTTP/JSON API address, ADDR:PORT (port 0: any free port), or off")
+      ->capture_default_str();
+  app.add_option("--http-max-connections", flags.http.max_connections,
+                 "open HTTP connections at most")
+      ->capture_default_str();
   app.add_flag("--accept-torn-tail", flags.node.store.accept_torn_tail,
                "start even if the write-ahead log ends in a torn record (drops it)");
   app.add_flag("-V,--verbose", flags.verbose, "log more (repeat for even more)");
@@ -125,6 +157,27 @@ int main(int argc, char** argv) {
     return 2;
   }
   flags.node.durability = durability.value();
+  flags.http_explicit = app.count("--http") > 0;
+  if (flags.http_listen != "off") {
+    const auto colon = flags.http_listen.rfind(':');
+    unsigned long port = 0;
+    try {
+      if (colon == std::string::npos) throw std::invalid_argument("no port");
+      std::size_t used = 0;
+      port = std::stoul(flags.http_listen.substr(colon + 1), &used);
+      if (used != flags.http_listen.size() - colon - 1 || port > 65535) {
+        throw std::invalid_argument("bad port");
+      }
+    } catch (const std::exception&) {
+      std::fprintf(stderr, "delayqd: --http wants ADDR:PORT or off, not '%s'\n",
+                   flags.http_listen.c_str());
+      return 2;
+    }
+    flags.http.address = flags.http_listen.substr(0, colon);
+    flags.http.port = static_cast<std::uint16_t>(port);
+  }
+  flags.http.api.max_job_bytes = flags.server.max_job_bytes;
+  flags.http.api.version = DELAYQ_VERSION;
   spdlog::set_default_logger(spdlog::stderr_color_mt("delayqd"));  // stdout is for the port line
   spdlog::set_level(flags.verbose >= 2   ? spdlog::level::trace
                     : flags.verbose == 1 ? spdlog::level::debug

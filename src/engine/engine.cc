@@ -421,6 +421,15 @@ ClientId Engine::connect() {
   return id;
 }
 
+ClientId Engine::connect_internal() {
+  const ClientId id = next_client_++;
+  Client& c = clients_[id];
+  c.used = tube_by_name_.find(kDefaultTube)->second;
+  c.internal = true;
+  ++internal_clients_;
+  return id;
+}
+
 void Engine::disconnect(ClientId id) {
   Client& c = client(id);
   if (c.wait_order != 0) end_wait(id, c);
@@ -429,7 +438,11 @@ void Engine::disconnect(ClientId id) {
     leave(slot);
     enter_ready(slot);
   }
-  tube(c.used).using_clients--;
+  if (c.internal) {
+    --internal_clients_;
+  } else {
+    tube(c.used).using_clients--;
+  }
   maybe_drop_tube(c.used);
   for (const TubeNo no : c.watched) {
     tube(no).watching_clients--;
@@ -522,7 +535,7 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
       destroy(holder, /*drop_tube=*/false);  // the new job goes into it
     }
   }
-  if (!c.producer) {
+  if (!c.producer && !c.internal) {
     c.producer = true;
     ++producers_;
   }
@@ -592,7 +605,7 @@ ReserveResult Engine::reserve(ClientId client_id, std::optional<Millis> timeout)
 
 // beanstalkd's current-workers: connections that have asked for a job.
 void Engine::mark_worker(Client& c) {
-  if (c.worker) return;
+  if (c.worker || c.internal) return;
   c.worker = true;
   ++workers_;
 }
@@ -802,6 +815,32 @@ Status Engine::reschedule(JobId id, std::int64_t due_unix_ms) {
   return Status::ok();
 }
 
+Status Engine::set_priority(JobId id, std::uint32_t priority) {
+  const auto found = find(id);
+  if (!found) return {Code::kNotFound, "no job " + std::to_string(id)};
+  const Slot slot = *found;
+  if (job(slot).priority == priority) return Status::ok();
+  const bool ready = job(slot).state() == JobState::kReady;
+  if (ready) leave(slot);
+  job(slot).priority = priority;
+  if (ready) enter_ready(slot);
+  persist(slot);
+  if (ready) dispatch();
+  return Status::ok();
+}
+
+Status Engine::hand_over(JobId id, ClientId from, ClientId to) {
+  Slot slot = 0;
+  if (Status s = check_reserved_by(from, id, &slot); !s.is_ok()) return s;
+  auto& held = client(from).reserved;
+  held.erase(std::find(held.begin(), held.end(), slot));
+  Client& receiver = client(to);
+  receiver.reserved.push_back(slot);
+  mark_worker(receiver);
+  reservations_.at(slot).client = to;
+  return Status::ok();
+}
+
 std::vector<JobView> Engine::list_group(std::string_view name, std::string_view group) const {
   std::vector<JobView> views;
   const Tube* t = find_tube(name);
@@ -910,6 +949,8 @@ void Engine::on_timer(Slot slot) {
     reservations_.erase(it);
     extra(slot).counters.timeouts++;
     ++job_timeouts_;
+  } else if (on_fire_) {
+    on_fire_(j.due_unix_ms);
   }
   enter_ready(slot);
 }
@@ -990,7 +1031,7 @@ ServerStats Engine::stats() const {
   s.total_jobs = total_jobs_;
   s.job_timeouts = job_timeouts_;
   s.tubes = tube_by_name_.size();
-  s.connections = clients_.size();
+  s.connections = clients_.size() - internal_clients_;
   s.total_connections = total_connections_;
   s.producers = producers_;
   s.workers = workers_;

@@ -168,6 +168,10 @@ class Engine {
   // A client waiting in reserve sends nothing but disconnect until its wait ends (the front-end
   // holds its next commands, as beanstalkd does); use, watch, ignore and reserve check it.
   ClientId connect();
+  // A client of a front-end itself (HTTP's holder of reservations, a long-poll's waiter): it
+  // uses and watches nothing until told to, and is not a connection, producer or worker in the
+  // stats, so that beanstalkd clients see the counts they expect.
+  ClientId connect_internal();
   // Its reserved jobs become ready again (invariant 4), its wait ends, its tubes are let go.
   void disconnect(ClientId client);
   Status use(ClientId client, std::string_view tube);
@@ -204,6 +208,12 @@ class Engine {
   [[nodiscard]] Result<JobView> peek_key(std::string_view tube, std::string_view key) const;
   Result<JobId> find_key(std::string_view tube, std::string_view key) const;
   Status reschedule(JobId id, std::int64_t due_unix_ms);
+  // A new priority for a job in any state (a ready job moves in its tube's order).
+  Status set_priority(JobId id, std::uint32_t priority);
+  // A job reserved by `from` becomes reserved by `to`, with the same TTR deadline (kNotFound if
+  // `from` does not hold it). A front-end whose callers are not connections (HTTP) waits in a
+  // client of its own per request, then hands the job to the client that holds its reservations.
+  Status hand_over(JobId id, ClientId from, ClientId to);
   // Jobs of a group in any state, by id; cancel deletes those not reserved and says how many.
   [[nodiscard]] std::vector<JobView> list_group(std::string_view tube,
                                                 std::string_view group) const;
@@ -221,6 +231,12 @@ class Engine {
   // When something `delay` from now is due: counted from the clock's start_unix_ms(), so that
   // it is never before the real moment plus the delay (put, release and TTRs use it too).
   [[nodiscard]] std::int64_t due_after(Millis delay) const;
+
+  // Called with its due time each time a delayed job becomes ready by the passing of time (for
+  // the fire lateness metric). Default: none.
+  void on_fire(std::function<void(std::int64_t due_unix_ms)> observer) {
+    on_fire_ = std::move(observer);
+  }
 
   // --- what happened. Wakeups answer waiting reserves; mutations must be committed before any
   // reply to the operations that made them is sent.
@@ -317,6 +333,7 @@ class Engine {
     std::vector<TubeNo> watched;
     std::vector<Slot> reserved;
     bool producer = false, worker = false;
+    bool internal = false;         // see connect_internal()
     std::uint64_t wait_order = 0;  // 0: not waiting
     std::optional<std::int64_t> wait_deadline_unix_ms;
     std::int64_t alarm_unix_ms = 0;  // when its wait must be looked at again
@@ -398,6 +415,8 @@ class Engine {
   JobId next_id_ = 1;
   JobId last_restored_id_ = 0;
   bool next_id_dirty_ = false;
+  std::uint64_t internal_clients_ = 0;
+  std::function<void(std::int64_t)> on_fire_;
   std::uint64_t next_bury_order_ = 1;
 
   std::vector<std::unique_ptr<Tube>> tubes_;

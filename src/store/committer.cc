@@ -34,8 +34,11 @@ std::string Durability::to_string() const {
   return "unknown";
 }
 
-Committer::Committer(Store& store, Durability durability)
-    : store_(store), durability_(durability), thread_([this] { run(); }) {}
+Committer::Committer(Store& store, Durability durability, Observer observer)
+    : store_(store),
+      durability_(durability),
+      observer_(std::move(observer)),
+      thread_([this] { run(); }) {}
 
 Committer::~Committer() {
   {
@@ -106,6 +109,7 @@ void Committer::commit(std::deque<Step>& steps) {
     status = error_;
   }
   bool wrote = false;
+  const auto started = std::chrono::steady_clock::now();
   if (status.is_ok() && !steps.empty()) {
     std::vector<const WriteSet*> sets;
     sets.reserve(steps.size());
@@ -134,6 +138,10 @@ void Committer::commit(std::deque<Step>& steps) {
     } else if (wrote && status.is_ok() && durability_.mode == Durability::Mode::kInterval) {
       unsynced_ = true;
     }
+  }
+  if (observer_ && wrote && status.is_ok()) {
+    observer_({steps.size(), synced,
+               synced ? std::chrono::steady_clock::now() - started : std::chrono::nanoseconds{0}});
   }
   for (Step& step : steps) {
     if (step.done) step.done(status);

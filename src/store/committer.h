@@ -45,11 +45,21 @@ struct CommitterStats {
   std::uint64_t syncs = 0;    // fsyncs
 };
 
+// What one batch took, for metrics: how many steps it held and, if it was fsynced, how long the
+// write and the fsync took together.
+struct BatchReport {
+  std::size_t steps = 0;
+  bool synced = false;
+  std::chrono::nanoseconds sync_time{0};
+};
+
 class Committer {
  public:
   using Done = std::function<void(const Status&)>;
+  using Observer = std::function<void(const BatchReport&)>;
 
-  Committer(Store& store, Durability durability);
+  // observer (optional) runs on the committer thread after each successful batch.
+  Committer(Store& store, Durability durability, Observer observer = {});
   // Commits what is queued (and under interval syncs it), then stops the thread.
   ~Committer();
   Committer(const Committer&) = delete;
@@ -72,6 +82,7 @@ class Committer {
 
   Store& store_;
   const Durability durability_;
+  const Observer observer_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable idle_;

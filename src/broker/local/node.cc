@@ -9,8 +9,18 @@
 
 namespace delayq::local {
 
+namespace {
+
+std::int64_t unix_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
 Node::Node(boost::asio::io_context& io, const NodeOptions& options)
-    : io_(io), durability_(options.durability), timer_(io) {}
+    : io_(io), durability_(options.durability), timer_(io), started_unix_ms_(unix_us() / 1000) {}
 
 Node::~Node() {
   *alive_ = false;
@@ -30,7 +40,19 @@ Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const Node
   auto recovered = recover(*node->store_, *node->engine_);
   if (!recovered.is_ok()) return recovered.status();
   node->recovered_jobs_ = recovered.value().jobs;
-  node->committer_ = std::make_unique<store::Committer>(*node->store_, options.durability);
+  Metrics& metrics = node->metrics_;
+  node->committer_ = std::make_unique<store::Committer>(
+      *node->store_, options.durability, [&metrics](const store::BatchReport& report) {
+        metrics.commit_batch.observe(static_cast<double>(report.steps));
+        if (report.synced) {
+          metrics.fsync.observe(std::chrono::duration<double>(report.sync_time).count());
+        }
+      });
+  Node* raw = node.get();
+  node->engine_->on_fire([raw](std::int64_t due_unix_ms) {
+    const double late_us = static_cast<double>(raw->turn_unix_us_ - due_unix_ms * 1000);
+    raw->metrics_.fire_lateness.observe(std::max(0.0, late_us) / 1e6);
+  });
   node->touched();  // overdue jobs, and the first timer
   return node;
 }
@@ -72,6 +94,7 @@ void Node::forget(engine::ClientId client) {
 void Node::turn() {
   turn_posted_ = false;
   if (failed_) return;
+  turn_unix_us_ = unix_us();
   engine_->advance();
   deliver_wakeups();
   commit();
@@ -96,6 +119,7 @@ void Node::commit() {
     // Nothing to wait for but the write itself, which is quicker here than a trip to the
     // committer's thread and back.
     const store::WriteSet* sets[] = {&set};
+    metrics_.commit_batch.observe(1);
     on_committed(seq, store_->write(sets, false));
     return;
   }
@@ -119,7 +143,7 @@ void Node::on_committed(std::uint64_t seq, const Status& status) {
   }
   durable_ = std::max(durable_, seq);
   unwritten_.erase(unwritten_.begin(), unwritten_.upper_bound(seq));
-  if (on_durable_) on_durable_();
+  for (const auto& handler : on_durable_) handler();
 }
 
 // Sleeps until the engine's next wakeup; nothing to do means no timer at all.
@@ -134,10 +158,7 @@ void Node::arm_timer() {
   armed_for_ = *next;
   // Wake at the very start of the due millisecond, not a whole number of ms from now: the engine
   // compares whole milliseconds, so the wait is measured to the microsecond.
-  const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-  const std::int64_t wait_us = std::max<std::int64_t>(0, *next * 1000 - now_us);
+  const std::int64_t wait_us = std::max<std::int64_t>(0, *next * 1000 - unix_us());
   timer_.expires_after(std::chrono::microseconds(wait_us));
   timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
     if (error || !*alive) return;

@@ -17,8 +17,10 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "base/status.h"
+#include "broker/local/metrics.h"
 #include "engine/engine.h"
 #include "store/committer.h"
 #include "store/rocks_store.h"
@@ -57,12 +59,23 @@ class Node {
   void touched();
 
   // Who hears about what. on_wakeup(client): a waiting reserve ended. on_durable: durable()
-  // moved (sessions flush replies). on_fatal: the store failed; the node must stop.
+  // moved (each front-end adds one, to flush its replies). on_fatal: the store failed; the
+  // node must stop.
   using WakeupHandler = std::function<void(const engine::ReserveResult&)>;
   void on_wakeup(engine::ClientId client, WakeupHandler handler);
   void forget(engine::ClientId client);
-  void on_durable(std::function<void()> handler) { on_durable_ = std::move(handler); }
+  void on_durable(std::function<void()> handler) { on_durable_.push_back(std::move(handler)); }
   void on_fatal(std::function<void(const Status&)> handler) { on_fatal_ = std::move(handler); }
+
+  // Drain mode (SIGUSR1, as beanstalkd): every front-end refuses puts.
+  void set_draining(bool draining) { draining_ = draining; }
+  [[nodiscard]] bool draining() const noexcept { return draining_; }
+  // Whether the node serves: false once the store has failed (readiness probes).
+  [[nodiscard]] bool healthy() const noexcept { return !failed_; }
+  [[nodiscard]] std::int64_t started_unix_ms() const noexcept { return started_unix_ms_; }
+
+  [[nodiscard]] Metrics& metrics() noexcept { return metrics_; }
+  [[nodiscard]] const Metrics& metrics() const noexcept { return metrics_; }
 
   // Commits what is pending and waits for the committer (used at shutdown).
   Status close();
@@ -88,10 +101,14 @@ class Node {
   std::uint64_t durable_ = 0;    // sequence of the last batch the committer reported durable
   bool turn_posted_ = false;
   bool failed_ = false;
+  bool draining_ = false;
+  std::int64_t started_unix_ms_ = 0;
+  std::int64_t turn_unix_us_ = 0;  // when this turn began: fire lateness is measured from it
+  Metrics metrics_;
   // Bodies of puts in batches not yet written: the store cannot serve them yet.
   std::map<std::uint64_t, std::unordered_map<JobId, std::string>> unwritten_;
   std::unordered_map<engine::ClientId, WakeupHandler> waiters_;
-  std::function<void()> on_durable_;
+  std::vector<std::function<void()>> on_durable_;
   std::function<void(const Status&)> on_fatal_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

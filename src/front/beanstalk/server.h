@@ -45,9 +45,8 @@ class Server {
   void stop_accepting();
   // Stops accepting and closes every connection.
   void stop();
-  // Drain mode (SIGUSR1, as beanstalkd): puts are refused with DRAINING from now on.
-  void set_draining(bool draining) { draining_ = draining; }
-  [[nodiscard]] bool draining() const noexcept { return draining_; }
+  // Drain mode (the node's: SIGUSR1, as beanstalkd): puts are refused with DRAINING.
+  [[nodiscard]] bool draining() const noexcept { return node_.draining(); }
 
   [[nodiscard]] local::Node& node() { return node_; }
   [[nodiscard]] const ServerOptions& options() const noexcept { return options_; }
@@ -65,7 +64,6 @@ class Server {
   ParserLimits limits_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::unordered_set<std::shared_ptr<Session>> sessions_;
-  bool draining_ = false;
   std::int64_t started_unix_ms_ = 0;
 };
 

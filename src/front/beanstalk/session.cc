@@ -18,6 +18,42 @@ using Counter = engine::Command;  // the engine's names for the cmd-* counters
 using Kind = engine::ReserveResult::Kind;
 
 // The one place a Status becomes a beanstalkd reply.
+// The first word of a reply, as a view of static storage (metrics keep it); "other" if unknown.
+std::string_view static_reply_word(std::string_view reply) {
+  static constexpr std::string_view kWords[] = {"INSERTED",
+                                                "RESERVED",
+                                                "DELETED",
+                                                "RELEASED",
+                                                "BURIED",
+                                                "TOUCHED",
+                                                "USING",
+                                                "WATCHING",
+                                                "FOUND",
+                                                "KICKED",
+                                                "OK",
+                                                "PAUSED",
+                                                "NOT_FOUND",
+                                                "TIMED_OUT",
+                                                "DEADLINE_SOON",
+                                                "NOT_IGNORED",
+                                                "EXPECTED_CRLF",
+                                                "JOB_TOO_BIG",
+                                                "DRAINING",
+                                                "BAD_FORMAT",
+                                                "UNKNOWN_COMMAND",
+                                                "OUT_OF_MEMORY",
+                                                "INTERNAL_ERROR",
+                                                "EXISTS",
+                                                "CONFLICT",
+                                                "RESCHEDULED",
+                                                "CANCELLED"};
+  const std::string_view word = reply.substr(0, reply.find_first_of(" \r"));
+  for (const std::string_view known : kWords) {
+    if (known == word) return known;
+  }
+  return "other";
+}
+
 std::string_view reply_word(Code code) {
   switch (code) {
     case Code::kOk:
@@ -123,6 +159,7 @@ engine::Engine& Session::engine() {
 }
 
 void Session::start() {
+  server_.node().metrics().connection_opened(local::Protocol::kBeanstalk);
   client_ = engine().connect();
   read();
 }
@@ -201,6 +238,7 @@ bool Session::step() {
     case Parsed::Kind::kNeedMore:
       return false;
     case Parsed::Kind::kError:
+      op_ = "error";
       in_.erase(0, parsed.consumed);
       if (parsed.error == Error::kJobTooBig) {
         discard_ = parsed.discard;  // JOB_TOO_BIG once the body is dropped, as beanstalkd
@@ -212,6 +250,7 @@ bool Session::step() {
       return true;
     case Parsed::Kind::kCommand: {
       const auto verb = static_cast<std::size_t>(parsed.command.verb);
+      op_ = verb_name(parsed.command.verb);
       if (kCounters[verb]) engine().count_command(*kCounters[verb]);
       (this->*kHandlers[verb])(parsed.command);  // its views point into in_: erase after
       in_.erase(0, parsed.consumed);
@@ -222,6 +261,7 @@ bool Session::step() {
 }
 
 void Session::reply(std::string bytes) {
+  server_.node().metrics().count_op(local::Protocol::kBeanstalk, op_, static_reply_word(bytes));
   out_bytes_ += bytes.size();
   out_.push_back(Reply{server_.node().barrier(), std::move(bytes)});
 }
@@ -286,6 +326,7 @@ void Session::close() {
   boost::system::error_code ignored;
   socket_.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
+  server_.node().metrics().connection_closed(local::Protocol::kBeanstalk);
   server_.node().forget(client_);
   engine().disconnect(client_);  // its reserved jobs are ready again
   server_.node().touched();

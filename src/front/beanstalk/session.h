@@ -83,8 +83,9 @@ class Session : public std::enable_shared_from_this<Session> {
   Server& server_;
   boost::asio::ip::tcp::socket socket_;
   engine::ClientId client_ = 0;
-  std::string in_;           // bytes read and not yet parsed
-  std::size_t discard_ = 0;  // bytes still to drop (the body of a job too big)
+  std::string_view op_ = "none";  // the verb being answered, for metrics (static storage)
+  std::string in_;                // bytes read and not yet parsed
+  std::size_t discard_ = 0;       // bytes still to drop (the body of a job too big)
   bool discard_line_ = false;
   bool waiting_ = false;  // in reserve: no further command runs until it ends
   bool closing_ = false;  // quit: close once the replies are out

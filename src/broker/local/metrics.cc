@@ -1,0 +1,172 @@
+#include "broker/local/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "base/check.h"
+
+namespace delayq::local {
+namespace {
+
+template <typename... Args>
+void append(std::string& out, fmt::format_string<Args...> format, Args&&... args) {
+  fmt::format_to(std::back_inserter(out), format, std::forward<Args>(args)...);
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), buckets_(bounds_.size() + 1) {
+  DELAYQ_CHECK(std::is_sorted(bounds_.begin(), bounds_.end()));
+}
+
+void Histogram::observe(double value) noexcept {
+  const auto bucket = static_cast<std::size_t>(
+      std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
+  sum_.fetch_add(value, std::memory_order_relaxed);
+}
+
+std::uint64_t Histogram::count() const noexcept {
+  std::uint64_t total = 0;
+  for (const auto& bucket : buckets_) total += bucket.load(std::memory_order_relaxed);
+  return total;
+}
+
+void Histogram::render(std::string& out, std::string_view name, std::string_view help) const {
+  fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < buckets_.size(); ++i) {
+    cumulative += buckets_[i].load(std::memory_order_relaxed);
+    if (i < bounds_.size()) {
+      fmt::format_to(std::back_inserter(out), "{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i],
+                     cumulative);
+    } else {
+      fmt::format_to(std::back_inserter(out), "{}_bucket{{le=\"+Inf\"}} {}\n", name, cumulative);
+    }
+  }
+  fmt::format_to(std::back_inserter(out), "{}_sum {}\n{}_count {}\n", name,
+                 sum_.load(std::memory_order_relaxed), name, cumulative);
+}
+
+std::string_view protocol_name(Protocol protocol) {
+  switch (protocol) {
+    case Protocol::kBeanstalk:
+      return "beanstalk";
+    case Protocol::kHttp:
+      return "http";
+    case Protocol::kCount:
+      break;
+  }
+  return "unknown";
+}
+
+std::string escape_label(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (const char c : value) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+Metrics::Metrics()
+    // 1 ms ticks: most jobs fire within a millisecond; the tail shows a busy or stalled loop.
+    : fire_lateness({0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5}),
+      commit_batch({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}),
+      fsync({0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}) {}
+
+std::size_t Metrics::OpHash::operator()(const OpKey& key) const noexcept {
+  const std::hash<std::string_view> hash;
+  return hash(key.op) * 31 + hash(key.result) * 7 + static_cast<std::size_t>(key.protocol);
+}
+
+void Metrics::count_op(Protocol protocol, std::string_view op, std::string_view result) {
+  ++ops_[OpKey{protocol, op, result}];
+}
+
+std::uint64_t Metrics::ops(Protocol protocol, std::string_view op, std::string_view result) const {
+  const auto it = ops_.find(OpKey{protocol, op, result});
+  return it == ops_.end() ? 0 : it->second;
+}
+
+void Metrics::connection_opened(Protocol protocol) {
+  ++open_[static_cast<std::size_t>(protocol)];
+  ++total_[static_cast<std::size_t>(protocol)];
+}
+
+void Metrics::connection_closed(Protocol protocol) {
+  --open_[static_cast<std::size_t>(protocol)];
+}
+
+std::string Metrics::render(const engine::Engine& engine) const {
+  std::string out;
+
+  append(out, "# HELP delayq_jobs Jobs by tube and state.\n# TYPE delayq_jobs gauge\n");
+  for (const std::string& name : engine.tubes()) {
+    const auto stats = engine.stats_tube(name);
+    if (!stats.is_ok()) continue;
+    const std::pair<std::string_view, std::uint64_t> counts[] = {
+        {"ready", stats.value().ready},
+        {"delayed", stats.value().delayed},
+        {"reserved", stats.value().reserved},
+        {"buried", stats.value().buried}};
+    const std::string tube = escape_label(name);
+    for (const auto& [state, value] : counts) {
+      append(out, "delayq_jobs{{tube=\"{}\",state=\"{}\"}} {}\n", tube, state, value);
+    }
+  }
+  const engine::ServerStats server = engine.stats();
+  append(out, "# HELP delayq_jobs_created_total Jobs put since the data directory was created.\n");
+  append(out, "# TYPE delayq_jobs_created_total counter\n");
+  append(out, "delayq_jobs_created_total {}\n", server.next_id - 1);
+  append(out, "# HELP delayq_job_timeouts_total Reservations whose TTR lapsed since the start.\n");
+  append(out, "# TYPE delayq_job_timeouts_total counter\ndelayq_job_timeouts_total {}\n",
+         server.job_timeouts);
+  append(out, "# HELP delayq_waiting_clients Clients waiting in reserve.\n");
+  append(out, "# TYPE delayq_waiting_clients gauge\ndelayq_waiting_clients {}\n", server.waiting);
+
+  // Sorted, so that the page is stable from one scrape to the next.
+  std::map<std::tuple<std::string_view, std::string_view, std::string_view>, std::uint64_t> ops;
+  for (const auto& [key, count] : ops_) {
+    ops[{protocol_name(key.protocol), key.op, key.result}] = count;
+  }
+  append(out, "# HELP delayq_operations_total Operations by protocol, kind and result.\n");
+  append(out, "# TYPE delayq_operations_total counter\n");
+  for (const auto& [key, count] : ops) {
+    append(out, "delayq_operations_total{{protocol=\"{}\",op=\"{}\",result=\"{}\"}} {}\n",
+           std::get<0>(key), escape_label(std::get<1>(key)), escape_label(std::get<2>(key)), count);
+  }
+
+  append(out, "# HELP delayq_connections Open connections by protocol.\n");
+  append(out, "# TYPE delayq_connections gauge\n");
+  for (std::size_t p = 0; p < static_cast<std::size_t>(Protocol::kCount); ++p) {
+    append(out, "delayq_connections{{protocol=\"{}\"}} {}\n",
+           protocol_name(static_cast<Protocol>(p)), open_[p]);
+  }
+  append(out,
+         "# HELP delayq_connections_total Connections accepted since the start, by protocol.\n");
+  append(out, "# TYPE delayq_connections_total counter\n");
+  for (std::size_t p = 0; p < static_cast<std::size_t>(Protocol::kCount); ++p) {
+    append(out, "delayq_connections_total{{protocol=\"{}\"}} {}\n",
+           protocol_name(static_cast<Protocol>(p)), total_[p]);
+  }
+
+  fire_lateness.render(out, "delayq_fire_lateness_seconds",
+                       "From a delayed job's due time to the moment it became ready.");
+  commit_batch.render(out, "delayq_commit_batch_steps",
+                      "Engine steps written to the store in one batch.");
+  fsync.render(out, "delayq_fsync_seconds", "Store write plus fsync, per fsynced batch.");
+  return out;
+}
+
+}  // namespace delayq::local

@@ -1,0 +1,112 @@
+#include "front/http/router.h"
+
+#include <array>
+
+namespace delayq::front::http {
+namespace {
+
+constexpr std::array kRoutes = {
+    RouteEntry{"POST", "/v1/tubes/{tube}/jobs", Route::kPutJob, "put_job"},
+    RouteEntry{"GET", "/v1/jobs/{id}", Route::kGetJob, "get_job"},
+    RouteEntry{"PATCH", "/v1/jobs/{id}", Route::kPatchJob, "patch_job"},
+    RouteEntry{"DELETE", "/v1/jobs/{id}", Route::kDeleteJob, "delete_job"},
+    RouteEntry{"POST", "/v1/jobs/{id}/release", Route::kReleaseJob, "release_job"},
+    RouteEntry{"POST", "/v1/jobs/{id}/bury", Route::kBuryJob, "bury_job"},
+    RouteEntry{"POST", "/v1/jobs/{id}/touch", Route::kTouchJob, "touch_job"},
+    RouteEntry{"POST", "/v1/jobs/{id}/kick", Route::kKickJob, "kick_job"},
+    RouteEntry{"GET", "/v1/tubes/{tube}/keys/{key}", Route::kGetKey, "get_key"},
+    RouteEntry{"PATCH", "/v1/tubes/{tube}/keys/{key}", Route::kPatchKey, "patch_key"},
+    RouteEntry{"DELETE", "/v1/tubes/{tube}/keys/{key}", Route::kDeleteKey, "delete_key"},
+    RouteEntry{"GET", "/v1/tubes/{tube}/groups/{group}", Route::kListGroup, "list_group"},
+    RouteEntry{"DELETE", "/v1/tubes/{tube}/groups/{group}", Route::kCancelGroup, "cancel_group"},
+    RouteEntry{"POST", "/v1/reserve", Route::kReserve, "reserve"},
+    RouteEntry{"GET", "/v1/tubes", Route::kListTubes, "list_tubes"},
+    RouteEntry{"GET", "/v1/tubes/{tube}", Route::kGetTube, "get_tube"},
+    RouteEntry{"POST", "/v1/tubes/{tube}/kick", Route::kKickTube, "kick_tube"},
+    RouteEntry{"POST", "/v1/tubes/{tube}/pause", Route::kPauseTube, "pause_tube"},
+    RouteEntry{"GET", "/v1/stats", Route::kStats, "stats"},
+    RouteEntry{"GET", "/metrics", Route::kMetrics, "metrics"},
+    RouteEntry{"GET", "/healthz", Route::kHealth, "healthz"},
+    RouteEntry{"GET", "/readyz", Route::kReady, "readyz"},
+};
+static_assert(kRoutes.size() == static_cast<std::size_t>(Route::kCount));
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Matches `path` against `pattern` segment by segment; appends the captures to params.
+bool match_pattern(std::string_view pattern, std::string_view path,
+                   std::vector<std::string>* params) {
+  while (!pattern.empty() || !path.empty()) {
+    if (pattern.empty() || path.empty() || pattern[0] != '/' || path[0] != '/') return false;
+    pattern.remove_prefix(1);
+    path.remove_prefix(1);
+    const std::string_view want = pattern.substr(0, pattern.find('/'));
+    const std::string_view have = path.substr(0, path.find('/'));
+    if (want.size() > 1 && want.front() == '{' && want.back() == '}') {
+      if (have.empty()) return false;
+      auto decoded = percent_decode(have);
+      if (!decoded) return false;
+      params->push_back(std::move(*decoded));
+    } else if (want != have) {
+      return false;
+    }
+    pattern.remove_prefix(want.size());
+    path.remove_prefix(have.size());
+  }
+  return true;
+}
+
+}  // namespace
+
+std::span<const RouteEntry> routes() {
+  return kRoutes;
+}
+
+std::string_view route_name(Route route) {
+  const auto index = static_cast<std::size_t>(route);
+  return index < kRoutes.size() ? kRoutes[index].name : "unknown";
+}
+
+std::optional<std::string> percent_decode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size()) return std::nullopt;
+    const int high = hex_value(text[i + 1]);
+    const int low = hex_value(text[i + 2]);
+    if (high < 0 || low < 0) return std::nullopt;
+    out += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  return out;
+}
+
+Match match(std::string_view method, std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  Match result;
+  for (const RouteEntry& entry : kRoutes) {
+    std::vector<std::string> params;
+    if (!match_pattern(entry.pattern, path, &params)) continue;
+    if (entry.method == method) {
+      result.kind = Match::Kind::kFound;
+      result.route = entry.route;
+      result.params = std::move(params);
+      return result;
+    }
+    result.kind = Match::Kind::kNoMethod;
+    if (!result.allow.empty()) result.allow += ", ";
+    result.allow += entry.method;
+  }
+  return result;
+}
+
+}  // namespace delayq::front::http

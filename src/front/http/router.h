@@ -1,0 +1,68 @@
+// router.h — the HTTP API's routes: one table of (method, pattern, route), and a pure match of a
+// request's method and target against it. Patterns are literal segments and {name} captures; a
+// capture matches one non-empty segment, percent-decoded. The table is the API's single list:
+// the handlers, docs/http-api.md and docs/openapi.yaml follow it, and a test checks that every
+// route is in the OpenAPI document and nothing else is. The query string is ignored.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace delayq::front::http {
+
+enum class Route : std::uint8_t {
+  kPutJob,
+  kGetJob,
+  kPatchJob,
+  kDeleteJob,
+  kReleaseJob,
+  kBuryJob,
+  kTouchJob,
+  kKickJob,
+  kGetKey,
+  kPatchKey,
+  kDeleteKey,
+  kListGroup,
+  kCancelGroup,
+  kReserve,
+  kListTubes,
+  kGetTube,
+  kKickTube,
+  kPauseTube,
+  kStats,
+  kMetrics,
+  kHealth,
+  kReady,
+  kCount  // not a route: how many there are
+};
+
+struct RouteEntry {
+  std::string_view method;   // "GET", "POST", "PATCH", "DELETE"
+  std::string_view pattern;  // e.g. "/v1/tubes/{tube}/jobs"
+  Route route;
+  std::string_view name;  // for metrics and logs, e.g. "put_job"
+};
+
+[[nodiscard]] std::span<const RouteEntry> routes();
+[[nodiscard]] std::string_view route_name(Route route);
+
+struct Match {
+  enum class Kind : std::uint8_t { kFound, kNoPath, kNoMethod };
+  Kind kind = Kind::kNoPath;
+  Route route = Route::kCount;
+  // The captures, in the pattern's order, percent-decoded.
+  std::vector<std::string> params;
+  // kNoMethod: the methods the path does allow, for the Allow header ("GET, DELETE").
+  std::string allow;
+};
+
+[[nodiscard]] Match match(std::string_view method, std::string_view target);
+
+// Percent-decoding of one path segment; nullopt if an escape is malformed.
+[[nodiscard]] std::optional<std::string> percent_decode(std::string_view text);
+
+}  // namespace delayq::front::http

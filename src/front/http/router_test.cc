@@ -1,0 +1,98 @@
+// router_test.cc — the route table: matching, captures, 404 against 405, and the OpenAPI
+// document (docs/openapi.yaml) listing exactly the routes the router serves.
+#include "front/http/router.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace delayq::front::http {
+namespace {
+
+TEST(Router, MatchesRoutesAndCaptures) {
+  Match m = match("POST", "/v1/tubes/orders/jobs");
+  ASSERT_EQ(m.kind, Match::Kind::kFound);
+  EXPECT_EQ(m.route, Route::kPutJob);
+  EXPECT_EQ(m.params, std::vector<std::string>{"orders"});
+
+  m = match("GET", "/v1/tubes/orders/keys/order%2F123?x=1");
+  ASSERT_EQ(m.kind, Match::Kind::kFound);
+  EXPECT_EQ(m.route, Route::kGetKey);
+  EXPECT_EQ(m.params, (std::vector<std::string>{"orders", "order/123"}));
+
+  EXPECT_EQ(match("GET", "/v1/jobs/17").route, Route::kGetJob);
+  EXPECT_EQ(match("DELETE", "/v1/jobs/17").route, Route::kDeleteJob);
+  EXPECT_EQ(match("POST", "/v1/jobs/17/release").route, Route::kReleaseJob);
+  EXPECT_EQ(match("GET", "/v1/tubes").route, Route::kListTubes);
+  EXPECT_EQ(match("GET", "/v1/tubes/a").route, Route::kGetTube);
+  EXPECT_EQ(match("GET", "/metrics").route, Route::kMetrics);
+}
+
+TEST(Router, NoPathAndNoMethod) {
+  EXPECT_EQ(match("GET", "/v1/nothing").kind, Match::Kind::kNoPath);
+  EXPECT_EQ(match("GET", "/v1/jobs/").kind, Match::Kind::kNoPath);  // empty capture
+  EXPECT_EQ(match("GET", "/v1/jobs/1/2/3").kind, Match::Kind::kNoPath);
+  EXPECT_EQ(match("GET", "/v1/tubes/a%zz").kind, Match::Kind::kNoPath);  // bad escape
+  EXPECT_EQ(match("GET", "").kind, Match::Kind::kNoPath);
+  const Match m = match("PUT", "/v1/jobs/5");
+  EXPECT_EQ(m.kind, Match::Kind::kNoMethod);
+  EXPECT_EQ(m.allow, "GET, PATCH, DELETE");
+}
+
+TEST(Router, PercentDecoding) {
+  EXPECT_EQ(percent_decode("a%20b%2f").value(), "a b/");
+  EXPECT_FALSE(percent_decode("%").has_value());
+  EXPECT_FALSE(percent_decode("%4").has_value());
+  EXPECT_FALSE(percent_decode("%g0").has_value());
+}
+
+// Every (path, method) of docs/openapi.yaml: a path is a line "  /..." under "paths:", its
+// methods the lines "    get:" etc. below it.
+std::set<std::pair<std::string, std::string>> openapi_operations() {
+  std::ifstream file(std::string(DELAYQ_SOURCE_DIR) + "/docs/openapi.yaml");
+  EXPECT_TRUE(file.good()) << "docs/openapi.yaml is missing";
+  std::set<std::pair<std::string, std::string>> operations;
+  std::string line, path;
+  bool in_paths = false;
+  while (std::getline(file, line)) {
+    if (line == "paths:") {
+      in_paths = true;
+      continue;
+    }
+    if (!in_paths) continue;
+    if (!line.empty() && line[0] != ' ' && line[0] != '#') break;  // the next top-level key
+    if (line.rfind("  /", 0) == 0 && line.back() == ':') {
+      path = line.substr(2, line.size() - 3);
+      continue;
+    }
+    for (const char* method : {"get", "post", "patch", "delete", "put", "head"}) {
+      if (line == std::string("    ") + method + ":") {
+        std::string upper(method);
+        for (char& c : upper) c = static_cast<char>(c - 'a' + 'A');
+        operations.emplace(path, upper);
+      }
+    }
+  }
+  return operations;
+}
+
+TEST(Router, OpenApiDocumentListsExactlyTheRoutes) {
+  const auto documented = openapi_operations();
+  std::set<std::pair<std::string, std::string>> served;
+  for (const RouteEntry& entry : routes()) {
+    served.emplace(std::string(entry.pattern), std::string(entry.method));
+  }
+  for (const auto& [path, method] : served) {
+    EXPECT_TRUE(documented.count({path, method}))
+        << method << " " << path << " is served but not in docs/openapi.yaml";
+  }
+  for (const auto& [path, method] : documented) {
+    EXPECT_TRUE(served.count({path, method}))
+        << method << " " << path << " is in docs/openapi.yaml but not served";
+  }
+}
+
+}  // namespace
+}  // namespace delayq::front::http

@@ -1,0 +1,240 @@
+#include "front/http/server.h"
+
+#include <sys/socket.h>
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cerrno>
+#include <optional>
+
+namespace delayq::front::http {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using boost::asio::ip::tcp;
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(Server& server, tcp::socket socket) : server_(server), stream_(std::move(socket)) {}
+
+  void start() {
+    server_.node().metrics().connection_opened(local::Protocol::kHttp);
+    read();
+  }
+
+  // Sends the answer if it is durable; false if it still waits.
+  bool flush() {
+    if (closed_ || !answer_ || writing_) return true;
+    if (server_.node().durable() < answer_->barrier) return false;
+    write();
+    return true;
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    if (ticket_ != 0) server_.api().cancel(std::exchange(ticket_, 0));
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.socket().close(ignored);
+    server_.node().metrics().connection_closed(local::Protocol::kHttp);
+    server_.closed(shared_from_this());
+  }
+
+ private:
+  void read() {
+    parser_.emplace();
+    parser_->header_limit(server_.options().max_header_bytes);
+    parser_->body_limit(server_.options().max_body_bytes);
+    stream_.expires_after(server_.options().idle_timeout);
+    bhttp::async_read(stream_, buffer_, *parser_,
+                      [self = shared_from_this()](beast::error_code error, std::size_t) {
+                        self->on_read(error);
+                      });
+  }
+
+  void on_read(beast::error_code error) {
+    if (closed_) return;
+    if (error == bhttp::error::body_limit) {
+      return refuse(413, "too_large",
+                    "the request body is larger than " +
+                        std::to_string(server_.options().max_body_bytes) + " bytes");
+    }
+    if (error == bhttp::error::header_limit) {
+      return refuse(431, "headers_too_large",
+                    "the request headers are larger than " +
+                        std::to_string(server_.options().max_header_bytes) + " bytes");
+    }
+    if (error) {
+      // A request Beast could not parse gets a 400; a client gone, idle too long or a socket
+      // error leaves nobody to answer.
+      const bool malformed =
+          error.category() == bhttp::make_error_code(bhttp::error::bad_method).category() &&
+          error != bhttp::error::end_of_stream && error != bhttp::error::partial_message;
+      if (!malformed) return close();
+      return refuse(400, "bad_request", "malformed HTTP request: " + error.message());
+    }
+    stream_.expires_never();
+    const auto& request = parser_->get();
+    keep_alive_ = request.keep_alive();
+    version_ = request.version();
+    auto self = shared_from_this();
+    const std::uint64_t ticket =
+        server_.api().handle(request.method_string(), request.target(), request.body(),
+                             [self](Response response) { self->answer(std::move(response)); });
+    if (ticket != 0 && !answer_) {
+      ticket_ = ticket;
+      watch();
+    }
+  }
+
+  // An answer without routing (the request could not be read): sent, then the connection closes.
+  void refuse(unsigned status, std::string_view code, const std::string& message) {
+    keep_alive_ = false;
+    version_ = 11;
+    answer(server_.api().error(status, code, message));
+  }
+
+  void answer(Response response) {
+    ticket_ = 0;
+    answer_ = std::move(response);
+    if (!flush()) server_.awaiting(shared_from_this());
+  }
+
+  // While a reserve waits: a readable socket with nothing to read means the client went away.
+  void watch() {
+    stream_.socket().async_wait(
+        tcp::socket::wait_read, [self = shared_from_this()](beast::error_code error) {
+          if (error || self->closed_ || self->ticket_ == 0) return;
+          char byte = 0;
+          const auto n =
+              ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) self->close();
+          // n > 0: the client sent its next request early; it is read after this answer.
+        });
+  }
+
+  void write() {
+    writing_ = true;
+    Response& a = *answer_;
+    response_.emplace(static_cast<bhttp::status>(a.status), version_);
+    response_->set(bhttp::field::server, "delayq");
+    if (a.status != 204) response_->set(bhttp::field::content_type, a.content_type);
+    if (!a.location.empty()) response_->set(bhttp::field::location, a.location);
+    if (!a.allow.empty()) response_->set(bhttp::field::allow, a.allow);
+    response_->keep_alive(keep_alive_);
+    response_->body() = std::move(a.body);
+    response_->prepare_payload();
+    stream_.expires_after(server_.options().idle_timeout);
+    bhttp::async_write(stream_, *response_,
+                       [self = shared_from_this()](beast::error_code error, std::size_t) {
+                         self->on_write(error);
+                       });
+  }
+
+  void on_write(beast::error_code error) {
+    writing_ = false;
+    const JobId reserved = answer_->reserved;
+    answer_.reset();
+    response_.reset();
+    if (closed_) return;
+    if (error) {
+      if (reserved != 0) server_.api().undeliverable(reserved);
+      return close();
+    }
+    if (!keep_alive_) {
+      beast::error_code ignored;
+      stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      return close();
+    }
+    read();
+  }
+
+  Server& server_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::optional<bhttp::response<bhttp::string_body>> response_;
+  std::optional<Response> answer_;
+  std::uint64_t ticket_ = 0;  // a reserve waiting in the Api
+  unsigned version_ = 11;
+  bool keep_alive_ = true;
+  bool writing_ = false;
+  bool closed_ = false;
+};
+
+Server::Server(boost::asio::io_context& io, local::Node& node, ServerOptions options)
+    : node_(node), options_(std::move(options)), api_(node, options_.api), acceptor_(io) {
+  node_.on_durable([this] { flush_awaiting(); });
+}
+
+Server::~Server() {
+  stop();
+}
+
+Status Server::start() {
+  boost::system::error_code error;
+  const auto address = boost::asio::ip::make_address(options_.address, error);
+  if (error) return {Code::kInvalidArgument, "bad HTTP listen address '" + options_.address + "'"};
+  const tcp::endpoint endpoint(address, options_.port);
+  acceptor_.open(endpoint.protocol(), error);
+  if (!error) acceptor_.set_option(boost::asio::socket_base::reuse_address(true), error);
+  if (!error) acceptor_.bind(endpoint, error);
+  if (!error) acceptor_.listen(boost::asio::socket_base::max_listen_connections, error);
+  if (error) {
+    return {Code::kIOError, "cannot listen for HTTP on " + options_.address + ":" +
+                                std::to_string(options_.port) + ": " + error.message()};
+  }
+  accept();
+  return Status::ok();
+}
+
+std::uint16_t Server::port() const {
+  boost::system::error_code error;
+  const auto endpoint = acceptor_.local_endpoint(error);
+  return error ? 0 : endpoint.port();
+}
+
+void Server::accept() {
+  acceptor_.async_accept([this](const boost::system::error_code& error, tcp::socket socket) {
+    if (error == boost::asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (!error) {
+      boost::system::error_code ignored;
+      if (connections_.size() >= options_.max_connections) {
+        socket.close(ignored);
+      } else {
+        socket.set_option(tcp::no_delay(true), ignored);
+        auto connection = std::make_shared<Connection>(*this, std::move(socket));
+        connections_.insert(connection);
+        connection->start();
+      }
+    }
+    accept();
+  });
+}
+
+void Server::awaiting(std::shared_ptr<Connection> connection) {
+  awaiting_.push_back(std::move(connection));
+}
+
+void Server::flush_awaiting() {
+  std::vector<std::shared_ptr<Connection>> waiting;
+  waiting.swap(awaiting_);
+  for (auto& connection : waiting) {
+    if (!connection->flush()) awaiting_.push_back(std::move(connection));
+  }
+}
+
+void Server::stop_accepting() {
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+}
+
+void Server::stop() {
+  stop_accepting();
+  awaiting_.clear();
+  const auto connections = connections_;  // close() erases from connections_
+  for (const auto& connection : connections) connection->close();
+}
+
+}  // namespace delayq::front::http

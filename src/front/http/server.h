@@ -1,0 +1,74 @@
+// server.h — the HTTP/1.1 front-end (Boost.Beast) over a local::Node, on the node's io_context
+// thread: an acceptor and one connection object per client, keep-alive, one request at a time
+// per connection (pipelined requests wait their turn). Each request goes to the Api; its answer
+// leaves once the node's durable() reaches the answer's barrier, so a 201 means the job is on
+// disk. While a long-poll reserve waits, the connection watches its socket: a client that goes
+// away ends the wait, and a reserved job whose answer cannot be written is ready again at once.
+// Limits (ServerOptions) answer 413 and 431; an idle connection is closed after idle_timeout.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "broker/local/node.h"
+#include "front/http/api.h"
+
+namespace delayq::front::http {
+
+struct ServerOptions {
+  std::string address = "127.0.0.1";  // Default: 127.0.0.1 (loopback only).
+  std::uint16_t port = 8080;          // Default: 8080. 0 picks a free port.
+  // Largest request header block. Default: 8 KiB; larger ones get 431.
+  std::uint32_t max_header_bytes = 8192;
+  // Largest request body. Default: 1 MiB (a 65535-byte job in base64 and JSON fits with room);
+  // larger ones get 413. The job body limit itself is ApiOptions::max_job_bytes.
+  std::uint64_t max_body_bytes = 1 << 20;
+  // Connections beyond this are accepted and closed at once. Default: 10000.
+  std::size_t max_connections = 10000;
+  // A connection with no request in progress for this long is closed. Default: 60 s.
+  std::chrono::seconds idle_timeout{60};
+  ApiOptions api;
+};
+
+class Connection;
+
+class Server {
+ public:
+  Server(boost::asio::io_context& io, local::Node& node, ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and starts accepting. Errors: the address or port cannot be bound.
+  Status start();
+  [[nodiscard]] std::uint16_t port() const;
+  void stop_accepting();
+  // Stops accepting and closes every connection.
+  void stop();
+
+  [[nodiscard]] Api& api() { return api_; }
+  [[nodiscard]] local::Node& node() { return node_; }
+  [[nodiscard]] const ServerOptions& options() const noexcept { return options_; }
+  void closed(const std::shared_ptr<Connection>& connection) { connections_.erase(connection); }
+  // A connection whose answer waits for durability: flushed when durable() moves.
+  void awaiting(std::shared_ptr<Connection> connection);
+
+ private:
+  void accept();
+  void flush_awaiting();
+
+  local::Node& node_;
+  ServerOptions options_;
+  Api api_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::unordered_set<std::shared_ptr<Connection>> connections_;
+  std::vector<std::shared_ptr<Connection>> awaiting_;
+};
+
+}  // namespace delayq::front::http

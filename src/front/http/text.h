@@ -1,0 +1,34 @@
+// text.h — the HTTP API's small text formats, pure functions: durations ("48h", "1h30m",
+// "1500ms", or a number of milliseconds), instants (RFC 3339 such as "2026-11-24T10:00:00Z" or
+// "...+02:00", with optional fractions of a second; or Unix milliseconds), base64 for bodies
+// that are not UTF-8, and UTF-8 validation. Boost has base64 only in a detail namespace, so it
+// is here, small and tested. Every parser says what was wrong in its error.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace delayq::front::http {
+
+using Millis = std::chrono::milliseconds;
+
+// A duration: one or more <number><unit> with units d, h, m, s, ms (largest first, each at most
+// once: "1d2h", "90s", "250ms", "1.5s"), or digits alone meaning milliseconds. At most 100 years.
+Result<Millis> parse_duration(std::string_view text);
+// An instant in RFC 3339 ("2026-11-24T10:00:00Z", "2026-11-24T10:00:00.250+02:00", a space for
+// the T is accepted), as Unix milliseconds (fractions beyond the millisecond are rounded up, so
+// a due time is never early). Years 1970-9999.
+Result<std::int64_t> parse_instant(std::string_view text);
+// Unix milliseconds as RFC 3339 in UTC with milliseconds: "2026-11-24T10:00:00.000Z".
+std::string format_instant(std::int64_t unix_ms);
+
+std::string base64_encode(std::string_view bytes);
+// Standard alphabet with padding; whitespace is not allowed.
+Result<std::string> base64_decode(std::string_view text);
+[[nodiscard]] bool valid_utf8(std::string_view bytes) noexcept;
+
+}  // namespace delayq::front::http
