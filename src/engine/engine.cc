@@ -793,7 +793,7 @@ Result<JobView> Engine::peek_key(std::string_view name, std::string_view key) co
   return peek(id.value());
 }
 
-Status Engine::reschedule(JobId id, std::int64_t due_unix_ms) {
+Status Engine::reschedule(JobId id, std::int64_t due_unix_ms, std::optional<Millis> delay) {
   const auto found = find(id);
   if (!found) return {Code::kNotFound, "no job " + std::to_string(id)};
   const Slot slot = *found;
@@ -803,7 +803,8 @@ Status Engine::reschedule(JobId id, std::int64_t due_unix_ms) {
   }
   leave(slot);
   const std::int64_t now_ms = now();
-  extra(slot).delay_ms = std::max<std::int64_t>(0, due_unix_ms - now_ms);
+  extra(slot).delay_ms =
+      delay ? std::max<std::int64_t>(0, delay->count()) : std::max<std::int64_t>(0, due_unix_ms - now_ms);
   if (due_unix_ms > now_ms) {
     enter_delayed(slot, due_unix_ms);
   } else {
@@ -878,7 +879,7 @@ void Engine::start_wait(ClientId id, Client& c, std::optional<Millis> timeout) {
   c.wait_order = next_wait_order_++;
   waiters_.emplace(c.wait_order, id);
   c.wait_deadline_unix_ms.reset();
-  if (timeout) c.wait_deadline_unix_ms = later(now(), timeout->count());
+  if (timeout) c.wait_deadline_unix_ms = due_after(*timeout);
   for (const TubeNo no : c.watched) tube(no).waiting_clients++;
   arm_alarm(id, c);
 }

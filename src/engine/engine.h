@@ -207,7 +207,8 @@ class Engine {
   // to a new due time (kConflict for reserved or buried jobs).
   [[nodiscard]] Result<JobView> peek_key(std::string_view tube, std::string_view key) const;
   Result<JobId> find_key(std::string_view tube, std::string_view key) const;
-  Status reschedule(JobId id, std::int64_t due_unix_ms);
+  // `delay`, if given, is what stats report as the job's delay (else due - now).
+  Status reschedule(JobId id, std::int64_t due_unix_ms, std::optional<Millis> delay = {});
   // A new priority for a job in any state (a ready job moves in its tube's order).
   Status set_priority(JobId id, std::uint32_t priority);
   // A job reserved by `from` becomes reserved by `to`, with the same TTR deadline (kNotFound if

@@ -111,6 +111,12 @@ ServerProcess::~ServerProcess() {
 std::string ServerProcess::start(Millis timeout) {
   if (running()) return "already running";
   std::vector<std::string> args = {DELAYQD_PATH, "-p", "0", "-b", data_dir_.string()};
+  // HTTP on a free port too, unless the test says otherwise.
+  const bool http_chosen =
+      std::find(extra_args_.begin(), extra_args_.end(), "--http") != extra_args_.end();
+  if (!http_chosen) args.insert(args.end(), {"--http", "127.0.0.1:0"});
+  const bool http_off = http_chosen && std::find(extra_args_.begin(), extra_args_.end(), "off") !=
+                                           extra_args_.end();
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
@@ -138,10 +144,11 @@ std::string ServerProcess::start(Millis timeout) {
   pid_ = pid;
   stdout_fd_ = fds[0];
 
-  // Read up to the first newline: the port line.
+  // Read the port line, and the HTTP port line after it unless HTTP is off.
   std::string text;
   const Clock::time_point deadline = Clock::now() + timeout;
-  while (text.find('\n') == std::string::npos) {
+  auto lines_read = [&text] { return std::count(text.begin(), text.end(), '\n'); };
+  while (lines_read() < (http_off ? 1 : 2)) {
     pollfd p{stdout_fd_, POLLIN, 0};
     const int ready = ::poll(&p, 1, poll_millis(deadline));
     if (ready < 0 && errno == EINTR) continue;
@@ -165,6 +172,21 @@ std::string ServerProcess::start(Millis timeout) {
     return "unexpected first line \"" + text + "\" (" + ended + ")";
   }
   port_ = *port;
+  http_port_ = 0;
+  if (!http_off) {
+    const std::string second = text.substr(text.find('\n') + 1);
+    const std::string prefix = "delayqd http listening on ";
+    const auto http = second.rfind(prefix, 0) == 0
+                          ? parse_port("delayqd listening on " + second.substr(prefix.size(),
+                                                                               second.find('\n') -
+                                                                                   prefix.size()))
+                          : std::nullopt;
+    if (!http) {
+      const std::string ended = kill9();
+      return "unexpected second line \"" + second + "\" (" + ended + ")";
+    }
+    http_port_ = *http;
+  }
   return "";
 }
 

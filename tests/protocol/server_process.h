@@ -1,7 +1,7 @@
 // server_process.h — the harness of the protocol and recovery tests: the real delayqd as a child
 // process, and a blocking beanstalkd client over a loopback TCP socket.
-// ServerProcess forks and execs DELAYQD_PATH with `-p 0 -b DIR`, reads the port from its
-// "delayqd listening on ADDR:PORT" line, and stops it by pid (SIGTERM, or SIGKILL for crash
+// ServerProcess forks and execs DELAYQD_PATH with `-p 0 -b DIR --http 127.0.0.1:0`, reads the
+// ports from its "delayqd listening on ADDR:PORT" and "delayqd http listening on ..." lines, and stops it by pid (SIGTERM, or SIGKILL for crash
 // tests); it can start again on the same directory. Client reads whole replies (the line, and the
 // body of RESERVED / FOUND / OK). Every wait is bounded by a timeout, so a test fails instead of
 // hanging; a reply that did not come reads as a "<...>" text that names what was missing.
@@ -72,6 +72,8 @@ class ServerProcess {
   [[nodiscard]] bool running() const noexcept { return pid_ > 0; }
   [[nodiscard]] pid_t pid() const noexcept { return pid_; }
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
+  // The HTTP API's port (the harness passes --http 127.0.0.1:0 unless the test gives --http).
+  [[nodiscard]] std::uint16_t http_port() const noexcept { return http_port_; }
   [[nodiscard]] const std::filesystem::path& data_dir() const noexcept { return data_dir_; }
 
  private:
@@ -83,6 +85,7 @@ class ServerProcess {
   pid_t pid_ = -1;
   int stdout_fd_ = -1;  // kept open while the child runs, so its writes never fail
   std::uint16_t port_ = 0;
+  std::uint16_t http_port_ = 0;
   int nice_ = 0;
 };
 

@@ -210,7 +210,10 @@ std::uint64_t Api::handle(std::string_view method, std::string_view target, std:
     request.body = body;
     request.respond = std::move(respond);
     response = dispatch(request);
-    if (request.ticket != 0) return request.ticket;  // reserve: the answer comes later
+    if (request.ticket != 0) {  // reserve: the answer comes later
+      node_.touched();           // (the node arms its timer for the wait's end)
+      return request.ticket;
+    }
     respond = std::move(request.respond);
   }
   node_.metrics().count_op(local::Protocol::kHttp, op, status_text(response.status));
@@ -453,10 +456,13 @@ Response Api::patch_job(Request& request, JobId id) {
     return error(400, "bad_request", "nothing to change: give delay or at, and/or priority");
   }
   if (!engine().peek(id).is_ok()) return from_status(engine().peek(id).status());
-  if (delay.value() || at.value()) {
-    const std::int64_t due =
-        at.value() ? *at.value() : engine().due_after(delay.value().value_or(Millis{0}));
-    if (Status s = engine().reschedule(id, due); !s.is_ok()) return from_status(s);
+  if (at.value()) {
+    if (Status s = engine().reschedule(id, *at.value()); !s.is_ok()) return from_status(s);
+  } else if (delay.value()) {
+    // A delay of 0 means now: the job is ready at once.
+    const Millis wait = *delay.value();
+    const std::int64_t due = wait.count() == 0 ? engine().now() : engine().due_after(wait);
+    if (Status s = engine().reschedule(id, due, wait); !s.is_ok()) return from_status(s);
   }
   if (priority.value()) {
     if (Status s = engine().set_priority(id, static_cast<std::uint32_t>(*priority.value()));

@@ -1,0 +1,111 @@
+#include "front/http/client.h"
+
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cctype>
+
+namespace delayq::front::http {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using boost::asio::ip::tcp;
+
+Result<std::unique_ptr<Client>> Client::connect_to(std::string_view url) {
+  if (url.rfind("http://", 0) == 0) url.remove_prefix(7);
+  url = url.substr(0, url.find('/'));
+  const auto colon = url.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == url.size()) {
+    return Status(Code::kInvalidArgument,
+                  "bad server address '" + std::string(url) + "': expected http://HOST:PORT");
+  }
+  unsigned long port = 0;
+  for (const char c : url.substr(colon + 1)) {
+    if (!std::isdigit(static_cast<unsigned char>(c)) || port > 65535) {
+      return Status(Code::kInvalidArgument, "bad port in '" + std::string(url) + "'");
+    }
+    port = port * 10 + static_cast<unsigned long>(c - '0');
+  }
+  if (port == 0 || port > 65535) {
+    return Status(Code::kInvalidArgument, "bad port in '" + std::string(url) + "'");
+  }
+  return std::make_unique<Client>(std::string(url.substr(0, colon)),
+                                  static_cast<std::uint16_t>(port));
+}
+
+Client::Client(std::string host, std::uint16_t port) : host_(std::move(host)), port_(port) {}
+
+Status Client::open() {
+  beast::error_code error;
+  tcp::resolver resolver(io_);
+  const auto endpoints = resolver.resolve(host_, std::to_string(port_), error);
+  if (error) return {Code::kIOError, "cannot resolve " + host_ + ": " + error.message()};
+  auto socket = std::make_unique<tcp::socket>(io_);
+  boost::asio::connect(*socket, endpoints, error);
+  if (error) {
+    return {Code::kIOError, "cannot connect to " + host_ + ":" + std::to_string(port_) + ": " +
+                                error.message()};
+  }
+  socket->set_option(tcp::no_delay(true), error);
+  socket_ = std::move(socket);
+  return Status::ok();
+}
+
+Result<ClientResponse> Client::request(std::string_view method, std::string_view target,
+                                       std::string_view body, std::chrono::milliseconds timeout) {
+  bhttp::request<bhttp::string_body> request(bhttp::string_to_verb(method), target, 11);
+  request.set(bhttp::field::host, host_);
+  request.set(bhttp::field::user_agent, "delayq");
+  if (!body.empty()) request.set(bhttp::field::content_type, "application/json");
+  request.body() = std::string(body);
+  request.prepare_payload();
+
+  // One retry: a kept-alive connection the server has closed since fails on first use.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const bool fresh = socket_ == nullptr;
+    if (fresh) {
+      if (Status s = open(); !s.is_ok()) return s;
+    }
+    timeval tv{};
+    tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+    tv.tv_usec = static_cast<suseconds_t>(timeout.count() % 1000 * 1000);
+    ::setsockopt(socket_->native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    beast::error_code error;
+    bhttp::write(*socket_, request, error);
+    beast::flat_buffer buffer;
+    bhttp::response_parser<bhttp::string_body> parser;
+    parser.body_limit(64 << 20);
+    if (!error) bhttp::read(*socket_, buffer, parser, error);
+    if (error) {
+      socket_.reset();
+      if (!fresh && (error == bhttp::error::end_of_stream ||
+                     error == boost::asio::error::connection_reset ||
+                     error == boost::asio::error::broken_pipe)) {
+        continue;
+      }
+      if (error == boost::asio::error::would_block || error == boost::asio::error::try_again) {
+        return Status(Code::kTimedOut, "no answer from " + host_ + ":" + std::to_string(port_) +
+                                           " within " + std::to_string(timeout.count()) + " ms");
+      }
+      return Status(Code::kIOError, std::string(method) + " " + std::string(target) + ": " +
+                                        error.message());
+    }
+    auto& message = parser.get();
+    ClientResponse response;
+    response.status = message.result_int();
+    response.body = std::move(message.body());
+    for (const auto& field : message) {
+      std::string name(field.name_string());
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      response.headers[name] = std::string(field.value());
+    }
+    if (!message.keep_alive()) socket_.reset();
+    return response;
+  }
+  return Status(Code::kIOError, "the server closed the connection");
+}
+
+}  // namespace delayq::front::http

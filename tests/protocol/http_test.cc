@@ -1,0 +1,457 @@
+// http_test.cc — the HTTP/JSON API against the real delayqd (tests/protocol/server_process.h),
+// over real sockets: every endpoint, every error status, the long-poll reserve (it answers as
+// soon as a job is due, not at its timeout), visibility across the two protocols, the metrics
+// page as valid Prometheus exposition, drain mode, and a put that survives kill -9.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <boost/json.hpp>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "front/http/client.h"
+#include "server_process.h"
+
+namespace delayq::testing {
+namespace {
+
+namespace json = boost::json;
+using front::http::ClientResponse;
+
+class HttpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<ServerProcess>(dir_.path() / "db");
+    ASSERT_EQ(server_->start(), "");
+    ASSERT_NE(server_->http_port(), 0);
+    http_ = std::make_unique<front::http::Client>("127.0.0.1", server_->http_port());
+  }
+
+  ClientResponse call(std::string_view method, std::string_view target,
+                      std::string_view body = {}, Millis timeout = kReplyTimeout) {
+    auto response = http_->request(method, target, body, timeout);
+    EXPECT_TRUE(response.is_ok()) << method << " " << target << ": "
+                                  << response.status().to_string();
+    return response.is_ok() ? response.value() : ClientResponse{};
+  }
+  // The JSON of a response that must have `status`.
+  json::object expect(unsigned status, std::string_view method, std::string_view target,
+                      std::string_view body = {}) {
+    const ClientResponse response = call(method, target, body);
+    EXPECT_EQ(response.status, status) << method << " " << target << " " << body << " -> "
+                                       << response.body;
+    if (response.body.empty()) return {};
+    boost::system::error_code error;
+    json::value value = json::parse(response.body, error);
+    EXPECT_FALSE(error) << "not JSON: " << response.body;
+    if (error || !value.is_object()) return {};
+    return value.as_object();
+  }
+  // The error code of a failed call that must have `status`.
+  std::string error_code(unsigned status, std::string_view method, std::string_view target,
+                         std::string_view body = {}) {
+    const json::object o = expect(status, method, target, body);
+    const json::value* error = o.if_contains("error");
+    if (error == nullptr || !error->is_object()) {
+      ADD_FAILURE() << "no error object for " << method << " " << target;
+      return "";
+    }
+    EXPECT_TRUE(error->as_object().contains("message"));
+    return std::string(error->as_object().at("code").as_string());
+  }
+  std::uint64_t put(std::string_view tube, std::string_view body_json) {
+    const json::object o = expect(201, "POST", "/v1/tubes/" + std::string(tube) + "/jobs", body_json);
+    return o.contains("id") ? o.at("id").to_number<std::uint64_t>() : 0;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<front::http::Client> http_;
+};
+
+std::string id_path(std::uint64_t id, std::string_view suffix = "") {
+  return "/v1/jobs/" + std::to_string(id) + std::string(suffix);
+}
+
+std::string text(const json::object& o, std::string_view field) {
+  const json::value* v = o.if_contains(field);
+  return v != nullptr && v->is_string() ? std::string(v->as_string()) : "<missing>";
+}
+
+TEST_F(HttpTest, PutGetDelete) {
+  const ClientResponse created =
+      call("POST", "/v1/tubes/orders/jobs", R"({"body":"cancel order 123","delay":"1h"})");
+  ASSERT_EQ(created.status, 201u) << created.body;
+  const json::object job = json::parse(created.body).as_object();
+  const std::uint64_t id = job.at("id").to_number<std::uint64_t>();
+  EXPECT_EQ(created.headers.at("location"), id_path(id));
+  EXPECT_EQ(text(job, "state"), "delayed");
+  EXPECT_EQ(text(job, "tube"), "orders");
+  EXPECT_EQ(job.at("priority").to_number<std::int64_t>(), 1024);
+  EXPECT_EQ(job.at("delay_ms").to_number<std::int64_t>(), 3600000);
+  const std::int64_t now_ms = std::chrono::duration_cast<Millis>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+  EXPECT_GT(job.at("due_unix_ms").to_number<std::int64_t>(), now_ms + 3500000);
+
+  const json::object got = expect(200, "GET", id_path(id));
+  EXPECT_EQ(text(got, "body"), "cancel order 123");
+  EXPECT_EQ(text(got, "due"), text(job, "due"));
+
+  EXPECT_EQ(expect(200, "DELETE", id_path(id)).at("deleted").to_number<std::uint64_t>(), id);
+  EXPECT_EQ(error_code(404, "GET", id_path(id)), "not_found");
+  EXPECT_EQ(error_code(404, "DELETE", id_path(id)), "not_found");
+}
+
+TEST_F(HttpTest, PutFieldsAndBinaryBodies) {
+  const std::uint64_t id = put(
+      "t", R"({"body_base64":"AP8BgA==","priority":7,"ttr":"90s","at":"2099-01-01T00:00:00Z"})");
+  const json::object got = expect(200, "GET", id_path(id));
+  EXPECT_EQ(text(got, "body_base64"), "AP8BgA==");  // not UTF-8: comes back as base64
+  EXPECT_FALSE(got.contains("body"));
+  EXPECT_EQ(got.at("priority").to_number<std::int64_t>(), 7);
+  EXPECT_EQ(got.at("ttr_ms").to_number<std::int64_t>(), 90000);
+  EXPECT_EQ(text(got, "due"), "2099-01-01T00:00:00.000Z");
+  // A delay in plain milliseconds, and an empty body.
+  const std::uint64_t ready = put("t", R"({"delay":0})");
+  EXPECT_EQ(text(expect(200, "GET", id_path(ready)), "state"), "ready");
+  EXPECT_EQ(text(expect(200, "GET", id_path(ready)), "body"), "");
+}
+
+TEST_F(HttpTest, BadInputGetsClearErrors) {
+  const std::string jobs = "/v1/tubes/t/jobs";
+  EXPECT_EQ(error_code(400, "POST", jobs, "{not json"), "bad_request");
+  EXPECT_EQ(error_code(400, "POST", jobs, "[1,2]"), "bad_request");
+  EXPECT_EQ(error_code(400, "POST", jobs, R"({"body":"x","dealy":"1h"})"), "bad_request");
+  EXPECT_EQ(error_code(400, "POST", jobs, R"({"body":"x","delay":"soon"})"), "bad_request");
+  EXPECT_EQ(error_code(400, "POST", jobs, R"({"body":"x","delay":-5})"), "bad_request");
+  EXPECT_EQ(error_code(400, "POST", jobs, R"({"body":"x","delay":"1h","at":0})"), "bad_request");
+  EXPECT_EQ(error_code(400, "POST", jobs, R"({"body":"x","at":"tomorrow"})"), "bad_request");
+  EXPECT_EQ(error_code(400, "POST", jobs, R"({"body":1})"), "bad_request");
+  EXPECT_EQ(error_code(400, "POST", jobs, R"({"body":"x","body_base64":"eA=="})"),
+            "bad_request");
+  EXPECT_EQ(error_code(400, "POST", jobs, R"({"body_base64":"!!"})"), "bad_request");
+  EXPECT_EQ(error_code(400, "POST", jobs, R"({"priority":4294967296})"), "bad_request");
+  EXPECT_EQ(error_code(400, "POST", jobs, R"({"replace":"yes"})"), "bad_request");
+  EXPECT_EQ(error_code(400, "POST", "/v1/tubes/bad%20name!/jobs", "{}"), "bad_request");
+  EXPECT_EQ(error_code(400, "GET", "/v1/jobs/abc"), "bad_request");
+  EXPECT_EQ(error_code(400, "GET", "/v1/jobs/0"), "bad_request");
+  EXPECT_EQ(error_code(404, "GET", "/v1/nothing"), "no_route");
+  const ClientResponse not_allowed = call("PUT", "/v1/jobs/1");
+  EXPECT_EQ(not_allowed.status, 405u);
+  EXPECT_EQ(not_allowed.headers.at("allow"), "GET, PATCH, DELETE");
+
+  // A job body over the limit (65535 bytes by default): 413, and nothing was put.
+  const std::string big = R"({"body":")" + std::string(65536, 'x') + R"("})";
+  EXPECT_EQ(error_code(413, "POST", jobs, big), "too_large");
+  const std::string fits = R"({"body":")" + std::string(65535, 'x') + R"("})";
+  put("t", fits);
+  EXPECT_EQ(expect(200, "GET", "/v1/tubes/t").at("ready").to_number<std::uint64_t>(), 1u);
+}
+
+TEST_F(HttpTest, OversizedRequestsAndGarbage) {
+  // A request body beyond the server's limit (1 MiB): 413 and the connection closes.
+  {
+    Client raw(server_->http_port());
+    const std::string body(2 << 20, 'x');
+    raw.send("POST /v1/tubes/t/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+             std::to_string(body.size()) + "\r\n\r\n");
+    raw.send(body.substr(0, 1000));
+    EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 413 Payload Too Large\r\n");
+  }
+  // Headers beyond 8 KiB: 431.
+  {
+    Client raw(server_->http_port());
+    raw.send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(9000, 'a') +
+             "\r\n\r\n");
+    EXPECT_EQ(raw.read_line().value_or("<none>"),
+              "HTTP/1.1 431 Request Header Fields Too Large\r\n");
+  }
+  // Not HTTP at all: 400, and the server keeps serving.
+  {
+    Client raw(server_->http_port());
+    raw.send("\x01\x02 garbage\r\n\r\n");
+    EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 400 Bad Request\r\n");
+  }
+  EXPECT_EQ(expect(200, "GET", "/healthz").at("status").as_string(), "ok");
+}
+
+TEST_F(HttpTest, KeysAreIdempotentAndReplaceable) {
+  const std::string jobs = "/v1/tubes/orders/jobs";
+  const std::uint64_t first = put("orders", R"({"body":"a","delay":"1h","key":"order-9"})");
+  // The same key again: 200 with the job that holds it, nothing new.
+  const json::object again = expect(200, "POST", jobs, R"({"body":"b","key":"order-9"})");
+  EXPECT_EQ(again.at("id").to_number<std::uint64_t>(), first);
+  EXPECT_EQ(text(expect(200, "GET", "/v1/tubes/orders/keys/order-9"), "body"), "a");
+  // replace: a new job takes the key, the old one is gone.
+  const std::uint64_t second =
+      put("orders", R"({"body":"c","delay":"1h","key":"order-9","replace":true})");
+  EXPECT_NE(second, first);
+  EXPECT_EQ(error_code(404, "GET", id_path(first)), "not_found");
+  // Reschedule and reprioritise by key, then delete by key.
+  const json::object moved =
+      expect(200, "PATCH", "/v1/tubes/orders/keys/order-9", R"({"delay":0,"priority":5})");
+  EXPECT_EQ(text(moved, "state"), "ready");
+  EXPECT_EQ(moved.at("priority").to_number<std::int64_t>(), 5);
+  EXPECT_EQ(expect(200, "DELETE", "/v1/tubes/orders/keys/order-9").at("deleted").to_number<std::uint64_t>(),
+            second);
+  EXPECT_EQ(error_code(404, "GET", "/v1/tubes/orders/keys/order-9"), "not_found");
+  EXPECT_EQ(error_code(404, "PATCH", "/v1/tubes/orders/keys/order-9", R"({"delay":0})"),
+            "not_found");
+  EXPECT_EQ(error_code(404, "DELETE", "/v1/tubes/orders/keys/order-9"), "not_found");
+}
+
+TEST_F(HttpTest, PatchReschedulesAndReprioritises) {
+  const std::uint64_t id = put("t", R"({"body":"x","delay":"1h"})");
+  const json::object later = expect(200, "PATCH", id_path(id), R"({"delay":"2h"})");
+  EXPECT_EQ(text(later, "state"), "delayed");
+  EXPECT_EQ(later.at("delay_ms").to_number<std::int64_t>(), 7200000);
+  const json::object at = expect(200, "PATCH", id_path(id), R"({"at":"2098-05-01T12:00:00Z"})");
+  EXPECT_EQ(text(at, "due"), "2098-05-01T12:00:00.000Z");
+  EXPECT_EQ(expect(200, "PATCH", id_path(id), R"({"priority":3})").at("priority").to_number<std::int64_t>(), 3);
+  EXPECT_EQ(error_code(400, "PATCH", id_path(id), "{}"), "bad_request");
+  EXPECT_EQ(error_code(400, "PATCH", id_path(id), R"({"ttr":"5s"})"), "bad_request");
+  EXPECT_EQ(error_code(404, "PATCH", id_path(id + 100), R"({"delay":0})"), "not_found");
+  // A reserved job cannot be moved: 409.
+  expect(200, "PATCH", id_path(id), R"({"delay":0})");
+  expect(200, "POST", "/v1/reserve", R"({"tubes":["t"]})");
+  EXPECT_EQ(error_code(409, "PATCH", id_path(id), R"({"delay":"1h"})"), "conflict");
+}
+
+TEST_F(HttpTest, GroupsListAndCancel) {
+  for (int i = 0; i < 3; ++i) put("shop", R"({"body":"x","delay":"1h","group":"order-5"})");
+  put("shop", R"({"body":"other","delay":"1h","group":"order-6"})");
+  const json::object listed = expect(200, "GET", "/v1/tubes/shop/groups/order-5");
+  EXPECT_EQ(listed.at("jobs").as_array().size(), 3u);
+  EXPECT_EQ(text(listed.at("jobs").as_array()[0].as_object(), "group"), "order-5");
+  EXPECT_EQ(expect(200, "DELETE", "/v1/tubes/shop/groups/order-5").at("cancelled").to_number<std::uint64_t>(),
+            3u);
+  EXPECT_TRUE(expect(200, "GET", "/v1/tubes/shop/groups/order-5").at("jobs").as_array().empty());
+  EXPECT_EQ(expect(200, "GET", "/v1/tubes/shop/groups/order-6").at("jobs").as_array().size(), 1u);
+}
+
+TEST_F(HttpTest, LongPollAnswersWhenTheJobIsDueNotAtTheTimeout) {
+  const std::uint64_t id = put("poll", R"({"body":"due soon","delay":"1s"})");
+  const json::object job = expect(200, "GET", id_path(id));
+  const std::int64_t due = job.at("due_unix_ms").to_number<std::int64_t>();
+  const auto started = Clock::now();
+  const ClientResponse got =
+      call("POST", "/v1/reserve", R"({"tubes":["poll"],"timeout":"20s"})", Millis{30000});
+  const std::int64_t answered_unix_ms = std::chrono::duration_cast<Millis>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count();
+  ASSERT_EQ(got.status, 200u) << got.body;
+  const json::object reserved = json::parse(got.body).as_object();
+  EXPECT_EQ(reserved.at("id").to_number<std::uint64_t>(), id);
+  EXPECT_EQ(text(reserved, "state"), "reserved");
+  EXPECT_EQ(text(reserved, "body"), "due soon");
+  EXPECT_GE(answered_unix_ms, due) << "reserved before it was due";
+  // Well before the 20 s timeout (generous for a loaded machine).
+  EXPECT_LT(millis_between(started, Clock::now()), 10000);
+}
+
+TEST_F(HttpTest, ReserveTimesOutWith204) {
+  const auto started = Clock::now();
+  const ClientResponse none = call("POST", "/v1/reserve", R"({"tubes":["empty"],"timeout":"300ms"})");
+  EXPECT_EQ(none.status, 204u);
+  EXPECT_TRUE(none.body.empty());
+  EXPECT_GE(millis_between(started, Clock::now()), 300);
+  EXPECT_EQ(call("POST", "/v1/reserve", R"({"tubes":["empty"]})").status, 204u);  // no wait
+  EXPECT_EQ(error_code(400, "POST", "/v1/reserve", R"({"tubes":[]})"), "bad_request");
+  EXPECT_EQ(error_code(400, "POST", "/v1/reserve", R"({"tubes":"a"})"), "bad_request");
+  EXPECT_EQ(error_code(400, "POST", "/v1/reserve", R"({"timeout":"2h"})"), "bad_request");
+}
+
+TEST_F(HttpTest, ReservedJobLifecycle) {
+  const std::uint64_t id = put("work", R"({"body":"job","ttr":"30s"})");
+  const json::object reserved = expect(200, "POST", "/v1/reserve", R"({"tubes":["work"]})");
+  ASSERT_EQ(reserved.at("id").to_number<std::uint64_t>(), id);
+  EXPECT_TRUE(reserved.contains("reserved_until"));
+  EXPECT_EQ(text(expect(200, "POST", id_path(id, "/touch")), "state"), "reserved");
+  const json::object released =
+      expect(200, "POST", id_path(id, "/release"), R"({"delay":"1h","priority":9})");
+  EXPECT_EQ(text(released, "state"), "delayed");
+  EXPECT_EQ(released.at("priority").to_number<std::int64_t>(), 9);
+  // Not reserved any more: release, bury and touch are conflicts; an unknown job is not found.
+  EXPECT_EQ(error_code(409, "POST", id_path(id, "/release")), "conflict");
+  EXPECT_EQ(error_code(409, "POST", id_path(id, "/bury")), "conflict");
+  EXPECT_EQ(error_code(409, "POST", id_path(id, "/touch")), "conflict");
+  EXPECT_EQ(error_code(404, "POST", id_path(id + 50, "/touch")), "not_found");
+  // Kick the delayed job, reserve it again, bury it, kick it back, finish it with DELETE.
+  EXPECT_EQ(text(expect(200, "POST", id_path(id, "/kick")), "state"), "ready");
+  EXPECT_EQ(error_code(409, "POST", id_path(id, "/kick")), "conflict");
+  expect(200, "POST", "/v1/reserve", R"({"tubes":["work"]})");
+  EXPECT_EQ(text(expect(200, "POST", id_path(id, "/bury")), "state"), "buried");
+  EXPECT_EQ(expect(200, "POST", "/v1/tubes/work/kick", R"({"bound":10})").at("kicked").to_number<std::uint64_t>(),
+            1u);
+  const json::object again = expect(200, "POST", "/v1/reserve", R"({"tubes":["work"]})");
+  EXPECT_EQ(again.at("counters").as_object().at("reserves").to_number<std::uint64_t>(), 3u);
+  expect(200, "DELETE", id_path(id));
+  EXPECT_EQ(error_code(404, "GET", id_path(id)), "not_found");
+  EXPECT_EQ(error_code(404, "GET", "/v1/tubes/work"), "not_found");  // empty tubes go, as beanstalkd
+}
+
+TEST_F(HttpTest, BothProtocolsSeeTheSameJobs) {
+  Client beanstalk(server_->port());
+  // beanstalkd put, HTTP get.
+  ASSERT_EQ(beanstalk.call("use cross\r\n"), "USING cross\r\n");
+  const auto id = inserted_id(beanstalk.call(put_command("from beanstalk", 5, 3600)));
+  ASSERT_TRUE(id.has_value());
+  const json::object seen = expect(200, "GET", id_path(*id));
+  EXPECT_EQ(text(seen, "body"), "from beanstalk");
+  EXPECT_EQ(text(seen, "tube"), "cross");
+  // HTTP put, beanstalkd reserve.
+  const std::uint64_t http_id = put("cross", R"({"body":"from http","priority":1})");
+  ASSERT_EQ(beanstalk.call("watch cross\r\n"), "WATCHING 2\r\n");
+  EXPECT_EQ(beanstalk.call("reserve-with-timeout 0\r\n"), job_reply("RESERVED", http_id, "from http"));
+  // A job a beanstalkd connection holds cannot be finished over HTTP.
+  EXPECT_EQ(error_code(409, "DELETE", id_path(http_id)), "conflict");
+  EXPECT_EQ(error_code(409, "POST", id_path(http_id, "/release")), "conflict");
+  EXPECT_EQ(beanstalk.call("delete " + std::to_string(http_id) + "\r\n"), "DELETED\r\n");
+  // HTTP's reservations are not the beanstalkd connection's.
+  const std::uint64_t third = put("cross", R"({"body":"third"})");
+  expect(200, "POST", "/v1/reserve", R"({"tubes":["cross"]})");
+  EXPECT_EQ(beanstalk.call("delete " + std::to_string(third) + "\r\n"), "NOT_FOUND\r\n");
+  // The HTTP API's own clients do not show up as connections in beanstalkd's stats.
+  const std::string stats = beanstalk.call("stats\r\n");
+  EXPECT_NE(stats.find("current-connections: 1\n"), std::string::npos) << stats;
+  const std::string tube = beanstalk.call("stats-tube default\r\n");
+  EXPECT_NE(tube.find("current-using: 0\n"), std::string::npos) << tube;
+}
+
+TEST_F(HttpTest, AbandonedLongPollDoesNotSwallowAJob) {
+  {
+    Client raw(server_->http_port());
+    const std::string body = R"({"tubes":["gone"],"timeout":"30s"})";
+    raw.send("POST /v1/reserve HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+             std::to_string(body.size()) + "\r\n\r\n" + body);
+    EXPECT_TRUE(raw.silent_for(Millis{200}));  // it waits
+  }  // and goes away
+  // Once the server has seen it go, the next job goes to someone who is still there.
+  std::this_thread::sleep_for(Millis{200});
+  const std::uint64_t id = put("gone", R"({"body":"for the living"})");
+  const json::object got = expect(200, "POST", "/v1/reserve", R"({"tubes":["gone"]})");
+  EXPECT_EQ(got.at("id").to_number<std::uint64_t>(), id);
+}
+
+TEST_F(HttpTest, TubesStatsHealth) {
+  put("a", R"({"body":"x","delay":"1h"})");
+  put("a", R"({"body":"y"})");
+  const json::object tubes = expect(200, "GET", "/v1/tubes");
+  std::map<std::string, json::object> by_name;
+  for (const auto& t : tubes.at("tubes").as_array()) {
+    by_name[std::string(t.as_object().at("name").as_string())] = t.as_object();
+  }
+  ASSERT_TRUE(by_name.count("a"));
+  ASSERT_TRUE(by_name.count("default"));
+  EXPECT_EQ(by_name["a"].at("delayed").to_number<std::uint64_t>(), 1u);
+  EXPECT_EQ(by_name["a"].at("ready").to_number<std::uint64_t>(), 1u);
+  EXPECT_EQ(error_code(404, "GET", "/v1/tubes/nope"), "not_found");
+
+  // Pause: a reserve from the tube finds nothing until the pause ends.
+  EXPECT_EQ(expect(200, "POST", "/v1/tubes/a/pause", R"({"delay":"1h"})").at("pause_s").to_number<std::int64_t>(),
+            3600);
+  EXPECT_EQ(call("POST", "/v1/reserve", R"({"tubes":["a"]})").status, 204u);
+  EXPECT_EQ(error_code(400, "POST", "/v1/tubes/a/pause", "{}"), "bad_request");
+
+  const json::object stats = expect(200, "GET", "/v1/stats");
+  EXPECT_EQ(stats.at("ready").to_number<std::uint64_t>(), 1u);
+  EXPECT_EQ(stats.at("delayed").to_number<std::uint64_t>(), 1u);
+  EXPECT_EQ(stats.at("total_jobs").to_number<std::uint64_t>(), 2u);
+  EXPECT_EQ(text(expect(200, "GET", "/healthz"), "status"), "ok");
+  EXPECT_EQ(text(expect(200, "GET", "/readyz"), "status"), "ready");
+
+  // Drain mode: not ready, and puts are refused; what is there is still served.
+  ASSERT_TRUE(server_->signal(SIGUSR1));
+  for (int i = 0; i < 100 && call("GET", "/readyz").status != 503; ++i) {
+    std::this_thread::sleep_for(Millis{20});
+  }
+  EXPECT_EQ(error_code(503, "GET", "/readyz"), "draining");
+  EXPECT_EQ(error_code(503, "POST", "/v1/tubes/a/jobs", R"({"body":"z"})"), "draining");
+  EXPECT_TRUE(expect(200, "GET", "/v1/stats").at("draining").as_bool());
+}
+
+// The exposition format (0.0.4): comments, then samples "name{labels} value"; a TYPE line
+// before a metric's samples; histogram buckets cumulative with +Inf equal to _count.
+TEST_F(HttpTest, MetricsAreValidPrometheusText) {
+  put("m", R"({"body":"x","delay":"100ms"})");
+  expect(200, "POST", "/v1/reserve", R"({"tubes":["m"],"timeout":"5s"})");
+  call("GET", "/v1/jobs/999999");
+  const ClientResponse page = call("GET", "/metrics");
+  ASSERT_EQ(page.status, 200u);
+  EXPECT_EQ(page.headers.at("content-type").rfind("text/plain; version=0.0.4", 0), 0u);
+
+  const std::regex sample(
+      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? (-?[0-9.eE+-]+|\+Inf|NaN)$)");
+  const std::regex type(R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram)$)");
+  std::map<std::string, std::string> types;
+  std::map<std::string, double> values;  // full sample text before the value -> value
+  std::vector<std::pair<std::string, double>> in_order;
+  std::istringstream lines(page.body);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::smatch m;
+    if (line.rfind("# HELP ", 0) == 0) continue;
+    if (std::regex_match(line, m, type)) {
+      EXPECT_FALSE(types.count(m[1])) << "TYPE twice: " << line;
+      types[m[1]] = m[2];
+      continue;
+    }
+    ASSERT_TRUE(std::regex_match(line, m, sample)) << "not a sample: " << line;
+    std::string family = m[1];
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      const std::string s(suffix);
+      if (family.size() > s.size() && family.compare(family.size() - s.size(), s.size(), s) == 0 &&
+          types.count(family.substr(0, family.size() - s.size()))) {
+        family = family.substr(0, family.size() - s.size());
+      }
+    }
+    EXPECT_TRUE(types.count(family)) << "sample before its TYPE: " << line;
+    const double value = std::stod(line.substr(line.rfind(' ') + 1));
+    values[line.substr(0, line.rfind(' '))] = value;
+    in_order.emplace_back(line.substr(0, line.rfind(' ')), value);
+  }
+  for (const char* histogram :
+       {"delayq_fire_lateness_seconds", "delayq_commit_batch_steps", "delayq_fsync_seconds"}) {
+    EXPECT_EQ(types[histogram], "histogram");
+    double previous = 0;
+    int buckets = 0;
+    for (const auto& [key, value] : in_order) {
+      if (key.rfind(std::string(histogram) + "_bucket{", 0) != 0) continue;
+      EXPECT_GE(value, previous) << key << " is below the bucket before it";
+      previous = value;
+      ++buckets;
+    }
+    EXPECT_GE(buckets, 2) << histogram;
+    const double inf = values[std::string(histogram) + "_bucket{le=\"+Inf\"}"];
+    EXPECT_EQ(inf, previous) << histogram << ": +Inf must be the last bucket";
+    EXPECT_EQ(inf, values[std::string(histogram) + "_count"]) << histogram;
+  }
+  // What happened above shows: one job fired late by some amount, puts and reserves counted.
+  EXPECT_GE(values["delayq_fire_lateness_seconds_count"], 1);
+  EXPECT_GE(values["delayq_fsync_seconds_count"], 1);
+  EXPECT_EQ(values[R"(delayq_operations_total{protocol="http",op="put_job",result="201"})"], 1);
+  EXPECT_EQ(values[R"(delayq_operations_total{protocol="http",op="get_job",result="404"})"], 1);
+  EXPECT_EQ(values[R"(delayq_jobs{tube="m",state="reserved"})"], 1);
+  EXPECT_EQ(values[R"(delayq_connections{protocol="http"})"], 1);
+}
+
+TEST_F(HttpTest, AnAcknowledgedPutSurvivesKill9) {
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 20; ++i) {
+    ids.push_back(put("durable", R"({"body":"keep me )" + std::to_string(i) + R"(","delay":"1h"})"));
+  }
+  EXPECT_EQ(server_->kill9(), "killed by signal 9");
+  ASSERT_EQ(server_->start(), "");
+  http_ = std::make_unique<front::http::Client>("127.0.0.1", server_->http_port());
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(text(expect(200, "GET", id_path(ids[static_cast<std::size_t>(i)])), "body"),
+              "keep me " + std::to_string(i));
+  }
+}
+
+}  // namespace
+}  // namespace delayq::testing
