@@ -30,8 +30,8 @@ class HttpTest : public ::testing::Test {
     http_ = std::make_unique<front::http::Client>("127.0.0.1", server_->http_port());
   }
 
-  ClientResponse call(std::string_view method, std::string_view target,
-                      std::string_view body = {}, Millis timeout = kReplyTimeout) {
+  ClientResponse call(std::string_view method, std::string_view target, std::string_view body = {},
+                      Millis timeout = kReplyTimeout) {
     auto response = http_->request(method, target, body, timeout);
     EXPECT_TRUE(response.is_ok()) << method << " " << target << ": "
                                   << response.status().to_string();
@@ -41,8 +41,8 @@ class HttpTest : public ::testing::Test {
   json::object expect(unsigned status, std::string_view method, std::string_view target,
                       std::string_view body = {}) {
     const ClientResponse response = call(method, target, body);
-    EXPECT_EQ(response.status, status) << method << " " << target << " " << body << " -> "
-                                       << response.body;
+    EXPECT_EQ(response.status, status)
+        << method << " " << target << " " << body << " -> " << response.body;
     if (response.body.empty()) return {};
     boost::system::error_code error;
     json::value value = json::parse(response.body, error);
@@ -63,7 +63,8 @@ class HttpTest : public ::testing::Test {
     return std::string(error->as_object().at("code").as_string());
   }
   std::uint64_t put(std::string_view tube, std::string_view body_json) {
-    const json::object o = expect(201, "POST", "/v1/tubes/" + std::string(tube) + "/jobs", body_json);
+    const json::object o =
+        expect(201, "POST", "/v1/tubes/" + std::string(tube) + "/jobs", body_json);
     return o.contains("id") ? o.at("id").to_number<std::uint64_t>() : 0;
   }
 
@@ -92,9 +93,9 @@ TEST_F(HttpTest, PutGetDelete) {
   EXPECT_EQ(text(job, "tube"), "orders");
   EXPECT_EQ(job.at("priority").to_number<std::int64_t>(), 1024);
   EXPECT_EQ(job.at("delay_ms").to_number<std::int64_t>(), 3600000);
-  const std::int64_t now_ms = std::chrono::duration_cast<Millis>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count();
+  const std::int64_t now_ms =
+      std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   EXPECT_GT(job.at("due_unix_ms").to_number<std::int64_t>(), now_ms + 3500000);
 
   const json::object got = expect(200, "GET", id_path(id));
@@ -131,8 +132,7 @@ TEST_F(HttpTest, BadInputGetsClearErrors) {
   EXPECT_EQ(error_code(400, "POST", jobs, R"({"body":"x","delay":"1h","at":0})"), "bad_request");
   EXPECT_EQ(error_code(400, "POST", jobs, R"({"body":"x","at":"tomorrow"})"), "bad_request");
   EXPECT_EQ(error_code(400, "POST", jobs, R"({"body":1})"), "bad_request");
-  EXPECT_EQ(error_code(400, "POST", jobs, R"({"body":"x","body_base64":"eA=="})"),
-            "bad_request");
+  EXPECT_EQ(error_code(400, "POST", jobs, R"({"body":"x","body_base64":"eA=="})"), "bad_request");
   EXPECT_EQ(error_code(400, "POST", jobs, R"({"body_base64":"!!"})"), "bad_request");
   EXPECT_EQ(error_code(400, "POST", jobs, R"({"priority":4294967296})"), "bad_request");
   EXPECT_EQ(error_code(400, "POST", jobs, R"({"replace":"yes"})"), "bad_request");
@@ -165,8 +165,7 @@ TEST_F(HttpTest, OversizedRequestsAndGarbage) {
   // Headers beyond 8 KiB: 431.
   {
     Client raw(server_->http_port());
-    raw.send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(9000, 'a') +
-             "\r\n\r\n");
+    raw.send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(9000, 'a') + "\r\n\r\n");
     EXPECT_EQ(raw.read_line().value_or("<none>"),
               "HTTP/1.1 431 Request Header Fields Too Large\r\n");
   }
@@ -196,7 +195,9 @@ TEST_F(HttpTest, KeysAreIdempotentAndReplaceable) {
       expect(200, "PATCH", "/v1/tubes/orders/keys/order-9", R"({"delay":0,"priority":5})");
   EXPECT_EQ(text(moved, "state"), "ready");
   EXPECT_EQ(moved.at("priority").to_number<std::int64_t>(), 5);
-  EXPECT_EQ(expect(200, "DELETE", "/v1/tubes/orders/keys/order-9").at("deleted").to_number<std::uint64_t>(),
+  EXPECT_EQ(expect(200, "DELETE", "/v1/tubes/orders/keys/order-9")
+                .at("deleted")
+                .to_number<std::uint64_t>(),
             second);
   EXPECT_EQ(error_code(404, "GET", "/v1/tubes/orders/keys/order-9"), "not_found");
   EXPECT_EQ(error_code(404, "PATCH", "/v1/tubes/orders/keys/order-9", R"({"delay":0})"),
@@ -211,7 +212,10 @@ TEST_F(HttpTest, PatchReschedulesAndReprioritises) {
   EXPECT_EQ(later.at("delay_ms").to_number<std::int64_t>(), 7200000);
   const json::object at = expect(200, "PATCH", id_path(id), R"({"at":"2098-05-01T12:00:00Z"})");
   EXPECT_EQ(text(at, "due"), "2098-05-01T12:00:00.000Z");
-  EXPECT_EQ(expect(200, "PATCH", id_path(id), R"({"priority":3})").at("priority").to_number<std::int64_t>(), 3);
+  EXPECT_EQ(expect(200, "PATCH", id_path(id), R"({"priority":3})")
+                .at("priority")
+                .to_number<std::int64_t>(),
+            3);
   EXPECT_EQ(error_code(400, "PATCH", id_path(id), "{}"), "bad_request");
   EXPECT_EQ(error_code(400, "PATCH", id_path(id), R"({"ttr":"5s"})"), "bad_request");
   EXPECT_EQ(error_code(404, "PATCH", id_path(id + 100), R"({"delay":0})"), "not_found");
@@ -227,7 +231,9 @@ TEST_F(HttpTest, GroupsListAndCancel) {
   const json::object listed = expect(200, "GET", "/v1/tubes/shop/groups/order-5");
   EXPECT_EQ(listed.at("jobs").as_array().size(), 3u);
   EXPECT_EQ(text(listed.at("jobs").as_array()[0].as_object(), "group"), "order-5");
-  EXPECT_EQ(expect(200, "DELETE", "/v1/tubes/shop/groups/order-5").at("cancelled").to_number<std::uint64_t>(),
+  EXPECT_EQ(expect(200, "DELETE", "/v1/tubes/shop/groups/order-5")
+                .at("cancelled")
+                .to_number<std::uint64_t>(),
             3u);
   EXPECT_TRUE(expect(200, "GET", "/v1/tubes/shop/groups/order-5").at("jobs").as_array().empty());
   EXPECT_EQ(expect(200, "GET", "/v1/tubes/shop/groups/order-6").at("jobs").as_array().size(), 1u);
@@ -240,9 +246,9 @@ TEST_F(HttpTest, LongPollAnswersWhenTheJobIsDueNotAtTheTimeout) {
   const auto started = Clock::now();
   const ClientResponse got =
       call("POST", "/v1/reserve", R"({"tubes":["poll"],"timeout":"20s"})", Millis{30000});
-  const std::int64_t answered_unix_ms = std::chrono::duration_cast<Millis>(
-                                            std::chrono::system_clock::now().time_since_epoch())
-                                            .count();
+  const std::int64_t answered_unix_ms =
+      std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   ASSERT_EQ(got.status, 200u) << got.body;
   const json::object reserved = json::parse(got.body).as_object();
   EXPECT_EQ(reserved.at("id").to_number<std::uint64_t>(), id);
@@ -255,7 +261,8 @@ TEST_F(HttpTest, LongPollAnswersWhenTheJobIsDueNotAtTheTimeout) {
 
 TEST_F(HttpTest, ReserveTimesOutWith204) {
   const auto started = Clock::now();
-  const ClientResponse none = call("POST", "/v1/reserve", R"({"tubes":["empty"],"timeout":"300ms"})");
+  const ClientResponse none =
+      call("POST", "/v1/reserve", R"({"tubes":["empty"],"timeout":"300ms"})");
   EXPECT_EQ(none.status, 204u);
   EXPECT_TRUE(none.body.empty());
   EXPECT_GE(millis_between(started, Clock::now()), 300);
@@ -285,13 +292,16 @@ TEST_F(HttpTest, ReservedJobLifecycle) {
   EXPECT_EQ(error_code(409, "POST", id_path(id, "/kick")), "conflict");
   expect(200, "POST", "/v1/reserve", R"({"tubes":["work"]})");
   EXPECT_EQ(text(expect(200, "POST", id_path(id, "/bury")), "state"), "buried");
-  EXPECT_EQ(expect(200, "POST", "/v1/tubes/work/kick", R"({"bound":10})").at("kicked").to_number<std::uint64_t>(),
+  EXPECT_EQ(expect(200, "POST", "/v1/tubes/work/kick", R"({"bound":10})")
+                .at("kicked")
+                .to_number<std::uint64_t>(),
             1u);
   const json::object again = expect(200, "POST", "/v1/reserve", R"({"tubes":["work"]})");
   EXPECT_EQ(again.at("counters").as_object().at("reserves").to_number<std::uint64_t>(), 3u);
   expect(200, "DELETE", id_path(id));
   EXPECT_EQ(error_code(404, "GET", id_path(id)), "not_found");
-  EXPECT_EQ(error_code(404, "GET", "/v1/tubes/work"), "not_found");  // empty tubes go, as beanstalkd
+  EXPECT_EQ(error_code(404, "GET", "/v1/tubes/work"),
+            "not_found");  // empty tubes go, as beanstalkd
 }
 
 TEST_F(HttpTest, BothProtocolsSeeTheSameJobs) {
@@ -306,7 +316,8 @@ TEST_F(HttpTest, BothProtocolsSeeTheSameJobs) {
   // HTTP put, beanstalkd reserve.
   const std::uint64_t http_id = put("cross", R"({"body":"from http","priority":1})");
   ASSERT_EQ(beanstalk.call("watch cross\r\n"), "WATCHING 2\r\n");
-  EXPECT_EQ(beanstalk.call("reserve-with-timeout 0\r\n"), job_reply("RESERVED", http_id, "from http"));
+  EXPECT_EQ(beanstalk.call("reserve-with-timeout 0\r\n"),
+            job_reply("RESERVED", http_id, "from http"));
   // A job a beanstalkd connection holds cannot be finished over HTTP.
   EXPECT_EQ(error_code(409, "DELETE", id_path(http_id)), "conflict");
   EXPECT_EQ(error_code(409, "POST", id_path(http_id, "/release")), "conflict");
@@ -329,7 +340,7 @@ TEST_F(HttpTest, AbandonedLongPollDoesNotSwallowAJob) {
     raw.send("POST /v1/reserve HTTP/1.1\r\nHost: x\r\nContent-Length: " +
              std::to_string(body.size()) + "\r\n\r\n" + body);
     EXPECT_TRUE(raw.silent_for(Millis{200}));  // it waits
-  }  // and goes away
+  }                                            // and goes away
   // Once the server has seen it go, the next job goes to someone who is still there.
   std::this_thread::sleep_for(Millis{200});
   const std::uint64_t id = put("gone", R"({"body":"for the living"})");
@@ -352,7 +363,9 @@ TEST_F(HttpTest, TubesStatsHealth) {
   EXPECT_EQ(error_code(404, "GET", "/v1/tubes/nope"), "not_found");
 
   // Pause: a reserve from the tube finds nothing until the pause ends.
-  EXPECT_EQ(expect(200, "POST", "/v1/tubes/a/pause", R"({"delay":"1h"})").at("pause_s").to_number<std::int64_t>(),
+  EXPECT_EQ(expect(200, "POST", "/v1/tubes/a/pause", R"({"delay":"1h"})")
+                .at("pause_s")
+                .to_number<std::int64_t>(),
             3600);
   EXPECT_EQ(call("POST", "/v1/reserve", R"({"tubes":["a"]})").status, 204u);
   EXPECT_EQ(error_code(400, "POST", "/v1/tubes/a/pause", "{}"), "bad_request");
@@ -442,7 +455,8 @@ TEST_F(HttpTest, MetricsAreValidPrometheusText) {
 TEST_F(HttpTest, AnAcknowledgedPutSurvivesKill9) {
   std::vector<std::uint64_t> ids;
   for (int i = 0; i < 20; ++i) {
-    ids.push_back(put("durable", R"({"body":"keep me )" + std::to_string(i) + R"(","delay":"1h"})"));
+    ids.push_back(
+        put("durable", R"({"body":"keep me )" + std::to_string(i) + R"(","delay":"1h"})"));
   }
   EXPECT_EQ(server_->kill9(), "killed by signal 9");
   ASSERT_EQ(server_->start(), "");

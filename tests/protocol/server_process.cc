@@ -115,8 +115,8 @@ std::string ServerProcess::start(Millis timeout) {
   const bool http_chosen =
       std::find(extra_args_.begin(), extra_args_.end(), "--http") != extra_args_.end();
   if (!http_chosen) args.insert(args.end(), {"--http", "127.0.0.1:0"});
-  const bool http_off = http_chosen && std::find(extra_args_.begin(), extra_args_.end(), "off") !=
-                                           extra_args_.end();
+  const bool http_off =
+      http_chosen && std::find(extra_args_.begin(), extra_args_.end(), "off") != extra_args_.end();
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
@@ -176,11 +176,11 @@ std::string ServerProcess::start(Millis timeout) {
   if (!http_off) {
     const std::string second = text.substr(text.find('\n') + 1);
     const std::string prefix = "delayqd http listening on ";
-    const auto http = second.rfind(prefix, 0) == 0
-                          ? parse_port("delayqd listening on " + second.substr(prefix.size(),
-                                                                               second.find('\n') -
-                                                                                   prefix.size()))
-                          : std::nullopt;
+    const auto http =
+        second.rfind(prefix, 0) == 0
+            ? parse_port("delayqd listening on " +
+                         second.substr(prefix.size(), second.find('\n') - prefix.size()))
+            : std::nullopt;
     if (!http) {
       const std::string ended = kill9();
       return "unexpected second line \"" + second + "\" (" + ended + ")";

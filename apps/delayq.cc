@@ -1,0 +1,342 @@
+// delayq — the command-line tool: talks to delayqd's HTTP/JSON API (docs/http-api.md).
+// `delayq --help` and `delayq <command> --help` list everything. Human output by default,
+// the server's JSON with --json. The server is --server URL, else $DELAYQ_SERVER, else
+// http://127.0.0.1:8080. Exit status: 0 done; 1 the server refused (the message says why);
+// 2 bad usage; 3 the server cannot be reached; 4 reserve found no job within its timeout.
+#include <CLI/CLI.hpp>
+#include <boost/json.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "front/http/client.h"
+
+namespace {
+
+namespace json = boost::json;
+using delayq::front::http::Client;
+using delayq::front::http::ClientResponse;
+
+constexpr int kExitRefused = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitUnreachable = 3;
+constexpr int kExitNoJob = 4;
+
+struct Options {
+  std::string server;
+  bool json_output = false;
+  // put
+  std::string tube = "default";
+  std::string body;
+  std::string in;
+  std::string at;
+  std::optional<std::uint32_t> priority;
+  std::string ttr;
+  std::string key;
+  std::string group;
+  bool replace = false;
+  // get, rm, reschedule
+  std::uint64_t id = 0;
+  // reserve
+  std::vector<std::string> tubes;
+  std::string timeout;
+};
+
+// Percent-encodes one path segment.
+std::string segment(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
+
+std::string field(const json::object& o, std::string_view name) {
+  const json::value* v = o.if_contains(name);
+  if (v == nullptr) return "";
+  if (v->is_string()) return std::string(v->as_string());
+  return json::serialize(*v);
+}
+
+void print_job(const json::object& job) {
+  std::printf("job %s  %s in tube %s, priority %s\n", field(job, "id").c_str(),
+              field(job, "state").c_str(), field(job, "tube").c_str(),
+              field(job, "priority").c_str());
+  std::printf("  due       %s\n", field(job, "due").c_str());
+  if (job.contains("reserved_until")) {
+    std::printf("  reserved  until %s\n", field(job, "reserved_until").c_str());
+  }
+  if (job.contains("key")) std::printf("  key       %s\n", field(job, "key").c_str());
+  if (job.contains("group")) std::printf("  group     %s\n", field(job, "group").c_str());
+  std::printf("  ttr       %lld s\n",
+              static_cast<long long>(job.at("ttr_ms").to_number<std::int64_t>() / 1000));
+  if (job.contains("body")) std::printf("  body      %s\n", field(job, "body").c_str());
+  if (job.contains("body_base64")) {
+    std::printf("  body      (base64) %s\n", field(job, "body_base64").c_str());
+  }
+}
+
+class Cli {
+ public:
+  explicit Cli(Options& options) : o_(options) {}
+
+  // Sends one request; prints the error and returns its exit code if it failed, else nullopt
+  // with `out` holding the answer.
+  std::optional<int> call(std::string_view method, const std::string& target,
+                          const json::object* body, ClientResponse& out) {
+    if (!client_) {
+      auto made = Client::connect_to(o_.server);
+      if (!made.is_ok()) {
+        std::fprintf(stderr, "delayq: %s\n", made.status().message().c_str());
+        return kExitUsage;
+      }
+      client_ = std::move(made).value();
+    }
+    // A long-poll may take its whole timeout: wait a little longer than that.
+    const std::chrono::milliseconds wait = target == "/v1/reserve"
+                                               ? std::chrono::hours(1) + std::chrono::seconds(30)
+                                               : std::chrono::seconds(30);
+    auto response = client_->request(method, target, body ? json::serialize(*body) : "", wait);
+    if (!response.is_ok()) {
+      std::fprintf(stderr, "delayq: cannot reach %s: %s\n", o_.server.c_str(),
+                   response.status().message().c_str());
+      return kExitUnreachable;
+    }
+    out = std::move(response).value();
+    if (out.status >= 400) {
+      boost::system::error_code error;
+      const json::value v = json::parse(out.body, error);
+      if (!error && v.is_object() && v.as_object().contains("error")) {
+        const auto& e = v.as_object().at("error").as_object();
+        std::fprintf(stderr, "delayq: %s: %s\n", field(e, "code").c_str(),
+                     field(e, "message").c_str());
+      } else {
+        std::fprintf(stderr, "delayq: HTTP %u\n", out.status);
+      }
+      return kExitRefused;
+    }
+    return std::nullopt;
+  }
+
+  // Runs a request whose answer is one job (or an object) and prints it.
+  int show(std::string_view method, const std::string& target, const json::object* body, bool job) {
+    ClientResponse response;
+    if (auto failed = call(method, target, body, response)) return *failed;
+    if (o_.json_output) {
+      std::fputs(response.body.c_str(), stdout);
+      return 0;
+    }
+    const json::object o = json::parse(response.body).as_object();
+    if (job) {
+      print_job(o);
+    } else {
+      for (const auto& [name, value] : o) {
+        std::printf("%s: %s\n", std::string(name).c_str(),
+                    value.is_string() ? std::string(value.as_string()).c_str()
+                                      : json::serialize(value).c_str());
+      }
+    }
+    return 0;
+  }
+
+  std::string job_target() const {
+    if (!o_.key.empty()) return "/v1/tubes/" + segment(o_.tube) + "/keys/" + segment(o_.key);
+    return "/v1/jobs/" + std::to_string(o_.id);
+  }
+  int need_id_or_key() const {
+    if (o_.id == 0 && o_.key.empty()) {
+      std::fprintf(stderr, "delayq: give a job id, or --key (and --tube)\n");
+      return kExitUsage;
+    }
+    return 0;
+  }
+
+  int put() {
+    json::object body;
+    if (o_.body == "-") {
+      o_.body.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    }
+    body["body"] = o_.body;
+    if (!o_.in.empty()) body["delay"] = o_.in;
+    if (!o_.at.empty()) body["at"] = o_.at;
+    if (o_.priority) body["priority"] = *o_.priority;
+    if (!o_.ttr.empty()) body["ttr"] = o_.ttr;
+    if (!o_.key.empty()) body["key"] = o_.key;
+    if (!o_.group.empty()) body["group"] = o_.group;
+    if (o_.replace) body["replace"] = true;
+    return show("POST", "/v1/tubes/" + segment(o_.tube) + "/jobs", &body, true);
+  }
+  int get() {
+    if (int bad = need_id_or_key()) return bad;
+    return show("GET", job_target(), nullptr, true);
+  }
+  int rm() {
+    if (int bad = need_id_or_key()) return bad;
+    return show("DELETE", job_target(), nullptr, false);
+  }
+  int reschedule() {
+    if (int bad = need_id_or_key()) return bad;
+    json::object body;
+    if (!o_.in.empty()) body["delay"] = o_.in;
+    if (!o_.at.empty()) body["at"] = o_.at;
+    if (o_.priority) body["priority"] = *o_.priority;
+    if (body.empty()) {
+      std::fprintf(stderr, "delayq: give --in, --at or --priority\n");
+      return kExitUsage;
+    }
+    return show("PATCH", job_target(), &body, true);
+  }
+  int reserve() {
+    json::object body;
+    json::array tubes;
+    for (const std::string& tube : o_.tubes) tubes.emplace_back(tube);
+    if (!tubes.empty()) body["tubes"] = std::move(tubes);
+    if (!o_.timeout.empty()) body["timeout"] = o_.timeout;
+    ClientResponse response;
+    if (auto failed = call("POST", "/v1/reserve", &body, response)) return *failed;
+    if (response.status == 204) {
+      std::fprintf(stderr, "delayq: no job within the timeout\n");
+      return kExitNoJob;
+    }
+    if (o_.json_output) {
+      std::fputs(response.body.c_str(), stdout);
+    } else {
+      print_job(json::parse(response.body).as_object());
+    }
+    return 0;
+  }
+  int ls() {
+    ClientResponse response;
+    if (auto failed = call("GET", "/v1/tubes", nullptr, response)) return *failed;
+    if (o_.json_output) {
+      std::fputs(response.body.c_str(), stdout);
+      return 0;
+    }
+    std::printf("%-24s %9s %9s %9s %9s %9s\n", "TUBE", "READY", "DELAYED", "RESERVED", "BURIED",
+                "WAITING");
+    const json::value parsed = json::parse(response.body);
+    for (const auto& t : parsed.as_object().at("tubes").as_array()) {
+      const auto& o = t.as_object();
+      std::printf("%-24s %9s %9s %9s %9s %9s\n", field(o, "name").c_str(),
+                  field(o, "ready").c_str(), field(o, "delayed").c_str(),
+                  field(o, "reserved").c_str(), field(o, "buried").c_str(),
+                  field(o, "waiting").c_str());
+    }
+    return 0;
+  }
+  int stats() { return show("GET", "/v1/stats", nullptr, false); }
+  int group_ls() {
+    ClientResponse response;
+    const std::string target = "/v1/tubes/" + segment(o_.tube) + "/groups/" + segment(o_.group);
+    if (auto failed = call("GET", target, nullptr, response)) return *failed;
+    if (o_.json_output) {
+      std::fputs(response.body.c_str(), stdout);
+      return 0;
+    }
+    const json::value parsed = json::parse(response.body);
+    const auto& jobs = parsed.as_object().at("jobs").as_array();
+    std::printf("%zu job%s in group %s of tube %s\n", jobs.size(), jobs.size() == 1 ? "" : "s",
+                o_.group.c_str(), o_.tube.c_str());
+    for (const auto& job : jobs) {
+      const auto& o = job.as_object();
+      std::printf("  job %-10s %-9s due %s\n", field(o, "id").c_str(), field(o, "state").c_str(),
+                  field(o, "due").c_str());
+    }
+    return 0;
+  }
+  int group_rm() {
+    return show("DELETE", "/v1/tubes/" + segment(o_.tube) + "/groups/" + segment(o_.group), nullptr,
+                false);
+  }
+
+ private:
+  Options& o_;
+  std::unique_ptr<Client> client_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  const char* env = std::getenv("DELAYQ_SERVER");
+  o.server = env != nullptr && *env != '\0' ? env : "http://127.0.0.1:8080";
+
+  CLI::App app{"delayq: schedule, inspect and run delayed jobs on a delayqd server"};
+  app.require_subcommand(1);
+  app.add_option("-s,--server", o.server, "delayqd's HTTP address (or $DELAYQ_SERVER)")
+      ->capture_default_str();
+  app.add_flag("--json", o.json_output, "print the server's JSON instead of text");
+
+  auto* put = app.add_subcommand("put", "put a job (body '-' reads it from stdin)");
+  put->add_option("body", o.body, "the job's body")->required();
+  put->add_option("-t,--tube", o.tube, "tube")->capture_default_str();
+  auto* in = put->add_option("--in", o.in, "delay: 48h, 10m, 1h30m, 1500ms");
+  put->add_option("--at", o.at, "due time: RFC 3339, e.g. 2026-11-24T10:00:00Z")->excludes(in);
+  put->add_option("-p,--priority", o.priority, "priority, 0 most urgent (default 1024)");
+  put->add_option("--ttr", o.ttr, "time to run once reserved, e.g. 60s (default 60s)");
+  put->add_option("-k,--key", o.key, "business key, unique in the tube (idempotent put)");
+  put->add_flag("--replace", o.replace, "with --key: replace the job holding the key");
+  put->add_option("-g,--group", o.group, "group, to list or cancel jobs together");
+
+  auto add_job_ref = [&o](CLI::App* command) {
+    command->add_option("id", o.id, "job id");
+    command->add_option("-k,--key", o.key, "find the job by key instead of id");
+    command->add_option("-t,--tube", o.tube, "the key's tube")->capture_default_str();
+  };
+  auto* get = app.add_subcommand("get", "show a job with its body");
+  add_job_ref(get);
+  auto* rm = app.add_subcommand("rm", "delete a job (or finish one reserved over HTTP)");
+  add_job_ref(rm);
+  auto* reschedule = app.add_subcommand("reschedule", "move a delayed or ready job");
+  add_job_ref(reschedule);
+  auto* rin = reschedule->add_option("--in", o.in, "new delay from now: 48h, 10m, 0");
+  reschedule->add_option("--at", o.at, "new due time, RFC 3339")->excludes(rin);
+  reschedule->add_option("-p,--priority", o.priority, "new priority");
+
+  auto* reserve = app.add_subcommand("reserve", "take the next ready job (long-poll)");
+  reserve->add_option("-t,--tube", o.tubes, "tube to take from (repeat for several)");
+  reserve->add_option("--timeout", o.timeout, "wait at most this long, e.g. 30s (default 0)");
+
+  auto* ls = app.add_subcommand("ls", "list tubes with their job counts");
+  auto* stats = app.add_subcommand("stats", "server statistics");
+
+  auto* group = app.add_subcommand("group", "jobs of a group");
+  group->require_subcommand(1);
+  auto* group_ls = group->add_subcommand("ls", "list a group's jobs");
+  auto* group_rm = group->add_subcommand("rm", "cancel (delete) a group's jobs");
+  for (CLI::App* command : {group_ls, group_rm}) {
+    command->add_option("group", o.group, "group")->required();
+    command->add_option("-t,--tube", o.tube, "tube")->capture_default_str();
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    const int code = app.exit(error);
+    return code == 0 ? 0 : kExitUsage;
+  }
+
+  Cli cli(o);
+  if (put->parsed()) return cli.put();
+  if (get->parsed()) return cli.get();
+  if (rm->parsed()) return cli.rm();
+  if (reschedule->parsed()) return cli.reschedule();
+  if (reserve->parsed()) return cli.reserve();
+  if (ls->parsed()) return cli.ls();
+  if (stats->parsed()) return cli.stats();
+  if (group_ls->parsed()) return cli.group_ls();
+  if (group_rm->parsed()) return cli.group_rm();
+  return kExitUsage;
+}

@@ -1,0 +1,120 @@
+// cli_test.cc — the `delayq` command-line tool end to end: the real binary against the real
+// delayqd, its output (text and --json) and its exit status for each command and failure.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <boost/json.hpp>
+#include <cstdio>
+
+#include "server_process.h"
+
+namespace delayq::testing {
+namespace {
+
+namespace json = boost::json;
+
+struct Outcome {
+  int status = -1;
+  std::string out;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<ServerProcess>(dir_.path() / "db");
+    ASSERT_EQ(server_->start(), "");
+  }
+  // Runs `delayq --server ... <args>` with stderr into stdout.
+  Outcome delayq(const std::string& args, const std::string& input = "") {
+    const std::string command =
+        "printf '%s' '" + input + "' | " + std::string(DELAYQ_CLI_PATH) +
+        " --server http://127.0.0.1:" + std::to_string(server_->http_port()) + " " + args + " 2>&1";
+    Outcome run;
+    FILE* pipe = ::popen(command.c_str(), "r");
+    if (pipe == nullptr) return run;
+    char buffer[4096];
+    std::size_t n = 0;
+    while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) run.out.append(buffer, n);
+    const int status = ::pclose(pipe);
+    run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return run;
+  }
+  json::object json_of(const Outcome& run) {
+    boost::system::error_code error;
+    json::value v = json::parse(run.out, error);
+    EXPECT_FALSE(error) << run.out;
+    return !error && v.is_object() ? v.as_object() : json::object{};
+  }
+
+  TempDir dir_;
+  std::unique_ptr<ServerProcess> server_;
+};
+
+TEST_F(CliTest, PutGetRescheduleReserveRm) {
+  Outcome put = delayq("--json put --tube orders --in 48h --key order-7 --group shop 'cancel 7'");
+  ASSERT_EQ(put.status, 0) << put.out;
+  const auto id = json_of(put).at("id").to_number<std::uint64_t>();
+  EXPECT_EQ(json_of(put).at("state").as_string(), "delayed");
+
+  Outcome get = delayq("get --tube orders --key order-7");
+  EXPECT_EQ(get.status, 0) << get.out;
+  EXPECT_NE(get.out.find("job " + std::to_string(id) + "  delayed in tube orders"),
+            std::string::npos)
+      << get.out;
+  EXPECT_NE(get.out.find("body      cancel 7"), std::string::npos) << get.out;
+
+  Outcome ls = delayq("ls");
+  EXPECT_EQ(ls.status, 0);
+  EXPECT_NE(ls.out.find("orders"), std::string::npos) << ls.out;
+
+  Outcome group = delayq("group ls shop --tube orders");
+  EXPECT_NE(group.out.find("1 job in group shop of tube orders"), std::string::npos) << group.out;
+
+  Outcome moved = delayq("--json reschedule " + std::to_string(id) + " --in 0");
+  EXPECT_EQ(moved.status, 0) << moved.out;
+  EXPECT_EQ(json_of(moved).at("state").as_string(), "ready");
+
+  Outcome reserved = delayq("--json reserve --tube orders --timeout 5s");
+  EXPECT_EQ(reserved.status, 0) << reserved.out;
+  EXPECT_EQ(json_of(reserved).at("body").as_string(), "cancel 7");
+
+  Outcome rm = delayq("rm " + std::to_string(id));
+  EXPECT_EQ(rm.status, 0) << rm.out;
+  EXPECT_EQ(rm.out, "deleted: " + std::to_string(id) + "\n");
+
+  Outcome stats = delayq("--json stats");
+  EXPECT_EQ(stats.status, 0);
+  EXPECT_EQ(json_of(stats).at("total_jobs").to_number<std::uint64_t>(), 1u);
+}
+
+TEST_F(CliTest, BodyFromStdinAndGroupRm) {
+  Outcome put = delayq("--json put --in 1h --group g -", "from stdin");
+  ASSERT_EQ(put.status, 0) << put.out;
+  const auto id = json_of(put).at("id").to_number<std::uint64_t>();
+  EXPECT_EQ(json_of(delayq("--json get " + std::to_string(id))).at("body").as_string(),
+            "from stdin");
+  Outcome rm = delayq("group rm g");
+  EXPECT_EQ(rm.status, 0);
+  EXPECT_NE(rm.out.find("cancelled: 1"), std::string::npos) << rm.out;
+}
+
+TEST_F(CliTest, FailuresHaveClearMessagesAndExitCodes) {
+  Outcome missing = delayq("get 12345");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_EQ(missing.out, "delayq: not_found: no job 12345\n");
+  Outcome bad = delayq("put --in soon x");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.out.find("delayq: bad_request: delay: bad duration 'soon'"), std::string::npos)
+      << bad.out;
+  EXPECT_EQ(delayq("put").status, 2);                   // no body
+  EXPECT_EQ(delayq("get").status, 2);                   // no id, no key
+  EXPECT_EQ(delayq("frobnicate").status, 2);            // no such command
+  EXPECT_EQ(delayq("reserve --tube empty").status, 4);  // nothing to take
+  EXPECT_EQ(delayq("--help").status, 0);
+  const Outcome down = delayq_at("http://127.0.0.1:1", "ls");  // nobody listens on port 1
+  EXPECT_EQ(down.status, 3) << down.out;
+  EXPECT_NE(down.out.find("cannot reach"), std::string::npos) << down.out;
+}
+
+}  // namespace
+}  // namespace delayq::testing
