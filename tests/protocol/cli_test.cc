@@ -26,9 +26,12 @@ class CliTest : public ::testing::Test {
   }
   // Runs `delayq --server ... <args>` with stderr into stdout.
   Outcome delayq(const std::string& args, const std::string& input = "") {
-    const std::string command =
-        "printf '%s' '" + input + "' | " + std::string(DELAYQ_CLI_PATH) +
-        " --server http://127.0.0.1:" + std::to_string(server_->http_port()) + " " + args + " 2>&1";
+    return delayq_at("http://127.0.0.1:" + std::to_string(server_->http_port()), args, input);
+  }
+  Outcome delayq_at(const std::string& server, const std::string& args,
+                    const std::string& input = "") {
+    const std::string command = "printf '%s' '" + input + "' | " + std::string(DELAYQ_CLI_PATH) +
+                                " --server " + server + " " + args + " 2>&1";
     Outcome run;
     FILE* pipe = ::popen(command.c_str(), "r");
     if (pipe == nullptr) return run;
