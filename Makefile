@@ -1,6 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Both install missing Debian
 # packages (scripts/install-deps.sh) and build first.
-.PHONY: all deps build run test bench bench-wheel bench-engine asan-test fuzz format format-check clean
+.PHONY: all deps build run test bench bench-wheel bench-engine bench-scheduler asan-test tsan-test fuzz \
+	format format-check clean
 
 JOBS ?= $(shell nproc)
 
@@ -46,6 +47,13 @@ asan-test: deps
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS)
 	@ctest --preset asan -L 'unit|protocol' -LE client -j $(JOBS)
+
+# The embedded scheduler's tests (the ones whose names start with Scheduler) under
+# ThreadSanitizer; only their binary is built.
+tsan-test: deps
+	@cmake --preset tsan >/dev/null
+	@cmake --build --preset tsan --target scheduler_test -j $(JOBS)
+	@ctest --preset tsan -L unit -R '^Scheduler' -j $(JOBS)
 
 # The libFuzzer targets, built with clang, each run for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 30

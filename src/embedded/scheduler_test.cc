@@ -90,7 +90,7 @@ std::string wheel_name(const ::testing::TestParamInfo<WheelKind>& info) {
   return "unknown";
 }
 
-INSTANTIATE_TEST_SUITE_P(Wheels, SchedulerWheelTest,
+INSTANTIATE_TEST_SUITE_P(Scheduler, SchedulerWheelTest,
                          ::testing::Values(WheelKind::kHierarchical, WheelKind::kHashed,
                                            WheelKind::kHeap),
                          wheel_name);
