@@ -23,7 +23,7 @@ test: build
 
 # Every benchmark of docs/BENCHMARKS.md, at the sizes quoted there (minutes; 10^7 jobs is
 # ENGINE_JOBS=10000000 and ~6 GB of disk).
-bench: bench-wheel bench-engine
+bench: bench-wheel bench-engine bench-scheduler
 
 # Google Benchmark over the three timer queues, three repetitions, then the medians as the
 # Markdown tables of docs/BENCHMARKS.md. BENCH_ARGS adds wheel_bench flags (e.g. a filter).
@@ -40,6 +40,11 @@ bench-engine: build
 	@build/release/bench/engine_bench --jobs $(ENGINE_JOBS) --durability always
 	@build/release/bench/engine_bench --jobs $(ENGINE_JOBS) --durability none
 	@rm -rf build/engine-bench-data
+
+# The embedded scheduler against a naive ScheduledThreadPoolExecutor-style one at 10^4 and 10^6
+# pending tasks: schedule and cancel throughput, fire lateness, idle CPU (about two minutes).
+bench-scheduler: build
+	@build/release/bench/scheduler_bench $(BENCH_ARGS)
 
 # The unit and protocol tests again under AddressSanitizer + UndefinedBehaviorSanitizer (the
 # third-party client test, which installs from npm, runs once, in `make test`).

@@ -17,7 +17,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
-#include <optional>
+#include <new>
 #include <type_traits>
 #include <utility>
 
@@ -96,30 +96,52 @@ class TaskRecord {
   // Destroys the callable (and what it captured) early; the record stays.
   virtual void destroy_task() noexcept = 0;
 
+  // Records of up to 64 or 128 bytes (a callable of up to 16 or 80) come from pools of fixed-size
+  // slots with a cache per thread, not from malloc: a record is usually made on one thread and
+  // freed on another, the case general-purpose allocators handle worst. Larger records use
+  // ::operator new.
+  static void* operator new(std::size_t size);
+  static void operator delete(void* record, std::size_t size) noexcept;
+  static void* operator new(std::size_t size, std::align_val_t align);
+  static void operator delete(void* record, std::size_t size, std::align_val_t align) noexcept;
+
   // version << 8 | state. reschedule() bumps the version, so the timer thread can tell an entry
   // armed for an older due time from the current one.
   std::atomic<std::uint64_t> word_{0};
-  std::atomic<std::uint32_t> refs_{0};
   // Due time, nanoseconds of SchedulerClock; written only while the writer holds the claim.
   std::atomic<SchedulerClock::rep> due_ns_{0};
   SchedulerCore* core_ = nullptr;
+  std::atomic<std::uint32_t> refs_{0};
 
-  // Timer thread only.
-  std::uint64_t armed_version_ = 0;
+  // Timer thread only. The version the wheel's entry was armed for, modulo 2^32.
   std::uint32_t timer_id_ = 0;
+  std::uint32_t armed_version_ = 0;
   std::uint8_t place_ = 0;
+
+ protected:
+  bool task_alive_ = true;  // the derived record's callable has not been destroyed yet
 };
 
 template <typename F>
 class TaskRecordOf final : public TaskRecord {
  public:
   template <typename G>
-  explicit TaskRecordOf(G&& task) : task_(std::in_place, std::forward<G>(task)) {}
-  void run() override { (*task_)(); }
-  void destroy_task() noexcept override { task_.reset(); }
+  explicit TaskRecordOf(G&& task) : task_(std::forward<G>(task)) {}
+  ~TaskRecordOf() override { destroy_task(); }
+  void run() override { task_(); }
+  void destroy_task() noexcept override {
+    if (task_alive_) {
+      task_alive_ = false;
+      task_.~F();
+    }
+  }
 
  private:
-  std::optional<F> task_;
+  // In a union so that destroy_task() can end its life before the record's; the flag in the base
+  // keeps the record at 64 bytes for a callable of up to 16.
+  union {
+    F task_;
+  };
 };
 
 // `now + delay`, rounded up to the clock's resolution; below zero counts as zero, beyond 100
