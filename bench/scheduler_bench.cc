@@ -187,7 +187,8 @@ class NaiveScheduler {
 
 struct Delayq {
   using Handle = delayq::TaskHandle;
-  explicit Delayq(delayq::WheelKind kind) : scheduler(options(kind)) {}
+  explicit Delayq(delayq::WheelKind kind)
+      : measurable(kind != delayq::WheelKind::kHashed), scheduler(options(kind)) {}
   static delayq::SchedulerOptions options(delayq::WheelKind kind) {
     delayq::SchedulerOptions options;
     options.workers = 2;
@@ -208,6 +209,7 @@ struct Delayq {
   void flush() {
     scheduler.schedule([] {}, 0ms).wait();
   }
+  bool measurable;
   delayq::Scheduler scheduler;
 };
 
@@ -224,6 +226,7 @@ struct Naive {
   }
   bool cancel(Handle& handle) { return scheduler.cancel(handle); }
   void flush() {}  // every call takes effect before it returns
+  bool measurable = true;
   NaiveScheduler scheduler;
 };
 
@@ -487,7 +490,9 @@ Result run(Impl& impl, const std::string& name, const Config& config, std::size_
     base[i] = impl.schedule([&sink] { sink.fetch_add(1); }, delays[i]);
   }
   impl.flush();
-  throughput(impl, config, pending, result, rng);
+  // The flush waits for a task due now to run, which on the 1 s hashed ring means waiting for
+  // the next tick: its throughput cannot be told apart from that wait, so it is not measured.
+  if (impl.measurable) throughput(impl, config, pending, result, rng);
   if (config.lateness_tasks > 0) lateness(impl, config, result, rng);
   if (config.idle) idle(result);
   return result;
@@ -576,7 +581,9 @@ void print(const std::vector<Result>& results) {
       if (r.pending != pending) continue;
       const auto cell = [&](double ns, double naive_ns) {
         char text[96];
-        if (naive != nullptr) {
+        if (ns == 0) {
+          std::snprintf(text, sizeof text, "n/a");
+        } else if (naive != nullptr) {
           std::snprintf(text, sizeof text, "%.0f ns, %.2f M/s, %.1fx", ns, 1000.0 / ns,
                         naive_ns / ns);
         } else {
