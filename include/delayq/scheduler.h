@@ -3,11 +3,11 @@
 // and hand due tasks to a pool of worker threads, so a slow task never delays the clock.
 // schedule(), cancel() and reschedule() are callable from any thread; they cost a task record from
 // a per-thread pool (schedule only), a short mutex-protected append to the timer thread's inbox
-// and, for cancel and reschedule, one compare-and-swap on the task; the timer thread applies them in O(1) each
-// (hierarchical and hashed wheels) or O(log n) (heap). Idle, the timer thread sleeps until the next
-// due time: no polling. Never early: a task starts at or after its due time on steady_clock.
-// In memory only: a process exit loses every pending task (use the delayqd server for that).
-// Guarantees, costs and examples: docs/embedded.md
+// and, for cancel and reschedule, one compare-and-swap on the task; the timer thread applies them
+// in O(1) each (hierarchical and hashed wheels) or O(log n) (heap). Idle, the timer thread sleeps
+// until the next due time: no polling. Never early: a task starts at or after its due time on
+// steady_clock. In memory only: a process exit loses every pending task (use the delayqd server for
+// that). Guarantees, costs and examples: docs/embedded.md
 #pragma once
 
 #include <atomic>
