@@ -1,6 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Both install missing Debian
 # packages (scripts/install-deps.sh) and build first.
-.PHONY: all deps build run test bench bench-wheel bench-engine asan-test fuzz format format-check clean
+.PHONY: all deps build run test bench bench-wheel bench-engine bench-scheduler asan-test tsan-test fuzz \
+	format format-check clean
 
 JOBS ?= $(shell nproc)
 
@@ -22,7 +23,7 @@ test: build
 
 # Every benchmark of docs/BENCHMARKS.md, at the sizes quoted there (minutes; 10^7 jobs is
 # ENGINE_JOBS=10000000 and ~6 GB of disk).
-bench: bench-wheel bench-engine
+bench: bench-wheel bench-engine bench-scheduler
 
 # Google Benchmark over the three timer queues, three repetitions, then the medians as the
 # Markdown tables of docs/BENCHMARKS.md. BENCH_ARGS adds wheel_bench flags (e.g. a filter).
@@ -40,12 +41,24 @@ bench-engine: build
 	@build/release/bench/engine_bench --jobs $(ENGINE_JOBS) --durability none
 	@rm -rf build/engine-bench-data
 
+# The embedded scheduler against a naive ScheduledThreadPoolExecutor-style one at 10^4 and 10^6
+# pending tasks: schedule and cancel throughput, fire lateness, idle CPU (about two minutes).
+bench-scheduler: build
+	@build/release/bench/scheduler_bench $(BENCH_ARGS)
+
 # The unit and protocol tests again under AddressSanitizer + UndefinedBehaviorSanitizer (the
 # third-party client test, which installs from npm, runs once, in `make test`).
 asan-test: deps
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS)
 	@ctest --preset asan -L 'unit|protocol' -LE client -j $(JOBS)
+
+# The embedded scheduler's tests (the ones whose names start with Scheduler) under
+# ThreadSanitizer; only their binary is built.
+tsan-test: deps
+	@cmake --preset tsan >/dev/null
+	@cmake --build --preset tsan --target scheduler_test -j $(JOBS)
+	@ctest --preset tsan -L unit -R '^Scheduler' -j $(JOBS)
 
 # The libFuzzer targets, built with clang, each run for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 30

@@ -1,0 +1,244 @@
+// delayq/scheduler.h — delayq embedded in a C++ process: "run this function in 48 hours unless I
+// cancel it", with no server. One timer thread owns a timer wheel and does nothing but advance it
+// and hand due tasks to a pool of worker threads, so a slow task never delays the clock.
+// schedule(), cancel() and reschedule() are callable from any thread; they cost a task record from
+// a per-thread pool (schedule only), a short mutex-protected append to the timer thread's inbox
+// and, for cancel and reschedule, one compare-and-swap on the task; the timer thread applies them
+// in O(1) each (hierarchical and hashed wheels) or O(log n) (heap). Idle, the timer thread sleeps
+// until the next due time: no polling. Never early: a task starts at or after its due time on
+// steady_clock. In memory only: a process exit loses every pending task (use the delayqd server for
+// that). Guarantees, costs and examples: docs/embedded.md
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+namespace delayq {
+
+using SchedulerClock = std::chrono::steady_clock;
+
+// Where a task is. kPending and kRunning move on; the other four are final.
+enum class TaskState : std::uint8_t {
+  kPending,    // waiting for its due time; cancel() and reschedule() still apply
+  kRunning,    // handed to a worker (queued for one or running); it will run
+  kDone,       // ran and returned
+  kFailed,     // ran and threw; the exception went to SchedulerOptions::on_task_exception
+  kCancelled,  // cancel() won: it never ran and never will
+  kDropped,    // never ran: still pending at a shutdown that dropped pending tasks, or scheduled
+               // after shutdown began
+};
+
+[[nodiscard]] const char* task_state_name(TaskState state) noexcept;
+
+// The timer queue the timer thread runs (src/wheel/; compared in docs/BENCHMARKS.md).
+enum class WheelKind : std::uint8_t {
+  kHierarchical,  // 8 levels of 256 slots: O(1) schedule, cancel and expiry; idle time skipped
+  kHashed,        // the classic ring with round counts (Netty's HashedWheelTimer): O(1) schedule
+                  // and cancel, but each tick walks every task of its slot
+  kHeap,          // a binary heap, as in ScheduledThreadPoolExecutor: O(log n) everything
+};
+
+// What shutdown() does with tasks that are still pending. Running tasks always finish.
+enum class ShutdownMode : std::uint8_t {
+  kDropPending,        // pending tasks end kDropped without running
+  kRunPendingNow,      // pending tasks run at once, in due-time order: the one exception to "never
+                       // early", for a process that must not lose the work as it exits
+  kRunPendingWhenDue,  // shutdown() blocks until every pending task has run at its due time (or
+                       // was cancelled); cancel() and reschedule() keep working meanwhile
+};
+
+struct SchedulerOptions {
+  // Worker threads that run due tasks. A task that blocks a worker delays only the tasks queued
+  // behind it once every worker is busy; the clock is never delayed. 0 means
+  // std::thread::hardware_concurrency(), or 2 where that is unknown. Default: 0.
+  std::size_t workers = 0;
+  // The timer queue. Default: kHierarchical.
+  WheelKind wheel = WheelKind::kHierarchical;
+  // Length of one tick: due times round up to a tick, so a coarser tick batches more tasks per
+  // wake-up and fires up to one tick later. 0 picks the wheel's natural tick: 100 us for
+  // kHierarchical and kHeap; 1 s for kHashed (the classic ring of 3600 one-second slots).
+  // Default: 0.
+  std::chrono::microseconds tick{0};
+  // Slots of the kHashed ring; ignored by the other wheels. Default: 3600.
+  std::uint32_t hashed_slots = 3600;
+  // Called on the worker thread with the exception a task threw; the task ends kFailed and the
+  // worker carries on. An exception the handler throws is swallowed. Empty: the exception's
+  // what() goes to stderr. Default: empty.
+  std::function<void(std::exception_ptr)> on_task_exception;
+  // What the destructor's shutdown does with pending tasks. Default: kDropPending.
+  ShutdownMode shutdown = ShutdownMode::kDropPending;
+};
+
+namespace detail {
+
+class SchedulerCore;
+
+// One scheduled task: its state word, shared by the caller's handles, the timer thread and the
+// worker that runs it, and the callable. Reference counted (handles + the scheduler + each inbox
+// entry); freed by whoever drops the last reference. Fields past `due_ns` belong to the timer
+// thread alone.
+class TaskRecord {
+ public:
+  TaskRecord() = default;
+  TaskRecord(const TaskRecord&) = delete;
+  TaskRecord& operator=(const TaskRecord&) = delete;
+  virtual ~TaskRecord() = default;
+  // Runs the callable once; may throw.
+  virtual void run() = 0;
+  // Destroys the callable (and what it captured) early; the record stays.
+  virtual void destroy_task() noexcept = 0;
+
+  // Records of up to 64 or 128 bytes (a callable of up to 16 or 80) come from pools of fixed-size
+  // slots with a cache per thread, not from malloc: a record is usually made on one thread and
+  // freed on another, the case general-purpose allocators handle worst. Larger records use
+  // ::operator new.
+  static void* operator new(std::size_t size);
+  static void operator delete(void* record, std::size_t size) noexcept;
+  static void* operator new(std::size_t size, std::align_val_t align);
+  static void operator delete(void* record, std::size_t size, std::align_val_t align) noexcept;
+
+  // version << 8 | state. reschedule() bumps the version, so the timer thread can tell an entry
+  // armed for an older due time from the current one.
+  std::atomic<std::uint64_t> word_{0};
+  // Due time, nanoseconds of SchedulerClock; written only while the writer holds the claim.
+  std::atomic<SchedulerClock::rep> due_ns_{0};
+  SchedulerCore* core_ = nullptr;
+  std::atomic<std::uint32_t> refs_{0};
+
+  // Timer thread only. The version the wheel's entry was armed for, modulo 2^32.
+  std::uint32_t timer_id_ = 0;
+  std::uint32_t armed_version_ = 0;
+  std::uint8_t place_ = 0;
+
+ protected:
+  bool task_alive_ = true;  // the derived record's callable has not been destroyed yet
+};
+
+template <typename F>
+class TaskRecordOf final : public TaskRecord {
+ public:
+  template <typename G>
+  explicit TaskRecordOf(G&& task) : task_(std::forward<G>(task)) {}
+  ~TaskRecordOf() override { destroy_task(); }
+  void run() override { task_(); }
+  void destroy_task() noexcept override {
+    if (task_alive_) {
+      task_alive_ = false;
+      task_.~F();
+    }
+  }
+
+ private:
+  // In a union so that destroy_task() can end its life before the record's; the flag in the base
+  // keeps the record at 64 bytes for a callable of up to 16.
+  union {
+    F task_;
+  };
+};
+
+// `now + delay`, rounded up to the clock's resolution; below zero counts as zero, beyond 100
+// years as 100 years (a due time that far out never fires).
+template <typename Rep, typename Period>
+[[nodiscard]] SchedulerClock::time_point due_after(std::chrono::duration<Rep, Period> delay) {
+  constexpr std::chrono::hours kFarthest{24 * 365 * 100};
+  const auto now = SchedulerClock::now();
+  if (delay <= delay.zero()) return now;
+  if (std::chrono::duration<double>(delay) >= std::chrono::duration<double>(kFarthest)) {
+    return now + kFarthest;
+  }
+  return now + std::chrono::ceil<SchedulerClock::duration>(delay);
+}
+
+}  // namespace detail
+
+// A caller's view of one scheduled task. Cheap to copy (a reference count); any thread may use
+// it; it may outlive its Scheduler (every task is final once the Scheduler is destroyed, so
+// cancel() and reschedule() then return false). A default-constructed handle refers to nothing:
+// cancel() and reschedule() return false, state() says kDropped.
+class TaskHandle {
+ public:
+  TaskHandle() noexcept = default;
+  TaskHandle(const TaskHandle& other) noexcept;
+  TaskHandle(TaskHandle&& other) noexcept : record_(std::exchange(other.record_, nullptr)) {}
+  TaskHandle& operator=(TaskHandle other) noexcept {
+    std::swap(record_, other.record_);
+    return *this;
+  }
+  ~TaskHandle();
+
+  // True if the task was pending and now never runs (state kCancelled); false if it had already
+  // been handed to a worker, had finished, or was cancelled or dropped before. Racing with the
+  // timer, exactly one side wins: cancel() returns true and the task never runs, or it returns
+  // false and the task runs (or ran).
+  bool cancel() noexcept;
+  // Moves a pending task's due time (earlier or later); false, changing nothing, if it is no
+  // longer pending. Once this returns true the task does not run before the new due time.
+  bool reschedule_at(SchedulerClock::time_point due) noexcept;
+  template <typename Rep, typename Period>
+  bool reschedule(std::chrono::duration<Rep, Period> delay) noexcept {
+    return reschedule_at(detail::due_after(delay));
+  }
+
+  [[nodiscard]] TaskState state() const noexcept;
+  // The current due time.
+  [[nodiscard]] SchedulerClock::time_point due() const noexcept;
+  // Blocks until the task's state is final, and returns it. Must not be called from the task
+  // itself, nor while a shutdown in kRunPendingWhenDue waits on this task.
+  TaskState wait() const noexcept;
+  [[nodiscard]] bool valid() const noexcept { return record_ != nullptr; }
+
+ private:
+  friend class Scheduler;
+  explicit TaskHandle(detail::TaskRecord* adopted) noexcept : record_(adopted) {}
+  detail::TaskRecord* record_ = nullptr;
+};
+
+// The scheduler: a timer thread and SchedulerOptions::workers workers, started by the
+// constructor and stopped by shutdown() or the destructor. Thread-safe: every member may be
+// called from any thread, tasks included (except shutdown(), which must not run on a worker).
+class Scheduler {
+ public:
+  explicit Scheduler(SchedulerOptions options = {});
+  // shutdown(options.shutdown), unless shutdown() already ran.
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Runs `task()` (a callable taking no arguments; its result is ignored; it may be move-only)
+  // on a worker at or after `due`. A due time in the past runs as soon as possible. After
+  // shutdown() has begun, the task is not accepted: the handle says kDropped.
+  template <typename F>
+  TaskHandle schedule_at(F&& task, SchedulerClock::time_point due) {
+    static_assert(std::is_invocable_v<std::decay_t<F>&>, "a task is callable with no arguments");
+    return submit(new detail::TaskRecordOf<std::decay_t<F>>(std::forward<F>(task)), due);
+  }
+  // Runs `task()` `delay` from now (delays below zero count as zero).
+  template <typename F, typename Rep, typename Period>
+  TaskHandle schedule(F&& task, std::chrono::duration<Rep, Period> delay) {
+    return schedule_at(std::forward<F>(task), detail::due_after(delay));
+  }
+
+  // Stops the scheduler: no new task is accepted, pending tasks are handled as `mode` says,
+  // running and already-due tasks finish, then the threads are joined. Blocks until then.
+  // Later calls (and the destructor) return at once. Must not be called from a task.
+  void shutdown(ShutdownMode mode);
+  void shutdown() { shutdown(default_shutdown_); }
+
+  [[nodiscard]] std::size_t workers() const noexcept;
+
+ private:
+  TaskHandle submit(detail::TaskRecord* record, SchedulerClock::time_point due);
+
+  ShutdownMode default_shutdown_;
+  std::unique_ptr<detail::SchedulerCore> core_;
+};
+
+}  // namespace delayq

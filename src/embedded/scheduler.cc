@@ -1,0 +1,756 @@
+// scheduler.cc — the timer thread, the inbox that feeds it, and the worker pool behind
+// delayq::Scheduler (include/delayq/scheduler.h). How the pieces fit:
+//
+//   any thread                       timer thread (owns the wheel)          workers
+//   schedule:  new record ──┐
+//   cancel:    claim, push ─┼─> inbox ──> reconcile: make the wheel ──> fire: CAS pending ──> run
+//   reschedule:claim, push ─┘   (mutex,   match each record's word      -> running (armed
+//                               vector)   (schedule/reschedule/cancel)  version only), hand over
+//
+// A task's state word (version << 8 | state) is the single source of truth. Every change from
+// pending is a compare-and-swap: the timer's pending -> running for the version it armed, or a
+// caller's pending -> claimed, which then writes the new due time, pushes the record to the
+// inbox and releases the claim as (version + 1, pending) or cancelled. So cancel and fire cannot
+// both win, and an entry armed for an old due time can never fire once reschedule() returned.
+// The inbox holds records (one reference each), not commands: the timer thread rereads the word
+// and reconciles, so duplicate or stale entries are harmless.
+#include "delayq/scheduler.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdio>
+#include <deque>
+#include <limits>
+#include <mutex>
+#include <thread>
+#include <vector>
+#ifdef __linux__
+#include <pthread.h>
+#include <sys/prctl.h>
+#endif
+
+#include "base/check.h"
+#include "wheel/hashed_wheel.h"
+#include "wheel/heap_timer.h"
+#include "wheel/hierarchical_wheel.h"
+
+namespace delayq {
+namespace detail {
+namespace {
+
+using wheel::Millis;
+using wheel::TimerId;
+
+// Time inside the scheduler: microseconds since the scheduler started, rounded up for due times
+// and down for the present (never early). The wheels count time in units they call Millis; the
+// scheduler hands them microseconds, so a 1 ms tick would be Millis{1000}.
+using Units = std::int64_t;
+constexpr Units kNever = std::numeric_limits<Units>::max();
+constexpr Units kAwake = std::numeric_limits<Units>::min();  // the timer thread is not sleeping
+constexpr Units kFarthest = Units{100} * 365 * 24 * 3600 * 1'000'000;
+
+// Inbox entries that wake a sleeping timer thread even if none of them is due before it would
+// wake anyway, so the inbox stays small and is drained in batches.
+constexpr std::size_t kWakeBatch = 4096;
+
+// The state word. kClaimed is internal: a caller is changing the task; others wait for it.
+constexpr std::uint64_t kPending = static_cast<std::uint64_t>(TaskState::kPending);
+constexpr std::uint64_t kRunning = static_cast<std::uint64_t>(TaskState::kRunning);
+constexpr std::uint64_t kDone = static_cast<std::uint64_t>(TaskState::kDone);
+constexpr std::uint64_t kFailed = static_cast<std::uint64_t>(TaskState::kFailed);
+constexpr std::uint64_t kCancelled = static_cast<std::uint64_t>(TaskState::kCancelled);
+constexpr std::uint64_t kDropped = static_cast<std::uint64_t>(TaskState::kDropped);
+constexpr std::uint64_t kClaimed = 0xff;
+
+constexpr std::uint64_t state_of(std::uint64_t word) noexcept {
+  return word & 0xff;
+}
+constexpr std::uint64_t version_of(std::uint64_t word) noexcept {
+  return word >> 8;
+}
+constexpr std::uint64_t make_word(std::uint64_t version, std::uint64_t state) noexcept {
+  return version << 8 | state;
+}
+constexpr bool is_final(std::uint64_t state) noexcept {
+  return state != kPending && state != kRunning && state != kClaimed;
+}
+
+// Where a record is, as the timer thread sees it (TaskRecord::place_).
+constexpr std::uint8_t kPlaceNew = 0;    // in the inbox, not yet in the wheel
+constexpr std::uint8_t kPlaceTable = 1;  // holds a timer id (its wheel timer may be idle)
+constexpr std::uint8_t kPlaceGone = 2;   // handed to a worker, cancelled or dropped
+
+void release(TaskRecord* record) noexcept {
+  if (record->refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete record;
+}
+
+// Takes the claim on a pending task; false if it is not pending. `word` is the word claimed.
+bool claim(TaskRecord* record, std::uint64_t& word) noexcept {
+  word = record->word_.load(std::memory_order_acquire);
+  for (;;) {
+    const std::uint64_t state = state_of(word);
+    if (state == kClaimed) {
+      std::this_thread::yield();
+      word = record->word_.load(std::memory_order_acquire);
+      continue;
+    }
+    if (state != kPending) return false;
+    if (record->word_.compare_exchange_weak(word, make_word(version_of(word), kClaimed),
+                                            std::memory_order_acquire)) {
+      return true;
+    }
+  }
+}
+
+// The word once no claim is held on it. Claims last a few instructions and one short mutex, so
+// the timer thread spins rather than parks.
+std::uint64_t settled_word(const TaskRecord* record) noexcept {
+  for (;;) {
+    const std::uint64_t word = record->word_.load(std::memory_order_acquire);
+    if (state_of(word) != kClaimed) return word;
+    std::this_thread::yield();
+  }
+}
+
+void finish_task(TaskRecord* record, std::uint64_t version, std::uint64_t state) noexcept {
+  record->word_.store(make_word(version, state), std::memory_order_release);
+  record->word_.notify_all();
+}
+
+std::size_t default_workers() noexcept {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 2 : n;
+}
+
+// ---- the record pool --------------------------------------------------------------------------
+// Slots of 64 and 128 bytes in slabs of 64 KiB, never returned to the system (the pool keeps its
+// peak). Each thread keeps up to 2 * kBatch free slots and trades whole batches of kBatch with
+// the process-wide list under a mutex, so allocating and freeing a record is a vector push or pop
+// on the calling thread almost always. Built without it under AddressSanitizer, so ASan sees
+// every record's lifetime.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kPooled = false;
+#else
+constexpr bool kPooled = true;
+#endif
+constexpr std::size_t kSlabBytes = 64 * 1024;
+constexpr std::size_t kBatch = 256;
+
+template <std::size_t kSlotBytes>
+class GlobalPool {
+ public:
+  // Never destroyed: threads hand their slots back when they exit, even after main() returns.
+  static GlobalPool& instance() {
+    static GlobalPool* const pool = new GlobalPool;
+    return *pool;
+  }
+  // Refills an empty thread cache with one batch.
+  void take(std::vector<void*>& cache) {
+    std::lock_guard lock(mutex_);
+    if (batches_.empty()) {
+      auto* slab =
+          static_cast<std::byte*>(::operator new (kSlabBytes, std::align_val_t{kSlotBytes}));
+      for (std::size_t first = 0; first < kSlabBytes / kSlotBytes; first += kBatch) {
+        std::vector<void*>& slots = batches_.emplace_back();
+        slots.reserve(kBatch);
+        for (std::size_t i = first; i < first + kBatch; ++i) slots.push_back(slab + i * kSlotBytes);
+      }
+    }
+    cache.insert(cache.end(), batches_.back().begin(), batches_.back().end());
+    batches_.pop_back();
+  }
+  // Moves the last `n` slots of a thread cache to the shared list.
+  void give(std::vector<void*>& cache, std::size_t n) {
+    std::vector<void*> slots(cache.end() - static_cast<std::ptrdiff_t>(n), cache.end());
+    cache.resize(cache.size() - n);
+    std::lock_guard lock(mutex_);
+    batches_.push_back(std::move(slots));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::vector<void*>> batches_;
+};
+
+template <std::size_t kSlotBytes>
+class ThreadCache {
+ public:
+  ThreadCache() { slots_.reserve(2 * kBatch); }
+  ~ThreadCache() {
+    if (!slots_.empty()) GlobalPool<kSlotBytes>::instance().give(slots_, slots_.size());
+  }
+  ThreadCache(const ThreadCache&) = delete;
+  ThreadCache& operator=(const ThreadCache&) = delete;
+
+  void* allocate() {
+    if (slots_.empty()) GlobalPool<kSlotBytes>::instance().take(slots_);
+    void* slot = slots_.back();
+    slots_.pop_back();
+    return slot;
+  }
+  void free(void* slot) noexcept {
+    if (slots_.size() == 2 * kBatch) GlobalPool<kSlotBytes>::instance().give(slots_, kBatch);
+    slots_.push_back(slot);  // within the capacity reserved: never allocates
+  }
+
+ private:
+  std::vector<void*> slots_;
+};
+
+thread_local ThreadCache<64> small_records;
+thread_local ThreadCache<128> large_records;
+
+}  // namespace
+
+void* TaskRecord::operator new(std::size_t size) {
+  if (kPooled && size <= 64) return small_records.allocate();
+  if (kPooled && size <= 128) return large_records.allocate();
+  return ::operator new(size);
+}
+
+void TaskRecord::operator delete(void* record, std::size_t size) noexcept {
+  if (kPooled && size <= 64) {
+    small_records.free(record);
+  } else if (kPooled && size <= 128) {
+    large_records.free(record);
+  } else {
+    ::operator delete(record, size);
+  }
+}
+
+void* TaskRecord::operator new(std::size_t size, std::align_val_t align) {
+  return ::operator new(size, align);
+}
+
+void TaskRecord::operator delete(void* record, std::size_t size, std::align_val_t align) noexcept {
+  ::operator delete(record, size, align);
+}
+
+class SchedulerCore {
+ public:
+  explicit SchedulerCore(SchedulerOptions options);
+  ~SchedulerCore();
+  SchedulerCore(const SchedulerCore&) = delete;
+  SchedulerCore& operator=(const SchedulerCore&) = delete;
+
+  // Appends `record` (with one reference the caller took for it) to the inbox and wakes the
+  // timer thread if `due` is earlier than it sleeps for. A new record is refused (false) once
+  // shutdown has begun; changes to existing ones never are.
+  bool push(TaskRecord* record, Units due, bool is_new);
+  [[nodiscard]] Units to_units(SchedulerClock::time_point due) const noexcept;
+  void shutdown(ShutdownMode mode);
+  [[nodiscard]] std::size_t workers() const noexcept { return workers_.size(); }
+
+ private:
+  [[nodiscard]] Units now_units() const noexcept;
+  void timer_main() noexcept;
+  template <typename Queue>
+  void run_timer(Queue& queue) noexcept;
+  bool wait_for_work(Units target, std::vector<TaskRecord*>& batch, ShutdownMode& mode);
+  template <typename Queue>
+  Units reconcile(Queue& queue, TaskRecord* record);
+  template <typename Queue>
+  Units reconcile_all(Queue& queue, std::vector<TaskRecord*>& batch);
+  template <typename Queue>
+  Units advance(Queue& queue, Units target);
+  void fire(TimerId id);
+  template <typename Queue>
+  void finish(Queue& queue, ShutdownMode mode);
+  template <typename Queue>
+  void forget(Queue& queue, TaskRecord* record);
+  TimerId take_id(TaskRecord* record);
+  void put_id(TaskRecord* record);
+  void dispatch();
+  void worker_main() noexcept;
+  void run_task(TaskRecord* record) noexcept;
+  void report(std::exception_ptr error) noexcept;
+
+  const SchedulerOptions options_;
+  const SchedulerClock::time_point start_;
+
+  // The inbox: any thread -> timer thread.
+  std::mutex inbox_mutex_;
+  std::condition_variable inbox_cv_;
+  std::vector<TaskRecord*> inbox_;
+  Units inbox_min_due_ = kNever;   // earliest due time in the inbox
+  Units sleeping_until_ = kAwake;  // what the timer thread sleeps for, kAwake while it works
+  bool wake_ = false;              // the timer thread has been told to wake
+  bool closing_ = false;
+  ShutdownMode mode_ = ShutdownMode::kDropPending;
+
+  // Timer thread only: the wheel's Timers, and the record of each timer id.
+  std::vector<wheel::Timer> timers_;
+  std::vector<TaskRecord*> by_id_;
+  std::vector<TimerId> free_ids_;
+  std::size_t table_size_ = 0;
+  std::vector<TaskRecord*> due_;  // fired, to be handed to the workers
+
+  // Timer thread -> workers.
+  std::mutex work_mutex_;
+  std::condition_variable work_cv_;
+  std::deque<TaskRecord*> work_;
+  bool workers_stop_ = false;
+
+  std::mutex shutdown_mutex_;
+  bool stopped_ = false;
+  std::vector<std::thread> workers_;
+  std::thread timer_;
+};
+
+SchedulerCore::SchedulerCore(SchedulerOptions options)
+    : options_(std::move(options)), start_(SchedulerClock::now()) {
+  DELAYQ_CHECK(options_.tick.count() >= 0);
+  const std::size_t workers = options_.workers == 0 ? default_workers() : options_.workers;
+  workers_.reserve(workers);
+  for (std::size_t i = 0; i < workers; ++i) workers_.emplace_back([this] { worker_main(); });
+  timer_ = std::thread([this] { timer_main(); });
+}
+
+SchedulerCore::~SchedulerCore() {
+  DELAYQ_CHECK(stopped_);
+  DELAYQ_CHECK(inbox_.empty());
+}
+
+Units SchedulerCore::to_units(SchedulerClock::time_point due) const noexcept {
+  const auto since = due - start_;
+  if (since <= since.zero()) return 0;
+  return std::min(std::chrono::ceil<std::chrono::microseconds>(since).count(), kFarthest);
+}
+
+Units SchedulerCore::now_units() const noexcept {
+  return std::chrono::floor<std::chrono::microseconds>(SchedulerClock::now() - start_).count();
+}
+
+bool SchedulerCore::push(TaskRecord* record, Units due, bool is_new) {
+  bool notify = false;
+  {
+    std::lock_guard lock(inbox_mutex_);
+    if (is_new && closing_) return false;
+    inbox_.push_back(record);
+    inbox_min_due_ = std::min(inbox_min_due_, due);
+    if (!wake_ && (due < sleeping_until_ || inbox_.size() >= kWakeBatch)) {
+      wake_ = true;
+      notify = true;
+    }
+  }
+  if (notify) inbox_cv_.notify_one();
+  return true;
+}
+
+void SchedulerCore::timer_main() noexcept {
+#ifdef __linux__
+  // Named for top -H and /proc/<pid>/task/*/comm; woken exactly when asked (the default 50 us
+  // of timer slack would be lateness on every task).
+  pthread_setname_np(pthread_self(), "delayq-timer");
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+#endif
+  const auto tick = [&](Units natural) {
+    return Millis{options_.tick.count() > 0 ? options_.tick.count() : natural};
+  };
+  switch (options_.wheel) {
+    case WheelKind::kHierarchical: {
+      wheel::HierarchicalWheel queue(timers_, {.tick = tick(100), .start = Millis{0}});
+      run_timer(queue);
+      return;
+    }
+    case WheelKind::kHashed: {
+      wheel::HashedWheel queue(
+          timers_, {.slots = options_.hashed_slots, .tick = tick(1'000'000), .start = Millis{0}});
+      run_timer(queue);
+      return;
+    }
+    case WheelKind::kHeap: {
+      wheel::HeapTimer queue(timers_, {.tick = tick(100), .start = Millis{0}});
+      run_timer(queue);
+      return;
+    }
+  }
+  DELAYQ_CHECK(false && "unknown WheelKind");
+}
+
+// The timer thread: sleep until the earliest due time or a wake-up, apply the inbox, fire what
+// is due. `target` is a time no later than the earliest due task (kNever if none); cancels may
+// leave it early, which costs one wake-up that fires nothing.
+template <typename Queue>
+void SchedulerCore::run_timer(Queue& queue) noexcept {
+  std::vector<TaskRecord*> batch;
+  Units target = kNever;
+  ShutdownMode mode = ShutdownMode::kDropPending;
+  for (;;) {
+    const bool closing = wait_for_work(target, batch, mode);
+    target = std::min(target, reconcile_all(queue, batch));
+    if (closing && mode != ShutdownMode::kRunPendingWhenDue) break;
+    target = advance(queue, target);
+    if (closing && table_size_ == 0) break;
+  }
+  finish(queue, mode);
+}
+
+// Sleeps until `target`, a wake-up, or an inbox entry due before `target`; then takes the inbox.
+// Returns whether shutdown has begun (and its mode).
+bool SchedulerCore::wait_for_work(Units target, std::vector<TaskRecord*>& batch,
+                                  ShutdownMode& mode) {
+  std::unique_lock lock(inbox_mutex_);
+  while (!wake_ && inbox_min_due_ >= target && inbox_.size() < kWakeBatch) {
+    if (target == kNever) {
+      sleeping_until_ = kNever;
+      inbox_cv_.wait(lock);
+    } else {
+      const auto when = start_ + std::chrono::microseconds(std::min(target, kFarthest));
+      if (SchedulerClock::now() >= when) break;
+      sleeping_until_ = target;
+      inbox_cv_.wait_until(lock, when);
+    }
+    sleeping_until_ = kAwake;
+  }
+  wake_ = false;
+  batch.swap(inbox_);
+  inbox_min_due_ = kNever;
+  mode = mode_;
+  return closing_;
+}
+
+template <typename Queue>
+Units SchedulerCore::reconcile_all(Queue& queue, std::vector<TaskRecord*>& batch) {
+  Units earliest = kNever;
+  for (TaskRecord* record : batch) {
+    earliest = std::min(earliest, reconcile(queue, record));
+    release(record);  // the inbox entry's reference
+  }
+  batch.clear();
+  return earliest;
+}
+
+// Makes the wheel match the record's word; returns the due time it armed, or kNever.
+template <typename Queue>
+Units SchedulerCore::reconcile(Queue& queue, TaskRecord* record) {
+  if (record->place_ == kPlaceGone) return kNever;
+  const std::uint64_t word = settled_word(record);
+  const std::uint64_t state = state_of(word);
+  if (state == kCancelled) {
+    forget(queue, record);
+    return kNever;
+  }
+  if (state != kPending) return kNever;  // fired already, or dropped by shutdown
+  const auto version = static_cast<std::uint32_t>(version_of(word));
+  if (record->place_ == kPlaceTable && record->armed_version_ == version) return kNever;
+  const Units due = to_units(SchedulerClock::time_point(
+      SchedulerClock::duration(record->due_ns_.load(std::memory_order_relaxed))));
+  if (record->place_ == kPlaceNew) {
+    queue.schedule(take_id(record), Millis{due});
+  } else {
+    queue.reschedule(record->timer_id_, Millis{due});
+  }
+  record->armed_version_ = version;
+  return due;
+}
+
+template <typename Queue>
+Units SchedulerCore::advance(Queue& queue, Units target) {
+  const Units now = now_units();
+  if (target > now) return target;
+  queue.advance_to(Millis{now}, [&](TimerId id) { fire(id); });
+  dispatch();
+  const std::optional<Millis> next = queue.next_deadline();
+  if (!next) return kNever;
+  // Everything due by now has fired, so the next deadline lies ahead; never spin on it.
+  return std::max(next->count(), now + 1);
+}
+
+// Called by advance_to() for a timer that is due. Only the version the wheel armed may run: a
+// claim or a newer version means a caller changed the task, and its inbox entry settles it.
+void SchedulerCore::fire(TimerId id) {
+  TaskRecord* record = by_id_[id];
+  std::uint64_t word = record->word_.load(std::memory_order_acquire);
+  // A 2^32 wrap of the version between arming and firing would take 2^32 reschedules of one task
+  // before the timer thread reads its inbox once.
+  if (state_of(word) != kPending ||
+      static_cast<std::uint32_t>(version_of(word)) != record->armed_version_ ||
+      !record->word_.compare_exchange_strong(word, make_word(version_of(word), kRunning),
+                                             std::memory_order_acq_rel)) {
+    return;
+  }
+  put_id(record);
+  due_.push_back(record);  // the scheduler's reference goes with it to the worker
+}
+
+template <typename Queue>
+void SchedulerCore::forget(Queue& queue, TaskRecord* record) {
+  if (record->place_ == kPlaceTable) {
+    queue.cancel(record->timer_id_);
+    put_id(record);
+  }
+  record->place_ = kPlaceGone;
+  release(record);  // the scheduler's reference
+}
+
+TimerId SchedulerCore::take_id(TaskRecord* record) {
+  TimerId id;
+  if (free_ids_.empty()) {
+    DELAYQ_CHECK(timers_.size() < std::numeric_limits<TimerId>::max());
+    id = static_cast<TimerId>(timers_.size());
+    timers_.emplace_back();
+    by_id_.push_back(record);
+  } else {
+    id = free_ids_.back();
+    free_ids_.pop_back();
+    by_id_[id] = record;
+  }
+  record->timer_id_ = id;
+  record->place_ = kPlaceTable;
+  ++table_size_;
+  return id;
+}
+
+void SchedulerCore::put_id(TaskRecord* record) {
+  DELAYQ_CHECK(record->place_ == kPlaceTable);
+  by_id_[record->timer_id_] = nullptr;
+  free_ids_.push_back(record->timer_id_);
+  record->place_ = kPlaceGone;
+  --table_size_;
+}
+
+void SchedulerCore::dispatch() {
+  if (due_.empty()) return;
+  const std::size_t n = due_.size();
+  {
+    std::lock_guard lock(work_mutex_);
+    work_.insert(work_.end(), due_.begin(), due_.end());
+  }
+  due_.clear();
+  if (n >= workers_.size()) {
+    work_cv_.notify_all();
+  } else {
+    for (std::size_t i = 0; i < n; ++i) work_cv_.notify_one();
+  }
+}
+
+// Shutdown, on the timer thread. Take the inbox, settle every record still pending (run it now
+// or drop it), then take the inbox again: a caller that held a claim during the sweep has pushed
+// its record by the time the sweep gets past it, and no claim can start on a settled record.
+template <typename Queue>
+void SchedulerCore::finish(Queue& queue, ShutdownMode mode) {
+  std::vector<TaskRecord*> batch;
+  {
+    std::lock_guard lock(inbox_mutex_);
+    batch.swap(inbox_);
+  }
+  reconcile_all(queue, batch);
+  if (mode == ShutdownMode::kRunPendingNow) {
+    queue.advance_to(Millis::max(), [&](TimerId id) { fire(id); });
+  }
+  const std::uint64_t settled = mode == ShutdownMode::kRunPendingNow ? kRunning : kDropped;
+  for (TaskRecord* record : by_id_) {
+    if (record == nullptr) continue;
+    std::uint64_t word = settled_word(record);
+    while (state_of(word) == kPending &&
+           !record->word_.compare_exchange_weak(word, make_word(version_of(word), settled),
+                                                std::memory_order_acq_rel)) {
+      word = settled_word(record);
+    }
+    if (state_of(word) != kPending) continue;  // cancelled: its inbox entry settles it
+    queue.cancel(record->timer_id_);
+    put_id(record);
+    if (settled == kRunning) {
+      due_.push_back(record);
+    } else {
+      record->destroy_task();
+      record->word_.notify_all();
+      release(record);
+    }
+  }
+  dispatch();
+  {
+    std::lock_guard lock(inbox_mutex_);
+    batch.swap(inbox_);
+  }
+  reconcile_all(queue, batch);
+  DELAYQ_CHECK(table_size_ == 0);
+}
+
+void SchedulerCore::worker_main() noexcept {
+#ifdef __linux__
+  pthread_setname_np(pthread_self(), "delayq-worker");
+#endif
+  for (;;) {
+    TaskRecord* record;
+    {
+      std::unique_lock lock(work_mutex_);
+      work_cv_.wait(lock, [&] { return !work_.empty() || workers_stop_; });
+      if (work_.empty()) return;
+      record = work_.front();
+      work_.pop_front();
+    }
+    run_task(record);
+  }
+}
+
+void SchedulerCore::run_task(TaskRecord* record) noexcept {
+  const std::uint64_t version = version_of(record->word_.load(std::memory_order_acquire));
+  std::uint64_t outcome = kDone;
+  try {
+    record->run();
+  } catch (...) {
+    outcome = kFailed;
+    report(std::current_exception());
+  }
+  record->destroy_task();
+  finish_task(record, version, outcome);
+  release(record);
+}
+
+void SchedulerCore::report(std::exception_ptr error) noexcept {
+  if (options_.on_task_exception) {
+    try {
+      options_.on_task_exception(std::move(error));
+    } catch (...) {  // documented: swallowed, the worker carries on
+    }
+    return;
+  }
+  try {
+    std::rethrow_exception(std::move(error));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "delayq::Scheduler: task threw: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "delayq::Scheduler: task threw a non-std exception\n");
+  }
+}
+
+void SchedulerCore::shutdown(ShutdownMode mode) {
+  std::lock_guard guard(shutdown_mutex_);
+  if (stopped_) return;
+  const auto self = std::this_thread::get_id();
+  DELAYQ_CHECK(self != timer_.get_id() && "shutdown() called from a task");
+  for (const auto& worker : workers_) {
+    DELAYQ_CHECK(self != worker.get_id() && "shutdown() called from a task");
+  }
+  {
+    std::lock_guard lock(inbox_mutex_);
+    closing_ = true;
+    mode_ = mode;
+    wake_ = true;
+  }
+  inbox_cv_.notify_one();
+  timer_.join();
+  {
+    std::lock_guard lock(work_mutex_);
+    workers_stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& worker : workers_) worker.join();
+  stopped_ = true;
+}
+
+}  // namespace detail
+
+const char* task_state_name(TaskState state) noexcept {
+  switch (state) {
+    case TaskState::kPending:
+      return "pending";
+    case TaskState::kRunning:
+      return "running";
+    case TaskState::kDone:
+      return "done";
+    case TaskState::kFailed:
+      return "failed";
+    case TaskState::kCancelled:
+      return "cancelled";
+    case TaskState::kDropped:
+      return "dropped";
+  }
+  return "unknown";
+}
+
+// TaskHandle
+
+TaskHandle::TaskHandle(const TaskHandle& other) noexcept : record_(other.record_) {
+  if (record_ != nullptr) record_->refs_.fetch_add(1, std::memory_order_relaxed);
+}
+
+TaskHandle::~TaskHandle() {
+  if (record_ != nullptr) detail::release(record_);
+}
+
+bool TaskHandle::cancel() noexcept {
+  std::uint64_t word;
+  if (record_ == nullptr || !detail::claim(record_, word)) return false;
+  // The claim keeps the scheduler alive (its shutdown waits for claims), so push is safe.
+  record_->refs_.fetch_add(1, std::memory_order_relaxed);
+  record_->core_->push(record_, detail::kNever, false);
+  detail::finish_task(record_, detail::version_of(word), detail::kCancelled);
+  // Won: no one else will touch the callable, so its captures go now, not when the last handle
+  // does.
+  record_->destroy_task();
+  return true;
+}
+
+bool TaskHandle::reschedule_at(SchedulerClock::time_point due) noexcept {
+  std::uint64_t word;
+  if (record_ == nullptr || !detail::claim(record_, word)) return false;
+  record_->due_ns_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
+  record_->refs_.fetch_add(1, std::memory_order_relaxed);
+  record_->core_->push(record_, record_->core_->to_units(due), false);
+  record_->word_.store(detail::make_word(detail::version_of(word) + 1, detail::kPending),
+                       std::memory_order_release);
+  return true;
+}
+
+TaskState TaskHandle::state() const noexcept {
+  if (record_ == nullptr) return TaskState::kDropped;
+  const std::uint64_t state = detail::state_of(record_->word_.load(std::memory_order_acquire));
+  if (state == detail::kClaimed) return TaskState::kPending;
+  return static_cast<TaskState>(state);
+}
+
+SchedulerClock::time_point TaskHandle::due() const noexcept {
+  if (record_ == nullptr) return {};
+  return SchedulerClock::time_point(
+      SchedulerClock::duration(record_->due_ns_.load(std::memory_order_relaxed)));
+}
+
+TaskState TaskHandle::wait() const noexcept {
+  if (record_ == nullptr) return TaskState::kDropped;
+  for (;;) {
+    const std::uint64_t word = record_->word_.load(std::memory_order_acquire);
+    if (detail::is_final(detail::state_of(word))) {
+      return static_cast<TaskState>(detail::state_of(word));
+    }
+    // Every move to a final state notifies; moves between pending and claimed do not, so a
+    // waiter may sleep through them, which is fine.
+    record_->word_.wait(word, std::memory_order_acquire);
+  }
+}
+
+// Scheduler
+
+Scheduler::Scheduler(SchedulerOptions options)
+    : default_shutdown_(options.shutdown),
+      core_(std::make_unique<detail::SchedulerCore>(std::move(options))) {}
+
+Scheduler::~Scheduler() {
+  core_->shutdown(default_shutdown_);
+}
+
+void Scheduler::shutdown(ShutdownMode mode) {
+  core_->shutdown(mode);
+}
+
+std::size_t Scheduler::workers() const noexcept {
+  return core_->workers();
+}
+
+TaskHandle Scheduler::submit(detail::TaskRecord* record, SchedulerClock::time_point due) {
+  record->core_ = core_.get();
+  record->due_ns_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
+  // Three references: the handle returned, the scheduler's, and the inbox entry's.
+  record->refs_.store(3, std::memory_order_relaxed);
+  if (!core_->push(record, core_->to_units(due), true)) {
+    record->refs_.store(1, std::memory_order_relaxed);
+    record->word_.store(detail::make_word(0, detail::kDropped), std::memory_order_relaxed);
+    record->destroy_task();
+  }
+  return TaskHandle(record);
+}
+
+}  // namespace delayq
