@@ -1,5 +1,7 @@
 #include "front/http/api.h"
 
+#include <fmt/format.h>
+
 #include <boost/json.hpp>
 #include <charconv>
 #include <cmath>
@@ -73,20 +75,24 @@ struct Api::Request {
   Route route = Route::kCount;
   std::vector<std::string> params;
   std::string_view body;
-  json::object fields;
+  // The parsed body lives in a buffer on the stack (heap only if it outgrows it).
+  unsigned char buffer[4096];
+  json::monotonic_resource resource{buffer, sizeof buffer};
+  json::value document;
+  const json::object* fields = nullptr;
   std::uint64_t ticket = 0;
   Respond respond;
 
   Status parse(std::initializer_list<std::string_view> allowed) {
     if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return Status::ok();
     boost::system::error_code error;
-    json::value value = json::parse(body, error);
+    document = json::parse(body, error, &resource);
     if (error) {
       return {Code::kInvalidArgument, "the body is not JSON: " + error.message()};
     }
-    if (!value.is_object()) return {Code::kInvalidArgument, "the body must be a JSON object"};
-    fields = std::move(value.as_object());
-    for (const auto& field : fields) {
+    if (!document.is_object()) return {Code::kInvalidArgument, "the body must be a JSON object"};
+    fields = &document.as_object();
+    for (const auto& field : *fields) {
       bool known = false;
       for (const std::string_view name : allowed) known = known || name == field.key();
       if (!known) {
@@ -101,7 +107,7 @@ struct Api::Request {
     return Status::ok();
   }
   [[nodiscard]] const json::value* find(std::string_view name) const {
-    return fields.if_contains(name);
+    return fields == nullptr ? nullptr : fields->if_contains(name);
   }
 
   Result<std::optional<std::string>> string(std::string_view name) const {
@@ -211,7 +217,7 @@ std::uint64_t Api::handle(std::string_view method, std::string_view target, std:
     request.respond = std::move(respond);
     response = dispatch(request);
     if (request.ticket != 0) {  // reserve: the answer comes later
-      node_.touched();           // (the node arms its timer for the wait's end)
+      node_.touched();          // (the node arms its timer for the wait's end)
       return request.ticket;
     }
     respond = std::move(request.respond);
@@ -329,31 +335,66 @@ Response Api::job_error(const Status& status, JobId id, std::string_view not_you
 
 namespace {
 
-json::object job_json(const engine::JobView& job) {
-  json::object o;
-  o["id"] = job.id;
-  o["tube"] = job.tube;
-  o["state"] = state_text(job.state);
-  o["priority"] = job.priority;
-  o["due"] = format_instant(job.due_unix_ms);
-  o["due_unix_ms"] = job.due_unix_ms;
-  o["delay_ms"] = job.delay_ms;
-  o["ttr_ms"] = job.ttr.count() * 1000;
-  o["created"] = format_instant(job.created_unix_ms);
-  if (job.state == JobState::kReserved) {
-    o["reserved_until"] = format_instant(job.deadline_unix_ms);
-    o["reserved_until_unix_ms"] = job.deadline_unix_ms;
+// A JSON string literal for `text`, appended to out: quotes, backslashes and control
+// characters escaped; other bytes as they are (the caller passes UTF-8).
+void append_string(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      out += "\\u00";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
   }
-  if (!job.key.empty()) o["key"] = job.key;
-  if (!job.group.empty()) o["group"] = job.group;
-  json::object counters;
-  counters["reserves"] = job.counters.reserves;
-  counters["timeouts"] = job.counters.timeouts;
-  counters["releases"] = job.counters.releases;
-  counters["buries"] = job.counters.buries;
-  counters["kicks"] = job.counters.kicks;
-  o["counters"] = std::move(counters);
-  return o;
+  out += '"';
+}
+
+// A job as JSON, written straight into `out` (the hot path of put, get and reserve: no JSON tree).
+// body: the job's body, or null to leave it out.
+void append_job(std::string& out, const engine::JobView& job, const std::string* body) {
+  fmt::format_to(std::back_inserter(out), R"({{"id":{},"tube":)", job.id);
+  append_string(out, job.tube);
+  fmt::format_to(std::back_inserter(out),
+                 R"(,"state":"{}","priority":{},"due":"{}","due_unix_ms":{},"delay_ms":{},)"
+                 R"("ttr_ms":{},"created":"{}")",
+                 state_text(job.state), job.priority, format_instant(job.due_unix_ms),
+                 job.due_unix_ms, job.delay_ms, job.ttr.count() * 1000,
+                 format_instant(job.created_unix_ms));
+  if (job.state == JobState::kReserved) {
+    fmt::format_to(std::back_inserter(out), R"(,"reserved_until":"{}","reserved_until_unix_ms":{})",
+                   format_instant(job.deadline_unix_ms), job.deadline_unix_ms);
+  }
+  if (!job.key.empty()) {
+    out += R"(,"key":)";
+    append_string(out, job.key);
+  }
+  if (!job.group.empty()) {
+    out += R"(,"group":)";
+    append_string(out, job.group);
+  }
+  fmt::format_to(
+      std::back_inserter(out),
+      R"(,"counters":{{"reserves":{},"timeouts":{},"releases":{},"buries":{},"kicks":{}}})",
+      job.counters.reserves, job.counters.timeouts, job.counters.releases, job.counters.buries,
+      job.counters.kicks);
+  if (body != nullptr) {
+    if (valid_utf8(*body)) {
+      out += R"(,"body":)";
+      append_string(out, *body);
+    } else {
+      out += R"(,"body_base64":")";
+      out += base64_encode(*body);
+      out += '"';
+    }
+  }
+  out += '}';
 }
 
 }  // namespace
@@ -361,17 +402,18 @@ json::object job_json(const engine::JobView& job) {
 Response Api::job_response(unsigned status, JobId id, bool with_body) {
   auto view = engine().peek(id);
   if (!view.is_ok()) return from_status(view.status());
-  json::object o = job_json(view.value());
+  Response response;
+  response.status = status;
+  response.body.reserve(512);
   if (with_body) {
     auto body = node_.body(id);
     if (!body.is_ok()) return from_status(body.status());
-    if (valid_utf8(body.value())) {
-      o["body"] = body.value();
-    } else {
-      o["body_base64"] = base64_encode(body.value());
-    }
+    append_job(response.body, view.value(), &body.value());
+  } else {
+    append_job(response.body, view.value(), nullptr);
   }
-  return json(status, json::serialize(o));
+  response.body += '\n';
+  return response;
 }
 
 // --- jobs ------------------------------------------------------------------------------------
@@ -527,13 +569,20 @@ Response Api::kick_job(JobId id) {
 // --- groups ----------------------------------------------------------------------------------
 
 Response Api::list_group(const std::string& tube, const std::string& group) {
-  json::array jobs;
-  for (const engine::JobView& job : engine().list_group(tube, group)) jobs.push_back(job_json(job));
-  json::object o;
-  o["tube"] = tube;
-  o["group"] = group;
-  o["jobs"] = std::move(jobs);
-  return json(200, json::serialize(o));
+  Response response;
+  response.body = R"({"tube":)";
+  append_string(response.body, tube);
+  response.body += R"(,"group":)";
+  append_string(response.body, group);
+  response.body += R"(,"jobs":[)";
+  bool first = true;
+  for (const engine::JobView& job : engine().list_group(tube, group)) {
+    if (!first) response.body += ',';
+    first = false;
+    append_job(response.body, job, nullptr);
+  }
+  response.body += "]}\n";
+  return response;
 }
 
 Response Api::cancel_group(const std::string& tube, const std::string& group) {

@@ -46,8 +46,8 @@ Status Client::open() {
   auto socket = std::make_unique<tcp::socket>(io_);
   boost::asio::connect(*socket, endpoints, error);
   if (error) {
-    return {Code::kIOError, "cannot connect to " + host_ + ":" + std::to_string(port_) + ": " +
-                                error.message()};
+    return {Code::kIOError,
+            "cannot connect to " + host_ + ":" + std::to_string(port_) + ": " + error.message()};
   }
   socket->set_option(tcp::no_delay(true), error);
   socket_ = std::move(socket);
@@ -81,17 +81,17 @@ Result<ClientResponse> Client::request(std::string_view method, std::string_view
     if (!error) bhttp::read(*socket_, buffer, parser, error);
     if (error) {
       socket_.reset();
-      if (!fresh && (error == bhttp::error::end_of_stream ||
-                     error == boost::asio::error::connection_reset ||
-                     error == boost::asio::error::broken_pipe)) {
+      if (!fresh &&
+          (error == bhttp::error::end_of_stream || error == boost::asio::error::connection_reset ||
+           error == boost::asio::error::broken_pipe)) {
         continue;
       }
       if (error == boost::asio::error::would_block || error == boost::asio::error::try_again) {
         return Status(Code::kTimedOut, "no answer from " + host_ + ":" + std::to_string(port_) +
                                            " within " + std::to_string(timeout.count()) + " ms");
       }
-      return Status(Code::kIOError, std::string(method) + " " + std::string(target) + ": " +
-                                        error.message());
+      return Status(Code::kIOError,
+                    std::string(method) + " " + std::string(target) + ": " + error.message());
     }
     auto& message = parser.get();
     ClientResponse response;

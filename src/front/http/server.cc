@@ -1,7 +1,9 @@
 #include "front/http/server.h"
 
+#include <fmt/format.h>
 #include <sys/socket.h>
 
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
@@ -114,29 +116,39 @@ class Connection : public std::enable_shared_from_this<Connection> {
         });
   }
 
+  // The answer's bytes, written by hand: a handful of fixed headers need no serializer.
   void write() {
     writing_ = true;
     Response& a = *answer_;
-    response_.emplace(static_cast<bhttp::status>(a.status), version_);
-    response_->set(bhttp::field::server, "delayq");
-    if (a.status != 204) response_->set(bhttp::field::content_type, a.content_type);
-    if (!a.location.empty()) response_->set(bhttp::field::location, a.location);
-    if (!a.allow.empty()) response_->set(bhttp::field::allow, a.allow);
-    response_->keep_alive(keep_alive_);
-    response_->body() = std::move(a.body);
-    response_->prepare_payload();
+    out_.clear();
+    const auto status = static_cast<bhttp::status>(a.status);
+    fmt::format_to(std::back_inserter(out_), "HTTP/1.{} {} {}\r\nServer: delayq\r\n",
+                   version_ == 10 ? 0 : 1, a.status, bhttp::obsolete_reason(status));
+    if (a.status != 204) {
+      fmt::format_to(std::back_inserter(out_), "Content-Type: {}\r\nContent-Length: {}\r\n",
+                     a.content_type, a.body.size());
+    }
+    if (!a.location.empty())
+      fmt::format_to(std::back_inserter(out_), "Location: {}\r\n", a.location);
+    if (!a.allow.empty()) fmt::format_to(std::back_inserter(out_), "Allow: {}\r\n", a.allow);
+    if (!keep_alive_) {
+      out_ += "Connection: close\r\n";
+    } else if (version_ == 10) {
+      out_ += "Connection: keep-alive\r\n";
+    }
+    out_ += "\r\n";
+    out_ += a.body;
     stream_.expires_after(server_.options().idle_timeout);
-    bhttp::async_write(stream_, *response_,
-                       [self = shared_from_this()](beast::error_code error, std::size_t) {
-                         self->on_write(error);
-                       });
+    boost::asio::async_write(stream_, boost::asio::buffer(out_),
+                             [self = shared_from_this()](beast::error_code error, std::size_t) {
+                               self->on_write(error);
+                             });
   }
 
   void on_write(beast::error_code error) {
     writing_ = false;
     const JobId reserved = answer_->reserved;
     answer_.reset();
-    response_.reset();
     if (closed_) return;
     if (error) {
       if (reserved != 0) server_.api().undeliverable(reserved);
@@ -154,7 +166,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
-  std::optional<bhttp::response<bhttp::string_body>> response_;
+  std::string out_;  // the answer being written
   std::optional<Response> answer_;
   std::uint64_t ticket_ = 0;  // a reserve waiting in the Api
   unsigned version_ = 11;

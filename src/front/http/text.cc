@@ -176,12 +176,22 @@ std::string format_instant(std::int64_t unix_ms) {
   const unsigned d = doy - (153 * mp + 2) / 5 + 1;
   const unsigned m = mp < 10 ? mp + 3 : mp - 9;
   const std::int64_t y = static_cast<std::int64_t>(yoe) + era * 400 + (m <= 2 ? 1 : 0);
-  char buffer[40];
-  std::snprintf(buffer, sizeof buffer, "%04lld-%02u-%02uT%02lld:%02lld:%02lld.%03lldZ",
-                static_cast<long long>(y), m, d, static_cast<long long>(rest / 3600),
-                static_cast<long long>(rest / 60 % 60), static_cast<long long>(rest % 60),
-                static_cast<long long>(ms));
-  return buffer;
+  // "YYYY-MM-DDTHH:MM:SS.mmmZ", digit by digit (this runs for every job an answer shows).
+  std::string out = "0000-00-00T00:00:00.000Z";
+  auto put = [&out](std::size_t at, std::size_t width, std::int64_t value) {
+    for (std::size_t i = 0; i < width; ++i) {
+      out[at + width - 1 - i] = static_cast<char>('0' + value % 10);
+      value /= 10;
+    }
+  };
+  put(0, 4, y);
+  put(5, 2, m);
+  put(8, 2, d);
+  put(11, 2, rest / 3600);
+  put(14, 2, rest / 60 % 60);
+  put(17, 2, rest % 60);
+  put(20, 3, ms);
+  return out;
 }
 
 namespace {
