@@ -6,8 +6,9 @@
 #include <signal.h>
 
 #include <boost/json.hpp>
+#include <cctype>
+#include <cstdlib>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -387,6 +388,45 @@ TEST_F(HttpTest, TubesStatsHealth) {
   EXPECT_TRUE(expect(200, "GET", "/v1/stats").at("draining").as_bool());
 }
 
+bool metric_name(std::string_view name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (const char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != ':') return false;
+  }
+  return true;
+}
+
+// A sample line: name, optional {label="value",...} (values with \\ \" \n escapes), a space,
+// a number. Sets *name.
+bool parse_sample(std::string_view line, std::string* name) {
+  std::size_t i = 0;
+  while (i < line.size() && line[i] != '{' && line[i] != ' ') ++i;
+  *name = std::string(line.substr(0, i));
+  if (!metric_name(*name)) return false;
+  if (i < line.size() && line[i] == '{') {
+    ++i;
+    while (i < line.size() && line[i] != '}') {
+      const std::size_t start = i;
+      while (i < line.size() && line[i] != '=') ++i;
+      if (!metric_name(line.substr(start, i - start)) || line.substr(i, 2) != "=\"") return false;
+      for (i += 2; i < line.size() && line[i] != '"'; ++i) {
+        if (line[i] == '\\') ++i;  // an escape: skip what it escapes
+      }
+      if (i >= line.size()) return false;
+      ++i;  // the closing quote
+      if (i < line.size() && line[i] == ',') ++i;
+    }
+    if (i >= line.size()) return false;
+    ++i;  // '}'
+  }
+  if (i >= line.size() || line[i] != ' ') return false;
+  const std::string value(line.substr(i + 1));
+  if (value == "+Inf" || value == "-Inf" || value == "NaN") return true;
+  char* end = nullptr;
+  std::strtod(value.c_str(), &end);
+  return !value.empty() && end == value.c_str() + value.size();
+}
+
 // The exposition format (0.0.4): comments, then samples "name{labels} value"; a TYPE line
 // before a metric's samples; histogram buckets cumulative with +Inf equal to _count.
 TEST_F(HttpTest, MetricsAreValidPrometheusText) {
@@ -397,24 +437,26 @@ TEST_F(HttpTest, MetricsAreValidPrometheusText) {
   ASSERT_EQ(page.status, 200u);
   EXPECT_EQ(page.headers.at("content-type").rfind("text/plain; version=0.0.4", 0), 0u);
 
-  const std::regex sample(
-      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? (-?[0-9.eE+-]+|\+Inf|NaN)$)");
-  const std::regex type(R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram)$)");
   std::map<std::string, std::string> types;
   std::map<std::string, double> values;  // full sample text before the value -> value
   std::vector<std::pair<std::string, double>> in_order;
   std::istringstream lines(page.body);
   std::string line;
   while (std::getline(lines, line)) {
-    std::smatch m;
     if (line.rfind("# HELP ", 0) == 0) continue;
-    if (std::regex_match(line, m, type)) {
-      EXPECT_FALSE(types.count(m[1])) << "TYPE twice: " << line;
-      types[m[1]] = m[2];
+    if (line.rfind("# TYPE ", 0) == 0) {
+      std::istringstream words(line.substr(7));
+      std::string name, kind, rest;
+      words >> name >> kind;
+      EXPECT_TRUE(metric_name(name) &&
+                  (kind == "counter" || kind == "gauge" || kind == "histogram") && !(words >> rest))
+          << "bad TYPE line: " << line;
+      EXPECT_FALSE(types.count(name)) << "TYPE twice: " << line;
+      types[name] = kind;
       continue;
     }
-    ASSERT_TRUE(std::regex_match(line, m, sample)) << "not a sample: " << line;
-    std::string family = m[1];
+    std::string family;
+    ASSERT_TRUE(parse_sample(line, &family)) << "not a sample: " << line;
     for (const char* suffix : {"_bucket", "_sum", "_count"}) {
       const std::string s(suffix);
       if (family.size() > s.size() && family.compare(family.size() - s.size(), s.size(), s) == 0 &&
