@@ -803,8 +803,8 @@ Status Engine::reschedule(JobId id, std::int64_t due_unix_ms, std::optional<Mill
   }
   leave(slot);
   const std::int64_t now_ms = now();
-  extra(slot).delay_ms =
-      delay ? std::max<std::int64_t>(0, delay->count()) : std::max<std::int64_t>(0, due_unix_ms - now_ms);
+  extra(slot).delay_ms = delay ? std::max<std::int64_t>(0, delay->count())
+                               : std::max<std::int64_t>(0, due_unix_ms - now_ms);
   if (due_unix_ms > now_ms) {
     enter_delayed(slot, due_unix_ms);
   } else {

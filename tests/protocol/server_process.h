@@ -1,12 +1,13 @@
 // server_process.h — the harness of the protocol and recovery tests: the real delayqd as a child
 // process, and a blocking beanstalkd client over a loopback TCP socket.
 // ServerProcess forks and execs DELAYQD_PATH with `-p 0 -b DIR --http 127.0.0.1:0`, reads the
-// ports from its "delayqd listening on ADDR:PORT" and "delayqd http listening on ..." lines, and stops it by pid (SIGTERM, or SIGKILL for crash
-// tests); it can start again on the same directory. Client reads whole replies (the line, and the
-// body of RESERVED / FOUND / OK). Every wait is bounded by a timeout, so a test fails instead of
-// hanging; a reply that did not come reads as a "<...>" text that names what was missing.
-// Below them, small wire helpers: put_command(), job_reply(), inserted_id(), parse_yaml().
-// Not thread-safe; one test owns its servers and clients. Linux only (prctl, pipe2, SOCK_CLOEXEC).
+// ports from its "delayqd listening on ADDR:PORT" and "delayqd http listening on ..." lines, and
+// stops it by pid (SIGTERM, or SIGKILL for crash tests); it can start again on the same directory.
+// Client reads whole replies (the line, and the body of RESERVED / FOUND / OK). Every wait is
+// bounded by a timeout, so a test fails instead of hanging; a reply that did not come reads as a
+// "<...>" text that names what was missing. Below them, small wire helpers: put_command(),
+// job_reply(), inserted_id(), parse_yaml(). Not thread-safe; one test owns its servers and clients.
+// Linux only (prctl, pipe2, SOCK_CLOEXEC).
 #pragma once
 
 #include <sys/types.h>
