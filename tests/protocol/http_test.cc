@@ -179,6 +179,23 @@ TEST_F(HttpTest, OversizedRequestsAndGarbage) {
   EXPECT_EQ(expect(200, "GET", "/healthz").at("status").as_string(), "ok");
 }
 
+TEST_F(HttpTest, ExpectContinueGetsA100BeforeTheBody) {
+  Client raw(server_->http_port());
+  const std::string body = R"({"body":"after the 100"})";
+  raw.send("POST /v1/tubes/t/jobs HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n");
+  EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 100 Continue\r\n");
+  EXPECT_EQ(raw.read_line().value_or("<none>"), "\r\n");
+  raw.send(body);
+  EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 201 Created\r\n");
+  // Too big for the server: 413 at once, no 100 and no body needed.
+  Client big(server_->http_port());
+  big.send(
+      "POST /v1/tubes/t/jobs HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+      "Content-Length: 5000000\r\n\r\n");
+  EXPECT_EQ(big.read_line().value_or("<none>"), "HTTP/1.1 413 Payload Too Large\r\n");
+}
+
 TEST_F(HttpTest, KeysAreIdempotentAndReplaceable) {
   const std::string jobs = "/v1/tubes/orders/jobs";
   const std::uint64_t first = put("orders", R"({"body":"a","delay":"1h","key":"order-9"})");

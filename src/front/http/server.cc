@@ -44,11 +44,36 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
  private:
+  // Reads the header first: a client that sent "Expect: 100-continue" waits for a 100 before it
+  // sends its body (curl, for one, waits a whole second if it gets none).
   void read() {
     parser_.emplace();
     parser_->header_limit(server_.options().max_header_bytes);
     parser_->body_limit(server_.options().max_body_bytes);
     stream_.expires_after(server_.options().idle_timeout);
+    bhttp::async_read_header(stream_, buffer_, *parser_,
+                             [self = shared_from_this()](beast::error_code error, std::size_t) {
+                               self->on_header(error);
+                             });
+  }
+
+  void on_header(beast::error_code error) {
+    if (closed_) return;
+    if (error) return on_read(error);
+    const auto expect = parser_->get()[bhttp::field::expect];
+    if (beast::iequals(expect, "100-continue") && !parser_->is_done()) {
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      boost::asio::async_write(stream_, boost::asio::buffer(kContinue.data(), kContinue.size()),
+                               [self = shared_from_this()](beast::error_code e, std::size_t) {
+                                 if (e) return self->close();
+                                 self->read_body();
+                               });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
     bhttp::async_read(stream_, buffer_, *parser_,
                       [self = shared_from_this()](beast::error_code error, std::size_t) {
                         self->on_read(error);
