@@ -351,6 +351,80 @@ TEST_F(EngineTest, RestoreRebuildsStatesKeysAndTheIdMark) {
   EXPECT_EQ(restored.put(client, request).value().id, 100U);
 }
 
+TEST_F(EngineTest, SetPriorityMovesAReadyJobAndIsWritten) {
+  const JobId low = put(producer, Millis{0}, 10);
+  const JobId high = put(producer, Millis{0}, 20);
+  const JobId later = put(producer, Millis{5000}, 30);
+  (void)engine.take_mutations();
+  ASSERT_TRUE(engine.set_priority(high, 5).is_ok());
+  ASSERT_TRUE(engine.set_priority(later, 1).is_ok());
+  EXPECT_EQ(engine.peek(later).value().priority, 1U);
+  EXPECT_EQ(state(later), JobState::kDelayed);  // a delayed job stays where it is in time
+  const store::WriteSet written = engine.take_mutations();
+  ASSERT_EQ(written.ops().size(), 2U);  // both new priorities survive a restart
+  EXPECT_EQ(written.ops()[0].id, high);
+  EXPECT_EQ(written.ops()[1].id, later);
+  EXPECT_EQ(engine.reserve(worker, Millis{0}).job.id, high);
+  EXPECT_EQ(engine.reserve(worker, Millis{0}).job.id, low);
+  EXPECT_EQ(engine.set_priority(low + 100, 1).code(), Code::kNotFound);
+  // Unchanged: nothing to write.
+  ASSERT_TRUE(engine.set_priority(low, engine.peek(low).value().priority).is_ok());
+  EXPECT_TRUE(engine.mutations().empty());
+}
+
+TEST_F(EngineTest, HandOverMovesAReservationToAnotherClient) {
+  const JobId id = put(producer, Millis{0});
+  const ClientId holder = engine.connect_internal();
+  ASSERT_EQ(engine.reserve(worker, Millis{0}).job.id, id);
+  const std::int64_t deadline = engine.peek(id).value().deadline_unix_ms;
+  EXPECT_EQ(engine.hand_over(id, producer, holder).code(), Code::kNotFound);  // not producer's
+  ASSERT_TRUE(engine.hand_over(id, worker, holder).is_ok());
+  EXPECT_EQ(engine.peek(id).value().deadline_unix_ms, deadline);  // the same TTR deadline
+  EXPECT_EQ(engine.release(worker, id, 1, Millis{0}).code(), Code::kNotFound);
+  engine.disconnect(worker);  // no longer the worker's: it stays reserved
+  EXPECT_EQ(state(id), JobState::kReserved);
+  ASSERT_TRUE(engine.touch(holder, id).is_ok());
+  engine.disconnect(holder);  // the holder goes: ready again
+  EXPECT_EQ(state(id), JobState::kReady);
+}
+
+TEST_F(EngineTest, InternalClientsAreNotConnectionsInTheStats) {
+  const ServerStats before = engine.stats();
+  const TubeStats default_before = engine.stats_tube("default").value();
+  const ClientId internal = engine.connect_internal();
+  PutRequest request;
+  request.tube = "work";
+  request.body = "x";
+  ASSERT_TRUE(engine.put(internal, request).is_ok());
+  ASSERT_EQ(engine.watch(internal, "work").value(), 1U);  // it watched nothing before
+  EXPECT_EQ(engine.reserve(internal, Millis{0}).kind, Kind::kReserved);
+  const ServerStats after = engine.stats();
+  EXPECT_EQ(after.connections, before.connections);
+  EXPECT_EQ(after.total_connections, before.total_connections);
+  EXPECT_EQ(after.producers, before.producers);
+  EXPECT_EQ(after.workers, before.workers);
+  EXPECT_EQ(engine.stats_tube("default").value().using_clients, default_before.using_clients);
+  EXPECT_EQ(engine.stats_tube("default").value().watching_clients, default_before.watching_clients);
+  engine.disconnect(internal);
+  EXPECT_EQ(engine.stats().connections, before.connections);
+  EXPECT_EQ(engine.stats_tube("work").value().ready, 1U);  // its reservation came back
+}
+
+TEST_F(EngineTest, FireObserverSeesDelayedJobsOnlyWithTheirDueTimes) {
+  std::vector<std::int64_t> fired;
+  engine.on_fire([&fired](std::int64_t due) { fired.push_back(due); });
+  const JobId delayed = put(producer, Millis{100});
+  put(producer, Millis{0});  // ready at once: not fired by time
+  const std::int64_t due = engine.peek(delayed).value().due_unix_ms;
+  pass(Millis{100});
+  ASSERT_EQ(fired, std::vector<std::int64_t>{due});
+  // A reservation whose TTR lapses is not a fire.
+  const ReserveResult got = engine.reserve(worker, Millis{0});
+  ASSERT_EQ(got.kind, Kind::kReserved);
+  pass(Millis{61000});
+  EXPECT_EQ(fired.size(), 1U);
+}
+
 TEST_F(EngineTest, TimeThatStepsBackIsHeldAtTheLatestSeen) {
   const JobId id = put(producer, Millis{1000});
   pass(Millis{500});
@@ -370,6 +444,22 @@ class MidMillisecondClock final : public Clock {
   [[nodiscard]] std::int64_t start_unix_ms() const override { return now + 1; }
   std::int64_t now = 1'700'000'000'000;
 };
+
+TEST(EngineClockTest, WaitsEndNoEarlierThanAskedEither) {
+  MidMillisecondClock clock;
+  Engine engine(clock);
+  const ClientId worker = engine.connect();
+  // Asked at (now + 0.x) ms to wait 300 ms: the wait may end at now + 301, not at now + 300.
+  EXPECT_EQ(engine.reserve(worker, Millis{300}).kind, ReserveResult::Kind::kWaiting);
+  clock.now += 300;
+  engine.advance();
+  EXPECT_TRUE(engine.take_wakeups().empty());
+  clock.now += 1;
+  engine.advance();
+  const auto wakeups = engine.take_wakeups();
+  ASSERT_EQ(wakeups.size(), 1U);
+  EXPECT_EQ(wakeups[0].result.kind, ReserveResult::Kind::kTimedOut);
+}
 
 TEST(EngineClockTest, DelaysCountFromTheMomentRoundedUpSoNothingIsEverEarly) {
   MidMillisecondClock clock;
