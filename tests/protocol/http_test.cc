@@ -139,6 +139,7 @@ TEST_F(HttpTest, BadInputGetsClearErrors) {
   EXPECT_EQ(error_code(400, "POST", jobs, R"({"replace":"yes"})"), "bad_request");
   EXPECT_EQ(error_code(400, "POST", "/v1/tubes/bad%20name!/jobs", "{}"), "bad_request");
   EXPECT_EQ(error_code(400, "GET", "/v1/jobs/abc"), "bad_request");
+  EXPECT_EQ(error_code(400, "GET", "/v1/tubes/t/groups/%FF"), "bad_request");  // not UTF-8
   EXPECT_EQ(error_code(400, "GET", "/v1/jobs/0"), "bad_request");
   EXPECT_EQ(error_code(404, "GET", "/v1/nothing"), "no_route");
   const ClientResponse not_allowed = call("PUT", "/v1/jobs/1");

@@ -231,6 +231,11 @@ std::uint64_t Api::handle(std::string_view method, std::string_view target, std:
 
 Response Api::dispatch(Request& request) {
   const auto& p = request.params;
+  for (const std::string& param : p) {
+    if (!valid_utf8(param)) {
+      return error(400, "bad_request", "a tube, key or group in the path is not UTF-8");
+    }
+  }
   auto with_id = [&](auto&& handler) -> Response {
     auto id = parse_id(p[0]);
     if (!id.is_ok()) return from_status(id.status());
