@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "front/http/client.h"
+#include "front/http/text.h"
 
 namespace {
 
@@ -168,7 +169,11 @@ class Cli {
     if (o_.body == "-") {
       o_.body.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
     }
-    body["body"] = o_.body;
+    if (delayq::front::http::valid_utf8(o_.body)) {
+      body["body"] = o_.body;
+    } else {  // bytes that are not text travel as base64
+      body["body_base64"] = delayq::front::http::base64_encode(o_.body);
+    }
     if (!o_.in.empty()) body["delay"] = o_.in;
     if (!o_.at.empty()) body["at"] = o_.at;
     if (o_.priority) body["priority"] = *o_.priority;

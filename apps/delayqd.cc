@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -177,6 +178,9 @@ int main(int argc, char** argv) {
     flags.http.port = static_cast<std::uint16_t>(port);
   }
   flags.http.api.max_job_bytes = flags.server.max_job_bytes;
+  // A body in JSON may take up to 6 bytes per byte (\u0000 escapes): room for the largest job.
+  flags.http.max_body_bytes =
+      std::max<std::uint64_t>(flags.http.max_body_bytes, flags.server.max_job_bytes * 6 + 65536);
   flags.http.api.version = DELAYQ_VERSION;
   spdlog::set_default_logger(spdlog::stderr_color_mt("delayqd"));  // stdout is for the port line
   spdlog::set_level(flags.verbose >= 2   ? spdlog::level::trace

@@ -101,6 +101,14 @@ TEST_F(CliTest, BodyFromStdinAndGroupRm) {
   EXPECT_NE(rm.out.find("cancelled: 1"), std::string::npos) << rm.out;
 }
 
+TEST_F(CliTest, BytesThatAreNotTextTravelAsBase64) {
+  Outcome put = delayq("--json put -", "\xff\xfe\x01");
+  ASSERT_EQ(put.status, 0) << put.out;
+  const auto id = json_of(put).at("id").to_number<std::uint64_t>();
+  EXPECT_EQ(json_of(delayq("--json get " + std::to_string(id))).at("body_base64").as_string(),
+            "//4B");
+}
+
 TEST_F(CliTest, FailuresHaveClearMessagesAndExitCodes) {
   Outcome missing = delayq("get 12345");
   EXPECT_EQ(missing.status, 1);

@@ -2,8 +2,12 @@
 // over real sockets: every endpoint, every error status, the long-poll reserve (it answers as
 // soon as a job is due, not at its timeout), visibility across the two protocols, the metrics
 // page as valid Prometheus exposition, drain mode, and a put that survives kill -9.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <boost/json.hpp>
 #include <cctype>
@@ -195,6 +199,51 @@ TEST_F(HttpTest, ExpectContinueGetsA100BeforeTheBody) {
       "POST /v1/tubes/t/jobs HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
       "Content-Length: 5000000\r\n\r\n");
   EXPECT_EQ(big.read_line().value_or("<none>"), "HTTP/1.1 413 Payload Too Large\r\n");
+}
+
+// With its default HTTP port taken, delayqd runs without HTTP, and keeps serving beanstalkd
+// clients through many commits (the HTTP server it gave up must leave nothing behind).
+TEST(HttpDefaultPortTest, TakenDefaultPortLeavesBeanstalkServing) {
+  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(8080);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // If the bind fails, something else holds 8080: the case under test all the same.
+  (void)::bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  ::listen(holder, 1);
+  TempDir dir;
+  ServerProcess server(dir.path() / "db");
+  server.set_default_http();
+  ASSERT_EQ(server.start(), "");
+  Client beanstalk(server.port());
+  for (int i = 0; i < 50; ++i) {
+    const auto id = inserted_id(beanstalk.call(put_command("x")));
+    ASSERT_TRUE(id.has_value());
+    EXPECT_EQ(beanstalk.call("delete " + std::to_string(*id) + "\r\n"), "DELETED\r\n");
+  }
+  EXPECT_EQ(server.stop(), "exited 0");
+  ::close(holder);
+}
+
+// The blocking client gives up after its timeout on a server that never answers.
+TEST(HttpClientTest, TimesOutOnASilentServer) {
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(silent, 4), 0);  // connections are queued, never accepted nor answered
+  socklen_t length = sizeof address;
+  ::getsockname(silent, reinterpret_cast<sockaddr*>(&address), &length);
+  front::http::Client client("127.0.0.1", ntohs(address.sin_port));
+  const auto started = Clock::now();
+  const auto response = client.request("GET", "/healthz", {}, Millis{300});
+  ASSERT_FALSE(response.is_ok());
+  EXPECT_EQ(response.status().code(), Code::kTimedOut);
+  EXPECT_GE(millis_between(started, Clock::now()), 300);
+  EXPECT_LT(millis_between(started, Clock::now()), 5000);
+  ::close(silent);
 }
 
 TEST_F(HttpTest, KeysAreIdempotentAndReplaceable) {

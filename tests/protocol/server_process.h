@@ -69,6 +69,9 @@ class ServerProcess {
   // The child's nice value from the next start() on (0 .. 19; default 0). A low-priority server
   // loses the CPU to the test as soon as the test has something to do, which widens races.
   void set_nice(int nice) noexcept { nice_ = nice; }
+  // Starts delayqd without --http (its default, 127.0.0.1:8080) and reads only the first port
+  // line: for a test that holds that port itself.
+  void set_default_http() noexcept { default_http_ = true; }
 
   [[nodiscard]] bool running() const noexcept { return pid_ > 0; }
   [[nodiscard]] pid_t pid() const noexcept { return pid_; }
@@ -88,6 +91,7 @@ class ServerProcess {
   std::uint16_t port_ = 0;
   std::uint16_t http_port_ = 0;
   int nice_ = 0;
+  bool default_http_ = false;
 };
 
 // A blocking client on 127.0.0.1:port with its own read buffer. Every read waits at most the

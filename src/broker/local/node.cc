@@ -143,7 +143,7 @@ void Node::on_committed(std::uint64_t seq, const Status& status) {
   }
   durable_ = std::max(durable_, seq);
   unwritten_.erase(unwritten_.begin(), unwritten_.upper_bound(seq));
-  for (const auto& handler : on_durable_) handler();
+  for (const auto& [token, handler] : on_durable_) handler();
 }
 
 // Sleeps until the engine's next wakeup; nothing to do means no timer at all.

@@ -64,7 +64,12 @@ class Node {
   using WakeupHandler = std::function<void(const engine::ReserveResult&)>;
   void on_wakeup(engine::ClientId client, WakeupHandler handler);
   void forget(engine::ClientId client);
-  void on_durable(std::function<void()> handler) { on_durable_.push_back(std::move(handler)); }
+  // on_durable returns a token for remove_durable(), which a front-end calls when it goes.
+  std::uint64_t on_durable(std::function<void()> handler) {
+    on_durable_.emplace(++last_listener_, std::move(handler));
+    return last_listener_;
+  }
+  void remove_durable(std::uint64_t token) { on_durable_.erase(token); }
   void on_fatal(std::function<void(const Status&)> handler) { on_fatal_ = std::move(handler); }
 
   // Drain mode (SIGUSR1, as beanstalkd): every front-end refuses puts.
@@ -108,7 +113,8 @@ class Node {
   // Bodies of puts in batches not yet written: the store cannot serve them yet.
   std::map<std::uint64_t, std::unordered_map<JobId, std::string>> unwritten_;
   std::unordered_map<engine::ClientId, WakeupHandler> waiters_;
-  std::vector<std::function<void()>> on_durable_;
+  std::map<std::uint64_t, std::function<void()>> on_durable_;  // by token, in order added
+  std::uint64_t last_listener_ = 0;
   std::function<void(const Status&)> on_fatal_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -7,14 +7,15 @@
 namespace delayq::front::beanstalk {
 
 Server::Server(boost::asio::io_context& io, local::Node& node, ServerOptions options)
-    : io_(io), node_(node), options_(std::move(options)), acceptor_(io) {
+    : io_(io), node_(node), options_(std::move(options)), acceptor_(io), accept_retry_(io) {
   limits_.max_job_bytes = options_.max_job_bytes;
-  node_.on_durable([this] { flush_all(); });
+  durable_listener_ = node_.on_durable([this] { flush_all(); });
   started_unix_ms_ = node_.engine().now();
 }
 
 Server::~Server() {
   stop();
+  node_.remove_durable(durable_listener_);
 }
 
 Status Server::start() {
@@ -55,6 +56,14 @@ void Server::accept() {
             sessions_.insert(session);
             session->start();
           }
+        } else {
+          // Out of descriptors or buffers: the pending connection keeps the acceptor readable,
+          // so accepting again at once would spin. Try again a little later.
+          accept_retry_.expires_after(std::chrono::milliseconds(100));
+          accept_retry_.async_wait([this](const boost::system::error_code& e) {
+            if (!e) accept();
+          });
+          return;
         }
         accept();
       });
@@ -62,6 +71,7 @@ void Server::accept() {
 
 void Server::stop_accepting() {
   boost::system::error_code ignored;
+  accept_retry_.cancel();
   acceptor_.close(ignored);
 }
 

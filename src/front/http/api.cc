@@ -78,7 +78,7 @@ struct Api::Request {
   // The parsed body lives in a buffer on the stack (heap only if it outgrows it).
   unsigned char buffer[4096];
   json::monotonic_resource resource{buffer, sizeof buffer};
-  json::value document;
+  json::value document = json::value(json::storage_ptr(&resource));
   const json::object* fields = nullptr;
   std::uint64_t ticket = 0;
   Respond respond;
@@ -86,7 +86,7 @@ struct Api::Request {
   Status parse(std::initializer_list<std::string_view> allowed) {
     if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return Status::ok();
     boost::system::error_code error;
-    document = json::parse(body, error, &resource);
+    document = json::parse(body, error, json::storage_ptr(&resource));
     if (error) {
       return {Code::kInvalidArgument, "the body is not JSON: " + error.message()};
     }
@@ -310,7 +310,15 @@ Response Api::json(unsigned status, const std::string& body) {
 Response Api::error(unsigned status, std::string_view code, std::string_view message) {
   json::object inner;
   inner["code"] = code;
-  inner["message"] = message;
+  if (valid_utf8(message)) {
+    inner["message"] = message;
+  } else {  // it quotes the request's bytes: keep the JSON valid
+    std::string safe(message);
+    for (char& c : safe) {
+      if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+    }
+    inner["message"] = safe;
+  }
   json::object outer;
   outer["error"] = std::move(inner);
   return json(status, json::serialize(outer));
@@ -663,6 +671,9 @@ Response Api::reserved(engine::ClientId waiter, const engine::ReserveResult& res
   if (!handed.is_ok()) return from_status(handed);
   Response response = job_response(200, id, true);
   response.reserved = id;
+  if (const auto view = engine().peek(id); view.is_ok()) {
+    response.reserved_token = view.value().counters.reserves;
+  }
   return response;
 }
 
@@ -673,9 +684,10 @@ void Api::cancel(std::uint64_t ticket) {
   node_.touched();
 }
 
-void Api::undeliverable(JobId id) {
+void Api::undeliverable(JobId id, std::uint64_t token) {
   const auto view = engine().peek(id);
-  if (!view.is_ok()) return;
+  // Its TTR may have lapsed since, and another HTTP caller reserved it: that one keeps it.
+  if (!view.is_ok() || view.value().counters.reserves != token) return;
   (void)engine().release(client_, id, view.value().priority, Millis{0});
   node_.touched();
 }

@@ -37,6 +37,7 @@ struct Response {
   // The response may be sent once the node's durable() has reached this.
   std::uint64_t barrier = 0;
   JobId reserved = 0;  // a job reserved for this answer: released if it cannot be delivered
+  std::uint64_t reserved_token = 0;  // which reservation of it (its reserves count)
 };
 
 class Api {
@@ -53,8 +54,9 @@ class Api {
                        Respond respond);
   // The caller of a pending request went away: its wait ends, respond is never called.
   void cancel(std::uint64_t ticket);
-  // A reserved job's response could not be delivered: the job is ready again at once.
-  void undeliverable(JobId id);
+  // A reserved job's response could not be delivered: the job is ready again at once, if it is
+  // still the same reservation (`token`: Response::reserved_token), not a later one.
+  void undeliverable(JobId id, std::uint64_t token);
   // An answer for a request the server refused before routing it (413, 431, 400 ...).
   [[nodiscard]] Response error(unsigned status, std::string_view code, std::string_view message);
 

@@ -1,8 +1,5 @@
 #include "front/http/client.h"
 
-#include <sys/socket.h>
-#include <sys/time.h>
-
 #include <boost/asio/connect.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -69,26 +66,40 @@ Result<ClientResponse> Client::request(std::string_view method, std::string_view
     if (fresh) {
       if (Status s = open(); !s.is_ok()) return s;
     }
-    timeval tv{};
-    tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
-    tv.tv_usec = static_cast<suseconds_t>(timeout.count() % 1000 * 1000);
-    ::setsockopt(socket_->native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    // Write and read asynchronously and run the loop for at most `timeout`: a blocking read
+    // on a socket would wait for ever (Asio polls again on EAGAIN, whatever SO_RCVTIMEO says).
     beast::error_code error;
-    bhttp::write(*socket_, request, error);
+    bool finished = false;
     beast::flat_buffer buffer;
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(64 << 20);
-    if (!error) bhttp::read(*socket_, buffer, parser, error);
+    bhttp::async_write(*socket_, request, [&](beast::error_code written, std::size_t) {
+      if (written) {
+        error = written;
+        finished = true;
+        return;
+      }
+      bhttp::async_read(*socket_, buffer, parser, [&](beast::error_code read, std::size_t) {
+        error = read;
+        finished = true;
+      });
+    });
+    io_.restart();
+    io_.run_for(timeout);
+    if (!finished) {
+      socket_->close(error);
+      io_.restart();
+      io_.run();  // the cancelled handlers
+      socket_.reset();
+      return Status(Code::kTimedOut, "no answer from " + host_ + ":" + std::to_string(port_) +
+                                         " within " + std::to_string(timeout.count()) + " ms");
+    }
     if (error) {
       socket_.reset();
       if (!fresh &&
           (error == bhttp::error::end_of_stream || error == boost::asio::error::connection_reset ||
            error == boost::asio::error::broken_pipe)) {
         continue;
-      }
-      if (error == boost::asio::error::would_block || error == boost::asio::error::try_again) {
-        return Status(Code::kTimedOut, "no answer from " + host_ + ":" + std::to_string(port_) +
-                                           " within " + std::to_string(timeout.count()) + " ms");
       }
       return Status(Code::kIOError,
                     std::string(method) + " " + std::string(target) + ": " + error.message());

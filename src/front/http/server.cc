@@ -36,6 +36,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (closed_) return;
     closed_ = true;
     if (ticket_ != 0) server_.api().cancel(std::exchange(ticket_, 0));
+    if (answer_ && !writing_ && answer_->reserved != 0) {
+      server_.api().undeliverable(answer_->reserved, answer_->reserved_token);
+    }
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.socket().close(ignored);
@@ -61,7 +64,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (closed_) return;
     if (error) return on_read(error);
     const auto expect = parser_->get()[bhttp::field::expect];
-    if (beast::iequals(expect, "100-continue") && !parser_->is_done()) {
+    if (parser_->get().version() >= 11 && beast::iequals(expect, "100-continue") &&
+        !parser_->is_done()) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       boost::asio::async_write(stream_, boost::asio::buffer(kContinue.data(), kContinue.size()),
                                [self = shared_from_this()](beast::error_code e, std::size_t) {
@@ -136,8 +140,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
           char byte = 0;
           const auto n =
               ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) self->close();
-          // n > 0: the client sent its next request early; it is read after this answer.
+          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return self->close();
+          // A spurious wake-up: watch again. n > 0: the client sent its next request early; it
+          // is read after this answer (and a close after it is seen only then).
+          if (n < 0) self->watch();
         });
   }
 
@@ -173,12 +179,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_write(beast::error_code error) {
     writing_ = false;
     const JobId reserved = answer_->reserved;
+    const std::uint64_t token = answer_->reserved_token;
     answer_.reset();
+    if (error && reserved != 0) server_.api().undeliverable(reserved, token);
     if (closed_) return;
-    if (error) {
-      if (reserved != 0) server_.api().undeliverable(reserved);
-      return close();
-    }
+    if (error) return close();
     if (!keep_alive_) {
       beast::error_code ignored;
       stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
@@ -201,12 +206,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
 };
 
 Server::Server(boost::asio::io_context& io, local::Node& node, ServerOptions options)
-    : node_(node), options_(std::move(options)), api_(node, options_.api), acceptor_(io) {
-  node_.on_durable([this] { flush_awaiting(); });
+    : node_(node),
+      options_(std::move(options)),
+      api_(node, options_.api),
+      acceptor_(io),
+      accept_retry_(io) {
+  durable_listener_ = node_.on_durable([this] { flush_awaiting(); });
 }
 
 Server::~Server() {
   stop();
+  node_.remove_durable(durable_listener_);
 }
 
 Status Server::start() {
@@ -245,6 +255,14 @@ void Server::accept() {
         connections_.insert(connection);
         connection->start();
       }
+    } else {
+      // Out of descriptors or buffers: the pending connection keeps the acceptor readable, so
+      // accepting again at once would spin. Try again a little later.
+      accept_retry_.expires_after(std::chrono::milliseconds(100));
+      accept_retry_.async_wait([this](const boost::system::error_code& e) {
+        if (!e) accept();
+      });
+      return;
     }
     accept();
   });
@@ -264,6 +282,7 @@ void Server::flush_awaiting() {
 
 void Server::stop_accepting() {
   boost::system::error_code ignored;
+  accept_retry_.cancel();
   acceptor_.close(ignored);
 }
 

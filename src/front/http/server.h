@@ -9,6 +9,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -67,6 +68,8 @@ class Server {
   ServerOptions options_;
   Api api_;
   boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer accept_retry_;  // after a failed accept (e.g. out of descriptors)
+  std::uint64_t durable_listener_ = 0;
   std::unordered_set<std::shared_ptr<Connection>> connections_;
   std::vector<std::shared_ptr<Connection>> awaiting_;
 };
