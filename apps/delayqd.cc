@@ -148,7 +148,8 @@ int main(int argc, char** argv) {
                  "open HTTP connections at most")
       ->capture_default_str();
   app.add_flag("--accept-torn-tail", flags.node.store.accept_torn_tail,
-               "start even if the write-ahead log ends in a torn record (drops it)");
+               "start even if the write-ahead log has a bad record before its end (drops it and "
+               "all after it; a torn last record, what a crash leaves, is always dropped)");
   app.add_flag("-V,--verbose", flags.verbose, "log more (repeat for even more)");
   CLI11_PARSE(app, argc, argv);
 

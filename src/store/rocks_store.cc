@@ -91,9 +91,10 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
   db_options.create_if_missing = create;
   db_options.create_missing_column_families = create;
   db_options.paranoid_checks = true;
+  // A torn tail is dropped (see accept_torn_tail in rocks_store.h); damage before it is not.
   db_options.wal_recovery_mode = options.accept_torn_tail
                                      ? rocksdb::WALRecoveryMode::kPointInTimeRecovery
-                                     : rocksdb::WALRecoveryMode::kAbsoluteConsistency;
+                                     : rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   db_options.max_background_jobs = 2;
   db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db_options.keep_log_file_num = 4;

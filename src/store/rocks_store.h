@@ -28,9 +28,12 @@ inline constexpr std::string_view kBodiesFamily = "bodies";
 struct RocksStoreOptions {
   // Create the directory and an empty store if there is none. Default: true.
   bool create_if_missing = true;
-  // Start even if the write-ahead log ends in a torn or corrupt record, dropping it and all that
-  // follows (what a power cut mid-write leaves; synced writes before it are kept). Without it
-  // such a directory is refused with kCorruption, for an operator to decide. Default: false.
+  // An incomplete or garbled record at the very end of the write-ahead log is what a crash in
+  // the middle of a write leaves (kill -9 between two write() calls of one record, a power cut):
+  // it was never synced, so never acknowledged under `always`, and it is always dropped on open.
+  // A bad record with more log after it is real damage: refused with kCorruption, unless this is
+  // set, which drops that record and everything after it (synced writes before it are kept), for
+  // an operator to decide. Default: false.
   bool accept_torn_tail = false;
   // Memory RocksDB may use: its write buffers (memtables, split between records and bodies, two
   // of each at most), and the block cache that holds table blocks, their indexes and filters.
