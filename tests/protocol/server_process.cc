@@ -111,13 +111,12 @@ ServerProcess::~ServerProcess() {
 std::string ServerProcess::start(Millis timeout) {
   if (running()) return "already running";
   std::vector<std::string> args = {DELAYQD_PATH, "-p", "0", "-b", data_dir_.string()};
-  // HTTP on a free port too, unless the test says otherwise.
-  const bool http_chosen = default_http_ || std::find(extra_args_.begin(), extra_args_.end(),
-                                                      "--http") != extra_args_.end();
-  if (!http_chosen) args.insert(args.end(), {"--http", "127.0.0.1:0"});
-  const bool http_off =
-      default_http_ || (http_chosen && std::find(extra_args_.begin(), extra_args_.end(), "off") !=
-                                           extra_args_.end());
+  // HTTP on a free port too, unless the test chose (--http ...) or wants delayqd's default.
+  const auto given = [this](std::string_view arg) {
+    return std::find(extra_args_.begin(), extra_args_.end(), arg) != extra_args_.end();
+  };
+  if (!given("--http") && !default_http_) args.insert(args.end(), {"--http", "127.0.0.1:0"});
+  const bool http_off = default_http_ || (given("--http") && given("off"));
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());

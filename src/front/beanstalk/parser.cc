@@ -434,10 +434,14 @@ Parsed parse_line(std::string_view input, std::string_view text, const ParserLim
 }  // namespace
 
 std::string_view verb_name(Verb verb) noexcept {
-  for (const VerbEntry& entry : kVerbs) {
-    if (entry.verb == verb) return entry.name;
-  }
-  return "?";
+  // By Verb, built once from the sorted table: sessions name every command they count.
+  static const auto kNames = [] {
+    std::array<std::string_view, kVerbCount> names{};
+    for (const VerbEntry& entry : kVerbs) names[static_cast<std::size_t>(entry.verb)] = entry.name;
+    return names;
+  }();
+  const auto index = static_cast<std::size_t>(verb);
+  return index < kNames.size() && !kNames[index].empty() ? kNames[index] : "?";
 }
 
 std::string_view error_name(Error error) noexcept {

@@ -9,7 +9,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -18,6 +17,7 @@
 
 #include "broker/local/node.h"
 #include "front/beanstalk/parser.h"
+#include "front/listener.h"
 
 namespace delayq::front::beanstalk {
 
@@ -56,15 +56,13 @@ class Server {
   void closed(const std::shared_ptr<Session>& session) { sessions_.erase(session); }
 
  private:
-  void accept();
   void flush_all();
 
   boost::asio::io_context& io_;
   local::Node& node_;
   ServerOptions options_;
   ParserLimits limits_;
-  boost::asio::ip::tcp::acceptor acceptor_;
-  boost::asio::steady_timer accept_retry_;  // after a failed accept (e.g. out of descriptors)
+  Listener listener_;
   std::uint64_t durable_listener_ = 0;
   std::unordered_set<std::shared_ptr<Session>> sessions_;
   std::int64_t started_unix_ms_ = 0;

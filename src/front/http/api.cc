@@ -222,11 +222,17 @@ std::uint64_t Api::handle(std::string_view method, std::string_view target, std:
     }
     respond = std::move(request.respond);
   }
+  answer(op, std::move(response), respond);
+  return 0;
+}
+
+// Counts the operation, then hands over the answer tagged with the batch that must be durable
+// before it leaves (everything done so far, this request included).
+void Api::answer(std::string_view op, Response response, const Respond& respond) {
   node_.metrics().count_op(local::Protocol::kHttp, op, status_text(response.status));
   node_.touched();
   response.barrier = node_.barrier();
   respond(std::move(response));
-  return 0;
 }
 
 Response Api::dispatch(Request& request) {
@@ -537,14 +543,18 @@ Response Api::delete_job(JobId id) {
   return json(200, json::serialize(o));
 }
 
+std::uint32_t Api::priority_or_own(JobId id, std::optional<std::uint64_t> asked) {
+  if (asked) return static_cast<std::uint32_t>(*asked);  // checked to fit by the caller
+  const auto view = engine().peek(id);
+  return view.is_ok() ? view.value().priority : 0;
+}
+
 Response Api::release_job(Request& request, JobId id) {
   if (Status s = request.parse({"delay", "priority"}); !s.is_ok()) return from_status(s);
   DELAYQ_FIELD(delay, request.duration("delay"));
   DELAYQ_FIELD(priority, request.integer("priority", std::numeric_limits<std::uint32_t>::max()));
-  const auto view = engine().peek(id);
-  const std::uint32_t current = view.is_ok() ? view.value().priority : 0;
-  const auto new_priority = static_cast<std::uint32_t>(priority.value().value_or(current));
-  if (Status s = engine().release(client_, id, new_priority, delay.value().value_or(Millis{0}));
+  if (Status s = engine().release(client_, id, priority_or_own(id, priority.value()),
+                                  delay.value().value_or(Millis{0}));
       !s.is_ok()) {
     return job_error(s, id, "is not reserved over HTTP");
   }
@@ -554,11 +564,7 @@ Response Api::release_job(Request& request, JobId id) {
 Response Api::bury_job(Request& request, JobId id) {
   if (Status s = request.parse({"priority"}); !s.is_ok()) return from_status(s);
   DELAYQ_FIELD(priority, request.integer("priority", std::numeric_limits<std::uint32_t>::max()));
-  const auto view = engine().peek(id);
-  const std::uint32_t current = view.is_ok() ? view.value().priority : 0;
-  if (Status s = engine().bury(client_, id,
-                               static_cast<std::uint32_t>(priority.value().value_or(current)));
-      !s.is_ok()) {
+  if (Status s = engine().bury(client_, id, priority_or_own(id, priority.value())); !s.is_ok()) {
     return job_error(s, id, "is not reserved over HTTP");
   }
   return job_response(200, id, false);
@@ -647,11 +653,7 @@ Response Api::reserve(Request& request) {
     if (it == waiting_.end()) return;
     Respond respond = std::move(it->second);
     waiting_.erase(it);
-    Response response = reserved(waiter, later);
-    node_.metrics().count_op(local::Protocol::kHttp, route_name(Route::kReserve),
-                             status_text(response.status));
-    response.barrier = node_.barrier();
-    respond(std::move(response));
+    answer(route_name(Route::kReserve), reserved(waiter, later), respond);
   });
   return {};
 }
@@ -671,9 +673,7 @@ Response Api::reserved(engine::ClientId waiter, const engine::ReserveResult& res
   if (!handed.is_ok()) return from_status(handed);
   Response response = job_response(200, id, true);
   response.reserved = id;
-  if (const auto view = engine().peek(id); view.is_ok()) {
-    response.reserved_token = view.value().counters.reserves;
-  }
+  response.reserved_token = result.job.counters.reserves;
   return response;
 }
 

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -63,6 +64,7 @@ class Api {
  private:
   struct Request;
   Response dispatch(Request& request);
+  void answer(std::string_view op, Response response, const Respond& respond);
   Response put_job(Request& request);
   Response get_job(JobId id);
   Response patch_job(Request& request, JobId id);
@@ -89,6 +91,8 @@ class Api {
   // The error for a job operation that failed with `status` (404 or 409 by what the job is).
   Response job_error(const Status& status, JobId id, std::string_view not_yours);
   Response from_status(const Status& status);
+  // The priority a release or bury asked for, else the job's own.
+  std::uint32_t priority_or_own(JobId id, std::optional<std::uint64_t> asked);
   Response json(unsigned status, const std::string& body);
   Response job_response(unsigned status, JobId id, bool with_body);
   [[nodiscard]] engine::Engine& engine() { return node_.engine(); }

@@ -209,8 +209,13 @@ Server::Server(boost::asio::io_context& io, local::Node& node, ServerOptions opt
     : node_(node),
       options_(std::move(options)),
       api_(node, options_.api),
-      acceptor_(io),
-      accept_retry_(io) {
+      listener_(
+          io, "HTTP ", [this] { return connections_.size() >= options_.max_connections; },
+          [this](tcp::socket socket) {
+            auto connection = std::make_shared<Connection>(*this, std::move(socket));
+            connections_.insert(connection);
+            connection->start();
+          }) {
   durable_listener_ = node_.on_durable([this] { flush_awaiting(); });
 }
 
@@ -220,52 +225,11 @@ Server::~Server() {
 }
 
 Status Server::start() {
-  boost::system::error_code error;
-  const auto address = boost::asio::ip::make_address(options_.address, error);
-  if (error) return {Code::kInvalidArgument, "bad HTTP listen address '" + options_.address + "'"};
-  const tcp::endpoint endpoint(address, options_.port);
-  acceptor_.open(endpoint.protocol(), error);
-  if (!error) acceptor_.set_option(boost::asio::socket_base::reuse_address(true), error);
-  if (!error) acceptor_.bind(endpoint, error);
-  if (!error) acceptor_.listen(boost::asio::socket_base::max_listen_connections, error);
-  if (error) {
-    return {Code::kIOError, "cannot listen for HTTP on " + options_.address + ":" +
-                                std::to_string(options_.port) + ": " + error.message()};
-  }
-  accept();
-  return Status::ok();
+  return listener_.start(options_.address, options_.port);
 }
 
 std::uint16_t Server::port() const {
-  boost::system::error_code error;
-  const auto endpoint = acceptor_.local_endpoint(error);
-  return error ? 0 : endpoint.port();
-}
-
-void Server::accept() {
-  acceptor_.async_accept([this](const boost::system::error_code& error, tcp::socket socket) {
-    if (error == boost::asio::error::operation_aborted || !acceptor_.is_open()) return;
-    if (!error) {
-      boost::system::error_code ignored;
-      if (connections_.size() >= options_.max_connections) {
-        socket.close(ignored);
-      } else {
-        socket.set_option(tcp::no_delay(true), ignored);
-        auto connection = std::make_shared<Connection>(*this, std::move(socket));
-        connections_.insert(connection);
-        connection->start();
-      }
-    } else {
-      // Out of descriptors or buffers: the pending connection keeps the acceptor readable, so
-      // accepting again at once would spin. Try again a little later.
-      accept_retry_.expires_after(std::chrono::milliseconds(100));
-      accept_retry_.async_wait([this](const boost::system::error_code& e) {
-        if (!e) accept();
-      });
-      return;
-    }
-    accept();
-  });
+  return listener_.port();
 }
 
 void Server::awaiting(std::shared_ptr<Connection> connection) {
@@ -281,9 +245,7 @@ void Server::flush_awaiting() {
 }
 
 void Server::stop_accepting() {
-  boost::system::error_code ignored;
-  accept_retry_.cancel();
-  acceptor_.close(ignored);
+  listener_.stop();
 }
 
 void Server::stop() {

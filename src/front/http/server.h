@@ -9,7 +9,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -19,6 +18,7 @@
 
 #include "broker/local/node.h"
 #include "front/http/api.h"
+#include "front/listener.h"
 
 namespace delayq::front::http {
 
@@ -61,14 +61,12 @@ class Server {
   void awaiting(std::shared_ptr<Connection> connection);
 
  private:
-  void accept();
   void flush_awaiting();
 
   local::Node& node_;
   ServerOptions options_;
   Api api_;
-  boost::asio::ip::tcp::acceptor acceptor_;
-  boost::asio::steady_timer accept_retry_;  // after a failed accept (e.g. out of descriptors)
+  Listener listener_;
   std::uint64_t durable_listener_ = 0;
   std::unordered_set<std::shared_ptr<Connection>> connections_;
   std::vector<std::shared_ptr<Connection>> awaiting_;

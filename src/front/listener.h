@@ -1,0 +1,43 @@
+// listener.h — the TCP acceptor every front-end shares: binds (SO_REUSEADDR), accepts in a loop
+// on the io_context, sets TCP_NODELAY and hands each connection over. Connections beyond the
+// front-end's limit (its `full()` says so) are accepted and closed at once; after a failed accept
+// (out of descriptors or buffers, which leaves the acceptor readable) it waits 100 ms instead of
+// spinning. Runs on the io_context's thread; not thread-safe.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "base/status.h"
+
+namespace delayq::front {
+
+class Listener {
+ public:
+  using Full = std::function<bool()>;
+  using OnSocket = std::function<void(boost::asio::ip::tcp::socket)>;
+  // what: how errors name it ("" or "HTTP ").
+  Listener(boost::asio::io_context& io, std::string what, Full full, OnSocket on_socket);
+
+  // Binds and starts accepting. Errors: a bad address (kInvalidArgument), or the address or port
+  // cannot be bound (kIOError).
+  Status start(const std::string& address, std::uint16_t port);
+  // The bound port (the chosen one after port 0), or 0 when not listening.
+  [[nodiscard]] std::uint16_t port() const;
+  void stop();
+
+ private:
+  void accept();
+
+  std::string what_;
+  Full full_;
+  OnSocket on_socket_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer retry_;
+};
+
+}  // namespace delayq::front
