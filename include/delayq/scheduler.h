@@ -1,13 +1,14 @@
 // delayq/scheduler.h — delayq embedded in a C++ process: "run this function in 48 hours unless I
 // cancel it", with no server. One timer thread owns a timer wheel and does nothing but advance it
 // and hand due tasks to a pool of worker threads, so a slow task never delays the clock.
-// schedule(), cancel() and reschedule() are callable from any thread; they cost a task record from
-// a per-thread pool (schedule only), a short mutex-protected append to the timer thread's inbox
-// and, for cancel and reschedule, one compare-and-swap on the task; the timer thread applies them
-// in O(1) each (hierarchical and hashed wheels) or O(log n) (heap). Idle, the timer thread sleeps
-// until the next due time: no polling. Never early: a task starts at or after its due time on
-// steady_clock. In memory only: a process exit loses every pending task (use the delayqd server for
-// that). Guarantees, costs and examples: docs/embedded.md
+// schedule(), cancel() and reschedule() are callable from any thread and take no lock unless they
+// must wake a sleeping timer thread; they cost a task record from a per-thread pool (schedule
+// only), an append to the timer thread's lock-free inbox (one atomic exchange) and, for cancel and
+// reschedule, one compare-and-swap on the task; the timer thread applies them in O(1) each
+// (hierarchical and hashed wheels) or O(log n) (heap). Idle, the timer thread sleeps until the
+// next due time: no polling. Never early: a task starts at or after its due time on
+// steady_clock. In memory only: a process exit loses every pending task (use the delayqd server
+// for that). Guarantees, costs and examples: docs/embedded.md
 #pragma once
 
 #include <atomic>
@@ -81,11 +82,16 @@ namespace detail {
 
 class SchedulerCore;
 
+// A link of the timer thread's inbox, an intrusive multi-producer single-consumer queue.
+struct InboxNode {
+  std::atomic<InboxNode*> next_{nullptr};
+};
+
 // One scheduled task: its state word, shared by the caller's handles, the timer thread and the
-// worker that runs it, and the callable. Reference counted (handles + the scheduler + each inbox
-// entry); freed by whoever drops the last reference. Fields past `due_ns` belong to the timer
-// thread alone.
-class TaskRecord {
+// worker that runs it, and the callable. Reference counted (handles, the scheduler's while the
+// task is pending, the worker's while it runs), plus one bit that stands for the inbox while the
+// record is queued there; freed by whoever drops the last. 64 bytes with a callable of up to 16.
+class TaskRecord : public InboxNode {
  public:
   TaskRecord() = default;
   TaskRecord(const TaskRecord&) = delete;
@@ -93,7 +99,9 @@ class TaskRecord {
   virtual ~TaskRecord() = default;
   // Runs the callable once; may throw.
   virtual void run() = 0;
-  // Destroys the callable (and what it captured) early; the record stays.
+  // Destroys the callable and what it captured. Called exactly once, by whoever moves the task
+  // to its final state: the worker that ran it, the cancel() that won, or the shutdown that
+  // dropped it. Nothing else destroys the callable.
   virtual void destroy_task() noexcept = 0;
 
   // Records of up to 64 or 128 bytes (a callable of up to 16 or 80) come from pools of fixed-size
@@ -105,21 +113,19 @@ class TaskRecord {
   static void* operator new(std::size_t size, std::align_val_t align);
   static void operator delete(void* record, std::size_t size, std::align_val_t align) noexcept;
 
-  // version << 8 | state. reschedule() bumps the version, so the timer thread can tell an entry
-  // armed for an older due time from the current one.
+  // refs_ bit: the record is in the inbox.
+  static constexpr std::uint32_t kQueued = 1U << 31;
+
+  // version << 8 | state. reschedule() bumps the version, so a compare-and-swap can tell the
+  // word it read from one a caller has changed since.
   std::atomic<std::uint64_t> word_{0};
   // Due time, nanoseconds of SchedulerClock; written only while the writer holds the claim.
   std::atomic<SchedulerClock::rep> due_ns_{0};
   SchedulerCore* core_ = nullptr;
   std::atomic<std::uint32_t> refs_{0};
-
-  // Timer thread only. The version the wheel's entry was armed for, modulo 2^32.
+  // Timer thread only: the id of the record's wheel timer, or one of the two values the
+  // scheduler keeps for a record not yet in the wheel and one no longer there.
   std::uint32_t timer_id_ = 0;
-  std::uint32_t armed_version_ = 0;
-  std::uint8_t place_ = 0;
-
- protected:
-  bool task_alive_ = true;  // the derived record's callable has not been destroyed yet
 };
 
 template <typename F>
@@ -127,18 +133,13 @@ class TaskRecordOf final : public TaskRecord {
  public:
   template <typename G>
   explicit TaskRecordOf(G&& task) : task_(std::forward<G>(task)) {}
-  ~TaskRecordOf() override { destroy_task(); }
+  // The callable is gone already: destroy_task() ran.
+  ~TaskRecordOf() override {}
   void run() override { task_(); }
-  void destroy_task() noexcept override {
-    if (task_alive_) {
-      task_alive_ = false;
-      task_.~F();
-    }
-  }
+  void destroy_task() noexcept override { task_.~F(); }
 
  private:
-  // In a union so that destroy_task() can end its life before the record's; the flag in the base
-  // keeps the record at 64 bytes for a callable of up to 16.
+  // In a union so that its life is the task's, not the record's.
   union {
     F task_;
   };

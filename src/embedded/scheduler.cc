@@ -1,19 +1,23 @@
 // scheduler.cc — the timer thread, the inbox that feeds it, and the worker pool behind
 // delayq::Scheduler (include/delayq/scheduler.h). How the pieces fit:
 //
-//   any thread                       timer thread (owns the wheel)          workers
-//   schedule:  new record ──┐
-//   cancel:    claim, push ─┼─> inbox ──> reconcile: make the wheel ──> fire: CAS pending ──> run
-//   reschedule:claim, push ─┘   (mutex,   match each record's word      -> running (armed
-//                               vector)   (schedule/reschedule/cancel)  version only), hand over
+//   any thread                        timer thread (owns the wheel)          workers
+//   schedule:  new record ───┐
+//   cancel:    claim, queue ─┼─> inbox ──> reconcile: make the wheel ──> fire: CAS pending ──> run
+//   reschedule:claim, queue ─┘  (lock-free  match each record's word      -> running, hand over
+//                                MPSC list)  (schedule/reschedule/cancel)
 //
 // A task's state word (version << 8 | state) is the single source of truth. Every change from
-// pending is a compare-and-swap: the timer's pending -> running for the version it armed, or a
-// caller's pending -> claimed, which then writes the new due time, pushes the record to the
-// inbox and releases the claim as (version + 1, pending) or cancelled. So cancel and fire cannot
-// both win, and an entry armed for an old due time can never fire once reschedule() returned.
-// The inbox holds records (one reference each), not commands: the timer thread rereads the word
-// and reconciles, so duplicate or stale entries are harmless.
+// pending is a compare-and-swap: the timer's pending -> running, or a caller's pending -> claimed,
+// which then writes the new due time, queues the record and releases the claim as
+// (version + 1, pending) or cancelled. So cancel and fire cannot both win.
+// The inbox holds records, not commands: a record is in it at most once (the kQueued bit of its
+// reference count says so), and the timer thread, having taken it out and cleared the bit, rereads
+// the word and makes the wheel match it. The timer never fires a record whose bit is set: its
+// wheel entry may be for an older due time, and the reconcile that is on its way rearms it. So
+// once reschedule() has returned, the old due time can no longer fire.
+// Shutdown puts a marker in the inbox: records queued before it were accepted, new records after
+// it are dropped.
 #include "delayq/scheduler.h"
 
 #include <algorithm>
@@ -76,13 +80,20 @@ constexpr bool is_final(std::uint64_t state) noexcept {
   return state != kPending && state != kRunning && state != kClaimed;
 }
 
-// Where a record is, as the timer thread sees it (TaskRecord::place_).
-constexpr std::uint8_t kPlaceNew = 0;    // in the inbox, not yet in the wheel
-constexpr std::uint8_t kPlaceTable = 1;  // holds a timer id (its wheel timer may be idle)
-constexpr std::uint8_t kPlaceGone = 2;   // handed to a worker, cancelled or dropped
+// TaskRecord::timer_id_ of a record that is not in the wheel: not yet (it is in the inbox, new),
+// or no more (handed to a worker, cancelled or dropped; the scheduler's reference is gone).
+constexpr TimerId kNewRecord = std::numeric_limits<TimerId>::max();
+constexpr TimerId kGoneRecord = kNewRecord - 1;
+constexpr std::uint32_t kQueued = TaskRecord::kQueued;
 
 void release(TaskRecord* record) noexcept {
   if (record->refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete record;
+}
+
+// Clears the kQueued bit of a record the timer thread took out of the inbox (the last reference
+// when nothing else holds the record).
+void unqueue(TaskRecord* record) noexcept {
+  if (record->refs_.fetch_and(~kQueued, std::memory_order_acq_rel) == kQueued) delete record;
 }
 
 // Takes the claim on a pending task; false if it is not pending. `word` is the word claimed.
@@ -113,6 +124,20 @@ std::uint64_t settled_word(const TaskRecord* record) noexcept {
   }
 }
 
+// Moves a pending task to `state` (a final state, or kRunning), waiting out a claim; false if it
+// was not pending (a caller cancelled it first).
+bool settle(TaskRecord* record, std::uint64_t state) noexcept {
+  std::uint64_t word = settled_word(record);
+  while (state_of(word) == kPending) {
+    if (record->word_.compare_exchange_weak(word, make_word(version_of(word), state),
+                                            std::memory_order_acq_rel)) {
+      return true;
+    }
+    word = settled_word(record);
+  }
+  return false;
+}
+
 void finish_task(TaskRecord* record, std::uint64_t version, std::uint64_t state) noexcept {
   record->word_.store(make_word(version, state), std::memory_order_release);
   record->word_.notify_all();
@@ -122,6 +147,69 @@ std::size_t default_workers() noexcept {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 2 : n;
 }
+
+// ---- the inbox ---------------------------------------------------------------------------------
+// Dmitry Vyukov's intrusive MPSC queue: push() is one atomic exchange and one store from any
+// thread, never waiting; pop() is the timer thread's alone. A push is caught between its two
+// steps for a few instructions (the list is briefly unlinked there); pop() waits that out.
+class Inbox {
+ public:
+  Inbox() = default;
+  Inbox(const Inbox&) = delete;
+  Inbox& operator=(const Inbox&) = delete;
+
+  // The exchange is sequentially consistent: a caller that pushes and then reads the timer
+  // thread's sleeping_until_, and a timer thread that writes it and then checks empty(), cannot
+  // both miss each other.
+  void push(InboxNode* node) noexcept {
+    node->next_.store(nullptr, std::memory_order_relaxed);
+    InboxNode* prev = tail_.exchange(node, std::memory_order_seq_cst);
+    prev->next_.store(node, std::memory_order_release);
+  }
+
+  // Timer thread. The oldest node, or nullptr if there is none.
+  InboxNode* pop() noexcept {
+    for (;;) {
+      InboxNode* head = head_;
+      InboxNode* next = head->next_.load(std::memory_order_acquire);
+      if (head == &stub_) {
+        if (next == nullptr) {
+          if (tail_.load(std::memory_order_seq_cst) == &stub_) return nullptr;
+          std::this_thread::yield();  // a push between its exchange and its link
+          continue;
+        }
+        head_ = next;
+        head = next;
+        next = next->next_.load(std::memory_order_acquire);
+      }
+      if (next == nullptr) {
+        // `head` is the last node: put the stub behind it so that it can be taken out.
+        if (tail_.load(std::memory_order_acquire) != head) {
+          std::this_thread::yield();  // a push is linking a node behind `head`
+          continue;
+        }
+        push(&stub_);
+        next = head->next_.load(std::memory_order_acquire);
+        if (next == nullptr) {
+          std::this_thread::yield();  // a push got in before the stub and is linking
+          continue;
+        }
+      }
+      head_ = next;
+      return head;
+    }
+  }
+
+  // Timer thread. Sequentially consistent, for the sleeping handshake above.
+  [[nodiscard]] bool empty() const noexcept {
+    return head_ == &stub_ && tail_.load(std::memory_order_seq_cst) == &stub_;
+  }
+
+ private:
+  InboxNode stub_;
+  InboxNode* head_ = &stub_;                          // timer thread only
+  alignas(64) std::atomic<InboxNode*> tail_{&stub_};  // every producer exchanges it
+};
 
 // ---- the record pool --------------------------------------------------------------------------
 // Slots of 64 and 128 bytes in slabs of 64 KiB, never returned to the system (the pool keeps its
@@ -234,29 +322,32 @@ class SchedulerCore {
   SchedulerCore(const SchedulerCore&) = delete;
   SchedulerCore& operator=(const SchedulerCore&) = delete;
 
-  // Appends `record` (with one reference the caller took for it) to the inbox and wakes the
-  // timer thread if `due` is earlier than it sleeps for. A new record is refused (false) once
-  // shutdown has begun; changes to existing ones never are.
-  bool push(TaskRecord* record, Units due, bool is_new);
+  // Hands a new record (references: the handle's, the scheduler's and kQueued) to the timer
+  // thread; false, doing nothing, once shutdown has begun.
+  bool submit(TaskRecord* record, Units due);
+  // Queues a change to a record the caller holds the claim on (the claim keeps the scheduler
+  // alive), unless it is queued already, and wakes the timer thread if it sleeps past `due`.
+  void queue_change(TaskRecord* record, Units due);
   [[nodiscard]] Units to_units(SchedulerClock::time_point due) const noexcept;
   void shutdown(ShutdownMode mode);
   [[nodiscard]] std::size_t workers() const noexcept { return workers_.size(); }
 
  private:
   [[nodiscard]] Units now_units() const noexcept;
+  void notify(Units due);
   void timer_main() noexcept;
   template <typename Queue>
   void run_timer(Queue& queue) noexcept;
-  bool wait_for_work(Units target, std::vector<TaskRecord*>& batch, ShutdownMode& mode);
+  void wait_for_work(Units target);
+  template <typename Queue>
+  Units drain(Queue& queue, std::size_t limit);
   template <typename Queue>
   Units reconcile(Queue& queue, TaskRecord* record);
-  template <typename Queue>
-  Units reconcile_all(Queue& queue, std::vector<TaskRecord*>& batch);
   template <typename Queue>
   Units advance(Queue& queue, Units target);
   void fire(TimerId id);
   template <typename Queue>
-  void finish(Queue& queue, ShutdownMode mode);
+  void finish(Queue& queue);
   template <typename Queue>
   void forget(Queue& queue, TaskRecord* record);
   TimerId take_id(TaskRecord* record);
@@ -269,15 +360,19 @@ class SchedulerCore {
   const SchedulerOptions options_;
   const SchedulerClock::time_point start_;
 
-  // The inbox: any thread -> timer thread.
-  std::mutex inbox_mutex_;
-  std::condition_variable inbox_cv_;
-  std::vector<TaskRecord*> inbox_;
-  Units inbox_min_due_ = kNever;   // earliest due time in the inbox
-  Units sleeping_until_ = kAwake;  // what the timer thread sleeps for, kAwake while it works
-  bool wake_ = false;              // the timer thread has been told to wake
-  bool closing_ = false;
-  ShutdownMode mode_ = ShutdownMode::kDropPending;
+  // Any thread -> timer thread.
+  Inbox inbox_;
+  InboxNode closing_marker_;  // pushed once by shutdown()
+  // Read by every caller, written rarely; a line of their own.
+  alignas(64) std::atomic<Units> sleeping_until_{kAwake};  // what the timer thread sleeps for
+  std::atomic<bool> closing_{false};  // shutdown() has begun: refuse new records
+  std::atomic<bool> sealed_{false};   // the timer thread has taken its last look at the inbox
+  ShutdownMode mode_ = ShutdownMode::kDropPending;  // published by the marker's push
+
+  // Waking the timer thread.
+  alignas(64) std::mutex wake_mutex_;
+  std::condition_variable wake_cv_;
+  bool wake_ = false;
 
   // Timer thread only: the wheel's Timers, and the record of each timer id.
   std::vector<wheel::Timer> timers_;
@@ -285,6 +380,7 @@ class SchedulerCore {
   std::vector<TimerId> free_ids_;
   std::size_t table_size_ = 0;
   std::vector<TaskRecord*> due_;  // fired, to be handed to the workers
+  bool closing_seen_ = false;     // the marker came out of the inbox
 
   // Timer thread -> workers.
   std::mutex work_mutex_;
@@ -307,9 +403,18 @@ SchedulerCore::SchedulerCore(SchedulerOptions options)
   timer_ = std::thread([this] { timer_main(); });
 }
 
+// What is left in the inbox are records scheduled while shutdown sealed it; their producers
+// dropped them (submit()).
 SchedulerCore::~SchedulerCore() {
   DELAYQ_CHECK(stopped_);
-  DELAYQ_CHECK(inbox_.empty());
+  while (InboxNode* node = inbox_.pop()) {
+    if (node == &closing_marker_) continue;
+    auto* record = static_cast<TaskRecord*>(node);
+    const bool held = record->timer_id_ != kGoneRecord;
+    record->timer_id_ = kGoneRecord;
+    unqueue(record);
+    if (held) release(record);
+  }
 }
 
 Units SchedulerCore::to_units(SchedulerClock::time_point due) const noexcept {
@@ -322,20 +427,46 @@ Units SchedulerCore::now_units() const noexcept {
   return std::chrono::floor<std::chrono::microseconds>(SchedulerClock::now() - start_).count();
 }
 
-bool SchedulerCore::push(TaskRecord* record, Units due, bool is_new) {
-  bool notify = false;
-  {
-    std::lock_guard lock(inbox_mutex_);
-    if (is_new && closing_) return false;
-    inbox_.push_back(record);
-    inbox_min_due_ = std::min(inbox_min_due_, due);
-    if (!wake_ && (due < sleeping_until_ || inbox_.size() >= kWakeBatch)) {
-      wake_ = true;
-      notify = true;
-    }
+bool SchedulerCore::submit(TaskRecord* record, Units due) {
+  if (closing_.load(std::memory_order_acquire)) return false;
+  inbox_.push(record);
+  if (sealed_.load(std::memory_order_seq_cst)) {
+    // Shutdown got past its last look at the inbox since the check above: nobody will take the
+    // record out, so drop it here, unless that last look saw it and settled it already. The
+    // destructor frees it.
+    if (settle(record, kDropped)) record->destroy_task();
+    return true;
   }
-  if (notify) inbox_cv_.notify_one();
+  notify(due);
   return true;
+}
+
+void SchedulerCore::queue_change(TaskRecord* record, Units due) {
+  // Sequentially consistent, for notify()'s read. If the bit was set, the record is in the inbox
+  // already (whoever set it pushed it before releasing its claim) and the timer thread rereads
+  // the word after taking it out.
+  if ((record->refs_.fetch_or(kQueued, std::memory_order_seq_cst) & kQueued) == 0) {
+    inbox_.push(record);
+  }
+  notify(due);
+}
+
+// Wakes the timer thread if it sleeps past `due`, and every kWakeBatch-th time a thread calls
+// this while it sleeps, so the inbox is drained in batches rather than at the next due time.
+void SchedulerCore::notify(Units due) {
+  thread_local std::size_t pushes = 0;
+  const Units sleeping = sleeping_until_.load(std::memory_order_seq_cst);
+  if (sleeping == kAwake) return;  // it checks the inbox before it sleeps again
+  if (due >= sleeping && ++pushes < kWakeBatch) return;
+  pushes = 0;
+  // One caller wakes it; the others see kAwake.
+  Units expected = sleeping;
+  if (!sleeping_until_.compare_exchange_strong(expected, kAwake, std::memory_order_seq_cst)) return;
+  {
+    std::lock_guard lock(wake_mutex_);
+    wake_ = true;
+  }
+  wake_cv_.notify_one();
 }
 
 void SchedulerCore::timer_main() noexcept {
@@ -369,80 +500,94 @@ void SchedulerCore::timer_main() noexcept {
   DELAYQ_CHECK(false && "unknown WheelKind");
 }
 
-// The timer thread: sleep until the earliest due time or a wake-up, apply the inbox, fire what
-// is due. `target` is a time no later than the earliest due task (kNever if none); cancels may
-// leave it early, which costs one wake-up that fires nothing.
+// The timer thread: sleep until the earliest due time or a wake-up, apply the inbox (a bounded
+// batch at a time, so a flood of schedules cannot hold up firing), fire what is due. `target` is
+// a time no later than the earliest due task (kNever if none); cancels may leave it early, which
+// costs one wake-up that fires nothing.
 template <typename Queue>
 void SchedulerCore::run_timer(Queue& queue) noexcept {
-  std::vector<TaskRecord*> batch;
   Units target = kNever;
-  ShutdownMode mode = ShutdownMode::kDropPending;
   for (;;) {
-    const bool closing = wait_for_work(target, batch, mode);
-    target = std::min(target, reconcile_all(queue, batch));
-    if (closing && mode != ShutdownMode::kRunPendingWhenDue) break;
+    wait_for_work(target);
+    target = std::min(target, drain(queue, kWakeBatch));
+    if (closing_seen_ && mode_ != ShutdownMode::kRunPendingWhenDue) break;
     target = advance(queue, target);
-    if (closing && table_size_ == 0) break;
+    if (closing_seen_ && table_size_ == 0) break;
   }
-  finish(queue, mode);
+  finish(queue);
 }
 
-// Sleeps until `target`, a wake-up, or an inbox entry due before `target`; then takes the inbox.
-// Returns whether shutdown has begun (and its mode).
-bool SchedulerCore::wait_for_work(Units target, std::vector<TaskRecord*>& batch,
-                                  ShutdownMode& mode) {
-  std::unique_lock lock(inbox_mutex_);
-  while (!wake_ && inbox_min_due_ >= target && inbox_.size() < kWakeBatch) {
+// Sleeps until `target`, a wake-up, or a push; returns at once if the inbox has something.
+void SchedulerCore::wait_for_work(Units target) {
+  if (!inbox_.empty()) return;
+  std::unique_lock lock(wake_mutex_);
+  while (!wake_) {
+    // Then check the inbox: a caller pushes and then reads sleeping_until_ (notify()), so either
+    // the push is seen here or the caller sees what the thread sleeps for.
+    sleeping_until_.store(target, std::memory_order_seq_cst);
+    if (!inbox_.empty()) break;
     if (target == kNever) {
-      sleeping_until_ = kNever;
-      inbox_cv_.wait(lock);
+      wake_cv_.wait(lock);
     } else {
       const auto when = start_ + std::chrono::microseconds(std::min(target, kFarthest));
       if (SchedulerClock::now() >= when) break;
-      sleeping_until_ = target;
-      inbox_cv_.wait_until(lock, when);
+      wake_cv_.wait_until(lock, when);
     }
-    sleeping_until_ = kAwake;
   }
+  sleeping_until_.store(kAwake, std::memory_order_seq_cst);
   wake_ = false;
-  batch.swap(inbox_);
-  inbox_min_due_ = kNever;
-  mode = mode_;
-  return closing_;
 }
 
+// Takes up to `limit` records out of the inbox and reconciles each; returns the earliest due time
+// armed, or kNever.
 template <typename Queue>
-Units SchedulerCore::reconcile_all(Queue& queue, std::vector<TaskRecord*>& batch) {
+Units SchedulerCore::drain(Queue& queue, std::size_t limit) {
   Units earliest = kNever;
-  for (TaskRecord* record : batch) {
+  for (std::size_t n = 0; n < limit; ++n) {
+    InboxNode* node = inbox_.pop();
+    if (node == nullptr) break;
+    if (node == &closing_marker_) {
+      closing_seen_ = true;
+      continue;
+    }
+    auto* record = static_cast<TaskRecord*>(node);
+    if (record->timer_id_ == kGoneRecord) {
+      unqueue(record);  // settled by shutdown's sweep while queued
+      continue;
+    }
+    // Clear the bit before reading the word: a change made after this queues the record again.
+    // The scheduler's reference keeps the record alive.
+    unqueue(record);
     earliest = std::min(earliest, reconcile(queue, record));
-    release(record);  // the inbox entry's reference
   }
-  batch.clear();
   return earliest;
 }
 
 // Makes the wheel match the record's word; returns the due time it armed, or kNever.
 template <typename Queue>
 Units SchedulerCore::reconcile(Queue& queue, TaskRecord* record) {
-  if (record->place_ == kPlaceGone) return kNever;
-  const std::uint64_t word = settled_word(record);
-  const std::uint64_t state = state_of(word);
-  if (state == kCancelled) {
+  if (record->timer_id_ == kNewRecord && closing_seen_) {
+    // Scheduled after shutdown began (its producer checked closing_ just before shutdown set it).
+    if (settle(record, kDropped)) {
+      record->destroy_task();
+      record->word_.notify_all();
+    }
     forget(queue, record);
     return kNever;
   }
-  if (state != kPending) return kNever;  // fired already, or dropped by shutdown
-  const auto version = static_cast<std::uint32_t>(version_of(word));
-  if (record->place_ == kPlaceTable && record->armed_version_ == version) return kNever;
+  const std::uint64_t state = state_of(settled_word(record));
+  if (state == kCancelled || state == kDropped) {
+    forget(queue, record);
+    return kNever;
+  }
+  DELAYQ_CHECK(state == kPending);  // a queued record does not fire
   const Units due = to_units(SchedulerClock::time_point(
       SchedulerClock::duration(record->due_ns_.load(std::memory_order_relaxed))));
-  if (record->place_ == kPlaceNew) {
+  if (record->timer_id_ == kNewRecord) {
     queue.schedule(take_id(record), Millis{due});
   } else {
     queue.reschedule(record->timer_id_, Millis{due});
   }
-  record->armed_version_ = version;
   return due;
 }
 
@@ -458,15 +603,14 @@ Units SchedulerCore::advance(Queue& queue, Units target) {
   return std::max(next->count(), now + 1);
 }
 
-// Called by advance_to() for a timer that is due. Only the version the wheel armed may run: a
-// claim or a newer version means a caller changed the task, and its inbox entry settles it.
+// Called by advance_to() for a timer that is due. A claimed or queued record has a change on its
+// way (its wheel entry may be for an older due time): the reconcile that follows rearms it. The
+// version in the compare-and-swap catches a change made between these reads and the swap.
 void SchedulerCore::fire(TimerId id) {
   TaskRecord* record = by_id_[id];
   std::uint64_t word = record->word_.load(std::memory_order_acquire);
-  // A 2^32 wrap of the version between arming and firing would take 2^32 reschedules of one task
-  // before the timer thread reads its inbox once.
   if (state_of(word) != kPending ||
-      static_cast<std::uint32_t>(version_of(word)) != record->armed_version_ ||
+      (record->refs_.load(std::memory_order_acquire) & kQueued) != 0 ||
       !record->word_.compare_exchange_strong(word, make_word(version_of(word), kRunning),
                                              std::memory_order_acq_rel)) {
     return;
@@ -475,20 +619,22 @@ void SchedulerCore::fire(TimerId id) {
   due_.push_back(record);  // the scheduler's reference goes with it to the worker
 }
 
+// A cancelled or dropped record leaves the wheel and the scheduler lets go of it.
 template <typename Queue>
 void SchedulerCore::forget(Queue& queue, TaskRecord* record) {
-  if (record->place_ == kPlaceTable) {
+  if (record->timer_id_ == kNewRecord) {
+    record->timer_id_ = kGoneRecord;
+  } else {
     queue.cancel(record->timer_id_);
     put_id(record);
   }
-  record->place_ = kPlaceGone;
   release(record);  // the scheduler's reference
 }
 
 TimerId SchedulerCore::take_id(TaskRecord* record) {
   TimerId id;
   if (free_ids_.empty()) {
-    DELAYQ_CHECK(timers_.size() < std::numeric_limits<TimerId>::max());
+    DELAYQ_CHECK(timers_.size() < kGoneRecord);
     id = static_cast<TimerId>(timers_.size());
     timers_.emplace_back();
     by_id_.push_back(record);
@@ -498,16 +644,15 @@ TimerId SchedulerCore::take_id(TaskRecord* record) {
     by_id_[id] = record;
   }
   record->timer_id_ = id;
-  record->place_ = kPlaceTable;
   ++table_size_;
   return id;
 }
 
 void SchedulerCore::put_id(TaskRecord* record) {
-  DELAYQ_CHECK(record->place_ == kPlaceTable);
+  DELAYQ_CHECK(record->timer_id_ < kGoneRecord);
   by_id_[record->timer_id_] = nullptr;
   free_ids_.push_back(record->timer_id_);
-  record->place_ = kPlaceGone;
+  record->timer_id_ = kGoneRecord;
   --table_size_;
 }
 
@@ -526,30 +671,21 @@ void SchedulerCore::dispatch() {
   }
 }
 
-// Shutdown, on the timer thread. Take the inbox, settle every record still pending (run it now
-// or drop it), then take the inbox again: a caller that held a claim during the sweep has pushed
-// its record by the time the sweep gets past it, and no claim can start on a settled record.
+// Shutdown, on the timer thread, once the marker is out of the inbox. Apply what came after it,
+// settle every record still pending (run it now or drop it), then seal the inbox and take what
+// is left: a caller that held a claim during the sweep has queued its record by the time the
+// sweep gets past it, and a record scheduled after the seal is dropped by its producer.
 template <typename Queue>
-void SchedulerCore::finish(Queue& queue, ShutdownMode mode) {
-  std::vector<TaskRecord*> batch;
-  {
-    std::lock_guard lock(inbox_mutex_);
-    batch.swap(inbox_);
-  }
-  reconcile_all(queue, batch);
+void SchedulerCore::finish(Queue& queue) {
+  const ShutdownMode mode = mode_;
+  drain(queue, std::numeric_limits<std::size_t>::max());
   if (mode == ShutdownMode::kRunPendingNow) {
     queue.advance_to(Millis::max(), [&](TimerId id) { fire(id); });
   }
   const std::uint64_t settled = mode == ShutdownMode::kRunPendingNow ? kRunning : kDropped;
   for (TaskRecord* record : by_id_) {
     if (record == nullptr) continue;
-    std::uint64_t word = settled_word(record);
-    while (state_of(word) == kPending &&
-           !record->word_.compare_exchange_weak(word, make_word(version_of(word), settled),
-                                                std::memory_order_acq_rel)) {
-      word = settled_word(record);
-    }
-    if (state_of(word) != kPending) continue;  // cancelled: its inbox entry settles it
+    if (!settle(record, settled)) continue;  // cancelled: its queued change forgets it
     queue.cancel(record->timer_id_);
     put_id(record);
     if (settled == kRunning) {
@@ -561,11 +697,8 @@ void SchedulerCore::finish(Queue& queue, ShutdownMode mode) {
     }
   }
   dispatch();
-  {
-    std::lock_guard lock(inbox_mutex_);
-    batch.swap(inbox_);
-  }
-  reconcile_all(queue, batch);
+  sealed_.store(true, std::memory_order_seq_cst);
+  drain(queue, std::numeric_limits<std::size_t>::max());
   DELAYQ_CHECK(table_size_ == 0);
 }
 
@@ -625,13 +758,15 @@ void SchedulerCore::shutdown(ShutdownMode mode) {
   for (const auto& worker : workers_) {
     DELAYQ_CHECK(self != worker.get_id() && "shutdown() called from a task");
   }
+  // Records pushed before the marker were accepted; the timer thread drops new ones after it.
+  mode_ = mode;
+  closing_.store(true, std::memory_order_seq_cst);
+  inbox_.push(&closing_marker_);
   {
-    std::lock_guard lock(inbox_mutex_);
-    closing_ = true;
-    mode_ = mode;
+    std::lock_guard lock(wake_mutex_);
     wake_ = true;
   }
-  inbox_cv_.notify_one();
+  wake_cv_.notify_one();
   timer_.join();
   {
     std::lock_guard lock(work_mutex_);
@@ -675,9 +810,7 @@ TaskHandle::~TaskHandle() {
 bool TaskHandle::cancel() noexcept {
   std::uint64_t word;
   if (record_ == nullptr || !detail::claim(record_, word)) return false;
-  // The claim keeps the scheduler alive (its shutdown waits for claims), so push is safe.
-  record_->refs_.fetch_add(1, std::memory_order_relaxed);
-  record_->core_->push(record_, detail::kNever, false);
+  record_->core_->queue_change(record_, detail::kNever);
   detail::finish_task(record_, detail::version_of(word), detail::kCancelled);
   // Won: no one else will touch the callable, so its captures go now, not when the last handle
   // does.
@@ -689,8 +822,7 @@ bool TaskHandle::reschedule_at(SchedulerClock::time_point due) noexcept {
   std::uint64_t word;
   if (record_ == nullptr || !detail::claim(record_, word)) return false;
   record_->due_ns_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
-  record_->refs_.fetch_add(1, std::memory_order_relaxed);
-  record_->core_->push(record_, record_->core_->to_units(due), false);
+  record_->core_->queue_change(record_, record_->core_->to_units(due));
   record_->word_.store(detail::make_word(detail::version_of(word) + 1, detail::kPending),
                        std::memory_order_release);
   return true;
@@ -743,9 +875,10 @@ std::size_t Scheduler::workers() const noexcept {
 TaskHandle Scheduler::submit(detail::TaskRecord* record, SchedulerClock::time_point due) {
   record->core_ = core_.get();
   record->due_ns_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
-  // Three references: the handle returned, the scheduler's, and the inbox entry's.
-  record->refs_.store(3, std::memory_order_relaxed);
-  if (!core_->push(record, core_->to_units(due), true)) {
+  record->timer_id_ = detail::kNewRecord;
+  // The handle's reference, the scheduler's, and the inbox's bit.
+  record->refs_.store(2 | detail::kQueued, std::memory_order_relaxed);
+  if (!core_->submit(record, core_->to_units(due))) {
     record->refs_.store(1, std::memory_order_relaxed);
     record->word_.store(detail::make_word(0, detail::kDropped), std::memory_order_relaxed);
     record->destroy_task();

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -499,6 +500,123 @@ TEST(SchedulerTest, ShutdownRunsPendingWhenDue) {
     EXPECT_GE(ran[k], due[k]) << i;
   }
   EXPECT_EQ(far.state(), TaskState::kCancelled);
+}
+
+// Counts live copies of a task's captures: a callable destroyed twice drives it below zero, one
+// never destroyed leaves it above.
+struct Tracked {
+  explicit Tracked(std::atomic<long>* counter) : live(counter) { live->fetch_add(1); }
+  Tracked(const Tracked& other) : live(other.live) { live->fetch_add(1); }
+  Tracked& operator=(const Tracked&) = delete;
+  ~Tracked() { live->fetch_sub(1); }
+  std::atomic<long>* live;
+};
+
+class ShutdownRaceTest : public ::testing::TestWithParam<ShutdownMode> {};
+
+INSTANTIATE_TEST_SUITE_P(Scheduler, ShutdownRaceTest,
+                         ::testing::Values(ShutdownMode::kDropPending, ShutdownMode::kRunPendingNow,
+                                           ShutdownMode::kRunPendingWhenDue));
+
+// Producers schedule, cancel and reschedule while shutdown() runs. Afterwards every task is
+// final, ran at most once and only if its state says so, and its callable was destroyed exactly
+// once; a task scheduled before shutdown() was called is not dropped unless the mode drops
+// pending tasks.
+TEST_P(ShutdownRaceTest, EveryTaskSettlesOnce) {
+  const ShutdownMode mode = GetParam();
+  std::mt19937_64 rng(seed());
+  int overlapping_rounds = 0;  // rounds with tasks scheduled both before and after shutdown began
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<long> live{0};
+    constexpr int kProducers = 3;
+    constexpr std::size_t kEach = 20'000 / kScale;
+    std::vector<std::vector<TaskHandle>> handles(kProducers);
+    std::vector<std::unique_ptr<std::atomic<int>[]>> runs(kProducers);
+    // Per task: schedule() returned before shutdown() was called.
+    std::vector<std::vector<bool>> before(kProducers);
+    std::atomic<bool> shutting_down{false};
+    {
+      Scheduler scheduler(options_for(WheelKind::kHierarchical));
+      std::vector<std::thread> producers;
+      const std::uint64_t round_seed = rng();
+      for (int t = 0; t < kProducers; ++t) {
+        runs[static_cast<std::size_t>(t)] = std::make_unique<std::atomic<int>[]>(kEach);
+        producers.emplace_back([&, t] {
+          std::mt19937_64 local(round_seed + static_cast<std::uint64_t>(t));
+          auto& mine = handles[static_cast<std::size_t>(t)];
+          auto& early = before[static_cast<std::size_t>(t)];
+          std::atomic<int>* counts = runs[static_cast<std::size_t>(t)].get();
+          for (std::size_t i = 0; i < kEach; ++i) {
+            // Due now, in a few milliseconds, or far off (never reached unless run at shutdown).
+            const auto delay = std::array{0ms, 3ms, 30ms, 10'000ms}[local() % 4];
+            mine.push_back(scheduler.schedule(
+                [tracked = Tracked(&live), counts, i] { counts[i].fetch_add(1); },
+                delay == 10'000ms && mode == ShutdownMode::kRunPendingWhenDue ? 40ms : delay));
+            early.push_back(!shutting_down.load());
+            if (i % 3 == 1) mine[local() % mine.size()].cancel();
+            if (i % 3 == 2)
+              mine[local() % mine.size()].reschedule(std::chrono::milliseconds(local() % 20));
+          }
+        });
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 500));
+      shutting_down.store(true);
+      scheduler.shutdown(mode);
+      for (auto& producer : producers) producer.join();
+    }
+    for (std::size_t t = 0; t < handles.size(); ++t) {
+      for (std::size_t i = 0; i < handles[t].size(); ++i) {
+        const TaskState state = handles[t][i].state();
+        const int ran = runs[t][i].load();
+        ASSERT_TRUE(is_final(state)) << task_state_name(state);
+        if (state == TaskState::kDone) {
+          ASSERT_EQ(ran, 1) << "round " << round;
+        } else {
+          ASSERT_EQ(ran, 0) << task_state_name(state) << " round " << round;
+        }
+        if (mode != ShutdownMode::kDropPending && before[t][i]) {
+          ASSERT_NE(state, TaskState::kDropped) << "accepted before shutdown, round " << round;
+        }
+      }
+    }
+    const auto count_before = [&](bool value) {
+      std::size_t n = 0;
+      for (const auto& flags : before)
+        n += static_cast<std::size_t>(std::count(flags.begin(), flags.end(), value));
+      return n;
+    };
+    if (count_before(true) > 0 && count_before(false) > 0) ++overlapping_rounds;
+    handles.clear();
+    EXPECT_EQ(live.load(), 0) << "round " << round;
+  }
+  EXPECT_GT(overlapping_rounds, 0)
+      << "shutdown never overlapped the producers: the race was not run";
+}
+
+// Tasks scheduled before shutdown() is called are never dropped by the modes that keep them,
+// however little time the timer thread had to see them.
+TEST(SchedulerTest, TasksScheduledBeforeShutdownAreKept) {
+  for (int round = 0; round < 50; ++round) {
+    Scheduler scheduler;
+    std::atomic<int> ran{0};
+    std::vector<TaskHandle> handles;
+    for (int i = 0; i < 100; ++i) {
+      handles.push_back(scheduler.schedule([&] { ran.fetch_add(1); }, 1h));
+    }
+    scheduler.shutdown(ShutdownMode::kRunPendingNow);
+    ASSERT_EQ(ran.load(), 100) << "round " << round;
+    for (auto& handle : handles) ASSERT_EQ(handle.state(), TaskState::kDone);
+  }
+}
+
+// A task whose callable captures two pointers is one 64-byte record (a cache line) from the
+// pool, with the inbox link inside it.
+TEST(SchedulerTest, ASmallTaskIsOneCacheLine) {
+  int a = 0;
+  int b = 0;
+  auto task = [&a, &b] { ++a, ++b; };
+  static_assert(sizeof(task) == 16);
+  EXPECT_EQ(sizeof(detail::TaskRecordOf<decltype(task)>), 64U);
 }
 
 TEST(SchedulerTest, HandlesOutliveTheScheduler) {
