@@ -4,6 +4,7 @@
 // (so a test can start it on port 0 and read the port). SIGTERM / SIGINT: stop accepting, commit
 // and sync what is pending, let the replies out for 200 ms, close, exit 0. SIGUSR1: drain mode
 // (puts get DRAINING), as beanstalkd.
+#include <malloc.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -124,6 +125,11 @@ int run(const Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Blocks of 512 KiB and more (RocksDB's memtable arenas, among others) are mapped and unmapped
+  // on their own, so a flushed memtable's memory goes back to the system. glibc would otherwise
+  // raise this threshold after the first such free and keep the freed arenas in the heap: ~45
+  // bytes of RSS per pending job that no job uses (docs/BENCHMARKS.md).
+  mallopt(M_MMAP_THRESHOLD, 512 * 1024);
   Flags flags;
   CLI::App app{"delayqd: a durable delayed-job server speaking the beanstalkd protocol"};
   app.set_config("--config", "", "read flags from this TOML/INI file (flag = value)");

@@ -65,8 +65,13 @@ echo "## Rates (ops/s), each the mean of two alternating runs of ${seconds} s"
 echo
 echo "| load | delayqd (fsync always) | beanstalkd binlog | beanstalkd memory | vs binlog | vs memory |"
 echo "|---|---:|---:|---:|---:|---:|"
+# Pipelined loads at two concurrencies: 64 and 256 commands in flight. delayqd's replies wait
+# for an fsync, so at a given number in flight its rate is bounded by the fsync's latency;
+# beanstalkd acknowledges before its binlog reaches the disk and is bounded by its one CPU.
 loads=("put --connections 4 --depth 16"
+       "put --connections 16 --depth 16"
        "drain --connections 4 --depth 16 --count 200000"
+       "drain --connections 16 --depth 16 --count 200000"
        "work --connections 1")
 for spec in "${loads[@]}"; do
   declare -A sum=()
