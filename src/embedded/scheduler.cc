@@ -124,23 +124,21 @@ std::uint64_t settled_word(const TaskRecord* record) noexcept {
   }
 }
 
-// Moves a pending task to `state` (a final state, or kRunning), waiting out a claim; false if it
-// was not pending (a caller cancelled it first).
-bool settle(TaskRecord* record, std::uint64_t state) noexcept {
-  std::uint64_t word = settled_word(record);
-  while (state_of(word) == kPending) {
-    if (record->word_.compare_exchange_weak(word, make_word(version_of(word), state),
-                                            std::memory_order_acq_rel)) {
-      return true;
-    }
-    word = settled_word(record);
-  }
-  return false;
-}
-
 void finish_task(TaskRecord* record, std::uint64_t version, std::uint64_t state) noexcept {
   record->word_.store(make_word(version, state), std::memory_order_release);
   record->word_.notify_all();
+}
+
+// Moves a pending task to `state` (kDropped, or kRunning for a shutdown that runs it now), waiting
+// out a claim; false if it was not pending (a caller cancelled it first). A dropped task's
+// callable is destroyed before the state is published, so whoever sees the final state (wait())
+// sees the captures gone.
+bool settle(TaskRecord* record, std::uint64_t state) noexcept {
+  std::uint64_t word;
+  if (!claim(record, word)) return false;
+  if (state == kDropped) record->destroy_task();
+  finish_task(record, version_of(word), state);
+  return true;
 }
 
 std::size_t default_workers() noexcept {
@@ -151,7 +149,8 @@ std::size_t default_workers() noexcept {
 // ---- the inbox ---------------------------------------------------------------------------------
 // Dmitry Vyukov's intrusive MPSC queue: push() is one atomic exchange and one store from any
 // thread, never waiting; pop() is the timer thread's alone. A push is caught between its two
-// steps for a few instructions (the list is briefly unlinked there); pop() waits that out.
+// steps for a few instructions (the list is briefly unlinked there); pop() yields until it is
+// done, so a producer preempted right there delays the timer thread until it runs again.
 class Inbox {
  public:
   Inbox() = default;
@@ -206,9 +205,11 @@ class Inbox {
   }
 
  private:
-  InboxNode stub_;
-  InboxNode* head_ = &stub_;                          // timer thread only
-  alignas(64) std::atomic<InboxNode*> tail_{&stub_};  // every producer exchanges it
+  // Three lines: producers write the stub's link (when the list is empty) and exchange the tail;
+  // the head is the timer thread's alone.
+  alignas(64) InboxNode stub_;
+  alignas(64) InboxNode* head_ = &stub_;
+  alignas(64) std::atomic<InboxNode*> tail_{&stub_};
 };
 
 // ---- the record pool --------------------------------------------------------------------------
@@ -434,7 +435,7 @@ bool SchedulerCore::submit(TaskRecord* record, Units due) {
     // Shutdown got past its last look at the inbox since the check above: nobody will take the
     // record out, so drop it here, unless that last look saw it and settled it already. The
     // destructor frees it.
-    if (settle(record, kDropped)) record->destroy_task();
+    settle(record, kDropped);
     return true;
   }
   notify(due);
@@ -448,7 +449,8 @@ void SchedulerCore::queue_change(TaskRecord* record, Units due) {
   if ((record->refs_.fetch_or(kQueued, std::memory_order_seq_cst) & kQueued) == 0) {
     inbox_.push(record);
   }
-  notify(due);
+  // While a shutdown waits for pending tasks to run, a cancel may be what it waits for.
+  notify(closing_.load(std::memory_order_relaxed) ? 0 : due);
 }
 
 // Wakes the timer thread if it sleeps past `due`, and every kWakeBatch-th time a thread calls
@@ -568,10 +570,7 @@ template <typename Queue>
 Units SchedulerCore::reconcile(Queue& queue, TaskRecord* record) {
   if (record->timer_id_ == kNewRecord && closing_seen_) {
     // Scheduled after shutdown began (its producer checked closing_ just before shutdown set it).
-    if (settle(record, kDropped)) {
-      record->destroy_task();
-      record->word_.notify_all();
-    }
+    settle(record, kDropped);
     forget(queue, record);
     return kNever;
   }
@@ -691,8 +690,6 @@ void SchedulerCore::finish(Queue& queue) {
     if (settled == kRunning) {
       due_.push_back(record);
     } else {
-      record->destroy_task();
-      record->word_.notify_all();
       release(record);
     }
   }
@@ -811,10 +808,9 @@ bool TaskHandle::cancel() noexcept {
   std::uint64_t word;
   if (record_ == nullptr || !detail::claim(record_, word)) return false;
   record_->core_->queue_change(record_, detail::kNever);
-  detail::finish_task(record_, detail::version_of(word), detail::kCancelled);
-  // Won: no one else will touch the callable, so its captures go now, not when the last handle
-  // does.
+  // Won: the captures go now, not when the last handle does, and before the state says so.
   record_->destroy_task();
+  detail::finish_task(record_, detail::version_of(word), detail::kCancelled);
   return true;
 }
 

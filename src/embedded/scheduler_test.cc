@@ -502,6 +502,22 @@ TEST(SchedulerTest, ShutdownRunsPendingWhenDue) {
   EXPECT_EQ(far.state(), TaskState::kCancelled);
 }
 
+// A shutdown waiting for pending tasks ends as soon as the last one is cancelled, not at its old
+// due time (a minute away here; the test allows 30 s).
+TEST(SchedulerTest, ShutdownWhenDueEndsWhenTheLastPendingTaskIsCancelled) {
+  Scheduler scheduler;
+  TaskHandle far = scheduler.schedule([] {}, 60s);
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(50ms);
+    EXPECT_TRUE(far.cancel());
+  });
+  const auto start = Clock::now();
+  scheduler.shutdown(ShutdownMode::kRunPendingWhenDue);
+  canceller.join();
+  EXPECT_LT(Clock::now() - start, 30s);
+  EXPECT_EQ(far.state(), TaskState::kCancelled);
+}
+
 // Counts live copies of a task's captures: a callable destroyed twice drives it below zero, one
 // never destroyed leaves it above.
 struct Tracked {

@@ -95,8 +95,12 @@ constexpr std::optional<Counter> kCounters[] = {
 // Replies queued for a client beyond this stop the reading of its commands until it catches up.
 constexpr std::size_t kMaxQueuedReplyBytes = std::size_t{1} << 20;
 
+// Whole seconds left until `unix_ms`, as beanstalkd shows them. It reads a nanosecond clock, so
+// some time has always passed since a deadline was set and a fresh 10 s TTR shows 9. Here the
+// deadline was rounded up to a whole millisecond and `now_ms` down, so the same moment can read
+// up to 10.001 s: count 2 ms less.
 std::int64_t seconds_until(std::int64_t unix_ms, std::int64_t now_ms) {
-  return std::max<std::int64_t>(0, unix_ms - now_ms) / 1000;
+  return std::max<std::int64_t>(0, unix_ms - now_ms - 2) / 1000;
 }
 
 // A YAML double-quoted scalar.
@@ -509,7 +513,7 @@ void Session::stats_tube(const Command& command) {
   yaml += "cmd-delete: " + std::to_string(t.deletes) + "\n";
   yaml += "cmd-pause-tube: " + std::to_string(t.pauses) + "\n";
   yaml += "pause: " + std::to_string(t.pause.count()) + "\n";
-  yaml += "pause-time-left: " + std::to_string(t.pause_left.count() / 1000) + "\n";
+  yaml += "pause-time-left: " + std::to_string(seconds_until(t.pause_left.count(), 0)) + "\n";
   reply_yaml(yaml);
 }
 
