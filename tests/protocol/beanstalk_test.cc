@@ -228,7 +228,7 @@ TEST_F(BeanstalkTest, UseChoosesTheTubeOfPutAndPeek) {
   EXPECT_EQ(client_->call("use foo\r\n"), "USING foo\r\n");
   EXPECT_EQ(client_->call("list-tube-used\r\n"), "USING foo\r\n");
   const auto id = put("in foo");
-  EXPECT_EQ(stats_job(id)["tube"], "\"foo\"");
+  EXPECT_EQ(stats_job(id)["tube"], "foo");
   EXPECT_EQ(client_->call("peek-ready\r\n"), job_reply("FOUND", id, "in foo"));
   EXPECT_EQ(client_->call("use default\r\n"), "USING default\r\n");
   EXPECT_EQ(client_->call("peek-ready\r\n"), "NOT_FOUND\r\n");
@@ -579,7 +579,7 @@ TEST_F(BeanstalkTest, StatsJobFields) {
   for (const auto& entry : job.entries) sent.push_back(entry.first);
   EXPECT_EQ(sent, keys);
   EXPECT_EQ(job["id"], std::to_string(id));
-  EXPECT_EQ(job["tube"], "\"default\"");
+  EXPECT_EQ(job["tube"], "default");
   EXPECT_EQ(job["state"], "ready");
   EXPECT_EQ(job["pri"], "5");
   EXPECT_EQ(job["age"], "0");
@@ -601,7 +601,7 @@ TEST_F(BeanstalkTest, StatsJobFields) {
   EXPECT_EQ(client_->call("use tube-2\r\n"), "USING tube-2\r\n");
   const auto delayed = put("later", 4000, 5, 9);
   job = stats_job(delayed);
-  EXPECT_EQ(job["tube"], "\"tube-2\"");
+  EXPECT_EQ(job["tube"], "tube-2");
   EXPECT_EQ(job["state"], "delayed");
   EXPECT_EQ(job["pri"], "4000");
   EXPECT_EQ(job["delay"], "5");
@@ -631,7 +631,7 @@ TEST_F(BeanstalkTest, StatsTubeCounts) {
   put("urgent", 1023);
 
   Yaml tube = stats("stats-tube default\r\n");
-  const std::vector<std::pair<std::string, std::string>> expected = {{"name", "\"default\""},
+  const std::vector<std::pair<std::string, std::string>> expected = {{"name", "default"},
                                                                      {"current-jobs-urgent", "1"},
                                                                      {"current-jobs-ready", "2"},
                                                                      {"current-jobs-reserved", "1"},
@@ -782,6 +782,10 @@ TEST_F(BeanstalkTest, StatsHasEveryBeanstalkdKey) {
   EXPECT_EQ(s["draining"], "false");
   EXPECT_TRUE(s["version"].size() >= 2 && s["version"].front() == '"' && s["version"].back() == '"')
       << s["version"];
+  // As beanstalkd's: 16 hex digits, the same for the life of the process.
+  EXPECT_EQ(s["id"].size(), 16U) << s["id"];
+  EXPECT_EQ(s["id"].find_first_not_of("0123456789abcdef"), std::string::npos) << s["id"];
+  EXPECT_EQ(stats("stats\r\n")["id"], s["id"]);
 }
 
 TEST_F(BeanstalkTest, StatsHostFieldsComeFromUname) {
@@ -789,9 +793,9 @@ TEST_F(BeanstalkTest, StatsHostFieldsComeFromUname) {
   utsname host{};
   ASSERT_EQ(::uname(&host), 0);
   const Yaml s = stats("stats\r\n");
-  EXPECT_EQ(s["hostname"], "\""s + host.nodename + "\"");
+  EXPECT_EQ(s["hostname"], host.nodename);
   EXPECT_EQ(s["os"], "\""s + host.version + "\"");
-  EXPECT_EQ(s["platform"], "\""s + host.machine + "\"");
+  EXPECT_EQ(s["platform"], host.machine);
 }
 
 TEST_F(BeanstalkTest, StatsCountsConnections) {

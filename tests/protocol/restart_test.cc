@@ -136,7 +136,7 @@ class RestartTest : public ::testing::Test {
       if (job.id != s.due_in_3) {
         EXPECT_EQ(stats["state"], job.state) << "job " << job.id;
       }
-      EXPECT_EQ(stats["tube"], "\"" + job.tube + "\"") << "job " << job.id;
+      EXPECT_EQ(stats["tube"], job.tube) << "job " << job.id;
       EXPECT_EQ(stats["pri"], std::to_string(job.priority)) << "job " << job.id;
       EXPECT_EQ(stats["ttr"], std::to_string(job.ttr_seconds)) << "job " << job.id;
       EXPECT_EQ(c->call("peek " + std::to_string(job.id) + "\r\n"),

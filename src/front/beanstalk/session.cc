@@ -6,8 +6,12 @@
 
 #include <algorithm>
 #include <boost/asio/write.hpp>
+#include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <optional>
+#include <random>
+#include <string>
 
 #include "front/beanstalk/server.h"
 
@@ -101,6 +105,18 @@ constexpr std::size_t kMaxQueuedReplyBytes = std::size_t{1} << 20;
 // up to 10.001 s: count 2 ms less.
 std::int64_t seconds_until(std::int64_t unix_ms, std::int64_t now_ms) {
   return std::max<std::int64_t>(0, unix_ms - now_ms - 2) / 1000;
+}
+
+// This process's id in `stats`: 16 random hex digits drawn at the first call, as beanstalkd's.
+const std::string& server_id() {
+  static const std::string id = [] {
+    std::random_device random;
+    const std::uint64_t value = std::uint64_t{random()} << 32 | random();
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(value));
+    return std::string(hex);
+  }();
+  return id;
 }
 
 // A YAML double-quoted scalar.
@@ -478,7 +494,7 @@ void Session::stats_job(const Command& command) {
   if (job.state == JobState::kDelayed) time_left = seconds_until(job.due_unix_ms, now);
   std::string yaml = "---\n";
   yaml += "id: " + std::to_string(job.id) + "\n";
-  yaml += "tube: \"" + job.tube + "\"\n";
+  yaml += "tube: " + job.tube + "\n";
   yaml += "state: " + std::string(state_name(job.state)) + "\n";
   yaml += "pri: " + std::to_string(job.priority) + "\n";
   yaml +=
@@ -500,7 +516,7 @@ void Session::stats_tube(const Command& command) {
   if (!found.is_ok()) return reply_status(found.status());
   const engine::TubeStats& t = found.value();
   std::string yaml = "---\n";
-  yaml += "name: \"" + t.name + "\"\n";
+  yaml += "name: " + t.name + "\n";
   yaml += "current-jobs-urgent: " + std::to_string(t.urgent) + "\n";
   yaml += "current-jobs-ready: " + std::to_string(t.ready) + "\n";
   yaml += "current-jobs-reserved: " + std::to_string(t.reserved) + "\n";
@@ -580,10 +596,12 @@ void Session::stats(const Command&) {
   yaml += "binlog-records-written: 0\n";
   yaml += "binlog-max-size: 0\n";
   yaml += std::string("draining: ") + (server_.draining() ? "true" : "false") + "\n";
-  yaml += "id: \"" + std::to_string(::getpid()) + "\"\n";
-  yaml += std::string("hostname: \"") + host.nodename + "\"\n";
+  // As beanstalkd 1.12 prints them: strings bare, except the version and `os`, whose
+  // "#1 SMP ..." a YAML reader would take for a comment unquoted (beanstalkd 1.13 quotes it).
+  yaml += "id: " + server_id() + "\n";
+  yaml += std::string("hostname: ") + host.nodename + "\n";
   yaml += std::string("os: \"") + host.version + "\"\n";
-  yaml += std::string("platform: \"") + host.machine + "\"\n";
+  yaml += std::string("platform: ") + host.machine + "\n";
   reply_yaml(yaml);
 }
 
