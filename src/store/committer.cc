@@ -79,12 +79,13 @@ void Committer::run() {
     } else {
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     }
-    std::deque<Step> steps;
-    steps.swap(queue_);
+    batch_.swap(queue_);
     lock.unlock();
-    commit(steps);
+    commit(batch_);
+    const std::size_t steps = batch_.size();
+    batch_.clear();
     lock.lock();
-    committed_ += steps.size();
+    committed_ += steps;
     idle_.notify_all();
     if (stopping_ && queue_.empty()) break;
   }
@@ -101,7 +102,7 @@ void Committer::run() {
 }
 
 // Runs without the lock held, so the engine thread can keep queueing the next batch meanwhile.
-void Committer::commit(std::deque<Step>& steps) {
+void Committer::commit(std::vector<Step>& steps) {
   const bool always = durability_.mode == Durability::Mode::kAlways;
   Status status;
   {

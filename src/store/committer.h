@@ -10,12 +10,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "base/status.h"
 #include "store/store.h"
@@ -78,7 +78,7 @@ class Committer {
     Done done;
   };
   void run();
-  void commit(std::deque<Step>& steps);
+  void commit(std::vector<Step>& steps);
 
   Store& store_;
   const Durability durability_;
@@ -86,7 +86,10 @@ class Committer {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable idle_;
-  std::deque<Step> queue_;
+  // Steps queued, and the batch being committed (committer thread only): swapped, then cleared,
+  // so both keep their capacity and a step costs no allocation of its own.
+  std::vector<Step> queue_;
+  std::vector<Step> batch_;
   std::uint64_t submitted_ = 0;
   std::uint64_t committed_ = 0;
   bool stopping_ = false;
