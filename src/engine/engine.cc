@@ -33,7 +33,7 @@ Engine::Engine(Clock& clock, EngineOptions options)
       wheel_(timers_,
              wheel::HierarchicalWheelOptions{.tick = Millis{1}, .start = Millis{latest_now_}}),
       index_([](const void* jobs,
-                Slot slot) { return (*static_cast<const std::deque<Job>*>(jobs))[slot].id(); },
+                Slot slot) { return (*static_cast<const JobTable*>(jobs))[slot].id(); },
              &jobs_) {
   const auto no = tube_ref(kDefaultTube);
   DELAYQ_CHECK(no.is_ok());
@@ -1051,8 +1051,8 @@ std::vector<std::string> Engine::tubes() const {
 }
 
 std::size_t Engine::memory_bytes() const {
-  return jobs_.size() * sizeof(Job) + timers_.capacity() * sizeof(wheel::Timer) +
-         wheel_.memory_bytes() + index_.memory_bytes() + free_slots_.capacity() * sizeof(Slot);
+  return jobs_.memory_bytes() + timers_.capacity() * sizeof(wheel::Timer) + wheel_.memory_bytes() +
+         index_.memory_bytes() + free_slots_.capacity() * sizeof(Slot);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@
 #include "base/status.h"
 #include "engine/clock.h"
 #include "engine/id_index.h"
+#include "engine/paged_array.h"
 #include "store/record.h"
 #include "wheel/hierarchical_wheel.h"
 
@@ -301,6 +302,8 @@ class Engine {
     }
   };
   static constexpr std::uint64_t kIdMask = (std::uint64_t{1} << 48) - 1;
+  // Jobs by slot, 4096 (128 KiB) a page.
+  using JobTable = PagedArray<Job, 4096>;
 
   struct Extra {
     std::string key;
@@ -406,7 +409,7 @@ class Engine {
   EngineOptions options_;
   mutable std::int64_t latest_now_ = 0;
 
-  std::deque<Job> jobs_;
+  JobTable jobs_;
   std::vector<Slot> free_slots_;
   std::vector<wheel::Timer> timers_;
   wheel::HierarchicalWheel wheel_;
