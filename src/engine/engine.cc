@@ -507,6 +507,14 @@ std::vector<std::string> Engine::watched_tubes(ClientId id) const {
 // ---------------------------------------------------------------------------------------------
 // The lifecycle
 
+void Engine::mark_producer(ClientId client_id) {
+  Client& c = client(client_id);
+  if (!c.producer && !c.internal) {
+    c.producer = true;
+    ++producers_;
+  }
+}
+
 Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
   if (Status s = check_name("key", request.key); !s.is_ok()) return s;
   if (Status s = check_name("group", request.group); !s.is_ok()) return s;
@@ -535,10 +543,7 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
       destroy(holder, /*drop_tube=*/false);  // the new job goes into it
     }
   }
-  if (!c.producer && !c.internal) {
-    c.producer = true;
-    ++producers_;
-  }
+  mark_producer(client_id);
   const std::int64_t now_ms = now();
   // Delays count from here, the put's moment rounded up (see Clock::start_unix_ms()); it is
   // also the job's creation time, so its delay reads back exactly as due - created.

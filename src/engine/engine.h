@@ -251,6 +251,9 @@ class Engine {
   [[nodiscard]] Result<TubeStats> stats_tube(std::string_view tube) const;
   [[nodiscard]] ServerStats stats() const;
   void count_command(Command command) { ++commands_[static_cast<std::size_t>(command)]; }
+  // Counts `client` among the producers (stats' current-producers) from now on, as a put does.
+  // beanstalkd also does so for a put it then refuses with EXPECTED_CRLF or DRAINING.
+  void mark_producer(ClientId client);
   [[nodiscard]] std::vector<std::string> tubes() const;
   [[nodiscard]] std::size_t jobs() const noexcept { return index_.size(); }
   // Bytes the engine's indexes hold (jobs, timers, wheel, id index), without allocator slack.

@@ -191,7 +191,37 @@ TEST_F(BeanstalkTest, PutInDrainModeIsDraining) {
   // The body was read; other commands still work.
   EXPECT_EQ(client_->call("list-tube-used\r\n"), "USING default\r\n");
   EXPECT_EQ(client_->call("reserve-with-timeout 0\r\n"), "TIMED_OUT\r\n");
-  EXPECT_EQ(stats("stats\r\n")["total-jobs"], "0");
+  const Yaml s = stats("stats\r\n");
+  EXPECT_EQ(s["total-jobs"], "0");
+  // As in beanstalkd, the refused put still counts, and its connection is a producer.
+  EXPECT_EQ(s["cmd-put"], "1");
+  EXPECT_EQ(s["current-producers"], "1");
+}
+
+// prot.c dispatch_cmd counts a put line in cmd-put as soon as its four numbers parse, whatever
+// follows, and makes its connection a producer once the size and the line's end are right.
+TEST_F(BeanstalkTest, RefusedPutsCountAsBeanstalkdCountsThem) {
+  EXPECT_EQ(client_->call("put 0 0 10\r\n"), "BAD_FORMAT\r\n");  // a number missing: no put
+  Yaml s = stats("stats\r\n");
+  EXPECT_EQ(s["cmd-put"], "0");
+  EXPECT_EQ(s["current-producers"], "0");
+  ASSERT_TRUE(client_->send("put 0 0 10 65536\r\n"));  // JOB_TOO_BIG once the body is read
+  EXPECT_EQ(client_->call(std::string(65536, 'x') + "\r\n"), "JOB_TOO_BIG\r\n");
+  EXPECT_EQ(client_->call("put 0 0 10 5 junk\r\nhello\r\n"), "BAD_FORMAT\r\n");
+  EXPECT_EQ(client_->reply(), "UNKNOWN_COMMAND\r\n");  // the body, read as a line
+  s = stats("stats\r\n");
+  EXPECT_EQ(s["cmd-put"], "2");
+  EXPECT_EQ(s["current-producers"], "0");
+  EXPECT_EQ(client_->call("put 0 0 10 1\r\nxyz"), "EXPECTED_CRLF\r\n");
+  s = stats("stats\r\n");
+  EXPECT_EQ(s["cmd-put"], "3");
+  EXPECT_EQ(s["current-producers"], "1");
+  EXPECT_EQ(s["total-jobs"], "0");
+  // pause-tube counts once its name and delay are read, before the name is checked.
+  EXPECT_EQ(client_->call("pause-tube -bad 10\r\n"), "BAD_FORMAT\r\n");
+  EXPECT_EQ(client_->call("pause-tube " + std::string(201, 't') + " 10\r\n"), "BAD_FORMAT\r\n");
+  EXPECT_EQ(client_->call("pause-tube default x\r\n"), "BAD_FORMAT\r\n");  // not read: no count
+  EXPECT_EQ(stats("stats\r\n")["cmd-pause-tube"], "2");
 }
 
 // delayqd announces its port once it accepts; a client may signal it from then on. SIGUSR1

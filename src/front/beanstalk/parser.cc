@@ -119,6 +119,7 @@ struct Line {
   const ParserLimits& limits;
   Command command{};
   std::size_t body_bytes = 0;  // put: the <bytes> announced
+  bool counted = false;        // beanstalkd counts the line from here on (Parsed::counted)
 };
 
 Outcome ok_if_at_end(const Line& line) {
@@ -137,6 +138,7 @@ Outcome parse_put(Line& line) {
   const auto ttr = line.args.u32();
   const auto bytes = line.args.u32();
   if (!priority || !delay || !ttr || !bytes) return Outcome::kBadFormat;
+  line.counted = line.command.verb == Verb::kPut;
   line.command.priority = *priority;
   line.command.delay_seconds = *delay;
   line.command.ttr_seconds = *ttr;
@@ -205,6 +207,7 @@ Outcome parse_pause_tube(Line& line) {
   if (!name) return Outcome::kBadFormat;
   const auto pause = line.args.u32();
   if (!pause || !line.args.at_end()) return Outcome::kBadFormat;
+  line.counted = true;
   if (!is_valid_tube(*name, line.limits.max_tube_name_bytes)) return Outcome::kBadFormat;
   line.command.tube = *name;
   line.command.pause_seconds = *pause;
@@ -395,6 +398,15 @@ Parsed frame_body(std::string_view input, std::size_t line_bytes, Line& line) no
   return parsed;
 }
 
+// An error on a line beanstalkd has counted by then: it says so, and names the verb.
+Parsed counted_error(Parsed parsed, const Line& line) noexcept {
+  if (line.counted) {
+    parsed.counted = true;
+    parsed.command.verb = line.command.verb;
+  }
+  return parsed;
+}
+
 // One complete line (without its \r\n) at the start of `input`.
 Parsed parse_line(std::string_view input, std::string_view text, const ParserLimits& limits) {
   const std::size_t line_bytes = text.size() + kCrlf.size();
@@ -411,17 +423,18 @@ Parsed parse_line(std::string_view input, std::string_view text, const ParserLim
   line.command.verb = entry->verb;
   switch (entry->parse(line)) {
     case Outcome::kBadFormat:
-      return error(Error::kBadFormat, line_bytes);
+      return counted_error(error(Error::kBadFormat, line_bytes), line);
     case Outcome::kJobTooBig: {
       Parsed parsed = error(Error::kJobTooBig, line_bytes);
       parsed.discard = line.body_bytes + kCrlf.size();
-      return parsed;
+      return counted_error(parsed, line);
     }
     case Outcome::kOk:
       break;
   }
   if (entry->verb == Verb::kPut || entry->verb == Verb::kPutX) {
-    return frame_body(input, line_bytes, line);
+    Parsed parsed = frame_body(input, line_bytes, line);
+    return parsed.kind == Parsed::Kind::kError ? counted_error(parsed, line) : parsed;
   }
   Parsed parsed;
   parsed.kind = Parsed::Kind::kCommand;

@@ -137,6 +137,10 @@ struct Parsed {
   // The connection is to be closed now, with no reply: set for quit only. No parse error closes
   // a beanstalkd 1.12 connection, an over-long line included.
   bool close = false;
+  // kError: a line refused after the point where beanstalkd counts it in its cmd-* counter, as
+  // command.verb (prot.c dispatch_cmd): a put whose four numbers parsed (then JOB_TOO_BIG,
+  // trailing garbage or EXPECTED_CRLF), a pause-tube whose name is not a valid tube name.
+  bool counted = false;
 };
 
 // Parses the first command in `input`. Rules, each as beanstalkd 1.12 prot.c does it:

@@ -34,6 +34,7 @@ struct Snapshot {
   std::size_t discard = 0;
   bool discard_line = false;
   bool close = false;
+  bool counted = false;
   Command command;  // tube, body, key and group cleared: they are below
   std::string tube;
   std::string body;
@@ -47,6 +48,7 @@ struct Event {
   Error error = Error::kBadFormat;
   std::size_t discard = 0;
   bool close = false;
+  bool counted = false;
   Command command;
   std::string tube;
   std::string body;
@@ -96,7 +98,8 @@ void PrintTo(const Snapshot& s, std::ostream* os) {
 }
 
 Event event_of(const Snapshot& s) {
-  return {s.kind, s.error, s.discard, s.close, s.command, s.tube, s.body, s.key, s.group};
+  return {s.kind,    s.error, s.discard, s.close, s.counted,
+          s.command, s.tube,  s.body,    s.key,   s.group};
 }
 
 bool within(std::string_view part, std::string_view whole) {
@@ -125,6 +128,7 @@ Snapshot parse_exact(std::string_view input, const ParserLimits& limits) {
              parsed.discard,
              parsed.discard_line,
              parsed.close,
+             parsed.counted,
              parsed.command,
              std::string(parsed.command.tube),
              std::string(parsed.command.body),
@@ -265,9 +269,20 @@ Event err(Error error, std::size_t discard = 0) {
   return e;
 }
 
+// An error on a line that beanstalkd counts in its cmd-* counter all the same (Parsed::counted).
+Event counted(Event e, Verb verb) {
+  e.counted = true;
+  e.command.verb = verb;
+  return e;
+}
+
 const Event kBad = err(Error::kBadFormat);
 const Event kUnknown = err(Error::kUnknownCommand);
-const Event kExpectedCrlf = err(Error::kExpectedCrlf);
+const Event kExpectedCrlf = counted(err(Error::kExpectedCrlf), Verb::kPut);
+// A put whose four numbers parse, then trailing garbage.
+const Event kPutGarbage = counted(kBad, Verb::kPut);
+// A pause-tube whose name and delay parse, but the name is no tube name.
+const Event kBadPauseName = counted(kBad, Verb::kPauseTube);
 
 Command bare(Verb verb) {
   Command c;
@@ -345,28 +360,28 @@ void add_put_transcripts(std::vector<Transcript>& t) {
                {ok(put(9, 8, 7, max_body)), ok(bare(Verb::kStats))}});
   t.push_back({"put body one over max_job_bytes",
                "put 0 0 0 65536\r\n" + filled(65536, "reserve\r\n") + "\r\nstats\r\n",
-               {err(Error::kJobTooBig, 65538), ok(bare(Verb::kStats))}});
+               {counted(err(Error::kJobTooBig, 65538), Verb::kPut), ok(bare(Verb::kStats))}});
   ParserLimits ten;
   ten.max_job_bytes = 10;
   // beanstalkd's cttest_too_big: the 13 dropped bytes happen to be a whole command line.
   t.push_back({"put too big drops bytes+2",
                "put 0 0 0 11\r\ndelete 9999\r\nput 0 0 0 1\r\nx\r\n",
-               {err(Error::kJobTooBig, 13), ok(put(0, 0, 0, "x"))},
+               {counted(err(Error::kJobTooBig, 13), Verb::kPut), ok(put(0, 0, 0, "x"))},
                "",
                ten});
   t.push_back({"put too big drops bytes unchecked",
                "put 0 0 0 11\r\n0123456789aXYstats\r\n",
-               {err(Error::kJobTooBig, 13), ok(bare(Verb::kStats))},
+               {counted(err(Error::kJobTooBig, 13), Verb::kPut), ok(bare(Verb::kStats))},
                "",
                ten});
   t.push_back({"put too big wins over trailing garbage",
                "put 0 0 0 11 garbage\r\n0123456789a\r\nstats\r\n",
-               {err(Error::kJobTooBig, 13), ok(bare(Verb::kStats))},
+               {counted(err(Error::kJobTooBig, 13), Verb::kPut), ok(bare(Verb::kStats))},
                "",
                ten});
   t.push_back({"put too big body not there yet",
                "put 0 0 0 4294967295\r\nabc",
-               {err(Error::kJobTooBig, 4294967297ULL)}});
+               {counted(err(Error::kJobTooBig, 4294967297ULL), Verb::kPut)}});
   t.push_back({"put body at max_job_bytes 10",
                "put 0 0 0 10\r\n0123456789\r\n",
                {ok(put(0, 0, 0, "0123456789"))},
@@ -387,8 +402,8 @@ void add_put_transcripts(std::vector<Transcript>& t) {
   t.push_back({"put many leading zeros",
                "put 00000000000000000000000000004294967295 0 0 0\r\n\r\n",
                {ok(put(kU32Max, 0, 0, ""))}});
-  t.push_back({"put trailing space", "put 1 2 3 1 \r\nx\r\n", {kBad, kUnknown}});
-  t.push_back({"put extra argument", "put 1 2 3 1 5\r\nx\r\n", {kBad, kUnknown}});
+  t.push_back({"put trailing space", "put 1 2 3 1 \r\nx\r\n", {kPutGarbage, kUnknown}});
+  t.push_back({"put extra argument", "put 1 2 3 1 5\r\nx\r\n", {kPutGarbage, kUnknown}});
   t.push_back({"put missing argument", "put 1 2 3\r\n", {kBad}});
   t.push_back({"put no arguments", "put \r\n", {kBad}});
   t.push_back({"put no space", "put\r\n", {kUnknown}});
@@ -402,7 +417,7 @@ void add_put_transcripts(std::vector<Transcript>& t) {
   t.push_back({"put delay 2^32", "put 0 4294967296 100 1\r\n", {kBad}});
   t.push_back({"put ttr 2^32", "put 0 0 4294967296 1\r\n", {kBad}});
   t.push_back({"put bytes 2^32", "put 0 0 0 4294967296\r\n", {kBad}});
-  t.push_back({"put bytes 10b", "put 0 0 0 10b\r\n", {kBad}});
+  t.push_back({"put bytes 10b", "put 0 0 0 10b\r\n", {kPutGarbage}});
   t.push_back({"put huge number", "put 99999999999999999999999 0 0 0\r\n", {kBad}});
   t.push_back({"put upper case", "PUT 0 0 0 0\r\n\r\n", {kUnknown, kUnknown}});
   t.push_back({"put bad line then body as a command",
@@ -527,7 +542,7 @@ void add_tube_transcripts(std::vector<Transcript>& t) {
   t.push_back({"pause-tube no arguments", "pause-tube \r\n", {kBad}});
   t.push_back({"pause-tube no space", "pause-tube\r\n", {kBad}});
   t.push_back({"pause-tube glued to name", "pause-tubefoo 5\r\n", {kBad}});
-  t.push_back({"pause-tube leading hyphen", "pause-tube -foo 1\r\n", {kBad}});
+  t.push_back({"pause-tube leading hyphen", "pause-tube -foo 1\r\n", {kBadPauseName}});
   t.push_back({"pause-tube delay 2^32", "pause-tube foo 4294967296\r\n", {kBad}});
   t.push_back({"pause-tube tab", "pause-tube foo\t5\r\n", {kBad}});
   t.push_back({"pause-tube bad name byte", "pause-tube fo*o 5\r\n", {kBad}});
@@ -535,14 +550,14 @@ void add_tube_transcripts(std::vector<Transcript>& t) {
   t.push_back({"pause-tube longest line",
                "pause-tube " + name200 + " 4294967295\r\n",
                {ok(pause_tube(name200, kU32Max))}});
-  t.push_back({"pause-tube 201-byte name", "pause-tube " + name201 + " 1\r\n", {kBad}});
+  t.push_back({"pause-tube 201-byte name", "pause-tube " + name201 + " 1\r\n", {kBadPauseName}});
   t.push_back(
       {"pause-tube one byte too long", "pause-tube " + name200 + "  4294967295\r\n", {kBad}});
   ParserLimits short_names;
   short_names.max_tube_name_bytes = 3;
   t.push_back({"tube name limit",
                "use abc\r\nuse abcd\r\npause-tube abc 1\r\npause-tube abcd 1\r\n",
-               {ok(with_tube(Verb::kUse, "abc")), kBad, ok(pause_tube("abc", 1)), kBad},
+               {ok(with_tube(Verb::kUse, "abc")), kBad, ok(pause_tube("abc", 1)), kBadPauseName},
                "",
                short_names});
 }

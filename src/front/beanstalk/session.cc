@@ -260,6 +260,12 @@ bool Session::step() {
     case Parsed::Kind::kError:
       op_ = "error";
       in_.erase(0, parsed.consumed);
+      if (parsed.counted) {  // refused, but beanstalkd has counted it by then
+        const auto verb = static_cast<std::size_t>(parsed.command.verb);
+        if (kCounters[verb]) engine().count_command(*kCounters[verb]);
+        // A put whose size and line were right makes a producer, as in beanstalkd.
+        if (parsed.error == Error::kExpectedCrlf) engine().mark_producer(client_);
+      }
       if (parsed.error == Error::kJobTooBig) {
         discard_ = parsed.discard;  // JOB_TOO_BIG once the body is dropped, as beanstalkd
       } else if (parsed.discard_line) {
@@ -400,7 +406,10 @@ void Session::reserve_job(const Command& command) {
 // --- producers and workers
 
 void Session::put(const Command& command) {
-  if (server_.draining()) return reply("DRAINING\r\n");
+  if (server_.draining()) {
+    engine().mark_producer(client_);  // as beanstalkd, which refuses the job once it is read
+    return reply("DRAINING\r\n");
+  }
   engine::PutRequest request;
   request.priority = command.priority;
   request.delay = engine::Millis{std::int64_t{command.delay_seconds} * 1000};
@@ -623,7 +632,10 @@ std::int64_t Session::due_of(const When& when) {
 }
 
 void Session::putx(const Command& command) {
-  if (server_.draining()) return reply("DRAINING\r\n");
+  if (server_.draining()) {
+    engine().mark_producer(client_);  // as beanstalkd, which refuses the job once it is read
+    return reply("DRAINING\r\n");
+  }
   engine::PutRequest request;
   request.priority = command.priority;
   request.due_unix_ms = due_of(command.when);
