@@ -33,6 +33,9 @@ class HeapTimer {
   std::size_t advance_to(Millis now, Fire&& fire) noexcept;
 
   [[nodiscard]] std::optional<Millis> next_deadline() const noexcept;
+  [[nodiscard]] bool scheduled(TimerId id) const noexcept {
+    return id < timers_->size() && (*timers_)[id].scheduled();
+  }
   [[nodiscard]] Millis now() const noexcept { return tick_time(now_tick_, tick_); }
   [[nodiscard]] std::size_t size() const noexcept { return heap_.size(); }
   [[nodiscard]] std::size_t memory_bytes() const noexcept {

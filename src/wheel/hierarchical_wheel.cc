@@ -47,9 +47,18 @@ HierarchicalWheel::~HierarchicalWheel() {
 }
 
 void HierarchicalWheel::schedule(TimerId id, Millis deadline) {
-  const std::uint32_t generation = next_generation(*timers_, id);
+  DELAYQ_CHECK(id < timers_->size());
+  DELAYQ_CHECK(!scheduled(id));
+  if (const std::size_t word = id / 64; word >= scheduled_.size()) {
+    scheduled_.resize(std::max(word + 1, 2 * scheduled_.size()));
+  }
+  // Odd while scheduled. A timer cancelled here kept its odd generation: skip it, so that its
+  // stale entry does not pass for the new one.
+  const std::uint32_t old = (*timers_)[id].generation;
+  const std::uint32_t generation = old + ((old & 1U) != 0 ? 2 : 1);
   place({std::max(deadline_tick(deadline, tick_), now_tick_), id, generation});
   (*timers_)[id].generation = generation;
+  set_scheduled(id, true);
   ++live_;
   if (starts_epoch(generation)) {
     epoch_sweep_due_ = true;
@@ -58,7 +67,9 @@ void HierarchicalWheel::schedule(TimerId id, Millis deadline) {
 }
 
 bool HierarchicalWheel::cancel(TimerId id) {
-  if (!disarm(*timers_, id)) return false;
+  DELAYQ_CHECK(id < timers_->size());
+  if (!scheduled(id)) return false;
+  set_scheduled(id, false);
   --live_;
   ++stale_;
   maybe_sweep();
@@ -205,7 +216,8 @@ std::optional<Millis> HierarchicalWheel::next_deadline() const noexcept {
 }
 
 std::size_t HierarchicalWheel::memory_bytes() const noexcept {
-  return block_count_ * sizeof(Block) + run_.capacity() * sizeof(Entry);
+  return block_count_ * sizeof(Block) + run_.capacity() * sizeof(Entry) +
+         scheduled_.capacity() * sizeof(std::uint64_t);
 }
 
 // Chained blocks sit anywhere in memory, so the hardware cannot guess the next one: whoever walks

@@ -33,7 +33,10 @@ using TimerId = std::uint32_t;
 // Per-timer state, owned by the caller and written only by the queue it is scheduled on.
 // generation is odd while the timer is scheduled and even while it is idle; every schedule, cancel
 // and fire bumps it, so an entry whose generation no longer matches is stale (cancel is O(1): it
-// bumps the generation and leaves the entry to be dropped later). position is used by HeapTimer
+// bumps the generation and leaves the entry to be dropped later). HierarchicalWheel differs: it
+// keeps which timers are scheduled in a bitmap of its own, and its cancel clears the bit without
+// touching the Timer (odd until the next schedule moves it on by two); ask the queue's
+// scheduled(id), which every queue has. position is used by HeapTimer
 // (index in its heap); the wheels never read or write it, so a caller that owns a wheel may keep
 // 32 bits of its own there (the engine keeps a ready job's place in its tube's ready heap).
 struct Timer {
@@ -130,6 +133,7 @@ concept TimerQueue = requires(Q q, const Q cq, TimerId id, Millis t) {
   { cq.next_deadline() } -> std::same_as<std::optional<Millis>>;
   { cq.now() } -> std::same_as<Millis>;
   { cq.size() } -> std::same_as<std::size_t>;
+  { cq.scheduled(id) } -> std::same_as<bool>;
   { cq.memory_bytes() } -> std::same_as<std::size_t>;
 };
 
