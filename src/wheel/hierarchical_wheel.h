@@ -237,9 +237,9 @@ std::size_t HierarchicalWheel::fire_entry(const Entry& entry, Fire& fire) {
     --stale_;
     return 0;
   }
+  // Idle before fire(), which may reschedule it.
   set_scheduled(entry.id, false);
-  (*timers_)[entry.id].generation = entry.generation + 1;  // idle before fire(), which may
-                                                           // reschedule it
+  (*timers_)[entry.id].generation = entry.generation + 1;
   --live_;
   fire(entry.id);
   return 1;

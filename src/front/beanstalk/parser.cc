@@ -138,7 +138,7 @@ Outcome parse_put(Line& line) {
   const auto ttr = line.args.u32();
   const auto bytes = line.args.u32();
   if (!priority || !delay || !ttr || !bytes) return Outcome::kBadFormat;
-  line.counted = line.command.verb == Verb::kPut;
+  line.counted = true;
   line.command.priority = *priority;
   line.command.delay_seconds = *delay;
   line.command.ttr_seconds = *ttr;

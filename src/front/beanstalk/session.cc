@@ -405,11 +405,17 @@ void Session::reserve_job(const Command& command) {
 
 // --- producers and workers
 
+// In drain mode a put is answered DRAINING; as in beanstalkd, which refuses the job only once
+// it has read it, its connection still becomes a producer.
+bool Session::refused_for_draining() {
+  if (!server_.draining()) return false;
+  engine().mark_producer(client_);
+  reply("DRAINING\r\n");
+  return true;
+}
+
 void Session::put(const Command& command) {
-  if (server_.draining()) {
-    engine().mark_producer(client_);  // as beanstalkd, which refuses the job once it is read
-    return reply("DRAINING\r\n");
-  }
+  if (refused_for_draining()) return;
   engine::PutRequest request;
   request.priority = command.priority;
   request.delay = engine::Millis{std::int64_t{command.delay_seconds} * 1000};
@@ -632,10 +638,7 @@ std::int64_t Session::due_of(const When& when) {
 }
 
 void Session::putx(const Command& command) {
-  if (server_.draining()) {
-    engine().mark_producer(client_);  // as beanstalkd, which refuses the job once it is read
-    return reply("DRAINING\r\n");
-  }
+  if (refused_for_draining()) return;
   engine::PutRequest request;
   request.priority = command.priority;
   request.due_unix_ms = due_of(command.when);

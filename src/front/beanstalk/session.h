@@ -45,6 +45,7 @@ class Session : public std::enable_shared_from_this<Session> {
   [[nodiscard]] engine::Engine& engine();
 
   void put(const Command& command);
+  bool refused_for_draining();
   void use(const Command& command);
   void reserve(const Command& command);
   void reserve_with_timeout(const Command& command);
