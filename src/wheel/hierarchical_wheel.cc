@@ -52,10 +52,9 @@ void HierarchicalWheel::schedule(TimerId id, Millis deadline) {
   if (const std::size_t word = id / 64; word >= scheduled_.size()) {
     scheduled_.resize(std::max(word + 1, 2 * scheduled_.size()));
   }
-  // Odd while scheduled. A timer cancelled here kept its odd generation: skip it, so that its
-  // stale entry does not pass for the new one.
-  const std::uint32_t old = (*timers_)[id].generation;
-  const std::uint32_t generation = old + ((old & 1U) != 0 ? 2 : 1);
+  // Cancel and firing leave the generation as it was, so every schedule moves it on: a stale
+  // entry, left by a cancel, never passes for the new one.
+  const std::uint32_t generation = (*timers_)[id].generation + 1;
   place({std::max(deadline_tick(deadline, tick_), now_tick_), id, generation});
   (*timers_)[id].generation = generation;
   set_scheduled(id, true);
@@ -98,6 +97,16 @@ HierarchicalWheel::Block* HierarchicalWheel::prepare_tail(unsigned level, unsign
   return slot.tail;
 }
 
+// Takes a slot's chain out of the wheel, leaving the slot empty; the caller frees the chain.
+HierarchicalWheel::Block* HierarchicalWheel::detach_slot(unsigned level, unsigned index) noexcept {
+  occupied_[level].clear(index);
+  if (occupied_[level].empty()) occupied_levels_ &= ~(1U << level);
+  Slot& slot = slots_[level][index];
+  Block* const head = slot.head;
+  slot.head = slot.tail = nullptr;
+  return head;
+}
+
 // Empties a slot: all its blocks go back to the pool, but for a level-0 slot's first one.
 void HierarchicalWheel::clear_slot(unsigned level, unsigned index) noexcept {
   occupied_[level].clear(index);
@@ -120,13 +129,15 @@ void HierarchicalWheel::clear_chain(unsigned level, unsigned index) noexcept {
 }
 
 // Redistributes a slot that now_tick_ has just entered over the levels below it. Its entries
-// share now's digits down to `level`, so each lands strictly lower. Order within each target
-// slot is kept, which keeps equal ticks in schedule order. A level-1 slot becomes the run.
+// share now's digits down to `level`, so each lands strictly lower, never in the chain being
+// read. Order within each target slot is kept, which keeps equal ticks in schedule order. A
+// level-1 slot becomes the run. Each block goes back to the pool as soon as it is read, while it
+// is in the cache, and is likely the next one the lower slots take.
 void HierarchicalWheel::cascade(unsigned level, unsigned index) {
-  Block* const head = slots_[level][index].head;
   if (level == 1) trim_run();
+  Block* const head = detach_slot(level, index);
   if (level == 1 && head->next != nullptr) {
-    build_run(index);
+    build_run(head);
   } else if (level == 1 && stale_ != 0) {
     for_each_checked(head, [&](const Entry& entry, bool live) {
       if (live) {
@@ -135,13 +146,15 @@ void HierarchicalWheel::cascade(unsigned level, unsigned index) {
         --stale_;
       }
     });
+    free_chain(head);
   } else {
-    for (Block* block = head; block != nullptr; block = block->next) {
-      prefetch_block(block->next);
-      for (std::uint32_t i = 0; i < block->size; ++i) place(block->entries[i]);
-    }
+    walk_chain(head, [&](Block* block) {
+      const std::uint32_t size = block->size;
+      for (std::uint32_t i = 0; i < size; ++i) place(block->entries[i]);
+      recycle(block);
+    });
+    trim_pool();
   }
-  clear_slot(level, index);
 }
 
 // A dense window must not pin its memory: once the run is spent, capacity far beyond what the
@@ -156,13 +169,12 @@ void HierarchicalWheel::trim_run() {
 // stable counting sort by the last digit lays the window out as one array in firing order, so
 // it fires walking memory front to back; stale entries are dropped on the way. The sort costs
 // O(256) besides, so a slot of one block or less is placed in level-0 chains instead.
-void HierarchicalWheel::build_run(unsigned index) {
+void HierarchicalWheel::build_run(Block* head) {
   DELAYQ_CHECK(run_fired_ >= run_begin_[kSlotsPerLevel]);
   // Pass 1 counts each tick's timers. A stale entry is marked with tick 0 in place (no timer in
   // a level-1 slot has it: the slot starts at tick 256 or later), so pass 2 need not read its
-  // Timer again; the blocks are freed right after.
+  // Timer again.
   std::array<std::uint32_t, kSlotsPerLevel> counts{};
-  Block* const head = slots_[1][index].head;
   if (stale_ != 0) {
     for_each_checked(head, [&](Entry& entry, bool live) {
       if (live) {
@@ -173,12 +185,11 @@ void HierarchicalWheel::build_run(unsigned index) {
       }
     });
   } else {
-    for (Block* block = head; block != nullptr; block = block->next) {
-      prefetch_block(block->next);
+    walk_chain(head, [&](const Block* block) {
       for (std::uint32_t i = 0; i < block->size; ++i) {
         ++counts[block->entries[i].tick & (kSlotsPerLevel - 1)];
       }
-    }
+    });
   }
   std::array<std::uint32_t, kSlotsPerLevel> next{};
   std::uint32_t total = 0;
@@ -191,13 +202,18 @@ void HierarchicalWheel::build_run(unsigned index) {
   run_fired_ = 0;
   if (total != 0) occupied_levels_ |= 1U;
   run_.resize(total);
-  // Pass 2 reads the chain again, from the cache now, and puts each timer in its place.
-  for (const Block* block = head; block != nullptr; block = block->next) {
+  // Pass 2 reads the chain again, from the cache now, puts each timer in its place and frees
+  // the blocks.
+  for (Block* block = head; block != nullptr;) {
     for (std::uint32_t i = 0; i < block->size; ++i) {
       const Entry& entry = block->entries[i];
       if (entry.tick != 0) run_[next[entry.tick & (kSlotsPerLevel - 1)]++] = entry;
     }
+    Block* const after = block->next;
+    recycle(block);
+    block = after;
   }
+  trim_pool();
 }
 
 // Start tick of the earliest occupied slot. Every timer at level L is later than every timer
@@ -220,8 +236,6 @@ std::size_t HierarchicalWheel::memory_bytes() const noexcept {
          scheduled_.capacity() * sizeof(std::uint64_t);
 }
 
-// Chained blocks sit anywhere in memory, so the hardware cannot guess the next one: whoever walks
-// a chain asks for the next block while it works on this one.
 void HierarchicalWheel::prefetch_block(const Block* block) noexcept {
   if (block == nullptr) return;
   for (std::size_t line = 0; line < sizeof(Block); line += 64) {
@@ -247,12 +261,14 @@ HierarchicalWheel::Block* HierarchicalWheel::new_block() {
 // so memory follows the pending timers down as well as up.
 void HierarchicalWheel::free_chain(Block* head) noexcept {
   while (head != nullptr) {
-    Block* next = head->next;
-    head->next = free_blocks_;
-    free_blocks_ = head;
-    ++free_block_count_;
+    Block* const next = head->next;
+    recycle(head);
     head = next;
   }
+  trim_pool();
+}
+
+void HierarchicalWheel::trim_pool() noexcept {
   while (free_block_count_ > kMinPooledBlocks &&
          free_block_count_ > block_count_ - free_block_count_) {
     Block* block = free_blocks_;

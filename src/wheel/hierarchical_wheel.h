@@ -6,10 +6,10 @@
 // per-level occupancy bitmaps, so the caller can sleep until next_deadline(). Equal deadline
 // ticks fire in schedule order. Slots are chains of 512-byte blocks of 16-byte entries from a
 // recycling pool: moving timers reads and writes memory sequentially. Which timers are scheduled
-// is one bit each in the wheel's own bitmap, so cancel is lazy and touches nothing else: it clears
+// is one bit each in the wheel's own bitmap, so cancel and firing touch nothing else: they clear
 // the bit, and neither the slot nor the caller's Timer (a cache miss apiece in a large table);
-// stale entries are dropped when reached, or swept when they outnumber the live ones. Owned by one
-// thread. Algorithm, worked example, costs: docs/design/timing-wheel.md
+// cancelled entries are dropped when reached, or swept when they outnumber the live ones. Owned by
+// one thread. Algorithm, worked example, costs: docs/design/timing-wheel.md
 #pragma once
 
 #include <array>
@@ -63,8 +63,8 @@ class HierarchicalWheel {
   void visit_in_order(Visit&& visit) const;
 
   [[nodiscard]] std::optional<Millis> next_deadline() const noexcept;
-  // Whether timer `id` is scheduled. (The caller's Timer::scheduled() can say true for a timer
-  // cancelled here: cancel leaves the Timer as it was.)
+  // Whether timer `id` is scheduled. (The caller's Timer::scheduled() means nothing for this
+  // wheel: cancel and firing leave the Timer as it was.)
   [[nodiscard]] bool scheduled(TimerId id) const noexcept {
     const std::size_t word = id / 64;
     return word < scheduled_.size() && ((scheduled_[word] >> (id % 64)) & 1U) != 0;
@@ -145,11 +145,12 @@ class HierarchicalWheel {
   }
   Block* prepare_tail(unsigned level, unsigned index);
   void cascade(unsigned level, unsigned index);
+  Block* detach_slot(unsigned level, unsigned index) noexcept;
   void clear_slot(unsigned level, unsigned index) noexcept;
   void clear_chain(unsigned level, unsigned index) noexcept;
   [[nodiscard]] std::uint64_t next_event_tick() const noexcept;
-  // An entry is live while its timer is scheduled and was scheduled by it: a lazy cancel leaves
-  // the Timer's generation as it was, and a later schedule moves it on.
+  // An entry is live while its timer is scheduled and was scheduled by it: cancel and firing
+  // leave the Timer's generation as it was, and a later schedule moves it on.
   [[nodiscard]] bool is_live(const Entry& entry) const noexcept {
     return scheduled(entry.id) && (*timers_)[entry.id].generation == entry.generation;
   }
@@ -158,6 +159,21 @@ class HierarchicalWheel {
     scheduled_[id / 64] = on ? scheduled_[id / 64] | bit : scheduled_[id / 64] & ~bit;
   }
   static void prefetch_block(const Block* block) noexcept;
+  // Calls visit(block) for each block of a chain, in order; visit may recycle the block it is
+  // given. Chained blocks sit anywhere in memory, so the hardware cannot guess the next one: each
+  // is requested two blocks ahead (its link is in the block after this one, requested a round
+  // earlier), one block's work being too short to hide a miss.
+  template <typename Visit>
+  static void walk_chain(Block* head, Visit&& visit) {
+    if (head == nullptr) return;
+    prefetch_block(head->next);
+    for (Block* block = head; block != nullptr;) {
+      Block* const next = block->next;
+      if (next != nullptr) prefetch_block(next->next);
+      visit(block);
+      block = next;
+    }
+  }
   void prefetch_timers(const Block* block) const noexcept {
     for (std::uint32_t i = 0; i < block->size; ++i) {
       __builtin_prefetch(&(*timers_)[block->entries[i].id]);
@@ -187,12 +203,18 @@ class HierarchicalWheel {
     }
   }
   Block* new_block();
+  void recycle(Block* block) noexcept {
+    block->next = free_blocks_;
+    free_blocks_ = block;
+    ++free_block_count_;
+  }
+  void trim_pool() noexcept;
   void free_chain(Block* head) noexcept;
   void maybe_sweep();
   void sweep();
   void sweep_slot(unsigned level, unsigned index);
   void sweep_run();
-  void build_run(unsigned index);
+  void build_run(Block* head);
   void trim_run();
   [[nodiscard]] bool run_holds(unsigned index) const noexcept {
     return std::max(run_begin_[index], run_fired_) < run_begin_[index + 1];
@@ -230,16 +252,16 @@ class HierarchicalWheel {
 
 template <typename Fire>
 std::size_t HierarchicalWheel::fire_entry(const Entry& entry, Fire& fire) {
-  // With no stale entry anywhere the entry is live and the Timer need not be read: a plain
-  // store (no cache miss to wait for) makes it idle. A cancelled timer's entry is told by its
-  // bit alone.
+  // With no stale entry anywhere the entry is live and the Timer need not be read. A cancelled
+  // timer's entry is told by its bit alone.
   if (stale_ != 0 && !is_live(entry)) {
     --stale_;
     return 0;
   }
-  // Idle before fire(), which may reschedule it.
+  // Idle before fire(), which may reschedule it. Clearing the bit is all it takes: the Timer
+  // keeps this entry's generation, which no other entry of the timer carries, and the next
+  // schedule moves it on. So a fired timer costs no write into the caller's table.
   set_scheduled(entry.id, false);
-  (*timers_)[entry.id].generation = entry.generation + 1;
   --live_;
   fire(entry.id);
   return 1;
@@ -255,10 +277,10 @@ std::size_t HierarchicalWheel::fire_due(Fire& fire) {
   const std::uint32_t run_end = run_begin_[index + 1];
   const auto run_size = static_cast<std::uint32_t>(run_.size());
   for (std::uint32_t i = std::max(run_begin_[index], run_fired_); i < run_end; ++i) {
-    if (i + kPrefetchEntries < run_size) {  // fired a bit later: its Timer and its bit
-      const TimerId ahead = run_[i + kPrefetchEntries].id;
-      __builtin_prefetch(&(*timers_)[ahead], 1);
+    if (i + kPrefetchEntries < run_size) {  // fired a bit later: its bit, and its Timer if
+      const TimerId ahead = run_[i + kPrefetchEntries].id;  // stale entries make it read
       __builtin_prefetch(&scheduled_[ahead / 64], 1);
+      if (stale_ != 0) __builtin_prefetch(&(*timers_)[ahead]);
     }
     fired += fire_entry(run_[i], fire);
   }

@@ -34,11 +34,12 @@ using TimerId = std::uint32_t;
 // generation is odd while the timer is scheduled and even while it is idle; every schedule, cancel
 // and fire bumps it, so an entry whose generation no longer matches is stale (cancel is O(1): it
 // bumps the generation and leaves the entry to be dropped later). HierarchicalWheel differs: it
-// keeps which timers are scheduled in a bitmap of its own, and its cancel clears the bit without
-// touching the Timer (odd until the next schedule moves it on by two); ask the queue's
-// scheduled(id), which every queue has. position is used by HeapTimer
-// (index in its heap); the wheels never read or write it, so a caller that owns a wheel may keep
-// 32 bits of its own there (the engine keeps a ready job's place in its tube's ready heap).
+// keeps which timers are scheduled in a bitmap of its own, its cancel and its firing clear the
+// bit without touching the Timer, and each schedule moves the generation on by one, so the
+// parity means nothing there; ask the queue's scheduled(id), which every queue has. position is
+// used by HeapTimer (index in its heap); the wheels never read or write it, so a caller that owns a
+// wheel may keep 32 bits of its own there (the engine keeps a ready job's place in its tube's ready
+// heap).
 struct Timer {
   std::uint32_t generation = 0;
   std::uint32_t position = 0;
