@@ -106,12 +106,8 @@ int run(const Flags& flags) {
   wait_drain();
 
   // Only now that the signals are handled: a test may signal as soon as it reads this line.
-  std::printf("delayqd listening on %s:%u\n", flags.server.address.c_str(),
-              static_cast<unsigned>(server.port()));
-  if (http) {
-    std::printf("delayqd http listening on %s:%u\n", flags.http.address.c_str(),
-                static_cast<unsigned>(http->port()));
-  }
+  std::printf("delayqd listening on %s\n", server.local_address().c_str());
+  if (http) std::printf("delayqd http listening on %s\n", http->local_address().c_str());
   std::fflush(stdout);
   io.run();
   if (Status s = node->close(); !s.is_ok()) {
@@ -133,7 +129,8 @@ int main(int argc, char** argv) {
   Flags flags;
   CLI::App app{"delayqd: a durable delayed-job server speaking the beanstalkd protocol"};
   app.set_config("--config", "", "read flags from this TOML/INI file (flag = value)");
-  app.add_option("-l,--listen", flags.server.address, "address to listen on")
+  app.add_option("-l,--listen", flags.server.address,
+                 "address or host name to listen on (IPv6 too)")
       ->capture_default_str();
   app.add_option("-p,--port", flags.server.port, "TCP port (0: any free port)")
       ->capture_default_str();
@@ -148,7 +145,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-connections", flags.server.max_connections, "open connections at most")
       ->capture_default_str();
   app.add_option("--http", flags.http_listen,
-                 "HTTP/JSON API address, ADDR:PORT (port 0: any free port), or off")
+                 "HTTP/JSON API address, ADDR:PORT, [IPV6]:PORT or NAME:PORT (port 0: any "
+                 "free port), or off")
       ->capture_default_str();
   app.add_option("--http-max-connections", flags.http.max_connections,
                  "open HTTP connections at most")

@@ -1,10 +1,27 @@
 #include "front/listener.h"
 
+#include <algorithm>
+#include <boost/asio/ip/address.hpp>
+#include <cctype>
 #include <chrono>
+#include <vector>
 
 namespace delayq::front {
 
 using boost::asio::ip::tcp;
+
+namespace {
+
+// Letters, digits, '-', '_' and '.', at most 253 of them: what a resolver is asked about. Anything
+// else is refused before a lookup (which could wait on DNS) is tried.
+bool is_host_name(const std::string& text) {
+  if (text.empty() || text.size() > 253) return false;
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
+  });
+}
+
+}  // namespace
 
 Listener::Listener(boost::asio::io_context& io, std::string what, Full full, OnSocket on_socket)
     : what_(std::move(what)),
@@ -14,20 +31,56 @@ Listener::Listener(boost::asio::io_context& io, std::string what, Full full, OnS
       retry_(io) {}
 
 Status Listener::start(const std::string& address, std::uint16_t port) {
+  // "[::1]" is how an IPv6 address is written beside a port; the brackets are not part of it.
+  std::string host = address;
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const auto bad = [&](const std::string& why) {
+    return Status{Code::kInvalidArgument,
+                  "bad " + what_ + "listen address '" + address + "': " + why};
+  };
+  std::vector<tcp::endpoint> endpoints;
   boost::system::error_code error;
-  const auto ip = boost::asio::ip::make_address(address, error);
-  if (error) return {Code::kInvalidArgument, "bad " + what_ + "listen address '" + address + "'"};
-  const tcp::endpoint endpoint(ip, port);
-  acceptor_.open(endpoint.protocol(), error);
-  if (!error) acceptor_.set_option(boost::asio::socket_base::reuse_address(true), error);
-  if (!error) acceptor_.bind(endpoint, error);
-  if (!error) acceptor_.listen(boost::asio::socket_base::max_listen_connections, error);
+  if (const auto ip = boost::asio::ip::make_address(host, error); !error) {
+    endpoints.emplace_back(ip, port);
+  } else if (!is_host_name(host)) {
+    return bad("neither an IP address nor a host name");
+  } else {  // every address the name has, in the resolver's order
+    tcp::resolver resolver(acceptor_.get_executor());
+    const auto results = resolver.resolve(
+        host, std::to_string(port), tcp::resolver::passive | tcp::resolver::numeric_service, error);
+    if (error) return bad(error.message());
+    for (const auto& result : results) endpoints.push_back(result.endpoint());
+    if (endpoints.empty()) return bad("the name has no address");
+  }
+  // The first address that can be bound, as beanstalkd does.
+  for (const tcp::endpoint& endpoint : endpoints) {
+    error = {};
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    acceptor_.open(endpoint.protocol(), error);
+    if (!error) acceptor_.set_option(boost::asio::socket_base::reuse_address(true), error);
+    if (!error) acceptor_.bind(endpoint, error);
+    if (!error) acceptor_.listen(boost::asio::socket_base::max_listen_connections, error);
+    if (!error) break;
+  }
   if (error) {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
     return {Code::kIOError, "cannot listen " + (what_.empty() ? "" : "for " + what_) + "on " +
                                 address + ":" + std::to_string(port) + ": " + error.message()};
   }
   accept();
   return Status::ok();
+}
+
+std::string Listener::local_address() const {
+  boost::system::error_code error;
+  const auto endpoint = acceptor_.local_endpoint(error);
+  if (error) return "";
+  const std::string ip = endpoint.address().to_string();
+  return (endpoint.address().is_v6() ? "[" + ip + "]" : ip) + ":" + std::to_string(endpoint.port());
 }
 
 std::uint16_t Listener::port() const {

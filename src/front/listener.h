@@ -2,7 +2,8 @@
 // on the io_context, sets TCP_NODELAY and hands each connection over. Connections beyond the
 // front-end's limit (its `full()` says so) are accepted and closed at once; after a failed accept
 // (out of descriptors or buffers, which leaves the acceptor readable) it waits 100 ms instead of
-// spinning. Runs on the io_context's thread; not thread-safe.
+// spinning. Listens on an address or on a host name (resolved once, at start). Runs on the
+// io_context's thread; not thread-safe.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -23,11 +24,15 @@ class Listener {
   // what: how errors name it ("" or "HTTP ").
   Listener(boost::asio::io_context& io, std::string what, Full full, OnSocket on_socket);
 
-  // Binds and starts accepting. Errors: a bad address (kInvalidArgument), or the address or port
-  // cannot be bound (kIOError).
+  // Binds and starts accepting. address: an IPv4 or IPv6 address (the latter bare or in
+  // brackets), or a host name, which is resolved and bound at the first of its addresses that
+  // can be. Errors: an address that is neither (kInvalidArgument), or the address or port cannot
+  // be bound (kIOError).
   Status start(const std::string& address, std::uint16_t port);
   // The bound port (the chosen one after port 0), or 0 when not listening.
   [[nodiscard]] std::uint16_t port() const;
+  // The bound address as ADDR:PORT ([ADDR]:PORT for IPv6), or "" when not listening.
+  [[nodiscard]] std::string local_address() const;
   void stop();
 
  private:

@@ -166,26 +166,30 @@ std::string ServerProcess::start(Millis timeout) {
     }
     text.append(buffer, static_cast<std::size_t>(n));
   }
-  const auto port = parse_port(text.substr(0, text.find('\n')));
+  const std::string first = text.substr(0, text.find('\n'));
+  const auto port = parse_port(first);
   if (!port) {
     const std::string ended = kill9();
     return "unexpected first line \"" + text + "\" (" + ended + ")";
   }
   port_ = *port;
+  address_ = first.substr(first.rfind(' ') + 1);
   http_port_ = 0;
+  http_address_.clear();
   if (!http_off) {
     const std::string second = text.substr(text.find('\n') + 1);
     const std::string prefix = "delayqd http listening on ";
-    const auto http =
+    const std::string http_address =
         second.rfind(prefix, 0) == 0
-            ? parse_port("delayqd listening on " +
-                         second.substr(prefix.size(), second.find('\n') - prefix.size()))
-            : std::nullopt;
+            ? second.substr(prefix.size(), second.find('\n') - prefix.size())
+            : std::string();
+    const auto http = parse_port("delayqd listening on " + http_address);
     if (!http) {
       const std::string ended = kill9();
       return "unexpected second line \"" + second + "\" (" + ended + ")";
     }
     http_port_ = *http;
+    http_address_ = http_address;
   }
   return "";
 }
@@ -241,18 +245,32 @@ void ServerProcess::close_stdout() {
 
 // --- Client
 
-Client::Client(std::uint16_t port) {
-  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+Client::Client(std::uint16_t port) : Client("127.0.0.1", port) {}
+
+Client::Client(const std::string& ip, std::uint16_t port) {
+  sockaddr_storage address{};
+  socklen_t length = 0;
+  if (auto* v4 = reinterpret_cast<sockaddr_in*>(&address);
+      ::inet_pton(AF_INET, ip.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+    length = sizeof *v4;
+  } else if (auto* v6 = reinterpret_cast<sockaddr_in6*>(&address);
+             ::inet_pton(AF_INET6, ip.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    length = sizeof *v6;
+  } else {
+    error_ = "not an IP address: '" + ip + "'";
+    return;
+  }
+  fd_ = ::socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) {
     error_ = std::string("socket: ") + std::strerror(errno);
     return;
   }
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-    error_ = "connect to port " + std::to_string(port) + ": " + std::strerror(errno);
+  if (::connect(fd_, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+    error_ = "connect to " + ip + " port " + std::to_string(port) + ": " + std::strerror(errno);
     close();
     return;
   }

@@ -78,6 +78,10 @@ class ServerProcess {
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
   // The HTTP API's port (the harness passes --http 127.0.0.1:0 unless the test gives --http).
   [[nodiscard]] std::uint16_t http_port() const noexcept { return http_port_; }
+  // The ADDR:PORT of its "delayqd listening on" and "delayqd http listening on" lines ("" for
+  // one it did not print).
+  [[nodiscard]] const std::string& address() const noexcept { return address_; }
+  [[nodiscard]] const std::string& http_address() const noexcept { return http_address_; }
   [[nodiscard]] const std::filesystem::path& data_dir() const noexcept { return data_dir_; }
 
  private:
@@ -90,15 +94,19 @@ class ServerProcess {
   int stdout_fd_ = -1;  // kept open while the child runs, so its writes never fail
   std::uint16_t port_ = 0;
   std::uint16_t http_port_ = 0;
+  std::string address_;
+  std::string http_address_;
   int nice_ = 0;
   bool default_http_ = false;
 };
 
-// A blocking client on 127.0.0.1:port with its own read buffer. Every read waits at most the
-// timeout given; send() writes everything or reports failure.
+// A blocking client on 127.0.0.1:port (or another IPv4 or IPv6 address) with its own read
+// buffer. Every read waits at most the timeout given; send() writes everything or reports
+// failure.
 class Client {
  public:
   explicit Client(std::uint16_t port);
+  Client(const std::string& ip, std::uint16_t port);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;

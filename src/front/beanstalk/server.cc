@@ -35,6 +35,10 @@ std::uint16_t Server::port() const {
   return listener_.port();
 }
 
+std::string Server::local_address() const {
+  return listener_.local_address();
+}
+
 void Server::stop_accepting() {
   listener_.stop();
 }

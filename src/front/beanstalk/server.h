@@ -22,8 +22,10 @@
 namespace delayq::front::beanstalk {
 
 struct ServerOptions {
-  std::string address = "127.0.0.1";  // Default: 127.0.0.1 (loopback only).
-  std::uint16_t port = 11300;         // Default: 11300, beanstalkd's. 0 picks a free port.
+  // An IPv4 or IPv6 address, or a host name (bound at the first of its addresses that can be).
+  // Default: 127.0.0.1 (loopback only).
+  std::string address = "127.0.0.1";
+  std::uint16_t port = 11300;  // Default: 11300, beanstalkd's. 0 picks a free port.
   // Largest job body in bytes; larger puts get JOB_TOO_BIG. Default: 65535, as beanstalkd.
   std::size_t max_job_bytes = 65535;
   // Connections beyond this are accepted and closed at once. Default: 10000.
@@ -42,6 +44,8 @@ class Server {
   // Binds and starts accepting. Errors: the address or port cannot be bound.
   Status start();
   [[nodiscard]] std::uint16_t port() const;
+  // Where it listens, as ADDR:PORT ([ADDR]:PORT for IPv6).
+  [[nodiscard]] std::string local_address() const;
   // Stops accepting new connections; open ones carry on.
   void stop_accepting();
   // Stops accepting and closes every connection.

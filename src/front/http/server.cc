@@ -232,6 +232,10 @@ std::uint16_t Server::port() const {
   return listener_.port();
 }
 
+std::string Server::local_address() const {
+  return listener_.local_address();
+}
+
 void Server::awaiting(std::shared_ptr<Connection> connection) {
   awaiting_.push_back(std::move(connection));
 }

@@ -23,8 +23,10 @@
 namespace delayq::front::http {
 
 struct ServerOptions {
-  std::string address = "127.0.0.1";  // Default: 127.0.0.1 (loopback only).
-  std::uint16_t port = 8080;          // Default: 8080. 0 picks a free port.
+  // An IPv4 or IPv6 address, or a host name (bound at the first of its addresses that can be).
+  // Default: 127.0.0.1 (loopback only).
+  std::string address = "127.0.0.1";
+  std::uint16_t port = 8080;  // Default: 8080. 0 picks a free port.
   // Largest request header block. Default: 8 KiB; larger ones get 431.
   std::uint32_t max_header_bytes = 8192;
   // Largest request body. Default: 1 MiB (a 65535-byte job in base64 and JSON fits with room);
@@ -49,6 +51,8 @@ class Server {
   // Binds and starts accepting. Errors: the address or port cannot be bound.
   Status start();
   [[nodiscard]] std::uint16_t port() const;
+  // Where it listens, as ADDR:PORT ([ADDR]:PORT for IPv6).
+  [[nodiscard]] std::string local_address() const;
   void stop_accepting();
   // Stops accepting and closes every connection.
   void stop();

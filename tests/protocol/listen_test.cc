@@ -1,0 +1,85 @@
+// listen_test.cc — where delayqd listens: -l and --http take an IPv4 address, an IPv6 address
+// (bare or in brackets) or a host name, the lines on stdout name the address bound, and an
+// address that is none of these stops the server at start. The real delayqd over loopback.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "server_process.h"
+
+namespace delayq::testing {
+namespace {
+
+// The IP of an "ADDR:PORT" or "[ADDR]:PORT" that delayqd printed.
+std::string ip_of(const std::string& address) {
+  const std::string host = address.substr(0, address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[') return host.substr(1, host.size() - 2);
+  return host;
+}
+
+// Whether this machine can listen on ::1 at all (IPv6 may be off in a container).
+bool ipv6_loopback_available() {
+  const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 address{};
+  address.sin6_family = AF_INET6;
+  address.sin6_addr = in6addr_loopback;
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  return bound;
+}
+
+// Both front-ends answer on the address they printed.
+void expect_served(const ServerProcess& server) {
+  Client beanstalk(ip_of(server.address()), server.port());
+  ASSERT_TRUE(beanstalk.connected()) << beanstalk.error();
+  const auto id = inserted_id(beanstalk.call(put_command("hello")));
+  ASSERT_TRUE(id.has_value());
+  EXPECT_EQ(beanstalk.call("reserve-with-timeout 0\r\n"), job_reply("RESERVED", *id, "hello"));
+
+  Client http(ip_of(server.http_address()), server.http_port());
+  ASSERT_TRUE(http.connected()) << http.error();
+  ASSERT_TRUE(http.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(http.read_line().value_or("<none>"), "HTTP/1.1 200 OK\r\n");
+}
+
+TEST(ListenTest, HostNameIsResolvedAndTheAddressBoundIsPrinted) {
+  TempDir dir;
+  ServerProcess server(dir.path() / "db", {"-l", "localhost", "--http", "localhost:0"});
+  ASSERT_EQ(server.start(), "");
+  // localhost is 127.0.0.1 or ::1, whichever the resolver gives first; never the name itself.
+  for (const std::string& address : {server.address(), server.http_address()}) {
+    EXPECT_TRUE(address.starts_with("127.0.0.1:") || address.starts_with("[::1]:")) << address;
+  }
+  expect_served(server);
+  EXPECT_EQ(server.stop(), "exited 0");
+}
+
+TEST(ListenTest, Ipv6AddressBareOrInBrackets) {
+  if (!ipv6_loopback_available()) GTEST_SKIP() << "no IPv6 loopback on this machine";
+  TempDir dir;
+  ServerProcess server(dir.path() / "db", {"-l", "::1", "--http", "[::1]:0"});
+  ASSERT_EQ(server.start(), "");
+  EXPECT_EQ(server.address(), "[::1]:" + std::to_string(server.port()));
+  EXPECT_EQ(server.http_address(), "[::1]:" + std::to_string(server.http_port()));
+  expect_served(server);
+  EXPECT_EQ(server.stop(), "exited 0");
+}
+
+TEST(ListenTest, AnAddressThatIsNoneStopsTheServerAtStart) {
+  TempDir dir;
+  for (const auto& args : {std::vector<std::string>{"-l", ""},
+                           std::vector<std::string>{"--http", ":0"},
+                           std::vector<std::string>{"-l", "[127.0.0.1"}}) {
+    ServerProcess server(dir.path() / "db", args);
+    const std::string started = server.start();
+    EXPECT_NE(started.find("exited 1"), std::string::npos) << args[0] << " " << args[1] << ": "
+                                                           << started;
+  }
+}
+
+}  // namespace
+}  // namespace delayq::testing
