@@ -280,6 +280,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"delayq: schedule, inspect and run delayed jobs on a delayqd server"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "delayq " DELAYQ_VERSION);
   app.add_option("-s,--server", o.server, "delayqd's HTTP address (or $DELAYQ_SERVER)")
       ->capture_default_str();
   app.add_flag("--json", o.json_output, "print the server's JSON instead of text");

@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
   Flags flags;
   CLI::App app{"delayqd: a durable delayed-job server speaking the beanstalkd protocol"};
   app.set_config("--config", "", "read flags from this TOML/INI file (flag = value)");
+  app.set_version_flag("-v,--version", "delayqd " DELAYQ_VERSION);
   app.add_option("-l,--listen", flags.server.address,
                  "address or host name to listen on (IPv6 too)")
       ->capture_default_str();

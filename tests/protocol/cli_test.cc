@@ -127,5 +127,25 @@ TEST_F(CliTest, FailuresHaveClearMessagesAndExitCodes) {
   EXPECT_NE(down.out.find("cannot reach"), std::string::npos) << down.out;
 }
 
+// Both programs say their version, and it is the same one.
+TEST_F(CliTest, VersionsArePrinted) {
+  const Outcome cli = delayq("--version");
+  EXPECT_EQ(cli.status, 0);
+  ASSERT_TRUE(cli.out.starts_with("delayq ")) << cli.out;
+  const std::string version = cli.out.substr(std::string("delayq ").size());
+  EXPECT_FALSE(version.empty() || version == "\n");
+  for (const char* flag : {"--version", "-v"}) {
+    FILE* pipe = ::popen((std::string(DELAYQD_PATH) + " " + flag + " 2>&1").c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string out;
+    char buffer[256];
+    std::size_t n = 0;
+    while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
+    const int status = ::pclose(pipe);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << flag;
+    EXPECT_EQ(out, "delayqd " + version) << flag;
+  }
+}
+
 }  // namespace
 }  // namespace delayq::testing

@@ -71,13 +71,13 @@ TEST(ListenTest, Ipv6AddressBareOrInBrackets) {
 
 TEST(ListenTest, AnAddressThatIsNoneStopsTheServerAtStart) {
   TempDir dir;
-  for (const auto& args : {std::vector<std::string>{"-l", ""},
-                           std::vector<std::string>{"--http", ":0"},
-                           std::vector<std::string>{"-l", "[127.0.0.1"}}) {
+  for (const auto& args :
+       {std::vector<std::string>{"-l", ""}, std::vector<std::string>{"--http", ":0"},
+        std::vector<std::string>{"-l", "[127.0.0.1"}}) {
     ServerProcess server(dir.path() / "db", args);
     const std::string started = server.start();
-    EXPECT_NE(started.find("exited 1"), std::string::npos) << args[0] << " " << args[1] << ": "
-                                                           << started;
+    EXPECT_NE(started.find("exited 1"), std::string::npos)
+        << args[0] << " " << args[1] << ": " << started;
   }
 }
 
