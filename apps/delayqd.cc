@@ -13,12 +13,14 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <optional>
-#include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "broker/local/node.h"
 #include "front/beanstalk/server.h"
@@ -37,6 +39,24 @@ struct Flags {
   std::string fsync = "always";
   int verbose = 0;
 };
+
+// "HOST:PORT" split at the last ':', HOST not empty and PORT 0 to 65535; an IPv6 HOST must be in
+// brackets ("[::1]:8080"), or the last ':' of "::1" would pass for the port's.
+std::optional<std::pair<std::string, std::uint16_t>> split_host_port(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return std::nullopt;
+  std::string host = text.substr(0, colon);
+  if (host.find(':') != std::string::npos && (host.front() != '[' || host.back() != ']')) {
+    return std::nullopt;
+  }
+  const std::string_view digits = std::string_view(text).substr(colon + 1);
+  std::uint16_t port = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (digits.empty() || error != std::errc{} || end != digits.data() + digits.size()) {
+    return std::nullopt;
+  }
+  return std::pair{std::move(host), port};
+}
 
 int run(const Flags& flags) {
   boost::asio::io_context io;
@@ -166,22 +186,16 @@ int main(int argc, char** argv) {
   flags.node.durability = durability.value();
   flags.http_explicit = app.count("--http") > 0;
   if (flags.http_listen != "off") {
-    const auto colon = flags.http_listen.rfind(':');
-    unsigned long port = 0;
-    try {
-      if (colon == std::string::npos) throw std::invalid_argument("no port");
-      std::size_t used = 0;
-      port = std::stoul(flags.http_listen.substr(colon + 1), &used);
-      if (used != flags.http_listen.size() - colon - 1 || port > 65535) {
-        throw std::invalid_argument("bad port");
-      }
-    } catch (const std::exception&) {
-      std::fprintf(stderr, "delayqd: --http wants ADDR:PORT or off, not '%s'\n",
+    const std::optional<std::pair<std::string, std::uint16_t>> split =
+        split_host_port(flags.http_listen);
+    if (!split) {
+      std::fprintf(stderr,
+                   "delayqd: --http wants ADDR:PORT, [IPV6]:PORT, NAME:PORT or off, not '%s'\n",
                    flags.http_listen.c_str());
       return 2;
     }
-    flags.http.address = flags.http_listen.substr(0, colon);
-    flags.http.port = static_cast<std::uint16_t>(port);
+    flags.http.address = split->first;
+    flags.http.port = split->second;
   }
   flags.http.api.max_job_bytes = flags.server.max_job_bytes;
   // A body in JSON may take up to 6 bytes per byte (\u0000 escapes): room for the largest job.

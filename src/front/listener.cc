@@ -12,13 +12,18 @@ using boost::asio::ip::tcp;
 
 namespace {
 
-// Letters, digits, '-', '_' and '.', at most 253 of them: what a resolver is asked about. Anything
-// else is refused before a lookup (which could wait on DNS) is tried.
+// Letters, digits, '-', '_' and '.', at most 253 of them, and not digits and dots alone: what a
+// resolver is asked about. Anything else is refused before a lookup (which could wait on DNS) is
+// tried; so are the short numeric forms the resolver would take as IPv4 ("0", "127.1").
 bool is_host_name(const std::string& text) {
   if (text.empty() || text.size() > 253) return false;
-  return std::all_of(text.begin(), text.end(), [](char c) {
+  const bool allowed = std::all_of(text.begin(), text.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
   });
+  const bool numeric = std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) != 0 || c == '.';
+  });
+  return allowed && !numeric;
 }
 
 }  // namespace
@@ -31,6 +36,7 @@ Listener::Listener(boost::asio::io_context& io, std::string what, Full full, OnS
       retry_(io) {}
 
 Status Listener::start(const std::string& address, std::uint16_t port) {
+  if (acceptor_.is_open()) return {Code::kConflict, "already listening"};
   // "[::1]" is how an IPv6 address is written beside a port; the brackets are not part of it.
   std::string host = address;
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
@@ -50,7 +56,10 @@ Status Listener::start(const std::string& address, std::uint16_t port) {
     tcp::resolver resolver(acceptor_.get_executor());
     const auto results = resolver.resolve(
         host, std::to_string(port), tcp::resolver::passive | tcp::resolver::numeric_service, error);
-    if (error) return bad(error.message());
+    if (error) {
+      return {Code::kIOError,
+              "cannot resolve " + what_ + "listen address '" + address + "': " + error.message()};
+    }
     for (const auto& result : results) endpoints.push_back(result.endpoint());
     if (endpoints.empty()) return bad("the name has no address");
   }

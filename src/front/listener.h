@@ -26,8 +26,9 @@ class Listener {
 
   // Binds and starts accepting. address: an IPv4 or IPv6 address (the latter bare or in
   // brackets), or a host name, which is resolved and bound at the first of its addresses that
-  // can be. Errors: an address that is neither (kInvalidArgument), or the address or port cannot
-  // be bound (kIOError).
+  // can be. Errors: an address that is neither (kInvalidArgument), a name that cannot be
+  // resolved or an address or port that cannot be bound (kIOError), already listening
+  // (kConflict).
   Status start(const std::string& address, std::uint16_t port);
   // The bound port (the chosen one after port 0), or 0 when not listening.
   [[nodiscard]] std::uint16_t port() const;

@@ -131,8 +131,8 @@ void HierarchicalWheel::clear_chain(unsigned level, unsigned index) noexcept {
 // Redistributes a slot that now_tick_ has just entered over the levels below it. Its entries
 // share now's digits down to `level`, so each lands strictly lower, never in the chain being
 // read. Order within each target slot is kept, which keeps equal ticks in schedule order. A
-// level-1 slot becomes the run. Each block goes back to the pool as soon as it is read, while it
-// is in the cache, and is likely the next one the lower slots take.
+// level-1 slot becomes the run. Where entries move unchecked, each block goes back to the pool as
+// soon as it is read, while it is in the cache, and is likely the next one the lower slots take.
 void HierarchicalWheel::cascade(unsigned level, unsigned index) {
   if (level == 1) trim_run();
   Block* const head = detach_slot(level, index);

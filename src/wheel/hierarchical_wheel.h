@@ -6,8 +6,9 @@
 // per-level occupancy bitmaps, so the caller can sleep until next_deadline(). Equal deadline
 // ticks fire in schedule order. Slots are chains of 512-byte blocks of 16-byte entries from a
 // recycling pool: moving timers reads and writes memory sequentially. Which timers are scheduled
-// is one bit each in the wheel's own bitmap, so cancel and firing touch nothing else: they clear
-// the bit, and neither the slot nor the caller's Timer (a cache miss apiece in a large table);
+// is one bit each in the wheel's own bitmap, so cancel clears the bit and touches neither the slot
+// nor the caller's Timer (a cache miss apiece in a large table), and firing clears it and writes
+// nothing into the caller's table (it reads the Timer only while cancelled entries exist);
 // cancelled entries are dropped when reached, or swept when they outnumber the live ones. Owned by
 // one thread. Algorithm, worked example, costs: docs/design/timing-wheel.md
 #pragma once

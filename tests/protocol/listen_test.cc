@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
 #include "server_process.h"
 
@@ -69,15 +70,29 @@ TEST(ListenTest, Ipv6AddressBareOrInBrackets) {
   EXPECT_EQ(server.stop(), "exited 0");
 }
 
+// An address that is none stops the server at start (exit 1, no lookup tried); a --http value
+// that is not HOST:PORT is malformed (exit 2), a bare IPv6 address among them.
 TEST(ListenTest, AnAddressThatIsNoneStopsTheServerAtStart) {
   TempDir dir;
-  for (const auto& args :
-       {std::vector<std::string>{"-l", ""}, std::vector<std::string>{"--http", ":0"},
-        std::vector<std::string>{"-l", "[127.0.0.1"}}) {
-    ServerProcess server(dir.path() / "db", args);
+  const struct {
+    std::vector<std::string> args;
+    const char* ended;
+  } cases[] = {
+      {{"-l", ""}, "exited 1"},
+      {{"-l", "[127.0.0.1"}, "exited 1"},
+      {{"-l", "bad!name"}, "exited 1"},
+      {{"-l", "0"}, "exited 1"},  // not taken for 0.0.0.0, as the resolver would
+      {{"-l", "127.1"}, "exited 1"},
+      {{"--http", ":0"}, "exited 2"},
+      {{"--http", "::1"}, "exited 2"},  // not [::]:1
+      {{"--http", "2001:db8::1:80"}, "exited 2"},
+      {{"--http", "localhost:65536"}, "exited 2"},
+  };
+  for (const auto& c : cases) {
+    ServerProcess server(dir.path() / "db", c.args);
     const std::string started = server.start();
-    EXPECT_NE(started.find("exited 1"), std::string::npos)
-        << args[0] << " " << args[1] << ": " << started;
+    EXPECT_NE(started.find(c.ended), std::string::npos)
+        << c.args[0] << " '" << c.args[1] << "': " << started;
   }
 }
 
