@@ -217,6 +217,20 @@ TEST_F(BeanstalkTest, RefusedPutsCountAsBeanstalkdCountsThem) {
   EXPECT_EQ(s["cmd-put"], "3");
   EXPECT_EQ(s["current-producers"], "1");
   EXPECT_EQ(s["total-jobs"], "0");
+  // A put counts once its line is read, before its body: seen from another connection while the
+  // body is short, then not again when it is whole, nor when its connection closes without it.
+  Client other(server_->port());
+  ASSERT_TRUE(other.send("put 0 0 10 5\r\nhe"));
+  ASSERT_TRUE(wait_for_stat("cmd-put", "4"));
+  EXPECT_EQ(stats("stats\r\n")["current-producers"], "2");
+  EXPECT_EQ(other.call("llo\r\n"), "INSERTED 1\r\n");
+  ASSERT_TRUE(other.send("put 0 0 10 5\r\nhe"));
+  ASSERT_TRUE(wait_for_stat("cmd-put", "5"));
+  other.close();
+  ASSERT_TRUE(wait_for_stat("current-producers", "1"));
+  s = stats("stats\r\n");
+  EXPECT_EQ(s["cmd-put"], "5");
+  EXPECT_EQ(s["total-jobs"], "1");
   // pause-tube counts once its name and delay are read, before the name is checked.
   EXPECT_EQ(client_->call("pause-tube -bad 10\r\n"), "BAD_FORMAT\r\n");
   EXPECT_EQ(client_->call("pause-tube " + std::string(201, 't') + " 10\r\n"), "BAD_FORMAT\r\n");

@@ -398,7 +398,8 @@ Parsed frame_body(std::string_view input, std::size_t line_bytes, Line& line) no
   return parsed;
 }
 
-// An error on a line beanstalkd has counted by then: it says so, and names the verb.
+// An error, or a put waiting for its body, on a line beanstalkd has counted by then: it says so,
+// and names the verb.
 Parsed counted_error(Parsed parsed, const Line& line) noexcept {
   if (line.counted) {
     parsed.counted = true;
@@ -433,8 +434,8 @@ Parsed parse_line(std::string_view input, std::string_view text, const ParserLim
       break;
   }
   if (entry->verb == Verb::kPut || entry->verb == Verb::kPutX) {
-    Parsed parsed = frame_body(input, line_bytes, line);
-    return parsed.kind == Parsed::Kind::kError ? counted_error(parsed, line) : parsed;
+    Parsed parsed = frame_body(input, line_bytes, line);  // a body still to come counts already
+    return parsed.kind == Parsed::Kind::kCommand ? parsed : counted_error(parsed, line);
   }
   Parsed parsed;
   parsed.kind = Parsed::Kind::kCommand;

@@ -140,6 +140,8 @@ struct Parsed {
   // kError: a line refused after the point where beanstalkd counts it in its cmd-* counter, as
   // command.verb (prot.c dispatch_cmd): a put whose four numbers parsed (then JOB_TOO_BIG,
   // trailing garbage or EXPECTED_CRLF), a pause-tube whose name is not a valid tube name.
+  // kNeedMore: a put line accepted whose body has not all arrived: beanstalkd has counted it, and
+  // made its connection a producer, before reading the body.
   bool counted = false;
 };
 

@@ -860,6 +860,25 @@ TEST(BeanstalkParserTest, NeedMoreConsumesNothing) {
   }
 }
 
+// A put line accepted, its body still to come: beanstalkd has counted it (and made its connection
+// a producer) by then, so the wait says so. A line not yet whole has not counted, nor has putx,
+// which beanstalkd does not know.
+TEST(BeanstalkParserTest, PutWaitingForItsBodyHasCounted) {
+  for (const std::string_view input :
+       {"put 0 0 0 3\r\n"sv, "put 0 0 0 3\r\nab"sv, "put 0 0 0 3\r\nabc\r"sv}) {
+    const Parsed parsed = parse(input, ParserLimits{});
+    EXPECT_EQ(parsed.kind, Kind::kNeedMore) << escaped(input);
+    EXPECT_TRUE(parsed.counted) << escaped(input);
+    EXPECT_EQ(parsed.command.verb, Verb::kPut);
+  }
+  for (const std::string_view input :
+       {"put 0 0 0 3"sv, "put 0 0 0 3\r"sv, "stats\r"sv, "putx 0 1500 0 3 key=k\r\nab"sv}) {
+    const Parsed parsed = parse(input, ParserLimits{});
+    EXPECT_EQ(parsed.kind, Kind::kNeedMore) << escaped(input);
+    EXPECT_FALSE(parsed.counted) << escaped(input);
+  }
+}
+
 TEST(BeanstalkParserTest, JobTooBigConsumesTheLineAndDiscardsBodyAndCrlf) {
   const Parsed parsed = parse("put 0 0 0 65536\r\nabc", ParserLimits{});
   ASSERT_EQ(parsed.kind, Kind::kError);

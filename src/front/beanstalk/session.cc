@@ -254,13 +254,22 @@ bool Session::step() {
     return true;
   }
   const Parsed parsed = parse(in_, server_.limits());
+  // A put counts (and makes a producer) once its line is accepted, as in beanstalkd, even if its
+  // body never comes whole: counted when first seen waiting for it, not again when it is whole.
+  const bool counted_already = put_counted_;
+  put_counted_ = parsed.kind == Parsed::Kind::kNeedMore && parsed.counted;
   switch (parsed.kind) {
     case Parsed::Kind::kNeedMore:
+      if (put_counted_ && !counted_already) {
+        const auto verb = static_cast<std::size_t>(parsed.command.verb);
+        if (kCounters[verb]) engine().count_command(*kCounters[verb]);
+        engine().mark_producer(client_);
+      }
       return false;
     case Parsed::Kind::kError:
       op_ = "error";
       in_.erase(0, parsed.consumed);
-      if (parsed.counted) {  // refused, but beanstalkd has counted it by then
+      if (parsed.counted && !counted_already) {  // refused, but beanstalkd has counted it by then
         const auto verb = static_cast<std::size_t>(parsed.command.verb);
         if (kCounters[verb]) engine().count_command(*kCounters[verb]);
         // A put whose size and line were right makes a producer, as in beanstalkd.
@@ -277,7 +286,7 @@ bool Session::step() {
     case Parsed::Kind::kCommand: {
       const auto verb = static_cast<std::size_t>(parsed.command.verb);
       op_ = verb_name(parsed.command.verb);
-      if (kCounters[verb]) engine().count_command(*kCounters[verb]);
+      if (kCounters[verb] && !counted_already) engine().count_command(*kCounters[verb]);
       (this->*kHandlers[verb])(parsed.command);  // its views point into in_: erase after
       in_.erase(0, parsed.consumed);
       return true;

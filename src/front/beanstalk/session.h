@@ -88,8 +88,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string in_;                // bytes read and not yet parsed
   std::size_t discard_ = 0;       // bytes still to drop (the body of a job too big)
   bool discard_line_ = false;
-  bool waiting_ = false;  // in reserve: no further command runs until it ends
-  bool closing_ = false;  // quit: close once the replies are out
+  bool put_counted_ = false;  // the put at the head of in_, still short of its body, has counted
+  bool waiting_ = false;      // in reserve: no further command runs until it ends
+  bool closing_ = false;      // quit: close once the replies are out
   bool closed_ = false;
   bool writing_ = false;
   std::deque<Reply> out_;
