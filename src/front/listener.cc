@@ -66,17 +66,15 @@ Status Listener::start(const std::string& address, std::uint16_t port) {
   // The first address that can be bound, as beanstalkd does.
   for (const tcp::endpoint& endpoint : endpoints) {
     error = {};
-    boost::system::error_code ignored;
-    acceptor_.close(ignored);
     acceptor_.open(endpoint.protocol(), error);
     if (!error) acceptor_.set_option(boost::asio::socket_base::reuse_address(true), error);
     if (!error) acceptor_.bind(endpoint, error);
     if (!error) acceptor_.listen(boost::asio::socket_base::max_listen_connections, error);
     if (!error) break;
-  }
-  if (error) {
     boost::system::error_code ignored;
     acceptor_.close(ignored);
+  }
+  if (error) {
     return {Code::kIOError, "cannot listen " + (what_.empty() ? "" : "for " + what_) + "on " +
                                 address + ":" + std::to_string(port) + ": " + error.message()};
   }
@@ -90,12 +88,6 @@ std::string Listener::local_address() const {
   if (error) return "";
   const std::string ip = endpoint.address().to_string();
   return (endpoint.address().is_v6() ? "[" + ip + "]" : ip) + ":" + std::to_string(endpoint.port());
-}
-
-std::uint16_t Listener::port() const {
-  boost::system::error_code error;
-  const auto endpoint = acceptor_.local_endpoint(error);
-  return error ? 0 : endpoint.port();
 }
 
 void Listener::accept() {

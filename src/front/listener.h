@@ -30,9 +30,8 @@ class Listener {
   // resolved or an address or port that cannot be bound (kIOError), already listening
   // (kConflict).
   Status start(const std::string& address, std::uint16_t port);
-  // The bound port (the chosen one after port 0), or 0 when not listening.
-  [[nodiscard]] std::uint16_t port() const;
-  // The bound address as ADDR:PORT ([ADDR]:PORT for IPv6), or "" when not listening.
+  // The bound address as ADDR:PORT ([ADDR]:PORT for IPv6; the chosen port after port 0), or ""
+  // when not listening.
   [[nodiscard]] std::string local_address() const;
   void stop();
 

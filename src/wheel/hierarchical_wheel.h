@@ -182,26 +182,19 @@ class HierarchicalWheel {
     }
   }
   // Calls visit(entry, live) for every entry of a chain, in order. Reading the caller's Timers is
-  // a cache miss apiece, so they are requested a block ahead, with that block's own lines
-  // requested a block before that. visit gets each entry by reference and may write it, or
+  // a cache miss apiece, so they are requested a block ahead (walk_chain requests the blocks
+  // themselves further ahead still). visit gets each entry by reference and may write it, or
   // entries it has already been given.
   template <typename Visit>
   void for_each_checked(Block* head, Visit&& visit) {
-    if (head == nullptr) return;
-    prefetch_block(head->next);
-    prefetch_timers(head);
-    for (Block* block = head; block != nullptr;) {
-      Block* const next = block->next;
-      if (next != nullptr) {
-        prefetch_block(next->next);
-        prefetch_timers(next);
-      }
+    if (head != nullptr) prefetch_timers(head);
+    walk_chain(head, [&](Block* block) {
+      if (block->next != nullptr) prefetch_timers(block->next);
       for (std::uint32_t i = 0; i < block->size; ++i) {
         Entry& entry = block->entries[i];
         visit(entry, is_live(entry));
       }
-      block = next;
-    }
+    });
   }
   Block* new_block();
   void recycle(Block* block) noexcept {

@@ -43,8 +43,7 @@ class Server {
 
   // Binds and starts accepting. Errors: the address or port cannot be bound.
   Status start();
-  [[nodiscard]] std::uint16_t port() const;
-  // Where it listens, as ADDR:PORT ([ADDR]:PORT for IPv6).
+  // Where it listens, as ADDR:PORT ([ADDR]:PORT for IPv6; the chosen port after port 0).
   [[nodiscard]] std::string local_address() const;
   // Stops accepting new connections; open ones carry on.
   void stop_accepting();

@@ -258,23 +258,22 @@ bool Session::step() {
   // body never comes whole: counted when first seen waiting for it, not again when it is whole.
   const bool counted_already = put_counted_;
   put_counted_ = parsed.kind == Parsed::Kind::kNeedMore && parsed.counted;
+  const auto verb = static_cast<std::size_t>(parsed.command.verb);
+  // A command counts when it runs; a line beanstalkd counts earlier (a put waiting for its body,
+  // or refused after its numbers parsed) counts when first seen.
+  if ((parsed.kind == Parsed::Kind::kCommand || parsed.counted) && !counted_already &&
+      kCounters[verb]) {
+    engine().count_command(*kCounters[verb]);
+  }
   switch (parsed.kind) {
     case Parsed::Kind::kNeedMore:
-      if (put_counted_ && !counted_already) {
-        const auto verb = static_cast<std::size_t>(parsed.command.verb);
-        if (kCounters[verb]) engine().count_command(*kCounters[verb]);
-        engine().mark_producer(client_);
-      }
+      // A put whose size and line were right makes a producer, as in beanstalkd.
+      if (put_counted_ && !counted_already) engine().mark_producer(client_);
       return false;
     case Parsed::Kind::kError:
       op_ = "error";
       in_.erase(0, parsed.consumed);
-      if (parsed.counted && !counted_already) {  // refused, but beanstalkd has counted it by then
-        const auto verb = static_cast<std::size_t>(parsed.command.verb);
-        if (kCounters[verb]) engine().count_command(*kCounters[verb]);
-        // A put whose size and line were right makes a producer, as in beanstalkd.
-        if (parsed.error == Error::kExpectedCrlf) engine().mark_producer(client_);
-      }
+      if (parsed.error == Error::kExpectedCrlf) engine().mark_producer(client_);  // as above
       if (parsed.error == Error::kJobTooBig) {
         discard_ = parsed.discard;  // JOB_TOO_BIG once the body is dropped, as beanstalkd
       } else if (parsed.discard_line) {
@@ -284,9 +283,7 @@ bool Session::step() {
       }
       return true;
     case Parsed::Kind::kCommand: {
-      const auto verb = static_cast<std::size_t>(parsed.command.verb);
       op_ = verb_name(parsed.command.verb);
-      if (kCounters[verb] && !counted_already) engine().count_command(*kCounters[verb]);
       (this->*kHandlers[verb])(parsed.command);  // its views point into in_: erase after
       in_.erase(0, parsed.consumed);
       return true;

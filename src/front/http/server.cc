@@ -228,10 +228,6 @@ Status Server::start() {
   return listener_.start(options_.address, options_.port);
 }
 
-std::uint16_t Server::port() const {
-  return listener_.port();
-}
-
 std::string Server::local_address() const {
   return listener_.local_address();
 }
