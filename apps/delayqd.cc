@@ -1,4 +1,5 @@
-// delayqd — the delayq server: the beanstalkd protocol over a local node (engine + RocksDB).
+// delayqd — the delayq server: the beanstalkd protocol and the HTTP API over a broker, the local
+// one (engine + RocksDB); the only place that knows which broker runs.
 // Flags follow beanstalkd's where they overlap (-l -p -b -z -V); `delayqd --help` lists them all,
 // with defaults. Prints "delayqd listening on ADDR:PORT" on stdout once it accepts connections
 // (so a test can start it on port 0 and read the port). SIGTERM / SIGINT: stop accepting, commit
@@ -22,7 +23,7 @@
 #include <string_view>
 #include <utility>
 
-#include "broker/local/node.h"
+#include "broker/local/local_broker.h"
 #include "front/beanstalk/server.h"
 #include "front/http/server.h"
 
@@ -60,21 +61,21 @@ std::optional<std::pair<std::string, std::uint16_t>> split_host_port(const std::
 
 int run(const Flags& flags) {
   boost::asio::io_context io;
-  auto opened = local::Node::open(io, flags.node);
+  auto opened = local::LocalBroker::open(io, flags.node);
   if (!opened.is_ok()) {
     spdlog::critical("cannot start: {}", opened.status().to_string());
     return 1;
   }
-  auto node = std::move(opened).value();
+  auto broker = std::move(opened).value();
   spdlog::info("data in {}: {} jobs recovered, durability {}", flags.node.data_dir,
-               node->recovered_jobs(), flags.node.durability.to_string());
+               broker->recovered_jobs(), flags.node.durability.to_string());
   int exit_code = 0;
-  node->on_fatal([&io, &exit_code](const Status& status) {
+  broker->on_fatal([&io, &exit_code](const Status& status) {
     spdlog::critical("store failed, stopping: {}", status.to_string());
     exit_code = 1;
     io.stop();
   });
-  front::beanstalk::Server server(io, *node, flags.server);
+  front::beanstalk::Server server(io, *broker, flags.server);
   if (Status s = server.start(); !s.is_ok()) {
     spdlog::critical("{}", s.to_string());
     return 1;
@@ -83,7 +84,7 @@ int run(const Flags& flags) {
   // but an address asked for explicitly must be had.
   std::optional<front::http::Server> http;
   if (flags.http_listen != "off") {
-    http.emplace(io, *node, flags.http);
+    http.emplace(io, *broker, flags.http);
     if (Status s = http->start(); !s.is_ok()) {
       if (flags.http_explicit) {
         spdlog::critical("{}", s.to_string());
@@ -103,7 +104,7 @@ int run(const Flags& flags) {
     spdlog::info("signal {}: stopping", signal);
     server.stop_accepting();
     if (http) http->stop_accepting();
-    if (Status s = node->close(); !s.is_ok()) {
+    if (Status s = broker->close(); !s.is_ok()) {
       spdlog::critical("final commit failed: {}", s.to_string());
       exit_code = 1;
     }
@@ -119,7 +120,7 @@ int run(const Flags& flags) {
     drain.async_wait([&](const boost::system::error_code& error, int) {
       if (error) return;
       spdlog::info("SIGUSR1: drain mode, puts are refused from now on");
-      node->set_draining(true);
+      broker->set_draining(true);
       wait_drain();
     });
   };
@@ -130,7 +131,7 @@ int run(const Flags& flags) {
   if (http) std::printf("delayqd http listening on %s\n", http->local_address().c_str());
   std::fflush(stdout);
   io.run();
-  if (Status s = node->close(); !s.is_ok()) {
+  if (Status s = broker->close(); !s.is_ok()) {
     spdlog::critical("final commit failed: {}", s.to_string());
     return 1;
   }

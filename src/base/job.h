@@ -5,7 +5,9 @@
 // ../shared/DESIGN.md and docs/protocol.md.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace delayq {
@@ -40,6 +42,43 @@ struct JobCounters {
 
   friend bool operator==(const JobCounters&, const JobCounters&) = default;
   [[nodiscard]] bool zero() const noexcept { return *this == JobCounters{}; }
+};
+
+// A job as the engine and every broker report it: what peek, reserve and stats-job show, less
+// the body.
+struct JobView {
+  JobId id = 0;
+  std::string tube;
+  JobState state = JobState::kReady;
+  std::uint32_t priority = 0;
+  std::int64_t due_unix_ms = 0;       // delayed: when it becomes ready; else when it did
+  std::int64_t deadline_unix_ms = 0;  // reserved: when its TTR lapses; else 0
+  std::int64_t created_unix_ms = 0;
+  std::int64_t delay_ms = 0;  // the delay it was last put, released or rescheduled with
+  std::chrono::seconds ttr{0};
+  JobCounters counters;
+  std::string key;
+  std::string group;
+};
+
+// One tube's counts, as beanstalkd's stats-tube reports them.
+struct TubeStats {
+  std::string name;
+  std::uint64_t urgent = 0, ready = 0, reserved = 0, delayed = 0, buried = 0;
+  std::uint64_t total_jobs = 0;  // ever put into the tube
+  std::uint64_t using_clients = 0, watching_clients = 0, waiting_clients = 0;
+  std::uint64_t deletes = 0, pauses = 0;
+  std::chrono::seconds pause{0};
+  std::chrono::milliseconds pause_left{0};
+};
+
+// The jobs and tubes of a whole server. Connections, producers, workers and command counters
+// are the front-ends' (a broker serves sessions, not connections).
+struct ServerStats {
+  std::uint64_t urgent = 0, ready = 0, reserved = 0, delayed = 0, buried = 0;
+  std::uint64_t total_jobs = 0, job_timeouts = 0, tubes = 0;
+  std::uint64_t waiting = 0;  // sessions waiting in reserve
+  JobId next_id = 1;
 };
 
 }  // namespace delayq

@@ -22,6 +22,7 @@ enum class Code {
   kDeadlineSoon,     // reserve: a job reserved by this client is about to lapse
   kTimedOut,         // reserve: nothing became ready within the timeout
   kLimit,            // a configured limit would be exceeded
+  kDraining,         // the server refuses new jobs (drain mode, before a shutdown)
   kCorruption,       // data on disk fails its checks
   kUnsupported,      // data on disk written by an unknown format version
   kIOError,          // the disk or the operating system failed
@@ -45,6 +46,8 @@ enum class Code {
       return "timed out";
     case Code::kLimit:
       return "limit exceeded";
+    case Code::kDraining:
+      return "draining";
     case Code::kCorruption:
       return "corruption";
     case Code::kUnsupported:

@@ -417,7 +417,6 @@ ClientId Engine::connect() {
   c.watched.push_back(no);
   tube(no).using_clients++;
   tube(no).watching_clients++;
-  ++total_connections_;
   return id;
 }
 
@@ -426,7 +425,6 @@ ClientId Engine::connect_internal() {
   Client& c = clients_[id];
   c.used = tube_by_name_.find(kDefaultTube)->second;
   c.internal = true;
-  ++internal_clients_;
   return id;
 }
 
@@ -438,18 +436,12 @@ void Engine::disconnect(ClientId id) {
     leave(slot);
     enter_ready(slot);
   }
-  if (c.internal) {
-    --internal_clients_;
-  } else {
-    tube(c.used).using_clients--;
-  }
+  if (!c.internal) tube(c.used).using_clients--;
   maybe_drop_tube(c.used);
   for (const TubeNo no : c.watched) {
     tube(no).watching_clients--;
     maybe_drop_tube(no);
   }
-  if (c.producer) --producers_;
-  if (c.worker) --workers_;
   clients_.erase(id);
   dispatch();
 }
@@ -507,14 +499,6 @@ std::vector<std::string> Engine::watched_tubes(ClientId id) const {
 // ---------------------------------------------------------------------------------------------
 // The lifecycle
 
-void Engine::mark_producer(ClientId client_id) {
-  Client& c = client(client_id);
-  if (!c.producer && !c.internal) {
-    c.producer = true;
-    ++producers_;
-  }
-}
-
 Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
   if (Status s = check_name("key", request.key); !s.is_ok()) return s;
   if (Status s = check_name("group", request.group); !s.is_ok()) return s;
@@ -543,7 +527,6 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
       destroy(holder, /*drop_tube=*/false);  // the new job goes into it
     }
   }
-  mark_producer(client_id);
   const std::int64_t now_ms = now();
   // Delays count from here, the put's moment rounded up (see Clock::start_unix_ms()); it is
   // also the job's creation time, so its delay reads back exactly as due - created.
@@ -599,20 +582,12 @@ bool Engine::deadline_soon(const Client& c) const {
 ReserveResult Engine::reserve(ClientId client_id, std::optional<Millis> timeout) {
   Client& c = client(client_id);
   DELAYQ_CHECK(c.wait_order == 0);
-  mark_worker(c);
   const auto best = best_ready(c);
   if (!best && deadline_soon(c)) return ReserveResult{ReserveResult::Kind::kDeadlineSoon, {}};
   if (best) return hand_out(client_id, *best);
   if (timeout && timeout->count() <= 0) return ReserveResult{ReserveResult::Kind::kTimedOut, {}};
   start_wait(client_id, c, timeout);
   return ReserveResult{ReserveResult::Kind::kWaiting, {}};
-}
-
-// beanstalkd's current-workers: connections that have asked for a job.
-void Engine::mark_worker(Client& c) {
-  if (c.worker || c.internal) return;
-  c.worker = true;
-  ++workers_;
 }
 
 bool Engine::cancel_wait(ClientId client_id) {
@@ -629,7 +604,6 @@ Result<JobView> Engine::reserve_job(ClientId client_id, JobId id) {
   }
   const Slot slot = *found;
   const bool was_ready = job(slot).state() == JobState::kReady;
-  mark_worker(client(client_id));
   leave(slot);
   enter_reserved(slot, client_id);
   // A reserved job comes back ready after a restart; one taken from the delayed or buried list
@@ -842,7 +816,6 @@ Status Engine::hand_over(JobId id, ClientId from, ClientId to) {
   held.erase(std::find(held.begin(), held.end(), slot));
   Client& receiver = client(to);
   receiver.reserved.push_back(slot);
-  mark_worker(receiver);
   reservations_.at(slot).client = to;
   return Status::ok();
 }
@@ -1037,13 +1010,8 @@ ServerStats Engine::stats() const {
   s.total_jobs = total_jobs_;
   s.job_timeouts = job_timeouts_;
   s.tubes = tube_by_name_.size();
-  s.connections = clients_.size() - internal_clients_;
-  s.total_connections = total_connections_;
-  s.producers = producers_;
-  s.workers = workers_;
   s.waiting = waiters_.size();
   s.next_id = next_id_;
-  s.commands = commands_;
   return s;
 }
 

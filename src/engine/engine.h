@@ -70,21 +70,9 @@ struct PutResult {
   JobId replaced = 0;    // the job deleted to make way, 0 if none
 };
 
-// A job as the engine sees it: what peek, reserve and stats-job report, less the body.
-struct JobView {
-  JobId id = 0;
-  std::string tube;
-  JobState state = JobState::kReady;
-  std::uint32_t priority = 0;
-  std::int64_t due_unix_ms = 0;       // delayed: when it becomes ready; else when it did
-  std::int64_t deadline_unix_ms = 0;  // reserved: when its TTR lapses; else 0
-  std::int64_t created_unix_ms = 0;
-  std::int64_t delay_ms = 0;  // the delay it was last put, released or rescheduled with
-  Seconds ttr{0};
-  JobCounters counters;
-  std::string key;
-  std::string group;
-};
+using delayq::JobView;
+using delayq::ServerStats;
+using delayq::TubeStats;
 
 // The answer to a reserve: a job, or why there is none. kWaiting: the answer comes later,
 // through take_wakeups().
@@ -97,54 +85,6 @@ struct ReserveResult {
 struct Wakeup {
   ClientId client = 0;
   ReserveResult result;
-};
-
-struct TubeStats {
-  std::string name;
-  std::uint64_t urgent = 0, ready = 0, reserved = 0, delayed = 0, buried = 0;
-  std::uint64_t total_jobs = 0;  // ever put into the tube
-  std::uint64_t using_clients = 0, watching_clients = 0, waiting_clients = 0;
-  std::uint64_t deletes = 0, pauses = 0;
-  Seconds pause{0};
-  Millis pause_left{0};
-};
-
-// beanstalkd's commands, for the cmd-* counters of its stats: front-ends count what they run.
-enum class Command : std::uint8_t {
-  kPut,
-  kPeek,
-  kPeekReady,
-  kPeekDelayed,
-  kPeekBuried,
-  kReserve,
-  kReserveWithTimeout,
-  kReserveJob,
-  kTouch,
-  kUse,
-  kWatch,
-  kIgnore,
-  kDelete,
-  kRelease,
-  kBury,
-  kKick,
-  kKickJob,
-  kStats,
-  kStatsJob,
-  kStatsTube,
-  kListTubes,
-  kListTubeUsed,
-  kListTubesWatched,
-  kPauseTube,
-  kCount  // not a command: how many there are
-};
-inline constexpr std::size_t kCommandCount = static_cast<std::size_t>(Command::kCount);
-
-struct ServerStats {
-  std::uint64_t urgent = 0, ready = 0, reserved = 0, delayed = 0, buried = 0;
-  std::uint64_t total_jobs = 0, job_timeouts = 0, tubes = 0;
-  std::uint64_t connections = 0, total_connections = 0, producers = 0, workers = 0, waiting = 0;
-  JobId next_id = 1;
-  std::array<std::uint64_t, kCommandCount> commands{};  // by Command
 };
 
 // Maps keyed by std::string that can be searched with a std::string_view, without a copy.
@@ -164,13 +104,12 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // --- clients: a connection, an HTTP caller, a driver. New clients use and watch "default".
+  // --- clients: a broker's sessions. New clients use and watch "default".
   // A client waiting in reserve sends nothing but disconnect until its wait ends (the front-end
   // holds its next commands, as beanstalkd does); use, watch, ignore and reserve check it.
   ClientId connect();
-  // A client of a front-end itself (HTTP's holder of reservations, a long-poll's waiter): it
-  // uses and watches nothing until told to, and is not a connection, producer or worker in the
-  // stats, so that beanstalkd clients see the counts they expect.
+  // A client that uses and watches nothing until told to, and is not counted among a tube's
+  // users (a session whose callers name their tubes per call, and the waiter of one such call).
   ClientId connect_internal();
   // Its reserved jobs become ready again (invariant 4), its wait ends, its tubes are let go.
   void disconnect(ClientId client);
@@ -212,8 +151,8 @@ class Engine {
   // A new priority for a job in any state (a ready job moves in its tube's order).
   Status set_priority(JobId id, std::uint32_t priority);
   // A job reserved by `from` becomes reserved by `to`, with the same TTR deadline (kNotFound if
-  // `from` does not hold it). A front-end whose callers are not connections (HTTP) waits in a
-  // client of its own per request, then hands the job to the client that holds its reservations.
+  // `from` does not hold it). A reserve that names its tubes waits in a client of its own, then
+  // hands the job to the client of the session that asked (broker/local).
   Status hand_over(JobId id, ClientId from, ClientId to);
   // Jobs of a group in any state, by id; cancel deletes those not reserved and says how many.
   [[nodiscard]] std::vector<JobView> list_group(std::string_view tube,
@@ -249,10 +188,6 @@ class Engine {
   [[nodiscard]] Result<JobView> stats_job(JobId id) const { return peek(id); }
   [[nodiscard]] Result<TubeStats> stats_tube(std::string_view tube) const;
   [[nodiscard]] ServerStats stats() const;
-  void count_command(Command command) { ++commands_[static_cast<std::size_t>(command)]; }
-  // Counts `client` among the producers (stats' current-producers) from now on, as a put does.
-  // beanstalkd also does so for a put it then refuses with EXPECTED_CRLF or DRAINING.
-  void mark_producer(ClientId client);
   [[nodiscard]] std::vector<std::string> tubes() const;
   [[nodiscard]] std::size_t jobs() const noexcept { return index_.size(); }
   // Bytes the engine's indexes hold (jobs, timers, wheel, id index), without allocator slack.
@@ -338,7 +273,6 @@ class Engine {
     TubeNo used = 0;
     std::vector<TubeNo> watched;
     std::vector<Slot> reserved;
-    bool producer = false, worker = false;
     bool internal = false;         // see connect_internal()
     std::uint64_t wait_order = 0;  // 0: not waiting
     std::optional<std::int64_t> wait_deadline_unix_ms;
@@ -354,7 +288,6 @@ class Engine {
   Slot new_job(JobId id, TubeNo tube_no, std::int64_t created_ms, std::uint32_t priority,
                std::uint32_t ttr_seconds, std::string_view key, std::string_view group);
   void kick_slot(Slot slot);
-  void mark_worker(Client& client);
   void free_slot(Slot slot);
   Extra& extra(Slot slot);
   [[nodiscard]] const Extra* extra_if(Slot slot) const;
@@ -421,7 +354,6 @@ class Engine {
   JobId next_id_ = 1;
   JobId last_restored_id_ = 0;
   bool next_id_dirty_ = false;
-  std::uint64_t internal_clients_ = 0;
   std::function<void(std::int64_t)> on_fire_;
   std::uint64_t next_bury_order_ = 1;
 
@@ -437,11 +369,9 @@ class Engine {
   std::set<std::pair<std::int64_t, ClientId>> alarms_;
   bool ready_changed_ = false;
 
-  std::uint64_t total_jobs_ = 0, job_timeouts_ = 0, total_connections_ = 0;
-  std::uint64_t producers_ = 0, workers_ = 0;
+  std::uint64_t total_jobs_ = 0, job_timeouts_ = 0;
   std::uint64_t state_counts_[kJobStateCount] = {};
   std::uint64_t urgent_ = 0;
-  std::array<std::uint64_t, kCommandCount> commands_{};
 
   std::vector<Wakeup> wakeups_;
   store::WriteSet mutations_;

@@ -4,8 +4,7 @@
 // indexes (no heaps, no wheel, no slots). Each operation returns what the engine must answer and
 // records the wakeups and the store mutations the engine must emit, in order.
 // Semantics: engine.h's comments and beanstalkd 1.12 (docs/protocol.md); where they leave a
-// detail open (which due time a job shows once ready, when a client counts as a producer) the
-// model follows the engine and says so.
+// detail open (which due time a job shows once ready) the model follows the engine and says so.
 // Contract of the driver (as in beanstalkd): a client that waits in reserve issues no command of
 // its own until its wait ends; it may only disconnect.
 #pragma once
@@ -51,8 +50,6 @@ class Model {
   struct Client {
     std::string used{kDefaultTube};
     std::vector<std::string> watched{std::string(kDefaultTube)};
-    bool producer = false;         // has put a job
-    bool worker = false;           // has reserved (or tried to)
     std::uint64_t wait_order = 0;  // 0: not waiting; else first come, first served
     std::optional<std::int64_t> wait_deadline_unix_ms;
   };
@@ -92,7 +89,6 @@ class Model {
   ClientId connect() {
     const ClientId id = next_client_++;
     clients_[id];
-    ++total_connections_;
     return id;
   }
 
@@ -163,7 +159,6 @@ class Model {
         destroy(*holder);
       }
     }
-    c.producer = true;  // the engine's choice: once a put inserts (beanstalkd: any put)
     Job job;
     job.id = next_id_++;
     job.tube = tube;
@@ -197,7 +192,6 @@ class Model {
 
   Reserve reserve(ClientId id, std::optional<Millis> timeout) {
     Client& c = clients_.at(id);
-    c.worker = true;
     if (const auto best = best_ready(c)) {
       hand_out(id, jobs_.at(*best));
       return {ReserveResult::Kind::kReserved, *best};
@@ -213,7 +207,6 @@ class Model {
   Status reserve_job(ClientId id, JobId job_id) {
     Job* job = find_mut(job_id);
     if (job == nullptr || job->state == JobState::kReserved) return {Code::kNotFound, "none"};
-    clients_.at(id).worker = true;
     const bool was_ready = job->state == JobState::kReady;
     hand_out(id, *job);
     // A reserved job comes back ready after a restart, so only a job taken from the delayed
@@ -410,7 +403,7 @@ class Model {
     clients_.clear();
     tubes_.clear();
     tubes_[std::string(kDefaultTube)];
-    total_jobs_ = job_timeouts_ = total_connections_ = 0;
+    total_jobs_ = job_timeouts_ = 0;
     next_client_ = 1;
     wakeups_.clear();
     mutations_.clear();
@@ -554,11 +547,7 @@ class Model {
     s.total_jobs = total_jobs_;
     s.job_timeouts = job_timeouts_;
     s.tubes = tubes_.size();
-    s.connections = clients_.size();
-    s.total_connections = total_connections_;
     for (const auto& [id, c] : clients_) {
-      s.producers += c.producer ? 1U : 0U;
-      s.workers += c.worker ? 1U : 0U;
       s.waiting += c.wait_order != 0 ? 1U : 0U;
     }
     s.next_id = next_id_;
@@ -733,7 +722,7 @@ class Model {
   ClientId next_client_ = 1;
   std::uint64_t next_wait_order_ = 1;
   std::uint64_t next_bury_order_ = 1;
-  std::uint64_t total_jobs_ = 0, job_timeouts_ = 0, total_connections_ = 0;
+  std::uint64_t total_jobs_ = 0, job_timeouts_ = 0;
   std::map<ClientId, Reserve> wakeups_;
   std::vector<Mutation> mutations_;
 };

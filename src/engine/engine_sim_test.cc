@@ -158,9 +158,6 @@ std::string diff(const ServerStats& e, const ServerStats& m) {
   d.field("reserved", e.reserved, m.reserved).field("delayed", e.delayed, m.delayed);
   d.field("buried", e.buried, m.buried).field("total_jobs", e.total_jobs, m.total_jobs);
   d.field("job_timeouts", e.job_timeouts, m.job_timeouts).field("tubes", e.tubes, m.tubes);
-  d.field("connections", e.connections, m.connections);
-  d.field("total_connections", e.total_connections, m.total_connections);
-  d.field("producers", e.producers, m.producers).field("workers", e.workers, m.workers);
   d.field("waiting", e.waiting, m.waiting).field("next_id", e.next_id, m.next_id);
   return d.text();
 }

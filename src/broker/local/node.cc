@@ -40,7 +40,7 @@ Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const Node
   auto recovered = recover(*node->store_, *node->engine_);
   if (!recovered.is_ok()) return recovered.status();
   node->recovered_jobs_ = recovered.value().jobs;
-  Metrics& metrics = node->metrics_;
+  broker::Metrics& metrics = node->metrics_;
   node->committer_ = std::make_unique<store::Committer>(
       *node->store_, options.durability, [&metrics](const store::BatchReport& report) {
         metrics.commit_batch.observe(static_cast<double>(report.steps));
@@ -59,18 +59,50 @@ Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const Node
 
 Result<std::string> Node::body(JobId id) {
   // Newest first: this turn's mutations, then the batches not yet written, then the store.
-  const auto& pending = engine_->mutations().ops();
-  for (auto op = pending.rbegin(); op != pending.rend(); ++op) {
-    if (op->kind == store::WriteSet::Kind::kBody && op->id == id) return op->value;
-  }
-  for (auto batch = unwritten_.rbegin(); batch != unwritten_.rend(); ++batch) {
-    if (const auto it = batch->second.find(id); it != batch->second.end()) return it->second;
+  // Only a job changed in a batch not yet durable can have its body outside the store.
+  if (batch_of(id) != 0) {
+    const auto& pending = engine_->mutations().ops();
+    for (auto op = pending.rbegin(); op != pending.rend(); ++op) {
+      if (op->kind == store::WriteSet::Kind::kBody && op->id == id) return op->value;
+    }
+    for (auto batch = unsynced_.rbegin(); batch != unsynced_.rend(); ++batch) {
+      const auto& bodies = batch->second.bodies;
+      if (const auto it = bodies.find(id); it != bodies.end()) return it->second;
+    }
   }
   return store_->read_body(id);
 }
 
 std::uint64_t Node::barrier() const {
   return engine_->mutations().empty() ? submitted_ : submitted_ + 1;
+}
+
+// The open batch's ops since the last call are indexed under the number it will get.
+void Node::index_open_batch() {
+  const auto& ops = engine_->mutations().ops();
+  for (; indexed_ops_ < ops.size(); ++indexed_ops_)
+    batch_of_[ops[indexed_ops_].id] = submitted_ + 1;
+}
+
+std::uint64_t Node::batch_of(JobId id) {
+  index_open_batch();
+  const auto it = batch_of_.find(id);
+  return it == batch_of_.end() ? 0 : it->second;
+}
+
+void Node::when_durable(std::uint64_t batch, std::function<void()> completion) {
+  if (batch <= durable_) {
+    ready_.push_back(std::move(completion));
+    touched();
+  } else {
+    waiting_.emplace(batch, std::move(completion));
+  }
+}
+
+void Node::run_ready() {
+  std::vector<std::function<void()>> ready;
+  ready.swap(ready_);
+  for (auto& completion : ready) completion();
 }
 
 void Node::touched() {
@@ -89,12 +121,14 @@ void Node::forget(engine::ClientId client) {
   waiters_.erase(client);
 }
 
-// Once per turn of the event loop, after every session has had its say: wakeups first (their
-// replies wait for the batch that commit() is about to submit), then the batch, then the timer.
+// Once per turn of the event loop, after every session has had its say: the completions that
+// became sendable (what they do next joins this turn's batch), time, wakeups (a reply that
+// depends on this turn's batch waits for it), then the batch, then the timer.
 void Node::turn() {
   turn_posted_ = false;
   if (failed_) return;
   turn_unix_us_ = unix_us();
+  run_ready();
   engine_->advance();
   deliver_wakeups();
   commit();
@@ -112,9 +146,14 @@ void Node::deliver_wakeups() {
 }
 
 void Node::commit() {
+  index_open_batch();
+  indexed_ops_ = 0;
   store::WriteSet set = engine_->take_mutations();
   if (set.empty()) return;
   const std::uint64_t seq = ++submitted_;
+  Unsynced& unsynced = unsynced_[seq];
+  unsynced.jobs.reserve(set.ops().size());
+  for (const store::WriteSet::Op& op : set.ops()) unsynced.jobs.push_back(op.id);
   if (durability_.mode == store::Durability::Mode::kNone) {
     // Nothing to wait for but the write itself, which is quicker here than a trip to the
     // committer's thread and back.
@@ -123,9 +162,8 @@ void Node::commit() {
     on_committed(seq, store_->write(sets, false));
     return;
   }
-  auto& bodies = unwritten_[seq];
   for (const store::WriteSet::Op& op : set.ops()) {
-    if (op.kind == store::WriteSet::Kind::kBody) bodies.emplace(op.id, op.value);
+    if (op.kind == store::WriteSet::Kind::kBody) unsynced.bodies.emplace(op.id, op.value);
   }
   committer_->submit(std::move(set), [this, seq, alive = alive_](const Status& status) {
     // On the committer's thread: hop back to the node's.
@@ -141,9 +179,24 @@ void Node::on_committed(std::uint64_t seq, const Status& status) {
     failed_ = true;
     return;
   }
-  durable_ = std::max(durable_, seq);
-  unwritten_.erase(unwritten_.begin(), unwritten_.upper_bound(seq));
-  for (const auto& [token, handler] : on_durable_) handler();
+  if (seq <= durable_) return;
+  durable_ = seq;
+  const auto end = unsynced_.upper_bound(seq);
+  for (auto batch = unsynced_.begin(); batch != end; ++batch) {
+    for (const JobId id : batch->second.jobs) {
+      // A later batch may change the job again: then it stays, under that one.
+      if (const auto it = batch_of_.find(id); it != batch_of_.end() && it->second <= seq) {
+        batch_of_.erase(it);
+      }
+    }
+  }
+  unsynced_.erase(unsynced_.begin(), end);
+  // Completions may call the broker again (and add to waiting_): take them out first.
+  std::vector<std::function<void()>> due;
+  const auto last = waiting_.upper_bound(seq);
+  for (auto it = waiting_.begin(); it != last; ++it) due.push_back(std::move(it->second));
+  waiting_.erase(waiting_.begin(), last);
+  for (auto& completion : due) completion();
 }
 
 // Sleeps until the engine's next wakeup; nothing to do means no timer at all.

@@ -1,10 +1,13 @@
-// node.h — one delayq node on this machine: the engine, the RocksDB store and the committer,
-// driven from one Asio io_context thread. Front-ends call the engine through engine() on that
-// thread and tag each reply with barrier(); a reply may leave once durable() has reached its
-// tag, which is how "nothing acknowledged is lost" holds while many clients share one fsync.
-// After each burst of commands a front-end calls touched(): the node then (once per turn of the
-// event loop) hands the engine's mutations to the committer, delivers wakeups to waiting clients
-// and re-arms its timer for the engine's next wakeup, so an idle node sleeps.
+// node.h — the machinery under the local broker: the engine, the RocksDB store and the
+// committer, driven from one Asio io_context thread. The broker calls the engine through
+// engine() on that thread, then touched(): the node then (once per turn of the event loop) runs
+// the completions that became sendable, hands the engine's mutations to the committer as one
+// batch, delivers wakeups to waiting clients and re-arms its timer for the engine's next
+// wakeup, so an idle node sleeps.
+// Batches are numbered; the node knows, for every job changed in a batch not yet durable, the
+// latest such batch (batch_of), so a completion waits for the batch its result depends on and
+// no other (when_durable). That is how "nothing acknowledged is lost" holds while many clients
+// share one fsync, and a reply about an old job does not wait for other clients' puts.
 // Not thread-safe except where noted: everything runs on the io_context's thread.
 #pragma once
 
@@ -20,7 +23,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "broker/local/metrics.h"
+#include "broker/metrics.h"
 #include "engine/engine.h"
 #include "store/committer.h"
 #include "store/rocks_store.h"
@@ -50,26 +53,25 @@ class Node {
   // A job's body: from this turn's mutations or the batches not yet written, else the store.
   Result<std::string> body(JobId id);
 
-  // The sequence number of the batch that will hold everything done so far: a reply sent after
-  // durable() reaches it depends on nothing that could still be lost.
+  // The sequence number of the batch that will hold everything done so far: a result that
+  // depends on the whole state (a count, an error) waits for it.
   [[nodiscard]] std::uint64_t barrier() const;
+  // The batch holding the latest change of job `id` that is not yet durable, or 0 if every
+  // change of it is (the job's erasure counts as a change). O(changes since the last call).
+  [[nodiscard]] std::uint64_t batch_of(JobId id);
   [[nodiscard]] std::uint64_t durable() const noexcept { return durable_; }
+  // Runs `completion` on this thread once batch `batch` is durable: in the next turn if it
+  // already is, never inside this call. If the store fails first, it never runs.
+  void when_durable(std::uint64_t batch, std::function<void()> completion);
 
   // Something was done to the engine: commit, deliver wakeups and re-arm the timer soon.
   void touched();
 
-  // Who hears about what. on_wakeup(client): a waiting reserve ended. on_durable: durable()
-  // moved (each front-end adds one, to flush its replies). on_fatal: the store failed; the
-  // node must stop.
+  // Who hears about what. on_wakeup(client): a waiting reserve ended. on_fatal: the store
+  // failed; the node must stop.
   using WakeupHandler = std::function<void(const engine::ReserveResult&)>;
   void on_wakeup(engine::ClientId client, WakeupHandler handler);
   void forget(engine::ClientId client);
-  // on_durable returns a token for remove_durable(), which a front-end calls when it goes.
-  std::uint64_t on_durable(std::function<void()> handler) {
-    on_durable_.emplace(++last_listener_, std::move(handler));
-    return last_listener_;
-  }
-  void remove_durable(std::uint64_t token) { on_durable_.erase(token); }
   void on_fatal(std::function<void(const Status&)> handler) { on_fatal_ = std::move(handler); }
 
   // Drain mode (SIGUSR1, as beanstalkd): every front-end refuses puts.
@@ -79,8 +81,8 @@ class Node {
   [[nodiscard]] bool healthy() const noexcept { return !failed_; }
   [[nodiscard]] std::int64_t started_unix_ms() const noexcept { return started_unix_ms_; }
 
-  [[nodiscard]] Metrics& metrics() noexcept { return metrics_; }
-  [[nodiscard]] const Metrics& metrics() const noexcept { return metrics_; }
+  [[nodiscard]] broker::Metrics& metrics() noexcept { return metrics_; }
+  [[nodiscard]] const broker::Metrics& metrics() const noexcept { return metrics_; }
 
   // Commits what is pending and waits for the committer (used at shutdown).
   Status close();
@@ -88,6 +90,8 @@ class Node {
  private:
   Node(boost::asio::io_context& io, const NodeOptions& options);
   void turn();
+  void run_ready();
+  void index_open_batch();
   void commit();
   void deliver_wakeups();
   void arm_timer();
@@ -109,12 +113,21 @@ class Node {
   bool draining_ = false;
   std::int64_t started_unix_ms_ = 0;
   std::int64_t turn_unix_us_ = 0;  // when this turn began: fire lateness is measured from it
-  Metrics metrics_;
-  // Bodies of puts in batches not yet written: the store cannot serve them yet.
-  std::map<std::uint64_t, std::unordered_map<JobId, std::string>> unwritten_;
+  broker::Metrics metrics_;
+  // Batches submitted and not yet durable: the jobs they change, and the bodies they put (the
+  // store cannot serve those yet).
+  struct Unsynced {
+    std::vector<JobId> jobs;
+    std::unordered_map<JobId, std::string> bodies;
+  };
+  std::map<std::uint64_t, Unsynced> unsynced_;
+  // Job -> the latest batch not yet durable that changes it (the open batch included).
+  std::unordered_map<JobId, std::uint64_t> batch_of_;
+  std::size_t indexed_ops_ = 0;  // ops of the engine's open batch already in batch_of_
+  // Completions waiting for their batch, and those whose batch is durable (run next turn).
+  std::multimap<std::uint64_t, std::function<void()>> waiting_;
+  std::vector<std::function<void()>> ready_;
   std::unordered_map<engine::ClientId, WakeupHandler> waiters_;
-  std::map<std::uint64_t, std::function<void()>> on_durable_;  // by token, in order added
-  std::uint64_t last_listener_ = 0;
   std::function<void(const Status&)> on_fatal_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

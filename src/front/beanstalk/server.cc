@@ -2,29 +2,29 @@
 
 #include <chrono>
 
-#include "front/beanstalk/session.h"
+#include "front/beanstalk/connection.h"
 
 namespace delayq::front::beanstalk {
 
-Server::Server(boost::asio::io_context& io, local::Node& node, ServerOptions options)
-    : io_(io),
-      node_(node),
-      options_(std::move(options)),
+Server::Server(boost::asio::io_context& io, broker::Broker& broker, ServerOptions options)
+    : options_(std::move(options)),
+      context_{broker, ParserLimits{}, Tally{}, 0},
       listener_(
-          io, "", [this] { return sessions_.size() >= options_.max_connections; },
+          io, "", [this] { return connections_.size() >= options_.max_connections; },
           [this](boost::asio::ip::tcp::socket socket) {
-            auto session = std::make_shared<Session>(*this, std::move(socket));
-            sessions_.insert(session);
-            session->start();
+            auto connection = std::make_shared<Connection>(*this, std::move(socket));
+            connections_.insert(connection);
+            connection->start();
           }) {
-  limits_.max_job_bytes = options_.max_job_bytes;
-  durable_listener_ = node_.on_durable([this] { flush_all(); });
-  started_unix_ms_ = node_.engine().now();
+  context_.limits.max_job_bytes = options_.max_job_bytes;
+  context_.started_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+  broker.metrics().declare_protocol("beanstalk");
 }
 
 Server::~Server() {
   stop();
-  node_.remove_durable(durable_listener_);
 }
 
 Status Server::start() {
@@ -41,19 +41,9 @@ void Server::stop_accepting() {
 
 void Server::stop() {
   stop_accepting();
-  // close() removes the session from sessions_: iterate over a copy.
-  const auto sessions = sessions_;
-  for (const auto& session : sessions) session->close();
-}
-
-void Server::flush_all() {
-  for (const auto& session : sessions_) session->flush();
-}
-
-std::uint64_t Server::uptime_seconds() const {
-  return static_cast<std::uint64_t>(
-             std::max<std::int64_t>(0, node_.engine().now() - started_unix_ms_)) /
-         1000;
+  // close() removes the connection from connections_: iterate over a copy.
+  const auto connections = connections_;
+  for (const auto& connection : connections) connection->close();
 }
 
 }  // namespace delayq::front::beanstalk

@@ -1,9 +1,8 @@
-// server.h — the beanstalkd front-end: a TCP acceptor and one Session per connection, over a
-// local::Node, all on the node's io_context thread. A session reads bytes, parses commands
-// (parser.h), runs each through one handler per verb (session.cc), and queues the replies; a
-// reply leaves only once the batch holding everything before it is durable (Node::barrier()),
-// and in command order. A session waiting in reserve keeps reading (to see the client go) but
-// runs no further commands until its wait ends, as beanstalkd. Limits are in ServerOptions.
+// server.h — the beanstalkd front-end: a TCP acceptor and one Connection per client, over a
+// broker::Broker, all on the broker's executor. A connection reads bytes into its Conversation
+// (conversation.h), which runs each command through one handler per verb (commands.cc) and
+// queues the replies; a reply leaves once the broker completes it (when what it reports is
+// durable) and in command order. Limits are in ServerOptions.
 // Protocol and every difference from beanstalkd: docs/protocol.md
 #pragma once
 
@@ -15,8 +14,8 @@
 #include <string>
 #include <unordered_set>
 
-#include "broker/local/node.h"
-#include "front/beanstalk/parser.h"
+#include "broker/broker.h"
+#include "front/beanstalk/conversation.h"
 #include "front/listener.h"
 
 namespace delayq::front::beanstalk {
@@ -32,11 +31,11 @@ struct ServerOptions {
   std::size_t max_connections = 10000;
 };
 
-class Session;
+class Connection;
 
 class Server {
  public:
-  Server(boost::asio::io_context& io, local::Node& node, ServerOptions options);
+  Server(boost::asio::io_context& io, broker::Broker& broker, ServerOptions options);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -49,26 +48,16 @@ class Server {
   void stop_accepting();
   // Stops accepting and closes every connection.
   void stop();
-  // Drain mode (the node's: SIGUSR1, as beanstalkd): puts are refused with DRAINING.
-  [[nodiscard]] bool draining() const noexcept { return node_.draining(); }
 
-  [[nodiscard]] local::Node& node() { return node_; }
+  [[nodiscard]] Context& context() noexcept { return context_; }
   [[nodiscard]] const ServerOptions& options() const noexcept { return options_; }
-  [[nodiscard]] const ParserLimits& limits() const noexcept { return limits_; }
-  [[nodiscard]] std::uint64_t uptime_seconds() const;
-  void closed(const std::shared_ptr<Session>& session) { sessions_.erase(session); }
+  void closed(const std::shared_ptr<Connection>& connection) { connections_.erase(connection); }
 
  private:
-  void flush_all();
-
-  boost::asio::io_context& io_;
-  local::Node& node_;
   ServerOptions options_;
-  ParserLimits limits_;
+  Context context_;
   Listener listener_;
-  std::uint64_t durable_listener_ = 0;
-  std::unordered_set<std::shared_ptr<Session>> sessions_;
-  std::int64_t started_unix_ms_ = 0;
+  std::unordered_set<std::shared_ptr<Connection>> connections_;
 };
 
 }  // namespace delayq::front::beanstalk

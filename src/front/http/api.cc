@@ -1,13 +1,11 @@
 #include "front/http/api.h"
 
-#include <fmt/format.h>
-
 #include <boost/json.hpp>
 #include <charconv>
-#include <cmath>
-#include <initializer_list>
 #include <limits>
 
+#include "front/http/json.h"
+#include "front/http/request.h"
 #include "front/http/text.h"
 
 namespace delayq::front::http {
@@ -15,47 +13,53 @@ namespace json = boost::json;
 
 namespace {
 
+constexpr std::string_view kProtocol = "http";
+constexpr std::uint64_t kMaxPriority = std::numeric_limits<std::uint32_t>::max();
+
+// The status as a label of static storage, for metrics.
 std::string_view status_text(unsigned status) {
-  switch (status) {
-    case 200:
-      return "200";
-    case 201:
-      return "201";
-    case 204:
-      return "204";
-    case 400:
-      return "400";
-    case 404:
-      return "404";
-    case 405:
-      return "405";
-    case 409:
-      return "409";
-    case 413:
-      return "413";
-    case 431:
-      return "431";
-    case 500:
-      return "500";
-    case 503:
-      return "503";
+  static constexpr std::pair<unsigned, std::string_view> kKnown[] = {
+      {200, "200"}, {201, "201"}, {204, "204"}, {400, "400"}, {404, "404"}, {405, "405"},
+      {409, "409"}, {413, "413"}, {431, "431"}, {500, "500"}, {503, "503"}};
+  for (const auto& [code, text] : kKnown) {
+    if (code == status) return text;
+  }
+  return "other";
+}
+
+Response json_response(unsigned status, std::string body) {
+  Response response;
+  response.status = status;
+  response.body = std::move(body);
+  response.body += '\n';
+  return response;
+}
+
+// The one place a Status becomes an HTTP answer.
+Response from_status(const Status& status) {
+  switch (status.code()) {
+    case Code::kNotFound:
+      return Api::error(404, "not_found", status.message());
+    case Code::kInvalidArgument:
+      return Api::error(400, "bad_request", status.message());
+    case Code::kConflict:
+      return Api::error(409, "conflict", status.message());
+    case Code::kLimit:
+      return Api::error(503, "limit", status.message());
+    case Code::kDraining:
+      return Api::error(503, "draining", status.message());
     default:
-      return "other";
+      return Api::error(500, "internal", status.message());
   }
 }
 
-std::string_view state_text(JobState state) {
-  switch (state) {
-    case JobState::kReady:
-      return "ready";
-    case JobState::kDelayed:
-      return "delayed";
-    case JobState::kReserved:
-      return "reserved";
-    case JobState::kBuried:
-      return "buried";
-  }
-  return "unknown";
+Response job_response(unsigned status, const JobView& job, const std::string* body) {
+  Response response;
+  response.status = status;
+  response.body.reserve(512);
+  append_job(response.body, job, body);
+  response.body += '\n';
+  return response;
 }
 
 Result<JobId> parse_id(const std::string& text) {
@@ -69,722 +73,451 @@ Result<JobId> parse_id(const std::string& text) {
 
 }  // namespace
 
-// One request: its route's captures and its JSON body, read field by field. A body that is
-// empty reads as {}; every field must be known to the route (a typo is an error, not a no-op).
-struct Api::Request {
-  Route route = Route::kCount;
+// How a handler answers, once: counts the operation, then responds.
+class Api::Reply {
+ public:
+  Reply(Api& api, std::string_view op, Respond respond)
+      : api_(&api), op_(op), respond_(std::move(respond)) {}
+  void operator()(Response response) const {
+    api_->broker_.metrics().count_op(kProtocol, op_, status_text(response.status));
+    respond_(std::move(response));
+  }
+  void operator()(const Status& status) const { (*this)(from_status(status)); }
+  // A completion that answers with `make(value)`, or the error.
+  template <typename T, typename Make>
+  broker::Callback<T> then(Make make) const {
+    return [reply = *this, make = std::move(make)](Result<T> result) {
+      if (!result.is_ok()) return reply(result.status());
+      reply(make(result.value()));
+    };
+  }
+
+ private:
+  Api* api_;  // completions never outlive the Api: they die with its session
+  std::string_view op_;
+  Respond respond_;
+};
+
+// One routed request: its captures and its body, and how to answer it.
+struct Api::Call {
   std::vector<std::string> params;
-  std::string_view body;
-  // The parsed body lives in a buffer on the stack (heap only if it outgrows it).
-  unsigned char buffer[4096];
-  json::monotonic_resource resource{buffer, sizeof buffer};
-  json::value document = json::value(json::storage_ptr(&resource));
-  const json::object* fields = nullptr;
-  std::uint64_t ticket = 0;
-  Respond respond;
+  std::string_view text;
+  Body body;
+  Reply reply;
+  std::uint64_t ticket = 0;  // a reserve that waits
 
-  Status parse(std::initializer_list<std::string_view> allowed) {
-    if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return Status::ok();
-    boost::system::error_code error;
-    document = json::parse(body, error, json::storage_ptr(&resource));
-    if (error) {
-      return {Code::kInvalidArgument, "the body is not JSON: " + error.message()};
-    }
-    if (!document.is_object()) return {Code::kInvalidArgument, "the body must be a JSON object"};
-    fields = &document.as_object();
-    for (const auto& field : *fields) {
-      bool known = false;
-      for (const std::string_view name : allowed) known = known || name == field.key();
-      if (!known) {
-        std::string names;
-        for (const std::string_view name : allowed)
-          names += (names.empty() ? "" : ", ") + std::string(name);
-        return {Code::kInvalidArgument,
-                "unknown field '" + std::string(field.key()) +
-                    "' (this endpoint takes: " + (names.empty() ? "nothing" : names) + ")"};
-      }
-    }
-    return Status::ok();
-  }
-  [[nodiscard]] const json::value* find(std::string_view name) const {
-    return fields == nullptr ? nullptr : fields->if_contains(name);
-  }
-
-  Result<std::optional<std::string>> string(std::string_view name) const {
-    const json::value* v = find(name);
-    if (v == nullptr || v->is_null()) return std::optional<std::string>();
-    if (!v->is_string()) return Status(Code::kInvalidArgument, std::string(name) + ": a string");
-    return std::optional<std::string>(std::string(v->as_string()));
-  }
-  Result<std::optional<std::uint64_t>> integer(std::string_view name, std::uint64_t max) const {
-    const json::value* v = find(name);
-    if (v == nullptr || v->is_null()) return std::optional<std::uint64_t>();
-    std::uint64_t n = 0;
-    if (v->is_uint64()) {
-      n = v->as_uint64();
-    } else if (v->is_int64() && v->as_int64() >= 0) {
-      n = static_cast<std::uint64_t>(v->as_int64());
-    } else {
-      return Status(Code::kInvalidArgument,
-                    std::string(name) + ": an integer from 0 to " + std::to_string(max));
-    }
-    if (n > max) {
-      return Status(Code::kInvalidArgument,
-                    std::string(name) + ": an integer from 0 to " + std::to_string(max));
-    }
-    return std::optional<std::uint64_t>(n);
-  }
-  // A duration: "48h", "1500ms", or a number of milliseconds.
-  Result<std::optional<Millis>> duration(std::string_view name) const {
-    const json::value* v = find(name);
-    if (v == nullptr || v->is_null()) return std::optional<Millis>();
-    if (v->is_string()) {
-      auto parsed = parse_duration(v->as_string());
-      if (!parsed.is_ok()) {
-        return Status(Code::kInvalidArgument, std::string(name) + ": " + parsed.status().message());
-      }
-      return std::optional<Millis>(parsed.value());
-    }
-    auto n = integer(name, std::uint64_t{100} * 365 * 24 * 3600 * 1000);
-    if (!n.is_ok()) {
-      return Status(Code::kInvalidArgument,
-                    std::string(name) + ": a duration (\"48h\", \"1500ms\") or milliseconds");
-    }
-    return std::optional<Millis>(Millis{static_cast<std::int64_t>(*n.value())});
-  }
-  // An instant: RFC 3339 text or Unix milliseconds.
-  Result<std::optional<std::int64_t>> instant(std::string_view name) const {
-    const json::value* v = find(name);
-    if (v == nullptr || v->is_null()) return std::optional<std::int64_t>();
-    if (v->is_string()) {
-      auto parsed = parse_instant(v->as_string());
-      if (!parsed.is_ok()) {
-        return Status(Code::kInvalidArgument, std::string(name) + ": " + parsed.status().message());
-      }
-      return std::optional<std::int64_t>(parsed.value());
-    }
-    auto n = integer(name, std::uint64_t{253402300799999});  // 9999-12-31T23:59:59.999Z
-    if (!n.is_ok()) {
-      return Status(Code::kInvalidArgument,
-                    std::string(name) + ": an RFC 3339 time or Unix milliseconds");
-    }
-    return std::optional<std::int64_t>(static_cast<std::int64_t>(*n.value()));
-  }
-  Result<bool> boolean(std::string_view name) const {
-    const json::value* v = find(name);
-    if (v == nullptr || v->is_null()) return false;
-    if (!v->is_bool()) return Status(Code::kInvalidArgument, std::string(name) + ": true or false");
-    return v->as_bool();
+  // The job the path names: /jobs/{id} or /tubes/{tube}/keys/{key}.
+  [[nodiscard]] Result<broker::JobRef> job() const {
+    if (params.size() == 2) return broker::JobRef::by_key(params[0], params[1]);
+    auto id = parse_id(params[0]);
+    if (!id.is_ok()) return id.status();
+    return broker::JobRef::by_id(id.value());
   }
 };
 
-// Shorthand: return the error response if a Result failed.
+// Shorthand: answer the error if a Result failed.
 #define DELAYQ_FIELD(var, expr) \
   auto var = (expr);            \
-  if (!var.is_ok()) return from_status(var.status())
+  if (!var.is_ok()) return call.reply(var.status())
 
-Api::Api(local::Node& node, ApiOptions options) : node_(node), options_(std::move(options)) {
-  client_ = engine().connect_internal();
-}
-
-Api::~Api() {
-  for (const auto& [waiter, respond] : waiting_) {
-    node_.forget(waiter);
-    engine().disconnect(waiter);
+// One entry per route, in Route order (checked below), each naming its route.
+struct Api::Handlers {
+  struct Entry {
+    Route route;
+    void (Api::*run)(Call&);
+  };
+  static constexpr Entry kTable[] = {
+      {Route::kPutJob, &Api::put_job},
+      {Route::kGetJob, &Api::get_job},
+      {Route::kPatchJob, &Api::patch_job},
+      {Route::kDeleteJob, &Api::delete_job},
+      {Route::kReleaseJob, &Api::release_job},
+      {Route::kBuryJob, &Api::bury_job},
+      {Route::kTouchJob, &Api::touch_job},
+      {Route::kKickJob, &Api::kick_job},
+      {Route::kGetKey, &Api::get_job},
+      {Route::kPatchKey, &Api::patch_job},
+      {Route::kDeleteKey, &Api::delete_job},
+      {Route::kListGroup, &Api::list_group},
+      {Route::kCancelGroup, &Api::cancel_group},
+      {Route::kReserve, &Api::reserve},
+      {Route::kListTubes, &Api::list_tubes},
+      {Route::kGetTube, &Api::get_tube},
+      {Route::kKickTube, &Api::kick_tube},
+      {Route::kPauseTube, &Api::pause_tube},
+      {Route::kStats, &Api::stats},
+      {Route::kMetrics, &Api::metrics},
+      {Route::kHealth, &Api::health},
+      {Route::kReady, &Api::ready},
+  };
+  static_assert(std::size(kTable) == static_cast<std::size_t>(Route::kCount));
+  static constexpr bool in_route_order() {
+    for (std::size_t i = 0; i < std::size(kTable); ++i) {
+      if (static_cast<std::size_t>(kTable[i].route) != i) return false;
+    }
+    return true;
   }
-  // Jobs reserved over HTTP are ready again, as a closed connection's are.
-  engine().disconnect(client_);
-  node_.touched();
+  static const Entry& of(Route route) {
+    static_assert(in_route_order());  // here the struct is complete
+    return kTable[static_cast<std::size_t>(route)];
+  }
+};
+
+Api::Api(broker::Broker& broker, ApiOptions options)
+    : broker_(broker),
+      options_(std::move(options)),
+      session_(broker.open_session(broker::SessionOptions{.watch_default = false})) {
+  broker_.metrics().declare_protocol(kProtocol);
 }
+
+// The session goes first: jobs reserved over HTTP are ready again, as a closed connection's are.
+Api::~Api() = default;
 
 std::uint64_t Api::handle(std::string_view method, std::string_view target, std::string_view body,
                           Respond respond) {
   Match found = match(method, target);
-  Response response;
-  std::string_view op = "unrouted";
   if (found.kind == Match::Kind::kNoPath) {
-    response = error(404, "no_route", "no such endpoint: " + std::string(target.substr(0, 200)));
-  } else if (found.kind == Match::Kind::kNoMethod) {
-    response = error(405, "method_not_allowed",
-                     std::string(method) + " is not allowed here (allowed: " + found.allow + ")");
+    Reply(*this, "unrouted", std::move(respond))(
+        error(404, "no_route", "no such endpoint: " + std::string(target.substr(0, 200))));
+    return 0;
+  }
+  if (found.kind == Match::Kind::kNoMethod) {
+    Response response =
+        error(405, "method_not_allowed",
+              std::string(method) + " is not allowed here (allowed: " + found.allow + ")");
     response.allow = found.allow;
-  } else {
-    op = route_name(found.route);
-    Request request;
-    request.route = found.route;
-    request.params = std::move(found.params);
-    request.body = body;
-    request.respond = std::move(respond);
-    response = dispatch(request);
-    if (request.ticket != 0) {  // reserve: the answer comes later
-      node_.touched();          // (the node arms its timer for the wait's end)
-      return request.ticket;
-    }
-    respond = std::move(request.respond);
+    Reply(*this, "unrouted", std::move(respond))(std::move(response));
+    return 0;
   }
-  answer(op, std::move(response), respond);
-  return 0;
-}
-
-// Counts the operation, then hands over the answer tagged with the batch that must be durable
-// before it leaves (everything done so far, this request included).
-void Api::answer(std::string_view op, Response response, const Respond& respond) {
-  node_.metrics().count_op(local::Protocol::kHttp, op, status_text(response.status));
-  node_.touched();
-  response.barrier = node_.barrier();
-  respond(std::move(response));
-}
-
-Response Api::dispatch(Request& request) {
-  const auto& p = request.params;
-  for (const std::string& param : p) {
+  Call call{std::move(found.params), body, Body{},
+            Reply(*this, route_name(found.route), std::move(respond))};
+  for (const std::string& param : call.params) {
     if (!valid_utf8(param)) {
-      return error(400, "bad_request", "a tube, key or group in the path is not UTF-8");
+      call.reply(error(400, "bad_request", "a tube, key or group in the path is not UTF-8"));
+      return 0;
     }
   }
-  auto with_id = [&](auto&& handler) -> Response {
-    auto id = parse_id(p[0]);
-    if (!id.is_ok()) return from_status(id.status());
-    return handler(id.value());
-  };
-  auto with_key = [&](auto&& handler) -> Response {
-    auto id = job_by_key(p[0], p[1]);
-    if (!id.is_ok()) return from_status(id.status());
-    return handler(id.value());
-  };
-  switch (request.route) {
-    case Route::kPutJob:
-      return put_job(request);
-    case Route::kGetJob:
-      return with_id([&](JobId id) { return get_job(id); });
-    case Route::kPatchJob:
-      return with_id([&](JobId id) { return patch_job(request, id); });
-    case Route::kDeleteJob:
-      return with_id([&](JobId id) { return delete_job(id); });
-    case Route::kReleaseJob:
-      return with_id([&](JobId id) { return release_job(request, id); });
-    case Route::kBuryJob:
-      return with_id([&](JobId id) { return bury_job(request, id); });
-    case Route::kTouchJob:
-      return with_id([&](JobId id) { return touch_job(request, id); });
-    case Route::kKickJob:
-      return with_id([&](JobId id) { return kick_job(id); });
-    case Route::kGetKey:
-      return with_key([&](JobId id) { return get_job(id); });
-    case Route::kPatchKey:
-      return with_key([&](JobId id) { return patch_job(request, id); });
-    case Route::kDeleteKey:
-      return with_key([&](JobId id) { return delete_job(id); });
-    case Route::kListGroup:
-      return list_group(p[0], p[1]);
-    case Route::kCancelGroup:
-      return cancel_group(p[0], p[1]);
-    case Route::kReserve:
-      return reserve(request);
-    case Route::kListTubes:
-      return list_tubes();
-    case Route::kGetTube:
-      return get_tube(p[0]);
-    case Route::kKickTube:
-      return kick_tube(request, p[0]);
-    case Route::kPauseTube:
-      return pause_tube(request, p[0]);
-    case Route::kStats:
-      return stats();
-    case Route::kMetrics:
-      return metrics();
-    case Route::kHealth:
-      return json(200, R"({"status":"ok"})");
-    case Route::kReady:
-      return ready();
-    case Route::kCount:
-      break;
-  }
-  return error(500, "internal", "unrouted request");
-}
-
-// --- responses -------------------------------------------------------------------------------
-
-Response Api::json(unsigned status, const std::string& body) {
-  Response response;
-  response.status = status;
-  response.body = body;
-  response.body += '\n';
-  return response;
+  (this->*Handlers::of(found.route).run)(call);
+  return call.ticket;
 }
 
 Response Api::error(unsigned status, std::string_view code, std::string_view message) {
-  json::object inner;
-  inner["code"] = code;
-  if (valid_utf8(message)) {
-    inner["message"] = message;
-  } else {  // it quotes the request's bytes: keep the JSON valid
-    std::string safe(message);
-    for (char& c : safe) {
-      if (static_cast<unsigned char>(c) >= 0x80) c = '?';
-    }
-    inner["message"] = safe;
-  }
-  json::object outer;
-  outer["error"] = std::move(inner);
-  return json(status, json::serialize(outer));
-}
-
-Response Api::from_status(const Status& status) {
-  switch (status.code()) {
-    case Code::kNotFound:
-      return error(404, "not_found", status.message());
-    case Code::kInvalidArgument:
-      return error(400, "bad_request", status.message());
-    case Code::kConflict:
-      return error(409, "conflict", status.message());
-    case Code::kLimit:
-      return error(503, "limit", status.message());
-    default:
-      return error(500, "internal", status.message());
-  }
-}
-
-Response Api::job_error(const Status& status, JobId id, std::string_view not_yours) {
-  if (status.code() == Code::kNotFound && engine().peek(id).is_ok()) {
-    return error(409, "conflict", "job " + std::to_string(id) + " " + std::string(not_yours));
-  }
-  return from_status(status);
-}
-
-namespace {
-
-// A JSON string literal for `text`, appended to out: quotes, backslashes and control
-// characters escaped; other bytes as they are (the caller passes UTF-8).
-void append_string(std::string& out, std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  for (const char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      out += "\\u00";
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-}
-
-// A job as JSON, written straight into `out` (the hot path of put, get and reserve: no JSON tree).
-// body: the job's body, or null to leave it out.
-void append_job(std::string& out, const engine::JobView& job, const std::string* body) {
-  fmt::format_to(std::back_inserter(out), R"({{"id":{},"tube":)", job.id);
-  append_string(out, job.tube);
-  fmt::format_to(std::back_inserter(out),
-                 R"(,"state":"{}","priority":{},"due":"{}","due_unix_ms":{},"delay_ms":{},)"
-                 R"("ttr_ms":{},"created":"{}")",
-                 state_text(job.state), job.priority, format_instant(job.due_unix_ms),
-                 job.due_unix_ms, job.delay_ms, job.ttr.count() * 1000,
-                 format_instant(job.created_unix_ms));
-  if (job.state == JobState::kReserved) {
-    fmt::format_to(std::back_inserter(out), R"(,"reserved_until":"{}","reserved_until_unix_ms":{})",
-                   format_instant(job.deadline_unix_ms), job.deadline_unix_ms);
-  }
-  if (!job.key.empty()) {
-    out += R"(,"key":)";
-    append_string(out, job.key);
-  }
-  if (!job.group.empty()) {
-    out += R"(,"group":)";
-    append_string(out, job.group);
-  }
-  fmt::format_to(
-      std::back_inserter(out),
-      R"(,"counters":{{"reserves":{},"timeouts":{},"releases":{},"buries":{},"kicks":{}}})",
-      job.counters.reserves, job.counters.timeouts, job.counters.releases, job.counters.buries,
-      job.counters.kicks);
-  if (body != nullptr) {
-    if (valid_utf8(*body)) {
-      out += R"(,"body":)";
-      append_string(out, *body);
-    } else {
-      out += R"(,"body_base64":")";
-      out += base64_encode(*body);
-      out += '"';
-    }
-  }
-  out += '}';
-}
-
-}  // namespace
-
-Response Api::job_response(unsigned status, JobId id, bool with_body) {
-  auto view = engine().peek(id);
-  if (!view.is_ok()) return from_status(view.status());
-  Response response;
-  response.status = status;
-  response.body.reserve(512);
-  if (with_body) {
-    auto body = node_.body(id);
-    if (!body.is_ok()) return from_status(body.status());
-    append_job(response.body, view.value(), &body.value());
-  } else {
-    append_job(response.body, view.value(), nullptr);
-  }
-  response.body += '\n';
-  return response;
+  return json_response(status, error_json(code, message));
 }
 
 // --- jobs ------------------------------------------------------------------------------------
 
-Response Api::put_job(Request& request) {
-  if (Status s = request.parse(
-          {"body", "body_base64", "delay", "at", "priority", "ttr", "key", "group", "replace"});
+void Api::put_job(Call& call) {
+  if (Status s = call.body.parse(call.text, {"body", "body_base64", "delay", "at", "priority",
+                                             "ttr", "key", "group", "replace"});
       !s.is_ok()) {
-    return from_status(s);
+    return call.reply(s);
   }
-  if (node_.draining()) return error(503, "draining", "the server is draining: no new jobs");
-  DELAYQ_FIELD(text, request.string("body"));
-  DELAYQ_FIELD(encoded, request.string("body_base64"));
+  DELAYQ_FIELD(text, call.body.string("body"));
+  DELAYQ_FIELD(encoded, call.body.string("body_base64"));
   if (text.value() && encoded.value()) {
-    return error(400, "bad_request", "give body or body_base64, not both");
+    return call.reply(error(400, "bad_request", "give body or body_base64, not both"));
   }
-  std::string body;
+  broker::PutRequest put;
   if (encoded.value()) {
     auto decoded = base64_decode(*encoded.value());
     if (!decoded.is_ok()) {
-      return error(400, "bad_request", "body_base64: " + decoded.status().message());
+      return call.reply(error(400, "bad_request", "body_base64: " + decoded.status().message()));
     }
-    body = std::move(decoded).value();
+    put.body = std::move(decoded).value();
   } else if (text.value()) {
-    body = std::move(*text.value());
+    put.body = std::move(*text.value());
   }
-  if (body.size() > options_.max_job_bytes) {
-    return error(413, "too_large",
-                 "the job body is " + std::to_string(body.size()) + " bytes; at most " +
-                     std::to_string(options_.max_job_bytes));
+  if (put.body.size() > options_.max_job_bytes) {
+    return call.reply(error(413, "too_large",
+                            "the job body is " + std::to_string(put.body.size()) +
+                                " bytes; at most " + std::to_string(options_.max_job_bytes)));
   }
-  DELAYQ_FIELD(delay, request.duration("delay"));
-  DELAYQ_FIELD(at, request.instant("at"));
-  if (delay.value() && at.value()) return error(400, "bad_request", "give delay or at, not both");
-  DELAYQ_FIELD(priority, request.integer("priority", std::numeric_limits<std::uint32_t>::max()));
-  DELAYQ_FIELD(ttr, request.duration("ttr"));
-  DELAYQ_FIELD(key, request.string("key"));
-  DELAYQ_FIELD(group, request.string("group"));
-  DELAYQ_FIELD(replace, request.boolean("replace"));
-
-  engine::PutRequest put;
-  put.tube = request.params[0];
+  DELAYQ_FIELD(delay, call.body.duration("delay"));
+  DELAYQ_FIELD(at, call.body.instant("at"));
+  if (delay.value() && at.value()) {
+    return call.reply(error(400, "bad_request", "give delay or at, not both"));
+  }
+  DELAYQ_FIELD(priority, call.body.integer("priority", kMaxPriority));
+  DELAYQ_FIELD(ttr, call.body.duration("ttr"));
+  DELAYQ_FIELD(key, call.body.string("key"));
+  DELAYQ_FIELD(group, call.body.string("group"));
+  DELAYQ_FIELD(replace, call.body.boolean("replace"));
+  put.tube = call.params[0];
   put.priority = static_cast<std::uint32_t>(priority.value().value_or(1024));
-  put.delay = delay.value().value_or(Millis{0});
-  put.due_unix_ms = at.value();
+  put.due = at.value() ? broker::Due::at(*at.value())
+                       : broker::Due::after(delay.value().value_or(Millis{0}));
   if (ttr.value()) {
     const std::int64_t seconds = (ttr.value()->count() + 999) / 1000;
     if (seconds > std::numeric_limits<std::uint32_t>::max()) {
-      return error(400, "bad_request", "ttr: at most 4294967295 s");
+      return call.reply(error(400, "bad_request", "ttr: at most 4294967295 s"));
     }
-    put.ttr = engine::Seconds{std::max<std::int64_t>(1, seconds)};
+    put.ttr = broker::Seconds{std::max<std::int64_t>(1, seconds)};
   }
-  put.body = body;
-  const std::string key_text = key.value().value_or("");
-  const std::string group_text = group.value().value_or("");
-  put.key = key_text;
-  put.group = group_text;
+  put.key = key.value().value_or("");
+  put.group = group.value().value_or("");
   put.replace = replace.value();
-  auto result = engine().put(client_, put);
-  if (!result.is_ok()) return from_status(result.status());
-  const JobId id = result.value().id;
-  Response response = job_response(result.value().inserted ? 201 : 200, id, false);
-  response.location = "/v1/jobs/" + std::to_string(id);
-  return response;
+  session_->put(std::move(put), call.reply.then<broker::PutResult>([](const auto& result) {
+    Response response = job_response(result.inserted ? 201 : 200, result.job, nullptr);
+    response.location = "/v1/jobs/" + std::to_string(result.job.id);
+    return response;
+  }));
 }
 
-Response Api::get_job(JobId id) {
-  return job_response(200, id, true);
+void Api::get_job(Call& call) {
+  DELAYQ_FIELD(job, call.job());
+  session_->peek(job.value(), true, call.reply.then<broker::Job>([](const broker::Job& found) {
+    return job_response(200, found.view, &found.body);
+  }));
 }
 
-Result<JobId> Api::job_by_key(const std::string& tube, const std::string& key) {
-  return engine().find_key(tube, key);
-}
-
-Response Api::patch_job(Request& request, JobId id) {
-  if (Status s = request.parse({"delay", "at", "priority"}); !s.is_ok()) return from_status(s);
-  DELAYQ_FIELD(delay, request.duration("delay"));
-  DELAYQ_FIELD(at, request.instant("at"));
-  DELAYQ_FIELD(priority, request.integer("priority", std::numeric_limits<std::uint32_t>::max()));
-  if (delay.value() && at.value()) return error(400, "bad_request", "give delay or at, not both");
+void Api::patch_job(Call& call) {
+  if (Status s = call.body.parse(call.text, {"delay", "at", "priority"}); !s.is_ok()) {
+    return call.reply(s);
+  }
+  DELAYQ_FIELD(delay, call.body.duration("delay"));
+  DELAYQ_FIELD(at, call.body.instant("at"));
+  DELAYQ_FIELD(priority, call.body.integer("priority", kMaxPriority));
+  if (delay.value() && at.value()) {
+    return call.reply(error(400, "bad_request", "give delay or at, not both"));
+  }
   if (!delay.value() && !at.value() && !priority.value()) {
-    return error(400, "bad_request", "nothing to change: give delay or at, and/or priority");
+    return call.reply(
+        error(400, "bad_request", "nothing to change: give delay or at, and/or priority"));
   }
-  if (!engine().peek(id).is_ok()) return from_status(engine().peek(id).status());
-  if (at.value()) {
-    if (Status s = engine().reschedule(id, *at.value()); !s.is_ok()) return from_status(s);
-  } else if (delay.value()) {
-    // A delay of 0 means now: the job is ready at once.
-    const Millis wait = *delay.value();
-    const std::int64_t due = wait.count() == 0 ? engine().now() : engine().due_after(wait);
-    if (Status s = engine().reschedule(id, due, wait); !s.is_ok()) return from_status(s);
-  }
-  if (priority.value()) {
-    if (Status s = engine().set_priority(id, static_cast<std::uint32_t>(*priority.value()));
-        !s.is_ok()) {
-      return from_status(s);
-    }
-  }
-  return job_response(200, id, false);
+  DELAYQ_FIELD(job, call.job());
+  broker::Update update;
+  // A delay of 0 means now: the job is ready at once.
+  if (at.value()) update.due = broker::Due::at(*at.value());
+  if (delay.value()) update.due = broker::Due::after(*delay.value());
+  if (priority.value()) update.priority = static_cast<std::uint32_t>(*priority.value());
+  session_->update(job.value(), update, call.reply.then<JobView>([](const JobView& view) {
+    return job_response(200, view, nullptr);
+  }));
 }
 
-Response Api::delete_job(JobId id) {
-  if (Status s = engine().erase(client_, id); !s.is_ok()) {
-    return job_error(s, id, "is reserved by a beanstalkd connection");
-  }
-  json::object o;
-  o["deleted"] = id;
-  return json(200, json::serialize(o));
+void Api::delete_job(Call& call) {
+  DELAYQ_FIELD(job, call.job());
+  session_->erase(job.value(), call.reply.then<JobId>([](JobId id) {
+    json::object o;
+    o["deleted"] = id;
+    return json_response(200, json::serialize(o));
+  }));
 }
 
-std::uint32_t Api::priority_or_own(JobId id, std::optional<std::uint64_t> asked) {
-  if (asked) return static_cast<std::uint32_t>(*asked);  // checked to fit by the caller
-  const auto view = engine().peek(id);
-  return view.is_ok() ? view.value().priority : 0;
+namespace {
+// What release, bury, touch and kick answer: the job as it is now, without its body.
+auto job_view(const JobView& view) {
+  return job_response(200, view, nullptr);
+}
+}  // namespace
+
+void Api::release_job(Call& call) {
+  if (Status s = call.body.parse(call.text, {"delay", "priority"}); !s.is_ok()) {
+    return call.reply(s);
+  }
+  DELAYQ_FIELD(delay, call.body.duration("delay"));
+  DELAYQ_FIELD(priority, call.body.integer("priority", kMaxPriority));
+  DELAYQ_FIELD(id, parse_id(call.params[0]));
+  broker::ReleaseRequest request;
+  request.id = id.value();
+  if (priority.value()) request.priority = static_cast<std::uint32_t>(*priority.value());
+  request.delay = delay.value().value_or(Millis{0});
+  session_->release(request, call.reply.then<JobView>(job_view));
 }
 
-Response Api::release_job(Request& request, JobId id) {
-  if (Status s = request.parse({"delay", "priority"}); !s.is_ok()) return from_status(s);
-  DELAYQ_FIELD(delay, request.duration("delay"));
-  DELAYQ_FIELD(priority, request.integer("priority", std::numeric_limits<std::uint32_t>::max()));
-  if (Status s = engine().release(client_, id, priority_or_own(id, priority.value()),
-                                  delay.value().value_or(Millis{0}));
-      !s.is_ok()) {
-    return job_error(s, id, "is not reserved over HTTP");
-  }
-  return job_response(200, id, false);
+void Api::bury_job(Call& call) {
+  if (Status s = call.body.parse(call.text, {"priority"}); !s.is_ok()) return call.reply(s);
+  DELAYQ_FIELD(priority, call.body.integer("priority", kMaxPriority));
+  DELAYQ_FIELD(id, parse_id(call.params[0]));
+  std::optional<std::uint32_t> asked;
+  if (priority.value()) asked = static_cast<std::uint32_t>(*priority.value());
+  session_->bury(id.value(), asked, call.reply.then<JobView>(job_view));
 }
 
-Response Api::bury_job(Request& request, JobId id) {
-  if (Status s = request.parse({"priority"}); !s.is_ok()) return from_status(s);
-  DELAYQ_FIELD(priority, request.integer("priority", std::numeric_limits<std::uint32_t>::max()));
-  if (Status s = engine().bury(client_, id, priority_or_own(id, priority.value())); !s.is_ok()) {
-    return job_error(s, id, "is not reserved over HTTP");
-  }
-  return job_response(200, id, false);
+void Api::touch_job(Call& call) {
+  if (Status s = call.body.parse(call.text, {}); !s.is_ok()) return call.reply(s);
+  DELAYQ_FIELD(id, parse_id(call.params[0]));
+  session_->touch(id.value(), call.reply.then<JobView>(job_view));
 }
 
-Response Api::touch_job(Request& request, JobId id) {
-  if (Status s = request.parse({}); !s.is_ok()) return from_status(s);
-  if (Status s = engine().touch(client_, id); !s.is_ok()) {
-    return job_error(s, id, "is not reserved over HTTP");
-  }
-  return job_response(200, id, false);
-}
-
-Response Api::kick_job(JobId id) {
-  if (Status s = engine().kick_job(id); !s.is_ok()) {
-    return job_error(s, id, "is neither buried nor delayed");
-  }
-  return job_response(200, id, false);
+void Api::kick_job(Call& call) {
+  DELAYQ_FIELD(id, parse_id(call.params[0]));
+  session_->kick_job(id.value(), call.reply.then<JobView>(job_view));
 }
 
 // --- groups ----------------------------------------------------------------------------------
 
-Response Api::list_group(const std::string& tube, const std::string& group) {
-  Response response;
-  response.body = R"({"tube":)";
-  append_string(response.body, tube);
-  response.body += R"(,"group":)";
-  append_string(response.body, group);
-  response.body += R"(,"jobs":[)";
-  bool first = true;
-  for (const engine::JobView& job : engine().list_group(tube, group)) {
-    if (!first) response.body += ',';
-    first = false;
-    append_job(response.body, job, nullptr);
-  }
-  response.body += "]}\n";
-  return response;
+void Api::list_group(Call& call) {
+  session_->list_group(
+      call.params[0], call.params[1],
+      call.reply.then<std::vector<JobView>>(
+          [tube = call.params[0], group = call.params[1]](const std::vector<JobView>& jobs) {
+            Response response;
+            response.body = R"({"tube":)";
+            append_string(response.body, tube);
+            response.body += R"(,"group":)";
+            append_string(response.body, group);
+            response.body += R"(,"jobs":[)";
+            for (std::size_t i = 0; i < jobs.size(); ++i) {
+              if (i > 0) response.body += ',';
+              append_job(response.body, jobs[i], nullptr);
+            }
+            response.body += "]}\n";
+            return response;
+          }));
 }
 
-Response Api::cancel_group(const std::string& tube, const std::string& group) {
-  json::object o;
-  o["tube"] = tube;
-  o["group"] = group;
-  o["cancelled"] = engine().cancel_group(tube, group);
-  return json(200, json::serialize(o));
+void Api::cancel_group(Call& call) {
+  session_->cancel_group(
+      call.params[0], call.params[1],
+      call.reply.then<std::size_t>(
+          [tube = call.params[0], group = call.params[1]](std::size_t cancelled) {
+            json::object o;
+            o["tube"] = tube;
+            o["group"] = group;
+            o["cancelled"] = cancelled;
+            return json_response(200, json::serialize(o));
+          }));
 }
 
 // --- reserve ---------------------------------------------------------------------------------
 
-Response Api::reserve(Request& request) {
-  if (Status s = request.parse({"tubes", "timeout"}); !s.is_ok()) return from_status(s);
-  DELAYQ_FIELD(timeout, request.duration("timeout"));
+void Api::reserve(Call& call) {
+  if (Status s = call.body.parse(call.text, {"tubes", "timeout"}); !s.is_ok()) {
+    return call.reply(s);
+  }
+  DELAYQ_FIELD(timeout, call.body.duration("timeout"));
+  DELAYQ_FIELD(tubes, call.body.strings("tubes"));
   const Millis wait = timeout.value().value_or(Millis{0});
   if (wait > options_.max_reserve_timeout) {
-    return error(
-        400, "bad_request",
-        "timeout: at most " + std::to_string(options_.max_reserve_timeout.count()) + " ms");
+    return call.reply(
+        error(400, "bad_request",
+              "timeout: at most " + std::to_string(options_.max_reserve_timeout.count()) + " ms"));
   }
-  std::vector<std::string> tubes;
-  if (const json::value* v = request.find("tubes"); v != nullptr && !v->is_null()) {
-    if (!v->is_array() || v->as_array().empty()) {
-      return error(400, "bad_request", "tubes: a non-empty array of tube names");
-    }
-    for (const json::value& tube : v->as_array()) {
-      if (!tube.is_string()) return error(400, "bad_request", "tubes: tube names are strings");
-      tubes.emplace_back(tube.as_string());
-    }
-  } else {
-    tubes.emplace_back("default");
-  }
-  const engine::ClientId waiter = engine().connect_internal();
-  for (const std::string& tube : tubes) {
-    if (auto watched = engine().watch(waiter, tube); !watched.is_ok()) {
-      engine().disconnect(waiter);
-      return from_status(watched.status());
-    }
-  }
-  const engine::ReserveResult result = engine().reserve(waiter, wait);
-  if (result.kind != engine::ReserveResult::Kind::kWaiting) return reserved(waiter, result);
-
-  // Wait: the node calls back when a job is handed to the waiter or the timeout passes.
-  request.ticket = waiter;
-  waiting_.emplace(waiter, std::move(request.respond));
-  node_.on_wakeup(waiter, [this, waiter](const engine::ReserveResult& later) {
-    const auto it = waiting_.find(waiter);
-    if (it == waiting_.end()) return;
-    Respond respond = std::move(it->second);
-    waiting_.erase(it);
-    answer(route_name(Route::kReserve), reserved(waiter, later), respond);
-  });
-  return {};
-}
-
-Response Api::reserved(engine::ClientId waiter, const engine::ReserveResult& result) {
-  if (result.kind != engine::ReserveResult::Kind::kReserved) {
-    engine().disconnect(waiter);
-    node_.touched();
-    Response response;
-    response.status = 204;
-    return response;
-  }
-  const JobId id = result.job.id;
-  const Status handed = engine().hand_over(id, waiter, client_);
-  engine().disconnect(waiter);
-  node_.touched();
-  if (!handed.is_ok()) return from_status(handed);
-  Response response = job_response(200, id, true);
-  response.reserved = id;
-  response.reserved_token = result.job.counters.reserves;
-  return response;
+  broker::ReserveRequest request;
+  request.tubes = tubes.value().value_or(std::vector<std::string>{"default"});
+  request.timeout = wait;
+  call.ticket =
+      session_->reserve(std::move(request), [reply = call.reply](Result<broker::Job> job) {
+        if (!job.is_ok() && job.code() == Code::kTimedOut) {
+          Response response;
+          response.status = 204;
+          return reply(std::move(response));
+        }
+        if (!job.is_ok()) return reply(job.status());
+        Response response = job_response(200, job.value().view, &job.value().body);
+        response.reserved = job.value().view.id;
+        response.reserved_token = job.value().view.counters.reserves;
+        reply(std::move(response));
+      });
 }
 
 void Api::cancel(std::uint64_t ticket) {
-  if (waiting_.erase(ticket) == 0) return;
-  node_.forget(ticket);
-  engine().disconnect(ticket);
-  node_.touched();
+  (void)session_->cancel_reserve(ticket);
 }
 
-void Api::undeliverable(JobId id, std::uint64_t token) {
-  const auto view = engine().peek(id);
-  // Its TTR may have lapsed since, and another HTTP caller reserved it: that one keeps it.
-  if (!view.is_ok() || view.value().counters.reserves != token) return;
-  (void)engine().release(client_, id, view.value().priority, Millis{0});
-  node_.touched();
+void Api::undeliverable(JobId id, std::uint32_t token) {
+  broker::ReleaseRequest request;
+  request.id = id;
+  request.reservation = token;  // a later reservation of it (its TTR lapsed) keeps it
+  session_->release(request, [](const Result<JobView>&) {});
 }
 
 // --- tubes and the server --------------------------------------------------------------------
 
-namespace {
-
-json::object tube_json(const engine::TubeStats& t) {
-  json::object o;
-  o["name"] = t.name;
-  o["ready"] = t.ready;
-  o["delayed"] = t.delayed;
-  o["reserved"] = t.reserved;
-  o["buried"] = t.buried;
-  o["urgent"] = t.urgent;
-  o["total_jobs"] = t.total_jobs;
-  o["deletes"] = t.deletes;
-  o["waiting"] = t.waiting_clients;
-  o["watching"] = t.watching_clients;
-  o["using"] = t.using_clients;
-  o["pause_s"] = t.pause.count();
-  o["pause_left_ms"] = t.pause_left.count();
-  return o;
+void Api::list_tubes(Call& call) {
+  session_->list_tubes(call.reply.then<std::vector<TubeStats>>([](const auto& tubes) {
+    json::array list;
+    for (const TubeStats& tube : tubes) list.push_back(tube_json(tube));
+    json::object o;
+    o["tubes"] = std::move(list);
+    return json_response(200, json::serialize(o));
+  }));
 }
 
-}  // namespace
+void Api::get_tube(Call& call) {
+  session_->stats_tube(call.params[0], call.reply.then<TubeStats>([](const TubeStats& tube) {
+    return json_response(200, json::serialize(tube_json(tube)));
+  }));
+}
 
-Response Api::list_tubes() {
-  json::array tubes;
-  for (const std::string& name : engine().tubes()) {
-    if (auto stats = engine().stats_tube(name); stats.is_ok()) {
-      tubes.push_back(tube_json(stats.value()));
-    }
+void Api::kick_tube(Call& call) {
+  if (Status s = call.body.parse(call.text, {"bound"}); !s.is_ok()) return call.reply(s);
+  DELAYQ_FIELD(bound, call.body.integer("bound", kMaxPriority));
+  session_->kick(call.params[0], static_cast<std::size_t>(bound.value().value_or(1)),
+                 call.reply.then<std::size_t>([tube = call.params[0]](std::size_t kicked) {
+                   json::object o;
+                   o["tube"] = tube;
+                   o["kicked"] = kicked;
+                   return json_response(200, json::serialize(o));
+                 }));
+}
+
+void Api::pause_tube(Call& call) {
+  if (Status s = call.body.parse(call.text, {"delay"}); !s.is_ok()) return call.reply(s);
+  DELAYQ_FIELD(delay, call.body.duration("delay"));
+  if (!delay.value()) {
+    return call.reply(error(400, "bad_request", "delay: how long to pause, e.g. \"30s\""));
   }
-  json::object o;
-  o["tubes"] = std::move(tubes);
-  return json(200, json::serialize(o));
+  const broker::Seconds seconds{(delay.value()->count() + 999) / 1000};
+  session_->pause_tube(call.params[0], seconds,
+                       call.reply.then<TubeStats>([seconds](const TubeStats& tube) {
+                         json::object o;
+                         o["tube"] = tube.name;
+                         o["pause_s"] = seconds.count();
+                         return json_response(200, json::serialize(o));
+                       }));
 }
 
-Response Api::get_tube(const std::string& tube) {
-  auto stats = engine().stats_tube(tube);
-  if (!stats.is_ok()) return from_status(stats.status());
-  return json(200, json::serialize(tube_json(stats.value())));
+void Api::stats(Call& call) {
+  session_->stats(call.reply.then<ServerStats>([this](const ServerStats& s) {
+    const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+    json::object o;
+    o["version"] = options_.version;
+    o["uptime_s"] = std::max<std::int64_t>(0, now - broker_.started_unix_ms()) / 1000;
+    o["draining"] = broker_.draining();
+    o["ready"] = s.ready;
+    o["delayed"] = s.delayed;
+    o["reserved"] = s.reserved;
+    o["buried"] = s.buried;
+    o["urgent"] = s.urgent;
+    o["total_jobs"] = s.total_jobs;
+    o["job_timeouts"] = s.job_timeouts;
+    o["tubes"] = s.tubes;
+    o["next_id"] = s.next_id;
+    o["waiting"] = s.waiting;
+    return json_response(200, json::serialize(o));
+  }));
 }
 
-Response Api::kick_tube(Request& request, const std::string& tube) {
-  if (Status s = request.parse({"bound"}); !s.is_ok()) return from_status(s);
-  DELAYQ_FIELD(bound, request.integer("bound", std::numeric_limits<std::uint32_t>::max()));
-  json::object o;
-  o["tube"] = tube;
-  o["kicked"] = engine().kick(tube, static_cast<std::size_t>(bound.value().value_or(1)));
-  return json(200, json::serialize(o));
+// The page needs the tubes and the server's counts: two calls, one after the other.
+void Api::metrics(Call& call) {
+  session_->list_tubes([this, reply = call.reply](Result<std::vector<TubeStats>> tubes) {
+    if (!tubes.is_ok()) return reply(tubes.status());
+    session_->stats(reply.then<ServerStats>(
+        [this, tubes = std::move(tubes).value()](const ServerStats& server) {
+          Response response;
+          response.body = broker_.metrics().render(tubes, server);
+          response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+          return response;
+        }));
+  });
 }
 
-Response Api::pause_tube(Request& request, const std::string& tube) {
-  if (Status s = request.parse({"delay"}); !s.is_ok()) return from_status(s);
-  DELAYQ_FIELD(delay, request.duration("delay"));
-  if (!delay.value()) return error(400, "bad_request", "delay: how long to pause, e.g. \"30s\"");
-  const engine::Seconds seconds{(delay.value()->count() + 999) / 1000};
-  if (Status s = engine().pause_tube(tube, seconds); !s.is_ok()) return from_status(s);
-  json::object o;
-  o["tube"] = tube;
-  o["pause_s"] = seconds.count();
-  return json(200, json::serialize(o));
+void Api::health(Call& call) {
+  call.reply(json_response(200, R"({"status":"ok"})"));
 }
 
-Response Api::stats() {
-  const engine::ServerStats s = engine().stats();
-  json::object o;
-  o["version"] = options_.version;
-  o["uptime_s"] = (engine().now() - node_.started_unix_ms()) / 1000;
-  o["draining"] = node_.draining();
-  o["ready"] = s.ready;
-  o["delayed"] = s.delayed;
-  o["reserved"] = s.reserved;
-  o["buried"] = s.buried;
-  o["urgent"] = s.urgent;
-  o["total_jobs"] = s.total_jobs;
-  o["job_timeouts"] = s.job_timeouts;
-  o["tubes"] = s.tubes;
-  o["next_id"] = s.next_id;
-  o["waiting"] = s.waiting;
-  return json(200, json::serialize(o));
-}
-
-Response Api::metrics() {
-  Response response;
-  response.body = node_.metrics().render(engine());
-  response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  return response;
-}
-
-Response Api::ready() {
-  if (!node_.healthy()) return error(503, "unavailable", "the store has failed");
-  if (node_.draining()) return error(503, "draining", "the server is draining");
-  return json(200, R"({"status":"ready"})");
+void Api::ready(Call& call) {
+  const Status health = broker_.health();
+  if (health.code() == Code::kDraining) {
+    return call.reply(error(503, "draining", health.message()));
+  }
+  if (!health.is_ok()) return call.reply(error(503, "unavailable", health.message()));
+  call.reply(json_response(200, R"({"status":"ready"})"));
 }
 
 }  // namespace delayq::front::http

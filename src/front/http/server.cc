@@ -12,6 +12,7 @@
 namespace delayq::front::http {
 
 namespace beast = boost::beast;
+constexpr std::string_view kProtocol = "http";
 namespace bhttp = boost::beast::http;
 using boost::asio::ip::tcp;
 
@@ -20,16 +21,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Connection(Server& server, tcp::socket socket) : server_(server), stream_(std::move(socket)) {}
 
   void start() {
-    server_.node().metrics().connection_opened(local::Protocol::kHttp);
+    server_.metrics().connection_opened(kProtocol);
     read();
-  }
-
-  // Sends the answer if it is durable; false if it still waits.
-  bool flush() {
-    if (closed_ || !answer_ || writing_) return true;
-    if (server_.node().durable() < answer_->barrier) return false;
-    write();
-    return true;
   }
 
   void close() {
@@ -42,7 +35,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.socket().close(ignored);
-    server_.node().metrics().connection_closed(local::Protocol::kHttp);
+    server_.metrics().connection_closed(kProtocol);
     server_.closed(shared_from_this());
   }
 
@@ -126,10 +119,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
     answer(server_.api().error(status, code, message));
   }
 
+  // The broker has completed the request: what the answer reports is durable.
   void answer(Response response) {
     ticket_ = 0;
+    if (closed_) {
+      if (response.reserved != 0) {
+        server_.api().undeliverable(response.reserved, response.reserved_token);
+      }
+      return;
+    }
     answer_ = std::move(response);
-    if (!flush()) server_.awaiting(shared_from_this());
+    write();
   }
 
   // While a reserve waits: a readable socket with nothing to read means the client went away.
@@ -179,7 +179,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_write(beast::error_code error) {
     writing_ = false;
     const JobId reserved = answer_->reserved;
-    const std::uint64_t token = answer_->reserved_token;
+    const std::uint32_t token = answer_->reserved_token;
     answer_.reset();
     if (error && reserved != 0) server_.api().undeliverable(reserved, token);
     if (closed_) return;
@@ -205,23 +205,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closed_ = false;
 };
 
-Server::Server(boost::asio::io_context& io, local::Node& node, ServerOptions options)
-    : node_(node),
+Server::Server(boost::asio::io_context& io, broker::Broker& broker, ServerOptions options)
+    : broker_(broker),
       options_(std::move(options)),
-      api_(node, options_.api),
+      api_(broker, options_.api),
       listener_(
           io, "HTTP ", [this] { return connections_.size() >= options_.max_connections; },
           [this](tcp::socket socket) {
             auto connection = std::make_shared<Connection>(*this, std::move(socket));
             connections_.insert(connection);
             connection->start();
-          }) {
-  durable_listener_ = node_.on_durable([this] { flush_awaiting(); });
-}
+          }) {}
 
 Server::~Server() {
   stop();
-  node_.remove_durable(durable_listener_);
 }
 
 Status Server::start() {
@@ -232,25 +229,12 @@ std::string Server::local_address() const {
   return listener_.local_address();
 }
 
-void Server::awaiting(std::shared_ptr<Connection> connection) {
-  awaiting_.push_back(std::move(connection));
-}
-
-void Server::flush_awaiting() {
-  std::vector<std::shared_ptr<Connection>> waiting;
-  waiting.swap(awaiting_);
-  for (auto& connection : waiting) {
-    if (!connection->flush()) awaiting_.push_back(std::move(connection));
-  }
-}
-
 void Server::stop_accepting() {
   listener_.stop();
 }
 
 void Server::stop() {
   stop_accepting();
-  awaiting_.clear();
   const auto connections = connections_;  // close() erases from connections_
   for (const auto& connection : connections) connection->close();
 }

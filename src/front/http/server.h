@@ -1,9 +1,9 @@
-// server.h — the HTTP/1.1 front-end (Boost.Beast) over a local::Node, on the node's io_context
-// thread: an acceptor and one connection object per client, keep-alive, one request at a time
+// server.h — the HTTP/1.1 front-end (Boost.Beast) over a broker::Broker, on the broker's
+// executor: an acceptor and one connection object per client, keep-alive, one request at a time
 // per connection (pipelined requests wait their turn). Each request goes to the Api; its answer
-// leaves once the node's durable() reaches the answer's barrier, so a 201 means the job is on
-// disk. While a long-poll reserve waits, the connection watches its socket: a client that goes
-// away ends the wait, and a reserved job whose answer cannot be written is ready again at once.
+// comes when the broker completes it, once what it reports is durable, so a 201 means the job
+// is on disk. While a long-poll reserve waits, the connection watches its socket: a client that
+// goes away ends the wait, and a reserved job whose answer cannot be written is ready again.
 // Limits (ServerOptions) answer 413 and 431; an idle connection is closed after idle_timeout.
 #pragma once
 
@@ -16,7 +16,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "broker/local/node.h"
+#include "broker/broker.h"
 #include "front/http/api.h"
 #include "front/listener.h"
 
@@ -43,7 +43,7 @@ class Connection;
 
 class Server {
  public:
-  Server(boost::asio::io_context& io, local::Node& node, ServerOptions options);
+  Server(boost::asio::io_context& io, broker::Broker& broker, ServerOptions options);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -57,22 +57,16 @@ class Server {
   void stop();
 
   [[nodiscard]] Api& api() { return api_; }
-  [[nodiscard]] local::Node& node() { return node_; }
+  [[nodiscard]] broker::Metrics& metrics() { return broker_.metrics(); }
   [[nodiscard]] const ServerOptions& options() const noexcept { return options_; }
   void closed(const std::shared_ptr<Connection>& connection) { connections_.erase(connection); }
-  // A connection whose answer waits for durability: flushed when durable() moves.
-  void awaiting(std::shared_ptr<Connection> connection);
 
  private:
-  void flush_awaiting();
-
-  local::Node& node_;
+  broker::Broker& broker_;
   ServerOptions options_;
   Api api_;
   Listener listener_;
-  std::uint64_t durable_listener_ = 0;
   std::unordered_set<std::shared_ptr<Connection>> connections_;
-  std::vector<std::shared_ptr<Connection>> awaiting_;
 };
 
 }  // namespace delayq::front::http

@@ -1,4 +1,4 @@
-#include "broker/local/metrics.h"
+#include "broker/metrics.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 #include "base/check.h"
 
-namespace delayq::local {
+namespace delayq::broker {
 namespace {
 
 template <typename... Args>
@@ -51,18 +51,6 @@ void Histogram::render(std::string& out, std::string_view name, std::string_view
                  sum_.load(std::memory_order_relaxed), name, cumulative);
 }
 
-std::string_view protocol_name(Protocol protocol) {
-  switch (protocol) {
-    case Protocol::kBeanstalk:
-      return "beanstalk";
-    case Protocol::kHttp:
-      return "http";
-    case Protocol::kCount:
-      break;
-  }
-  return "unknown";
-}
-
 std::string escape_label(std::string_view value) {
   std::string out;
   out.reserve(value.size());
@@ -87,45 +75,43 @@ Metrics::Metrics()
 
 std::size_t Metrics::OpHash::operator()(const OpKey& key) const noexcept {
   const std::hash<std::string_view> hash;
-  return hash(key.op) * 31 + hash(key.result) * 7 + static_cast<std::size_t>(key.protocol);
+  return (hash(key.op) * 31 + hash(key.result)) * 7 + hash(key.protocol);
 }
 
-void Metrics::count_op(Protocol protocol, std::string_view op, std::string_view result) {
+void Metrics::count_op(std::string_view protocol, std::string_view op, std::string_view result) {
   ++ops_[OpKey{protocol, op, result}];
 }
 
-std::uint64_t Metrics::ops(Protocol protocol, std::string_view op, std::string_view result) const {
+std::uint64_t Metrics::ops(std::string_view protocol, std::string_view op,
+                           std::string_view result) const {
   const auto it = ops_.find(OpKey{protocol, op, result});
   return it == ops_.end() ? 0 : it->second;
 }
 
-void Metrics::connection_opened(Protocol protocol) {
-  ++open_[static_cast<std::size_t>(protocol)];
-  ++total_[static_cast<std::size_t>(protocol)];
+void Metrics::connection_opened(std::string_view protocol) {
+  Connections& c = connections_[protocol];
+  ++c.open;
+  ++c.total;
 }
 
-void Metrics::connection_closed(Protocol protocol) {
-  --open_[static_cast<std::size_t>(protocol)];
+void Metrics::connection_closed(std::string_view protocol) {
+  --connections_[protocol].open;
 }
 
-std::string Metrics::render(const engine::Engine& engine) const {
+std::string Metrics::render(std::span<const TubeStats> tubes, const ServerStats& server) const {
   std::string out;
 
   append(out, "# HELP delayq_jobs Jobs by tube and state.\n# TYPE delayq_jobs gauge\n");
-  for (const std::string& name : engine.tubes()) {
-    const auto stats = engine.stats_tube(name);
-    if (!stats.is_ok()) continue;
-    const std::pair<std::string_view, std::uint64_t> counts[] = {
-        {"ready", stats.value().ready},
-        {"delayed", stats.value().delayed},
-        {"reserved", stats.value().reserved},
-        {"buried", stats.value().buried}};
-    const std::string tube = escape_label(name);
+  for (const TubeStats& stats : tubes) {
+    const std::pair<std::string_view, std::uint64_t> counts[] = {{"ready", stats.ready},
+                                                                 {"delayed", stats.delayed},
+                                                                 {"reserved", stats.reserved},
+                                                                 {"buried", stats.buried}};
+    const std::string tube = escape_label(stats.name);
     for (const auto& [state, value] : counts) {
       append(out, "delayq_jobs{{tube=\"{}\",state=\"{}\"}} {}\n", tube, state, value);
     }
   }
-  const engine::ServerStats server = engine.stats();
   append(out, "# HELP delayq_jobs_created_total Jobs put since the data directory was created.\n");
   append(out, "# TYPE delayq_jobs_created_total counter\n");
   append(out, "delayq_jobs_created_total {}\n", server.next_id - 1);
@@ -138,7 +124,7 @@ std::string Metrics::render(const engine::Engine& engine) const {
   // Sorted, so that the page is stable from one scrape to the next.
   std::map<std::tuple<std::string_view, std::string_view, std::string_view>, std::uint64_t> ops;
   for (const auto& [key, count] : ops_) {
-    ops[{protocol_name(key.protocol), key.op, key.result}] = count;
+    ops[{key.protocol, key.op, key.result}] = count;
   }
   append(out, "# HELP delayq_operations_total Operations by protocol, kind and result.\n");
   append(out, "# TYPE delayq_operations_total counter\n");
@@ -149,16 +135,14 @@ std::string Metrics::render(const engine::Engine& engine) const {
 
   append(out, "# HELP delayq_connections Open connections by protocol.\n");
   append(out, "# TYPE delayq_connections gauge\n");
-  for (std::size_t p = 0; p < static_cast<std::size_t>(Protocol::kCount); ++p) {
-    append(out, "delayq_connections{{protocol=\"{}\"}} {}\n",
-           protocol_name(static_cast<Protocol>(p)), open_[p]);
+  for (const auto& [protocol, c] : connections_) {
+    append(out, "delayq_connections{{protocol=\"{}\"}} {}\n", protocol, c.open);
   }
   append(out,
          "# HELP delayq_connections_total Connections accepted since the start, by protocol.\n");
   append(out, "# TYPE delayq_connections_total counter\n");
-  for (std::size_t p = 0; p < static_cast<std::size_t>(Protocol::kCount); ++p) {
-    append(out, "delayq_connections_total{{protocol=\"{}\"}} {}\n",
-           protocol_name(static_cast<Protocol>(p)), total_[p]);
+  for (const auto& [protocol, c] : connections_) {
+    append(out, "delayq_connections_total{{protocol=\"{}\"}} {}\n", protocol, c.total);
   }
 
   fire_lateness.render(out, "delayq_fire_lateness_seconds",
@@ -169,4 +153,4 @@ std::string Metrics::render(const engine::Engine& engine) const {
   return out;
 }
 
-}  // namespace delayq::local
+}  // namespace delayq::broker

@@ -1,0 +1,216 @@
+// broker.h — the one contract between the front-ends (beanstalkd, HTTP) and the state they serve.
+// A front-end opens a Session per client and calls it; a Broker implementation keeps the jobs:
+// broker/local/ on this machine (engine + RocksDB), and any other that implements this header.
+// The front-ends include nothing else of the broker layer (their CMake targets link only this
+// one), so adding a broker never touches a front-end. Architecture: docs/design/architecture.md
+//
+// Threads. A broker and its sessions belong to one executor (the io_context the broker was made
+// with); every call is made on it. Each operation completes through the callback it is given,
+// exactly once, on that executor, never inside the call that started it.
+//
+// Durability. A completion runs only once its result may be sent: every change it reports or
+// relies on is as durable as the server's policy asks (store::Durability), and nothing more is
+// waited for. So a reserve of a job stored an hour ago completes at once, while one whose put is
+// still in an unsynced batch waits for that batch. A result that is not about one job (a count,
+// an error, a timeout) waits for everything done before it. Completions of one session may run
+// in any order; a front-end that answers in order (beanstalkd's pipelining) queues its replies.
+//
+// Order. Calls on one session take effect in the order they are made, each when it is made (a
+// `use` then a `put` puts into the tube used). A session destroyed with operations under way
+// never sees their completions (it may still have made their changes), its waiting reserves end,
+// and its reserved jobs are ready again (DESIGN.md, invariant 4).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/job.h"
+#include "base/status.h"
+#include "broker/metrics.h"
+
+namespace delayq::broker {
+
+using Millis = std::chrono::milliseconds;
+using Seconds = std::chrono::seconds;
+
+// A completion: the operation's value, or why it failed.
+template <typename T>
+using Callback = std::function<void(Result<T>)>;
+
+// When a job is due: a delay from the moment the broker receives the call, or an absolute time.
+// Either way the broker computes the due time itself, on its own clock; a delay of 0, or a time
+// not in the future, means ready at once.
+struct Due {
+  bool absolute = false;
+  std::int64_t ms = 0;  // absolute: Unix ms; else a delay in ms, >= 0
+
+  static Due after(Millis delay) { return {false, delay.count()}; }
+  static Due at(std::int64_t unix_ms) { return {true, unix_ms}; }
+};
+
+// A job named by its id, or by its tube and key (unique among the tube's jobs).
+struct JobRef {
+  JobId id = 0;  // 0: by tube and key
+  std::string tube;
+  std::string key;
+
+  static JobRef by_id(JobId id) { return {id, {}, {}}; }
+  static JobRef by_key(std::string tube, std::string key) {
+    return {0, std::move(tube), std::move(key)};
+  }
+};
+
+// A job with its body, as reserve and peek report it. as_of_unix_ms: the broker's present when
+// it was read (what stats-job's age and time-left count from).
+struct Job {
+  JobView view;
+  std::string body;
+  std::int64_t as_of_unix_ms = 0;
+};
+
+struct PutRequest {
+  std::string tube;  // empty: the session's used tube
+  std::uint32_t priority = 0;
+  Due due;
+  Seconds ttr{60};  // 0 is taken as 1 s, as beanstalkd does
+  std::string body;
+  // A key is unique among the jobs of a tube. Putting a key that is taken returns the job that
+  // holds it (inserted = false) unless replace is set: then that job is deleted and the new one
+  // takes the key (kConflict if the holder is reserved: a worker is on it).
+  std::string key;
+  std::string group;
+  bool replace = false;
+};
+
+struct PutResult {
+  JobView job;           // the job put, or the one holding its key
+  bool inserted = true;  // false: the key was taken, nothing was put
+  JobId replaced = 0;    // the job deleted to make way, 0 if none
+};
+
+struct ReserveRequest {
+  // Tubes to take a job from. Empty: the session's watch list (then at most one such reserve of
+  // a session waits at a time, as a beanstalkd connection's). Named: a reserve of its own, many
+  // of which may wait side by side (HTTP long-polls); each must be a valid tube name.
+  std::vector<std::string> tubes;
+  // How long to wait for a job; nullopt waits until one comes or the reserve is cancelled, 0
+  // answers at once.
+  std::optional<Millis> timeout;
+};
+
+struct ReleaseRequest {
+  JobId id = 0;
+  std::optional<std::uint32_t> priority;  // nullopt: the job keeps its own
+  Millis delay{0};
+  // Set: release only if the job is still in this reservation (its reserves counter), so that a
+  // reservation taken since, after a TTR lapsed, is left alone. What a front-end does with a job
+  // whose reply could not be delivered.
+  std::optional<std::uint32_t> reservation;
+};
+
+struct Update {
+  std::optional<Due> due;                 // reschedule: delayed or ready jobs only (kConflict)
+  std::optional<std::uint32_t> priority;  // any state; a ready job moves in its tube's order
+};
+
+// Errors every operation may complete with, beside its own: kInvalidArgument (a name or value
+// out of range, with a message for people), kIOError (the store failed: the server must stop).
+// kNotFound means no such job, key, tube or group; kConflict means the job exists but its state
+// or holder forbids the operation (beanstalkd's NOT_FOUND for its own verbs; HTTP's 409).
+class Session {
+ public:
+  virtual ~Session() = default;
+
+  // --- this session's tubes: its own state, answered at once.
+  // use: the tube puts go to. watch / ignore: the tubes a reserve without tubes takes from;
+  // they return how many are watched now (ignore: kNotIgnored for the last one).
+  virtual Status use(std::string_view tube) = 0;
+  [[nodiscard]] virtual std::string used() const = 0;
+  virtual Result<std::size_t> watch(std::string_view tube) = 0;
+  virtual Result<std::size_t> ignore(std::string_view tube) = 0;
+  [[nodiscard]] virtual std::vector<std::string> watched() const = 0;
+
+  // --- jobs
+  // put: errors kDraining (the server refuses new jobs), kLimit (ids or job slots exhausted),
+  // kConflict (replace, and the key's holder is reserved).
+  virtual void put(PutRequest request, Callback<PutResult> done) = 0;
+  // reserve: the job with the best (priority, id) among the ready jobs of the tubes, now or as
+  // soon as one is ready. Errors kTimedOut (the timeout passed, or cancel_reserve), kDeadlineSoon
+  // (a job this session holds is within a second of its TTR, and none is ready; watch list
+  // only). Returns a ticket for cancel_reserve(). The job is held by this session until deleted,
+  // released, buried, or its TTR lapses.
+  virtual std::uint64_t reserve(ReserveRequest request, Callback<Job> done) = 0;
+  // Ends a waiting reserve with kTimedOut (a client that went away or half-closed); false if the
+  // ticket is not waiting any more.
+  virtual bool cancel_reserve(std::uint64_t ticket) = 0;
+  // reserve_job: a job by id in any state but reserved (kNotFound if reserved by anyone).
+  virtual void reserve_job(JobId id, Callback<Job> done) = 0;
+  // erase (delete): any job not reserved by another session. Completes with its id.
+  virtual void erase(JobRef job, Callback<JobId> done) = 0;
+  // release, bury, touch: a job this session holds (kConflict if another holds it or it is not
+  // reserved). touch restarts the TTR.
+  virtual void release(ReleaseRequest request, Callback<JobView> done) = 0;
+  virtual void bury(JobId id, std::optional<std::uint32_t> priority, Callback<JobView> done) = 0;
+  virtual void touch(JobId id, Callback<JobView> done) = 0;
+  // peek: a job in any state; with_body false skips reading the body (stats-job).
+  virtual void peek(JobRef job, bool with_body, Callback<Job> done) = 0;
+  // The next job of a tube in a state: ready (best priority), delayed (earliest due) or buried
+  // (oldest); kNotFound if none.
+  virtual void peek_next(std::string tube, JobState state, Callback<Job> done) = 0;
+  // kick: up to `bound` buried jobs of the tube, or if it has none, up to `bound` delayed ones
+  // (earliest first); completes with how many. kick_job: one buried or delayed job (kConflict
+  // otherwise).
+  virtual void kick(std::string tube, std::size_t bound, Callback<std::size_t> done) = 0;
+  virtual void kick_job(JobId id, Callback<JobView> done) = 0;
+  // update: reschedule and/or reprioritise a job (kInvalidArgument if the update is empty).
+  virtual void update(JobRef job, Update update, Callback<JobView> done) = 0;
+  // Jobs of a group in any state, by id; cancel deletes those not reserved and says how many.
+  virtual void list_group(std::string tube, std::string group,
+                          Callback<std::vector<JobView>> done) = 0;
+  virtual void cancel_group(std::string tube, std::string group, Callback<std::size_t> done) = 0;
+
+  // --- tubes and the server
+  // pause_tube: no job of the tube is reserved for `pause` (0 ends a pause). kNotFound if the
+  // tube does not exist.
+  virtual void pause_tube(std::string tube, Seconds pause, Callback<TubeStats> done) = 0;
+  virtual void stats_tube(std::string tube, Callback<TubeStats> done) = 0;
+  // Every tube that exists (has jobs, users or watchers, or is "default"), by name.
+  virtual void list_tubes(Callback<std::vector<TubeStats>> done) = 0;
+  virtual void stats(Callback<ServerStats> done) = 0;
+};
+
+struct SessionOptions {
+  // true: the session uses and watches "default", as a new beanstalkd connection does, and is
+  // counted among that tube's users and watchers. false: it uses and watches nothing until told,
+  // for a front-end whose callers name their tubes per call (HTTP). Default: true.
+  bool watch_default = true;
+};
+
+class Broker {
+ public:
+  virtual ~Broker() = default;
+
+  [[nodiscard]] virtual std::unique_ptr<Session> open_session(SessionOptions options) = 0;
+
+  // Drain mode (SIGUSR1, as beanstalkd): every put is refused with kDraining.
+  virtual void set_draining(bool draining) = 0;
+  [[nodiscard]] virtual bool draining() const = 0;
+  // Whether the server may be sent work: ok, kDraining, or kIOError when the store has failed.
+  [[nodiscard]] virtual Status health() const = 0;
+  // When this broker started serving, Unix ms.
+  [[nodiscard]] virtual std::int64_t started_unix_ms() const = 0;
+  // Operation counts, latency histograms and connections, for GET /metrics.
+  [[nodiscard]] virtual Metrics& metrics() = 0;
+
+  // Makes everything done so far durable and waits for it (at shutdown). Completions that
+  // became due run on the executor afterwards, if it still runs.
+  virtual Status close() = 0;
+};
+
+}  // namespace delayq::broker

@@ -1,0 +1,407 @@
+#include "broker/local/local_broker.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace delayq::local {
+namespace {
+
+using broker::Callback;
+using engine::ClientId;
+using Kind = engine::ReserveResult::Kind;
+
+class LocalSession final : public broker::Session {
+ public:
+  LocalSession(Node& node, broker::SessionOptions options);
+  ~LocalSession() override;
+  LocalSession(const LocalSession&) = delete;
+  LocalSession& operator=(const LocalSession&) = delete;
+
+  Status use(std::string_view tube) override;
+  [[nodiscard]] std::string used() const override { return engine().used_tube(client_); }
+  Result<std::size_t> watch(std::string_view tube) override;
+  Result<std::size_t> ignore(std::string_view tube) override;
+  [[nodiscard]] std::vector<std::string> watched() const override {
+    return engine().watched_tubes(client_);
+  }
+
+  void put(broker::PutRequest request, Callback<broker::PutResult> done) override;
+  std::uint64_t reserve(broker::ReserveRequest request, Callback<broker::Job> done) override;
+  bool cancel_reserve(std::uint64_t ticket) override;
+  void reserve_job(JobId id, Callback<broker::Job> done) override;
+  void erase(broker::JobRef job, Callback<JobId> done) override;
+  void release(broker::ReleaseRequest request, Callback<JobView> done) override;
+  void bury(JobId id, std::optional<std::uint32_t> priority, Callback<JobView> done) override;
+  void touch(JobId id, Callback<JobView> done) override;
+  void peek(broker::JobRef job, bool with_body, Callback<broker::Job> done) override;
+  void peek_next(std::string tube, JobState state, Callback<broker::Job> done) override;
+  void kick(std::string tube, std::size_t bound, Callback<std::size_t> done) override;
+  void kick_job(JobId id, Callback<JobView> done) override;
+  void update(broker::JobRef job, broker::Update update, Callback<JobView> done) override;
+  void list_group(std::string tube, std::string group,
+                  Callback<std::vector<JobView>> done) override;
+  void cancel_group(std::string tube, std::string group, Callback<std::size_t> done) override;
+  void pause_tube(std::string tube, broker::Seconds pause, Callback<TubeStats> done) override;
+  void stats_tube(std::string tube, Callback<TubeStats> done) override;
+  void list_tubes(Callback<std::vector<TubeStats>> done) override;
+  void stats(Callback<ServerStats> done) override;
+
+ private:
+  [[nodiscard]] engine::Engine& engine() const { return node_.engine(); }
+
+  // Completes `done` with `result` once batch `batch` is durable; never if this session is gone.
+  template <typename T>
+  void finish(std::uint64_t batch, Callback<T> done, Result<T> result) {
+    node_.when_durable(
+        batch, [alive = alive_, done = std::move(done), result = std::move(result)]() mutable {
+          if (*alive) done(std::move(result));
+        });
+    node_.touched();
+  }
+  // A result about one job: it waits for that job's latest change (this call's included).
+  void finish_job(Callback<JobView> done, JobId id, Result<JobView> view) {
+    finish(view.is_ok() ? node_.batch_of(id) : node_.barrier(), std::move(done), std::move(view));
+  }
+  // Anything else (counts, lists, errors) waits for everything done so far.
+  template <typename T>
+  void finish_all(Callback<T> done, Result<T> result) {
+    finish(node_.barrier(), std::move(done), std::move(result));
+  }
+  // The job with its body, or the error reading the body.
+  Result<broker::Job> with_body(const JobView& view);
+  void finish_with_body(Callback<broker::Job> done, Result<JobView> view, bool body);
+  // kNotFound from an operation on a job that exists: someone else holds it, or its state
+  // forbids the operation.
+  Status refine(Status status, JobId id, std::string_view why) const;
+  Result<JobId> resolve(const broker::JobRef& job) const;
+  [[nodiscard]] std::int64_t due_of(const broker::Due& due) const;
+
+  struct Wait {
+    ClientId waiter = 0;  // client_ for a reserve on the watch list
+    Callback<broker::Job> done;
+  };
+  void woken(std::uint64_t ticket, const engine::ReserveResult& result);
+  void reserved(std::uint64_t ticket, const engine::ReserveResult& result);
+
+  Node& node_;
+  ClientId client_ = 0;
+  std::unordered_map<std::uint64_t, Wait> waits_;  // by ticket: the waiter's client id
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+LocalSession::LocalSession(Node& node, broker::SessionOptions options)
+    : node_(node),
+      client_(options.watch_default ? node.engine().connect() : node.engine().connect_internal()) {}
+
+LocalSession::~LocalSession() {
+  *alive_ = false;
+  for (const auto& [ticket, wait] : waits_) {
+    node_.forget(wait.waiter);
+    if (wait.waiter != client_) engine().disconnect(wait.waiter);
+  }
+  node_.forget(client_);
+  engine().disconnect(client_);  // its reserved jobs are ready again
+  node_.touched();
+}
+
+// --- tubes of the session
+
+Status LocalSession::use(std::string_view tube) {
+  return engine().use(client_, tube);
+}
+
+Result<std::size_t> LocalSession::watch(std::string_view tube) {
+  return engine().watch(client_, tube);
+}
+
+Result<std::size_t> LocalSession::ignore(std::string_view tube) {
+  return engine().ignore(client_, tube);
+}
+
+// --- helpers
+
+Result<broker::Job> LocalSession::with_body(const JobView& view) {
+  auto body = node_.body(view.id);
+  if (!body.is_ok()) return body.status();
+  return broker::Job{view, std::move(body).value(), engine().now()};
+}
+
+void LocalSession::finish_with_body(Callback<broker::Job> done, Result<JobView> view, bool body) {
+  if (!view.is_ok()) return finish_all<broker::Job>(std::move(done), view.status());
+  const std::uint64_t batch = node_.batch_of(view.value().id);
+  if (!body) {
+    return finish<broker::Job>(batch, std::move(done),
+                               broker::Job{view.value(), {}, engine().now()});
+  }
+  finish(batch, std::move(done), with_body(view.value()));
+}
+
+Status LocalSession::refine(Status status, JobId id, std::string_view why) const {
+  if (status.code() != Code::kNotFound || !engine().peek(id).is_ok()) return status;
+  return {Code::kConflict, "job " + std::to_string(id) + " " + std::string(why)};
+}
+
+Result<JobId> LocalSession::resolve(const broker::JobRef& job) const {
+  if (job.id != 0) return job.id;
+  return engine().find_key(job.tube, job.key);
+}
+
+std::int64_t LocalSession::due_of(const broker::Due& due) const {
+  if (due.absolute) return due.ms;
+  // A delay of 0 means now: ready at once (due_after(0) may round up into the next ms).
+  return due.ms <= 0 ? engine().now() : engine().due_after(broker::Millis{due.ms});
+}
+
+// --- jobs
+
+void LocalSession::put(broker::PutRequest request, Callback<broker::PutResult> done) {
+  if (node_.draining()) {
+    return finish_all<broker::PutResult>(
+        std::move(done), Status(Code::kDraining, "the server is draining: no new jobs"));
+  }
+  engine::PutRequest put;
+  put.tube = request.tube;
+  put.priority = request.priority;
+  if (request.due.absolute) {
+    put.due_unix_ms = request.due.ms;
+  } else {
+    put.delay = broker::Millis{std::max<std::int64_t>(0, request.due.ms)};
+  }
+  put.ttr = request.ttr;
+  put.body = request.body;
+  put.key = request.key;
+  put.group = request.group;
+  put.replace = request.replace;
+  auto result = engine().put(client_, put);
+  if (!result.is_ok()) return finish_all<broker::PutResult>(std::move(done), result.status());
+  const engine::PutResult& r = result.value();
+  auto view = engine().peek(r.id);
+  if (!view.is_ok()) return finish_all<broker::PutResult>(std::move(done), view.status());
+  std::uint64_t batch = node_.batch_of(r.id);
+  if (r.replaced != 0) batch = std::max(batch, node_.batch_of(r.replaced));
+  finish(batch, std::move(done),
+         Result<broker::PutResult>(broker::PutResult{view.value(), r.inserted, r.replaced}));
+}
+
+std::uint64_t LocalSession::reserve(broker::ReserveRequest request, Callback<broker::Job> done) {
+  ClientId waiter = client_;
+  if (!request.tubes.empty()) {
+    waiter = engine().connect_internal();
+    for (const std::string& tube : request.tubes) {
+      if (auto watched = engine().watch(waiter, tube); !watched.is_ok()) {
+        engine().disconnect(waiter);
+        finish_all<broker::Job>(std::move(done), watched.status());
+        return 0;
+      }
+    }
+  }
+  const engine::ReserveResult result = engine().reserve(waiter, request.timeout);
+  waits_.emplace(waiter, Wait{waiter, std::move(done)});
+  if (result.kind != Kind::kWaiting) {
+    reserved(waiter, result);
+    return 0;
+  }
+  node_.on_wakeup(waiter, [this, alive = alive_, waiter](const engine::ReserveResult& later) {
+    if (*alive) woken(waiter, later);
+  });
+  node_.touched();  // the node arms its timer for the wait's end
+  return waiter;
+}
+
+void LocalSession::woken(std::uint64_t ticket, const engine::ReserveResult& result) {
+  if (waits_.count(ticket) != 0) reserved(ticket, result);
+}
+
+// A reserve has its answer: the job moves to the session's client, the waiter goes.
+void LocalSession::reserved(std::uint64_t ticket, const engine::ReserveResult& result) {
+  const auto it = waits_.find(ticket);
+  DELAYQ_CHECK(it != waits_.end());
+  Wait wait = std::move(it->second);
+  waits_.erase(it);
+  Status handed;
+  if (result.kind == Kind::kReserved && wait.waiter != client_) {
+    handed = engine().hand_over(result.job.id, wait.waiter, client_);
+  }
+  if (wait.waiter != client_) engine().disconnect(wait.waiter);
+  switch (result.kind) {
+    case Kind::kReserved:
+      if (!handed.is_ok()) return finish_all<broker::Job>(std::move(wait.done), handed);
+      return finish(node_.batch_of(result.job.id), std::move(wait.done), with_body(result.job));
+    case Kind::kDeadlineSoon:
+      return finish_all<broker::Job>(std::move(wait.done),
+                                     Status(Code::kDeadlineSoon, "a reserved job's TTR is ending"));
+    case Kind::kTimedOut:
+    case Kind::kWaiting:
+      break;
+  }
+  finish_all<broker::Job>(std::move(wait.done),
+                          Status(Code::kTimedOut, "no job became ready in time"));
+}
+
+bool LocalSession::cancel_reserve(std::uint64_t ticket) {
+  const auto it = waits_.find(ticket);
+  if (it == waits_.end()) return false;
+  node_.forget(it->second.waiter);
+  (void)engine().cancel_wait(it->second.waiter);
+  reserved(ticket, engine::ReserveResult{Kind::kTimedOut, {}});
+  return true;
+}
+
+void LocalSession::reserve_job(JobId id, Callback<broker::Job> done) {
+  finish_with_body(std::move(done), engine().reserve_job(client_, id), true);
+}
+
+void LocalSession::erase(broker::JobRef job, Callback<JobId> done) {
+  auto id = resolve(job);
+  if (!id.is_ok()) return finish_all<JobId>(std::move(done), id.status());
+  if (Status s = engine().erase(client_, id.value()); !s.is_ok()) {
+    return finish_all<JobId>(std::move(done),
+                             refine(s, id.value(), "is reserved by another client"));
+  }
+  finish(node_.batch_of(id.value()), std::move(done), Result<JobId>(id.value()));
+}
+
+void LocalSession::release(broker::ReleaseRequest request, Callback<JobView> done) {
+  const JobId id = request.id;
+  const auto view = engine().peek(id);
+  if (request.reservation &&
+      (!view.is_ok() || view.value().counters.reserves != *request.reservation)) {
+    return finish_all<JobView>(
+        std::move(done),
+        Status(Code::kConflict, "job " + std::to_string(id) + " is in another reservation"));
+  }
+  const std::uint32_t priority =
+      request.priority.value_or(view.is_ok() ? view.value().priority : 0);
+  if (Status s = engine().release(client_, id, priority, request.delay); !s.is_ok()) {
+    return finish_all<JobView>(std::move(done), refine(s, id, "is not reserved by this client"));
+  }
+  finish_job(std::move(done), id, engine().peek(id));
+}
+
+void LocalSession::bury(JobId id, std::optional<std::uint32_t> priority, Callback<JobView> done) {
+  const auto view = engine().peek(id);
+  const std::uint32_t own = view.is_ok() ? view.value().priority : 0;
+  if (Status s = engine().bury(client_, id, priority.value_or(own)); !s.is_ok()) {
+    return finish_all<JobView>(std::move(done), refine(s, id, "is not reserved by this client"));
+  }
+  finish_job(std::move(done), id, engine().peek(id));
+}
+
+void LocalSession::touch(JobId id, Callback<JobView> done) {
+  if (Status s = engine().touch(client_, id); !s.is_ok()) {
+    return finish_all<JobView>(std::move(done), refine(s, id, "is not reserved by this client"));
+  }
+  finish_job(std::move(done), id, engine().peek(id));
+}
+
+void LocalSession::peek(broker::JobRef job, bool with_body, Callback<broker::Job> done) {
+  auto id = resolve(job);
+  if (!id.is_ok()) return finish_all<broker::Job>(std::move(done), id.status());
+  finish_with_body(std::move(done), engine().peek(id.value()), with_body);
+}
+
+void LocalSession::peek_next(std::string tube, JobState state, Callback<broker::Job> done) {
+  switch (state) {
+    case JobState::kReady:
+      return finish_with_body(std::move(done), engine().peek_ready(tube), true);
+    case JobState::kDelayed:
+      return finish_with_body(std::move(done), engine().peek_delayed(tube), true);
+    case JobState::kBuried:
+      return finish_with_body(std::move(done), engine().peek_buried(tube), true);
+    case JobState::kReserved:
+      break;
+  }
+  finish_all<broker::Job>(std::move(done),
+                          Status(Code::kInvalidArgument, "peek: ready, delayed or buried only"));
+}
+
+void LocalSession::kick(std::string tube, std::size_t bound, Callback<std::size_t> done) {
+  finish_all(std::move(done), Result<std::size_t>(engine().kick(tube, bound)));
+}
+
+void LocalSession::kick_job(JobId id, Callback<JobView> done) {
+  if (Status s = engine().kick_job(id); !s.is_ok()) {
+    return finish_all<JobView>(std::move(done), refine(s, id, "is neither buried nor delayed"));
+  }
+  finish_job(std::move(done), id, engine().peek(id));
+}
+
+void LocalSession::update(broker::JobRef job, broker::Update update, Callback<JobView> done) {
+  if (!update.due && !update.priority) {
+    return finish_all<JobView>(std::move(done),
+                               Status(Code::kInvalidArgument, "nothing to change"));
+  }
+  auto id = resolve(job);
+  if (!id.is_ok()) return finish_all<JobView>(std::move(done), id.status());
+  if (update.due) {
+    const std::optional<broker::Millis> delay =
+        update.due->absolute ? std::nullopt
+                             : std::optional<broker::Millis>(broker::Millis{update.due->ms});
+    if (Status s = engine().reschedule(id.value(), due_of(*update.due), delay); !s.is_ok()) {
+      return finish_all<JobView>(std::move(done), s);
+    }
+  }
+  if (update.priority) {
+    if (Status s = engine().set_priority(id.value(), *update.priority); !s.is_ok()) {
+      return finish_all<JobView>(std::move(done), s);
+    }
+  }
+  finish_job(std::move(done), id.value(), engine().peek(id.value()));
+}
+
+void LocalSession::list_group(std::string tube, std::string group,
+                              Callback<std::vector<JobView>> done) {
+  finish_all(std::move(done), Result<std::vector<JobView>>(engine().list_group(tube, group)));
+}
+
+void LocalSession::cancel_group(std::string tube, std::string group, Callback<std::size_t> done) {
+  finish_all(std::move(done), Result<std::size_t>(engine().cancel_group(tube, group)));
+}
+
+// --- tubes and the server
+
+void LocalSession::pause_tube(std::string tube, broker::Seconds pause, Callback<TubeStats> done) {
+  if (Status s = engine().pause_tube(tube, pause); !s.is_ok()) {
+    return finish_all<TubeStats>(std::move(done), s);
+  }
+  finish_all(std::move(done), engine().stats_tube(tube));
+}
+
+void LocalSession::stats_tube(std::string tube, Callback<TubeStats> done) {
+  finish_all(std::move(done), engine().stats_tube(tube));
+}
+
+void LocalSession::list_tubes(Callback<std::vector<TubeStats>> done) {
+  std::vector<TubeStats> tubes;
+  for (const std::string& name : engine().tubes()) {
+    if (auto stats = engine().stats_tube(name); stats.is_ok()) {
+      tubes.push_back(std::move(stats).value());
+    }
+  }
+  finish_all(std::move(done), Result<std::vector<TubeStats>>(std::move(tubes)));
+}
+
+void LocalSession::stats(Callback<ServerStats> done) {
+  finish_all(std::move(done), Result<ServerStats>(engine().stats()));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LocalBroker>> LocalBroker::open(boost::asio::io_context& io,
+                                                       const NodeOptions& options) {
+  auto node = Node::open(io, options);
+  if (!node.is_ok()) return node.status();
+  return std::unique_ptr<LocalBroker>(new LocalBroker(std::move(node).value()));
+}
+
+std::unique_ptr<broker::Session> LocalBroker::open_session(broker::SessionOptions options) {
+  return std::make_unique<LocalSession>(*node_, options);
+}
+
+Status LocalBroker::health() const {
+  if (!node_->healthy()) return {Code::kIOError, "the store has failed"};
+  if (node_->draining()) return {Code::kDraining, "the server is draining"};
+  return Status::ok();
+}
+
+}  // namespace delayq::local

@@ -1,0 +1,44 @@
+// local_broker.h — the broker on this machine: broker.h's contract over one Node (the engine,
+// RocksDB and the group committer). Each session is an engine client; an operation runs on the
+// engine at once and its completion waits, through Node::when_durable, for the batch holding the
+// latest change of the job it reports (Node::batch_of), or for everything done so far when the
+// result is not about one job. A reserve that names its tubes waits in an engine client of its
+// own and hands the job to its session's client when it gets one.
+// Everything runs on the io_context's thread. Made by delayqd, the only place that knows which
+// broker runs.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <memory>
+
+#include "broker/broker.h"
+#include "broker/local/node.h"
+
+namespace delayq::local {
+
+class LocalBroker final : public broker::Broker {
+ public:
+  // Opens the data directory and recovers every job (see Node::open for the errors).
+  static Result<std::unique_ptr<LocalBroker>> open(boost::asio::io_context& io,
+                                                   const NodeOptions& options);
+
+  [[nodiscard]] std::unique_ptr<broker::Session> open_session(
+      broker::SessionOptions options) override;
+  void set_draining(bool draining) override { node_->set_draining(draining); }
+  [[nodiscard]] bool draining() const override { return node_->draining(); }
+  [[nodiscard]] Status health() const override;
+  [[nodiscard]] std::int64_t started_unix_ms() const override { return node_->started_unix_ms(); }
+  [[nodiscard]] broker::Metrics& metrics() override { return node_->metrics(); }
+  Status close() override { return node_->close(); }
+
+  [[nodiscard]] std::uint64_t recovered_jobs() const noexcept { return node_->recovered_jobs(); }
+  // The store failed: the process must stop (called once, on the io_context's thread).
+  void on_fatal(std::function<void(const Status&)> handler) { node_->on_fatal(std::move(handler)); }
+  [[nodiscard]] Node& node() { return *node_; }
+
+ private:
+  explicit LocalBroker(std::unique_ptr<Node> node) : node_(std::move(node)) {}
+  std::unique_ptr<Node> node_;
+};
+
+}  // namespace delayq::local

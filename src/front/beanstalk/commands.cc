@@ -1,0 +1,273 @@
+// commands.cc — one handler per beanstalkd verb (the table is in conversation.cc): each turns a
+// parsed Command into a broker call and says how its result reads on the wire. Reply words and
+// YAML follow beanstalkd 1.12; delayq's extensions are in docs/protocol.md.
+#include <chrono>
+
+#include "front/beanstalk/conversation.h"
+#include "front/beanstalk/yaml.h"
+
+namespace delayq::front::beanstalk {
+namespace {
+
+std::string word_id(std::string_view word, JobId id) {
+  std::string reply(word);
+  reply.append(" ").append(std::to_string(id)).append("\r\n");
+  return reply;
+}
+
+std::string word_only(std::string_view word) {
+  std::string reply(word);
+  reply += "\r\n";
+  return reply;
+}
+
+std::string with_body(std::string_view word, const broker::Job& job) {
+  std::string bytes;
+  bytes.reserve(word.size() + job.body.size() + 48);
+  bytes.append(word).append(" ").append(std::to_string(job.view.id)).append(" ");
+  bytes.append(std::to_string(job.body.size())).append("\r\n");
+  bytes.append(job.body).append("\r\n");
+  return bytes;
+}
+
+std::string yaml_reply(const std::string& yaml) {
+  return "OK " + std::to_string(yaml.size()) + "\r\n" + yaml + "\r\n";
+}
+
+broker::Due due_of(const When& when) {
+  const auto ms = static_cast<std::int64_t>(when.ms);  // the parser keeps it below 2^63
+  return when.absolute ? broker::Due::at(ms) : broker::Due::after(broker::Millis{ms});
+}
+
+}  // namespace
+
+broker::Callback<broker::Job> Conversation::answer_job(std::string_view word) {
+  return answer<broker::Job>([word](const broker::Job& job) { return with_body(word, job); });
+}
+
+// --- producers
+
+void Conversation::put(const Command& command) {
+  broker::PutRequest request;
+  request.priority = command.priority;
+  request.due = broker::Due::after(std::chrono::seconds{command.delay_seconds});
+  request.ttr = broker::Seconds{command.ttr_seconds};
+  request.body = command.body;
+  put_job(std::move(request), false);
+}
+
+void Conversation::putx(const Command& command) {
+  broker::PutRequest request;
+  request.priority = command.priority;
+  request.due = due_of(command.when);
+  request.ttr = broker::Seconds{command.ttr_seconds};
+  request.body = command.body;
+  request.key = command.key;
+  request.group = command.group;
+  request.replace = command.replace;
+  put_job(std::move(request), true);
+}
+
+// A put makes its connection a producer, even one refused with DRAINING (beanstalkd refuses the
+// job only once it has read it).
+void Conversation::put_job(broker::PutRequest request, bool extension) {
+  mark_producer();
+  session_->put(std::move(request), answer<broker::PutResult>(
+                                        [](const broker::PutResult& put) {
+                                          return word_id(put.inserted ? "INSERTED" : "EXISTS",
+                                                         put.job.id);
+                                        },
+                                        extension ? "CONFLICT" : "NOT_FOUND"));
+}
+
+void Conversation::use(const Command& command) {
+  if (Status s = session_->use(command.tube); !s.is_ok()) {
+    return reply(status_reply(s, "NOT_FOUND"));
+  }
+  reply("USING " + session_->used() + "\r\n");
+}
+
+// --- workers
+
+void Conversation::start_reserve(std::optional<broker::Millis> timeout) {
+  mark_worker();
+  waiting_ = true;
+  const std::uint64_t slot = open_slot();
+  reserve_ticket_ =
+      session_->reserve(broker::ReserveRequest{{}, timeout}, [this, slot](Result<broker::Job> job) {
+        waiting_ = false;
+        reserve_ticket_ = 0;
+        fill(slot, job.is_ok() ? with_body("RESERVED", job.value())
+                               : status_reply(job.status(), "NOT_FOUND"));
+        process();  // commands that arrived during the wait
+      });
+}
+
+void Conversation::reserve(const Command&) {
+  start_reserve(std::nullopt);
+}
+
+void Conversation::reserve_with_timeout(const Command& command) {
+  start_reserve(broker::Millis{std::int64_t{command.timeout_seconds} * 1000});
+}
+
+void Conversation::reserve_job(const Command& command) {
+  mark_worker();
+  session_->reserve_job(command.id, answer_job("RESERVED"));
+}
+
+void Conversation::erase(const Command& command) {
+  session_->erase(broker::JobRef::by_id(command.id),
+                  answer<JobId>([](JobId) { return word_only("DELETED"); }));
+}
+
+void Conversation::release(const Command& command) {
+  broker::ReleaseRequest request;
+  request.id = command.id;
+  request.priority = command.priority;
+  request.delay = std::chrono::seconds{command.delay_seconds};
+  session_->release(request, answer<JobView>([](const JobView&) { return word_only("RELEASED"); }));
+}
+
+void Conversation::bury(const Command& command) {
+  session_->bury(command.id, command.priority,
+                 answer<JobView>([](const JobView&) { return word_only("BURIED"); }));
+}
+
+void Conversation::touch(const Command& command) {
+  session_->touch(command.id, answer<JobView>([](const JobView&) { return word_only("TOUCHED"); }));
+}
+
+void Conversation::watch(const Command& command) {
+  auto count = session_->watch(command.tube);
+  if (!count.is_ok()) return reply(status_reply(count.status(), "NOT_FOUND"));
+  reply("WATCHING " + std::to_string(count.value()) + "\r\n");
+}
+
+void Conversation::ignore(const Command& command) {
+  auto count = session_->ignore(command.tube);
+  if (!count.is_ok()) return reply(status_reply(count.status(), "NOT_FOUND"));
+  reply("WATCHING " + std::to_string(count.value()) + "\r\n");
+}
+
+// --- peeks and kicks
+
+void Conversation::peek(const Command& command) {
+  session_->peek(broker::JobRef::by_id(command.id), true, answer_job("FOUND"));
+}
+void Conversation::peek_ready(const Command&) {
+  session_->peek_next(session_->used(), JobState::kReady, answer_job("FOUND"));
+}
+void Conversation::peek_delayed(const Command&) {
+  session_->peek_next(session_->used(), JobState::kDelayed, answer_job("FOUND"));
+}
+void Conversation::peek_buried(const Command&) {
+  session_->peek_next(session_->used(), JobState::kBuried, answer_job("FOUND"));
+}
+
+void Conversation::kick(const Command& command) {
+  session_->kick(session_->used(), command.bound, answer<std::size_t>([](std::size_t kicked) {
+                   return "KICKED " + std::to_string(kicked) + "\r\n";
+                 }));
+}
+
+void Conversation::kick_job(const Command& command) {
+  session_->kick_job(command.id,
+                     answer<JobView>([](const JobView&) { return word_only("KICKED"); }));
+}
+
+void Conversation::pause_tube(const Command& command) {
+  session_->pause_tube(std::string(command.tube), broker::Seconds{command.pause_seconds},
+                       answer<TubeStats>([](const TubeStats&) { return word_only("PAUSED"); }));
+}
+
+void Conversation::quit(const Command&) {
+  closing_ = true;
+}
+
+// --- stats
+
+void Conversation::stats_job(const Command& command) {
+  session_->peek(
+      broker::JobRef::by_id(command.id), false,
+      answer<broker::Job>([](const broker::Job& job) { return yaml_reply(job_yaml(job)); }));
+}
+
+void Conversation::stats_tube(const Command& command) {
+  session_->stats_tube(std::string(command.tube), answer<TubeStats>([](const TubeStats& tube) {
+                         return yaml_reply(tube_yaml(tube));
+                       }));
+}
+
+void Conversation::stats(const Command&) {
+  session_->stats(answer<ServerStats>([this](const ServerStats& stats) {
+    ServerFacts facts;
+    facts.max_job_bytes = context_.limits.max_job_bytes;
+    const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+    facts.uptime_seconds =
+        static_cast<std::uint64_t>(std::max<std::int64_t>(0, now - context_.started_unix_ms)) /
+        1000;
+    facts.draining = context_.broker.draining();
+    return yaml_reply(stats_yaml(stats, context_.tally, facts));
+  }));
+}
+
+void Conversation::list_tubes(const Command&) {
+  session_->list_tubes(answer<std::vector<TubeStats>>([](const std::vector<TubeStats>& tubes) {
+    std::vector<std::string> names;
+    names.reserve(tubes.size());
+    for (const TubeStats& tube : tubes) names.push_back(tube.name);
+    return yaml_reply(list_yaml(names));
+  }));
+}
+
+void Conversation::list_tube_used(const Command&) {
+  reply("USING " + session_->used() + "\r\n");
+}
+
+void Conversation::list_tubes_watched(const Command&) {
+  reply(yaml_reply(list_yaml(session_->watched())));
+}
+
+// --- delayq's extensions (docs/protocol.md)
+
+void Conversation::reschedule(const Command& command) {
+  session_->update(
+      broker::JobRef::by_id(command.id), broker::Update{due_of(command.when), {}},
+      answer<JobView>([](const JobView&) { return word_only("RESCHEDULED"); }, "CONFLICT"));
+}
+
+void Conversation::reschedule_key(const Command& command) {
+  session_->update(
+      broker::JobRef::by_key(std::string(command.tube), std::string(command.key)),
+      broker::Update{due_of(command.when), {}},
+      answer<JobView>([](const JobView&) { return word_only("RESCHEDULED"); }, "CONFLICT"));
+}
+
+void Conversation::delete_key(const Command& command) {
+  session_->erase(broker::JobRef::by_key(std::string(command.tube), std::string(command.key)),
+                  answer<JobId>([](JobId) { return word_only("DELETED"); }));
+}
+
+void Conversation::peek_key(const Command& command) {
+  session_->peek(broker::JobRef::by_key(std::string(command.tube), std::string(command.key)), true,
+                 answer_job("FOUND"));
+}
+
+void Conversation::list_group(const Command& command) {
+  session_->list_group(std::string(command.tube), std::string(command.group),
+                       answer<std::vector<JobView>>([](const std::vector<JobView>& jobs) {
+                         return yaml_reply(group_yaml(jobs));
+                       }));
+}
+
+void Conversation::cancel_group(const Command& command) {
+  session_->cancel_group(std::string(command.tube), std::string(command.group),
+                         answer<std::size_t>([](std::size_t cancelled) {
+                           return "CANCELLED " + std::to_string(cancelled) + "\r\n";
+                         }));
+}
+
+}  // namespace delayq::front::beanstalk

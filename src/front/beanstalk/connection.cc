@@ -1,0 +1,104 @@
+#include "front/beanstalk/connection.h"
+
+#include <boost/asio/write.hpp>
+
+#include "front/beanstalk/server.h"
+
+namespace delayq::front::beanstalk {
+namespace {
+
+constexpr std::string_view kProtocol = "beanstalk";
+// Replies queued for a client beyond this, or this many commands waiting for their replies,
+// stop the reading of its commands until it catches up.
+constexpr std::size_t kMaxQueuedReplyBytes = std::size_t{1} << 20;
+constexpr std::size_t kMaxPendingReplies = 65536;
+
+}  // namespace
+
+Connection::Connection(Server& server, boost::asio::ip::tcp::socket socket)
+    : server_(server), socket_(std::move(socket)) {}
+
+void Connection::start() {
+  server_.context().broker.metrics().connection_opened(kProtocol);
+  // The conversation is this connection's: its output never outlives it.
+  conversation_ = std::make_unique<Conversation>(server_.context(),
+                                                 [this](std::string_view bytes) { queue(bytes); });
+  read();
+}
+
+void Connection::read() {
+  if (reading_ || closed_) return;
+  if (queued_.size() > kMaxQueuedReplyBytes || conversation_->pending() > kMaxPendingReplies) {
+    read_paused_ = true;
+    return;
+  }
+  read_paused_ = false;
+  reading_ = true;
+  socket_.async_read_some(
+      boost::asio::buffer(read_buffer_),
+      [self = shared_from_this()](const boost::system::error_code& error, std::size_t bytes) {
+        self->reading_ = false;
+        self->on_read(error, bytes);
+      });
+}
+
+void Connection::on_read(const boost::system::error_code& error, std::size_t bytes) {
+  if (closed_) return;
+  if (error == boost::asio::error::eof) {
+    // The client is done sending: answer what it sent, then close.
+    conversation_->receive(std::string_view(read_buffer_, bytes));
+    conversation_->end_input();
+    return maybe_close();
+  }
+  if (error) return close();
+  conversation_->receive(std::string_view(read_buffer_, bytes));
+  if (closed_) return;
+  // A client that keeps sending while its reserve waits gets no more room than one command's
+  // worth.
+  const ParserLimits& limits = server_.context().limits;
+  const std::size_t room =
+      std::max(limits.max_line_bytes, limits.max_extension_line_bytes) + limits.max_job_bytes + 2;
+  if (conversation_->waiting() && conversation_->buffered() > room) return close();
+  maybe_close();
+  read();
+}
+
+void Connection::queue(std::string_view bytes) {
+  queued_.append(bytes);
+  write();
+}
+
+// Hands everything queued to the socket in one write.
+void Connection::write() {
+  if (writing_ || closed_ || queued_.empty()) return;
+  writing_ = true;
+  writing_bytes_.clear();
+  writing_bytes_.swap(queued_);
+  boost::asio::async_write(
+      socket_, boost::asio::buffer(writing_bytes_),
+      [self = shared_from_this()](const boost::system::error_code& error, std::size_t) {
+        self->writing_ = false;
+        if (self->closed_) return;
+        if (error) return self->close();
+        self->write();
+        self->maybe_close();
+        if (self->read_paused_) self->read();
+      });
+}
+
+void Connection::maybe_close() {
+  if (!closed_ && conversation_->done() && !writing_ && queued_.empty()) close();
+}
+
+void Connection::close() {
+  if (closed_) return;
+  closed_ = true;
+  boost::system::error_code ignored;
+  socket_.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  server_.context().broker.metrics().connection_closed(kProtocol);
+  conversation_.reset();  // its session goes: its reserved jobs are ready again
+  server_.closed(shared_from_this());
+}
+
+}  // namespace delayq::front::beanstalk

@@ -1,0 +1,287 @@
+#include "front/beanstalk/conversation.h"
+
+#include <algorithm>
+
+namespace delayq::front::beanstalk {
+namespace {
+
+constexpr std::string_view kProtocol = "beanstalk";
+
+// The first word of a reply, as a view of static storage (metrics keep it); "other" if unknown.
+std::string_view static_reply_word(std::string_view reply) {
+  static constexpr std::string_view kWords[] = {"INSERTED",
+                                                "RESERVED",
+                                                "DELETED",
+                                                "RELEASED",
+                                                "BURIED",
+                                                "TOUCHED",
+                                                "USING",
+                                                "WATCHING",
+                                                "FOUND",
+                                                "KICKED",
+                                                "OK",
+                                                "PAUSED",
+                                                "NOT_FOUND",
+                                                "TIMED_OUT",
+                                                "DEADLINE_SOON",
+                                                "NOT_IGNORED",
+                                                "EXPECTED_CRLF",
+                                                "JOB_TOO_BIG",
+                                                "DRAINING",
+                                                "BAD_FORMAT",
+                                                "UNKNOWN_COMMAND",
+                                                "OUT_OF_MEMORY",
+                                                "INTERNAL_ERROR",
+                                                "EXISTS",
+                                                "CONFLICT",
+                                                "RESCHEDULED",
+                                                "CANCELLED"};
+  const std::string_view word = reply.substr(0, reply.find_first_of(" \r"));
+  for (const std::string_view known : kWords) {
+    if (known == word) return known;
+  }
+  return "other";
+}
+
+}  // namespace
+
+std::string status_reply(const Status& status, std::string_view conflict_word) {
+  std::string_view word = "INTERNAL_ERROR";
+  switch (status.code()) {
+    case Code::kOk:
+      word = "OK";
+      break;
+    case Code::kNotFound:
+      word = "NOT_FOUND";
+      break;
+    case Code::kConflict:
+      word = conflict_word;
+      break;
+    case Code::kNotIgnored:
+      word = "NOT_IGNORED";
+      break;
+    case Code::kInvalidArgument:
+      word = "BAD_FORMAT";
+      break;
+    case Code::kDeadlineSoon:
+      word = "DEADLINE_SOON";
+      break;
+    case Code::kTimedOut:
+      word = "TIMED_OUT";
+      break;
+    case Code::kLimit:
+      word = "OUT_OF_MEMORY";
+      break;
+    case Code::kDraining:
+      word = "DRAINING";
+      break;
+    case Code::kCorruption:
+    case Code::kUnsupported:
+    case Code::kIOError:
+      word = "INTERNAL_ERROR";
+      break;
+  }
+  std::string reply(word);
+  reply += "\r\n";
+  return reply;
+}
+
+// One entry per verb, in Verb order (checked below), each naming its verb.
+struct Conversation::Handlers {
+  struct Entry {
+    Verb verb;
+    void (Conversation::*run)(const Command&);
+    bool counted;  // beanstalkd counts it in a cmd-* stat
+  };
+  static constexpr Entry kTable[] = {
+      {Verb::kPut, &Conversation::put, true},
+      {Verb::kUse, &Conversation::use, true},
+      {Verb::kReserve, &Conversation::reserve, true},
+      {Verb::kReserveWithTimeout, &Conversation::reserve_with_timeout, true},
+      {Verb::kReserveJob, &Conversation::reserve_job, true},
+      {Verb::kDelete, &Conversation::erase, true},
+      {Verb::kRelease, &Conversation::release, true},
+      {Verb::kBury, &Conversation::bury, true},
+      {Verb::kTouch, &Conversation::touch, true},
+      {Verb::kWatch, &Conversation::watch, true},
+      {Verb::kIgnore, &Conversation::ignore, true},
+      {Verb::kPeek, &Conversation::peek, true},
+      {Verb::kPeekReady, &Conversation::peek_ready, true},
+      {Verb::kPeekDelayed, &Conversation::peek_delayed, true},
+      {Verb::kPeekBuried, &Conversation::peek_buried, true},
+      {Verb::kKick, &Conversation::kick, true},
+      {Verb::kKickJob, &Conversation::kick_job, true},
+      {Verb::kStatsJob, &Conversation::stats_job, true},
+      {Verb::kStatsTube, &Conversation::stats_tube, true},
+      {Verb::kStats, &Conversation::stats, true},
+      {Verb::kListTubes, &Conversation::list_tubes, true},
+      {Verb::kListTubeUsed, &Conversation::list_tube_used, true},
+      {Verb::kListTubesWatched, &Conversation::list_tubes_watched, true},
+      {Verb::kPauseTube, &Conversation::pause_tube, true},
+      {Verb::kQuit, &Conversation::quit, false},
+      // delayq's extensions have no beanstalkd counter
+      {Verb::kPutX, &Conversation::putx, false},
+      {Verb::kReschedule, &Conversation::reschedule, false},
+      {Verb::kRescheduleKey, &Conversation::reschedule_key, false},
+      {Verb::kDeleteKey, &Conversation::delete_key, false},
+      {Verb::kPeekKey, &Conversation::peek_key, false},
+      {Verb::kListGroup, &Conversation::list_group, false},
+      {Verb::kCancelGroup, &Conversation::cancel_group, false},
+  };
+  static_assert(std::size(kTable) == kVerbCount);
+  static constexpr bool in_verb_order() {
+    for (std::size_t i = 0; i < kVerbCount; ++i) {
+      if (static_cast<std::size_t>(kTable[i].verb) != i) return false;
+    }
+    return true;
+  }
+  static const Entry& of(Verb verb) {
+    static_assert(in_verb_order());  // here the struct is complete
+    return kTable[static_cast<std::size_t>(verb)];
+  }
+};
+
+Conversation::Conversation(Context& context, Output output)
+    : context_(context),
+      output_(std::move(output)),
+      session_(context.broker.open_session(broker::SessionOptions{})) {
+  ++context_.tally.connections;
+  ++context_.tally.total_connections;
+}
+
+Conversation::~Conversation() {
+  session_.reset();  // its reserved jobs are ready again; no completion of it runs any more
+  --context_.tally.connections;
+  if (producer_) --context_.tally.producers;
+  if (worker_) --context_.tally.workers;
+}
+
+void Conversation::receive(std::string_view bytes) {
+  in_.append(bytes);
+  process();
+}
+
+void Conversation::end_input() {
+  if (closing_) return;
+  // A wait in reserve ends at once with TIMED_OUT; commands sent after it are not run.
+  if (waiting_ && reserve_ticket_ != 0) {
+    (void)session_->cancel_reserve(std::exchange(reserve_ticket_, 0));
+  } else {
+    process();
+  }
+  closing_ = true;
+  emit();
+}
+
+bool Conversation::done() const noexcept {
+  return closing_ && !waiting_ && slots_.empty();
+}
+
+void Conversation::process() {
+  while (!waiting_ && !closing_ && step()) {
+  }
+}
+
+void Conversation::count(Verb verb) {
+  if (Handlers::of(verb).counted) {
+    ++context_.tally.commands[static_cast<std::size_t>(verb)];
+  }
+}
+
+// beanstalkd's current-producers and current-workers: connections that have put, and that have
+// asked for a job.
+void Conversation::mark_producer() {
+  if (!producer_) {
+    producer_ = true;
+    ++context_.tally.producers;
+  }
+}
+
+void Conversation::mark_worker() {
+  if (!worker_) {
+    worker_ = true;
+    ++context_.tally.workers;
+  }
+}
+
+bool Conversation::step() {
+  if (discard_ > 0) {
+    const std::size_t n = std::min(discard_, in_.size());
+    in_.erase(0, n);
+    discard_ -= n;
+    if (discard_ > 0) return false;
+    reply("JOB_TOO_BIG\r\n");
+    return true;
+  }
+  if (discard_line_) {
+    const Skipped skipped = skip_line(in_);
+    in_.erase(0, skipped.consumed);
+    if (!skipped.line_ended) return false;
+    discard_line_ = false;
+    reply("BAD_FORMAT\r\n");
+    return true;
+  }
+  const Parsed parsed = parse(in_, context_.limits);
+  // A put counts (and makes a producer) once its line is accepted, as in beanstalkd, even if its
+  // body never comes whole: counted when first seen waiting for it, not again when it is whole.
+  // A line beanstalkd counts before refusing it (Parsed::counted) counts when first seen too.
+  const bool counted_already = put_counted_;
+  put_counted_ = parsed.kind == Parsed::Kind::kNeedMore && parsed.counted;
+  if ((parsed.kind == Parsed::Kind::kCommand || parsed.counted) && !counted_already) {
+    count(parsed.command.verb);
+  }
+  switch (parsed.kind) {
+    case Parsed::Kind::kNeedMore:
+      if (put_counted_ && !counted_already) mark_producer();
+      return false;
+    case Parsed::Kind::kError:
+      op_ = "error";
+      in_.erase(0, parsed.consumed);
+      if (parsed.error == Error::kExpectedCrlf) mark_producer();  // as above
+      if (parsed.error == Error::kJobTooBig) {
+        discard_ = parsed.discard;  // JOB_TOO_BIG once the body is dropped, as beanstalkd
+      } else if (parsed.discard_line) {
+        discard_line_ = true;
+      } else {
+        reply(std::string(error_name(parsed.error)) + "\r\n");
+      }
+      return true;
+    case Parsed::Kind::kCommand: {
+      op_ = verb_name(parsed.command.verb);
+      (this->*Handlers::of(parsed.command.verb).run)(
+          parsed.command);  // its views point into in_: erase after
+      in_.erase(0, parsed.consumed);
+      return true;
+    }
+  }
+  return false;
+}
+
+// --- replies, in command order
+
+std::uint64_t Conversation::open_slot() {
+  slots_.push_back(Slot{op_, {}, false});
+  return first_slot_ + slots_.size() - 1;
+}
+
+void Conversation::fill(std::uint64_t slot, std::string bytes) {
+  DELAYQ_CHECK(slot >= first_slot_ && slot - first_slot_ < slots_.size());
+  Slot& s = slots_[slot - first_slot_];
+  context_.broker.metrics().count_op(kProtocol, s.op, static_reply_word(bytes));
+  s.bytes = std::move(bytes);
+  s.filled = true;
+  emit();
+}
+
+// Hands every filled slot at the front to the output, as one piece.
+void Conversation::emit() {
+  emitting_.clear();
+  while (!slots_.empty() && slots_.front().filled) {
+    emitting_.append(slots_.front().bytes);
+    slots_.pop_front();
+    ++first_slot_;
+  }
+  if (!emitting_.empty()) output_(emitting_);
+}
+
+}  // namespace delayq::front::beanstalk

@@ -1,0 +1,155 @@
+// conversation.h — one beanstalkd client's side of the protocol, without its socket: bytes in,
+// each command through one handler per verb (commands.cc) to its broker::Session, replies out
+// in command order. A reply is queued in a slot when its command runs and filled when the
+// broker completes it; slots leave from the front as they fill, so completions that arrive out
+// of order still answer in order. A reserve stops the running of further commands until it has
+// its answer, as in beanstalkd (the bytes keep being read, to see the client go).
+// The Connection (connection.h) feeds it bytes and writes what it emits; unit tests feed it
+// directly over a fake broker. Runs on the broker's executor. Wire format: docs/protocol.md
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "broker/broker.h"
+#include "front/beanstalk/parser.h"
+
+namespace delayq::front::beanstalk {
+
+// What beanstalkd counts of its connections and commands, for `stats`: the front-end's own
+// facts, shared by every conversation of a server.
+struct Tally {
+  std::array<std::uint64_t, kVerbCount> commands{};  // by Verb: cmd-put, cmd-use, ...
+  std::uint64_t connections = 0, total_connections = 0;
+  std::uint64_t producers = 0, workers = 0;  // connections that have put / reserved
+};
+
+// What the conversations of one server share.
+struct Context {
+  broker::Broker& broker;
+  ParserLimits limits;
+  Tally tally;
+  std::int64_t started_unix_ms = 0;  // for `stats` uptime
+};
+
+class Conversation {
+ public:
+  // output receives the replies' bytes, in order, as they become sendable.
+  using Output = std::function<void(std::string_view bytes)>;
+  Conversation(Context& context, Output output);
+  ~Conversation();
+  Conversation(const Conversation&) = delete;
+  Conversation& operator=(const Conversation&) = delete;
+
+  // Bytes from the client: runs every command they complete (but none while a reserve waits).
+  void receive(std::string_view bytes);
+  // The client will send nothing more (half-close): a waiting reserve ends with TIMED_OUT, as
+  // protocol.txt says; without one the commands already sent are answered. Then done() comes.
+  void end_input();
+  // Quit was sent or input ended, and every reply has been emitted: close the connection.
+  [[nodiscard]] bool done() const noexcept;
+  // Bytes received and not yet run (a client sending while its reserve waits is bounded by it).
+  [[nodiscard]] std::size_t buffered() const noexcept { return in_.size(); }
+  [[nodiscard]] bool waiting() const noexcept { return waiting_; }
+  // Replies not yet emitted (their commands wait for the broker, or for one before them).
+  [[nodiscard]] std::size_t pending() const noexcept { return slots_.size(); }
+
+ private:
+  struct Slot {
+    std::string_view op;  // the verb, for metrics (static storage)
+    std::string bytes;
+    bool filled = false;
+  };
+  struct Handlers;  // the table of handlers by verb (conversation.cc)
+  friend struct Handlers;
+
+  void process();
+  bool step();  // one command or error from the buffer; false when it needs more input
+  void count(Verb verb);
+  void mark_producer();
+  void mark_worker();
+
+  // A slot for the reply of the command being run; fill() completes it, at once or later.
+  std::uint64_t open_slot();
+  void fill(std::uint64_t slot, std::string bytes);
+  void reply(std::string bytes) { fill(open_slot(), std::move(bytes)); }
+  void emit();
+  // Completion helpers: a callback that fills a slot with what `format` makes of the value, or
+  // the status's reply word. conflict_word: what kConflict reads (NOT_FOUND for beanstalkd's own
+  // verbs, which have no CONFLICT).
+  template <typename T, typename Format>
+  broker::Callback<T> answer(Format format, std::string_view conflict_word = "NOT_FOUND");
+  broker::Callback<broker::Job> answer_job(std::string_view word);
+
+  // handlers (commands.cc)
+  void put(const Command& command);
+  void use(const Command& command);
+  void reserve(const Command& command);
+  void reserve_with_timeout(const Command& command);
+  void reserve_job(const Command& command);
+  void erase(const Command& command);
+  void release(const Command& command);
+  void bury(const Command& command);
+  void touch(const Command& command);
+  void watch(const Command& command);
+  void ignore(const Command& command);
+  void peek(const Command& command);
+  void peek_ready(const Command& command);
+  void peek_delayed(const Command& command);
+  void peek_buried(const Command& command);
+  void kick(const Command& command);
+  void kick_job(const Command& command);
+  void stats_job(const Command& command);
+  void stats_tube(const Command& command);
+  void stats(const Command& command);
+  void list_tubes(const Command& command);
+  void list_tube_used(const Command& command);
+  void list_tubes_watched(const Command& command);
+  void pause_tube(const Command& command);
+  void quit(const Command& command);
+  void putx(const Command& command);
+  void reschedule(const Command& command);
+  void reschedule_key(const Command& command);
+  void delete_key(const Command& command);
+  void peek_key(const Command& command);
+  void list_group(const Command& command);
+  void cancel_group(const Command& command);
+  void start_reserve(std::optional<broker::Millis> timeout);
+  void put_job(broker::PutRequest request, bool extension);
+
+  Context& context_;
+  Output output_;
+  std::unique_ptr<broker::Session> session_;
+  std::string_view op_ = "none";  // the verb being run, for metrics (static storage)
+  std::string in_;                // bytes received and not yet run
+  std::size_t discard_ = 0;       // bytes still to drop (the body of a job too big)
+  bool discard_line_ = false;
+  bool put_counted_ = false;  // the put at the head of in_, still short of its body, has counted
+  bool producer_ = false, worker_ = false;
+  bool waiting_ = false;  // a reserve has no answer yet: no further command runs
+  std::uint64_t reserve_ticket_ = 0;
+  bool closing_ = false;          // quit, or input ended: no further command runs
+  std::deque<Slot> slots_;        // replies in command order, the first not yet emitted at front
+  std::uint64_t first_slot_ = 0;  // the number of slots_.front()
+  std::string emitting_;
+};
+
+// The reply for a failed operation: one table for the whole front-end. conflict_word is what
+// kConflict reads (beanstalkd's own verbs have no CONFLICT: NOT_FOUND).
+[[nodiscard]] std::string status_reply(const Status& status, std::string_view conflict_word);
+
+template <typename T, typename Format>
+broker::Callback<T> Conversation::answer(Format format, std::string_view conflict_word) {
+  const std::uint64_t slot = open_slot();
+  return [this, slot, format = std::move(format), conflict_word](Result<T> result) {
+    if (!result.is_ok()) return fill(slot, status_reply(result.status(), conflict_word));
+    fill(slot, format(result.value()));
+  };
+}
+
+}  // namespace delayq::front::beanstalk

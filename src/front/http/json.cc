@@ -1,0 +1,103 @@
+#include "front/http/json.h"
+
+#include <fmt/format.h>
+
+#include "front/http/text.h"
+
+namespace delayq::front::http {
+namespace json = boost::json;
+
+void append_string(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      out += "\\u00";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+void append_job(std::string& out, const JobView& job, const std::string* body) {
+  fmt::format_to(std::back_inserter(out), R"({{"id":{},"tube":)", job.id);
+  append_string(out, job.tube);
+  fmt::format_to(std::back_inserter(out),
+                 R"(,"state":"{}","priority":{},"due":"{}","due_unix_ms":{},"delay_ms":{},)"
+                 R"("ttr_ms":{},"created":"{}")",
+                 state_name(job.state), job.priority, format_instant(job.due_unix_ms),
+                 job.due_unix_ms, job.delay_ms, job.ttr.count() * 1000,
+                 format_instant(job.created_unix_ms));
+  if (job.state == JobState::kReserved) {
+    fmt::format_to(std::back_inserter(out), R"(,"reserved_until":"{}","reserved_until_unix_ms":{})",
+                   format_instant(job.deadline_unix_ms), job.deadline_unix_ms);
+  }
+  if (!job.key.empty()) {
+    out += R"(,"key":)";
+    append_string(out, job.key);
+  }
+  if (!job.group.empty()) {
+    out += R"(,"group":)";
+    append_string(out, job.group);
+  }
+  fmt::format_to(
+      std::back_inserter(out),
+      R"(,"counters":{{"reserves":{},"timeouts":{},"releases":{},"buries":{},"kicks":{}}})",
+      job.counters.reserves, job.counters.timeouts, job.counters.releases, job.counters.buries,
+      job.counters.kicks);
+  if (body != nullptr) {
+    if (valid_utf8(*body)) {
+      out += R"(,"body":)";
+      append_string(out, *body);
+    } else {
+      out += R"(,"body_base64":")";
+      out += base64_encode(*body);
+      out += '"';
+    }
+  }
+  out += '}';
+}
+
+json::object tube_json(const TubeStats& t) {
+  json::object o;
+  o["name"] = t.name;
+  o["ready"] = t.ready;
+  o["delayed"] = t.delayed;
+  o["reserved"] = t.reserved;
+  o["buried"] = t.buried;
+  o["urgent"] = t.urgent;
+  o["total_jobs"] = t.total_jobs;
+  o["deletes"] = t.deletes;
+  o["waiting"] = t.waiting_clients;
+  o["watching"] = t.watching_clients;
+  o["using"] = t.using_clients;
+  o["pause_s"] = t.pause.count();
+  o["pause_left_ms"] = t.pause_left.count();
+  return o;
+}
+
+std::string error_json(std::string_view code, std::string_view message) {
+  json::object inner;
+  inner["code"] = code;
+  if (valid_utf8(message)) {
+    inner["message"] = message;
+  } else {  // it quotes the request's bytes: keep the JSON valid
+    std::string safe(message);
+    for (char& c : safe) {
+      if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+    }
+    inner["message"] = safe;
+  }
+  json::object outer;
+  outer["error"] = std::move(inner);
+  return json::serialize(outer);
+}
+
+}  // namespace delayq::front::http

@@ -1,0 +1,23 @@
+// json.h — what the HTTP API writes: jobs, tubes and errors as JSON text. A job is written
+// straight into the output string (the hot path of put, get and reserve: no JSON tree); the
+// rest goes through Boost.JSON. Strings are escaped as JSON requires; a body that is not UTF-8
+// is written as body_base64. Pure functions. Field names: docs/http-api.md.
+#pragma once
+
+#include <boost/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "base/job.h"
+
+namespace delayq::front::http {
+
+// A JSON string literal for `text` (UTF-8), appended to out.
+void append_string(std::string& out, std::string_view text);
+// A job as a JSON object, appended to out; body: the job's body, or null to leave it out.
+void append_job(std::string& out, const JobView& job, const std::string* body);
+[[nodiscard]] boost::json::object tube_json(const TubeStats& tube);
+// {"error":{"code":...,"message":...}}; a message that is not UTF-8 has its high bytes as '?'.
+[[nodiscard]] std::string error_json(std::string_view code, std::string_view message);
+
+}  // namespace delayq::front::http

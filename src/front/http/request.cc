@@ -1,0 +1,115 @@
+#include "front/http/request.h"
+
+namespace delayq::front::http {
+namespace json = boost::json;
+
+Status Body::parse(std::string_view text, std::initializer_list<std::string_view> allowed) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return Status::ok();
+  boost::system::error_code error;
+  document_ = json::parse(text, error, json::storage_ptr(&resource_));
+  if (error) return {Code::kInvalidArgument, "the body is not JSON: " + error.message()};
+  if (!document_.is_object()) return {Code::kInvalidArgument, "the body must be a JSON object"};
+  fields_ = &document_.as_object();
+  for (const auto& field : *fields_) {
+    bool known = false;
+    for (const std::string_view name : allowed) known = known || name == field.key();
+    if (known) continue;
+    std::string names;
+    for (const std::string_view name : allowed) {
+      names += (names.empty() ? "" : ", ") + std::string(name);
+    }
+    return {Code::kInvalidArgument,
+            "unknown field '" + std::string(field.key()) +
+                "' (this endpoint takes: " + (names.empty() ? "nothing" : names) + ")"};
+  }
+  return Status::ok();
+}
+
+const json::value* Body::find(std::string_view name) const {
+  return fields_ == nullptr ? nullptr : fields_->if_contains(name);
+}
+
+Result<std::optional<std::string>> Body::string(std::string_view name) const {
+  const json::value* v = find(name);
+  if (v == nullptr || v->is_null()) return std::optional<std::string>();
+  if (!v->is_string()) return Status(Code::kInvalidArgument, std::string(name) + ": a string");
+  return std::optional<std::string>(std::string(v->as_string()));
+}
+
+Result<std::optional<std::uint64_t>> Body::integer(std::string_view name, std::uint64_t max) const {
+  const json::value* v = find(name);
+  if (v == nullptr || v->is_null()) return std::optional<std::uint64_t>();
+  std::uint64_t n = 0;
+  bool ok = true;
+  if (v->is_uint64()) {
+    n = v->as_uint64();
+  } else if (v->is_int64() && v->as_int64() >= 0) {
+    n = static_cast<std::uint64_t>(v->as_int64());
+  } else {
+    ok = false;
+  }
+  if (!ok || n > max) {
+    return Status(Code::kInvalidArgument,
+                  std::string(name) + ": an integer from 0 to " + std::to_string(max));
+  }
+  return std::optional<std::uint64_t>(n);
+}
+
+Result<std::optional<Millis>> Body::duration(std::string_view name) const {
+  const json::value* v = find(name);
+  if (v == nullptr || v->is_null()) return std::optional<Millis>();
+  if (v->is_string()) {
+    auto parsed = parse_duration(v->as_string());
+    if (!parsed.is_ok()) {
+      return Status(Code::kInvalidArgument, std::string(name) + ": " + parsed.status().message());
+    }
+    return std::optional<Millis>(parsed.value());
+  }
+  auto n = integer(name, std::uint64_t{100} * 365 * 24 * 3600 * 1000);
+  if (!n.is_ok()) {
+    return Status(Code::kInvalidArgument,
+                  std::string(name) + ": a duration (\"48h\", \"1500ms\") or milliseconds");
+  }
+  return std::optional<Millis>(Millis{static_cast<std::int64_t>(*n.value())});
+}
+
+Result<std::optional<std::int64_t>> Body::instant(std::string_view name) const {
+  const json::value* v = find(name);
+  if (v == nullptr || v->is_null()) return std::optional<std::int64_t>();
+  if (v->is_string()) {
+    auto parsed = parse_instant(v->as_string());
+    if (!parsed.is_ok()) {
+      return Status(Code::kInvalidArgument, std::string(name) + ": " + parsed.status().message());
+    }
+    return std::optional<std::int64_t>(parsed.value());
+  }
+  auto n = integer(name, std::uint64_t{253402300799999});  // 9999-12-31T23:59:59.999Z
+  if (!n.is_ok()) {
+    return Status(Code::kInvalidArgument,
+                  std::string(name) + ": an RFC 3339 time or Unix milliseconds");
+  }
+  return std::optional<std::int64_t>(static_cast<std::int64_t>(*n.value()));
+}
+
+Result<bool> Body::boolean(std::string_view name) const {
+  const json::value* v = find(name);
+  if (v == nullptr || v->is_null()) return false;
+  if (!v->is_bool()) return Status(Code::kInvalidArgument, std::string(name) + ": true or false");
+  return v->as_bool();
+}
+
+Result<std::optional<std::vector<std::string>>> Body::strings(std::string_view name) const {
+  using Strings = std::optional<std::vector<std::string>>;
+  const json::value* v = find(name);
+  if (v == nullptr || v->is_null()) return Strings();
+  const Status bad(Code::kInvalidArgument, std::string(name) + ": a non-empty array of strings");
+  if (!v->is_array() || v->as_array().empty()) return bad;
+  std::vector<std::string> out;
+  for (const json::value& item : v->as_array()) {
+    if (!item.is_string()) return bad;
+    out.emplace_back(item.as_string());
+  }
+  return Strings(std::move(out));
+}
+
+}  // namespace delayq::front::http
