@@ -394,6 +394,14 @@ Result<std::unique_ptr<LocalBroker>> LocalBroker::open(boost::asio::io_context& 
   return std::unique_ptr<LocalBroker>(new LocalBroker(std::move(node).value()));
 }
 
+Result<std::unique_ptr<LocalBroker>> LocalBroker::open(boost::asio::io_context& io,
+                                                       const NodeOptions& options,
+                                                       std::unique_ptr<store::Store> store) {
+  auto node = Node::open(io, options, std::move(store));
+  if (!node.is_ok()) return node.status();
+  return std::unique_ptr<LocalBroker>(new LocalBroker(std::move(node).value()));
+}
+
 std::unique_ptr<broker::Session> LocalBroker::open_session(broker::SessionOptions options) {
   return std::make_unique<LocalSession>(*node_, options);
 }

@@ -21,6 +21,10 @@ class LocalBroker final : public broker::Broker {
   // Opens the data directory and recovers every job (see Node::open for the errors).
   static Result<std::unique_ptr<LocalBroker>> open(boost::asio::io_context& io,
                                                    const NodeOptions& options);
+  // Over a store already open (tests; see Node::open).
+  static Result<std::unique_ptr<LocalBroker>> open(boost::asio::io_context& io,
+                                                   const NodeOptions& options,
+                                                   std::unique_ptr<store::Store> store);
 
   [[nodiscard]] std::unique_ptr<broker::Session> open_session(
       broker::SessionOptions options) override;

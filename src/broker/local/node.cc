@@ -29,13 +29,18 @@ Node::~Node() {
 }
 
 Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const NodeOptions& options) {
-  std::unique_ptr<Node> node(new Node(io, options));
   const std::filesystem::path dir(options.data_dir);
   std::error_code error;
   if (dir.has_parent_path()) std::filesystem::create_directories(dir.parent_path(), error);
   auto store = store::RocksStore::open(options.data_dir, options.store);
   if (!store.is_ok()) return store.status();
-  node->store_ = std::move(store).value();
+  return open(io, options, std::move(store).value());
+}
+
+Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const NodeOptions& options,
+                                         std::unique_ptr<store::Store> store) {
+  std::unique_ptr<Node> node(new Node(io, options));
+  node->store_ = std::move(store);
   node->engine_ = std::make_unique<engine::Engine>(node->clock_, options.engine);
   auto recovered = recover(*node->store_, *node->engine_);
   if (!recovered.is_ok()) return recovered.status();

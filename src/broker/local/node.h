@@ -43,6 +43,10 @@ class Node {
   // directory that fails its checks is refused, see docs/storage-format.md).
   static Result<std::unique_ptr<Node>> open(boost::asio::io_context& io,
                                             const NodeOptions& options);
+  // The same over a store already open (options.data_dir and options.store are not used): for
+  // tests that put a store of their own under a node.
+  static Result<std::unique_ptr<Node>> open(boost::asio::io_context& io, const NodeOptions& options,
+                                            std::unique_ptr<store::Store> store);
   ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -100,7 +104,7 @@ class Node {
   boost::asio::io_context& io_;
   const store::Durability durability_;
   engine::SystemClock clock_;
-  std::unique_ptr<store::RocksStore> store_;
+  std::unique_ptr<store::Store> store_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<store::Committer> committer_;
   boost::asio::steady_timer timer_;

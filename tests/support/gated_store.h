@@ -1,0 +1,70 @@
+// gated_store.h — a Store for tests that holds writes at a gate. While the gate is closed, a
+// write blocks (on the committer's thread) until it opens, as a slow fsync would; the test can
+// wait until a write is held, so it knows which batch is not durable yet without timing
+// anything. Everything else goes straight to the store inside. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
+#include "store/store.h"
+
+namespace delayq::testing {
+
+class GatedStore final : public store::Store {
+ public:
+  explicit GatedStore(std::unique_ptr<store::Store> inner) : inner_(std::move(inner)) {}
+
+  void close_gate() {
+    const std::lock_guard lock(mutex_);
+    open_ = false;
+  }
+  void open_gate() {
+    {
+      const std::lock_guard lock(mutex_);
+      open_ = true;
+    }
+    changed_.notify_all();
+  }
+  // Waits until a write is held at the closed gate; false if none is within `timeout`.
+  bool wait_held(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, timeout, [this] { return held_ > 0; });
+  }
+  // Writes that have passed the gate (each one batch of the committer).
+  [[nodiscard]] std::size_t writes() const {
+    const std::lock_guard lock(mutex_);
+    return writes_;
+  }
+
+  Status write(std::span<const store::WriteSet* const> sets, bool sync) override {
+    {
+      std::unique_lock lock(mutex_);
+      ++held_;
+      changed_.notify_all();
+      changed_.wait(lock, [this] { return open_; });
+      --held_;
+      ++writes_;
+    }
+    return inner_->write(sets, sync);
+  }
+  Status sync() override { return inner_->sync(); }
+  Status scan(const std::function<Status(store::JobRecord&&)>& visit) override {
+    return inner_->scan(visit);
+  }
+  Result<std::string> read_body(JobId id) override { return inner_->read_body(id); }
+  [[nodiscard]] JobId next_id() const override { return inner_->next_id(); }
+  [[nodiscard]] std::uint64_t estimated_jobs() const override { return inner_->estimated_jobs(); }
+
+ private:
+  std::unique_ptr<store::Store> inner_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  bool open_ = true;
+  int held_ = 0;
+  std::size_t writes_ = 0;
+};
+
+}  // namespace delayq::testing
