@@ -4,11 +4,14 @@
 # beanstalkd with a binlog and its default fsync (at most every 50 ms: it can lose that much), and
 # beanstalkd in memory. Each load runs twice, alternating servers, and the two runs are averaged;
 # servers are pinned to CPU 0 and the load generator to CPU 1. Prints Markdown tables: rates and
-# ratios, lateness of delayed jobs, RSS per pending delayed job, CPU per fired job.
-# Usage: bench/compare-beanstalkd.sh [SECONDS_PER_RUN] (default 5). Installs beanstalkd if missing.
+# ratios, lateness of delayed jobs and CPU per fired job (delayqd under each durability mode),
+# RSS per pending delayed job.
+# Usage: bench/compare-beanstalkd.sh [SECONDS_PER_RUN] (default 5). SECTIONS picks tables
+# (default "rates late rss"). Installs beanstalkd if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-5}"
+sections="${SECTIONS:-rates late rss}"
 loadgen=build/release/bench/loadgen
 delayqd=build/release/apps/delayqd
 [ -x "$loadgen" ] && [ -x "$delayqd" ] || { echo "compare-beanstalkd: make build first" >&2; exit 2; }
@@ -40,7 +43,12 @@ wait_port() {
 start() {
   local name=$1 port; port=$(free_port)
   case $name in
-    delayqd) taskset -c 0 "$delayqd" -p "$port" -b "$work/delayq-$port" >/dev/null 2>&1 & ;;
+    delayqd) taskset -c 0 "$delayqd" -p "$port" -b "$work/delayq-$port" --http off \
+               >/dev/null 2>&1 & ;;
+    delayqd_interval) taskset -c 0 "$delayqd" -p "$port" -b "$work/delayq-$port" --http off \
+                        --fsync interval:50 >/dev/null 2>&1 & ;;
+    delayqd_none) taskset -c 0 "$delayqd" -p "$port" -b "$work/delayq-$port" --http off \
+                    --fsync none >/dev/null 2>&1 & ;;
     binlog) mkdir -p "$work/binlog-$port"
             taskset -c 0 beanstalkd -l 127.0.0.1 -p "$port" -b "$work/binlog-$port" & ;;
     memory) taskset -c 0 beanstalkd -l 127.0.0.1 -p "$port" & ;;
@@ -61,6 +69,7 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 
 servers=(delayqd binlog memory)
+if [[ " $sections " == *" rates "* ]]; then
 echo "## Rates (ops/s), each the mean of two alternating runs of ${seconds} s"
 echo
 echo "| load | delayqd (fsync always) | beanstalkd binlog | beanstalkd memory | vs binlog | vs memory |"
@@ -89,14 +98,20 @@ for spec in "${loads[@]}"; do
   ratios=$(python3 -c "print(f'{$d/max($b,1):.2f}x | {$d/max($m,1):.2f}x')")
   echo "| ${spec%% *} (${spec#* }) | $d | $b | $m | $ratios |"
 done
+fi
 
+if [[ " $sections " == *" late "* ]]; then
 echo
 echo "## Delayed jobs: 1 s delays at 1,000 jobs/s for ${seconds} s, 2 workers"
+echo
+echo "Each fired job is a put, its firing, a reserve and a delete. delayqd under its three"
+echo "durability modes: always (fsync before a reply), interval:50 (beanstalkd's own: fsync at"
+echo "most every 50 ms), none."
 echo
 echo "| server | lateness p50 (us) | p99 (us) | max (us) | server CPU per fired job (us) |"
 echo "|---|---:|---:|---:|---:|"
 hz=$(getconf CLK_TCK)
-for name in "${servers[@]}"; do
+for name in delayqd delayqd_interval delayqd_none binlog memory; do
   start "$name"
   pid_var="pid_$name"; before=$(cpu_ticks "${!pid_var}")
   line=$(load "$name" --mode late --connections 2 --delay 1 --rate 1000 --seconds "$seconds")
@@ -110,7 +125,9 @@ for name in "${servers[@]}"; do
   echo "| $name | $p50 | $p99 | $max | $cpu |"
   stop "$name"
 done
+fi
 
+if [[ " $sections " == *" rss "* ]]; then
 echo
 echo "## RSS per pending delayed job: 10^6 jobs of 100 bytes, delayed 1 h"
 echo
@@ -125,3 +142,4 @@ for name in "${servers[@]}"; do
   echo "| $name | $before | $after | $(( (after - before) * 1024 / 1000000 )) |"
   stop "$name"
 done
+fi
