@@ -111,9 +111,12 @@ void Conversation::reserve_with_timeout(const Command& command) {
   start_reserve(broker::Millis{std::int64_t{command.timeout_seconds} * 1000});
 }
 
+// A worker once it has a job, as in beanstalkd (a NOT_FOUND makes none).
 void Conversation::reserve_job(const Command& command) {
-  mark_worker();
-  session_->reserve_job(command.id, answer_job("RESERVED"));
+  session_->reserve_job(command.id, answer<broker::Job>([this](const broker::Job& job) {
+                          mark_worker();
+                          return with_body("RESERVED", job);
+                        }));
 }
 
 void Conversation::erase(const Command& command) {

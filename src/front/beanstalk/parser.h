@@ -66,8 +66,9 @@ struct When {
 [[nodiscard]] std::string_view verb_name(Verb verb) noexcept;
 
 // One command line (and, for put, its body). Fields a verb does not use stay zero / empty.
-// Numbers are as sent: the session applies beanstalkd's adjustments (ttr 0 -> 1 for put, pause 0
-// -> 1 for pause-tube; prot.c dispatch_cmd, OP_PUT and OP_PAUSE_TUBE).
+// Numbers are as sent: the broker applies beanstalkd's adjustments (ttr 0 -> 1 for put; a pause
+// of 0 ends a pause, as beanstalkd's 0 -> 1 ns does; prot.c dispatch_cmd, OP_PUT and
+// OP_PAUSE_TUBE).
 struct Command {
   Verb verb = Verb::kPut;
   std::uint64_t id = 0;             // delete release bury touch peek reserve-job kick-job stats-job

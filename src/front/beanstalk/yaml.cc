@@ -23,10 +23,17 @@ const std::string& server_id() {
   return id;
 }
 
-// A YAML double-quoted scalar.
+// A YAML double-quoted scalar: `"` and `\` escaped by `\`, control bytes as \xHH (a key put over
+// HTTP may hold any character).
 std::string quoted(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "\"";
   for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      out.append("\\x").append(1, kHex[u >> 4]).append(1, kHex[u & 15]);
+      continue;
+    }
     if (c == '"' || c == '\\') out += '\\';
     out += c;
   }

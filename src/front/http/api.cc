@@ -398,8 +398,12 @@ void Api::reserve(Call& call) {
   broker::ReserveRequest request;
   request.tubes = tubes.value().value_or(std::vector<std::string>{"default"});
   request.timeout = wait;
-  call.ticket =
-      session_->reserve(std::move(request), [reply = call.reply](Result<broker::Job> job) {
+  // The wait's fate, shared with its completion: the ticket it got, and whether its client left.
+  auto waiting = std::make_shared<Wait>();
+  call.ticket = session_->reserve(
+      std::move(request), [this, waiting, reply = call.reply](Result<broker::Job> job) {
+        if (waiting->ticket != 0) waits_.erase(waiting->ticket);
+        if (waiting->gone) return;  // cancel(): the client went away; the answer counts nothing
         if (!job.is_ok() && job.code() == Code::kTimedOut) {
           Response response;
           response.status = 204;
@@ -411,9 +415,16 @@ void Api::reserve(Call& call) {
         response.reserved_token = job.value().view.counters.reserves;
         reply(std::move(response));
       });
+  if (call.ticket != 0) {
+    waiting->ticket = call.ticket;
+    waits_.emplace(call.ticket, std::move(waiting));
+  }
 }
 
 void Api::cancel(std::uint64_t ticket) {
+  const auto it = waits_.find(ticket);
+  if (it == waits_.end()) return;
+  it->second->gone = true;
   (void)session_->cancel_reserve(ticket);
 }
 

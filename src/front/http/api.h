@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "broker/broker.h"
@@ -51,7 +52,8 @@ class Api {
   using Respond = std::function<void(Response)>;
   // Handles one request and calls respond exactly once, inside this call (a request refused
   // before it reaches the broker) or later, unless the Api is destroyed first. Returns 0, or
-  // the ticket of a reserve waiting for a job, which cancel() ends (its answer is then a 204).
+  // the ticket of a reserve waiting for a job, which cancel() ends: its client went away, so
+  // respond is never called and the request counts nothing.
   std::uint64_t handle(std::string_view method, std::string_view target, std::string_view body,
                        Respond respond);
   void cancel(std::uint64_t ticket);
@@ -90,6 +92,13 @@ class Api {
 
   broker::Broker& broker_;
   ApiOptions options_;
+  // Long-polls waiting, by ticket. One whose client went away (cancel) answers nobody and
+  // counts nothing.
+  struct Wait {
+    std::uint64_t ticket = 0;
+    bool gone = false;
+  };
+  std::unordered_map<std::uint64_t, std::shared_ptr<Wait>> waits_;
   std::unique_ptr<broker::Session> session_;  // holds every HTTP reservation
 };
 

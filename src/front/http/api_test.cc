@@ -1,0 +1,1100 @@
+// The HTTP API without a socket: an Api over the scripted FakeBroker (tests/support/
+// fake_broker.h). For every route of router.h: the broker call it makes and its arguments, then
+// the status, headers and JSON of each answer it can give, errors included; the long-poll's
+// cancel and the release of an undeliverable job; /metrics' two calls; health and readiness.
+#include "front/http/api.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "support/fake_broker.h"
+
+namespace delayq::front::http {
+namespace {
+
+namespace json = boost::json;
+using delayq::testing::Call;
+using delayq::testing::FakeBroker;
+using namespace std::string_literals;
+
+constexpr std::size_t kMaxJobBytes = 16;
+
+std::int64_t wall_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// One request and what the Api answered, at once or later.
+struct Exchange {
+  std::shared_ptr<std::vector<Response>> responses = std::make_shared<std::vector<Response>>();
+  std::uint64_t ticket = 0;  // handle()'s return
+
+  [[nodiscard]] bool answered() const { return !responses->empty(); }
+  // The one answer; a failure if there is none, or more than one.
+  [[nodiscard]] const Response& response() const {
+    static const Response kNone = [] {
+      Response none;
+      none.status = 0;
+      return none;
+    }();
+    if (responses->size() != 1) {
+      ADD_FAILURE() << responses->size() << " answers, not one";
+      return responses->empty() ? kNone : responses->back();
+    }
+    return responses->front();
+  }
+};
+
+// --- reading the JSON of an answer
+
+const json::value& field(const json::object& object, std::string_view key) {
+  static const json::value kMissing;
+  const json::value* value = object.if_contains(key);
+  if (value == nullptr) {
+    ADD_FAILURE() << "no field \"" << key << "\" in " << json::serialize(object);
+    return kMissing;
+  }
+  return *value;
+}
+
+std::int64_t number(const json::object& object, std::string_view key) {
+  const json::value& value = field(object, key);
+  if (value.is_int64()) return value.as_int64();
+  if (value.is_uint64()) return static_cast<std::int64_t>(value.as_uint64());
+  ADD_FAILURE() << key << " is not an integer: " << json::serialize(value);
+  return -1;
+}
+
+std::string text(const json::object& object, std::string_view key) {
+  const json::value& value = field(object, key);
+  if (value.is_string()) return std::string(value.as_string());
+  ADD_FAILURE() << key << " is not a string: " << json::serialize(value);
+  return {};
+}
+
+bool flag(const json::object& object, std::string_view key) {
+  const json::value& value = field(object, key);
+  if (value.is_bool()) return value.as_bool();
+  ADD_FAILURE() << key << " is not a boolean: " << json::serialize(value);
+  return false;
+}
+
+json::object object_at(const json::object& object, std::string_view key) {
+  const json::value& value = field(object, key);
+  if (value.is_object()) return value.as_object();
+  ADD_FAILURE() << key << " is not an object: " << json::serialize(value);
+  return {};
+}
+
+json::array array_at(const json::object& object, std::string_view key) {
+  const json::value& value = field(object, key);
+  if (value.is_array()) return value.as_array();
+  ADD_FAILURE() << key << " is not an array: " << json::serialize(value);
+  return {};
+}
+
+json::object as_object(const json::value& value) {
+  if (value.is_object()) return value.as_object();
+  ADD_FAILURE() << "not an object: " << json::serialize(value);
+  return {};
+}
+
+// A JSON answer's body: one object on one line, then "\n".
+json::object body_of(const Response& response) {
+  EXPECT_EQ(response.content_type, "application/json");
+  EXPECT_TRUE(response.body.ends_with('\n')) << response.body;
+  EXPECT_EQ(response.body.find('\n'), response.body.size() - 1)
+      << "not one line: " << response.body;
+  boost::system::error_code error;
+  const json::value value = json::parse(response.body, error);
+  if (error || !value.is_object()) {
+    ADD_FAILURE() << "not a JSON object: " << response.body;
+    return {};
+  }
+  return value.as_object();
+}
+
+// {"error":{"code":...,"message":...}}: the code; the message must be there.
+std::string error_code_of(const Response& response) {
+  const json::object error = object_at(body_of(response), "error");
+  EXPECT_EQ(error.size(), 2U) << json::serialize(error);
+  EXPECT_FALSE(text(error, "message").empty());
+  return text(error, "code");
+}
+
+std::string error_message_of(const Response& response) {
+  return text(object_at(body_of(response), "error"), "message");
+}
+
+// --- jobs as the broker reports them
+
+// 2026-11-24T08:00:00.000Z and 2026-11-22T05:56:13.065Z (docs/http-api.md's examples).
+constexpr std::int64_t kDueMs = 1'795'507'200'000;
+constexpr std::int64_t kCreatedMs = 1'795'326'973'065;
+
+JobView sample_view() {
+  JobView view;
+  view.id = 7;
+  view.tube = "emails";
+  view.state = JobState::kDelayed;
+  view.priority = 5;
+  view.due_unix_ms = kDueMs;
+  view.created_unix_ms = kCreatedMs;
+  view.delay_ms = 180'226'935;
+  view.ttr = std::chrono::seconds{300};
+  view.counters = JobCounters{1, 2, 3, 4, 5};
+  view.key = "welcome:42";
+  view.group = "user:42";
+  return view;
+}
+
+JobView reserved_view() {
+  JobView view = sample_view();
+  view.state = JobState::kReserved;
+  view.deadline_unix_ms = kDueMs + 300'000;  // 2026-11-24T08:05:00.000Z
+  view.key.clear();
+  view.group.clear();
+  return view;
+}
+
+broker::Job job_of(JobView view, std::string body) {
+  return broker::Job{std::move(view), std::move(body), kCreatedMs};
+}
+
+// Every field of sample_view() as the API writes it; no body, no reservation.
+void expect_sample_job(const json::object& job) {
+  EXPECT_EQ(number(job, "id"), 7);
+  EXPECT_EQ(text(job, "tube"), "emails");
+  EXPECT_EQ(text(job, "state"), "delayed");
+  EXPECT_EQ(number(job, "priority"), 5);
+  EXPECT_EQ(text(job, "due"), "2026-11-24T08:00:00.000Z");
+  EXPECT_EQ(number(job, "due_unix_ms"), kDueMs);
+  EXPECT_EQ(number(job, "delay_ms"), 180'226'935);
+  EXPECT_EQ(number(job, "ttr_ms"), 300'000);
+  EXPECT_EQ(text(job, "created"), "2026-11-22T05:56:13.065Z");
+  EXPECT_EQ(text(job, "key"), "welcome:42");
+  EXPECT_EQ(text(job, "group"), "user:42");
+  const json::object counters = object_at(job, "counters");
+  EXPECT_EQ(counters.size(), 5U);
+  EXPECT_EQ(number(counters, "reserves"), 1);
+  EXPECT_EQ(number(counters, "timeouts"), 2);
+  EXPECT_EQ(number(counters, "releases"), 3);
+  EXPECT_EQ(number(counters, "buries"), 4);
+  EXPECT_EQ(number(counters, "kicks"), 5);
+  EXPECT_FALSE(job.contains("reserved_until"));
+  EXPECT_FALSE(job.contains("reserved_until_unix_ms"));
+  EXPECT_FALSE(job.contains("body"));
+  EXPECT_FALSE(job.contains("body_base64"));
+  EXPECT_EQ(job.size(), 12U) << json::serialize(job);
+}
+
+TubeStats sample_tube(std::string name) {
+  TubeStats tube;
+  tube.name = std::move(name);
+  tube.urgent = 1;
+  tube.ready = 2;
+  tube.reserved = 3;
+  tube.delayed = 4;
+  tube.buried = 5;
+  tube.total_jobs = 6;
+  tube.using_clients = 7;
+  tube.watching_clients = 8;
+  tube.waiting_clients = 9;
+  tube.deletes = 10;
+  tube.pauses = 11;
+  tube.pause = std::chrono::seconds{90};
+  tube.pause_left = std::chrono::milliseconds{89'992};
+  return tube;
+}
+
+void expect_sample_tube(const json::object& tube, std::string_view name) {
+  EXPECT_EQ(text(tube, "name"), name);
+  EXPECT_EQ(number(tube, "urgent"), 1);
+  EXPECT_EQ(number(tube, "ready"), 2);
+  EXPECT_EQ(number(tube, "reserved"), 3);
+  EXPECT_EQ(number(tube, "delayed"), 4);
+  EXPECT_EQ(number(tube, "buried"), 5);
+  EXPECT_EQ(number(tube, "total_jobs"), 6);
+  EXPECT_EQ(number(tube, "using"), 7);
+  EXPECT_EQ(number(tube, "watching"), 8);
+  EXPECT_EQ(number(tube, "waiting"), 9);
+  EXPECT_EQ(number(tube, "deletes"), 10);
+  EXPECT_EQ(number(tube, "pause_s"), 90);
+  EXPECT_EQ(number(tube, "pause_left_ms"), 89'992);
+  EXPECT_EQ(tube.size(), 13U) << json::serialize(tube);
+}
+
+class ApiTest : public ::testing::Test {
+ protected:
+  static ApiOptions options() {
+    ApiOptions options;
+    options.max_job_bytes = kMaxJobBytes;
+    options.version = "9.8.7";
+    return options;
+  }
+
+  Exchange send(std::string_view method, std::string_view target, std::string_view body = "") {
+    Exchange exchange;
+    exchange.ticket =
+        api_->handle(method, target, body, [responses = exchange.responses](Response response) {
+          responses->push_back(std::move(response));
+        });
+    return exchange;
+  }
+  // A request that must make exactly the broker call `call_text`, and wait for it.
+  Exchange expect_call(std::string_view method, std::string_view target, std::string_view body,
+                       std::string_view call_text) {
+    const std::size_t before = fake_.call_count();
+    Exchange exchange = send(method, target, body);
+    EXPECT_EQ(fake_.call_count(), before + 1) << method << " " << target << " " << body;
+    if (fake_.call_count() == before + 1) {
+      EXPECT_EQ(fake_.last().text(), call_text) << method << " " << target << " " << body;
+    }
+    EXPECT_FALSE(exchange.answered()) << "answered before the broker completed";
+    return exchange;
+  }
+  // A request that must be answered at once, with no broker call.
+  Response expect_local(std::string_view method, std::string_view target,
+                        std::string_view body = "") {
+    const std::size_t before = fake_.call_count();
+    const Exchange exchange = send(method, target, body);
+    EXPECT_EQ(fake_.call_count(), before) << method << " " << target << " " << body;
+    EXPECT_EQ(exchange.ticket, 0U);
+    return exchange.response();
+  }
+  Call& last() { return fake_.last(); }
+  std::uint64_t ops(std::string_view op, std::string_view result) {
+    return fake_.metrics().ops("http", op, result);
+  }
+
+  FakeBroker fake_;
+  std::unique_ptr<Api> api_ = std::make_unique<Api>(fake_, options());
+};
+
+// ---------------------------------------------------------------------------------------------
+// The session, routing
+
+TEST_F(ApiTest, OpensOneSessionThatWatchesNothing) {
+  ASSERT_EQ(fake_.sessions_opened(), 1U);
+  EXPECT_FALSE(fake_.options(0).watch_default);
+  ASSERT_NE(fake_.session(0), nullptr);
+  EXPECT_TRUE(fake_.session(0)->watched().empty());
+  EXPECT_EQ(fake_.call_count(), 0U);
+}
+
+TEST_F(ApiTest, AnUnknownPathIs404NoRoute) {
+  for (const char* target : {"/v1/nothing", "/v1/tubes/", "/v1/tubes/a%zz/jobs", "/v1/jobs/",
+                             "/v1/jobs/1/2/3", "", "/v2/tubes"}) {
+    SCOPED_TRACE(target);
+    const Response response = expect_local("GET", target);
+    EXPECT_EQ(response.status, 404U);
+    EXPECT_EQ(error_code_of(response), "no_route");
+    EXPECT_TRUE(response.allow.empty());
+    EXPECT_TRUE(response.location.empty());
+  }
+  EXPECT_EQ(ops("unrouted", "404"), 7U);
+}
+
+TEST_F(ApiTest, ANoRouteMessageQuotingBytesThatAreNotUtf8StaysValidJson) {
+  const Response response = expect_local("GET", "/v1/\xff\xfe");
+  EXPECT_EQ(response.status, 404U);
+  EXPECT_EQ(error_code_of(response), "no_route");
+  EXPECT_EQ(error_message_of(response), "no such endpoint: /v1/??");
+}
+
+TEST_F(ApiTest, AKnownPathWithAnotherMethodIs405WithAllow) {
+  struct Case {
+    std::string_view method;
+    std::string_view target;
+    std::string_view allow;
+  };
+  for (const Case& c : {Case{"PUT", "/v1/jobs/7", "GET, PATCH, DELETE"},
+                        Case{"GET", "/v1/tubes/emails/jobs", "POST"},
+                        Case{"POST", "/v1/tubes/emails", "GET"}, Case{"GET", "/v1/reserve", "POST"},
+                        Case{"POST", "/v1/tubes/emails/keys/k", "GET, PATCH, DELETE"},
+                        Case{"PATCH", "/v1/tubes/emails/groups/g", "GET, DELETE"},
+                        Case{"POST", "/healthz", "GET"}, Case{"DELETE", "/metrics", "GET"}}) {
+    SCOPED_TRACE(std::string(c.method) + " " + std::string(c.target));
+    const Response response = expect_local(c.method, c.target);
+    EXPECT_EQ(response.status, 405U);
+    EXPECT_EQ(response.allow, c.allow);
+    EXPECT_EQ(error_code_of(response), "method_not_allowed");
+  }
+  EXPECT_EQ(ops("unrouted", "405"), 8U);
+}
+
+TEST_F(ApiTest, ThePathsTubesKeysAndGroupsMustBeUtf8) {
+  for (const auto& [method, target] :
+       {std::pair{"POST", "/v1/tubes/%FF/jobs"}, std::pair{"GET", "/v1/tubes/emails/keys/%C3"},
+        std::pair{"DELETE", "/v1/tubes/emails/groups/a%80b"}, std::pair{"GET", "/v1/tubes/%FE"}}) {
+    SCOPED_TRACE(target);
+    const Response response = expect_local(method, target, "{}");
+    EXPECT_EQ(response.status, 400U);
+    EXPECT_EQ(error_code_of(response), "bad_request");
+  }
+}
+
+TEST_F(ApiTest, TheQueryStringIsIgnored) {
+  expect_call("GET", "/v1/tubes?x=1", "", "list_tubes");
+  expect_call("GET", "/v1/jobs/7?verbose", "", "peek id=7 with_body=true");
+}
+
+TEST_F(ApiTest, ErrorBuildsTheErrorObject) {
+  const Response response = Api::error(413, "too_large", "the request body is too large");
+  EXPECT_EQ(response.status, 413U);
+  EXPECT_EQ(response.body,
+            R"({"error":{"code":"too_large","message":"the request body is too large"}})"
+            "\n");
+  EXPECT_EQ(ops("unrouted", "413"), 0U);  // refused before routing: not counted
+}
+
+// ---------------------------------------------------------------------------------------------
+// POST /v1/tubes/{tube}/jobs
+
+TEST_F(ApiTest, PutPassesEveryFieldAndAnswers201WithLocation) {
+  Exchange put = expect_call(
+      "POST", "/v1/tubes/emails/jobs",
+      R"({"body":"hi","delay":"2s","priority":5,"ttr":"90s","key":"k","group":"g","replace":true})",
+      "put tube=emails pri=5 due=+2000ms ttr=90s body=hi key=k group=g replace");
+  EXPECT_EQ(last().request<broker::PutRequest>().tube, "emails");
+  EXPECT_EQ(put.ticket, 0U);
+  last().complete(broker::PutResult{sample_view(), true, 0});
+  const Response& response = put.response();
+  EXPECT_EQ(response.status, 201U);
+  EXPECT_EQ(response.location, "/v1/jobs/7");
+  EXPECT_EQ(response.reserved, 0U);
+  expect_sample_job(body_of(response));
+  EXPECT_EQ(ops("put_job", "201"), 1U);
+}
+
+TEST_F(ApiTest, PutDefaultsToPriority1024ReadyAtOnceTtr60sAndAnEmptyBody) {
+  expect_call("POST", "/v1/tubes/emails/jobs", "",
+              "put tube=emails pri=1024 due=+0ms ttr=60s body=");
+  expect_call("POST", "/v1/tubes/emails/jobs", "{}",
+              "put tube=emails pri=1024 due=+0ms ttr=60s body=");
+  expect_call("POST", "/v1/tubes/emails/jobs",
+              R"({"body":null,"delay":null,"key":null,"replace":null})",
+              "put tube=emails pri=1024 due=+0ms ttr=60s body=");
+  expect_call("POST", "/v1/tubes/eu%2Forders/jobs", "{}",
+              "put tube=eu/orders pri=1024 due=+0ms ttr=60s body=");
+}
+
+TEST_F(ApiTest, PutTakesAnAbsoluteTimeAsUnixMillisecondsOrRfc3339) {
+  expect_call("POST", "/v1/tubes/emails/jobs", R"({"at":1795514400000})",
+              "put tube=emails pri=1024 due=@1795514400000 ttr=60s body=");
+  EXPECT_TRUE(last().request<broker::PutRequest>().due.absolute);
+  expect_call("POST", "/v1/tubes/emails/jobs", R"({"at":"2026-11-24T10:00:00Z"})",
+              "put tube=emails pri=1024 due=@1795514400000 ttr=60s body=");
+  expect_call("POST", "/v1/tubes/emails/jobs", R"({"at":"2026-11-24T10:00:00.250+02:00"})",
+              "put tube=emails pri=1024 due=@1795507200250 ttr=60s body=");
+}
+
+TEST_F(ApiTest, PutRoundsTheTtrUpToWholeSecondsAndAtLeastOne) {
+  expect_call("POST", "/v1/tubes/t/jobs", R"({"ttr":"1500ms"})",
+              "put tube=t pri=1024 due=+0ms ttr=2s body=");
+  expect_call("POST", "/v1/tubes/t/jobs", R"({"ttr":1})",
+              "put tube=t pri=1024 due=+0ms ttr=1s body=");
+  expect_call("POST", "/v1/tubes/t/jobs", R"({"ttr":0})",
+              "put tube=t pri=1024 due=+0ms ttr=1s body=");
+  expect_call("POST", "/v1/tubes/t/jobs", R"({"ttr":"5m","delay":250,"priority":0})",
+              "put tube=t pri=0 due=+250ms ttr=300s body=");
+  expect_call("POST", "/v1/tubes/t/jobs", R"({"priority":4294967295})",
+              "put tube=t pri=4294967295 due=+0ms ttr=60s body=");
+}
+
+TEST_F(ApiTest, PutDecodesBodyBase64) {
+  expect_call("POST", "/v1/tubes/t/jobs", R"({"body_base64":"AP8BgA=="})",
+              "put tube=t pri=1024 due=+0ms ttr=60s body=\\x00\\xff\\x01\\x80");
+  EXPECT_EQ(last().request<broker::PutRequest>().body, "\0\xff\x01\x80"s);
+}
+
+TEST_F(ApiTest, PutWithATakenKeyAnswers200WithTheHolderAndItsLocation) {
+  Exchange put = expect_call("POST", "/v1/tubes/emails/jobs", R"({"body":"again","key":"k"})",
+                             "put tube=emails pri=1024 due=+0ms ttr=60s body=again key=k");
+  last().complete(broker::PutResult{sample_view(), false, 0});
+  EXPECT_EQ(put.response().status, 200U);
+  EXPECT_EQ(put.response().location, "/v1/jobs/7");
+  expect_sample_job(body_of(put.response()));
+  EXPECT_EQ(ops("put_job", "200"), 1U);
+}
+
+TEST_F(ApiTest, PutRefusesABadBodyWith400BeforeAnyCall) {
+  for (const char* body : {"{",
+                           "[]",
+                           "\"body\"",
+                           "{\"body\":\"a\"} x",
+                           R"({"dealy":1})",
+                           R"({"delay":1,"at":2})",
+                           R"({"body":"a","body_base64":"YQ=="})",
+                           R"({"body_base64":"***"})",
+                           R"({"body_base64":"YQ"})",
+                           R"({"priority":4294967296})",
+                           R"({"priority":-1})",
+                           R"({"priority":1.0})",
+                           R"({"delay":"soon"})",
+                           R"({"delay":-5})",
+                           R"({"ttr":1.5})",
+                           R"({"replace":"yes"})",
+                           R"({"key":5})",
+                           R"({"body":7})",
+                           R"({"at":"yesterday"})",
+                           R"({"at":-1})"}) {
+    SCOPED_TRACE(body);
+    const Response response = expect_local("POST", "/v1/tubes/emails/jobs", body);
+    EXPECT_EQ(response.status, 400U);
+    EXPECT_EQ(error_code_of(response), "bad_request");
+  }
+  EXPECT_EQ(ops("put_job", "400"), 20U);
+}
+
+TEST_F(ApiTest, AnUnknownFieldIsNamedWithTheFieldsTheEndpointTakes) {
+  const Response response = expect_local("POST", "/v1/tubes/emails/jobs", R"({"dealy":1})");
+  EXPECT_EQ(error_message_of(response),
+            "unknown field 'dealy' (this endpoint takes: body, body_base64, delay, at, priority, "
+            "ttr, key, group, replace)");
+}
+
+TEST_F(ApiTest, PutRefusesABodyOverTheLimitWith413) {
+  const std::string limit(kMaxJobBytes, 'x');
+  expect_call("POST", "/v1/tubes/t/jobs", R"({"body":")" + limit + R"("})",
+              "put tube=t pri=1024 due=+0ms ttr=60s body=" + limit);
+  Response response = expect_local("POST", "/v1/tubes/t/jobs", R"({"body":")" + limit + R"(x"})");
+  EXPECT_EQ(response.status, 413U);
+  EXPECT_EQ(error_code_of(response), "too_large");
+  // The limit is on the decoded bytes: 17 bytes in base64.
+  response =
+      expect_local("POST", "/v1/tubes/t/jobs", R"({"body_base64":"eHh4eHh4eHh4eHh4eHh4eHg="})");
+  EXPECT_EQ(response.status, 413U);
+  EXPECT_EQ(error_code_of(response), "too_large");
+  EXPECT_EQ(ops("put_job", "413"), 2U);
+}
+
+struct BrokerError {
+  Code code;
+  unsigned status;
+  std::string_view error;
+};
+
+constexpr BrokerError kPutErrors[] = {
+    {Code::kDraining, 503, "draining"},   {Code::kLimit, 503, "limit"},
+    {Code::kConflict, 409, "conflict"},   {Code::kInvalidArgument, 400, "bad_request"},
+    {Code::kNotFound, 404, "not_found"},  {Code::kIOError, 500, "internal"},
+    {Code::kCorruption, 500, "internal"},
+};
+
+TEST_F(ApiTest, PutAnswersEachBrokerErrorWithItsStatusCodeAndMessage) {
+  for (const BrokerError& e : kPutErrors) {
+    SCOPED_TRACE(code_name(e.code));
+    Exchange put =
+        expect_call("POST", "/v1/tubes/t/jobs", "{}", "put tube=t pri=1024 due=+0ms ttr=60s body=");
+    last().fail(e.code, "what the broker said");
+    EXPECT_EQ(put.response().status, e.status);
+    EXPECT_EQ(error_code_of(put.response()), e.error);
+    EXPECT_EQ(error_message_of(put.response()), "what the broker said");
+    EXPECT_TRUE(put.response().location.empty());
+  }
+  EXPECT_EQ(ops("put_job", "503"), 2U);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Jobs by id
+
+TEST_F(ApiTest, GetJobAnswersTheJobWithItsBody) {
+  Exchange get = expect_call("GET", "/v1/jobs/7", "", "peek id=7 with_body=true");
+  last().complete(job_of(sample_view(), "send welcome mail"));
+  EXPECT_EQ(get.response().status, 200U);
+  json::object job = body_of(get.response());
+  EXPECT_EQ(text(job, "body"), "send welcome mail");
+  EXPECT_FALSE(job.contains("body_base64"));
+  job.erase("body");
+  expect_sample_job(job);
+  EXPECT_EQ(ops("get_job", "200"), 1U);
+}
+
+TEST_F(ApiTest, GetJobWritesABodyThatIsNotUtf8AsBase64AndEscapesText) {
+  Exchange binary = expect_call("GET", "/v1/jobs/007", "", "peek id=7 with_body=true");
+  last().complete(job_of(sample_view(), "\0\xff\x01\x80"s));
+  const json::object job = body_of(binary.response());
+  EXPECT_EQ(text(job, "body_base64"), "AP8BgA==");
+  EXPECT_FALSE(job.contains("body"));
+
+  Exchange escaped = expect_call("GET", "/v1/jobs/8", "", "peek id=8 with_body=true");
+  last().complete(job_of(sample_view(), "a\"b\\c\n\x01 é"));
+  EXPECT_EQ(text(body_of(escaped.response()), "body"), "a\"b\\c\n\x01 é");
+}
+
+TEST_F(ApiTest, AJobAnswerIsExactlyTheseBytes) {
+  Exchange get = expect_call("GET", "/v1/jobs/1", "", "peek id=1 with_body=true");
+  JobView view;
+  view.id = 1;
+  view.tube = "default";
+  view.priority = 1024;
+  view.ttr = std::chrono::seconds{60};
+  last().complete(job_of(view, "x"));
+  EXPECT_EQ(get.response().body,
+            R"({"id":1,"tube":"default","state":"ready","priority":1024,)"
+            R"("due":"1970-01-01T00:00:00.000Z","due_unix_ms":0,"delay_ms":0,"ttr_ms":60000,)"
+            R"("created":"1970-01-01T00:00:00.000Z",)"
+            R"("counters":{"reserves":0,"timeouts":0,"releases":0,"buries":0,"kicks":0},)"
+            R"("body":"x"})"
+            "\n");
+}
+
+TEST_F(ApiTest, AReservedJobShowsReservedUntil) {
+  Exchange get = expect_call("GET", "/v1/jobs/7", "", "peek id=7 with_body=true");
+  last().complete(job_of(reserved_view(), ""));
+  const json::object job = body_of(get.response());
+  EXPECT_EQ(text(job, "state"), "reserved");
+  EXPECT_EQ(text(job, "reserved_until"), "2026-11-24T08:05:00.000Z");
+  EXPECT_EQ(number(job, "reserved_until_unix_ms"), kDueMs + 300'000);
+  EXPECT_EQ(text(job, "body"), "");
+  EXPECT_FALSE(job.contains("key"));
+  EXPECT_FALSE(job.contains("group"));
+}
+
+TEST_F(ApiTest, ABadJobIdIs400WithoutACall) {
+  for (const char* target : {"/v1/jobs/abc", "/v1/jobs/0", "/v1/jobs/-1", "/v1/jobs/+1",
+                             "/v1/jobs/18446744073709551616", "/v1/jobs/1x", "/v1/jobs/%20"}) {
+    SCOPED_TRACE(target);
+    for (const char* method : {"GET", "DELETE"}) {
+      const Response response = expect_local(method, target);
+      EXPECT_EQ(response.status, 400U);
+      EXPECT_EQ(error_code_of(response), "bad_request");
+    }
+    for (const char* action : {"/release", "/bury", "/touch", "/kick"}) {
+      const Response response = expect_local("POST", std::string(target) + action);
+      EXPECT_EQ(response.status, 400U);
+      EXPECT_EQ(error_code_of(response), "bad_request");
+    }
+    const Response response = expect_local("PATCH", target, R"({"priority":1})");
+    EXPECT_EQ(response.status, 400U);
+  }
+  expect_call("GET", "/v1/jobs/18446744073709551615", "",
+              "peek id=18446744073709551615 with_body=true");
+}
+
+TEST_F(ApiTest, GetJobNotFoundIs404) {
+  Exchange get = expect_call("GET", "/v1/jobs/99", "", "peek id=99 with_body=true");
+  last().fail(Code::kNotFound, "no job 99");
+  EXPECT_EQ(get.response().status, 404U);
+  EXPECT_EQ(error_code_of(get.response()), "not_found");
+  EXPECT_EQ(error_message_of(get.response()), "no job 99");
+  EXPECT_EQ(ops("get_job", "404"), 1U);
+}
+
+TEST_F(ApiTest, GetJobWhoseBodyCannotBeReadIs500) {
+  Exchange get = expect_call("GET", "/v1/jobs/7", "", "peek id=7 with_body=true");
+  last().fail(Code::kIOError, "read failed");
+  EXPECT_EQ(get.response().status, 500U);
+  EXPECT_EQ(error_code_of(get.response()), "internal");
+}
+
+TEST_F(ApiTest, PatchJobReschedulesAndReprioritises) {
+  Exchange patch = expect_call("PATCH", "/v1/jobs/7", R"({"delay":"1h","priority":100})",
+                               "update id=7 due=+3600000ms pri=100");
+  last().complete(sample_view());
+  EXPECT_EQ(patch.response().status, 200U);
+  expect_sample_job(body_of(patch.response()));
+
+  expect_call("PATCH", "/v1/jobs/7", R"({"at":1795593600000})",
+              "update id=7 due=@1795593600000 pri=keep");
+  expect_call("PATCH", "/v1/jobs/7", R"({"at":"2026-11-25T08:00:00Z"})",
+              "update id=7 due=@1795593600000 pri=keep");
+  expect_call("PATCH", "/v1/jobs/7", R"({"priority":3})", "update id=7 due=keep pri=3");
+  expect_call("PATCH", "/v1/jobs/7", R"({"delay":0})", "update id=7 due=+0ms pri=keep");
+}
+
+TEST_F(ApiTest, PatchJobRefusesNothingToChangeBothTimesAndUnknownFields) {
+  for (const char* body : {"", "{}", R"({"delay":1,"at":1})", R"({"ttr":1})",
+                           R"({"priority":"high"})", R"({"delay":null,"priority":null})"}) {
+    SCOPED_TRACE(body);
+    const Response response = expect_local("PATCH", "/v1/jobs/7", body);
+    EXPECT_EQ(response.status, 400U);
+    EXPECT_EQ(error_code_of(response), "bad_request");
+  }
+}
+
+TEST_F(ApiTest, PatchJobAnswersConflictAndNotFound) {
+  Exchange conflict =
+      expect_call("PATCH", "/v1/jobs/7", R"({"delay":5})", "update id=7 due=+5ms pri=keep");
+  last().fail(Code::kConflict, "job 7 is reserved");
+  EXPECT_EQ(conflict.response().status, 409U);
+  EXPECT_EQ(error_code_of(conflict.response()), "conflict");
+  Exchange missing =
+      expect_call("PATCH", "/v1/jobs/8", R"({"delay":5})", "update id=8 due=+5ms pri=keep");
+  last().fail(Code::kNotFound);
+  EXPECT_EQ(missing.response().status, 404U);
+}
+
+TEST_F(ApiTest, DeleteJobAnswersTheDeletedId) {
+  Exchange erase = expect_call("DELETE", "/v1/jobs/3", "ignored body", "erase id=3");
+  last().complete(JobId{3});
+  EXPECT_EQ(erase.response().status, 200U);
+  EXPECT_EQ(erase.response().body, "{\"deleted\":3}\n");
+  EXPECT_EQ(erase.response().content_type, "application/json");
+
+  Exchange conflict = expect_call("DELETE", "/v1/jobs/4", "", "erase id=4");
+  last().fail(Code::kConflict);
+  EXPECT_EQ(conflict.response().status, 409U);
+  EXPECT_EQ(error_code_of(conflict.response()), "conflict");
+  Exchange missing = expect_call("DELETE", "/v1/jobs/5", "", "erase id=5");
+  last().fail(Code::kNotFound);
+  EXPECT_EQ(missing.response().status, 404U);
+  EXPECT_EQ(error_code_of(missing.response()), "not_found");
+}
+
+TEST_F(ApiTest, ReleaseJobPassesDelayAndPriority) {
+  Exchange release = expect_call("POST", "/v1/jobs/3/release", R"({"delay":"10s","priority":5})",
+                                 "release id=3 pri=5 delay=10000ms");
+  EXPECT_FALSE(last().request<broker::ReleaseRequest>().reservation);
+  last().complete(sample_view());
+  EXPECT_EQ(release.response().status, 200U);
+  expect_sample_job(body_of(release.response()));
+
+  expect_call("POST", "/v1/jobs/3/release", "", "release id=3 pri=keep delay=0ms");
+  Exchange conflict =
+      expect_call("POST", "/v1/jobs/5/release", "{}", "release id=5 pri=keep delay=0ms");
+  last().fail(Code::kConflict, "job 5 is not reserved over HTTP");
+  EXPECT_EQ(conflict.response().status, 409U);
+  EXPECT_EQ(error_message_of(conflict.response()), "job 5 is not reserved over HTTP");
+
+  for (const char* body : {R"({"ttr":1})", R"({"delay":"x"})", R"({"priority":-2})", "nope"}) {
+    SCOPED_TRACE(body);
+    EXPECT_EQ(expect_local("POST", "/v1/jobs/3/release", body).status, 400U);
+  }
+}
+
+TEST_F(ApiTest, BuryJobPassesItsPriority) {
+  Exchange bury =
+      expect_call("POST", "/v1/jobs/3/bury", R"({"priority":2000})", "bury id=3 pri=2000");
+  last().complete(sample_view());
+  EXPECT_EQ(bury.response().status, 200U);
+  expect_sample_job(body_of(bury.response()));
+  expect_call("POST", "/v1/jobs/3/bury", "", "bury id=3 pri=keep");
+  EXPECT_EQ(expect_local("POST", "/v1/jobs/3/bury", R"({"delay":1})").status, 400U);
+  Exchange conflict = expect_call("POST", "/v1/jobs/4/bury", "", "bury id=4 pri=keep");
+  last().fail(Code::kConflict);
+  EXPECT_EQ(conflict.response().status, 409U);
+}
+
+TEST_F(ApiTest, TouchJobTakesNoField) {
+  Exchange touch = expect_call("POST", "/v1/jobs/3/touch", "", "touch id=3");
+  last().complete(reserved_view());
+  EXPECT_EQ(touch.response().status, 200U);
+  EXPECT_EQ(text(body_of(touch.response()), "reserved_until"), "2026-11-24T08:05:00.000Z");
+  expect_call("POST", "/v1/jobs/3/touch", "{}", "touch id=3");
+  const Response refused = expect_local("POST", "/v1/jobs/3/touch", R"({"x":1})");
+  EXPECT_EQ(refused.status, 400U);
+  EXPECT_EQ(error_message_of(refused), "unknown field 'x' (this endpoint takes: nothing)");
+  Exchange missing = expect_call("POST", "/v1/jobs/4/touch", "", "touch id=4");
+  last().fail(Code::kNotFound);
+  EXPECT_EQ(missing.response().status, 404U);
+}
+
+TEST_F(ApiTest, KickJobIgnoresAnyBody) {
+  Exchange kick = expect_call("POST", "/v1/jobs/3/kick", "not JSON at all", "kick_job id=3");
+  last().complete(sample_view());
+  EXPECT_EQ(kick.response().status, 200U);
+  expect_sample_job(body_of(kick.response()));
+  Exchange conflict = expect_call("POST", "/v1/jobs/4/kick", "", "kick_job id=4");
+  last().fail(Code::kConflict, "job 4 is ready");
+  EXPECT_EQ(conflict.response().status, 409U);
+  EXPECT_EQ(error_code_of(conflict.response()), "conflict");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keys and groups
+
+TEST_F(ApiTest, KeyRoutesNameTheJobByTubeAndPercentDecodedKey) {
+  Exchange get = expect_call("GET", "/v1/tubes/emails/keys/welcome:42", "",
+                             "peek tube=emails key=welcome:42 with_body=true");
+  last().complete(job_of(sample_view(), "hello"));
+  EXPECT_EQ(text(body_of(get.response()), "body"), "hello");
+  EXPECT_EQ(ops("get_key", "200"), 1U);
+
+  expect_call("GET", "/v1/tubes/eu%2Forders/keys/order%207", "",
+              "peek tube=eu/orders key=order 7 with_body=true");
+  Exchange patch = expect_call("PATCH", "/v1/tubes/emails/keys/k", R"({"delay":0})",
+                               "update tube=emails key=k due=+0ms pri=keep");
+  last().complete(sample_view());
+  EXPECT_EQ(patch.response().status, 200U);
+  EXPECT_EQ(expect_local("PATCH", "/v1/tubes/emails/keys/k", "{}").status, 400U);
+
+  Exchange erase = expect_call("DELETE", "/v1/tubes/emails/keys/k", "", "erase tube=emails key=k");
+  last().complete(JobId{7});
+  EXPECT_EQ(erase.response().body, "{\"deleted\":7}\n");
+
+  Exchange missing = expect_call("GET", "/v1/tubes/emails/keys/none", "",
+                                 "peek tube=emails key=none with_body=true");
+  last().fail(Code::kNotFound);
+  EXPECT_EQ(missing.response().status, 404U);
+  EXPECT_EQ(error_code_of(missing.response()), "not_found");
+  Exchange conflict =
+      expect_call("DELETE", "/v1/tubes/emails/keys/held", "", "erase tube=emails key=held");
+  last().fail(Code::kConflict);
+  EXPECT_EQ(conflict.response().status, 409U);
+}
+
+TEST_F(ApiTest, ListGroupAnswersItsJobsWithoutBodies) {
+  Exchange list = expect_call("GET", "/v1/tubes/emails/groups/user:42", "",
+                              "list_group tube=emails group=user:42");
+  JobView second = sample_view();
+  second.id = 9;
+  last().complete(std::vector<JobView>{sample_view(), second});
+  EXPECT_EQ(list.response().status, 200U);
+  const json::object body = body_of(list.response());
+  EXPECT_EQ(text(body, "tube"), "emails");
+  EXPECT_EQ(text(body, "group"), "user:42");
+  const json::array jobs = array_at(body, "jobs");
+  ASSERT_EQ(jobs.size(), 2U);
+  expect_sample_job(as_object(jobs[0]));
+  EXPECT_EQ(number(as_object(jobs[1]), "id"), 9);
+  EXPECT_EQ(body.size(), 3U);
+
+  Exchange empty =
+      expect_call("GET", "/v1/tubes/a%22b/groups/g%5C", "", "list_group tube=a\"b group=g\\");
+  last().complete(std::vector<JobView>{});
+  EXPECT_EQ(empty.response().body, R"({"tube":"a\"b","group":"g\\","jobs":[]})"
+                                   "\n");
+  Exchange failed = expect_call("GET", "/v1/tubes/t/groups/g", "", "list_group tube=t group=g");
+  last().fail(Code::kIOError);
+  EXPECT_EQ(failed.response().status, 500U);
+  EXPECT_EQ(error_code_of(failed.response()), "internal");
+}
+
+TEST_F(ApiTest, CancelGroupSaysHowManyWereCancelled) {
+  Exchange cancel = expect_call("DELETE", "/v1/tubes/emails/groups/user:42", "",
+                                "cancel_group tube=emails group=user:42");
+  last().complete(std::size_t{2});
+  EXPECT_EQ(cancel.response().status, 200U);
+  const json::object body = body_of(cancel.response());
+  EXPECT_EQ(text(body, "tube"), "emails");
+  EXPECT_EQ(text(body, "group"), "user:42");
+  EXPECT_EQ(number(body, "cancelled"), 2);
+  EXPECT_EQ(body.size(), 3U);
+  Exchange refused =
+      expect_call("DELETE", "/v1/tubes/t/groups/g", "", "cancel_group tube=t group=g");
+  last().fail(Code::kInvalidArgument, "bad tube");
+  EXPECT_EQ(refused.response().status, 400U);
+}
+
+// ---------------------------------------------------------------------------------------------
+// POST /v1/reserve
+
+TEST_F(ApiTest, ReserveDefaultsToTubeDefaultAndNoWait) {
+  Exchange reserve = expect_call("POST", "/v1/reserve", "", "reserve tubes=default timeout=0ms");
+  const auto& request = last().request<broker::ReserveRequest>();
+  EXPECT_EQ(request.tubes, std::vector<std::string>{"default"});
+  ASSERT_TRUE(request.timeout.has_value());
+  EXPECT_EQ(request.timeout->count(), 0);
+  EXPECT_NE(reserve.ticket, 0U);
+  EXPECT_EQ(reserve.ticket, last().ticket());
+}
+
+TEST_F(ApiTest, ReserveAnswersTheReservedJobWithItsBodyAndToken) {
+  Exchange reserve =
+      expect_call("POST", "/v1/reserve", R"({"tubes":["images","emails"],"timeout":"20s"})",
+                  "reserve tubes=images,emails timeout=20000ms");
+  JobView view = reserved_view();
+  view.counters.reserves = 3;
+  last().complete(job_of(view, "{\"image\":7}"));
+  const Response& response = reserve.response();
+  EXPECT_EQ(response.status, 200U);
+  EXPECT_EQ(response.reserved, 7U);
+  EXPECT_EQ(response.reserved_token, 3U);
+  EXPECT_TRUE(response.location.empty());
+  const json::object job = body_of(response);
+  EXPECT_EQ(number(job, "id"), 7);
+  EXPECT_EQ(text(job, "state"), "reserved");
+  EXPECT_EQ(text(job, "reserved_until"), "2026-11-24T08:05:00.000Z");
+  EXPECT_EQ(text(job, "body"), "{\"image\":7}");
+  EXPECT_EQ(ops("reserve", "200"), 1U);
+}
+
+TEST_F(ApiTest, ReserveAnswers204WhenNothingCame) {
+  Exchange reserve = expect_call("POST", "/v1/reserve", R"({"timeout":"1h"})",
+                                 "reserve tubes=default timeout=3600000ms");
+  last().fail(Code::kTimedOut);
+  EXPECT_EQ(reserve.response().status, 204U);
+  EXPECT_EQ(reserve.response().body, "");
+  EXPECT_EQ(reserve.response().reserved, 0U);
+  EXPECT_EQ(ops("reserve", "204"), 1U);
+}
+
+TEST_F(ApiTest, ReserveAnswersTheBrokersErrors) {
+  Exchange bad_tube =
+      expect_call("POST", "/v1/reserve", R"({"tubes":["-x"]})", "reserve tubes=-x timeout=0ms");
+  last().fail(Code::kInvalidArgument, "bad tube name '-x'");
+  EXPECT_EQ(bad_tube.response().status, 400U);
+  EXPECT_EQ(error_code_of(bad_tube.response()), "bad_request");
+  Exchange broken = expect_call("POST", "/v1/reserve", "", "reserve tubes=default timeout=0ms");
+  last().fail(Code::kIOError, "body unreadable");
+  EXPECT_EQ(broken.response().status, 500U);
+  EXPECT_EQ(broken.response().reserved, 0U);
+}
+
+TEST_F(ApiTest, ReserveRefusesBadFieldsAndATimeoutOverAnHour) {
+  for (const char* body :
+       {R"({"timeout":3600001})", R"({"timeout":"2h"})", R"({"tubes":[]})",
+        R"({"tubes":"default"})", R"({"tubes":[1]})", R"({"wait":1})", R"({"timeout":-1})", "{"}) {
+    SCOPED_TRACE(body);
+    const Response response = expect_local("POST", "/v1/reserve", body);
+    EXPECT_EQ(response.status, 400U);
+    EXPECT_EQ(error_code_of(response), "bad_request");
+  }
+}
+
+// Its client went away: the wait ends in the broker and nobody is answered.
+TEST_F(ApiTest, CancelEndsAWaitingReserveAndAnswersNobody) {
+  Exchange reserve = expect_call("POST", "/v1/reserve", R"({"timeout":"30s"})",
+                                 "reserve tubes=default timeout=30000ms");
+  api_->cancel(reserve.ticket);
+  EXPECT_EQ(fake_.cancelled(), std::vector<std::uint64_t>{reserve.ticket});
+  EXPECT_TRUE(last().cancelled());
+  EXPECT_EQ(fake_.poll(), 1U);  // the broker ends the wait with kTimedOut
+  EXPECT_FALSE(reserve.answered());
+  api_->cancel(reserve.ticket);  // a second cancel is a no-op
+  EXPECT_EQ(fake_.cancelled().size(), 1U);
+}
+
+// docs/http-api.md, Metrics: "A long-poll counts when it answers; one whose client went away
+// does not count." The server (server.cc Connection::close) calls Api::cancel(ticket) when the
+// client goes away.
+TEST_F(ApiTest, ALongPollWhoseClientWentAwayIsNotCounted) {
+  Exchange reserve = expect_call("POST", "/v1/reserve", R"({"timeout":"30s"})",
+                                 "reserve tubes=default timeout=30000ms");
+  api_->cancel(reserve.ticket);
+  fake_.poll();
+  EXPECT_EQ(ops("reserve", "204"), 0U) << "a cancelled long-poll was counted";
+}
+
+TEST_F(ApiTest, UndeliverableReleasesThatReservationAtOnce) {
+  api_->undeliverable(7, 3);
+  ASSERT_EQ(fake_.call_count(), 1U);
+  EXPECT_EQ(last().text(), "release id=7 pri=keep delay=0ms reservation=3");
+  EXPECT_EQ(last().request<broker::ReleaseRequest>().reservation, std::optional<std::uint32_t>{3});
+  last().fail(Code::kConflict, "in another reservation");  // nobody to tell
+  api_->undeliverable(8, 1);
+  last().complete(sample_view());
+  EXPECT_EQ(ops("release_job", "200"), 0U);
+  EXPECT_EQ(ops("release_job", "409"), 0U);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tubes
+
+TEST_F(ApiTest, ListTubesAnswersEveryTube) {
+  Exchange list = expect_call("GET", "/v1/tubes", "", "list_tubes");
+  last().complete(std::vector<TubeStats>{sample_tube("default"), sample_tube("emails")});
+  EXPECT_EQ(list.response().status, 200U);
+  const json::object body = body_of(list.response());
+  EXPECT_EQ(body.size(), 1U);
+  const json::array tubes = array_at(body, "tubes");
+  ASSERT_EQ(tubes.size(), 2U);
+  expect_sample_tube(as_object(tubes[0]), "default");
+  expect_sample_tube(as_object(tubes[1]), "emails");
+}
+
+TEST_F(ApiTest, GetTubeAnswersTheTubeOr404) {
+  Exchange get = expect_call("GET", "/v1/tubes/emails", "", "stats_tube tube=emails");
+  last().complete(sample_tube("emails"));
+  EXPECT_EQ(get.response().status, 200U);
+  expect_sample_tube(body_of(get.response()), "emails");
+  Exchange missing = expect_call("GET", "/v1/tubes/none", "", "stats_tube tube=none");
+  last().fail(Code::kNotFound, "no tube none");
+  EXPECT_EQ(missing.response().status, 404U);
+  EXPECT_EQ(error_code_of(missing.response()), "not_found");
+}
+
+TEST_F(ApiTest, KickTubeKicksUpToBoundDefaultOne) {
+  Exchange kick =
+      expect_call("POST", "/v1/tubes/images/kick", R"({"bound":10})", "kick tube=images bound=10");
+  last().complete(std::size_t{3});
+  EXPECT_EQ(kick.response().status, 200U);
+  EXPECT_EQ(kick.response().body, "{\"tube\":\"images\",\"kicked\":3}\n");
+  expect_call("POST", "/v1/tubes/images/kick", "", "kick tube=images bound=1");
+  expect_call("POST", "/v1/tubes/images/kick", R"({"bound":0})", "kick tube=images bound=0");
+  expect_call("POST", "/v1/tubes/images/kick", R"({"bound":4294967295})",
+              "kick tube=images bound=4294967295");
+  for (const char* body : {R"({"bound":4294967296})", R"({"bound":-1})", R"({"max":1})"}) {
+    SCOPED_TRACE(body);
+    EXPECT_EQ(expect_local("POST", "/v1/tubes/images/kick", body).status, 400U);
+  }
+}
+
+TEST_F(ApiTest, PauseTubeRoundsUpToWholeSeconds) {
+  Exchange pause = expect_call("POST", "/v1/tubes/emails/pause", R"({"delay":"90s"})",
+                               "pause_tube tube=emails pause=90s");
+  last().complete(sample_tube("emails"));
+  EXPECT_EQ(pause.response().status, 200U);
+  EXPECT_EQ(pause.response().body, "{\"tube\":\"emails\",\"pause_s\":90}\n");
+  expect_call("POST", "/v1/tubes/emails/pause", R"({"delay":"1500ms"})",
+              "pause_tube tube=emails pause=2s");
+  expect_call("POST", "/v1/tubes/emails/pause", R"({"delay":0})",
+              "pause_tube tube=emails pause=0s");
+  for (const char* body : {"", "{}", R"({"delay":null})", R"({"delay":"1 h"})", R"({"for":1})"}) {
+    SCOPED_TRACE(body);
+    EXPECT_EQ(expect_local("POST", "/v1/tubes/emails/pause", body).status, 400U);
+  }
+  Exchange missing = expect_call("POST", "/v1/tubes/none/pause", R"({"delay":1000})",
+                                 "pause_tube tube=none pause=1s");
+  last().fail(Code::kNotFound);
+  EXPECT_EQ(missing.response().status, 404U);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server
+
+TEST_F(ApiTest, StatsAnswersTheServersCounts) {
+  fake_.set_started_unix_ms(wall_clock_ms() - 3'600'000);
+  Exchange stats = expect_call("GET", "/v1/stats", "", "stats");
+  ServerStats server;
+  server.urgent = 1;
+  server.ready = 2;
+  server.reserved = 3;
+  server.delayed = 4;
+  server.buried = 5;
+  server.total_jobs = 6;
+  server.job_timeouts = 7;
+  server.tubes = 8;
+  server.waiting = 9;
+  server.next_id = 10;
+  last().complete(server);
+  EXPECT_EQ(stats.response().status, 200U);
+  const json::object body = body_of(stats.response());
+  EXPECT_EQ(text(body, "version"), "9.8.7");
+  EXPECT_GE(number(body, "uptime_s"), 3600);
+  EXPECT_LE(number(body, "uptime_s"), 3700);
+  EXPECT_FALSE(flag(body, "draining"));
+  EXPECT_EQ(number(body, "urgent"), 1);
+  EXPECT_EQ(number(body, "ready"), 2);
+  EXPECT_EQ(number(body, "reserved"), 3);
+  EXPECT_EQ(number(body, "delayed"), 4);
+  EXPECT_EQ(number(body, "buried"), 5);
+  EXPECT_EQ(number(body, "total_jobs"), 6);
+  EXPECT_EQ(number(body, "job_timeouts"), 7);
+  EXPECT_EQ(number(body, "tubes"), 8);
+  EXPECT_EQ(number(body, "waiting"), 9);
+  EXPECT_EQ(number(body, "next_id"), 10);
+  EXPECT_EQ(body.size(), 13U) << json::serialize(body);
+
+  fake_.set_draining(true);
+  Exchange draining = expect_call("GET", "/v1/stats", "", "stats");
+  last().complete(server);
+  EXPECT_TRUE(flag(body_of(draining.response()), "draining"));
+}
+
+TEST_F(ApiTest, MetricsAsksForTheTubesThenTheStatsAndRendersThePage) {
+  send("GET", "/healthz");  // counted, so it shows
+  Exchange metrics = expect_call("GET", "/metrics", "", "list_tubes");
+  TubeStats tube;
+  tube.name = "emails";
+  tube.ready = 3;
+  tube.buried = 2;
+  last().complete(std::vector<TubeStats>{tube});
+  ASSERT_EQ(fake_.call_count(), 2U);
+  EXPECT_EQ(last().text(), "stats");  // the second call, made by the first one's completion
+  EXPECT_FALSE(metrics.answered());
+  ServerStats server;
+  server.next_id = 10;
+  server.job_timeouts = 4;
+  server.waiting = 1;
+  last().complete(server);
+
+  const Response& response = metrics.response();
+  EXPECT_EQ(response.status, 200U);
+  EXPECT_EQ(response.content_type, "text/plain; version=0.0.4; charset=utf-8");
+  for (const char* line :
+       {"# TYPE delayq_jobs gauge\n", "delayq_jobs{tube=\"emails\",state=\"ready\"} 3\n",
+        "delayq_jobs{tube=\"emails\",state=\"buried\"} 2\n",
+        "delayq_jobs{tube=\"emails\",state=\"delayed\"} 0\n", "delayq_jobs_created_total 9\n",
+        "delayq_job_timeouts_total 4\n", "delayq_waiting_clients 1\n",
+        "delayq_operations_total{protocol=\"http\",op=\"healthz\",result=\"200\"} "
+        "1\n",
+        "delayq_connections{protocol=\"http\"} 0\n"}) {
+    EXPECT_NE(response.body.find(line), std::string::npos) << line << "in:\n" << response.body;
+  }
+  EXPECT_EQ(ops("metrics", "200"), 1U);
+}
+
+TEST_F(ApiTest, MetricsAnswersAnErrorOfEitherCall) {
+  Exchange first = expect_call("GET", "/metrics", "", "list_tubes");
+  last().fail(Code::kIOError, "broken");
+  EXPECT_EQ(first.response().status, 500U);
+  EXPECT_EQ(error_code_of(first.response()), "internal");
+  EXPECT_EQ(fake_.call_count(), 1U);  // no stats after a failed list
+
+  Exchange second = expect_call("GET", "/metrics", "", "list_tubes");
+  last().complete(std::vector<TubeStats>{});
+  last().fail(Code::kIOError, "broken");
+  EXPECT_EQ(second.response().status, 500U);
+  EXPECT_EQ(error_code_of(second.response()), "internal");
+}
+
+TEST_F(ApiTest, HealthzIsOkAtOnce) {
+  const Response response = expect_local("GET", "/healthz", "ignored");
+  EXPECT_EQ(response.status, 200U);
+  EXPECT_EQ(response.body, "{\"status\":\"ok\"}\n");
+  EXPECT_EQ(response.content_type, "application/json");
+  EXPECT_EQ(ops("healthz", "200"), 1U);
+}
+
+TEST_F(ApiTest, ReadyzSaysReadyDrainingOrUnavailable) {
+  Response response = expect_local("GET", "/readyz");
+  EXPECT_EQ(response.status, 200U);
+  EXPECT_EQ(response.body, "{\"status\":\"ready\"}\n");
+
+  fake_.set_draining(true);
+  response = expect_local("GET", "/readyz");
+  EXPECT_EQ(response.status, 503U);
+  EXPECT_EQ(error_code_of(response), "draining");
+  EXPECT_EQ(error_message_of(response), "the server is draining");
+
+  fake_.set_draining(false);
+  fake_.set_health(Status(Code::kIOError, "the store failed"));
+  response = expect_local("GET", "/readyz");
+  EXPECT_EQ(response.status, 503U);
+  EXPECT_EQ(error_code_of(response), "unavailable");
+  EXPECT_EQ(error_message_of(response), "the store failed");
+  EXPECT_EQ(ops("readyz", "503"), 2U);
+  EXPECT_EQ(ops("readyz", "200"), 1U);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Api's end, and answers in any order
+
+TEST_F(ApiTest, AnswersComeInTheOrderTheBrokerCompletes) {
+  Exchange first = expect_call("GET", "/v1/jobs/1", "", "peek id=1 with_body=true");
+  Exchange second = expect_call("DELETE", "/v1/jobs/2", "", "erase id=2");
+  fake_.call(1).complete(JobId{2});
+  EXPECT_TRUE(second.answered());
+  EXPECT_FALSE(first.answered());
+  fake_.call(0).fail(Code::kNotFound);
+  EXPECT_EQ(first.response().status, 404U);
+}
+
+TEST_F(ApiTest, DestroyingTheApiClosesItsSessionAndNoAnswerComesAfter) {
+  Exchange reserve = expect_call("POST", "/v1/reserve", R"({"timeout":"1m"})",
+                                 "reserve tubes=default timeout=60000ms");
+  Exchange put =
+      expect_call("POST", "/v1/tubes/t/jobs", "{}", "put tube=t pri=1024 due=+0ms ttr=60s body=");
+  api_.reset();
+  EXPECT_EQ(fake_.sessions_closed(), 1U);
+  EXPECT_EQ(fake_.call(0).state(), Call::State::kDropped);
+  EXPECT_EQ(fake_.call(1).state(), Call::State::kDropped);
+  EXPECT_EQ(fake_.poll(), 0U);
+  EXPECT_FALSE(reserve.answered());
+  EXPECT_FALSE(put.answered());
+}
+
+}  // namespace
+}  // namespace delayq::front::http

@@ -1,0 +1,257 @@
+// fake_broker.h — a scripted broker::Broker for the front-ends' unit tests: no engine, no store,
+// no executor, no thread. A test builds a front-end (a beanstalkd Conversation, the HTTP Api) over
+// a FakeBroker, feeds it bytes or requests, and then plays the broker by hand:
+//  - A session's own tubes (use, used, watch, ignore, watched) are kept for real, by beanstalkd's
+//    rules; names are not checked (the parser did that), unless fail_next() scripts an error.
+//  - Every asynchronous operation is recorded as a Call: its op ("put"), its arguments as text
+//    ("tube=default pri=5 due=+2000ms ttr=60s body=hello"), and its callback. Nothing completes
+//    by itself: the test completes any pending call, in any order, with a value or an error, and
+//    never inside the call that made it (broker.h's rule holds by construction).
+//  - cancel_reserve() records the ticket and, as broker.h says, ends the wait with kTimedOut; like
+//    a real broker it does so later, on the executor: here when the test calls poll().
+//  - Destroying a session drops its pending calls (their callbacks never run) and counts as a
+//    session closed.
+// Test-only: linked into unit tests (tests/CMakeLists.txt), never into a server.
+#pragma once
+
+#include <any>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "broker/broker.h"
+
+namespace delayq::testing {
+
+// One asynchronous operation a session was asked for, and its callback until it is completed.
+class Call {
+ public:
+  enum class State : std::uint8_t {
+    kPending,    // waiting for the test
+    kCompleted,  // the test (or poll()) ran its callback
+    kDropped,    // its session was destroyed first: its callback will never run
+  };
+
+  Call(std::size_t session, std::string op, std::string args, std::uint64_t ticket)
+      : session_(session), op_(std::move(op)), args_(std::move(args)), ticket_(ticket) {}
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  // The Session method's name: put reserve reserve_job erase release bury touch peek peek_next
+  // kick kick_job update list_group cancel_group pause_tube stats_tube list_tubes stats.
+  [[nodiscard]] const std::string& op() const noexcept { return op_; }
+  // The arguments, in fake_broker.cc's format, e.g. "id=7 pri=keep delay=0ms reservation=3".
+  [[nodiscard]] const std::string& args() const noexcept { return args_; }
+  // op and args: "erase id=7", or "stats" when there are no arguments.
+  [[nodiscard]] std::string text() const { return args_.empty() ? op_ : op_ + " " + args_; }
+  // The session that made it, numbered from 0 in the order sessions were opened.
+  [[nodiscard]] std::size_t session() const noexcept { return session_; }
+  // reserve: the ticket it returned (never 0); else 0.
+  [[nodiscard]] std::uint64_t ticket() const noexcept { return ticket_; }
+  [[nodiscard]] State state() const noexcept { return state_; }
+  [[nodiscard]] bool pending() const noexcept { return state_ == State::kPending; }
+  // reserve: cancel_reserve() was called while it was pending.
+  [[nodiscard]] bool cancelled() const noexcept { return cancelled_; }
+
+  // The request as the front-end built it, for put (broker::PutRequest), reserve
+  // (broker::ReserveRequest) and release (broker::ReleaseRequest); aborts for any other type.
+  template <typename Request>
+  [[nodiscard]] const Request& request() const {
+    const auto* request = std::any_cast<Request>(&request_);
+    if (request == nullptr) misuse("has no request of the type asked for");
+    return *request;
+  }
+
+  // Runs the callback with `value` (T is the operation's: broker::PutResult, broker::Job, JobId,
+  // JobView, std::size_t, TubeStats, ServerStats, std::vector<TubeStats>, ...). Aborts with a
+  // message if the call is not pending or T is not its type: a mistake in the test.
+  template <typename T>
+  void complete(T value) {
+    finish<T>(Result<T>(std::move(value)));
+  }
+  template <typename T>
+  void finish(Result<T> result) {
+    if (!pending()) misuse("is not pending (completed already, or dropped with its session)");
+    auto* done = std::any_cast<broker::Callback<T>>(&callback_);
+    if (done == nullptr) misuse("was completed with a value of another type than its own");
+    // Out of the Call before it runs: the callback may make calls, complete others, or destroy
+    // the session this one belongs to.
+    broker::Callback<T> callback = std::move(*done);
+    callback_.reset();
+    state_ = State::kCompleted;
+    callback(std::move(result));
+  }
+  // Runs the callback with an error, whatever the operation's type.
+  void fail(Status status);
+  void fail(Code code, std::string message = "scripted by the test") {
+    fail(Status(code, std::move(message)));
+  }
+
+ private:
+  friend class FakeSession;
+  friend class FakeBroker;
+
+  template <typename T>
+  void arm(broker::Callback<T> done, std::any request) {
+    callback_ = std::move(done);
+    request_ = std::move(request);
+    fail_ = [](std::any& callback, Status status) {
+      auto run = std::any_cast<broker::Callback<T>>(std::move(callback));
+      run(Result<T>(std::move(status)));
+    };
+  }
+  void drop() noexcept;
+  [[noreturn]] void misuse(std::string_view what) const;
+
+  std::size_t session_;
+  std::string op_;
+  std::string args_;
+  std::uint64_t ticket_;
+  State state_ = State::kPending;
+  bool cancelled_ = false;
+  std::any callback_;  // broker::Callback<T> while pending
+  std::any request_;
+  void (*fail_)(std::any& callback, Status status) = nullptr;
+};
+
+class FakeBroker;
+
+// A session of the fake broker: its tubes kept for real, its operations recorded as Calls.
+class FakeSession : public broker::Session {
+ public:
+  FakeSession(FakeBroker& broker, std::size_t index, broker::SessionOptions options);
+  ~FakeSession() override;
+  FakeSession(const FakeSession&) = delete;
+  FakeSession& operator=(const FakeSession&) = delete;
+
+  // The next use, watch or ignore returns `status` instead of doing anything.
+  void fail_next(Status status) { next_error_ = std::move(status); }
+  [[nodiscard]] std::size_t index() const noexcept { return index_; }
+
+  Status use(std::string_view tube) override;
+  [[nodiscard]] std::string used() const override { return used_; }
+  Result<std::size_t> watch(std::string_view tube) override;
+  Result<std::size_t> ignore(std::string_view tube) override;
+  [[nodiscard]] std::vector<std::string> watched() const override { return watched_; }
+
+  void put(broker::PutRequest request, broker::Callback<broker::PutResult> done) override;
+  std::uint64_t reserve(broker::ReserveRequest request,
+                        broker::Callback<broker::Job> done) override;
+  bool cancel_reserve(std::uint64_t ticket) override;
+  void reserve_job(JobId id, broker::Callback<broker::Job> done) override;
+  void erase(broker::JobRef job, broker::Callback<JobId> done) override;
+  void release(broker::ReleaseRequest request, broker::Callback<JobView> done) override;
+  void bury(JobId id, std::optional<std::uint32_t> priority,
+            broker::Callback<JobView> done) override;
+  void touch(JobId id, broker::Callback<JobView> done) override;
+  void peek(broker::JobRef job, bool with_body, broker::Callback<broker::Job> done) override;
+  void peek_next(std::string tube, JobState state, broker::Callback<broker::Job> done) override;
+  void kick(std::string tube, std::size_t bound, broker::Callback<std::size_t> done) override;
+  void kick_job(JobId id, broker::Callback<JobView> done) override;
+  void update(broker::JobRef job, broker::Update update, broker::Callback<JobView> done) override;
+  void list_group(std::string tube, std::string group,
+                  broker::Callback<std::vector<JobView>> done) override;
+  void cancel_group(std::string tube, std::string group,
+                    broker::Callback<std::size_t> done) override;
+  void pause_tube(std::string tube, broker::Seconds pause,
+                  broker::Callback<TubeStats> done) override;
+  void stats_tube(std::string tube, broker::Callback<TubeStats> done) override;
+  void list_tubes(broker::Callback<std::vector<TubeStats>> done) override;
+  void stats(broker::Callback<ServerStats> done) override;
+
+ private:
+  template <typename T>
+  Call& record(std::string op, std::string args, broker::Callback<T> done, std::any request = {},
+               std::uint64_t ticket = 0);
+  std::optional<Status> take_error() { return std::exchange(next_error_, std::nullopt); }
+
+  FakeBroker& broker_;
+  std::size_t index_;
+  std::string used_ = "default";
+  std::vector<std::string> watched_;
+  std::optional<Status> next_error_;
+};
+
+class FakeBroker : public broker::Broker {
+ public:
+  FakeBroker() = default;
+  ~FakeBroker() override;
+  FakeBroker(const FakeBroker&) = delete;
+  FakeBroker& operator=(const FakeBroker&) = delete;
+
+  // --- broker::Broker
+  [[nodiscard]] std::unique_ptr<broker::Session> open_session(
+      broker::SessionOptions options) override;
+  void set_draining(bool draining) override { draining_ = draining; }
+  [[nodiscard]] bool draining() const override { return draining_; }
+  // What set_health() set, if not ok; else kDraining while draining, else ok.
+  [[nodiscard]] Status health() const override;
+  [[nodiscard]] std::int64_t started_unix_ms() const override { return started_unix_ms_; }
+  [[nodiscard]] broker::Metrics& metrics() override { return metrics_; }
+  Status close() override {
+    closed_ = true;
+    return Status::ok();
+  }
+
+  // --- scripting
+  void set_health(Status health) { health_ = std::move(health); }
+  void set_started_unix_ms(std::int64_t unix_ms) { started_unix_ms_ = unix_ms; }
+  [[nodiscard]] bool closed() const noexcept { return closed_; }
+
+  // Every call so far, in the order made; a Call stays where it is (a deque never moves them).
+  [[nodiscard]] std::size_t call_count() const noexcept { return calls_.size(); }
+  [[nodiscard]] Call& call(std::size_t index);
+  [[nodiscard]] Call& last();
+  [[nodiscard]] std::vector<std::string> texts() const;          // every call's text()
+  [[nodiscard]] std::vector<std::string> pending_texts() const;  // the pending ones'
+  [[nodiscard]] std::size_t pending_count() const;
+
+  // Tickets given to cancel_reserve() for a waiting reserve, in order.
+  [[nodiscard]] const std::vector<std::uint64_t>& cancelled() const noexcept { return cancelled_; }
+  // Runs what the fake has queued itself, as an executor would after the calls that queued it:
+  // the kTimedOut of every cancelled reserve still pending. Returns how many callbacks ran.
+  std::size_t poll();
+
+  // Sessions by index (opening order). session() is nullptr once the session is destroyed.
+  [[nodiscard]] std::size_t sessions_opened() const noexcept { return sessions_.size(); }
+  [[nodiscard]] std::size_t sessions_closed() const noexcept { return sessions_closed_; }
+  [[nodiscard]] FakeSession* session(std::size_t index) const;
+  [[nodiscard]] const broker::SessionOptions& options(std::size_t index) const;
+
+ private:
+  friend class FakeSession;
+
+  struct SessionRecord {
+    broker::SessionOptions options;
+    FakeSession* live = nullptr;
+  };
+  void session_closed(std::size_t index);
+
+  std::deque<Call> calls_;
+  std::vector<SessionRecord> sessions_;
+  std::size_t sessions_closed_ = 0;
+  std::vector<std::uint64_t> cancelled_;
+  std::vector<std::size_t> posted_;  // indexes of cancelled reserves, for poll()
+  std::uint64_t next_ticket_ = 1;
+  bool draining_ = false;
+  Status health_;
+  std::int64_t started_unix_ms_ = 0;
+  bool closed_ = false;
+  broker::Metrics metrics_;
+};
+
+template <typename T>
+Call& FakeSession::record(std::string op, std::string args, broker::Callback<T> done,
+                          std::any request, std::uint64_t ticket) {
+  Call& call = broker_.calls_.emplace_back(index_, std::move(op), std::move(args), ticket);
+  call.arm<T>(std::move(done), std::move(request));
+  return call;
+}
+
+}  // namespace delayq::testing
