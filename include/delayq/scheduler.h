@@ -6,9 +6,10 @@
 // only), an append to the timer thread's lock-free inbox (one atomic exchange) and, for cancel and
 // reschedule, one compare-and-swap on the task; the timer thread applies them in O(1) each
 // (hierarchical and hashed wheels) or O(log n) (heap). Idle, the timer thread sleeps until the
-// next due time: no polling. Never early: a task starts at or after its due time on
-// steady_clock. In memory only: a process exit loses every pending task (use the delayqd server
-// for that). Guarantees, costs and examples: docs/embedded.md
+// next due time: no polling. Never early: a task starts at or after its due time on the
+// scheduler's clock, steady_clock unless SchedulerOptions::clock names a ManualSchedulerClock,
+// which tests advance instead of sleeping. In memory only: a process exit loses every pending
+// task (use the delayqd server for that). Guarantees, costs and examples: docs/embedded.md
 #pragma once
 
 #include <atomic>
@@ -18,13 +19,54 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace delayq {
 
 using SchedulerClock = std::chrono::steady_clock;
+
+namespace detail {
+class SchedulerCore;
+}  // namespace detail
+
+// A clock that moves only when told, for tests of code that schedules: SchedulerOptions::clock =
+// &clock runs a Scheduler on it (due times, schedule(delay), reschedule(delay) and the timer
+// thread all read it), and advance() moves it and wakes the timer thread of every Scheduler on
+// it, which fires what has come due; the tasks then run on the workers (advance() does not wait
+// for them). Never early holds against now(): a task starts only once now() has reached its due
+// time. Thread-safe. It must outlive every Scheduler that runs on it (checked: its destructor
+// aborts while one is left).
+class ManualSchedulerClock {
+ public:
+  // Default: SchedulerClock's epoch.
+  explicit ManualSchedulerClock(SchedulerClock::time_point start = {}) noexcept
+      : now_ns_(start.time_since_epoch().count()) {}
+  ~ManualSchedulerClock();
+  ManualSchedulerClock(const ManualSchedulerClock&) = delete;
+  ManualSchedulerClock& operator=(const ManualSchedulerClock&) = delete;
+
+  [[nodiscard]] SchedulerClock::time_point now() const noexcept {
+    return SchedulerClock::time_point(SchedulerClock::duration(now_ns_.load()));
+  }
+  // Moves now() forward by `by`; a step of zero or less changes nothing.
+  void advance(SchedulerClock::duration by);
+  // Moves now() forward to `to`; never back (a `to` before now() changes nothing).
+  void advance_to(SchedulerClock::time_point to);
+
+ private:
+  friend class detail::SchedulerCore;
+  void watch(detail::SchedulerCore* core);
+  void unwatch(detail::SchedulerCore* core) noexcept;
+  void wake_watchers();
+
+  std::atomic<SchedulerClock::rep> now_ns_;
+  std::mutex mutex_;  // guards watchers_; held while they are woken, so unwatch() waits for that
+  std::vector<detail::SchedulerCore*> watchers_;
+};
 
 // Where a task is. kPending and kRunning move on; the other four are final.
 enum class TaskState : std::uint8_t {
@@ -76,11 +118,13 @@ struct SchedulerOptions {
   std::function<void(std::exception_ptr)> on_task_exception;
   // What the destructor's shutdown does with pending tasks. Default: kDropPending.
   ShutdownMode shutdown = ShutdownMode::kDropPending;
+  // The clock the scheduler runs on. nullptr: SchedulerClock itself, on which the timer thread
+  // sleeps with a timed wait. A ManualSchedulerClock moves only when told, so the timer thread
+  // sleeps until the clock wakes it; it must outlive the Scheduler. Default: nullptr.
+  ManualSchedulerClock* clock = nullptr;
 };
 
 namespace detail {
-
-class SchedulerCore;
 
 // A link of the timer thread's inbox, an intrusive multi-producer single-consumer queue.
 struct InboxNode {
@@ -145,17 +189,16 @@ class TaskRecordOf final : public TaskRecord {
   };
 };
 
-// `now + delay`, rounded up to the clock's resolution; below zero counts as zero, beyond 100
-// years as 100 years (a due time that far out never fires).
+// A delay as it is added to the present: rounded up to the clock's resolution; below zero counts
+// as zero, beyond 100 years as 100 years (a due time that far out never fires).
 template <typename Rep, typename Period>
-[[nodiscard]] SchedulerClock::time_point due_after(std::chrono::duration<Rep, Period> delay) {
+[[nodiscard]] SchedulerClock::duration clamp_delay(std::chrono::duration<Rep, Period> delay) {
   constexpr std::chrono::hours kFarthest{24 * 365 * 100};
-  const auto now = SchedulerClock::now();
-  if (delay <= delay.zero()) return now;
+  if (delay <= delay.zero()) return SchedulerClock::duration::zero();
   if (std::chrono::duration<double>(delay) >= std::chrono::duration<double>(kFarthest)) {
-    return now + kFarthest;
+    return kFarthest;
   }
-  return now + std::chrono::ceil<SchedulerClock::duration>(delay);
+  return std::chrono::ceil<SchedulerClock::duration>(delay);
 }
 
 }  // namespace detail
@@ -183,9 +226,10 @@ class TaskHandle {
   // Moves a pending task's due time (earlier or later); false, changing nothing, if it is no
   // longer pending. Once this returns true the task does not run before the new due time.
   bool reschedule_at(SchedulerClock::time_point due) noexcept;
+  // The same, to `delay` from now on the task's scheduler's clock.
   template <typename Rep, typename Period>
   bool reschedule(std::chrono::duration<Rep, Period> delay) noexcept {
-    return reschedule_at(detail::due_after(delay));
+    return reschedule_after(detail::clamp_delay(delay));
   }
 
   [[nodiscard]] TaskState state() const noexcept;
@@ -199,6 +243,7 @@ class TaskHandle {
  private:
   friend class Scheduler;
   explicit TaskHandle(detail::TaskRecord* adopted) noexcept : record_(adopted) {}
+  bool reschedule_after(SchedulerClock::duration delay) noexcept;
   detail::TaskRecord* record_ = nullptr;
 };
 
@@ -221,10 +266,10 @@ class Scheduler {
     static_assert(std::is_invocable_v<std::decay_t<F>&>, "a task is callable with no arguments");
     return submit(new detail::TaskRecordOf<std::decay_t<F>>(std::forward<F>(task)), due);
   }
-  // Runs `task()` `delay` from now (delays below zero count as zero).
+  // Runs `task()` `delay` from now() (delays below zero count as zero).
   template <typename F, typename Rep, typename Period>
   TaskHandle schedule(F&& task, std::chrono::duration<Rep, Period> delay) {
-    return schedule_at(std::forward<F>(task), detail::due_after(delay));
+    return schedule_at(std::forward<F>(task), now() + detail::clamp_delay(delay));
   }
 
   // Stops the scheduler: no new task is accepted, pending tasks are handled as `mode` says,
@@ -234,11 +279,16 @@ class Scheduler {
   void shutdown() { shutdown(default_shutdown_); }
 
   [[nodiscard]] std::size_t workers() const noexcept;
+  // The present on the scheduler's clock (SchedulerOptions::clock), which due times are on.
+  [[nodiscard]] SchedulerClock::time_point now() const noexcept {
+    return clock_ != nullptr ? clock_->now() : SchedulerClock::now();
+  }
 
  private:
   TaskHandle submit(detail::TaskRecord* record, SchedulerClock::time_point due);
 
   ShutdownMode default_shutdown_;
+  const ManualSchedulerClock* clock_;
   std::unique_ptr<detail::SchedulerCore> core_;
 };
 

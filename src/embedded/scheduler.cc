@@ -332,6 +332,11 @@ class SchedulerCore {
   [[nodiscard]] Units to_units(SchedulerClock::time_point due) const noexcept;
   void shutdown(ShutdownMode mode);
   [[nodiscard]] std::size_t workers() const noexcept { return workers_.size(); }
+  [[nodiscard]] SchedulerClock::time_point now() const noexcept {
+    return clock_ != nullptr ? clock_->now() : SchedulerClock::now();
+  }
+  // Called by the ManualSchedulerClock the scheduler runs on, after it moved.
+  void clock_moved() noexcept;
 
  private:
   [[nodiscard]] Units now_units() const noexcept;
@@ -359,6 +364,7 @@ class SchedulerCore {
   void report(std::exception_ptr error) noexcept;
 
   const SchedulerOptions options_;
+  ManualSchedulerClock* const clock_;  // nullptr: SchedulerClock
   const SchedulerClock::time_point start_;
 
   // Any thread -> timer thread.
@@ -396,8 +402,9 @@ class SchedulerCore {
 };
 
 SchedulerCore::SchedulerCore(SchedulerOptions options)
-    : options_(std::move(options)), start_(SchedulerClock::now()) {
+    : options_(std::move(options)), clock_(options_.clock), start_(now()) {
   DELAYQ_CHECK(options_.tick.count() >= 0);
+  if (clock_ != nullptr) clock_->watch(this);
   const std::size_t workers = options_.workers == 0 ? default_workers() : options_.workers;
   workers_.reserve(workers);
   for (std::size_t i = 0; i < workers; ++i) workers_.emplace_back([this] { worker_main(); });
@@ -408,6 +415,7 @@ SchedulerCore::SchedulerCore(SchedulerOptions options)
 // dropped them (submit()).
 SchedulerCore::~SchedulerCore() {
   DELAYQ_CHECK(stopped_);
+  if (clock_ != nullptr) clock_->unwatch(this);
   while (InboxNode* node = inbox_.pop()) {
     if (node == &closing_marker_) continue;
     auto* record = static_cast<TaskRecord*>(node);
@@ -425,7 +433,14 @@ Units SchedulerCore::to_units(SchedulerClock::time_point due) const noexcept {
 }
 
 Units SchedulerCore::now_units() const noexcept {
-  return std::chrono::floor<std::chrono::microseconds>(SchedulerClock::now() - start_).count();
+  return std::chrono::floor<std::chrono::microseconds>(now() - start_).count();
+}
+
+// The timer thread reads the clock holding wake_mutex_ before it waits, so taking the mutex here
+// orders this notify after that read: either the read saw the move or the thread is waiting.
+void SchedulerCore::clock_moved() noexcept {
+  { std::lock_guard lock(wake_mutex_); }
+  wake_cv_.notify_one();
 }
 
 bool SchedulerCore::submit(TaskRecord* record, Units due) {
@@ -519,7 +534,9 @@ void SchedulerCore::run_timer(Queue& queue) noexcept {
   finish(queue);
 }
 
-// Sleeps until `target`, a wake-up, or a push; returns at once if the inbox has something.
+// Sleeps until `target`, a wake-up, or a push; returns at once if the inbox has something. On
+// SchedulerClock a timed wait; a ManualSchedulerClock has no real time to wait for, so the thread
+// waits until the clock says it moved (clock_moved()) and then reads it again.
 void SchedulerCore::wait_for_work(Units target) {
   if (!inbox_.empty()) return;
   std::unique_lock lock(wake_mutex_);
@@ -532,8 +549,12 @@ void SchedulerCore::wait_for_work(Units target) {
       wake_cv_.wait(lock);
     } else {
       const auto when = start_ + std::chrono::microseconds(std::min(target, kFarthest));
-      if (SchedulerClock::now() >= when) break;
-      wake_cv_.wait_until(lock, when);
+      if (now() >= when) break;
+      if (clock_ != nullptr) {
+        wake_cv_.wait(lock);
+      } else {
+        wake_cv_.wait_until(lock, when);
+      }
     }
   }
   sleeping_until_.store(kAwake, std::memory_order_seq_cst);
@@ -774,7 +795,58 @@ void SchedulerCore::shutdown(ShutdownMode mode) {
   stopped_ = true;
 }
 
+// Claims a pending task, sets its due time to due_of(its scheduler), queues the change and
+// releases the claim as a new version; false if the task is not pending. The claim keeps the
+// scheduler alive, so due_of may read its clock.
+template <typename DueOf>
+bool move_task(TaskRecord* record, DueOf due_of) noexcept {
+  std::uint64_t word;
+  if (record == nullptr || !claim(record, word)) return false;
+  SchedulerCore& core = *record->core_;
+  const SchedulerClock::time_point due = due_of(core);
+  record->due_ns_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
+  core.queue_change(record, core.to_units(due));
+  record->word_.store(make_word(version_of(word) + 1, kPending), std::memory_order_release);
+  return true;
+}
+
 }  // namespace detail
+
+// ManualSchedulerClock
+
+ManualSchedulerClock::~ManualSchedulerClock() {
+  DELAYQ_CHECK(watchers_.empty() && "a Scheduler still runs on this ManualSchedulerClock");
+}
+
+void ManualSchedulerClock::advance(SchedulerClock::duration by) {
+  if (by <= by.zero()) return;
+  now_ns_.fetch_add(by.count());
+  wake_watchers();
+}
+
+void ManualSchedulerClock::advance_to(SchedulerClock::time_point to) {
+  const SchedulerClock::rep target = to.time_since_epoch().count();
+  SchedulerClock::rep current = now_ns_.load();
+  do {
+    if (current >= target) return;
+  } while (!now_ns_.compare_exchange_weak(current, target));
+  wake_watchers();
+}
+
+void ManualSchedulerClock::wake_watchers() {
+  std::lock_guard lock(mutex_);
+  for (detail::SchedulerCore* core : watchers_) core->clock_moved();
+}
+
+void ManualSchedulerClock::watch(detail::SchedulerCore* core) {
+  std::lock_guard lock(mutex_);
+  watchers_.push_back(core);
+}
+
+void ManualSchedulerClock::unwatch(detail::SchedulerCore* core) noexcept {
+  std::lock_guard lock(mutex_);
+  std::erase(watchers_, core);
+}
 
 const char* task_state_name(TaskState state) noexcept {
   switch (state) {
@@ -815,13 +887,12 @@ bool TaskHandle::cancel() noexcept {
 }
 
 bool TaskHandle::reschedule_at(SchedulerClock::time_point due) noexcept {
-  std::uint64_t word;
-  if (record_ == nullptr || !detail::claim(record_, word)) return false;
-  record_->due_ns_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
-  record_->core_->queue_change(record_, record_->core_->to_units(due));
-  record_->word_.store(detail::make_word(detail::version_of(word) + 1, detail::kPending),
-                       std::memory_order_release);
-  return true;
+  return detail::move_task(record_, [due](const detail::SchedulerCore&) { return due; });
+}
+
+bool TaskHandle::reschedule_after(SchedulerClock::duration delay) noexcept {
+  return detail::move_task(
+      record_, [delay](const detail::SchedulerCore& core) { return core.now() + delay; });
 }
 
 TaskState TaskHandle::state() const noexcept {
@@ -854,6 +925,7 @@ TaskState TaskHandle::wait() const noexcept {
 
 Scheduler::Scheduler(SchedulerOptions options)
     : default_shutdown_(options.shutdown),
+      clock_(options.clock),
       core_(std::make_unique<detail::SchedulerCore>(std::move(options))) {}
 
 Scheduler::~Scheduler() {

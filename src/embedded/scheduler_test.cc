@@ -1,8 +1,10 @@
-// scheduler_test.cc — delayq::Scheduler on real threads and the real clock: never early, cancel
-// and reschedule racing with the timer, many tasks from several threads, the shutdown modes,
-// exceptions, and an idle timer thread that sleeps. Timing is asserted one way only: a task never
-// starts before its due time. Lateness is left to bench/scheduler_bench.cc; waits here have
-// generous time limits so a loaded machine slows the tests down without failing them.
+// scheduler_test.cc — delayq::Scheduler on real threads and a ManualSchedulerClock: never early
+// and at most a tick late (checked exactly against the clock), cancel and reschedule racing with
+// the timer, many tasks from several threads, the shutdown modes, exceptions. Time passes only
+// when a test advances the clock; no test sleeps, and none asserts a wall-clock duration: a wait
+// for another thread's work has a generous limit that only turns a hang into a failure.
+// The *SlowTest suites (label slow) run on steady_clock, for what only real time shows: the
+// timed sleep of the timer thread, and an idle timer thread that sleeps.
 // Under ThreadSanitizer (make tsan-test) the bulk tests run at a tenth of their size.
 #include "delayq/scheduler.h"
 
@@ -13,10 +15,12 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -24,6 +28,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "support/seed.h"
 
 namespace delayq {
 namespace {
@@ -37,38 +43,101 @@ constexpr std::size_t kScale = 10;
 constexpr std::size_t kScale = 1;
 #endif
 
-// Polls `done` until it holds or `limit` passes; the limit only turns a hang into a failure.
+// The limit of every wait for another thread's work.
+constexpr std::chrono::seconds kLimit{60};
+
+// Polls `done` until it holds or `limit` passes, yielding the core meanwhile; for states no task
+// signals (dropped, cancelled, shutdown begun). The limit only turns a hang into a failure.
 template <typename Pred>
-bool eventually(Pred done, std::chrono::seconds limit = 60s) {
+bool eventually(Pred done, std::chrono::seconds limit = kLimit) {
   const auto give_up = Clock::now() + limit;
   while (!done()) {
     if (Clock::now() > give_up) return false;
-    std::this_thread::sleep_for(1ms);
+    std::this_thread::yield();
   }
   return true;
 }
+
+// Counts events on other threads (tasks that ran); a test waits for a count.
+class Counter {
+ public:
+  void add() {
+    {
+      std::lock_guard lock(mutex_);
+      ++count_;
+    }
+    changed_.notify_all();
+  }
+  // True once the count reaches `target`; false if `limit` passes first.
+  bool reaches(std::size_t target, std::chrono::seconds limit = kLimit) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, limit, [&] { return count_ >= target; });
+  }
+  [[nodiscard]] std::size_t value() {
+    std::lock_guard lock(mutex_);
+    return count_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::size_t count_ = 0;
+};
+
+// A gate a thread can wait at (for at most kLimit).
+class Gate {
+ public:
+  void open() {
+    {
+      std::lock_guard lock(mutex_);
+      open_ = true;
+    }
+    opened_.notify_all();
+  }
+  bool wait() {
+    std::unique_lock lock(mutex_);
+    return opened_.wait_for(lock, kLimit, [&] { return open_; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_ = false;
+};
 
 bool is_final(TaskState state) {
   return state != TaskState::kPending && state != TaskState::kRunning;
 }
 
-bool settles(const TaskHandle& handle, std::chrono::seconds limit = 60s) {
-  return eventually([&] { return is_final(handle.state()); }, limit);
+// Returns once the timer thread has made a pass at the clock's present or later: a task due in
+// the past fires in the first pass after it is scheduled, and every task that pass fires has
+// left kPending before any of them runs. So afterwards a task still pending was not due then.
+// Needs a free worker.
+bool pass(Scheduler& scheduler) {
+  auto ran = std::make_shared<std::promise<void>>();
+  std::future<void> done = ran->get_future();
+  scheduler.schedule_at([ran] { ran->set_value(); }, Clock::time_point{});
+  return done.wait_for(kLimit) == std::future_status::ready;
+}
+
+// shutdown() has begun once the scheduler refuses a task. The probes it accepts are due in the
+// past, so they run at once (a shutdown that waits for due times does not wait for them).
+bool shutdown_began(Scheduler& scheduler) {
+  return eventually([&] {
+    return scheduler.schedule_at([] {}, Clock::time_point{}).state() == TaskState::kDropped;
+  });
 }
 
 std::uint64_t seed() {
-  const char* text = std::getenv("DELAYQ_SEED");
-  const std::uint64_t value =
-      text != nullptr ? std::stoull(text) : std::random_device{}() * 2654435761ULL;
-  std::printf("DELAYQ_SEED=%llu\n", static_cast<unsigned long long>(value));
-  return value;
+  return testing::test_seed();
 }
 
-SchedulerOptions options_for(WheelKind kind) {
+SchedulerOptions options_for(WheelKind kind, ManualSchedulerClock* clock) {
   SchedulerOptions options;
   options.workers = 2;
   options.wheel = kind;
-  // The hashed ring at its classic 1 s tick would make every test wait for a second boundary;
+  options.clock = clock;
+  // The hashed ring at its classic 1 s tick would fire every test's tasks at a second boundary;
   // the 1 ms ring runs the same code. SchedulerHashedClassic covers the 1 s default.
   if (kind == WheelKind::kHashed) {
     options.tick = 1ms;
@@ -77,7 +146,21 @@ SchedulerOptions options_for(WheelKind kind) {
   return options;
 }
 
-class SchedulerWheelTest : public ::testing::TestWithParam<WheelKind> {};
+// A scheduler with `workers` workers and `wheel` at its natural tick, on `clock`.
+SchedulerOptions on(ManualSchedulerClock& clock, std::size_t workers = 2,
+                    WheelKind wheel = WheelKind::kHierarchical) {
+  SchedulerOptions options;
+  options.workers = workers;
+  options.wheel = wheel;
+  options.clock = &clock;
+  return options;
+}
+
+// How late a task may fire: one tick.
+Clock::duration tick_of(const SchedulerOptions& options) {
+  if (options.tick.count() > 0) return options.tick;
+  return options.wheel == WheelKind::kHashed ? Clock::duration(1s) : Clock::duration(100us);
+}
 
 std::string wheel_name(const ::testing::TestParamInfo<WheelKind>& info) {
   switch (info.param) {
@@ -91,62 +174,111 @@ std::string wheel_name(const ::testing::TestParamInfo<WheelKind>& info) {
   return "unknown";
 }
 
+class SchedulerWheelTest : public ::testing::TestWithParam<WheelKind> {};
+
 INSTANTIATE_TEST_SUITE_P(Scheduler, SchedulerWheelTest,
                          ::testing::Values(WheelKind::kHierarchical, WheelKind::kHashed,
                                            WheelKind::kHeap),
                          wheel_name);
 
+// The clock stops 1 ns before each of 500 due times (random to the nanosecond) and a tick after
+// it; after each stop the timer thread makes a pass, and then every task due after the present is
+// still pending (never early) and every task due a tick or more before it has fired (at most a
+// tick late).
 TEST_P(SchedulerWheelTest, NeverEarly) {
-  Scheduler scheduler(options_for(GetParam()));
+  ManualSchedulerClock clock;
   std::mt19937_64 rng(seed());
   constexpr std::size_t kTasks = 500;
   std::vector<Clock::time_point> due(kTasks);
   std::vector<Clock::time_point> ran(kTasks);
+  Counter runs;
+  const SchedulerOptions options = options_for(GetParam(), &clock);
+  const Clock::duration tick = tick_of(options);
+  Scheduler scheduler(options);
   std::vector<TaskHandle> handles;
+  const Clock::time_point start = clock.now();
+  std::vector<Clock::time_point> stops;
   for (std::size_t i = 0; i < kTasks; ++i) {
-    due[i] = Clock::now() + std::chrono::microseconds(rng() % 150'000);
-    handles.push_back(scheduler.schedule_at([&ran, i] { ran[i] = Clock::now(); }, due[i]));
+    due[i] = start + std::chrono::nanoseconds(1 + rng() % 150'000'000);
+    handles.push_back(scheduler.schedule_at(
+        [&ran, &runs, &clock, i] {
+          ran[i] = clock.now();
+          runs.add();
+        },
+        due[i]));
+    stops.push_back(due[i] - 1ns);
+    stops.push_back(due[i] + tick);
   }
+  std::sort(stops.begin(), stops.end());
+  for (const Clock::time_point stop : stops) {
+    clock.advance_to(stop);
+    ASSERT_TRUE(pass(scheduler));
+    const Clock::time_point now = clock.now();
+    for (std::size_t i = 0; i < kTasks; ++i) {
+      const bool fired = handles[i].state() != TaskState::kPending;
+      if (due[i] > now) {
+        ASSERT_FALSE(fired) << "task " << i << " fired " << (due[i] - now).count() << " ns early";
+      } else if (due[i] + tick <= now) {
+        ASSERT_TRUE(fired) << "task " << i << " not fired " << (now - due[i]).count()
+                           << " ns after its due time";
+      }
+    }
+  }
+  ASSERT_TRUE(runs.reaches(kTasks)) << runs.value() << " of " << kTasks << " ran";
   for (std::size_t i = 0; i < kTasks; ++i) {
-    ASSERT_TRUE(settles(handles[i])) << i;
-    ASSERT_EQ(handles[i].state(), TaskState::kDone) << i;
+    ASSERT_EQ(handles[i].wait(), TaskState::kDone) << i;
     EXPECT_GE(ran[i], due[i]) << "task " << i << " ran "
                               << std::chrono::nanoseconds(due[i] - ran[i]).count() << " ns early";
     EXPECT_EQ(handles[i].due(), due[i]);
   }
 }
 
+// A canceller moves the clock to just before or just after each task's due time and cancels it
+// there, while the timer thread, woken by each move, fires what the clock made due: cancels land
+// before, during and after the hand-over. Every 50 tasks the canceller lets the timer thread
+// catch up, so that some cancels certainly come after the fire.
 TEST_P(SchedulerWheelTest, CancelRacingWithFireHasExactlyOneOutcome) {
-  Scheduler scheduler(options_for(GetParam()));
+  ManualSchedulerClock clock;
   std::mt19937_64 rng(seed());
   const std::size_t tasks = 20'000 / kScale;
   std::vector<std::atomic<int>> runs(tasks);
-  std::vector<TaskHandle> handles(tasks);
   std::vector<Clock::time_point> aim(tasks);
   std::vector<char> won(tasks, 0);
-  // Due times a microsecond or so apart; the canceller aims each cancel within 300 us either
-  // side of its task's due time, so cancels land before, during and after the hand-over.
-  const auto base = Clock::now() + 5ms;
+  Counter ran;
+  const SchedulerOptions options = options_for(GetParam(), &clock);
+  Scheduler scheduler(options);
+  std::vector<TaskHandle> handles(tasks);
+  // Due times a few microseconds apart; each cancel is aimed within 300 us either side.
+  const auto base = clock.now() + 5ms;
   const auto spacing = std::chrono::duration_cast<Clock::duration>(100ms) / tasks;
   for (std::size_t i = 0; i < tasks; ++i) {
     const auto due = base + spacing * static_cast<Clock::rep>(i);
     aim[i] = due + std::chrono::microseconds(static_cast<int>(rng() % 600) - 300);
-    handles[i] = scheduler.schedule_at([&runs, i] { runs[i].fetch_add(1); }, due);
+    handles[i] = scheduler.schedule_at(
+        [&runs, &ran, i] {
+          runs[i].fetch_add(1);
+          ran.add();
+        },
+        due);
   }
   std::thread canceller([&] {
     for (std::size_t i = 0; i < tasks; ++i) {
-      while (Clock::now() < aim[i]) {
+      clock.advance_to(aim[i]);
+      if (i % 50 == 0) {
+        ASSERT_TRUE(pass(scheduler));
       }
       won[i] = handles[i].cancel() ? 1 : 0;
     }
   });
   canceller.join();
-  std::size_t cancelled = 0;
+  const auto cancelled = static_cast<std::size_t>(std::count(won.begin(), won.end(), 1));
+  EXPECT_GT(cancelled, 0U) << "no cancel won: the race was not run";
+  EXPECT_LT(cancelled, tasks) << "no cancel lost: the race was not run";
+  clock.advance(100ms + tick_of(options));  // everything not cancelled is due
+  ASSERT_TRUE(ran.reaches(tasks - cancelled)) << ran.value() << " of " << tasks - cancelled;
   for (std::size_t i = 0; i < tasks; ++i) {
-    ASSERT_TRUE(settles(handles[i])) << i;
     const TaskState state = handles[i].wait();
     if (won[i] != 0) {
-      ++cancelled;
       EXPECT_EQ(state, TaskState::kCancelled) << i;
       EXPECT_EQ(runs[i].load(), 0) << "task " << i << " ran although cancel() returned true";
     } else {
@@ -158,43 +290,50 @@ TEST_P(SchedulerWheelTest, CancelRacingWithFireHasExactlyOneOutcome) {
   std::printf("%zu of %zu cancels won\n", cancelled, tasks);
 }
 
+// As above, with a mover that reschedules each task near its due time: alternately well after
+// the old due time and just after the present.
 TEST_P(SchedulerWheelTest, RescheduleRacingWithFireNeverRunsBeforeTheNewDueTime) {
-  Scheduler scheduler(options_for(GetParam()));
+  ManualSchedulerClock clock;
   std::mt19937_64 rng(seed());
   const std::size_t tasks = 10'000 / kScale;
   std::vector<Clock::time_point> ran(tasks);
   std::vector<std::atomic<int>> runs(tasks);
-  std::vector<TaskHandle> handles(tasks);
   std::vector<Clock::time_point> aim(tasks);
   std::vector<Clock::time_point> moved_to(tasks);
   std::vector<char> moved(tasks, 0);
-  // As above: each reschedule is aimed near its task's due time.
-  const auto base = Clock::now() + 5ms;
+  Counter done;
+  const SchedulerOptions options = options_for(GetParam(), &clock);
+  Scheduler scheduler(options);
+  std::vector<TaskHandle> handles(tasks);
+  const auto base = clock.now() + 5ms;
   const auto spacing = std::chrono::duration_cast<Clock::duration>(100ms) / tasks;
   for (std::size_t i = 0; i < tasks; ++i) {
     const auto due = base + spacing * static_cast<Clock::rep>(i);
     aim[i] = due + std::chrono::microseconds(static_cast<int>(rng() % 600) - 300);
     handles[i] = scheduler.schedule_at(
-        [&ran, &runs, i] {
-          ran[i] = Clock::now();
+        [&ran, &runs, &done, &clock, i] {
+          ran[i] = clock.now();
           runs[i].fetch_add(1);
+          done.add();
         },
         due);
   }
   std::thread mover([&] {
     for (std::size_t i = 0; i < tasks; ++i) {
-      while (Clock::now() < aim[i]) {
+      clock.advance_to(aim[i]);
+      if (i % 50 == 0) {
+        ASSERT_TRUE(pass(scheduler));
       }
-      // Alternately well after the original due time and just after now.
-      moved_to[i] = Clock::now() + std::chrono::microseconds(i % 2 == 0 ? 20'000 : 100);
+      moved_to[i] = clock.now() + std::chrono::microseconds(i % 2 == 0 ? 20'000 : 100);
       moved[i] = handles[i].reschedule_at(moved_to[i]) ? 1 : 0;
     }
   });
   mover.join();
+  clock.advance(100ms + tick_of(options));  // every task is due, at its new time or its old
+  ASSERT_TRUE(done.reaches(tasks)) << done.value() << " of " << tasks << " ran";
   std::size_t moves = 0;
   for (std::size_t i = 0; i < tasks; ++i) {
-    ASSERT_TRUE(settles(handles[i])) << i;
-    ASSERT_EQ(handles[i].state(), TaskState::kDone) << i;
+    ASSERT_EQ(handles[i].wait(), TaskState::kDone) << i;
     EXPECT_EQ(runs[i].load(), 1) << i;
     if (moved[i] != 0) {
       ++moves;
@@ -203,59 +342,91 @@ TEST_P(SchedulerWheelTest, RescheduleRacingWithFireNeverRunsBeforeTheNewDueTime)
     }
     EXPECT_FALSE(handles[i].reschedule(1h)) << i;
   }
+  EXPECT_GT(moves, 0U) << "no reschedule won: the race was not run";
+  EXPECT_LT(moves, tasks) << "no reschedule lost: the race was not run";
   std::printf("%zu of %zu reschedules won\n", moves, tasks);
 }
 
 TEST_P(SchedulerWheelTest, RescheduleLaterAndEarlier) {
-  Scheduler scheduler(options_for(GetParam()));
+  ManualSchedulerClock clock;
   Clock::time_point later_ran;
   Clock::time_point earlier_ran;
-  TaskHandle later = scheduler.schedule([&] { later_ran = Clock::now(); }, 20ms);
-  TaskHandle earlier = scheduler.schedule([&] { earlier_ran = Clock::now(); }, 1h);
-  const auto later_due = Clock::now() + 200ms;
+  const SchedulerOptions options = options_for(GetParam(), &clock);
+  const Clock::duration tick = tick_of(options);
+  Scheduler scheduler(options);
+  TaskHandle later = scheduler.schedule([&] { later_ran = clock.now(); }, 20ms);
+  TaskHandle earlier = scheduler.schedule([&] { earlier_ran = clock.now(); }, 1h);
+  const auto later_due = clock.now() + 200ms;
   ASSERT_TRUE(later.reschedule_at(later_due));
-  const auto earlier_due = Clock::now() + 30ms;
+  const auto earlier_due = clock.now() + 30ms;
   ASSERT_TRUE(earlier.reschedule_at(earlier_due));
-  EXPECT_EQ(later.wait(), TaskState::kDone);
+  // Past the old due time of `later`: neither is due.
+  clock.advance_to(earlier_due - 1ns);
+  ASSERT_TRUE(pass(scheduler));
+  EXPECT_EQ(later.state(), TaskState::kPending);
+  EXPECT_EQ(earlier.state(), TaskState::kPending);
+  clock.advance_to(earlier_due + tick);
   EXPECT_EQ(earlier.wait(), TaskState::kDone);
+  EXPECT_EQ(later.state(), TaskState::kPending);
+  clock.advance_to(later_due - 1ns);
+  ASSERT_TRUE(pass(scheduler));
+  EXPECT_EQ(later.state(), TaskState::kPending);
+  clock.advance_to(later_due + tick);
+  EXPECT_EQ(later.wait(), TaskState::kDone);
   EXPECT_GE(later_ran, later_due);
   EXPECT_GE(earlier_ran, earlier_due);
   EXPECT_FALSE(later.reschedule(1ms));
 }
 
+// Producers schedule a million tasks (a tenth under TSan) while they move the clock on, so the
+// timer thread fires and the workers run tasks all the while.
 TEST_P(SchedulerWheelTest, ManyTasksFromSeveralThreads) {
-  Scheduler scheduler(options_for(GetParam()));
+  ManualSchedulerClock clock;
   constexpr std::size_t kThreads = 4;
   const std::size_t per_thread = 250'000 / kScale;
+  const std::size_t total = kThreads * per_thread;
   std::atomic<std::size_t> ran{0};
   std::atomic<std::size_t> early{0};
+  std::promise<void> all_ran;
+  const SchedulerOptions options = options_for(GetParam(), &clock);
+  Scheduler scheduler(options);
   const std::uint64_t base_seed = seed();
   std::vector<std::thread> producers;
   for (std::size_t t = 0; t < kThreads; ++t) {
     producers.emplace_back([&, t] {
       std::mt19937_64 rng(base_seed + t);
       for (std::size_t i = 0; i < per_thread; ++i) {
-        const auto due = Clock::now() + std::chrono::microseconds(rng() % 300'000);
+        const auto due = clock.now() + std::chrono::microseconds(rng() % 300'000);
         scheduler.schedule_at(
-            [&ran, &early, due] {
-              if (Clock::now() < due) early.fetch_add(1);
-              ran.fetch_add(1, std::memory_order_relaxed);
+            [&ran, &early, &all_ran, &clock, total, due] {
+              if (clock.now() < due) early.fetch_add(1);
+              if (ran.fetch_add(1, std::memory_order_acq_rel) + 1 == total) all_ran.set_value();
             },
             due);
+        if (i % 256 == 0) clock.advance(1ms);
       }
     });
   }
   for (auto& producer : producers) producer.join();
-  const std::size_t total = kThreads * per_thread;
-  ASSERT_TRUE(eventually([&] { return ran.load() == total; }, 120s))
+  std::printf("%zu of %zu ran while they were scheduled\n", ran.load(), total);
+  clock.advance(300ms + tick_of(options));
+  ASSERT_EQ(all_ran.get_future().wait_for(120s), std::future_status::ready)
       << ran.load() << " of " << total << " ran";
   EXPECT_EQ(early.load(), 0U);
   scheduler.shutdown(ShutdownMode::kDropPending);
   EXPECT_EQ(ran.load(), total);
 }
 
-TEST_P(SchedulerWheelTest, IdleTimerThreadSleeps) {
-  Scheduler scheduler(options_for(GetParam()));
+// Real time: how many times the timer thread wakes up over a second, and its CPU time.
+class SchedulerWheelSlowTest : public ::testing::TestWithParam<WheelKind> {};
+
+INSTANTIATE_TEST_SUITE_P(Scheduler, SchedulerWheelSlowTest,
+                         ::testing::Values(WheelKind::kHierarchical, WheelKind::kHashed,
+                                           WheelKind::kHeap),
+                         wheel_name);
+
+TEST_P(SchedulerWheelSlowTest, IdleTimerThreadSleeps) {
+  Scheduler scheduler(options_for(GetParam(), nullptr));
   std::mt19937_64 rng(seed());
   std::vector<TaskHandle> handles;
   for (int i = 0; i < 1000; ++i) {
@@ -303,9 +474,31 @@ TEST_P(SchedulerWheelTest, IdleTimerThreadSleeps) {
               static_cast<unsigned long long>(after.cpu_ns - before.cpu_ns));
 }
 
+// The timer thread's timed sleep on steady_clock: 500 tasks due within 150 ms of real time,
+// each checking the real clock as it starts.
+TEST_P(SchedulerWheelSlowTest, NeverEarlyOnTheRealClock) {
+  std::mt19937_64 rng(seed());
+  constexpr std::size_t kTasks = 500;
+  std::vector<Clock::time_point> due(kTasks);
+  std::vector<Clock::time_point> ran(kTasks);
+  std::vector<TaskHandle> handles;
+  Scheduler scheduler(options_for(GetParam(), nullptr));
+  for (std::size_t i = 0; i < kTasks; ++i) {
+    due[i] = Clock::now() + std::chrono::microseconds(rng() % 150'000);
+    handles.push_back(scheduler.schedule_at([&ran, i] { ran[i] = Clock::now(); }, due[i]));
+  }
+  for (std::size_t i = 0; i < kTasks; ++i) {
+    ASSERT_EQ(handles[i].wait(), TaskState::kDone) << i;
+    EXPECT_GE(ran[i], due[i]) << "task " << i << " ran "
+                              << std::chrono::nanoseconds(due[i] - ran[i]).count() << " ns early";
+    EXPECT_EQ(handles[i].due(), due[i]);
+  }
+}
+
 TEST(SchedulerTest, CancelBeforeDueMeansItNeverRuns) {
-  Scheduler scheduler;
+  ManualSchedulerClock clock;
   std::atomic<int> runs{0};
+  Scheduler scheduler(on(clock));
   TaskHandle handle = scheduler.schedule([&] { runs.fetch_add(1); }, 50ms);
   TaskHandle copy = handle;
   EXPECT_EQ(handle.state(), TaskState::kPending);
@@ -313,14 +506,15 @@ TEST(SchedulerTest, CancelBeforeDueMeansItNeverRuns) {
   EXPECT_EQ(handle.state(), TaskState::kCancelled);
   EXPECT_FALSE(handle.cancel());
   EXPECT_FALSE(handle.reschedule(1ms));
-  std::this_thread::sleep_for(150ms);
+  clock.advance(150ms);
+  ASSERT_TRUE(pass(scheduler));
   EXPECT_EQ(runs.load(), 0);
   EXPECT_EQ(handle.wait(), TaskState::kCancelled);
 }
 
 TEST(SchedulerTest, CancelAfterTheTaskRanReturnsFalse) {
-  Scheduler scheduler;
   std::atomic<int> runs{0};
+  Scheduler scheduler;  // on steady_clock: a task due now needs no time to pass
   TaskHandle handle = scheduler.schedule([&] { runs.fetch_add(1); }, 0ms);
   EXPECT_EQ(handle.wait(), TaskState::kDone);
   EXPECT_FALSE(handle.cancel());
@@ -338,26 +532,38 @@ TEST(SchedulerTest, CancelReleasesWhatTheTaskCaptured) {
 }
 
 TEST(SchedulerTest, MoveOnlyTasksAndTasksThatSchedule) {
-  Scheduler scheduler;
+  ManualSchedulerClock clock;
   std::atomic<int> value{0};
-  std::atomic<bool> second_ran{false};
+  std::promise<TaskHandle> second;
+  Scheduler scheduler(on(clock));
   auto payload = std::make_unique<int>(41);
   TaskHandle first = scheduler.schedule(
       [&, payload = std::move(payload)] {
         value = *payload + 1;
-        scheduler.schedule([&] { second_ran = true; }, 5ms);
+        second.set_value(scheduler.schedule([] {}, 5ms));
       },
       1ms);
+  clock.advance(1ms);
   EXPECT_EQ(first.wait(), TaskState::kDone);
   EXPECT_EQ(value.load(), 42);
-  EXPECT_TRUE(eventually([&] { return second_ran.load(); }));
+  // The task scheduled from a task counts its delay from the clock's present too.
+  const TaskHandle inner = second.get_future().get();
+  EXPECT_EQ(inner.due(), clock.now() + 5ms);
+  clock.advance(5ms - 1ns);
+  ASSERT_TRUE(pass(scheduler));
+  EXPECT_EQ(inner.state(), TaskState::kPending);
+  clock.advance(1ns + tick_of({}));
+  EXPECT_EQ(inner.wait(), TaskState::kDone);
 }
 
 TEST(SchedulerTest, ExceptionsGoToTheHandlerAndOtherTasksRun) {
+  ManualSchedulerClock clock;
   std::mutex mutex;
   std::vector<std::string> messages;
+  std::atomic<int> ran{0};
   SchedulerOptions options;
   options.workers = 1;  // the one worker must survive every throw
+  options.clock = &clock;
   options.on_task_exception = [&](std::exception_ptr error) {
     try {
       std::rethrow_exception(error);
@@ -369,11 +575,11 @@ TEST(SchedulerTest, ExceptionsGoToTheHandlerAndOtherTasksRun) {
   Scheduler scheduler(options);
   std::vector<TaskHandle> throwing;
   std::vector<TaskHandle> fine;
-  std::atomic<int> ran{0};
   for (int i = 0; i < 10; ++i) {
     throwing.push_back(scheduler.schedule([] { throw std::runtime_error("boom"); }, 1ms));
     fine.push_back(scheduler.schedule([&] { ran.fetch_add(1); }, 2ms));
   }
+  clock.advance(2ms + tick_of(options));
   for (auto& handle : throwing) EXPECT_EQ(handle.wait(), TaskState::kFailed);
   for (auto& handle : fine) EXPECT_EQ(handle.wait(), TaskState::kDone);
   EXPECT_EQ(ran.load(), 10);
@@ -382,44 +588,46 @@ TEST(SchedulerTest, ExceptionsGoToTheHandlerAndOtherTasksRun) {
 }
 
 TEST(SchedulerTest, AThrowingHandlerIsSwallowed) {
+  ManualSchedulerClock clock;
   SchedulerOptions options;
   options.workers = 1;
+  options.clock = &clock;
   options.on_task_exception = [](std::exception_ptr) { throw 1; };
   Scheduler scheduler(options);
   TaskHandle bad = scheduler.schedule([] { throw std::logic_error("x"); }, 0ms);
   TaskHandle good = scheduler.schedule([] {}, 1ms);
+  clock.advance(1ms + tick_of(options));
   EXPECT_EQ(bad.wait(), TaskState::kFailed);
   EXPECT_EQ(good.wait(), TaskState::kDone);
 }
 
 TEST(SchedulerTest, ASlowTaskDoesNotDelayTheClock) {
-  SchedulerOptions options;
-  options.workers = 2;
-  Scheduler scheduler(options);
-  std::atomic<bool> released{false};
+  ManualSchedulerClock clock;
+  Gate released;
+  std::atomic<bool> release_seen{false};
+  Scheduler scheduler(on(clock));
   // The slow task blocks until a later task releases it: if it held up the timer, the later
-  // task would never be handed out and the slow one would never return.
-  TaskHandle slow = scheduler.schedule(
-      [&] {
-        const auto limit = Clock::now() + 30s;
-        while (!released.load() && Clock::now() < limit) std::this_thread::sleep_for(1ms);
-      },
-      0ms);
-  TaskHandle later = scheduler.schedule([&] { released = true; }, 20ms);
+  // task would never be handed out and the slow one would wait out its limit.
+  TaskHandle slow = scheduler.schedule([&] { release_seen = released.wait(); }, 0ms);
+  TaskHandle later = scheduler.schedule([&] { released.open(); }, 20ms);
+  clock.advance(20ms + tick_of({}));
   EXPECT_EQ(later.wait(), TaskState::kDone);
   EXPECT_EQ(slow.wait(), TaskState::kDone);
-  EXPECT_TRUE(released.load());
+  EXPECT_TRUE(release_seen.load());
 }
 
+// The running task is let go only once the shutdown has dropped the pending ones, so the
+// shutdown certainly began while it ran.
 TEST(SchedulerTest, ShutdownDropsPendingAndFinishesRunning) {
-  Scheduler scheduler;
-  std::atomic<bool> started{false};
+  Gate started;
+  Gate gate;
   std::atomic<bool> finished{false};
   std::atomic<int> pending_runs{0};
+  Scheduler scheduler;  // nothing here waits for a due time
   TaskHandle running = scheduler.schedule(
       [&] {
-        started = true;
-        std::this_thread::sleep_for(100ms);
+        started.open();
+        (void)gate.wait();
         finished = true;
       },
       0ms);
@@ -427,8 +635,14 @@ TEST(SchedulerTest, ShutdownDropsPendingAndFinishesRunning) {
   for (int i = 0; i < 100; ++i) {
     pending.push_back(scheduler.schedule([&] { pending_runs.fetch_add(1); }, 1h));
   }
-  ASSERT_TRUE(eventually([&] { return started.load(); }));
+  ASSERT_TRUE(started.wait());
+  std::thread opener([&] {
+    EXPECT_TRUE(eventually([&] { return pending.back().state() == TaskState::kDropped; }));
+    EXPECT_FALSE(finished.load());
+    gate.open();
+  });
   scheduler.shutdown(ShutdownMode::kDropPending);
+  opener.join();
   EXPECT_TRUE(finished.load());
   EXPECT_EQ(running.state(), TaskState::kDone);
   for (auto& handle : pending) EXPECT_EQ(handle.state(), TaskState::kDropped);
@@ -444,11 +658,11 @@ TEST(SchedulerTest, ShutdownDropsPendingAndFinishesRunning) {
 }
 
 TEST(SchedulerTest, ShutdownRunsPendingNowInDueOrder) {
+  std::mutex mutex;
+  std::vector<int> order;
   SchedulerOptions options;
   options.workers = 1;
   Scheduler scheduler(options);
-  std::mutex mutex;
-  std::vector<int> order;
   std::vector<TaskHandle> handles;
   std::mt19937_64 rng(seed());
   std::vector<int> expected;
@@ -475,25 +689,33 @@ TEST(SchedulerTest, ShutdownRunsPendingNowInDueOrder) {
   }
 }
 
+// While shutdown() waits, a driver moves the clock through the due times in steps of 10 ms and
+// cancels the far task on the way.
 TEST(SchedulerTest, ShutdownRunsPendingWhenDue) {
-  Scheduler scheduler;
+  ManualSchedulerClock clock;
   constexpr int kTasks = 20;
   std::vector<Clock::time_point> due(kTasks);
   std::vector<Clock::time_point> ran(kTasks);
+  Scheduler scheduler(on(clock));
   std::vector<TaskHandle> handles;
   for (int i = 0; i < kTasks; ++i) {
     const auto k = static_cast<std::size_t>(i);
-    due[k] = Clock::now() + std::chrono::milliseconds(20 + 10 * i);
-    handles.push_back(scheduler.schedule_at([&ran, k] { ran[k] = Clock::now(); }, due[k]));
+    due[k] = clock.now() + std::chrono::milliseconds(20 + 10 * i);
+    handles.push_back(scheduler.schedule_at([&ran, &clock, k] { ran[k] = clock.now(); }, due[k]));
   }
   TaskHandle far = scheduler.schedule([] {}, 1h);
   // Cancels and reschedules still work while shutdown waits.
-  std::thread changer([&] {
-    std::this_thread::sleep_for(30ms);
-    EXPECT_TRUE(far.cancel());
+  std::thread driver([&] {
+    ASSERT_TRUE(shutdown_began(scheduler));
+    for (int step = 1; step <= 25; ++step) {
+      clock.advance(10ms);
+      if (step == 3) {
+        EXPECT_TRUE(far.cancel());
+      }
+    }
   });
   scheduler.shutdown(ShutdownMode::kRunPendingWhenDue);
-  changer.join();
+  driver.join();
   for (int i = 0; i < kTasks; ++i) {
     const auto k = static_cast<std::size_t>(i);
     EXPECT_EQ(handles[k].state(), TaskState::kDone) << i;
@@ -503,18 +725,21 @@ TEST(SchedulerTest, ShutdownRunsPendingWhenDue) {
 }
 
 // A shutdown waiting for pending tasks ends as soon as the last one is cancelled, not at its old
-// due time (a minute away here; the test allows 30 s).
+// due time: the clock never moves here, so that time never comes.
 TEST(SchedulerTest, ShutdownWhenDueEndsWhenTheLastPendingTaskIsCancelled) {
-  Scheduler scheduler;
+  ManualSchedulerClock clock;
+  Scheduler scheduler(on(clock));
   TaskHandle far = scheduler.schedule([] {}, 60s);
-  std::thread canceller([&] {
-    std::this_thread::sleep_for(50ms);
-    EXPECT_TRUE(far.cancel());
-  });
-  const auto start = Clock::now();
-  scheduler.shutdown(ShutdownMode::kRunPendingWhenDue);
-  canceller.join();
-  EXPECT_LT(Clock::now() - start, 30s);
+  auto shutdown =
+      std::async(std::launch::async, [&] { scheduler.shutdown(ShutdownMode::kRunPendingWhenDue); });
+  EXPECT_TRUE(shutdown_began(scheduler));
+  EXPECT_EQ(shutdown.wait_for(0s), std::future_status::timeout)
+      << "shutdown returned with `far` still pending";
+  EXPECT_TRUE(far.cancel());
+  const bool ended = shutdown.wait_for(kLimit) == std::future_status::ready;
+  EXPECT_TRUE(ended) << "shutdown still waits for the cancelled task";
+  if (!ended) clock.advance(60s);  // let it end, so that the test can
+  shutdown.get();
   EXPECT_EQ(far.state(), TaskState::kCancelled);
 }
 
@@ -534,10 +759,10 @@ INSTANTIATE_TEST_SUITE_P(Scheduler, ShutdownRaceTest,
                          ::testing::Values(ShutdownMode::kDropPending, ShutdownMode::kRunPendingNow,
                                            ShutdownMode::kRunPendingWhenDue));
 
-// Producers schedule, cancel and reschedule while shutdown() runs. Afterwards every task is
-// final, ran at most once and only if its state says so, and its callable was destroyed exactly
-// once; a task scheduled before shutdown() was called is not dropped unless the mode drops
-// pending tasks.
+// Producers schedule, cancel and reschedule while shutdown() runs, and a driver moves the clock
+// on meanwhile, so tasks fire too. Afterwards every task is final, ran at most once and only if
+// its state says so, and its callable was destroyed exactly once; a task scheduled before
+// shutdown() was called is not dropped unless the mode drops pending tasks.
 TEST_P(ShutdownRaceTest, EveryTaskSettlesOnce) {
   const ShutdownMode mode = GetParam();
   std::mt19937_64 rng(seed());
@@ -551,8 +776,11 @@ TEST_P(ShutdownRaceTest, EveryTaskSettlesOnce) {
     // Per task: schedule() returned before shutdown() was called.
     std::vector<std::vector<bool>> before(kProducers);
     std::atomic<bool> shutting_down{false};
+    std::atomic<bool> shut_down{false};
+    std::atomic<std::size_t> scheduled{0};
     {
-      Scheduler scheduler(options_for(WheelKind::kHierarchical));
+      ManualSchedulerClock clock;
+      Scheduler scheduler(options_for(WheelKind::kHierarchical, &clock));
       std::vector<std::thread> producers;
       const std::uint64_t round_seed = rng();
       for (int t = 0; t < kProducers; ++t) {
@@ -564,20 +792,34 @@ TEST_P(ShutdownRaceTest, EveryTaskSettlesOnce) {
           std::atomic<int>* counts = runs[static_cast<std::size_t>(t)].get();
           for (std::size_t i = 0; i < kEach; ++i) {
             // Due now, in a few milliseconds, or far off (never reached unless run at shutdown).
-            const auto delay = std::array{0ms, 3ms, 30ms, 10'000ms}[local() % 4];
+            const auto delay =
+                std::array<std::chrono::milliseconds, 4>{0ms, 3ms, 30ms, 1h}[local() % 4];
             mine.push_back(scheduler.schedule(
                 [tracked = Tracked(&live), counts, i] { counts[i].fetch_add(1); },
-                delay == 10'000ms && mode == ShutdownMode::kRunPendingWhenDue ? 40ms : delay));
+                delay == 1h && mode == ShutdownMode::kRunPendingWhenDue ? 40ms : delay));
             early.push_back(!shutting_down.load());
+            scheduled.fetch_add(1);
             if (i % 3 == 1) mine[local() % mine.size()].cancel();
             if (i % 3 == 2)
               mine[local() % mine.size()].reschedule(std::chrono::milliseconds(local() % 20));
           }
         });
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 500));
+      // The clock moves 100 us at a time until shutdown() returns: under kRunPendingWhenDue it
+      // waits for the last due time.
+      std::thread driver([&] {
+        while (!shut_down.load()) {
+          clock.advance(100us);
+          std::this_thread::yield();
+        }
+      });
+      // Shutdown begins after a random share of the tasks (up to a third) was scheduled.
+      const std::size_t head_start = rng() % (kProducers * kEach / 3);
+      while (scheduled.load() < head_start) std::this_thread::yield();
       shutting_down.store(true);
       scheduler.shutdown(mode);
+      shut_down.store(true);
+      driver.join();
       for (auto& producer : producers) producer.join();
     }
     for (std::size_t t = 0; t < handles.size(); ++t) {
@@ -613,8 +855,8 @@ TEST_P(ShutdownRaceTest, EveryTaskSettlesOnce) {
 // however little time the timer thread had to see them.
 TEST(SchedulerTest, TasksScheduledBeforeShutdownAreKept) {
   for (int round = 0; round < 50; ++round) {
-    Scheduler scheduler;
     std::atomic<int> ran{0};
+    Scheduler scheduler;
     std::vector<TaskHandle> handles;
     for (int i = 0; i < 100; ++i) {
       handles.push_back(scheduler.schedule([&] { ran.fetch_add(1); }, 1h));
@@ -653,12 +895,82 @@ TEST(SchedulerTest, HandlesOutliveTheScheduler) {
   EXPECT_FALSE(empty.cancel());
 }
 
+// schedule(delay) and reschedule(delay) count from the scheduler's clock, rounded up to its
+// resolution; a delay below zero is zero, one beyond 100 years is 100 years.
+TEST(SchedulerClockTest, DelaysCountFromTheSchedulersClock) {
+  ManualSchedulerClock clock(Clock::time_point(24h));
+  Scheduler scheduler(on(clock, 1));
+  EXPECT_EQ(scheduler.now(), clock.now());
+  clock.advance(1500us);
+  EXPECT_EQ(scheduler.now(), Clock::time_point(24h + 1500us));
+  TaskHandle handle = scheduler.schedule([] {}, 10ms);
+  EXPECT_EQ(handle.due(), clock.now() + 10ms);
+  clock.advance(3ms);
+  ASSERT_TRUE(handle.reschedule(5ms));
+  EXPECT_EQ(handle.due(), clock.now() + 5ms);
+  ASSERT_TRUE(handle.reschedule(std::chrono::duration<double, std::milli>(0.0000015)));
+  EXPECT_EQ(handle.due(), clock.now() + 2ns) << "1.5 ns rounds up";
+  EXPECT_EQ(scheduler.schedule([] {}, -5s).due(), clock.now());
+  EXPECT_EQ(scheduler.schedule([] {}, std::chrono::years(1000)).due(),
+            clock.now() + std::chrono::hours(24 * 365 * 100));
+}
+
+TEST(SchedulerClockTest, ManualClockMovesOnlyForward) {
+  ManualSchedulerClock clock(Clock::time_point(1h));
+  clock.advance(-1s);
+  clock.advance(0s);
+  EXPECT_EQ(clock.now(), Clock::time_point(1h));
+  clock.advance_to(Clock::time_point(30min));
+  EXPECT_EQ(clock.now(), Clock::time_point(1h));
+  clock.advance_to(Clock::time_point(2h));
+  EXPECT_EQ(clock.now(), Clock::time_point(2h));
+  clock.advance(1ns);
+  EXPECT_EQ(clock.now(), Clock::time_point(2h + 1ns));
+}
+
+// Several schedulers may share a clock; moving it wakes each timer thread.
+TEST(SchedulerClockTest, OneClockWakesEverySchedulerOnIt) {
+  ManualSchedulerClock clock;
+  Scheduler first(on(clock, 1));
+  Scheduler second(on(clock, 1, WheelKind::kHeap));
+  TaskHandle a = first.schedule([] {}, 1s);
+  TaskHandle b = second.schedule([] {}, 2s);
+  clock.advance(2s - 1ns);
+  ASSERT_TRUE(pass(first));
+  ASSERT_TRUE(pass(second));
+  EXPECT_EQ(a.wait(), TaskState::kDone);
+  EXPECT_EQ(b.state(), TaskState::kPending);
+  clock.advance(1ns + tick_of({}));
+  EXPECT_EQ(b.wait(), TaskState::kDone);
+}
+
+// The classic ring, 3600 slots of 1 s, as written: a task fires at the first one-second boundary
+// at or after its due time, never before it and at most a second after.
 TEST(SchedulerHashedClassic, OneSecondTicksNeverEarly) {
+  ManualSchedulerClock clock;
+  SchedulerOptions options;
+  options.wheel = WheelKind::kHashed;
+  options.workers = 1;
+  options.clock = &clock;
+  Clock::time_point ran;
+  Scheduler scheduler(options);
+  const auto due = clock.now() + 300ms;
+  TaskHandle handle = scheduler.schedule_at([&] { ran = clock.now(); }, due);
+  clock.advance_to(due - 1ns);
+  ASSERT_TRUE(pass(scheduler));
+  EXPECT_EQ(handle.state(), TaskState::kPending);
+  clock.advance_to(due + 1s);
+  EXPECT_EQ(handle.wait(), TaskState::kDone);
+  EXPECT_GE(ran, due);
+}
+
+// The same on steady_clock: the timer thread sleeps on the real clock to the next boundary.
+TEST(SchedulerSlowTest, HashedClassicOnTheRealClock) {
   SchedulerOptions options;
   options.wheel = WheelKind::kHashed;  // 3600 slots x 1 s: the classic ring, as written
+  Clock::time_point ran;
   Scheduler scheduler(options);
   const auto due = Clock::now() + 300ms;
-  Clock::time_point ran;
   TaskHandle handle = scheduler.schedule_at([&] { ran = Clock::now(); }, due);
   EXPECT_EQ(handle.wait(), TaskState::kDone);
   EXPECT_GE(ran, due);

@@ -32,6 +32,7 @@
 #include "engine/engine.h"
 #include "engine/engine_model.h"
 #include "store/record.h"
+#include "support/seed.h"
 
 namespace delayq {
 
@@ -1244,7 +1245,7 @@ std::optional<std::uint64_t> env_number(const char* name) {
 // soak: DELAYQ_SIM_STEPS=1000000).
 void run_config(SimConfig config) {
   std::vector<std::uint64_t> seeds;
-  if (const auto seed = env_number("DELAYQ_SEED")) {
+  if (const auto seed = testing::seed_from_env()) {
     seeds.push_back(*seed);
   } else {
     for (int i = 0; i < config.runs; ++i) seeds.push_back(config.seed + static_cast<unsigned>(i));

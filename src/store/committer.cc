@@ -34,10 +34,12 @@ std::string Durability::to_string() const {
   return "unknown";
 }
 
-Committer::Committer(Store& store, Durability durability, Observer observer)
+Committer::Committer(Store& store, Durability durability, Observer observer, Clock clock)
     : store_(store),
       durability_(durability),
       observer_(std::move(observer)),
+      clock_(std::move(clock)),
+      last_sync_(now()),
       thread_([this] { run(); }) {}
 
 Committer::~Committer() {
@@ -65,20 +67,29 @@ Status Committer::flush() {
   return error_;
 }
 
+Status Committer::poke() {
+  std::unique_lock lock(mutex_);
+  const std::uint64_t ticket = ++pokes_;
+  wake_.notify_one();
+  idle_.wait(lock, [&] { return answered_ >= ticket; });
+  return error_;
+}
+
 CommitterStats Committer::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;
 }
 
+std::chrono::steady_clock::time_point Committer::now() const {
+  return clock_ ? clock_() : std::chrono::steady_clock::now();
+}
+
 void Committer::run() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    if (durability_.mode == Durability::Mode::kInterval && unsynced_) {
-      wake_.wait_until(lock, last_sync_ + durability_.interval,
-                       [&] { return stopping_ || !queue_.empty(); });
-    } else {
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    }
+    wait_for_work(lock);
+    // A round that starts after a poke reads the clock after it, so it answers the poke.
+    const std::uint64_t pokes = pokes_;
     batch_.swap(queue_);
     lock.unlock();
     commit(batch_);
@@ -86,6 +97,7 @@ void Committer::run() {
     batch_.clear();
     lock.lock();
     committed_ += steps;
+    answered_ = pokes;
     idle_.notify_all();
     if (stopping_ && queue_.empty()) break;
   }
@@ -101,6 +113,24 @@ void Committer::run() {
   }
 }
 
+// Sleeps until steps are queued, the destructor or poke() wakes the thread, or an interval sync
+// comes due: on steady_clock a timed wait; an injected clock has no real time to wait for, so
+// the thread waits for a poke (and checks the clock once, in case it moved unpoked). After a
+// failure nothing is synced again, so there is no sync to wait for.
+void Committer::wait_for_work(std::unique_lock<std::mutex>& lock) {
+  const auto woken = [&] { return stopping_ || !queue_.empty() || pokes_ != answered_; };
+  if (durability_.mode != Durability::Mode::kInterval || !unsynced_ || !error_.is_ok()) {
+    wake_.wait(lock, woken);
+    return;
+  }
+  const auto due = last_sync_ + durability_.interval;
+  if (clock_) {
+    wake_.wait(lock, [&] { return woken() || clock_() >= due; });
+  } else {
+    wake_.wait_until(lock, due, woken);
+  }
+}
+
 // Runs without the lock held, so the engine thread can keep queueing the next batch meanwhile.
 void Committer::commit(std::vector<Step>& steps) {
   const bool always = durability_.mode == Durability::Mode::kAlways;
@@ -110,7 +140,7 @@ void Committer::commit(std::vector<Step>& steps) {
     status = error_;
   }
   bool wrote = false;
-  const auto started = std::chrono::steady_clock::now();
+  const auto started = now();
   if (status.is_ok() && !steps.empty()) {
     std::vector<const WriteSet*> sets;
     sets.reserve(steps.size());
@@ -118,10 +148,10 @@ void Committer::commit(std::vector<Step>& steps) {
     status = store_.write(sets, always);
     wrote = true;
   }
-  const auto now = std::chrono::steady_clock::now();
+  const auto written = now();
   bool synced = wrote && always;
   if (status.is_ok() && durability_.mode == Durability::Mode::kInterval && (unsynced_ || wrote) &&
-      now - last_sync_ >= durability_.interval) {
+      written - last_sync_ >= durability_.interval) {
     status = store_.sync();
     synced = true;
   }
@@ -134,15 +164,14 @@ void Committer::commit(std::vector<Step>& steps) {
     }
     if (synced) {
       ++stats_.syncs;
-      last_sync_ = now;
+      last_sync_ = written;
       unsynced_ = false;
     } else if (wrote && status.is_ok() && durability_.mode == Durability::Mode::kInterval) {
       unsynced_ = true;
     }
   }
   if (observer_ && wrote && status.is_ok()) {
-    observer_({steps.size(), synced,
-               synced ? std::chrono::steady_clock::now() - started : std::chrono::nanoseconds{0}});
+    observer_({steps.size(), synced, synced ? now() - started : std::chrono::nanoseconds{0}});
   }
   for (Step& step : steps) {
     if (step.done) step.done(status);

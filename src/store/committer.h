@@ -5,6 +5,11 @@
 // `always` many clients share one fsync; under load the batches grow by themselves.
 // A failed write is sticky: it and every later callback get the error (the caller must stop:
 // the engine has moved on from state the disk does not hold). Thread-safe.
+// Time (the `interval:MS` pacing, the sync times reported) comes from a Committer::Clock:
+// steady_clock unless one is injected. On steady_clock the thread sleeps until the next interval
+// sync is due. An injected clock moves only when told, so the thread never sleeps on real time:
+// whoever moves the clock calls poke(), which returns once the thread has acted on the new time.
+// Tests advance a manual clock that way instead of sleeping.
 #pragma once
 
 #include <chrono>
@@ -57,9 +62,14 @@ class Committer {
  public:
   using Done = std::function<void(const Status&)>;
   using Observer = std::function<void(const BatchReport&)>;
+  // A monotonic clock. The committer thread reads it, at times with its lock held, so it must be
+  // cheap and must not call back into the committer.
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
 
-  // observer (optional) runs on the committer thread after each successful batch.
-  Committer(Store& store, Durability durability, Observer observer = {});
+  // observer (optional) runs on the committer thread after each successful batch. clock
+  // (optional): an injected clock, which moves only when told (see the header comment).
+  // Default: steady_clock.
+  Committer(Store& store, Durability durability, Observer observer = {}, Clock clock = {});
   // Commits what is queued (and under interval syncs it), then stops the thread.
   ~Committer();
   Committer(const Committer&) = delete;
@@ -70,6 +80,10 @@ class Committer {
   void submit(WriteSet set, Done done);
   // Waits until everything submitted before the call is committed; returns the sticky error.
   Status flush();
+  // Wakes the committer thread to read its clock again and act on it (an interval sync that has
+  // come due runs), and waits until it has; returns the sticky error. For an injected clock that
+  // moved: on steady_clock the thread wakes by itself when a sync is due.
+  Status poke();
   [[nodiscard]] CommitterStats stats() const;
 
  private:
@@ -78,11 +92,14 @@ class Committer {
     Done done;
   };
   void run();
+  void wait_for_work(std::unique_lock<std::mutex>& lock);
   void commit(std::vector<Step>& steps);
+  [[nodiscard]] std::chrono::steady_clock::time_point now() const;
 
   Store& store_;
   const Durability durability_;
   const Observer observer_;
+  const Clock clock_;  // empty: steady_clock
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable idle_;
@@ -92,11 +109,13 @@ class Committer {
   std::vector<Step> batch_;
   std::uint64_t submitted_ = 0;
   std::uint64_t committed_ = 0;
+  std::uint64_t pokes_ = 0;     // poke() calls
+  std::uint64_t answered_ = 0;  // pokes seen before a round of the thread that has finished
   bool stopping_ = false;
   bool unsynced_ = false;
   Status error_;
   CommitterStats stats_;
-  std::chrono::steady_clock::time_point last_sync_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_sync_;
   std::thread thread_;
 };
 

@@ -1,14 +1,19 @@
 // committer_test.cc — Durability parsing and the group committer over MemoryStore, RocksStore
 // and stores that count, fail or stall: every callback runs once, in submission order, with the
 // batch's status; a failure is sticky; each policy syncs as it promises.
-// The committer runs on the real clock, so the interval tests wait: ~25 ms, at most 140 ms.
+// Interval pacing and sync times are checked exactly on a ManualClock: a test moves it and
+// pokes the committer, and nothing sleeps. CommitterSlowTest (label slow) runs interval:5 on
+// steady_clock, to check that the committer wakes by itself there.
 #include "store/committer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <string>
@@ -23,6 +28,21 @@ namespace {
 
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
+
+// A clock that moves only when told; the committer reads it through clock().
+class ManualClock {
+ public:
+  [[nodiscard]] std::chrono::steady_clock::time_point now() const {
+    return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(ns_.load()));
+  }
+  void advance(std::chrono::nanoseconds by) { ns_.fetch_add(by.count()); }
+  [[nodiscard]] Committer::Clock clock() {
+    return [this] { return now(); };
+  }
+
+ private:
+  std::atomic<std::int64_t> ns_{std::chrono::nanoseconds(std::chrono::hours(1)).count()};
+};
 
 TEST(DurabilityTest, ParsesEveryPolicy) {
   struct Case {
@@ -60,11 +80,13 @@ TEST(DurabilityTest, RejectsEverythingElse) {
   }
 }
 
-// A Store in front of a MemoryStore that records how it is called, and can be told to fail.
+// A Store in front of a MemoryStore that records how it is called, and can be told to fail or
+// to run a hook inside each write and sync (say, to move a ManualClock).
 class ProbeStore final : public Store {
  public:
   Status write(std::span<const WriteSet* const> sets, bool sync) override {
     std::lock_guard lock(mutex_);
+    if (during_write_) during_write_();
     ++writes_;
     if (sync) ++synced_writes_;
     if (!write_error_.is_ok()) return write_error_;
@@ -73,6 +95,7 @@ class ProbeStore final : public Store {
   }
   Status sync() override {
     std::lock_guard lock(mutex_);
+    if (during_sync_) during_sync_();
     ++syncs_;
     if (!sync_error_.is_ok()) return sync_error_;
     dirty_ = false;
@@ -103,6 +126,14 @@ class ProbeStore final : public Store {
     std::lock_guard lock(mutex_);
     sync_error_ = std::move(error);
   }
+  void during_write(std::function<void()> hook) {
+    std::lock_guard lock(mutex_);
+    during_write_ = std::move(hook);
+  }
+  void during_sync(std::function<void()> hook) {
+    std::lock_guard lock(mutex_);
+    during_sync_ = std::move(hook);
+  }
   [[nodiscard]] int writes() const {
     std::lock_guard lock(mutex_);
     return writes_;
@@ -130,6 +161,8 @@ class ProbeStore final : public Store {
   MemoryStore inner_;
   Status write_error_;
   Status sync_error_;
+  std::function<void()> during_write_;
+  std::function<void()> during_sync_;
   int writes_ = 0;
   int synced_writes_ = 0;
   int syncs_ = 0;
@@ -169,9 +202,10 @@ std::vector<JobId> one_to(JobId n) {
   return ids;
 }
 
-void submit_and_check(Store& store, Durability durability, JobId steps) {
+void submit_and_check(Store& store, Durability durability, JobId steps,
+                      Committer::Clock clock = {}) {
   Calls calls;
-  Committer committer(store, durability);
+  Committer committer(store, durability, {}, std::move(clock));
   for (JobId id = 1; id <= steps; ++id) committer.submit(step(id), calls.done(id));
   const Status flushed = committer.flush();
   EXPECT_TRUE(flushed.is_ok()) << flushed.to_string();
@@ -247,11 +281,13 @@ TEST(CommitterTest, SubmitsFromSeveralThreadsKeepEachThreadsOrder) {
   }
 }
 
-// Under interval:5 batches are written without sync and synced within ~5 ms of the write; once
-// everything is synced the committer sleeps instead of syncing again and again.
+// Under interval:5 batches are written without sync and synced once 5 ms have passed since the
+// last sync, whether or not anything else is written; once everything is synced the committer
+// sleeps instead of syncing again and again.
 TEST(CommitterTest, MemoryStoreInterval) {
   ProbeStore store;
-  Committer committer(store, {Durability::Mode::kInterval, milliseconds{5}});
+  ManualClock clock;
+  Committer committer(store, {Durability::Mode::kInterval, milliseconds{5}}, {}, clock.clock());
   Calls calls;
   for (JobId id = 1; id <= 1000; ++id) committer.submit(step(id), calls.done(id));
   ASSERT_TRUE(committer.flush().is_ok());
@@ -260,22 +296,80 @@ TEST(CommitterTest, MemoryStoreInterval) {
   EXPECT_EQ(committer.stats().steps, 1000U);
   EXPECT_LE(committer.stats().batches, 1000U);
   EXPECT_EQ(store.synced_writes(), 0) << "interval: batches are written without sync";
+  EXPECT_EQ(store.syncs(), 0) << "no time has passed: nothing is due for a sync";
+  EXPECT_TRUE(store.dirty());
 
-  // Allow 60 ms for a 5 ms promise on a busy machine.
-  const auto deadline = std::chrono::steady_clock::now() + milliseconds{60};
-  while (store.dirty() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds{1});
-  }
-  ASSERT_FALSE(store.dirty()) << "the last batch was not synced 60 ms after it was written";
+  clock.advance(milliseconds{4});
+  ASSERT_TRUE(committer.poke().is_ok());
+  EXPECT_EQ(store.syncs(), 0) << "synced 4 ms after the last sync, under interval:5";
+  EXPECT_TRUE(store.dirty());
+
+  clock.advance(milliseconds{1});
+  ASSERT_TRUE(committer.poke().is_ok());
+  ASSERT_FALSE(store.dirty()) << "the last batch was not synced 5 ms after the last sync";
   const CommitterStats synced = committer.stats();
-  ASSERT_GT(synced.syncs, 0U);
+  ASSERT_EQ(synced.syncs, 1U);
   EXPECT_EQ(static_cast<std::uint64_t>(store.syncs()), synced.syncs);
   std::cout << "[ observed ] interval:5: " << synced.steps << " steps in " << synced.batches
             << " batches, " << synced.syncs << " syncs\n";
-  // Nothing new was written, so nothing more is synced.
-  std::this_thread::sleep_for(milliseconds{20});
+
+  // Nothing new was written, so nothing more is synced, however much time passes.
+  clock.advance(milliseconds{20});
+  ASSERT_TRUE(committer.poke().is_ok());
   EXPECT_EQ(committer.stats().syncs, synced.syncs);
   EXPECT_EQ(store.syncs(), static_cast<int>(synced.syncs));
+
+  // A write more than 5 ms after the last sync is synced at once, with its batch.
+  committer.submit(step(1001), calls.done(1001));
+  ASSERT_TRUE(committer.flush().is_ok());
+  EXPECT_EQ(committer.stats().syncs, synced.syncs + 1);
+  EXPECT_EQ(store.synced_writes(), 0);
+  EXPECT_FALSE(store.dirty());
+}
+
+// BatchReport::sync_time is the time the write and its sync took together, on the committer's
+// clock; a batch that was not synced reports none.
+TEST(CommitterTest, ReportsSyncTimeOnItsClock) {
+  for (const Durability durability :
+       {Durability{}, Durability{Durability::Mode::kInterval, milliseconds{5}},
+        Durability{Durability::Mode::kNone, {}}}) {
+    SCOPED_TRACE(durability.to_string());
+    ProbeStore store;
+    ManualClock clock;
+    store.during_write([&] { clock.advance(milliseconds{2}); });
+    store.during_sync([&] { clock.advance(milliseconds{1}); });
+    std::vector<BatchReport> reports;  // appended to on the committer thread, read after flush()
+    Committer committer(
+        store, durability, [&](const BatchReport& report) { reports.push_back(report); },
+        clock.clock());
+    // Under interval, the first batch is due for a sync with its write; the second, 3 ms after
+    // that sync, is not.
+    clock.advance(milliseconds{10});
+    committer.submit(step(1), {});
+    ASSERT_TRUE(committer.flush().is_ok());
+    committer.submit(step(2), {});
+    ASSERT_TRUE(committer.flush().is_ok());
+    ASSERT_EQ(reports.size(), 2U);
+    for (const BatchReport& report : reports) EXPECT_EQ(report.steps, 1U);
+    switch (durability.mode) {
+      case Durability::Mode::kAlways:  // each write syncs itself: 2 ms
+        EXPECT_TRUE(reports[0].synced && reports[1].synced);
+        EXPECT_EQ(reports[0].sync_time, milliseconds{2});
+        EXPECT_EQ(reports[1].sync_time, milliseconds{2});
+        break;
+      case Durability::Mode::kInterval:  // a write (2 ms), then a sync (1 ms)
+        EXPECT_TRUE(reports[0].synced);
+        EXPECT_EQ(reports[0].sync_time, milliseconds{3});
+        EXPECT_FALSE(reports[1].synced);
+        EXPECT_EQ(reports[1].sync_time, milliseconds{0});
+        break;
+      case Durability::Mode::kNone:
+        EXPECT_FALSE(reports[0].synced || reports[1].synced);
+        EXPECT_EQ(reports[0].sync_time, milliseconds{0});
+        EXPECT_EQ(reports[1].sync_time, milliseconds{0});
+        break;
+    }
+  }
 }
 
 TEST(CommitterTest, FailedWriteIsSticky) {
@@ -319,21 +413,23 @@ TEST(CommitterTest, StatsCountOnlyCommittedSteps) {
 TEST(CommitterTest, FailedIntervalSyncIsSticky) {
   ProbeStore store;
   store.fail_syncs(Status(Code::kIOError, "fsync failed"));
-  Committer committer(store, {Durability::Mode::kInterval, milliseconds{1}});
+  ManualClock clock;
+  Committer committer(store, {Durability::Mode::kInterval, milliseconds{1}}, {}, clock.clock());
   Calls calls;
   committer.submit(step(1), calls.done(1));
-  // Step 1 may or may not see the failure, depending on whether its own batch was synced.
-  (void)committer.flush();
-  // Wait (<= 50 ms) for the sync to be tried and fail.
-  const auto deadline = std::chrono::steady_clock::now() + milliseconds{50};
-  while (store.syncs() == 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds{1});
-  }
-  ASSERT_GT(store.syncs(), 0);
+  // No time has passed, so step 1's batch is written and not synced: it sees no failure.
+  ASSERT_TRUE(committer.flush().is_ok());
+  ASSERT_EQ(store.syncs(), 0);
+  // 1 ms on, the sync is tried and fails.
+  clock.advance(milliseconds{1});
+  const Status poked = committer.poke();
+  EXPECT_EQ(poked.code(), Code::kIOError) << poked.to_string();
+  ASSERT_EQ(store.syncs(), 1);
   committer.submit(step(2), calls.done(2));
   const Status flushed = committer.flush();
   EXPECT_EQ(flushed.code(), Code::kIOError) << flushed.to_string();
   ASSERT_EQ(calls.order, one_to(2));
+  EXPECT_TRUE(calls.statuses[0].is_ok()) << calls.statuses[0].to_string();
   EXPECT_EQ(calls.statuses[1].code(), Code::kIOError) << "a step after the failed sync";
 }
 
@@ -371,12 +467,17 @@ TEST(CommitterTest, DestructorCommitsWhatIsQueued) {
     Committer committer(store, {});
     committer.submit(step(1), calls.done(1));
     while (!store.entered()) std::this_thread::yield();
-    // Step 1 is being written; 2..100 wait in the queue when the destructor starts.
+    // Step 1 is being written; 2..100 wait in the queue when the destructor starts. The gate
+    // opens as the destructor is about to run: the committer thread then needs a wake-up to get
+    // past it, the destructor a few instructions to ask it to stop, so it is (almost always)
+    // asked to stop with 2..100 still queued. Either way they must all be committed.
     for (JobId id = 2; id <= 100; ++id) committer.submit(step(id), calls.done(id));
-    opener = std::thread([&open] {
-      std::this_thread::sleep_for(milliseconds{10});
+    std::atomic<bool> destroying{false};
+    opener = std::thread([&open, &destroying] {
+      while (!destroying.load()) std::this_thread::yield();
       open.set_value();
     });
+    destroying.store(true);
   }
   opener.join();
   EXPECT_EQ(calls.order, one_to(100));
@@ -391,8 +492,10 @@ TEST(CommitterTest, DestructorSyncsUnderInterval) {
   ProbeStore store;
   Calls calls;
   {
-    // A long interval: no timed sync can happen during the test.
-    Committer committer(store, {Durability::Mode::kInterval, milliseconds{60000}});
+    // The clock does not move: no timed sync can happen during the test.
+    ManualClock clock;
+    Committer committer(store, {Durability::Mode::kInterval, milliseconds{60000}}, {},
+                        clock.clock());
     for (JobId id = 1; id <= 10; ++id) committer.submit(step(id), calls.done(id));
     ASSERT_TRUE(committer.flush().is_ok());
     EXPECT_TRUE(store.dirty()) << "the batches should be written, not yet synced";
@@ -429,7 +532,10 @@ void rocks_round_trip(Durability durability) {
   {
     auto opened = RocksStore::open(dir.str());
     ASSERT_TRUE(opened.is_ok()) << opened.status().to_string();
-    submit_and_check(*opened.value(), durability, kSteps);
+    // Under interval the clock does not move: every sync is the one the committer makes as it
+    // stops.
+    ManualClock clock;
+    submit_and_check(*opened.value(), durability, kSteps, clock.clock());
   }
   auto reopened = RocksStore::open(dir.str(), {.create_if_missing = false});
   ASSERT_TRUE(reopened.is_ok()) << reopened.status().to_string();
@@ -455,6 +561,32 @@ TEST(CommitterTest, RocksStoreAlways) {
 
 TEST(CommitterTest, RocksStoreInterval) {
   rocks_round_trip({Durability::Mode::kInterval, milliseconds{5}});
+}
+
+// interval:5 on steady_clock: the committer thread wakes by itself to sync the last batch, and
+// then sleeps. Real time passes here (~25 ms), so the test is labelled slow.
+TEST(CommitterSlowTest, IntervalSyncsOnTheRealClock) {
+  ProbeStore store;
+  Committer committer(store, {Durability::Mode::kInterval, milliseconds{5}});
+  Calls calls;
+  for (JobId id = 1; id <= 1000; ++id) committer.submit(step(id), calls.done(id));
+  ASSERT_TRUE(committer.flush().is_ok());
+  EXPECT_EQ(calls.order, one_to(1000));
+  EXPECT_EQ(store.synced_writes(), 0) << "interval: batches are written without sync";
+
+  // Allow 1 s for a 5 ms promise on a busy machine. (The stats count a sync just after it.)
+  const auto deadline = std::chrono::steady_clock::now() + milliseconds{1000};
+  while ((store.dirty() || committer.stats().syncs == 0) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds{1});
+  }
+  ASSERT_FALSE(store.dirty()) << "the last batch was not synced 1 s after it was written";
+  const CommitterStats synced = committer.stats();
+  ASSERT_GT(synced.syncs, 0U);
+  // Nothing new was written, so nothing more is synced.
+  std::this_thread::sleep_for(milliseconds{20});
+  EXPECT_EQ(committer.stats().syncs, synced.syncs);
+  EXPECT_EQ(store.syncs(), static_cast<int>(synced.syncs));
 }
 
 }  // namespace

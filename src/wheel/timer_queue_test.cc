@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "support/seed.h"
 #include "wheel/hashed_wheel.h"
 #include "wheel/heap_timer.h"
 #include "wheel/hierarchical_wheel.h"
@@ -47,11 +48,6 @@ using Heap1ms = Config<HeapTimer, 1>;
 using Hashed4096x1ms = Config<HashedWheel, 1, 4096>;
 using Hashed3600x1s = Config<HashedWheel, 1000, 3600>;  // the classic ring
 using Hashed16x1ms = Config<HashedWheel, 1, 16>;        // many rounds per timer
-
-std::uint64_t test_seed() {
-  if (const char* env = std::getenv("DELAYQ_SEED")) return std::stoull(env);
-  return std::random_device{}();
-}
 
 // One queue plus what the test knows about it. fire() checks timing and, driven by its own RNG,
 // schedules, reschedules and cancels from inside the callback. Two Sides given the same seeds
@@ -231,8 +227,7 @@ void run_against_reference(std::size_t ops, std::size_t ids, Load load = Load::k
                                  : dense_deadline(rng, now, previous);
   };
   using Queue = typename C::Queue;
-  const std::uint64_t seed = test_seed();
-  std::cout << "seed=" << seed << " (replay with DELAYQ_SEED=" << seed << ")\n";
+  const std::uint64_t seed = testing::test_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
 

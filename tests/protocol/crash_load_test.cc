@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "server_process.h"
+#include "support/seed.h"
 
 namespace delayq::testing {
 namespace {
@@ -144,13 +145,6 @@ void consume(std::uint16_t port, std::uint32_t seed, ConsumerLog& log) {
   }
 }
 
-std::uint32_t test_seed() {
-  if (const char* env = std::getenv("DELAYQ_SEED")) {
-    return static_cast<std::uint32_t>(std::strtoul(env, nullptr, 10));
-  }
-  return std::random_device{}();
-}
-
 class CrashLoadTest : public ::testing::Test {
  protected:
   // Every acknowledged job not acknowledged as deleted is there with its body; every
@@ -208,8 +202,7 @@ class CrashLoadTest : public ::testing::Test {
 };
 
 TEST_F(CrashLoadTest, KillNineUnderLoadLosesNoAcknowledgedJobAndNeverReservesEarly) {
-  const std::uint32_t seed = test_seed();
-  std::cout << "seed " << seed << " (DELAYQ_SEED=" << seed << " replays it)" << std::endl;
+  const auto seed = static_cast<std::uint32_t>(test_seed());
   RecordProperty("seed", std::to_string(seed));
   std::mt19937 rng(seed);
   ASSERT_EQ(server_.start(), "");
