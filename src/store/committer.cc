@@ -67,6 +67,19 @@ Status Committer::flush() {
   return error_;
 }
 
+Status Committer::written() {
+  bool wake = false;
+  Status error;
+  {
+    std::lock_guard lock(mutex_);
+    wake = !unsynced();
+    ++written_;
+    error = error_;
+  }
+  if (wake) wake_.notify_one();
+  return error;
+}
+
 Status Committer::poke() {
   std::unique_lock lock(mutex_);
   const std::uint64_t ticket = ++pokes_;
@@ -102,11 +115,12 @@ void Committer::run() {
     if (stopping_ && queue_.empty()) break;
   }
   // Under interval the last batches were written but maybe not synced: a clean stop syncs them.
-  if (unsynced_ && error_.is_ok()) {
+  if (unsynced() && error_.is_ok()) {
     const Status synced = store_.sync();
     if (synced.is_ok()) {
       ++stats_.syncs;
       unsynced_ = false;
+      written_synced_ = written_;
     } else {
       error_ = synced;
     }
@@ -119,7 +133,7 @@ void Committer::run() {
 // failure nothing is synced again, so there is no sync to wait for.
 void Committer::wait_for_work(std::unique_lock<std::mutex>& lock) {
   const auto woken = [&] { return stopping_ || !queue_.empty() || pokes_ != answered_; };
-  if (durability_.mode != Durability::Mode::kInterval || !unsynced_ || !error_.is_ok()) {
+  if (durability_.mode != Durability::Mode::kInterval || !unsynced() || !error_.is_ok()) {
     wake_.wait(lock, woken);
     return;
   }
@@ -135,9 +149,13 @@ void Committer::wait_for_work(std::unique_lock<std::mutex>& lock) {
 void Committer::commit(std::vector<Step>& steps) {
   const bool always = durability_.mode == Durability::Mode::kAlways;
   Status status;
+  bool unsynced_before = false;
+  std::uint64_t written_before = 0;  // outside writes a sync begun from here covers
   {
     std::lock_guard lock(mutex_);
     status = error_;
+    unsynced_before = unsynced();
+    written_before = written_;
   }
   bool wrote = false;
   const auto started = now();
@@ -150,8 +168,8 @@ void Committer::commit(std::vector<Step>& steps) {
   }
   const auto written = now();
   bool synced = wrote && always;
-  if (status.is_ok() && durability_.mode == Durability::Mode::kInterval && (unsynced_ || wrote) &&
-      written - last_sync_ >= durability_.interval) {
+  if (status.is_ok() && durability_.mode == Durability::Mode::kInterval &&
+      (unsynced_before || wrote) && written - last_sync_ >= durability_.interval) {
     status = store_.sync();
     synced = true;
   }
@@ -166,11 +184,12 @@ void Committer::commit(std::vector<Step>& steps) {
       ++stats_.syncs;
       last_sync_ = written;
       unsynced_ = false;
+      written_synced_ = written_before;
     } else if (wrote && status.is_ok() && durability_.mode == Durability::Mode::kInterval) {
       unsynced_ = true;
     }
   }
-  if (observer_ && wrote && status.is_ok()) {
+  if (observer_ && (wrote || synced) && status.is_ok()) {
     observer_({steps.size(), synced, synced ? now() - started : std::chrono::nanoseconds{0}});
   }
   for (Step& step : steps) {

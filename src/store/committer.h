@@ -51,7 +51,7 @@ struct CommitterStats {
 };
 
 // What one batch took, for metrics: how many steps it held and, if it was fsynced, how long the
-// write and the fsync took together.
+// write and the fsync took together. A sync of writes made through written() holds 0 steps.
 struct BatchReport {
   std::size_t steps = 0;
   bool synced = false;
@@ -80,6 +80,12 @@ class Committer {
   void submit(WriteSet set, Done done);
   // Waits until everything submitted before the call is committed; returns the sticky error.
   Status flush();
+  // Under interval: the caller has written to the store itself, without a sync (the local
+  // broker writes its batches on its own thread, which saves two thread hand-offs a batch); the
+  // committer syncs that write with its own within the interval. Call it after each such write.
+  // Returns the sticky error (a failed sync: stop). Costs a lock, and a wake-up only when
+  // everything was synced before.
+  Status written();
   // Wakes the committer thread to read its clock again and act on it (an interval sync that has
   // come due runs), and waits until it has; returns the sticky error. For an injected clock that
   // moved: on steady_clock the thread wakes by itself when a sync is due.
@@ -94,6 +100,7 @@ class Committer {
   void run();
   void wait_for_work(std::unique_lock<std::mutex>& lock);
   void commit(std::vector<Step>& steps);
+  [[nodiscard]] bool unsynced() const { return unsynced_ || written_ != written_synced_; }
   [[nodiscard]] std::chrono::steady_clock::time_point now() const;
 
   Store& store_;
@@ -112,7 +119,9 @@ class Committer {
   std::uint64_t pokes_ = 0;     // poke() calls
   std::uint64_t answered_ = 0;  // pokes seen before a round of the thread that has finished
   bool stopping_ = false;
-  bool unsynced_ = false;
+  bool unsynced_ = false;             // a batch of the committer's own is written, not synced
+  std::uint64_t written_ = 0;         // written() calls
+  std::uint64_t written_synced_ = 0;  // of them, those made before the last sync began
   Status error_;
   CommitterStats stats_;
   std::chrono::steady_clock::time_point last_sync_;

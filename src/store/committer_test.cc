@@ -281,6 +281,46 @@ TEST(CommitterTest, SubmitsFromSeveralThreadsKeepEachThreadsOrder) {
   }
 }
 
+// Under interval a caller may write to the store itself and say so (written()): the committer
+// syncs those writes as its own, 5 ms after the last sync, and only once for each.
+TEST(CommitterTest, WritesMadeElsewhereAreSyncedWithinTheInterval) {
+  ProbeStore store;
+  ManualClock clock;
+  Committer committer(store, {Durability::Mode::kInterval, milliseconds{5}}, {}, clock.clock());
+  const auto write_elsewhere = [&](JobId id) {
+    const WriteSet set = step(id);
+    const WriteSet* sets[] = {&set};
+    ASSERT_TRUE(store.write(sets, false).is_ok());
+    ASSERT_TRUE(committer.written().is_ok());
+  };
+  write_elsewhere(1);
+  write_elsewhere(2);
+  clock.advance(milliseconds{4});
+  ASSERT_TRUE(committer.poke().is_ok());
+  EXPECT_EQ(store.syncs(), 0) << "synced 4 ms after the last sync, under interval:5";
+  EXPECT_TRUE(store.dirty());
+  clock.advance(milliseconds{1});
+  ASSERT_TRUE(committer.poke().is_ok());
+  EXPECT_EQ(store.syncs(), 1);
+  EXPECT_FALSE(store.dirty()) << "a write made elsewhere was not synced within the interval";
+
+  clock.advance(milliseconds{20});  // nothing new: no sync
+  ASSERT_TRUE(committer.poke().is_ok());
+  EXPECT_EQ(store.syncs(), 1);
+
+  write_elsewhere(3);  // 25 ms after the last sync: due at once
+  ASSERT_TRUE(committer.poke().is_ok());
+  EXPECT_EQ(store.syncs(), 2);
+  EXPECT_FALSE(store.dirty());
+  write_elsewhere(4);  // written just after a sync: waits for the next interval, then synced
+  ASSERT_TRUE(committer.poke().is_ok());
+  EXPECT_EQ(store.syncs(), 2);
+  clock.advance(milliseconds{5});
+  ASSERT_TRUE(committer.poke().is_ok());
+  EXPECT_EQ(store.syncs(), 3);
+  EXPECT_FALSE(store.dirty());
+}
+
 // Under interval:5 batches are written without sync and synced once 5 ms have passed since the
 // last sync, whether or not anything else is written; once everything is synced the committer
 // sleeps instead of syncing again and again.

@@ -48,7 +48,8 @@ Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const Node
   broker::Metrics& metrics = node->metrics_;
   node->committer_ = std::make_unique<store::Committer>(
       *node->store_, options.durability, [&metrics](const store::BatchReport& report) {
-        metrics.commit_batch.observe(static_cast<double>(report.steps));
+        // A sync of the node's own writes (interval) holds no step of the committer's.
+        if (report.steps > 0) metrics.commit_batch.observe(static_cast<double>(report.steps));
         if (report.synced) {
           metrics.fsync.observe(std::chrono::duration<double>(report.sync_time).count());
         }
@@ -159,12 +160,16 @@ void Node::commit() {
   Unsynced& unsynced = unsynced_[seq];
   unsynced.jobs.reserve(set.ops().size());
   for (const store::WriteSet::Op& op : set.ops()) unsynced.jobs.push_back(op.id);
-  if (durability_.mode == store::Durability::Mode::kNone) {
-    // Nothing to wait for but the write itself, which is quicker here than a trip to the
-    // committer's thread and back.
+  if (durability_.mode != store::Durability::Mode::kAlways) {
+    // A reply waits for the write alone (interval: the committer syncs it within the interval),
+    // which is quicker here than a trip to the committer's thread and back.
     const store::WriteSet* sets[] = {&set};
     metrics_.commit_batch.observe(1);
-    on_committed(seq, store_->write(sets, false));
+    Status status = store_->write(sets, false);
+    if (status.is_ok() && durability_.mode == store::Durability::Mode::kInterval) {
+      status = committer_->written();
+    }
+    on_committed(seq, status);
     return;
   }
   for (const store::WriteSet::Op& op : set.ops()) {
