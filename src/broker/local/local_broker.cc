@@ -81,7 +81,7 @@ class LocalSession final : public broker::Session {
     Callback<broker::Job> done;
   };
   void woken(std::uint64_t ticket, const engine::ReserveResult& result);
-  void reserved(std::uint64_t ticket, const engine::ReserveResult& result);
+  void reserved(Wait wait, const engine::ReserveResult& result);
 
   Node& node_;
   ClientId client_ = 0;
@@ -196,11 +196,11 @@ std::uint64_t LocalSession::reserve(broker::ReserveRequest request, Callback<bro
     }
   }
   const engine::ReserveResult result = engine().reserve(waiter, request.timeout);
-  waits_.emplace(waiter, Wait{waiter, std::move(done)});
   if (result.kind != Kind::kWaiting) {
-    reserved(waiter, result);
+    reserved(Wait{waiter, std::move(done)}, result);
     return 0;
   }
+  waits_.emplace(waiter, Wait{waiter, std::move(done)});
   node_.on_wakeup(waiter, [this, alive = alive_, waiter](const engine::ReserveResult& later) {
     if (*alive) woken(waiter, later);
   });
@@ -209,15 +209,15 @@ std::uint64_t LocalSession::reserve(broker::ReserveRequest request, Callback<bro
 }
 
 void LocalSession::woken(std::uint64_t ticket, const engine::ReserveResult& result) {
-  if (waits_.count(ticket) != 0) reserved(ticket, result);
+  const auto it = waits_.find(ticket);
+  if (it == waits_.end()) return;
+  Wait wait = std::move(it->second);
+  waits_.erase(it);
+  reserved(std::move(wait), result);
 }
 
 // A reserve has its answer: the job moves to the session's client, the waiter goes.
-void LocalSession::reserved(std::uint64_t ticket, const engine::ReserveResult& result) {
-  const auto it = waits_.find(ticket);
-  DELAYQ_CHECK(it != waits_.end());
-  Wait wait = std::move(it->second);
-  waits_.erase(it);
+void LocalSession::reserved(Wait wait, const engine::ReserveResult& result) {
   Status handed;
   if (result.kind == Kind::kReserved && wait.waiter != client_) {
     handed = engine().hand_over(result.job.id, wait.waiter, client_);
@@ -241,9 +241,11 @@ void LocalSession::reserved(std::uint64_t ticket, const engine::ReserveResult& r
 bool LocalSession::cancel_reserve(std::uint64_t ticket) {
   const auto it = waits_.find(ticket);
   if (it == waits_.end()) return false;
-  node_.forget(it->second.waiter);
-  (void)engine().cancel_wait(it->second.waiter);
-  reserved(ticket, engine::ReserveResult{Kind::kTimedOut, {}});
+  Wait wait = std::move(it->second);
+  waits_.erase(it);
+  node_.forget(wait.waiter);
+  (void)engine().cancel_wait(wait.waiter);
+  reserved(std::move(wait), engine::ReserveResult{Kind::kTimedOut, {}});
   return true;
 }
 

@@ -86,8 +86,12 @@ std::uint64_t Node::barrier() const {
 // The open batch's ops since the last call are indexed under the number it will get.
 void Node::index_open_batch() {
   const auto& ops = engine_->mutations().ops();
-  for (; indexed_ops_ < ops.size(); ++indexed_ops_)
-    batch_of_[ops[indexed_ops_].id] = submitted_ + 1;
+  JobId last = 0;  // a put's record and body are two ops of one job: one lookup
+  for (; indexed_ops_ < ops.size(); ++indexed_ops_) {
+    const JobId id = ops[indexed_ops_].id;
+    if (id != last) batch_of_[id] = submitted_ + 1;
+    last = id;
+  }
 }
 
 std::uint64_t Node::batch_of(JobId id) {
@@ -101,18 +105,22 @@ void Node::when_durable(std::uint64_t batch, std::function<void()> completion) {
     ready_.push_back(std::move(completion));
     touched();
   } else {
-    waiting_.emplace(batch, std::move(completion));
+    auto at = waiting_.end();
+    while (at != waiting_.begin() && std::prev(at)->first > batch) --at;
+    waiting_.emplace(at, batch, std::move(completion));
   }
 }
 
+// The completions run from a second vector, so those they make sendable wait for the next round;
+// both keep their capacity.
 void Node::run_ready() {
-  std::vector<std::function<void()>> ready;
-  ready.swap(ready_);
-  for (auto& completion : ready) completion();
+  running_.swap(ready_);
+  for (auto& completion : running_) completion();
+  running_.clear();
 }
 
 void Node::touched() {
-  if (turn_posted_) return;
+  if (turn_posted_ || in_turn_) return;  // a turn under way commits and re-arms at its end
   turn_posted_ = true;
   boost::asio::post(io_, [this, alive = alive_] {
     if (*alive) turn();
@@ -129,16 +137,26 @@ void Node::forget(engine::ClientId client) {
 
 // Once per turn of the event loop, after every session has had its say: the completions that
 // became sendable (what they do next joins this turn's batch), time, wakeups (a reply that
-// depends on this turn's batch waits for it), then the batch, then the timer.
+// depends on this turn's batch waits for it), then the batch, then the timer. A completion may
+// make calls whose completions are sendable at once (a beanstalkd connection's next pipelined
+// reserve): they run in the same turn, for a bounded number of rounds, rather than one turn of
+// the event loop each.
 void Node::turn() {
+  constexpr int kMaxRounds = 64;
   turn_posted_ = false;
   if (failed_) return;
   turn_unix_us_ = unix_us();
-  run_ready();
-  engine_->advance();
-  deliver_wakeups();
+  in_turn_ = true;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    run_ready();
+    engine_->advance();
+    deliver_wakeups();
+    if (ready_.empty()) break;
+  }
+  in_turn_ = false;
   commit();
   arm_timer();
+  if (!ready_.empty()) touched();
 }
 
 void Node::deliver_wakeups() {
@@ -159,7 +177,9 @@ void Node::commit() {
   const std::uint64_t seq = ++submitted_;
   Unsynced& unsynced = unsynced_[seq];
   unsynced.jobs.reserve(set.ops().size());
-  for (const store::WriteSet::Op& op : set.ops()) unsynced.jobs.push_back(op.id);
+  for (const store::WriteSet::Op& op : set.ops()) {
+    if (unsynced.jobs.empty() || unsynced.jobs.back() != op.id) unsynced.jobs.push_back(op.id);
+  }
   if (durability_.mode != store::Durability::Mode::kAlways) {
     // A reply waits for the write alone (interval: the committer syncs it within the interval),
     // which is quicker here than a trip to the committer's thread and back.
@@ -203,9 +223,10 @@ void Node::on_committed(std::uint64_t seq, const Status& status) {
   unsynced_.erase(unsynced_.begin(), end);
   // Completions may call the broker again (and add to waiting_): take them out first.
   std::vector<std::function<void()>> due;
-  const auto last = waiting_.upper_bound(seq);
-  for (auto it = waiting_.begin(); it != last; ++it) due.push_back(std::move(it->second));
-  waiting_.erase(waiting_.begin(), last);
+  while (!waiting_.empty() && waiting_.front().first <= seq) {
+    due.push_back(std::move(waiting_.front().second));
+    waiting_.pop_front();
+  }
   for (auto& completion : due) completion();
 }
 

@@ -14,6 +14,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -113,6 +114,7 @@ class Node {
   std::uint64_t submitted_ = 0;  // sequence of the last batch handed to the committer
   std::uint64_t durable_ = 0;    // sequence of the last batch the committer reported durable
   bool turn_posted_ = false;
+  bool in_turn_ = false;
   bool failed_ = false;
   bool draining_ = false;
   std::int64_t started_unix_ms_ = 0;
@@ -129,8 +131,11 @@ class Node {
   std::unordered_map<JobId, std::uint64_t> batch_of_;
   std::size_t indexed_ops_ = 0;  // ops of the engine's open batch already in batch_of_
   // Completions waiting for their batch, and those whose batch is durable (run next turn).
-  std::multimap<std::uint64_t, std::function<void()>> waiting_;
+  // waiting_ is sorted by batch; almost every completion waits for the open batch, so it joins
+  // at the back, and leaves from the front: no allocation of a tree node per reply.
+  std::deque<std::pair<std::uint64_t, std::function<void()>>> waiting_;
   std::vector<std::function<void()>> ready_;
+  std::vector<std::function<void()>> running_;  // ready_ being run (run_ready)
   std::unordered_map<engine::ClientId, WakeupHandler> waiters_;
   std::function<void(const Status&)> on_fatal_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -1,5 +1,6 @@
 #include "front/beanstalk/connection.h"
 
+#include <boost/asio/defer.hpp>
 #include <boost/asio/write.hpp>
 
 #include "front/beanstalk/server.h"
@@ -63,9 +64,16 @@ void Connection::on_read(const boost::system::error_code& error, std::size_t byt
   read();
 }
 
+// Replies emitted while the event loop runs one handler (a burst of commands, a batch made
+// durable) leave in one write: the write is deferred until that handler is done.
 void Connection::queue(std::string_view bytes) {
   queued_.append(bytes);
-  write();
+  if (write_deferred_ || writing_) return;
+  write_deferred_ = true;
+  boost::asio::defer(socket_.get_executor(), [self = shared_from_this()] {
+    self->write_deferred_ = false;
+    self->write();
+  });
 }
 
 // Hands everything queued to the socket in one write.

@@ -33,6 +33,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::unique_ptr<Conversation> conversation_;
   bool closed_ = false;
   bool writing_ = false;
+  bool write_deferred_ = false;  // a write is queued on the executor
   bool read_paused_ = false;
   bool reading_ = false;
   std::string queued_;  // replies not yet handed to the socket
