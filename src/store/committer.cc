@@ -133,10 +133,13 @@ void Committer::run() {
 // failure nothing is synced again, so there is no sync to wait for.
 void Committer::wait_for_work(std::unique_lock<std::mutex>& lock) {
   const auto woken = [&] { return stopping_ || !queue_.empty() || pokes_ != answered_; };
-  if (durability_.mode != Durability::Mode::kInterval || !unsynced() || !error_.is_ok()) {
+  if (durability_.mode != Durability::Mode::kInterval || !error_.is_ok()) {
     wake_.wait(lock, woken);
     return;
   }
+  // Under interval a write made elsewhere (written()) also starts the wait for its sync.
+  wake_.wait(lock, [&] { return woken() || unsynced(); });
+  if (woken()) return;
   const auto due = last_sync_ + durability_.interval;
   if (clock_) {
     wake_.wait(lock, [&] { return woken() || clock_() >= due; });

@@ -629,5 +629,22 @@ TEST(CommitterSlowTest, IntervalSyncsOnTheRealClock) {
   EXPECT_EQ(store.syncs(), static_cast<int>(synced.syncs));
 }
 
+// A write made elsewhere under interval:5 wakes the committer by itself (no poke, no submit):
+// it is synced on the real clock within the interval (1 s allowed, as above).
+TEST(CommitterSlowTest, WriteMadeElsewhereIsSyncedOnTheRealClock) {
+  ProbeStore store;
+  Committer committer(store, {Durability::Mode::kInterval, milliseconds{5}});
+  std::this_thread::sleep_for(milliseconds{20});  // the committer thread is asleep, idle
+  const WriteSet set = step(1);
+  const WriteSet* sets[] = {&set};
+  ASSERT_TRUE(store.write(sets, false).is_ok());
+  ASSERT_TRUE(committer.written().is_ok());
+  const auto deadline = std::chrono::steady_clock::now() + milliseconds{1000};
+  while (store.dirty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds{1});
+  }
+  EXPECT_FALSE(store.dirty()) << "a write made elsewhere was not synced 1 s after written()";
+}
+
 }  // namespace
 }  // namespace delayq::store
