@@ -420,7 +420,8 @@ ClientId Engine::connect() {
   return id;
 }
 
-ClientId Engine::connect_internal() {
+ClientId Engine::connect(bool watch_default) {
+  if (watch_default) return connect();
   const ClientId id = next_client_++;
   Client& c = clients_[id];
   c.used = tube_by_name_.find(kDefaultTube)->second;
@@ -430,7 +431,7 @@ ClientId Engine::connect_internal() {
 
 void Engine::disconnect(ClientId id) {
   Client& c = client(id);
-  if (c.wait_order != 0) end_wait(id, c);
+  while (!c.waits.empty()) end_wait(c.waits.back());
   while (!c.reserved.empty()) {
     const Slot slot = c.reserved.back();
     leave(slot);
@@ -450,7 +451,7 @@ Status Engine::use(ClientId id, std::string_view name) {
   auto no = tube_ref(name);
   if (!no.is_ok()) return no.status();
   Client& c = client(id);
-  DELAYQ_CHECK(c.wait_order == 0);  // a waiting client sends nothing but a disconnect
+  DELAYQ_CHECK(c.watch_wait == 0);  // a waiting client sends nothing but a disconnect
   const TubeNo old = c.used;
   c.used = no.value();
   tube(c.used).using_clients++;
@@ -463,7 +464,7 @@ Result<std::size_t> Engine::watch(ClientId id, std::string_view name) {
   auto no = tube_ref(name);
   if (!no.is_ok()) return no.status();
   Client& c = client(id);
-  DELAYQ_CHECK(c.wait_order == 0);  // a waiting client sends nothing but a disconnect
+  DELAYQ_CHECK(c.watch_wait == 0);  // a waiting client sends nothing but a disconnect
   if (std::find(c.watched.begin(), c.watched.end(), no.value()) == c.watched.end()) {
     c.watched.push_back(no.value());
     tube(no.value()).watching_clients++;
@@ -473,7 +474,7 @@ Result<std::size_t> Engine::watch(ClientId id, std::string_view name) {
 
 Result<std::size_t> Engine::ignore(ClientId id, std::string_view name) {
   Client& c = client(id);
-  DELAYQ_CHECK(c.wait_order == 0);
+  DELAYQ_CHECK(c.watch_wait == 0);
   const auto it = tube_by_name_.find(name);
   if (it == tube_by_name_.end()) return c.watched.size();
   const auto pos = std::find(c.watched.begin(), c.watched.end(), it->second);
@@ -557,9 +558,9 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
   return result;
 }
 
-std::optional<Engine::Slot> Engine::best_ready(const Client& c) const {
+std::optional<Engine::Slot> Engine::best_ready(const std::vector<TubeNo>& tubes) const {
   std::optional<Slot> best;
-  for (const TubeNo no : c.watched) {
+  for (const TubeNo no : tubes) {
     const Tube& t = tube(no);
     if (t.ready.empty() || paused(t)) continue;
     if (!best || ready_less(t.ready.front(), *best)) best = t.ready.front();
@@ -581,19 +582,49 @@ bool Engine::deadline_soon(const Client& c) const {
 
 ReserveResult Engine::reserve(ClientId client_id, std::optional<Millis> timeout) {
   Client& c = client(client_id);
-  DELAYQ_CHECK(c.wait_order == 0);
-  const auto best = best_ready(c);
+  DELAYQ_CHECK(c.watch_wait == 0);
+  const auto best = best_ready(c.watched);
   if (!best && deadline_soon(c)) return ReserveResult{ReserveResult::Kind::kDeadlineSoon, {}};
   if (best) return hand_out(client_id, *best);
   if (timeout && timeout->count() <= 0) return ReserveResult{ReserveResult::Kind::kTimedOut, {}};
-  start_wait(client_id, c, timeout);
-  return ReserveResult{ReserveResult::Kind::kWaiting, {}};
+  const WaitId wait = start_wait(client_id, c.watched, true, timeout);
+  client(client_id).watch_wait = wait;
+  return ReserveResult{ReserveResult::Kind::kWaiting, {}, wait};
 }
 
-bool Engine::cancel_wait(ClientId client_id) {
-  Client& c = client(client_id);
-  if (c.wait_order == 0) return false;
-  end_wait(client_id, c);
+Result<ReserveResult> Engine::reserve_from(ClientId client_id,
+                                           const std::vector<std::string>& names,
+                                           std::optional<Millis> timeout) {
+  (void)client(client_id);  // checks it exists
+  std::vector<TubeNo> tubes;
+  // A tube named here but empty is let go again unless the wait holds it.
+  const auto let_go = [&] {
+    for (const TubeNo no : tubes) maybe_drop_tube(no);
+  };
+  for (const std::string& name : names) {
+    auto no = tube_ref(name);
+    if (!no.is_ok()) {
+      let_go();
+      return no.status();
+    }
+    if (std::find(tubes.begin(), tubes.end(), no.value()) == tubes.end()) {
+      tubes.push_back(no.value());
+    }
+  }
+  ReserveResult result{ReserveResult::Kind::kTimedOut, {}};
+  if (const auto best = best_ready(tubes)) {
+    result = hand_out(client_id, *best);
+  } else if (!timeout || timeout->count() > 0) {
+    result.kind = ReserveResult::Kind::kWaiting;
+    result.wait = start_wait(client_id, tubes, false, timeout);
+  }
+  let_go();
+  return result;
+}
+
+bool Engine::cancel_wait(WaitId wait) {
+  if (waits_.count(wait) == 0) return false;
+  end_wait(wait);
   return true;
 }
 
@@ -809,17 +840,6 @@ Status Engine::set_priority(JobId id, std::uint32_t priority) {
   return Status::ok();
 }
 
-Status Engine::hand_over(JobId id, ClientId from, ClientId to) {
-  Slot slot = 0;
-  if (Status s = check_reserved_by(from, id, &slot); !s.is_ok()) return s;
-  auto& held = client(from).reserved;
-  held.erase(std::find(held.begin(), held.end(), slot));
-  Client& receiver = client(to);
-  receiver.reserved.push_back(slot);
-  reservations_.at(slot).client = to;
-  return Status::ok();
-}
-
 std::vector<JobView> Engine::list_group(std::string_view name, std::string_view group) const {
   std::vector<JobView> views;
   const Tube* t = find_tube(name);
@@ -853,67 +873,84 @@ std::size_t Engine::cancel_group(std::string_view name, std::string_view group) 
 // ---------------------------------------------------------------------------------------------
 // Time and waiting
 
-void Engine::start_wait(ClientId id, Client& c, std::optional<Millis> timeout) {
-  c.wait_order = next_wait_order_++;
-  waiters_.emplace(c.wait_order, id);
-  c.wait_deadline_unix_ms.reset();
-  if (timeout) c.wait_deadline_unix_ms = due_after(*timeout);
-  for (const TubeNo no : c.watched) tube(no).waiting_clients++;
-  arm_alarm(id, c);
+WaitId Engine::start_wait(ClientId client_id, std::vector<TubeNo> tubes, bool watch_list,
+                          std::optional<Millis> timeout) {
+  const WaitId id = next_wait_++;
+  for (const TubeNo no : tubes) tube(no).waiting_clients++;
+  Wait& w = waits_[id];
+  w.client = client_id;
+  w.tubes = std::move(tubes);
+  w.watch_list = watch_list;
+  if (timeout) w.deadline_unix_ms = due_after(*timeout);
+  client(client_id).waits.push_back(id);
+  arm_alarm(id, w);
+  return id;
 }
 
-void Engine::end_wait(ClientId id, Client& c) {
-  waiters_.erase(c.wait_order);
-  alarms_.erase({c.alarm_unix_ms, id});
-  c.wait_order = 0;
-  for (const TubeNo no : c.watched) tube(no).waiting_clients--;
+void Engine::end_wait(WaitId id) {
+  const auto it = waits_.find(id);
+  DELAYQ_CHECK(it != waits_.end());
+  const Wait& w = it->second;
+  alarms_.erase({w.alarm_unix_ms, id});
+  Client& c = client(w.client);
+  c.waits.erase(std::find(c.waits.begin(), c.waits.end(), id));
+  if (c.watch_wait == id) c.watch_wait = 0;
+  const std::vector<TubeNo> tubes = std::move(it->second.tubes);
+  waits_.erase(it);
+  for (const TubeNo no : tubes) {
+    tube(no).waiting_clients--;
+    maybe_drop_tube(no);
+  }
 }
 
-// A waiting client must be looked at again when its wait times out or when one of its reserved
-// jobs enters the DEADLINE_SOON margin, whichever is first.
-void Engine::arm_alarm(ClientId id, Client& c) {
-  alarms_.erase({c.alarm_unix_ms, id});
-  std::optional<std::int64_t> when = c.wait_deadline_unix_ms;
-  for (const Slot slot : c.reserved) {
-    const std::int64_t soon =
-        reservations_.at(slot).deadline_unix_ms - options_.deadline_soon_margin.count();
-    if (!when || soon < *when) when = soon;
+// A wait must be looked at again when it times out or, on a watch list, when one of its
+// client's reserved jobs enters the DEADLINE_SOON margin, whichever is first.
+void Engine::arm_alarm(WaitId id, Wait& w) {
+  alarms_.erase({w.alarm_unix_ms, id});
+  std::optional<std::int64_t> when = w.deadline_unix_ms;
+  if (w.watch_list) {
+    for (const Slot slot : client(w.client).reserved) {
+      const std::int64_t soon =
+          reservations_.at(slot).deadline_unix_ms - options_.deadline_soon_margin.count();
+      if (!when || soon < *when) when = soon;
+    }
   }
   if (!when) return;
-  c.alarm_unix_ms = *when;
+  w.alarm_unix_ms = *when;
   alarms_.emplace(*when, id);
 }
 
 void Engine::expire_alarms() {
   const std::int64_t now_ms = now();
   while (!alarms_.empty() && alarms_.begin()->first <= now_ms) {
-    const ClientId id = alarms_.begin()->second;
-    Client& c = client(id);
-    if (deadline_soon(c)) {
-      end_wait(id, c);
-      wakeups_.push_back({id, {ReserveResult::Kind::kDeadlineSoon, {}}});
-    } else if (c.wait_deadline_unix_ms && *c.wait_deadline_unix_ms <= now_ms) {
-      end_wait(id, c);
-      wakeups_.push_back({id, {ReserveResult::Kind::kTimedOut, {}}});
+    const WaitId id = alarms_.begin()->second;
+    Wait& w = waits_.at(id);
+    const ClientId client_id = w.client;
+    if (w.watch_list && deadline_soon(client(client_id))) {
+      end_wait(id);
+      wakeups_.push_back({client_id, id, {ReserveResult::Kind::kDeadlineSoon, {}}});
+    } else if (w.deadline_unix_ms && *w.deadline_unix_ms <= now_ms) {
+      end_wait(id);
+      wakeups_.push_back({client_id, id, {ReserveResult::Kind::kTimedOut, {}}});
     } else {
-      arm_alarm(id, c);  // its reserved jobs changed since the alarm was set
+      arm_alarm(id, w);  // its client's reserved jobs changed since the alarm was set
     }
   }
 }
 
-// Hands ready jobs to waiting clients, first come first served, each the best job among the
-// tubes it watches. Costs O(waiting clients x tubes watched) when a job became ready.
+// Hands ready jobs to waits, first come first served, each the best job among its tubes.
+// Costs O(waits x tubes each) when a job became ready.
 void Engine::dispatch() {
   if (!ready_changed_) return;
   ready_changed_ = false;
-  for (auto it = waiters_.begin(); it != waiters_.end();) {
-    const ClientId id = it->second;
+  for (auto it = waits_.begin(); it != waits_.end();) {
+    const WaitId id = it->first;
+    const ClientId client_id = it->second.client;
+    const auto best = best_ready(it->second.tubes);
     ++it;
-    Client& c = client(id);
-    const auto best = best_ready(c);
     if (!best) continue;
-    end_wait(id, c);
-    wakeups_.push_back({id, hand_out(id, *best)});
+    end_wait(id);
+    wakeups_.push_back({client_id, id, hand_out(client_id, *best)});
   }
 }
 
@@ -1010,7 +1047,7 @@ ServerStats Engine::stats() const {
   s.total_jobs = total_jobs_;
   s.job_timeouts = job_timeouts_;
   s.tubes = tube_by_name_.size();
-  s.waiting = waiters_.size();
+  s.waiting = waits_.size();
   s.next_id = next_id_;
   return s;
 }

@@ -35,6 +35,8 @@
 namespace delayq::engine {
 
 using ClientId = std::uint64_t;
+// A reserve waiting for a job. Ids grow with each wait: in id order is first come, first served.
+using WaitId = std::uint64_t;
 using Seconds = std::chrono::seconds;
 
 struct EngineOptions {
@@ -79,11 +81,13 @@ using delayq::TubeStats;
 struct ReserveResult {
   enum class Kind : std::uint8_t { kReserved, kWaiting, kDeadlineSoon, kTimedOut };
   Kind kind = Kind::kWaiting;
-  JobView job;  // kReserved only
+  JobView job;      // kReserved only
+  WaitId wait = 0;  // kWaiting only: the wait its wakeup names, for cancel_wait()
 };
 
 struct Wakeup {
   ClientId client = 0;
+  WaitId wait = 0;
   ReserveResult result;
 };
 
@@ -108,9 +112,9 @@ class Engine {
   // A client waiting in reserve sends nothing but disconnect until its wait ends (the front-end
   // holds its next commands, as beanstalkd does); use, watch, ignore and reserve check it.
   ClientId connect();
-  // A client that uses and watches nothing until told to, and is not counted among a tube's
-  // users (a session whose callers name their tubes per call, and the waiter of one such call).
-  ClientId connect_internal();
+  // watch_default false: a client that uses and watches nothing until told to, and is not
+  // counted among a tube's users (a session whose callers name their tubes per reserve).
+  ClientId connect(bool watch_default);
   // Its reserved jobs become ready again (invariant 4), its wait ends, its tubes are let go.
   void disconnect(ClientId client);
   Status use(ClientId client, std::string_view tube);
@@ -121,11 +125,17 @@ class Engine {
 
   // --- the lifecycle (beanstalkd's commands). Jobs reserved by another client are kNotFound.
   Result<PutResult> put(ClientId client, const PutRequest& request);
-  // timeout: nullopt waits for ever, 0 answers at once (kTimedOut if nothing is ready).
+  // A job from the tubes the client watches. timeout: nullopt waits for ever, 0 answers at once
+  // (kTimedOut if nothing is ready). A client has at most one such wait.
   ReserveResult reserve(ClientId client, std::optional<Millis> timeout);
-  // Ends a waiting reserve with no job (the client half-closed its connection): false if it was
+  // A job from the tubes named (kInvalidArgument for a bad name), in a wait of its own: a client
+  // may have any number of these waiting at once (HTTP long-polls), beside one on its watch list.
+  // DEADLINE_SOON does not apply to them.
+  Result<ReserveResult> reserve_from(ClientId client, const std::vector<std::string>& tubes,
+                                     std::optional<Millis> timeout);
+  // Ends a waiting reserve with no job (its client went away or half-closed): false if it was
   // not waiting. No wakeup follows.
-  bool cancel_wait(ClientId client);
+  bool cancel_wait(WaitId wait);
   Result<JobView> reserve_job(ClientId client, JobId id);  // any job not reserved
   Status erase(ClientId client, JobId id);                 // delete
   Status release(ClientId client, JobId id, std::uint32_t priority, Millis delay);
@@ -150,10 +160,6 @@ class Engine {
   Status reschedule(JobId id, std::int64_t due_unix_ms, std::optional<Millis> delay = {});
   // A new priority for a job in any state (a ready job moves in its tube's order).
   Status set_priority(JobId id, std::uint32_t priority);
-  // A job reserved by `from` becomes reserved by `to`, with the same TTR deadline (kNotFound if
-  // `from` does not hold it). A reserve that names its tubes waits in a client of its own, then
-  // hands the job to the client of the session that asked (broker/local).
-  Status hand_over(JobId id, ClientId from, ClientId to);
   // Jobs of a group in any state, by id; cancel deletes those not reserved and says how many.
   [[nodiscard]] std::vector<JobView> list_group(std::string_view tube,
                                                 std::string_view group) const;
@@ -273,10 +279,16 @@ class Engine {
     TubeNo used = 0;
     std::vector<TubeNo> watched;
     std::vector<Slot> reserved;
-    bool internal = false;         // see connect_internal()
-    std::uint64_t wait_order = 0;  // 0: not waiting
-    std::optional<std::int64_t> wait_deadline_unix_ms;
-    std::int64_t alarm_unix_ms = 0;  // when its wait must be looked at again
+    bool internal = false;      // connect(false): not a user of a tube until told to
+    WaitId watch_wait = 0;      // its wait on its watch list, 0 if none
+    std::vector<WaitId> waits;  // every wait of its, that one included
+  };
+  struct Wait {
+    ClientId client = 0;
+    std::vector<TubeNo> tubes;
+    bool watch_list = true;  // on the client's watch list: DEADLINE_SOON applies
+    std::optional<std::int64_t> deadline_unix_ms;
+    std::int64_t alarm_unix_ms = 0;  // when it must be looked at again
   };
 
   // jobs and slots
@@ -330,12 +342,13 @@ class Engine {
   // clients, waiting and time
   Client& client(ClientId id);
   [[nodiscard]] const Client& client(ClientId id) const;
-  std::optional<Slot> best_ready(const Client& client) const;
+  std::optional<Slot> best_ready(const std::vector<TubeNo>& tubes) const;
   ReserveResult hand_out(ClientId client_id, Slot slot);
   [[nodiscard]] bool deadline_soon(const Client& client) const;
-  void start_wait(ClientId id, Client& client, std::optional<Millis> timeout);
-  void end_wait(ClientId id, Client& client);
-  void arm_alarm(ClientId id, Client& client);
+  WaitId start_wait(ClientId client, std::vector<TubeNo> tubes, bool watch_list,
+                    std::optional<Millis> timeout);
+  void end_wait(WaitId wait);
+  void arm_alarm(WaitId id, Wait& wait);
   void dispatch();
   void on_timer(Slot slot);
   void expire_alarms();
@@ -364,9 +377,9 @@ class Engine {
 
   std::unordered_map<ClientId, Client> clients_;
   ClientId next_client_ = 1;
-  std::map<std::uint64_t, ClientId> waiters_;  // by wait order: first come, first served
-  std::uint64_t next_wait_order_ = 1;
-  std::set<std::pair<std::int64_t, ClientId>> alarms_;
+  std::map<WaitId, Wait> waits_;  // by id, which is arrival order: first come, first served
+  WaitId next_wait_ = 1;
+  std::set<std::pair<std::int64_t, WaitId>> alarms_;
   bool ready_changed_ = false;
 
   std::uint64_t total_jobs_ = 0, job_timeouts_ = 0;

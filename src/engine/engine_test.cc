@@ -372,25 +372,71 @@ TEST_F(EngineTest, SetPriorityMovesAReadyJobAndIsWritten) {
   EXPECT_TRUE(engine.mutations().empty());
 }
 
-TEST_F(EngineTest, HandOverMovesAReservationToAnotherClient) {
-  const JobId id = put(producer, Millis{0});
-  const ClientId holder = engine.connect_internal();
-  ASSERT_EQ(engine.reserve(worker, Millis{0}).job.id, id);
-  const std::int64_t deadline = engine.peek(id).value().deadline_unix_ms;
-  EXPECT_EQ(engine.hand_over(id, producer, holder).code(), Code::kNotFound);  // not producer's
-  ASSERT_TRUE(engine.hand_over(id, worker, holder).is_ok());
-  EXPECT_EQ(engine.peek(id).value().deadline_unix_ms, deadline);  // the same TTR deadline
-  EXPECT_EQ(engine.release(worker, id, 1, Millis{0}).code(), Code::kNotFound);
-  engine.disconnect(worker);  // no longer the worker's: it stays reserved
-  EXPECT_EQ(state(id), JobState::kReserved);
-  ASSERT_TRUE(engine.touch(holder, id).is_ok());
-  engine.disconnect(holder);  // the holder goes: ready again
+// A reserve that names its tubes waits on its own: a client may have many such waits beside
+// the one on its watch list; each is woken first come, first served, and the job is the
+// client's.
+TEST_F(EngineTest, ReservesFromNamedTubesWaitSideBySide) {
+  const ClientId session = engine.connect(false);
+  auto first = engine.reserve_from(session, {"a", "b"}, std::nullopt);
+  auto second = engine.reserve_from(session, {"b"}, Millis{500});
+  ASSERT_TRUE(first.is_ok() && second.is_ok());
+  ASSERT_EQ(first.value().kind, Kind::kWaiting);
+  ASSERT_EQ(second.value().kind, Kind::kWaiting);
+  EXPECT_NE(first.value().wait, second.value().wait);
+  EXPECT_EQ(engine.stats().waiting, 2U);
+  EXPECT_EQ(engine.stats_tube("b").value().waiting_clients, 2U);
+
+  PutRequest request;
+  request.tube = "b";
+  request.body = "x";
+  const JobId id = engine.put(producer, request).value().id;
+  const std::vector<Wakeup> woken = engine.take_wakeups();
+  ASSERT_EQ(woken.size(), 1U);  // first come, first served
+  EXPECT_EQ(woken[0].wait, first.value().wait);
+  EXPECT_EQ(woken[0].client, session);
+  EXPECT_EQ(woken[0].result.job.id, id);
+  ASSERT_TRUE(engine.touch(session, id).is_ok());             // the session holds it
+  EXPECT_EQ(engine.stats_tube("a").code(), Code::kNotFound);  // nothing holds "a" any more
+
+  pass(Millis{500});
+  const std::vector<Wakeup> timed_out = engine.take_wakeups();
+  ASSERT_EQ(timed_out.size(), 1U);
+  EXPECT_EQ(timed_out[0].wait, second.value().wait);
+  EXPECT_EQ(timed_out[0].result.kind, Kind::kTimedOut);
+
+  auto cancelled = engine.reserve_from(session, {"c"}, std::nullopt);
+  ASSERT_TRUE(cancelled.is_ok());
+  EXPECT_TRUE(engine.cancel_wait(cancelled.value().wait));
+  EXPECT_FALSE(engine.cancel_wait(cancelled.value().wait));
+  EXPECT_TRUE(engine.take_wakeups().empty());
+  EXPECT_EQ(engine.stats().waiting, 0U);
+
+  EXPECT_EQ(engine.reserve_from(session, {"ok", "-bad"}, std::nullopt).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(engine.stats_tube("ok").code(), Code::kNotFound);  // not left behind
+  engine.disconnect(session);                                  // its reservation is ready again
   EXPECT_EQ(state(id), JobState::kReady);
+}
+
+TEST_F(EngineTest, ADisconnectEndsEveryWaitOfTheClient) {
+  const ClientId session = engine.connect(false);
+  ASSERT_TRUE(engine.watch(session, "w").is_ok());
+  ASSERT_EQ(engine.reserve(session, std::nullopt).kind, Kind::kWaiting);
+  ASSERT_EQ(engine.reserve_from(session, {"x"}, std::nullopt).value().kind, Kind::kWaiting);
+  EXPECT_EQ(engine.stats().waiting, 2U);
+  engine.disconnect(session);
+  EXPECT_EQ(engine.stats().waiting, 0U);
+  EXPECT_EQ(engine.stats_tube("x").code(), Code::kNotFound);
+  PutRequest request;
+  request.tube = "w";
+  request.body = "x";
+  ASSERT_TRUE(engine.put(producer, request).is_ok());
+  EXPECT_TRUE(engine.take_wakeups().empty());
 }
 
 TEST_F(EngineTest, InternalClientsUseAndWatchNothing) {
   const TubeStats default_before = engine.stats_tube("default").value();
-  const ClientId internal = engine.connect_internal();
+  const ClientId internal = engine.connect(false);
   PutRequest request;
   request.tube = "work";
   request.body = "x";

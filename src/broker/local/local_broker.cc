@@ -76,31 +76,23 @@ class LocalSession final : public broker::Session {
   Result<JobId> resolve(const broker::JobRef& job) const;
   [[nodiscard]] std::int64_t due_of(const broker::Due& due) const;
 
-  struct Wait {
-    ClientId waiter = 0;  // client_ for a reserve on the watch list
-    Callback<broker::Job> done;
-  };
   void woken(std::uint64_t ticket, const engine::ReserveResult& result);
-  void reserved(Wait wait, const engine::ReserveResult& result);
+  void reserved(Callback<broker::Job> done, const engine::ReserveResult& result);
 
   Node& node_;
   ClientId client_ = 0;
-  std::unordered_map<std::uint64_t, Wait> waits_;  // by ticket: the waiter's client id
+  // Reserves waiting, by ticket: the engine's WaitId.
+  std::unordered_map<std::uint64_t, Callback<broker::Job>> waits_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 LocalSession::LocalSession(Node& node, broker::SessionOptions options)
-    : node_(node),
-      client_(options.watch_default ? node.engine().connect() : node.engine().connect_internal()) {}
+    : node_(node), client_(node.engine().connect(options.watch_default)) {}
 
 LocalSession::~LocalSession() {
   *alive_ = false;
-  for (const auto& [ticket, wait] : waits_) {
-    node_.forget(wait.waiter);
-    if (wait.waiter != client_) engine().disconnect(wait.waiter);
-  }
-  node_.forget(client_);
-  engine().disconnect(client_);  // its reserved jobs are ready again
+  for (const auto& [ticket, done] : waits_) node_.forget(ticket);
+  engine().disconnect(client_);  // its waits end, its reserved jobs are ready again
   node_.touched();
 }
 
@@ -184,68 +176,61 @@ void LocalSession::put(broker::PutRequest request, Callback<broker::PutResult> d
 }
 
 std::uint64_t LocalSession::reserve(broker::ReserveRequest request, Callback<broker::Job> done) {
-  ClientId waiter = client_;
-  if (!request.tubes.empty()) {
-    waiter = engine().connect_internal();
-    for (const std::string& tube : request.tubes) {
-      if (auto watched = engine().watch(waiter, tube); !watched.is_ok()) {
-        engine().disconnect(waiter);
-        finish_all<broker::Job>(std::move(done), watched.status());
-        return 0;
-      }
+  engine::ReserveResult result;
+  if (request.tubes.empty()) {
+    result = engine().reserve(client_, request.timeout);
+  } else {
+    auto named = engine().reserve_from(client_, request.tubes, request.timeout);
+    if (!named.is_ok()) {
+      finish_all<broker::Job>(std::move(done), named.status());
+      return 0;
     }
+    result = std::move(named).value();
   }
-  const engine::ReserveResult result = engine().reserve(waiter, request.timeout);
   if (result.kind != Kind::kWaiting) {
-    reserved(Wait{waiter, std::move(done)}, result);
+    reserved(std::move(done), result);
     return 0;
   }
-  waits_.emplace(waiter, Wait{waiter, std::move(done)});
-  node_.on_wakeup(waiter, [this, alive = alive_, waiter](const engine::ReserveResult& later) {
-    if (*alive) woken(waiter, later);
+  const engine::WaitId ticket = result.wait;
+  waits_.emplace(ticket, std::move(done));
+  node_.on_wakeup(ticket, [this, alive = alive_, ticket](const engine::ReserveResult& later) {
+    if (*alive) woken(ticket, later);
   });
   node_.touched();  // the node arms its timer for the wait's end
-  return waiter;
+  return ticket;
 }
 
 void LocalSession::woken(std::uint64_t ticket, const engine::ReserveResult& result) {
   const auto it = waits_.find(ticket);
   if (it == waits_.end()) return;
-  Wait wait = std::move(it->second);
+  Callback<broker::Job> done = std::move(it->second);
   waits_.erase(it);
-  reserved(std::move(wait), result);
+  reserved(std::move(done), result);
 }
 
-// A reserve has its answer: the job moves to the session's client, the waiter goes.
-void LocalSession::reserved(Wait wait, const engine::ReserveResult& result) {
-  Status handed;
-  if (result.kind == Kind::kReserved && wait.waiter != client_) {
-    handed = engine().hand_over(result.job.id, wait.waiter, client_);
-  }
-  if (wait.waiter != client_) engine().disconnect(wait.waiter);
+// A reserve has its answer.
+void LocalSession::reserved(Callback<broker::Job> done, const engine::ReserveResult& result) {
   switch (result.kind) {
     case Kind::kReserved:
-      if (!handed.is_ok()) return finish_all<broker::Job>(std::move(wait.done), handed);
-      return finish(node_.batch_of(result.job.id), std::move(wait.done), with_body(result.job));
+      return finish(node_.batch_of(result.job.id), std::move(done), with_body(result.job));
     case Kind::kDeadlineSoon:
-      return finish_all<broker::Job>(std::move(wait.done),
+      return finish_all<broker::Job>(std::move(done),
                                      Status(Code::kDeadlineSoon, "a reserved job's TTR is ending"));
     case Kind::kTimedOut:
     case Kind::kWaiting:
       break;
   }
-  finish_all<broker::Job>(std::move(wait.done),
-                          Status(Code::kTimedOut, "no job became ready in time"));
+  finish_all<broker::Job>(std::move(done), Status(Code::kTimedOut, "no job became ready in time"));
 }
 
 bool LocalSession::cancel_reserve(std::uint64_t ticket) {
   const auto it = waits_.find(ticket);
   if (it == waits_.end()) return false;
-  Wait wait = std::move(it->second);
+  Callback<broker::Job> done = std::move(it->second);
   waits_.erase(it);
-  node_.forget(wait.waiter);
-  (void)engine().cancel_wait(wait.waiter);
-  reserved(std::move(wait), engine::ReserveResult{Kind::kTimedOut, {}});
+  node_.forget(ticket);
+  (void)engine().cancel_wait(ticket);
+  reserved(std::move(done), engine::ReserveResult{Kind::kTimedOut, {}});
   return true;
 }
 

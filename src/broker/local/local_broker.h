@@ -2,8 +2,8 @@
 // RocksDB and the group committer). Each session is an engine client; an operation runs on the
 // engine at once and its completion waits, through Node::when_durable, for the batch holding the
 // latest change of the job it reports (Node::batch_of), or for everything done so far when the
-// result is not about one job. A reserve that names its tubes waits in an engine client of its
-// own and hands the job to its session's client when it gets one.
+// result is not about one job. A reserve's ticket is the engine's WaitId: a reserve that names
+// its tubes is a wait of its own in the engine, beside the session's watch-list one.
 // Everything runs on the io_context's thread. Made by delayqd, the only place that knows which
 // broker runs.
 #pragma once

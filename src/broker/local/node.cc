@@ -127,12 +127,12 @@ void Node::touched() {
   });
 }
 
-void Node::on_wakeup(engine::ClientId client, WakeupHandler handler) {
-  waiters_[client] = std::move(handler);
+void Node::on_wakeup(engine::WaitId wait, WakeupHandler handler) {
+  waiters_[wait] = std::move(handler);
 }
 
-void Node::forget(engine::ClientId client) {
-  waiters_.erase(client);
+void Node::forget(engine::WaitId wait) {
+  waiters_.erase(wait);
 }
 
 // Once per turn of the event loop, after every session has had its say: the completions that
@@ -161,7 +161,7 @@ void Node::turn() {
 
 void Node::deliver_wakeups() {
   for (const engine::Wakeup& wakeup : engine_->take_wakeups()) {
-    const auto it = waiters_.find(wakeup.client);
+    const auto it = waiters_.find(wakeup.wait);
     if (it == waiters_.end()) continue;
     WakeupHandler handler = std::move(it->second);
     waiters_.erase(it);

@@ -72,11 +72,11 @@ class Node {
   // Something was done to the engine: commit, deliver wakeups and re-arm the timer soon.
   void touched();
 
-  // Who hears about what. on_wakeup(client): a waiting reserve ended. on_fatal: the store
+  // Who hears about what. on_wakeup(wait): a waiting reserve ended. on_fatal: the store
   // failed; the node must stop.
   using WakeupHandler = std::function<void(const engine::ReserveResult&)>;
-  void on_wakeup(engine::ClientId client, WakeupHandler handler);
-  void forget(engine::ClientId client);
+  void on_wakeup(engine::WaitId wait, WakeupHandler handler);
+  void forget(engine::WaitId wait);
   void on_fatal(std::function<void(const Status&)> handler) { on_fatal_ = std::move(handler); }
 
   // Drain mode (SIGUSR1, as beanstalkd): every front-end refuses puts.
@@ -136,7 +136,7 @@ class Node {
   std::deque<std::pair<std::uint64_t, std::function<void()>>> waiting_;
   std::vector<std::function<void()>> ready_;
   std::vector<std::function<void()>> running_;  // ready_ being run (run_ready)
-  std::unordered_map<engine::ClientId, WakeupHandler> waiters_;
+  std::unordered_map<engine::WaitId, WakeupHandler> waiters_;
   std::function<void(const Status&)> on_fatal_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
