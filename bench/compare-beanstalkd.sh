@@ -15,10 +15,7 @@ sections="${SECTIONS:-rates late rss}"
 loadgen=build/release/bench/loadgen
 delayqd=build/release/apps/delayqd
 [ -x "$loadgen" ] && [ -x "$delayqd" ] || { echo "compare-beanstalkd: make build first" >&2; exit 2; }
-if ! command -v beanstalkd >/dev/null; then
-  sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq beanstalkd >/dev/null
-fi
+command -v beanstalkd >/dev/null || bench/ensure-packages.sh beanstalkd
 
 work=$(mktemp -d)
 pids=()

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# install-deps.sh — installs every Debian package delayq needs to build, test and benchmark.
-# Idempotent: installs only what is missing, so it is cheap to run before every build.
-# Uses sudo when not run as root.
+# install-deps.sh — installs every Debian package delayq needs to build and test.
+# Idempotent: installs only what is missing, so it is cheap to run before every build, and says
+# what it installs when it does. Uses sudo when not run as root. What only benchmarks need
+# (beanstalkd, wrk) the benchmark scripts install themselves (bench/ensure-packages.sh), without
+# starting a service that would take delayq's ports.
 set -euo pipefail
 
 packages=(
@@ -21,9 +23,8 @@ packages=(
   libcli11-dev      # command-line flags (delayqd, delayq)
   libspdlog-dev     # structured logs
   libfmt-dev
-  beanstalkd        # bench/compare-beanstalkd.sh runs it side by side
-  wrk               # HTTP load (docs/BENCHMARKS.md)
   python3           # bench/wheel_table.py (make bench)
+  ca-certificates   # npm reaches its registry over https (the client test)
 )
 
 missing=()
@@ -32,6 +33,11 @@ for package in "${packages[@]}"; do
     missing+=("$package")
   fi
 done
+# Node and npm run the third-party client test (tests/clients). Debian's, unless a node and an
+# npm are already there (another packaging of Node, whose npm Debian's would conflict with).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  missing+=(nodejs npm)
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

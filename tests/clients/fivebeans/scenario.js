@@ -67,8 +67,11 @@ async function main() {
   id = await take();
   const stats = await call(worker, 'stats_job', id);
   if (stats[0].state !== 'reserved') fail('stats-job state ' + stats[0].state);
+  // Its delay counts from when the server got the release, which is before its reply (which
+  // waits for the disk): the moment the command was sent is the earliest it can count from.
+  const releasedAt = Date.now();
   await call(worker, 'release', id, 10, 1);
-  due.get(id).at = Date.now() + 1000;
+  due.get(id).at = releasedAt + 1000;
   received.set(id, 0);
 
   // The rest: take each as it comes due, touch one, delete all.
