@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "server_process.h"
+#include "support/beanstalk_stats.h"
 
 namespace delayq::testing {
 namespace {
@@ -731,57 +732,7 @@ TEST_F(BeanstalkTest, StatsHasEveryBeanstalkdKey) {
   EXPECT_EQ(client_->call("bogus\r\n"), "UNKNOWN_COMMAND\r\n");
   EXPECT_EQ(client_->call("delete x\r\n"), "BAD_FORMAT\r\n");  // counted in neither
   const Yaml s = stats("stats\r\n");
-  const std::vector<std::string> keys = {"current-jobs-urgent",
-                                         "current-jobs-ready",
-                                         "current-jobs-reserved",
-                                         "current-jobs-delayed",
-                                         "current-jobs-buried",
-                                         "cmd-put",
-                                         "cmd-peek",
-                                         "cmd-peek-ready",
-                                         "cmd-peek-delayed",
-                                         "cmd-peek-buried",
-                                         "cmd-reserve",
-                                         "cmd-reserve-with-timeout",
-                                         "cmd-delete",
-                                         "cmd-release",
-                                         "cmd-use",
-                                         "cmd-watch",
-                                         "cmd-ignore",
-                                         "cmd-bury",
-                                         "cmd-kick",
-                                         "cmd-touch",
-                                         "cmd-stats",
-                                         "cmd-stats-job",
-                                         "cmd-stats-tube",
-                                         "cmd-list-tubes",
-                                         "cmd-list-tube-used",
-                                         "cmd-list-tubes-watched",
-                                         "cmd-pause-tube",
-                                         "job-timeouts",
-                                         "total-jobs",
-                                         "max-job-size",
-                                         "current-tubes",
-                                         "current-connections",
-                                         "current-producers",
-                                         "current-workers",
-                                         "current-waiting",
-                                         "total-connections",
-                                         "pid",
-                                         "version",
-                                         "rusage-utime",
-                                         "rusage-stime",
-                                         "uptime",
-                                         "binlog-oldest-index",
-                                         "binlog-current-index",
-                                         "binlog-records-migrated",
-                                         "binlog-records-written",
-                                         "binlog-max-size",
-                                         "draining",
-                                         "id",
-                                         "hostname",
-                                         "os",
-                                         "platform"};
+  const std::vector<std::string>& keys = beanstalkd_stats_keys();
   std::set<std::string> seen;
   for (const auto& [key, value] : s.entries) {
     EXPECT_TRUE(seen.insert(key).second) << "key twice: " << key;

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/beanstalk_stats.h"
 #include "support/fake_broker.h"
 
 namespace delayq::front::beanstalk {
@@ -781,57 +782,7 @@ TEST_F(ConversationTest, StatsHasEveryKeyInBeanstalkdsOrderWithTheFrontEndsCount
   last().complete(server);
   const auto lines = mapping_of(document_of(other->take()));
 
-  const std::vector<std::string> keys = {"current-jobs-urgent",
-                                         "current-jobs-ready",
-                                         "current-jobs-reserved",
-                                         "current-jobs-delayed",
-                                         "current-jobs-buried",
-                                         "cmd-put",
-                                         "cmd-peek",
-                                         "cmd-peek-ready",
-                                         "cmd-peek-delayed",
-                                         "cmd-peek-buried",
-                                         "cmd-reserve",
-                                         "cmd-reserve-with-timeout",
-                                         "cmd-delete",
-                                         "cmd-release",
-                                         "cmd-use",
-                                         "cmd-watch",
-                                         "cmd-ignore",
-                                         "cmd-bury",
-                                         "cmd-kick",
-                                         "cmd-touch",
-                                         "cmd-stats",
-                                         "cmd-stats-job",
-                                         "cmd-stats-tube",
-                                         "cmd-list-tubes",
-                                         "cmd-list-tube-used",
-                                         "cmd-list-tubes-watched",
-                                         "cmd-pause-tube",
-                                         "job-timeouts",
-                                         "total-jobs",
-                                         "max-job-size",
-                                         "current-tubes",
-                                         "current-connections",
-                                         "current-producers",
-                                         "current-workers",
-                                         "current-waiting",
-                                         "total-connections",
-                                         "pid",
-                                         "version",
-                                         "rusage-utime",
-                                         "rusage-stime",
-                                         "uptime",
-                                         "binlog-oldest-index",
-                                         "binlog-current-index",
-                                         "binlog-records-migrated",
-                                         "binlog-records-written",
-                                         "binlog-max-size",
-                                         "draining",
-                                         "id",
-                                         "hostname",
-                                         "os",
-                                         "platform"};
+  const std::vector<std::string>& keys = testing::beanstalkd_stats_keys();
   std::vector<std::string> got_keys;
   std::map<std::string, std::string> values;
   for (const auto& [key, value] : lines) {

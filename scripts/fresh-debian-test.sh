@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# fresh-debian-test.sh [DIR] — the README's promise, tried for real: builds a fresh Debian 12
+# root with debootstrap (minbase, plus only make and git), clones this checkout into it, and
+# runs the README's test command there (`make test`, which installs everything else itself).
+# Prints how long each step took. Needs root and Debian's mirrors; leaves DIR behind for a look
+# (default: build/fresh-debian; removed first). Usage: sudo scripts/fresh-debian-test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(realpath -m "${1:-build/fresh-debian}")
+[ "$(id -u)" -eq 0 ] || { echo "fresh-debian-test: run as root (debootstrap, chroot)" >&2; exit 2; }
+command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap
+
+mounted=()
+cleanup() {
+  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[$i]}" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+step() { echo "== $1 ($(date -u +%H:%M:%S))"; }
+
+for m in proc sys dev/pts dev; do
+  if mountpoint -q "$root/$m" 2>/dev/null; then umount -l "$root/$m"; fi
+done
+rm -rf "$root"
+start=$SECONDS
+step "debootstrap bookworm (minbase + make, git) into $root"
+debootstrap --variant=minbase --include=make,git,ca-certificates bookworm "$root" \
+  http://deb.debian.org/debian >/dev/null
+echo "   $((SECONDS - start)) s"
+
+step "clone the checkout"
+git clone -q "$(pwd)" "$root/root/delayq"
+# The design documents sit beside the checkout, as they do for CI.
+[ -d ../shared ] && cp -r ../shared "$root/root/shared"
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+for m in proc sys dev dev/pts; do
+  mount --bind "/$m" "$root/$m"
+  mounted+=("$root/$m")
+done
+
+step "make test, as the README says"
+t=$SECONDS
+chroot "$root" /bin/bash -lc 'cd /root/delayq && make test' 2>&1 | tail -25
+status=${PIPESTATUS[0]}
+echo "   make test: exit $status, $((SECONDS - t)) s; all steps $((SECONDS - start)) s"
+exit "$status"
