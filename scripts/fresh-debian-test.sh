@@ -31,7 +31,14 @@ step "clone the checkout"
 git clone -q "$(pwd)" "$root/root/delayq"
 # The design documents sit beside the checkout, as they do for CI.
 [ -d ../shared ] && cp -r ../shared "$root/root/shared"
+# The machine's network, not the project's setup: its resolver, its hosts file (debootstrap
+# writes none, and a real install has localhost in it), and any CA it adds (a proxy's).
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+cp /etc/hosts "$root/etc/hosts"
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  chroot "$root" update-ca-certificates >/dev/null
+fi
 for m in proc sys dev dev/pts; do
   mount --bind "/$m" "$root/$m"
   mounted+=("$root/$m")
@@ -39,7 +46,7 @@ done
 
 step "make test, as the README says"
 t=$SECONDS
-chroot "$root" /bin/bash -lc 'cd /root/delayq && make test' 2>&1 | tail -25
-status=${PIPESTATUS[0]}
+status=0
+chroot "$root" /bin/bash -lc 'cd /root/delayq && make test' 2>&1 | tail -25 || status=$?
 echo "   make test: exit $status, $((SECONDS - t)) s; all steps $((SECONDS - start)) s"
 exit "$status"
