@@ -20,6 +20,8 @@ Connection::Connection(Server& server, boost::asio::ip::tcp::socket socket)
     : server_(server), socket_(std::move(socket)) {}
 
 void Connection::start() {
+  boost::system::error_code ignored;
+  socket_.non_blocking(true, ignored);  // read_some after a wait must not block
   server_.context().broker.metrics().connection_opened(kProtocol);
   // The conversation is this connection's: its output never outlives it.
   conversation_ = std::make_unique<Conversation>(server_.context(),
@@ -35,24 +37,31 @@ void Connection::read() {
   }
   read_paused_ = false;
   reading_ = true;
-  socket_.async_read_some(
-      boost::asio::buffer(read_buffer_),
-      [self = shared_from_this()](const boost::system::error_code& error, std::size_t bytes) {
-        self->reading_ = false;
-        self->on_read(error, bytes);
-      });
+  // Wait for bytes, then read them into the server's one buffer: an idle connection holds no
+  // read buffer of its own (the conversation keeps only what it has not run yet).
+  socket_.async_wait(boost::asio::ip::tcp::socket::wait_read,
+                     [self = shared_from_this()](const boost::system::error_code& error) {
+                       self->reading_ = false;
+                       if (error) return self->on_read(error, {});
+                       std::span<char> buffer = self->server_.read_buffer();
+                       boost::system::error_code read_error;
+                       const std::size_t bytes = self->socket_.read_some(
+                           boost::asio::buffer(buffer.data(), buffer.size()), read_error);
+                       if (read_error == boost::asio::error::would_block) return self->read();
+                       self->on_read(read_error, std::string_view(buffer.data(), bytes));
+                     });
 }
 
-void Connection::on_read(const boost::system::error_code& error, std::size_t bytes) {
+void Connection::on_read(const boost::system::error_code& error, std::string_view bytes) {
   if (closed_) return;
   if (error == boost::asio::error::eof) {
     // The client is done sending: answer what it sent, then close.
-    conversation_->receive(std::string_view(read_buffer_, bytes));
+    conversation_->receive(bytes);
     conversation_->end_input();
     return maybe_close();
   }
   if (error) return close();
-  conversation_->receive(std::string_view(read_buffer_, bytes));
+  conversation_->receive(bytes);
   if (closed_) return;
   // A client that keeps sending while its reserve waits gets no more room than one command's
   // worth.

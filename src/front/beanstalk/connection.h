@@ -8,6 +8,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "front/beanstalk/conversation.h"
 
@@ -23,7 +24,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
  private:
   void read();
-  void on_read(const boost::system::error_code& error, std::size_t bytes);
+  void on_read(const boost::system::error_code& error, std::string_view bytes);
   void queue(std::string_view bytes);
   void write();
   void maybe_close();
@@ -38,7 +39,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool reading_ = false;
   std::string queued_;  // replies not yet handed to the socket
   std::string writing_bytes_;
-  char read_buffer_[16384];
 };
 
 }  // namespace delayq::front::beanstalk

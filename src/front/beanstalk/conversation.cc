@@ -174,7 +174,7 @@ void Conversation::end_input() {
 }
 
 bool Conversation::done() const noexcept {
-  return closing_ && !waiting_ && slots_.empty();
+  return closing_ && !waiting_ && pending() == 0;
 }
 
 void Conversation::process() {
@@ -261,12 +261,12 @@ bool Conversation::step() {
 
 std::uint64_t Conversation::open_slot() {
   slots_.push_back(Slot{op_, {}, false});
-  return first_slot_ + slots_.size() - 1;
+  return first_slot_ + pending() - 1;
 }
 
 void Conversation::fill(std::uint64_t slot, std::string bytes) {
-  DELAYQ_CHECK(slot >= first_slot_ && slot - first_slot_ < slots_.size());
-  Slot& s = slots_[slot - first_slot_];
+  DELAYQ_CHECK(slot >= first_slot_ && slot - first_slot_ < pending());
+  Slot& s = slots_[head_ + (slot - first_slot_)];
   context_.broker.metrics().count_op(kProtocol, s.op, static_reply_word(bytes));
   s.bytes = std::move(bytes);
   s.filled = true;
@@ -276,10 +276,19 @@ void Conversation::fill(std::uint64_t slot, std::string bytes) {
 // Hands every filled slot at the front to the output, as one piece.
 void Conversation::emit() {
   emitting_.clear();
-  while (!slots_.empty() && slots_.front().filled) {
-    emitting_.append(slots_.front().bytes);
-    slots_.pop_front();
+  while (head_ < slots_.size() && slots_[head_].filled) {
+    emitting_.append(slots_[head_].bytes);
+    slots_[head_].bytes = std::string();
+    ++head_;
     ++first_slot_;
+  }
+  if (head_ == slots_.size()) {
+    slots_.clear();  // nothing pending: an idle connection keeps little
+    head_ = 0;
+    if (slots_.capacity() > 64) slots_.shrink_to_fit();
+  } else if (head_ >= 64 && head_ * 2 >= slots_.size()) {
+    slots_.erase(slots_.begin(), slots_.begin() + static_cast<std::ptrdiff_t>(head_));
+    head_ = 0;
   }
   if (!emitting_.empty()) output_(emitting_);
 }

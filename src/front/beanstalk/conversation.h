@@ -10,11 +10,11 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "broker/broker.h"
 #include "front/beanstalk/parser.h"
@@ -57,7 +57,7 @@ class Conversation {
   [[nodiscard]] std::size_t buffered() const noexcept { return in_.size(); }
   [[nodiscard]] bool waiting() const noexcept { return waiting_; }
   // Replies not yet emitted (their commands wait for the broker, or for one before them).
-  [[nodiscard]] std::size_t pending() const noexcept { return slots_.size(); }
+  [[nodiscard]] std::size_t pending() const noexcept { return slots_.size() - head_; }
 
  private:
   struct Slot {
@@ -133,9 +133,12 @@ class Conversation {
   bool producer_ = false, worker_ = false;
   bool waiting_ = false;  // a reserve has no answer yet: no further command runs
   std::uint64_t reserve_ticket_ = 0;
-  bool closing_ = false;          // quit, or input ended: no further command runs
-  std::deque<Slot> slots_;        // replies in command order, the first not yet emitted at front
-  std::uint64_t first_slot_ = 0;  // the number of slots_.front()
+  bool closing_ = false;  // quit, or input ended: no further command runs
+  // Replies in command order: slots_[head_] is the first not yet emitted, numbered first_slot_.
+  // A vector, not a deque: an idle connection holds no allocation for it.
+  std::vector<Slot> slots_;
+  std::size_t head_ = 0;
+  std::uint64_t first_slot_ = 0;
   std::string emitting_;
 };
 

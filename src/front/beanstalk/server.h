@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_set>
 
@@ -52,12 +53,16 @@ class Server {
   [[nodiscard]] Context& context() noexcept { return context_; }
   [[nodiscard]] const ServerOptions& options() const noexcept { return options_; }
   void closed(const std::shared_ptr<Connection>& connection) { connections_.erase(connection); }
+  // Where connections read their bytes (one at a time: all run on one thread), 16 KiB.
+  [[nodiscard]] std::span<char> read_buffer() { return {read_buffer_.get(), kReadBufferBytes}; }
 
  private:
   ServerOptions options_;
   Context context_;
   Listener listener_;
   std::unordered_set<std::shared_ptr<Connection>> connections_;
+  static constexpr std::size_t kReadBufferBytes = 16384;
+  std::unique_ptr<char[]> read_buffer_ = std::make_unique<char[]>(kReadBufferBytes);
 };
 
 }  // namespace delayq::front::beanstalk
