@@ -15,6 +15,7 @@
 #pragma once
 
 #include <any>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -252,6 +253,27 @@ Call& FakeSession::record(std::string op, std::string args, broker::Callback<T> 
   Call& call = broker_.calls_.emplace_back(index_, std::move(op), std::move(args), ticket);
   call.arm<T>(std::move(done), std::move(request));
   return call;
+}
+
+// A tube whose counts are all different (1 to 11, in TubeStats' order), paused for 90 s with
+// 89.992 s left: what the front-ends' tests expect to see each of in their answers.
+inline TubeStats sample_tube(std::string name) {
+  TubeStats tube;
+  tube.name = std::move(name);
+  tube.urgent = 1;
+  tube.ready = 2;
+  tube.reserved = 3;
+  tube.delayed = 4;
+  tube.buried = 5;
+  tube.total_jobs = 6;
+  tube.using_clients = 7;
+  tube.watching_clients = 8;
+  tube.waiting_clients = 9;
+  tube.deletes = 10;
+  tube.pauses = 11;
+  tube.pause = std::chrono::seconds{90};
+  tube.pause_left = std::chrono::milliseconds{89'992};
+  return tube;
 }
 
 }  // namespace delayq::testing

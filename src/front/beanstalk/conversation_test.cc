@@ -692,21 +692,7 @@ TEST_F(ConversationTest, StatsJobComputesAgeDelayAndTimeLeftFromAsOf) {
 
 TEST_F(ConversationTest, StatsTubeYamlIsInBeanstalkdsOrder) {
   EXPECT_EQ(send_call("stats-tube emails\r\n"), "stats_tube tube=emails");
-  TubeStats tube;
-  tube.name = "emails";
-  tube.urgent = 1;
-  tube.ready = 2;
-  tube.reserved = 3;
-  tube.delayed = 4;
-  tube.buried = 5;
-  tube.total_jobs = 6;
-  tube.using_clients = 7;
-  tube.watching_clients = 8;
-  tube.waiting_clients = 9;
-  tube.deletes = 10;
-  tube.pauses = 11;
-  tube.pause = std::chrono::seconds{30};
-  tube.pause_left = std::chrono::milliseconds{10'000};
+  const TubeStats tube = testing::sample_tube("emails");
   last().complete(tube);
   EXPECT_EQ(take(), ok_reply("---\n"
                              "name: emails\n"
@@ -721,8 +707,8 @@ TEST_F(ConversationTest, StatsTubeYamlIsInBeanstalkdsOrder) {
                              "current-waiting: 9\n"
                              "cmd-delete: 10\n"
                              "cmd-pause-tube: 11\n"
-                             "pause: 30\n"
-                             "pause-time-left: 9\n"));
+                             "pause: 90\n"
+                             "pause-time-left: 89\n"));
 }
 
 TEST_F(ConversationTest, ListTubesListsTheNamesTheBrokerGives) {

@@ -197,25 +197,6 @@ void expect_sample_job(const json::object& job) {
   EXPECT_EQ(job.size(), 12U) << json::serialize(job);
 }
 
-TubeStats sample_tube(std::string name) {
-  TubeStats tube;
-  tube.name = std::move(name);
-  tube.urgent = 1;
-  tube.ready = 2;
-  tube.reserved = 3;
-  tube.delayed = 4;
-  tube.buried = 5;
-  tube.total_jobs = 6;
-  tube.using_clients = 7;
-  tube.watching_clients = 8;
-  tube.waiting_clients = 9;
-  tube.deletes = 10;
-  tube.pauses = 11;
-  tube.pause = std::chrono::seconds{90};
-  tube.pause_left = std::chrono::milliseconds{89'992};
-  return tube;
-}
-
 void expect_sample_tube(const json::object& tube, std::string_view name) {
   EXPECT_EQ(text(tube, "name"), name);
   EXPECT_EQ(number(tube, "urgent"), 1);
@@ -894,7 +875,8 @@ TEST_F(ApiTest, UndeliverableReleasesThatReservationAtOnce) {
 
 TEST_F(ApiTest, ListTubesAnswersEveryTube) {
   Exchange list = expect_call("GET", "/v1/tubes", "", "list_tubes");
-  last().complete(std::vector<TubeStats>{sample_tube("default"), sample_tube("emails")});
+  last().complete(
+      std::vector<TubeStats>{testing::sample_tube("default"), testing::sample_tube("emails")});
   EXPECT_EQ(list.response().status, 200U);
   const json::object body = body_of(list.response());
   EXPECT_EQ(body.size(), 1U);
@@ -906,7 +888,7 @@ TEST_F(ApiTest, ListTubesAnswersEveryTube) {
 
 TEST_F(ApiTest, GetTubeAnswersTheTubeOr404) {
   Exchange get = expect_call("GET", "/v1/tubes/emails", "", "stats_tube tube=emails");
-  last().complete(sample_tube("emails"));
+  last().complete(testing::sample_tube("emails"));
   EXPECT_EQ(get.response().status, 200U);
   expect_sample_tube(body_of(get.response()), "emails");
   Exchange missing = expect_call("GET", "/v1/tubes/none", "", "stats_tube tube=none");
@@ -934,7 +916,7 @@ TEST_F(ApiTest, KickTubeKicksUpToBoundDefaultOne) {
 TEST_F(ApiTest, PauseTubeRoundsUpToWholeSeconds) {
   Exchange pause = expect_call("POST", "/v1/tubes/emails/pause", R"({"delay":"90s"})",
                                "pause_tube tube=emails pause=90s");
-  last().complete(sample_tube("emails"));
+  last().complete(testing::sample_tube("emails"));
   EXPECT_EQ(pause.response().status, 200U);
   EXPECT_EQ(pause.response().body, "{\"tube\":\"emails\",\"pause_s\":90}\n");
   expect_call("POST", "/v1/tubes/emails/pause", R"({"delay":"1500ms"})",
