@@ -143,8 +143,9 @@ class Session {
   // reserve: the job with the best (priority, id) among the ready jobs of the tubes, now or as
   // soon as one is ready. Errors kTimedOut (the timeout passed, or cancel_reserve), kDeadlineSoon
   // (a job this session holds is within a second of its TTR, and none is ready; watch list
-  // only). Returns a ticket for cancel_reserve(). The job is held by this session until deleted,
-  // released, buried, or its TTR lapses.
+  // only). Returns a ticket for cancel_reserve(), or 0 when the reserve was answered without
+  // waiting (its completion may still wait for durability). The job is held by this session until
+  // deleted, released, buried, or its TTR lapses.
   virtual std::uint64_t reserve(ReserveRequest request, Callback<Job> done) = 0;
   // Ends a waiting reserve with kTimedOut (a client that went away or half-closed); false if the
   // ticket is not waiting any more.
