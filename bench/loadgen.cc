@@ -7,9 +7,12 @@
 //   work   put, reserve, delete, one after the other on each connection (a round trip);
 //   late   one producer puts jobs delayed --delay seconds at --rate jobs/s for --seconds, and
 //          --connections workers reserve and delete them; reports how late each job is handed
-//          out after its due time, and fails if one comes out early.
+//          out after its due time, and fails if one comes out early. --jitter on spaces the puts
+//          by a random 0.5 to 1.5 periods instead of exactly one, so that they fall at every
+//          moment of the server's millisecond rather than at one phase of it for a whole run.
 // Usage: loadgen --port P [--host 127.0.0.1] [--mode put|drain|work|late] [--connections 4]
 //                [--seconds 5] [--depth 16] [--bytes 100] [--delay 0] [--count 0] [--rate 1000]
+//                [--jitter on]
 // Prints one line: mode, operations/s and latency percentiles in microseconds.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -24,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,6 +47,7 @@ struct Options {
   int delay = 0;            // seconds
   std::uint64_t count = 0;  // 0: no limit
   int rate = 1000;          // late: jobs per second
+  bool jitter = false;      // late: random gaps between puts (mean: one period)
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -75,6 +80,8 @@ Options parse(int argc, char** argv) {
       o.count = std::stoull(value);
     else if (flag == "--rate")
       o.rate = std::stoi(value);
+    else if (flag == "--jitter" && value == "on")
+      o.jitter = true;
     else
       die("unknown flag " + flag);
   }
@@ -267,6 +274,8 @@ void run_late_producer(const Options& o, Clock::time_point end, Sent& sent, std:
   const std::string put = put_command(o.delay, std::string(static_cast<std::size_t>(o.bytes), 'x'));
   const auto period = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(1.0 / std::max(1, o.rate)));
+  std::mt19937_64 random(std::random_device{}());
+  std::uniform_real_distribution<double> gap(0.5, 1.5);
   auto next = Clock::now();
   while (next < end) {
     std::this_thread::sleep_until(next);
@@ -282,7 +291,7 @@ void run_late_producer(const Options& o, Clock::time_point end, Sent& sent, std:
       }
     }
     ++puts;
-    next += period;
+    next += o.jitter ? std::chrono::duration_cast<Clock::duration>(period * gap(random)) : period;
   }
 }
 
