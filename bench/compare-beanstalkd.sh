@@ -99,7 +99,7 @@ fi
 
 if [[ " $sections " == *" late "* ]]; then
 echo
-echo "## Delayed jobs: 1 s delays at 1,000 jobs/s for ${seconds} s, 2 workers"
+echo "## Delayed jobs: 1 s delays at 1,000 jobs/s (jittered gaps) for ${seconds} s, 2 workers"
 echo
 echo "Each fired job is a put, its firing, a reserve and a delete. delayqd under its three"
 echo "durability modes: always (fsync before a reply), interval:50 (beanstalkd's own: fsync at"
@@ -111,7 +111,8 @@ hz=$(getconf CLK_TCK)
 for name in delayqd delayqd_interval delayqd_none binlog memory; do
   start "$name"
   pid_var="pid_$name"; before=$(cpu_ticks "${!pid_var}")
-  line=$(load "$name" --mode late --connections 2 --delay 1 --rate 1000 --seconds "$seconds")
+  line=$(load "$name" --mode late --connections 2 --delay 1 --rate 1000 --jitter on \
+    --seconds "$seconds")
   after=$(cpu_ticks "${!pid_var}")
   echo "$name: $line" >&2
   jobs=$(echo "$line" | sed -E 's/.*ops=([0-9]+).*/\1/')
