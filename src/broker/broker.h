@@ -204,8 +204,8 @@ class Broker {
   [[nodiscard]] virtual bool draining() const = 0;
   // Whether the server may be sent work: ok, kDraining, or kIOError when the store has failed.
   [[nodiscard]] virtual Status health() const = 0;
-  // When this broker started serving, Unix ms.
-  [[nodiscard]] virtual std::int64_t started_unix_ms() const = 0;
+  // How long this broker has been serving (stats' uptime), on its own clock.
+  [[nodiscard]] virtual Seconds uptime() const = 0;
   // Operation counts, latency histograms and connections, for GET /metrics.
   [[nodiscard]] virtual Metrics& metrics() = 0;
 

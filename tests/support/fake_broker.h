@@ -193,7 +193,7 @@ class FakeBroker : public broker::Broker {
   [[nodiscard]] bool draining() const override { return draining_; }
   // What set_health() set, if not ok; else kDraining while draining, else ok.
   [[nodiscard]] Status health() const override;
-  [[nodiscard]] std::int64_t started_unix_ms() const override { return started_unix_ms_; }
+  [[nodiscard]] broker::Seconds uptime() const override { return uptime_; }
   [[nodiscard]] broker::Metrics& metrics() override { return metrics_; }
   Status close() override {
     closed_ = true;
@@ -202,7 +202,7 @@ class FakeBroker : public broker::Broker {
 
   // --- scripting
   void set_health(Status health) { health_ = std::move(health); }
-  void set_started_unix_ms(std::int64_t unix_ms) { started_unix_ms_ = unix_ms; }
+  void set_uptime(broker::Seconds uptime) { uptime_ = uptime; }
   [[nodiscard]] bool closed() const noexcept { return closed_; }
 
   // Every call so far, in the order made; a Call stays where it is (a deque never moves them).
@@ -242,7 +242,7 @@ class FakeBroker : public broker::Broker {
   std::uint64_t next_ticket_ = 1;
   bool draining_ = false;
   Status health_;
-  std::int64_t started_unix_ms_ = 0;
+  broker::Seconds uptime_{0};
   bool closed_ = false;
   broker::Metrics metrics_;
 };
@@ -274,6 +274,22 @@ inline TubeStats sample_tube(std::string name) {
   tube.pause = std::chrono::seconds{90};
   tube.pause_left = std::chrono::milliseconds{89'992};
   return tube;
+}
+
+// Server counts that are all different (1 to 10, in ServerStats' order).
+inline ServerStats sample_server_stats() {
+  ServerStats server;
+  server.urgent = 1;
+  server.ready = 2;
+  server.reserved = 3;
+  server.delayed = 4;
+  server.buried = 5;
+  server.total_jobs = 6;
+  server.job_timeouts = 7;
+  server.tubes = 8;
+  server.waiting = 9;
+  server.next_id = 10;
+  return server;
 }
 
 }  // namespace delayq::testing

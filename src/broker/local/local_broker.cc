@@ -154,11 +154,7 @@ void LocalSession::put(broker::PutRequest request, Callback<broker::PutResult> d
   engine::PutRequest put;
   put.tube = request.tube;
   put.priority = request.priority;
-  if (request.due.absolute) {
-    put.due_unix_ms = request.due.ms;
-  } else {
-    put.delay = broker::Millis{std::max<std::int64_t>(0, request.due.ms)};
-  }
+  put.due_unix_ms = due_of(request.due);
   put.ttr = request.ttr;
   put.body = request.body;
   put.key = request.key;

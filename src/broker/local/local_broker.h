@@ -31,7 +31,7 @@ class LocalBroker final : public broker::Broker {
   void set_draining(bool draining) override { node_->set_draining(draining); }
   [[nodiscard]] bool draining() const override { return node_->draining(); }
   [[nodiscard]] Status health() const override;
-  [[nodiscard]] std::int64_t started_unix_ms() const override { return node_->started_unix_ms(); }
+  [[nodiscard]] broker::Seconds uptime() const override { return node_->uptime(); }
   [[nodiscard]] broker::Metrics& metrics() override { return node_->metrics(); }
   Status close() override { return node_->close(); }
 

@@ -64,7 +64,6 @@ class Node {
   // The batch holding the latest change of job `id` that is not yet durable, or 0 if every
   // change of it is (the job's erasure counts as a change). O(changes since the last call).
   [[nodiscard]] std::uint64_t batch_of(JobId id);
-  [[nodiscard]] std::uint64_t durable() const noexcept { return durable_; }
   // Runs `completion` on this thread once batch `batch` is durable: in the next turn if it
   // already is, never inside this call. If the store fails first, it never runs.
   void when_durable(std::uint64_t batch, std::function<void()> completion);
@@ -84,7 +83,11 @@ class Node {
   [[nodiscard]] bool draining() const noexcept { return draining_; }
   // Whether the node serves: false once the store has failed (readiness probes).
   [[nodiscard]] bool healthy() const noexcept { return !failed_; }
-  [[nodiscard]] std::int64_t started_unix_ms() const noexcept { return started_unix_ms_; }
+  // Since open(), on the engine's clock (which never runs backwards).
+  [[nodiscard]] std::chrono::seconds uptime() const {
+    return std::chrono::seconds{std::max<std::int64_t>(0, engine_->now() - started_unix_ms_) /
+                                1000};
+  }
 
   [[nodiscard]] broker::Metrics& metrics() noexcept { return metrics_; }
   [[nodiscard]] const broker::Metrics& metrics() const noexcept { return metrics_; }
@@ -130,7 +133,7 @@ class Node {
   // Job -> the latest batch not yet durable that changes it (the open batch included).
   std::unordered_map<JobId, std::uint64_t> batch_of_;
   std::size_t indexed_ops_ = 0;  // ops of the engine's open batch already in batch_of_
-  // Completions waiting for their batch, and those whose batch is durable (run next turn).
+  // Completions waiting for their batch, and those whose batch is durable (the turn runs them).
   // waiting_ is sorted by batch; almost every completion waits for the open batch, so it joins
   // at the back, and leaves from the front: no allocation of a tree node per reply.
   std::deque<std::pair<std::uint64_t, std::function<void()>>> waiting_;

@@ -206,12 +206,7 @@ void Conversation::stats(const Command&) {
   session_->stats(answer<ServerStats>([this](const ServerStats& stats) {
     ServerFacts facts;
     facts.max_job_bytes = context_.limits.max_job_bytes;
-    const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count();
-    facts.uptime_seconds =
-        static_cast<std::uint64_t>(std::max<std::int64_t>(0, now - context_.started_unix_ms)) /
-        1000;
+    facts.uptime_seconds = static_cast<std::uint64_t>(context_.broker.uptime().count());
     facts.draining = context_.broker.draining();
     return yaml_reply(stats_yaml(stats, context_.tally, facts));
   }));

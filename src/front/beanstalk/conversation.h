@@ -34,7 +34,6 @@ struct Context {
   broker::Broker& broker;
   ParserLimits limits;
   Tally tally;
-  std::int64_t started_unix_ms = 0;  // for `stats` uptime
 };
 
 class Conversation {

@@ -1,6 +1,5 @@
 #include "front/beanstalk/server.h"
 
-#include <chrono>
 
 #include "front/beanstalk/connection.h"
 
@@ -8,7 +7,7 @@ namespace delayq::front::beanstalk {
 
 Server::Server(boost::asio::io_context& io, broker::Broker& broker, ServerOptions options)
     : options_(std::move(options)),
-      context_{broker, ParserLimits{}, Tally{}, 0},
+      context_{broker, ParserLimits{}, Tally{}},
       listener_(
           io, "", [this] { return connections_.size() >= options_.max_connections; },
           [this](boost::asio::ip::tcp::socket socket) {
@@ -17,9 +16,6 @@ Server::Server(boost::asio::io_context& io, broker::Broker& broker, ServerOption
             connection->start();
           }) {
   context_.limits.max_job_bytes = options_.max_job_bytes;
-  context_.started_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count();
   broker.metrics().declare_protocol("beanstalk");
 }
 

@@ -483,12 +483,9 @@ void Api::pause_tube(Call& call) {
 
 void Api::stats(Call& call) {
   session_->stats(call.reply.then<ServerStats>([this](const ServerStats& s) {
-    const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count();
     json::object o;
     o["version"] = options_.version;
-    o["uptime_s"] = std::max<std::int64_t>(0, now - broker_.started_unix_ms()) / 1000;
+    o["uptime_s"] = broker_.uptime().count();
     o["draining"] = broker_.draining();
     o["ready"] = s.ready;
     o["delayed"] = s.delayed;
