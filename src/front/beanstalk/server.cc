@@ -1,6 +1,5 @@
 #include "front/beanstalk/server.h"
 
-
 #include "front/beanstalk/connection.h"
 
 namespace delayq::front::beanstalk {
