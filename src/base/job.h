@@ -59,6 +59,7 @@ struct JobView {
   JobCounters counters;
   std::string key;
   std::string group;
+  bool attached = false;  // the job has an attachment (its Delivery), read with its body
 };
 
 // One tube's counts, as beanstalkd's stats-tube reports them.

@@ -32,6 +32,7 @@
 
 #include "base/job.h"
 #include "base/status.h"
+#include "base/webhook.h"
 #include "broker/metrics.h"
 
 namespace delayq::broker {
@@ -67,11 +68,13 @@ struct JobRef {
 };
 
 // A job with its body, as reserve and peek report it. as_of_unix_ms: the broker's present when
-// it was read (what stats-job's age and time-left count from).
+// it was read (what stats-job's age and time-left count from). delivery: what push delivery
+// keeps about it (empty for a job put without a URL or content type that never failed one).
 struct Job {
   JobView view;
   std::string body;
   std::int64_t as_of_unix_ms = 0;
+  Delivery delivery;
 };
 
 struct PutRequest {
@@ -86,6 +89,10 @@ struct PutRequest {
   std::string key;
   std::string group;
   bool replace = false;
+  // Push delivery (docs/webhooks.md): a URL of the job's own, in place of its tube's webhook's
+  // (kConflict if the tube has no webhook), and the Content-Type of its body. Empty: none.
+  std::string url;
+  std::string content_type;
 };
 
 struct PutResult {
@@ -184,6 +191,16 @@ class Session {
   // Every tube that exists (has jobs, users or watchers, or is "default"), by name.
   virtual void list_tubes(Callback<std::vector<TubeStats>> done) = 0;
   virtual void stats(Callback<ServerStats> done) = 0;
+
+  // --- push delivery (docs/webhooks.md). A tube with a webhook has its due jobs POSTed by the
+  // server. set_webhook replaces the tube's (the tube need not exist yet); get_webhook and
+  // remove_webhook: kNotFound if it has none. Values are checked by the front-end.
+  virtual void set_webhook(std::string tube, Webhook webhook, Callback<Webhook> done) = 0;
+  virtual void get_webhook(std::string tube, Callback<Webhook> done) = 0;
+  virtual void remove_webhook(std::string tube, Callback<Webhook> done) = 0;
+  // Keeps the outcome of a failed delivery attempt with a job (its URL and content type stay),
+  // where peek and stats-job show it.
+  virtual void note_attempt(JobId id, int status, std::string error, Callback<JobView> done) = 0;
 };
 
 struct SessionOptions {
@@ -208,6 +225,11 @@ class Broker {
   [[nodiscard]] virtual Seconds uptime() const = 0;
   // Operation counts, latency histograms and connections, for GET /metrics.
   [[nodiscard]] virtual Metrics& metrics() = 0;
+
+  // Every tube's webhook, by tube name; and who to call (on the executor, after the change is
+  // durable) each time one is set or removed: the deliverer, which then reads webhooks() again.
+  [[nodiscard]] virtual std::vector<std::pair<std::string, Webhook>> webhooks() const = 0;
+  virtual void on_webhooks_changed(std::function<void()> handler) = 0;
 
   // Makes everything done so far durable and waits for it (at shutdown). Completions that
   // became due run on the executor afterwards, if it still runs.

@@ -144,6 +144,7 @@ JobView Engine::view(Slot slot) const {
     v.counters = more->counters;
     v.key = more->key;
     v.group = more->group;
+    v.attached = more->attached;
   }
   return v;
 }
@@ -163,6 +164,7 @@ store::JobRecord Engine::record(Slot slot) const {
     r.counters = more->counters;
     r.key = more->key;
     r.group = more->group;
+    r.attached = more->attached;
   }
   return r;
 }
@@ -246,7 +248,9 @@ void Engine::destroy(Slot slot, bool drop_tube) {
   const JobId id = job(slot).id();
   const TubeNo tube_no = job(slot).tube;
   leave(slot);
+  bool attached = false;
   if (const Extra* more = extra_if(slot)) {
+    attached = more->attached;
     Tube& t = tube(tube_no);
     if (!more->key.empty()) t.keys.erase(more->key);
     if (!more->group.empty()) {
@@ -259,6 +263,7 @@ void Engine::destroy(Slot slot, bool drop_tube) {
   index_.erase(id);
   free_slot(slot);
   mutations_.erase(id);
+  if (attached) mutations_.erase_attachment(id);
   if (drop_tube) maybe_drop_tube(tube_no);
 }
 
@@ -339,15 +344,20 @@ Status Engine::check_name(std::string_view what, std::string_view name) const {
   return Status::ok();
 }
 
-Result<Engine::TubeNo> Engine::tube_ref(std::string_view name) {
-  if (const auto it = tube_by_name_.find(name); it != tube_by_name_.end()) {
-    return it->second;
-  }
+Status Engine::check_tube_name(std::string_view name) const {
   if (Status s = check_name("tube name", name); !s.is_ok()) return s;
   if (name.empty() || name.front() == '-' ||
       !std::all_of(name.begin(), name.end(), valid_tube_char)) {
     return Status(Code::kInvalidArgument, "bad tube name");
   }
+  return Status::ok();
+}
+
+Result<Engine::TubeNo> Engine::tube_ref(std::string_view name) {
+  if (const auto it = tube_by_name_.find(name); it != tube_by_name_.end()) {
+    return it->second;
+  }
+  if (Status s = check_tube_name(name); !s.is_ok()) return s;
   TubeNo no = 0;
   if (!free_tubes_.empty()) {
     no = free_tubes_.back();
@@ -551,8 +561,10 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
   }
   ++total_jobs_;
   tube(tube_no).total_jobs++;
+  if (request.attachment != nullptr) extra(slot).attached = true;
   persist(slot);
   mutations_.put_body(id, request.body);
+  if (request.attachment != nullptr) mutations_.put_attachment(id, *request.attachment);
   dispatch();
   result.id = id;
   return result;
@@ -826,6 +838,18 @@ Status Engine::reschedule(JobId id, std::int64_t due_unix_ms, std::optional<Mill
   return Status::ok();
 }
 
+Status Engine::attach(JobId id, const Delivery& delivery) {
+  const auto slot = find(id);
+  if (!slot) return {Code::kNotFound, "no job " + std::to_string(id)};
+  Extra& more = extra(*slot);
+  if (!more.attached) {
+    more.attached = true;
+    persist(*slot);
+  }
+  mutations_.put_attachment(id, delivery);
+  return Status::ok();
+}
+
 Status Engine::set_priority(JobId id, std::uint32_t priority) {
   const auto found = find(id);
   if (!found) return {Code::kNotFound, "no job " + std::to_string(id)};
@@ -1092,10 +1116,11 @@ Status Engine::restore(const store::JobRecord& r) {
   const Slot slot = new_job(r.id, no.value(), created, r.priority, r.ttr_seconds, r.key, r.group);
   job(slot).due_unix_ms = r.due_unix_ms;
   const bool derived_delay = r.delay_ms == std::max<std::int64_t>(0, r.due_unix_ms - created);
-  if (!r.counters.zero() || !derived_delay) {
+  if (!r.counters.zero() || !derived_delay || r.attached) {
     Extra& more = extra(slot);
     more.counters = r.counters;
     if (!derived_delay) more.delay_ms = r.delay_ms;
+    more.attached = r.attached;
   }
   switch (r.state) {
     case JobState::kDelayed:

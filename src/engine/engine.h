@@ -64,6 +64,8 @@ struct PutRequest {
   std::string_view key;
   std::string_view group;
   bool replace = false;
+  // Set: kept with the job, on disk only, and read with its body (push delivery's facts).
+  const Delivery* attachment = nullptr;
 };
 
 struct PutResult {
@@ -160,6 +162,11 @@ class Engine {
   Status reschedule(JobId id, std::int64_t due_unix_ms, std::optional<Millis> delay = {});
   // A new priority for a job in any state (a ready job moves in its tube's order).
   Status set_priority(JobId id, std::uint32_t priority);
+  // ok, or kInvalidArgument: what tube names allow (beanstalkd's characters and length).
+  [[nodiscard]] Status check_tube_name(std::string_view name) const;
+  // Keeps `delivery` with the job in place of what it had (kNotFound if there is no such job).
+  // The engine stores it and never reads it: the broker reads it back from the store.
+  Status attach(JobId id, const Delivery& delivery);
   // Jobs of a group in any state, by id; cancel deletes those not reserved and says how many.
   [[nodiscard]] std::vector<JobView> list_group(std::string_view tube,
                                                 std::string_view group) const;
@@ -254,6 +261,7 @@ class Engine {
     JobCounters counters;
     std::optional<std::int64_t> delay_ms;  // unset: due - created
     std::uint64_t bury_order = 0;          // buried: place in the tube's buried list
+    bool attached = false;                 // an attachment lies on disk beside the body
   };
   struct Reservation {
     ClientId client = 0;

@@ -105,6 +105,10 @@ class ProbeStore final : public Store {
     std::lock_guard lock(mutex_);
     return inner_.scan(visit);
   }
+  Result<Delivery> read_attachment(JobId id) override { return inner_.read_attachment(id); }
+  Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override {
+    return inner_.scan_webhooks(visit);
+  }
   Result<std::string> read_body(JobId id) override {
     std::lock_guard lock(mutex_);
     return inner_.read_body(id);
@@ -485,6 +489,10 @@ class GateStore final : public Store {
   Status sync() override { return inner_.sync(); }
   Status scan(const std::function<Status(JobRecord&&)>& visit) override {
     return inner_.scan(visit);
+  }
+  Result<Delivery> read_attachment(JobId id) override { return inner_.read_attachment(id); }
+  Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override {
+    return inner_.scan_webhooks(visit);
   }
   Result<std::string> read_body(JobId id) override { return inner_.read_body(id); }
   [[nodiscard]] JobId next_id() const override { return inner_.next_id(); }

@@ -16,6 +16,18 @@ Status MemoryStore::write(std::span<const WriteSet* const> sets, bool /*sync*/) 
           records_.erase(op.id);
           bodies_.erase(op.id);
           break;
+        case WriteSet::Kind::kAttachment:
+          attachments_[op.id] = op.value;
+          break;
+        case WriteSet::Kind::kEraseAttachment:
+          attachments_.erase(op.id);
+          break;
+        case WriteSet::Kind::kWebhook:
+          webhooks_[op.tube] = op.value;
+          break;
+        case WriteSet::Kind::kEraseWebhook:
+          webhooks_.erase(op.tube);
+          break;
       }
     }
     if (set->next_id()) next_id_ = *set->next_id();
@@ -36,6 +48,23 @@ Result<std::string> MemoryStore::read_body(JobId id) {
   const auto it = bodies_.find(id);
   if (it == bodies_.end()) return Status(Code::kNotFound, "no body for job " + std::to_string(id));
   return it->second;
+}
+
+Result<Delivery> MemoryStore::read_attachment(JobId id) {
+  const auto it = attachments_.find(id);
+  if (it == attachments_.end()) {
+    return Status(Code::kNotFound, "no attachment for job " + std::to_string(id));
+  }
+  return decode_delivery(id, it->second);
+}
+
+Status MemoryStore::scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) {
+  for (const auto& [tube, bytes] : webhooks_) {
+    auto webhook = decode_webhook(tube, bytes);
+    if (!webhook.is_ok()) return webhook.status();
+    if (Status s = visit(tube, std::move(webhook).value()); !s.is_ok()) return s;
+  }
+  return Status::ok();
 }
 
 }  // namespace delayq::store

@@ -12,8 +12,29 @@
 //   54     2+n  tube   (u16 length, bytes; never empty)
 //   ...    2+n  key    (u16 length, bytes; length 0 = no key)
 //   ...    2+n  group  (u16 length, bytes; length 0 = no group)
+//   ...    1    flags  (optional; bit 0: the job has an attachment. Absent: 0)
 //
-// The job id is not repeated: it is the record's key. The body is a value of its own.
+// The job id is not repeated: it is the record's key. The body is a value of its own, and so
+// is the attachment (kAttachmentPrefix + id), what push delivery keeps about the job:
+//
+//   0      1    version (1)
+//   1      2+n  url           (u16 length, bytes; 0 = the tube's webhook)
+//   ...    2+n  content_type  (u16 length, bytes; 0 = application/octet-stream)
+//   ...    4    last_status   (signed; 0 = no answer)
+//   ...    8    last_attempt_unix_ms (signed)
+//   ...    2+n  last_error    (u16 length, bytes)
+//
+// A tube's webhook (kWebhookPrefix + tube name):
+//
+//   0      1    version (1)
+//   1      2+n  url
+//   ...    8    timeout_ms (signed)
+//          4    max_attempts
+//          4    concurrency
+//          8    rate (IEEE 754 double, bit pattern as u64)
+//          8    backoff min ms, 8 backoff max ms (signed), 8 backoff factor (double bits)
+//          2    header count, then per header 2+n name, 2+n value
+//          2    secret count, then per secret 2+n bytes
 #include "store/record.h"
 
 #include <cstring>
@@ -89,6 +110,7 @@ std::string encode_record(const JobRecord& record) {
   put_string(out, record.tube);
   put_string(out, record.key);
   put_string(out, record.group);
+  if (record.attached) put_le(out, std::uint8_t{1});
   return out;
 }
 
@@ -115,11 +137,113 @@ Result<JobRecord> decode_record(JobId id, std::string_view bytes) {
                in.get_string(record.tube) && in.get_string(record.key) &&
                in.get_string(record.group);
   if (!whole) return corrupt("truncated");
+  std::uint8_t flags = 0;
+  if (!in.done() && (!in.get(flags) || flags > 1)) return corrupt("unknown flags");
+  record.attached = flags == 1;
   if (!in.done()) return corrupt("trailing bytes");
   if (state >= kJobStateCount) return corrupt("unknown state");
   if (record.tube.empty()) return corrupt("no tube");
   record.state = static_cast<JobState>(state);
   return record;
+}
+
+namespace {
+
+std::uint64_t double_bits(double value) {
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+double bits_double(std::uint64_t bits) {
+  double value = 0;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+Status unsupported(const std::string& what, std::uint8_t version) {
+  return {Code::kUnsupported, what + " has format version " + std::to_string(version) +
+                                  ", this build reads " + std::to_string(kFormatVersion)};
+}
+
+}  // namespace
+
+std::string encode_delivery(const Delivery& delivery) {
+  std::string out;
+  put_le(out, kFormatVersion);
+  put_string(out, delivery.url);
+  put_string(out, delivery.content_type);
+  put_le(out, static_cast<std::int32_t>(delivery.last_status));
+  put_le(out, delivery.last_attempt_unix_ms);
+  put_string(out, delivery.last_error);
+  return out;
+}
+
+Result<Delivery> decode_delivery(JobId id, std::string_view bytes) {
+  const std::string what = "attachment of job " + std::to_string(id);
+  Reader in(bytes);
+  std::uint8_t version = 0;
+  if (!in.get(version)) return Status(Code::kCorruption, what + ": empty");
+  if (version != kFormatVersion) return unsupported(what, version);
+  Delivery delivery;
+  std::int32_t status = 0;
+  const bool whole = in.get_string(delivery.url) && in.get_string(delivery.content_type) &&
+                     in.get(status) && in.get(delivery.last_attempt_unix_ms) &&
+                     in.get_string(delivery.last_error) && in.done();
+  if (!whole) return Status(Code::kCorruption, what + ": truncated or trailing bytes");
+  delivery.last_status = status;
+  return delivery;
+}
+
+std::string encode_webhook(const Webhook& webhook) {
+  std::string out;
+  put_le(out, kFormatVersion);
+  put_string(out, webhook.url);
+  put_le(out, static_cast<std::int64_t>(webhook.timeout.count()));
+  put_le(out, webhook.max_attempts);
+  put_le(out, webhook.concurrency);
+  put_le(out, double_bits(webhook.rate));
+  put_le(out, static_cast<std::int64_t>(webhook.backoff.min.count()));
+  put_le(out, static_cast<std::int64_t>(webhook.backoff.max.count()));
+  put_le(out, double_bits(webhook.backoff.factor));
+  put_le(out, static_cast<std::uint16_t>(webhook.headers.size()));
+  for (const auto& [name, value] : webhook.headers) {
+    put_string(out, name);
+    put_string(out, value);
+  }
+  put_le(out, static_cast<std::uint16_t>(webhook.secrets.size()));
+  for (const std::string& secret : webhook.secrets) put_string(out, secret);
+  return out;
+}
+
+Result<Webhook> decode_webhook(std::string_view tube, std::string_view bytes) {
+  const std::string what = "webhook of tube " + std::string(tube);
+  Reader in(bytes);
+  std::uint8_t version = 0;
+  if (!in.get(version)) return Status(Code::kCorruption, what + ": empty");
+  if (version != kFormatVersion) return unsupported(what, version);
+  Webhook webhook;
+  std::int64_t timeout = 0, min = 0, max = 0;
+  std::uint64_t rate = 0, factor = 0;
+  std::uint16_t headers = 0, secrets = 0;
+  bool whole = in.get_string(webhook.url) && in.get(timeout) && in.get(webhook.max_attempts) &&
+               in.get(webhook.concurrency) && in.get(rate) && in.get(min) && in.get(max) &&
+               in.get(factor) && in.get(headers);
+  for (std::uint16_t i = 0; whole && i < headers; ++i) {
+    std::string name, value;
+    whole = in.get_string(name) && in.get_string(value);
+    webhook.headers.emplace_back(std::move(name), std::move(value));
+  }
+  whole = whole && in.get(secrets);
+  for (std::uint16_t i = 0; whole && i < secrets; ++i) {
+    whole = in.get_string(webhook.secrets.emplace_back());
+  }
+  if (!whole || !in.done()) return Status(Code::kCorruption, what + ": truncated or trailing bytes");
+  webhook.timeout = std::chrono::milliseconds(timeout);
+  webhook.rate = bits_double(rate);
+  webhook.backoff = {std::chrono::milliseconds(min), std::chrono::milliseconds(max),
+                     bits_double(factor)};
+  return webhook;
 }
 
 std::string job_key(char prefix, JobId id) {

@@ -12,6 +12,7 @@
 
 #include "base/job.h"
 #include "base/status.h"
+#include "base/webhook.h"
 
 namespace delayq::store {
 
@@ -33,6 +34,8 @@ struct JobRecord {
   JobCounters counters;
   std::string key;    // empty: none
   std::string group;  // empty: none
+  // The job has an attachment (its Delivery, under kAttachmentPrefix): read with the body.
+  bool attached = false;
 
   friend bool operator==(const JobRecord&, const JobRecord&) = default;
 };
@@ -42,9 +45,19 @@ struct JobRecord {
 // kUnsupported (another format version).
 [[nodiscard]] Result<JobRecord> decode_record(JobId id, std::string_view bytes);
 
+// A job's attachment (what push delivery keeps about it) and a tube's webhook, encoded the same
+// way (drawn in record.cc). Errors as decode_record's.
+[[nodiscard]] std::string encode_delivery(const Delivery& delivery);
+[[nodiscard]] Result<Delivery> decode_delivery(JobId id, std::string_view bytes);
+[[nodiscard]] std::string encode_webhook(const Webhook& webhook);
+[[nodiscard]] Result<Webhook> decode_webhook(std::string_view tube, std::string_view bytes);
+
 // Keys: one byte of kind, then the job id big-endian so that RocksDB orders jobs by id.
 inline constexpr char kJobPrefix = 'j';
 inline constexpr char kBodyPrefix = 'b';
+inline constexpr char kAttachmentPrefix = 'a';
+// A tube's webhook: this prefix, then the tube's name.
+inline constexpr char kWebhookPrefix = 'w';
 inline constexpr std::string_view kFormatKey = "m:format";
 inline constexpr std::string_view kNextIdKey = "m:next_id";
 [[nodiscard]] std::string job_key(char prefix, JobId id);
@@ -54,20 +67,41 @@ inline constexpr std::string_view kNextIdKey = "m:next_id";
 // erased with the job; every other change rewrites the small record only.
 class WriteSet {
  public:
-  enum class Kind : std::uint8_t { kRecord, kBody, kErase };
+  // kErase drops a job's record and body, kEraseAttachment its attachment; kWebhook and
+  // kEraseWebhook concern the tube named in `tube` (id 0).
+  enum class Kind : std::uint8_t {
+    kRecord,
+    kBody,
+    kErase,
+    kAttachment,
+    kEraseAttachment,
+    kWebhook,
+    kEraseWebhook
+  };
   struct Op {
     Kind kind;
     JobId id;
-    std::string value;  // encoded record or body; empty for kErase
+    std::string value;  // encoded record, body, attachment or webhook; empty for erasures
+    std::string tube;   // kWebhook and kEraseWebhook only
   };
 
   void put_record(const JobRecord& record) {
-    ops_.push_back({Kind::kRecord, record.id, encode_record(record)});
+    ops_.push_back({Kind::kRecord, record.id, encode_record(record), {}});
   }
   void put_body(JobId id, std::string_view body) {
-    ops_.push_back({Kind::kBody, id, std::string(body)});
+    ops_.push_back({Kind::kBody, id, std::string(body), {}});
   }
-  void erase(JobId id) { ops_.push_back({Kind::kErase, id, {}}); }
+  void erase(JobId id) { ops_.push_back({Kind::kErase, id, {}, {}}); }
+  void put_attachment(JobId id, const Delivery& delivery) {
+    ops_.push_back({Kind::kAttachment, id, encode_delivery(delivery), {}});
+  }
+  void erase_attachment(JobId id) { ops_.push_back({Kind::kEraseAttachment, id, {}, {}}); }
+  void put_webhook(std::string_view tube, const Webhook& webhook) {
+    ops_.push_back({Kind::kWebhook, 0, encode_webhook(webhook), std::string(tube)});
+  }
+  void erase_webhook(std::string_view tube) {
+    ops_.push_back({Kind::kEraseWebhook, 0, {}, std::string(tube)});
+  }
   // The id high-water mark: every id below it has been handed out.
   void set_next_id(JobId next_id) { next_id_ = next_id; }
 

@@ -168,6 +168,18 @@ Status RocksStore::write(std::span<const WriteSet* const> sets, bool sync) {
           batch.Delete(job_key(kJobPrefix, op.id));
           batch.Delete(bodies_, job_key(kBodyPrefix, op.id));
           break;
+        case WriteSet::Kind::kAttachment:
+          batch.Put(job_key(kAttachmentPrefix, op.id), op.value);
+          break;
+        case WriteSet::Kind::kEraseAttachment:
+          batch.Delete(job_key(kAttachmentPrefix, op.id));
+          break;
+        case WriteSet::Kind::kWebhook:
+          batch.Put(kWebhookPrefix + op.tube, op.value);
+          break;
+        case WriteSet::Kind::kEraseWebhook:
+          batch.Delete(kWebhookPrefix + op.tube);
+          break;
       }
     }
     if (set->next_id()) next_id = set->next_id();
@@ -216,6 +228,32 @@ Result<std::string> RocksStore::read_body(JobId id) {
   if (s.IsNotFound()) return Status(Code::kNotFound, "no body for job " + std::to_string(id));
   if (!s.ok()) return from_rocks(s, "reading the body of job " + std::to_string(id));
   return body;
+}
+
+Result<Delivery> RocksStore::read_attachment(JobId id) {
+  std::string bytes;
+  const rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), job_key(kAttachmentPrefix, id), &bytes);
+  if (s.IsNotFound()) {
+    return Status(Code::kNotFound, "no attachment for job " + std::to_string(id));
+  }
+  if (!s.ok()) return from_rocks(s, "reading the attachment of job " + std::to_string(id));
+  return decode_delivery(id, bytes);
+}
+
+Status RocksStore::scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) {
+  rocksdb::ReadOptions options;
+  options.verify_checksums = true;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(options));
+  for (it->Seek(std::string(1, kWebhookPrefix)); it->Valid(); it->Next()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    if (key.empty() || key[0] != kWebhookPrefix) break;
+    std::string tube(key.substr(1));
+    auto webhook = decode_webhook(tube, std::string_view(it->value().data(), it->value().size()));
+    if (!webhook.is_ok()) return webhook.status();
+    if (Status s = visit(std::move(tube), std::move(webhook).value()); !s.is_ok()) return s;
+  }
+  return from_rocks(it->status(), "reading webhooks");
 }
 
 }  // namespace delayq::store

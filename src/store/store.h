@@ -27,6 +27,10 @@ class Store {
   // visit's or its own (a record that fails to decode is kCorruption, naming the job).
   virtual Status scan(const std::function<Status(JobRecord&&)>& visit) = 0;
   virtual Result<std::string> read_body(JobId id) = 0;
+  // A job's attachment (kNotFound if it has none).
+  virtual Result<Delivery> read_attachment(JobId id) = 0;
+  // Calls visit(tube, webhook) for every tube's webhook, by tube name.
+  virtual Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) = 0;
   // The id high-water mark as of the last write (1 for a new store).
   [[nodiscard]] virtual JobId next_id() const = 0;
   // About how many jobs the store holds, for sizing indexes before a scan; may be off either way.
@@ -40,6 +44,8 @@ class MemoryStore final : public Store {
   Status sync() override { return Status::ok(); }
   Status scan(const std::function<Status(JobRecord&&)>& visit) override;
   Result<std::string> read_body(JobId id) override;
+  Result<Delivery> read_attachment(JobId id) override;
+  Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override;
   [[nodiscard]] JobId next_id() const override { return next_id_; }
   [[nodiscard]] std::uint64_t estimated_jobs() const override { return records_.size(); }
   [[nodiscard]] std::size_t records() const noexcept { return records_.size(); }
@@ -48,6 +54,8 @@ class MemoryStore final : public Store {
  private:
   std::map<JobId, std::string> records_;
   std::map<JobId, std::string> bodies_;
+  std::map<JobId, std::string> attachments_;
+  std::map<std::string, std::string> webhooks_;
   JobId next_id_ = 1;
 };
 

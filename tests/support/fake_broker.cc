@@ -117,6 +117,8 @@ void FakeSession::put(broker::PutRequest request, broker::Callback<broker::PutRe
   if (!request.key.empty()) args += " key=" + request.key;
   if (!request.group.empty()) args += " group=" + request.group;
   if (request.replace) args += " replace";
+  if (!request.url.empty()) args += " url=" + request.url;
+  if (!request.content_type.empty()) args += " type=" + request.content_type;
   record<broker::PutResult>("put", std::move(args), std::move(done), std::move(request));
 }
 
@@ -223,6 +225,27 @@ void FakeSession::list_tubes(broker::Callback<std::vector<TubeStats>> done) {
 
 void FakeSession::stats(broker::Callback<ServerStats> done) {
   record<ServerStats>("stats", "", std::move(done));
+}
+
+void FakeSession::set_webhook(std::string tube, Webhook webhook,
+                              broker::Callback<Webhook> done) {
+  std::string args = "tube=" + tube + " url=" + webhook.url;
+  record<Webhook>("set_webhook", std::move(args), std::move(done), std::move(webhook));
+}
+
+void FakeSession::get_webhook(std::string tube, broker::Callback<Webhook> done) {
+  record<Webhook>("get_webhook", "tube=" + tube, std::move(done));
+}
+
+void FakeSession::remove_webhook(std::string tube, broker::Callback<Webhook> done) {
+  record<Webhook>("remove_webhook", "tube=" + tube, std::move(done));
+}
+
+void FakeSession::note_attempt(JobId id, int status, std::string error,
+                               broker::Callback<JobView> done) {
+  std::string args = "id=" + std::to_string(id) + " status=" + std::to_string(status);
+  args += " error=" + error;
+  record<JobView>("note_attempt", std::move(args), std::move(done));
 }
 
 // --- FakeBroker

@@ -45,7 +45,8 @@ class Call {
   Call& operator=(const Call&) = delete;
 
   // The Session method's name: put reserve reserve_job erase release bury touch peek peek_next
-  // kick kick_job update list_group cancel_group pause_tube stats_tube list_tubes stats.
+  // kick kick_job update list_group cancel_group pause_tube stats_tube list_tubes stats
+  // set_webhook get_webhook remove_webhook note_attempt.
   [[nodiscard]] const std::string& op() const noexcept { return op_; }
   // The arguments, in fake_broker.cc's format, e.g. "id=7 pri=keep delay=0ms reservation=3".
   [[nodiscard]] const std::string& args() const noexcept { return args_; }
@@ -61,7 +62,8 @@ class Call {
   [[nodiscard]] bool cancelled() const noexcept { return cancelled_; }
 
   // The request as the front-end built it, for put (broker::PutRequest), reserve
-  // (broker::ReserveRequest) and release (broker::ReleaseRequest); aborts for any other type.
+  // (broker::ReserveRequest), release (broker::ReleaseRequest) and set_webhook (Webhook); aborts
+  // for any other type.
   template <typename Request>
   [[nodiscard]] const Request& request() const {
     const auto* request = std::any_cast<Request>(&request_);
@@ -165,6 +167,11 @@ class FakeSession : public broker::Session {
   void stats_tube(std::string tube, broker::Callback<TubeStats> done) override;
   void list_tubes(broker::Callback<std::vector<TubeStats>> done) override;
   void stats(broker::Callback<ServerStats> done) override;
+  void set_webhook(std::string tube, Webhook webhook, broker::Callback<Webhook> done) override;
+  void get_webhook(std::string tube, broker::Callback<Webhook> done) override;
+  void remove_webhook(std::string tube, broker::Callback<Webhook> done) override;
+  void note_attempt(JobId id, int status, std::string error,
+                    broker::Callback<JobView> done) override;
 
  private:
   template <typename T>
@@ -198,6 +205,17 @@ class FakeBroker : public broker::Broker {
   Status close() override {
     closed_ = true;
     return Status::ok();
+  }
+  // The webhooks set_webhooks() gave; on_webhooks_changed's handler runs on webhooks_changed().
+  [[nodiscard]] std::vector<std::pair<std::string, Webhook>> webhooks() const override {
+    return webhooks_;
+  }
+  void on_webhooks_changed(std::function<void()> handler) override {
+    on_webhooks_changed_ = std::move(handler);
+  }
+  void set_webhooks(std::vector<std::pair<std::string, Webhook>> webhooks) {
+    webhooks_ = std::move(webhooks);
+    if (on_webhooks_changed_) on_webhooks_changed_();
   }
 
   // --- scripting
@@ -244,6 +262,8 @@ class FakeBroker : public broker::Broker {
   Status health_;
   broker::Seconds uptime_{0};
   bool closed_ = false;
+  std::vector<std::pair<std::string, Webhook>> webhooks_;
+  std::function<void()> on_webhooks_changed_;
   broker::Metrics metrics_;
 };
 

@@ -54,6 +54,10 @@ class GatedStore final : public store::Store {
   Status scan(const std::function<Status(store::JobRecord&&)>& visit) override {
     return inner_->scan(visit);
   }
+  Result<Delivery> read_attachment(JobId id) override { return inner_->read_attachment(id); }
+  Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override {
+    return inner_->scan_webhooks(visit);
+  }
   Result<std::string> read_body(JobId id) override { return inner_->read_body(id); }
   [[nodiscard]] JobId next_id() const override { return inner_->next_id(); }
   [[nodiscard]] std::uint64_t estimated_jobs() const override { return inner_->estimated_jobs(); }

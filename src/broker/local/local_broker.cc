@@ -45,6 +45,10 @@ class LocalSession final : public broker::Session {
   void stats_tube(std::string tube, Callback<TubeStats> done) override;
   void list_tubes(Callback<std::vector<TubeStats>> done) override;
   void stats(Callback<ServerStats> done) override;
+  void set_webhook(std::string tube, Webhook webhook, Callback<Webhook> done) override;
+  void get_webhook(std::string tube, Callback<Webhook> done) override;
+  void remove_webhook(std::string tube, Callback<Webhook> done) override;
+  void note_attempt(JobId id, int status, std::string error, Callback<JobView> done) override;
 
  private:
   [[nodiscard]] engine::Engine& engine() const { return node_.engine(); }
@@ -115,15 +119,26 @@ Result<std::size_t> LocalSession::ignore(std::string_view tube) {
 Result<broker::Job> LocalSession::with_body(const JobView& view) {
   auto body = node_.body(view.id);
   if (!body.is_ok()) return body.status();
-  return broker::Job{view, std::move(body).value(), engine().now()};
+  broker::Job job{view, std::move(body).value(), engine().now(), {}};
+  if (view.attached) {
+    auto delivery = node_.attachment(view.id);
+    if (!delivery.is_ok()) return delivery.status();
+    job.delivery = std::move(delivery).value();
+  }
+  return job;
 }
 
 void LocalSession::finish_with_body(Callback<broker::Job> done, Result<JobView> view, bool body) {
   if (!view.is_ok()) return finish_all<broker::Job>(std::move(done), view.status());
   const std::uint64_t batch = node_.batch_of(view.value().id);
   if (!body) {
-    return finish<broker::Job>(batch, std::move(done),
-                               broker::Job{view.value(), {}, engine().now()});
+    broker::Job job{view.value(), {}, engine().now(), {}};
+    if (view.value().attached) {
+      auto delivery = node_.attachment(job.view.id);
+      if (!delivery.is_ok()) return finish_all<broker::Job>(std::move(done), delivery.status());
+      job.delivery = std::move(delivery).value();
+    }
+    return finish<broker::Job>(batch, std::move(done), std::move(job));
   }
   finish(batch, std::move(done), with_body(view.value()));
 }
@@ -160,6 +175,20 @@ void LocalSession::put(broker::PutRequest request, Callback<broker::PutResult> d
   put.key = request.key;
   put.group = request.group;
   put.replace = request.replace;
+  Delivery delivery;
+  delivery.url = std::move(request.url);
+  delivery.content_type = std::move(request.content_type);
+  if (!delivery.url.empty()) {
+    const std::string& tube = request.tube.empty() ? used() : request.tube;
+    if (!node_.webhooks().contains(tube)) {
+      return finish_all<broker::PutResult>(
+          std::move(done),
+          Status(Code::kConflict, "tube " + tube +
+                                      " has no webhook: a job's url overrides its tube's "
+                                      "webhook, so set one first"));
+    }
+  }
+  if (!delivery.empty()) put.attachment = &delivery;
   auto result = engine().put(client_, put);
   if (!result.is_ok()) return finish_all<broker::PutResult>(std::move(done), result.status());
   const engine::PutResult& r = result.value();
@@ -366,6 +395,55 @@ void LocalSession::list_tubes(Callback<std::vector<TubeStats>> done) {
 
 void LocalSession::stats(Callback<ServerStats> done) {
   finish_all(std::move(done), Result<ServerStats>(engine().stats()));
+}
+
+// --- push delivery
+
+void LocalSession::set_webhook(std::string tube, Webhook webhook, Callback<Webhook> done) {
+  if (Status s = engine().check_tube_name(tube); !s.is_ok()) {
+    return finish_all<Webhook>(std::move(done), s);
+  }
+  node_.set_webhook(tube, webhook);
+  finish_all(std::move(done), Result<Webhook>(std::move(webhook)));
+}
+
+void LocalSession::get_webhook(std::string tube, Callback<Webhook> done) {
+  const auto it = node_.webhooks().find(tube);
+  if (it == node_.webhooks().end()) {
+    return finish_all<Webhook>(std::move(done),
+                               Status(Code::kNotFound, "tube " + tube + " has no webhook"));
+  }
+  finish_all(std::move(done), Result<Webhook>(it->second));
+}
+
+void LocalSession::remove_webhook(std::string tube, Callback<Webhook> done) {
+  const auto it = node_.webhooks().find(tube);
+  if (it == node_.webhooks().end()) {
+    return finish_all<Webhook>(std::move(done),
+                               Status(Code::kNotFound, "tube " + tube + " has no webhook"));
+  }
+  Webhook removed = it->second;
+  node_.remove_webhook(tube);
+  finish_all(std::move(done), Result<Webhook>(std::move(removed)));
+}
+
+void LocalSession::note_attempt(JobId id, int status, std::string error,
+                                Callback<JobView> done) {
+  auto view = engine().peek(id);
+  if (!view.is_ok()) return finish_all<JobView>(std::move(done), view.status());
+  Delivery delivery;
+  if (view.value().attached) {
+    auto kept = node_.attachment(id);
+    if (!kept.is_ok()) return finish_all<JobView>(std::move(done), kept.status());
+    delivery = std::move(kept).value();
+  }
+  delivery.last_status = status;
+  delivery.last_error = std::move(error);
+  delivery.last_attempt_unix_ms = engine().now();
+  if (Status s = engine().attach(id, delivery); !s.is_ok()) {
+    return finish_all<JobView>(std::move(done), s);
+  }
+  finish_job(std::move(done), id, engine().peek(id));
 }
 
 }  // namespace

@@ -34,6 +34,12 @@ class LocalBroker final : public broker::Broker {
   [[nodiscard]] broker::Seconds uptime() const override { return node_->uptime(); }
   [[nodiscard]] broker::Metrics& metrics() override { return node_->metrics(); }
   Status close() override { return node_->close(); }
+  [[nodiscard]] std::vector<std::pair<std::string, Webhook>> webhooks() const override {
+    return {node_->webhooks().begin(), node_->webhooks().end()};
+  }
+  void on_webhooks_changed(std::function<void()> handler) override {
+    node_->on_webhooks_changed(std::move(handler));
+  }
 
   [[nodiscard]] std::uint64_t recovered_jobs() const noexcept { return node_->recovered_jobs(); }
   // The store failed: the process must stop (called once, on the io_context's thread).

@@ -44,6 +44,11 @@ Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const Node
   node->engine_ = std::make_unique<engine::Engine>(node->clock_, options.engine);
   auto recovered = recover(*node->store_, *node->engine_);
   if (!recovered.is_ok()) return recovered.status();
+  Status webhooks = node->store_->scan_webhooks([raw = node.get()](std::string tube, Webhook hook) {
+    raw->webhooks_.emplace(std::move(tube), std::move(hook));
+    return Status::ok();
+  });
+  if (!webhooks.is_ok()) return webhooks;
   node->recovered_jobs_ = recovered.value().jobs;
   broker::Metrics& metrics = node->metrics_;
   node->committer_ = std::make_unique<store::Committer>(
@@ -63,24 +68,56 @@ Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const Node
   return node;
 }
 
-Result<std::string> Node::body(JobId id) {
-  // Newest first: this turn's mutations, then the batches not yet written, then the store.
-  // Only a job changed in a batch not yet durable can have its body outside the store.
-  if (batch_of(id) != 0) {
-    const auto& pending = engine_->mutations().ops();
-    for (auto op = pending.rbegin(); op != pending.rend(); ++op) {
-      if (op->kind == store::WriteSet::Kind::kBody && op->id == id) return op->value;
-    }
-    for (auto batch = unsynced_.rbegin(); batch != unsynced_.rend(); ++batch) {
-      const auto& bodies = batch->second.bodies;
-      if (const auto it = bodies.find(id); it != bodies.end()) return it->second;
-    }
+// Newest first: this turn's mutations, then the batches not yet written. Only a job changed in
+// a batch not yet durable can have a value outside the store.
+const std::string* Node::unstored(JobId id, store::WriteSet::Kind kind) {
+  if (batch_of(id) == 0) return nullptr;
+  const auto& pending = engine_->mutations().ops();
+  for (auto op = pending.rbegin(); op != pending.rend(); ++op) {
+    if (op->kind == kind && op->id == id) return &op->value;
   }
+  for (auto batch = unsynced_.rbegin(); batch != unsynced_.rend(); ++batch) {
+    const auto& values = kind == store::WriteSet::Kind::kBody ? batch->second.bodies
+                                                              : batch->second.attachments;
+    if (const auto it = values.find(id); it != values.end()) return &it->second;
+  }
+  return nullptr;
+}
+
+Result<std::string> Node::body(JobId id) {
+  if (const std::string* body = unstored(id, store::WriteSet::Kind::kBody)) return *body;
   return store_->read_body(id);
 }
 
+Result<Delivery> Node::attachment(JobId id) {
+  if (const std::string* bytes = unstored(id, store::WriteSet::Kind::kAttachment)) {
+    return store::decode_delivery(id, *bytes);
+  }
+  return store_->read_attachment(id);
+}
+
+void Node::set_webhook(const std::string& tube, const Webhook& webhook) {
+  webhooks_[tube] = webhook;
+  staged_.put_webhook(tube, webhook);
+  webhooks_changed();
+}
+
+bool Node::remove_webhook(const std::string& tube) {
+  if (webhooks_.erase(tube) == 0) return false;
+  staged_.erase_webhook(tube);
+  webhooks_changed();
+  return true;
+}
+
+void Node::webhooks_changed() {
+  when_durable(barrier(), [this] {
+    if (on_webhooks_changed_) on_webhooks_changed_();
+  });
+  touched();
+}
+
 std::uint64_t Node::barrier() const {
-  return engine_->mutations().empty() ? submitted_ : submitted_ + 1;
+  return engine_->mutations().empty() && staged_.empty() ? submitted_ : submitted_ + 1;
 }
 
 // The open batch's ops since the last call are indexed under the number it will get.
@@ -89,7 +126,7 @@ void Node::index_open_batch() {
   JobId last = 0;  // a put's record and body are two ops of one job: one lookup
   for (; indexed_ops_ < ops.size(); ++indexed_ops_) {
     const JobId id = ops[indexed_ops_].id;
-    if (id != last) batch_of_[id] = submitted_ + 1;
+    if (id != last && id != 0) batch_of_[id] = submitted_ + 1;
     last = id;
   }
 }
@@ -173,12 +210,15 @@ void Node::commit() {
   index_open_batch();
   indexed_ops_ = 0;
   store::WriteSet set = engine_->take_mutations();
+  set.append(std::move(staged_));
   if (set.empty()) return;
   const std::uint64_t seq = ++submitted_;
   Unsynced& unsynced = unsynced_[seq];
   unsynced.jobs.reserve(set.ops().size());
   for (const store::WriteSet::Op& op : set.ops()) {
-    if (unsynced.jobs.empty() || unsynced.jobs.back() != op.id) unsynced.jobs.push_back(op.id);
+    if (op.id != 0 && (unsynced.jobs.empty() || unsynced.jobs.back() != op.id)) {
+      unsynced.jobs.push_back(op.id);
+    }
   }
   if (durability_.mode != store::Durability::Mode::kAlways) {
     // A reply waits for the write alone (interval: the committer syncs it within the interval),
@@ -194,6 +234,7 @@ void Node::commit() {
   }
   for (const store::WriteSet::Op& op : set.ops()) {
     if (op.kind == store::WriteSet::Kind::kBody) unsynced.bodies.emplace(op.id, op.value);
+    if (op.kind == store::WriteSet::Kind::kAttachment) unsynced.attachments[op.id] = op.value;
   }
   committer_->submit(std::move(set), [this, seq, alive = alive_](const Status& status) {
     // On the committer's thread: hop back to the node's.

@@ -57,6 +57,21 @@ class Node {
 
   // A job's body: from this turn's mutations or the batches not yet written, else the store.
   Result<std::string> body(JobId id);
+  // A job's attachment, found the same way (kNotFound if it has none).
+  Result<Delivery> attachment(JobId id);
+
+  // Tubes' webhooks, recovered at open. set/remove change them and join the open batch: a
+  // completion that waits for barrier() after the call sees them durable. remove: false if the
+  // tube had none.
+  [[nodiscard]] const std::map<std::string, Webhook>& webhooks() const noexcept {
+    return webhooks_;
+  }
+  void set_webhook(const std::string& tube, const Webhook& webhook);
+  bool remove_webhook(const std::string& tube);
+  // Who hears, once a change of the webhooks is durable, that they changed.
+  void on_webhooks_changed(std::function<void()> handler) {
+    on_webhooks_changed_ = std::move(handler);
+  }
 
   // The sequence number of the batch that will hold everything done so far: a result that
   // depends on the whole state (a count, an error) waits for it.
@@ -128,7 +143,14 @@ class Node {
   struct Unsynced {
     std::vector<JobId> jobs;
     std::unordered_map<JobId, std::string> bodies;
+    std::unordered_map<JobId, std::string> attachments;  // encoded
   };
+  // The newest value of a job's op of kind `kind` not yet in the store, if any.
+  const std::string* unstored(JobId id, store::WriteSet::Kind kind);
+  std::map<std::string, Webhook> webhooks_;
+  std::function<void()> on_webhooks_changed_;
+  void webhooks_changed();
+  store::WriteSet staged_;  // the node's own changes (webhooks), committed with the engine's
   std::map<std::uint64_t, Unsynced> unsynced_;
   // Job -> the latest batch not yet durable that changes it (the open batch included).
   std::unordered_map<JobId, std::uint64_t> batch_of_;
