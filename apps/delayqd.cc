@@ -26,6 +26,7 @@
 #include "broker/local/local_broker.h"
 #include "front/beanstalk/server.h"
 #include "front/http/server.h"
+#include "front/webhook/deliverer.h"
 
 namespace {
 
@@ -37,6 +38,7 @@ struct Flags {
   std::string http_listen = "127.0.0.1:8080";
   bool http_explicit = false;
   local::NodeOptions node;
+  webhook::DelivererOptions deliverer;
   std::string fsync = "always";
   int verbose = 0;
 };
@@ -95,6 +97,14 @@ int run(const Flags& flags) {
     }
   }
 
+  // Push delivery: the tubes with a webhook (docs/webhooks.md).
+  auto deliverer = webhook::Deliverer::make(io, *broker, flags.deliverer);
+  if (!deliverer.is_ok()) {
+    spdlog::critical("{}", deliverer.status().to_string());
+    return 1;
+  }
+  deliverer.value()->start();
+
   // Stop: no new connections; commit what is pending and wait for it; give the replies that
   // became sendable a moment to leave; then close everything.
   boost::asio::signal_set stop(io, SIGTERM, SIGINT);
@@ -102,6 +112,7 @@ int run(const Flags& flags) {
   stop.async_wait([&](const boost::system::error_code& error, int signal) {
     if (error) return;
     spdlog::info("signal {}: stopping", signal);
+    deliverer.value()->stop();
     server.stop_accepting();
     if (http) http->stop_accepting();
     if (Status s = broker->close(); !s.is_ok()) {
@@ -170,6 +181,8 @@ int main(int argc, char** argv) {
                  "HTTP/JSON API address, ADDR:PORT, [IPV6]:PORT or NAME:PORT (port 0: any "
                  "free port), or off")
       ->capture_default_str();
+  app.add_option("--webhook-ca-file", flags.deliverer.sender.ca_file,
+                 "PEM file of CAs trusted for https webhooks, beside the system's");
   app.add_option("--http-max-connections", flags.http.max_connections,
                  "open HTTP connections at most")
       ->capture_default_str();

@@ -71,7 +71,19 @@ Metrics::Metrics()
     // 1 ms ticks: most jobs fire within a millisecond; the tail shows a busy or stalled loop.
     : fire_lateness({0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5}),
       commit_batch({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}),
-      fsync({0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}) {}
+      fsync({0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}),
+      delivery_latency({0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+                        5, 10, 30}),
+      delivery_lateness({0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5,
+                         30, 60}) {}
+
+void Metrics::count_delivery(std::string_view tube, std::string_view outcome) {
+  ++deliveries_[{std::string(tube), outcome}];
+}
+
+void Metrics::count_attempt(std::string_view tube, std::string_view result) {
+  ++attempts_[{std::string(tube), result}];
+}
 
 std::size_t Metrics::OpHash::operator()(const OpKey& key) const noexcept {
   const std::hash<std::string_view> hash;
@@ -150,6 +162,26 @@ std::string Metrics::render(std::span<const TubeStats> tubes, const ServerStats&
   commit_batch.render(out, "delayq_commit_batch_steps",
                       "Engine steps written to the store in one batch.");
   fsync.render(out, "delayq_fsync_seconds", "Store write plus fsync, per fsynced batch.");
+
+  append(out, "# HELP delayq_webhook_deliveries_total Push deliveries by tube and outcome.\n");
+  append(out, "# TYPE delayq_webhook_deliveries_total counter\n");
+  for (const auto& [key, count] : deliveries_) {
+    append(out, "delayq_webhook_deliveries_total{{tube=\"{}\",outcome=\"{}\"}} {}\n",
+           escape_label(key.first), key.second, count);
+  }
+  append(out, "# HELP delayq_webhook_attempts_total Push delivery attempts by tube and result.\n");
+  append(out, "# TYPE delayq_webhook_attempts_total counter\n");
+  for (const auto& [key, count] : attempts_) {
+    append(out, "delayq_webhook_attempts_total{{tube=\"{}\",result=\"{}\"}} {}\n",
+           escape_label(key.first), key.second, count);
+  }
+  append(out, "# HELP delayq_webhook_in_flight Push delivery requests under way.\n");
+  append(out, "# TYPE delayq_webhook_in_flight gauge\ndelayq_webhook_in_flight {}\n",
+         deliveries_in_flight);
+  delivery_latency.render(out, "delayq_webhook_latency_seconds",
+                          "From a push delivery request's start to its answer or failure.");
+  delivery_lateness.render(out, "delayq_webhook_lateness_seconds",
+                           "From a job's due time to the start of its first delivery attempt.");
   return out;
 }
 

@@ -46,6 +46,17 @@ class Metrics {
   Histogram commit_batch;
   // Time of a store write and its fsync, for batches that were fsynced.
   Histogram fsync;
+  // Push delivery: seconds from a request's start to its answer or failure, and from a job's
+  // due time to the start of its first attempt.
+  Histogram delivery_latency;
+  Histogram delivery_lateness;
+
+  // Push delivery, by tube: what became of each delivery (delivered, released, buried), each
+  // attempt's result (2xx, 3xx, 4xx, 5xx, error), and the requests under way. outcome and
+  // result must outlive the Metrics, as count_op's; the tube is copied.
+  void count_delivery(std::string_view tube, std::string_view outcome);
+  void count_attempt(std::string_view tube, std::string_view result);
+  std::int64_t deliveries_in_flight = 0;
 
   // One operation of a protocol ("beanstalk", "http") and how it ended. protocol, op and result
   // must outlive the Metrics (string literals, static tables): they are kept as views.
@@ -78,6 +89,8 @@ class Metrics {
     std::uint64_t total = 0;
   };
   std::map<std::string_view, Connections> connections_;  // by protocol, sorted for the page
+  std::map<std::pair<std::string, std::string_view>, std::uint64_t, std::less<>> deliveries_;
+  std::map<std::pair<std::string, std::string_view>, std::uint64_t, std::less<>> attempts_;
 };
 
 // Escapes a label value for the exposition format (backslash, double quote, newline).

@@ -1,0 +1,257 @@
+#include "front/webhook/deliverer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <boost/asio/steady_timer.hpp>
+
+namespace delayq::webhook {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::int64_t unix_ms() {
+  return std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string_view status_class(int status) {
+  if (status >= 200 && status < 300) return "2xx";
+  if (status >= 300 && status < 400) return "3xx";
+  if (status >= 400 && status < 500) return "4xx";
+  if (status >= 500 && status < 600) return "5xx";
+  return "error";
+}
+
+// A Retry-After is honoured up to a day: a receiver cannot park a job for longer by accident.
+constexpr Millis kMaxRetryAfter{24 * 3600 * 1000};
+
+}  // namespace
+
+// One tube's deliveries: at most one reserve waits at a time, and only while another request
+// may start (concurrency and rate allow), so due jobs stay in the tube until they can be sent.
+class Deliverer::Lane {
+ public:
+  Lane(Deliverer& owner, std::string tube, Webhook webhook)
+      : owner_(owner),
+        tube_(std::move(tube)),
+        webhook_(std::move(webhook)),
+        session_(owner.broker_.open_session({.watch_default = false})),
+        timer_(owner.io_) {}
+  ~Lane() {
+    *alive_ = false;
+    owner_.broker_.metrics().deliveries_in_flight -= in_flight_;
+    // Destroying the session ends its reserve and makes the jobs it holds ready again.
+  }
+  Lane(const Lane&) = delete;
+  Lane& operator=(const Lane&) = delete;
+
+  void configure(Webhook webhook) {
+    webhook_ = std::move(webhook);
+    pump();
+  }
+  void pump();
+
+ private:
+  void reserved(Result<broker::Job> job);
+  void send(broker::Job job);
+  void answered(const broker::Job& job, const Response& response, Clock::time_point started);
+  void failed(const broker::Job& job, int status, std::string error, std::optional<Millis> wait);
+  void finished(std::string_view outcome);
+  template <typename T>
+  broker::Callback<T> guarded(std::function<void(Result<T>)> then) {
+    return [alive = alive_, then = std::move(then)](Result<T> result) {
+      if (*alive) then(std::move(result));
+    };
+  }
+
+  Deliverer& owner_;
+  std::string tube_;
+  Webhook webhook_;
+  std::unique_ptr<broker::Session> session_;
+  asio::steady_timer timer_;
+  bool waiting_ = false;  // a reserve or the rate's timer is under way
+  std::uint32_t in_flight_ = 0;
+  Clock::time_point next_start_{};  // the rate's: no request starts before it
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+void Deliverer::Lane::pump() {
+  if (waiting_ || in_flight_ >= std::max<std::uint32_t>(1, webhook_.concurrency)) return;
+  waiting_ = true;
+  if (webhook_.rate > 0 && Clock::now() < next_start_) {
+    timer_.expires_at(next_start_);
+    timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
+      if (error || !*alive) return;
+      waiting_ = false;
+      pump();
+    });
+    return;
+  }
+  (void)session_->reserve({{tube_}, std::nullopt},
+                          guarded<broker::Job>([this](Result<broker::Job> job) {
+                            reserved(std::move(job));
+                          }));
+}
+
+void Deliverer::Lane::reserved(Result<broker::Job> job) {
+  waiting_ = false;
+  if (!job.is_ok()) {
+    // Not a timeout (the reserve has none): the broker refused; try again in a second.
+    spdlog::warn("webhook {}: reserve failed: {}", tube_, job.status().message());
+    waiting_ = true;
+    timer_.expires_after(std::chrono::seconds(1));
+    timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
+      if (error || !*alive) return;
+      waiting_ = false;
+      pump();
+    });
+    return;
+  }
+  if (webhook_.rate > 0) {
+    const auto interval = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(1.0 / webhook_.rate));
+    next_start_ = std::max(next_start_, Clock::now()) + interval;
+  }
+  ++in_flight_;
+  ++owner_.broker_.metrics().deliveries_in_flight;
+  send(std::move(job).value());
+  pump();
+}
+
+void Deliverer::Lane::send(broker::Job job) {
+  const std::string& target = job.delivery.url.empty() ? webhook_.url : job.delivery.url;
+  auto url = parse_url(target);
+  if (!url.is_ok()) return failed(job, 0, url.status().message(), std::nullopt);
+  const JobView& view = job.view;
+  const std::int64_t now_ms = unix_ms();
+  if (view.counters.reserves == 1) {
+    owner_.broker_.metrics().delivery_lateness.observe(
+        static_cast<double>(std::max<std::int64_t>(0, now_ms - view.due_unix_ms)) / 1000.0);
+  }
+  Request request;
+  request.url = std::move(url).value();
+  request.timeout = webhook_.timeout;
+  request.headers = webhook_.headers;
+  request.headers.emplace_back("Content-Type", job.delivery.content_type.empty()
+                                                   ? "application/octet-stream"
+                                                   : job.delivery.content_type);
+  request.headers.emplace_back("Delayq-Job-Id", std::to_string(view.id));
+  request.headers.emplace_back("Delayq-Attempt", std::to_string(view.counters.reserves));
+  request.headers.emplace_back("Delayq-Tube", view.tube);
+  if (!view.key.empty()) request.headers.emplace_back("Delayq-Key", view.key);
+  request.headers.emplace_back("Delayq-Due", rfc3339_ms(view.due_unix_ms));
+  if (!webhook_.secrets.empty()) {
+    request.headers.emplace_back("Delayq-Signature", signature(webhook_.secrets, now_ms, job.body));
+  }
+  request.body = job.body;
+  const auto started = Clock::now();
+  owner_.sender_->post(std::move(request), [this, alive = alive_, job = std::move(job),
+                                            started](const Response& response) {
+    if (*alive) answered(job, response, started);
+  });
+}
+
+void Deliverer::Lane::answered(const broker::Job& job, const Response& response,
+                               Clock::time_point started) {
+  broker::Metrics& metrics = owner_.broker_.metrics();
+  metrics.delivery_latency.observe(std::chrono::duration<double>(Clock::now() - started).count());
+  metrics.count_attempt(tube_, status_class(response.status));
+  if (response.status >= 200 && response.status < 300) {
+    session_->erase(broker::JobRef::by_id(job.view.id),
+                    guarded<JobId>([this, id = job.view.id](Result<JobId> erased) {
+                      if (!erased.is_ok()) {
+                        // Deleted or taken meanwhile (its TTR lapsed): delivered all the same.
+                        spdlog::warn("webhook {}: job {} delivered, delete failed: {}", tube_, id,
+                                     erased.status().message());
+                      }
+                      finished("delivered");
+                    }));
+    return;
+  }
+  std::optional<Millis> wait;
+  if (response.status == 429 || response.status == 503) {
+    wait = retry_after(response.retry_after, unix_ms());
+    if (wait) wait = std::min(*wait, kMaxRetryAfter);
+  }
+  std::string error = response.error;
+  if (error.empty()) error = "HTTP " + std::to_string(response.status);
+  failed(job, response.status, std::move(error), wait);
+}
+
+// The attempt failed: keep why with the job, then release it for its next attempt, or bury it
+// once its attempts are used up (the dead letter).
+void Deliverer::Lane::failed(const broker::Job& job, int status, std::string error,
+                             std::optional<Millis> wait) {
+  const JobId id = job.view.id;
+  const std::uint32_t attempt = job.view.counters.reserves;
+  session_->note_attempt(id, status, std::move(error), guarded<JobView>([](Result<JobView>) {}));
+  if (attempt >= webhook_.max_attempts) {
+    session_->bury(id, std::nullopt, guarded<JobView>([this](Result<JobView>) {
+                     finished("buried");
+                   }));
+    return;
+  }
+  broker::ReleaseRequest release;
+  release.id = id;
+  release.delay = wait.value_or(backoff_delay(webhook_.backoff, attempt, owner_.random_));
+  release.reservation = attempt;
+  session_->release(release, guarded<JobView>([this](Result<JobView>) { finished("released"); }));
+}
+
+void Deliverer::Lane::finished(std::string_view outcome) {
+  owner_.broker_.metrics().count_delivery(tube_, outcome);
+  --in_flight_;
+  --owner_.broker_.metrics().deliveries_in_flight;
+  pump();
+}
+
+// --- Deliverer
+
+Deliverer::Deliverer(asio::io_context& io, broker::Broker& broker, std::unique_ptr<Sender> sender)
+    : io_(io), broker_(broker), sender_(std::move(sender)) {}
+
+Deliverer::~Deliverer() {
+  stop();
+}
+
+Result<std::unique_ptr<Deliverer>> Deliverer::make(asio::io_context& io, broker::Broker& broker,
+                                                   DelivererOptions options) {
+  auto sender = Sender::make(io, std::move(options.sender));
+  if (!sender.is_ok()) return sender.status();
+  return std::unique_ptr<Deliverer>(new Deliverer(io, broker, std::move(sender).value()));
+}
+
+void Deliverer::start() {
+  running_ = true;
+  broker_.on_webhooks_changed([this] { refresh(); });
+  refresh();
+}
+
+void Deliverer::stop() {
+  if (!running_) return;
+  running_ = false;
+  broker_.on_webhooks_changed(nullptr);
+  lanes_.clear();
+}
+
+void Deliverer::refresh() {
+  if (!running_) return;
+  std::map<std::string, std::unique_ptr<Lane>> lanes;
+  for (auto& [tube, webhook] : broker_.webhooks()) {
+    auto node = lanes_.extract(tube);
+    if (node.empty()) {
+      auto lane = std::make_unique<Lane>(*this, tube, webhook);
+      lane->pump();
+      lanes.emplace(tube, std::move(lane));
+    } else {
+      node.mapped()->configure(webhook);
+      lanes.insert(std::move(node));
+    }
+  }
+  lanes_.swap(lanes);  // lanes of removed webhooks end here, with `lanes`
+}
+
+}  // namespace delayq::webhook

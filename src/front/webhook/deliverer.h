@@ -1,0 +1,54 @@
+// deliverer.h — push delivery: every tube with a webhook gets a lane that reserves the tube's
+// due jobs through the broker (a session of its own, so it works over any broker) and POSTs
+// each to its URL. A 2xx deletes the job; 429 and 503 release it for their Retry-After; any
+// other answer, a timeout or a failed connection releases it with backoff, and the last allowed
+// attempt buries it, its outcome kept with the job. A lane reserves only when it may send at
+// once (its concurrency and rate allow), so a job waits in its tube, ready and visible, not in
+// the deliverer. Made by delayqd; runs on the broker's executor. Rules: docs/webhooks.md
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "broker/broker.h"
+#include "front/webhook/sender.h"
+
+namespace delayq::webhook {
+
+struct DelivererOptions {
+  SenderOptions sender;  // TLS CA file, response bound, idle connections: see sender.h
+};
+
+class Deliverer {
+ public:
+  // kInvalidArgument if the sender cannot be made (an unreadable CA file).
+  static Result<std::unique_ptr<Deliverer>> make(boost::asio::io_context& io,
+                                                 broker::Broker& broker,
+                                                 DelivererOptions options);
+  ~Deliverer();
+  Deliverer(const Deliverer&) = delete;
+  Deliverer& operator=(const Deliverer&) = delete;
+
+  // Starts a lane for every tube with a webhook, and follows the broker's changes of them.
+  void start();
+  // Ends every lane: their reserved jobs are ready again (requests under way are abandoned; a
+  // job whose answer is lost is delivered again, at least once).
+  void stop();
+
+ private:
+  class Lane;
+  Deliverer(boost::asio::io_context& io, broker::Broker& broker, std::unique_ptr<Sender> sender);
+  void refresh();
+
+  boost::asio::io_context& io_;
+  broker::Broker& broker_;
+  std::unique_ptr<Sender> sender_;
+  std::map<std::string, std::unique_ptr<Lane>> lanes_;  // by tube
+  std::mt19937_64 random_{std::random_device{}()};
+  bool running_ = false;
+};
+
+}  // namespace delayq::webhook

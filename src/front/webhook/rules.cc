@@ -1,0 +1,135 @@
+#include "front/webhook/rules.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+
+namespace delayq::webhook {
+
+std::string Url::origin() const {
+  const bool v6 = host.find(':') != std::string::npos;
+  return std::string(tls ? "https://" : "http://") + (v6 ? "[" + host + "]" : host) + ":" + port;
+}
+
+Result<Url> parse_url(std::string_view text) {
+  const auto bad = [text](const char* why) {
+    return Status(Code::kInvalidArgument, "bad url \"" + std::string(text.substr(0, 200)) +
+                                              "\": " + why);
+  };
+  constexpr std::size_t kMaxUrlBytes = 2048;
+  if (text.size() > kMaxUrlBytes) return bad("longer than 2048 bytes");
+  if (!std::all_of(text.begin(), text.end(), [](char c) { return c > 0x20 && c < 0x7F; })) {
+    return bad("spaces, control or non-ASCII characters");
+  }
+  Url url;
+  std::string_view rest;
+  if (text.starts_with("http://")) {
+    rest = text.substr(7);
+  } else if (text.starts_with("https://")) {
+    url.tls = true;
+    rest = text.substr(8);
+  } else {
+    return bad("not http:// or https://");
+  }
+  if (rest.find('#') != std::string_view::npos) return bad("a fragment");
+  const std::size_t slash = std::min(rest.find('/'), rest.find('?'));
+  std::string_view authority = rest.substr(0, slash);
+  url.target = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
+  if (url.target.front() == '?') url.target.insert(0, "/");
+  if (authority.find('@') != std::string_view::npos) return bad("user info");
+  std::string_view port;
+  if (authority.starts_with("[")) {
+    const std::size_t close = authority.find(']');
+    if (close == std::string_view::npos) return bad("an unclosed [");
+    url.host = authority.substr(1, close - 1);
+    const std::string_view after = authority.substr(close + 1);
+    if (!after.empty() && !after.starts_with(":")) return bad("text after ]");
+    if (!after.empty()) port = after.substr(1);
+  } else {
+    const std::size_t colon = authority.find(':');
+    url.host = authority.substr(0, colon);
+    if (colon != std::string_view::npos) port = authority.substr(colon + 1);
+  }
+  if (url.host.empty()) return bad("no host");
+  if (port.empty()) {
+    url.port = url.tls ? "443" : "80";
+  } else {
+    if (port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) {
+          return c >= '0' && c <= '9';
+        })) {
+      return bad("a port that is not a number");
+    }
+    const int number = std::stoi(std::string(port));
+    if (number < 1 || number > 65535) return bad("a port out of 1-65535");
+    url.port = std::to_string(number);
+  }
+  return url;
+}
+
+Millis backoff_delay(const Backoff& backoff, std::uint32_t attempt, std::mt19937_64& random) {
+  const double exponent = std::max<std::uint32_t>(attempt, 1) - 1;
+  const double full = std::min(static_cast<double>(backoff.max.count()),
+                               static_cast<double>(backoff.min.count()) *
+                                   std::pow(std::max(backoff.factor, 1.0), exponent));
+  std::uniform_real_distribution<double> share(0.5, 1.0);
+  return Millis{static_cast<std::int64_t>(std::llround(full * share(random)))};
+}
+
+std::optional<Millis> retry_after(std::string_view value, std::int64_t now_unix_ms) {
+  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  while (!value.empty() && value.back() == ' ') value.remove_suffix(1);
+  if (value.empty()) return std::nullopt;
+  if (std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    if (value.size() > 9) return Millis{std::int64_t{999'999'999} * 1000};
+    return Millis{std::stoll(std::string(value)) * 1000};
+  }
+  // IMF-fixdate, as HTTP sends it: "Wed, 25 Nov 2026 18:00:00 GMT".
+  std::tm tm{};
+  const std::string text(value);
+  const char* end = strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  const std::int64_t at_ms = static_cast<std::int64_t>(timegm(&tm)) * 1000;
+  return Millis{std::max<std::int64_t>(0, at_ms - now_unix_ms)};
+}
+
+std::string hmac_sha256_hex(std::string_view key, std::string_view message) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &size);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(size * 2);
+  for (unsigned int i = 0; i < size; ++i) {
+    hex.push_back(kHex[digest[i] >> 4U]);
+    hex.push_back(kHex[digest[i] & 15U]);
+  }
+  return hex;
+}
+
+std::string signature(const std::vector<std::string>& secrets, std::int64_t now_unix_ms,
+                      std::string_view body) {
+  const std::string t = std::to_string(now_unix_ms);
+  std::string message = t + ".";
+  message.append(body);
+  std::string out = "t=" + t;
+  for (const std::string& secret : secrets) out += ",v1=" + hmac_sha256_hex(secret, message);
+  return out;
+}
+
+std::string rfc3339_ms(std::int64_t unix_ms) {
+  const std::int64_t seconds = unix_ms >= 0 ? unix_ms / 1000 : (unix_ms - 999) / 1000;
+  const auto ms = static_cast<int>(unix_ms - seconds * 1000);
+  const auto time = static_cast<std::time_t>(seconds);
+  std::tm tm{};
+  gmtime_r(&time, &tm);
+  char text[64];
+  std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+  return text;
+}
+
+}  // namespace delayq::webhook

@@ -1,0 +1,53 @@
+// rules.h — the pure parts of push delivery: where a URL points, how long to wait before the
+// next attempt, what a Retry-After asks for, how a request is signed and how its due time is
+// written. No sockets, no clock of their own: the deliverer (deliverer.h) passes time in, and
+// unit tests check every rule against fixed inputs. The rules are stated in docs/webhooks.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "base/webhook.h"
+
+namespace delayq::webhook {
+
+using Millis = std::chrono::milliseconds;
+
+// An http:// or https:// URL taken apart: host (brackets kept off an IPv6 address), port
+// (80 or 443 unless given) and the request target (path and query, "/" if none).
+struct Url {
+  bool tls = false;
+  std::string host;
+  std::string port;
+  std::string target;
+  // "http://host:port": the connections of one origin are shared.
+  [[nodiscard]] std::string origin() const;
+};
+// kInvalidArgument for anything but http(s)://host[:port][/path], or a URL longer than 2048
+// bytes, or one with user info, a fragment or characters outside printable ASCII.
+[[nodiscard]] Result<Url> parse_url(std::string_view url);
+
+// The wait before attempt `attempt` + 1 after attempt `attempt` (>= 1) failed: drawn in
+// [half, all] of min * factor^(attempt-1), capped at max.
+[[nodiscard]] Millis backoff_delay(const Backoff& backoff, std::uint32_t attempt,
+                                   std::mt19937_64& random);
+
+// A Retry-After value: delay-seconds, or an HTTP date (then relative to now_unix_ms; a date in
+// the past is 0). nullopt if it is neither.
+[[nodiscard]] std::optional<Millis> retry_after(std::string_view value, std::int64_t now_unix_ms);
+
+// "t=<unix ms>,v1=<hex HMAC-SHA256 of "<t>.<body>">" with one v1 per secret, in their order.
+[[nodiscard]] std::string signature(const std::vector<std::string>& secrets,
+                                    std::int64_t now_unix_ms, std::string_view body);
+[[nodiscard]] std::string hmac_sha256_hex(std::string_view key, std::string_view message);
+
+// RFC 3339 in UTC with milliseconds: 2026-11-25T18:00:00.000Z.
+[[nodiscard]] std::string rfc3339_ms(std::int64_t unix_ms);
+
+}  // namespace delayq::webhook

@@ -1,0 +1,182 @@
+#include "front/webhook/sender.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+namespace delayq::webhook {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using asio::ip::tcp;
+
+struct Sender::Connection {
+  std::unique_ptr<beast::tcp_stream> plain;
+  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
+  beast::flat_buffer buffer;
+
+  beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
+};
+
+namespace {
+
+constexpr auto kAwait = asio::use_awaitable;
+using Clock = std::chrono::steady_clock;
+
+struct Exchange {
+  Response response;
+  bool keep_alive = false;
+  bool timed_out = false;
+};
+
+template <typename Stream>
+asio::awaitable<Exchange> exchange(Stream& stream, beast::flat_buffer& buffer,
+                                   http::request<http::string_body>& request, std::size_t limit) {
+  Exchange out;
+  beast::error_code error;
+  co_await http::async_write(stream, request, asio::redirect_error(kAwait, error));
+  if (!error) {
+    http::response_parser<http::string_body> parser;
+    parser.header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(limit, 16 * 1024)));
+    parser.body_limit(limit);
+    co_await http::async_read(stream, buffer, parser, asio::redirect_error(kAwait, error));
+    if (!error) {
+      const auto& answer = parser.get();
+      out.response.status = static_cast<int>(answer.result_int());
+      out.response.retry_after = std::string(answer[http::field::retry_after]);
+      out.keep_alive = answer.keep_alive();
+      co_return out;
+    }
+  }
+  out.timed_out = error == beast::error::timeout;
+  out.response.error = out.timed_out ? "timed out" : error.message();
+  co_return out;
+}
+
+bool ip_literal(const std::string& host) {
+  beast::error_code error;
+  (void)asio::ip::make_address(host, error);
+  return !error;
+}
+
+}  // namespace
+
+Sender::Sender(asio::io_context& io, SenderOptions options)
+    : io_(io), options_(std::move(options)), tls_(asio::ssl::context::tls_client) {}
+
+Sender::~Sender() {
+  *alive_ = false;
+}
+
+Result<std::unique_ptr<Sender>> Sender::make(asio::io_context& io, SenderOptions options) {
+  std::unique_ptr<Sender> sender(new Sender(io, std::move(options)));
+  beast::error_code error;
+  (void)sender->tls_.set_default_verify_paths(error);
+  (void)sender->tls_.set_verify_mode(asio::ssl::verify_peer, error);
+  if (!sender->options_.ca_file.empty()) {
+    (void)sender->tls_.load_verify_file(sender->options_.ca_file, error);
+    if (error) {
+      return Status(Code::kInvalidArgument,
+                    "cannot read CA file " + sender->options_.ca_file + ": " + error.message());
+    }
+  }
+  return sender;
+}
+
+void Sender::post(Request request, std::function<void(Response)> done) {
+  asio::co_spawn(
+      io_,
+      [this, alive = alive_, request = std::move(request),
+       done = std::move(done)]() mutable -> asio::awaitable<void> {
+        const auto deadline = Clock::now() + request.timeout;
+        http::request<http::string_body> message{http::verb::post, request.url.target, 11};
+        message.set(http::field::host, request.url.port == (request.url.tls ? "443" : "80")
+                                           ? request.url.host
+                                           : request.url.host + ":" + request.url.port);
+        message.set(http::field::user_agent, "delayq-webhook");
+        for (const auto& [name, value] : request.headers) message.set(name, value);
+        message.body() = std::move(request.body);
+        message.prepare_payload();
+        const std::string origin = request.url.origin();
+        // A connection taken from the idle pool may have been closed by the receiver meanwhile:
+        // if it fails for anything but time, the request goes once more on a new one.
+        for (int round = 0; round < 2; ++round) {
+          std::unique_ptr<Connection> connection;
+          bool reused = false;
+          if (auto& idle = idle_[origin]; !idle.empty()) {
+            connection = std::move(idle.back());
+            idle.pop_back();
+            reused = true;
+          } else {
+            connection = std::make_unique<Connection>();
+            std::string error;
+            beast::error_code code;
+            tcp::resolver resolver(io_);
+            const auto endpoints = co_await resolver.async_resolve(
+                request.url.host, request.url.port, asio::redirect_error(kAwait, code));
+            if (!*alive) co_return;
+            if (code) {
+              done(Response{0, {}, "resolve " + request.url.host + ": " + code.message()});
+              co_return;
+            }
+            if (request.url.tls) {
+              connection->tls =
+                  std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io_, tls_);
+              if (!ip_literal(request.url.host)) {
+                // SNI. SSL_set_tlsext_host_name, without the macro's C cast.
+                SSL_ctrl(connection->tls->native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME,
+                         TLSEXT_NAMETYPE_host_name, request.url.host.data());
+              }
+              connection->tls->set_verify_callback(
+                  asio::ssl::host_name_verification(request.url.host));
+            } else {
+              connection->plain = std::make_unique<beast::tcp_stream>(io_);
+            }
+            connection->lowest().expires_at(deadline);
+            co_await connection->lowest().async_connect(endpoints,
+                                                        asio::redirect_error(kAwait, code));
+            if (!*alive) co_return;
+            if (!code && connection->tls) {
+              co_await connection->tls->async_handshake(asio::ssl::stream_base::client,
+                                                        asio::redirect_error(kAwait, code));
+              if (!*alive) co_return;
+              if (code) {
+                done(Response{0, {}, "tls: " + code.message()});
+                co_return;
+              }
+            }
+            if (code) {
+              const bool late = code == beast::error::timeout;
+              done(Response{0, {}, late ? "connect timed out" : "connect: " + code.message()});
+              co_return;
+            }
+          }
+          connection->lowest().expires_at(deadline);
+          Exchange result = connection->tls
+                                ? co_await exchange(*connection->tls, connection->buffer, message,
+                                                    options_.max_response_bytes)
+                                : co_await exchange(*connection->plain, connection->buffer,
+                                                    message, options_.max_response_bytes);
+          if (!*alive) co_return;
+          if (result.response.status == 0 && reused && !result.timed_out) continue;
+          if (result.response.status != 0 && result.keep_alive) {
+            connection->lowest().expires_never();
+            auto& idle = idle_[origin];
+            if (idle.size() < options_.max_idle_per_origin) idle.push_back(std::move(connection));
+          }
+          done(std::move(result.response));
+          co_return;
+        }
+        done(Response{0, {}, "the connection closed twice"});
+      },
+      asio::detached);
+}
+
+}  // namespace delayq::webhook

@@ -1,0 +1,1097 @@
+// webhook_test.cc — push delivery against the real delayqd (tests/protocol/server_process.h):
+// a tube's webhook set, read and removed over the HTTP API, and its due jobs POSTed to a
+// receiver that runs inside the test (a small HTTP/1.1 server on 127.0.0.1, one thread per
+// connection, answering from a script the test gives). Checked: the request's headers and body,
+// never before the due time; 2xx deletes; backoff, Retry-After and timeouts between attempts;
+// dead letters after max_attempts; signatures; the rate and concurrency limits; one slow
+// receiver not holding up another tube; a per-job URL; the webhook across a restart; and no
+// job lost across kill -9 during deliveries. Timings are asserted only as far as the rules make
+// them exact ("not before", "at least half the backoff"); upper bounds are generous, for loaded
+// machines. The rules are stated in docs/webhooks.md.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "front/http/client.h"
+#include "server_process.h"
+
+namespace delayq::testing {
+namespace {
+
+namespace json = boost::json;
+using front::http::ClientResponse;
+using WallClock = std::chrono::system_clock;
+
+// How long a test waits for deliveries that should come well within it.
+constexpr Millis kDeliveryWait{10000};
+
+std::int64_t unix_us(WallClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+std::int64_t now_unix_ms() {
+  return std::chrono::duration_cast<Millis>(WallClock::now().time_since_epoch()).count();
+}
+
+// --- the receiver: an HTTP/1.1 server in the test
+
+// One request as the receiver read it. `arrived` is when its first byte came (steady clock and
+// wall clock), so "not before the due time" compares the earliest moment that can be seen.
+struct Received {
+  std::string method;
+  std::string target;
+  std::string version;
+  std::map<std::string, std::string> headers;  // names lower-cased; repeats joined by ", "
+  std::string body;
+  Clock::time_point arrived;
+  WallClock::time_point arrived_wall;
+  std::size_t connection = 0;
+
+  // The header's value, or "<no NAME>" (so that EXPECT_EQ shows what is missing).
+  [[nodiscard]] std::string header(std::string_view name) const {
+    const auto it = headers.find(std::string(name));
+    return it == headers.end() ? "<no " + std::string(name) + ">" : it->second;
+  }
+  [[nodiscard]] bool has(std::string_view name) const {
+    return headers.count(std::string(name)) != 0;
+  }
+};
+
+// How to answer one request: a status, extra headers, and a wait before answering (to force
+// the deliverer's timeout). The wait ends early when the receiver stops.
+struct Answer {
+  unsigned status = 200;
+  std::vector<std::pair<std::string, std::string>> headers;
+  Millis delay{0};
+};
+
+// Called (from the connection's thread) with the request's index in arrival order, 0 first.
+using Script = std::function<Answer(std::size_t index, const Received&)>;
+
+Script always(unsigned status, Millis delay = Millis{0}) {
+  return [status, delay](std::size_t, const Received&) { return Answer{status, {}, delay}; };
+}
+// The statuses in order, then 200 for every later request.
+Script statuses(std::vector<unsigned> script) {
+  return [script = std::move(script)](std::size_t index, const Received&) {
+    return Answer{index < script.size() ? script[index] : 200u, {}, Millis{0}};
+  };
+}
+
+class Receiver {
+ public:
+  explicit Receiver(Script script = always(200)) : script_(std::move(script)) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = 0;
+    if (listen_fd_ < 0 || ::inet_pton(AF_INET, "127.0.0.1", &address.sin_addr) != 1 ||
+        ::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
+        ::listen(listen_fd_, 128) != 0 || ::pipe2(wake_, O_CLOEXEC) != 0) {
+      std::perror("receiver");
+      std::abort();  // no test can go on without its receiver
+    }
+    socklen_t length = sizeof address;
+    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    acceptor_ = std::thread([this] { accept_loop(); });
+  }
+  ~Receiver() { stop(); }
+  Receiver(const Receiver&) = delete;
+  Receiver& operator=(const Receiver&) = delete;
+
+  [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
+  [[nodiscard]] std::string url(std::string_view target = "/hook") const {
+    return "http://127.0.0.1:" + std::to_string(port_) + std::string(target);
+  }
+  [[nodiscard]] std::vector<Received> requests() const {
+    std::lock_guard lock(mutex_);
+    return requests_;
+  }
+  [[nodiscard]] std::size_t count() const {
+    std::lock_guard lock(mutex_);
+    return requests_.size();
+  }
+  // True once at least n requests came, false if they did not within `timeout`.
+  bool wait_for_count(std::size_t n, Millis timeout) const {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, timeout, [&] { return requests_.size() >= n; });
+  }
+  // The most requests that were read and not yet answered at one moment.
+  [[nodiscard]] int max_in_flight() const {
+    std::lock_guard lock(mutex_);
+    return max_in_flight_;
+  }
+
+  // Ends every connection (a request being waited on gets no answer) and joins every thread.
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    // Never read: the pipe stays readable, so every poll() on it wakes from now on.
+    if (::write(wake_[1], "x", 1) < 0) std::perror("receiver wake");
+    acceptor_.join();
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard lock(mutex_);
+      threads.swap(connections_);
+    }
+    for (std::thread& thread : threads) thread.join();
+    ::close(listen_fd_);
+    ::close(wake_[0]);
+    ::close(wake_[1]);
+  }
+
+ private:
+  static constexpr std::size_t kMaxRequest = 4 << 20;
+
+  void accept_loop() {
+    for (;;) {
+      pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      if (fds[1].revents != 0) return;
+      if ((fds[0].revents & POLLIN) == 0) continue;
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      std::lock_guard lock(mutex_);
+      if (stopping_) {
+        ::close(fd);
+        return;
+      }
+      const std::size_t connection = connections_.size();
+      connections_.emplace_back([this, fd, connection] { serve(fd, connection); });
+    }
+  }
+
+  // One connection: requests one after the other (keep-alive) until the peer closes, asks to
+  // close, or the receiver stops.
+  void serve(int fd, std::size_t connection) {
+    std::string in;
+    for (;;) {
+      Received request;
+      if (!read_request(fd, in, request)) break;
+      request.connection = connection;
+      std::size_t index = 0;
+      {
+        std::lock_guard lock(mutex_);
+        index = requests_.size();
+        requests_.push_back(request);
+        max_in_flight_ = std::max(max_in_flight_, ++in_flight_);
+      }
+      changed_.notify_all();
+      const Answer answer = script_(index, request);
+      bool stopped = false;
+      {
+        std::unique_lock lock(mutex_);
+        if (answer.delay > Millis{0}) {
+          stopped = changed_.wait_for(lock, answer.delay, [this] { return stopping_; });
+        }
+        // Before the answer is written: the deliverer cannot start its next request before it
+        // has read this answer, so in-flight counts never overlap by a race of ours.
+        --in_flight_;
+      }
+      if (stopped || !send_all(fd, format(answer))) break;
+      const std::string connection_header = lower(request.header("connection"));
+      if (connection_header == "close" ||
+          (request.version == "HTTP/1.0" && connection_header != "keep-alive")) {
+        break;
+      }
+    }
+    ::close(fd);
+  }
+
+  // Appends what one recv() gives; false on end of file, an error, or the receiver stopping.
+  bool fill(int fd, std::string& in) {
+    for (;;) {
+      pollfd fds[2] = {{fd, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return false;
+      }
+      if (fds[1].revents != 0) return false;
+      char buffer[65536];
+      const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      in.append(buffer, static_cast<std::size_t>(n));
+      return in.size() <= kMaxRequest;
+    }
+  }
+
+  // One whole request out of `in` (reading more as needed); what follows it stays in `in`.
+  bool read_request(int fd, std::string& in, Received& request) {
+    const auto stamp = [&request] {
+      request.arrived = Clock::now();
+      request.arrived_wall = WallClock::now();
+    };
+    bool started = !in.empty();
+    if (started) stamp();
+    std::size_t head_end = 0;
+    while ((head_end = in.find("\r\n\r\n")) == std::string::npos) {
+      if (!fill(fd, in)) return false;
+      if (!started) {
+        stamp();
+        started = true;
+      }
+    }
+    std::istringstream head(in.substr(0, head_end));
+    in.erase(0, head_end + 4);
+    std::string line;
+    std::getline(head, line);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::istringstream first(line);
+    first >> request.method >> request.target >> request.version;
+    while (std::getline(head, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      const std::size_t colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      const std::string name = lower(line.substr(0, colon));
+      std::string value = line.substr(colon + 1);
+      value.erase(0, value.find_first_not_of(" \t"));
+      value.erase(value.find_last_not_of(" \t") + 1);
+      auto [it, added] = request.headers.emplace(name, value);
+      if (!added) it->second += ", " + value;
+    }
+    if (lower(request.header("transfer-encoding")).find("chunked") != std::string::npos) {
+      return read_chunked(fd, in, request.body);
+    }
+    std::size_t length = 0;
+    if (request.has("content-length")) {
+      const std::string text = request.header("content-length");
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), length);
+      if (error != std::errc{} || length > kMaxRequest) return false;
+    }
+    while (in.size() < length) {
+      if (!fill(fd, in)) return false;
+    }
+    request.body = in.substr(0, length);
+    in.erase(0, length);
+    return true;
+  }
+
+  bool read_line(int fd, std::string& in, std::string& line) {
+    std::size_t end = 0;
+    while ((end = in.find("\r\n")) == std::string::npos) {
+      if (!fill(fd, in)) return false;
+    }
+    line = in.substr(0, end);
+    in.erase(0, end + 2);
+    return true;
+  }
+
+  bool read_chunked(int fd, std::string& in, std::string& body) {
+    for (;;) {
+      std::string line;
+      if (!read_line(fd, in, line)) return false;
+      std::size_t size = 0;
+      const auto [end, error] = std::from_chars(line.data(), line.data() + line.size(), size, 16);
+      if (error != std::errc{} || size > kMaxRequest) return false;
+      if (size == 0) break;
+      while (in.size() < size + 2) {
+        if (!fill(fd, in)) return false;
+      }
+      body.append(in, 0, size);
+      in.erase(0, size + 2);
+    }
+    for (;;) {  // trailers, up to the empty line
+      std::string line;
+      if (!read_line(fd, in, line)) return false;
+      if (line.empty()) return true;
+    }
+  }
+
+  static std::string lower(std::string text) {
+    for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return text;
+  }
+
+  static std::string format(const Answer& answer) {
+    const std::string body = answer.status / 100 == 2 ? "ok\n" : "not now\n";
+    std::string out = "HTTP/1.1 " + std::to_string(answer.status) +
+                      (answer.status == 200 ? " OK" : " Scripted") + "\r\n";
+    out += "Content-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    for (const auto& [name, value] : answer.headers) out += name + ": " + value + "\r\n";
+    return out + "\r\n" + body;
+  }
+
+  static bool send_all(int fd, std::string_view bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+
+  const Script script_;
+  int listen_fd_ = -1;
+  int wake_[2] = {-1, -1};
+  std::uint16_t port_ = 0;
+  std::thread acceptor_;
+
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;  // a request came, or the receiver is stopping
+  bool stopping_ = false;
+  std::vector<std::thread> connections_;
+  std::vector<Received> requests_;
+  int in_flight_ = 0;
+  int max_in_flight_ = 0;
+};
+
+// A port on 127.0.0.1 that nothing listens on (bound for a moment, then released).
+std::uint16_t closed_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = 0;
+  ::inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+  socklen_t length = sizeof address;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    std::perror("closed_port");
+    std::abort();
+  }
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+// --- what the requests carry
+
+// "2026-11-25T14:00:00.123Z" as Unix milliseconds; nullopt if it is not exactly that shape.
+std::optional<std::int64_t> parse_rfc3339_ms(std::string_view text) {
+  if (text.size() != 24 || text[4] != '-' || text[7] != '-' || text[10] != 'T' ||
+      text[13] != ':' || text[16] != ':' || text[19] != '.' || text[23] != 'Z') {
+    return std::nullopt;
+  }
+  bool ok = true;
+  const auto number = [&](std::size_t at, std::size_t size) {
+    int value = 0;
+    const auto [end, error] = std::from_chars(text.data() + at, text.data() + at + size, value);
+    ok = ok && error == std::errc{} && end == text.data() + at + size;
+    return value;
+  };
+  const std::chrono::year_month_day date{std::chrono::year{number(0, 4)},
+                                         std::chrono::month{static_cast<unsigned>(number(5, 2))},
+                                         std::chrono::day{static_cast<unsigned>(number(8, 2))}};
+  const int h = number(11, 2);
+  const int m = number(14, 2);
+  const int s = number(17, 2);
+  const int ms = number(20, 3);
+  if (!ok || !date.ok() || h > 23 || m > 59 || s > 59) return std::nullopt;
+  const auto at = std::chrono::sys_days{date} + std::chrono::hours{h} + std::chrono::minutes{m} +
+                  std::chrono::seconds{s} + Millis{ms};
+  return std::chrono::duration_cast<Millis>(at.time_since_epoch()).count();
+}
+
+// A duration as the API writes it ("10s", "250ms", "1h30m", or digits of milliseconds) in
+// milliseconds; nullopt if it is none of these. Compared by value, so "1h" and "3600s" agree.
+std::optional<std::int64_t> duration_ms(const json::value& value) {
+  if (value.is_int64()) return value.as_int64();
+  if (value.is_uint64()) return static_cast<std::int64_t>(value.as_uint64());
+  if (!value.is_string()) return std::nullopt;
+  const std::string_view text = value.as_string();
+  if (text.empty()) return std::nullopt;
+  double total = 0;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = at;
+    while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) != 0 ||
+                                 text[end] == '.')) {
+      ++end;
+    }
+    if (end == at) return std::nullopt;
+    const double number = std::strtod(std::string(text.substr(at, end - at)).c_str(), nullptr);
+    std::size_t unit_end = end;
+    while (unit_end < text.size() &&
+           std::isalpha(static_cast<unsigned char>(text[unit_end])) != 0) {
+      ++unit_end;
+    }
+    const std::string_view unit = text.substr(end, unit_end - end);
+    static const std::map<std::string_view, double> kUnitMs = {
+        {"d", 86400000.0}, {"h", 3600000.0}, {"m", 60000.0}, {"s", 1000.0}, {"ms", 1.0}, {"", 1.0}};
+    const auto it = kUnitMs.find(unit);
+    if (it == kUnitMs.end()) return std::nullopt;
+    total += number * it->second;
+    at = unit_end;
+  }
+  return static_cast<std::int64_t>(total + 0.5);
+}
+
+std::string hmac_sha256_hex(std::string_view key, std::string_view message) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &size);
+  std::string hex;
+  char pair[3];
+  for (unsigned int i = 0; i < size; ++i) {
+    std::snprintf(pair, sizeof pair, "%02x", digest[i]);
+    hex += pair;
+  }
+  return hex;
+}
+
+struct Signature {
+  std::string t;
+  std::vector<std::string> v1;
+  std::vector<std::string> other;  // parts that are neither t= nor v1=
+};
+Signature parse_signature(std::string_view header) {
+  Signature signature;
+  while (!header.empty()) {
+    const std::size_t comma = header.find(',');
+    const std::string_view part = header.substr(0, comma);
+    if (part.substr(0, 2) == "t=") {
+      signature.t = std::string(part.substr(2));
+    } else if (part.substr(0, 3) == "v1=") {
+      signature.v1.emplace_back(part.substr(3));
+    } else {
+      signature.other.emplace_back(part);
+    }
+    if (comma == std::string_view::npos) break;
+    header.remove_prefix(comma + 1);
+  }
+  return signature;
+}
+
+// One line per request, for failure messages and the timing notes.
+std::string describe(const std::vector<Received>& requests) {
+  std::ostringstream out;
+  out << requests.size() << " requests\n";
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const Received& r = requests[i];
+    out << "  #" << i << " +" << millis_between(requests.front().arrived, r.arrived) << " ms "
+        << r.method << " " << r.target << " job " << r.header("delayq-job-id") << " attempt "
+        << r.header("delayq-attempt") << " conn " << r.connection << "\n";
+  }
+  return out.str();
+}
+
+// A note for the log (ctest -V shows it): what the timings of a run were.
+void note(const std::string& text) { std::cout << "[ timings  ] " << text << std::endl; }
+
+std::string text(const json::object& o, std::string_view field) {
+  const json::value* v = o.if_contains(field);
+  return v != nullptr && v->is_string() ? std::string(v->as_string()) : "<missing>";
+}
+// An integer field, or nullopt if it is missing or not an integer.
+std::optional<std::int64_t> integer(const json::object& o, std::string_view field) {
+  const json::value* v = o.if_contains(field);
+  if (v == nullptr || !v->is_number()) return std::nullopt;
+  boost::system::error_code error;
+  const auto n = v->to_number<std::int64_t>(error);
+  if (error) return std::nullopt;
+  return n;
+}
+std::optional<double> real(const json::object& o, std::string_view field) {
+  const json::value* v = o.if_contains(field);
+  if (v == nullptr || !v->is_number()) return std::nullopt;
+  return v->to_number<double>();
+}
+std::optional<std::int64_t> duration_field(const json::object& o, std::string_view field) {
+  const json::value* v = o.if_contains(field);
+  return v == nullptr ? std::nullopt : duration_ms(*v);
+}
+
+std::string webhook_path(std::string_view tube) {
+  return "/v1/tubes/" + std::string(tube) + "/webhook";
+}
+std::string job_path(std::uint64_t id) { return "/v1/jobs/" + std::to_string(id); }
+
+// --- the fixture: one delayqd, one HTTP client
+
+struct PutJob {
+  std::uint64_t id = 0;
+  std::int64_t due_unix_ms = 0;
+  std::string due;
+};
+
+class WebhookTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<ServerProcess>(dir_.path() / "db");
+    ASSERT_EQ(server_->start(), "");
+    ASSERT_NE(server_->http_port(), 0);
+    reconnect();
+  }
+  // A new client for the server's HTTP port (which changes with every start).
+  void reconnect() {
+    http_ = std::make_unique<front::http::Client>("127.0.0.1", server_->http_port());
+  }
+
+  ClientResponse call(std::string_view method, std::string_view target,
+                      std::string_view body = {}) {
+    auto response = http_->request(method, target, body, kReplyTimeout);
+    EXPECT_TRUE(response.is_ok()) << method << " " << target << ": "
+                                  << response.status().to_string();
+    return response.is_ok() ? response.value() : ClientResponse{};
+  }
+  // The JSON object of a response that must have `status`.
+  json::object expect(unsigned status, std::string_view method, std::string_view target,
+                      std::string_view body = {}) {
+    const ClientResponse response = call(method, target, body);
+    EXPECT_EQ(response.status, status)
+        << method << " " << target << " " << body << " -> " << response.body;
+    return parse_object(response.body);
+  }
+  static json::object parse_object(std::string_view body) {
+    if (body.empty()) return {};
+    boost::system::error_code error;
+    json::value value = json::parse(body, error);
+    EXPECT_FALSE(error) << "not JSON: " << body;
+    if (error || !value.is_object()) return {};
+    return value.as_object();
+  }
+  // A refused request: `status` and an error object.
+  void expect_error(unsigned status, std::string_view method, std::string_view target,
+                    std::string_view body) {
+    const json::object o = expect(status, method, target, body);
+    EXPECT_TRUE(o.contains("error")) << method << " " << target << " " << body;
+  }
+
+  json::object set_webhook(std::string_view tube, const json::object& hook) {
+    return expect(200, "PUT", webhook_path(tube), json::serialize(hook));
+  }
+  PutJob put(std::string_view tube, const json::object& fields) {
+    const json::object o =
+        expect(201, "POST", "/v1/tubes/" + std::string(tube) + "/jobs", json::serialize(fields));
+    PutJob job;
+    job.id = static_cast<std::uint64_t>(integer(o, "id").value_or(0));
+    job.due_unix_ms = integer(o, "due_unix_ms").value_or(0);
+    job.due = text(o, "due");
+    EXPECT_NE(job.id, 0u) << json::serialize(o);
+    return job;
+  }
+  // The job as GET /v1/jobs/{id} shows it; nullopt once it is gone (404).
+  std::optional<json::object> job(std::uint64_t id) {
+    const ClientResponse response = call("GET", job_path(id));
+    if (response.status == 404) return std::nullopt;
+    EXPECT_EQ(response.status, 200u) << "GET " << job_path(id) << " -> " << response.body;
+    return parse_object(response.body);
+  }
+  // True once GET /v1/jobs/{id} answers 404, false if it still does not after `timeout`.
+  bool wait_until_gone(std::uint64_t id, Millis timeout = kDeliveryWait) {
+    const Clock::time_point deadline = Clock::now() + timeout;
+    for (;;) {
+      if (!job(id).has_value()) return true;
+      if (Clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(Millis{20});
+    }
+  }
+  // The job once it is in `state`; what GET showed last (or {} if it was gone) after `timeout`.
+  json::object wait_for_state(std::uint64_t id, std::string_view state,
+                              Millis timeout = kDeliveryWait) {
+    const Clock::time_point deadline = Clock::now() + timeout;
+    json::object last;
+    for (;;) {
+      const auto o = job(id);
+      last = o.value_or(json::object{});
+      if (text(last, "state") == state || Clock::now() >= deadline) return last;
+      std::this_thread::sleep_for(Millis{20});
+    }
+  }
+
+  TempDir dir_;
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<front::http::Client> http_;
+};
+
+// --- the webhook resource
+
+TEST_F(WebhookTest, SetGetDeleteAndBadValues) {
+  EXPECT_TRUE(expect(404, "GET", webhook_path("none")).contains("error"));
+  EXPECT_TRUE(expect(404, "DELETE", webhook_path("none")).contains("error"));
+
+  // Every field given: the answer, and a GET after it, show them.
+  const json::object full = {
+      {"url", "http://127.0.0.1:9/hook?x=1"},
+      {"headers", {{"X-A", "b"}}},
+      {"timeout", "250ms"},
+      {"max_attempts", 5},
+      {"backoff", {{"min", "200ms"}, {"max", "30s"}, {"factor", 3}}},
+      {"rate", 5},
+      {"concurrency", 2},
+      {"secrets", json::array{"s1", "s2"}}};
+  const json::object set = set_webhook("full", full);
+  EXPECT_EQ(text(set, "url"), "http://127.0.0.1:9/hook?x=1") << json::serialize(set);
+  const json::value* headers = set.if_contains("headers");
+  ASSERT_TRUE(headers != nullptr && headers->is_object()) << json::serialize(set);
+  EXPECT_EQ(text(headers->as_object(), "X-A"), "b");
+  EXPECT_EQ(duration_field(set, "timeout"), 250);
+  EXPECT_EQ(integer(set, "max_attempts"), 5);
+  const json::value* backoff = set.if_contains("backoff");
+  ASSERT_TRUE(backoff != nullptr && backoff->is_object()) << json::serialize(set);
+  EXPECT_EQ(duration_field(backoff->as_object(), "min"), 200);
+  EXPECT_EQ(duration_field(backoff->as_object(), "max"), 30000);
+  EXPECT_EQ(real(backoff->as_object(), "factor"), 3.0);
+  EXPECT_EQ(real(set, "rate"), 5.0);
+  EXPECT_EQ(integer(set, "concurrency"), 2);
+  EXPECT_EQ(json::value(expect(200, "GET", webhook_path("full"))), json::value(set));
+
+  // A URL alone: the defaults (docs: timeout 10 s, 20 attempts, backoff 1 s x2 up to 1 h, no
+  // rate limit, 8 in flight).
+  const json::object minimal = set_webhook("full", {{"url", "http://127.0.0.1:9/other"}});
+  EXPECT_EQ(text(minimal, "url"), "http://127.0.0.1:9/other");
+  EXPECT_EQ(duration_field(minimal, "timeout"), 10000) << json::serialize(minimal);
+  EXPECT_EQ(integer(minimal, "max_attempts"), 20);
+  const json::value* defaults = minimal.if_contains("backoff");
+  ASSERT_TRUE(defaults != nullptr && defaults->is_object()) << json::serialize(minimal);
+  EXPECT_EQ(duration_field(defaults->as_object(), "min"), 1000);
+  EXPECT_EQ(duration_field(defaults->as_object(), "max"), 3600000);
+  EXPECT_EQ(real(defaults->as_object(), "factor"), 2.0);
+  EXPECT_EQ(real(minimal, "rate"), 0.0);
+  EXPECT_EQ(integer(minimal, "concurrency"), 8);
+  EXPECT_EQ(json::value(expect(200, "GET", webhook_path("full"))), json::value(minimal));
+
+  // Bad values: 400 with an error, and the webhook in force stays as it was.
+  const std::vector<std::string> bad = {
+      R"({})",
+      R"({"url":"ftp://127.0.0.1/x"})",
+      R"({"url":"not a url"})",
+      R"({"url":42})",
+      R"({"url":"http://127.0.0.1:9/x","timeout":"soon"})",
+      R"({"url":"http://127.0.0.1:9/x","timeout":-5})",
+      R"({"url":"http://127.0.0.1:9/x","rate":-1})",
+      R"({"url":"http://127.0.0.1:9/x","headers":"X-A: b"})",
+      R"({"url":"http://127.0.0.1:9/x","secrets":"s1"})",
+      R"({"url":"http://127.0.0.1:9/x","secrets":[1]})",
+      R"({"url":"http://127.0.0.1:9/x","backoff":{"min":"later"}})",
+      R"({"url":"http://127.0.0.1:9/x","uri":"http://127.0.0.1:9/y"})",
+      R"({not json)",
+  };
+  for (const std::string& body : bad) {
+    SCOPED_TRACE(body);
+    expect_error(400, "PUT", webhook_path("full"), body);
+  }
+  EXPECT_EQ(json::value(expect(200, "GET", webhook_path("full"))), json::value(minimal));
+
+  expect(200, "DELETE", webhook_path("full"));
+  EXPECT_TRUE(expect(404, "GET", webhook_path("full")).contains("error"));
+  EXPECT_TRUE(expect(404, "DELETE", webhook_path("full")).contains("error"));
+
+  // A job's own URL needs a webhook on its tube: 409 without one, and nothing is put.
+  expect_error(409, "POST", "/v1/tubes/plain/jobs",
+               R"({"body":"x","delay":"1h","url":"http://127.0.0.1:9/x"})");
+  const ClientResponse tube = call("GET", "/v1/tubes/plain");
+  if (tube.status != 404) {
+    EXPECT_EQ(tube.status, 200u) << tube.body;
+    EXPECT_EQ(integer(parse_object(tube.body), "total_jobs"), 0) << tube.body;
+  }
+}
+
+// --- delivery
+
+TEST_F(WebhookTest, TwoHundredDeletesTheJob) {
+  Receiver receiver;
+  set_webhook("orders", {{"url", receiver.url("/hook")}});
+  const std::int64_t before_put_ms = now_unix_ms();
+  const PutJob put_job = put("orders", {{"body", "cancel order 123"},
+                                        {"delay", "200ms"},
+                                        {"key", "order-123"},
+                                        {"content_type", "text/plain"}});
+  EXPECT_GE(put_job.due_unix_ms, before_put_ms + 200);
+
+  ASSERT_TRUE(receiver.wait_for_count(1, kDeliveryWait)) << "no request came";
+  EXPECT_TRUE(wait_until_gone(put_job.id)) << "the job is still there after a 200";
+  std::this_thread::sleep_for(Millis{500});  // room for a second request that must not come
+  const std::vector<Received> requests = receiver.requests();
+  ASSERT_EQ(requests.size(), 1u) << describe(requests);
+
+  const Received& r = requests[0];
+  EXPECT_GE(unix_us(r.arrived_wall), (before_put_ms + 200) * 1000) << "before the due time";
+  EXPECT_GE(unix_us(r.arrived_wall), put_job.due_unix_ms * 1000) << "before the due time";
+  note("2xx: arrived " +
+       std::to_string(unix_us(r.arrived_wall) / 1000 - put_job.due_unix_ms) + " ms after due");
+  EXPECT_EQ(r.method, "POST");
+  EXPECT_EQ(r.target, "/hook");
+  EXPECT_EQ(r.body, "cancel order 123");
+  EXPECT_EQ(r.header("content-type"), "text/plain");
+  EXPECT_EQ(r.header("delayq-job-id"), std::to_string(put_job.id));
+  EXPECT_EQ(r.header("delayq-attempt"), "1");
+  EXPECT_EQ(r.header("delayq-tube"), "orders");
+  EXPECT_EQ(r.header("delayq-key"), "order-123");
+  const auto due = parse_rfc3339_ms(r.header("delayq-due"));
+  ASSERT_TRUE(due.has_value()) << "Delayq-Due: " << r.header("delayq-due");
+  EXPECT_EQ(*due, put_job.due_unix_ms) << r.header("delayq-due") << " vs " << put_job.due;
+  EXPECT_FALSE(r.has("delayq-signature")) << "no secrets, yet signed";
+}
+
+TEST_F(WebhookTest, FailuresBackOffExponentially) {
+  Receiver receiver(statuses({500, 500, 200}));
+  set_webhook("retry", {{"url", receiver.url("/hook")},
+                        {"max_attempts", 5},
+                        {"backoff", {{"min", "200ms"}, {"max", "1h"}, {"factor", 2}}}});
+  const PutJob put_job = put("retry", {{"body", "again"}, {"delay", 0}});
+
+  ASSERT_TRUE(receiver.wait_for_count(3, kDeliveryWait)) << describe(receiver.requests());
+  EXPECT_TRUE(wait_until_gone(put_job.id)) << "the job is still there after the 200";
+  std::this_thread::sleep_for(Millis{500});
+  const std::vector<Received> requests = receiver.requests();
+  ASSERT_EQ(requests.size(), 3u) << describe(requests);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(requests[i].header("delayq-attempt"), std::to_string(i + 1)) << describe(requests);
+    EXPECT_EQ(requests[i].header("delayq-job-id"), std::to_string(put_job.id));
+    EXPECT_EQ(requests[i].body, "again");
+    // No content_type at the put: the default.
+    EXPECT_EQ(requests[i].header("content-type"), "application/octet-stream");
+  }
+  // The wait after attempt k is drawn in [half, all] of 200ms * 2^(k-1); the answer came after
+  // the request arrived, so the gap between arrivals is at least the wait.
+  const std::int64_t gap1 = millis_between(requests[0].arrived, requests[1].arrived);
+  const std::int64_t gap2 = millis_between(requests[1].arrived, requests[2].arrived);
+  note("backoff 200ms x2: gaps " + std::to_string(gap1) + " ms, " + std::to_string(gap2) + " ms");
+  EXPECT_GE(gap1, 100) << describe(requests);
+  EXPECT_GE(gap2, 200) << describe(requests);
+  EXPECT_LT(gap1, 200 + 3000) << describe(requests);
+  EXPECT_LT(gap2, 400 + 3000) << describe(requests);
+}
+
+TEST_F(WebhookTest, RetryAfterIsHonoured) {
+  const Script script = [](std::size_t index, const Received&) {
+    if (index == 0) return Answer{503, {{"Retry-After", "1"}}, Millis{0}};
+    if (index == 1) return Answer{429, {{"Retry-After", "1"}}, Millis{0}};
+    return Answer{200, {}, Millis{0}};
+  };
+  Receiver receiver(script);
+  // A backoff far shorter than the Retry-After, so only the Retry-After explains a long gap.
+  set_webhook("later", {{"url", receiver.url("/hook")},
+                        {"backoff", {{"min", "10ms"}, {"max", "50ms"}, {"factor", 2}}}});
+  const PutJob put_job = put("later", {{"body", "b"}, {"delay", 0}});
+
+  ASSERT_TRUE(receiver.wait_for_count(3, kDeliveryWait)) << describe(receiver.requests());
+  EXPECT_TRUE(wait_until_gone(put_job.id));
+  const std::vector<Received> requests = receiver.requests();
+  ASSERT_EQ(requests.size(), 3u) << describe(requests);
+  const std::int64_t gap1 = millis_between(requests[0].arrived, requests[1].arrived);
+  const std::int64_t gap2 = millis_between(requests[1].arrived, requests[2].arrived);
+  note("Retry-After 1 (503, then 429): gaps " + std::to_string(gap1) + " ms, " +
+       std::to_string(gap2) + " ms");
+  EXPECT_GE(gap1, 1000) << "503 Retry-After: 1\n" << describe(requests);
+  EXPECT_GE(gap2, 1000) << "429 Retry-After: 1\n" << describe(requests);
+  EXPECT_LT(gap1, 1000 + 3000) << describe(requests);
+  EXPECT_LT(gap2, 1000 + 3000) << describe(requests);
+  EXPECT_EQ(requests[1].header("delayq-attempt"), "2");
+  EXPECT_EQ(requests[2].header("delayq-attempt"), "3");
+}
+
+TEST_F(WebhookTest, ATimeoutIsAFailedAttempt) {
+  const Script script = [](std::size_t index, const Received&) {
+    return Answer{200, {}, index == 0 ? Millis{2000} : Millis{0}};
+  };
+  Receiver receiver(script);
+  set_webhook("slow", {{"url", receiver.url("/hook")},
+                       {"timeout", "300ms"},
+                       {"backoff", {{"min", "100ms"}, {"max", "1s"}, {"factor", 2}}}});
+  const PutJob put_job = put("slow", {{"body", "b"}, {"delay", 0}});
+
+  ASSERT_TRUE(receiver.wait_for_count(2, kDeliveryWait)) << describe(receiver.requests());
+  EXPECT_TRUE(wait_until_gone(put_job.id)) << "the job is still there after the second 200";
+  // Past the moment the first request's late 200 goes out: nothing more may come.
+  const std::vector<Received> early = receiver.requests();
+  const Clock::time_point quiet_until = early[0].arrived + Millis{2500};
+  std::this_thread::sleep_for(std::max(Millis{300}, std::chrono::duration_cast<Millis>(
+                                                        quiet_until - Clock::now())));
+  const std::vector<Received> requests = receiver.requests();
+  ASSERT_EQ(requests.size(), 2u) << describe(requests);
+  const std::int64_t gap = millis_between(requests[0].arrived, requests[1].arrived);
+  note("timeout 300ms: second attempt " + std::to_string(gap) + " ms after the first");
+  EXPECT_EQ(requests[1].header("delayq-attempt"), "2");
+  // The second attempt came while the first was still unanswered: the deliverer gave up on it.
+  EXPECT_LT(gap, 2000) << describe(requests);
+  // Not before the timeout (300 ms from the attempt's start, a little before its arrival) plus
+  // half the backoff (50 ms); 100 ms is left for connecting and sending on a loaded machine.
+  EXPECT_GE(gap, 250) << describe(requests);
+}
+
+TEST_F(WebhookTest, RefusedConnectionsEndBuried) {
+  const std::string url = "http://127.0.0.1:" + std::to_string(closed_port()) + "/nobody";
+  set_webhook("void", {{"url", url},
+                       {"max_attempts", 2},
+                       {"backoff", {{"min", "100ms"}, {"max", "1s"}, {"factor", 2}}}});
+  const PutJob put_job = put("void", {{"body", "b"}, {"delay", 0}});
+  const json::object buried = wait_for_state(put_job.id, "buried");
+  ASSERT_EQ(text(buried, "state"), "buried") << json::serialize(buried);
+  EXPECT_EQ(integer(buried, "last_status"), 0) << json::serialize(buried);
+  EXPECT_NE(text(buried, "last_error"), "<missing>") << json::serialize(buried);
+  EXPECT_NE(text(buried, "last_error"), "") << json::serialize(buried);
+  note("refused: last_error \"" + text(buried, "last_error") + "\"");
+}
+
+TEST_F(WebhookTest, RequestsAreSignedWithEverySecret) {
+  Receiver receiver;
+  set_webhook("signed", {{"url", receiver.url("/hook")},
+                         {"headers", {{"X-A", "b"}, {"X-Tenant", "acme"}}},
+                         {"secrets", json::array{"first secret", "second secret"}}});
+  const std::string body = R"({"order":123,"note":"a.b,c=d"})";
+  const PutJob put_job = put("signed", {{"body", body}, {"delay", 0}});
+  ASSERT_TRUE(receiver.wait_for_count(1, kDeliveryWait));
+  EXPECT_TRUE(wait_until_gone(put_job.id));
+
+  const Received r = receiver.requests().front();
+  EXPECT_EQ(r.body, body);
+  EXPECT_EQ(r.header("x-a"), "b");
+  EXPECT_EQ(r.header("x-tenant"), "acme");
+  ASSERT_TRUE(r.has("delayq-signature"));
+  const Signature signature = parse_signature(r.header("delayq-signature"));
+  EXPECT_TRUE(signature.other.empty()) << r.header("delayq-signature");
+  ASSERT_EQ(signature.v1.size(), 2u) << r.header("delayq-signature");
+  std::int64_t t = 0;
+  const auto [end, error] =
+      std::from_chars(signature.t.data(), signature.t.data() + signature.t.size(), t);
+  ASSERT_TRUE(error == std::errc{} && end == signature.t.data() + signature.t.size())
+      << "t=" << signature.t;
+  // Signed at the attempt: within a few seconds of the arrival (the same clock).
+  EXPECT_LT(std::abs(unix_us(r.arrived_wall) / 1000 - t), 5000) << "t=" << signature.t;
+  const std::string message = signature.t + "." + body;
+  EXPECT_EQ(signature.v1[0], hmac_sha256_hex("first secret", message));
+  EXPECT_EQ(signature.v1[1], hmac_sha256_hex("second secret", message));
+  EXPECT_NE(signature.v1[0], hmac_sha256_hex("another secret", message));  // the check can fail
+}
+
+TEST_F(WebhookTest, DeadLetterAfterMaxAttempts) {
+  Receiver receiver(always(500));
+  set_webhook("dead", {{"url", receiver.url("/hook")},
+                       {"max_attempts", 3},
+                       {"backoff", {{"min", "50ms"}, {"max", "1s"}, {"factor", 2}}}});
+  const PutJob put_job = put("dead", {{"body", "b"}, {"delay", 0}});
+  const json::object buried = wait_for_state(put_job.id, "buried");
+  ASSERT_EQ(text(buried, "state"), "buried")
+      << json::serialize(buried) << "\n" << describe(receiver.requests());
+  std::this_thread::sleep_for(Millis{700});  // a fourth attempt would come within this
+  const std::vector<Received> requests = receiver.requests();
+  ASSERT_EQ(requests.size(), 3u) << describe(requests);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(requests[i].header("delayq-attempt"), std::to_string(i + 1)) << describe(requests);
+  }
+  EXPECT_EQ(integer(buried, "last_status"), 500) << json::serialize(buried);
+  EXPECT_TRUE(buried.contains("last_error")) << json::serialize(buried);
+  const auto still = job(put_job.id);
+  ASSERT_TRUE(still.has_value());
+  EXPECT_EQ(text(*still, "state"), "buried");
+}
+
+TEST_F(WebhookTest, RateLimitSpacesRequests) {
+  Receiver receiver;
+  set_webhook("paced", {{"url", receiver.url("/hook")}, {"rate", 20}});
+  // Forty jobs due at the same instant, far enough ahead for every put to be in first.
+  const std::int64_t at_ms = now_unix_ms() + 2000;
+  std::set<std::string> ids;
+  for (int i = 0; i < 40; ++i) {
+    const PutJob put_job = put("paced", {{"body", "job " + std::to_string(i)}, {"at", at_ms}});
+    ids.insert(std::to_string(put_job.id));
+  }
+  ASSERT_TRUE(receiver.wait_for_count(40, Millis{20000})) << describe(receiver.requests());
+  const std::vector<Received> requests = receiver.requests();
+  std::set<std::string> received;
+  for (const Received& r : requests) {
+    received.insert(r.header("delayq-job-id"));
+    EXPECT_GE(unix_us(r.arrived_wall), at_ms * 1000) << "before the due time";
+  }
+  EXPECT_EQ(received, ids);
+  // 20 started per second: 40 requests need about 2 s; at least 1.5 s whatever the burst the
+  // limiter allows at the start (up to 10).
+  const std::int64_t span = millis_between(requests.front().arrived, requests.back().arrived);
+  std::int64_t tightest = 1'000'000;  // the shortest time any 21 consecutive requests took
+  for (std::size_t i = 0; i + 20 < requests.size(); ++i) {
+    tightest = std::min(tightest, millis_between(requests[i].arrived, requests[i + 20].arrived));
+  }
+  note("rate 20/s, 40 jobs: first to last " + std::to_string(span) +
+       " ms; the tightest 21 in a row took " + std::to_string(tightest) + " ms; first " +
+       std::to_string(unix_us(requests.front().arrived_wall) / 1000 - at_ms) + " ms after due");
+  EXPECT_GE(span, 1500) << describe(requests);
+
+  const json::object hook = expect(200, "GET", webhook_path("paced"));
+  EXPECT_EQ(text(hook, "url"), receiver.url("/hook"));
+  EXPECT_EQ(real(hook, "rate"), 20.0);
+  expect(200, "DELETE", webhook_path("paced"));
+  EXPECT_TRUE(expect(404, "GET", webhook_path("paced")).contains("error"));
+}
+
+TEST_F(WebhookTest, SlowReceiverDoesNotDelayOtherTubes) {
+  Receiver slow(always(200, Millis{1500}));
+  Receiver fast;
+  set_webhook("a", {{"url", slow.url("/a")}, {"concurrency", 1}});
+  set_webhook("b", {{"url", fast.url("/b")}});
+  const std::int64_t at_ms = now_unix_ms() + 1500;
+  std::vector<PutJob> b_jobs;
+  for (int i = 0; i < 5; ++i) {
+    put("a", {{"body", "a" + std::to_string(i)}, {"at", at_ms}});
+    b_jobs.push_back(put("b", {{"body", "b" + std::to_string(i)}, {"at", at_ms}}));
+  }
+  ASSERT_TRUE(fast.wait_for_count(5, kDeliveryWait)) << describe(fast.requests());
+  const std::size_t slow_count_then = slow.count();
+  const std::vector<Received> b = fast.requests();
+  std::int64_t latest_ms = 0;
+  for (const Received& r : b) {
+    latest_ms = std::max(latest_ms, unix_us(r.arrived_wall) / 1000 - at_ms);
+    EXPECT_GE(unix_us(r.arrived_wall), at_ms * 1000) << "before the due time";
+  }
+  note("slow tube a beside b: b's last came " + std::to_string(latest_ms) +
+       " ms after due, while a had had " + std::to_string(slow_count_then) + " requests");
+  EXPECT_LE(latest_ms, 1000) << describe(b);
+  EXPECT_LT(slow_count_then, 5u) << "a was not still being served";
+
+  // a, one at a time: its second request starts only after its first was answered (1.5 s).
+  ASSERT_TRUE(slow.wait_for_count(2, kDeliveryWait)) << describe(slow.requests());
+  const std::vector<Received> a = slow.requests();
+  EXPECT_GE(millis_between(a[0].arrived, a[1].arrived), 1500) << describe(a);
+  EXPECT_EQ(slow.max_in_flight(), 1) << describe(a);
+}
+
+TEST_F(WebhookTest, WebhookSurvivesARestart) {
+  Receiver receiver;
+  const json::object set = set_webhook(
+      "kept", {{"url", receiver.url("/kept")},
+               {"headers", {{"X-A", "b"}}},
+               {"timeout", "2s"},
+               {"max_attempts", 7},
+               {"backoff", {{"min", "250ms"}, {"max", "10s"}, {"factor", 3}}},
+               {"rate", 50},
+               {"concurrency", 3},
+               {"secrets", json::array{"s1"}}});
+  const PutJob before = put("kept", {{"body", "put before the restart"}, {"delay", "1s"}});
+  EXPECT_EQ(server_->stop(), "exited 0");
+  ASSERT_EQ(server_->start(), "");
+  reconnect();
+  EXPECT_EQ(json::value(expect(200, "GET", webhook_path("kept"))), json::value(set));
+
+  // And the deliverer uses it: the job put before the stop, and one put after the start.
+  const PutJob after = put("kept", {{"body", "put after the restart"}, {"delay", 0}});
+  ASSERT_TRUE(receiver.wait_for_count(2, kDeliveryWait)) << describe(receiver.requests());
+  EXPECT_TRUE(wait_until_gone(before.id));
+  EXPECT_TRUE(wait_until_gone(after.id));
+  std::set<std::string> bodies;
+  for (const Received& r : receiver.requests()) {
+    bodies.insert(r.body);
+    EXPECT_EQ(r.target, "/kept");
+    EXPECT_EQ(r.header("x-a"), "b");
+    EXPECT_TRUE(r.has("delayq-signature"));
+    if (r.body == "put before the restart") {
+      EXPECT_GE(unix_us(r.arrived_wall), before.due_unix_ms * 1000) << "before the due time";
+    }
+  }
+  EXPECT_EQ(bodies, (std::set<std::string>{"put before the restart", "put after the restart"}));
+}
+
+TEST_F(WebhookTest, AJobsUrlOverridesTheTubes) {
+  Receiver tube_receiver;
+  Receiver job_receiver;
+  set_webhook("mixed", {{"url", tube_receiver.url("/tube")}});
+  const PutJob own = put("mixed", {{"body", "to my own url"},
+                                   {"delay", "100ms"},
+                                   {"url", job_receiver.url("/mine?x=1")}});
+  const PutJob plain = put("mixed", {{"body", "to the tube's url"}, {"delay", "100ms"}});
+  ASSERT_TRUE(job_receiver.wait_for_count(1, kDeliveryWait));
+  ASSERT_TRUE(tube_receiver.wait_for_count(1, kDeliveryWait));
+  EXPECT_TRUE(wait_until_gone(own.id));
+  EXPECT_TRUE(wait_until_gone(plain.id));
+  std::this_thread::sleep_for(Millis{300});
+  const std::vector<Received> mine = job_receiver.requests();
+  const std::vector<Received> tube = tube_receiver.requests();
+  ASSERT_EQ(mine.size(), 1u) << describe(mine);
+  ASSERT_EQ(tube.size(), 1u) << describe(tube);
+  EXPECT_EQ(mine[0].target, "/mine?x=1");
+  EXPECT_EQ(mine[0].body, "to my own url");
+  EXPECT_EQ(mine[0].header("delayq-job-id"), std::to_string(own.id));
+  EXPECT_EQ(tube[0].target, "/tube");
+  EXPECT_EQ(tube[0].body, "to the tube's url");
+  EXPECT_EQ(tube[0].header("delayq-job-id"), std::to_string(plain.id));
+}
+
+// A 2xx whose delete was durable cannot be redelivered; one in flight at the kill may be. What
+// can be seen from outside: every job is received at least once, none before it was due, and
+// the tube ends empty.
+TEST_F(WebhookTest, Kill9DuringDeliveriesLosesNoJob) {
+  Receiver receiver(always(200, Millis{300}));
+  set_webhook("crash", {{"url", receiver.url("/hook")}, {"concurrency", 2}});
+  const std::int64_t at_ms = now_unix_ms() + 1500;
+  std::map<std::string, PutJob> jobs;  // by id, as Delayq-Job-Id writes it
+  for (int i = 0; i < 20; ++i) {
+    const PutJob put_job = put("crash", {{"body", "job " + std::to_string(i)}, {"at", at_ms}});
+    jobs[std::to_string(put_job.id)] = put_job;
+  }
+  ASSERT_TRUE(receiver.wait_for_count(5, kDeliveryWait)) << describe(receiver.requests());
+  EXPECT_EQ(server_->kill9(), "killed by signal 9");
+  const std::size_t before_kill = receiver.count();
+  ASSERT_EQ(server_->start(), "");
+  reconnect();
+
+  // Every job received at least once.
+  const Clock::time_point deadline = Clock::now() + Millis{30000};
+  std::set<std::string> received;
+  while (Clock::now() < deadline) {
+    received.clear();
+    for (const Received& r : receiver.requests()) received.insert(r.header("delayq-job-id"));
+    if (received.size() >= jobs.size()) break;
+    std::this_thread::sleep_for(Millis{50});
+  }
+  for (const auto& [id, put_job] : jobs) {
+    EXPECT_EQ(received.count(id), 1u) << "job " << id << " never received";
+  }
+  for (const auto& [id, put_job] : jobs) {
+    EXPECT_TRUE(wait_until_gone(put_job.id)) << "job " << id << " is still there";
+  }
+  const std::vector<Received> requests = receiver.requests();
+  std::map<std::string, int> times;
+  for (const Received& r : requests) {
+    const std::string id = r.header("delayq-job-id");
+    ++times[id];
+    const auto it = jobs.find(id);
+    ASSERT_NE(it, jobs.end()) << "a request for no job put here: " << id;
+    EXPECT_GE(unix_us(r.arrived_wall), it->second.due_unix_ms * 1000)
+        << "job " << id << " before its due time";
+    EXPECT_EQ(r.body.substr(0, 4), "job ");
+  }
+  int again = 0;
+  for (const auto& [id, n] : times) again += n - 1;
+  note("kill -9: " + std::to_string(before_kill) + " requests before the kill, " +
+       std::to_string(requests.size()) + " in all for " + std::to_string(jobs.size()) +
+       " jobs, " + std::to_string(again) + " redelivered");
+  // The tube ends empty (it may have vanished, having no jobs left).
+  const ClientResponse tube = call("GET", "/v1/tubes/crash");
+  if (tube.status != 404) {
+    ASSERT_EQ(tube.status, 200u) << tube.body;
+    const json::object counts = parse_object(tube.body);
+    for (const char* state : {"ready", "delayed", "reserved", "buried"}) {
+      EXPECT_EQ(integer(counts, state), 0) << state << ": " << tube.body;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace delayq::testing
