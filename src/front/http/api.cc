@@ -7,6 +7,7 @@
 #include "front/http/json.h"
 #include "front/http/request.h"
 #include "front/http/text.h"
+#include "front/webhook/rules.h"
 
 namespace delayq::front::http {
 namespace json = boost::json;
@@ -35,6 +36,138 @@ Response json_response(unsigned status, std::string body) {
   return response;
 }
 
+// A header value we send: printable ASCII (tabs and spaces inside), at most 1024 bytes.
+Status check_header_value(std::string_view field, std::string_view value) {
+  const bool printable = std::all_of(value.begin(), value.end(), [](char c) {
+    return (c >= 0x20 && c < 0x7F) || c == '\t';
+  });
+  if (value.empty() || value.size() > 1024 || !printable) {
+    return {Code::kInvalidArgument,
+            std::string(field) + ": 1 to 1024 bytes of printable ASCII, no line breaks"};
+  }
+  return Status::ok();
+}
+
+// A header name a webhook may set: an HTTP token, not one delayq writes itself.
+Status check_header_name(std::string_view name) {
+  const bool token = !name.empty() && name.size() <= 64 &&
+                     std::all_of(name.begin(), name.end(), [](char c) {
+                       return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' ||
+                              c == '_' || c == '.';
+                     });
+  if (!token) return {Code::kInvalidArgument, "headers: a name of 1 to 64 letters, digits, - _ ."};
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const std::string_view own : {"host", "content-length", "content-type",
+                                     "transfer-encoding", "connection", "te", "upgrade"}) {
+    if (lower == own) {
+      return {Code::kInvalidArgument,
+              "headers: " + std::string(name) +
+                  " is set by delayq (a job's Content-Type comes with the job: content_type)"};
+    }
+  }
+  if (lower.starts_with("delayq-")) {
+    return {Code::kInvalidArgument, "headers: Delayq-* headers are delayq's own"};
+  }
+  return Status::ok();
+}
+
+// A duration field within [low, high], or its default.
+Result<Millis> bounded_duration(const Body& body, std::string_view name, Millis fallback,
+                                Millis low, Millis high) {
+  auto value = body.duration(name);
+  if (!value.is_ok()) return value.status();
+  const Millis got = value.value().value_or(fallback);
+  if (got < low || got > high) {
+    return Status(Code::kInvalidArgument, std::string(name) + ": from " + format_duration(low) +
+                                              " to " + format_duration(high));
+  }
+  return got;
+}
+
+// PUT /v1/tubes/{tube}/webhook's body (limits in docs/webhooks.md).
+Result<Webhook> read_webhook(Body& body, std::string_view text) {
+  using std::chrono::hours;
+  if (Status s = body.parse(text, {"url", "headers", "timeout", "max_attempts", "backoff", "rate",
+                                   "concurrency", "secrets"});
+      !s.is_ok()) {
+    return s;
+  }
+  Webhook hook;
+  auto url = body.string("url");
+  if (!url.is_ok()) return url.status();
+  if (!url.value()) return Status(Code::kInvalidArgument, "url: where to POST the tube's jobs");
+  if (auto parsed = webhook::parse_url(*url.value()); !parsed.is_ok()) return parsed.status();
+  hook.url = std::move(*url.value());
+  if (const json::value* headers = body.find("headers")) {
+    if (!headers->is_object() || headers->as_object().size() > 32) {
+      return Status(Code::kInvalidArgument, "headers: an object of at most 32 name: value");
+    }
+    for (const auto& [name, value] : headers->as_object()) {
+      if (Status s = check_header_name(name); !s.is_ok()) return s;
+      if (!value.is_string()) return Status(Code::kInvalidArgument, "headers: values are text");
+      if (Status s = check_header_value("headers", value.as_string()); !s.is_ok()) return s;
+      hook.headers.emplace_back(name, value.as_string());
+    }
+  }
+  auto timeout = bounded_duration(body, "timeout", hook.timeout, Millis{100},
+                                  std::chrono::minutes(30));
+  if (!timeout.is_ok()) return timeout.status();
+  hook.timeout = timeout.value();
+  auto attempts = body.integer("max_attempts", 1000);
+  if (!attempts.is_ok()) return attempts.status();
+  hook.max_attempts = static_cast<std::uint32_t>(attempts.value().value_or(hook.max_attempts));
+  if (hook.max_attempts == 0) return Status(Code::kInvalidArgument, "max_attempts: 1 to 1000");
+  auto concurrency = body.integer("concurrency", 1000);
+  if (!concurrency.is_ok()) return concurrency.status();
+  hook.concurrency = static_cast<std::uint32_t>(concurrency.value().value_or(hook.concurrency));
+  if (hook.concurrency == 0) return Status(Code::kInvalidArgument, "concurrency: 1 to 1000");
+  if (const json::value* rate = body.find("rate")) {
+    if (!rate->is_number() || rate->to_number<double>() < 0 ||
+        rate->to_number<double>() > 100'000) {
+      return Status(Code::kInvalidArgument,
+                    "rate: requests started per second, 0 (no limit) to 100000");
+    }
+    hook.rate = rate->to_number<double>();
+  }
+  if (const json::value* backoff = body.find("backoff")) {
+    Body inner;
+    if (!backoff->is_object()) {
+      return Status(Code::kInvalidArgument, "backoff: {\"min\", \"max\", \"factor\"}");
+    }
+    if (Status s = inner.parse(json::serialize(*backoff), {"min", "max", "factor"}); !s.is_ok()) {
+      return Status(Code::kInvalidArgument, "backoff: " + s.message());
+    }
+    auto min = bounded_duration(inner, "min", hook.backoff.min, Millis{1}, hours(24));
+    if (!min.is_ok()) return Status(Code::kInvalidArgument, "backoff." + min.status().message());
+    auto max = bounded_duration(inner, "max", std::max(hook.backoff.max, min.value()),
+                                min.value(), hours(24 * 7));
+    if (!max.is_ok()) return Status(Code::kInvalidArgument, "backoff." + max.status().message());
+    hook.backoff.min = min.value();
+    hook.backoff.max = max.value();
+    if (const json::value* factor = inner.find("factor")) {
+      if (!factor->is_number() || factor->to_number<double>() < 1 ||
+          factor->to_number<double>() > 10) {
+        return Status(Code::kInvalidArgument, "backoff.factor: 1 to 10");
+      }
+      hook.backoff.factor = factor->to_number<double>();
+    }
+  }
+  auto secrets = body.strings("secrets");
+  if (!secrets.is_ok()) return secrets.status();
+  if (secrets.value()) {
+    hook.secrets = std::move(*secrets.value());
+    const bool sized = std::all_of(hook.secrets.begin(), hook.secrets.end(),
+                                   [](const std::string& k) { return k.size() <= 256; });
+    if (hook.secrets.size() > 2 || !sized) {
+      return Status(Code::kInvalidArgument,
+                    "secrets: one or two (while rotating), each at most 256 bytes");
+    }
+  }
+  return hook;
+}
+
 // The one place a Status becomes an HTTP answer.
 Response from_status(const Status& status) {
   switch (status.code()) {
@@ -53,11 +186,12 @@ Response from_status(const Status& status) {
   }
 }
 
-Response job_response(unsigned status, const JobView& job, const std::string* body) {
+Response job_response(unsigned status, const JobView& job, const std::string* body,
+                      const Delivery* delivery = nullptr) {
   Response response;
   response.status = status;
   response.body.reserve(512);
-  append_job(response.body, job, body);
+  append_job(response.body, job, body, delivery);
   response.body += '\n';
   return response;
 }
@@ -145,6 +279,9 @@ struct Api::Handlers {
       {Route::kGetTube, &Api::get_tube},
       {Route::kKickTube, &Api::kick_tube},
       {Route::kPauseTube, &Api::pause_tube},
+      {Route::kPutWebhook, &Api::put_webhook},
+      {Route::kGetWebhook, &Api::get_webhook},
+      {Route::kDeleteWebhook, &Api::delete_webhook},
       {Route::kStats, &Api::stats},
       {Route::kMetrics, &Api::metrics},
       {Route::kHealth, &Api::health},
@@ -209,7 +346,8 @@ Response Api::error(unsigned status, std::string_view code, std::string_view mes
 
 void Api::put_job(Call& call) {
   if (Status s = call.body.parse(call.text, {"body", "body_base64", "delay", "at", "priority",
-                                             "ttr", "key", "group", "replace"});
+                                             "ttr", "key", "group", "replace", "url",
+                                             "content_type"});
       !s.is_ok()) {
     return call.reply(s);
   }
@@ -257,6 +395,20 @@ void Api::put_job(Call& call) {
   put.key = key.value().value_or("");
   put.group = group.value().value_or("");
   put.replace = replace.value();
+  DELAYQ_FIELD(url, call.body.string("url"));
+  DELAYQ_FIELD(content_type, call.body.string("content_type"));
+  if (url.value()) {
+    if (auto parsed = webhook::parse_url(*url.value()); !parsed.is_ok()) {
+      return call.reply(error(400, "bad_request", "url: " + parsed.status().message()));
+    }
+    put.url = std::move(*url.value());
+  }
+  if (content_type.value()) {
+    if (Status s = check_header_value("content_type", *content_type.value()); !s.is_ok()) {
+      return call.reply(s);
+    }
+    put.content_type = std::move(*content_type.value());
+  }
   session_->put(std::move(put), call.reply.then<broker::PutResult>([](const auto& result) {
     Response response = job_response(result.inserted ? 201 : 200, result.job, nullptr);
     response.location = "/v1/jobs/" + std::to_string(result.job.id);
@@ -267,7 +419,7 @@ void Api::put_job(Call& call) {
 void Api::get_job(Call& call) {
   DELAYQ_FIELD(job, call.job());
   session_->peek(job.value(), true, call.reply.then<broker::Job>([](const broker::Job& found) {
-    return job_response(200, found.view, &found.body);
+    return job_response(200, found.view, &found.body, &found.delivery);
   }));
 }
 
@@ -410,7 +562,8 @@ void Api::reserve(Call& call) {
           return reply(std::move(response));
         }
         if (!job.is_ok()) return reply(job.status());
-        Response response = job_response(200, job.value().view, &job.value().body);
+        Response response =
+            job_response(200, job.value().view, &job.value().body, &job.value().delivery);
         response.reserved = job.value().view.id;
         response.reserved_token = job.value().view.counters.reserves;
         reply(std::move(response));
@@ -479,6 +632,29 @@ void Api::pause_tube(Call& call) {
                          o["pause_s"] = seconds.count();
                          return json_response(200, json::serialize(o));
                        }));
+}
+
+// --- push delivery ---------------------------------------------------------------------------
+
+void Api::put_webhook(Call& call) {
+  auto hook = read_webhook(call.body, call.text);
+  if (!hook.is_ok()) return call.reply(hook.status());
+  session_->set_webhook(call.params[0], std::move(hook).value(),
+                        call.reply.then<Webhook>([](const Webhook& set) {
+                          return json_response(200, json::serialize(webhook_json(set)));
+                        }));
+}
+
+void Api::get_webhook(Call& call) {
+  session_->get_webhook(call.params[0], call.reply.then<Webhook>([](const Webhook& found) {
+    return json_response(200, json::serialize(webhook_json(found)));
+  }));
+}
+
+void Api::delete_webhook(Call& call) {
+  session_->remove_webhook(call.params[0], call.reply.then<Webhook>([](const Webhook& removed) {
+    return json_response(200, json::serialize(webhook_json(removed)));
+  }));
 }
 
 void Api::stats(Call& call) {

@@ -85,6 +85,9 @@ class Api {
   void get_tube(Call& call);
   void kick_tube(Call& call);
   void pause_tube(Call& call);
+  void put_webhook(Call& call);
+  void get_webhook(Call& call);
+  void delete_webhook(Call& call);
   void stats(Call& call);
   void metrics(Call& call);
   void health(Call& call);

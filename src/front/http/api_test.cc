@@ -161,7 +161,7 @@ JobView reserved_view() {
 }
 
 broker::Job job_of(JobView view, std::string body) {
-  return broker::Job{std::move(view), std::move(body), kCreatedMs};
+  return broker::Job{std::move(view), std::move(body), kCreatedMs, {}};
 }
 
 // Every field of sample_view() as the API writes it; no body, no reservation.
@@ -435,7 +435,7 @@ TEST_F(ApiTest, AnUnknownFieldIsNamedWithTheFieldsTheEndpointTakes) {
   const Response response = expect_local("POST", "/v1/tubes/emails/jobs", R"({"dealy":1})");
   EXPECT_EQ(error_message_of(response),
             "unknown field 'dealy' (this endpoint takes: body, body_base64, delay, at, priority, "
-            "ttr, key, group, replace)");
+            "ttr, key, group, replace, url, content_type)");
 }
 
 TEST_F(ApiTest, PutRefusesABodyOverTheLimitWith413) {

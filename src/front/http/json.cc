@@ -26,7 +26,8 @@ void append_string(std::string& out, std::string_view text) {
   out += '"';
 }
 
-void append_job(std::string& out, const JobView& job, const std::string* body) {
+void append_job(std::string& out, const JobView& job, const std::string* body,
+                const Delivery* delivery) {
   fmt::format_to(std::back_inserter(out), R"({{"id":{},"tube":)", job.id);
   append_string(out, job.tube);
   fmt::format_to(std::back_inserter(out),
@@ -52,6 +53,20 @@ void append_job(std::string& out, const JobView& job, const std::string* body) {
       R"(,"counters":{{"reserves":{},"timeouts":{},"releases":{},"buries":{},"kicks":{}}})",
       job.counters.reserves, job.counters.timeouts, job.counters.releases, job.counters.buries,
       job.counters.kicks);
+  if (delivery != nullptr && !delivery->url.empty()) {
+    out += R"(,"url":)";
+    append_string(out, delivery->url);
+  }
+  if (delivery != nullptr && !delivery->content_type.empty()) {
+    out += R"(,"content_type":)";
+    append_string(out, delivery->content_type);
+  }
+  if (delivery != nullptr && delivery->last_attempt_unix_ms != 0) {
+    fmt::format_to(std::back_inserter(out), R"(,"last_attempt":"{}","last_status":{},)",
+                   format_instant(delivery->last_attempt_unix_ms), delivery->last_status);
+    out += R"("last_error":)";
+    append_string(out, delivery->last_error);
+  }
   if (body != nullptr) {
     if (valid_utf8(*body)) {
       out += R"(,"body":)";
@@ -63,6 +78,24 @@ void append_job(std::string& out, const JobView& job, const std::string* body) {
     }
   }
   out += '}';
+}
+
+json::object webhook_json(const Webhook& webhook) {
+  json::object o;
+  o["url"] = webhook.url;
+  json::object headers;
+  for (const auto& [name, value] : webhook.headers) headers[name] = value;
+  o["headers"] = std::move(headers);
+  o["timeout"] = format_duration(webhook.timeout);
+  o["max_attempts"] = webhook.max_attempts;
+  o["backoff"] = json::object{{"min", format_duration(webhook.backoff.min)},
+                              {"max", format_duration(webhook.backoff.max)},
+                              {"factor", webhook.backoff.factor}};
+  o["rate"] = webhook.rate;
+  o["concurrency"] = webhook.concurrency;
+  // The secrets are not shown back: how many there are is enough to check a rotation.
+  o["secrets"] = webhook.secrets.size();
+  return o;
 }
 
 json::object tube_json(const TubeStats& t) {

@@ -9,13 +9,18 @@
 #include <string_view>
 
 #include "base/job.h"
+#include "base/webhook.h"
 
 namespace delayq::front::http {
 
 // A JSON string literal for `text` (UTF-8), appended to out.
 void append_string(std::string& out, std::string_view text);
-// A job as a JSON object, appended to out; body: the job's body, or null to leave it out.
-void append_job(std::string& out, const JobView& job, const std::string* body);
+// A job as a JSON object, appended to out; body: the job's body, or null to leave it out;
+// delivery: what push delivery keeps about it, or null.
+void append_job(std::string& out, const JobView& job, const std::string* body,
+                const Delivery* delivery = nullptr);
+// A tube's webhook as PUT /v1/tubes/{tube}/webhook takes it (durations as text, e.g. "10s").
+[[nodiscard]] boost::json::object webhook_json(const Webhook& webhook);
 [[nodiscard]] boost::json::object tube_json(const TubeStats& tube);
 // {"error":{"code":...,"message":...}}; a message that is not UTF-8 has its high bytes as '?'.
 [[nodiscard]] std::string error_json(std::string_view code, std::string_view message);

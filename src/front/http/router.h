@@ -33,6 +33,9 @@ enum class Route : std::uint8_t {
   kGetTube,
   kKickTube,
   kPauseTube,
+  kPutWebhook,
+  kGetWebhook,
+  kDeleteWebhook,
   kStats,
   kMetrics,
   kHealth,
@@ -41,7 +44,7 @@ enum class Route : std::uint8_t {
 };
 
 struct RouteEntry {
-  std::string_view method;   // "GET", "POST", "PATCH", "DELETE"
+  std::string_view method;   // "GET", "POST", "PUT", "PATCH", "DELETE"
   std::string_view pattern;  // e.g. "/v1/tubes/{tube}/jobs"
   Route route;
   std::string_view name;  // for metrics and logs, e.g. "put_job"

@@ -34,6 +34,22 @@ bool leap(std::int64_t y) {
 
 }  // namespace
 
+std::string format_duration(Millis duration) {
+  static constexpr std::pair<std::string_view, std::int64_t> kUnits[] = {
+      {"d", 86'400'000}, {"h", 3'600'000}, {"m", 60'000}, {"s", 1000}, {"ms", 1}};
+  std::int64_t left = std::max<std::int64_t>(0, duration.count());
+  if (left == 0) return "0ms";
+  std::string out;
+  for (const auto& [unit, ms] : kUnits) {
+    if (left >= ms) {
+      out += std::to_string(left / ms);
+      out += unit;
+      left %= ms;
+    }
+  }
+  return out;
+}
+
 Result<Millis> parse_duration(std::string_view text) {
   if (text.empty()) return bad_duration(text, "empty");
   bool digits_only = true;

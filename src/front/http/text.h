@@ -19,6 +19,9 @@ using Millis = std::chrono::milliseconds;
 // A duration: one or more <number><unit> with units d, h, m, s, ms (largest first, each at most
 // once: "1d2h", "90s", "250ms", "1.5s"), or digits alone meaning milliseconds. At most 100 years.
 Result<Millis> parse_duration(std::string_view text);
+// A duration as parse_duration reads it, in whole units from the largest: "1h", "1m30s",
+// "1s500ms", "0ms".
+std::string format_duration(Millis duration);
 // An instant in RFC 3339 ("2026-11-24T10:00:00Z", "2026-11-24T10:00:00.250+02:00", a space for
 // the T is accepted), as Unix milliseconds (fractions beyond the millisecond are rounded up, so
 // a due time is never early). Years 1970-9999.

@@ -23,6 +23,17 @@ TEST(Duration, UnitsAndPlainMilliseconds) {
   EXPECT_EQ(parse_duration("0s").value(), Millis{0});
 }
 
+TEST(Duration, FormatsInWholeUnitsThatParseBack) {
+  EXPECT_EQ(format_duration(Millis{0}), "0ms");
+  EXPECT_EQ(format_duration(Millis{3'600'000}), "1h");
+  EXPECT_EQ(format_duration(Millis{90'000}), "1m30s");
+  EXPECT_EQ(format_duration(Millis{1500}), "1s500ms");
+  EXPECT_EQ(format_duration(Millis{86'400'000 + 1}), "1d1ms");
+  for (const std::int64_t ms : {1LL, 999LL, 1000LL, 61'001LL, 90'061'001LL, 3'153'600'000'000LL}) {
+    EXPECT_EQ(parse_duration(format_duration(Millis{ms})).value(), Millis{ms}) << ms;
+  }
+}
+
 TEST(Duration, RefusesWhatIsNotOne) {
   for (const char* bad : {"", "h", "10", "10x", "5m1h", "1h1h", "-5s", "1.5.5s", "s10", " 10s",
                           "10s ", "1e3ms", ".5s", "99999999999999999999", "101000d"}) {

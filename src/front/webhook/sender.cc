@@ -159,11 +159,15 @@ void Sender::post(Request request, std::function<void(Response)> done) {
             }
           }
           connection->lowest().expires_at(deadline);
-          Exchange result = connection->tls
-                                ? co_await exchange(*connection->tls, connection->buffer, message,
-                                                    options_.max_response_bytes)
-                                : co_await exchange(*connection->plain, connection->buffer,
-                                                    message, options_.max_response_bytes);
+          // Not a conditional expression: g++ 12 mishandles a co_await in each of its arms.
+          Exchange result;
+          if (connection->tls) {
+            result = co_await exchange(*connection->tls, connection->buffer, message,
+                                       options_.max_response_bytes);
+          } else {
+            result = co_await exchange(*connection->plain, connection->buffer, message,
+                                       options_.max_response_bytes);
+          }
           if (!*alive) co_return;
           if (result.response.status == 0 && reused && !result.timed_out) continue;
           if (result.response.status != 0 && result.keep_alive) {
