@@ -98,6 +98,14 @@ std::string show(OpKind kind) {
       return "body";
     case OpKind::kErase:
       return "erase";
+    case OpKind::kAttachment:
+      return "attachment";
+    case OpKind::kEraseAttachment:
+      return "erase-attachment";
+    case OpKind::kWebhook:
+      return "webhook";
+    case OpKind::kEraseWebhook:
+      return "erase-webhook";
   }
   return "?";
 }
@@ -1084,6 +1092,12 @@ void Simulation::check_mutations() {
         ASSERT_TRUE(records_.erase(op.id) == 1 && bodies_.erase(op.id) == 1)
             << where() << "erase of job " << op.id << " that the store does not hold";
         break;
+      case OpKind::kAttachment:
+      case OpKind::kEraseAttachment:
+      case OpKind::kWebhook:
+      case OpKind::kEraseWebhook:
+        // The model's operations attach nothing and set no webhook (engine_test covers them).
+        FAIL() << where() << "unexpected " << show(op.kind);
     }
   }
   if (got.next_id()) stored_next_id_ = *got.next_id();

@@ -522,5 +522,51 @@ TEST(EngineClockTest, DelaysCountFromTheMomentRoundedUpSoNothingIsEverEarly) {
   EXPECT_EQ(engine.peek(now_job).value().state, JobState::kReady);
 }
 
+TEST_F(EngineTest, AnAttachmentIsWrittenWithItsJobAndErasedWithIt) {
+  (void)engine.take_mutations();
+  const Delivery delivery{"http://h/x", "text/plain", 0, "", 0};
+  PutRequest request;
+  request.body = "b";
+  request.attachment = &delivery;
+  const JobId id = engine.put(producer, request).value().id;
+  EXPECT_TRUE(engine.peek(id).value().attached);
+  store::WriteSet written = engine.take_mutations();
+  using Op = store::WriteSet::Kind;
+  std::vector<Op> kinds;
+  for (const auto& op : written.ops()) kinds.push_back(op.kind);
+  EXPECT_EQ(kinds, (std::vector<Op>{Op::kRecord, Op::kBody, Op::kAttachment}));
+  EXPECT_TRUE(store::decode_record(id, written.ops()[0].value).value().attached);
+  EXPECT_EQ(store::decode_delivery(id, written.ops()[2].value).value(), delivery);
+
+  const JobId plain = put(producer, Millis{0});
+  EXPECT_FALSE(engine.peek(plain).value().attached);
+  EXPECT_TRUE(engine.attach(plain, delivery).is_ok());
+  EXPECT_EQ(engine.attach(999, delivery).code(), Code::kNotFound);
+  store::WriteSet attached = engine.take_mutations();
+  kinds.clear();
+  for (const auto& op : attached.ops()) kinds.push_back(op.kind);
+  // The record is rewritten once, to say the job has an attachment.
+  EXPECT_EQ(kinds.back(), Op::kAttachment);
+  EXPECT_TRUE(store::decode_record(plain, attached.ops()[kinds.size() - 2].value).value().attached);
+
+  ASSERT_TRUE(engine.erase(producer, id).is_ok());
+  store::WriteSet erased = engine.take_mutations();
+  kinds.clear();
+  for (const auto& op : erased.ops()) kinds.push_back(op.kind);
+  EXPECT_EQ(kinds, (std::vector<Op>{Op::kErase, Op::kEraseAttachment}));
+}
+
+TEST_F(EngineTest, ARestoredJobKeepsItsAttachedFlag) {
+  ManualClock restored_clock;
+  Engine restored{restored_clock};
+  store::JobRecord record;
+  record.id = 5;
+  record.tube = "t";
+  record.attached = true;
+  ASSERT_TRUE(restored.restore(record).is_ok());
+  restored.finish_restore(6);
+  EXPECT_TRUE(restored.peek(5).value().attached);
+}
+
 }  // namespace
 }  // namespace delayq::engine

@@ -12,7 +12,7 @@
 //   54     2+n  tube   (u16 length, bytes; never empty)
 //   ...    2+n  key    (u16 length, bytes; length 0 = no key)
 //   ...    2+n  group  (u16 length, bytes; length 0 = no group)
-//   ...    1    flags  (optional; bit 0: the job has an attachment. Absent: 0)
+//   ...    1    flags  (written only when not 0; bit 0: the job has an attachment)
 //
 // The job id is not repeated: it is the record's key. The body is a value of its own, and so
 // is the attachment (kAttachmentPrefix + id), what push delivery keeps about the job:
@@ -138,7 +138,8 @@ Result<JobRecord> decode_record(JobId id, std::string_view bytes) {
                in.get_string(record.group);
   if (!whole) return corrupt("truncated");
   std::uint8_t flags = 0;
-  if (!in.done() && (!in.get(flags) || flags > 1)) return corrupt("unknown flags");
+  // Written only when a flag is set, so a flags byte of 0 is as foreign as any other.
+  if (!in.done() && (!in.get(flags) || flags != 1)) return corrupt("trailing bytes");
   record.attached = flags == 1;
   if (!in.done()) return corrupt("trailing bytes");
   if (state >= kJobStateCount) return corrupt("unknown state");
@@ -238,7 +239,8 @@ Result<Webhook> decode_webhook(std::string_view tube, std::string_view bytes) {
   for (std::uint16_t i = 0; whole && i < secrets; ++i) {
     whole = in.get_string(webhook.secrets.emplace_back());
   }
-  if (!whole || !in.done()) return Status(Code::kCorruption, what + ": truncated or trailing bytes");
+  if (!whole || !in.done())
+    return Status(Code::kCorruption, what + ": truncated or trailing bytes");
   webhook.timeout = std::chrono::milliseconds(timeout);
   webhook.rate = bits_double(rate);
   webhook.backoff = {std::chrono::milliseconds(min), std::chrono::milliseconds(max),

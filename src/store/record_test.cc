@@ -66,6 +66,45 @@ void expect_round_trip(const JobRecord& record) {
   EXPECT_EQ(decoded.value(), record);
 }
 
+TEST(RecordTest, RoundTripsTheAttachedFlagAndReadsRecordsWithoutIt) {
+  JobRecord record = full_record();
+  const std::string plain = encode_record(record);
+  record.attached = true;
+  const std::string flagged = encode_record(record);
+  EXPECT_EQ(flagged.size(), plain.size() + 1);
+  expect_round_trip(record);
+  EXPECT_FALSE(decode_record(record.id, plain).value().attached);
+  std::string unknown = flagged;
+  unknown.back() = 2;
+  EXPECT_EQ(decode_record(record.id, unknown).status().code(), Code::kCorruption);
+}
+
+TEST(RecordTest, DeliveryAndWebhookRoundTripAndRefuseDamage) {
+  const Delivery delivery{"https://a.example/x?y=1", "text/plain", 503, "HTTP 503",
+                          1'795'629'600'123};
+  const std::string bytes = encode_delivery(delivery);
+  EXPECT_EQ(decode_delivery(7, bytes).value(), delivery);
+  EXPECT_EQ(decode_delivery(7, bytes.substr(0, bytes.size() - 1)).status().code(),
+            Code::kCorruption);
+  EXPECT_EQ(decode_delivery(7, bytes + "x").status().code(), Code::kCorruption);
+  Webhook hook;
+  hook.url = "http://127.0.0.1:8081/in";
+  hook.headers = {{"Authorization", "Bearer t"}, {"X-Env", "prod"}};
+  hook.timeout = std::chrono::milliseconds(2500);
+  hook.max_attempts = 7;
+  hook.backoff = {std::chrono::milliseconds(100), std::chrono::milliseconds(60'000), 1.5};
+  hook.rate = 12.5;
+  hook.concurrency = 3;
+  hook.secrets = {"old", "new"};
+  const std::string encoded = encode_webhook(hook);
+  EXPECT_EQ(decode_webhook("t", encoded).value(), hook);
+  EXPECT_EQ(decode_webhook("t", encoded.substr(0, encoded.size() - 2)).status().code(),
+            Code::kCorruption);
+  std::string newer = encoded;
+  newer[0] = static_cast<char>(kFormatVersion + 1);
+  EXPECT_EQ(decode_webhook("t", newer).status().code(), Code::kUnsupported);
+}
+
 TEST(RecordTest, RoundTripsEveryField) {
   expect_round_trip(full_record());
 }

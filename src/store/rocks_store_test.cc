@@ -226,6 +226,50 @@ TEST(RocksStoreTest, WritesSurviveReopen) {
   EXPECT_NE(gone.status().message().find('2'), std::string::npos) << gone.status().to_string();
 }
 
+TEST(RocksStoreTest, AttachmentsAndWebhooksSurviveReopenAndGoWhenErased) {
+  TempDir tmp;
+  const std::string dir = tmp.sub("db");
+  const Delivery delivery{"http://h/x", "text/plain", 500, "HTTP 500", 1'700'000'000'000};
+  Webhook hook;
+  hook.url = "https://h/in";
+  hook.secrets = {"k"};
+  {
+    auto store = must_open(dir);
+    ASSERT_NE(store, nullptr);
+    WriteSet set = put_jobs(1, 2, 10);
+    set.put_attachment(1, delivery);
+    set.put_attachment(2, delivery);
+    set.put_webhook("orders", hook);
+    set.put_webhook("gone", hook);
+    ASSERT_TRUE(write(*store, {&set}, /*sync=*/true).is_ok());
+    WriteSet later;
+    later.erase(2);
+    later.erase_attachment(2);
+    later.erase_webhook("gone");
+    ASSERT_TRUE(write(*store, {&later}, /*sync=*/true).is_ok());
+  }
+  auto store = must_open(dir);
+  ASSERT_NE(store, nullptr);
+  auto kept = store->read_attachment(1);
+  ASSERT_TRUE(kept.is_ok()) << kept.status().to_string();
+  EXPECT_EQ(kept.value(), delivery);
+  EXPECT_EQ(store->read_attachment(2).code(), Code::kNotFound);
+  std::vector<std::pair<std::string, Webhook>> hooks;
+  ASSERT_TRUE(store
+                  ->scan_webhooks([&hooks](std::string tube, Webhook found) {
+                    hooks.emplace_back(std::move(tube), std::move(found));
+                    return Status::ok();
+                  })
+                  .is_ok());
+  ASSERT_EQ(hooks.size(), 1U);
+  EXPECT_EQ(hooks[0].first, "orders");
+  EXPECT_EQ(hooks[0].second, hook);
+  // Webhook keys sort after job keys ('w' > 'j'): the job scan does not see them.
+  auto records = scan_all(*store);
+  ASSERT_TRUE(records.is_ok()) << records.status().to_string();
+  EXPECT_EQ(ids_of(records.value()), (std::vector<JobId>{1}));
+}
+
 TEST(RocksStoreTest, ScanIsInNumericIdOrder) {
   TempDir tmp;
   const std::string dir = tmp.sub("db");

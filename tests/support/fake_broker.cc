@@ -227,8 +227,7 @@ void FakeSession::stats(broker::Callback<ServerStats> done) {
   record<ServerStats>("stats", "", std::move(done));
 }
 
-void FakeSession::set_webhook(std::string tube, Webhook webhook,
-                              broker::Callback<Webhook> done) {
+void FakeSession::set_webhook(std::string tube, Webhook webhook, broker::Callback<Webhook> done) {
   std::string args = "tube=" + tube + " url=" + webhook.url;
   record<Webhook>("set_webhook", std::move(args), std::move(done), std::move(webhook));
 }

@@ -427,8 +427,7 @@ void LocalSession::remove_webhook(std::string tube, Callback<Webhook> done) {
   finish_all(std::move(done), Result<Webhook>(std::move(removed)));
 }
 
-void LocalSession::note_attempt(JobId id, int status, std::string error,
-                                Callback<JobView> done) {
+void LocalSession::note_attempt(JobId id, int status, std::string error, Callback<JobView> done) {
   auto view = engine().peek(id);
   if (!view.is_ok()) return finish_all<JobView>(std::move(done), view.status());
   Delivery delivery;

@@ -229,5 +229,98 @@ TEST_F(LocalBrokerTest, CancelledReserveCompletesTimedOut) {
   EXPECT_EQ(reserved->code(), Code::kTimedOut);
 }
 
+// --- push delivery's state: webhooks and what a job keeps about its delivery
+
+TEST_F(LocalBrokerTest, AWebhookCompletesOnceStoredAndThenTellsTheDeliverer) {
+  int changes = 0;
+  broker_->on_webhooks_changed([&changes] { ++changes; });
+  auto session = broker_->open_session({});
+  Webhook hook;
+  hook.url = "http://127.0.0.1:9/in";
+  hook.secrets = {"k1"};
+  gate_->close_gate();
+  std::optional<Result<Webhook>> set;
+  session->set_webhook("orders", hook, [&set](Result<Webhook> r) { set.emplace(std::move(r)); });
+  poll();
+  EXPECT_FALSE(set.has_value()) << "completed before the webhook was durable";
+  EXPECT_EQ(changes, 0);
+  gate_->open_gate();
+  ASSERT_TRUE(run_until([&] { return set.has_value(); }));
+  ASSERT_TRUE(set->is_ok()) << set->status().to_string();
+  EXPECT_EQ(changes, 1);
+  ASSERT_EQ(broker_->webhooks().size(), 1U);
+  EXPECT_EQ(broker_->webhooks()[0].second, hook);
+  std::vector<std::pair<std::string, Webhook>> stored;
+  ASSERT_TRUE(gate_
+                  ->scan_webhooks([&stored](std::string tube, Webhook found) {
+                    stored.emplace_back(std::move(tube), std::move(found));
+                    return Status::ok();
+                  })
+                  .is_ok());
+  ASSERT_EQ(stored.size(), 1U);
+  EXPECT_EQ(stored[0].first, "orders");
+  EXPECT_EQ(stored[0].second, hook);
+
+  std::optional<Result<Webhook>> removed;
+  session->remove_webhook("orders", [&](Result<Webhook> r) { removed.emplace(std::move(r)); });
+  ASSERT_TRUE(run_until([&] { return removed.has_value(); }));
+  EXPECT_TRUE(removed->is_ok());
+  EXPECT_EQ(changes, 2);
+  EXPECT_TRUE(broker_->webhooks().empty());
+  std::optional<Result<Webhook>> again;
+  session->get_webhook("orders", [&](Result<Webhook> r) { again.emplace(std::move(r)); });
+  ASSERT_TRUE(run_until([&] { return again.has_value(); }));
+  EXPECT_EQ(again->code(), Code::kNotFound);
+}
+
+TEST_F(LocalBrokerTest, AJobKeepsItsUrlAndItsLastAttemptUntilItIsDeleted) {
+  auto session = broker_->open_session({});
+  broker::PutRequest request;
+  request.tube = "calls";
+  request.body = "{}";
+  request.url = "http://127.0.0.1:9/own";
+  request.content_type = "application/json";
+  std::optional<Result<broker::PutResult>> refused;
+  session->put(request, [&](Result<broker::PutResult> r) { refused.emplace(std::move(r)); });
+  ASSERT_TRUE(run_until([&] { return refused.has_value(); }));
+  EXPECT_EQ(refused->code(), Code::kConflict) << "a url into a tube without a webhook";
+
+  Webhook hook;
+  hook.url = "http://127.0.0.1:9/tube";
+  std::optional<Result<Webhook>> set;
+  session->set_webhook("calls", hook, [&](Result<Webhook> r) { set.emplace(std::move(r)); });
+  std::optional<Result<broker::PutResult>> put;
+  session->put(request, [&](Result<broker::PutResult> r) { put.emplace(std::move(r)); });
+  ASSERT_TRUE(run_until([&] { return put.has_value(); }));
+  ASSERT_TRUE(put->is_ok()) << put->status().to_string();
+  const JobId id = put->value().job.id;
+
+  std::optional<Result<JobView>> noted;
+  session->note_attempt(id, 503, "HTTP 503",
+                        [&](Result<JobView> r) { noted.emplace(std::move(r)); });
+  ASSERT_TRUE(run_until([&] { return noted.has_value(); }));
+  ASSERT_TRUE(noted->is_ok());
+  std::optional<Result<broker::Job>> peeked;
+  session->peek(broker::JobRef::by_id(id), false,
+                [&](Result<broker::Job> r) { peeked.emplace(std::move(r)); });
+  ASSERT_TRUE(run_until([&] { return peeked.has_value(); }));
+  ASSERT_TRUE(peeked->is_ok());
+  const Delivery& delivery = peeked->value().delivery;
+  EXPECT_EQ(delivery.url, "http://127.0.0.1:9/own");
+  EXPECT_EQ(delivery.content_type, "application/json");
+  EXPECT_EQ(delivery.last_status, 503);
+  EXPECT_EQ(delivery.last_error, "HTTP 503");
+  EXPECT_GT(delivery.last_attempt_unix_ms, 0);
+  auto stored = gate_->read_attachment(id);
+  ASSERT_TRUE(stored.is_ok()) << stored.status().to_string();
+  EXPECT_EQ(stored.value(), delivery);
+
+  std::optional<Result<JobId>> erased;
+  session->erase(broker::JobRef::by_id(id), [&](Result<JobId> r) { erased.emplace(std::move(r)); });
+  ASSERT_TRUE(run_until([&] { return erased.has_value(); }));
+  ASSERT_TRUE(erased->is_ok());
+  EXPECT_EQ(gate_->read_attachment(id).code(), Code::kNotFound) << "attachment left behind";
+}
+
 }  // namespace
 }  // namespace delayq::local

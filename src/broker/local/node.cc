@@ -77,8 +77,8 @@ const std::string* Node::unstored(JobId id, store::WriteSet::Kind kind) {
     if (op->kind == kind && op->id == id) return &op->value;
   }
   for (auto batch = unsynced_.rbegin(); batch != unsynced_.rend(); ++batch) {
-    const auto& values = kind == store::WriteSet::Kind::kBody ? batch->second.bodies
-                                                              : batch->second.attachments;
+    const auto& values =
+        kind == store::WriteSet::Kind::kBody ? batch->second.bodies : batch->second.attachments;
     if (const auto it = values.find(id); it != values.end()) return &it->second;
   }
   return nullptr;

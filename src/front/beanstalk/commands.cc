@@ -5,6 +5,7 @@
 
 #include "front/beanstalk/conversation.h"
 #include "front/beanstalk/yaml.h"
+#include "front/webhook/rules.h"
 
 namespace delayq::front::beanstalk {
 namespace {
@@ -65,6 +66,11 @@ void Conversation::putx(const Command& command) {
   request.key = command.key;
   request.group = command.group;
   request.replace = command.replace;
+  if (!command.url.empty() && !webhook::parse_url(command.url).is_ok()) {
+    return reply("BAD_FORMAT\r\n");
+  }
+  request.url = command.url;
+  request.content_type = command.content_type;
   put_job(std::move(request), true);
 }
 

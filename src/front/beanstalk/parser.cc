@@ -234,7 +234,8 @@ Outcome parse_tube_and_token(Line& line, std::string_view& token) {
   return Outcome::kOk;
 }
 
-// putx <pri> <when> <ttr> <bytes> [key=<key>] [group=<group>] [replace]
+// putx <pri> <when> <ttr> <bytes> [key=<key>] [group=<group>] [replace] [url=<url>]
+//      [type=<content-type>]
 Outcome parse_putx(Line& line) {
   const auto priority = line.args.u32();
   const auto when = line.args.when();
@@ -257,6 +258,11 @@ Outcome parse_putx(Line& line) {
       if (!is_valid_key(line.command.group, line.limits.max_key_bytes)) return Outcome::kBadFormat;
     } else if (*option == "replace" && !line.command.replace) {
       line.command.replace = true;
+    } else if (option->starts_with("url=") && option->size() > 4 && line.command.url.empty()) {
+      line.command.url = option->substr(4);
+    } else if (option->starts_with("type=") && option->size() > 5 &&
+               line.command.content_type.empty()) {
+      line.command.content_type = option->substr(5);
     } else {
       return Outcome::kBadFormat;
     }

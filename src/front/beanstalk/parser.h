@@ -81,10 +81,12 @@ struct Command {
   std::string_view tube;              // use watch ignore stats-tube pause-tube, *-key, *-group
   std::string_view body;              // put, putx: exactly <bytes> bytes, without the \r\n
   // Extensions only.
-  When when;               // putx reschedule reschedule-key
-  std::string_view key;    // putx (key=), reschedule-key delete-key peek-key
-  std::string_view group;  // putx (group=), list-group cancel-group
-  bool replace = false;    // putx (replace)
+  When when;                      // putx reschedule reschedule-key
+  std::string_view key;           // putx (key=), reschedule-key delete-key peek-key
+  std::string_view group;         // putx (group=), list-group cancel-group
+  bool replace = false;           // putx (replace)
+  std::string_view url;           // putx (url=): push delivery's URL of the job's own
+  std::string_view content_type;  // putx (type=): the body's Content-Type when delivered
 
   friend bool operator==(const Command&, const Command&) = default;
 };

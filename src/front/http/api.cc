@@ -38,9 +38,8 @@ Response json_response(unsigned status, std::string body) {
 
 // A header value we send: printable ASCII (tabs and spaces inside), at most 1024 bytes.
 Status check_header_value(std::string_view field, std::string_view value) {
-  const bool printable = std::all_of(value.begin(), value.end(), [](char c) {
-    return (c >= 0x20 && c < 0x7F) || c == '\t';
-  });
+  const bool printable = std::all_of(value.begin(), value.end(),
+                                     [](char c) { return (c >= 0x20 && c < 0x7F) || c == '\t'; });
   if (value.empty() || value.size() > 1024 || !printable) {
     return {Code::kInvalidArgument,
             std::string(field) + ": 1 to 1024 bytes of printable ASCII, no line breaks"};
@@ -50,17 +49,16 @@ Status check_header_value(std::string_view field, std::string_view value) {
 
 // A header name a webhook may set: an HTTP token, not one delayq writes itself.
 Status check_header_name(std::string_view name) {
-  const bool token = !name.empty() && name.size() <= 64 &&
-                     std::all_of(name.begin(), name.end(), [](char c) {
-                       return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' ||
-                              c == '_' || c == '.';
-                     });
+  const bool token =
+      !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
+      });
   if (!token) return {Code::kInvalidArgument, "headers: a name of 1 to 64 letters, digits, - _ ."};
   std::string lower(name);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (const std::string_view own : {"host", "content-length", "content-type",
-                                     "transfer-encoding", "connection", "te", "upgrade"}) {
+  for (const std::string_view own : {"host", "content-length", "content-type", "transfer-encoding",
+                                     "connection", "te", "upgrade"}) {
     if (lower == own) {
       return {Code::kInvalidArgument,
               "headers: " + std::string(name) +
@@ -111,8 +109,8 @@ Result<Webhook> read_webhook(Body& body, std::string_view text) {
       hook.headers.emplace_back(name, value.as_string());
     }
   }
-  auto timeout = bounded_duration(body, "timeout", hook.timeout, Millis{100},
-                                  std::chrono::minutes(30));
+  auto timeout =
+      bounded_duration(body, "timeout", hook.timeout, Millis{100}, std::chrono::minutes(30));
   if (!timeout.is_ok()) return timeout.status();
   hook.timeout = timeout.value();
   auto attempts = body.integer("max_attempts", 1000);
@@ -141,8 +139,8 @@ Result<Webhook> read_webhook(Body& body, std::string_view text) {
     }
     auto min = bounded_duration(inner, "min", hook.backoff.min, Millis{1}, hours(24));
     if (!min.is_ok()) return Status(Code::kInvalidArgument, "backoff." + min.status().message());
-    auto max = bounded_duration(inner, "max", std::max(hook.backoff.max, min.value()),
-                                min.value(), hours(24 * 7));
+    auto max = bounded_duration(inner, "max", std::max(hook.backoff.max, min.value()), min.value(),
+                                hours(24 * 7));
     if (!max.is_ok()) return Status(Code::kInvalidArgument, "backoff." + max.status().message());
     hook.backoff.min = min.value();
     hook.backoff.max = max.value();
@@ -345,9 +343,9 @@ Response Api::error(unsigned status, std::string_view code, std::string_view mes
 // --- jobs ------------------------------------------------------------------------------------
 
 void Api::put_job(Call& call) {
-  if (Status s = call.body.parse(call.text, {"body", "body_base64", "delay", "at", "priority",
-                                             "ttr", "key", "group", "replace", "url",
-                                             "content_type"});
+  if (Status s =
+          call.body.parse(call.text, {"body", "body_base64", "delay", "at", "priority", "ttr",
+                                      "key", "group", "replace", "url", "content_type"});
       !s.is_ok()) {
     return call.reply(s);
   }

@@ -90,10 +90,9 @@ void Deliverer::Lane::pump() {
     });
     return;
   }
-  (void)session_->reserve({{tube_}, std::nullopt},
-                          guarded<broker::Job>([this](Result<broker::Job> job) {
-                            reserved(std::move(job));
-                          }));
+  (void)session_->reserve(
+      {{tube_}, std::nullopt},
+      guarded<broker::Job>([this](Result<broker::Job> job) { reserved(std::move(job)); }));
 }
 
 void Deliverer::Lane::reserved(Result<broker::Job> job) {
@@ -189,9 +188,8 @@ void Deliverer::Lane::failed(const broker::Job& job, int status, std::string err
   const std::uint32_t attempt = job.view.counters.reserves;
   session_->note_attempt(id, status, std::move(error), guarded<JobView>([](Result<JobView>) {}));
   if (attempt >= webhook_.max_attempts) {
-    session_->bury(id, std::nullopt, guarded<JobView>([this](Result<JobView>) {
-                     finished("buried");
-                   }));
+    session_->bury(id, std::nullopt,
+                   guarded<JobView>([this](Result<JobView>) { finished("buried"); }));
     return;
   }
   broker::ReleaseRequest release;

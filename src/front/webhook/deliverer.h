@@ -26,8 +26,7 @@ class Deliverer {
  public:
   // kInvalidArgument if the sender cannot be made (an unreadable CA file).
   static Result<std::unique_ptr<Deliverer>> make(boost::asio::io_context& io,
-                                                 broker::Broker& broker,
-                                                 DelivererOptions options);
+                                                 broker::Broker& broker, DelivererOptions options);
   ~Deliverer();
   Deliverer(const Deliverer&) = delete;
   Deliverer& operator=(const Deliverer&) = delete;

@@ -16,8 +16,8 @@ std::string Url::origin() const {
 
 Result<Url> parse_url(std::string_view text) {
   const auto bad = [text](const char* why) {
-    return Status(Code::kInvalidArgument, "bad url \"" + std::string(text.substr(0, 200)) +
-                                              "\": " + why);
+    return Status(Code::kInvalidArgument,
+                  "bad url \"" + std::string(text.substr(0, 200)) + "\": " + why);
   };
   constexpr std::size_t kMaxUrlBytes = 2048;
   if (text.size() > kMaxUrlBytes) return bad("longer than 2048 bytes");
@@ -57,9 +57,8 @@ Result<Url> parse_url(std::string_view text) {
   if (port.empty()) {
     url.port = url.tls ? "443" : "80";
   } else {
-    if (port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) {
-          return c >= '0' && c <= '9';
-        })) {
+    if (port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       return bad("a port that is not a number");
     }
     const int number = std::stoi(std::string(port));
@@ -71,9 +70,9 @@ Result<Url> parse_url(std::string_view text) {
 
 Millis backoff_delay(const Backoff& backoff, std::uint32_t attempt, std::mt19937_64& random) {
   const double exponent = std::max<std::uint32_t>(attempt, 1) - 1;
-  const double full = std::min(static_cast<double>(backoff.max.count()),
-                               static_cast<double>(backoff.min.count()) *
-                                   std::pow(std::max(backoff.factor, 1.0), exponent));
+  const double full = std::min(
+      static_cast<double>(backoff.max.count()),
+      static_cast<double>(backoff.min.count()) * std::pow(std::max(backoff.factor, 1.0), exponent));
   std::uniform_real_distribution<double> share(0.5, 1.0);
   return Millis{static_cast<std::int64_t>(std::llround(full * share(random)))};
 }

@@ -30,9 +30,9 @@ TEST(ParseUrl, TakesSchemeHostPortAndTarget) {
 }
 
 TEST(ParseUrl, RefusesWhatItCannotSend) {
-  for (const char* bad : {"ftp://a/b", "http://", "http://:80/", "http://a:0/", "http://a:65536/",
-                          "http://a:8x/", "http://user@a/", "http://a/#frag", "http://a/ b",
-                          "http://[::1/", "localhost:8080"}) {
+  for (const char* bad :
+       {"ftp://a/b", "http://", "http://:80/", "http://a:0/", "http://a:65536/", "http://a:8x/",
+        "http://user@a/", "http://a/#frag", "http://a/ b", "http://[::1/", "localhost:8080"}) {
     const auto url = parse_url(bad);
     EXPECT_EQ(url.status().code(), Code::kInvalidArgument) << bad;
   }

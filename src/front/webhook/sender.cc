@@ -127,8 +127,7 @@ void Sender::post(Request request, std::function<void(Response)> done) {
               co_return;
             }
             if (request.url.tls) {
-              connection->tls =
-                  std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io_, tls_);
+              connection->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io_, tls_);
               if (!ip_literal(request.url.host)) {
                 // SNI. SSL_set_tlsext_host_name, without the macro's C cast.
                 SSL_ctrl(connection->tls->native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME,
