@@ -35,6 +35,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -73,6 +74,10 @@ std::int64_t unix_us(WallClock::time_point t) {
 }
 std::int64_t now_unix_ms() {
   return std::chrono::duration_cast<Millis>(WallClock::now().time_since_epoch()).count();
+}
+std::string lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
 }
 
 // --- the receiver: an HTTP/1.1 server in the test
@@ -122,9 +127,19 @@ Script statuses(std::vector<unsigned> script) {
   };
 }
 
+// A certificate and its private key, PEM files: what a TLS receiver presents.
+struct TlsIdentity {
+  std::filesystem::path certificate;
+  std::filesystem::path key;
+};
+
 class Receiver {
  public:
-  explicit Receiver(Script script = always(200)) : script_(std::move(script)) {
+  // Plain HTTP; or, given `tls`, HTTPS: every connection must complete a TLS handshake (with
+  // OpenSSL's defaults, TLS 1.2 or 1.3) presenting that certificate before a request is read.
+  explicit Receiver(Script script = always(200), std::optional<TlsIdentity> tls = std::nullopt)
+      : script_(std::move(script)) {
+    if (tls.has_value()) tls_ = make_tls_context(*tls);
     listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in address{};
     address.sin_family = AF_INET;
@@ -145,8 +160,11 @@ class Receiver {
   Receiver& operator=(const Receiver&) = delete;
 
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
-  [[nodiscard]] std::string url(std::string_view target = "/hook") const {
-    return "http://127.0.0.1:" + std::to_string(port_) + std::string(target);
+  // The URL of `target` here, naming this host (which must resolve to 127.0.0.1).
+  [[nodiscard]] std::string url(std::string_view target = "/hook",
+                                std::string_view host = "127.0.0.1") const {
+    return std::string(tls_ != nullptr ? "https://" : "http://") + std::string(host) + ":" +
+           std::to_string(port_) + std::string(target);
   }
   [[nodiscard]] std::vector<Received> requests() const {
     std::lock_guard lock(mutex_);
@@ -165,6 +183,26 @@ class Receiver {
   [[nodiscard]] int max_in_flight() const {
     std::lock_guard lock(mutex_);
     return max_in_flight_;
+  }
+  // Connections accepted, whether or not a request came on them.
+  [[nodiscard]] std::size_t connections() const {
+    std::lock_guard lock(mutex_);
+    return accepted_;
+  }
+  // TLS mode: handshakes that completed, and why each that failed did (OpenSSL's reason, such
+  // as "tlsv1 alert unknown ca" when the client refused the certificate).
+  [[nodiscard]] std::size_t handshakes() const {
+    std::lock_guard lock(mutex_);
+    return handshakes_;
+  }
+  [[nodiscard]] std::vector<std::string> failed_handshakes() const {
+    std::lock_guard lock(mutex_);
+    return failed_handshakes_;
+  }
+  // True once at least n handshakes failed, false if they did not within `timeout`.
+  bool wait_for_failed_handshakes(std::size_t n, Millis timeout) const {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, timeout, [&] { return failed_handshakes_.size() >= n; });
   }
 
   // Ends every connection (a request being waited on gets no answer) and joins every thread.
@@ -191,6 +229,30 @@ class Receiver {
 
  private:
   static constexpr std::size_t kMaxRequest = 4 << 20;
+  using TlsContext = std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)>;
+
+  // One accepted connection: its socket and, in TLS mode, the OpenSSL session over it (the
+  // socket is then non-blocking, and every byte goes through the session).
+  struct Link {
+    int fd = -1;
+    SSL* ssl = nullptr;
+    std::string tls_version;
+    std::string sni;
+  };
+
+  static TlsContext make_tls_context(const TlsIdentity& identity) {
+    TlsContext context(SSL_CTX_new(TLS_server_method()), &SSL_CTX_free);
+    if (context == nullptr ||
+        SSL_CTX_use_certificate_chain_file(context.get(), identity.certificate.c_str()) != 1 ||
+        SSL_CTX_use_PrivateKey_file(context.get(), identity.key.c_str(), SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(context.get()) != 1) {
+      std::cerr << "receiver: cannot use " << identity.certificate << " and " << identity.key
+                << "\n";
+      ERR_print_errors_fp(stderr);
+      std::abort();  // no test can go on without its receiver
+    }
+    return context;
+  }
 
   void accept_loop() {
     for (;;) {
@@ -208,19 +270,101 @@ class Receiver {
         ::close(fd);
         return;
       }
-      const std::size_t connection = connections_.size();
+      const std::size_t connection = accepted_++;
+      changed_.notify_all();
       connections_.emplace_back([this, fd, connection] { serve(fd, connection); });
     }
   }
 
-  // One connection: requests one after the other (keep-alive) until the peer closes, asks to
-  // close, or the receiver stops.
+  // One connection: a TLS handshake in TLS mode, then requests one after the other
+  // (keep-alive) until the peer closes, asks to close, or the receiver stops.
   void serve(int fd, std::size_t connection) {
+    Link link;
+    link.fd = fd;
+    if (tls_ == nullptr || start_tls(link)) answer_requests(link, connection);
+    if (link.ssl != nullptr) {
+      // A close_notify if it can go at once and the session is sound; no wait for the peer's.
+      if (!link.tls_version.empty()) (void)SSL_shutdown(link.ssl);
+      SSL_free(link.ssl);
+    }
+    ::close(fd);
+  }
+
+  // The server's side of the TLS handshake; false if it failed (the reason is kept) or the
+  // receiver stopped.
+  bool start_tls(Link& link) {
+    // OpenSSL writes with write(), not send(MSG_NOSIGNAL): to a peer that has gone it would
+    // raise SIGPIPE and end the test binary. Blocked in this thread only, such a write fails
+    // with EPIPE instead, and delayqd (forked from another thread) inherits nothing.
+    sigset_t pipe_signal;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+    ::fcntl(link.fd, F_SETFL, ::fcntl(link.fd, F_GETFL) | O_NONBLOCK);
+    link.ssl = SSL_new(tls_.get());
+    if (link.ssl == nullptr || SSL_set_fd(link.ssl, link.fd) != 1) {
+      ERR_print_errors_fp(stderr);
+      std::abort();
+    }
+    for (;;) {
+      ERR_clear_error();
+      const int result = SSL_accept(link.ssl);
+      if (result == 1) break;
+      if (tls_wait(link, result)) continue;
+      const unsigned long error = ERR_get_error();
+      const char* reason = error != 0 ? ERR_reason_error_string(error) : nullptr;
+      {
+        std::lock_guard lock(mutex_);
+        if (stopping_) return false;  // not a failure of the handshake
+        failed_handshakes_.emplace_back(reason != nullptr ? reason : "closed by the client");
+      }
+      changed_.notify_all();
+      return false;
+    }
+    link.tls_version = SSL_get_version(link.ssl);
+    const char* sni = SSL_get_servername(link.ssl, TLSEXT_NAMETYPE_host_name);
+    link.sni = sni != nullptr ? sni : "";
+    {
+      std::lock_guard lock(mutex_);
+      ++handshakes_;
+    }
+    changed_.notify_all();
+    return true;
+  }
+
+  // After an SSL_* call on the non-blocking socket returned `result`: waits for what OpenSSL
+  // needs and returns true to call again; false on an error, the peer closing, or a stop.
+  bool tls_wait(const Link& link, int result) {
+    switch (SSL_get_error(link.ssl, result)) {
+      case SSL_ERROR_WANT_READ:
+        return wait_for(link.fd, POLLIN);
+      case SSL_ERROR_WANT_WRITE:
+        return wait_for(link.fd, POLLOUT);
+      default:
+        return false;
+    }
+  }
+
+  // Waits until `fd` is ready for `events` (or has failed); false once the receiver stops.
+  bool wait_for(int fd, short events) {
+    for (;;) {
+      pollfd fds[2] = {{fd, events, 0}, {wake_[0], POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return false;
+      }
+      return fds[1].revents == 0;
+    }
+  }
+
+  void answer_requests(Link& link, std::size_t connection) {
     std::string in;
     for (;;) {
       Received request;
-      if (!read_request(fd, in, request)) break;
+      if (!read_request(link, in, request)) break;
       request.connection = connection;
+      request.tls_version = link.tls_version;
+      request.sni = link.sni;
       std::size_t index = 0;
       {
         std::lock_guard lock(mutex_);
@@ -240,36 +384,42 @@ class Receiver {
         // has read this answer, so in-flight counts never overlap by a race of ours.
         --in_flight_;
       }
-      if (stopped || !send_all(fd, format(answer))) break;
+      if (stopped || !send_all(link, format(answer))) break;
       const std::string connection_header = lower(request.header("connection"));
       if (connection_header == "close" ||
           (request.version == "HTTP/1.0" && connection_header != "keep-alive")) {
         break;
       }
     }
-    ::close(fd);
   }
 
-  // Appends what one recv() gives; false on end of file, an error, or the receiver stopping.
-  bool fill(int fd, std::string& in) {
+  // Appends what one read gives; false on end of file, an error, or the receiver stopping.
+  bool fill(Link& link, std::string& in) {
+    char buffer[65536];
     for (;;) {
-      pollfd fds[2] = {{fd, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-      if (::poll(fds, 2, -1) < 0) {
-        if (errno == EINTR) continue;
-        return false;
+      ssize_t n = 0;
+      if (link.ssl != nullptr) {
+        // Read first, wait after: bytes OpenSSL already holds would not make poll() wake.
+        ERR_clear_error();
+        const int result = SSL_read(link.ssl, buffer, static_cast<int>(sizeof buffer));
+        if (result <= 0) {
+          if (tls_wait(link, result)) continue;
+          return false;
+        }
+        n = result;
+      } else {
+        if (!wait_for(link.fd, POLLIN)) return false;
+        n = ::recv(link.fd, buffer, sizeof buffer, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
       }
-      if (fds[1].revents != 0) return false;
-      char buffer[65536];
-      const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
       in.append(buffer, static_cast<std::size_t>(n));
       return in.size() <= kMaxRequest;
     }
   }
 
   // One whole request out of `in` (reading more as needed); what follows it stays in `in`.
-  bool read_request(int fd, std::string& in, Received& request) {
+  bool read_request(Link& link, std::string& in, Received& request) {
     const auto stamp = [&request] {
       request.arrived = Clock::now();
       request.arrived_wall = WallClock::now();
@@ -278,7 +428,7 @@ class Receiver {
     if (started) stamp();
     std::size_t head_end = 0;
     while ((head_end = in.find("\r\n\r\n")) == std::string::npos) {
-      if (!fill(fd, in)) return false;
+      if (!fill(link, in)) return false;
       if (!started) {
         stamp();
         started = true;
@@ -303,7 +453,7 @@ class Receiver {
       if (!added) it->second += ", " + value;
     }
     if (lower(request.header("transfer-encoding")).find("chunked") != std::string::npos) {
-      return read_chunked(fd, in, request.body);
+      return read_chunked(link, in, request.body);
     }
     std::size_t length = 0;
     if (request.has("content-length")) {
@@ -312,47 +462,42 @@ class Receiver {
       if (error != std::errc{} || length > kMaxRequest) return false;
     }
     while (in.size() < length) {
-      if (!fill(fd, in)) return false;
+      if (!fill(link, in)) return false;
     }
     request.body = in.substr(0, length);
     in.erase(0, length);
     return true;
   }
 
-  bool read_line(int fd, std::string& in, std::string& line) {
+  bool read_line(Link& link, std::string& in, std::string& line) {
     std::size_t end = 0;
     while ((end = in.find("\r\n")) == std::string::npos) {
-      if (!fill(fd, in)) return false;
+      if (!fill(link, in)) return false;
     }
     line = in.substr(0, end);
     in.erase(0, end + 2);
     return true;
   }
 
-  bool read_chunked(int fd, std::string& in, std::string& body) {
+  bool read_chunked(Link& link, std::string& in, std::string& body) {
     for (;;) {
       std::string line;
-      if (!read_line(fd, in, line)) return false;
+      if (!read_line(link, in, line)) return false;
       std::size_t size = 0;
       const auto [end, error] = std::from_chars(line.data(), line.data() + line.size(), size, 16);
       if (error != std::errc{} || size > kMaxRequest) return false;
       if (size == 0) break;
       while (in.size() < size + 2) {
-        if (!fill(fd, in)) return false;
+        if (!fill(link, in)) return false;
       }
       body.append(in, 0, size);
       in.erase(0, size + 2);
     }
     for (;;) {  // trailers, up to the empty line
       std::string line;
-      if (!read_line(fd, in, line)) return false;
+      if (!read_line(link, in, line)) return false;
       if (line.empty()) return true;
     }
-  }
-
-  static std::string lower(std::string text) {
-    for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return text;
   }
 
   static std::string format(const Answer& answer) {
@@ -364,9 +509,17 @@ class Receiver {
     return out + "\r\n" + body;
   }
 
-  static bool send_all(int fd, std::string_view bytes) {
+  bool send_all(Link& link, std::string_view bytes) {
+    if (link.ssl != nullptr) {
+      for (;;) {  // without SSL_MODE_ENABLE_PARTIAL_WRITE, a write succeeds whole or not at all
+        ERR_clear_error();
+        const int result = SSL_write(link.ssl, bytes.data(), static_cast<int>(bytes.size()));
+        if (result > 0) return true;
+        if (!tls_wait(link, result)) return false;
+      }
+    }
     while (!bytes.empty()) {
-      const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      const ssize_t n = ::send(link.fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return false;
       bytes.remove_prefix(static_cast<std::size_t>(n));
@@ -375,6 +528,7 @@ class Receiver {
   }
 
   const Script script_;
+  TlsContext tls_{nullptr, &SSL_CTX_free};  // null: plain HTTP
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};
   std::uint16_t port_ = 0;
@@ -387,6 +541,9 @@ class Receiver {
   std::vector<Received> requests_;
   int in_flight_ = 0;
   int max_in_flight_ = 0;
+  std::size_t accepted_ = 0;
+  std::size_t handshakes_ = 0;
+  std::vector<std::string> failed_handshakes_;
 };
 
 // A port on 127.0.0.1 that nothing listens on (bound for a moment, then released).
@@ -553,6 +710,93 @@ std::string job_path(std::uint64_t id) {
   return "/v1/jobs/" + std::to_string(id);
 }
 
+// --- TLS: certificates made with the `openssl` command
+
+// True if a directory on PATH holds an executable file `name`.
+bool on_path(std::string_view name) {
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "";
+  while (!dirs.empty()) {
+    const std::size_t colon = dirs.find(':');
+    const std::string_view dir = dirs.substr(0, colon);
+    if (!dir.empty()) {
+      const std::string file = std::string(dir) + "/" + std::string(name);
+      struct stat info {};
+      if (::stat(file.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+          ::access(file.c_str(), X_OK) == 0) {
+        return true;
+      }
+    }
+    if (colon == std::string_view::npos) break;
+    dirs.remove_prefix(colon + 1);
+  }
+  return false;
+}
+
+// Runs `argv` (its program found on PATH) with stdout and stderr to the file `log`, waiting at
+// most `timeout` before killing it. "" if it exited 0; else how it ended and what it wrote.
+std::string run(const std::vector<std::string>& argv, const std::filesystem::path& log,
+                Millis timeout) {
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = -1;
+  const int error = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (error != 0) return argv[0] + ": " + std::strerror(error);
+  const Clock::time_point deadline = Clock::now() + timeout;
+  int status = 0;
+  std::string ended;
+  for (;;) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) return argv[0] + ": waitpid: " + std::strerror(errno);
+    if (Clock::now() >= deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      ended = "did not end within " + std::to_string(timeout.count()) + " ms";
+      break;
+    }
+    std::this_thread::sleep_for(Millis{10});
+  }
+  if (ended.empty()) {
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+    ended = WIFEXITED(status) ? "exited " + std::to_string(WEXITSTATUS(status))
+                              : "killed by signal " + std::to_string(WTERMSIG(status));
+  }
+  std::ifstream in(log);
+  return argv[0] + " " + ended + ":\n" +
+         std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// A self-signed certificate (RSA 2048, valid a day) for `common_name` and `alt_names` (an
+// openssl subjectAltName value: "IP:127.0.0.1", "DNS:localhost"), and its key, written to a new
+// directory `dir`. "" on success (for ASSERT_EQ), else what went wrong.
+std::string make_identity(const std::filesystem::path& dir, std::string_view common_name,
+                          std::string_view alt_names, TlsIdentity& identity) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return "cannot create " + dir.string() + ": " + error.message();
+  identity = {dir / "cert.pem", dir / "key.pem"};
+  return run(
+      {"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", identity.key.string(),
+       "-out", identity.certificate.string(), "-days", "1", "-subj",
+       "/CN=" + std::string(common_name), "-addext", "subjectAltName=" + std::string(alt_names)},
+      dir / "openssl.log", Millis{30000});
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& part : parts) out += (out.empty() ? "\"" : ", \"") + part + "\"";
+  return out.empty() ? "none" : out;
+}
+
 // --- the fixture: one delayqd, one HTTP client
 
 struct PutJob {
@@ -563,11 +807,15 @@ struct PutJob {
 
 class WebhookTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    server_ = std::make_unique<ServerProcess>(dir_.path() / "db");
-    ASSERT_EQ(server_->start(), "");
-    ASSERT_NE(server_->http_port(), 0);
+  void SetUp() override { ASSERT_EQ(start_server(), ""); }
+  // Starts delayqd on the data directory with `extra_args` beside the harness's, and a client
+  // for its HTTP port. "" on success (for ASSERT_EQ), else what went wrong.
+  std::string start_server(std::vector<std::string> extra_args = {}) {
+    server_ = std::make_unique<ServerProcess>(dir_.path() / "db", std::move(extra_args));
+    if (std::string error = server_->start(); !error.empty()) return error;
+    if (server_->http_port() == 0) return "delayqd printed no HTTP port";
     reconnect();
+    return "";
   }
   // A new client for the server's HTTP port (which changes with every start).
   void reconnect() {
@@ -1110,6 +1358,133 @@ TEST_F(WebhookTest, Kill9DuringDeliveriesLosesNoJob) {
       EXPECT_EQ(integer(counts, state), 0) << state << ": " << tube.body;
     }
   }
+}
+
+// --- HTTPS
+
+// A receiver with a self-signed certificate for 127.0.0.1, which delayqd trusts only when
+// --webhook-ca-file names it; so each test starts its own delayqd, with or without the flag.
+class WebhookTlsTest : public WebhookTest {
+ protected:
+  void SetUp() override {
+    if (!on_path("openssl")) {
+      GTEST_SKIP() << "no `openssl` command on PATH: the HTTPS tests need it to make a "
+                      "self-signed certificate";
+    }
+    ASSERT_EQ(make_identity(dir_.path() / "tls", "127.0.0.1", "IP:127.0.0.1", identity_), "");
+  }
+  std::vector<std::string> trust(const TlsIdentity& identity) const {
+    return {"--webhook-ca-file", identity.certificate.string()};
+  }
+  // The job as GET shows it, for failure messages.
+  std::string shown(std::uint64_t id) {
+    const auto o = job(id);
+    return o.has_value() ? json::serialize(*o) : "<gone>";
+  }
+  // An attempt that must fail at the handshake, twice: the job ends buried with no status and
+  // a TLS error, and the receiver got two connections, no handshake done and no request.
+  void expect_refused_at_handshake(std::string_view tube, const std::string& url,
+                                   const Receiver& receiver) {
+    set_webhook(tube, {{"url", url},
+                       {"max_attempts", 2},
+                       {"backoff", {{"min", "100ms"}, {"max", "1s"}, {"factor", 2}}}});
+    const PutJob put_job = put(tube, {{"body", "not for strangers"}, {"delay", 0}});
+    const json::object buried = wait_for_state(put_job.id, "buried");
+    ASSERT_EQ(text(buried, "state"), "buried")
+        << json::serialize(buried) << "\nreceiver: " << describe(receiver.requests())
+        << "failed handshakes: " << join(receiver.failed_handshakes());
+    EXPECT_EQ(integer(buried, "last_status"), 0) << json::serialize(buried);
+    const std::string error = text(buried, "last_error");
+    EXPECT_NE(lower(error).find("tls"), std::string::npos) << json::serialize(buried);
+    const json::value* counters = buried.if_contains("counters");
+    ASSERT_TRUE(counters != nullptr && counters->is_object()) << json::serialize(buried);
+    EXPECT_EQ(integer(counters->as_object(), "reserves"), 2) << json::serialize(buried);
+    // The server's side of each refused handshake ends when the client's alert comes, which
+    // may be a moment after delayqd has buried the job.
+    EXPECT_TRUE(receiver.wait_for_failed_handshakes(2, kDeliveryWait))
+        << "failed handshakes: " << join(receiver.failed_handshakes());
+    std::this_thread::sleep_for(Millis{500});  // a third attempt would come within this
+    EXPECT_EQ(receiver.connections(), 2u) << "one connection per attempt";
+    EXPECT_EQ(receiver.handshakes(), 0u) << "a handshake completed";
+    EXPECT_EQ(receiver.count(), 0u) << describe(receiver.requests());
+    note("refused " + url + ": last_error \"" + error +
+         "\"; the receiver's handshakes failed with " + join(receiver.failed_handshakes()));
+  }
+
+  TlsIdentity identity_;
+};
+
+TEST_F(WebhookTlsTest, HttpsDeliversWhenTheCaFileTrustsTheReceiver) {
+  Receiver receiver(always(200), identity_);
+  ASSERT_EQ(start_server(trust(identity_)), "");
+  set_webhook("secure", {{"url", receiver.url("/")}});
+  const std::string body = R"({"order":123,"action":"cancel"})";
+  const PutJob put_job = put("secure", {{"body", body},
+                                        {"delay", "100ms"},
+                                        {"key", "order-123"},
+                                        {"content_type", "application/json"}});
+
+  ASSERT_TRUE(receiver.wait_for_count(1, kDeliveryWait))
+      << "no request came; the job: " << shown(put_job.id)
+      << "\nfailed handshakes: " << join(receiver.failed_handshakes());
+  EXPECT_TRUE(wait_until_gone(put_job.id)) << "the job is still there after a 200";
+  std::this_thread::sleep_for(Millis{500});  // room for a second request that must not come
+  const std::vector<Received> requests = receiver.requests();
+  ASSERT_EQ(requests.size(), 1u) << describe(requests);
+  EXPECT_EQ(receiver.handshakes(), 1u);
+  EXPECT_EQ(join(receiver.failed_handshakes()), "none");
+
+  const Received& r = requests[0];
+  EXPECT_TRUE(r.tls_version == "TLSv1.3" || r.tls_version == "TLSv1.2") << r.tls_version;
+  // RFC 6066, section 3: no SNI for an IP address.
+  EXPECT_EQ(r.sni, "") << "SNI sent for an IP address";
+  note("https: " + r.tls_version + ", arrived " +
+       std::to_string(unix_us(r.arrived_wall) / 1000 - put_job.due_unix_ms) + " ms after due");
+  EXPECT_GE(unix_us(r.arrived_wall), put_job.due_unix_ms * 1000) << "before the due time";
+  EXPECT_EQ(r.method, "POST");
+  EXPECT_EQ(r.target, "/");
+  EXPECT_EQ(r.header("host"), "127.0.0.1:" + std::to_string(receiver.port()));
+  EXPECT_EQ(r.body, body);
+  EXPECT_EQ(r.header("content-type"), "application/json");
+  EXPECT_EQ(r.header("delayq-job-id"), std::to_string(put_job.id));
+  EXPECT_EQ(r.header("delayq-attempt"), "1");
+  EXPECT_EQ(r.header("delayq-tube"), "secure");
+  EXPECT_EQ(r.header("delayq-key"), "order-123");
+  EXPECT_EQ(parse_rfc3339_ms(r.header("delayq-due")), put_job.due_unix_ms)
+      << r.header("delayq-due") << " vs " << put_job.due;
+  EXPECT_FALSE(r.has("delayq-signature")) << "no secrets, yet signed";
+  EXPECT_FALSE(job(put_job.id).has_value()) << "GET " << job_path(put_job.id) << " is not 404";
+}
+
+TEST_F(WebhookTlsTest, HttpsToAnUntrustedCertificateEndsBuried) {
+  Receiver receiver(always(200), identity_);
+  ASSERT_EQ(start_server(), "");  // no --webhook-ca-file: only the system's CAs
+  expect_refused_at_handshake("untrusted", receiver.url("/"), receiver);
+}
+
+// Trusted, but issued to 127.0.0.1 alone: a URL naming "localhost", the same address, must not
+// be accepted with it.
+TEST_F(WebhookTlsTest, HttpsChecksTheHostName) {
+  Receiver receiver(always(200), identity_);
+  ASSERT_EQ(start_server(trust(identity_)), "");
+  expect_refused_at_handshake("misnamed", receiver.url("/", "localhost"), receiver);
+}
+
+TEST_F(WebhookTlsTest, HttpsToAHostNameSendsSni) {
+  TlsIdentity named;
+  ASSERT_EQ(make_identity(dir_.path() / "named", "localhost", "DNS:localhost", named), "");
+  Receiver receiver(always(200), named);
+  ASSERT_EQ(start_server(trust(named)), "");
+  set_webhook("named", {{"url", receiver.url("/hook", "localhost")}});
+  const PutJob put_job = put("named", {{"body", "by name"}, {"delay", 0}});
+  ASSERT_TRUE(receiver.wait_for_count(1, kDeliveryWait))
+      << "no request came; the job: " << shown(put_job.id)
+      << "\nfailed handshakes: " << join(receiver.failed_handshakes());
+  EXPECT_TRUE(wait_until_gone(put_job.id)) << "the job is still there after a 200";
+  const Received r = receiver.requests().front();
+  EXPECT_EQ(r.sni, "localhost");
+  EXPECT_EQ(r.header("host"), "localhost:" + std::to_string(receiver.port()));
+  EXPECT_EQ(r.body, "by name");
 }
 
 }  // namespace

@@ -60,6 +60,7 @@ class Deliverer::Lane {
   void answered(const broker::Job& job, const Response& response, Clock::time_point started);
   void failed(const broker::Job& job, int status, std::string error, std::optional<Millis> wait);
   void finished(std::string_view outcome);
+  std::shared_ptr<Keeper> keep_reserved(JobId id, std::chrono::seconds ttr);
   template <typename T>
   broker::Callback<T> guarded(std::function<void(Result<T>)> then) {
     return [alive = alive_, then = std::move(then)](Result<T> result) {
@@ -147,10 +148,47 @@ void Deliverer::Lane::send(broker::Job job) {
   }
   request.body = job.body;
   const auto started = Clock::now();
-  owner_.sender_->post(std::move(request), [this, alive = alive_, job = std::move(job),
-                                            started](const Response& response) {
+  auto keeper = keep_reserved(view.id, view.ttr);
+  owner_.sender_->post(std::move(request), [this, alive = alive_, job = std::move(job), started,
+                                            keeper = std::move(keeper)](const Response& response) {
+    (void)keeper;  // held until the answer
     if (*alive) answered(job, response, started);
   });
+}
+
+// A request may outlast the job's TTR (a TTR of 1 s, a webhook timeout of 10 s): then the job is
+// touched every half TTR while its request is under way, or it would be ready again and sent a
+// second time meanwhile. The loop ends when the Keeper goes, with the request's answer.
+class Deliverer::Keeper : public std::enable_shared_from_this<Keeper> {
+ public:
+  Keeper(asio::io_context& io, broker::Session& session, JobId id, Clock::duration every,
+         std::shared_ptr<bool> alive)
+      : timer_(io), session_(session), id_(id), every_(every), alive_(std::move(alive)) {}
+  void arm() {
+    timer_.expires_after(every_);
+    timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& error) {
+      const auto self = weak.lock();
+      if (error || !self || !*self->alive_) return;  // answered, or the lane is gone
+      self->session_.touch(self->id_, [](const Result<JobView>&) {});
+      self->arm();
+    });
+  }
+
+ private:
+  asio::steady_timer timer_;
+  broker::Session& session_;
+  JobId id_;
+  Clock::duration every_;
+  std::shared_ptr<bool> alive_;
+};
+
+std::shared_ptr<Deliverer::Keeper> Deliverer::Lane::keep_reserved(JobId id,
+                                                                  std::chrono::seconds ttr) {
+  if (ttr > webhook_.timeout + std::chrono::seconds(1)) return nullptr;
+  const auto every = std::max<Clock::duration>(ttr / 2, std::chrono::milliseconds(250));
+  auto keeper = std::make_shared<Keeper>(owner_.io_, *session_, id, every, alive_);
+  keeper->arm();
+  return keeper;
 }
 
 void Deliverer::Lane::answered(const broker::Job& job, const Response& response,

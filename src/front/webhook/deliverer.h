@@ -39,6 +39,7 @@ class Deliverer {
 
  private:
   class Lane;
+  class Keeper;
   Deliverer(boost::asio::io_context& io, broker::Broker& broker, std::unique_ptr<Sender> sender);
   void refresh();
 
