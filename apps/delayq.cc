@@ -45,6 +45,18 @@ struct Options {
   // reserve
   std::vector<std::string> tubes;
   std::string timeout;
+  // put, webhook set
+  std::string url;
+  std::string content_type;
+  // webhook set (unset: the server's default)
+  std::vector<std::string> headers;  // "Name: value"
+  std::optional<std::uint32_t> max_attempts;
+  std::string backoff_min;
+  std::string backoff_max;
+  std::optional<double> backoff_factor;
+  std::optional<double> rate;
+  std::optional<std::uint32_t> concurrency;
+  std::vector<std::string> secrets;
 };
 
 // Percent-encodes one path segment.
@@ -181,6 +193,8 @@ class Cli {
     if (!o_.key.empty()) body["key"] = o_.key;
     if (!o_.group.empty()) body["group"] = o_.group;
     if (o_.replace) body["replace"] = true;
+    if (!o_.url.empty()) body["url"] = o_.url;
+    if (!o_.content_type.empty()) body["content_type"] = o_.content_type;
     return show("POST", "/v1/tubes/" + segment(o_.tube) + "/jobs", &body, true);
   }
   int get() {
@@ -261,6 +275,41 @@ class Cli {
     }
     return 0;
   }
+  std::string webhook_target() const { return "/v1/tubes/" + segment(o_.tube) + "/webhook"; }
+  int webhook_set() {
+    json::object body;
+    body["url"] = o_.url;
+    json::object headers;
+    for (const std::string& header : o_.headers) {
+      const auto colon = header.find(':');
+      if (colon == std::string::npos || colon == 0) {
+        std::fprintf(stderr, "delayq: --header wants 'Name: value', not '%s'\n", header.c_str());
+        return kExitUsage;
+      }
+      const auto value = header.find_first_not_of(' ', colon + 1);
+      headers[header.substr(0, colon)] =
+          value == std::string::npos ? std::string() : header.substr(value);
+    }
+    if (!headers.empty()) body["headers"] = std::move(headers);
+    if (!o_.timeout.empty()) body["timeout"] = o_.timeout;
+    if (o_.max_attempts) body["max_attempts"] = *o_.max_attempts;
+    json::object backoff;
+    if (!o_.backoff_min.empty()) backoff["min"] = o_.backoff_min;
+    if (!o_.backoff_max.empty()) backoff["max"] = o_.backoff_max;
+    if (o_.backoff_factor) backoff["factor"] = *o_.backoff_factor;
+    if (!backoff.empty()) body["backoff"] = std::move(backoff);
+    if (o_.rate) body["rate"] = *o_.rate;
+    if (o_.concurrency) body["concurrency"] = *o_.concurrency;
+    if (!o_.secrets.empty()) {
+      json::array secrets;
+      for (const std::string& secret : o_.secrets) secrets.emplace_back(secret);
+      body["secrets"] = std::move(secrets);
+    }
+    return show("PUT", webhook_target(), &body, false);
+  }
+  int webhook_get() { return show("GET", webhook_target(), nullptr, false); }
+  int webhook_rm() { return show("DELETE", webhook_target(), nullptr, false); }
+
   int group_rm() {
     return show("DELETE", "/v1/tubes/" + segment(o_.tube) + "/groups/" + segment(o_.group), nullptr,
                 false);
@@ -295,6 +344,9 @@ int main(int argc, char** argv) {
   put->add_option("-k,--key", o.key, "business key, unique in the tube (idempotent put)");
   put->add_flag("--replace", o.replace, "with --key: replace the job holding the key");
   put->add_option("-g,--group", o.group, "group, to list or cancel jobs together");
+  put->add_option("--url", o.url, "push delivery: POST the job here, not to its tube's webhook");
+  put->add_option("--content-type", o.content_type,
+                  "push delivery: the body's Content-Type (default application/octet-stream)");
 
   auto add_job_ref = [&o](CLI::App* command) {
     command->add_option("id", o.id, "job id");
@@ -327,6 +379,26 @@ int main(int argc, char** argv) {
     command->add_option("-t,--tube", o.tube, "tube")->capture_default_str();
   }
 
+  auto* webhook = app.add_subcommand("webhook", "a tube's push delivery (docs/webhooks.md)");
+  webhook->require_subcommand(1);
+  auto* webhook_set = webhook->add_subcommand("set", "POST the tube's due jobs to a URL");
+  webhook_set->add_option("tube", o.tube, "tube")->required();
+  webhook_set->add_option("url", o.url, "http:// or https:// URL")->required();
+  webhook_set->add_option("-H,--header", o.headers, "'Name: value' sent with every request");
+  webhook_set->add_option("--timeout", o.timeout, "per attempt (default 10s)");
+  webhook_set->add_option("--max-attempts", o.max_attempts, "then the job is buried (default 20)");
+  webhook_set->add_option("--backoff-min", o.backoff_min, "first retry wait (default 1s)");
+  webhook_set->add_option("--backoff-max", o.backoff_max, "longest retry wait (default 1h)");
+  webhook_set->add_option("--backoff-factor", o.backoff_factor, "growth per attempt (default 2)");
+  webhook_set->add_option("--rate", o.rate, "requests started per second (default: no limit)");
+  webhook_set->add_option("--concurrency", o.concurrency, "requests in flight (default 8)");
+  webhook_set->add_option("--secret", o.secrets, "signing key; give two while rotating");
+  auto* webhook_get = webhook->add_subcommand("get", "show a tube's webhook");
+  auto* webhook_rm = webhook->add_subcommand("rm", "remove a tube's webhook");
+  for (CLI::App* command : {webhook_get, webhook_rm}) {
+    command->add_option("tube", o.tube, "tube")->required();
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -344,5 +416,8 @@ int main(int argc, char** argv) {
   if (stats->parsed()) return cli.stats();
   if (group_ls->parsed()) return cli.group_ls();
   if (group_rm->parsed()) return cli.group_rm();
+  if (webhook_set->parsed()) return cli.webhook_set();
+  if (webhook_get->parsed()) return cli.webhook_get();
+  if (webhook_rm->parsed()) return cli.webhook_rm();
   return kExitUsage;
 }

@@ -90,6 +90,34 @@ TEST_F(CliTest, PutGetRescheduleReserveRm) {
   EXPECT_EQ(json_of(stats).at("total_jobs").to_number<std::uint64_t>(), 1u);
 }
 
+TEST_F(CliTest, WebhookSetGetRm) {
+  Outcome set = delayq(
+      "--json webhook set calls http://127.0.0.1:9/in --header 'Authorization: Bearer t' "
+      "--timeout 2s --max-attempts 5 --backoff-min 100ms --rate 50 --secret k1 --secret k2");
+  ASSERT_EQ(set.status, 0) << set.out;
+  const json::object hook = json_of(set);
+  EXPECT_EQ(hook.at("url").as_string(), "http://127.0.0.1:9/in");
+  EXPECT_EQ(hook.at("headers").as_object().at("Authorization").as_string(), "Bearer t");
+  EXPECT_EQ(hook.at("timeout").as_string(), "2s");
+  EXPECT_EQ(hook.at("max_attempts").as_int64(), 5);
+  EXPECT_EQ(hook.at("backoff").as_object().at("min").as_string(), "100ms");
+  EXPECT_EQ(hook.at("rate").to_number<double>(), 50.0);
+  EXPECT_EQ(hook.at("secrets").as_int64(), 2);
+  Outcome got = delayq("webhook get calls");
+  EXPECT_EQ(got.status, 0) << got.out;
+  EXPECT_NE(got.out.find("url: http://127.0.0.1:9/in"), std::string::npos) << got.out;
+  Outcome put = delayq("--json put --tube calls --in 1h --url http://127.0.0.1:9/own x");
+  ASSERT_EQ(put.status, 0) << put.out;
+  Outcome rm = delayq("webhook rm calls");
+  EXPECT_EQ(rm.status, 0) << rm.out;
+  Outcome gone = delayq("webhook get calls");
+  EXPECT_EQ(gone.status, 1);
+  EXPECT_NE(gone.out.find("not_found"), std::string::npos) << gone.out;
+  Outcome bad = delayq("webhook set calls ftp://nowhere");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.out.find("bad_request"), std::string::npos) << bad.out;
+}
+
 TEST_F(CliTest, BodyFromStdinAndGroupRm) {
   Outcome put = delayq("--json put --in 1h --group g -", "from stdin");
   ASSERT_EQ(put.status, 0) << put.out;
