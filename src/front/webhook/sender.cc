@@ -4,7 +4,6 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -128,13 +127,17 @@ void Sender::post(Request request, std::function<void(Response)> done) {
             }
             if (request.url.tls) {
               connection->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io_, tls_);
-              if (!ip_literal(request.url.host)) {
-                // SNI. SSL_set_tlsext_host_name, without the macro's C cast.
-                SSL_ctrl(connection->tls->native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME,
-                         TLSEXT_NAMETYPE_host_name, request.url.host.data());
+              // The peer's name or address is checked by OpenSSL itself, so that a mismatch is
+              // reported as one (X509_V_ERR_HOSTNAME_MISMATCH) rather than as a bare failure.
+              SSL* ssl = connection->tls->native_handle();
+              if (ip_literal(request.url.host)) {
+                X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), request.url.host.c_str());
+              } else {
+                // SNI (SSL_set_tlsext_host_name, without the macro's C cast), then the name.
+                SSL_ctrl(ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+                         request.url.host.data());
+                SSL_set1_host(ssl, request.url.host.c_str());
               }
-              connection->tls->set_verify_callback(
-                  asio::ssl::host_name_verification(request.url.host));
             } else {
               connection->plain = std::make_unique<beast::tcp_stream>(io_);
             }
@@ -147,7 +150,12 @@ void Sender::post(Request request, std::function<void(Response)> done) {
                                                         asio::redirect_error(kAwait, code));
               if (!*alive) co_return;
               if (code) {
-                done(Response{0, {}, "tls: " + code.message()});
+                std::string why = "tls: " + code.message();
+                const long verified = SSL_get_verify_result(connection->tls->native_handle());
+                if (verified != X509_V_OK) {
+                  why += std::string(" (") + X509_verify_cert_error_string(verified) + ")";
+                }
+                done(Response{0, {}, std::move(why)});
                 co_return;
               }
             }
