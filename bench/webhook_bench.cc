@@ -7,7 +7,8 @@
 //   throughput  --count jobs due at once (the same millisecond, a moment after they are all
 //               put): deliveries per second from the first request to the last;
 //   rate        as throughput, with the webhook's rate set to --limit: how long the burst takes.
-// --pid P adds delayqd's CPU time (user + system, /proc) per delivery.
+// --pid P adds delayqd's CPU time (user + system, /proc) per delivery: with its put in late
+// mode, alone in the others.
 // Usage: webhook_bench --port BEANSTALK_PORT --http HTTP_PORT [--mode late|throughput|rate]
 //          [--rate 1000] [--delay 1000] [--seconds 5] [--count 20000] [--limit 1000]
 //          [--concurrency 64] [--bytes 100] [--pid P]
@@ -289,7 +290,9 @@ int main(int argc, char** argv) {
   Producer producer(o.port);
   producer.send("use " + tube + "\r\n");
   producer.expect(1);
-  const double cpu_before = cpu_seconds(o.pid);
+  // late: the server's CPU for each job's put and its delivery; throughput and rate: for the
+  // delivery alone (measured from the last put on).
+  double cpu_before = cpu_seconds(o.pid);
   std::size_t total = 0;
   if (o.mode == "late") {
     const auto period = std::chrono::duration<double>(1.0 / o.rate);
@@ -314,6 +317,7 @@ int main(int argc, char** argv) {
       producer.expect(n);
     }
     if (unix_us() / 1000 >= due_ms) std::fprintf(stderr, "warning: puts ran past the due time\n");
+    cpu_before = cpu_seconds(o.pid);
   }
   const auto limit =
       std::chrono::seconds(static_cast<long>(o.seconds) + o.delay_ms / 1000 + o.count / 100 + 30);

@@ -113,7 +113,10 @@ void Deliverer::Lane::reserved(Result<broker::Job> job) {
   if (webhook_.rate > 0) {
     const auto interval = std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double>(1.0 / webhook_.rate));
-    next_start_ = std::max(next_start_, Clock::now()) + interval;
+    // Each start is due one interval after the one before, not after the moment it happened:
+    // the timer's and the reserve's own delays would otherwise add up and lower the rate. After
+    // an idle spell the schedule restarts from now, so no burst builds up.
+    next_start_ = std::max(next_start_, Clock::now() - interval) + interval;
   }
   ++in_flight_;
   ++owner_.broker_.metrics().deliveries_in_flight;
