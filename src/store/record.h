@@ -16,9 +16,13 @@
 
 namespace delayq::store {
 
-// Version written into every record and into the store's format marker. A reader refuses any
-// other version with Code::kUnsupported rather than guess.
+// Version written into every record, attachment and webhook value. A reader refuses any other
+// version with Code::kUnsupported rather than guess.
 inline constexpr std::uint8_t kFormatVersion = 1;
+// The store's format marker ("m:format"). 2 added attachments, webhooks and the record's flags
+// byte; a store of version 1 means the same under 2, and is marked 2 when opened (so that an
+// older build refuses it instead of misreading it). Anything newer is refused.
+inline constexpr std::uint64_t kStoreVersion = 2;
 
 struct JobRecord {
   JobId id = 0;

@@ -133,15 +133,22 @@ Status RocksStore::load_meta() {
     if (!it->status().ok()) return from_rocks(it->status(), "reading the store");
     rocksdb::WriteOptions sync;
     sync.sync = true;
-    return from_rocks(db_->Put(sync, std::string(kFormatKey), encode_u64(kFormatVersion)),
+    return from_rocks(db_->Put(sync, std::string(kFormatKey), encode_u64(kStoreVersion)),
                       "writing the format marker");
   }
   if (!s.ok()) return from_rocks(s, "reading the format marker");
   const auto version = decode_u64(value);
   if (!version) return {Code::kCorruption, "unreadable format marker"};
-  if (*version != kFormatVersion) {
+  if (*version == 0 || *version > kStoreVersion) {
     return {Code::kUnsupported, "store has format version " + std::to_string(*version) +
-                                    ", this build reads version " + std::to_string(kFormatVersion)};
+                                    ", this build reads versions 1 to " +
+                                    std::to_string(kStoreVersion)};
+  }
+  if (*version < kStoreVersion) {  // the upgrade: every older store reads as this version
+    rocksdb::WriteOptions sync;
+    sync.sync = true;
+    s = db_->Put(sync, std::string(kFormatKey), encode_u64(kStoreVersion));
+    if (!s.ok()) return from_rocks(s, "upgrading the format marker");
   }
   s = db_->Get(rocksdb::ReadOptions(), std::string(kNextIdKey), &value);
   if (s.IsNotFound()) return Status::ok();

@@ -5,6 +5,7 @@
 #include "store/rocks_store.h"
 
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -268,6 +269,44 @@ TEST(RocksStoreTest, AttachmentsAndWebhooksSurviveReopenAndGoWhenErased) {
   auto records = scan_all(*store);
   ASSERT_TRUE(records.is_ok()) << records.status().to_string();
   EXPECT_EQ(ids_of(records.value()), (std::vector<JobId>{1}));
+}
+
+// Rewrites the store's format marker behind its back, as another build would have left it.
+void set_marker(const std::string& dir, std::uint64_t version) {
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {{rocksdb::kDefaultColumnFamilyName, {}},
+                                                           {std::string(kBodiesFamily), {}}};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open({}, dir, families, &handles, &raw).ok());
+  std::string bytes(8, '\0');
+  for (std::size_t i = 0; i < 8; ++i) bytes[i] = static_cast<char>((version >> (8 * i)) & 0xFFU);
+  EXPECT_TRUE(raw->Put({}, std::string(kFormatKey), bytes).ok());
+  for (auto* handle : handles) (void)raw->DestroyColumnFamilyHandle(handle);
+  delete raw;
+}
+
+TEST(RocksStoreTest, AVersionOneStoreIsUpgradedAndANewerOneRefused) {
+  TempDir tmp;
+  const std::string dir = tmp.sub("db");
+  {
+    auto store = must_open(dir);
+    ASSERT_NE(store, nullptr);
+    const WriteSet jobs = put_jobs(1, 2, 10);
+    ASSERT_TRUE(write(*store, {&jobs}, /*sync=*/true).is_ok());
+  }
+  set_marker(dir, 1);  // what every build before attachments and webhooks wrote
+  {
+    auto store = must_open(dir);
+    ASSERT_NE(store, nullptr);
+    auto records = scan_all(*store);
+    ASSERT_TRUE(records.is_ok()) << records.status().to_string();
+    EXPECT_EQ(ids_of(records.value()), (std::vector<JobId>{1, 2}));
+  }
+  set_marker(dir, kStoreVersion + 1);
+  auto newer = RocksStore::open(dir, {});
+  EXPECT_EQ(newer.status().code(), Code::kUnsupported) << newer.status().to_string();
+  set_marker(dir, kStoreVersion);
+  EXPECT_TRUE(RocksStore::open(dir, {}).is_ok());
 }
 
 TEST(RocksStoreTest, ScanIsInNumericIdOrder) {

@@ -66,7 +66,9 @@ void Conversation::putx(const Command& command) {
   request.key = command.key;
   request.group = command.group;
   request.replace = command.replace;
-  if (!command.url.empty() && !webhook::parse_url(command.url).is_ok()) {
+  if ((!command.url.empty() && !webhook::parse_url(command.url).is_ok()) ||
+      (!command.content_type.empty() &&
+       !webhook::check_header_value("type", command.content_type).is_ok())) {
     return reply("BAD_FORMAT\r\n");
   }
   request.url = command.url;

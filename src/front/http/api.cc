@@ -36,17 +36,6 @@ Response json_response(unsigned status, std::string body) {
   return response;
 }
 
-// A header value we send: printable ASCII (tabs and spaces inside), at most 1024 bytes.
-Status check_header_value(std::string_view field, std::string_view value) {
-  const bool printable = std::all_of(value.begin(), value.end(),
-                                     [](char c) { return (c >= 0x20 && c < 0x7F) || c == '\t'; });
-  if (value.empty() || value.size() > 1024 || !printable) {
-    return {Code::kInvalidArgument,
-            std::string(field) + ": 1 to 1024 bytes of printable ASCII, no line breaks"};
-  }
-  return Status::ok();
-}
-
 // A header name a webhook may set: an HTTP token, not one delayq writes itself.
 Status check_header_name(std::string_view name) {
   const bool token =
@@ -69,6 +58,12 @@ Status check_header_name(std::string_view name) {
     return {Code::kInvalidArgument, "headers: Delayq-* headers are delayq's own"};
   }
   return Status::ok();
+}
+
+// A field that is there and not null (null counts as absent, as everywhere in the API).
+const json::value* present(const Body& body, std::string_view name) {
+  const json::value* value = body.find(name);
+  return value == nullptr || value->is_null() ? nullptr : value;
 }
 
 // A duration field within [low, high], or its default.
@@ -96,16 +91,19 @@ Result<Webhook> read_webhook(Body& body, std::string_view text) {
   auto url = body.string("url");
   if (!url.is_ok()) return url.status();
   if (!url.value()) return Status(Code::kInvalidArgument, "url: where to POST the tube's jobs");
-  if (auto parsed = webhook::parse_url(*url.value()); !parsed.is_ok()) return parsed.status();
+  if (auto parsed = webhook::parse_url(*url.value()); !parsed.is_ok()) {
+    return Status(Code::kInvalidArgument, "url: " + parsed.status().message());
+  }
   hook.url = std::move(*url.value());
-  if (const json::value* headers = body.find("headers")) {
+  if (const json::value* headers = present(body, "headers")) {
     if (!headers->is_object() || headers->as_object().size() > 32) {
       return Status(Code::kInvalidArgument, "headers: an object of at most 32 name: value");
     }
     for (const auto& [name, value] : headers->as_object()) {
       if (Status s = check_header_name(name); !s.is_ok()) return s;
       if (!value.is_string()) return Status(Code::kInvalidArgument, "headers: values are text");
-      if (Status s = check_header_value("headers", value.as_string()); !s.is_ok()) return s;
+      if (Status s = webhook::check_header_value("headers", value.as_string()); !s.is_ok())
+        return s;
       hook.headers.emplace_back(name, value.as_string());
     }
   }
@@ -121,15 +119,15 @@ Result<Webhook> read_webhook(Body& body, std::string_view text) {
   if (!concurrency.is_ok()) return concurrency.status();
   hook.concurrency = static_cast<std::uint32_t>(concurrency.value().value_or(hook.concurrency));
   if (hook.concurrency == 0) return Status(Code::kInvalidArgument, "concurrency: 1 to 1000");
-  if (const json::value* rate = body.find("rate")) {
-    if (!rate->is_number() || rate->to_number<double>() < 0 ||
-        rate->to_number<double>() > 100'000) {
+  if (const json::value* rate = present(body, "rate")) {
+    const double per_second = rate->is_number() ? rate->to_number<double>() : -1;
+    if (!(per_second == 0 || (per_second >= 0.01 && per_second <= 100'000))) {
       return Status(Code::kInvalidArgument,
-                    "rate: requests started per second, 0 (no limit) to 100000");
+                    "rate: requests started per second, 0.01 to 100000, or 0 for no limit");
     }
     hook.rate = rate->to_number<double>();
   }
-  if (const json::value* backoff = body.find("backoff")) {
+  if (const json::value* backoff = present(body, "backoff")) {
     Body inner;
     if (!backoff->is_object()) {
       return Status(Code::kInvalidArgument, "backoff: {\"min\", \"max\", \"factor\"}");
@@ -144,7 +142,7 @@ Result<Webhook> read_webhook(Body& body, std::string_view text) {
     if (!max.is_ok()) return Status(Code::kInvalidArgument, "backoff." + max.status().message());
     hook.backoff.min = min.value();
     hook.backoff.max = max.value();
-    if (const json::value* factor = inner.find("factor")) {
+    if (const json::value* factor = present(inner, "factor")) {
       if (!factor->is_number() || factor->to_number<double>() < 1 ||
           factor->to_number<double>() > 10) {
         return Status(Code::kInvalidArgument, "backoff.factor: 1 to 10");
@@ -157,10 +155,10 @@ Result<Webhook> read_webhook(Body& body, std::string_view text) {
   if (secrets.value()) {
     hook.secrets = std::move(*secrets.value());
     const bool sized = std::all_of(hook.secrets.begin(), hook.secrets.end(),
-                                   [](const std::string& k) { return k.size() <= 256; });
+                                   [](const auto& k) { return !k.empty() && k.size() <= 256; });
     if (hook.secrets.size() > 2 || !sized) {
       return Status(Code::kInvalidArgument,
-                    "secrets: one or two (while rotating), each at most 256 bytes");
+                    "secrets: one or two (while rotating), each 1 to 256 bytes");
     }
   }
   return hook;
@@ -402,7 +400,7 @@ void Api::put_job(Call& call) {
     put.url = std::move(*url.value());
   }
   if (content_type.value()) {
-    if (Status s = check_header_value("content_type", *content_type.value()); !s.is_ok()) {
+    if (Status s = webhook::check_header_value("content_type", *content_type.value()); !s.is_ok()) {
       return call.reply(s);
     }
     put.content_type = std::move(*content_type.value());

@@ -116,7 +116,8 @@ void Deliverer::Lane::reserved(Result<broker::Job> job) {
     // Each start is due one interval after the one before, not after the moment it happened:
     // the timer's and the reserve's own delays would otherwise add up and lower the rate. After
     // an idle spell the schedule restarts from now, so no burst builds up.
-    next_start_ = std::max(next_start_, Clock::now() - interval) + interval;
+    const auto now = Clock::now();
+    next_start_ = (now - next_start_ > interval ? now : next_start_) + interval;
   }
   ++in_flight_;
   ++owner_.broker_.metrics().deliveries_in_flight;
@@ -144,7 +145,7 @@ void Deliverer::Lane::send(broker::Job job) {
   request.headers.emplace_back("Delayq-Job-Id", std::to_string(view.id));
   request.headers.emplace_back("Delayq-Attempt", std::to_string(view.counters.reserves));
   request.headers.emplace_back("Delayq-Tube", view.tube);
-  if (!view.key.empty()) request.headers.emplace_back("Delayq-Key", view.key);
+  if (!view.key.empty()) request.headers.emplace_back("Delayq-Key", header_key(view.key));
   request.headers.emplace_back("Delayq-Due", rfc3339_ms(view.due_unix_ms));
   if (!webhook_.secrets.empty()) {
     request.headers.emplace_back("Delayq-Signature", signature(webhook_.secrets, now_ms, job.body));

@@ -68,6 +68,33 @@ Result<Url> parse_url(std::string_view text) {
   return url;
 }
 
+Status check_header_value(std::string_view field, std::string_view value) {
+  const bool printable = std::all_of(value.begin(), value.end(),
+                                     [](char c) { return (c >= 0x20 && c < 0x7F) || c == '\t'; });
+  if (value.empty() || value.size() > 1024 || !printable) {
+    return {Code::kInvalidArgument,
+            std::string(field) + ": 1 to 1024 bytes of printable ASCII, no line breaks"};
+  }
+  return Status::ok();
+}
+
+std::string header_key(std::string_view key) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(key.size());
+  for (const char c : key) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u > 0x20 && u < 0x7F && c != '%') {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
+
 Millis backoff_delay(const Backoff& backoff, std::uint32_t attempt, std::mt19937_64& random) {
   const double exponent = std::max<std::uint32_t>(attempt, 1) - 1;
   const double full = std::min(

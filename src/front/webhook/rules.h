@@ -33,6 +33,14 @@ struct Url {
 // bytes, or one with user info, a fragment or characters outside printable ASCII.
 [[nodiscard]] Result<Url> parse_url(std::string_view url);
 
+// A header value delayq sends as given (a job's Content-Type, a webhook's headers): 1 to 1024
+// bytes of printable ASCII (spaces and tabs inside). kInvalidArgument naming `field` otherwise.
+[[nodiscard]] Status check_header_value(std::string_view field, std::string_view value);
+
+// A key as the Delayq-Key header carries it: bytes outside printable ASCII, and '%', as %XX
+// (a key may hold any UTF-8, a header value may not).
+[[nodiscard]] std::string header_key(std::string_view key);
+
 // The wait before attempt `attempt` + 1 after attempt `attempt` (>= 1) failed: drawn in
 // [half, all] of min * factor^(attempt-1), capped at max.
 [[nodiscard]] Millis backoff_delay(const Backoff& backoff, std::uint32_t attempt,

@@ -46,11 +46,14 @@ asio::awaitable<Exchange> exchange(Stream& stream, beast::flat_buffer& buffer,
     parser.header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(limit, 16 * 1024)));
     parser.body_limit(limit);
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(kAwait, error));
-    if (!error) {
+    // An answer whose body is over the bound still answers: its status counts (a 2xx is a
+    // delivery), and the connection, with the rest of the body in it, is not reused.
+    const bool too_long = error == http::error::body_limit && parser.is_header_done();
+    if (!error || too_long) {
       const auto& answer = parser.get();
       out.response.status = static_cast<int>(answer.result_int());
       out.response.retry_after = std::string(answer[http::field::retry_after]);
-      out.keep_alive = answer.keep_alive();
+      out.keep_alive = !too_long && answer.keep_alive();
       co_return out;
     }
   }
@@ -96,9 +99,11 @@ void Sender::post(Request request, std::function<void(Response)> done) {
        done = std::move(done)]() mutable -> asio::awaitable<void> {
         const auto deadline = Clock::now() + request.timeout;
         http::request<http::string_body> message{http::verb::post, request.url.target, 11};
+        const bool v6 = request.url.host.find(':') != std::string::npos;
+        const std::string host = v6 ? "[" + request.url.host + "]" : request.url.host;
         message.set(http::field::host, request.url.port == (request.url.tls ? "443" : "80")
-                                           ? request.url.host
-                                           : request.url.host + ":" + request.url.port);
+                                           ? host
+                                           : host + ":" + request.url.port);
         message.set(http::field::user_agent, "delayq-webhook");
         for (const auto& [name, value] : request.headers) message.set(name, value);
         message.body() = std::move(request.body);

@@ -24,7 +24,8 @@ namespace delayq::webhook {
 struct SenderOptions {
   // A PEM file of CAs trusted beside the system's (a private CA). Default: none.
   std::string ca_file;
-  // Answers larger than this (headers and body) fail the attempt. Default: 64 KiB.
+  // The most of an answer's body read (its headers may take 16 KiB more): a longer body is not
+  // read to its end, its status still counts, and its connection is closed. Default: 64 KiB.
   std::size_t max_response_bytes = 64 * 1024;
   // Idle keep-alive connections kept per origin; more are closed. Default: 64.
   std::size_t max_idle_per_origin = 64;
