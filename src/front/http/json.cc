@@ -1,5 +1,7 @@
 #include "front/http/json.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "front/http/text.h"
@@ -80,6 +82,14 @@ void append_job(std::string& out, const JobView& job, const std::string* body,
   out += '}';
 }
 
+// A whole number as an integer (2, not Boost.JSON's 2E0), anything else as a double.
+json::value number(double value) {
+  if (value == std::floor(value) && std::fabs(value) < 1e15) {
+    return static_cast<std::int64_t>(value);
+  }
+  return value;
+}
+
 json::object webhook_json(const Webhook& webhook) {
   json::object o;
   o["url"] = webhook.url;
@@ -90,8 +100,8 @@ json::object webhook_json(const Webhook& webhook) {
   o["max_attempts"] = webhook.max_attempts;
   o["backoff"] = json::object{{"min", format_duration(webhook.backoff.min)},
                               {"max", format_duration(webhook.backoff.max)},
-                              {"factor", webhook.backoff.factor}};
-  o["rate"] = webhook.rate;
+                              {"factor", number(webhook.backoff.factor)}};
+  o["rate"] = number(webhook.rate);
   o["concurrency"] = webhook.concurrency;
   // The secrets are not shown back: how many there are is enough to check a rotation.
   o["secrets"] = webhook.secrets.size();
