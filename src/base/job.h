@@ -71,6 +71,7 @@ struct TubeStats {
   std::uint64_t deletes = 0, pauses = 0;
   std::chrono::seconds pause{0};
   std::chrono::milliseconds pause_left{0};
+  std::uint32_t max_attempts = 0;  // delayq's extension: 0, none
 };
 
 // The jobs and tubes of a whole server. Connections, producers, workers and command counters

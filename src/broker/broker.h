@@ -188,6 +188,11 @@ class Session {
   // tube does not exist.
   virtual void pause_tube(std::string tube, Seconds pause, Callback<TubeStats> done) = 0;
   virtual void stats_tube(std::string tube, Callback<TubeStats> done) = 0;
+  // max_attempts (pull workers; 0 ends it): a reservation that ends without a delete or a bury
+  // (released, TTR lapsed, worker gone) buries the job when it was its max_attempts-th. The tube
+  // need not exist; stats_tube shows it. Completes with the number set.
+  virtual void set_max_attempts(std::string tube, std::uint32_t max_attempts,
+                                Callback<std::uint32_t> done) = 0;
   // Every tube that exists (has jobs, users or watchers, or is "default"), by name.
   virtual void list_tubes(Callback<std::vector<TubeStats>> done) = 0;
   virtual void stats(Callback<ServerStats> done) = 0;

@@ -344,6 +344,35 @@ Status Engine::check_name(std::string_view what, std::string_view name) const {
   return Status::ok();
 }
 
+Status Engine::set_max_attempts(std::string_view name, std::uint32_t max_attempts) {
+  if (Status s = check_tube_name(name); !s.is_ok()) return s;
+  restore_max_attempts(name, max_attempts);
+  mutations_.put_max_attempts(name, max_attempts);
+  return Status::ok();
+}
+
+void Engine::restore_max_attempts(std::string_view name, std::uint32_t max_attempts) {
+  if (max_attempts == 0) {
+    if (const auto it = max_attempts_.find(name); it != max_attempts_.end()) {
+      max_attempts_.erase(it);
+    }
+  } else {
+    max_attempts_[std::string(name)] = max_attempts;
+  }
+}
+
+bool Engine::bury_if_attempts_used(Slot slot) {
+  if (max_attempts_.empty()) return false;  // the common case: one branch, no lookup
+  const auto it = max_attempts_.find(tube(job(slot).tube).name);
+  if (it == max_attempts_.end()) return false;
+  Extra& more = extra(slot);
+  if (more.counters.reserves < it->second) return false;
+  more.counters.buries++;
+  enter_buried(slot);
+  persist(slot);
+  return true;
+}
+
 Status Engine::check_tube_name(std::string_view name) const {
   if (Status s = check_name("tube name", name); !s.is_ok()) return s;
   if (name.empty() || name.front() == '-' ||
@@ -445,7 +474,7 @@ void Engine::disconnect(ClientId id) {
   while (!c.reserved.empty()) {
     const Slot slot = c.reserved.back();
     leave(slot);
-    enter_ready(slot);
+    if (!bury_if_attempts_used(slot)) enter_ready(slot);
   }
   if (!c.internal) tube(c.used).using_clients--;
   maybe_drop_tube(c.used);
@@ -674,6 +703,7 @@ Status Engine::release(ClientId client_id, JobId id, std::uint32_t priority, Mil
   j.priority = priority;
   Extra& more = extra(slot);
   more.counters.releases++;
+  if (bury_if_attempts_used(slot)) return Status::ok();  // its last attempt: the dead letter
   more.delay_ms = std::max<std::int64_t>(0, delay.count());
   const std::int64_t now_ms = now();
   if (delay.count() > 0) {
@@ -989,6 +1019,7 @@ void Engine::on_timer(Slot slot) {
     reservations_.erase(it);
     extra(slot).counters.timeouts++;
     ++job_timeouts_;
+    if (bury_if_attempts_used(slot)) return;
   } else if (on_fire_) {
     on_fire_(j.due_unix_ms);
   }
@@ -1058,6 +1089,9 @@ Result<TubeStats> Engine::stats_tube(std::string_view name) const {
   s.pause = t->pause;
   if (paused(*t)) s.pause_left = Millis{t->pause_until_unix_ms - now()};
   if (!paused(*t)) s.pause = Seconds{0};
+  if (const auto it = max_attempts_.find(name); it != max_attempts_.end()) {
+    s.max_attempts = it->second;
+  }
   return s;
 }
 

@@ -162,6 +162,11 @@ class Engine {
   Status reschedule(JobId id, std::int64_t due_unix_ms, std::optional<Millis> delay = {});
   // A new priority for a job in any state (a ready job moves in its tube's order).
   Status set_priority(JobId id, std::uint32_t priority);
+  // A tube's max_attempts (0: none, the default): a reservation of one of its jobs that ends
+  // without a delete or a bury (released, TTR lapsed, worker gone) buries the job instead when
+  // it was the job's max_attempts-th. Kept whether the tube exists or not; persisted.
+  Status set_max_attempts(std::string_view tube, std::uint32_t max_attempts);
+  void restore_max_attempts(std::string_view tube, std::uint32_t max_attempts);
   // ok, or kInvalidArgument: what tube names allow (beanstalkd's characters and length).
   [[nodiscard]] Status check_tube_name(std::string_view name) const;
   // Keeps `delivery` with the job in place of what it had (kNotFound if there is no such job).
@@ -328,6 +333,9 @@ class Engine {
   // nothing holds it any more
   void destroy(Slot slot, bool drop_tube = true);
   Status check_reserved_by(ClientId client, JobId id, Slot* slot) const;
+  // A reservation of the job ended without a delete or bury: whether its tube's max_attempts
+  // says it is buried now (it then is: buries counted, persisted).
+  bool bury_if_attempts_used(Slot slot);
 
   // ready heaps
   [[nodiscard]] bool ready_less(Slot a, Slot b) const;
@@ -382,6 +390,7 @@ class Engine {
   std::vector<TubeNo> free_tubes_;
   StringMap<TubeNo> tube_by_name_;
   std::set<std::pair<std::int64_t, TubeNo>> pauses_;
+  StringMap<std::uint32_t> max_attempts_;  // by tube name, never 0
 
   std::unordered_map<ClientId, Client> clients_;
   ClientId next_client_ = 1;

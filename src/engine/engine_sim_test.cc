@@ -106,6 +106,8 @@ std::string show(OpKind kind) {
       return "webhook";
     case OpKind::kEraseWebhook:
       return "erase-webhook";
+    case OpKind::kMaxAttempts:
+      return "max-attempts";
   }
   return "?";
 }
@@ -1096,6 +1098,7 @@ void Simulation::check_mutations() {
       case OpKind::kEraseAttachment:
       case OpKind::kWebhook:
       case OpKind::kEraseWebhook:
+      case OpKind::kMaxAttempts:
         // The model's operations attach nothing and set no webhook (engine_test covers them).
         FAIL() << where() << "unexpected " << show(op.kind);
     }

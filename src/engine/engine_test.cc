@@ -568,5 +568,51 @@ TEST_F(EngineTest, ARestoredJobKeepsItsAttachedFlag) {
   EXPECT_TRUE(restored.peek(5).value().attached);
 }
 
+TEST_F(EngineTest, MaxAttemptsBuriesAJobWhoseLastReservationFailed) {
+  ASSERT_TRUE(engine.set_max_attempts("default", 2).is_ok());
+  EXPECT_EQ(engine.set_max_attempts("-bad", 2).code(), Code::kInvalidArgument);
+  EXPECT_EQ(engine.stats_tube("default").value().max_attempts, 2U);
+  const JobId released = put(producer, Millis{0});
+  // Released once: ready again; released a second time: buried, its buries counted.
+  ASSERT_EQ(engine.reserve(worker, Millis{0}).kind, Kind::kReserved);
+  ASSERT_TRUE(engine.release(worker, released, 1, Millis{0}).is_ok());
+  EXPECT_EQ(state(released), JobState::kReady);
+  ASSERT_EQ(engine.reserve(worker, Millis{0}).kind, Kind::kReserved);
+  ASSERT_TRUE(engine.release(worker, released, 1, Millis{0}).is_ok());
+  EXPECT_EQ(state(released), JobState::kBuried);
+  EXPECT_EQ(engine.peek(released).value().counters.buries, 1U);
+
+  // A lapsed TTR counts as a failed attempt, and so does a worker that goes away.
+  const JobId lapsed = put(producer, Millis{0});
+  ASSERT_EQ(engine.reserve(worker, Millis{0}).kind, Kind::kReserved);
+  pass(Millis{60'000});
+  EXPECT_EQ(state(lapsed), JobState::kReady);
+  ASSERT_EQ(engine.reserve(worker, Millis{0}).kind, Kind::kReserved);
+  pass(Millis{60'000});
+  EXPECT_EQ(state(lapsed), JobState::kBuried);
+  const JobId left = put(producer, Millis{0});
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const ClientId gone = engine.connect();
+    ASSERT_EQ(engine.reserve(gone, Millis{0}).kind, Kind::kReserved);
+    engine.disconnect(gone);
+  }
+  EXPECT_EQ(state(left), JobState::kBuried);
+
+  // 0 ends the limit; the change is written for the store.
+  (void)engine.take_mutations();
+  ASSERT_TRUE(engine.set_max_attempts("default", 0).is_ok());
+  const store::WriteSet written = engine.take_mutations();
+  ASSERT_EQ(written.ops().size(), 1U);
+  EXPECT_EQ(written.ops()[0].kind, store::WriteSet::Kind::kMaxAttempts);
+  EXPECT_EQ(written.ops()[0].tube, "default");
+  EXPECT_EQ(store::decode_u32(written.ops()[0].value), 0U);
+  const JobId free = put(producer, Millis{0});
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    ASSERT_EQ(engine.reserve(worker, Millis{0}).kind, Kind::kReserved);
+    ASSERT_TRUE(engine.release(worker, free, 1, Millis{0}).is_ok());
+  }
+  EXPECT_EQ(state(free), JobState::kReady);
+}
+
 }  // namespace
 }  // namespace delayq::engine

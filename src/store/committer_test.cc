@@ -109,6 +109,10 @@ class ProbeStore final : public Store {
   Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override {
     return inner_.scan_webhooks(visit);
   }
+  Status scan_max_attempts(
+      const std::function<Status(std::string, std::uint32_t)>& visit) override {
+    return inner_.scan_max_attempts(visit);
+  }
   Result<std::string> read_body(JobId id) override {
     std::lock_guard lock(mutex_);
     return inner_.read_body(id);
@@ -493,6 +497,10 @@ class GateStore final : public Store {
   Result<Delivery> read_attachment(JobId id) override { return inner_.read_attachment(id); }
   Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override {
     return inner_.scan_webhooks(visit);
+  }
+  Status scan_max_attempts(
+      const std::function<Status(std::string, std::uint32_t)>& visit) override {
+    return inner_.scan_max_attempts(visit);
   }
   Result<std::string> read_body(JobId id) override { return inner_.read_body(id); }
   [[nodiscard]] JobId next_id() const override { return inner_.next_id(); }

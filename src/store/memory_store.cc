@@ -28,6 +28,13 @@ Status MemoryStore::write(std::span<const WriteSet* const> sets, bool /*sync*/) 
         case WriteSet::Kind::kEraseWebhook:
           webhooks_.erase(op.tube);
           break;
+        case WriteSet::Kind::kMaxAttempts:
+          if (const auto n = decode_u32(op.value); n && *n != 0) {
+            max_attempts_[op.tube] = *n;
+          } else {
+            max_attempts_.erase(op.tube);
+          }
+          break;
       }
     }
     if (set->next_id()) next_id_ = *set->next_id();
@@ -63,6 +70,14 @@ Status MemoryStore::scan_webhooks(const std::function<Status(std::string, Webhoo
     auto webhook = decode_webhook(tube, bytes);
     if (!webhook.is_ok()) return webhook.status();
     if (Status s = visit(tube, std::move(webhook).value()); !s.is_ok()) return s;
+  }
+  return Status::ok();
+}
+
+Status MemoryStore::scan_max_attempts(
+    const std::function<Status(std::string, std::uint32_t)>& visit) {
+  for (const auto& [tube, n] : max_attempts_) {
+    if (Status s = visit(tube, n); !s.is_ok()) return s;
   }
   return Status::ok();
 }

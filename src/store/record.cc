@@ -248,6 +248,13 @@ Result<Webhook> decode_webhook(std::string_view tube, std::string_view bytes) {
   return webhook;
 }
 
+std::optional<std::uint32_t> decode_u32(std::string_view bytes) {
+  Reader in(bytes);
+  std::uint32_t value = 0;
+  if (!in.get(value) || !in.done()) return std::nullopt;
+  return value;
+}
+
 std::string job_key(char prefix, JobId id) {
   std::string key(9, '\0');
   key[0] = prefix;

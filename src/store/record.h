@@ -62,6 +62,9 @@ inline constexpr char kBodyPrefix = 'b';
 inline constexpr char kAttachmentPrefix = 'a';
 // A tube's webhook: this prefix, then the tube's name.
 inline constexpr char kWebhookPrefix = 'w';
+// A tube's max_attempts (pull workers): this prefix, then the tube's name; u32 LE.
+inline constexpr char kMaxAttemptsPrefix = 't';
+[[nodiscard]] std::optional<std::uint32_t> decode_u32(std::string_view bytes);
 inline constexpr std::string_view kFormatKey = "m:format";
 inline constexpr std::string_view kNextIdKey = "m:next_id";
 [[nodiscard]] std::string job_key(char prefix, JobId id);
@@ -71,8 +74,9 @@ inline constexpr std::string_view kNextIdKey = "m:next_id";
 // erased with the job; every other change rewrites the small record only.
 class WriteSet {
  public:
-  // kErase drops a job's record and body, kEraseAttachment its attachment; kWebhook and
-  // kEraseWebhook concern the tube named in `tube` (id 0).
+  // kErase drops a job's record and body, kEraseAttachment its attachment; kWebhook,
+  // kEraseWebhook and kMaxAttempts concern the tube named in `tube` (id 0); kMaxAttempts's value
+  // is the number, u32 little-endian, and 0 erases it.
   enum class Kind : std::uint8_t {
     kRecord,
     kBody,
@@ -80,7 +84,8 @@ class WriteSet {
     kAttachment,
     kEraseAttachment,
     kWebhook,
-    kEraseWebhook
+    kEraseWebhook,
+    kMaxAttempts
   };
   struct Op {
     Kind kind;
@@ -105,6 +110,11 @@ class WriteSet {
   }
   void erase_webhook(std::string_view tube) {
     ops_.push_back({Kind::kEraseWebhook, 0, {}, std::string(tube)});
+  }
+  void put_max_attempts(std::string_view tube, std::uint32_t max_attempts) {
+    std::string value(4, '\0');
+    for (std::size_t i = 0; i < 4; ++i) value[i] = static_cast<char>(max_attempts >> (8 * i));
+    ops_.push_back({Kind::kMaxAttempts, 0, std::move(value), std::string(tube)});
   }
   // The id high-water mark: every id below it has been handed out.
   void set_next_id(JobId next_id) { next_id_ = next_id; }

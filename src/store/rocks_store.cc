@@ -187,6 +187,13 @@ Status RocksStore::write(std::span<const WriteSet* const> sets, bool sync) {
         case WriteSet::Kind::kEraseWebhook:
           batch.Delete(kWebhookPrefix + op.tube);
           break;
+        case WriteSet::Kind::kMaxAttempts:
+          if (decode_u32(op.value).value_or(0) == 0) {
+            batch.Delete(kMaxAttemptsPrefix + op.tube);
+          } else {
+            batch.Put(kMaxAttemptsPrefix + op.tube, op.value);
+          }
+          break;
       }
     }
     if (set->next_id()) next_id = set->next_id();
@@ -261,6 +268,22 @@ Status RocksStore::scan_webhooks(const std::function<Status(std::string, Webhook
     if (Status s = visit(std::move(tube), std::move(webhook).value()); !s.is_ok()) return s;
   }
   return from_rocks(it->status(), "reading webhooks");
+}
+
+Status RocksStore::scan_max_attempts(
+    const std::function<Status(std::string, std::uint32_t)>& visit) {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(std::string(1, kMaxAttemptsPrefix)); it->Valid(); it->Next()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    if (key.empty() || key[0] != kMaxAttemptsPrefix) break;
+    const auto n = decode_u32(std::string_view(it->value().data(), it->value().size()));
+    if (!n) {
+      return {Code::kCorruption,
+              "max_attempts of tube " + std::string(key.substr(1)) + ": not 4 bytes"};
+    }
+    if (Status s = visit(std::string(key.substr(1)), *n); !s.is_ok()) return s;
+  }
+  return from_rocks(it->status(), "reading max_attempts");
 }
 
 }  // namespace delayq::store

@@ -1,10 +1,11 @@
 // rocks_store.h — the default Store: RocksDB in a data directory.
 // One RocksDB database, keys by kind (record.h): "m:" meta, 'j'+id job records, 'a'+id
-// attachments and 'w'+tube webhooks in the default column family, 'b'+id bodies in the "bodies"
-// family, whose values live in blob files. Every write is one WriteBatch through RocksDB's
-// write-ahead log; sync writes fsync it, and RocksDB merges concurrent writers into one fsync.
-// open() refuses a directory that is not a delayq store, has another format version, or whose log
-// or tables fail their checksums, with a Status that names the problem (docs/storage-format.md).
+// attachments, 'w'+tube webhooks and 't'+tube max_attempts in the default column family, 'b'+id
+// bodies in the "bodies" family, whose values live in blob files. Every write is one WriteBatch
+// through RocksDB's write-ahead log; sync writes fsync it, and RocksDB merges concurrent writers
+// into one fsync. open() refuses a directory that is not a delayq store, has another format
+// version, or whose log or tables fail their checksums, with a Status that names the problem
+// (docs/storage-format.md).
 #pragma once
 
 #include <cstddef>
@@ -56,6 +57,7 @@ class RocksStore final : public Store {
   Result<std::string> read_body(JobId id) override;
   Result<Delivery> read_attachment(JobId id) override;
   Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override;
+  Status scan_max_attempts(const std::function<Status(std::string, std::uint32_t)>& visit) override;
   [[nodiscard]] JobId next_id() const override { return next_id_; }
   // RocksDB's estimate of the keys in the records family.
   [[nodiscard]] std::uint64_t estimated_jobs() const override;

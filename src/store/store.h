@@ -31,6 +31,9 @@ class Store {
   virtual Result<Delivery> read_attachment(JobId id) = 0;
   // Calls visit(tube, webhook) for every tube's webhook, by tube name.
   virtual Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) = 0;
+  // Calls visit(tube, max_attempts) for every tube that has one (never 0), by tube name.
+  virtual Status scan_max_attempts(
+      const std::function<Status(std::string, std::uint32_t)>& visit) = 0;
   // The id high-water mark as of the last write (1 for a new store).
   [[nodiscard]] virtual JobId next_id() const = 0;
   // About how many jobs the store holds, for sizing indexes before a scan; may be off either way.
@@ -46,6 +49,7 @@ class MemoryStore final : public Store {
   Result<std::string> read_body(JobId id) override;
   Result<Delivery> read_attachment(JobId id) override;
   Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override;
+  Status scan_max_attempts(const std::function<Status(std::string, std::uint32_t)>& visit) override;
   [[nodiscard]] JobId next_id() const override { return next_id_; }
   [[nodiscard]] std::uint64_t estimated_jobs() const override { return records_.size(); }
   [[nodiscard]] std::size_t records() const noexcept { return records_.size(); }
@@ -56,6 +60,7 @@ class MemoryStore final : public Store {
   std::map<JobId, std::string> bodies_;
   std::map<JobId, std::string> attachments_;
   std::map<std::string, std::string> webhooks_;
+  std::map<std::string, std::uint32_t> max_attempts_;
   JobId next_id_ = 1;
 };
 

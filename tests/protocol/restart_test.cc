@@ -264,6 +264,30 @@ TEST_F(RestartTest, JobDueWhileTheServerIsDownIsReadyAfterTheRestart) {
   EXPECT_EQ(c->call("reserve-with-timeout 0\r\n"), job_reply("RESERVED", id, "due while down"));
 }
 
+TEST_F(RestartTest, MaxAttemptsBuriesAfterTheLastFailedReservationAndSurvivesARestart) {
+  std::uint64_t id = 0;
+  {
+    auto c = connect();
+    EXPECT_EQ(c->call("max-attempts flaky 2\r\n"), "MAX_ATTEMPTS 2\r\n");
+    EXPECT_EQ(c->call("use flaky\r\n"), "USING flaky\r\n");
+    EXPECT_EQ(c->call("watch flaky\r\n"), "WATCHING 2\r\n");
+    id = put(*c, "flaky job");
+    EXPECT_EQ(server_.kill9(), "killed by signal 9");
+  }
+  ASSERT_EQ(server_.start(), "");
+  auto c = connect();
+  EXPECT_EQ(parse_yaml(c->call("stats-tube flaky\r\n"))["max-attempts"], "2");
+  EXPECT_EQ(c->call("watch flaky\r\n"), "WATCHING 2\r\n");
+  const std::string number = std::to_string(id);
+  EXPECT_EQ(c->call("reserve-with-timeout 0\r\n"), job_reply("RESERVED", id, "flaky job"));
+  EXPECT_EQ(c->call("release " + number + " 0 0\r\n"), "RELEASED\r\n");
+  EXPECT_EQ(c->call("reserve-with-timeout 0\r\n"), job_reply("RESERVED", id, "flaky job"));
+  EXPECT_EQ(c->call("release " + number + " 0 0\r\n"), "BURIED\r\n");
+  EXPECT_EQ(stats_job(*c, id)["state"], "buried");
+  EXPECT_EQ(c->call("max-attempts flaky 0\r\n"), "MAX_ATTEMPTS 0\r\n");
+  EXPECT_FALSE(parse_yaml(c->call("stats-tube flaky\r\n")).has("max-attempts"));
+}
+
 TEST_F(RestartTest, IdsAreNotReusedAfterEveryJobIsDeleted) {
   {
     auto c = connect();

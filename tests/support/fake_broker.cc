@@ -227,6 +227,12 @@ void FakeSession::stats(broker::Callback<ServerStats> done) {
   record<ServerStats>("stats", "", std::move(done));
 }
 
+void FakeSession::set_max_attempts(std::string tube, std::uint32_t max_attempts,
+                                   broker::Callback<std::uint32_t> done) {
+  record<std::uint32_t>("set_max_attempts", "tube=" + tube + " n=" + std::to_string(max_attempts),
+                        std::move(done));
+}
+
 void FakeSession::set_webhook(std::string tube, Webhook webhook, broker::Callback<Webhook> done) {
   std::string args = "tube=" + tube + " url=" + webhook.url;
   record<Webhook>("set_webhook", std::move(args), std::move(done), std::move(webhook));

@@ -46,7 +46,7 @@ class Call {
 
   // The Session method's name: put reserve reserve_job erase release bury touch peek peek_next
   // kick kick_job update list_group cancel_group pause_tube stats_tube list_tubes stats
-  // set_webhook get_webhook remove_webhook note_attempt.
+  // set_max_attempts set_webhook get_webhook remove_webhook note_attempt.
   [[nodiscard]] const std::string& op() const noexcept { return op_; }
   // The arguments, in fake_broker.cc's format, e.g. "id=7 pri=keep delay=0ms reservation=3".
   [[nodiscard]] const std::string& args() const noexcept { return args_; }
@@ -167,6 +167,8 @@ class FakeSession : public broker::Session {
   void stats_tube(std::string tube, broker::Callback<TubeStats> done) override;
   void list_tubes(broker::Callback<std::vector<TubeStats>> done) override;
   void stats(broker::Callback<ServerStats> done) override;
+  void set_max_attempts(std::string tube, std::uint32_t max_attempts,
+                        broker::Callback<std::uint32_t> done) override;
   void set_webhook(std::string tube, Webhook webhook, broker::Callback<Webhook> done) override;
   void get_webhook(std::string tube, broker::Callback<Webhook> done) override;
   void remove_webhook(std::string tube, broker::Callback<Webhook> done) override;
@@ -275,8 +277,9 @@ Call& FakeSession::record(std::string op, std::string args, broker::Callback<T> 
   return call;
 }
 
-// A tube whose counts are all different (1 to 11, in TubeStats' order), paused for 90 s with
-// 89.992 s left: what the front-ends' tests expect to see each of in their answers.
+// A tube whose counts are all different (1 to 11, in TubeStats' order, then max_attempts 12),
+// paused for 90 s with 89.992 s left: what the front-ends' tests expect to see each of in their
+// answers.
 inline TubeStats sample_tube(std::string name) {
   TubeStats tube;
   tube.name = std::move(name);
@@ -293,6 +296,7 @@ inline TubeStats sample_tube(std::string name) {
   tube.pauses = 11;
   tube.pause = std::chrono::seconds{90};
   tube.pause_left = std::chrono::milliseconds{89'992};
+  tube.max_attempts = 12;
   return tube;
 }
 

@@ -58,6 +58,10 @@ class GatedStore final : public store::Store {
   Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override {
     return inner_->scan_webhooks(visit);
   }
+  Status scan_max_attempts(
+      const std::function<Status(std::string, std::uint32_t)>& visit) override {
+    return inner_->scan_max_attempts(visit);
+  }
   Result<std::string> read_body(JobId id) override { return inner_->read_body(id); }
   [[nodiscard]] JobId next_id() const override { return inner_->next_id(); }
   [[nodiscard]] std::uint64_t estimated_jobs() const override { return inner_->estimated_jobs(); }

@@ -43,6 +43,8 @@ class LocalSession final : public broker::Session {
   void cancel_group(std::string tube, std::string group, Callback<std::size_t> done) override;
   void pause_tube(std::string tube, broker::Seconds pause, Callback<TubeStats> done) override;
   void stats_tube(std::string tube, Callback<TubeStats> done) override;
+  void set_max_attempts(std::string tube, std::uint32_t max_attempts,
+                        Callback<std::uint32_t> done) override;
   void list_tubes(Callback<std::vector<TubeStats>> done) override;
   void stats(Callback<ServerStats> done) override;
   void set_webhook(std::string tube, Webhook webhook, Callback<Webhook> done) override;
@@ -381,6 +383,14 @@ void LocalSession::pause_tube(std::string tube, broker::Seconds pause, Callback<
 
 void LocalSession::stats_tube(std::string tube, Callback<TubeStats> done) {
   finish_all(std::move(done), engine().stats_tube(tube));
+}
+
+void LocalSession::set_max_attempts(std::string tube, std::uint32_t max_attempts,
+                                    Callback<std::uint32_t> done) {
+  if (Status s = engine().set_max_attempts(tube, max_attempts); !s.is_ok()) {
+    return finish_all<std::uint32_t>(std::move(done), s);
+  }
+  finish_all(std::move(done), Result<std::uint32_t>(max_attempts));
 }
 
 void LocalSession::list_tubes(Callback<std::vector<TubeStats>> done) {

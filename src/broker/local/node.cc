@@ -49,6 +49,12 @@ Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const Node
     return Status::ok();
   });
   if (!webhooks.is_ok()) return webhooks;
+  Status limits =
+      node->store_->scan_max_attempts([raw = node.get()](std::string tube, std::uint32_t n) {
+        raw->engine_->restore_max_attempts(tube, n);
+        return Status::ok();
+      });
+  if (!limits.is_ok()) return limits;
   node->recovered_jobs_ = recovered.value().jobs;
   broker::Metrics& metrics = node->metrics_;
   node->committer_ = std::make_unique<store::Committer>(

@@ -137,7 +137,11 @@ void Conversation::release(const Command& command) {
   request.id = command.id;
   request.priority = command.priority;
   request.delay = std::chrono::seconds{command.delay_seconds};
-  session_->release(request, answer<JobView>([](const JobView&) { return word_only("RELEASED"); }));
+  // A release that used up the tube's max_attempts buried the job: BURIED, as beanstalkd answers
+  // a release whose job it had to bury.
+  session_->release(request, answer<JobView>([](const JobView& job) {
+                      return word_only(job.state == JobState::kBuried ? "BURIED" : "RELEASED");
+                    }));
 }
 
 void Conversation::bury(const Command& command) {
@@ -190,6 +194,13 @@ void Conversation::kick_job(const Command& command) {
 void Conversation::pause_tube(const Command& command) {
   session_->pause_tube(std::string(command.tube), broker::Seconds{command.pause_seconds},
                        answer<TubeStats>([](const TubeStats&) { return word_only("PAUSED"); }));
+}
+
+void Conversation::max_attempts(const Command& command) {
+  session_->set_max_attempts(std::string(command.tube), command.max_attempts,
+                             answer<std::uint32_t>([](std::uint32_t n) {
+                               return "MAX_ATTEMPTS " + std::to_string(n) + "\r\n";
+                             }));
 }
 
 void Conversation::quit(const Command&) {

@@ -127,6 +127,7 @@ struct Conversation::Handlers {
       {Verb::kPeekKey, &Conversation::peek_key, false},
       {Verb::kListGroup, &Conversation::list_group, false},
       {Verb::kCancelGroup, &Conversation::cancel_group, false},
+      {Verb::kMaxAttempts, &Conversation::max_attempts, false},
   };
   static_assert(std::size(kTable) == kVerbCount);
   static constexpr bool in_verb_order() {

@@ -118,6 +118,7 @@ class Conversation {
   void peek_key(const Command& command);
   void list_group(const Command& command);
   void cancel_group(const Command& command);
+  void max_attempts(const Command& command);
   void start_reserve(std::optional<broker::Millis> timeout);
   void put_job(broker::PutRequest request, bool extension);
 

@@ -320,6 +320,26 @@ TEST_F(ConversationTest, ReleaseGivesPriorityAndDelayInSeconds) {
   EXPECT_EQ(take(), "RELEASED\r\n");
 }
 
+TEST_F(ConversationTest, AReleaseThatUsedUpTheAttemptsAnswersBuried) {
+  EXPECT_EQ(send_call("release 7 5 0\r\n"), "release id=7 pri=5 delay=0ms");
+  JobView buried = view_of(7);
+  buried.state = JobState::kBuried;
+  last().complete(buried);
+  EXPECT_EQ(take(), "BURIED\r\n");
+}
+
+TEST_F(ConversationTest, MaxAttemptsSetsTheTubesLimit) {
+  EXPECT_EQ(send_call("max-attempts emails 3\r\n"), "set_max_attempts tube=emails n=3");
+  last().complete(std::uint32_t{3});
+  EXPECT_EQ(take(), "MAX_ATTEMPTS 3\r\n");
+  EXPECT_EQ(send_call("max-attempts emails 0\r\n"), "set_max_attempts tube=emails n=0");
+  last().complete(std::uint32_t{0});
+  EXPECT_EQ(take(), "MAX_ATTEMPTS 0\r\n");
+  EXPECT_EQ(send_local("max-attempts emails\r\n"), "BAD_FORMAT\r\n");
+  EXPECT_EQ(send_local("max-attempts -bad 1\r\n"), "BAD_FORMAT\r\n");
+  EXPECT_EQ(send_local("max-attempts emails 1 2\r\n"), "BAD_FORMAT\r\n");
+}
+
 TEST_F(ConversationTest, BuryGivesItsPriority) {
   EXPECT_EQ(send_call("bury 7 9\r\n"), "bury id=7 pri=9");
   last().complete(view_of(7));
@@ -702,7 +722,8 @@ TEST_F(ConversationTest, StatsTubeYamlIsInBeanstalkdsOrder) {
                              "cmd-delete: 10\n"
                              "cmd-pause-tube: 11\n"
                              "pause: 90\n"
-                             "pause-time-left: 89\n"));
+                             "pause-time-left: 89\n"
+                             "max-attempts: 12\n"));
 }
 
 TEST_F(ConversationTest, ListTubesListsTheNamesTheBrokerGives) {

@@ -216,6 +216,19 @@ Outcome parse_pause_tube(Line& line) {
 
 // --- delayq's extensions
 
+// max-attempts <tube> <n>
+Outcome parse_max_attempts(Line& line) {
+  const auto name = line.args.name_run();
+  if (!name) return Outcome::kBadFormat;
+  const auto n = line.args.u32();
+  if (!n || !line.args.at_end() || !is_valid_tube(*name, line.limits.max_tube_name_bytes)) {
+    return Outcome::kBadFormat;
+  }
+  line.command.tube = *name;
+  line.command.max_attempts = *n;
+  return Outcome::kOk;
+}
+
 bool is_valid_key(std::string_view key, std::size_t max_bytes) noexcept {
   return !key.empty() && key.size() <= max_bytes;
 }
@@ -323,6 +336,7 @@ constexpr std::array kVerbs = {
     VerbEntry{"list-tube-used", Verb::kListTubeUsed, false, parse_no_args},
     VerbEntry{"list-tubes", Verb::kListTubes, false, parse_no_args},
     VerbEntry{"list-tubes-watched", Verb::kListTubesWatched, false, parse_no_args},
+    VerbEntry{"max-attempts", Verb::kMaxAttempts, true, parse_max_attempts, true},
     VerbEntry{"pause-tube", Verb::kPauseTube, true, parse_pause_tube},
     VerbEntry{"peek", Verb::kPeek, true, parse_id},
     VerbEntry{"peek-buried", Verb::kPeekBuried, false, parse_no_args},

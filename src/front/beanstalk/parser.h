@@ -51,8 +51,9 @@ enum class Verb : std::uint8_t {
   kPeekKey,
   kListGroup,
   kCancelGroup,
+  kMaxAttempts,
 };
-inline constexpr std::size_t kVerbCount = static_cast<std::size_t>(Verb::kCancelGroup) + 1;
+inline constexpr std::size_t kVerbCount = static_cast<std::size_t>(Verb::kMaxAttempts) + 1;
 
 // When an extension command wants a job due: `<ms>` is a delay in milliseconds from now,
 // `@<unix_ms>` an absolute time in milliseconds since the Unix epoch.
@@ -78,8 +79,9 @@ struct Command {
   std::uint32_t timeout_seconds = 0;  // reserve-with-timeout, at most 2^31-1
   std::uint32_t bound = 0;            // kick
   std::uint32_t pause_seconds = 0;    // pause-tube
-  std::string_view tube;              // use watch ignore stats-tube pause-tube, *-key, *-group
-  std::string_view body;              // put, putx: exactly <bytes> bytes, without the \r\n
+  std::uint32_t max_attempts = 0;     // max-attempts
+  std::string_view tube;  // use watch ignore stats-tube pause-tube max-attempts, *-key, *-group
+  std::string_view body;  // put, putx: exactly <bytes> bytes, without the \r\n
   // Extensions only.
   When when;                      // putx reschedule reschedule-key
   std::string_view key;           // putx (key=), reschedule-key delete-key peek-key

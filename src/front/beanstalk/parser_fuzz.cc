@@ -125,7 +125,7 @@ void check(std::string_view rest, const Parsed& p, const ParserLimits& limits) {
                      c.verb == Verb::kStatsTube || c.verb == Verb::kPauseTube ||
                      c.verb == Verb::kRescheduleKey || c.verb == Verb::kDeleteKey ||
                      c.verb == Verb::kPeekKey || c.verb == Verb::kListGroup ||
-                     c.verb == Verb::kCancelGroup;
+                     c.verb == Verb::kCancelGroup || c.verb == Verb::kMaxAttempts;
   FUZZ_CHECK(named != c.tube.empty());
   FUZZ_CHECK(c.timeout_seconds <= 2147483647U);
   FUZZ_CHECK(rest.find('\0') >= line_end);  // a NUL in the line is never a command

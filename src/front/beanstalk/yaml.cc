@@ -184,6 +184,8 @@ std::string tube_yaml(const TubeStats& t) {
   line(yaml, "cmd-pause-tube", t.pauses);
   line(yaml, "pause", static_cast<std::uint64_t>(std::max<std::int64_t>(0, t.pause.count())));
   line(yaml, "pause-time-left", static_cast<std::uint64_t>(seconds_until(t.pause_left.count(), 0)));
+  // delayq's extension, only when set: beanstalkd's keys first and alone otherwise.
+  if (t.max_attempts != 0) line(yaml, "max-attempts", std::uint64_t{t.max_attempts});
   return yaml;
 }
 

@@ -273,6 +273,7 @@ struct Api::Handlers {
       {Route::kReserve, &Api::reserve},
       {Route::kListTubes, &Api::list_tubes},
       {Route::kGetTube, &Api::get_tube},
+      {Route::kPatchTube, &Api::patch_tube},
       {Route::kKickTube, &Api::kick_tube},
       {Route::kPauseTube, &Api::pause_tube},
       {Route::kPutWebhook, &Api::put_webhook},
@@ -612,6 +613,23 @@ void Api::kick_tube(Call& call) {
                    o["kicked"] = kicked;
                    return json_response(200, json::serialize(o));
                  }));
+}
+
+void Api::patch_tube(Call& call) {
+  if (Status s = call.body.parse(call.text, {"max_attempts"}); !s.is_ok()) return call.reply(s);
+  DELAYQ_FIELD(max_attempts, call.body.integer("max_attempts", 1'000'000));
+  if (!max_attempts.value()) {
+    return call.reply(error(400, "bad_request",
+                            "max_attempts: reservations before a job is buried, 0 for no limit"));
+  }
+  const auto n = static_cast<std::uint32_t>(*max_attempts.value());
+  session_->set_max_attempts(
+      call.params[0], n, call.reply.then<std::uint32_t>([tube = call.params[0]](std::uint32_t set) {
+        json::object o;
+        o["tube"] = tube;
+        o["max_attempts"] = set;
+        return json_response(200, json::serialize(o));
+      }));
 }
 
 void Api::pause_tube(Call& call) {

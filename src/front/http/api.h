@@ -83,6 +83,7 @@ class Api {
   void reserve(Call& call);
   void list_tubes(Call& call);
   void get_tube(Call& call);
+  void patch_tube(Call& call);
   void kick_tube(Call& call);
   void pause_tube(Call& call);
   void put_webhook(Call& call);

@@ -205,7 +205,8 @@ void expect_sample_tube(const json::object& tube, std::string_view name) {
   EXPECT_EQ(number(tube, "deletes"), 10);
   EXPECT_EQ(number(tube, "pause_s"), 90);
   EXPECT_EQ(number(tube, "pause_left_ms"), 89'992);
-  EXPECT_EQ(tube.size(), 13U) << json::serialize(tube);
+  EXPECT_EQ(number(tube, "max_attempts"), 12);
+  EXPECT_EQ(tube.size(), 14U) << json::serialize(tube);
 }
 
 class ApiTest : public ::testing::Test {
@@ -292,12 +293,13 @@ TEST_F(ApiTest, AKnownPathWithAnotherMethodIs405WithAllow) {
     std::string_view target;
     std::string_view allow;
   };
-  for (const Case& c : {Case{"PUT", "/v1/jobs/7", "GET, PATCH, DELETE"},
-                        Case{"GET", "/v1/tubes/emails/jobs", "POST"},
-                        Case{"POST", "/v1/tubes/emails", "GET"}, Case{"GET", "/v1/reserve", "POST"},
-                        Case{"POST", "/v1/tubes/emails/keys/k", "GET, PATCH, DELETE"},
-                        Case{"PATCH", "/v1/tubes/emails/groups/g", "GET, DELETE"},
-                        Case{"POST", "/healthz", "GET"}, Case{"DELETE", "/metrics", "GET"}}) {
+  for (const Case& c :
+       {Case{"PUT", "/v1/jobs/7", "GET, PATCH, DELETE"},
+        Case{"GET", "/v1/tubes/emails/jobs", "POST"},
+        Case{"POST", "/v1/tubes/emails", "GET, PATCH"}, Case{"GET", "/v1/reserve", "POST"},
+        Case{"POST", "/v1/tubes/emails/keys/k", "GET, PATCH, DELETE"},
+        Case{"PATCH", "/v1/tubes/emails/groups/g", "GET, DELETE"}, Case{"POST", "/healthz", "GET"},
+        Case{"DELETE", "/metrics", "GET"}}) {
     SCOPED_TRACE(std::string(c.method) + " " + std::string(c.target));
     const Response response = expect_local(c.method, c.target);
     EXPECT_EQ(response.status, 405U);
@@ -904,6 +906,21 @@ TEST_F(ApiTest, KickTubeKicksUpToBoundDefaultOne) {
   for (const char* body : {R"({"bound":4294967296})", R"({"bound":-1})", R"({"max":1})"}) {
     SCOPED_TRACE(body);
     EXPECT_EQ(expect_local("POST", "/v1/tubes/images/kick", body).status, 400U);
+  }
+}
+
+TEST_F(ApiTest, PatchTubeSetsMaxAttempts) {
+  Exchange patch = expect_call("PATCH", "/v1/tubes/emails", R"({"max_attempts":3})",
+                               "set_max_attempts tube=emails n=3");
+  last().complete(std::uint32_t{3});
+  EXPECT_EQ(patch.response().status, 200U);
+  EXPECT_EQ(patch.response().body, "{\"tube\":\"emails\",\"max_attempts\":3}\n");
+  expect_call("PATCH", "/v1/tubes/emails", R"({"max_attempts":0})",
+              "set_max_attempts tube=emails n=0");
+  for (const char* body : {"", "{}", R"({"max_attempts":null})", R"({"max_attempts":-1})",
+                           R"({"max_attempts":"3"})", R"({"attempts":3})"}) {
+    SCOPED_TRACE(body);
+    EXPECT_EQ(expect_local("PATCH", "/v1/tubes/emails", body).status, 400U);
   }
 }
 

@@ -1,8 +1,8 @@
 #include "front/http/json.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "front/http/text.h"
 
@@ -123,6 +123,7 @@ json::object tube_json(const TubeStats& t) {
   o["using"] = t.using_clients;
   o["pause_s"] = t.pause.count();
   o["pause_left_ms"] = t.pause_left.count();
+  o["max_attempts"] = t.max_attempts;
   return o;
 }
 

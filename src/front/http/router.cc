@@ -22,6 +22,7 @@ constexpr std::array kRoutes = {
     RouteEntry{"POST", "/v1/reserve", Route::kReserve, "reserve"},
     RouteEntry{"GET", "/v1/tubes", Route::kListTubes, "list_tubes"},
     RouteEntry{"GET", "/v1/tubes/{tube}", Route::kGetTube, "get_tube"},
+    RouteEntry{"PATCH", "/v1/tubes/{tube}", Route::kPatchTube, "patch_tube"},
     RouteEntry{"POST", "/v1/tubes/{tube}/kick", Route::kKickTube, "kick_tube"},
     RouteEntry{"POST", "/v1/tubes/{tube}/pause", Route::kPauseTube, "pause_tube"},
     RouteEntry{"PUT", "/v1/tubes/{tube}/webhook", Route::kPutWebhook, "put_webhook"},

@@ -31,6 +31,7 @@ enum class Route : std::uint8_t {
   kReserve,
   kListTubes,
   kGetTube,
+  kPatchTube,
   kKickTube,
   kPauseTube,
   kPutWebhook,
