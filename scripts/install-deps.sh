@@ -22,6 +22,8 @@ packages=(
   libboost-json1.81-dev  # Boost.JSON (the HTTP API)
   libcli11-dev      # command-line flags (delayqd, delayq)
   libspdlog-dev     # structured logs
+  libssl-dev        # OpenSSL: https webhooks and their HMAC signatures
+  openssl           # the webhook tests make their TLS certificates with it
   libfmt-dev
   python3           # bench/wheel_table.py (make bench)
   ca-certificates   # npm reaches its registry over https (the client test)
