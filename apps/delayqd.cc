@@ -18,6 +18,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,6 +37,7 @@ struct Flags {
   front::beanstalk::ServerOptions server;
   front::http::ServerOptions http;
   std::string http_listen = "127.0.0.1:8080";
+  std::string http_token_file;
   bool http_explicit = false;
   local::NodeOptions node;
   webhook::DelivererOptions deliverer;
@@ -59,6 +61,34 @@ std::optional<std::pair<std::string, std::uint16_t>> split_host_port(const std::
     return std::nullopt;
   }
   return std::pair{std::move(host), port};
+}
+
+// The bearer tokens of --http-token-file: one a line, surrounding spaces ignored, empty lines and
+// lines starting with # skipped. A file that cannot be read, or holds no token, is an error.
+Result<std::vector<std::string>> read_tokens(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return Status(Code::kInvalidArgument, "cannot read --http-token-file " + path);
+  std::vector<std::string> tokens;
+  std::string line;
+  while (std::getline(file, line)) {
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    const auto last = line.find_last_not_of(" \t\r");
+    tokens.push_back(line.substr(first, last - first + 1));
+  }
+  if (tokens.empty()) return Status(Code::kInvalidArgument, path + " holds no token");
+  return tokens;
+}
+
+// Whether a --http host is a loopback address (or "localhost"): who else can reach the API.
+bool loopback(const std::string& host) {
+  std::string bare = host;
+  if (bare.size() > 2 && bare.front() == '[' && bare.back() == ']')
+    bare = bare.substr(1, bare.size() - 2);
+  if (bare == "localhost") return true;
+  boost::system::error_code error;
+  const auto address = boost::asio::ip::make_address(bare, error);
+  return !error && address.is_loopback();
 }
 
 int run(const Flags& flags) {
@@ -86,6 +116,12 @@ int run(const Flags& flags) {
   // but an address asked for explicitly must be had.
   std::optional<front::http::Server> http;
   if (flags.http_listen != "off") {
+    if (flags.http.api.tokens.empty() && !loopback(flags.http.address)) {
+      spdlog::warn(
+          "the HTTP API on {} takes no token: anyone who reaches it can read, change "
+          "and delete every job (--http-token-file)",
+          flags.http.address);
+    }
     http.emplace(io, *broker, flags.http);
     if (Status s = http->start(); !s.is_ok()) {
       if (flags.http_explicit) {
@@ -181,6 +217,9 @@ int main(int argc, char** argv) {
                  "HTTP/JSON API address, ADDR:PORT, [IPV6]:PORT or NAME:PORT (port 0: any "
                  "free port), or off")
       ->capture_default_str();
+  app.add_option("--http-token-file", flags.http_token_file,
+                 "bearer tokens for the HTTP API, one a line (without one, anyone who reaches "
+                 "the HTTP port may change any job)");
   app.add_option("--webhook-ca-file", flags.deliverer.sender.ca_file,
                  "PEM file of CAs trusted for https webhooks, beside the system's");
   app.add_option("--http-max-connections", flags.http.max_connections,
@@ -199,6 +238,14 @@ int main(int argc, char** argv) {
   }
   flags.node.durability = durability.value();
   flags.http_explicit = app.count("--http") > 0;
+  if (!flags.http_token_file.empty()) {
+    auto tokens = read_tokens(flags.http_token_file);
+    if (!tokens.is_ok()) {
+      std::fprintf(stderr, "delayqd: %s\n", tokens.status().message().c_str());
+      return 2;
+    }
+    flags.http.api.tokens = std::move(tokens).value();
+  }
   if (flags.http_listen != "off") {
     const std::optional<std::pair<std::string, std::uint16_t>> split =
         split_host_port(flags.http_listen);

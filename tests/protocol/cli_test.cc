@@ -5,6 +5,7 @@
 
 #include <boost/json.hpp>
 #include <cstdio>
+#include <fstream>
 
 #include "server_process.h"
 
@@ -28,10 +29,15 @@ class CliTest : public ::testing::Test {
   Outcome delayq(const std::string& args, const std::string& input = "") {
     return delayq_at("http://127.0.0.1:" + std::to_string(server_->http_port()), args, input);
   }
+  // The same with an environment assignment ("DELAYQ_TOKEN=x") in front of delayq.
+  Outcome delayq_env(const std::string& env, const std::string& args) {
+    return delayq_at("http://127.0.0.1:" + std::to_string(server_->http_port()), args, "", env);
+  }
   Outcome delayq_at(const std::string& server, const std::string& args,
-                    const std::string& input = "") {
-    const std::string command = "printf '%s' '" + input + "' | " + std::string(DELAYQ_CLI_PATH) +
-                                " --server " + server + " " + args + " 2>&1";
+                    const std::string& input = "", const std::string& env = "") {
+    const std::string command = "printf '%s' '" + input + "' | " + env + " " +
+                                std::string(DELAYQ_CLI_PATH) + " --server " + server + " " + args +
+                                " 2>&1";
     Outcome run;
     FILE* pipe = ::popen(command.c_str(), "r");
     if (pipe == nullptr) return run;
@@ -116,6 +122,28 @@ TEST_F(CliTest, WebhookSetGetRm) {
   Outcome bad = delayq("webhook set calls ftp://nowhere");
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.out.find("bad_request"), std::string::npos) << bad.out;
+}
+
+TEST_F(CliTest, ATokenFileLocksTheApiAndDelayqTokenOpensIt) {
+  const auto tokens = dir_.path() / "tokens";
+  {
+    std::ofstream file(tokens);
+    file << "# operators\n  s3cret-one  \n\nanother\n";
+  }
+  (void)server_->stop();
+  server_ = std::make_unique<ServerProcess>(
+      dir_.path() / "db", std::vector<std::string>{"--http-token-file", tokens.string()});
+  ASSERT_EQ(server_->start(), "");
+  Outcome refused = delayq("stats");
+  EXPECT_EQ(refused.status, 1) << refused.out;
+  EXPECT_NE(refused.out.find("unauthorized"), std::string::npos) << refused.out;
+  Outcome wrong = delayq_env("DELAYQ_TOKEN=nope", "stats");
+  EXPECT_EQ(wrong.status, 1) << wrong.out;
+  Outcome right = delayq_env("DELAYQ_TOKEN=s3cret-one", "--json stats");
+  EXPECT_EQ(right.status, 0) << right.out;
+  EXPECT_TRUE(json_of(right).contains("version"));
+  Outcome second = delayq_env("DELAYQ_TOKEN=another", "ls");
+  EXPECT_EQ(second.status, 0) << second.out;
 }
 
 TEST_F(CliTest, BodyFromStdinAndGroupRm) {

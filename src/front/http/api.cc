@@ -1,6 +1,10 @@
 #include "front/http/api.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
 #include <boost/json.hpp>
+#include <cctype>
 #include <charconv>
 #include <limits>
 
@@ -20,8 +24,8 @@ constexpr std::uint64_t kMaxPriority = std::numeric_limits<std::uint32_t>::max()
 // The status as a label of static storage, for metrics.
 std::string_view status_text(unsigned status) {
   static constexpr std::pair<unsigned, std::string_view> kKnown[] = {
-      {200, "200"}, {201, "201"}, {204, "204"}, {400, "400"}, {404, "404"}, {405, "405"},
-      {409, "409"}, {413, "413"}, {431, "431"}, {500, "500"}, {503, "503"}};
+      {200, "200"}, {201, "201"}, {204, "204"}, {400, "400"}, {401, "401"}, {404, "404"},
+      {405, "405"}, {409, "409"}, {413, "413"}, {431, "431"}, {500, "500"}, {503, "503"}};
   for (const auto& [code, text] : kKnown) {
     if (code == status) return text;
   }
@@ -297,18 +301,46 @@ struct Api::Handlers {
   }
 };
 
+namespace {
+
+std::array<unsigned char, 32> sha256(std::string_view text) {
+  std::array<unsigned char, 32> digest{};
+  unsigned int size = 0;
+  EVP_Digest(text.data(), text.size(), digest.data(), &size, EVP_sha256(), nullptr);
+  return digest;
+}
+
+}  // namespace
+
 Api::Api(broker::Broker& broker, ApiOptions options)
     : broker_(broker),
       options_(std::move(options)),
       session_(broker.open_session(broker::SessionOptions{.watch_default = false})) {
   broker_.metrics().declare_protocol(kProtocol);
+  for (const std::string& token : options_.tokens) token_digests_.push_back(sha256(token));
+}
+
+// Digests compared with CRYPTO_memcmp, against every token: the time taken says nothing about
+// how much of a token was right, or which.
+bool Api::authorized(std::string_view authorization) const {
+  constexpr std::string_view kScheme = "bearer ";
+  if (authorization.size() <= kScheme.size()) return false;
+  for (std::size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kScheme[i]) return false;
+  }
+  const auto digest = sha256(authorization.substr(kScheme.size()));
+  bool found = false;
+  for (const auto& token : token_digests_) {
+    found |= CRYPTO_memcmp(digest.data(), token.data(), digest.size()) == 0;
+  }
+  return found;
 }
 
 // The session goes first: jobs reserved over HTTP are ready again, as a closed connection's are.
 Api::~Api() = default;
 
 std::uint64_t Api::handle(std::string_view method, std::string_view target, std::string_view body,
-                          Respond respond) {
+                          Respond respond, std::string_view authorization) {
   Match found = match(method, target);
   if (found.kind == Match::Kind::kNoPath) {
     Reply(*this, "unrouted", std::move(respond))(
@@ -321,6 +353,14 @@ std::uint64_t Api::handle(std::string_view method, std::string_view target, std:
               std::string(method) + " is not allowed here (allowed: " + found.allow + ")");
     response.allow = found.allow;
     Reply(*this, "unrouted", std::move(respond))(std::move(response));
+    return 0;
+  }
+  const bool open = found.route == Route::kHealth || found.route == Route::kReady;
+  if (!token_digests_.empty() && !open && !authorized(authorization)) {
+    Response response = error(
+        401, "unauthorized", "this server wants Authorization: Bearer <token> (--http-token-file)");
+    response.www_authenticate = "Bearer";
+    Reply(*this, route_name(found.route), std::move(respond))(std::move(response));
     return 0;
   }
   Call call{std::move(found.params), body, Body{},

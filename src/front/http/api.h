@@ -10,6 +10,7 @@
 // wait side by side. Endpoints, fields and limits: docs/http-api.md.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -30,15 +31,20 @@ struct ApiOptions {
   // Longest long-poll of POST /v1/reserve. Default: 1 hour.
   std::chrono::milliseconds max_reserve_timeout{3'600'000};
   std::string version = "0";  // reported by GET /v1/stats
+  // Bearer tokens: when there are any, every request but GET /healthz and GET /readyz must carry
+  // `Authorization: Bearer <one of them>`, or it is answered 401. Compared in constant time (their
+  // SHA-256 digests). Default: none, no authentication (fit for a loopback address only).
+  std::vector<std::string> tokens;
 };
 
 struct Response {
   unsigned status = 200;
   std::string body;
   std::string_view content_type = "application/json";
-  std::string location;  // the Location header, if any
-  std::string allow;     // the Allow header (405), if any
-  JobId reserved = 0;    // a job reserved for this answer: released if it cannot be delivered
+  std::string location;               // the Location header, if any
+  std::string allow;                  // the Allow header (405), if any
+  std::string_view www_authenticate;  // the WWW-Authenticate header (401), if any
+  JobId reserved = 0;  // a job reserved for this answer: released if it cannot be delivered
   std::uint32_t reserved_token = 0;  // which reservation of it (its reserves count)
 };
 
@@ -54,8 +60,9 @@ class Api {
   // before it reaches the broker) or later, unless the Api is destroyed first. Returns 0, or
   // the ticket of a reserve waiting for a job, which cancel() ends: its client went away, so
   // respond is never called and the request counts nothing.
+  // authorization: the request's Authorization header, if any.
   std::uint64_t handle(std::string_view method, std::string_view target, std::string_view body,
-                       Respond respond);
+                       Respond respond, std::string_view authorization = {});
   void cancel(std::uint64_t ticket);
   // A reserved job's response could not be delivered: the job is ready again at once, if it is
   // still the same reservation (`token`: Response::reserved_token), not a later one.
@@ -98,6 +105,9 @@ class Api {
   ApiOptions options_;
   // Long-polls waiting, by ticket. One whose client went away (cancel) answers nobody and
   // counts nothing.
+  [[nodiscard]] bool authorized(std::string_view authorization) const;
+  std::vector<std::array<unsigned char, 32>> token_digests_;  // SHA-256 of each token
+
   struct Wait {
     std::uint64_t ticket = 0;
     bool gone = false;

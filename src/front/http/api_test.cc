@@ -267,6 +267,40 @@ TEST_F(ApiTest, OpensOneSessionThatWatchesNothing) {
   EXPECT_EQ(fake_.call_count(), 0U);
 }
 
+TEST_F(ApiTest, WithTokensEveryRouteButHealthWantsOneOfThem) {
+  ApiOptions with_tokens = options();
+  with_tokens.tokens = {"first-token", "second-token"};
+  api_ = std::make_unique<Api>(fake_, with_tokens);
+  const auto send_with = [this](std::string_view target, std::string_view authorization) {
+    Exchange exchange;
+    exchange.ticket = api_->handle(
+        "GET", target, "",
+        [responses = exchange.responses](Response r) { responses->push_back(std::move(r)); },
+        authorization);
+    return exchange;
+  };
+  for (const char* wrong : {"", "Bearer", "Bearer ", "Bearer first-toke", "Bearer first-token ",
+                            "Basic Zmlyc3QtdG9rZW4=", "first-token", "Bearer third-token"}) {
+    SCOPED_TRACE(wrong);
+    const std::size_t before = fake_.call_count();
+    const Exchange refused = send_with("/v1/stats", wrong);
+    ASSERT_TRUE(refused.answered());
+    EXPECT_EQ(refused.response().status, 401U);
+    EXPECT_EQ(refused.response().www_authenticate, "Bearer");
+    EXPECT_EQ(error_code_of(refused.response()), "unauthorized");
+    EXPECT_EQ(fake_.call_count(), before) << "a refused request reached the broker";
+  }
+  for (const char* right : {"Bearer first-token", "Bearer second-token", "bearer second-token"}) {
+    SCOPED_TRACE(right);
+    const std::size_t before = fake_.call_count();
+    (void)send_with("/v1/stats", right);
+    EXPECT_EQ(fake_.call_count(), before + 1);
+  }
+  EXPECT_EQ(send_with("/healthz", "").response().status, 200U);
+  EXPECT_NE(send_with("/readyz", "").response().status, 401U);
+  EXPECT_EQ(ops("stats", "401"), 8U);
+}
+
 TEST_F(ApiTest, AnUnknownPathIs404NoRoute) {
   for (const char* target : {"/v1/nothing", "/v1/tubes/", "/v1/tubes/a%zz/jobs", "/v1/jobs/",
                              "/v1/jobs/1/2/3", "", "/v2/tubes"}) {

@@ -56,6 +56,7 @@ Result<ClientResponse> Client::request(std::string_view method, std::string_view
   bhttp::request<bhttp::string_body> request(bhttp::string_to_verb(method), target, 11);
   request.set(bhttp::field::host, host_);
   request.set(bhttp::field::user_agent, "delayq");
+  if (!token_.empty()) request.set(bhttp::field::authorization, "Bearer " + token_);
   if (!body.empty()) request.set(bhttp::field::content_type, "application/json");
   request.body() = std::string(body);
   request.prepare_payload();

@@ -27,6 +27,8 @@ class Client {
   // url: "http://HOST:PORT" (a path after it is ignored) or "HOST:PORT".
   static Result<std::unique_ptr<Client>> connect_to(std::string_view url);
   Client(std::string host, std::uint16_t port);
+  // Sent as `Authorization: Bearer <token>` with every request (empty: none).
+  void set_token(std::string token) { token_ = std::move(token); }
 
   Result<ClientResponse> request(std::string_view method, std::string_view target,
                                  std::string_view body = {},
@@ -37,6 +39,7 @@ class Client {
 
   std::string host_;
   std::uint16_t port_;
+  std::string token_;
   boost::asio::io_context io_;
   std::unique_ptr<boost::asio::ip::tcp::socket> socket_;
 };

@@ -103,9 +103,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     keep_alive_ = request.keep_alive();
     version_ = request.version();
     auto self = shared_from_this();
-    const std::uint64_t ticket =
-        server_.api().handle(request.method_string(), request.target(), request.body(),
-                             [self](Response response) { self->answer(std::move(response)); });
+    const std::uint64_t ticket = server_.api().handle(
+        request.method_string(), request.target(), request.body(),
+        [self](Response response) { self->answer(std::move(response)); },
+        request[bhttp::field::authorization]);
     if (ticket != 0 && !answer_) {
       ticket_ = ticket;
       watch();
@@ -162,6 +163,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!a.location.empty())
       fmt::format_to(std::back_inserter(out_), "Location: {}\r\n", a.location);
     if (!a.allow.empty()) fmt::format_to(std::back_inserter(out_), "Allow: {}\r\n", a.allow);
+    if (!a.www_authenticate.empty()) {
+      fmt::format_to(std::back_inserter(out_), "WWW-Authenticate: {}\r\n", a.www_authenticate);
+    }
     if (!keep_alive_) {
       out_ += "Connection: close\r\n";
     } else if (version_ == 10) {

@@ -238,7 +238,11 @@ void Deliverer::Lane::failed(const broker::Job& job, int status, std::string err
   release.id = id;
   release.delay = wait.value_or(backoff_delay(webhook_.backoff, attempt, owner_.random_));
   release.reservation = attempt;
-  session_->release(release, guarded<JobView>([this](Result<JobView>) { finished("released"); }));
+  // The tube's own max_attempts (pull workers') may bury it on this release: count what it did.
+  session_->release(release, guarded<JobView>([this](Result<JobView> after) {
+                      const bool buried = after.is_ok() && after.value().state == JobState::kBuried;
+                      finished(buried ? "buried" : "released");
+                    }));
 }
 
 void Deliverer::Lane::finished(std::string_view outcome) {
