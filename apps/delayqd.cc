@@ -124,7 +124,8 @@ int run(const Flags& flags) {
     }
     http.emplace(io, *broker, flags.http);
     if (Status s = http->start(); !s.is_ok()) {
-      if (flags.http_explicit) {
+      if (flags.http_explicit || !flags.http.tls_cert_file.empty() ||
+          !flags.http.tls_key_file.empty()) {
         spdlog::critical("{}", s.to_string());
         return 1;
       }
@@ -217,6 +218,9 @@ int main(int argc, char** argv) {
                  "HTTP/JSON API address, ADDR:PORT, [IPV6]:PORT or NAME:PORT (port 0: any "
                  "free port), or off")
       ->capture_default_str();
+  app.add_option("--tls-cert", flags.http.tls_cert_file,
+                 "PEM certificate chain: the HTTP API speaks HTTPS (with --tls-key)");
+  app.add_option("--tls-key", flags.http.tls_key_file, "PEM private key of --tls-cert");
   app.add_option("--http-token-file", flags.http_token_file,
                  "bearer tokens for the HTTP API, one a line (without one, anyone who reaches "
                  "the HTTP port may change any job)");

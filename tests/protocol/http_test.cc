@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -574,6 +575,55 @@ TEST_F(HttpTest, AnAcknowledgedPutSurvivesKill9) {
     EXPECT_EQ(text(expect(200, "GET", id_path(ids[static_cast<std::size_t>(i)])), "body"),
               "keep me " + std::to_string(i));
   }
+}
+
+}  // namespace
+}  // namespace delayq::testing
+
+namespace delayq::testing {
+namespace {
+
+// Runs a shell command; its stdout (stderr too with `2>&1` in the command) and exit status.
+std::pair<int, std::string> shell(const std::string& command) {
+  std::string out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, out};
+  char buffer[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// The HTTP API over TLS (--tls-cert, --tls-key), spoken to by `openssl s_client`, which checks
+// the certificate against the one the test made; plain HTTP on that port gets no answer.
+TEST(HttpTlsTest, TheApiSpeaksHttpsWithTheGivenCertificate) {
+  if (shell("command -v openssl").first != 0) GTEST_SKIP() << "openssl is not installed";
+  TempDir dir;
+  const std::string cert = (dir.path() / "cert.pem").string();
+  const std::string key = (dir.path() / "key.pem").string();
+  const auto made =
+      shell("openssl req -x509 -newkey rsa:2048 -nodes -keyout " + key + " -out " + cert +
+            " -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1" + " 2>&1");
+  ASSERT_EQ(made.first, 0) << made.second;
+  ServerProcess server(dir.path() / "db", {"--tls-cert", cert, "--tls-key", key});
+  ASSERT_EQ(server.start(), "");
+  const std::string port = std::to_string(server.http_port());
+  const auto answer = shell(
+      "printf 'GET /v1/stats HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n' | "
+      "timeout 10 openssl s_client -quiet -verify_return_error -CAfile " +
+      cert + " -connect 127.0.0.1:" + port + " 2>/dev/null");
+  EXPECT_EQ(answer.first, 0) << answer.second;
+  EXPECT_TRUE(answer.second.starts_with("HTTP/1.1 200 OK\r\n")) << answer.second;
+  EXPECT_NE(answer.second.find("\"version\""), std::string::npos) << answer.second;
+
+  front::http::Client plain("127.0.0.1", server.http_port());
+  auto refused = plain.request("GET", "/v1/stats", "", Millis{2000});
+  EXPECT_TRUE(!refused.is_ok() || refused.value().status == 0) << "plain HTTP was answered";
+
+  // A key that does not exist is refused at start, not served in the clear.
+  ServerProcess broken(dir.path() / "db2", {"--tls-cert", cert, "--tls-key", cert + ".missing"});
+  EXPECT_NE(broken.start(), "");
 }
 
 }  // namespace

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 #include <sys/socket.h>
 
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cerrno>
 #include <optional>
 
@@ -18,11 +20,25 @@ using boost::asio::ip::tcp;
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(Server& server, tcp::socket socket) : server_(server), stream_(std::move(socket)) {}
+  // tls: the server's TLS context, or null for plain HTTP.
+  Connection(Server& server, tcp::socket socket, boost::asio::ssl::context* tls) : server_(server) {
+    if (tls != nullptr) {
+      tls_.emplace(std::move(socket), *tls);
+    } else {
+      plain_.emplace(std::move(socket));
+    }
+  }
 
   void start() {
     server_.metrics().connection_opened(kProtocol);
-    read();
+    if (!tls_) return read();
+    // The handshake gets the idle timeout too: a client that connects and says nothing goes.
+    lowest().expires_after(server_.options().idle_timeout);
+    tls_->async_handshake(boost::asio::ssl::stream_base::server,
+                          [self = shared_from_this()](beast::error_code error) {
+                            if (error) return self->close();
+                            self->read();
+                          });
   }
 
   void close() {
@@ -33,24 +49,37 @@ class Connection : public std::enable_shared_from_this<Connection> {
       server_.api().undeliverable(answer_->reserved, answer_->reserved_token);
     }
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_.socket().close(ignored);
+    lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    lowest().socket().close(ignored);
     server_.metrics().connection_closed(kProtocol);
     server_.closed(shared_from_this());
   }
 
  private:
+  beast::tcp_stream& lowest() { return tls_ ? beast::get_lowest_layer(*tls_) : *plain_; }
+  // Calls f with the stream requests and answers travel on: TLS over TCP, or TCP.
+  template <typename F>
+  void on_stream(F&& f) {
+    if (tls_) {
+      f(*tls_);
+    } else {
+      f(*plain_);
+    }
+  }
+
   // Reads the header first: a client that sent "Expect: 100-continue" waits for a 100 before it
   // sends its body (curl, for one, waits a whole second if it gets none).
   void read() {
     parser_.emplace();
     parser_->header_limit(server_.options().max_header_bytes);
     parser_->body_limit(server_.options().max_body_bytes);
-    stream_.expires_after(server_.options().idle_timeout);
-    bhttp::async_read_header(stream_, buffer_, *parser_,
-                             [self = shared_from_this()](beast::error_code error, std::size_t) {
-                               self->on_header(error);
-                             });
+    lowest().expires_after(server_.options().idle_timeout);
+    on_stream([this](auto& stream) {
+      bhttp::async_read_header(stream, buffer_, *parser_,
+                               [self = shared_from_this()](beast::error_code error, std::size_t) {
+                                 self->on_header(error);
+                               });
+    });
   }
 
   void on_header(beast::error_code error) {
@@ -60,21 +89,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (parser_->get().version() >= 11 && beast::iequals(expect, "100-continue") &&
         !parser_->is_done()) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-      boost::asio::async_write(stream_, boost::asio::buffer(kContinue.data(), kContinue.size()),
-                               [self = shared_from_this()](beast::error_code e, std::size_t) {
-                                 if (e) return self->close();
-                                 self->read_body();
-                               });
+      on_stream([this](auto& stream) {
+        boost::asio::async_write(stream, boost::asio::buffer(kContinue.data(), kContinue.size()),
+                                 [self = shared_from_this()](beast::error_code e, std::size_t) {
+                                   if (e) return self->close();
+                                   self->read_body();
+                                 });
+      });
       return;
     }
     read_body();
   }
 
   void read_body() {
-    bhttp::async_read(stream_, buffer_, *parser_,
-                      [self = shared_from_this()](beast::error_code error, std::size_t) {
-                        self->on_read(error);
-                      });
+    on_stream([this](auto& stream) {
+      bhttp::async_read(stream, buffer_, *parser_,
+                        [self = shared_from_this()](beast::error_code error, std::size_t) {
+                          self->on_read(error);
+                        });
+    });
   }
 
   void on_read(beast::error_code error) {
@@ -98,7 +131,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (!malformed) return close();
       return refuse(400, "bad_request", "malformed HTTP request: " + error.message());
     }
-    stream_.expires_never();
+    lowest().expires_never();
     const auto& request = parser_->get();
     keep_alive_ = request.keep_alive();
     version_ = request.version();
@@ -135,12 +168,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // While a reserve waits: a readable socket with nothing to read means the client went away.
   void watch() {
-    stream_.socket().async_wait(
+    // Under TLS the bytes peeked are a record's, which tells the same: something, or an end.
+    lowest().socket().async_wait(
         tcp::socket::wait_read, [self = shared_from_this()](beast::error_code error) {
           if (error || self->closed_ || self->ticket_ == 0) return;
           char byte = 0;
           const auto n =
-              ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+              ::recv(self->lowest().socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
           if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return self->close();
           // A spurious wake-up: watch again. n > 0: the client sent its next request early; it
           // is read after this answer (and a close after it is seen only then).
@@ -173,11 +207,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     out_ += "\r\n";
     out_ += a.body;
-    stream_.expires_after(server_.options().idle_timeout);
-    boost::asio::async_write(stream_, boost::asio::buffer(out_),
-                             [self = shared_from_this()](beast::error_code error, std::size_t) {
-                               self->on_write(error);
-                             });
+    lowest().expires_after(server_.options().idle_timeout);
+    on_stream([this](auto& stream) {
+      boost::asio::async_write(stream, boost::asio::buffer(out_),
+                               [self = shared_from_this()](beast::error_code error, std::size_t) {
+                                 self->on_write(error);
+                               });
+    });
   }
 
   void on_write(beast::error_code error) {
@@ -189,15 +225,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (closed_) return;
     if (error) return close();
     if (!keep_alive_) {
+      if (tls_) {
+        // TLS ends with close_notify, so that the client knows the answer is whole; a client
+        // that does not answer it is given a second.
+        lowest().expires_after(std::chrono::seconds(1));
+        return tls_->async_shutdown(
+            [self = shared_from_this()](beast::error_code) { self->close(); });
+      }
       beast::error_code ignored;
-      stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
       return close();
     }
     read();
   }
 
   Server& server_;
-  beast::tcp_stream stream_;
+  std::optional<beast::tcp_stream> plain_;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::string out_;  // the answer being written
@@ -216,7 +260,7 @@ Server::Server(boost::asio::io_context& io, broker::Broker& broker, ServerOption
       listener_(
           io, "HTTP ", [this] { return connections_.size() >= options_.max_connections; },
           [this](tcp::socket socket) {
-            auto connection = std::make_shared<Connection>(*this, std::move(socket));
+            auto connection = std::make_shared<Connection>(*this, std::move(socket), tls_.get());
             connections_.insert(connection);
             connection->start();
           }) {}
@@ -226,6 +270,29 @@ Server::~Server() {
 }
 
 Status Server::start() {
+  if (!options_.tls_cert_file.empty() || !options_.tls_key_file.empty()) {
+    if (options_.tls_cert_file.empty() || options_.tls_key_file.empty()) {
+      return {Code::kInvalidArgument,
+              "TLS wants both a certificate and a key (--tls-cert, --tls-key)"};
+    }
+    tls_ = std::make_unique<boost::asio::ssl::context>(boost::asio::ssl::context::tls_server);
+    beast::error_code error;
+    tls_->set_options(
+        boost::asio::ssl::context::default_workarounds | boost::asio::ssl::context::no_sslv2 |
+            boost::asio::ssl::context::no_sslv3 | boost::asio::ssl::context::no_tlsv1 |
+            boost::asio::ssl::context::no_tlsv1_1,
+        error);
+    (void)tls_->use_certificate_chain_file(options_.tls_cert_file, error);
+    if (error) {
+      return {Code::kInvalidArgument,
+              "cannot read TLS certificate " + options_.tls_cert_file + ": " + error.message()};
+    }
+    (void)tls_->use_private_key_file(options_.tls_key_file, boost::asio::ssl::context::pem, error);
+    if (error) {
+      return {Code::kInvalidArgument,
+              "cannot read TLS key " + options_.tls_key_file + ": " + error.message()};
+    }
+  }
   return listener_.start(options_.address, options_.port);
 }
 

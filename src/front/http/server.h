@@ -9,6 +9,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -36,6 +37,10 @@ struct ServerOptions {
   std::size_t max_connections = 10000;
   // A connection with no request in progress for this long is closed. Default: 60 s.
   std::chrono::seconds idle_timeout{60};
+  // TLS: a PEM certificate chain and its PEM private key, both or neither (TLS 1.2 and up).
+  // Default: none, plain HTTP.
+  std::string tls_cert_file;
+  std::string tls_key_file;
   ApiOptions api;
 };
 
@@ -65,6 +70,7 @@ class Server {
   broker::Broker& broker_;
   ServerOptions options_;
   Api api_;
+  std::unique_ptr<boost::asio::ssl::context> tls_;  // set by start() when TLS is asked for
   Listener listener_;
   std::unordered_set<std::shared_ptr<Connection>> connections_;
 };
