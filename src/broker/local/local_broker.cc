@@ -73,8 +73,8 @@ class LocalSession final : public broker::Session {
   void finish_all(Callback<T> done, Result<T> result) {
     finish(node_.barrier(), std::move(done), std::move(result));
   }
-  // The job with its body, or the error reading the body.
-  Result<broker::Job> with_body(const JobView& view);
+  // The job with its body (unless `body` is false) and its attachment, or the error reading them.
+  Result<broker::Job> read_job(const JobView& view, bool body);
   void finish_with_body(Callback<broker::Job> done, Result<JobView> view, bool body);
   // kNotFound from an operation on a job that exists: someone else holds it, or its state
   // forbids the operation.
@@ -118,10 +118,13 @@ Result<std::size_t> LocalSession::ignore(std::string_view tube) {
 
 // --- helpers
 
-Result<broker::Job> LocalSession::with_body(const JobView& view) {
-  auto body = node_.body(view.id);
-  if (!body.is_ok()) return body.status();
-  broker::Job job{view, std::move(body).value(), engine().now(), {}};
+Result<broker::Job> LocalSession::read_job(const JobView& view, bool body) {
+  broker::Job job{view, {}, engine().now(), {}};
+  if (body) {
+    auto bytes = node_.body(view.id);
+    if (!bytes.is_ok()) return bytes.status();
+    job.body = std::move(bytes).value();
+  }
   if (view.attached) {
     auto delivery = node_.attachment(view.id);
     if (!delivery.is_ok()) return delivery.status();
@@ -132,17 +135,7 @@ Result<broker::Job> LocalSession::with_body(const JobView& view) {
 
 void LocalSession::finish_with_body(Callback<broker::Job> done, Result<JobView> view, bool body) {
   if (!view.is_ok()) return finish_all<broker::Job>(std::move(done), view.status());
-  const std::uint64_t batch = node_.batch_of(view.value().id);
-  if (!body) {
-    broker::Job job{view.value(), {}, engine().now(), {}};
-    if (view.value().attached) {
-      auto delivery = node_.attachment(job.view.id);
-      if (!delivery.is_ok()) return finish_all<broker::Job>(std::move(done), delivery.status());
-      job.delivery = std::move(delivery).value();
-    }
-    return finish<broker::Job>(batch, std::move(done), std::move(job));
-  }
-  finish(batch, std::move(done), with_body(view.value()));
+  finish(node_.batch_of(view.value().id), std::move(done), read_job(view.value(), body));
 }
 
 Status LocalSession::refine(Status status, JobId id, std::string_view why) const {
@@ -239,7 +232,7 @@ void LocalSession::woken(std::uint64_t ticket, const engine::ReserveResult& resu
 void LocalSession::reserved(Callback<broker::Job> done, const engine::ReserveResult& result) {
   switch (result.kind) {
     case Kind::kReserved:
-      return finish(node_.batch_of(result.job.id), std::move(done), with_body(result.job));
+      return finish(node_.batch_of(result.job.id), std::move(done), read_job(result.job, true));
     case Kind::kDeadlineSoon:
       return finish_all<broker::Job>(std::move(done),
                                      Status(Code::kDeadlineSoon, "a reserved job's TTR is ending"));
