@@ -15,7 +15,7 @@ sections="${SECTIONS:-rates late rss}"
 loadgen=build/release/bench/loadgen
 delayqd=build/release/apps/delayqd
 [ -x "$loadgen" ] && [ -x "$delayqd" ] || { echo "compare-beanstalkd: make build first" >&2; exit 2; }
-command -v beanstalkd >/dev/null || bench/ensure-packages.sh beanstalkd
+command -v beanstalkd >/dev/null || scripts/ensure-packages.sh beanstalkd
 
 work=$(mktemp -d)
 pids=()

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-10}
 connections=${2:-64}
 delayqd=build/release/apps/delayqd
-command -v wrk >/dev/null || bench/ensure-packages.sh wrk
+command -v wrk >/dev/null || scripts/ensure-packages.sh wrk
 data=build/http-load-data
 rm -rf "$data"
 mkdir -p "$data"

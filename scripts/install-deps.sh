@@ -2,7 +2,7 @@
 # install-deps.sh — installs every Debian package delayq needs to build and test.
 # Idempotent: installs only what is missing, so it is cheap to run before every build, and says
 # what it installs when it does. Uses sudo when not run as root. What only benchmarks need
-# (beanstalkd, wrk) the benchmark scripts install themselves (bench/ensure-packages.sh), without
+# (beanstalkd, wrk) the benchmark scripts install themselves (scripts/ensure-packages.sh), without
 # starting a service that would take delayq's ports.
 set -euo pipefail
 
@@ -25,6 +25,7 @@ packages=(
   libssl-dev        # OpenSSL: https webhooks and their HMAC signatures
   openssl           # the webhook tests make their TLS certificates with it
   libfmt-dev
+  libhiredis-dev    # hiredis's RESP reader (the Redis client)
   python3           # bench/wheel_table.py (make bench)
   ca-certificates   # npm reaches its registry over https (the client test)
 )
@@ -40,6 +41,10 @@ done
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   missing+=(nodejs npm)
 fi
+
+# Debian's redis-server (and redis-cli) run the Redis tests, which start their own servers on
+# free loopback ports; installed without the service its package would start on port 6379.
+"$(dirname "$0")/ensure-packages.sh" redis-server
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ensure-packages.sh PACKAGE... — installs the Debian packages a benchmark needs, if missing,
+# ensure-packages.sh PACKAGE... — installs Debian packages that come with a service, if missing,
 # without starting their services: Debian's beanstalkd, for one, enables and starts a daemon on
 # 127.0.0.1:11300 when installed, which would take delayqd's default port. Uses sudo when not
 # root.

@@ -1,0 +1,495 @@
+#include "redis/client.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <array>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <charconv>
+#include <unordered_map>
+#include <utility>
+
+#include "redis/slot.h"
+
+namespace delayq::redis {
+namespace asio = boost::asio;
+using SteadyClock = std::chrono::steady_clock;
+
+// --- Script
+
+Script::Script(std::string source) : source_(std::move(source)) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int size = 0;
+  DELAYQ_CHECK(EVP_Digest(source_.data(), source_.size(), digest.data(), &size, EVP_sha1(),
+                          nullptr) == 1);
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (unsigned int i = 0; i < size; ++i) {
+    sha_.push_back(kHex[digest[i] >> 4]);
+    sha_.push_back(kHex[digest[i] & 0xF]);
+  }
+}
+
+Command Script::call(const std::vector<std::string_view>& keys,
+                     const std::vector<std::string_view>& args) const {
+  Command command{"EVALSHA", sha_};
+  command.arg(static_cast<std::int64_t>(keys.size()));
+  for (const auto key : keys) command.arg(key);
+  for (const auto value : args) command.arg(value);
+  return command;
+}
+
+// --- addresses
+
+namespace {
+
+constexpr std::uint16_t kNoNode = 0xFFFF;
+constexpr Millis kFirstBackoff{10};
+constexpr Millis kLastBackoff{320};
+// MOVED replies followed at once, before a request starts to wait between tries: a slot that
+// moves back and forth must not spin.
+constexpr int kImmediateRedirections = 5;
+
+struct HostPort {
+  std::string host;
+  std::uint16_t port = 0;
+};
+
+// "host:port", "[v6]:port" or "v6:port" (as MOVED names IPv6 nodes): the port after the last ':'.
+std::optional<HostPort> split_address(std::string_view address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  std::string_view host = address.substr(0, colon);
+  const std::string_view digits = address.substr(colon + 1);
+  unsigned port = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (error != std::errc{} || end != digits.data() + digits.size() || port == 0 || port > 65535) {
+    return std::nullopt;
+  }
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return HostPort{std::string(host), static_cast<std::uint16_t>(port)};
+}
+
+std::string join(std::string_view host, std::int64_t port) {
+  return std::string(host) + ":" + std::to_string(port);
+}
+
+// The "host:port" of a MOVED or ASK reply ("MOVED 3999 127.0.0.1:6381"); a node that does not
+// know its own host name sends ":6381", meaning the host the reply came from.
+std::string redirection_target(std::string_view error, std::string_view replied_from) {
+  const auto space = error.rfind(' ');
+  std::string_view target = error.substr(space + 1);
+  if (!target.empty() && target.front() == ':') {
+    const auto from = split_address(replied_from);
+    return from ? from->host + std::string(target) : std::string();
+  }
+  const auto parts = split_address(target);
+  return parts ? join(parts->host, parts->port) : std::string();
+}
+
+}  // namespace
+
+// --- the client's state, shared with the handlers under way
+
+struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
+  struct Call {
+    Request request;
+    Callback<std::vector<Reply>> done;
+    SteadyClock::time_point deadline;
+    int tries = 0;
+    int waits = 0;
+    std::string ask;  // send once to this node, after ASKING
+    Status problem;   // what the last try met, for the timeout's message
+    std::unique_ptr<asio::steady_timer> timer;
+  };
+  using CallPtr = std::shared_ptr<Call>;
+
+  Impl(asio::any_io_executor executor_in, ClientOptions options_in)
+      : executor(std::move(executor_in)),
+        options(std::move(options_in)),
+        owner(kSlotCount, kNoNode),
+        refresh_timer(executor) {}
+
+  std::shared_ptr<Connection> connection(const std::string& address);
+  void dispatch(const CallPtr& call);
+  void on_replies(const CallPtr& call, const std::string& address, std::vector<Outcome> outcomes);
+  void redispatch_later(const CallPtr& call, Status problem);
+  void finish(const CallPtr& call, Result<std::vector<Reply>> result);
+
+  void refresh(std::function<void(Status)> done);
+  void ask_topology(std::vector<std::string> candidates, std::size_t index, std::string errors);
+  bool take_topology(const Reply& slots, const std::string& asked);
+  void end_refresh(const Status& status);
+  void schedule_refresh();
+  void shutdown();
+
+  asio::any_io_executor executor;
+  ClientOptions options;
+  bool closed = false;
+  bool is_standalone = false;
+  std::vector<std::string> nodes;                  // primaries, by index
+  std::vector<std::size_t> replicas;               // per primary
+  std::vector<std::uint16_t> owner;                // slot -> index into nodes
+  std::unordered_map<std::string, std::shared_ptr<Connection>> connections;
+  bool refreshing = false;
+  std::vector<std::function<void(Status)>> refresh_waiters;
+  asio::steady_timer refresh_timer;
+  ClientStats stats;
+};
+
+std::shared_ptr<Connection> Client::Impl::connection(const std::string& address) {
+  auto& slot = connections[address];
+  if (slot && !slot->broken()) return slot;
+  if (slot) ++stats.reconnects;
+  const auto parts = split_address(address);
+  DELAYQ_CHECK(parts.has_value());
+  slot = std::make_shared<Connection>(executor, parts->host, parts->port, options.connection);
+  return slot;
+}
+
+// --- requests
+
+void Client::Impl::dispatch(const CallPtr& call) {
+  if (closed) return;
+  ++call->tries;
+  std::string address = std::move(call->ask);
+  call->ask.clear();
+  const bool asking = !address.empty();
+  if (!asking) {
+    const auto index = owner[call->request.slot];
+    if (index == kNoNode) {
+      refresh(nullptr);
+      redispatch_later(call, Status(Code::kIOError, "slot " + std::to_string(call->request.slot) +
+                                                         " is served by no known node"));
+      return;
+    }
+    address = nodes[index];
+  }
+  auto target = connection(address);
+  const auto count = call->request.commands.size();
+  auto outcomes = std::make_shared<std::vector<Outcome>>(count);
+  auto self = shared_from_this();
+  for (std::size_t i = 0; i < count; ++i) {
+    // ASKING lets the next command alone into a slot being imported.
+    if (asking) target->send(Command{"ASKING"}, [](Outcome) {});
+    target->send(call->request.commands[i],
+                 [self, call, address, outcomes, i, count](Outcome outcome) {
+                   (*outcomes)[i] = std::move(outcome);
+                   // Replies come in order: the last one completes the request.
+                   if (i + 1 == count) self->on_replies(call, address, std::move(*outcomes));
+                 });
+  }
+}
+
+void Client::Impl::on_replies(const CallPtr& call, const std::string& address,
+                              std::vector<Outcome> outcomes) {
+  if (closed) return;
+  const Outcome& first = outcomes.front();
+  if (!first.status.is_ok()) {
+    if (first.written) {
+      finish(call, Status(Code::kIOError,
+                          first.status.message() + " (the command may have run)"));
+      return;
+    }
+    refresh(nullptr);
+    redispatch_later(call, first.status);
+    return;
+  }
+  const std::string_view code = first.reply.error_code();
+  if (code == "MOVED") {
+    ++stats.moved;
+    const auto target = redirection_target(first.reply.str, address);
+    if (!target.empty()) {
+      auto known = std::find(nodes.begin(), nodes.end(), target);
+      if (known == nodes.end()) {
+        nodes.push_back(target);
+        replicas.push_back(0);
+        known = nodes.end() - 1;
+      }
+      owner[call->request.slot] = static_cast<std::uint16_t>(known - nodes.begin());
+    }
+    refresh(nullptr);  // one slot moved: others may have moved with it
+    if (call->tries <= kImmediateRedirections) {
+      dispatch(call);
+    } else {
+      redispatch_later(call, Status(Code::kIOError, first.reply.str));
+    }
+    return;
+  }
+  if (code == "ASK") {
+    ++stats.ask;
+    call->ask = redirection_target(first.reply.str, address);
+    if (call->ask.empty()) {
+      finish(call, Status(Code::kIOError, address + " answered " + first.reply.str));
+      return;
+    }
+    dispatch(call);
+    return;
+  }
+  if (code == "TRYAGAIN" || code == "LOADING" || code == "MASTERDOWN" || code == "CLUSTERDOWN" ||
+      code == "READONLY") {
+    if (code == "TRYAGAIN") ++stats.try_again;
+    if (code == "LOADING" || code == "MASTERDOWN") ++stats.loading;
+    if (code == "CLUSTERDOWN") ++stats.cluster_down;
+    if (code == "READONLY") {
+      // The node is a replica now (a failover, or a name that still points to the old
+      // primary): drop the connection, so the next try reconnects, and ask who serves now.
+      ++stats.read_only;
+      connection(address)->close(Status(Code::kIOError, address + " is read-only"));
+    }
+    if (code != "TRYAGAIN" && code != "LOADING") refresh(nullptr);
+    redispatch_later(call, Status(Code::kIOError, address + " answered " + first.reply.str));
+    return;
+  }
+  if (code == "NOSCRIPT" && call->request.script != nullptr) {
+    ++stats.no_script;
+    auto self = shared_from_this();
+    connection(address)->send(Command{"SCRIPT", "LOAD", call->request.script->source()},
+                              [self, call](Outcome loaded) {
+                                if (self->closed) return;
+                                if (!loaded.status.is_ok() || loaded.reply.is_error()) {
+                                  self->redispatch_later(
+                                      call, loaded.status.is_ok()
+                                                ? Status(Code::kIOError, loaded.reply.str)
+                                                : loaded.status);
+                                  return;
+                                }
+                                self->dispatch(call);
+                              });
+    return;
+  }
+  std::vector<Reply> replies;
+  replies.reserve(outcomes.size());
+  for (auto& outcome : outcomes) {
+    if (!outcome.status.is_ok()) {
+      finish(call, Status(Code::kIOError, outcome.status.message() +
+                                              " (the commands before it ran)"));
+      return;
+    }
+    replies.push_back(std::move(outcome.reply));
+  }
+  finish(call, std::move(replies));
+}
+
+void Client::Impl::redispatch_later(const CallPtr& call, Status problem) {
+  call->problem = std::move(problem);
+  const auto backoff = std::min(kFirstBackoff * (1 << std::min(call->waits, 5)), kLastBackoff);
+  ++call->waits;
+  if (SteadyClock::now() + backoff >= call->deadline) {
+    finish(call, Status(Code::kTimedOut,
+                        "gave up after " + std::to_string(options.request_timeout.count()) +
+                            " ms and " + std::to_string(call->tries) +
+                            " tries; last: " + call->problem.message()));
+    return;
+  }
+  if (!call->timer) call->timer = std::make_unique<asio::steady_timer>(executor);
+  call->timer->expires_after(backoff);
+  call->timer->async_wait([self = shared_from_this(), call](const boost::system::error_code& error) {
+    if (!error) self->dispatch(call);
+  });
+}
+
+void Client::Impl::finish(const CallPtr& call, Result<std::vector<Reply>> result) {
+  auto done = std::move(call->done);
+  call->timer.reset();
+  done(std::move(result));
+}
+
+// --- topology
+
+void Client::Impl::refresh(std::function<void(Status)> done) {
+  if (done) refresh_waiters.push_back(std::move(done));
+  if (refreshing || closed) return;
+  refreshing = true;
+  // Known primaries first, then the seeds: a seed may be gone for good.
+  std::vector<std::string> candidates = nodes;
+  for (const auto& seed : options.seeds) {
+    const auto parts = split_address(seed);
+    if (!parts) continue;
+    auto address = join(parts->host, parts->port);
+    if (std::find(candidates.begin(), candidates.end(), address) == candidates.end()) {
+      candidates.push_back(std::move(address));
+    }
+  }
+  ask_topology(std::move(candidates), 0, {});
+}
+
+void Client::Impl::ask_topology(std::vector<std::string> candidates, std::size_t index,
+                                std::string errors) {
+  if (closed) return;
+  if (index >= candidates.size()) {
+    end_refresh(Status(Code::kIOError,
+                       "no Redis node gave the cluster's topology" +
+                           (errors.empty() ? std::string(" (no address)") : ": " + errors)));
+    return;
+  }
+  const std::string address = candidates[index];
+  connection(address)->send(
+      Command{"CLUSTER", "SLOTS"},
+      [self = shared_from_this(), candidates = std::move(candidates), index, address,
+       errors = std::move(errors)](Outcome outcome) mutable {
+        if (self->closed) return;
+        std::string problem;
+        if (!outcome.status.is_ok()) {
+          problem = outcome.status.message();
+        } else if (outcome.reply.is_error() &&
+                   outcome.reply.str.find("cluster support disabled") != std::string::npos) {
+          // A single Redis: it serves every slot.
+          self->is_standalone = true;
+          self->nodes = {address};
+          self->replicas = {0};
+          std::fill(self->owner.begin(), self->owner.end(), std::uint16_t{0});
+          self->end_refresh(Status::ok());
+          return;
+        } else if (outcome.reply.is_error()) {
+          problem = address + " answered " + outcome.reply.str;
+        } else if (!self->take_topology(outcome.reply, address)) {
+          problem = address + " sent a CLUSTER SLOTS reply that cannot be read";
+        } else {
+          self->end_refresh(Status::ok());
+          return;
+        }
+        if (!errors.empty()) errors += "; ";
+        errors += problem;
+        self->ask_topology(std::move(candidates), index + 1, std::move(errors));
+      });
+}
+
+// CLUSTER SLOTS: [[first slot, last slot, [host, port, id, ...] (primary), replicas...], ...].
+// A host "" or "?" means the node does not know its address: the one it was reached at.
+bool Client::Impl::take_topology(const Reply& slots, const std::string& asked) {
+  if (slots.type != ReplyType::kArray) return false;
+  std::vector<std::string> new_nodes;
+  std::vector<std::size_t> new_replicas;
+  std::vector<std::uint16_t> new_owner(kSlotCount, kNoNode);
+  const auto asked_parts = split_address(asked);
+  for (const auto& range : slots.elements) {
+    if (range.type != ReplyType::kArray || range.elements.size() < 3) return false;
+    const auto& first = range.elements[0];
+    const auto& last = range.elements[1];
+    const auto& primary = range.elements[2];
+    if (first.type != ReplyType::kInteger || last.type != ReplyType::kInteger ||
+        primary.type != ReplyType::kArray || primary.elements.size() < 2 ||
+        primary.elements[1].type != ReplyType::kInteger || first.integer < 0 ||
+        last.integer >= kSlotCount || first.integer > last.integer) {
+      return false;
+    }
+    std::string host = primary.elements[0].str;
+    if ((host.empty() || host == "?") && asked_parts) host = asked_parts->host;
+    const auto address = join(host, primary.elements[1].integer);
+    auto known = std::find(new_nodes.begin(), new_nodes.end(), address);
+    if (known == new_nodes.end()) {
+      new_nodes.push_back(address);
+      new_replicas.push_back(range.elements.size() - 3);
+      known = new_nodes.end() - 1;
+    }
+    const auto index = static_cast<std::uint16_t>(known - new_nodes.begin());
+    for (auto slot = first.integer; slot <= last.integer; ++slot) {
+      new_owner[static_cast<std::size_t>(slot)] = index;
+    }
+  }
+  is_standalone = false;
+  nodes = std::move(new_nodes);
+  replicas = std::move(new_replicas);
+  owner = std::move(new_owner);
+  return true;
+}
+
+void Client::Impl::end_refresh(const Status& status) {
+  refreshing = false;
+  if (status.is_ok()) ++stats.refreshes;
+  auto waiters = std::move(refresh_waiters);
+  refresh_waiters.clear();
+  for (auto& waiter : waiters) waiter(status);
+  schedule_refresh();
+}
+
+void Client::Impl::schedule_refresh() {
+  if (closed) return;
+  refresh_timer.expires_after(options.refresh_period);
+  refresh_timer.async_wait([weak = weak_from_this()](const boost::system::error_code& error) {
+    auto self = weak.lock();
+    if (!error && self) self->refresh(nullptr);
+  });
+}
+
+void Client::Impl::shutdown() {
+  closed = true;
+  refresh_timer.cancel();
+  for (auto& [address, target] : connections) {
+    target->close(Status(Code::kIOError, "the client is closed"));
+  }
+  connections.clear();
+}
+
+// --- Client
+
+Client::Client(asio::any_io_executor executor, ClientOptions options)
+    : impl_(std::make_shared<Impl>(std::move(executor), std::move(options))) {}
+
+Client::~Client() { impl_->shutdown(); }
+
+void Client::start(std::function<void(Status)> done) {
+  auto impl = impl_;
+  impl->refresh([impl, done = std::move(done)](Status status) {
+    // Completions never run inside the call that started them.
+    asio::post(impl->executor, [done, status] { done(status); });
+  });
+}
+
+void Client::run(Request request, Callback<std::vector<Reply>> done) {
+  DELAYQ_CHECK(!request.commands.empty() && request.slot < kSlotCount);
+  auto call = std::make_shared<Impl::Call>();
+  call->request = std::move(request);
+  call->done = std::move(done);
+  call->deadline = SteadyClock::now() + impl_->options.request_timeout;
+  // Never inside this call: a reply comes from the network, or a retry from a timer, and the
+  // one path that completes at once (no node for the slot, deadline 0) goes through a post.
+  asio::post(impl_->executor, [impl = impl_, call] { impl->dispatch(call); });
+}
+
+void Client::run(std::uint16_t slot, Command command, Callback<Reply> done) {
+  Request request;
+  request.slot = slot;
+  request.commands.push_back(std::move(command));
+  run(std::move(request), [done = std::move(done)](Result<std::vector<Reply>> replies) {
+    if (!replies.is_ok()) {
+      done(replies.status());
+      return;
+    }
+    done(std::move(replies.value().front()));
+  });
+}
+
+void Client::run_at(const std::string& address, Command command, Callback<Reply> done) {
+  impl_->connection(address)->send(command, [done = std::move(done)](Outcome outcome) {
+    if (!outcome.status.is_ok()) {
+      done(outcome.status);
+      return;
+    }
+    done(std::move(outcome.reply));
+  });
+}
+
+void Client::refresh() { impl_->refresh(nullptr); }
+
+bool Client::standalone() const noexcept { return impl_->is_standalone; }
+
+std::vector<std::pair<std::string, std::size_t>> Client::primaries() const {
+  std::vector<std::pair<std::string, std::size_t>> list;
+  for (std::size_t i = 0; i < impl_->nodes.size(); ++i) {
+    list.emplace_back(impl_->nodes[i], impl_->replicas[i]);
+  }
+  return list;
+}
+
+std::string Client::primary_of(std::uint16_t slot) const {
+  const auto index = impl_->owner[slot % kSlotCount];
+  return index == kNoNode ? std::string() : impl_->nodes[index];
+}
+
+const ClientStats& Client::stats() const noexcept { return impl_->stats; }
+
+}  // namespace delayq::redis

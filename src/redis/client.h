@@ -1,0 +1,120 @@
+// client.h — a Redis Cluster client on Asio: routes each request to the primary that serves its
+// slot and follows the cluster when it moves.
+// The topology (slot -> primary) comes from CLUSTER SLOTS, asked of a known node or a seed at
+// start, every refresh_period, and whenever a reply says the map is stale. A request is one or
+// more commands sent back to back on the node's one pipelined connection (a script, then a WAIT
+// on the same connection). Replies that ask the client to go elsewhere or come back later are
+// handled here and never reach the caller: MOVED (update the slot, resend at once), ASK (resend
+// once to the node named, after ASKING), TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN and READONLY
+// (wait 10 ms, doubling up to 320 ms, refresh the map, resend), NOSCRIPT (SCRIPT LOAD, resend).
+// A connection that breaks before a command was written is replaced and the command resent; one
+// that breaks after fails the request with kIOError: the command may have run. All of this ends
+// at the request's deadline (kTimedOut, saying what it last met). A single Redis without cluster
+// support serves every slot.
+// Threads: every call on the executor given; completions run there, never inside the call.
+// Destroying the client drops the requests under way without completing them.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "redis/connection.h"
+#include "redis/reply.h"
+
+namespace delayq::redis {
+
+template <typename T>
+using Callback = std::function<void(Result<T>)>;
+
+// A Lua script, sent by its SHA-1 (EVALSHA) and loaded where a node does not have it.
+class Script {
+ public:
+  explicit Script(std::string source);
+  [[nodiscard]] const std::string& source() const noexcept { return source_; }
+  [[nodiscard]] const std::string& sha() const noexcept { return sha_; }  // 40 hex digits
+  // "EVALSHA <sha> <keys.size()> <keys...> <args...>"
+  [[nodiscard]] Command call(const std::vector<std::string_view>& keys,
+                             const std::vector<std::string_view>& args) const;
+
+ private:
+  std::string source_;
+  std::string sha_;
+};
+
+struct ClientOptions {
+  // Where to ask for the topology first: "host:port" (an IPv6 address in brackets:
+  // "[::1]:7000"). Any node of the cluster will do. No default: at least one.
+  std::vector<std::string> seeds;
+  ConnectionOptions connection;
+  // How long one request may spend being redirected, retried and reconnected before it fails
+  // with kTimedOut. It bounds how long a failover can hold a request. Default: 10 s.
+  Millis request_timeout{10000};
+  // How often the topology is asked for when nothing prompts it. Default: 10 s.
+  Millis refresh_period{10000};
+};
+
+struct Request {
+  std::uint16_t slot = 0;          // the slot its keys hash to (key_slot())
+  std::vector<Command> commands;   // at least one; the first decides routing and retries
+  const Script* script = nullptr;  // set when commands[0] is script->call(...)
+};
+
+// How often the client met each redirection and retry, since it was made (tests and metrics).
+struct ClientStats {
+  std::uint64_t moved = 0;
+  std::uint64_t ask = 0;
+  std::uint64_t try_again = 0;
+  std::uint64_t cluster_down = 0;
+  std::uint64_t loading = 0;
+  std::uint64_t read_only = 0;
+  std::uint64_t no_script = 0;
+  std::uint64_t reconnects = 0;  // connections replaced after they broke
+  std::uint64_t refreshes = 0;   // topologies read
+};
+
+class Client {
+ public:
+  Client(boost::asio::any_io_executor executor, ClientOptions options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Reads the topology; completes with ok, or with why no seed could give it.
+  void start(std::function<void(Status)> done);
+
+  // Runs the request's commands on the primary of its slot; completes with one reply each.
+  // The first command's redirections and retries are handled as the header says, by sending
+  // the whole request again; later commands should be ones that cannot be redirected (WAIT),
+  // as their error replies come back as they are. A Redis error reply that is not a redirection
+  // is a reply, not a failure. Errors: kIOError (a connection broke after the request was sent:
+  // it may have run), kTimedOut (the deadline passed).
+  void run(Request request, Callback<std::vector<Reply>> done);
+  // One command for `slot`.
+  void run(std::uint16_t slot, Command command, Callback<Reply> done);
+  // One command to the node at `address` ("host:port", as primaries() names it), with no
+  // redirection followed: per-node questions (CONFIG GET, INFO).
+  void run_at(const std::string& address, Command command, Callback<Reply> done);
+
+  // Asks for the topology now (requests meanwhile use the one they have).
+  void refresh();
+
+  // Whether the server is a single Redis without cluster support.
+  [[nodiscard]] bool standalone() const noexcept;
+  // The primaries of the latest topology, "host:port", and how many replicas each has.
+  [[nodiscard]] std::vector<std::pair<std::string, std::size_t>> primaries() const;
+  // The primary that serves `slot` as far as the client knows ("" if none).
+  [[nodiscard]] std::string primary_of(std::uint16_t slot) const;
+  [[nodiscard]] const ClientStats& stats() const noexcept;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace delayq::redis
