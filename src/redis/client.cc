@@ -21,8 +21,8 @@ using SteadyClock = std::chrono::steady_clock;
 Script::Script(std::string source) : source_(std::move(source)) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int size = 0;
-  DELAYQ_CHECK(EVP_Digest(source_.data(), source_.size(), digest.data(), &size, EVP_sha1(),
-                          nullptr) == 1);
+  DELAYQ_CHECK(
+      EVP_Digest(source_.data(), source_.size(), digest.data(), &size, EVP_sha1(), nullptr) == 1);
   static constexpr char kHex[] = "0123456789abcdef";
   for (unsigned int i = 0; i < size; ++i) {
     sha_.push_back(kHex[digest[i] >> 4]);
@@ -129,9 +129,9 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   ClientOptions options;
   bool closed = false;
   bool is_standalone = false;
-  std::vector<std::string> nodes;                  // primaries, by index
-  std::vector<std::size_t> replicas;               // per primary
-  std::vector<std::uint16_t> owner;                // slot -> index into nodes
+  std::vector<std::string> nodes;     // primaries, by index
+  std::vector<std::size_t> replicas;  // per primary
+  std::vector<std::uint16_t> owner;   // slot -> index into nodes
   std::unordered_map<std::string, std::shared_ptr<Connection>> connections;
   bool refreshing = false;
   std::vector<std::function<void(Status)>> refresh_waiters;
@@ -162,7 +162,7 @@ void Client::Impl::dispatch(const CallPtr& call) {
     if (index == kNoNode) {
       refresh(nullptr);
       redispatch_later(call, Status(Code::kIOError, "slot " + std::to_string(call->request.slot) +
-                                                         " is served by no known node"));
+                                                        " is served by no known node"));
       return;
     }
     address = nodes[index];
@@ -189,8 +189,7 @@ void Client::Impl::on_replies(const CallPtr& call, const std::string& address,
   const Outcome& first = outcomes.front();
   if (!first.status.is_ok()) {
     if (first.written) {
-      finish(call, Status(Code::kIOError,
-                          first.status.message() + " (the command may have run)"));
+      finish(call, Status(Code::kIOError, first.status.message() + " (the command may have run)"));
       return;
     }
     refresh(nullptr);
@@ -246,26 +245,25 @@ void Client::Impl::on_replies(const CallPtr& call, const std::string& address,
   if (code == "NOSCRIPT" && call->request.script != nullptr) {
     ++stats.no_script;
     auto self = shared_from_this();
-    connection(address)->send(Command{"SCRIPT", "LOAD", call->request.script->source()},
-                              [self, call](Outcome loaded) {
-                                if (self->closed) return;
-                                if (!loaded.status.is_ok() || loaded.reply.is_error()) {
-                                  self->redispatch_later(
-                                      call, loaded.status.is_ok()
-                                                ? Status(Code::kIOError, loaded.reply.str)
-                                                : loaded.status);
-                                  return;
-                                }
-                                self->dispatch(call);
-                              });
+    connection(address)->send(
+        Command{"SCRIPT", "LOAD", call->request.script->source()}, [self, call](Outcome loaded) {
+          if (self->closed) return;
+          if (!loaded.status.is_ok() || loaded.reply.is_error()) {
+            self->redispatch_later(call, loaded.status.is_ok()
+                                             ? Status(Code::kIOError, loaded.reply.str)
+                                             : loaded.status);
+            return;
+          }
+          self->dispatch(call);
+        });
     return;
   }
   std::vector<Reply> replies;
   replies.reserve(outcomes.size());
   for (auto& outcome : outcomes) {
     if (!outcome.status.is_ok()) {
-      finish(call, Status(Code::kIOError, outcome.status.message() +
-                                              " (the commands before it ran)"));
+      finish(call,
+             Status(Code::kIOError, outcome.status.message() + " (the commands before it ran)"));
       return;
     }
     replies.push_back(std::move(outcome.reply));
@@ -278,17 +276,18 @@ void Client::Impl::redispatch_later(const CallPtr& call, Status problem) {
   const auto backoff = std::min(kFirstBackoff * (1 << std::min(call->waits, 5)), kLastBackoff);
   ++call->waits;
   if (SteadyClock::now() + backoff >= call->deadline) {
-    finish(call, Status(Code::kTimedOut,
-                        "gave up after " + std::to_string(options.request_timeout.count()) +
-                            " ms and " + std::to_string(call->tries) +
-                            " tries; last: " + call->problem.message()));
+    finish(call,
+           Status(Code::kTimedOut,
+                  "gave up after " + std::to_string(options.request_timeout.count()) + " ms and " +
+                      std::to_string(call->tries) + " tries; last: " + call->problem.message()));
     return;
   }
   if (!call->timer) call->timer = std::make_unique<asio::steady_timer>(executor);
   call->timer->expires_after(backoff);
-  call->timer->async_wait([self = shared_from_this(), call](const boost::system::error_code& error) {
-    if (!error) self->dispatch(call);
-  });
+  call->timer->async_wait(
+      [self = shared_from_this(), call](const boost::system::error_code& error) {
+        if (!error) self->dispatch(call);
+      });
 }
 
 void Client::Impl::finish(const CallPtr& call, Result<std::vector<Reply>> result) {
@@ -429,7 +428,9 @@ void Client::Impl::shutdown() {
 Client::Client(asio::any_io_executor executor, ClientOptions options)
     : impl_(std::make_shared<Impl>(std::move(executor), std::move(options))) {}
 
-Client::~Client() { impl_->shutdown(); }
+Client::~Client() {
+  impl_->shutdown();
+}
 
 void Client::start(std::function<void(Status)> done) {
   auto impl = impl_;
@@ -473,9 +474,13 @@ void Client::run_at(const std::string& address, Command command, Callback<Reply>
   });
 }
 
-void Client::refresh() { impl_->refresh(nullptr); }
+void Client::refresh() {
+  impl_->refresh(nullptr);
+}
 
-bool Client::standalone() const noexcept { return impl_->is_standalone; }
+bool Client::standalone() const noexcept {
+  return impl_->is_standalone;
+}
 
 std::vector<std::pair<std::string, std::size_t>> Client::primaries() const {
   std::vector<std::pair<std::string, std::size_t>> list;
@@ -490,6 +495,8 @@ std::string Client::primary_of(std::uint16_t slot) const {
   return index == kNoNode ? std::string() : impl_->nodes[index];
 }
 
-const ClientStats& Client::stats() const noexcept { return impl_->stats; }
+const ClientStats& Client::stats() const noexcept {
+  return impl_->stats;
+}
 
 }  // namespace delayq::redis

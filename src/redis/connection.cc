@@ -43,7 +43,9 @@ void Connection::send(const Command& command, Done done) {
   }
 }
 
-void Connection::close(Status why) { fail(std::move(why)); }
+void Connection::close(Status why) {
+  fail(std::move(why));
+}
 
 void Connection::open() {
   state_ = State::kConnecting;
@@ -87,24 +89,24 @@ void Connection::write() {
   if (!writing_.empty() || outbox_.empty()) return;
   std::swap(writing_, outbox_);
   const auto now = std::chrono::steady_clock::now();
-  for (auto entry = pending_.end() - static_cast<std::ptrdiff_t>(unwritten_); entry != pending_.end();
-       ++entry) {
+  for (auto entry = pending_.end() - static_cast<std::ptrdiff_t>(unwritten_);
+       entry != pending_.end(); ++entry) {
     entry->written = true;
     entry->written_at = now;
   }
   unwritten_ = 0;
   watch();
-  asio::async_write(socket_, asio::buffer(writing_),
-                    [self = shared_from_this()](const boost::system::error_code& error, std::size_t) {
-                      if (self->state_ != State::kOpen) return;
-                      if (error) {
-                        self->fail(Status(Code::kIOError,
-                                          "write to " + self->address_ + ": " + error.message()));
-                        return;
-                      }
-                      self->writing_.clear();
-                      self->write();
-                    });
+  asio::async_write(
+      socket_, asio::buffer(writing_),
+      [self = shared_from_this()](const boost::system::error_code& error, std::size_t) {
+        if (self->state_ != State::kOpen) return;
+        if (error) {
+          self->fail(Status(Code::kIOError, "write to " + self->address_ + ": " + error.message()));
+          return;
+        }
+        self->writing_.clear();
+        self->write();
+      });
 }
 
 void Connection::read() {
@@ -113,8 +115,8 @@ void Connection::read() {
       [self = shared_from_this()](const boost::system::error_code& error, std::size_t bytes) {
         if (self->state_ != State::kOpen) return;
         if (error) {
-          self->fail(Status(Code::kIOError, "connection to " + self->address_ + " lost: " +
-                                                error.message()));
+          self->fail(Status(Code::kIOError,
+                            "connection to " + self->address_ + " lost: " + error.message()));
           return;
         }
         self->on_read(bytes);
@@ -155,7 +157,8 @@ void Connection::watch() {
     if (error || self->state_ != State::kOpen) return;
     const auto& front = self->pending_;
     if (!front.empty() && front.front().written &&
-        std::chrono::steady_clock::now() >= front.front().written_at + self->options_.reply_timeout) {
+        std::chrono::steady_clock::now() >=
+            front.front().written_at + self->options_.reply_timeout) {
       self->fail(Status(Code::kIOError, "no reply from " + self->address_ + " within " +
                                             std::to_string(self->options_.reply_timeout.count()) +
                                             " ms"));

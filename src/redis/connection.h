@@ -89,7 +89,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   boost::asio::steady_timer connect_timer_;
   boost::asio::steady_timer reply_timer_;
   State state_ = State::kIdle;
-  Status broken_why_;  // why, once broken
+  Status broken_why_;    // why, once broken
   std::string outbox_;   // encoded commands not yet handed to a write
   std::string writing_;  // the bytes of the write under way
   bool watching_ = false;

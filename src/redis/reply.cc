@@ -102,7 +102,8 @@ Reply convert(const redisReply& from) {
     case REDIS_REPLY_ARRAY:
       to.type = ReplyType::kArray;
       to.elements.reserve(from.elements);
-      for (std::size_t i = 0; i < from.elements; ++i) to.elements.push_back(convert(*from.element[i]));
+      for (std::size_t i = 0; i < from.elements; ++i)
+        to.elements.push_back(convert(*from.element[i]));
       return to;
     default:
       return to;  // nil
@@ -113,9 +114,13 @@ Reply convert(const redisReply& from) {
 
 }  // namespace
 
-ReplyReader::ReplyReader() : reader_(redisReaderCreate()) { DELAYQ_CHECK(reader_ != nullptr); }
+ReplyReader::ReplyReader() : reader_(redisReaderCreate()) {
+  DELAYQ_CHECK(reader_ != nullptr);
+}
 
-ReplyReader::~ReplyReader() { redisReaderFree(reader_); }
+ReplyReader::~ReplyReader() {
+  redisReaderFree(reader_);
+}
 
 void ReplyReader::feed(std::string_view bytes) {
   // Fails only when allocation fails (or after an earlier protocol error, which next() reports).

@@ -1,0 +1,414 @@
+// The Redis client against real redis-server processes: a single server, a 3-primary cluster,
+// and every redirection and retry the client handles (MOVED, ASK, TRYAGAIN, CLUSTERDOWN,
+// LOADING, READONLY, NOSCRIPT, a broken connection, a silent node), each provoked for real.
+#include "redis/client.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <functional>
+#include <optional>
+#include <random>
+
+#include "protocol/server_process.h"
+#include "redis/slot.h"
+#include "redis_servers.h"
+
+namespace delayq::redis {
+namespace {
+
+using testing::RedisCluster;
+using testing::RedisServer;
+using testing::TempDir;
+using namespace std::chrono_literals;
+
+constexpr Millis kWaitLimit{20000};
+
+class RedisClientTest : public ::testing::Test {
+ protected:
+  ClientOptions options(const std::string& seeds) {
+    ClientOptions result;
+    std::size_t from = 0;
+    while (from <= seeds.size()) {
+      const auto comma = seeds.find(',', from);
+      result.seeds.push_back(seeds.substr(from, comma - from));
+      if (comma == std::string::npos) break;
+      from = comma + 1;
+    }
+    return result;
+  }
+
+  // Runs the io_context until `result` is set, for at most kWaitLimit.
+  template <typename T>
+  void run_until(const std::optional<T>& result) {
+    io_.restart();
+    const auto deadline = std::chrono::steady_clock::now() + kWaitLimit;
+    while (!result && std::chrono::steady_clock::now() < deadline) io_.run_for(10ms);
+  }
+
+  Status start(Client& client) {
+    std::optional<Status> status;
+    client.start([&](Status done) { status = std::move(done); });
+    run_until(status);
+    return status.value_or(Status(Code::kTimedOut, "start did not complete"));
+  }
+
+  Result<Reply> run(Client& client, std::string_view key, Command command) {
+    std::optional<Result<Reply>> result;
+    client.run(key_slot(key), std::move(command), [&](Result<Reply> done) { result.emplace(std::move(done)); });
+    run_until(result);
+    if (!result) return Status(Code::kTimedOut, "the request did not complete");
+    return std::move(*result);
+  }
+
+  // "OK", "\"value\"", "(error) ...", or the failure.
+  std::string text(const Result<Reply>& result) {
+    return result.is_ok() ? describe(result.value()) : "failed: " + result.status().to_string();
+  }
+
+  // In `delay`, on the io_context's thread (blocking calls to the servers are fine in a test).
+  void later(Millis delay, std::function<void()> action) {
+    auto timer = std::make_shared<boost::asio::steady_timer>(io_, delay);
+    timer->async_wait([timer, action = std::move(action)](const boost::system::error_code&) { action(); });
+  }
+
+  boost::asio::io_context io_;
+  TempDir dir_;
+};
+
+// --- a single Redis
+
+TEST_F(RedisClientTest, ASingleRedisServesEverySlot) {
+  RedisServer server(dir_.path() / "single");
+  ASSERT_EQ(server.start(), "");
+  Client client(io_.get_executor(), options(server.address()));
+  ASSERT_TRUE(start(client).is_ok());
+  EXPECT_TRUE(client.standalone());
+  EXPECT_EQ(client.primary_of(0), server.address());
+  EXPECT_EQ(client.primary_of(kSlotCount - 1), server.address());
+  for (const auto* key : {"a", "b", "{x}c", "somekey"}) {
+    EXPECT_EQ(text(run(client, key, Command{"SET", key, "v"})), "OK");
+    EXPECT_EQ(text(run(client, key, Command{"GET", key})), "\"v\"");
+  }
+}
+
+TEST_F(RedisClientTest, NoSeedAnsweringSaysWhyForEach) {
+  const auto port = testing::free_port();
+  Client client(io_.get_executor(), options("127.0.0.1:" + std::to_string(port)));
+  const auto status = start(client);
+  EXPECT_EQ(status.code(), Code::kIOError);
+  EXPECT_NE(status.message().find("127.0.0.1:" + std::to_string(port)), std::string::npos)
+      << status.message();
+  EXPECT_NE(status.message().find("refused"), std::string::npos) << status.message();
+}
+
+// Ten thousand commands in flight on one connection complete, each with its own reply, in order.
+TEST_F(RedisClientTest, PipelinedCommandsCompleteInOrder) {
+  RedisServer server(dir_.path() / "single");
+  ASSERT_EQ(server.start(), "");
+  Client client(io_.get_executor(), options(server.address()));
+  ASSERT_TRUE(start(client).is_ok());
+  constexpr int kCount = 10000;
+  std::vector<std::int64_t> seen;
+  std::optional<bool> all;
+  for (int i = 0; i < kCount; ++i) {
+    client.run(key_slot("counter"), Command{"INCR", "counter"}, [&](Result<Reply> reply) {
+      seen.push_back(reply.is_ok() ? reply->integer : -1);
+      if (seen.size() == kCount) all = true;
+    });
+  }
+  run_until(all);
+  ASSERT_EQ(seen.size(), std::size_t{kCount});
+  for (int i = 0; i < kCount; ++i) ASSERT_EQ(seen[static_cast<std::size_t>(i)], i + 1);
+}
+
+TEST_F(RedisClientTest, ABrokenConnectionIsReplacedForTheNextCommand) {
+  RedisServer server(dir_.path() / "single");
+  ASSERT_EQ(server.start(), "");
+  Client client(io_.get_executor(), options(server.address()));
+  ASSERT_TRUE(start(client).is_ok());
+  ASSERT_EQ(text(run(client, "k", Command{"SET", "k", "1"})), "OK");
+  // Kills every normal client but the one that asks: the client under test.
+  const auto killed = testing::call(server.port(), Command{"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+  ASSERT_GE(killed.integer, 1) << describe(killed);
+  io_.restart();
+  io_.run_for(100ms);  // the client reads the close
+  EXPECT_EQ(text(run(client, "k", Command{"GET", "k"})), "\"1\"");
+  EXPECT_GE(client.stats().reconnects, 1U);
+}
+
+// A node that accepts and then says nothing (a paused VM) fails what was sent to it once the
+// reply timeout passes: the outcome is unknown, which the error says.
+TEST_F(RedisClientTest, ASilentNodeFailsItsCommandsAfterTheReplyTimeout) {
+  RedisServer server(dir_.path() / "single");
+  ASSERT_EQ(server.start(), "");
+  auto opts = options(server.address());
+  opts.connection.reply_timeout = 300ms;
+  Client client(io_.get_executor(), opts);
+  ASSERT_TRUE(start(client).is_ok());
+  server.pause();
+  const auto result = run(client, "k", Command{"SET", "k", "1"});
+  server.resume();
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_EQ(result.code(), Code::kIOError);
+  EXPECT_NE(result.status().message().find("no reply"), std::string::npos) << text(result);
+  EXPECT_NE(result.status().message().find("may have run"), std::string::npos) << text(result);
+}
+
+// A server that is down: nothing was sent, so the client retries until the request's deadline.
+TEST_F(RedisClientTest, AServerThatIsDownTimesTheRequestOut) {
+  RedisServer server(dir_.path() / "single");
+  ASSERT_EQ(server.start(), "");
+  auto opts = options(server.address());
+  opts.request_timeout = 400ms;
+  Client client(io_.get_executor(), opts);
+  ASSERT_TRUE(start(client).is_ok());
+  server.kill9();
+  io_.restart();
+  io_.run_for(50ms);
+  const auto result = run(client, "k", Command{"GET", "k"});
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_EQ(result.code(), Code::kTimedOut) << text(result);
+  EXPECT_NE(result.status().message().find("refused"), std::string::npos) << text(result);
+}
+
+// The server restarts with a dataset it takes a while to load: LOADING answers until it has.
+TEST_F(RedisClientTest, LoadingIsWaitedOut) {
+  // Each key takes 500 us to load, and the server answers clients every 1 KiB loaded.
+  RedisServer server(dir_.path() / "single", {"--key-load-delay", "500",
+                                              "--loading-process-events-interval-bytes", "1024"});
+  ASSERT_EQ(server.start(), "");
+  for (int i = 0; i < 2000; ++i) {
+    (void)testing::call(server.port(), Command{"SET", "key" + std::to_string(i), "v"});
+  }
+  ASSERT_EQ(describe(testing::call(server.port(), Command{"SAVE"})), "OK");
+  Client client(io_.get_executor(), options(server.address()));
+  ASSERT_TRUE(start(client).is_ok());
+  server.kill9();
+  io_.restart();
+  io_.run_for(100ms);  // the client reads the close, as it would while it waits for work
+  ASSERT_EQ(server.start(), "");  // answers PING with LOADING for about a second
+  EXPECT_EQ(testing::call(server.port(), Command{"GET", "key7"}).error_code(), "LOADING");
+  EXPECT_EQ(text(run(client, "key7", Command{"GET", "key7"})), "\"v\"");
+  EXPECT_GE(client.stats().loading, 1U);
+}
+
+// The address names a replica (an old primary after a failover, a stale DNS name): writes are
+// answered READONLY until it is promoted.
+TEST_F(RedisClientTest, ReadOnlyIsRetriedUntilTheNodeIsPrimaryAgain) {
+  RedisServer primary(dir_.path() / "primary");
+  RedisServer replica(dir_.path() / "replica");
+  ASSERT_EQ(primary.start(), "");
+  ASSERT_EQ(replica.start(), "");
+  ASSERT_EQ(describe(testing::call(replica.port(), Command{"REPLICAOF", "127.0.0.1",
+                                                            std::to_string(primary.port())})),
+            "OK");
+  Client client(io_.get_executor(), options(replica.address()));
+  ASSERT_TRUE(start(client).is_ok());
+  later(300ms, [&] { (void)testing::call(replica.port(), Command{"REPLICAOF", "NO", "ONE"}); });
+  EXPECT_EQ(text(run(client, "k", Command{"SET", "k", "1"})), "OK");
+  EXPECT_GE(client.stats().read_only, 1U);
+  EXPECT_EQ(describe(testing::call(replica.port(), Command{"GET", "k"})), "\"1\"");
+}
+
+TEST_F(RedisClientTest, AScriptIsLoadedWhereItIsMissing) {
+  RedisServer server(dir_.path() / "single");
+  ASSERT_EQ(server.start(), "");
+  Client client(io_.get_executor(), options(server.address()));
+  ASSERT_TRUE(start(client).is_ok());
+  const Script script("return redis.call('INCRBY', KEYS[1], ARGV[1])");
+  auto eval = [&](std::string_view by) {
+    std::optional<Result<std::vector<Reply>>> result;
+    client.run(Request{key_slot("n"), {script.call({"n"}, {by})}, &script},
+               [&](Result<std::vector<Reply>> done) { result.emplace(std::move(done)); });
+    run_until(result);
+    return result && result->is_ok() ? describe(result->value().front()) : std::string("failed");
+  };
+  EXPECT_EQ(eval("2"), "(integer) 2");  // never loaded: NOSCRIPT, load, again
+  EXPECT_EQ(eval("3"), "(integer) 5");  // cached: no reload
+  EXPECT_EQ(client.stats().no_script, 1U);
+  ASSERT_EQ(describe(testing::call(server.port(), Command{"SCRIPT", "FLUSH"})), "OK");
+  EXPECT_EQ(eval("4"), "(integer) 9");
+  EXPECT_EQ(client.stats().no_script, 2U);
+}
+
+// --- a cluster
+
+class RedisClusterTest : public RedisClientTest {
+ protected:
+  void SetUp() override { ASSERT_EQ(cluster_.start(), ""); }
+
+  // The first steps of a slot migration, as redis-cli --cluster reshard takes them.
+  void begin_migration(std::uint16_t slot, RedisServer& from, RedisServer& to) {
+    const auto number = std::to_string(slot);
+    ASSERT_EQ(describe(testing::call(to.port(), Command{"CLUSTER", "SETSLOT", number, "IMPORTING",
+                                                        RedisCluster::node_id(from)})),
+              "OK");
+    ASSERT_EQ(describe(testing::call(from.port(), Command{"CLUSTER", "SETSLOT", number,
+                                                          "MIGRATING", RedisCluster::node_id(to)})),
+              "OK");
+  }
+  void move_key(RedisServer& from, RedisServer& to, std::string_view key) {
+    ASSERT_EQ(describe(testing::call(from.port(), Command{"MIGRATE", "127.0.0.1",
+                                                          std::to_string(to.port()), key, "0",
+                                                          "5000"})),
+              "OK");
+  }
+  // The last step: every primary learns the slot's new owner.
+  void end_migration(std::uint16_t slot, RedisServer& to) {
+    const auto id = RedisCluster::node_id(to);
+    for (auto& server : cluster_.servers()) {
+      ASSERT_EQ(describe(testing::call(server->port(), Command{"CLUSTER", "SETSLOT",
+                                                               std::to_string(slot), "NODE", id})),
+                "OK");
+    }
+  }
+  RedisServer& other_than(const RedisServer& server) {
+    for (auto& candidate : cluster_.servers()) {
+      if (candidate.get() != &server) return *candidate;
+    }
+    std::abort();
+  }
+
+  RedisCluster cluster_{dir_.path() / "cluster", 3, 0};
+};
+
+TEST_F(RedisClusterTest, ReadsTheTopologyAndSendsEachKeyToItsPrimary) {
+  Client client(io_.get_executor(), options(cluster_.seeds()));
+  ASSERT_TRUE(start(client).is_ok());
+  EXPECT_FALSE(client.standalone());
+  ASSERT_EQ(client.primaries().size(), 3U);
+  for (std::uint16_t slot = 0; slot < kSlotCount; slot += 1000) {
+    ASSERT_NE(cluster_.primary_of(slot), nullptr);
+    EXPECT_EQ(client.primary_of(slot), cluster_.primary_of(slot)->address()) << slot;
+  }
+  for (int i = 0; i < 300; ++i) {
+    const auto key = "key" + std::to_string(i);
+    ASSERT_EQ(text(run(client, key, Command{"SET", key, std::to_string(i)})), "OK");
+  }
+  EXPECT_EQ(client.stats().moved, 0U);
+  std::int64_t total = 0;
+  for (auto& server : cluster_.servers()) {
+    const auto size = testing::call(server->port(), Command{"DBSIZE"}).integer;
+    EXPECT_GT(size, 50) << server->address();  // the keys spread over every primary
+    total += size;
+  }
+  EXPECT_EQ(total, 300);
+}
+
+// Redis's own CLUSTER KEYSLOT agrees with key_slot() on random binary keys.
+TEST_F(RedisClusterTest, KeySlotAgreesWithRedisOnRandomKeys) {
+  std::mt19937 random(12345);
+  const auto port = cluster_.servers().front()->port();
+  for (int i = 0; i < 500; ++i) {
+    std::string key(random() % 12, '\0');
+    for (auto& c : key) {
+      c = random() % 8 == 0 ? "{}"[random() % 2] : static_cast<char>(random() % 256);
+    }
+    const auto reply = testing::call(port, Command{"CLUSTER", "KEYSLOT", key});
+    ASSERT_EQ(reply.integer, key_slot(key)) << "key of " << key.size() << " bytes, seed 12345";
+  }
+}
+
+TEST_F(RedisClusterTest, MovedUpdatesTheSlotAndResends) {
+  Client client(io_.get_executor(), options(cluster_.seeds()));
+  ASSERT_TRUE(start(client).is_ok());
+  const std::string key = "{moving}k";
+  const auto slot = key_slot(key);
+  ASSERT_EQ(text(run(client, key, Command{"SET", key, "before"})), "OK");
+  RedisServer& from = *cluster_.primary_of(slot);
+  RedisServer& to = other_than(from);
+  begin_migration(slot, from, to);
+  move_key(from, to, key);
+  end_migration(slot, to);
+  EXPECT_EQ(text(run(client, key, Command{"GET", key})), "\"before\"");
+  EXPECT_EQ(client.stats().moved, 1U);
+  EXPECT_EQ(client.primary_of(slot), to.address());
+  EXPECT_EQ(text(run(client, key, Command{"SET", key, "after"})), "OK");
+  EXPECT_EQ(client.stats().moved, 1U);  // the map was updated: no second redirection
+}
+
+// In the middle of a migration the old owner sends a key that has left to the new one (ASK),
+// for that one command: the slot stays where it was in the map.
+TEST_F(RedisClusterTest, AskSendsOneCommandToTheImportingNode) {
+  Client client(io_.get_executor(), options(cluster_.seeds()));
+  ASSERT_TRUE(start(client).is_ok());
+  const std::string key = "{asking}k";
+  const auto slot = key_slot(key);
+  ASSERT_EQ(text(run(client, key, Command{"SET", key, "v"})), "OK");
+  RedisServer& from = *cluster_.primary_of(slot);
+  RedisServer& to = other_than(from);
+  begin_migration(slot, from, to);
+  move_key(from, to, key);
+  EXPECT_EQ(text(run(client, key, Command{"GET", key})), "\"v\"");
+  EXPECT_EQ(client.stats().ask, 1U);
+  EXPECT_EQ(client.primary_of(slot), from.address());
+  // A new key of the slot goes to the importing node too.
+  EXPECT_EQ(text(run(client, key, Command{"SET", "{asking}new", "n"})), "OK");
+  EXPECT_EQ(client.stats().ask, 2U);
+  EXPECT_EQ(describe(testing::call(to.port(), Command{"ASKING"})), "OK");
+  EXPECT_EQ(testing::call(from.port(), Command{"EXISTS", "{asking}new"}).integer, 0);
+}
+
+// A command over two keys of a slot half migrated is answered TRYAGAIN until the migration
+// ends; then MOVED sends it to the new owner.
+TEST_F(RedisClusterTest, TryAgainWaitsForTheMigrationToEnd) {
+  Client client(io_.get_executor(), options(cluster_.seeds()));
+  ASSERT_TRUE(start(client).is_ok());
+  const std::string a = "{split}a";
+  const std::string b = "{split}b";
+  const auto slot = key_slot(a);
+  ASSERT_EQ(text(run(client, a, Command{"SET", a, "1"})), "OK");
+  ASSERT_EQ(text(run(client, b, Command{"SET", b, "2"})), "OK");
+  RedisServer& from = *cluster_.primary_of(slot);
+  RedisServer& to = other_than(from);
+  begin_migration(slot, from, to);
+  move_key(from, to, a);
+  later(300ms, [&] {
+    move_key(from, to, b);
+    end_migration(slot, to);
+  });
+  EXPECT_EQ(text(run(client, a, Command{"MGET", a, b})), "[\"1\", \"2\"]");
+  EXPECT_GE(client.stats().try_again, 1U);
+  EXPECT_EQ(client.primary_of(slot), to.address());
+}
+
+// A slot no node serves: CLUSTERDOWN until one takes it again.
+TEST_F(RedisClusterTest, ClusterDownIsRetriedUntilTheSlotIsServed) {
+  Client client(io_.get_executor(), options(cluster_.seeds()));
+  ASSERT_TRUE(start(client).is_ok());
+  const std::string key = "{down}k";
+  const auto slot = key_slot(key);
+  RedisServer& owner = *cluster_.primary_of(slot);
+  ASSERT_EQ(describe(testing::call(owner.port(), Command{"CLUSTER", "DELSLOTS",
+                                                         std::to_string(slot)})),
+            "OK");
+  ASSERT_EQ(testing::call(owner.port(), Command{"GET", key}).error_code(), "CLUSTERDOWN");
+  later(500ms, [&] {
+    (void)testing::call(owner.port(), Command{"CLUSTER", "ADDSLOTS", std::to_string(slot)});
+  });
+  EXPECT_EQ(text(run(client, key, Command{"SET", key, "back"})), "OK");
+  EXPECT_GE(client.stats().cluster_down, 1U);
+}
+
+// A script and a WAIT go to the slot's primary on one connection, the WAIT after the script.
+TEST_F(RedisClusterTest, AScriptAndAWaitRunOnTheSlotsPrimary) {
+  Client client(io_.get_executor(), options(cluster_.seeds()));
+  ASSERT_TRUE(start(client).is_ok());
+  const Script script("redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])");
+  const std::string key = "{script}k";
+  std::optional<Result<std::vector<Reply>>> result;
+  client.run(Request{key_slot(key), {script.call({key}, {"x"}), Command{"WAIT", "0", "100"}}, &script},
+             [&](Result<std::vector<Reply>> done) { result.emplace(std::move(done)); });
+  run_until(result);
+  ASSERT_TRUE(result && result->is_ok());
+  ASSERT_EQ(result->value().size(), 2U);
+  EXPECT_EQ(describe(result->value()[0]), "\"x\"");
+  EXPECT_EQ(describe(result->value()[1]), "(integer) 0");  // no replicas in this cluster
+  EXPECT_EQ(describe(testing::call(cluster_.primary_of(key_slot(key))->port(), Command{"GET", key})),
+            "\"x\"");
+}
+
+}  // namespace
+}  // namespace delayq::redis
