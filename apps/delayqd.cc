@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "broker/local/local_broker.h"
+#include "broker/redis/redis_broker.h"
 #include "front/beanstalk/server.h"
 #include "front/http/server.h"
 #include "front/webhook/deliverer.h"
@@ -40,6 +41,10 @@ struct Flags {
   std::string http_token_file;
   bool http_explicit = false;
   local::NodeOptions node;
+  // --redis: the jobs live in Redis, shared with other delayqd nodes (docs/redis-mode.md).
+  std::string redis;
+  redis_broker::RedisBrokerOptions redis_options;
+  std::string redis_wait = "on";
   webhook::DelivererOptions deliverer;
   std::string fsync = "always";
   int verbose = 0;
@@ -91,22 +96,36 @@ bool loopback(const std::string& host) {
   return !error && address.is_loopback();
 }
 
-int run(const Flags& flags) {
-  boost::asio::io_context io;
-  auto opened = local::LocalBroker::open(io, flags.node);
-  if (!opened.is_ok()) {
-    spdlog::critical("cannot start: {}", opened.status().to_string());
-    return 1;
+// The broker: Redis when --redis names servers, else the local store.
+Result<std::unique_ptr<broker::Broker>> open_broker(boost::asio::io_context& io, const Flags& flags,
+                                                    int& exit_code) {
+  if (!flags.redis.empty()) {
+    auto opened = redis_broker::RedisBroker::open(io, flags.redis_options);
+    if (!opened.is_ok()) return opened.status();
+    return std::unique_ptr<broker::Broker>(std::move(opened).value());
   }
+  auto opened = local::LocalBroker::open(io, flags.node);
+  if (!opened.is_ok()) return opened.status();
   auto broker = std::move(opened).value();
   spdlog::info("data in {}: {} jobs recovered, durability {}", flags.node.data_dir,
                broker->recovered_jobs(), flags.node.durability.to_string());
-  int exit_code = 0;
   broker->on_fatal([&io, &exit_code](const Status& status) {
     spdlog::critical("store failed, stopping: {}", status.to_string());
     exit_code = 1;
     io.stop();
   });
+  return std::unique_ptr<broker::Broker>(std::move(broker));
+}
+
+int run(const Flags& flags) {
+  boost::asio::io_context io;
+  int exit_code = 0;
+  auto opened = open_broker(io, flags, exit_code);
+  if (!opened.is_ok()) {
+    spdlog::critical("cannot start: {}", opened.status().to_string());
+    return 1;
+  }
+  auto broker = std::move(opened).value();
   front::beanstalk::Server server(io, *broker, flags.server);
   if (Status s = server.start(); !s.is_ok()) {
     spdlog::critical("{}", s.to_string());
@@ -229,6 +248,22 @@ int main(int argc, char** argv) {
   app.add_option("--http-max-connections", flags.http.max_connections,
                  "open HTTP connections at most")
       ->capture_default_str();
+  app.add_option("--redis", flags.redis,
+                 "keep the jobs in Redis instead of the data directory: HOST:PORT[,HOST:PORT...] "
+                 "of a Redis Cluster's nodes, or of one Redis; other delayqd nodes may share it");
+  app.add_option("--redis-prefix", flags.redis_options.prefix,
+                 "what delayq's Redis keys start with (deployments with different prefixes share "
+                 "a Redis)")
+      ->capture_default_str();
+  app.add_option("--redis-shards", flags.redis_options.shards,
+                 "logical shards of a Redis layout made by this node (fixed at its first start)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16384));
+  app.add_option("--redis-wait", flags.redis_wait,
+                 "on: a reply waits until a replica has the change (WAIT 1), where there are "
+                 "replicas; off: not")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--accept-torn-tail", flags.node.store.accept_torn_tail,
                "start even if the write-ahead log has a bad record before its end (drops it and "
                "all after it; a torn last record, what a crash leaves, is always dropped)");
@@ -241,6 +276,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   flags.node.durability = durability.value();
+  for (std::size_t from = 0; !flags.redis.empty() && from <= flags.redis.size();) {
+    const auto comma = flags.redis.find(',', from);
+    const std::string seed = flags.redis.substr(from, comma - from);
+    if (!split_host_port(seed)) {
+      std::fprintf(stderr, "delayqd: --redis wants HOST:PORT[,HOST:PORT...], not '%s'\n",
+                   seed.c_str());
+      return 2;
+    }
+    flags.redis_options.client.seeds.push_back(seed);
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  flags.redis_options.wait_for_replica = flags.redis_wait == "on";
   flags.http_explicit = app.count("--http") > 0;
   if (!flags.http_token_file.empty()) {
     auto tokens = read_tokens(flags.http_token_file);

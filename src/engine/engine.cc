@@ -9,12 +9,6 @@ namespace {
 constexpr std::string_view kDefaultTube = "default";
 constexpr JobId kMaxJobId = (JobId{1} << 48) - 1;
 
-// beanstalkd's tube names: letters, digits and "-+/;.$_()", not starting with '-'.
-bool valid_tube_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         std::string_view("-+/;.$_()").find(c) != std::string_view::npos;
-}
-
 // now + a delay, held at the largest time instead of overflowing (a due time that far out never
 // comes, which is what such a delay asks for).
 std::int64_t later(std::int64_t now_ms, std::int64_t delay_ms) {
@@ -337,11 +331,7 @@ void Engine::heap_remove(Tube& t, std::size_t position) {
 // Tubes
 
 Status Engine::check_name(std::string_view what, std::string_view name) const {
-  if (name.size() > options_.max_name_bytes) {
-    return {Code::kInvalidArgument, std::string(what) + " longer than " +
-                                        std::to_string(options_.max_name_bytes) + " bytes"};
-  }
-  return Status::ok();
+  return delayq::check_name(what, name, options_.max_name_bytes);
 }
 
 Status Engine::set_max_attempts(std::string_view name, std::uint32_t max_attempts) {
@@ -374,12 +364,7 @@ bool Engine::bury_if_attempts_used(Slot slot) {
 }
 
 Status Engine::check_tube_name(std::string_view name) const {
-  if (Status s = check_name("tube name", name); !s.is_ok()) return s;
-  if (name.empty() || name.front() == '-' ||
-      !std::all_of(name.begin(), name.end(), valid_tube_char)) {
-    return Status(Code::kInvalidArgument, "bad tube name");
-  }
-  return Status::ok();
+  return delayq::check_tube_name(name, options_.max_name_bytes);
 }
 
 Result<Engine::TubeNo> Engine::tube_ref(std::string_view name) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "base/job.h"
+#include "base/names.h"
 #include "base/status.h"
 #include "engine/clock.h"
 #include "engine/id_index.h"
@@ -41,7 +42,7 @@ using Seconds = std::chrono::seconds;
 
 struct EngineOptions {
   // Largest tube name, key and group, in bytes. Default: 200 (beanstalkd's tube name limit).
-  std::size_t max_name_bytes = 200;
+  std::size_t max_name_bytes = kDefaultMaxNameBytes;
   // Jobs with a priority below this are "urgent" in the stats. Default: 1024, as beanstalkd.
   std::uint32_t urgent_priority = 1024;
   // A client waiting in reserve with a job whose TTR ends within this margin is told

@@ -124,6 +124,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   void end_refresh(const Status& status);
   void schedule_refresh();
   void shutdown();
+  void resubscribe();
 
   asio::any_io_executor executor;
   ClientOptions options;
@@ -137,6 +138,12 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   std::vector<std::function<void(Status)>> refresh_waiters;
   asio::steady_timer refresh_timer;
   ClientStats stats;
+  // The subscription, when there is one.
+  std::string channel;
+  std::function<void(std::string)> on_message;
+  std::function<void()> on_subscribed;
+  std::shared_ptr<Connection> subscriber;
+  asio::steady_timer resubscribe_timer{executor};
 };
 
 std::shared_ptr<Connection> Client::Impl::connection(const std::string& address) {
@@ -414,9 +421,49 @@ void Client::Impl::schedule_refresh() {
   });
 }
 
+void Client::Impl::resubscribe() {
+  if (closed) return;
+  std::string address = nodes.empty() ? std::string() : nodes.front();
+  if (address.empty() && !options.seeds.empty()) {
+    const auto parts = split_address(options.seeds.front());
+    if (parts) address = join(parts->host, parts->port);
+  }
+  auto retry = [weak = weak_from_this()] {
+    auto self = weak.lock();
+    if (!self || self->closed) return;
+    self->resubscribe_timer.expires_after(Millis{200});
+    self->resubscribe_timer.async_wait(
+        [weak = self->weak_from_this()](const boost::system::error_code& error) {
+          auto again = weak.lock();
+          if (!error && again) again->resubscribe();
+        });
+  };
+  if (address.empty()) return retry();
+  const auto parts = split_address(address);
+  subscriber = std::make_shared<Connection>(executor, parts->host, parts->port, options.connection);
+  // A subscriber waits for messages as long as it lives: no reply timeout for it.
+  subscriber->on_message([weak = weak_from_this()](std::string, std::string payload) {
+    auto self = weak.lock();
+    if (self && !self->closed && self->on_message) self->on_message(std::move(payload));
+  });
+  subscriber->on_broken([retry](const Status&) { retry(); });
+  subscriber->send(Command{"SUBSCRIBE", channel},
+                   [weak = weak_from_this(), retry, mine = subscriber](Outcome outcome) {
+                     auto self = weak.lock();
+                     if (!self || self->closed) return;
+                     if (outcome.status.is_ok() && outcome.reply.is_error()) {
+                       mine->close(Status(Code::kIOError, outcome.reply.str));  // on_broken retries
+                       return;
+                     }
+                     if (outcome.status.is_ok() && self->on_subscribed) self->on_subscribed();
+                   });
+}
+
 void Client::Impl::shutdown() {
   closed = true;
   refresh_timer.cancel();
+  resubscribe_timer.cancel();
+  if (subscriber) subscriber->close(Status(Code::kIOError, "the client is closed"));
   for (auto& [address, target] : connections) {
     target->close(Status(Code::kIOError, "the client is closed"));
   }
@@ -478,6 +525,15 @@ void Client::refresh() {
   impl_->refresh(nullptr);
 }
 
+void Client::subscribe(std::string channel, std::function<void(std::string)> message,
+                       std::function<void()> subscribed) {
+  DELAYQ_CHECK(impl_->channel.empty());
+  impl_->channel = std::move(channel);
+  impl_->on_message = std::move(message);
+  impl_->on_subscribed = std::move(subscribed);
+  asio::post(impl_->executor, [impl = impl_] { impl->resubscribe(); });
+}
+
 bool Client::standalone() const noexcept {
   return impl_->is_standalone;
 }
@@ -493,6 +549,11 @@ std::vector<std::pair<std::string, std::size_t>> Client::primaries() const {
 std::string Client::primary_of(std::uint16_t slot) const {
   const auto index = impl_->owner[slot % kSlotCount];
   return index == kNoNode ? std::string() : impl_->nodes[index];
+}
+
+std::size_t Client::replicas_of(std::uint16_t slot) const noexcept {
+  const auto index = impl_->owner[slot % kSlotCount];
+  return index == kNoNode ? 0 : impl_->replicas[index];
 }
 
 const ClientStats& Client::stats() const noexcept {

@@ -104,12 +104,20 @@ class Client {
   // Asks for the topology now (requests meanwhile use the one they have).
   void refresh();
 
+  // Subscribes to `channel` (classic pub/sub, which a cluster broadcasts to every node) on a
+  // connection of its own to a primary. `message` runs for each message; `subscribed` each
+  // time the subscription is (re)established, after a break during which messages were lost.
+  // A broken subscription is re-made every 200 ms until it holds. One subscription per client.
+  void subscribe(std::string channel, std::function<void(std::string)> message,
+                 std::function<void()> subscribed);
+
   // Whether the server is a single Redis without cluster support.
   [[nodiscard]] bool standalone() const noexcept;
   // The primaries of the latest topology, "host:port", and how many replicas each has.
   [[nodiscard]] std::vector<std::pair<std::string, std::size_t>> primaries() const;
-  // The primary that serves `slot` as far as the client knows ("" if none).
+  // The primary that serves `slot` as far as the client knows ("" if none), and its replicas.
   [[nodiscard]] std::string primary_of(std::uint16_t slot) const;
+  [[nodiscard]] std::size_t replicas_of(std::uint16_t slot) const noexcept;
   [[nodiscard]] const ClientStats& stats() const noexcept;
 
  private:

@@ -132,13 +132,20 @@ void Connection::on_read(std::size_t bytes) {
       return;
     }
     if (!next.value().has_value()) break;
+    Reply& reply = *next.value();
+    if (message_handler_ && reply.type == ReplyType::kArray && reply.elements.size() == 3 &&
+        reply.elements[0].str == "message") {
+      message_handler_(std::move(reply.elements[1].str), std::move(reply.elements[2].str));
+      if (state_ != State::kOpen) return;
+      continue;
+    }
     if (pending_.empty() || !pending_.front().written) {
       fail(Status(Code::kIOError, address_ + " sent a reply to no command"));
       return;
     }
     auto done = std::move(pending_.front().done);
     pending_.pop_front();
-    done({Status::ok(), true, std::move(*next.value())});
+    done({Status::ok(), true, std::move(reply)});
     // The completion may have closed this connection.
     if (state_ != State::kOpen) return;
   }
@@ -177,13 +184,15 @@ void Connection::fail(Status why) {
   socket_.close(ignored);
   connect_timer_.cancel();
   reply_timer_.cancel();
-  if (pending_.empty()) return;
   // Completions run after this call returns, in the order the commands were sent.
-  asio::post(executor_, [failed = std::move(pending_), why = std::move(why)]() mutable {
+  asio::post(executor_, [failed = std::move(pending_), why = std::move(why),
+                         broken = std::move(broken_handler_)]() mutable {
     for (auto& entry : failed) entry.done({why, entry.written, {}});
+    if (broken) broken(why);
   });
   pending_.clear();
   unwritten_ = 0;
+  message_handler_ = nullptr;
 }
 
 }  // namespace delayq::redis

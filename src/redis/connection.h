@@ -56,6 +56,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void send(const Command& command, Done done);
   // Breaks the connection: every queued command fails with `why`.
   void close(Status why);
+  // Makes this a subscriber's connection: a published message (["message", channel, payload],
+  // after SUBSCRIBE) goes to `handler` instead of completing a command.
+  void on_message(std::function<void(std::string channel, std::string payload)> handler) {
+    message_handler_ = std::move(handler);
+  }
+  // Who to tell, once, when the connection breaks (after the failed commands' completions).
+  void on_broken(std::function<void(const Status&)> handler) {
+    broken_handler_ = std::move(handler);
+  }
 
   [[nodiscard]] bool broken() const noexcept { return state_ == State::kBroken; }
   // "host:port", as given.
@@ -95,6 +104,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool watching_ = false;
   std::size_t unwritten_ = 0;  // how many of the last entries of pending_ sit in outbox_
   std::deque<Pending> pending_;
+  std::function<void(std::string, std::string)> message_handler_;
+  std::function<void(const Status&)> broken_handler_;
   ReplyReader reader_;
   std::unique_ptr<char[]> buffer_;
 };

@@ -120,15 +120,24 @@ class SmallJobsTest : public BeanstalkTest {
 // ----------------------------------------------------------------------------------- put
 
 TEST_F(BeanstalkTest, PutInsertsWithIncreasingIds) {
-  EXPECT_EQ(client_->call(put_command("hello")), "INSERTED 1\r\n");
-  EXPECT_EQ(client_->call(put_command("world", 5, 0, 10)), "INSERTED 2\r\n");
-  EXPECT_EQ(client_->call("peek 1\r\n"), "FOUND 1 5\r\nhello\r\n");
-  EXPECT_EQ(client_->call("peek 2\r\n"), "FOUND 2 5\r\nworld\r\n");
+  const auto first = inserted_id(client_->call(put_command("hello")));
+  const auto second = inserted_id(client_->call(put_command("world", 5, 0, 10)));
+  ASSERT_TRUE(first && second);
+  EXPECT_LT(*first, *second);
+  if (!ServerProcess::redis_mode()) {  // in Redis mode an id names its shard (redis-mode.md)
+    EXPECT_EQ(*first, 1U);
+    EXPECT_EQ(*second, 2U);
+  }
+  EXPECT_EQ(client_->call("peek " + std::to_string(*first) + "\r\n"),
+            job_reply("FOUND", *first, "hello"));
+  EXPECT_EQ(client_->call("peek " + std::to_string(*second) + "\r\n"),
+            job_reply("FOUND", *second, "world"));
 }
 
 TEST_F(BeanstalkTest, PutEmptyBody) {
-  EXPECT_EQ(client_->call("put 0 0 10 0\r\n\r\n"), "INSERTED 1\r\n");
-  EXPECT_EQ(client_->call("reserve\r\n"), "RESERVED 1 0\r\n\r\n");
+  const auto id = inserted_id(client_->call("put 0 0 10 0\r\n\r\n"));
+  ASSERT_TRUE(id);
+  EXPECT_EQ(client_->call("reserve\r\n"), job_reply("RESERVED", *id, ""));
 }
 
 TEST_F(BeanstalkTest, PutTtrZeroBecomesOneSecond) {
@@ -139,8 +148,9 @@ TEST_F(BeanstalkTest, PutTtrZeroBecomesOneSecond) {
 
 TEST_F(BeanstalkTest, PutTakesTheLargestNumbers) {
   // pri, delay and ttr are each < 2^32.
-  EXPECT_EQ(client_->call("put 4294967295 4294967295 4294967295 1\r\nx\r\n"), "INSERTED 1\r\n");
-  const Yaml job = stats_job(1);
+  const auto id = inserted_id(client_->call("put 4294967295 4294967295 4294967295 1\r\nx\r\n"));
+  ASSERT_TRUE(id);
+  const Yaml job = stats_job(*id);
   EXPECT_EQ(job["pri"], "4294967295");
   EXPECT_EQ(job["delay"], "4294967295");
   EXPECT_EQ(job["ttr"], "4294967295");
@@ -156,7 +166,7 @@ TEST_F(BeanstalkTest, PutWithBadNumbersIsBadFormat) {
     EXPECT_EQ(client_->call(line), "BAD_FORMAT\r\n") << line;
   }
   EXPECT_EQ(stats("stats\r\n")["total-jobs"], "0");
-  EXPECT_EQ(client_->call(put_command("ok")), "INSERTED 1\r\n");
+  EXPECT_TRUE(inserted_id(client_->call(put_command("ok"))));
 }
 
 TEST_F(BeanstalkTest, PutBodyWithoutCrlfIsExpectedCrlf) {
@@ -170,8 +180,10 @@ TEST_F(BeanstalkTest, PutBodyWithoutCrlfIsExpectedCrlf) {
 TEST_F(SmallJobsTest, PutLargerThanMaxJobSizeIsJobTooBig) {
   EXPECT_EQ(stats("stats\r\n")["max-job-size"], "10");
   EXPECT_EQ(client_->call("put 0 0 10 11\r\n01234567890\r\n"), "JOB_TOO_BIG\r\n");
-  EXPECT_EQ(client_->call("put 0 0 10 10\r\n0123456789\r\n"), "INSERTED 1\r\n");
-  EXPECT_EQ(client_->call("peek 1\r\n"), "FOUND 1 10\r\n0123456789\r\n");
+  const auto id = inserted_id(client_->call("put 0 0 10 10\r\n0123456789\r\n"));
+  ASSERT_TRUE(id);
+  EXPECT_EQ(client_->call("peek " + std::to_string(*id) + "\r\n"),
+            job_reply("FOUND", *id, "0123456789"));
   // beanstalkd (prot.c skip) answers once the body is dropped, not at the line.
   ASSERT_TRUE(client_->send("put 0 0 10 20\r\n"));
   EXPECT_TRUE(client_->silent_for(Millis{200}));
@@ -834,14 +846,14 @@ TEST_F(BeanstalkTest, ListTubes) {
   EXPECT_EQ(client_->call("stats-tube foo\r\n"), "NOT_FOUND\r\n");
   // A tube that holds a job stays.
   EXPECT_EQ(client_->call("use keep\r\n"), "USING keep\r\n");
-  put("kept", 0, 100);
+  const auto kept = put("kept", 0, 100);
   EXPECT_EQ(client_->call("use default\r\n"), "USING default\r\n");
   tubes = stats("list-tubes\r\n");
   EXPECT_EQ(std::set<std::string>(tubes.items.begin(), tubes.items.end()),
             (std::set<std::string>{"default", "keep"}));
   EXPECT_EQ(stats("stats\r\n")["current-tubes"], "2");
   // ... until its last job is deleted.
-  EXPECT_EQ(client_->call("delete 1\r\n"), "DELETED\r\n");
+  EXPECT_EQ(client_->call("delete " + std::to_string(kept) + "\r\n"), "DELETED\r\n");
   EXPECT_EQ(client_->call("list-tubes\r\n"), "OK 14\r\n---\n- default\n\r\n");
   EXPECT_EQ(stats("stats\r\n")["current-tubes"], "1");
 }
@@ -1195,28 +1207,40 @@ TEST_F(BeanstalkTest, AConnectionClosedInsideAPutLeavesNoJob) {
 }
 
 TEST_F(BeanstalkTest, PipelinedCommandsAreAnsweredInOrder) {
+  // Both jobs share a group, so that in Redis mode too they are in one shard, in (priority, id)
+  // order (docs/redis-mode.md).
   ASSERT_TRUE(client_->send(
-      "use t\r\nput 0 0 10 1\r\na\r\nput 0 0 10 2\r\nbb\r\nwatch t\r\nignore default\r\n"
-      "reserve\r\npeek 2\r\ndelete 1\r\nbogus\r\nlist-tube-used\r\nstats-job 99\r\n"
-      "delete x\r\nput 0 0 10 2\r\nabcdlist-tubes-watched\r\n"));
-  const std::vector<std::string> expected = {
-      "USING t\r\n",         "INSERTED 1\r\n",        "INSERTED 2\r\n",      "WATCHING 2\r\n",
-      "WATCHING 1\r\n",      "RESERVED 1 1\r\na\r\n", "FOUND 2 2\r\nbb\r\n", "DELETED\r\n",
-      "UNKNOWN_COMMAND\r\n", "USING t\r\n",           "NOT_FOUND\r\n",       "BAD_FORMAT\r\n",
-      "EXPECTED_CRLF\r\n",   "OK 8\r\n---\n- t\n\r\n"};
+      "use t\r\nputx 0 0 10 1 group=g\r\na\r\nputx 0 0 10 2 group=g\r\nbb\r\nwatch t\r\n"
+      "ignore default\r\nreserve\r\npeek-ready\r\nbogus\r\nlist-tube-used\r\n"
+      "stats-job 99\r\ndelete x\r\nput 0 0 10 2\r\nabcdlist-tubes-watched\r\n"));
+  EXPECT_EQ(client_->reply(), "USING t\r\n");
+  const auto a = inserted_id(client_->reply());
+  const auto bb = inserted_id(client_->reply());
+  ASSERT_TRUE(a && bb);
+  const std::vector<std::string> expected = {"WATCHING 2\r\n",
+                                             "WATCHING 1\r\n",
+                                             job_reply("RESERVED", *a, "a"),
+                                             job_reply("FOUND", *bb, "bb"),
+                                             "UNKNOWN_COMMAND\r\n",
+                                             "USING t\r\n",
+                                             "NOT_FOUND\r\n",
+                                             "BAD_FORMAT\r\n",
+                                             "EXPECTED_CRLF\r\n",
+                                             "OK 8\r\n---\n- t\n\r\n"};
   for (const std::string& reply : expected) EXPECT_EQ(client_->reply(), reply);
   EXPECT_TRUE(client_->silent_for(Millis{100}));
 }
 
 TEST_F(BeanstalkTest, CommandSplitAcrossManySmallWrites) {
   const std::string body = "hello\r\nwor";
-  const std::string transcript = put_command(body, 1, 0, 10) + "peek 1\r\n";
+  const std::string transcript = put_command(body, 1, 0, 10) + "peek-ready\r\n";
   for (const char byte : transcript) {
     ASSERT_TRUE(client_->send(std::string_view(&byte, 1)));
     std::this_thread::sleep_for(Millis{2});
   }
-  EXPECT_EQ(client_->reply(), "INSERTED 1\r\n");
-  EXPECT_EQ(client_->reply(), job_reply("FOUND", 1, body));
+  const auto id = inserted_id(client_->reply());
+  ASSERT_TRUE(id);
+  EXPECT_EQ(client_->reply(), job_reply("FOUND", *id, body));
 }
 
 }  // namespace

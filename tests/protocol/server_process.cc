@@ -13,11 +13,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 namespace delayq::testing {
@@ -108,9 +111,54 @@ ServerProcess::~ServerProcess() {
   close_stdout();
 }
 
+bool ServerProcess::redis_mode() {
+  return std::getenv("DELAYQ_TEST_REDIS_SEEDS_FILE") != nullptr;
+}
+
+namespace {
+
+// The seeds scripts/redis-cluster.sh wrote, or "" outside Redis mode.
+std::string redis_seeds() {
+  const char* file = std::getenv("DELAYQ_TEST_REDIS_SEEDS_FILE");
+  if (file == nullptr) return {};
+  std::ifstream in(file);
+  std::string seeds;
+  std::getline(in, seeds);
+  return seeds;
+}
+
+// A key prefix of the data directory's name: letters, digits and '-', at most 64.
+std::string redis_prefix(const fs::path& dir) {
+  std::string prefix;
+  for (const char c : dir.string()) {
+    prefix.push_back(std::isalnum(static_cast<unsigned char>(c)) != 0 ? c : '-');
+  }
+  return prefix.size() > 64 ? prefix.substr(prefix.size() - 64) : prefix;
+}
+
+}  // namespace
+
+std::uint16_t ServerProcess::port() const noexcept {
+  if (peer_ && peer_->running() && (turn_++ % 2) == 1) return peer_->port_;
+  return port_;
+}
+
+std::uint16_t ServerProcess::http_port() const noexcept {
+  if (peer_ && peer_->running() && peer_->http_port_ != 0 && (http_turn_++ % 2) == 1) {
+    return peer_->http_port_;
+  }
+  return http_port_;
+}
+
 std::string ServerProcess::start(Millis timeout) {
   if (running()) return "already running";
-  std::vector<std::string> args = {DELAYQD_PATH, "-p", "0", "-b", data_dir_.string()};
+  std::vector<std::string> args = {DELAYQD_PATH, "-p", "0"};
+  const std::string seeds = redis_seeds();
+  if (seeds.empty()) {
+    args.insert(args.end(), {"-b", data_dir_.string()});
+  } else {
+    args.insert(args.end(), {"--redis", seeds, "--redis-prefix", redis_prefix(data_dir_)});
+  }
   // HTTP on a free port too, unless the test chose (--http ...) or wants delayqd's default.
   const auto given = [this](std::string_view arg) {
     return std::find(extra_args_.begin(), extra_args_.end(), arg) != extra_args_.end();
@@ -191,22 +239,36 @@ std::string ServerProcess::start(Millis timeout) {
     http_port_ = *http;
     http_address_ = http_address;
   }
+  // Redis mode: a second node over the same jobs, unless the test fixed an address or a port.
+  const bool fixed = given("--http") || given("-l") || given("--listen") || default_http_;
+  if (!seeds.empty() && !is_peer_ && !fixed) {
+    peer_ = std::make_unique<ServerProcess>(data_dir_, extra_args_);
+    peer_->is_peer_ = true;
+    peer_->nice_ = nice_;
+    if (std::string error = peer_->start(timeout); !error.empty()) {
+      kill9();
+      return "the peer did not start: " + error;
+    }
+  }
   return "";
 }
 
 std::string ServerProcess::stop(Millis timeout) {
+  if (peer_) peer_->stop(timeout);
   if (!running()) return "not running";
   ::kill(pid_, SIGTERM);
   return wait(timeout);
 }
 
 std::string ServerProcess::kill9() {
+  if (peer_) peer_->kill9();
   if (!running()) return "not running";
   ::kill(pid_, SIGKILL);
   return wait(Millis{10000});
 }
 
 bool ServerProcess::signal(int number) {
+  if (peer_ && peer_->running()) ::kill(peer_->pid_, number);
   return running() && ::kill(pid_, number) == 0;
 }
 

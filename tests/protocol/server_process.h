@@ -7,6 +7,11 @@
 // bounded by a timeout, so a test fails instead of hanging; a reply that did not come reads as a
 // "<...>" text that names what was missing. Below them, small wire helpers: put_command(),
 // job_reply(), inserted_id(), parse_yaml(). Not thread-safe; one test owns its servers and clients.
+// Redis mode: when DELAYQ_TEST_REDIS_SEEDS_FILE names a file holding a Redis Cluster's seeds
+// (scripts/redis-cluster.sh writes one), delayqd keeps its jobs there (--redis, with a key prefix
+// made from the data directory's name, so tests share the cluster without seeing each other),
+// and a second delayqd, its peer, serves the same jobs; port() and http_port() then alternate
+// between the two, so that a test's clients talk to both nodes.
 // Linux only (prctl, pipe2, SOCK_CLOEXEC).
 #pragma once
 
@@ -16,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -75,9 +81,12 @@ class ServerProcess {
 
   [[nodiscard]] bool running() const noexcept { return pid_ > 0; }
   [[nodiscard]] pid_t pid() const noexcept { return pid_; }
-  [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
+  // In Redis mode with a peer, each call answers the other node's port.
+  [[nodiscard]] std::uint16_t port() const noexcept;
   // The HTTP API's port (the harness passes --http 127.0.0.1:0 unless the test gives --http).
-  [[nodiscard]] std::uint16_t http_port() const noexcept { return http_port_; }
+  [[nodiscard]] std::uint16_t http_port() const noexcept;
+  // Whether delayqd runs in Redis mode (see above).
+  [[nodiscard]] static bool redis_mode();
   // The ADDR:PORT of its "delayqd listening on" and "delayqd http listening on" lines ("" for
   // one it did not print).
   [[nodiscard]] const std::string& address() const noexcept { return address_; }
@@ -98,6 +107,10 @@ class ServerProcess {
   std::string http_address_;
   int nice_ = 0;
   bool default_http_ = false;
+  bool is_peer_ = false;
+  std::unique_ptr<ServerProcess> peer_;  // Redis mode: the second node
+  mutable unsigned turn_ = 0;
+  mutable unsigned http_turn_ = 0;
 };
 
 // A blocking client on 127.0.0.1:port (or another IPv4 or IPv6 address) with its own read

@@ -56,7 +56,8 @@ class RedisClientTest : public ::testing::Test {
 
   Result<Reply> run(Client& client, std::string_view key, Command command) {
     std::optional<Result<Reply>> result;
-    client.run(key_slot(key), std::move(command), [&](Result<Reply> done) { result.emplace(std::move(done)); });
+    client.run(key_slot(key), std::move(command),
+               [&](Result<Reply> done) { result.emplace(std::move(done)); });
     run_until(result);
     if (!result) return Status(Code::kTimedOut, "the request did not complete");
     return std::move(*result);
@@ -70,7 +71,8 @@ class RedisClientTest : public ::testing::Test {
   // In `delay`, on the io_context's thread (blocking calls to the servers are fine in a test).
   void later(Millis delay, std::function<void()> action) {
     auto timer = std::make_shared<boost::asio::steady_timer>(io_, delay);
-    timer->async_wait([timer, action = std::move(action)](const boost::system::error_code&) { action(); });
+    timer->async_wait(
+        [timer, action = std::move(action)](const boost::system::error_code&) { action(); });
   }
 
   boost::asio::io_context io_;
@@ -130,7 +132,8 @@ TEST_F(RedisClientTest, ABrokenConnectionIsReplacedForTheNextCommand) {
   ASSERT_TRUE(start(client).is_ok());
   ASSERT_EQ(text(run(client, "k", Command{"SET", "k", "1"})), "OK");
   // Kills every normal client but the one that asks: the client under test.
-  const auto killed = testing::call(server.port(), Command{"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+  const auto killed =
+      testing::call(server.port(), Command{"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
   ASSERT_GE(killed.integer, 1) << describe(killed);
   io_.restart();
   io_.run_for(100ms);  // the client reads the close
@@ -187,7 +190,7 @@ TEST_F(RedisClientTest, LoadingIsWaitedOut) {
   ASSERT_TRUE(start(client).is_ok());
   server.kill9();
   io_.restart();
-  io_.run_for(100ms);  // the client reads the close, as it would while it waits for work
+  io_.run_for(100ms);             // the client reads the close, as it would while it waits for work
   ASSERT_EQ(server.start(), "");  // answers PING with LOADING for about a second
   EXPECT_EQ(testing::call(server.port(), Command{"GET", "key7"}).error_code(), "LOADING");
   EXPECT_EQ(text(run(client, "key7", Command{"GET", "key7"})), "\"v\"");
@@ -201,8 +204,8 @@ TEST_F(RedisClientTest, ReadOnlyIsRetriedUntilTheNodeIsPrimaryAgain) {
   RedisServer replica(dir_.path() / "replica");
   ASSERT_EQ(primary.start(), "");
   ASSERT_EQ(replica.start(), "");
-  ASSERT_EQ(describe(testing::call(replica.port(), Command{"REPLICAOF", "127.0.0.1",
-                                                            std::to_string(primary.port())})),
+  ASSERT_EQ(describe(testing::call(
+                replica.port(), Command{"REPLICAOF", "127.0.0.1", std::to_string(primary.port())})),
             "OK");
   Client client(io_.get_executor(), options(replica.address()));
   ASSERT_TRUE(start(client).is_ok());
@@ -245,15 +248,15 @@ class RedisClusterTest : public RedisClientTest {
     ASSERT_EQ(describe(testing::call(to.port(), Command{"CLUSTER", "SETSLOT", number, "IMPORTING",
                                                         RedisCluster::node_id(from)})),
               "OK");
-    ASSERT_EQ(describe(testing::call(from.port(), Command{"CLUSTER", "SETSLOT", number,
-                                                          "MIGRATING", RedisCluster::node_id(to)})),
+    ASSERT_EQ(describe(testing::call(from.port(), Command{"CLUSTER", "SETSLOT", number, "MIGRATING",
+                                                          RedisCluster::node_id(to)})),
               "OK");
   }
   void move_key(RedisServer& from, RedisServer& to, std::string_view key) {
-    ASSERT_EQ(describe(testing::call(from.port(), Command{"MIGRATE", "127.0.0.1",
-                                                          std::to_string(to.port()), key, "0",
-                                                          "5000"})),
-              "OK");
+    ASSERT_EQ(
+        describe(testing::call(from.port(), Command{"MIGRATE", "127.0.0.1",
+                                                    std::to_string(to.port()), key, "0", "5000"})),
+        "OK");
   }
   // The last step: every primary learns the slot's new owner.
   void end_migration(std::uint16_t slot, RedisServer& to) {
@@ -381,9 +384,9 @@ TEST_F(RedisClusterTest, ClusterDownIsRetriedUntilTheSlotIsServed) {
   const std::string key = "{down}k";
   const auto slot = key_slot(key);
   RedisServer& owner = *cluster_.primary_of(slot);
-  ASSERT_EQ(describe(testing::call(owner.port(), Command{"CLUSTER", "DELSLOTS",
-                                                         std::to_string(slot)})),
-            "OK");
+  ASSERT_EQ(
+      describe(testing::call(owner.port(), Command{"CLUSTER", "DELSLOTS", std::to_string(slot)})),
+      "OK");
   ASSERT_EQ(testing::call(owner.port(), Command{"GET", key}).error_code(), "CLUSTERDOWN");
   later(500ms, [&] {
     (void)testing::call(owner.port(), Command{"CLUSTER", "ADDSLOTS", std::to_string(slot)});
@@ -399,15 +402,17 @@ TEST_F(RedisClusterTest, AScriptAndAWaitRunOnTheSlotsPrimary) {
   const Script script("redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])");
   const std::string key = "{script}k";
   std::optional<Result<std::vector<Reply>>> result;
-  client.run(Request{key_slot(key), {script.call({key}, {"x"}), Command{"WAIT", "0", "100"}}, &script},
-             [&](Result<std::vector<Reply>> done) { result.emplace(std::move(done)); });
+  client.run(
+      Request{key_slot(key), {script.call({key}, {"x"}), Command{"WAIT", "0", "100"}}, &script},
+      [&](Result<std::vector<Reply>> done) { result.emplace(std::move(done)); });
   run_until(result);
   ASSERT_TRUE(result && result->is_ok());
   ASSERT_EQ(result->value().size(), 2U);
   EXPECT_EQ(describe(result->value()[0]), "\"x\"");
   EXPECT_EQ(describe(result->value()[1]), "(integer) 0");  // no replicas in this cluster
-  EXPECT_EQ(describe(testing::call(cluster_.primary_of(key_slot(key))->port(), Command{"GET", key})),
-            "\"x\"");
+  EXPECT_EQ(
+      describe(testing::call(cluster_.primary_of(key_slot(key))->port(), Command{"GET", key})),
+      "\"x\"");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "redis_servers.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -8,7 +9,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fcntl.h>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -36,11 +36,12 @@ std::uint16_t free_port() {
 
 redis::Reply call(std::uint16_t port, const redis::Command& command, Millis timeout) {
   Client client(port);
-  if (!client.connected()) return redis::Reply::error("<cannot connect to port " +
-                                                      std::to_string(port) + ">");
+  if (!client.connected())
+    return redis::Reply::error("<cannot connect to port " + std::to_string(port) + ">");
   std::string wire;
   command.encode(wire);
-  if (!client.send(wire)) return redis::Reply::error("<cannot send to port " + std::to_string(port) + ">");
+  if (!client.send(wire))
+    return redis::Reply::error("<cannot send to port " + std::to_string(port) + ">");
   redis::ReplyReader reader;
   const auto deadline = Clock::now() + timeout;
   // RESP is read line by line: a bulk string holding "\r\n" arrives in pieces, which the reader
@@ -64,11 +65,14 @@ RedisServer::RedisServer(fs::path dir, std::vector<std::string> args)
   fs::create_directories(dir_);
 }
 
-RedisServer::~RedisServer() { kill9(); }
+RedisServer::~RedisServer() {
+  kill9();
+}
 
 std::string RedisServer::start(Millis timeout) {
-  std::vector<std::string> argv = {"redis-server", "--port", std::to_string(port_), "--bind",
-                                   "127.0.0.1", "--dir", dir_.string(), "--save", "",
+  std::vector<std::string> argv = {"redis-server", "--port",    std::to_string(port_),
+                                   "--bind",       "127.0.0.1", "--dir",
+                                   dir_.string(),  "--save",    "",
                                    "--appendonly", "no"};
   argv.insert(argv.end(), args_.begin(), args_.end());
   const auto log = (dir_ / "redis.log").string();
@@ -129,10 +133,10 @@ RedisCluster::RedisCluster(fs::path dir, int primaries, int replicas_per_primary
     : dir_(std::move(dir)), primaries_(primaries), replicas_(replicas_per_primary) {
   const int count = primaries * (1 + replicas_per_primary);
   for (int i = 0; i < count; ++i) {
-    std::vector<std::string> node_args = {"--cluster-enabled", "yes", "--cluster-config-file",
-                                          "nodes.conf", "--cluster-port",
-                                          std::to_string(free_port()), "--cluster-node-timeout",
-                                          "2000"};
+    std::vector<std::string> node_args = {"--cluster-enabled",      "yes",
+                                          "--cluster-config-file",  "nodes.conf",
+                                          "--cluster-port",         std::to_string(free_port()),
+                                          "--cluster-node-timeout", "2000"};
     node_args.insert(node_args.end(), args.begin(), args.end());
     servers_.push_back(
         std::make_unique<RedisServer>(dir_ / ("node" + std::to_string(i)), std::move(node_args)));

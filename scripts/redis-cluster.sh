@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# redis-cluster.sh start DIR [PRIMARIES [REPLICAS]] | stop DIR — a Redis Cluster of Debian's
+# redis-server on free loopback ports, for delayqd --redis and the Redis tests.
+#   start: PRIMARIES (default 3) primaries with REPLICAS (default 1) replicas each, one directory
+#          per node under DIR (AOF on, everysec), joined with `redis-cli --cluster create`; waits
+#          until every node reports cluster_state:ok, then writes the seeds ("127.0.0.1:P,...")
+#          to DIR/seeds and prints them.
+#   stop:  stops every node it started, by the PIDs in DIR/*/redis.pid (SIGTERM, then SIGKILL).
+# Needs redis-server, redis-cli and python3 (scripts/install-deps.sh).
+set -euo pipefail
+
+usage() { echo "usage: $0 start DIR [PRIMARIES [REPLICAS]] | stop DIR" >&2; exit 2; }
+[ $# -ge 2 ] || usage
+action=$1
+dir=$2
+
+stop() {
+  for pidfile in "$dir"/*/redis.pid; do
+    [ -f "$pidfile" ] || continue
+    pid=$(cat "$pidfile")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$pidfile"
+  done
+}
+
+# N free loopback ports (bound, read and released by the kernel's choice).
+free_ports() {
+  python3 - "$1" <<'PY'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+PY
+}
+
+start() {
+  local primaries=${1:-3} replicas=${2:-1}
+  local count=$((primaries * (1 + replicas)))
+  stop  # what an earlier run left
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  read -r -a ports <<<"$(free_ports $((count * 2)))"
+  local addresses=()
+  for ((i = 0; i < count; i++)); do
+    local port=${ports[$i]} bus=${ports[$((count + i))]} node="$dir/node$i"
+    mkdir -p "$node"
+    redis-server --port "$port" --cluster-port "$bus" --bind 127.0.0.1 --dir "$node" \
+      --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
+      --appendonly yes --appendfsync everysec --save "" \
+      --daemonize yes --pidfile "$node/redis.pid" --logfile "$node/redis.log"
+    addresses+=("127.0.0.1:$port")
+  done
+  for address in "${addresses[@]}"; do
+    for _ in $(seq 100); do
+      redis-cli -p "${address##*:}" ping >/dev/null 2>&1 && break
+      sleep 0.05
+    done
+  done
+  redis-cli --cluster create "${addresses[@]}" --cluster-replicas "$replicas" --cluster-yes \
+    >"$dir/create.log" 2>&1 || { cat "$dir/create.log" >&2; stop; exit 1; }
+  for address in "${addresses[@]}"; do
+    for _ in $(seq 300); do
+      redis-cli -p "${address##*:}" cluster info 2>/dev/null | grep -q "cluster_state:ok" && break
+      sleep 0.1
+    done
+  done
+  local seeds
+  seeds=$(IFS=,; echo "${addresses[*]}")
+  echo "$seeds" >"$dir/seeds"
+  echo "$seeds"
+}
+
+case $action in
+  start) shift 2; start "$@" ;;
+  stop) stop ;;
+  *) usage ;;
+esac

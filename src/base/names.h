@@ -1,0 +1,42 @@
+// names.h — the rules for the names a client gives: tubes, keys and groups. Every broker checks
+// them the same way, so a name that one accepts the other does too.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace delayq {
+
+// A key, a group or a tube name is at most this many bytes (beanstalkd's tube name limit).
+inline constexpr std::size_t kDefaultMaxNameBytes = 200;
+
+// `what` ("key", "group", "tube name") is at most max_bytes long.
+[[nodiscard]] inline Status check_name(std::string_view what, std::string_view name,
+                                       std::size_t max_bytes) {
+  if (name.size() > max_bytes) {
+    return {Code::kInvalidArgument,
+            std::string(what) + " longer than " + std::to_string(max_bytes) + " bytes"};
+  }
+  return Status::ok();
+}
+
+// beanstalkd's tube names: letters, digits and "-+/;.$_()", not empty, not starting with '-'.
+[[nodiscard]] inline bool valid_tube_char(char c) noexcept {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         std::string_view("-+/;.$_()").find(c) != std::string_view::npos;
+}
+
+[[nodiscard]] inline Status check_tube_name(std::string_view name, std::size_t max_bytes) {
+  if (Status s = check_name("tube name", name, max_bytes); !s.is_ok()) return s;
+  if (name.empty() || name.front() == '-' ||
+      !std::all_of(name.begin(), name.end(), valid_tube_char)) {
+    return {Code::kInvalidArgument, "bad tube name"};
+  }
+  return Status::ok();
+}
+
+}  // namespace delayq

@@ -1,0 +1,539 @@
+-- jobs.lua — every change to a shard's jobs, as one atomic script (docs/redis-mode.md).
+-- Called as EVALSHA <sha> 1 <base> <op> <args...>, where <base> is "<prefix>:{<shard>}" (the
+-- prefix is "dq" unless configured; it names the events channel too): every key the
+-- script touches is <base>..suffix, so all share the shard's hash tag and slot. The firing op
+-- moves jobs into tubes it learns only from their records, which is why keys are made here
+-- rather than all listed in KEYS.
+--
+-- Keys of shard s (base = dq:{s}):
+--   base:seq            string  the shard's job counter; id = seq * shards + s
+--   base:j              hash    id (16 digits) -> job record (layout below) with its body
+--   base:a              hash    id -> attachment (push delivery; delayq's binary codec)
+--   base:t              zset    delayed jobs by due time, reserved jobs by TTR deadline (ms)
+--   base:r:<tube>       zset    ready jobs: score priority, member id (ties by id)
+--   base:b:<tube>       zset    buried jobs: score when buried (ms), member id
+--   base:k:<tube>       hash    key -> id
+--   base:g:<tube>:<grp> set     ids of a group
+--   base:c:<tube>       hash    counts: d delayed, v reserved, n ever put, x deleted, o TTRs lapsed
+--   base:m              hash    tube -> max_attempts
+--   base:p              hash    tube -> paused until (ms)
+--   base:tubes          set     tubes with jobs or counts in this shard
+--   base:owner, base:epoch      the shard's lease (firing) and its fencing number
+--
+-- Record: struct '>BBI4ddddI4I4I4I4I4I4' = flags (bit0: has attachment), state (0 delayed,
+-- 1 ready, 2 reserved, 3 buried), priority, due, deadline, created, delay (ms), ttr (s),
+-- reserves, timeouts, releases, buries, kicks; then tube, key, group, holder as '>I4' length +
+-- bytes; then the body, to the end.
+--
+-- Replies: {'ok', ...} or {'<error>', message}: notfound, conflict, exists, fenced.
+
+local base = KEYS[1]
+local op = ARGV[1]
+local EVENTS = string.match(base, '^[^:]*') .. ':events'
+local HEAD = '>BBI4ddddI4I4I4I4I4I4'
+local DELAYED, READY, RESERVED, BURIED = 0, 1, 2, 3
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function pad(id) return string.format('%016d', id) end
+
+local function decode(rec)
+  local j = {}
+  local pos
+  j.flags, j.state, j.pri, j.due, j.deadline, j.created, j.delay, j.ttr, j.reserves, j.timeouts,
+    j.releases, j.buries, j.kicks, pos = struct.unpack(HEAD, rec)
+  local function text()
+    local n
+    n, pos = struct.unpack('>I4', rec, pos)
+    local s = string.sub(rec, pos, pos + n - 1)
+    pos = pos + n
+    return s
+  end
+  j.tube = text(); j.key = text(); j.group = text(); j.holder = text()
+  j.body = string.sub(rec, pos)
+  return j
+end
+
+local function encode(j)
+  return struct.pack(HEAD, j.flags, j.state, j.pri, j.due, j.deadline, j.created, j.delay, j.ttr,
+      j.reserves, j.timeouts, j.releases, j.buries, j.kicks) ..
+    struct.pack('>I4', #j.tube) .. j.tube .. struct.pack('>I4', #j.key) .. j.key ..
+    struct.pack('>I4', #j.group) .. j.group .. struct.pack('>I4', #j.holder) .. j.holder .. j.body
+end
+
+local function load(id)
+  local rec = redis.call('HGET', base .. ':j', pad(id))
+  if not rec then return nil end
+  local j = decode(rec)
+  j.id = id
+  return j
+end
+
+local function save(j) redis.call('HSET', base .. ':j', pad(j.id), encode(j)) end
+
+local function count(tube, field, by) redis.call('HINCRBY', base .. ':c:' .. tube, field, by) end
+
+-- A timer earlier than every other of the shard: the owner must re-arm.
+local function add_timer(id, at)
+  local head = redis.call('ZRANGE', base .. ':t', 0, 0, 'WITHSCORES')
+  redis.call('ZADD', base .. ':t', at, pad(id))
+  if head[2] == nil or at < tonumber(head[2]) then
+    redis.call('PUBLISH', EVENTS, 't ' .. base .. ' ' .. string.format('%d', at))
+  end
+end
+
+local function make_ready(j)
+  local ready = base .. ':r:' .. j.tube
+  if redis.call('EXISTS', ready) == 0 then
+    redis.call('PUBLISH', EVENTS, 'r ' .. base .. ' ' .. j.tube)
+  end
+  redis.call('ZADD', ready, j.pri, pad(j.id))
+end
+
+-- Takes the job out of wherever its state keeps it (not the record, key or group).
+local function unlink(j)
+  local member = pad(j.id)
+  if j.state == DELAYED then
+    redis.call('ZREM', base .. ':t', member); count(j.tube, 'd', -1)
+  elseif j.state == READY then
+    redis.call('ZREM', base .. ':r:' .. j.tube, member)
+  elseif j.state == RESERVED then
+    redis.call('ZREM', base .. ':t', member); count(j.tube, 'v', -1)
+  else
+    redis.call('ZREM', base .. ':b:' .. j.tube, member)
+  end
+end
+
+-- Puts the job where its (new) state keeps it.
+local function link(j, now)
+  if j.state == DELAYED then
+    add_timer(j.id, j.due); count(j.tube, 'd', 1)
+  elseif j.state == READY then
+    make_ready(j)
+  elseif j.state == RESERVED then
+    add_timer(j.id, j.deadline); count(j.tube, 'v', 1)
+  else
+    redis.call('ZADD', base .. ':b:' .. j.tube, now, pad(j.id))
+  end
+end
+
+local function erase(j)
+  unlink(j)
+  redis.call('HDEL', base .. ':j', pad(j.id))
+  if j.flags % 2 == 1 then redis.call('HDEL', base .. ':a', pad(j.id)) end
+  if j.key ~= '' then redis.call('HDEL', base .. ':k:' .. j.tube, j.key) end
+  if j.group ~= '' then redis.call('SREM', base .. ':g:' .. j.tube .. ':' .. j.group, pad(j.id)) end
+  count(j.tube, 'x', 1)
+end
+
+local function reply(j, now)
+  local attachment = false
+  if j.flags % 2 == 1 then attachment = redis.call('HGET', base .. ':a', pad(j.id)) or false end
+  return {'ok', string.format('%d', j.id), encode(j), attachment, string.format('%d', now)}
+end
+
+-- A job id given by the caller: by id, or by tube and key (ARGV[i] = id or '', ARGV[i+1] tube,
+-- ARGV[i+2] key).
+local function find(i)
+  local id = tonumber(ARGV[i])
+  if ARGV[i] == '' then
+    id = tonumber(redis.call('HGET', base .. ':k:' .. ARGV[i + 1], ARGV[i + 2]) or '')
+  end
+  if not id then return nil end
+  return load(id)
+end
+
+local function max_attempts(tube)
+  return tonumber(redis.call('HGET', base .. ':m', tube) or '0')
+end
+
+-- A reservation ends without a delete or a bury: buried when it was the tube's last attempt.
+local function ends_in_bury(j)
+  local max = max_attempts(j.tube)
+  return max > 0 and j.reserves >= max
+end
+
+local ops = {}
+
+-- put tube pri delay_or_at absolute ttr body key group replace attachment shards shard
+ops.put = function()
+  local tube, key, group = ARGV[2], ARGV[8], ARGV[9]
+  local now = now_ms()
+  local replaced = '0'
+  if key ~= '' then
+    local holder = redis.call('HGET', base .. ':k:' .. tube, key)
+    if holder then
+      local old = load(tonumber(holder))
+      if ARGV[10] ~= '1' then
+        local r = reply(old, now); r[1] = 'exists'; return r
+      end
+      if old.state == RESERVED then return {'conflict', 'the job holding the key is reserved'} end
+      erase(old)
+      replaced = string.format('%d', old.id)
+    end
+  end
+  local seq = redis.call('INCR', base .. ':seq')
+  local j = {id = seq * tonumber(ARGV[12]) + tonumber(ARGV[13]), pri = tonumber(ARGV[3]),
+    ttr = tonumber(ARGV[6]), body = ARGV[7], tube = tube, key = key, group = group, holder = '',
+    flags = 0, created = now, deadline = 0, reserves = 0, timeouts = 0, releases = 0, buries = 0,
+    kicks = 0}
+  local when = tonumber(ARGV[4])
+  if ARGV[5] == '1' then j.due = when; j.delay = math.max(0, when - now)
+  else j.due = now + when; j.delay = when end
+  if j.due > now then j.state = DELAYED else j.state = READY; j.due = now end
+  if ARGV[11] ~= '' then
+    j.flags = 1
+    redis.call('HSET', base .. ':a', pad(j.id), ARGV[11])
+  end
+  save(j)
+  link(j, now)
+  if key ~= '' then redis.call('HSET', base .. ':k:' .. tube, key, pad(j.id)) end
+  if group ~= '' then redis.call('SADD', base .. ':g:' .. tube .. ':' .. group, pad(j.id)) end
+  redis.call('SADD', base .. ':tubes', tube)
+  count(tube, 'n', 1)
+  local r = reply(j, now)
+  r[6] = replaced
+  return r
+end
+
+-- reserve holder tube... : the best (priority, id) ready job of the tubes in this shard that
+-- are not paused.
+ops.reserve = function()
+  local best, best_score, best_tube
+  local now = now_ms()
+  for i = 3, #ARGV do
+    local paused = tonumber(redis.call('HGET', base .. ':p', ARGV[i]) or '0')
+    local head = {}
+    if paused <= now then head = redis.call('ZRANGE', base .. ':r:' .. ARGV[i], 0, 0, 'WITHSCORES') end
+    if head[1] then
+      local score = tonumber(head[2])
+      if not best or score < best_score or (score == best_score and head[1] < best) then
+        best, best_score, best_tube = head[1], score, ARGV[i]
+      end
+    end
+  end
+  if not best then return {'notfound', 'no ready job'} end
+  local j = load(tonumber(best))
+  unlink(j)
+  j.state = RESERVED; j.holder = ARGV[2]; j.reserves = j.reserves + 1
+  j.deadline = now + j.ttr * 1000
+  save(j)
+  link(j, now)
+  return reply(j, now)
+end
+
+-- reserve_job holder id: any state but reserved.
+ops.reserve_job = function()
+  local j = load(tonumber(ARGV[3]))
+  if not j or j.state == RESERVED then return {'notfound', 'no such job, or it is reserved'} end
+  local now = now_ms()
+  unlink(j)
+  j.state = RESERVED; j.holder = ARGV[2]; j.reserves = j.reserves + 1
+  j.deadline = now + j.ttr * 1000
+  save(j)
+  link(j, now)
+  return reply(j, now)
+end
+
+-- erase holder id tube key: any job not reserved by another.
+ops.erase = function()
+  local j = find(3)
+  if not j then return {'notfound', 'no such job'} end
+  if j.state == RESERVED and j.holder ~= ARGV[2] then
+    return {'conflict', 'the job is reserved by another client'}
+  end
+  erase(j)
+  return {'ok', string.format('%d', j.id)}
+end
+
+-- A job this holder has reserved (and, when given, in this reservation).
+local function held(id, holder, reservation)
+  local j = load(id)
+  if not j then return nil, {'notfound', 'no such job'} end
+  if j.state ~= RESERVED or j.holder ~= holder then
+    return nil, {'conflict', 'the job is not reserved by this client'}
+  end
+  if reservation ~= '' and tonumber(reservation) ~= j.reserves then
+    return nil, {'conflict', 'the job was reserved again since'}
+  end
+  return j
+end
+
+-- release holder id pri(or '') delay_ms reservation(or '')
+ops.release = function()
+  local j, err = held(tonumber(ARGV[3]), ARGV[2], ARGV[6])
+  if not j then return err end
+  local now = now_ms()
+  unlink(j)
+  j.holder = ''; j.deadline = 0
+  if ARGV[4] ~= '' then j.pri = tonumber(ARGV[4]) end
+  if ends_in_bury(j) then
+    j.state = BURIED; j.buries = j.buries + 1
+  else
+    j.releases = j.releases + 1
+    local delay = tonumber(ARGV[5])
+    j.delay = delay
+    if delay > 0 then j.state = DELAYED; j.due = now + delay else j.state = READY; j.due = now end
+  end
+  save(j)
+  link(j, now)
+  return reply(j, now)
+end
+
+-- bury holder id pri(or '')
+ops.bury = function()
+  local j, err = held(tonumber(ARGV[3]), ARGV[2], '')
+  if not j then return err end
+  local now = now_ms()
+  unlink(j)
+  j.holder = ''; j.deadline = 0; j.state = BURIED; j.buries = j.buries + 1
+  if ARGV[4] ~= '' then j.pri = tonumber(ARGV[4]) end
+  save(j)
+  link(j, now)
+  return reply(j, now)
+end
+
+-- touch holder id
+ops.touch = function()
+  local j, err = held(tonumber(ARGV[3]), ARGV[2], '')
+  if not j then return err end
+  local now = now_ms()
+  unlink(j)
+  j.deadline = now + j.ttr * 1000
+  save(j)
+  link(j, now)
+  return reply(j, now)
+end
+
+-- peek id tube key
+ops.peek = function()
+  local j = find(2)
+  if not j then return {'notfound', 'no such job'} end
+  return reply(j, now_ms())
+end
+
+-- peek_next tube state: ready (best priority), buried (oldest), delayed (earliest due; walks the
+-- shard's timers in order, so it costs the timers before the tube's first delayed job).
+ops.peek_next = function()
+  local tube, state = ARGV[2], ARGV[3]
+  local now = now_ms()
+  if state == 'ready' or state == 'buried' then
+    local zset = base .. (state == 'ready' and ':r:' or ':b:') .. tube
+    local head = redis.call('ZRANGE', zset, 0, 0)
+    if not head[1] then return {'notfound', 'none'} end
+    return reply(load(tonumber(head[1])), now)
+  end
+  local from = 0
+  while true do
+    local page = redis.call('ZRANGE', base .. ':t', from, from + 99)
+    if #page == 0 then return {'notfound', 'none'} end
+    for _, member in ipairs(page) do
+      local j = load(tonumber(member))
+      if j and j.state == DELAYED and j.tube == tube then return reply(j, now) end
+    end
+    from = from + 100
+  end
+end
+
+-- kick_job id: buried or delayed -> ready.
+ops.kick_job = function()
+  local j = load(tonumber(ARGV[2]))
+  if not j then return {'notfound', 'no such job'} end
+  if j.state ~= BURIED and j.state ~= DELAYED then return {'conflict', 'not buried or delayed'} end
+  local now = now_ms()
+  unlink(j)
+  j.state = READY; j.due = now; j.kicks = j.kicks + 1
+  save(j)
+  link(j, now)
+  return reply(j, now)
+end
+
+-- kick tube state bound: up to bound buried (oldest first) or delayed (earliest due) jobs.
+ops.kick = function()
+  local tube, state, bound = ARGV[2], ARGV[3], tonumber(ARGV[4])
+  local now = now_ms()
+  local ids = {}
+  if state == 'buried' then
+    ids = redis.call('ZRANGE', base .. ':b:' .. tube, 0, bound - 1)
+  else
+    local from = 0
+    while #ids < bound do
+      local page = redis.call('ZRANGE', base .. ':t', from, from + 99)
+      if #page == 0 then break end
+      for _, member in ipairs(page) do
+        local j = load(tonumber(member))
+        if j and j.state == DELAYED and j.tube == tube and #ids < bound then
+          table.insert(ids, member)
+        end
+      end
+      from = from + 100
+    end
+  end
+  for _, member in ipairs(ids) do
+    local j = load(tonumber(member))
+    unlink(j)
+    j.state = READY; j.due = now; j.kicks = j.kicks + 1
+    save(j)
+    link(j, now)
+  end
+  return {'ok', #ids}
+end
+
+-- update id tube key due(or '') absolute pri(or '')
+ops.update = function()
+  local j = find(2)
+  if not j then return {'notfound', 'no such job'} end
+  local now = now_ms()
+  if ARGV[5] ~= '' then
+    if j.state ~= DELAYED and j.state ~= READY then
+      return {'conflict', 'only a delayed or ready job can be rescheduled'}
+    end
+    local when = tonumber(ARGV[5])
+    unlink(j)
+    if ARGV[6] == '1' then j.due = when; j.delay = math.max(0, when - now)
+    else j.due = now + when; j.delay = when end
+    if j.due > now then j.state = DELAYED else j.state = READY; j.due = now end
+    if ARGV[7] ~= '' then j.pri = tonumber(ARGV[7]) end
+    save(j)
+    link(j, now)
+  elseif ARGV[7] ~= '' then
+    local pri = tonumber(ARGV[7])
+    if j.state == READY then redis.call('ZADD', base .. ':r:' .. j.tube, pri, pad(j.id)) end
+    j.pri = pri
+    save(j)
+  end
+  return reply(j, now)
+end
+
+-- group tube group cancel(0/1) holder: the group's jobs; cancel deletes those not reserved.
+ops.group = function()
+  local ids = redis.call('SMEMBERS', base .. ':g:' .. ARGV[2] .. ':' .. ARGV[3])
+  local out = {'ok'}
+  local deleted = 0
+  for _, member in ipairs(ids) do
+    local j = load(tonumber(member))
+    if j then
+      if ARGV[4] == '1' then
+        if j.state ~= RESERVED then erase(j); deleted = deleted + 1 end
+      else
+        table.insert(out, string.format('%d', j.id)); table.insert(out, encode(j))
+      end
+    end
+  end
+  if ARGV[4] == '1' then return {'ok', deleted} end
+  return out
+end
+
+-- note holder id attachment: keeps a delivery's outcome with the job.
+ops.note = function()
+  local j = load(tonumber(ARGV[3]))
+  if not j then return {'notfound', 'no such job'} end
+  redis.call('HSET', base .. ':a', pad(j.id), ARGV[4])
+  if j.flags % 2 == 0 then j.flags = j.flags + 1; save(j) end
+  return reply(j, now_ms())
+end
+
+-- stats tube...: per tube, {name, ready, urgent, reserved, delayed, buried, total, deletes,
+-- timeouts}; with no
+-- tube, every tube of the shard.
+ops.stats = function()
+  local tubes = {}
+  for i = 2, #ARGV do table.insert(tubes, ARGV[i]) end
+  if #tubes == 0 then tubes = redis.call('SMEMBERS', base .. ':tubes') end
+  local out = {'ok'}
+  for _, tube in ipairs(tubes) do
+    local ready = base .. ':r:' .. tube
+    local c = redis.call('HMGET', base .. ':c:' .. tube, 'v', 'd', 'n', 'x', 'o')
+    table.insert(out, {tube, redis.call('ZCARD', ready), redis.call('ZCOUNT', ready, 0, 1023),
+      tonumber(c[1] or '0'), tonumber(c[2] or '0'), redis.call('ZCARD', base .. ':b:' .. tube),
+      tonumber(c[3] or '0'), tonumber(c[4] or '0'), tonumber(c[5] or '0')})
+  end
+  return out
+end
+
+-- pause tube ms: no job of the tube is reserved from this shard for ms (0 ends a pause).
+ops.pause = function()
+  if ARGV[3] == '0' then redis.call('HDEL', base .. ':p', ARGV[2])
+  else redis.call('HSET', base .. ':p', ARGV[2], now_ms() + tonumber(ARGV[3])) end
+  return {'ok'}
+end
+
+-- max_attempts tube n
+ops.max_attempts = function()
+  if ARGV[3] == '0' then redis.call('HDEL', base .. ':m', ARGV[2])
+  else redis.call('HSET', base .. ':m', ARGV[2], ARGV[3]) end
+  return {'ok'}
+end
+
+-- fire epoch limit: as the shard's owner (the epoch must be the lease's), moves due delayed jobs
+-- to ready and lapses reserved jobs past their TTR, at most `limit`; replies with how many, the
+-- next timer (or -1) and the present, by Redis's clock: never early by the only clock all nodes
+-- share.
+ops.fire = function()
+  if redis.call('GET', base .. ':epoch') ~= ARGV[2] then return {'fenced', 'not the owner'} end
+  local now = now_ms()
+  local due = redis.call('ZRANGEBYSCORE', base .. ':t', '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
+  local late = {}
+  for _, member in ipairs(due) do
+    local j = load(tonumber(member))
+    if not j then
+      redis.call('ZREM', base .. ':t', member)
+    else
+      if j.state == DELAYED then
+        table.insert(late, string.format('%d', now - j.due))
+      end
+      unlink(j)
+      if j.state == RESERVED then
+        j.timeouts = j.timeouts + 1; j.holder = ''; j.deadline = 0; count(j.tube, 'o', 1)
+        if ends_in_bury(j) then j.state = BURIED; j.buries = j.buries + 1
+        else j.state = READY; j.due = now end
+      else
+        j.state = READY
+      end
+      save(j)
+      link(j, now)
+    end
+  end
+  local head = redis.call('ZRANGE', base .. ':t', 0, 0, 'WITHSCORES')
+  return {'ok', #due, head[2] or '-1', string.format('%d', now), late}
+end
+
+-- acquire node lease_ms: takes the lease if free; replies with the new epoch, or 'fenced'.
+ops.acquire = function()
+  if not redis.call('SET', base .. ':owner', ARGV[2], 'NX', 'PX', ARGV[3]) then
+    return {'fenced', redis.call('GET', base .. ':owner') or ''}
+  end
+  return {'ok', redis.call('INCR', base .. ':epoch')}
+end
+
+-- renew node lease_ms epoch
+ops.renew = function()
+  if redis.call('GET', base .. ':owner') ~= ARGV[2] or
+      redis.call('GET', base .. ':epoch') ~= ARGV[4] then
+    return {'fenced', 'lost'}
+  end
+  redis.call('PEXPIRE', base .. ':owner', ARGV[3])
+  return {'ok'}
+end
+
+-- heartbeat node lease_ms, with KEYS[1] = dq:nodes: this node lives for another lease; replies
+-- with every live node's name.
+ops.heartbeat = function()
+  local now = now_ms()
+  redis.call('ZADD', base, now + tonumber(ARGV[3]), ARGV[2])
+  redis.call('ZREMRANGEBYSCORE', base, '-inf', now)
+  return {'ok', redis.call('ZRANGE', base, 0, -1)}
+end
+
+-- resign node
+ops.resign = function()
+  if redis.call('GET', base .. ':owner') == ARGV[2] then redis.call('DEL', base .. ':owner') end
+  return {'ok'}
+end
+
+local handler = ops[op]
+if not handler then return redis.error_reply('ERR delayq: unknown operation ' .. tostring(op)) end
+return handler()

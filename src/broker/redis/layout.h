@@ -1,0 +1,62 @@
+// layout.h — where the Redis broker keeps things, and how it reads what jobs.lua writes.
+// A job lives in one of `shards` logical shards (fixed at a cluster's first start, kept in
+// dq:meta); all keys of shard s start with "dq:{s}", so they share one hash slot and every
+// change is one script on one node. The shard is chosen by the job's key (tube + key), else by
+// its group (tube + group), else in turn; a job id is seq * shards + shard, so the id names its
+// shard. The keys and the record layout are drawn in jobs.lua; docs/redis-mode.md has the whole
+// picture and the bytes per job.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "base/job.h"
+#include "base/status.h"
+
+namespace delayq::redis_broker {
+
+// The base of shard s's keys: "<prefix>:{s}" ("dq:{s}" by default).
+[[nodiscard]] std::string shard_base(std::string_view prefix, std::uint32_t shard);
+// The shard a job with this key (or, without a key, this group) lives in.
+[[nodiscard]] std::uint32_t shard_of_name(std::string_view tube, std::string_view name,
+                                          std::uint32_t shards);
+[[nodiscard]] inline std::uint32_t shard_of_id(JobId id, std::uint32_t shards) {
+  return static_cast<std::uint32_t>(id % shards);
+}
+
+// Keys outside the shards, each in a slot of its own, and the channel where scripts and nodes
+// announce what the others must react to (jobs.lua's EVENTS). A prefix of letters, digits, '_'
+// and '-' lets several delayq deployments share one Redis.
+struct Names {
+  explicit Names(const std::string& given)
+      : prefix(given),
+        meta(given + ":meta"),
+        nodes(given + ":nodes"),
+        webhooks(given + ":webhooks"),
+        pauses(given + ":pauses"),
+        max_attempts(given + ":max-attempts"),
+        waiting(given + ":waiting"),
+        events(given + ":events") {}
+  std::string prefix;
+  std::string meta;          // hash: shards
+  std::string nodes;         // zset: node -> lease expiry (ms, Redis's clock)
+  std::string webhooks;      // hash: tube -> webhook
+  std::string pauses;        // hash: tube -> "<until unix ms> <seconds> <pauses so far>"
+  std::string max_attempts;  // hash: tube -> n
+  std::string waiting;       // hash: node -> reserves waiting there (stats' current-waiting)
+  std::string events;        // channel
+};
+// Letters, digits, '_' and '-', 1 to 64 of them.
+[[nodiscard]] Status check_prefix(std::string_view prefix);
+
+// A record as jobs.lua packs it, with the body that follows it.
+struct Record {
+  JobView view;
+  std::string body;
+  std::string holder;  // the session holding it, when reserved
+};
+// Errors: kCorruption when the bytes are not a record.
+[[nodiscard]] Result<Record> decode_record(JobId id, std::string_view bytes);
+
+}  // namespace delayq::redis_broker

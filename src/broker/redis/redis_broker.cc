@@ -1,0 +1,1561 @@
+#include "broker/redis/redis_broker.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <charconv>
+#include <list>
+#include <map>
+#include <random>
+#include <set>
+#include <unordered_map>
+
+#include "broker/redis/jobs_lua.h"
+#include "broker/redis/layout.h"
+#include "redis/slot.h"
+#include "store/record.h"
+
+namespace delayq::redis_broker {
+namespace asio = boost::asio;
+using broker::Callback;
+using redis::Command;
+using redis::Reply;
+using redis::ReplyType;
+using SteadyClock = std::chrono::steady_clock;
+
+namespace {
+
+std::int64_t to_int(std::string_view text, std::int64_t fallback = 0) {
+  std::int64_t value = fallback;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
+std::int64_t unix_ms_now() {
+  return std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A script's reply: {'ok', ...} or {'<error>', message}.
+Status status_of(const Reply& reply) {
+  if (reply.type != ReplyType::kArray || reply.elements.empty()) {
+    return {Code::kIOError, "Redis answered " + redis::describe(reply)};
+  }
+  const std::string& code = reply.elements[0].str;
+  if (code == "ok" || code == "exists") return Status::ok();
+  const std::string message = reply.elements.size() > 1 ? reply.elements[1].str : code;
+  if (code == "notfound") return {Code::kNotFound, message};
+  if (code == "conflict") return {Code::kConflict, message};
+  return {Code::kIOError, code + ": " + message};
+}
+
+// {'ok', id, record, attachment, now} -> a job.
+Result<broker::Job> job_of(const Reply& reply) {
+  if (reply.elements.size() < 5) return Status(Code::kIOError, "short job reply");
+  const auto id = static_cast<JobId>(to_int(reply.elements[1].str));
+  auto record = decode_record(id, reply.elements[2].str);
+  if (!record.is_ok()) return record.status();
+  broker::Job job{std::move(record.value().view), std::move(record.value().body),
+                  to_int(reply.elements[4].str), {}};
+  if (reply.elements[3].type == ReplyType::kString) {
+    auto delivery = store::decode_delivery(id, reply.elements[3].str);
+    if (!delivery.is_ok()) return delivery.status();
+    job.delivery = std::move(delivery).value();
+  }
+  return job;
+}
+
+struct Pause {
+  std::int64_t until_unix_ms = 0;
+  std::int64_t seconds = 0;
+  std::uint64_t count = 0;
+};
+
+}  // namespace
+
+// What a session's reserves need of it: who it is in Redis, and the jobs it holds with their
+// TTR deadlines (for DEADLINE_SOON), kept by the session as replies come.
+struct SessionState {
+  std::string holder;  // "<node>/<n>"
+  bool alive = true;
+  struct Held {
+    SteadyClock::time_point deadline;
+    std::uint32_t reserves = 0;
+  };
+  std::map<JobId, Held> held;
+
+  // When the first held job enters its last second (nullopt: none will).
+  [[nodiscard]] std::optional<SteadyClock::time_point> soon_at() const {
+    std::optional<SteadyClock::time_point> first;
+    const auto now = SteadyClock::now();
+    for (const auto& [id, job] : held) {
+      if (job.deadline <= now) continue;  // lapsed: no longer held
+      const auto at = job.deadline - std::chrono::seconds(1);
+      if (!first || at < *first) first = at;
+    }
+    return first;
+  }
+  [[nodiscard]] bool deadline_soon() const {
+    const auto at = soon_at();
+    return at && *at <= SteadyClock::now();
+  }
+  void hold(const broker::Job& job) {
+    const auto left = std::max<std::int64_t>(0, job.view.deadline_unix_ms - job.as_of_unix_ms);
+    held[job.view.id] = {SteadyClock::now() + Millis{left}, job.view.counters.reserves};
+  }
+};
+
+// A reserve waiting, or trying shards.
+struct Waiter {
+  std::shared_ptr<SessionState> session;
+  std::uint64_t ticket = 0;
+  std::vector<std::string> tubes;
+  bool watch_list = false;
+  std::optional<SteadyClock::time_point> deadline;
+  Callback<broker::Job> done;
+  std::unique_ptr<asio::steady_timer> timer;
+  bool trying = false;
+  bool again = false;  // a shard became worth trying while it tried
+  bool finished = false;
+};
+
+// Which shards may hold ready jobs of a tube: cleared when a reserve finds none there, set by
+// a notification; a generation per shard keeps a notification that overtakes a reserve's
+// "none" from being lost.
+struct Hint {
+  std::vector<char> maybe;
+  std::vector<std::uint32_t> generation;
+};
+
+struct Owned {
+  std::int64_t epoch = 0;
+  std::unique_ptr<asio::steady_timer> timer;
+  bool firing = false;
+  bool again = false;
+};
+
+struct TubeUse {
+  std::uint64_t using_clients = 0;
+  std::uint64_t watching = 0;
+};
+
+struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
+  Core(asio::io_context& io_in, RedisBrokerOptions options_in)
+      : io(io_in),
+        options(std::move(options_in)),
+        client(io.get_executor(), options.client),
+        script(std::string(kJobsLua)),
+        names(options.prefix),
+        lease_timer(io),
+        resync_timer(io),
+        conf_timer(io),
+        started(SteadyClock::now()) {}
+
+  // --- calls: jobs.lua on a shard (write: wait for a replica, as the options say)
+  void call(std::uint32_t shard, std::vector<std::string> args, bool write,
+            std::function<void(Result<Reply>)> done);
+  void call_key(const std::string& key, std::vector<std::string> args, bool write,
+                std::function<void(Result<Reply>)> done);
+  std::uint32_t next_shard() { return static_cast<std::uint32_t>(rotor++ % shards); }
+
+  // --- waking reserves
+  Hint& hint(const std::string& tube);
+  void notify_ready(std::uint32_t shard, const std::string& tube);
+  void pump();
+  void try_reserve(const std::shared_ptr<Waiter>& waiter);
+  void attempt(const std::shared_ptr<Waiter>& waiter, std::vector<std::uint32_t> candidates,
+               std::size_t index);
+  void finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> result);
+  void give_up(const std::shared_ptr<Waiter>& waiter);
+  void arm(const std::shared_ptr<Waiter>& waiter);
+  [[nodiscard]] bool paused(const std::string& tube) const;
+
+  // --- firing and leases
+  void lease_tick();
+  void acquire(std::vector<std::uint32_t> candidates, std::size_t index, std::size_t want);
+  void fire(std::uint32_t shard);
+  void arm_fire(std::uint32_t shard, Millis delay);
+  void on_event(const std::string& payload);
+  void resync();
+
+  // --- tube configuration
+  void load_conf(std::function<void(Status)> done);
+  void publish_conf();
+  void watch_pauses();
+
+  asio::io_context& io;
+  RedisBrokerOptions options;
+  redis::Client client;
+  redis::Script script;
+  Names names;
+  std::uint32_t shards = 0;
+  std::string node;
+  std::uint64_t sessions = 0;
+  std::uint64_t rotor = 0;
+  bool draining = false;
+  bool closed = false;
+  broker::Metrics metrics;
+  std::uint64_t unacknowledged_writes = 0;  // WAIT saw no replica in time
+
+  std::map<std::string, Webhook> webhook_map;
+  std::map<std::string, Pause> pauses;
+  std::map<std::string, std::uint32_t> max_attempts;
+  std::function<void()> webhooks_handler;
+  std::map<std::string, TubeUse> uses;
+
+  std::unordered_map<std::string, Hint> hints;
+  std::list<std::shared_ptr<Waiter>> waiters;
+
+  std::map<std::uint32_t, Owned> owned;
+  std::size_t live_nodes = 1;
+  std::set<std::string> live;  // as of the last heartbeat
+  // How many of this node's reserves wait, as last told to Redis (names.waiting), and whether a
+  // report is due: reported 10 ms after a change, so that bursts cost one write.
+  std::size_t reported_waiting = 0;
+  bool report_due = false;
+  asio::steady_timer report_timer{io};
+  void report_waiting();
+  [[nodiscard]] std::size_t waiting_here() const;
+  bool leasing = false;  // a lease_tick's calls are under way
+  bool announced = false;  // told the others this node joined (they rebalance at once)
+  asio::steady_timer lease_timer;
+  asio::steady_timer resync_timer;
+  asio::steady_timer conf_timer;  // at the end of the first pause to end
+  SteadyClock::time_point started;
+};
+
+using Core = RedisBroker::Core;
+
+// --- calls
+
+void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
+                std::function<void(Result<Reply>)> done) {
+  call_key(shard_base(names.prefix, shard), std::move(args), write, std::move(done));
+}
+
+void Core::call_key(const std::string& key, std::vector<std::string> args, bool write,
+                    std::function<void(Result<Reply>)> done) {
+  const auto slot = redis::key_slot(key);
+  std::vector<std::string_view> views(args.begin(), args.end());
+  redis::Request request;
+  request.slot = slot;
+  request.commands.push_back(script.call({key}, views));
+  request.script = &script;
+  const bool wait = write && options.wait_for_replica && client.replicas_of(slot) > 0;
+  if (wait) request.commands.push_back(Command{"WAIT", "1", std::to_string(options.wait_timeout.count())});
+  client.run(std::move(request), [self = shared_from_this(), wait, done = std::move(done)](
+                                     Result<std::vector<Reply>> replies) {
+    if (self->closed) return;
+    if (!replies.is_ok()) return done(replies.status());
+    auto& list = replies.value();
+    if (list.front().is_error()) {
+      return done(Status(Code::kIOError, "Redis: " + list.front().str));
+    }
+    if (wait && (list.size() < 2 || list[1].integer < 1)) ++self->unacknowledged_writes;
+    done(std::move(list.front()));
+  });
+}
+
+// --- waking reserves
+
+Hint& Core::hint(const std::string& tube) {
+  auto [it, inserted] = hints.try_emplace(tube);
+  if (inserted) {
+    it->second.maybe.assign(shards, 1);
+    it->second.generation.assign(shards, 0);
+  }
+  return it->second;
+}
+
+void Core::notify_ready(std::uint32_t shard, const std::string& tube) {
+  if (shard >= shards) return;
+  Hint& h = hint(tube);
+  h.maybe[shard] = 1;
+  ++h.generation[shard];
+  pump();
+}
+
+bool Core::paused(const std::string& tube) const {
+  const auto it = pauses.find(tube);
+  return it != pauses.end() && it->second.until_unix_ms > unix_ms_now();
+}
+
+void Core::pump() {
+  // try_reserve may finish a waiter, which erases it: walk a copy.
+  const std::vector<std::shared_ptr<Waiter>> now(waiters.begin(), waiters.end());
+  for (const auto& waiter : now) {
+    if (waiter->trying) {
+      waiter->again = true;
+    } else if (!waiter->finished) {
+      try_reserve(waiter);
+    }
+  }
+}
+
+void Core::try_reserve(const std::shared_ptr<Waiter>& waiter) {
+  std::vector<std::uint32_t> candidates;
+  const std::uint32_t start = next_shard();
+  for (std::uint32_t i = 0; i < shards; ++i) {
+    const std::uint32_t shard = (start + i) % shards;
+    for (const auto& tube : waiter->tubes) {
+      if (!paused(tube) && hint(tube).maybe[shard]) {
+        candidates.push_back(shard);
+        break;
+      }
+    }
+  }
+  if (candidates.empty()) return give_up(waiter);
+  waiter->trying = true;
+  waiter->again = false;
+  attempt(waiter, std::move(candidates), 0);
+}
+
+void Core::attempt(const std::shared_ptr<Waiter>& waiter, std::vector<std::uint32_t> candidates,
+                   std::size_t index) {
+  if (waiter->finished) {
+    waiter->trying = false;
+    return;
+  }
+  if (index >= candidates.size()) {
+    waiter->trying = false;
+    if (waiter->again) return try_reserve(waiter);
+    return give_up(waiter);
+  }
+  const std::uint32_t shard = candidates[index];
+  std::vector<std::string> args = {"reserve", waiter->session->holder};
+  std::vector<std::uint32_t> generations;
+  std::vector<std::string> tubes;
+  for (const auto& tube : waiter->tubes) {
+    if (paused(tube)) continue;
+    tubes.push_back(tube);
+    generations.push_back(hint(tube).generation[shard]);
+  }
+  args.insert(args.end(), tubes.begin(), tubes.end());
+  call(shard, std::move(args), true,
+       [self = shared_from_this(), waiter, candidates = std::move(candidates), index, shard,
+        tubes = std::move(tubes), generations = std::move(generations)](Result<Reply> reply) mutable {
+         if (!reply.is_ok()) {
+           waiter->trying = false;
+           return self->finish(waiter, reply.status());
+         }
+         const Status status = status_of(reply.value());
+         if (status.code() == Code::kNotFound) {
+           for (std::size_t i = 0; i < tubes.size(); ++i) {
+             Hint& h = self->hint(tubes[i]);
+             if (h.generation[shard] == generations[i]) h.maybe[shard] = 0;
+           }
+           return self->attempt(waiter, std::move(candidates), index + 1);
+         }
+         waiter->trying = false;
+         if (!status.is_ok()) return self->finish(waiter, status);
+         self->finish(waiter, job_of(reply.value()));
+       });
+}
+
+std::size_t Core::waiting_here() const {
+  return static_cast<std::size_t>(std::count_if(waiters.begin(), waiters.end(), [](const auto& w) {
+    return !w->finished && !w->trying;
+  }));
+}
+
+void Core::report_waiting() {
+  if (report_due || closed) return;
+  report_due = true;
+  report_timer.expires_after(Millis{10});
+  report_timer.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+    self->report_due = false;
+    if (error || self->closed) return;
+    const std::size_t now = self->waiting_here();
+    if (now == self->reported_waiting) return;
+    self->reported_waiting = now;
+    self->client.run(redis::key_slot(self->names.waiting),
+                     Command{"HSET", self->names.waiting, self->node, std::to_string(now)},
+                     [](Result<Reply>) {});
+  });
+}
+
+void Core::give_up(const std::shared_ptr<Waiter>& waiter) {
+  if (waiter->watch_list && waiter->session->deadline_soon()) {
+    return finish(waiter, Status(Code::kDeadlineSoon, "a reserved job's TTR is ending"));
+  }
+  if (waiter->deadline && *waiter->deadline <= SteadyClock::now()) {
+    return finish(waiter, Status(Code::kTimedOut, "no job became ready in time"));
+  }
+  arm(waiter);
+  report_waiting();
+}
+
+void Core::arm(const std::shared_ptr<Waiter>& waiter) {
+  std::optional<SteadyClock::time_point> at = waiter->deadline;
+  if (waiter->watch_list) {
+    if (const auto soon = waiter->session->soon_at(); soon && (!at || *soon < *at)) at = soon;
+  }
+  if (!at) return;
+  if (!waiter->timer) waiter->timer = std::make_unique<asio::steady_timer>(io);
+  waiter->timer->expires_at(*at);
+  waiter->timer->async_wait([self = shared_from_this(), waiter](const boost::system::error_code& error) {
+    if (error || waiter->finished || waiter->trying) return;
+    self->give_up(waiter);
+  });
+}
+
+void Core::finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> result) {
+  if (waiter->finished) {
+    // Cancelled while a script reserved a job for it: the job goes back at once.
+    if (result.is_ok()) {
+      const JobId id = result.value().view.id;
+      call(shard_of_id(id, shards),
+           {"release", waiter->session->holder, std::to_string(id), "", "0", ""}, true,
+           [](Result<Reply>) {});
+    }
+    return;
+  }
+  waiter->finished = true;
+  if (waiter->timer) waiter->timer->cancel();
+  waiters.remove(waiter);
+  report_waiting();
+  if (result.is_ok()) waiter->session->hold(result.value());
+  auto done = std::move(waiter->done);
+  if (waiter->session->alive) done(std::move(result));
+}
+
+// --- firing and leases
+
+void Core::lease_tick() {
+  if (closed || leasing) return;
+  leasing = true;
+  lease_timer.cancel();
+  client.run(redis::key_slot(names.nodes),
+             script.call({names.nodes}, {"heartbeat", node, std::to_string(options.lease.count())}),
+             [self = shared_from_this()](Result<Reply> reply) {
+               if (self->closed) return;
+               self->leasing = false;
+               if (reply.is_ok() && status_of(reply.value()).is_ok() &&
+                   reply.value().elements.size() > 1) {
+                 self->live.clear();
+                 for (const auto& name : reply.value().elements[1].elements) {
+                   self->live.insert(name.str);
+                 }
+                 self->live_nodes = std::max<std::size_t>(1, self->live.size());
+                 if (!self->announced) {
+                   self->announced = true;
+                   self->client.run(redis::key_slot(self->names.events),
+                                    Command{"PUBLISH", self->names.events, "l"}, [](Result<Reply>) {});
+                 }
+               }
+               const std::size_t share = (self->shards + self->live_nodes - 1) / self->live_nodes;
+               // Renew what is held; a lease lost (fenced) stops its firing.
+               for (auto& [shard, own] : self->owned) {
+                 self->call(shard, {"renew", self->node, std::to_string(self->options.lease.count()),
+                                    std::to_string(own.epoch)},
+                            true, [self, shard = shard](Result<Reply> renewed) {
+                              if (renewed.is_ok() && renewed.value().type == ReplyType::kArray &&
+                                  !renewed.value().elements.empty() &&
+                                  renewed.value().elements[0].str == "fenced") {
+                                spdlog::warn("shard {}: lease lost", shard);
+                                self->owned.erase(shard);
+                              }
+                            });
+               }
+               if (self->owned.size() > share) {
+                 // Hand the surplus back, so that a node that joined gets its share.
+                 std::size_t surplus = self->owned.size() - share;
+                 while (surplus-- > 0) {
+                   auto last = std::prev(self->owned.end());
+                   self->call(last->first, {"resign", self->node}, true, [](Result<Reply>) {});
+                   self->owned.erase(last);
+                 }
+                 // The others take them now rather than at their next renewal.
+                 self->client.run(redis::key_slot(self->names.events),
+                                  Command{"PUBLISH", self->names.events, "l"}, [](Result<Reply>) {});
+               } else if (self->owned.size() < share) {
+                 std::vector<std::uint32_t> candidates;
+                 const auto offset = static_cast<std::uint32_t>(std::hash<std::string>{}(self->node) % self->shards);
+                 for (std::uint32_t i = 0; i < self->shards; ++i) {
+                   const std::uint32_t shard = (offset + i) % self->shards;
+                   if (!self->owned.contains(shard)) candidates.push_back(shard);
+                 }
+                 self->acquire(std::move(candidates), 0, share - self->owned.size());
+               }
+               self->lease_timer.expires_after(self->options.lease / 3);
+               self->lease_timer.async_wait([self](const boost::system::error_code& error) {
+                 if (!error) self->lease_tick();
+               });
+             });
+}
+
+void Core::acquire(std::vector<std::uint32_t> candidates, std::size_t index, std::size_t want) {
+  if (closed || want == 0 || index >= candidates.size()) return;
+  const std::uint32_t shard = candidates[index];
+  call(shard, {"acquire", node, std::to_string(options.lease.count())}, true,
+       [self = shared_from_this(), candidates = std::move(candidates), index, want,
+        shard](Result<Reply> reply) mutable {
+         if (self->closed) return;
+         std::size_t still = want;
+         if (reply.is_ok() && reply.value().type == ReplyType::kArray &&
+             reply.value().elements.size() > 1 && reply.value().elements[0].str == "ok") {
+           Owned& own = self->owned[shard];
+           own.epoch = reply.value().elements[1].integer;
+           own.timer = std::make_unique<asio::steady_timer>(self->io);
+           spdlog::debug("shard {}: owned, epoch {}", shard, own.epoch);
+           --still;
+           self->fire(shard);
+         }
+         self->acquire(std::move(candidates), index + 1, still);
+       });
+}
+
+void Core::fire(std::uint32_t shard) {
+  auto it = owned.find(shard);
+  if (it == owned.end() || closed) return;
+  Owned& own = it->second;
+  if (own.firing) {
+    own.again = true;
+    return;
+  }
+  own.firing = true;
+  own.again = false;
+  call(shard, {"fire", std::to_string(own.epoch), std::to_string(options.fire_batch)}, true,
+       [self = shared_from_this(), shard](Result<Reply> reply) {
+         auto found = self->owned.find(shard);
+         if (found == self->owned.end()) return;
+         Owned& mine = found->second;
+         mine.firing = false;
+         if (!reply.is_ok() || reply.value().type != ReplyType::kArray ||
+             reply.value().elements.size() < 5) {
+           if (!reply.is_ok()) spdlog::warn("shard {}: firing failed: {}", shard, reply.status().to_string());
+           return self->arm_fire(shard, Millis{100});
+         }
+         const auto& elements = reply.value().elements;
+         if (elements[0].str == "fenced") {
+           spdlog::warn("shard {}: fenced off: another node owns it", shard);
+           self->owned.erase(found);
+           return;
+         }
+         for (const auto& late : elements[4].elements) {
+           self->metrics.fire_lateness.observe(static_cast<double>(to_int(late.str)) / 1000.0);
+         }
+         const auto moved = elements[1].integer;
+         const auto head = to_int(elements[2].str, -1);
+         const auto now = to_int(elements[3].str);
+         if (mine.again || moved >= static_cast<std::int64_t>(self->options.fire_batch)) {
+           return self->fire(shard);
+         }
+         Millis delay = self->options.resync;
+         if (head >= 0) delay = std::min(delay, Millis{std::max<std::int64_t>(0, head - now)});
+         self->arm_fire(shard, delay);
+       });
+}
+
+void Core::arm_fire(std::uint32_t shard, Millis delay) {
+  auto it = owned.find(shard);
+  if (it == owned.end()) return;
+  it->second.timer->expires_after(delay);
+  it->second.timer->async_wait([self = shared_from_this(), shard](const boost::system::error_code& error) {
+    if (!error) self->fire(shard);
+  });
+}
+
+// "r dq:{s} tube": tube's ready set in shard s stopped being empty. "t dq:{s} ms": shard s has a
+// timer earlier than it had. "c": a tube's configuration changed. "l": a node gave leases up.
+void Core::on_event(const std::string& payload) {
+  if (payload == "c") {
+    load_conf([](Status) {});
+    return;
+  }
+  if (payload == "l") {
+    lease_tick();
+    return;
+  }
+  if (payload.size() < 4 || payload[1] != ' ') return;
+  const auto open = payload.find('{');
+  const auto close = payload.find('}', open);
+  if (open == std::string::npos || close == std::string::npos) return;
+  const auto shard = static_cast<std::uint32_t>(to_int(std::string_view(payload).substr(open + 1, close - open - 1)));
+  const std::string rest = close + 2 <= payload.size() ? payload.substr(close + 2) : std::string();
+  if (payload[0] == 'r') {
+    notify_ready(shard, rest);
+  } else if (payload[0] == 't' && owned.contains(shard)) {
+    fire(shard);
+  }
+}
+
+void Core::resync() {
+  if (closed) return;
+  // Waiting reserves look at every shard again: what a lost notification hid, they find.
+  for (auto& [tube, h] : hints) std::fill(h.maybe.begin(), h.maybe.end(), 1);
+  if (!waiters.empty()) pump();
+  resync_timer.expires_after(std::max(options.resync * 5, Millis{1000}));
+  resync_timer.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+    if (!error) self->resync();
+  });
+}
+
+// --- tube configuration
+
+void Core::load_conf(std::function<void(Status)> done) {
+  auto left = std::make_shared<int>(3);
+  auto failed = std::make_shared<Status>();
+  auto step = [left, failed, done](Status status) {
+    if (!status.is_ok()) *failed = std::move(status);
+    if (--*left == 0) done(*failed);
+  };
+  auto self = shared_from_this();
+  client.run(redis::key_slot(names.webhooks), Command{"HGETALL", names.webhooks}, [self, step](Result<Reply> r) {
+    if (!r.is_ok()) return step(r.status());
+    std::map<std::string, Webhook> loaded;
+    for (std::size_t i = 0; i + 1 < r.value().elements.size(); i += 2) {
+      const auto& tube = r.value().elements[i].str;
+      auto webhook = store::decode_webhook(tube, r.value().elements[i + 1].str);
+      if (webhook.is_ok()) loaded.emplace(tube, std::move(webhook).value());
+    }
+    const bool changed = loaded != self->webhook_map;
+    self->webhook_map = std::move(loaded);
+    if (changed && self->webhooks_handler) self->webhooks_handler();
+    step(Status::ok());
+  });
+  client.run(redis::key_slot(names.pauses), Command{"HGETALL", names.pauses}, [self, step](Result<Reply> r) {
+    if (!r.is_ok()) return step(r.status());
+    std::map<std::string, Pause> loaded;
+    for (std::size_t i = 0; i + 1 < r.value().elements.size(); i += 2) {
+      const std::string& value = r.value().elements[i + 1].str;
+      Pause pause;
+      const auto first = value.find(' ');
+      const auto second = value.find(' ', first + 1);
+      pause.until_unix_ms = to_int(value.substr(0, first));
+      pause.seconds = to_int(value.substr(first + 1, second - first - 1));
+      pause.count = static_cast<std::uint64_t>(to_int(value.substr(second + 1)));
+      loaded.emplace(r.value().elements[i].str, pause);
+    }
+    self->pauses = std::move(loaded);
+    self->watch_pauses();
+    step(Status::ok());
+  });
+  client.run(redis::key_slot(names.max_attempts), Command{"HGETALL", names.max_attempts},
+             [self, step](Result<Reply> r) {
+               if (!r.is_ok()) return step(r.status());
+               std::map<std::string, std::uint32_t> loaded;
+               for (std::size_t i = 0; i + 1 < r.value().elements.size(); i += 2) {
+                 loaded.emplace(r.value().elements[i].str,
+                                static_cast<std::uint32_t>(to_int(r.value().elements[i + 1].str)));
+               }
+               self->max_attempts = std::move(loaded);
+               step(Status::ok());
+             });
+}
+
+// When a pause ends, every shard may have ready jobs of its tube that reserves skipped (and a
+// reserve may have cleared their hints while the pause held): look at them all again.
+void Core::watch_pauses() {
+  const auto now = unix_ms_now();
+  std::int64_t first = 0;
+  for (const auto& [tube, pause] : pauses) {
+    if (pause.until_unix_ms > now && (first == 0 || pause.until_unix_ms < first)) {
+      first = pause.until_unix_ms;
+    }
+  }
+  if (first == 0) {
+    conf_timer.cancel();
+  } else {
+    conf_timer.expires_after(Millis{first - now});
+    conf_timer.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+      if (!error) self->watch_pauses();
+    });
+  }
+  for (auto& [tube, h] : hints) {
+    if (!paused(tube)) std::fill(h.maybe.begin(), h.maybe.end(), 1);
+  }
+  pump();
+}
+
+void Core::publish_conf() {
+  client.run(redis::key_slot(names.events), Command{"PUBLISH", names.events, "c"},
+             [](Result<Reply>) {});
+}
+
+// --- sessions
+
+namespace {
+
+class RedisSession final : public broker::Session {
+ public:
+  RedisSession(std::shared_ptr<Core> core, broker::SessionOptions options);
+  ~RedisSession() override;
+  RedisSession(const RedisSession&) = delete;
+  RedisSession& operator=(const RedisSession&) = delete;
+
+  Status use(std::string_view tube) override;
+  [[nodiscard]] std::string used() const override { return used_; }
+  Result<std::size_t> watch(std::string_view tube) override;
+  Result<std::size_t> ignore(std::string_view tube) override;
+  [[nodiscard]] std::vector<std::string> watched() const override { return watched_; }
+
+  void put(broker::PutRequest request, Callback<broker::PutResult> done) override;
+  std::uint64_t reserve(broker::ReserveRequest request, Callback<broker::Job> done) override;
+  bool cancel_reserve(std::uint64_t ticket) override;
+  void reserve_job(JobId id, Callback<broker::Job> done) override;
+  void erase(broker::JobRef job, Callback<JobId> done) override;
+  void release(broker::ReleaseRequest request, Callback<JobView> done) override;
+  void bury(JobId id, std::optional<std::uint32_t> priority, Callback<JobView> done) override;
+  void touch(JobId id, Callback<JobView> done) override;
+  void peek(broker::JobRef job, bool with_body, Callback<broker::Job> done) override;
+  void peek_next(std::string tube, JobState state, Callback<broker::Job> done) override;
+  void kick(std::string tube, std::size_t bound, Callback<std::size_t> done) override;
+  void kick_job(JobId id, Callback<JobView> done) override;
+  void update(broker::JobRef job, broker::Update update, Callback<JobView> done) override;
+  void list_group(std::string tube, std::string group,
+                  Callback<std::vector<JobView>> done) override;
+  void cancel_group(std::string tube, std::string group, Callback<std::size_t> done) override;
+  void pause_tube(std::string tube, broker::Seconds pause, Callback<TubeStats> done) override;
+  void pause_existing(const std::string& tube, broker::Seconds pause, Callback<TubeStats> done);
+  void stats_tube(std::string tube, Callback<TubeStats> done) override;
+  void set_max_attempts(std::string tube, std::uint32_t max_attempts,
+                        Callback<std::uint32_t> done) override;
+  void list_tubes(Callback<std::vector<TubeStats>> done) override;
+  void stats(Callback<ServerStats> done) override;
+  void set_webhook(std::string tube, Webhook webhook, Callback<Webhook> done) override;
+  void get_webhook(std::string tube, Callback<Webhook> done) override;
+  void remove_webhook(std::string tube, Callback<Webhook> done) override;
+  void note_attempt(JobId id, int status, std::string error, Callback<JobView> done) override;
+
+ private:
+  // Completes `done` later on the executor, unless the session is gone by then.
+  template <typename T>
+  void post(Callback<T> done, Result<T> result) {
+    asio::post(core_->io, [state = state_, done = std::move(done), result = std::move(result)]() mutable {
+      if (state->alive) done(std::move(result));
+    });
+  }
+  // A script on a shard whose reply is a job: `then` gets it, or the failure.
+  void job_call(std::uint32_t shard, std::vector<std::string> args, bool write,
+                std::function<void(Result<broker::Job>)> then);
+  // done(view) for a job reply, on this session's behalf.
+  Callback<broker::Job> view_of(Callback<JobView> done);
+  // Every shard, each with `args`; `then` gets the replies by shard, or the first failure.
+  void every_shard(std::vector<std::string> args, bool write,
+                   std::function<void(Result<std::vector<Reply>>)> then);
+  // Tube stats summed over every shard; `tubes` empty: every tube with jobs.
+  struct Sums {
+    std::map<std::string, TubeStats> tubes;
+    std::uint64_t timeouts = 0;  // TTRs lapsed
+  };
+  void tube_stats(std::vector<std::string> tubes, std::function<void(Result<Sums>)> then);
+  // Every tube that exists here: with jobs, used or watched on this node, or "default".
+  [[nodiscard]] std::vector<TubeStats> existing(Sums sums) const;
+  [[nodiscard]] TubeStats with_local(TubeStats stats) const;
+  [[nodiscard]] std::uint32_t shard_for(const std::string& tube, const broker::JobRef& job) const;
+  [[nodiscard]] std::vector<std::string> ref_args(const broker::JobRef& job) const;
+  [[nodiscard]] Status check(const std::string& tube) const {
+    return check_tube_name(tube, core_->options.max_name_bytes);
+  }
+  void count_use(const std::string& tube, int by);
+  void count_watch(const std::string& tube, int by);
+
+  std::shared_ptr<Core> core_;
+  std::shared_ptr<SessionState> state_ = std::make_shared<SessionState>();
+  std::string used_;
+  std::vector<std::string> watched_;
+  std::map<std::uint64_t, std::shared_ptr<Waiter>> waits_;
+  std::uint64_t next_ticket_ = 1;
+};
+
+RedisSession::RedisSession(std::shared_ptr<Core> core, broker::SessionOptions options)
+    : core_(std::move(core)) {
+  state_->holder = core_->node + "/" + std::to_string(++core_->sessions);
+  if (options.watch_default) {
+    used_ = "default";
+    watched_ = {"default"};
+    count_use(used_, 1);
+    count_watch(used_, 1);
+  }
+}
+
+RedisSession::~RedisSession() {
+  state_->alive = false;
+  for (auto& [ticket, waiter] : waits_) {
+    if (!waiter->finished) {
+      waiter->finished = true;
+      if (waiter->timer) waiter->timer->cancel();
+      core_->waiters.remove(waiter);
+    }
+  }
+  // Its reserved jobs are ready again at once (a job reserved again since is left alone).
+  for (const auto& [id, held] : state_->held) {
+    core_->call(shard_of_id(id, core_->shards),
+                {"release", state_->holder, std::to_string(id), "", "0",
+                 std::to_string(held.reserves)},
+                true, [](Result<Reply>) {});
+  }
+  if (!used_.empty()) count_use(used_, -1);
+  for (const auto& tube : watched_) count_watch(tube, -1);
+}
+
+void RedisSession::count_use(const std::string& tube, int by) {
+  auto& use = core_->uses[tube];
+  use.using_clients = static_cast<std::uint64_t>(static_cast<std::int64_t>(use.using_clients) + by);
+}
+
+void RedisSession::count_watch(const std::string& tube, int by) {
+  auto& use = core_->uses[tube];
+  use.watching = static_cast<std::uint64_t>(static_cast<std::int64_t>(use.watching) + by);
+}
+
+Status RedisSession::use(std::string_view tube) {
+  const std::string name(tube);
+  if (Status s = check(name); !s.is_ok()) return s;
+  if (!used_.empty()) count_use(used_, -1);
+  used_ = name;
+  count_use(used_, 1);
+  return Status::ok();
+}
+
+Result<std::size_t> RedisSession::watch(std::string_view tube) {
+  const std::string name(tube);
+  if (Status s = check(name); !s.is_ok()) return s;
+  if (std::find(watched_.begin(), watched_.end(), name) == watched_.end()) {
+    watched_.push_back(name);
+    count_watch(name, 1);
+  }
+  return watched_.size();
+}
+
+Result<std::size_t> RedisSession::ignore(std::string_view tube) {
+  const std::string name(tube);
+  if (Status s = check(name); !s.is_ok()) return s;
+  const auto it = std::find(watched_.begin(), watched_.end(), name);
+  if (it != watched_.end()) {
+    if (watched_.size() == 1) return Status(Code::kNotIgnored, "the last watched tube");
+    watched_.erase(it);
+    count_watch(name, -1);
+  }
+  return watched_.size();
+}
+
+// --- helpers
+
+void RedisSession::job_call(std::uint32_t shard, std::vector<std::string> args, bool write,
+                            std::function<void(Result<broker::Job>)> then) {
+  core_->call(shard, std::move(args), write,
+              [state = state_, then = std::move(then)](Result<Reply> reply) {
+                if (!state->alive) return;
+                if (!reply.is_ok()) return then(reply.status());
+                if (Status s = status_of(reply.value()); !s.is_ok()) return then(s);
+                then(job_of(reply.value()));
+              });
+}
+
+Callback<broker::Job> RedisSession::view_of(Callback<JobView> done) {
+  return [done = std::move(done)](Result<broker::Job> job) {
+    if (!job.is_ok()) return done(job.status());
+    done(std::move(job.value().view));
+  };
+}
+
+void RedisSession::every_shard(std::vector<std::string> args, bool write,
+                               std::function<void(Result<std::vector<Reply>>)> then) {
+  const std::uint32_t shards = core_->shards;
+  auto replies = std::make_shared<std::vector<Reply>>(shards);
+  auto left = std::make_shared<std::uint32_t>(shards);
+  auto failure = std::make_shared<std::optional<Status>>();
+  auto finish = std::make_shared<std::function<void(Result<std::vector<Reply>>)>>(std::move(then));
+  for (std::uint32_t shard = 0; shard < shards; ++shard) {
+    core_->call(shard, args, write,
+                [state = state_, replies, left, failure, finish, shard](Result<Reply> reply) {
+                  if (!reply.is_ok()) {
+                    if (!*failure) *failure = reply.status();
+                  } else if (Status s = status_of(reply.value());
+                             !s.is_ok() && s.code() != Code::kNotFound) {
+                    if (!*failure) *failure = s;
+                  } else {
+                    (*replies)[shard] = std::move(reply.value());
+                  }
+                  if (--*left > 0 || !state->alive) return;
+                  if (*failure) return (*finish)(**failure);
+                  (*finish)(std::move(*replies));
+                });
+  }
+}
+
+void RedisSession::tube_stats(std::vector<std::string> tubes, std::function<void(Result<Sums>)> then) {
+  std::vector<std::string> args = {"stats"};
+  args.insert(args.end(), tubes.begin(), tubes.end());
+  every_shard(std::move(args), false,
+              [then = std::move(then)](Result<std::vector<Reply>> replies) {
+                if (!replies.is_ok()) return then(replies.status());
+                Sums sums;
+                for (const auto& reply : replies.value()) {
+                  for (std::size_t i = 1; i < reply.elements.size(); ++i) {
+                    const auto& row = reply.elements[i].elements;
+                    if (row.size() < 9) continue;
+                    TubeStats& t = sums.tubes[row[0].str];
+                    t.name = row[0].str;
+                    const auto n = [&](std::size_t k) { return static_cast<std::uint64_t>(row[k].integer); };
+                    t.ready += n(1);
+                    t.urgent += n(2);
+                    t.reserved += n(3);
+                    t.delayed += n(4);
+                    t.buried += n(5);
+                    t.total_jobs += n(6);
+                    t.deletes += n(7);
+                    sums.timeouts += n(8);
+                  }
+                }
+                then(std::move(sums));
+              });
+}
+
+TubeStats RedisSession::with_local(TubeStats stats) const {
+  if (const auto it = core_->uses.find(stats.name); it != core_->uses.end()) {
+    stats.using_clients = it->second.using_clients;
+    stats.watching_clients = it->second.watching;
+  }
+  for (const auto& waiter : core_->waiters) {
+    if (std::find(waiter->tubes.begin(), waiter->tubes.end(), stats.name) != waiter->tubes.end()) {
+      ++stats.waiting_clients;
+    }
+  }
+  if (const auto it = core_->pauses.find(stats.name); it != core_->pauses.end()) {
+    stats.pauses = it->second.count;
+    const auto left = it->second.until_unix_ms - unix_ms_now();
+    if (left > 0) {
+      stats.pause = std::chrono::seconds(it->second.seconds);
+      stats.pause_left = Millis{left};
+    }
+  }
+  if (const auto it = core_->max_attempts.find(stats.name); it != core_->max_attempts.end()) {
+    stats.max_attempts = it->second;
+  }
+  return stats;
+}
+
+std::uint32_t RedisSession::shard_for(const std::string& tube, const broker::JobRef& job) const {
+  if (job.id != 0) return shard_of_id(job.id, core_->shards);
+  return shard_of_name(tube, job.key, core_->shards);
+}
+
+std::vector<std::string> RedisSession::ref_args(const broker::JobRef& job) const {
+  if (job.id != 0) return {std::to_string(job.id), "", ""};
+  return {"", job.tube, job.key};
+}
+
+// --- jobs
+
+void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> done) {
+  const std::string tube = request.tube.empty() ? used_ : request.tube;
+  Status bad = check(tube);
+  if (bad.is_ok()) bad = check_name("key", request.key, core_->options.max_name_bytes);
+  if (bad.is_ok()) bad = check_name("group", request.group, core_->options.max_name_bytes);
+  if (bad.is_ok() && core_->draining) bad = Status(Code::kDraining, "the server is draining: no new jobs");
+  if (bad.is_ok() && !request.url.empty() && !core_->webhook_map.contains(tube)) {
+    bad = Status(Code::kConflict, "tube " + tube +
+                                      " has no webhook: a job's url overrides its tube's webhook, "
+                                      "so set one first");
+  }
+  if (!bad.is_ok()) return post(std::move(done), Result<broker::PutResult>(bad));
+  const std::uint32_t shard = !request.key.empty()     ? shard_of_name(tube, request.key, core_->shards)
+                              : !request.group.empty() ? shard_of_name(tube, request.group, core_->shards)
+                                                       : core_->next_shard();
+  std::string attachment;
+  if (!request.url.empty() || !request.content_type.empty()) {
+    Delivery delivery;
+    delivery.url = std::move(request.url);
+    delivery.content_type = std::move(request.content_type);
+    attachment = store::encode_delivery(delivery);
+  }
+  const auto ttr = std::max<std::int64_t>(1, request.ttr.count());
+  core_->call(
+      shard,
+      {"put", tube, std::to_string(request.priority), std::to_string(request.due.ms),
+       request.due.absolute ? "1" : "0", std::to_string(ttr), std::move(request.body), request.key,
+       request.group, request.replace ? "1" : "0", std::move(attachment),
+       std::to_string(core_->shards), std::to_string(shard)},
+      true, [state = state_, done = std::move(done)](Result<Reply> reply) {
+        if (!state->alive) return;
+        if (!reply.is_ok()) return done(reply.status());
+        if (Status s = status_of(reply.value()); !s.is_ok()) return done(s);
+        auto job = job_of(reply.value());
+        if (!job.is_ok()) return done(job.status());
+        broker::PutResult result;
+        result.job = std::move(job.value().view);
+        result.inserted = reply.value().elements[0].str == "ok";
+        if (reply.value().elements.size() > 5) {
+          result.replaced = static_cast<JobId>(to_int(reply.value().elements[5].str));
+        }
+        done(std::move(result));
+      });
+}
+
+std::uint64_t RedisSession::reserve(broker::ReserveRequest request, Callback<broker::Job> done) {
+  auto waiter = std::make_shared<Waiter>();
+  waiter->session = state_;
+  waiter->watch_list = request.tubes.empty();
+  waiter->tubes = waiter->watch_list ? watched_ : request.tubes;
+  for (const auto& tube : waiter->tubes) {
+    if (Status s = check(tube); !s.is_ok()) {
+      post(std::move(done), Result<broker::Job>(s));
+      return 0;
+    }
+  }
+  if (request.timeout) waiter->deadline = SteadyClock::now() + *request.timeout;
+  waiter->done = std::move(done);
+  waiter->ticket = next_ticket_++;
+  waits_[waiter->ticket] = waiter;
+  core_->waiters.push_back(waiter);
+  // Never inside this call: the first try starts from the executor.
+  asio::post(core_->io, [core = core_, waiter] {
+    if (!waiter->finished) core->try_reserve(waiter);
+  });
+  return waiter->ticket;
+}
+
+bool RedisSession::cancel_reserve(std::uint64_t ticket) {
+  const auto it = waits_.find(ticket);
+  if (it == waits_.end() || it->second->finished) return false;
+  auto waiter = it->second;
+  waits_.erase(it);
+  auto done = std::move(waiter->done);
+  waiter->finished = true;
+  if (waiter->timer) waiter->timer->cancel();
+  core_->waiters.remove(waiter);
+  post(std::move(done), Result<broker::Job>(Status(Code::kTimedOut, "the reserve was cancelled")));
+  return true;
+}
+
+void RedisSession::reserve_job(JobId id, Callback<broker::Job> done) {
+  job_call(shard_of_id(id, core_->shards), {"reserve_job", state_->holder, std::to_string(id)}, true,
+           [state = state_, done = std::move(done)](Result<broker::Job> job) {
+             if (job.is_ok()) state->hold(job.value());
+             done(std::move(job));
+           });
+}
+
+void RedisSession::erase(broker::JobRef job, Callback<JobId> done) {
+  const std::uint32_t shard = shard_for(job.tube, job);
+  std::vector<std::string> args = {"erase", state_->holder};
+  const auto ref = ref_args(job);
+  args.insert(args.end(), ref.begin(), ref.end());
+  core_->call(shard, std::move(args), true,
+              [state = state_, done = std::move(done)](Result<Reply> reply) {
+                if (!state->alive) return;
+                if (!reply.is_ok()) return done(reply.status());
+                if (Status s = status_of(reply.value()); !s.is_ok()) return done(s);
+                const auto id = static_cast<JobId>(to_int(reply.value().elements[1].str));
+                state->held.erase(id);
+                done(id);
+              });
+}
+
+void RedisSession::release(broker::ReleaseRequest request, Callback<JobView> done) {
+  const JobId id = request.id;
+  job_call(shard_of_id(id, core_->shards),
+           {"release", state_->holder, std::to_string(id),
+            request.priority ? std::to_string(*request.priority) : std::string(),
+            std::to_string(request.delay.count()),
+            request.reservation ? std::to_string(*request.reservation) : std::string()},
+           true, [state = state_, id, done = view_of(std::move(done))](Result<broker::Job> job) {
+             if (job.is_ok()) state->held.erase(id);
+             done(std::move(job));
+           });
+}
+
+void RedisSession::bury(JobId id, std::optional<std::uint32_t> priority, Callback<JobView> done) {
+  job_call(shard_of_id(id, core_->shards),
+           {"bury", state_->holder, std::to_string(id), priority ? std::to_string(*priority) : ""},
+           true, [state = state_, id, done = view_of(std::move(done))](Result<broker::Job> job) {
+             if (job.is_ok()) state->held.erase(id);
+             done(std::move(job));
+           });
+}
+
+void RedisSession::touch(JobId id, Callback<JobView> done) {
+  job_call(shard_of_id(id, core_->shards), {"touch", state_->holder, std::to_string(id)}, true,
+           [state = state_, done = view_of(std::move(done))](Result<broker::Job> job) {
+             if (job.is_ok()) state->hold(job.value());
+             done(std::move(job));
+           });
+}
+
+void RedisSession::peek(broker::JobRef job, bool with_body, Callback<broker::Job> done) {
+  std::vector<std::string> args = {"peek"};
+  const auto ref = ref_args(job);
+  args.insert(args.end(), ref.begin(), ref.end());
+  job_call(shard_for(job.tube, job), std::move(args), false,
+           [with_body, done = std::move(done)](Result<broker::Job> found) {
+             if (found.is_ok() && !with_body) found.value().body.clear();
+             done(std::move(found));
+           });
+}
+
+void RedisSession::peek_next(std::string tube, JobState state, Callback<broker::Job> done) {
+  if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<broker::Job>(s));
+  if (state == JobState::kReserved) {
+    return post(std::move(done), Result<broker::Job>(Status(
+                                     Code::kInvalidArgument, "peek: ready, delayed or buried only")));
+  }
+  every_shard({"peek_next", tube, std::string(state_name(state))}, false,
+              [state, done = std::move(done)](Result<std::vector<Reply>> replies) {
+                if (!replies.is_ok()) return done(replies.status());
+                std::optional<broker::Job> best;
+                for (const auto& reply : replies.value()) {
+                  if (reply.elements.empty() || reply.elements[0].str != "ok") continue;
+                  auto job = job_of(reply);
+                  if (!job.is_ok()) return done(job.status());
+                  const JobView& v = job.value().view;
+                  const bool better =
+                      !best || (state == JobState::kReady
+                                    ? std::pair(v.priority, v.id) < std::pair(best->view.priority, best->view.id)
+                                : state == JobState::kDelayed
+                                    ? std::pair(v.due_unix_ms, v.id) <
+                                          std::pair(best->view.due_unix_ms, best->view.id)
+                                    : v.id < best->view.id);
+                  if (better) best = std::move(job.value());
+                }
+                if (!best) return done(Status(Code::kNotFound, "no such job"));
+                done(std::move(*best));
+              });
+}
+
+void RedisSession::kick(std::string tube, std::size_t bound, Callback<std::size_t> done) {
+  if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<std::size_t>(s));
+  // Buried jobs first, shard by shard; delayed ones only if no shard had a buried job.
+  struct Kick {
+    std::shared_ptr<Core> core;
+    std::shared_ptr<SessionState> state;
+    std::string tube;
+    std::size_t bound;
+    std::size_t kicked = 0;
+    std::string what = "buried";
+    Callback<std::size_t> done;
+  };
+  auto k = std::make_shared<Kick>(Kick{core_, state_, std::move(tube), bound, 0, "buried", std::move(done)});
+  auto step = std::make_shared<std::function<void(std::uint32_t)>>();
+  *step = [k, step](std::uint32_t shard) {
+    if (shard >= k->core->shards || k->kicked >= k->bound) {
+      if (k->kicked == 0 && k->what == "buried") {
+        k->what = "delayed";
+        return (*step)(0);
+      }
+      if (k->state->alive) k->done(k->kicked);
+      *step = nullptr;  // ends the cycle
+      return;
+    }
+    k->core->call(shard, {"kick", k->tube, k->what, std::to_string(k->bound - k->kicked)}, true,
+                  [k, step, shard](Result<Reply> reply) {
+                    if (!reply.is_ok()) {
+                      if (k->state->alive) k->done(reply.status());
+                      *step = nullptr;
+                      return;
+                    }
+                    if (reply.value().elements.size() > 1) {
+                      k->kicked += static_cast<std::size_t>(reply.value().elements[1].integer);
+                    }
+                    (*step)(shard + 1);
+                  });
+  };
+  (*step)(0);
+}
+
+void RedisSession::kick_job(JobId id, Callback<JobView> done) {
+  job_call(shard_of_id(id, core_->shards), {"kick_job", std::to_string(id)}, true,
+           view_of(std::move(done)));
+}
+
+void RedisSession::update(broker::JobRef job, broker::Update update, Callback<JobView> done) {
+  if (!update.due && !update.priority) {
+    return post(std::move(done),
+                Result<JobView>(Status(Code::kInvalidArgument, "nothing to update")));
+  }
+  std::vector<std::string> args = {"update"};
+  const auto ref = ref_args(job);
+  args.insert(args.end(), ref.begin(), ref.end());
+  args.push_back(update.due ? std::to_string(update.due->ms) : "");
+  args.push_back(update.due && update.due->absolute ? "1" : "0");
+  args.push_back(update.priority ? std::to_string(*update.priority) : "");
+  job_call(shard_for(job.tube, job), std::move(args), true, view_of(std::move(done)));
+}
+
+void RedisSession::list_group(std::string tube, std::string group,
+                              Callback<std::vector<JobView>> done) {
+  every_shard({"group", tube, group, "0"}, false, [done = std::move(done)](Result<std::vector<Reply>> replies) {
+    if (!replies.is_ok()) return done(replies.status());
+    std::vector<JobView> views;
+    for (const auto& reply : replies.value()) {
+      for (std::size_t i = 1; i + 1 < reply.elements.size(); i += 2) {
+        const auto id = static_cast<JobId>(to_int(reply.elements[i].str));
+        auto record = decode_record(id, reply.elements[i + 1].str);
+        if (!record.is_ok()) return done(record.status());
+        views.push_back(std::move(record.value().view));
+      }
+    }
+    std::sort(views.begin(), views.end(), [](const JobView& a, const JobView& b) { return a.id < b.id; });
+    done(std::move(views));
+  });
+}
+
+void RedisSession::cancel_group(std::string tube, std::string group, Callback<std::size_t> done) {
+  every_shard({"group", tube, group, "1"}, true, [done = std::move(done)](Result<std::vector<Reply>> replies) {
+    if (!replies.is_ok()) return done(replies.status());
+    std::size_t deleted = 0;
+    for (const auto& reply : replies.value()) {
+      if (reply.elements.size() > 1) deleted += static_cast<std::size_t>(reply.elements[1].integer);
+    }
+    done(deleted);
+  });
+}
+
+// --- tubes and the server
+
+void RedisSession::pause_tube(std::string tube, broker::Seconds pause, Callback<TubeStats> done) {
+  if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<TubeStats>(s));
+  stats_tube(tube, [self = this, state = state_, tube, pause,
+                    done = std::move(done)](Result<TubeStats> exists) mutable {
+    if (!state->alive) return;
+    if (!exists.is_ok()) return done(exists.status());
+    self->pause_existing(tube, pause, std::move(done));
+  });
+}
+
+void RedisSession::pause_existing(const std::string& tube, broker::Seconds pause,
+                                  Callback<TubeStats> done) {
+  // The shards' scripts enforce it, on Redis's clock; the global entry is what stats show.
+  const auto seconds = pause.count();
+  every_shard({"pause", tube, std::to_string(seconds * 1000)}, true,
+              [core = core_, state = state_, tube, seconds, self = this,
+               done = std::move(done)](Result<std::vector<Reply>> replies) mutable {
+                if (!state->alive) return;
+                if (!replies.is_ok()) return done(replies.status());
+                Pause& p = core->pauses[tube];
+                p = {seconds == 0 ? 0 : unix_ms_now() + seconds * 1000, seconds, p.count + 1};
+                core->watch_pauses();
+                core->client.run(
+                    redis::key_slot(core->names.pauses),
+                    Command{"HSET", core->names.pauses, tube,
+                            std::to_string(p.until_unix_ms) + " " + std::to_string(seconds) + " " +
+                                std::to_string(p.count)},
+                    [core, state, tube, self, done = std::move(done)](Result<Reply> reply) mutable {
+                      if (!state->alive) return;
+                      if (!reply.is_ok()) return done(reply.status());
+                      core->publish_conf();
+                      self->stats_tube(tube, std::move(done));
+                    });
+              });
+}
+
+void RedisSession::stats_tube(std::string tube, Callback<TubeStats> done) {
+  if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<TubeStats>(s));
+  tube_stats({tube}, [self = this, state = state_, tube, done = std::move(done)](Result<Sums> sums) {
+    if (!state->alive) return;
+    if (!sums.is_ok()) return done(sums.status());
+    TubeStats stats;
+    stats.name = tube;
+    if (const auto it = sums.value().tubes.find(tube); it != sums.value().tubes.end()) {
+      stats = it->second;
+    }
+    stats = self->with_local(std::move(stats));
+    const bool exists = stats.ready + stats.reserved + stats.delayed + stats.buried > 0 ||
+                        stats.using_clients + stats.watching_clients > 0 || tube == "default";
+    if (!exists) return done(Status(Code::kNotFound, "no such tube"));
+    done(std::move(stats));
+  });
+}
+
+void RedisSession::set_max_attempts(std::string tube, std::uint32_t max_attempts,
+                                    Callback<std::uint32_t> done) {
+  if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<std::uint32_t>(s));
+  // Every shard's scripts read it where they run; the global copy is what stats show.
+  every_shard({"max_attempts", tube, std::to_string(max_attempts)}, true,
+              [core = core_, state = state_, tube, max_attempts,
+               done = std::move(done)](Result<std::vector<Reply>> replies) mutable {
+                if (!replies.is_ok()) return done(replies.status());
+                Command command = max_attempts == 0
+                                      ? Command{"HDEL", core->names.max_attempts, tube}
+                                      : Command{"HSET", core->names.max_attempts, tube, std::to_string(max_attempts)};
+                if (max_attempts == 0) core->max_attempts.erase(tube);
+                else core->max_attempts[tube] = max_attempts;
+                core->client.run(redis::key_slot(core->names.max_attempts), std::move(command),
+                                 [core, state, max_attempts, done = std::move(done)](Result<Reply> reply) {
+                                   if (!state->alive) return;
+                                   if (!reply.is_ok()) return done(reply.status());
+                                   core->publish_conf();
+                                   done(max_attempts);
+                                 });
+              });
+}
+
+std::vector<TubeStats> RedisSession::existing(Sums sums) const {
+  std::map<std::string, TubeStats> all;
+  for (auto& [name, stats] : sums.tubes) {
+    if (stats.ready + stats.reserved + stats.delayed + stats.buried > 0) all[name] = stats;
+  }
+  for (const auto& [name, use] : core_->uses) {
+    if (use.using_clients + use.watching > 0 && !all.contains(name)) all[name].name = name;
+  }
+  if (!all.contains("default")) all["default"].name = "default";
+  std::vector<TubeStats> list;
+  for (auto& [name, stats] : all) list.push_back(with_local(std::move(stats)));
+  return list;
+}
+
+void RedisSession::list_tubes(Callback<std::vector<TubeStats>> done) {
+  tube_stats({}, [self = this, state = state_, done = std::move(done)](Result<Sums> sums) {
+    if (!state->alive) return;
+    if (!sums.is_ok()) return done(sums.status());
+    done(self->existing(std::move(sums).value()));
+  });
+}
+
+void RedisSession::stats(Callback<ServerStats> done) {
+  tube_stats({}, [self = this, state = state_, done = std::move(done)](Result<Sums> sums) mutable {
+    if (!state->alive) return;
+    if (!sums.is_ok()) return done(sums.status());
+    ServerStats stats;
+    stats.job_timeouts = sums.value().timeouts;
+    for (const auto& [name, t] : sums.value().tubes) stats.total_jobs += t.total_jobs;
+    for (const auto& t : self->existing(std::move(sums).value())) {
+      stats.urgent += t.urgent;
+      stats.ready += t.ready;
+      stats.reserved += t.reserved;
+      stats.delayed += t.delayed;
+      stats.buried += t.buried;
+      ++stats.tubes;
+    }
+    // Reserves waiting on every live node: this one's as it is, the others' as they last said.
+    auto core = self->core_;
+    core->client.run(
+        redis::key_slot(core->names.waiting), Command{"HGETALL", core->names.waiting},
+        [core, state, stats, done = std::move(done)](Result<Reply> reply) mutable {
+          if (!state->alive) return;
+          stats.waiting = core->waiting_here();
+          if (reply.is_ok()) {
+            const auto& e = reply.value().elements;
+            for (std::size_t i = 0; i + 1 < e.size(); i += 2) {
+              if (e[i].str != core->node && core->live.contains(e[i].str)) {
+                stats.waiting += static_cast<std::uint64_t>(to_int(e[i + 1].str));
+              }
+            }
+          }
+          done(stats);
+        });
+  });
+}
+
+void RedisSession::set_webhook(std::string tube, Webhook webhook, Callback<Webhook> done) {
+  if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<Webhook>(s));
+  core_->client.run(redis::key_slot(core_->names.webhooks),
+                    Command{"HSET", core_->names.webhooks, tube, store::encode_webhook(webhook)},
+                    [core = core_, state = state_, tube, webhook, done = std::move(done)](Result<Reply> reply) mutable {
+                      if (!reply.is_ok()) {
+                        if (state->alive) done(reply.status());
+                        return;
+                      }
+                      core->webhook_map[tube] = webhook;
+                      core->publish_conf();
+                      if (core->webhooks_handler) core->webhooks_handler();
+                      if (state->alive) done(std::move(webhook));
+                    });
+}
+
+void RedisSession::get_webhook(std::string tube, Callback<Webhook> done) {
+  const auto it = core_->webhook_map.find(tube);
+  if (it == core_->webhook_map.end()) {
+    return post(std::move(done), Result<Webhook>(Status(Code::kNotFound, "tube " + tube + " has no webhook")));
+  }
+  post(std::move(done), Result<Webhook>(it->second));
+}
+
+void RedisSession::remove_webhook(std::string tube, Callback<Webhook> done) {
+  const auto it = core_->webhook_map.find(tube);
+  if (it == core_->webhook_map.end()) {
+    return post(std::move(done), Result<Webhook>(Status(Code::kNotFound, "tube " + tube + " has no webhook")));
+  }
+  Webhook old = it->second;
+  core_->client.run(redis::key_slot(core_->names.webhooks), Command{"HDEL", core_->names.webhooks, tube},
+                    [core = core_, state = state_, tube, old, done = std::move(done)](Result<Reply> reply) mutable {
+                      if (!reply.is_ok()) {
+                        if (state->alive) done(reply.status());
+                        return;
+                      }
+                      core->webhook_map.erase(tube);
+                      core->publish_conf();
+                      if (core->webhooks_handler) core->webhooks_handler();
+                      if (state->alive) done(std::move(old));
+                    });
+}
+
+void RedisSession::note_attempt(JobId id, int status, std::string error, Callback<JobView> done) {
+  // The attempt's outcome joins what the job keeps (its URL and content type stay).
+  job_call(shard_of_id(id, core_->shards), {"peek", std::to_string(id), "", ""}, false,
+           [core = core_, state = state_, id, status, error = std::move(error),
+            done = std::move(done)](Result<broker::Job> job) mutable {
+             if (!job.is_ok()) return done(job.status());
+             Delivery delivery = std::move(job.value().delivery);
+             delivery.last_status = status;
+             delivery.last_error = std::move(error);
+             delivery.last_attempt_unix_ms = unix_ms_now();
+             core->call(shard_of_id(id, core->shards),
+                        {"note", state->holder, std::to_string(id), store::encode_delivery(delivery)},
+                        true, [state, done = std::move(done)](Result<Reply> reply) {
+                          if (!state->alive) return;
+                          if (!reply.is_ok()) return done(reply.status());
+                          if (Status s = status_of(reply.value()); !s.is_ok()) return done(s);
+                          auto noted = job_of(reply.value());
+                          if (!noted.is_ok()) return done(noted.status());
+                          done(std::move(noted.value().view));
+                        });
+           });
+}
+
+}  // namespace
+
+// --- the broker
+
+Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
+                                                       RedisBrokerOptions options) {
+  if (Status s = check_prefix(options.prefix); !s.is_ok()) return s;
+  if (options.shards == 0 || options.shards > 16384) {
+    return Status(Code::kInvalidArgument, "shards must be 1 to 16384");
+  }
+  auto core = std::make_shared<Core>(io, std::move(options));
+  std::random_device random;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  core->node = std::string(host) + ":" + std::to_string(::getpid()) + ":" +
+               std::to_string(random() % 1000000);
+
+  // Runs io until `done` is set; each step is bounded by the client's request timeout.
+  const auto wait = [&io](const auto& done) {
+    io.restart();
+    while (!done.has_value() && !io.stopped()) io.run_one();
+  };
+  std::optional<Status> started;
+  core->client.start([&](Status s) { started = std::move(s); });
+  wait(started);
+  if (!started->is_ok()) return *started;
+
+  // A Redis that evicts keys under memory pressure would drop jobs: refuse it.
+  for (const auto& [address, replicas] : core->client.primaries()) {
+    std::optional<Result<Reply>> policy;
+    core->client.run_at(address, Command{"CONFIG", "GET", "maxmemory-policy"},
+                        [&](Result<Reply> r) { policy.emplace(std::move(r)); });
+    wait(policy);
+    if (!policy->is_ok()) return policy->status();
+    const Reply& reply = policy->value();
+    if (reply.is_error()) {
+      spdlog::warn("redis {}: cannot check maxmemory-policy ({}); it must be noeviction", address,
+                   reply.str);
+    } else if (reply.elements.size() == 2 && reply.elements[1].str != "noeviction") {
+      return Status(Code::kInvalidArgument,
+                    "redis " + address + " has maxmemory-policy " + reply.elements[1].str +
+                        ": it may evict jobs; delayq needs noeviction");
+    }
+    std::optional<Result<Reply>> aof;
+    core->client.run_at(address, Command{"CONFIG", "GET", "appendonly"},
+                        [&](Result<Reply> r) { aof.emplace(std::move(r)); });
+    wait(aof);
+    if (aof->is_ok() && aof->value().elements.size() == 2 && aof->value().elements[1].str == "no") {
+      spdlog::warn("redis {}: appendonly is off: a restart of it loses jobs since its last snapshot",
+                   address);
+    }
+    if (replicas == 0) {
+      spdlog::warn("redis {}: no replica: if it fails, its jobs are gone until it comes back",
+                   address);
+    }
+  }
+
+  // The layout: the shard count is the first start's.
+  std::optional<Result<Reply>> meta;
+  core->client.run(redis::key_slot(core->names.meta),
+                   Command{"HSETNX", core->names.meta, "shards", std::to_string(core->options.shards)},
+                   [&](Result<Reply> r) { meta.emplace(std::move(r)); });
+  wait(meta);
+  if (!meta->is_ok()) return meta->status();
+  meta.reset();
+  core->client.run(redis::key_slot(core->names.meta), Command{"HGET", core->names.meta, "shards"},
+                   [&](Result<Reply> r) { meta.emplace(std::move(r)); });
+  wait(meta);
+  if (!meta->is_ok()) return meta->status();
+  core->shards = static_cast<std::uint32_t>(to_int(meta->value().str));
+  if (core->shards == 0) return Status(Code::kCorruption, "dq:meta holds no shard count");
+  if (core->shards != core->options.shards) {
+    spdlog::warn("the cluster's layout has {} shards (set at its first start); --redis-shards {} "
+                 "is ignored",
+                 core->shards, core->options.shards);
+  }
+
+  std::optional<Status> conf;
+  core->load_conf([&](Status s) { conf = std::move(s); });
+  wait(conf);
+  if (!conf->is_ok()) return *conf;
+
+  std::weak_ptr<Core> weak = core;
+  core->client.subscribe(
+      std::string(core->names.events),
+      [weak](std::string payload) {
+        if (auto self = weak.lock()) self->on_event(payload);
+      },
+      [weak] {
+        auto self = weak.lock();
+        if (!self) return;
+        // Messages may have been lost while unsubscribed: look everywhere again.
+        for (auto& [tube, h] : self->hints) std::fill(h.maybe.begin(), h.maybe.end(), 1);
+        self->pump();
+        for (auto& [shard, own] : self->owned) self->fire(shard);
+      });
+  core->lease_tick();
+  core->resync();
+  io.restart();
+  spdlog::info("redis: {} primaries, {} shards, node {}", core->client.primaries().size(),
+               core->shards, core->node);
+  return std::unique_ptr<RedisBroker>(new RedisBroker(std::move(core)));
+}
+
+RedisBroker::~RedisBroker() {
+  core_->closed = true;
+  core_->lease_timer.cancel();
+  core_->resync_timer.cancel();
+  for (auto& [shard, own] : core_->owned) own.timer->cancel();
+}
+
+std::unique_ptr<broker::Session> RedisBroker::open_session(broker::SessionOptions options) {
+  return std::make_unique<RedisSession>(core_, options);
+}
+
+void RedisBroker::set_draining(bool draining) { core_->draining = draining; }
+bool RedisBroker::draining() const { return core_->draining; }
+Status RedisBroker::health() const {
+  if (core_->draining) return {Code::kDraining, "draining"};
+  return Status::ok();
+}
+broker::Seconds RedisBroker::uptime() const {
+  return std::chrono::duration_cast<broker::Seconds>(SteadyClock::now() - core_->started);
+}
+broker::Metrics& RedisBroker::metrics() { return core_->metrics; }
+
+std::vector<std::pair<std::string, Webhook>> RedisBroker::webhooks() const {
+  return {core_->webhook_map.begin(), core_->webhook_map.end()};
+}
+
+void RedisBroker::on_webhooks_changed(std::function<void()> handler) {
+  core_->webhooks_handler = std::move(handler);
+}
+
+Status RedisBroker::close() {
+  // Hand the leases back so that other nodes fire these shards at once rather than after the
+  // lease runs out (sent, not waited for: the io_context may not run again).
+  for (auto& [shard, own] : core_->owned) {
+    core_->call(shard, {"resign", core_->node}, false, [](Result<Reply>) {});
+  }
+  core_->client.run(redis::key_slot(core_->names.events),
+                    Command{"PUBLISH", core_->names.events, "l"}, [](Result<Reply>) {});
+  core_->owned.clear();
+  return Status::ok();
+}
+
+const std::string& RedisBroker::node_name() const { return core_->node; }
+std::uint32_t RedisBroker::shards() const { return core_->shards; }
+std::size_t RedisBroker::owned_shards() const { return core_->owned.size(); }
+
+}  // namespace delayq::redis_broker

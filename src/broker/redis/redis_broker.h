@@ -1,0 +1,88 @@
+// redis_broker.h — the broker whose state lives in Redis (a cluster, or one server): any number
+// of delayqd nodes share it, and any node serves any client. Every change to a job is one
+// script (jobs.lua) on the one shard that holds it; a reply leaves once that script ran on the
+// shard's primary and, by default, once WAIT says a replica has it.
+// Firing: each shard has one owner at a time (a lease in Redis, renewed every lease/3, with a
+// fencing number every firing script checks); the owner sleeps until the shard's next timer and
+// moves what is due by script, on Redis's clock. Leases spread evenly over the live nodes.
+// Waking: scripts publish when a tube's ready set in a shard stops being empty; every node
+// keeps, per tube, which shards may have ready jobs, and its waiting reserves try those.
+// Everything runs on the io_context's thread. Made by delayqd (--redis). The whole design, its
+// costs and what it does differently from the local broker: docs/redis-mode.md
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/names.h"
+#include "broker/broker.h"
+#include "redis/client.h"
+
+namespace delayq::redis_broker {
+
+using Millis = std::chrono::milliseconds;
+
+struct RedisBrokerOptions {
+  // The Redis servers to start from, and the client's timeouts (redis/client.h).
+  redis::ClientOptions client;
+  // What every key and the channel start with: deployments with different prefixes share a
+  // Redis without seeing each other's jobs. Default: "dq".
+  std::string prefix = "dq";
+  // How many logical shards the jobs spread over; read at a cluster's first start and kept in
+  // Redis (a later value differs is ignored, with a warning). More shards than nodes spread
+  // firing and keys evenly; each costs a lease and a timer on its owner. Default: 128.
+  std::uint32_t shards = 128;
+  // How long a shard's owner holds it without renewing: the longest a dead node's shards go
+  // unfired. Renewed every third of it. Default: 5 s.
+  Millis lease{5000};
+  // Wait, after each change, until a replica of the shard's primary has it (WAIT 1), when the
+  // primary has replicas; at most wait_timeout. Off: a primary that fails may take the last
+  // changes it acknowledged with it. Default: on, 1 s.
+  bool wait_for_replica = true;
+  Millis wait_timeout{1000};
+  // At most this many jobs fired by one script (bounds how long a script holds its shard).
+  // Default: 1000.
+  std::uint32_t fire_batch = 1000;
+  // How often an owner checks its shards even if told nothing, and waiting reserves look at
+  // every shard again: the bound on what a lost notification can delay. Default: 1 s.
+  Millis resync{1000};
+  // Longest tube name, key or group. Default: 200 bytes.
+  std::size_t max_name_bytes = kDefaultMaxNameBytes;
+};
+
+class RedisBroker final : public broker::Broker {
+ public:
+  // Connects, reads the topology, refuses a Redis that may evict keys, creates or reads the
+  // layout, subscribes to events and starts taking leases. Runs `io` until it is done (at most
+  // the client's request timeout per step).
+  static Result<std::unique_ptr<RedisBroker>> open(boost::asio::io_context& io,
+                                                   RedisBrokerOptions options);
+  ~RedisBroker() override;
+
+  [[nodiscard]] std::unique_ptr<broker::Session> open_session(
+      broker::SessionOptions options) override;
+  void set_draining(bool draining) override;
+  [[nodiscard]] bool draining() const override;
+  [[nodiscard]] Status health() const override;
+  [[nodiscard]] broker::Seconds uptime() const override;
+  [[nodiscard]] broker::Metrics& metrics() override;
+  [[nodiscard]] std::vector<std::pair<std::string, Webhook>> webhooks() const override;
+  void on_webhooks_changed(std::function<void()> handler) override;
+  Status close() override;
+
+  // This node's name in Redis (its leases and sessions carry it), the layout's shard count, and
+  // how many shards this node owns now.
+  [[nodiscard]] const std::string& node_name() const;
+  [[nodiscard]] std::uint32_t shards() const;
+  [[nodiscard]] std::size_t owned_shards() const;
+
+  struct Core;
+
+ private:
+  explicit RedisBroker(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+  std::shared_ptr<Core> core_;
+};
+
+}  // namespace delayq::redis_broker
