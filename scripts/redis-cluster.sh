@@ -3,8 +3,8 @@
 # redis-server on free loopback ports, for delayqd --redis and the Redis tests.
 #   start: PRIMARIES (default 3) primaries with REPLICAS (default 1) replicas each, one directory
 #          per node under DIR (AOF on, everysec), joined with `redis-cli --cluster create`; waits
-#          until every node reports cluster_state:ok, then writes the seeds ("127.0.0.1:P,...")
-#          to DIR/seeds and prints them.
+#          until every node reports cluster_state:ok and every replica is in sync, then writes
+#          the seeds ("127.0.0.1:P,...") to DIR/seeds and prints them.
 #   stop:  stops every node it started, by the PIDs in DIR/*/redis.pid (SIGTERM, then SIGKILL).
 # Needs redis-server, redis-cli and python3 (scripts/install-deps.sh).
 set -euo pipefail
@@ -15,13 +15,17 @@ action=$1
 dir=$2
 
 stop() {
+  local pids=()
   for pidfile in "$dir"/*/redis.pid; do
     [ -f "$pidfile" ] || continue
-    pid=$(cat "$pidfile")
-    kill "$pid" 2>/dev/null || true
+    pids+=("$(cat "$pidfile")")
+    rm -f "$pidfile"
+  done
+  [ ${#pids[@]} -eq 0 ] && return 0
+  kill "${pids[@]}" 2>/dev/null || true
+  for pid in "${pids[@]}"; do
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$pid" 2>/dev/null || true
-    rm -f "$pidfile"
   done
 }
 
@@ -64,6 +68,18 @@ start() {
   for address in "${addresses[@]}"; do
     for _ in $(seq 300); do
       redis-cli -p "${address##*:}" cluster info 2>/dev/null | grep -q "cluster_state:ok" && break
+      sleep 0.1
+    done
+  done
+  # Replicas that have not finished their first sync cannot take over: wait for every link.
+  for address in "${addresses[@]}"; do
+    for _ in $(seq 300); do
+      info=$(redis-cli -p "${address##*:}" info replication 2>/dev/null)
+      if grep -q "role:master" <<<"$info"; then
+        grep -q "connected_slaves:$replicas" <<<"$info" && break
+      else
+        grep -q "master_link_status:up" <<<"$info" && break
+      fi
       sleep 0.1
     done
   done

@@ -20,7 +20,8 @@ Status check_prefix(std::string_view prefix) {
                      });
   if (valid) return Status::ok();
   return {Code::kInvalidArgument,
-          "a Redis key prefix is 1 to 64 letters, digits, '_' or '-', not '" + std::string(prefix) + "'"};
+          "a Redis key prefix is 1 to 64 letters, digits, '_' or '-', not '" + std::string(prefix) +
+              "'"};
 }
 
 std::uint32_t shard_of_name(std::string_view tube, std::string_view name, std::uint32_t shards) {
@@ -41,7 +42,9 @@ namespace {
 class Reader {
  public:
   explicit Reader(std::string_view bytes) : bytes_(bytes) {}
-  bool u8(std::uint8_t& out) { return take(1, [&](const char* p) { out = static_cast<std::uint8_t>(*p); }); }
+  bool u8(std::uint8_t& out) {
+    return take(1, [&](const char* p) { out = static_cast<std::uint8_t>(*p); });
+  }
   bool u32(std::uint32_t& out) {
     return take(4, [&](const char* p) {
       out = 0;

@@ -58,8 +58,10 @@ Result<broker::Job> job_of(const Reply& reply) {
   const auto id = static_cast<JobId>(to_int(reply.elements[1].str));
   auto record = decode_record(id, reply.elements[2].str);
   if (!record.is_ok()) return record.status();
-  broker::Job job{std::move(record.value().view), std::move(record.value().body),
-                  to_int(reply.elements[4].str), {}};
+  broker::Job job{std::move(record.value().view),
+                  std::move(record.value().body),
+                  to_int(reply.elements[4].str),
+                  {}};
   if (reply.elements[3].type == ReplyType::kString) {
     auto delivery = store::decode_delivery(id, reply.elements[3].str);
     if (!delivery.is_ok()) return delivery.status();
@@ -161,6 +163,11 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
                 std::function<void(Result<Reply>)> done);
   std::uint32_t next_shard() { return static_cast<std::uint32_t>(rotor++ % shards); }
 
+  // Whether the primary of `slot` has a replica in sync, as INFO replication last said (CLUSTER
+  // SLOTS leaves out replicas that have not replicated a byte yet, so it cannot tell).
+  [[nodiscard]] bool replicated(std::uint16_t slot) const;
+  void check_replicas(std::function<void()> done);
+
   // --- waking reserves
   Hint& hint(const std::string& tube);
   void notify_ready(std::uint32_t shard, const std::string& tube);
@@ -211,7 +218,9 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
 
   std::map<std::uint32_t, Owned> owned;
   std::size_t live_nodes = 1;
-  std::set<std::string> live;  // as of the last heartbeat
+  std::set<std::string> live;           // as of the last heartbeat
+  std::map<std::string, int> replicas;  // primary -> replicas online
+  asio::steady_timer replica_timer{io};
   // How many of this node's reserves wait, as last told to Redis (names.waiting), and whether a
   // report is due: reported 10 ms after a change, so that bursts cost one write.
   std::size_t reported_waiting = 0;
@@ -219,7 +228,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   asio::steady_timer report_timer{io};
   void report_waiting();
   [[nodiscard]] std::size_t waiting_here() const;
-  bool leasing = false;  // a lease_tick's calls are under way
+  bool leasing = false;    // a lease_tick's calls are under way
   bool announced = false;  // told the others this node joined (they rebalance at once)
   asio::steady_timer lease_timer;
   asio::steady_timer resync_timer;
@@ -244,12 +253,17 @@ void Core::call_key(const std::string& key, std::vector<std::string> args, bool 
   request.slot = slot;
   request.commands.push_back(script.call({key}, views));
   request.script = &script;
-  const bool wait = write && options.wait_for_replica && client.replicas_of(slot) > 0;
-  if (wait) request.commands.push_back(Command{"WAIT", "1", std::to_string(options.wait_timeout.count())});
-  client.run(std::move(request), [self = shared_from_this(), wait, done = std::move(done)](
-                                     Result<std::vector<Reply>> replies) {
+  const bool wait = write && options.wait_for_replica && replicated(slot);
+  if (wait)
+    request.commands.push_back(Command{"WAIT", "1", std::to_string(options.wait_timeout.count())});
+  client.run(std::move(request), [self = shared_from_this(), wait,
+                                  done = std::move(done)](Result<std::vector<Reply>> replies) {
     if (self->closed) return;
-    if (!replies.is_ok()) return done(replies.status());
+    if (!replies.is_ok()) {
+      // Redis could not be reached in time, or a connection broke: an error of the store, not a
+      // reserve's timeout.
+      return done(Status(Code::kIOError, "Redis: " + replies.status().message()));
+    }
     auto& list = replies.value();
     if (list.front().is_error()) {
       return done(Status(Code::kIOError, "Redis: " + list.front().str));
@@ -257,6 +271,48 @@ void Core::call_key(const std::string& key, std::vector<std::string> args, bool 
     if (wait && (list.size() < 2 || list[1].integer < 1)) ++self->unacknowledged_writes;
     done(std::move(list.front()));
   });
+}
+
+bool Core::replicated(std::uint16_t slot) const {
+  const auto it = replicas.find(client.primary_of(slot));
+  return it != replicas.end() && it->second > 0;
+}
+
+// INFO replication on every primary, every 5 s: "connected_slaves:N" and each
+// "slaveK:...,state=online,...".
+void Core::check_replicas(std::function<void()> done) {
+  const auto primaries = client.primaries();
+  auto left = std::make_shared<std::size_t>(primaries.size());
+  auto finished = std::make_shared<std::function<void()>>(std::move(done));
+  auto self = shared_from_this();
+  const auto again = [self] {
+    self->replica_timer.expires_after(Millis{5000});
+    self->replica_timer.async_wait([self](const boost::system::error_code& error) {
+      if (!error && !self->closed) self->check_replicas(nullptr);
+    });
+  };
+  if (primaries.empty()) {
+    if (*finished) (*finished)();
+    return again();
+  }
+  for (const auto& [address, listed] : primaries) {
+    client.run_at(address, Command{"INFO", "replication"},
+                  [self, address = address, left, finished, again](Result<Reply> reply) {
+                    if (self->closed) return;
+                    int online = 0;
+                    if (reply.is_ok()) {
+                      const std::string& text = reply.value().str;
+                      for (std::size_t at = text.find("state=online"); at != std::string::npos;
+                           at = text.find("state=online", at + 1)) {
+                        ++online;
+                      }
+                    }
+                    self->replicas[address] = online;
+                    if (--*left > 0) return;
+                    if (*finished) (*finished)();
+                    again();
+                  });
+  }
 }
 
 // --- waking reserves
@@ -336,7 +392,8 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter, std::vector<std::uint3
   args.insert(args.end(), tubes.begin(), tubes.end());
   call(shard, std::move(args), true,
        [self = shared_from_this(), waiter, candidates = std::move(candidates), index, shard,
-        tubes = std::move(tubes), generations = std::move(generations)](Result<Reply> reply) mutable {
+        tubes = std::move(tubes),
+        generations = std::move(generations)](Result<Reply> reply) mutable {
          if (!reply.is_ok()) {
            waiter->trying = false;
            return self->finish(waiter, reply.status());
@@ -356,9 +413,8 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter, std::vector<std::uint3
 }
 
 std::size_t Core::waiting_here() const {
-  return static_cast<std::size_t>(std::count_if(waiters.begin(), waiters.end(), [](const auto& w) {
-    return !w->finished && !w->trying;
-  }));
+  return static_cast<std::size_t>(std::count_if(
+      waiters.begin(), waiters.end(), [](const auto& w) { return !w->finished && !w->trying; }));
 }
 
 void Core::report_waiting() {
@@ -396,10 +452,11 @@ void Core::arm(const std::shared_ptr<Waiter>& waiter) {
   if (!at) return;
   if (!waiter->timer) waiter->timer = std::make_unique<asio::steady_timer>(io);
   waiter->timer->expires_at(*at);
-  waiter->timer->async_wait([self = shared_from_this(), waiter](const boost::system::error_code& error) {
-    if (error || waiter->finished || waiter->trying) return;
-    self->give_up(waiter);
-  });
+  waiter->timer->async_wait(
+      [self = shared_from_this(), waiter](const boost::system::error_code& error) {
+        if (error || waiter->finished || waiter->trying) return;
+        self->give_up(waiter);
+      });
 }
 
 void Core::finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> result) {
@@ -428,63 +485,66 @@ void Core::lease_tick() {
   if (closed || leasing) return;
   leasing = true;
   lease_timer.cancel();
-  client.run(redis::key_slot(names.nodes),
-             script.call({names.nodes}, {"heartbeat", node, std::to_string(options.lease.count())}),
-             [self = shared_from_this()](Result<Reply> reply) {
-               if (self->closed) return;
-               self->leasing = false;
-               if (reply.is_ok() && status_of(reply.value()).is_ok() &&
-                   reply.value().elements.size() > 1) {
-                 self->live.clear();
-                 for (const auto& name : reply.value().elements[1].elements) {
-                   self->live.insert(name.str);
-                 }
-                 self->live_nodes = std::max<std::size_t>(1, self->live.size());
-                 if (!self->announced) {
-                   self->announced = true;
-                   self->client.run(redis::key_slot(self->names.events),
-                                    Command{"PUBLISH", self->names.events, "l"}, [](Result<Reply>) {});
-                 }
-               }
-               const std::size_t share = (self->shards + self->live_nodes - 1) / self->live_nodes;
-               // Renew what is held; a lease lost (fenced) stops its firing.
-               for (auto& [shard, own] : self->owned) {
-                 self->call(shard, {"renew", self->node, std::to_string(self->options.lease.count()),
-                                    std::to_string(own.epoch)},
-                            true, [self, shard = shard](Result<Reply> renewed) {
-                              if (renewed.is_ok() && renewed.value().type == ReplyType::kArray &&
-                                  !renewed.value().elements.empty() &&
-                                  renewed.value().elements[0].str == "fenced") {
-                                spdlog::warn("shard {}: lease lost", shard);
-                                self->owned.erase(shard);
-                              }
-                            });
-               }
-               if (self->owned.size() > share) {
-                 // Hand the surplus back, so that a node that joined gets its share.
-                 std::size_t surplus = self->owned.size() - share;
-                 while (surplus-- > 0) {
-                   auto last = std::prev(self->owned.end());
-                   self->call(last->first, {"resign", self->node}, true, [](Result<Reply>) {});
-                   self->owned.erase(last);
-                 }
-                 // The others take them now rather than at their next renewal.
-                 self->client.run(redis::key_slot(self->names.events),
-                                  Command{"PUBLISH", self->names.events, "l"}, [](Result<Reply>) {});
-               } else if (self->owned.size() < share) {
-                 std::vector<std::uint32_t> candidates;
-                 const auto offset = static_cast<std::uint32_t>(std::hash<std::string>{}(self->node) % self->shards);
-                 for (std::uint32_t i = 0; i < self->shards; ++i) {
-                   const std::uint32_t shard = (offset + i) % self->shards;
-                   if (!self->owned.contains(shard)) candidates.push_back(shard);
-                 }
-                 self->acquire(std::move(candidates), 0, share - self->owned.size());
-               }
-               self->lease_timer.expires_after(self->options.lease / 3);
-               self->lease_timer.async_wait([self](const boost::system::error_code& error) {
-                 if (!error) self->lease_tick();
-               });
-             });
+  client.run(
+      redis::key_slot(names.nodes),
+      script.call({names.nodes}, {"heartbeat", node, std::to_string(options.lease.count())}),
+      [self = shared_from_this()](Result<Reply> reply) {
+        if (self->closed) return;
+        self->leasing = false;
+        if (reply.is_ok() && status_of(reply.value()).is_ok() &&
+            reply.value().elements.size() > 1) {
+          self->live.clear();
+          for (const auto& name : reply.value().elements[1].elements) {
+            self->live.insert(name.str);
+          }
+          self->live_nodes = std::max<std::size_t>(1, self->live.size());
+          if (!self->announced) {
+            self->announced = true;
+            self->client.run(redis::key_slot(self->names.events),
+                             Command{"PUBLISH", self->names.events, "l"}, [](Result<Reply>) {});
+          }
+        }
+        const std::size_t share = (self->shards + self->live_nodes - 1) / self->live_nodes;
+        // Renew what is held; a lease lost (fenced) stops its firing.
+        for (auto& [shard, own] : self->owned) {
+          self->call(shard,
+                     {"renew", self->node, std::to_string(self->options.lease.count()),
+                      std::to_string(own.epoch)},
+                     true, [self, shard = shard](Result<Reply> renewed) {
+                       if (renewed.is_ok() && renewed.value().type == ReplyType::kArray &&
+                           !renewed.value().elements.empty() &&
+                           renewed.value().elements[0].str == "fenced") {
+                         spdlog::warn("shard {}: lease lost", shard);
+                         self->owned.erase(shard);
+                       }
+                     });
+        }
+        if (self->owned.size() > share) {
+          // Hand the surplus back, so that a node that joined gets its share.
+          std::size_t surplus = self->owned.size() - share;
+          while (surplus-- > 0) {
+            auto last = std::prev(self->owned.end());
+            self->call(last->first, {"resign", self->node}, true, [](Result<Reply>) {});
+            self->owned.erase(last);
+          }
+          // The others take them now rather than at their next renewal.
+          self->client.run(redis::key_slot(self->names.events),
+                           Command{"PUBLISH", self->names.events, "l"}, [](Result<Reply>) {});
+        } else if (self->owned.size() < share) {
+          std::vector<std::uint32_t> candidates;
+          const auto offset =
+              static_cast<std::uint32_t>(std::hash<std::string>{}(self->node) % self->shards);
+          for (std::uint32_t i = 0; i < self->shards; ++i) {
+            const std::uint32_t shard = (offset + i) % self->shards;
+            if (!self->owned.contains(shard)) candidates.push_back(shard);
+          }
+          self->acquire(std::move(candidates), 0, share - self->owned.size());
+        }
+        self->lease_timer.expires_after(self->options.lease / 3);
+        self->lease_timer.async_wait([self](const boost::system::error_code& error) {
+          if (!error) self->lease_tick();
+        });
+      });
 }
 
 void Core::acquire(std::vector<std::uint32_t> candidates, std::size_t index, std::size_t want) {
@@ -526,7 +586,8 @@ void Core::fire(std::uint32_t shard) {
          mine.firing = false;
          if (!reply.is_ok() || reply.value().type != ReplyType::kArray ||
              reply.value().elements.size() < 5) {
-           if (!reply.is_ok()) spdlog::warn("shard {}: firing failed: {}", shard, reply.status().to_string());
+           if (!reply.is_ok())
+             spdlog::warn("shard {}: firing failed: {}", shard, reply.status().to_string());
            return self->arm_fire(shard, Millis{100});
          }
          const auto& elements = reply.value().elements;
@@ -554,9 +615,10 @@ void Core::arm_fire(std::uint32_t shard, Millis delay) {
   auto it = owned.find(shard);
   if (it == owned.end()) return;
   it->second.timer->expires_after(delay);
-  it->second.timer->async_wait([self = shared_from_this(), shard](const boost::system::error_code& error) {
-    if (!error) self->fire(shard);
-  });
+  it->second.timer->async_wait(
+      [self = shared_from_this(), shard](const boost::system::error_code& error) {
+        if (!error) self->fire(shard);
+      });
 }
 
 // "r dq:{s} tube": tube's ready set in shard s stopped being empty. "t dq:{s} ms": shard s has a
@@ -574,7 +636,8 @@ void Core::on_event(const std::string& payload) {
   const auto open = payload.find('{');
   const auto close = payload.find('}', open);
   if (open == std::string::npos || close == std::string::npos) return;
-  const auto shard = static_cast<std::uint32_t>(to_int(std::string_view(payload).substr(open + 1, close - open - 1)));
+  const auto shard = static_cast<std::uint32_t>(
+      to_int(std::string_view(payload).substr(open + 1, close - open - 1)));
   const std::string rest = close + 2 <= payload.size() ? payload.substr(close + 2) : std::string();
   if (payload[0] == 'r') {
     notify_ready(shard, rest);
@@ -604,36 +667,38 @@ void Core::load_conf(std::function<void(Status)> done) {
     if (--*left == 0) done(*failed);
   };
   auto self = shared_from_this();
-  client.run(redis::key_slot(names.webhooks), Command{"HGETALL", names.webhooks}, [self, step](Result<Reply> r) {
-    if (!r.is_ok()) return step(r.status());
-    std::map<std::string, Webhook> loaded;
-    for (std::size_t i = 0; i + 1 < r.value().elements.size(); i += 2) {
-      const auto& tube = r.value().elements[i].str;
-      auto webhook = store::decode_webhook(tube, r.value().elements[i + 1].str);
-      if (webhook.is_ok()) loaded.emplace(tube, std::move(webhook).value());
-    }
-    const bool changed = loaded != self->webhook_map;
-    self->webhook_map = std::move(loaded);
-    if (changed && self->webhooks_handler) self->webhooks_handler();
-    step(Status::ok());
-  });
-  client.run(redis::key_slot(names.pauses), Command{"HGETALL", names.pauses}, [self, step](Result<Reply> r) {
-    if (!r.is_ok()) return step(r.status());
-    std::map<std::string, Pause> loaded;
-    for (std::size_t i = 0; i + 1 < r.value().elements.size(); i += 2) {
-      const std::string& value = r.value().elements[i + 1].str;
-      Pause pause;
-      const auto first = value.find(' ');
-      const auto second = value.find(' ', first + 1);
-      pause.until_unix_ms = to_int(value.substr(0, first));
-      pause.seconds = to_int(value.substr(first + 1, second - first - 1));
-      pause.count = static_cast<std::uint64_t>(to_int(value.substr(second + 1)));
-      loaded.emplace(r.value().elements[i].str, pause);
-    }
-    self->pauses = std::move(loaded);
-    self->watch_pauses();
-    step(Status::ok());
-  });
+  client.run(redis::key_slot(names.webhooks), Command{"HGETALL", names.webhooks},
+             [self, step](Result<Reply> r) {
+               if (!r.is_ok()) return step(r.status());
+               std::map<std::string, Webhook> loaded;
+               for (std::size_t i = 0; i + 1 < r.value().elements.size(); i += 2) {
+                 const auto& tube = r.value().elements[i].str;
+                 auto webhook = store::decode_webhook(tube, r.value().elements[i + 1].str);
+                 if (webhook.is_ok()) loaded.emplace(tube, std::move(webhook).value());
+               }
+               const bool changed = loaded != self->webhook_map;
+               self->webhook_map = std::move(loaded);
+               if (changed && self->webhooks_handler) self->webhooks_handler();
+               step(Status::ok());
+             });
+  client.run(redis::key_slot(names.pauses), Command{"HGETALL", names.pauses},
+             [self, step](Result<Reply> r) {
+               if (!r.is_ok()) return step(r.status());
+               std::map<std::string, Pause> loaded;
+               for (std::size_t i = 0; i + 1 < r.value().elements.size(); i += 2) {
+                 const std::string& value = r.value().elements[i + 1].str;
+                 Pause pause;
+                 const auto first = value.find(' ');
+                 const auto second = value.find(' ', first + 1);
+                 pause.until_unix_ms = to_int(value.substr(0, first));
+                 pause.seconds = to_int(value.substr(first + 1, second - first - 1));
+                 pause.count = static_cast<std::uint64_t>(to_int(value.substr(second + 1)));
+                 loaded.emplace(r.value().elements[i].str, pause);
+               }
+               self->pauses = std::move(loaded);
+               self->watch_pauses();
+               step(Status::ok());
+             });
   client.run(redis::key_slot(names.max_attempts), Command{"HGETALL", names.max_attempts},
              [self, step](Result<Reply> r) {
                if (!r.is_ok()) return step(r.status());
@@ -725,9 +790,10 @@ class RedisSession final : public broker::Session {
   // Completes `done` later on the executor, unless the session is gone by then.
   template <typename T>
   void post(Callback<T> done, Result<T> result) {
-    asio::post(core_->io, [state = state_, done = std::move(done), result = std::move(result)]() mutable {
-      if (state->alive) done(std::move(result));
-    });
+    asio::post(core_->io,
+               [state = state_, done = std::move(done), result = std::move(result)]() mutable {
+                 if (state->alive) done(std::move(result));
+               });
   }
   // A script on a shard whose reply is a job: `then` gets it, or the failure.
   void job_call(std::uint32_t shard, std::vector<std::string> args, bool write,
@@ -784,10 +850,10 @@ RedisSession::~RedisSession() {
   }
   // Its reserved jobs are ready again at once (a job reserved again since is left alone).
   for (const auto& [id, held] : state_->held) {
-    core_->call(shard_of_id(id, core_->shards),
-                {"release", state_->holder, std::to_string(id), "", "0",
-                 std::to_string(held.reserves)},
-                true, [](Result<Reply>) {});
+    core_->call(
+        shard_of_id(id, core_->shards),
+        {"release", state_->holder, std::to_string(id), "", "0", std::to_string(held.reserves)},
+        true, [](Result<Reply>) {});
   }
   if (!used_.empty()) count_use(used_, -1);
   for (const auto& tube : watched_) count_watch(tube, -1);
@@ -879,32 +945,32 @@ void RedisSession::every_shard(std::vector<std::string> args, bool write,
   }
 }
 
-void RedisSession::tube_stats(std::vector<std::string> tubes, std::function<void(Result<Sums>)> then) {
+void RedisSession::tube_stats(std::vector<std::string> tubes,
+                              std::function<void(Result<Sums>)> then) {
   std::vector<std::string> args = {"stats"};
   args.insert(args.end(), tubes.begin(), tubes.end());
-  every_shard(std::move(args), false,
-              [then = std::move(then)](Result<std::vector<Reply>> replies) {
-                if (!replies.is_ok()) return then(replies.status());
-                Sums sums;
-                for (const auto& reply : replies.value()) {
-                  for (std::size_t i = 1; i < reply.elements.size(); ++i) {
-                    const auto& row = reply.elements[i].elements;
-                    if (row.size() < 9) continue;
-                    TubeStats& t = sums.tubes[row[0].str];
-                    t.name = row[0].str;
-                    const auto n = [&](std::size_t k) { return static_cast<std::uint64_t>(row[k].integer); };
-                    t.ready += n(1);
-                    t.urgent += n(2);
-                    t.reserved += n(3);
-                    t.delayed += n(4);
-                    t.buried += n(5);
-                    t.total_jobs += n(6);
-                    t.deletes += n(7);
-                    sums.timeouts += n(8);
-                  }
-                }
-                then(std::move(sums));
-              });
+  every_shard(std::move(args), false, [then = std::move(then)](Result<std::vector<Reply>> replies) {
+    if (!replies.is_ok()) return then(replies.status());
+    Sums sums;
+    for (const auto& reply : replies.value()) {
+      for (std::size_t i = 1; i < reply.elements.size(); ++i) {
+        const auto& row = reply.elements[i].elements;
+        if (row.size() < 9) continue;
+        TubeStats& t = sums.tubes[row[0].str];
+        t.name = row[0].str;
+        const auto n = [&](std::size_t k) { return static_cast<std::uint64_t>(row[k].integer); };
+        t.ready += n(1);
+        t.urgent += n(2);
+        t.reserved += n(3);
+        t.delayed += n(4);
+        t.buried += n(5);
+        t.total_jobs += n(6);
+        t.deletes += n(7);
+        sums.timeouts += n(8);
+      }
+    }
+    then(std::move(sums));
+  });
 }
 
 TubeStats RedisSession::with_local(TubeStats stats) const {
@@ -948,16 +1014,18 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
   Status bad = check(tube);
   if (bad.is_ok()) bad = check_name("key", request.key, core_->options.max_name_bytes);
   if (bad.is_ok()) bad = check_name("group", request.group, core_->options.max_name_bytes);
-  if (bad.is_ok() && core_->draining) bad = Status(Code::kDraining, "the server is draining: no new jobs");
+  if (bad.is_ok() && core_->draining)
+    bad = Status(Code::kDraining, "the server is draining: no new jobs");
   if (bad.is_ok() && !request.url.empty() && !core_->webhook_map.contains(tube)) {
     bad = Status(Code::kConflict, "tube " + tube +
                                       " has no webhook: a job's url overrides its tube's webhook, "
                                       "so set one first");
   }
   if (!bad.is_ok()) return post(std::move(done), Result<broker::PutResult>(bad));
-  const std::uint32_t shard = !request.key.empty()     ? shard_of_name(tube, request.key, core_->shards)
-                              : !request.group.empty() ? shard_of_name(tube, request.group, core_->shards)
-                                                       : core_->next_shard();
+  const std::uint32_t shard = !request.key.empty() ? shard_of_name(tube, request.key, core_->shards)
+                              : !request.group.empty()
+                                  ? shard_of_name(tube, request.group, core_->shards)
+                                  : core_->next_shard();
   std::string attachment;
   if (!request.url.empty() || !request.content_type.empty()) {
     Delivery delivery;
@@ -966,26 +1034,25 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
     attachment = store::encode_delivery(delivery);
   }
   const auto ttr = std::max<std::int64_t>(1, request.ttr.count());
-  core_->call(
-      shard,
-      {"put", tube, std::to_string(request.priority), std::to_string(request.due.ms),
-       request.due.absolute ? "1" : "0", std::to_string(ttr), std::move(request.body), request.key,
-       request.group, request.replace ? "1" : "0", std::move(attachment),
-       std::to_string(core_->shards), std::to_string(shard)},
-      true, [state = state_, done = std::move(done)](Result<Reply> reply) {
-        if (!state->alive) return;
-        if (!reply.is_ok()) return done(reply.status());
-        if (Status s = status_of(reply.value()); !s.is_ok()) return done(s);
-        auto job = job_of(reply.value());
-        if (!job.is_ok()) return done(job.status());
-        broker::PutResult result;
-        result.job = std::move(job.value().view);
-        result.inserted = reply.value().elements[0].str == "ok";
-        if (reply.value().elements.size() > 5) {
-          result.replaced = static_cast<JobId>(to_int(reply.value().elements[5].str));
-        }
-        done(std::move(result));
-      });
+  core_->call(shard,
+              {"put", tube, std::to_string(request.priority), std::to_string(request.due.ms),
+               request.due.absolute ? "1" : "0", std::to_string(ttr), std::move(request.body),
+               request.key, request.group, request.replace ? "1" : "0", std::move(attachment),
+               std::to_string(core_->shards), std::to_string(shard)},
+              true, [state = state_, done = std::move(done)](Result<Reply> reply) {
+                if (!state->alive) return;
+                if (!reply.is_ok()) return done(reply.status());
+                if (Status s = status_of(reply.value()); !s.is_ok()) return done(s);
+                auto job = job_of(reply.value());
+                if (!job.is_ok()) return done(job.status());
+                broker::PutResult result;
+                result.job = std::move(job.value().view);
+                result.inserted = reply.value().elements[0].str == "ok";
+                if (reply.value().elements.size() > 5) {
+                  result.replaced = static_cast<JobId>(to_int(reply.value().elements[5].str));
+                }
+                done(std::move(result));
+              });
 }
 
 std::uint64_t RedisSession::reserve(broker::ReserveRequest request, Callback<broker::Job> done) {
@@ -1025,8 +1092,8 @@ bool RedisSession::cancel_reserve(std::uint64_t ticket) {
 }
 
 void RedisSession::reserve_job(JobId id, Callback<broker::Job> done) {
-  job_call(shard_of_id(id, core_->shards), {"reserve_job", state_->holder, std::to_string(id)}, true,
-           [state = state_, done = std::move(done)](Result<broker::Job> job) {
+  job_call(shard_of_id(id, core_->shards), {"reserve_job", state_->holder, std::to_string(id)},
+           true, [state = state_, done = std::move(done)](Result<broker::Job> job) {
              if (job.is_ok()) state->hold(job.value());
              done(std::move(job));
            });
@@ -1092,30 +1159,32 @@ void RedisSession::peek(broker::JobRef job, bool with_body, Callback<broker::Job
 void RedisSession::peek_next(std::string tube, JobState state, Callback<broker::Job> done) {
   if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<broker::Job>(s));
   if (state == JobState::kReserved) {
-    return post(std::move(done), Result<broker::Job>(Status(
-                                     Code::kInvalidArgument, "peek: ready, delayed or buried only")));
+    return post(
+        std::move(done),
+        Result<broker::Job>(Status(Code::kInvalidArgument, "peek: ready, delayed or buried only")));
   }
-  every_shard({"peek_next", tube, std::string(state_name(state))}, false,
-              [state, done = std::move(done)](Result<std::vector<Reply>> replies) {
-                if (!replies.is_ok()) return done(replies.status());
-                std::optional<broker::Job> best;
-                for (const auto& reply : replies.value()) {
-                  if (reply.elements.empty() || reply.elements[0].str != "ok") continue;
-                  auto job = job_of(reply);
-                  if (!job.is_ok()) return done(job.status());
-                  const JobView& v = job.value().view;
-                  const bool better =
-                      !best || (state == JobState::kReady
-                                    ? std::pair(v.priority, v.id) < std::pair(best->view.priority, best->view.id)
-                                : state == JobState::kDelayed
-                                    ? std::pair(v.due_unix_ms, v.id) <
-                                          std::pair(best->view.due_unix_ms, best->view.id)
-                                    : v.id < best->view.id);
-                  if (better) best = std::move(job.value());
-                }
-                if (!best) return done(Status(Code::kNotFound, "no such job"));
-                done(std::move(*best));
-              });
+  every_shard(
+      {"peek_next", tube, std::string(state_name(state))}, false,
+      [state, done = std::move(done)](Result<std::vector<Reply>> replies) {
+        if (!replies.is_ok()) return done(replies.status());
+        std::optional<broker::Job> best;
+        for (const auto& reply : replies.value()) {
+          if (reply.elements.empty() || reply.elements[0].str != "ok") continue;
+          auto job = job_of(reply);
+          if (!job.is_ok()) return done(job.status());
+          const JobView& v = job.value().view;
+          const bool better =
+              !best ||
+              (state == JobState::kReady
+                   ? std::pair(v.priority, v.id) < std::pair(best->view.priority, best->view.id)
+               : state == JobState::kDelayed ? std::pair(v.due_unix_ms, v.id) <
+                                                   std::pair(best->view.due_unix_ms, best->view.id)
+                                             : v.id < best->view.id);
+          if (better) best = std::move(job.value());
+        }
+        if (!best) return done(Status(Code::kNotFound, "no such job"));
+        done(std::move(*best));
+      });
 }
 
 void RedisSession::kick(std::string tube, std::size_t bound, Callback<std::size_t> done) {
@@ -1130,7 +1199,8 @@ void RedisSession::kick(std::string tube, std::size_t bound, Callback<std::size_
     std::string what = "buried";
     Callback<std::size_t> done;
   };
-  auto k = std::make_shared<Kick>(Kick{core_, state_, std::move(tube), bound, 0, "buried", std::move(done)});
+  auto k = std::make_shared<Kick>(
+      Kick{core_, state_, std::move(tube), bound, 0, "buried", std::move(done)});
   auto step = std::make_shared<std::function<void(std::uint32_t)>>();
   *step = [k, step](std::uint32_t shard) {
     if (shard >= k->core->shards || k->kicked >= k->bound) {
@@ -1179,31 +1249,35 @@ void RedisSession::update(broker::JobRef job, broker::Update update, Callback<Jo
 
 void RedisSession::list_group(std::string tube, std::string group,
                               Callback<std::vector<JobView>> done) {
-  every_shard({"group", tube, group, "0"}, false, [done = std::move(done)](Result<std::vector<Reply>> replies) {
-    if (!replies.is_ok()) return done(replies.status());
-    std::vector<JobView> views;
-    for (const auto& reply : replies.value()) {
-      for (std::size_t i = 1; i + 1 < reply.elements.size(); i += 2) {
-        const auto id = static_cast<JobId>(to_int(reply.elements[i].str));
-        auto record = decode_record(id, reply.elements[i + 1].str);
-        if (!record.is_ok()) return done(record.status());
-        views.push_back(std::move(record.value().view));
-      }
-    }
-    std::sort(views.begin(), views.end(), [](const JobView& a, const JobView& b) { return a.id < b.id; });
-    done(std::move(views));
-  });
+  every_shard({"group", tube, group, "0"}, false,
+              [done = std::move(done)](Result<std::vector<Reply>> replies) {
+                if (!replies.is_ok()) return done(replies.status());
+                std::vector<JobView> views;
+                for (const auto& reply : replies.value()) {
+                  for (std::size_t i = 1; i + 1 < reply.elements.size(); i += 2) {
+                    const auto id = static_cast<JobId>(to_int(reply.elements[i].str));
+                    auto record = decode_record(id, reply.elements[i + 1].str);
+                    if (!record.is_ok()) return done(record.status());
+                    views.push_back(std::move(record.value().view));
+                  }
+                }
+                std::sort(views.begin(), views.end(),
+                          [](const JobView& a, const JobView& b) { return a.id < b.id; });
+                done(std::move(views));
+              });
 }
 
 void RedisSession::cancel_group(std::string tube, std::string group, Callback<std::size_t> done) {
-  every_shard({"group", tube, group, "1"}, true, [done = std::move(done)](Result<std::vector<Reply>> replies) {
-    if (!replies.is_ok()) return done(replies.status());
-    std::size_t deleted = 0;
-    for (const auto& reply : replies.value()) {
-      if (reply.elements.size() > 1) deleted += static_cast<std::size_t>(reply.elements[1].integer);
-    }
-    done(deleted);
-  });
+  every_shard({"group", tube, group, "1"}, true,
+              [done = std::move(done)](Result<std::vector<Reply>> replies) {
+                if (!replies.is_ok()) return done(replies.status());
+                std::size_t deleted = 0;
+                for (const auto& reply : replies.value()) {
+                  if (reply.elements.size() > 1)
+                    deleted += static_cast<std::size_t>(reply.elements[1].integer);
+                }
+                done(deleted);
+              });
 }
 
 // --- tubes and the server
@@ -1246,43 +1320,47 @@ void RedisSession::pause_existing(const std::string& tube, broker::Seconds pause
 
 void RedisSession::stats_tube(std::string tube, Callback<TubeStats> done) {
   if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<TubeStats>(s));
-  tube_stats({tube}, [self = this, state = state_, tube, done = std::move(done)](Result<Sums> sums) {
-    if (!state->alive) return;
-    if (!sums.is_ok()) return done(sums.status());
-    TubeStats stats;
-    stats.name = tube;
-    if (const auto it = sums.value().tubes.find(tube); it != sums.value().tubes.end()) {
-      stats = it->second;
-    }
-    stats = self->with_local(std::move(stats));
-    const bool exists = stats.ready + stats.reserved + stats.delayed + stats.buried > 0 ||
-                        stats.using_clients + stats.watching_clients > 0 || tube == "default";
-    if (!exists) return done(Status(Code::kNotFound, "no such tube"));
-    done(std::move(stats));
-  });
+  tube_stats(
+      {tube}, [self = this, state = state_, tube, done = std::move(done)](Result<Sums> sums) {
+        if (!state->alive) return;
+        if (!sums.is_ok()) return done(sums.status());
+        TubeStats stats;
+        stats.name = tube;
+        if (const auto it = sums.value().tubes.find(tube); it != sums.value().tubes.end()) {
+          stats = it->second;
+        }
+        stats = self->with_local(std::move(stats));
+        const bool exists = stats.ready + stats.reserved + stats.delayed + stats.buried > 0 ||
+                            stats.using_clients + stats.watching_clients > 0 || tube == "default";
+        if (!exists) return done(Status(Code::kNotFound, "no such tube"));
+        done(std::move(stats));
+      });
 }
 
 void RedisSession::set_max_attempts(std::string tube, std::uint32_t max_attempts,
                                     Callback<std::uint32_t> done) {
   if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<std::uint32_t>(s));
   // Every shard's scripts read it where they run; the global copy is what stats show.
-  every_shard({"max_attempts", tube, std::to_string(max_attempts)}, true,
-              [core = core_, state = state_, tube, max_attempts,
-               done = std::move(done)](Result<std::vector<Reply>> replies) mutable {
-                if (!replies.is_ok()) return done(replies.status());
-                Command command = max_attempts == 0
-                                      ? Command{"HDEL", core->names.max_attempts, tube}
-                                      : Command{"HSET", core->names.max_attempts, tube, std::to_string(max_attempts)};
-                if (max_attempts == 0) core->max_attempts.erase(tube);
-                else core->max_attempts[tube] = max_attempts;
-                core->client.run(redis::key_slot(core->names.max_attempts), std::move(command),
-                                 [core, state, max_attempts, done = std::move(done)](Result<Reply> reply) {
-                                   if (!state->alive) return;
-                                   if (!reply.is_ok()) return done(reply.status());
-                                   core->publish_conf();
-                                   done(max_attempts);
-                                 });
-              });
+  every_shard(
+      {"max_attempts", tube, std::to_string(max_attempts)}, true,
+      [core = core_, state = state_, tube, max_attempts,
+       done = std::move(done)](Result<std::vector<Reply>> replies) mutable {
+        if (!replies.is_ok()) return done(replies.status());
+        Command command = max_attempts == 0 ? Command{"HDEL", core->names.max_attempts, tube}
+                                            : Command{"HSET", core->names.max_attempts, tube,
+                                                      std::to_string(max_attempts)};
+        if (max_attempts == 0)
+          core->max_attempts.erase(tube);
+        else
+          core->max_attempts[tube] = max_attempts;
+        core->client.run(redis::key_slot(core->names.max_attempts), std::move(command),
+                         [core, state, max_attempts, done = std::move(done)](Result<Reply> reply) {
+                           if (!state->alive) return;
+                           if (!reply.is_ok()) return done(reply.status());
+                           core->publish_conf();
+                           done(max_attempts);
+                         });
+      });
 }
 
 std::vector<TubeStats> RedisSession::existing(Sums sums) const {
@@ -1324,21 +1402,20 @@ void RedisSession::stats(Callback<ServerStats> done) {
     }
     // Reserves waiting on every live node: this one's as it is, the others' as they last said.
     auto core = self->core_;
-    core->client.run(
-        redis::key_slot(core->names.waiting), Command{"HGETALL", core->names.waiting},
-        [core, state, stats, done = std::move(done)](Result<Reply> reply) mutable {
-          if (!state->alive) return;
-          stats.waiting = core->waiting_here();
-          if (reply.is_ok()) {
-            const auto& e = reply.value().elements;
-            for (std::size_t i = 0; i + 1 < e.size(); i += 2) {
-              if (e[i].str != core->node && core->live.contains(e[i].str)) {
-                stats.waiting += static_cast<std::uint64_t>(to_int(e[i + 1].str));
-              }
-            }
-          }
-          done(stats);
-        });
+    core->client.run(redis::key_slot(core->names.waiting), Command{"HGETALL", core->names.waiting},
+                     [core, state, stats, done = std::move(done)](Result<Reply> reply) mutable {
+                       if (!state->alive) return;
+                       stats.waiting = core->waiting_here();
+                       if (reply.is_ok()) {
+                         const auto& e = reply.value().elements;
+                         for (std::size_t i = 0; i + 1 < e.size(); i += 2) {
+                           if (e[i].str != core->node && core->live.contains(e[i].str)) {
+                             stats.waiting += static_cast<std::uint64_t>(to_int(e[i + 1].str));
+                           }
+                         }
+                       }
+                       done(stats);
+                     });
   });
 }
 
@@ -1346,7 +1423,8 @@ void RedisSession::set_webhook(std::string tube, Webhook webhook, Callback<Webho
   if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<Webhook>(s));
   core_->client.run(redis::key_slot(core_->names.webhooks),
                     Command{"HSET", core_->names.webhooks, tube, store::encode_webhook(webhook)},
-                    [core = core_, state = state_, tube, webhook, done = std::move(done)](Result<Reply> reply) mutable {
+                    [core = core_, state = state_, tube, webhook,
+                     done = std::move(done)](Result<Reply> reply) mutable {
                       if (!reply.is_ok()) {
                         if (state->alive) done(reply.status());
                         return;
@@ -1361,7 +1439,8 @@ void RedisSession::set_webhook(std::string tube, Webhook webhook, Callback<Webho
 void RedisSession::get_webhook(std::string tube, Callback<Webhook> done) {
   const auto it = core_->webhook_map.find(tube);
   if (it == core_->webhook_map.end()) {
-    return post(std::move(done), Result<Webhook>(Status(Code::kNotFound, "tube " + tube + " has no webhook")));
+    return post(std::move(done),
+                Result<Webhook>(Status(Code::kNotFound, "tube " + tube + " has no webhook")));
   }
   post(std::move(done), Result<Webhook>(it->second));
 }
@@ -1369,11 +1448,14 @@ void RedisSession::get_webhook(std::string tube, Callback<Webhook> done) {
 void RedisSession::remove_webhook(std::string tube, Callback<Webhook> done) {
   const auto it = core_->webhook_map.find(tube);
   if (it == core_->webhook_map.end()) {
-    return post(std::move(done), Result<Webhook>(Status(Code::kNotFound, "tube " + tube + " has no webhook")));
+    return post(std::move(done),
+                Result<Webhook>(Status(Code::kNotFound, "tube " + tube + " has no webhook")));
   }
   Webhook old = it->second;
-  core_->client.run(redis::key_slot(core_->names.webhooks), Command{"HDEL", core_->names.webhooks, tube},
-                    [core = core_, state = state_, tube, old, done = std::move(done)](Result<Reply> reply) mutable {
+  core_->client.run(redis::key_slot(core_->names.webhooks),
+                    Command{"HDEL", core_->names.webhooks, tube},
+                    [core = core_, state = state_, tube, old,
+                     done = std::move(done)](Result<Reply> reply) mutable {
                       if (!reply.is_ok()) {
                         if (state->alive) done(reply.status());
                         return;
@@ -1395,16 +1477,17 @@ void RedisSession::note_attempt(JobId id, int status, std::string error, Callbac
              delivery.last_status = status;
              delivery.last_error = std::move(error);
              delivery.last_attempt_unix_ms = unix_ms_now();
-             core->call(shard_of_id(id, core->shards),
-                        {"note", state->holder, std::to_string(id), store::encode_delivery(delivery)},
-                        true, [state, done = std::move(done)](Result<Reply> reply) {
-                          if (!state->alive) return;
-                          if (!reply.is_ok()) return done(reply.status());
-                          if (Status s = status_of(reply.value()); !s.is_ok()) return done(s);
-                          auto noted = job_of(reply.value());
-                          if (!noted.is_ok()) return done(noted.status());
-                          done(std::move(noted.value().view));
-                        });
+             core->call(
+                 shard_of_id(id, core->shards),
+                 {"note", state->holder, std::to_string(id), store::encode_delivery(delivery)},
+                 true, [state, done = std::move(done)](Result<Reply> reply) {
+                   if (!state->alive) return;
+                   if (!reply.is_ok()) return done(reply.status());
+                   if (Status s = status_of(reply.value()); !s.is_ok()) return done(s);
+                   auto noted = job_of(reply.value());
+                   if (!noted.is_ok()) return done(noted.status());
+                   done(std::move(noted.value().view));
+                 });
            });
 }
 
@@ -1436,7 +1519,7 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
   if (!started->is_ok()) return *started;
 
   // A Redis that evicts keys under memory pressure would drop jobs: refuse it.
-  for (const auto& [address, replicas] : core->client.primaries()) {
+  for (const auto& [address, listed] : core->client.primaries()) {
     std::optional<Result<Reply>> policy;
     core->client.run_at(address, Command{"CONFIG", "GET", "maxmemory-policy"},
                         [&](Result<Reply> r) { policy.emplace(std::move(r)); });
@@ -1447,19 +1530,25 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
       spdlog::warn("redis {}: cannot check maxmemory-policy ({}); it must be noeviction", address,
                    reply.str);
     } else if (reply.elements.size() == 2 && reply.elements[1].str != "noeviction") {
-      return Status(Code::kInvalidArgument,
-                    "redis " + address + " has maxmemory-policy " + reply.elements[1].str +
-                        ": it may evict jobs; delayq needs noeviction");
+      return Status(Code::kInvalidArgument, "redis " + address + " has maxmemory-policy " +
+                                                reply.elements[1].str +
+                                                ": it may evict jobs; delayq needs noeviction");
     }
     std::optional<Result<Reply>> aof;
     core->client.run_at(address, Command{"CONFIG", "GET", "appendonly"},
                         [&](Result<Reply> r) { aof.emplace(std::move(r)); });
     wait(aof);
     if (aof->is_ok() && aof->value().elements.size() == 2 && aof->value().elements[1].str == "no") {
-      spdlog::warn("redis {}: appendonly is off: a restart of it loses jobs since its last snapshot",
-                   address);
+      spdlog::warn(
+          "redis {}: appendonly is off: a restart of it loses jobs since its last snapshot",
+          address);
     }
-    if (replicas == 0) {
+  }
+  std::optional<bool> checked;
+  core->check_replicas([&] { checked = true; });
+  wait(checked);
+  for (const auto& [address, online] : core->replicas) {
+    if (online == 0) {
       spdlog::warn("redis {}: no replica: if it fails, its jobs are gone until it comes back",
                    address);
     }
@@ -1467,9 +1556,10 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
 
   // The layout: the shard count is the first start's.
   std::optional<Result<Reply>> meta;
-  core->client.run(redis::key_slot(core->names.meta),
-                   Command{"HSETNX", core->names.meta, "shards", std::to_string(core->options.shards)},
-                   [&](Result<Reply> r) { meta.emplace(std::move(r)); });
+  core->client.run(
+      redis::key_slot(core->names.meta),
+      Command{"HSETNX", core->names.meta, "shards", std::to_string(core->options.shards)},
+      [&](Result<Reply> r) { meta.emplace(std::move(r)); });
   wait(meta);
   if (!meta->is_ok()) return meta->status();
   meta.reset();
@@ -1480,9 +1570,10 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
   core->shards = static_cast<std::uint32_t>(to_int(meta->value().str));
   if (core->shards == 0) return Status(Code::kCorruption, "dq:meta holds no shard count");
   if (core->shards != core->options.shards) {
-    spdlog::warn("the cluster's layout has {} shards (set at its first start); --redis-shards {} "
-                 "is ignored",
-                 core->shards, core->options.shards);
+    spdlog::warn(
+        "the cluster's layout has {} shards (set at its first start); --redis-shards {} "
+        "is ignored",
+        core->shards, core->options.shards);
   }
 
   std::optional<Status> conf;
@@ -1514,6 +1605,8 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
 
 RedisBroker::~RedisBroker() {
   core_->closed = true;
+  core_->replica_timer.cancel();
+  core_->report_timer.cancel();
   core_->lease_timer.cancel();
   core_->resync_timer.cancel();
   for (auto& [shard, own] : core_->owned) own.timer->cancel();
@@ -1523,8 +1616,12 @@ std::unique_ptr<broker::Session> RedisBroker::open_session(broker::SessionOption
   return std::make_unique<RedisSession>(core_, options);
 }
 
-void RedisBroker::set_draining(bool draining) { core_->draining = draining; }
-bool RedisBroker::draining() const { return core_->draining; }
+void RedisBroker::set_draining(bool draining) {
+  core_->draining = draining;
+}
+bool RedisBroker::draining() const {
+  return core_->draining;
+}
 Status RedisBroker::health() const {
   if (core_->draining) return {Code::kDraining, "draining"};
   return Status::ok();
@@ -1532,7 +1629,9 @@ Status RedisBroker::health() const {
 broker::Seconds RedisBroker::uptime() const {
   return std::chrono::duration_cast<broker::Seconds>(SteadyClock::now() - core_->started);
 }
-broker::Metrics& RedisBroker::metrics() { return core_->metrics; }
+broker::Metrics& RedisBroker::metrics() {
+  return core_->metrics;
+}
 
 std::vector<std::pair<std::string, Webhook>> RedisBroker::webhooks() const {
   return {core_->webhook_map.begin(), core_->webhook_map.end()};
@@ -1554,8 +1653,14 @@ Status RedisBroker::close() {
   return Status::ok();
 }
 
-const std::string& RedisBroker::node_name() const { return core_->node; }
-std::uint32_t RedisBroker::shards() const { return core_->shards; }
-std::size_t RedisBroker::owned_shards() const { return core_->owned.size(); }
+const std::string& RedisBroker::node_name() const {
+  return core_->node;
+}
+std::uint32_t RedisBroker::shards() const {
+  return core_->shards;
+}
+std::size_t RedisBroker::owned_shards() const {
+  return core_->owned.size();
+}
 
 }  // namespace delayq::redis_broker

@@ -1,0 +1,226 @@
+// delayqd --redis as users run it: two nodes over one Redis Cluster. A job put through one node
+// is found, rescheduled, reserved and deleted by key through the other; a node killed with
+// SIGKILL leaves its shards to the other, which fires them once the lease runs out, never early
+// and none lost; a Redis primary killed under load fails over, and every put that was answered
+// INSERTED is still there. The first two use the cluster the test run shares
+// (DELAYQ_TEST_CLUSTER_SEEDS_FILE, from scripts/redis-cluster.sh); the failover test starts one
+// of its own with the same script, since it kills a primary.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "protocol/server_process.h"
+
+namespace delayq::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+std::string read_line_of(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string shared_seeds() {
+  const char* file = std::getenv("DELAYQ_TEST_CLUSTER_SEEDS_FILE");
+  return file == nullptr ? std::string() : read_line_of(file);
+}
+
+// A delayqd node over Redis, outside the harness's own Redis mode (each test picks its nodes).
+std::unique_ptr<ServerProcess> node(const TempDir& dir, const std::string& seeds,
+                                    const std::string& prefix) {
+  return std::make_unique<ServerProcess>(
+      dir.path(), std::vector<std::string>{"--redis", seeds, "--redis-prefix", prefix});
+}
+
+std::string unique_prefix(const TempDir& dir) {
+  const auto name = dir.path().filename().string();
+  std::string prefix = "t";
+  for (const char c : name) prefix.push_back(std::isalnum(static_cast<unsigned char>(c)) ? c : '-');
+  return prefix;
+}
+
+std::int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class ClusterModeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    seeds_ = shared_seeds();
+    if (seeds_.empty()) GTEST_SKIP() << "DELAYQ_TEST_CLUSTER_SEEDS_FILE is not set (ctest -L redis sets it)";
+  }
+  std::string seeds_;
+  TempDir dir_;
+};
+
+TEST_F(ClusterModeTest, AJobPutThroughOneNodeIsHandledByKeyThroughTheOther) {
+  const auto prefix = unique_prefix(dir_);
+  auto a = node(dir_, seeds_, prefix);
+  auto b = node(dir_, seeds_, prefix);
+  ASSERT_EQ(a->start(), "");
+  ASSERT_EQ(b->start(), "");
+  Client on_a(a->port());
+  Client on_b(b->port());
+  ASSERT_EQ(on_a.call("use orders\r\n"), "USING orders\r\n");
+  const auto id = inserted_id(on_a.call("putx 0 60000 10 5 key=order-42\r\nhello\r\n"));
+  ASSERT_TRUE(id);
+  EXPECT_EQ(on_b.call("peek-key orders order-42\r\n"), job_reply("FOUND", *id, "hello"));
+  EXPECT_EQ(parse_yaml(on_b.call("stats-job " + std::to_string(*id) + "\r\n"))["state"], "delayed");
+  EXPECT_EQ(on_b.call("reschedule-key orders order-42 0\r\n"), "RESCHEDULED\r\n");
+  ASSERT_EQ(on_a.call("watch orders\r\n"), "WATCHING 2\r\n");
+  EXPECT_EQ(on_a.call("reserve-with-timeout 5\r\n"), job_reply("RESERVED", *id, "hello"));
+  // Reserved through A: B may not delete it ...
+  EXPECT_EQ(on_b.call("delete-key orders order-42\r\n"), "NOT_FOUND\r\n");
+  // ... until A lets it go.
+  EXPECT_EQ(on_a.call("release " + std::to_string(*id) + " 0 0\r\n"), "RELEASED\r\n");
+  EXPECT_EQ(on_b.call("delete-key orders order-42\r\n"), "DELETED\r\n");
+  EXPECT_EQ(on_a.call("peek " + std::to_string(*id) + "\r\n"), "NOT_FOUND\r\n");
+}
+
+// A closed connection's reservations go back at once, on whichever node the next worker is.
+TEST_F(ClusterModeTest, AClosedConnectionsJobGoesToAWorkerOnTheOtherNode) {
+  const auto prefix = unique_prefix(dir_);
+  auto a = node(dir_, seeds_, prefix);
+  auto b = node(dir_, seeds_, prefix);
+  ASSERT_EQ(a->start(), "");
+  ASSERT_EQ(b->start(), "");
+  auto worker = std::make_unique<Client>(a->port());
+  const auto id = inserted_id(worker->call(put_command("work", 0, 0, 120)));
+  ASSERT_TRUE(id);
+  EXPECT_EQ(worker->call("reserve\r\n"), job_reply("RESERVED", *id, "work"));
+  Client other(b->port());
+  ASSERT_TRUE(other.send("reserve-with-timeout 5\r\n"));
+  worker.reset();  // closes: the job must not wait for its 120 s TTR
+  const auto started = Clock::now();
+  EXPECT_EQ(other.reply(Millis{6000}), job_reply("RESERVED", *id, "work"));
+  EXPECT_LT(Clock::now() - started, 2s);
+}
+
+TEST_F(ClusterModeTest, ADeadNodesShardsFireWithinTheLeaseNeverEarly) {
+  const auto prefix = unique_prefix(dir_);
+  auto a = node(dir_, seeds_, prefix);
+  auto b = node(dir_, seeds_, prefix);
+  ASSERT_EQ(a->start(), "");
+  ASSERT_EQ(b->start(), "");
+  std::this_thread::sleep_for(2500ms);  // the nodes share the shards out
+  Client producer(a->port());
+  std::map<std::uint64_t, std::int64_t> due;  // id -> due, Unix ms
+  constexpr int kJobs = 100;
+  for (int i = 0; i < kJobs; ++i) {
+    const std::int64_t delay = 1500 + 10 * i;
+    const auto before = unix_ms();
+    const auto id =
+        inserted_id(producer.call("putx 0 " + std::to_string(delay) + " 30 1\r\nx\r\n"));
+    ASSERT_TRUE(id) << i;
+    due[*id] = before + delay;
+  }
+  const std::int64_t last_due = due.rbegin()->second;
+  a->kill9();
+  Client worker(b->port());
+  std::map<std::uint64_t, std::int64_t> got;  // id -> when reserved, Unix ms
+  const auto give_up = Clock::now() + 20s;
+  while (got.size() < due.size() && Clock::now() < give_up) {
+    const std::string reply = worker.call("reserve-with-timeout 1\r\n", Millis{3000});
+    if (reply.rfind("RESERVED ", 0) != 0) continue;
+    const auto now = unix_ms();
+    const auto id = std::stoull(reply.substr(9));
+    EXPECT_TRUE(got.emplace(id, now).second) << "job " << id << " reserved twice";
+    EXPECT_EQ(worker.call("delete " + std::to_string(id) + "\r\n"), "DELETED\r\n");
+  }
+  ASSERT_EQ(got.size(), due.size()) << "jobs lost";
+  std::int64_t latest = 0;
+  for (const auto& [id, at] : got) {
+    ASSERT_TRUE(due.contains(id)) << id;
+    EXPECT_GE(at, due[id]) << "job " << id << " fired early";
+    latest = std::max(latest, at);
+  }
+  // The lease is 5 s; the survivor renews (and takes leases) every third of it.
+  EXPECT_LE(latest - last_due, 5000 + 1700 + 1500) << "the dead node's shards fired too late";
+}
+
+// --- a cluster of the test's own
+
+class RedisCluster {
+ public:
+  explicit RedisCluster(std::filesystem::path dir) : dir_(std::move(dir)) {}
+  ~RedisCluster() { run("stop"); }
+  std::string start() {
+    if (run("start") != 0) return "scripts/redis-cluster.sh start failed";
+    seeds_ = read_line_of(dir_ / "seeds");
+    return seeds_.empty() ? "no seeds" : "";
+  }
+  [[nodiscard]] const std::string& seeds() const { return seeds_; }
+  // The PID of the node that started as the first primary (redis-cli gives the first three
+  // addresses the slots).
+  [[nodiscard]] pid_t first_primary() const {
+    return static_cast<pid_t>(std::stol(read_line_of(dir_ / "node0" / "redis.pid")));
+  }
+  [[nodiscard]] std::string first_primary_address() const {
+    return seeds_.substr(0, seeds_.find(','));
+  }
+
+ private:
+  int run(const std::string& action) {
+    const std::string command = std::string(DELAYQ_REDIS_CLUSTER_SCRIPT) + " " + action + " " +
+                                dir_.string() + (action == "start" ? " 3 1" : "") +
+                                " >/dev/null 2>&1";
+    return std::system(command.c_str());
+  }
+  std::filesystem::path dir_;
+  std::string seeds_;
+};
+
+TEST(RedisFailoverTest, AKilledPrimaryFailsOverAndNoAnsweredPutIsLost) {
+  TempDir dir;
+  RedisCluster cluster(dir.path() / "cluster");
+  ASSERT_EQ(cluster.start(), "");
+  auto server = node(dir, cluster.seeds(), "failover");
+  ASSERT_EQ(server->start(), "");
+  Client producer(server->port());
+  std::vector<std::uint64_t> inserted;
+  int failed = 0;
+  const auto start = Clock::now();
+  bool killed = false;
+  std::optional<Clock::time_point> first_after_failover;
+  // Puts for 12 s; the first primary dies after 1 s (cluster-node-timeout is 2 s).
+  while (Clock::now() - start < 12s) {
+    if (!killed && Clock::now() - start > 1s) {
+      ::kill(cluster.first_primary(), SIGKILL);
+      killed = true;
+    }
+    const std::string reply = producer.call(put_command("job", 0, 3600), Millis{15000});
+    if (const auto id = inserted_id(reply)) {
+      inserted.push_back(*id);
+      if (killed && failed > 0 && !first_after_failover) first_after_failover = Clock::now();
+    } else {
+      ++failed;
+      ASSERT_TRUE(reply.rfind("INTERNAL_ERROR", 0) == 0) << reply;
+    }
+  }
+  ASSERT_TRUE(killed);
+  EXPECT_GT(inserted.size(), 100U);
+  // Every put answered INSERTED survived: WAIT had a replica take it before the answer.
+  Client checker(server->port());
+  std::size_t found = 0;
+  for (const auto id : inserted) {
+    const std::string reply = checker.call("peek " + std::to_string(id) + "\r\n");
+    if (reply.rfind("FOUND ", 0) == 0) ++found;
+    else ADD_FAILURE() << "job " << id << " was answered INSERTED and is gone: " << reply;
+  }
+  EXPECT_EQ(found, inserted.size());
+  std::printf("failover: %zu puts answered, %d failed while the slot had no primary\n",
+              inserted.size(), failed);
+}
+
+}  // namespace
+}  // namespace delayq::testing
