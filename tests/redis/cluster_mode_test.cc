@@ -57,7 +57,8 @@ class ClusterModeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     seeds_ = shared_seeds();
-    if (seeds_.empty()) GTEST_SKIP() << "DELAYQ_TEST_CLUSTER_SEEDS_FILE is not set (ctest -L redis sets it)";
+    if (seeds_.empty())
+      GTEST_SKIP() << "DELAYQ_TEST_CLUSTER_SEEDS_FILE is not set (ctest -L redis sets it)";
   }
   std::string seeds_;
   TempDir dir_;
@@ -214,8 +215,10 @@ TEST(RedisFailoverTest, AKilledPrimaryFailsOverAndNoAnsweredPutIsLost) {
   std::size_t found = 0;
   for (const auto id : inserted) {
     const std::string reply = checker.call("peek " + std::to_string(id) + "\r\n");
-    if (reply.rfind("FOUND ", 0) == 0) ++found;
-    else ADD_FAILURE() << "job " << id << " was answered INSERTED and is gone: " << reply;
+    if (reply.rfind("FOUND ", 0) == 0)
+      ++found;
+    else
+      ADD_FAILURE() << "job " << id << " was answered INSERTED and is gone: " << reply;
   }
   EXPECT_EQ(found, inserted.size());
   std::printf("failover: %zu puts answered, %d failed while the slot had no primary\n",

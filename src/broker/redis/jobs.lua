@@ -38,6 +38,13 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- The present rounded up: a due time of now + delay is then never before the delay has fully
+-- passed since the call (now_ms() rounds down, and fires what is due by it).
+local function now_ms_up()
+  local t = redis.call('TIME')
+  return math.ceil((tonumber(t[1]) * 1000000 + tonumber(t[2])) / 1000)
+end
+
 local function pad(id) return string.format('%016d', id) end
 
 local function decode(rec)
@@ -182,7 +189,8 @@ ops.put = function()
     kicks = 0}
   local when = tonumber(ARGV[4])
   if ARGV[5] == '1' then j.due = when; j.delay = math.max(0, when - now)
-  else j.due = now + when; j.delay = when end
+  elseif when <= 0 then j.due = now; j.delay = 0
+  else j.due = now_ms_up() + when; j.delay = when end
   if j.due > now then j.state = DELAYED else j.state = READY; j.due = now end
   if ARGV[11] ~= '' then
     j.flags = 1
@@ -276,7 +284,8 @@ ops.release = function()
     j.releases = j.releases + 1
     local delay = tonumber(ARGV[5])
     j.delay = delay
-    if delay > 0 then j.state = DELAYED; j.due = now + delay else j.state = READY; j.due = now end
+    if delay > 0 then j.state = DELAYED; j.due = now_ms_up() + delay
+    else j.state = READY; j.due = now end
   end
   save(j)
   link(j, now)
@@ -394,7 +403,8 @@ ops.update = function()
     local when = tonumber(ARGV[5])
     unlink(j)
     if ARGV[6] == '1' then j.due = when; j.delay = math.max(0, when - now)
-    else j.due = now + when; j.delay = when end
+    elseif when <= 0 then j.due = now; j.delay = 0
+  else j.due = now_ms_up() + when; j.delay = when end
     if j.due > now then j.state = DELAYED else j.state = READY; j.due = now end
     if ARGV[7] ~= '' then j.pri = tonumber(ARGV[7]) end
     save(j)

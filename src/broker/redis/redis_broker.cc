@@ -390,7 +390,8 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter, std::vector<std::uint3
     generations.push_back(hint(tube).generation[shard]);
   }
   args.insert(args.end(), tubes.begin(), tubes.end());
-  call(shard, std::move(args), true,
+  // No WAIT: a reservation a failover loses only hands the job out again (at least once).
+  call(shard, std::move(args), false,
        [self = shared_from_this(), waiter, candidates = std::move(candidates), index, shard,
         tubes = std::move(tubes),
         generations = std::move(generations)](Result<Reply> reply) mutable {
@@ -578,7 +579,8 @@ void Core::fire(std::uint32_t shard) {
   }
   own.firing = true;
   own.again = false;
-  call(shard, {"fire", std::to_string(own.epoch), std::to_string(options.fire_batch)}, true,
+  // No WAIT: a firing a failover loses is done again by the shard's owner, from the due time.
+  call(shard, {"fire", std::to_string(own.epoch), std::to_string(options.fire_batch)}, false,
        [self = shared_from_this(), shard](Result<Reply> reply) {
          auto found = self->owned.find(shard);
          if (found == self->owned.end()) return;

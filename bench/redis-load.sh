@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# redis-load.sh [SECONDS] — delayqd --redis under the load generator, on this machine's Redis
+# (Debian's redis-server), in three set-ups started here on free loopback ports:
+#   single   one Redis, no cluster, no replica, no AOF
+#   cluster  3 primaries with a replica each, AOF everysec (scripts/redis-cluster.sh), WAIT on
+#   nowait   the same cluster, --redis-wait off
+# For each: fire lateness of 1 s delays at 1,000 jobs/s (2 workers), the put rate (4 connections,
+# 16 in flight each), and Redis's memory per pending job (100,000 jobs, 100-byte bodies, due in an
+# hour): used_memory over every primary, before and after, divided by the jobs.
+# Prints a Markdown table. Ends what it started, by PID.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-5}
+loadgen=build/release/bench/loadgen
+delayqd=build/release/apps/delayqd
+[ -x "$loadgen" ] && [ -x "$delayqd" ] || { echo "redis-load: make build first" >&2; exit 2; }
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  scripts/redis-cluster.sh stop "$work/cluster" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+used_memory() {  # the sum over the primaries of SEEDS
+  local total=0
+  for address in ${1//,/ }; do
+    role=$(redis-cli -p "${address##*:}" info replication | tr -d '\r' | awk -F: '/^role/ {print $2}')
+    [ "$role" = master ] || continue
+    bytes=$(redis-cli -p "${address##*:}" info memory | tr -d '\r' | awk -F: '/^used_memory:/ {print $2}')
+    total=$((total + bytes))
+  done
+  echo "$total"
+}
+start_delayqd() {  # SEEDS PREFIX [ARGS...] -> port in $port
+  local seeds=$1 prefix=$2; shift 2
+  port=$(free_port)
+  "$delayqd" --redis "$seeds" --redis-prefix "$prefix" -p "$port" --http off "$@" \
+    >"$work/delayqd-$prefix.out" 2>"$work/delayqd-$prefix.err" &
+  pids+=($!)
+  for _ in $(seq 100); do grep -q listening "$work/delayqd-$prefix.out" 2>/dev/null && break; sleep 0.1; done
+  sleep 1  # leases
+}
+field() { sed -E "s#.* $1=([0-9.]+).*#\1#"; }
+
+run() {  # NAME SEEDS [delayqd ARGS...]
+  local name=$1 seeds=$2; shift 2
+  start_delayqd "$seeds" "$name-late" "$@"
+  late=$("$loadgen" --port "$port" --mode late --rate 1000 --delay 1 --seconds "$seconds" \
+    --connections 2 --jitter on)
+  echo "$name late: $late" >&2
+  start_delayqd "$seeds" "$name-put" "$@"
+  put=$("$loadgen" --port "$port" --mode put --connections 4 --depth 16 --seconds "$seconds")
+  echo "$name put: $put" >&2
+  echo "| $name | $(echo "$late" | field p50) | $(echo "$late" | field p99) | $(echo "$put" | field ops/s) |"
+}
+
+# Memory, on a Redis of its own that holds nothing else: 100,000 jobs due in an hour.
+memory_port=$(free_port)
+redis-server --port "$memory_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
+  --daemonize no >"$work/memory.log" 2>&1 &
+pids+=($!)
+sleep 0.5
+start_delayqd "127.0.0.1:$memory_port" memory
+before=$(used_memory "127.0.0.1:$memory_port")
+"$loadgen" --port "$port" --mode put --connections 4 --depth 16 --count 100000 --delay 3600 \
+  --bytes 100 >/dev/null
+after=$(used_memory "127.0.0.1:$memory_port")
+echo "Redis memory per pending job (100-byte body, 100,000 jobs): $(( (after - before) / 100000 )) bytes"
+echo
+
+echo "| set-up | lateness p50 (us) | p99 (us) | puts/s |"
+echo "|---|---:|---:|---:|"
+single_port=$(free_port)
+redis-server --port "$single_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
+  --daemonize no >"$work/single.log" 2>&1 &
+pids+=($!)
+sleep 0.5
+run single "127.0.0.1:$single_port"
+seeds=$(scripts/redis-cluster.sh start "$work/cluster" 3 1)
+run cluster "$seeds"
+run nowait "$seeds" --redis-wait off
