@@ -92,10 +92,15 @@ local function add_timer(id, at)
   end
 end
 
+-- Tubes whose ready set this call made non-empty: published for every node, and answered to
+-- the caller (fire, put), whose node need not wait for the message.
+local readied = {}
+
 local function make_ready(j)
   local ready = base .. ':r:' .. j.tube
   if redis.call('EXISTS', ready) == 0 then
     redis.call('PUBLISH', EVENTS, 'r ' .. base .. ' ' .. j.tube)
+    table.insert(readied, j.tube)
   end
   redis.call('ZADD', ready, j.pri, pad(j.id))
 end
@@ -204,6 +209,7 @@ ops.put = function()
   count(tube, 'n', 1)
   local r = reply(j, now)
   r[6] = replaced
+  r[7] = readied
   return r
 end
 
@@ -508,7 +514,7 @@ ops.fire = function()
     end
   end
   local head = redis.call('ZRANGE', base .. ':t', 0, 0, 'WITHSCORES')
-  return {'ok', #due, head[2] or '-1', string.format('%d', now), late}
+  return {'ok', #due, head[2] or '-1', string.format('%d', now), late, readied}
 end
 
 -- acquire node lease_ms: takes the lease if free; replies with the new epoch, or 'fenced'.

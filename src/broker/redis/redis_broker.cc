@@ -601,6 +601,9 @@ void Core::fire(std::uint32_t shard) {
          for (const auto& late : elements[4].elements) {
            self->metrics.fire_lateness.observe(static_cast<double>(to_int(late.str)) / 1000.0);
          }
+         if (elements.size() > 5) {
+           for (const auto& tube : elements[5].elements) self->notify_ready(shard, tube.str);
+         }
          const auto moved = elements[1].integer;
          const auto head = to_int(elements[2].str, -1);
          const auto now = to_int(elements[3].str);
