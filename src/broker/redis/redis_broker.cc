@@ -205,7 +205,6 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   bool draining = false;
   bool closed = false;
   broker::Metrics metrics;
-  std::uint64_t unacknowledged_writes = 0;  // WAIT saw no replica in time
 
   std::map<std::string, Webhook> webhook_map;
   std::map<std::string, Pause> pauses;
@@ -218,8 +217,9 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
 
   std::map<std::uint32_t, Owned> owned;
   std::size_t live_nodes = 1;
-  std::set<std::string> live;           // as of the last heartbeat
-  std::map<std::string, int> replicas;  // primary -> replicas online
+  std::set<std::string> live;                                   // as of the last heartbeat
+  SteadyClock::time_point last_heartbeat = SteadyClock::now();  // the last one answered
+  std::map<std::string, int> replicas;                          // primary -> replicas online
   asio::steady_timer replica_timer{io};
   // How many of this node's reserves wait, as last told to Redis (names.waiting), and whether a
   // report is due: reported 10 ms after a change, so that bursts cost one write.
@@ -256,7 +256,7 @@ void Core::call_key(const std::string& key, std::vector<std::string> args, bool 
   const bool wait = write && options.wait_for_replica && replicated(slot);
   if (wait)
     request.commands.push_back(Command{"WAIT", "1", std::to_string(options.wait_timeout.count())});
-  client.run(std::move(request), [self = shared_from_this(), wait,
+  client.run(std::move(request), [self = shared_from_this(),
                                   done = std::move(done)](Result<std::vector<Reply>> replies) {
     if (self->closed) return;
     if (!replies.is_ok()) {
@@ -268,7 +268,6 @@ void Core::call_key(const std::string& key, std::vector<std::string> args, bool 
     if (list.front().is_error()) {
       return done(Status(Code::kIOError, "Redis: " + list.front().str));
     }
-    if (wait && (list.size() < 2 || list[1].integer < 1)) ++self->unacknowledged_writes;
     done(std::move(list.front()));
   });
 }
@@ -494,6 +493,7 @@ void Core::lease_tick() {
         self->leasing = false;
         if (reply.is_ok() && status_of(reply.value()).is_ok() &&
             reply.value().elements.size() > 1) {
+          self->last_heartbeat = SteadyClock::now();
           self->live.clear();
           for (const auto& name : reply.value().elements[1].elements) {
             self->live.insert(name.str);
@@ -1629,6 +1629,15 @@ bool RedisBroker::draining() const {
 }
 Status RedisBroker::health() const {
   if (core_->draining) return {Code::kDraining, "draining"};
+  // No heartbeat answered for a whole lease: Redis is out of reach (and this node's shards may
+  // be another's by now).
+  const auto silent = SteadyClock::now() - core_->last_heartbeat;
+  if (silent > core_->options.lease) {
+    return {Code::kIOError,
+            "Redis has not answered for " +
+                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(silent).count()) +
+                " s"};
+  }
   return Status::ok();
 }
 broker::Seconds RedisBroker::uptime() const {
