@@ -254,10 +254,16 @@ std::string ServerProcess::start(Millis timeout) {
 }
 
 std::string ServerProcess::stop(Millis timeout) {
-  if (peer_) peer_->stop(timeout);
-  if (!running()) return "not running";
-  ::kill(pid_, SIGTERM);
-  return wait(timeout);
+  // Both at once: a peer's stop must not delay the signal to this one.
+  const bool peer_running = peer_ && peer_->running();
+  if (peer_running) ::kill(peer_->pid_, SIGTERM);
+  std::string ended = "not running";
+  if (running()) {
+    ::kill(pid_, SIGTERM);
+    ended = wait(timeout);
+  }
+  if (peer_running) peer_->wait(timeout);
+  return ended;
 }
 
 std::string ServerProcess::kill9() {

@@ -1,24 +1,25 @@
 -- jobs.lua — every change to a shard's jobs, as one atomic script (docs/redis-mode.md).
--- Called as EVALSHA <sha> 1 <base> <op> <args...>, where <base> is "<prefix>:{<shard>}" (the
--- prefix is "dq" unless configured; it names the events channel too): every key the
--- script touches is <base>..suffix, so all share the shard's hash tag and slot. The firing op
--- moves jobs into tubes it learns only from their records, which is why keys are made here
--- rather than all listed in KEYS.
+-- Called as EVALSHA <sha> 14 <the shard's keys> <op> <args...>: every key of the shard, always
+-- all of them and in this order, so that Redis sees every key a script may touch. They share
+-- the shard's hash tag, "<prefix>:{<shard>}" (the prefix is "dq" unless configured; it names
+-- the events channel too), hence one slot; and while a slot migrates, Redis runs a script only
+-- where all of them are (else TRYAGAIN or ASK), never on half a shard. Tube names, keys and
+-- groups live inside these keys, never in key names.
 --
--- Keys of shard s (base = dq:{s}):
---   base:seq            string  the shard's job counter; id = seq * shards + s
---   base:j              hash    id (16 digits) -> job record (layout below) with its body
---   base:a              hash    id -> attachment (push delivery; delayq's binary codec)
---   base:t              zset    delayed jobs by due time, reserved jobs by TTR deadline (ms)
---   base:r:<tube>       zset    ready jobs: score priority, member id (ties by id)
---   base:b:<tube>       zset    buried jobs: score when buried (ms), member id
---   base:k:<tube>       hash    key -> id
---   base:g:<tube>:<grp> set     ids of a group
---   base:c:<tube>       hash    counts: d delayed, v reserved, n ever put, x deleted, o TTRs lapsed
---   base:m              hash    tube -> max_attempts
---   base:p              hash    tube -> paused until (ms)
---   base:tubes          set     tubes with jobs or counts in this shard
---   base:owner, base:epoch      the shard's lease (firing) and its fencing number
+--   1 seq    string  the shard's job counter; id = seq * shards + shard
+--   2 j      hash    id (16 digits) -> job record (layout below) with its body
+--   3 a      hash    id -> attachment (push delivery; delayq's binary codec)
+--   4 t      zset    delayed jobs by due time, reserved jobs by TTR deadline (ms)
+--   5 r      zset    ready jobs, all score 0, ordered by member: tube \0 priority(10) \0 id(16)
+--   6 b      zset    buried jobs, score 0, member: tube \0 id(16)
+--   7 k      hash    tube \0 key -> id
+--   8 g      zset    groups, score 0, member: tube \0 len(group)(3) group id(16)
+--   9 c      hash    tube \0 d delayed, v reserved, n ever put, x deleted, o TTRs lapsed
+--  10 m      hash    tube -> max_attempts
+--  11 p      hash    tube -> paused until (ms)
+--  12 tubes  set     tubes with jobs or counts in this shard
+--  13 owner, 14 epoch   the shard's lease (firing) and its fencing number
+-- (The heartbeat op alone is called with the one key <prefix>:nodes.)
 --
 -- Record: struct '>BBI4ddddI4I4I4I4I4I4' = flags (bit0: has attachment), state (0 delayed,
 -- 1 ready, 2 reserved, 3 buried), priority, due, deadline, created, delay (ms), ttr (s),
@@ -27,9 +28,12 @@
 --
 -- Replies: {'ok', ...} or {'<error>', message}: notfound, conflict, exists, fenced.
 
-local base = KEYS[1]
 local op = ARGV[1]
+local base = string.gsub(KEYS[1], ':seq$', '')
 local EVENTS = string.match(base, '^[^:]*') .. ':events'
+local SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH = KEYS[1], KEYS[2], KEYS[3],
+  KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13],
+  KEYS[14]
 local HEAD = '>BBI4ddddI4I4I4I4I4I4'
 local DELAYED, READY, RESERVED, BURIED = 0, 1, 2, 3
 
@@ -46,6 +50,15 @@ local function now_ms_up()
 end
 
 local function pad(id) return string.format('%016d', id) end
+
+-- Members and fields that carry a tube (tube names hold no byte below '$').
+local function rmember(tube, pri, id) return tube .. '\0' .. string.format('%010d', pri) .. '\0' .. pad(id) end
+local function bmember(tube, id) return tube .. '\0' .. pad(id) end
+local function gprefix(tube, group) return tube .. '\0' .. string.format('%03d', #group) .. group end
+local function first(zset, tube, n)
+  return redis.call('ZRANGEBYLEX', zset, '[' .. tube .. '\0', '(' .. tube .. '\1', 'LIMIT', 0, n)
+end
+local function id_of(member) return tonumber(string.sub(member, -16)) end
 
 local function decode(rec)
   local j = {}
@@ -72,21 +85,21 @@ local function encode(j)
 end
 
 local function load(id)
-  local rec = redis.call('HGET', base .. ':j', pad(id))
+  local rec = redis.call('HGET', J, pad(id))
   if not rec then return nil end
   local j = decode(rec)
   j.id = id
   return j
 end
 
-local function save(j) redis.call('HSET', base .. ':j', pad(j.id), encode(j)) end
+local function save(j) redis.call('HSET', J, pad(j.id), encode(j)) end
 
-local function count(tube, field, by) redis.call('HINCRBY', base .. ':c:' .. tube, field, by) end
+local function count(tube, field, by) redis.call('HINCRBY', C, tube .. '\0' .. field, by) end
 
 -- A timer earlier than every other of the shard: the owner must re-arm.
 local function add_timer(id, at)
-  local head = redis.call('ZRANGE', base .. ':t', 0, 0, 'WITHSCORES')
-  redis.call('ZADD', base .. ':t', at, pad(id))
+  local head = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
+  redis.call('ZADD', T, at, pad(id))
   if head[2] == nil or at < tonumber(head[2]) then
     redis.call('PUBLISH', EVENTS, 't ' .. base .. ' ' .. string.format('%d', at))
   end
@@ -97,25 +110,24 @@ end
 local readied = {}
 
 local function make_ready(j)
-  local ready = base .. ':r:' .. j.tube
-  if redis.call('EXISTS', ready) == 0 then
+  if #first(R, j.tube, 1) == 0 then
     redis.call('PUBLISH', EVENTS, 'r ' .. base .. ' ' .. j.tube)
     table.insert(readied, j.tube)
   end
-  redis.call('ZADD', ready, j.pri, pad(j.id))
+  redis.call('ZADD', R, 0, rmember(j.tube, j.pri, j.id))
 end
 
 -- Takes the job out of wherever its state keeps it (not the record, key or group).
 local function unlink(j)
   local member = pad(j.id)
   if j.state == DELAYED then
-    redis.call('ZREM', base .. ':t', member); count(j.tube, 'd', -1)
+    redis.call('ZREM', T, member); count(j.tube, 'd', -1)
   elseif j.state == READY then
-    redis.call('ZREM', base .. ':r:' .. j.tube, member)
+    redis.call('ZREM', R, rmember(j.tube, j.pri, j.id))
   elseif j.state == RESERVED then
-    redis.call('ZREM', base .. ':t', member); count(j.tube, 'v', -1)
+    redis.call('ZREM', T, member); count(j.tube, 'v', -1)
   else
-    redis.call('ZREM', base .. ':b:' .. j.tube, member)
+    redis.call('ZREM', B, bmember(j.tube, j.id))
   end
 end
 
@@ -128,22 +140,22 @@ local function link(j, now)
   elseif j.state == RESERVED then
     add_timer(j.id, j.deadline); count(j.tube, 'v', 1)
   else
-    redis.call('ZADD', base .. ':b:' .. j.tube, now, pad(j.id))
+    redis.call('ZADD', B, 0, bmember(j.tube, j.id))
   end
 end
 
 local function erase(j)
   unlink(j)
-  redis.call('HDEL', base .. ':j', pad(j.id))
-  if j.flags % 2 == 1 then redis.call('HDEL', base .. ':a', pad(j.id)) end
-  if j.key ~= '' then redis.call('HDEL', base .. ':k:' .. j.tube, j.key) end
-  if j.group ~= '' then redis.call('SREM', base .. ':g:' .. j.tube .. ':' .. j.group, pad(j.id)) end
+  redis.call('HDEL', J, pad(j.id))
+  if j.flags % 2 == 1 then redis.call('HDEL', A, pad(j.id)) end
+  if j.key ~= '' then redis.call('HDEL', KI, j.tube .. '\0' .. j.key) end
+  if j.group ~= '' then redis.call('ZREM', G, gprefix(j.tube, j.group) .. pad(j.id)) end
   count(j.tube, 'x', 1)
 end
 
 local function reply(j, now)
   local attachment = false
-  if j.flags % 2 == 1 then attachment = redis.call('HGET', base .. ':a', pad(j.id)) or false end
+  if j.flags % 2 == 1 then attachment = redis.call('HGET', A, pad(j.id)) or false end
   return {'ok', string.format('%d', j.id), encode(j), attachment, string.format('%d', now)}
 end
 
@@ -152,14 +164,14 @@ end
 local function find(i)
   local id = tonumber(ARGV[i])
   if ARGV[i] == '' then
-    id = tonumber(redis.call('HGET', base .. ':k:' .. ARGV[i + 1], ARGV[i + 2]) or '')
+    id = tonumber(redis.call('HGET', KI, ARGV[i + 1] .. '\0' .. ARGV[i + 2]) or '')
   end
   if not id then return nil end
   return load(id)
 end
 
 local function max_attempts(tube)
-  return tonumber(redis.call('HGET', base .. ':m', tube) or '0')
+  return tonumber(redis.call('HGET', M, tube) or '0')
 end
 
 -- A reservation ends without a delete or a bury: buried when it was the tube's last attempt.
@@ -176,7 +188,7 @@ ops.put = function()
   local now = now_ms()
   local replaced = '0'
   if key ~= '' then
-    local holder = redis.call('HGET', base .. ':k:' .. tube, key)
+    local holder = redis.call('HGET', KI, tube .. '\0' .. key)
     if holder then
       local old = load(tonumber(holder))
       if ARGV[10] ~= '1' then
@@ -187,7 +199,7 @@ ops.put = function()
       replaced = string.format('%d', old.id)
     end
   end
-  local seq = redis.call('INCR', base .. ':seq')
+  local seq = redis.call('INCR', SEQ)
   local j = {id = seq * tonumber(ARGV[12]) + tonumber(ARGV[13]), pri = tonumber(ARGV[3]),
     ttr = tonumber(ARGV[6]), body = ARGV[7], tube = tube, key = key, group = group, holder = '',
     flags = 0, created = now, deadline = 0, reserves = 0, timeouts = 0, releases = 0, buries = 0,
@@ -199,13 +211,13 @@ ops.put = function()
   if j.due > now then j.state = DELAYED else j.state = READY; j.due = now end
   if ARGV[11] ~= '' then
     j.flags = 1
-    redis.call('HSET', base .. ':a', pad(j.id), ARGV[11])
+    redis.call('HSET', A, pad(j.id), ARGV[11])
   end
   save(j)
   link(j, now)
-  if key ~= '' then redis.call('HSET', base .. ':k:' .. tube, key, pad(j.id)) end
-  if group ~= '' then redis.call('SADD', base .. ':g:' .. tube .. ':' .. group, pad(j.id)) end
-  redis.call('SADD', base .. ':tubes', tube)
+  if key ~= '' then redis.call('HSET', KI, tube .. '\0' .. key, pad(j.id)) end
+  if group ~= '' then redis.call('ZADD', G, 0, gprefix(tube, group) .. pad(j.id)) end
+  redis.call('SADD', TUBES, tube)
   count(tube, 'n', 1)
   local r = reply(j, now)
   r[6] = replaced
@@ -219,24 +231,34 @@ ops.reserve = function()
   local best, best_score, best_tube
   local now = now_ms()
   for i = 3, #ARGV do
-    local paused = tonumber(redis.call('HGET', base .. ':p', ARGV[i]) or '0')
+    local paused = tonumber(redis.call('HGET', P, ARGV[i]) or '0')
     local head = {}
-    if paused <= now then head = redis.call('ZRANGE', base .. ':r:' .. ARGV[i], 0, 0, 'WITHSCORES') end
+    if paused <= now then head = first(R, ARGV[i], 1) end
     if head[1] then
-      local score = tonumber(head[2])
-      if not best or score < best_score or (score == best_score and head[1] < best) then
-        best, best_score, best_tube = head[1], score, ARGV[i]
-      end
+      -- (priority, id), as digits of fixed width after the tube: compared as one string
+      local score = string.sub(head[1], #ARGV[i] + 2)
+      if not best or score < best_score then best, best_score, best_tube = head[1], score, ARGV[i] end
     end
   end
   if not best then return {'notfound', 'no ready job'} end
-  local j = load(tonumber(best))
+  local j = load(id_of(best))
   unlink(j)
   j.state = RESERVED; j.holder = ARGV[2]; j.reserves = j.reserves + 1
   j.deadline = now + j.ttr * 1000
   save(j)
   link(j, now)
   return reply(j, now)
+end
+
+-- probe tube...: 1 if one of the tubes (not paused) has a ready job in this shard, else 0.
+ops.probe = function()
+  local now = now_ms()
+  for i = 2, #ARGV do
+    if tonumber(redis.call('HGET', P, ARGV[i]) or '0') <= now and #first(R, ARGV[i], 1) > 0 then
+      return {'ok', 1}
+    end
+  end
+  return {'ok', 0}
 end
 
 -- reserve_job holder id: any state but reserved.
@@ -336,14 +358,13 @@ ops.peek_next = function()
   local tube, state = ARGV[2], ARGV[3]
   local now = now_ms()
   if state == 'ready' or state == 'buried' then
-    local zset = base .. (state == 'ready' and ':r:' or ':b:') .. tube
-    local head = redis.call('ZRANGE', zset, 0, 0)
+    local head = first(state == 'ready' and R or B, tube, 1)
     if not head[1] then return {'notfound', 'none'} end
-    return reply(load(tonumber(head[1])), now)
+    return reply(load(id_of(head[1])), now)
   end
   local from = 0
   while true do
-    local page = redis.call('ZRANGE', base .. ':t', from, from + 99)
+    local page = redis.call('ZRANGE', T, from, from + 99)
     if #page == 0 then return {'notfound', 'none'} end
     for _, member in ipairs(page) do
       local j = load(tonumber(member))
@@ -372,11 +393,11 @@ ops.kick = function()
   local now = now_ms()
   local ids = {}
   if state == 'buried' then
-    ids = redis.call('ZRANGE', base .. ':b:' .. tube, 0, bound - 1)
+    for _, member in ipairs(first(B, tube, bound)) do table.insert(ids, string.sub(member, -16)) end
   else
     local from = 0
     while #ids < bound do
-      local page = redis.call('ZRANGE', base .. ':t', from, from + 99)
+      local page = redis.call('ZRANGE', T, from, from + 99)
       if #page == 0 then break end
       for _, member in ipairs(page) do
         local j = load(tonumber(member))
@@ -417,7 +438,10 @@ ops.update = function()
     link(j, now)
   elseif ARGV[7] ~= '' then
     local pri = tonumber(ARGV[7])
-    if j.state == READY then redis.call('ZADD', base .. ':r:' .. j.tube, pri, pad(j.id)) end
+    if j.state == READY then
+      redis.call('ZREM', R, rmember(j.tube, j.pri, j.id))
+      redis.call('ZADD', R, 0, rmember(j.tube, pri, j.id))
+    end
     j.pri = pri
     save(j)
   end
@@ -426,7 +450,11 @@ end
 
 -- group tube group cancel(0/1) holder: the group's jobs; cancel deletes those not reserved.
 ops.group = function()
-  local ids = redis.call('SMEMBERS', base .. ':g:' .. ARGV[2] .. ':' .. ARGV[3])
+  local prefix = gprefix(ARGV[2], ARGV[3])
+  local ids = {}
+  for _, member in ipairs(redis.call('ZRANGEBYLEX', G, '[' .. prefix, '[' .. prefix .. '9999999999999999')) do
+    table.insert(ids, string.sub(member, -16))
+  end
   local out = {'ok'}
   local deleted = 0
   for _, member in ipairs(ids) do
@@ -447,7 +475,7 @@ end
 ops.note = function()
   local j = load(tonumber(ARGV[3]))
   if not j then return {'notfound', 'no such job'} end
-  redis.call('HSET', base .. ':a', pad(j.id), ARGV[4])
+  redis.call('HSET', A, pad(j.id), ARGV[4])
   if j.flags % 2 == 0 then j.flags = j.flags + 1; save(j) end
   return reply(j, now_ms())
 end
@@ -458,13 +486,15 @@ end
 ops.stats = function()
   local tubes = {}
   for i = 2, #ARGV do table.insert(tubes, ARGV[i]) end
-  if #tubes == 0 then tubes = redis.call('SMEMBERS', base .. ':tubes') end
+  if #tubes == 0 then tubes = redis.call('SMEMBERS', TUBES) end
   local out = {'ok'}
   for _, tube in ipairs(tubes) do
-    local ready = base .. ':r:' .. tube
-    local c = redis.call('HMGET', base .. ':c:' .. tube, 'v', 'd', 'n', 'x', 'o')
-    table.insert(out, {tube, redis.call('ZCARD', ready), redis.call('ZCOUNT', ready, 0, 1023),
-      tonumber(c[1] or '0'), tonumber(c[2] or '0'), redis.call('ZCARD', base .. ':b:' .. tube),
+    local c = redis.call('HMGET', C, tube .. '\0v', tube .. '\0d', tube .. '\0n', tube .. '\0x',
+      tube .. '\0o')
+    local from, to = '[' .. tube .. '\0', '(' .. tube .. '\1'
+    table.insert(out, {tube, redis.call('ZLEXCOUNT', R, from, to),
+      redis.call('ZLEXCOUNT', R, from, '(' .. tube .. '\0' .. '0000001024'),
+      tonumber(c[1] or '0'), tonumber(c[2] or '0'), redis.call('ZLEXCOUNT', B, from, to),
       tonumber(c[3] or '0'), tonumber(c[4] or '0'), tonumber(c[5] or '0')})
   end
   return out
@@ -472,15 +502,15 @@ end
 
 -- pause tube ms: no job of the tube is reserved from this shard for ms (0 ends a pause).
 ops.pause = function()
-  if ARGV[3] == '0' then redis.call('HDEL', base .. ':p', ARGV[2])
-  else redis.call('HSET', base .. ':p', ARGV[2], now_ms() + tonumber(ARGV[3])) end
+  if ARGV[3] == '0' then redis.call('HDEL', P, ARGV[2])
+  else redis.call('HSET', P, ARGV[2], now_ms() + tonumber(ARGV[3])) end
   return {'ok'}
 end
 
 -- max_attempts tube n
 ops.max_attempts = function()
-  if ARGV[3] == '0' then redis.call('HDEL', base .. ':m', ARGV[2])
-  else redis.call('HSET', base .. ':m', ARGV[2], ARGV[3]) end
+  if ARGV[3] == '0' then redis.call('HDEL', M, ARGV[2])
+  else redis.call('HSET', M, ARGV[2], ARGV[3]) end
   return {'ok'}
 end
 
@@ -489,14 +519,14 @@ end
 -- next timer (or -1) and the present, by Redis's clock: never early by the only clock all nodes
 -- share.
 ops.fire = function()
-  if redis.call('GET', base .. ':epoch') ~= ARGV[2] then return {'fenced', 'not the owner'} end
+  if redis.call('GET', EPOCH) ~= ARGV[2] then return {'fenced', 'not the owner'} end
   local now = now_ms()
-  local due = redis.call('ZRANGEBYSCORE', base .. ':t', '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
+  local due = redis.call('ZRANGEBYSCORE', T, '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
   local late = {}
   for _, member in ipairs(due) do
     local j = load(tonumber(member))
     if not j then
-      redis.call('ZREM', base .. ':t', member)
+      redis.call('ZREM', T, member)
     else
       if j.state == DELAYED then
         table.insert(late, string.format('%d', now - j.due))
@@ -513,25 +543,24 @@ ops.fire = function()
       link(j, now)
     end
   end
-  local head = redis.call('ZRANGE', base .. ':t', 0, 0, 'WITHSCORES')
+  local head = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
   return {'ok', #due, head[2] or '-1', string.format('%d', now), late, readied}
 end
 
 -- acquire node lease_ms: takes the lease if free; replies with the new epoch, or 'fenced'.
 ops.acquire = function()
-  if not redis.call('SET', base .. ':owner', ARGV[2], 'NX', 'PX', ARGV[3]) then
-    return {'fenced', redis.call('GET', base .. ':owner') or ''}
+  if not redis.call('SET', OWNER, ARGV[2], 'NX', 'PX', ARGV[3]) then
+    return {'fenced', redis.call('GET', OWNER) or ''}
   end
-  return {'ok', redis.call('INCR', base .. ':epoch')}
+  return {'ok', redis.call('INCR', EPOCH)}
 end
 
 -- renew node lease_ms epoch
 ops.renew = function()
-  if redis.call('GET', base .. ':owner') ~= ARGV[2] or
-      redis.call('GET', base .. ':epoch') ~= ARGV[4] then
+  if redis.call('GET', OWNER) ~= ARGV[2] or redis.call('GET', EPOCH) ~= ARGV[4] then
     return {'fenced', 'lost'}
   end
-  redis.call('PEXPIRE', base .. ':owner', ARGV[3])
+  redis.call('PEXPIRE', OWNER, ARGV[3])
   return {'ok'}
 end
 
@@ -546,7 +575,7 @@ end
 
 -- resign node
 ops.resign = function()
-  if redis.call('GET', base .. ':owner') == ARGV[2] then redis.call('DEL', base .. ':owner') end
+  if redis.call('GET', OWNER) == ARGV[2] then redis.call('DEL', OWNER) end
   return {'ok'}
 end
 

@@ -12,6 +12,16 @@ std::string shard_base(std::string_view prefix, std::uint32_t shard) {
   return std::string(prefix) + ":{" + std::to_string(shard) + "}";
 }
 
+std::vector<std::string> shard_keys(std::string_view prefix, std::uint32_t shard) {
+  const std::string base = shard_base(prefix, shard);
+  std::vector<std::string> keys;
+  for (const char* suffix : {":seq", ":j", ":a", ":t", ":r", ":b", ":k", ":g", ":c", ":m", ":p",
+                             ":tubes", ":owner", ":epoch"}) {
+    keys.push_back(base + suffix);
+  }
+  return keys;
+}
+
 Status check_prefix(std::string_view prefix) {
   const bool valid = !prefix.empty() && prefix.size() <= 64 &&
                      std::all_of(prefix.begin(), prefix.end(), [](char c) {

@@ -1,15 +1,16 @@
 // layout.h — where the Redis broker keeps things, and how it reads what jobs.lua writes.
 // A job lives in one of `shards` logical shards (fixed at a cluster's first start, kept in
-// dq:meta); all keys of shard s start with "dq:{s}", so they share one hash slot and every
-// change is one script on one node. The shard is chosen by the job's key (tube + key), else by
-// its group (tube + group), else in turn; a job id is seq * shards + shard, so the id names its
-// shard. The keys and the record layout are drawn in jobs.lua; docs/redis-mode.md has the whole
-// picture and the bytes per job.
+// dq:meta); shard s has a fixed set of keys, all starting with "dq:{s}", so they share one hash
+// slot and every change is one script on one node, which names them all. The shard is chosen by the
+// job's key (tube + key), else by its group (tube + group), else in turn; a job id is seq * shards
+// + shard, so the id names its shard. The keys and the record layout are drawn in jobs.lua;
+// docs/redis-mode.md has the whole picture and the bytes per job.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/job.h"
 #include "base/status.h"
@@ -18,6 +19,9 @@ namespace delayq::redis_broker {
 
 // The base of shard s's keys: "<prefix>:{s}" ("dq:{s}" by default).
 [[nodiscard]] std::string shard_base(std::string_view prefix, std::uint32_t shard);
+// Every key of shard s, in the order jobs.lua takes them (its KEYS): a script names them all,
+// so that Redis knows every key it may touch.
+[[nodiscard]] std::vector<std::string> shard_keys(std::string_view prefix, std::uint32_t shard);
 // The shard a job with this key (or, without a key, this group) lives in.
 [[nodiscard]] std::uint32_t shard_of_name(std::string_view tube, std::string_view name,
                                           std::uint32_t shards);

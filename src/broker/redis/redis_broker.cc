@@ -120,7 +120,8 @@ struct Waiter {
   Callback<broker::Job> done;
   std::unique_ptr<asio::steady_timer> timer;
   bool trying = false;
-  bool again = false;  // a shard became worth trying while it tried
+  bool again = false;      // a shard became worth trying while it tried
+  bool rescanned = false;  // asked every shard before answering DEADLINE_SOON or TIMED_OUT
   bool finished = false;
 };
 
@@ -159,8 +160,6 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // --- calls: jobs.lua on a shard (write: wait for a replica, as the options say)
   void call(std::uint32_t shard, std::vector<std::string> args, bool write,
             std::function<void(Result<Reply>)> done);
-  void call_key(const std::string& key, std::vector<std::string> args, bool write,
-                std::function<void(Result<Reply>)> done);
   std::uint32_t next_shard() { return static_cast<std::uint32_t>(rotor++ % shards); }
 
   // Whether the primary of `slot` has a replica in sync, as INFO replication last said (CLUSTER
@@ -177,6 +176,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
                std::size_t index);
   void finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> result);
   void give_up(const std::shared_ptr<Waiter>& waiter);
+  void probe(const std::shared_ptr<Waiter>& waiter);
   void arm(const std::shared_ptr<Waiter>& waiter);
   [[nodiscard]] bool paused(const std::string& tube) const;
 
@@ -242,16 +242,13 @@ using Core = RedisBroker::Core;
 
 void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
                 std::function<void(Result<Reply>)> done) {
-  call_key(shard_base(names.prefix, shard), std::move(args), write, std::move(done));
-}
-
-void Core::call_key(const std::string& key, std::vector<std::string> args, bool write,
-                    std::function<void(Result<Reply>)> done) {
-  const auto slot = redis::key_slot(key);
+  const std::vector<std::string> keys = shard_keys(names.prefix, shard);
+  const auto slot = redis::key_slot(keys.front());
+  std::vector<std::string_view> key_views(keys.begin(), keys.end());
   std::vector<std::string_view> views(args.begin(), args.end());
   redis::Request request;
   request.slot = slot;
-  request.commands.push_back(script.call({key}, views));
+  request.commands.push_back(script.call(key_views, views));
   request.script = &script;
   const bool wait = write && options.wait_for_replica && replicated(slot);
   if (wait)
@@ -434,14 +431,43 @@ void Core::report_waiting() {
 }
 
 void Core::give_up(const std::shared_ptr<Waiter>& waiter) {
-  if (waiter->watch_list && waiter->session->deadline_soon()) {
-    return finish(waiter, Status(Code::kDeadlineSoon, "a reserved job's TTR is ending"));
+  const bool soon = waiter->watch_list && waiter->session->deadline_soon();
+  const bool expired = waiter->deadline && *waiter->deadline <= SteadyClock::now();
+  if ((soon || expired) && !waiter->rescanned) {
+    // About to answer DEADLINE_SOON or TIMED_OUT: a job put through another node may not have
+    // been announced here yet, so ask every shard once first (in one round trip, and only on
+    // these answers, so a reserve that waits pays nothing).
+    waiter->rescanned = true;
+    return probe(waiter);
   }
-  if (waiter->deadline && *waiter->deadline <= SteadyClock::now()) {
-    return finish(waiter, Status(Code::kTimedOut, "no job became ready in time"));
-  }
+  if (soon) return finish(waiter, Status(Code::kDeadlineSoon, "a reserved job's TTR is ending"));
+  if (expired) return finish(waiter, Status(Code::kTimedOut, "no job became ready in time"));
   arm(waiter);
   report_waiting();
+}
+
+void Core::probe(const std::shared_ptr<Waiter>& waiter) {
+  std::vector<std::string> args = {"probe"};
+  for (const auto& tube : waiter->tubes) {
+    if (!paused(tube)) args.push_back(tube);
+  }
+  waiter->trying = true;
+  auto left = std::make_shared<std::uint32_t>(shards);
+  auto found = std::make_shared<std::vector<std::uint32_t>>();
+  for (std::uint32_t shard = 0; shard < shards; ++shard) {
+    call(shard, args, false,
+         [self = shared_from_this(), waiter, left, found, shard](Result<Reply> reply) {
+           if (!reply.is_ok() || reply.value().elements.size() < 2 ||
+               reply.value().elements[1].integer != 0) {
+             found->push_back(shard);  // has jobs, or cannot tell: try it
+           }
+           if (--*left > 0) return;
+           for (const auto s : *found) {
+             for (const auto& tube : waiter->tubes) self->hint(tube).maybe[s] = 1;
+           }
+           self->attempt(waiter, std::move(*found), 0);
+         });
+  }
 }
 
 void Core::arm(const std::shared_ptr<Waiter>& waiter) {
