@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "protocol/server_process.h"
@@ -26,6 +27,18 @@ std::string read_line_of(const std::filesystem::path& file) {
   std::ifstream in(file);
   std::string line;
   std::getline(in, line);
+  return line;
+}
+
+// The first line a shell command prints.
+std::string read_line_of_command(const std::string& command) {
+  std::string line;
+  if (FILE* out = ::popen(command.c_str(), "r")) {
+    char buffer[256];
+    if (std::fgets(buffer, sizeof buffer, out) != nullptr) line = buffer;
+    ::pclose(out);
+  }
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
   return line;
 }
 
@@ -225,6 +238,68 @@ TEST(RedisFailoverTest, AKilledPrimaryFailsOverAndNoAnsweredPutIsLost) {
   EXPECT_EQ(found, inserted.size());
   std::printf("failover: %zu puts answered, %d failed while the slot had no primary\n",
               inserted.size(), failed);
+}
+
+// Slots move from one primary to another (redis-cli --cluster reshard, which migrates keys in
+// batches) while jobs are put, fire and are reserved: scripts of a shard caught half-moved get
+// TRYAGAIN or ASK and are retried, and every job put comes out exactly once.
+TEST(RedisReshardTest, JobsFlowWhileSlotsMigrate) {
+  TempDir dir;
+  ScriptCluster cluster(dir.path() / "cluster");
+  ASSERT_EQ(cluster.start(), "");
+  const std::string from = cluster.first_primary_address();
+  const auto second = cluster.seeds().substr(from.size() + 1);
+  const std::string to = second.substr(0, second.find(','));
+  const auto id_of = [](const std::string& address) {
+    return read_line_of_command("redis-cli -p " + address.substr(address.rfind(':') + 1) +
+                                " cluster myid");
+  };
+  const std::string marker = (dir.path() / "resharded").string();
+  const std::string reshard =
+      "(redis-cli --cluster reshard " + from + " --cluster-from " + id_of(from) + " --cluster-to " +
+      id_of(to) + " --cluster-slots 3000 --cluster-yes >" + (dir.path() / "reshard.log").string() +
+      " 2>&1; echo $? >" + marker + ") &";
+  auto server = node(dir, cluster.seeds(), "reshard");
+  ASSERT_EQ(server->start(), "");
+  Client producer(server->port());
+  Client worker(server->port());
+  std::set<std::uint64_t> put;
+  std::set<std::uint64_t> got;
+  ASSERT_EQ(std::system(reshard.c_str()), 0);
+  const auto start = Clock::now();
+  bool done = false;
+  // Until the reshard ends, and 2 s more; at most 60 s.
+  std::optional<Clock::time_point> ended;
+  while (Clock::now() - start < 60s && (!ended || Clock::now() - *ended < 2s)) {
+    if (!ended && std::filesystem::exists(marker)) ended = Clock::now();
+    for (int i = 0; i < 10; ++i) {
+      const auto id = inserted_id(
+          producer.call("putx 0 " + std::to_string(i * 20) + " 60 1\r\nx\r\n", Millis{15000}));
+      ASSERT_TRUE(id) << "a put failed during the reshard";
+      put.insert(*id);
+    }
+    for (;;) {
+      const std::string reply = worker.call("reserve-with-timeout 0\r\n", Millis{15000});
+      if (reply.rfind("RESERVED ", 0) != 0) break;
+      const auto id = std::stoull(reply.substr(9));
+      EXPECT_TRUE(got.insert(id).second) << "job " << id << " came out twice";
+      ASSERT_EQ(worker.call("delete " + std::to_string(id) + "\r\n", Millis{15000}), "DELETED\r\n");
+    }
+  }
+  done = ended.has_value();
+  ASSERT_TRUE(done) << "the reshard did not end within 60 s";
+  EXPECT_EQ(read_line_of(marker), "0") << "redis-cli --cluster reshard failed";
+  // What is left fires within a second.
+  const auto drain_until = Clock::now() + 5s;
+  while (got.size() < put.size() && Clock::now() < drain_until) {
+    const std::string reply = worker.call("reserve-with-timeout 1\r\n", Millis{15000});
+    if (reply.rfind("RESERVED ", 0) != 0) continue;
+    const auto id = std::stoull(reply.substr(9));
+    EXPECT_TRUE(got.insert(id).second) << "job " << id << " came out twice";
+    EXPECT_EQ(worker.call("delete " + std::to_string(id) + "\r\n"), "DELETED\r\n");
+  }
+  EXPECT_EQ(got, put) << put.size() << " put, " << got.size() << " reserved";
+  EXPECT_GT(put.size(), 100U);
 }
 
 // GET <path> over a connection of its own; the status line ("HTTP/1.1 200 OK\r\n").
