@@ -5,11 +5,14 @@
 #          per node under DIR (AOF on, everysec), joined with `redis-cli --cluster create`; waits
 #          until every node reports cluster_state:ok and every replica is in sync, then writes
 #          the seeds ("127.0.0.1:P,...") to DIR/seeds and prints them.
-#   stop:  stops every node it started, by the PIDs in DIR/*/redis.pid (SIGTERM, then SIGKILL).
+#   stop:  stops every node it started, by the PIDs in DIR/*/redis.pid (SIGTERM, then SIGKILL);
+#          Redis writes its AOF out as it stops.
+#   restart: starts the stopped nodes again on their ports, from their directories (nodes.conf,
+#          AOF), and waits until the cluster is ok again.
 # Needs redis-server, redis-cli and python3 (scripts/install-deps.sh).
 set -euo pipefail
 
-usage() { echo "usage: $0 start DIR [PRIMARIES [REPLICAS]] | stop DIR" >&2; exit 2; }
+usage() { echo "usage: $0 start DIR [PRIMARIES [REPLICAS]] | stop DIR | restart DIR" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 action=$1
 dir=$2
@@ -40,6 +43,27 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))
 PY
 }
 
+start_node() {  # DIR: a node from its directory, on the ports in DIR/ports
+  local node=$1 port bus
+  read -r port bus <"$node/ports"
+  redis-server --port "$port" --cluster-port "$bus" --bind 127.0.0.1 --dir "$node" \
+    --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
+    --appendonly yes --appendfsync everysec --save "" \
+    --daemonize yes --pidfile "$node/redis.pid" --logfile "$node/redis.log"
+}
+
+restart() {
+  for node in "$dir"/node*; do start_node "$node"; done
+  for node in "$dir"/node*; do
+    read -r port _ <"$node/ports"
+    for _ in $(seq 300); do
+      redis-cli -p "$port" cluster info 2>/dev/null | grep -q "cluster_state:ok" && break
+      sleep 0.1
+    done
+  done
+  cat "$dir/seeds"
+}
+
 start() {
   local primaries=${1:-3} replicas=${2:-1}
   local count=$((primaries * (1 + replicas)))
@@ -51,10 +75,8 @@ start() {
   for ((i = 0; i < count; i++)); do
     local port=${ports[$i]} bus=${ports[$((count + i))]} node="$dir/node$i"
     mkdir -p "$node"
-    redis-server --port "$port" --cluster-port "$bus" --bind 127.0.0.1 --dir "$node" \
-      --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
-      --appendonly yes --appendfsync everysec --save "" \
-      --daemonize yes --pidfile "$node/redis.pid" --logfile "$node/redis.log"
+    echo "$port $bus" >"$node/ports"
+    start_node "$node"
     addresses+=("127.0.0.1:$port")
   done
   for address in "${addresses[@]}"; do
@@ -92,5 +114,6 @@ start() {
 case $action in
   start) shift 2; start "$@" ;;
   stop) stop ;;
+  restart) restart ;;
   *) usage ;;
 esac

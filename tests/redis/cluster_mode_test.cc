@@ -176,6 +176,12 @@ class ScriptCluster {
     return seeds_.empty() ? "no seeds" : "";
   }
   [[nodiscard]] const std::string& seeds() const { return seeds_; }
+  // Every node stopped (SIGTERM: Redis writes its AOF out), then started again from its files.
+  std::string restart() {
+    if (run("stop") != 0) return "scripts/redis-cluster.sh stop failed";
+    if (run("restart") != 0) return "scripts/redis-cluster.sh restart failed";
+    return "";
+  }
   // The PID of the node that started as the first primary (redis-cli gives the first three
   // addresses the slots).
   [[nodiscard]] pid_t first_primary() const {
@@ -300,6 +306,38 @@ TEST(RedisReshardTest, JobsFlowWhileSlotsMigrate) {
   }
   EXPECT_EQ(got, put) << put.size() << " put, " << got.size() << " reserved";
   EXPECT_GT(put.size(), 100U);
+}
+
+// The whole cluster stops and starts again from its AOF files under a running node: every job
+// is still there, and the delayed ones fire when due.
+TEST(RedisRestartTest, AWholeClusterRestartedFromItsAofLosesNoJob) {
+  TempDir dir;
+  ScriptCluster cluster(dir.path() / "cluster");
+  ASSERT_EQ(cluster.start(), "");
+  auto server = node(dir, cluster.seeds(), "restart");
+  ASSERT_EQ(server->start(), "");
+  Client producer(server->port());
+  std::set<std::uint64_t> put;
+  for (int i = 0; i < 300; ++i) {
+    // A third ready now, the rest due 4 to 6 s from now.
+    const int delay = i % 3 == 0 ? 0 : 4000 + 7 * i;
+    const auto id =
+        inserted_id(producer.call("putx 0 " + std::to_string(delay) + " 60 1\r\nx\r\n"));
+    ASSERT_TRUE(id);
+    put.insert(*id);
+  }
+  ASSERT_EQ(cluster.restart(), "");
+  Client worker(server->port());
+  std::set<std::uint64_t> got;
+  const auto give_up = Clock::now() + 30s;
+  while (got.size() < put.size() && Clock::now() < give_up) {
+    const std::string reply = worker.call("reserve-with-timeout 1\r\n", Millis{15000});
+    if (reply.rfind("RESERVED ", 0) != 0) continue;
+    const auto id = std::stoull(reply.substr(9));
+    EXPECT_TRUE(got.insert(id).second) << "job " << id << " came out twice";
+    EXPECT_EQ(worker.call("delete " + std::to_string(id) + "\r\n", Millis{15000}), "DELETED\r\n");
+  }
+  EXPECT_EQ(got, put) << put.size() << " put, " << got.size() << " reserved after the restart";
 }
 
 // GET <path> over a connection of its own; the status line ("HTTP/1.1 200 OK\r\n").
