@@ -177,6 +177,8 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> result);
   void give_up(const std::shared_ptr<Waiter>& waiter);
   void probe(const std::shared_ptr<Waiter>& waiter);
+  void probe_shards(std::vector<std::string> tubes,
+                    std::function<void(std::vector<std::uint32_t>)> done);
   void arm(const std::shared_ptr<Waiter>& waiter);
   [[nodiscard]] bool paused(const std::string& tube) const;
 
@@ -447,26 +449,55 @@ void Core::give_up(const std::shared_ptr<Waiter>& waiter) {
 }
 
 void Core::probe(const std::shared_ptr<Waiter>& waiter) {
-  std::vector<std::string> args = {"probe"};
+  std::vector<std::string> tubes;
   for (const auto& tube : waiter->tubes) {
-    if (!paused(tube)) args.push_back(tube);
+    if (!paused(tube)) tubes.push_back(tube);
   }
   waiter->trying = true;
-  auto left = std::make_shared<std::uint32_t>(shards);
-  auto found = std::make_shared<std::vector<std::uint32_t>>();
+  probe_shards(std::move(tubes),
+               [self = shared_from_this(), waiter](std::vector<std::uint32_t> found) {
+                 self->attempt(waiter, std::move(found), 0);
+               });
+}
+
+// Every shard at once, in one round trip: which hold a ready job of one of the tubes. Those
+// count as worth trying for every tube; the others stop counting, unless a message came since.
+void Core::probe_shards(std::vector<std::string> tubes,
+                        std::function<void(std::vector<std::uint32_t>)> done) {
+  std::vector<std::string> args = {"probe"};
+  args.insert(args.end(), tubes.begin(), tubes.end());
+  struct Round {
+    std::vector<std::string> tubes;
+    std::vector<std::vector<std::uint32_t>> generations;  // by shard, by tube
+    std::vector<std::uint32_t> found;
+    std::uint32_t left = 0;
+    std::function<void(std::vector<std::uint32_t>)> done;
+  };
+  auto round = std::make_shared<Round>();
+  round->tubes = std::move(tubes);
+  round->left = shards;
+  round->done = std::move(done);
   for (std::uint32_t shard = 0; shard < shards; ++shard) {
-    call(shard, args, false,
-         [self = shared_from_this(), waiter, left, found, shard](Result<Reply> reply) {
-           if (!reply.is_ok() || reply.value().elements.size() < 2 ||
-               reply.value().elements[1].integer != 0) {
-             found->push_back(shard);  // has jobs, or cannot tell: try it
-           }
-           if (--*left > 0) return;
-           for (const auto s : *found) {
-             for (const auto& tube : waiter->tubes) self->hint(tube).maybe[s] = 1;
-           }
-           self->attempt(waiter, std::move(*found), 0);
-         });
+    std::vector<std::uint32_t> generations;
+    for (const auto& tube : round->tubes) generations.push_back(hint(tube).generation[shard]);
+    round->generations.push_back(std::move(generations));
+  }
+  for (std::uint32_t shard = 0; shard < shards; ++shard) {
+    call(shard, args, false, [self = shared_from_this(), round, shard](Result<Reply> reply) {
+      const bool none = reply.is_ok() && reply.value().elements.size() > 1 &&
+                        reply.value().elements[1].integer == 0;
+      for (std::size_t t = 0; t < round->tubes.size(); ++t) {
+        Hint& h = self->hint(round->tubes[t]);
+        if (!none) {
+          h.maybe[shard] = 1;  // has jobs, or cannot tell: worth trying
+        } else if (h.generation[shard] == round->generations[shard][t]) {
+          h.maybe[shard] = 0;
+        }
+      }
+      if (!none) round->found.push_back(shard);
+      if (--round->left > 0) return;
+      round->done(std::move(round->found));
+    });
   }
 }
 
@@ -679,9 +710,16 @@ void Core::on_event(const std::string& payload) {
 
 void Core::resync() {
   if (closed) return;
-  // Waiting reserves look at every shard again: what a lost notification hid, they find.
-  for (auto& [tube, h] : hints) std::fill(h.maybe.begin(), h.maybe.end(), 1);
-  if (!waiters.empty()) pump();
+  // Every tube a reserve waits for is looked for in every shard again (one probe round per
+  // tube, shared by its waiters): what a lost message hid, they find.
+  std::set<std::string> waited;
+  for (const auto& waiter : waiters) waited.insert(waiter->tubes.begin(), waiter->tubes.end());
+  for (const auto& tube : waited) {
+    if (paused(tube)) continue;
+    probe_shards({tube}, [self = shared_from_this()](const std::vector<std::uint32_t>& found) {
+      if (!found.empty()) self->pump();
+    });
+  }
   resync_timer.expires_after(std::max(options.resync * 5, Millis{1000}));
   resync_timer.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
     if (!error) self->resync();

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# compare-bullmq.sh [SECONDS] — delayq (delayqd --redis) and BullMQ 6.7 (npm, bench/bullmq) side
+# by side on one Redis (Debian's redis-server, no AOF, no replica, started here on a free
+# loopback port), one after the other in one run:
+#   puts    100,000 jobs with 100-byte bodies due in an hour, 64 in flight (delayq: loadgen, 4
+#           connections x 16 pipelined; BullMQ: 64 concurrent Queue.add): jobs/s, Redis CPU per
+#           job (redis-server's utime + stime over the run), Redis bytes per pending job
+#   late    1 s delays at 1,000 jobs/s for SECONDS (default 5), two workers: lateness p50, p99
+# Redis is flushed between the systems. Prints a Markdown table with delayq / BullMQ ratios.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-5}
+loadgen=build/release/bench/loadgen
+delayqd=build/release/apps/delayqd
+[ -x "$loadgen" ] && [ -x "$delayqd" ] || { echo "compare-bullmq: make build first" >&2; exit 2; }
+command -v redis-server >/dev/null || scripts/ensure-packages.sh redis-server
+[ -d bench/bullmq/node_modules/bullmq ] || (cd bench/bullmq && npm ci --no-audit --no-fund >/dev/null)
+work=$(mktemp -d)
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+redis_port=$(free_port)
+redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
+  --daemonize no >"$work/redis.log" 2>&1 &
+redis_pid=$!
+pids+=("$redis_pid")
+sleep 0.5
+cli() { redis-cli -p "$redis_port" "$@"; }
+ticks() { awk '{print $14 + $15}' "/proc/$redis_pid/stat"; }
+used() { cli info memory | tr -d '\r' | awk -F: '/^used_memory:/ {print $2}'; }
+field() { sed -E "s#.* $1=([0-9.]+).*#\1#"; }
+hz=$(getconf CLK_TCK)
+
+# --- delayq
+delayq_port=$(free_port)
+"$delayqd" --redis "127.0.0.1:$redis_port" -p "$delayq_port" --http off >"$work/delayqd.out" \
+  2>"$work/delayqd.err" &
+pids+=($!)
+for _ in $(seq 100); do grep -q listening "$work/delayqd.out" 2>/dev/null && break; sleep 0.1; done
+sleep 1
+before_ticks=$(ticks); before_bytes=$(used)
+line=$("$loadgen" --port "$delayq_port" --mode put --connections 4 --depth 16 --count 100000 \
+  --delay 3600 --bytes 100)
+echo "delayq put: $line" >&2
+d_rate=$(echo "$line" | field ops/s)
+d_cpu=$(( ($(ticks) - before_ticks) * 1000000 / hz / 100000 ))
+d_bytes=$(( ($(used) - before_bytes) / 100000 ))
+line=$("$loadgen" --port "$delayq_port" --mode late --rate 1000 --delay 1 --seconds "$seconds" \
+  --connections 2 --jitter on)
+echo "delayq late: $line" >&2
+d_p50=$(echo "$line" | field p50); d_p99=$(echo "$line" | field p99)
+kill "${pids[-1]}"; sleep 0.5
+cli flushall >/dev/null
+
+# --- BullMQ
+before_ticks=$(ticks); before_bytes=$(used)
+line=$(node bench/bullmq/bench.js add "$redis_port")
+echo "bullmq add: $line" >&2
+b_rate=$(echo "$line" | field adds/s)
+b_cpu=$(( ($(ticks) - before_ticks) * 1000000 / hz / 100000 ))
+b_bytes=$(( ($(used) - before_bytes) / 100000 ))
+line=$(node bench/bullmq/bench.js late "$redis_port" "$seconds")
+echo "bullmq late: $line" >&2
+b_p50=$(echo "$line" | field p50); b_p99=$(echo "$line" | field p99)
+
+ratio() { python3 -c "print(f'{$1/max($2,1):.2f}x')"; }
+echo "| measure | delayq | BullMQ 6.7 | delayq / BullMQ |"
+echo "|---|---:|---:|---:|"
+echo "| puts/s, 64 in flight | $d_rate | $b_rate | $(ratio "$d_rate" "$b_rate") |"
+echo "| Redis CPU per put (us) | $d_cpu | $b_cpu | $(ratio "$d_cpu" "$b_cpu") |"
+echo "| Redis bytes per pending job | $d_bytes | $b_bytes | $(ratio "$d_bytes" "$b_bytes") |"
+echo "| lateness p50 (us) | $d_p50 | $b_p50 | $(ratio "$d_p50" "$b_p50") |"
+echo "| lateness p99 (us) | $d_p99 | $b_p99 | $(ratio "$d_p99" "$b_p99") |"
