@@ -67,6 +67,16 @@ std::int64_t unix_ms() {
       .count();
 }
 
+// One reserve-with-timeout and, if it got a job, that job's delete: the job's id, if any.
+std::optional<std::uint64_t> take_one(Client& worker, int timeout_seconds) {
+  const std::string reply = worker.call(
+      "reserve-with-timeout " + std::to_string(timeout_seconds) + "\r\n", Millis{15000});
+  if (reply.rfind("RESERVED ", 0) != 0) return std::nullopt;
+  const auto id = std::stoull(reply.substr(9));
+  EXPECT_EQ(worker.call("delete " + std::to_string(id) + "\r\n", Millis{15000}), "DELETED\r\n");
+  return id;
+}
+
 class ClusterModeTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -145,12 +155,10 @@ TEST_F(ClusterModeTest, ADeadNodesShardsFireWithinTheLeaseNeverEarly) {
   std::map<std::uint64_t, std::int64_t> got;  // id -> when reserved, Unix ms
   const auto give_up = Clock::now() + 20s;
   while (got.size() < due.size() && Clock::now() < give_up) {
-    const std::string reply = worker.call("reserve-with-timeout 1\r\n", Millis{3000});
-    if (reply.rfind("RESERVED ", 0) != 0) continue;
-    const auto now = unix_ms();
-    const auto id = std::stoull(reply.substr(9));
-    EXPECT_TRUE(got.emplace(id, now).second) << "job " << id << " reserved twice";
-    EXPECT_EQ(worker.call("delete " + std::to_string(id) + "\r\n"), "DELETED\r\n");
+    const auto id = take_one(worker, 1);
+    if (id) {
+      EXPECT_TRUE(got.emplace(*id, unix_ms()).second) << "job " << *id << " reserved twice";
+    }
   }
   ASSERT_EQ(got.size(), due.size()) << "jobs lost";
   std::int64_t latest = 0;
@@ -284,12 +292,8 @@ TEST(RedisReshardTest, JobsFlowWhileSlotsMigrate) {
       ASSERT_TRUE(id) << "a put failed during the reshard";
       put.insert(*id);
     }
-    for (;;) {
-      const std::string reply = worker.call("reserve-with-timeout 0\r\n", Millis{15000});
-      if (reply.rfind("RESERVED ", 0) != 0) break;
-      const auto id = std::stoull(reply.substr(9));
-      EXPECT_TRUE(got.insert(id).second) << "job " << id << " came out twice";
-      ASSERT_EQ(worker.call("delete " + std::to_string(id) + "\r\n", Millis{15000}), "DELETED\r\n");
+    while (const auto id = take_one(worker, 0)) {
+      EXPECT_TRUE(got.insert(*id).second) << "job " << *id << " came out twice";
     }
   }
   done = ended.has_value();
@@ -298,11 +302,10 @@ TEST(RedisReshardTest, JobsFlowWhileSlotsMigrate) {
   // What is left fires within a second.
   const auto drain_until = Clock::now() + 5s;
   while (got.size() < put.size() && Clock::now() < drain_until) {
-    const std::string reply = worker.call("reserve-with-timeout 1\r\n", Millis{15000});
-    if (reply.rfind("RESERVED ", 0) != 0) continue;
-    const auto id = std::stoull(reply.substr(9));
-    EXPECT_TRUE(got.insert(id).second) << "job " << id << " came out twice";
-    EXPECT_EQ(worker.call("delete " + std::to_string(id) + "\r\n"), "DELETED\r\n");
+    const auto id = take_one(worker, 1);
+    if (id) {
+      EXPECT_TRUE(got.insert(*id).second) << "job " << *id << " came out twice";
+    }
   }
   EXPECT_EQ(got, put) << put.size() << " put, " << got.size() << " reserved";
   EXPECT_GT(put.size(), 100U);
@@ -331,11 +334,10 @@ TEST(RedisRestartTest, AWholeClusterRestartedFromItsAofLosesNoJob) {
   std::set<std::uint64_t> got;
   const auto give_up = Clock::now() + 30s;
   while (got.size() < put.size() && Clock::now() < give_up) {
-    const std::string reply = worker.call("reserve-with-timeout 1\r\n", Millis{15000});
-    if (reply.rfind("RESERVED ", 0) != 0) continue;
-    const auto id = std::stoull(reply.substr(9));
-    EXPECT_TRUE(got.insert(id).second) << "job " << id << " came out twice";
-    EXPECT_EQ(worker.call("delete " + std::to_string(id) + "\r\n", Millis{15000}), "DELETED\r\n");
+    const auto id = take_one(worker, 1);
+    if (id) {
+      EXPECT_TRUE(got.insert(*id).second) << "job " << *id << " came out twice";
+    }
   }
   EXPECT_EQ(got, put) << put.size() << " put, " << got.size() << " reserved after the restart";
 }

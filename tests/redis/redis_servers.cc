@@ -58,6 +58,36 @@ redis::Reply call(std::uint16_t port, const redis::Command& command, Millis time
                              std::to_string(port) + ">");
 }
 
+namespace {
+
+// Forks and execs argv[0] (found on PATH) with stdout and stderr to `log`; the child dies with
+// the test process. Returns its pid, or -1.
+pid_t spawn(std::vector<std::string> argv, const std::string& log) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd >= 0) {
+    ::dup2(fd, STDOUT_FILENO);
+    ::dup2(fd, STDERR_FILENO);
+  }
+  std::vector<char*> raw;
+  for (auto& value : argv) raw.push_back(value.data());
+  raw.push_back(nullptr);
+  ::execvp(raw[0], raw.data());
+  std::perror("exec");
+  std::_Exit(127);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
 // --- RedisServer
 
 RedisServer::RedisServer(fs::path dir, std::vector<std::string> args)
@@ -76,31 +106,14 @@ std::string RedisServer::start(Millis timeout) {
                                    "--appendonly", "no"};
   argv.insert(argv.end(), args_.begin(), args_.end());
   const auto log = (dir_ / "redis.log").string();
-  pid_ = ::fork();
-  if (pid_ == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, STDOUT_FILENO);
-      ::dup2(fd, STDERR_FILENO);
-    }
-    std::vector<char*> raw;
-    for (auto& value : argv) raw.push_back(value.data());
-    raw.push_back(nullptr);
-    ::execvp("redis-server", raw.data());
-    std::perror("exec redis-server");
-    std::_Exit(127);
-  }
+  pid_ = spawn(argv, log);
   if (pid_ < 0) return "fork failed";
   const auto deadline = Clock::now() + timeout;
   while (Clock::now() < deadline) {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      std::ifstream in(log);
-      std::stringstream text;
-      text << in.rdbuf();
-      return "redis-server exited at start: " + text.str();
+      return "redis-server exited at start: " + read_file(log);
     }
     const auto reply = call(port_, redis::Command{"PING"}, Millis{500});
     if (reply.type == redis::ReplyType::kStatus || reply.error_code() == "LOADING") return "";
@@ -151,20 +164,7 @@ std::string RedisCluster::start(Millis timeout) {
   for (auto& server : servers_) argv.push_back(server->address());
   argv.insert(argv.end(), {"--cluster-replicas", std::to_string(replicas_), "--cluster-yes"});
   const auto log = (dir_ / "cluster-create.log").string();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, STDOUT_FILENO);
-      ::dup2(fd, STDERR_FILENO);
-    }
-    std::vector<char*> raw;
-    for (auto& value : argv) raw.push_back(value.data());
-    raw.push_back(nullptr);
-    ::execvp("redis-cli", raw.data());
-    std::_Exit(127);
-  }
+  const pid_t pid = spawn(argv, log);
   const auto deadline = Clock::now() + timeout;
   int status = 0;
   while (::waitpid(pid, &status, WNOHANG) == 0) {
@@ -176,10 +176,7 @@ std::string RedisCluster::start(Millis timeout) {
     std::this_thread::sleep_for(Millis{50});
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::ifstream in(log);
-    std::stringstream text;
-    text << in.rdbuf();
-    return "redis-cli --cluster create failed: " + text.str();
+    return "redis-cli --cluster create failed: " + read_file(log);
   }
   const auto known = "cluster_known_nodes:" + std::to_string(servers_.size());
   for (auto& server : servers_) {

@@ -144,6 +144,52 @@ local function link(j, now)
   end
 end
 
+-- A job changes state: out of where it was, changed, stored, and into where it is now kept.
+local function move(j, now, change)
+  unlink(j)
+  change(j)
+  save(j)
+  link(j, now)
+end
+
+-- A reservation starts: the job is the holder's until its TTR lapses.
+local function take(holder, now)
+  return function(j)
+    j.state = RESERVED; j.holder = holder; j.reserves = j.reserves + 1
+    j.deadline = now + j.ttr * 1000
+  end
+end
+
+local function kicked(now)
+  return function(j) j.state = READY; j.due = now; j.kicks = j.kicks + 1 end
+end
+
+-- A new due time, from a delay in ms (when, absolute = '0') or a Unix ms time: delayed if it is
+-- in the future, else ready now.
+local function schedule(j, when, absolute, now)
+  if absolute == '1' then j.due = when; j.delay = math.max(0, when - now)
+  elseif when <= 0 then j.due = now; j.delay = 0
+  else j.due = now_ms_up() + when; j.delay = when end
+  if j.due > now then j.state = DELAYED else j.state = READY; j.due = now end
+end
+
+-- The first n delayed jobs of a tube, earliest due first. Delayed jobs of every tube share the
+-- timer set, so this walks it in order: it costs the timers before the tube's n-th job.
+local function delayed_of(tube, n)
+  local found = {}
+  local from = 0
+  while #found < n do
+    local page = redis.call('ZRANGE', T, from, from + 99)
+    if #page == 0 then break end
+    for _, member in ipairs(page) do
+      local j = load(tonumber(member))
+      if j and j.state == DELAYED and j.tube == tube and #found < n then table.insert(found, j) end
+    end
+    from = from + 100
+  end
+  return found
+end
+
 local function erase(j)
   unlink(j)
   redis.call('HDEL', J, pad(j.id))
@@ -204,11 +250,7 @@ ops.put = function()
     ttr = tonumber(ARGV[6]), body = ARGV[7], tube = tube, key = key, group = group, holder = '',
     flags = 0, created = now, deadline = 0, reserves = 0, timeouts = 0, releases = 0, buries = 0,
     kicks = 0}
-  local when = tonumber(ARGV[4])
-  if ARGV[5] == '1' then j.due = when; j.delay = math.max(0, when - now)
-  elseif when <= 0 then j.due = now; j.delay = 0
-  else j.due = now_ms_up() + when; j.delay = when end
-  if j.due > now then j.state = DELAYED else j.state = READY; j.due = now end
+  schedule(j, tonumber(ARGV[4]), ARGV[5], now)
   if ARGV[11] ~= '' then
     j.flags = 1
     redis.call('HSET', A, pad(j.id), ARGV[11])
@@ -242,11 +284,7 @@ ops.reserve = function()
   end
   if not best then return {'notfound', 'no ready job'} end
   local j = load(id_of(best))
-  unlink(j)
-  j.state = RESERVED; j.holder = ARGV[2]; j.reserves = j.reserves + 1
-  j.deadline = now + j.ttr * 1000
-  save(j)
-  link(j, now)
+  move(j, now, take(ARGV[2], now))
   return reply(j, now)
 end
 
@@ -266,11 +304,7 @@ ops.reserve_job = function()
   local j = load(tonumber(ARGV[3]))
   if not j or j.state == RESERVED then return {'notfound', 'no such job, or it is reserved'} end
   local now = now_ms()
-  unlink(j)
-  j.state = RESERVED; j.holder = ARGV[2]; j.reserves = j.reserves + 1
-  j.deadline = now + j.ttr * 1000
-  save(j)
-  link(j, now)
+  move(j, now, take(ARGV[2], now))
   return reply(j, now)
 end
 
@@ -325,11 +359,10 @@ ops.bury = function()
   local j, err = held(tonumber(ARGV[3]), ARGV[2], '')
   if not j then return err end
   local now = now_ms()
-  unlink(j)
-  j.holder = ''; j.deadline = 0; j.state = BURIED; j.buries = j.buries + 1
-  if ARGV[4] ~= '' then j.pri = tonumber(ARGV[4]) end
-  save(j)
-  link(j, now)
+  move(j, now, function()
+    j.holder = ''; j.deadline = 0; j.state = BURIED; j.buries = j.buries + 1
+    if ARGV[4] ~= '' then j.pri = tonumber(ARGV[4]) end
+  end)
   return reply(j, now)
 end
 
@@ -338,10 +371,7 @@ ops.touch = function()
   local j, err = held(tonumber(ARGV[3]), ARGV[2], '')
   if not j then return err end
   local now = now_ms()
-  unlink(j)
-  j.deadline = now + j.ttr * 1000
-  save(j)
-  link(j, now)
+  move(j, now, function() j.deadline = now + j.ttr * 1000 end)
   return reply(j, now)
 end
 
@@ -362,16 +392,9 @@ ops.peek_next = function()
     if not head[1] then return {'notfound', 'none'} end
     return reply(load(id_of(head[1])), now)
   end
-  local from = 0
-  while true do
-    local page = redis.call('ZRANGE', T, from, from + 99)
-    if #page == 0 then return {'notfound', 'none'} end
-    for _, member in ipairs(page) do
-      local j = load(tonumber(member))
-      if j and j.state == DELAYED and j.tube == tube then return reply(j, now) end
-    end
-    from = from + 100
-  end
+  local j = delayed_of(tube, 1)[1]
+  if not j then return {'notfound', 'none'} end
+  return reply(j, now)
 end
 
 -- kick_job id: buried or delayed -> ready.
@@ -380,10 +403,7 @@ ops.kick_job = function()
   if not j then return {'notfound', 'no such job'} end
   if j.state ~= BURIED and j.state ~= DELAYED then return {'conflict', 'not buried or delayed'} end
   local now = now_ms()
-  unlink(j)
-  j.state = READY; j.due = now; j.kicks = j.kicks + 1
-  save(j)
-  link(j, now)
+  move(j, now, kicked(now))
   return reply(j, now)
 end
 
@@ -393,28 +413,11 @@ ops.kick = function()
   local now = now_ms()
   local ids = {}
   if state == 'buried' then
-    for _, member in ipairs(first(B, tube, bound)) do table.insert(ids, string.sub(member, -16)) end
+    for _, member in ipairs(first(B, tube, bound)) do table.insert(ids, load(id_of(member))) end
   else
-    local from = 0
-    while #ids < bound do
-      local page = redis.call('ZRANGE', T, from, from + 99)
-      if #page == 0 then break end
-      for _, member in ipairs(page) do
-        local j = load(tonumber(member))
-        if j and j.state == DELAYED and j.tube == tube and #ids < bound then
-          table.insert(ids, member)
-        end
-      end
-      from = from + 100
-    end
+    ids = delayed_of(tube, bound)
   end
-  for _, member in ipairs(ids) do
-    local j = load(tonumber(member))
-    unlink(j)
-    j.state = READY; j.due = now; j.kicks = j.kicks + 1
-    save(j)
-    link(j, now)
-  end
+  for _, j in ipairs(ids) do move(j, now, kicked(now)) end
   return {'ok', #ids}
 end
 
@@ -427,15 +430,10 @@ ops.update = function()
     if j.state ~= DELAYED and j.state ~= READY then
       return {'conflict', 'only a delayed or ready job can be rescheduled'}
     end
-    local when = tonumber(ARGV[5])
-    unlink(j)
-    if ARGV[6] == '1' then j.due = when; j.delay = math.max(0, when - now)
-    elseif when <= 0 then j.due = now; j.delay = 0
-  else j.due = now_ms_up() + when; j.delay = when end
-    if j.due > now then j.state = DELAYED else j.state = READY; j.due = now end
-    if ARGV[7] ~= '' then j.pri = tonumber(ARGV[7]) end
-    save(j)
-    link(j, now)
+    move(j, now, function()
+      schedule(j, tonumber(ARGV[5]), ARGV[6], now)
+      if ARGV[7] ~= '' then j.pri = tonumber(ARGV[7]) end
+    end)
   elseif ARGV[7] ~= '' then
     local pri = tonumber(ARGV[7])
     if j.state == READY then
