@@ -51,7 +51,7 @@ bench-scheduler: build
 asan-test: deps
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS)
-	@ctest --preset asan -L 'unit|protocol' -LE client -j $(JOBS)
+	@ctest --preset asan -L 'unit|protocol|redis' -LE client -j $(JOBS)
 
 # The embedded scheduler's tests (the ones whose names start with Scheduler) under
 # ThreadSanitizer; only their binary is built.

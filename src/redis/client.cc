@@ -479,6 +479,10 @@ Client::~Client() {
   impl_->shutdown();
 }
 
+void Client::close() {
+  impl_->shutdown();
+}
+
 void Client::start(std::function<void(Status)> done) {
   auto impl = impl_;
   impl->refresh([impl, done = std::move(done)](Status status) {

@@ -87,6 +87,9 @@ class Client {
 
   // Reads the topology; completes with ok, or with why no seed could give it.
   void start(std::function<void(Status)> done);
+  // Closes every connection and drops every request under way without completing it, as the
+  // destructor does; for an owner whose handlers may keep the client alive past its use.
+  void close();
 
   // Runs the request's commands on the primary of its slot; completes with one reply each.
   // The first command's redirections and retries are handled as the header says, by sending

@@ -1679,6 +1679,9 @@ RedisBroker::~RedisBroker() {
   core_->lease_timer.cancel();
   core_->resync_timer.cancel();
   for (auto& [shard, own] : core_->owned) own.timer->cancel();
+  // Requests under way hold the core through their completions, and the client's connections
+  // hold those: closing them breaks the cycle.
+  core_->client.close();
 }
 
 std::unique_ptr<broker::Session> RedisBroker::open_session(broker::SessionOptions options) {
