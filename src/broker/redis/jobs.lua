@@ -228,16 +228,17 @@ end
 
 local ops = {}
 
--- put tube pri delay_or_at absolute ttr body key group replace attachment shards shard
-ops.put = function()
-  local tube, key, group = ARGV[2], ARGV[8], ARGV[9]
-  local now = now_ms()
+-- One put, its 12 arguments from ARGV[a]: tube pri delay_or_at absolute ttr body key group
+-- replace attachment shards shard. Replies {'ok', id, nil, nil, now, replaced id, due}, or
+-- {'exists', <reply() of the job holding the key>}, or {'conflict', why}.
+local function put_one(a, now)
+  local tube, key, group = ARGV[a], ARGV[a + 6], ARGV[a + 7]
   local replaced = '0'
   if key ~= '' then
     local holder = redis.call('HGET', KI, tube .. '\0' .. key)
     if holder then
       local old = load(tonumber(holder))
-      if ARGV[10] ~= '1' then
+      if ARGV[a + 8] ~= '1' then
         local r = reply(old, now); r[1] = 'exists'; return r
       end
       if old.state == RESERVED then return {'conflict', 'the job holding the key is reserved'} end
@@ -246,14 +247,14 @@ ops.put = function()
     end
   end
   local seq = redis.call('INCR', SEQ)
-  local j = {id = seq * tonumber(ARGV[12]) + tonumber(ARGV[13]), pri = tonumber(ARGV[3]),
-    ttr = tonumber(ARGV[6]), body = ARGV[7], tube = tube, key = key, group = group, holder = '',
-    flags = 0, created = now, deadline = 0, reserves = 0, timeouts = 0, releases = 0, buries = 0,
-    kicks = 0}
-  schedule(j, tonumber(ARGV[4]), ARGV[5], now)
-  if ARGV[11] ~= '' then
+  local j = {id = seq * tonumber(ARGV[a + 10]) + tonumber(ARGV[a + 11]), pri = tonumber(ARGV[a + 1]),
+    ttr = tonumber(ARGV[a + 4]), body = ARGV[a + 5], tube = tube, key = key, group = group,
+    holder = '', flags = 0, created = now, deadline = 0, reserves = 0, timeouts = 0,
+    releases = 0, buries = 0, kicks = 0}
+  schedule(j, tonumber(ARGV[a + 2]), ARGV[a + 3], now)
+  if ARGV[a + 9] ~= '' then
     j.flags = 1
-    redis.call('HSET', A, pad(j.id), ARGV[11])
+    redis.call('HSET', A, pad(j.id), ARGV[a + 9])
   end
   save(j)
   link(j, now)
@@ -261,10 +262,27 @@ ops.put = function()
   if group ~= '' then redis.call('ZADD', G, 0, gprefix(tube, group) .. pad(j.id)) end
   redis.call('SADD', TUBES, tube)
   count(tube, 'n', 1)
-  local r = reply(j, now)
-  r[6] = replaced
-  r[7] = readied
+  -- The caller knows the rest of the job: its id, due time and the present are enough (and the
+  -- body does not travel back).
+  return {'ok', string.format('%d', j.id), false, false, string.format('%d', now), replaced,
+    string.format('%d', j.due)}
+end
+
+-- put <12 arguments>: one job; the reply also lists the tubes it made ready.
+ops.put = function()
+  local r = put_one(2, now_ms())
+  r[8] = readied
   return r
+end
+
+-- putmany <12 arguments>...: several jobs of one shard in one call (a node sends together the
+-- puts that arrive together); {'ok', <a put's reply>..., <tubes made ready>}.
+ops.putmany = function()
+  local now = now_ms()
+  local out = {'ok'}
+  for a = 2, #ARGV, 12 do table.insert(out, put_one(a, now)) end
+  table.insert(out, readied)
+  return out
 end
 
 -- reserve holder tube... : the best (priority, id) ready job of the tubes in this shard that

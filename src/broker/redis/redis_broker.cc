@@ -162,6 +162,22 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
             std::function<void(Result<Reply>)> done);
   std::uint32_t next_shard() { return static_cast<std::uint32_t>(rotor++ % shards); }
 
+  // --- puts: those made in one turn of the executor go together, one call per shard
+  // (putmany), which spares Redis a script call per job. Keyless, groupless puts of a turn all
+  // go to one shard (the next in turn) so that they can. Any other call sends what is gathered
+  // first, so that a session's calls still take effect in the order made.
+  struct PendingPut {
+    std::vector<std::string> args;  // the 12 of jobs.lua's put
+    std::function<void(Result<Reply>)> done;
+  };
+  void queue_put(std::uint32_t shard, std::vector<std::string> args,
+                 std::function<void(Result<Reply>)> done);
+  void flush_puts();
+  std::uint32_t burst_shard();
+  std::map<std::uint32_t, std::vector<PendingPut>> pending_puts;
+  std::optional<std::uint32_t> burst;
+  bool flush_posted = false;
+
   // Whether the primary of `slot` has a replica in sync, as INFO replication last said (CLUSTER
   // SLOTS leaves out replicas that have not replicated a byte yet, so it cannot tell).
   [[nodiscard]] bool replicated(std::uint16_t slot) const;
@@ -244,6 +260,7 @@ using Core = RedisBroker::Core;
 
 void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
                 std::function<void(Result<Reply>)> done) {
+  if (!pending_puts.empty()) flush_puts();
   const std::vector<std::string> keys = shard_keys(names.prefix, shard);
   const auto slot = redis::key_slot(keys.front());
   std::vector<std::string_view> key_views(keys.begin(), keys.end());
@@ -269,6 +286,61 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
     }
     done(std::move(list.front()));
   });
+}
+
+std::uint32_t Core::burst_shard() {
+  if (!burst) burst = next_shard();
+  return *burst;
+}
+
+void Core::queue_put(std::uint32_t shard, std::vector<std::string> args,
+                     std::function<void(Result<Reply>)> done) {
+  pending_puts[shard].push_back({std::move(args), std::move(done)});
+  if (flush_posted) return;
+  flush_posted = true;
+  asio::post(io, [self = shared_from_this()] {
+    self->flush_posted = false;
+    if (!self->pending_puts.empty()) self->flush_puts();
+  });
+}
+
+void Core::flush_puts() {
+  constexpr std::size_t kMostPerCall = 100;  // bounds how long one script holds its shard
+  auto all = std::move(pending_puts);
+  pending_puts.clear();
+  burst.reset();
+  for (auto& [shard, puts] : all) {
+    for (std::size_t from = 0; from < puts.size(); from += kMostPerCall) {
+      const std::size_t count = std::min(kMostPerCall, puts.size() - from);
+      if (count == 1) {
+        std::vector<std::string> args = {"put"};
+        args.insert(args.end(), puts[from].args.begin(), puts[from].args.end());
+        call(shard, std::move(args), true, std::move(puts[from].done));
+        continue;
+      }
+      std::vector<std::string> args = {"putmany"};
+      auto dones = std::make_shared<std::vector<std::function<void(Result<Reply>)>>>();
+      for (std::size_t i = from; i < from + count; ++i) {
+        args.insert(args.end(), puts[i].args.begin(), puts[i].args.end());
+        dones->push_back(std::move(puts[i].done));
+      }
+      call(shard, std::move(args), true,
+           [self = shared_from_this(), shard = shard, dones](Result<Reply> reply) {
+             if (!reply.is_ok() || reply.value().elements.size() != dones->size() + 2) {
+               const Status failed =
+                   reply.is_ok() ? Status(Code::kIOError, "Redis: a putmany reply of " +
+                                                              redis::describe(reply.value()))
+                                 : reply.status();
+               for (auto& done : *dones) done(failed);
+               return;
+             }
+             auto& elements = reply.value().elements;
+             for (const auto& tube : elements.back().elements) self->notify_ready(shard, tube.str);
+             for (std::size_t i = 0; i < dones->size(); ++i)
+               (*dones)[i](std::move(elements[i + 1]));
+           });
+    }
+  }
 }
 
 bool Core::replicated(std::uint16_t slot) const {
@@ -1094,7 +1166,7 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
   const std::uint32_t shard = !request.key.empty() ? shard_of_name(tube, request.key, core_->shards)
                               : !request.group.empty()
                                   ? shard_of_name(tube, request.group, core_->shards)
-                                  : core_->next_shard();
+                                  : core_->burst_shard();
   std::string attachment;
   if (!request.url.empty() || !request.content_type.empty()) {
     Delivery delivery;
@@ -1103,25 +1175,52 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
     attachment = store::encode_delivery(delivery);
   }
   const auto ttr = std::max<std::int64_t>(1, request.ttr.count());
-  core_->call(shard,
-              {"put", tube, std::to_string(request.priority), std::to_string(request.due.ms),
-               request.due.absolute ? "1" : "0", std::to_string(ttr), std::move(request.body),
-               request.key, request.group, request.replace ? "1" : "0", std::move(attachment),
-               std::to_string(core_->shards), std::to_string(shard)},
-              true, [state = state_, done = std::move(done)](Result<Reply> reply) {
-                if (!state->alive) return;
-                if (!reply.is_ok()) return done(reply.status());
-                if (Status s = status_of(reply.value()); !s.is_ok()) return done(s);
-                auto job = job_of(reply.value());
-                if (!job.is_ok()) return done(job.status());
-                broker::PutResult result;
-                result.job = std::move(job.value().view);
-                result.inserted = reply.value().elements[0].str == "ok";
-                if (reply.value().elements.size() > 5) {
-                  result.replaced = static_cast<JobId>(to_int(reply.value().elements[5].str));
-                }
-                done(std::move(result));
-              });
+  const bool attached = !attachment.empty();
+  core_->queue_put(
+      shard,
+      {tube, std::to_string(request.priority), std::to_string(request.due.ms),
+       request.due.absolute ? "1" : "0", std::to_string(ttr), std::move(request.body), request.key,
+       request.group, request.replace ? "1" : "0", std::move(attachment),
+       std::to_string(core_->shards), std::to_string(shard)},
+      [core = core_, shard, state = state_, tube, priority = request.priority, due = request.due,
+       ttr, key = request.key, group = request.group, attached,
+       done = std::move(done)](Result<Reply> reply) {
+        // The node that put a ready job wakes its own reserves at once.
+        if (reply.is_ok() && reply.value().elements.size() > 7) {
+          for (const auto& tube_made_ready : reply.value().elements[7].elements) {
+            core->notify_ready(shard, tube_made_ready.str);
+          }
+        }
+        if (!state->alive) return;
+        if (!reply.is_ok()) return done(reply.status());
+        if (Status s = status_of(reply.value()); !s.is_ok()) return done(s);
+        const auto& e = reply.value().elements;
+        broker::PutResult result;
+        if (e[0].str == "exists") {
+          auto holder = job_of(reply.value());
+          if (!holder.is_ok()) return done(holder.status());
+          result.job = std::move(holder.value().view);
+          result.inserted = false;
+          return done(std::move(result));
+        }
+        if (e.size() < 7) return done(Status(Code::kIOError, "Redis: a short put reply"));
+        // The script answers the id, the due time and its present; the rest the put said.
+        JobView& job = result.job;
+        job.id = static_cast<JobId>(to_int(e[1].str));
+        job.created_unix_ms = to_int(e[4].str);
+        job.due_unix_ms = to_int(e[6].str);
+        job.state = job.due_unix_ms > job.created_unix_ms ? JobState::kDelayed : JobState::kReady;
+        job.delay_ms = due.absolute ? std::max<std::int64_t>(0, due.ms - job.created_unix_ms)
+                                    : std::max<std::int64_t>(0, due.ms);
+        job.tube = tube;
+        job.priority = priority;
+        job.ttr = std::chrono::seconds(ttr);
+        job.key = key;
+        job.group = group;
+        job.attached = attached;
+        result.replaced = static_cast<JobId>(to_int(e[5].str));
+        done(std::move(result));
+      });
 }
 
 std::uint64_t RedisSession::reserve(broker::ReserveRequest request, Callback<broker::Job> done) {
