@@ -220,18 +220,19 @@ TEST(RedisFailoverTest, AKilledPrimaryFailsOverAndNoAnsweredPutIsLost) {
   std::vector<std::uint64_t> inserted;
   int failed = 0;
   const auto start = Clock::now();
-  bool killed = false;
-  std::optional<Clock::time_point> first_after_failover;
+  std::optional<Clock::time_point> killed;
+  Millis longest{0};  // the slowest put: one that waited out the failover
   // Puts for 12 s; the first primary dies after 1 s (cluster-node-timeout is 2 s).
   while (Clock::now() - start < 12s) {
     if (!killed && Clock::now() - start > 1s) {
       ::kill(cluster.first_primary(), SIGKILL);
-      killed = true;
+      killed = Clock::now();
     }
+    const auto sent = Clock::now();
     const std::string reply = producer.call(put_command("job", 0, 3600), Millis{15000});
+    longest = std::max(longest, std::chrono::duration_cast<Millis>(Clock::now() - sent));
     if (const auto id = inserted_id(reply)) {
       inserted.push_back(*id);
-      if (killed && failed > 0 && !first_after_failover) first_after_failover = Clock::now();
     } else {
       ++failed;
       ASSERT_TRUE(reply.rfind("INTERNAL_ERROR", 0) == 0) << reply;
@@ -250,8 +251,11 @@ TEST(RedisFailoverTest, AKilledPrimaryFailsOverAndNoAnsweredPutIsLost) {
       ADD_FAILURE() << "job " << id << " was answered INSERTED and is gone: " << reply;
   }
   EXPECT_EQ(found, inserted.size());
-  std::printf("failover: %zu puts answered, %d failed while the slot had no primary\n",
-              inserted.size(), failed);
+  // Service resumes within the node timeout (2 s) and the election: a put held by the client's
+  // retries meanwhile is answered once the replica is primary (4.6 s in one run here).
+  EXPECT_LT(longest, Millis{8000}) << "the failover held a put too long";
+  std::printf("failover: %zu puts answered, %d failed, the slowest took %lld ms\n", inserted.size(),
+              failed, static_cast<long long>(longest.count()));
 }
 
 // Slots move from one primary to another (redis-cli --cluster reshard, which migrates keys in
