@@ -125,6 +125,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   void schedule_refresh();
   void shutdown();
   void resubscribe();
+  void ping_subscriber(const std::shared_ptr<Connection>& mine);
 
   asio::any_io_executor executor;
   ClientOptions options;
@@ -144,6 +145,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   std::function<void()> on_subscribed;
   std::shared_ptr<Connection> subscriber;
   asio::steady_timer resubscribe_timer{executor};
+  asio::steady_timer ping_timer{executor};
 };
 
 std::shared_ptr<Connection> Client::Impl::connection(const std::string& address) {
@@ -441,7 +443,6 @@ void Client::Impl::resubscribe() {
   if (address.empty()) return retry();
   const auto parts = split_address(address);
   subscriber = std::make_shared<Connection>(executor, parts->host, parts->port, options.connection);
-  // A subscriber waits for messages as long as it lives: no reply timeout for it.
   subscriber->on_message([weak = weak_from_this()](std::string, std::string payload) {
     auto self = weak.lock();
     if (self && !self->closed && self->on_message) self->on_message(std::move(payload));
@@ -455,14 +456,30 @@ void Client::Impl::resubscribe() {
                        mine->close(Status(Code::kIOError, outcome.reply.str));  // on_broken retries
                        return;
                      }
-                     if (outcome.status.is_ok() && self->on_subscribed) self->on_subscribed();
+                     if (!outcome.status.is_ok()) return;
+                     if (self->on_subscribed) self->on_subscribed();
+                     self->ping_subscriber(mine);
                    });
+}
+
+// A PING every 5 s on the subscription, which must be answered within the reply timeout: a node
+// that went silent without closing the connection (a paused VM, a lost link) is noticed, and the
+// subscription made again, instead of waiting for messages that never come.
+void Client::Impl::ping_subscriber(const std::shared_ptr<Connection>& mine) {
+  ping_timer.expires_after(Millis{5000});
+  ping_timer.async_wait([weak = weak_from_this(), mine](const boost::system::error_code& error) {
+    auto self = weak.lock();
+    if (error || !self || self->closed || self->subscriber != mine || mine->broken()) return;
+    mine->send(Command{"PING"}, [](Outcome) {});
+    self->ping_subscriber(mine);
+  });
 }
 
 void Client::Impl::shutdown() {
   closed = true;
   refresh_timer.cancel();
   resubscribe_timer.cancel();
+  ping_timer.cancel();
   if (subscriber) subscriber->close(Status(Code::kIOError, "the client is closed"));
   for (auto& [address, target] : connections) {
     target->close(Status(Code::kIOError, "the client is closed"));

@@ -236,6 +236,36 @@ TEST_F(RedisClientTest, AScriptIsLoadedWhereItIsMissing) {
   EXPECT_EQ(client.stats().no_script, 2U);
 }
 
+// A subscription whose node stops answering (SIGSTOP: the connection stays open) is noticed by
+// its PING and made again once the node is back; messages flow again.
+TEST_F(RedisClientTest, ASilentSubscriptionIsMadeAgain) {
+  RedisServer server(dir_.path() / "single");
+  ASSERT_EQ(server.start(), "");
+  auto opts = options(server.address());
+  opts.connection.reply_timeout = 300ms;
+  Client client(io_.get_executor(), opts);
+  ASSERT_TRUE(start(client).is_ok());
+  int subscribed = 0;
+  std::vector<std::string> messages;
+  client.subscribe(
+      "events", [&](std::string message) { messages.push_back(std::move(message)); },
+      [&] { ++subscribed; });
+  io_.restart();
+  for (int i = 0; i < 200 && subscribed == 0; ++i) io_.run_for(10ms);
+  ASSERT_EQ(subscribed, 1);
+  server.pause();
+  io_.restart();
+  io_.run_for(6000ms);  // the PING at 5 s goes unanswered
+  server.resume();
+  io_.restart();
+  for (int i = 0; i < 300 && subscribed < 2; ++i) io_.run_for(10ms);
+  EXPECT_EQ(subscribed, 2);
+  EXPECT_EQ(testing::call(server.port(), Command{"PUBLISH", "events", "hello"}).integer, 1);
+  io_.restart();
+  for (int i = 0; i < 200 && messages.empty(); ++i) io_.run_for(10ms);
+  EXPECT_EQ(messages, std::vector<std::string>{"hello"});
+}
+
 // --- a cluster
 
 class RedisClusterTest : public RedisClientTest {
