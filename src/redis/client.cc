@@ -131,9 +131,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   ClientOptions options;
   bool closed = false;
   bool is_standalone = false;
-  std::vector<std::string> nodes;     // primaries, by index
-  std::vector<std::size_t> replicas;  // per primary
-  std::vector<std::uint16_t> owner;   // slot -> index into nodes
+  std::vector<std::string> nodes;    // primaries, by index
+  std::vector<std::uint16_t> owner;  // slot -> index into nodes
   std::unordered_map<std::string, std::shared_ptr<Connection>> connections;
   bool refreshing = false;
   std::vector<std::function<void(Status)>> refresh_waiters;
@@ -213,7 +212,6 @@ void Client::Impl::on_replies(const CallPtr& call, const std::string& address,
       auto known = std::find(nodes.begin(), nodes.end(), target);
       if (known == nodes.end()) {
         nodes.push_back(target);
-        replicas.push_back(0);
         known = nodes.end() - 1;
       }
       owner[call->request.slot] = static_cast<std::uint16_t>(known - nodes.begin());
@@ -347,7 +345,6 @@ void Client::Impl::ask_topology(std::vector<std::string> candidates, std::size_t
           // A single Redis: it serves every slot.
           self->is_standalone = true;
           self->nodes = {address};
-          self->replicas = {0};
           std::fill(self->owner.begin(), self->owner.end(), std::uint16_t{0});
           self->end_refresh(Status::ok());
           return;
@@ -370,7 +367,6 @@ void Client::Impl::ask_topology(std::vector<std::string> candidates, std::size_t
 bool Client::Impl::take_topology(const Reply& slots, const std::string& asked) {
   if (slots.type != ReplyType::kArray) return false;
   std::vector<std::string> new_nodes;
-  std::vector<std::size_t> new_replicas;
   std::vector<std::uint16_t> new_owner(kSlotCount, kNoNode);
   const auto asked_parts = split_address(asked);
   for (const auto& range : slots.elements) {
@@ -390,7 +386,6 @@ bool Client::Impl::take_topology(const Reply& slots, const std::string& asked) {
     auto known = std::find(new_nodes.begin(), new_nodes.end(), address);
     if (known == new_nodes.end()) {
       new_nodes.push_back(address);
-      new_replicas.push_back(range.elements.size() - 3);
       known = new_nodes.end() - 1;
     }
     const auto index = static_cast<std::uint16_t>(known - new_nodes.begin());
@@ -400,7 +395,6 @@ bool Client::Impl::take_topology(const Reply& slots, const std::string& asked) {
   }
   is_standalone = false;
   nodes = std::move(new_nodes);
-  replicas = std::move(new_replicas);
   owner = std::move(new_owner);
   return true;
 }
@@ -559,22 +553,13 @@ bool Client::standalone() const noexcept {
   return impl_->is_standalone;
 }
 
-std::vector<std::pair<std::string, std::size_t>> Client::primaries() const {
-  std::vector<std::pair<std::string, std::size_t>> list;
-  for (std::size_t i = 0; i < impl_->nodes.size(); ++i) {
-    list.emplace_back(impl_->nodes[i], impl_->replicas[i]);
-  }
-  return list;
+std::vector<std::string> Client::primaries() const {
+  return impl_->nodes;
 }
 
 std::string Client::primary_of(std::uint16_t slot) const {
   const auto index = impl_->owner[slot % kSlotCount];
   return index == kNoNode ? std::string() : impl_->nodes[index];
-}
-
-std::size_t Client::replicas_of(std::uint16_t slot) const noexcept {
-  const auto index = impl_->owner[slot % kSlotCount];
-  return index == kNoNode ? 0 : impl_->replicas[index];
 }
 
 const ClientStats& Client::stats() const noexcept {

@@ -117,11 +117,11 @@ class Client {
 
   // Whether the server is a single Redis without cluster support.
   [[nodiscard]] bool standalone() const noexcept;
-  // The primaries of the latest topology, "host:port", and how many replicas each has.
-  [[nodiscard]] std::vector<std::pair<std::string, std::size_t>> primaries() const;
-  // The primary that serves `slot` as far as the client knows ("" if none), and its replicas.
+  // The primaries of the latest topology, "host:port". (Not their replicas: CLUSTER SLOTS leaves
+  // out a replica that has not replicated a byte yet; INFO replication on each primary tells.)
+  [[nodiscard]] std::vector<std::string> primaries() const;
+  // The primary that serves `slot` as far as the client knows ("" if none).
   [[nodiscard]] std::string primary_of(std::uint16_t slot) const;
-  [[nodiscard]] std::size_t replicas_of(std::uint16_t slot) const noexcept;
   [[nodiscard]] const ClientStats& stats() const noexcept;
 
  private:

@@ -69,8 +69,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   [[nodiscard]] bool broken() const noexcept { return state_ == State::kBroken; }
   // "host:port", as given.
   [[nodiscard]] const std::string& address() const noexcept { return address_; }
-  // Commands sent and not yet answered.
-  [[nodiscard]] std::size_t pending() const noexcept { return pending_.size(); }
 
  private:
   enum class State { kIdle, kConnecting, kOpen, kBroken };

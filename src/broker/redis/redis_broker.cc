@@ -234,7 +234,6 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   std::list<std::shared_ptr<Waiter>> waiters;
 
   std::map<std::uint32_t, Owned> owned;
-  std::size_t live_nodes = 1;
   std::set<std::string> live;                                   // as of the last heartbeat
   SteadyClock::time_point last_heartbeat = SteadyClock::now();  // the last one answered
   std::map<std::string, int> replicas;                          // primary -> replicas online
@@ -365,7 +364,7 @@ void Core::check_replicas(std::function<void()> done) {
     if (*finished) (*finished)();
     return again();
   }
-  for (const auto& [address, listed] : primaries) {
+  for (const auto& address : primaries) {
     client.run_at(address, Command{"INFO", "replication"},
                   [self, address = address, left, finished, again](Result<Reply> reply) {
                     if (self->closed) return;
@@ -627,14 +626,14 @@ void Core::lease_tick() {
           for (const auto& name : reply.value().elements[1].elements) {
             self->live.insert(name.str);
           }
-          self->live_nodes = std::max<std::size_t>(1, self->live.size());
           if (!self->announced) {
             self->announced = true;
             self->client.run(redis::key_slot(self->names.events),
                              Command{"PUBLISH", self->names.events, "l"}, [](Result<Reply>) {});
           }
         }
-        const std::size_t share = (self->shards + self->live_nodes - 1) / self->live_nodes;
+        const std::size_t alive = std::max<std::size_t>(1, self->live.size());
+        const std::size_t share = (self->shards + alive - 1) / alive;
         // Renew what is held; a lease lost (fenced) stops its firing.
         for (auto& [shard, own] : self->owned) {
           self->call(shard,
@@ -1687,7 +1686,7 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
   if (!started->is_ok()) return *started;
 
   // A Redis that evicts keys under memory pressure would drop jobs: refuse it.
-  for (const auto& [address, listed] : core->client.primaries()) {
+  for (const auto& address : core->client.primaries()) {
     std::optional<Result<Reply>> policy;
     core->client.run_at(address, Command{"CONFIG", "GET", "maxmemory-policy"},
                         [&](Result<Reply> r) { policy.emplace(std::move(r)); });
