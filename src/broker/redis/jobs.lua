@@ -7,9 +7,9 @@
 -- groups live inside these keys, never in key names.
 --
 --   1 seq    string  the shard's job counter; id = seq * shards + shard
---   2 j      hash    id (16 digits) -> job record (layout below) with its body
+--   2 j      hash    id (decimal) -> job record (layout below) with its body
 --   3 a      hash    id -> attachment (push delivery; delayq's binary codec)
---   4 t      zset    delayed jobs by due time, reserved jobs by TTR deadline (ms)
+--   4 t      zset    delayed jobs by due time, reserved jobs by TTR deadline (ms); member: id
 --   5 r      zset    ready jobs, all score 0, ordered by member: tube \0 priority(10) \0 id(16)
 --   6 b      zset    buried jobs, score 0, member: tube \0 id(16)
 --   7 k      hash    tube \0 key -> id
@@ -35,20 +35,31 @@ local SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH = KEYS[1], KEYS[2]
   KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13],
   KEYS[14]
 local HEAD = '>BBI4ddddI4I4I4I4I4I4'
+local RECORD = HEAD .. 'I4c0I4c0I4c0I4c0' -- and the four strings, each after its length
 local DELAYED, READY, RESERVED, BURIED = 0, 1, 2, 3
 
+-- Redis's clock, read once per call: a script runs at one instant.
+local clock
+local function time()
+  if not clock then clock = redis.call('TIME') end
+  return clock
+end
+
 local function now_ms()
-  local t = redis.call('TIME')
+  local t = time()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
 -- The present rounded up: a due time of now + delay is then never before the delay has fully
 -- passed since the call (now_ms() rounds down, and fires what is due by it).
 local function now_ms_up()
-  local t = redis.call('TIME')
+  local t = time()
   return math.ceil((tonumber(t[1]) * 1000000 + tonumber(t[2])) / 1000)
 end
 
+-- An id as the field of j, a and k's values, and the member of t (the shortest form: these are
+-- stored once per job); and as 16 digits where members sort by it (r, b, g).
+local function fid(id) return string.format('%d', id) end
 local function pad(id) return string.format('%016d', id) end
 
 -- Members and fields that carry a tube (tube names hold no byte below '$').
@@ -64,45 +75,91 @@ local function decode(rec)
   local j = {}
   local pos
   j.flags, j.state, j.pri, j.due, j.deadline, j.created, j.delay, j.ttr, j.reserves, j.timeouts,
-    j.releases, j.buries, j.kicks, pos = struct.unpack(HEAD, rec)
-  local function text()
-    local n
-    n, pos = struct.unpack('>I4', rec, pos)
-    local s = string.sub(rec, pos, pos + n - 1)
-    pos = pos + n
-    return s
-  end
-  j.tube = text(); j.key = text(); j.group = text(); j.holder = text()
+    j.releases, j.buries, j.kicks, j.tube, j.key, j.group, j.holder, pos = struct.unpack(RECORD, rec)
   j.body = string.sub(rec, pos)
   return j
 end
 
 local function encode(j)
-  return struct.pack(HEAD, j.flags, j.state, j.pri, j.due, j.deadline, j.created, j.delay, j.ttr,
-      j.reserves, j.timeouts, j.releases, j.buries, j.kicks) ..
-    struct.pack('>I4', #j.tube) .. j.tube .. struct.pack('>I4', #j.key) .. j.key ..
-    struct.pack('>I4', #j.group) .. j.group .. struct.pack('>I4', #j.holder) .. j.holder .. j.body
+  return struct.pack(RECORD, j.flags, j.state, j.pri, j.due, j.deadline, j.created, j.delay,
+    j.ttr, j.reserves, j.timeouts, j.releases, j.buries, j.kicks, #j.tube, j.tube, #j.key, j.key,
+    #j.group, j.group, #j.holder, j.holder) .. j.body
 end
 
+-- Writes gathered during the call and made at its end (flush), one command per key and not one
+-- per job: a putmany or a fire of n jobs costs one HSET, one ZADD per sorted set and one HINCRBY
+-- per counter. load() sees the gathered records; taking a job out of t or r drops its gathered
+-- entry too, so nothing gathered outlives a later change in the same call.
+local records = {}  -- field -> record, for HSET j
+local timers = {}   -- member -> score, for ZADD t
+local readies = {}  -- member -> true, for ZADD r
+local counters = {} -- tube \0 counter -> change, for HINCRBY c
+local seen = {}     -- tube -> true, for SADD tubes
+local nonempty = {} -- tube -> true once its ready set is known not empty in this call
+
 local function load(id)
-  local rec = redis.call('HGET', J, pad(id))
+  local field = fid(id)
+  local rec = records[field]
+  if rec == nil then rec = redis.call('HGET', J, field) end
   if not rec then return nil end
   local j = decode(rec)
   j.id = id
   return j
 end
 
-local function save(j) redis.call('HSET', J, pad(j.id), encode(j)) end
+local function save(j) records[fid(j.id)] = encode(j) end
 
-local function count(tube, field, by) redis.call('HINCRBY', C, tube .. '\0' .. field, by) end
+local function count(tube, field, by)
+  local name = tube .. '\0' .. field
+  counters[name] = (counters[name] or 0) + by
+end
 
--- A timer earlier than every other of the shard: the owner must re-arm.
-local function add_timer(id, at)
-  local head = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
-  redis.call('ZADD', T, at, pad(id))
-  if head[2] == nil or at < tonumber(head[2]) then
-    redis.call('PUBLISH', EVENTS, 't ' .. base .. ' ' .. string.format('%d', at))
+local function add_timer(id, at) timers[fid(id)] = at end
+
+local function remove_timer(id)
+  local member = fid(id)
+  timers[member] = nil
+  redis.call('ZREM', T, member)
+end
+
+local function remove_ready(member)
+  readies[member] = nil
+  redis.call('ZREM', R, member)
+end
+
+-- Runs cmd key with the flat list of arguments, a thousand pairs per call (Lua's stack bounds
+-- how many arguments one call can take).
+local function in_chunks(cmd, key, list)
+  for i = 1, #list, 2000 do redis.call(cmd, key, unpack(list, i, math.min(i + 1999, #list))) end
+end
+
+local function flush()
+  local list = {}
+  for field, rec in pairs(records) do table.insert(list, field); table.insert(list, rec) end
+  in_chunks('HSET', J, list)
+  list = {}
+  local earliest
+  for member, at in pairs(timers) do
+    table.insert(list, string.format('%d', at)); table.insert(list, member)
+    if not earliest or at < earliest then earliest = at end
   end
+  if earliest then
+    -- A timer earlier than every other of the shard: the owner must re-arm.
+    local head = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
+    in_chunks('ZADD', T, list)
+    if head[2] == nil or earliest < tonumber(head[2]) then
+      redis.call('PUBLISH', EVENTS, 't ' .. base .. ' ' .. string.format('%d', earliest))
+    end
+  end
+  list = {}
+  for member in pairs(readies) do table.insert(list, 0); table.insert(list, member) end
+  in_chunks('ZADD', R, list)
+  for name, by in pairs(counters) do
+    if by ~= 0 then redis.call('HINCRBY', C, name, by) end
+  end
+  list = {}
+  for tube in pairs(seen) do table.insert(list, tube) end
+  in_chunks('SADD', TUBES, list)
 end
 
 -- Tubes whose ready set this call made non-empty: published for every node, and answered to
@@ -110,22 +167,24 @@ end
 local readied = {}
 
 local function make_ready(j)
-  if #first(R, j.tube, 1) == 0 then
-    redis.call('PUBLISH', EVENTS, 'r ' .. base .. ' ' .. j.tube)
-    table.insert(readied, j.tube)
+  if not nonempty[j.tube] then
+    if #first(R, j.tube, 1) == 0 then
+      redis.call('PUBLISH', EVENTS, 'r ' .. base .. ' ' .. j.tube)
+      table.insert(readied, j.tube)
+    end
+    nonempty[j.tube] = true
   end
-  redis.call('ZADD', R, 0, rmember(j.tube, j.pri, j.id))
+  readies[rmember(j.tube, j.pri, j.id)] = true
 end
 
 -- Takes the job out of wherever its state keeps it (not the record, key or group).
 local function unlink(j)
-  local member = pad(j.id)
   if j.state == DELAYED then
-    redis.call('ZREM', T, member); count(j.tube, 'd', -1)
+    remove_timer(j.id); count(j.tube, 'd', -1)
   elseif j.state == READY then
-    redis.call('ZREM', R, rmember(j.tube, j.pri, j.id))
+    remove_ready(rmember(j.tube, j.pri, j.id))
   elseif j.state == RESERVED then
-    redis.call('ZREM', T, member); count(j.tube, 'v', -1)
+    remove_timer(j.id); count(j.tube, 'v', -1)
   else
     redis.call('ZREM', B, bmember(j.tube, j.id))
   end
@@ -192,8 +251,9 @@ end
 
 local function erase(j)
   unlink(j)
-  redis.call('HDEL', J, pad(j.id))
-  if j.flags % 2 == 1 then redis.call('HDEL', A, pad(j.id)) end
+  records[fid(j.id)] = nil
+  redis.call('HDEL', J, fid(j.id))
+  if j.flags % 2 == 1 then redis.call('HDEL', A, fid(j.id)) end
   if j.key ~= '' then redis.call('HDEL', KI, j.tube .. '\0' .. j.key) end
   if j.group ~= '' then redis.call('ZREM', G, gprefix(j.tube, j.group) .. pad(j.id)) end
   count(j.tube, 'x', 1)
@@ -201,7 +261,7 @@ end
 
 local function reply(j, now)
   local attachment = false
-  if j.flags % 2 == 1 then attachment = redis.call('HGET', A, pad(j.id)) or false end
+  if j.flags % 2 == 1 then attachment = redis.call('HGET', A, fid(j.id)) or false end
   return {'ok', string.format('%d', j.id), encode(j), attachment, string.format('%d', now)}
 end
 
@@ -229,9 +289,9 @@ end
 local ops = {}
 
 -- One put, its 12 arguments from ARGV[a]: tube pri delay_or_at absolute ttr body key group
--- replace attachment shards shard. Replies {'ok', id, nil, nil, now, replaced id, due}, or
+-- replace attachment shards shard; seq is the job's number in the shard. Replies {'ok', id, nil, nil, now, replaced id, due}, or
 -- {'exists', <reply() of the job holding the key>}, or {'conflict', why}.
-local function put_one(a, now)
+local function put_one(a, now, seq)
   local tube, key, group = ARGV[a], ARGV[a + 6], ARGV[a + 7]
   local replaced = '0'
   if key ~= '' then
@@ -246,21 +306,20 @@ local function put_one(a, now)
       replaced = string.format('%d', old.id)
     end
   end
-  local seq = redis.call('INCR', SEQ)
   local j = {id = seq * tonumber(ARGV[a + 10]) + tonumber(ARGV[a + 11]), pri = tonumber(ARGV[a + 1]),
     ttr = tonumber(ARGV[a + 4]), body = ARGV[a + 5], tube = tube, key = key, group = group,
     holder = '', flags = 0, created = now, deadline = 0, reserves = 0, timeouts = 0,
-    releases = 0, buries = 0, kicks = 0}
+    releases = 0, buries = 0, kicks = 0, state = DELAYED, due = 0, delay = 0}
   schedule(j, tonumber(ARGV[a + 2]), ARGV[a + 3], now)
   if ARGV[a + 9] ~= '' then
     j.flags = 1
-    redis.call('HSET', A, pad(j.id), ARGV[a + 9])
+    redis.call('HSET', A, fid(j.id), ARGV[a + 9])
   end
   save(j)
   link(j, now)
-  if key ~= '' then redis.call('HSET', KI, tube .. '\0' .. key, pad(j.id)) end
+  if key ~= '' then redis.call('HSET', KI, tube .. '\0' .. key, fid(j.id)) end
   if group ~= '' then redis.call('ZADD', G, 0, gprefix(tube, group) .. pad(j.id)) end
-  redis.call('SADD', TUBES, tube)
+  seen[tube] = true
   count(tube, 'n', 1)
   -- The caller knows the rest of the job: its id, due time and the present are enough (and the
   -- body does not travel back).
@@ -270,17 +329,23 @@ end
 
 -- put <12 arguments>: one job; the reply also lists the tubes it made ready.
 ops.put = function()
-  local r = put_one(2, now_ms())
+  local r = put_one(2, now_ms(), redis.call('INCR', SEQ))
   r[8] = readied
   return r
 end
 
 -- putmany <12 arguments>...: several jobs of one shard in one call (a node sends together the
--- puts that arrive together); {'ok', <a put's reply>..., <tubes made ready>}.
+-- puts that arrive together); {'ok', <a put's reply>..., <tubes made ready>}. A put refused
+-- (exists, conflict) leaves its number unused.
 ops.putmany = function()
   local now = now_ms()
   local out = {'ok'}
-  for a = 2, #ARGV, 12 do table.insert(out, put_one(a, now)) end
+  local n = (#ARGV - 1) / 12
+  local seq = redis.call('INCRBY', SEQ, n) - n
+  for a = 2, #ARGV, 12 do
+    seq = seq + 1
+    table.insert(out, put_one(a, now, seq))
+  end
   table.insert(out, readied)
   return out
 end
@@ -455,8 +520,8 @@ ops.update = function()
   elseif ARGV[7] ~= '' then
     local pri = tonumber(ARGV[7])
     if j.state == READY then
-      redis.call('ZREM', R, rmember(j.tube, j.pri, j.id))
-      redis.call('ZADD', R, 0, rmember(j.tube, pri, j.id))
+      remove_ready(rmember(j.tube, j.pri, j.id))
+      readies[rmember(j.tube, pri, j.id)] = true
     end
     j.pri = pri
     save(j)
@@ -491,7 +556,7 @@ end
 ops.note = function()
   local j = load(tonumber(ARGV[3]))
   if not j then return {'notfound', 'no such job'} end
-  redis.call('HSET', A, pad(j.id), ARGV[4])
+  redis.call('HSET', A, fid(j.id), ARGV[4])
   if j.flags % 2 == 0 then j.flags = j.flags + 1; save(j) end
   return reply(j, now_ms())
 end
@@ -542,7 +607,7 @@ ops.fire = function()
   for _, member in ipairs(due) do
     local j = load(tonumber(member))
     if not j then
-      redis.call('ZREM', T, member)
+      remove_timer(tonumber(member))
     else
       if j.state == DELAYED then
         table.insert(late, string.format('%d', now - j.due))
@@ -597,4 +662,6 @@ end
 
 local handler = ops[op]
 if not handler then return redis.error_reply('ERR delayq: unknown operation ' .. tostring(op)) end
-return handler()
+local result = handler()
+flush()
+return result
