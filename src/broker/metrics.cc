@@ -182,6 +182,15 @@ std::string Metrics::render(std::span<const TubeStats> tubes, const ServerStats&
                           "From a push delivery request's start to its answer or failure.");
   delivery_lateness.render(out, "delayq_webhook_lateness_seconds",
                            "From a job's due time to the start of its first delivery attempt.");
+  if (!shard_overdue.empty()) {
+    append(out,
+           "# HELP delayq_shard_overdue_seconds How far a shard's earliest timer is behind the "
+           "present (0: none is); one that keeps growing is not being fired.\n");
+    append(out, "# TYPE delayq_shard_overdue_seconds gauge\n");
+    for (std::size_t shard = 0; shard < shard_overdue.size(); ++shard) {
+      append(out, "delayq_shard_overdue_seconds{{shard=\"{}\"}} {}\n", shard, shard_overdue[shard]);
+    }
+  }
   return out;
 }
 

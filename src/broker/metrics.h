@@ -58,6 +58,11 @@ class Metrics {
   void count_attempt(std::string_view tube, std::string_view result);
   std::int64_t deliveries_in_flight = 0;
 
+  // Sharded brokers (Redis mode): per shard, how far its earliest timer (a delayed job's due
+  // time, a reservation's TTR end) is behind the present, in seconds, 0 when none is; as this
+  // node last looked. A shard whose value keeps growing is not being fired. Empty otherwise.
+  std::vector<double> shard_overdue;
+
   // One operation of a protocol ("beanstalk", "http") and how it ended. protocol, op and result
   // must outlive the Metrics (string literals, static tables): they are kept as views.
   void count_op(std::string_view protocol, std::string_view op, std::string_view result);

@@ -385,3 +385,69 @@ TEST(RedisDownTest, ANodeIsNotReadyWhileRedisIsOutOfReachAndRecoversByItself) {
 
 }  // namespace
 }  // namespace delayq::testing
+
+namespace delayq::testing {
+namespace {
+
+// The body of GET <path>, by its Content-Length.
+std::string http_body(std::uint16_t port, const std::string& path) {
+  Client http(port);
+  if (!http.send("GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")) return "";
+  std::size_t length = 0;
+  while (auto line = http.read_line(Millis{15000})) {
+    if (*line == "\r\n") return http.read_exact(length, Millis{15000}).value_or("");
+    if (line->rfind("Content-Length: ", 0) == 0) length = std::stoul(line->substr(16));
+  }
+  return "";
+}
+
+// delayq_shard_overdue_seconds of one shard, as the node's /metrics shows it; -1 if absent.
+double overdue_of(std::uint16_t port, int shard) {
+  const std::string page = http_body(port, "/metrics");
+  const std::string name = "delayq_shard_overdue_seconds{shard=\"" + std::to_string(shard) + "\"} ";
+  const auto at = page.find(name);
+  return at == std::string::npos ? -1.0 : std::stod(page.substr(at + name.size()));
+}
+
+// A shard nobody fires (its lease held by a node that does not exist) shows on the gauge, and
+// the gauge goes back to 0 once a live node takes the lease and fires what was due.
+TEST(RedisOverdueTest, AShardNobodyFiresShowsAsOverdueUntilItIsFiredAgain) {
+  TempDir dir;
+  RedisServer redis(dir.path() / "redis");
+  ASSERT_EQ(redis.start(), "");
+  // Two shards, both leased for a minute to a node that never renews, before any node starts.
+  ASSERT_EQ(call(redis.port(), {"HSET", "od:meta", "shards", "2"}).integer, 1);
+  for (const std::string shard : {"0", "1"}) {
+    ASSERT_EQ(call(redis.port(), {"SET", "od:{" + shard + "}:owner", "gone", "PX", "60000"}).str,
+              "OK");
+  }
+  auto server = node(dir, redis.address(), "od");
+  ASSERT_EQ(server->start(), "");
+  Client producer(server->port());
+  const auto id = inserted_id(producer.call("put 0 1 60 1\r\nx\r\n"));
+  ASSERT_TRUE(id);
+  const int shard = static_cast<int>(*id % 2);
+
+  // The node looks every 5 s: within 12 s it has seen the job at least 3 s overdue.
+  double seen = 0;
+  for (const auto give_up = Clock::now() + 12s; Clock::now() < give_up && seen < 3.0;) {
+    std::this_thread::sleep_for(500ms);
+    seen = overdue_of(server->http_port(), shard);
+  }
+  EXPECT_GE(seen, 3.0);
+  EXPECT_EQ(overdue_of(server->http_port(), 1 - shard), 0.0);
+
+  // The lease ends: the node takes the shard, fires the job, and the gauge falls back to 0.
+  ASSERT_EQ(call(redis.port(), {"DEL", "od:{" + std::to_string(shard) + "}:owner"}).integer, 1);
+  Client worker(server->port());
+  EXPECT_EQ(take_one(worker, 10), id);
+  double after = -1;
+  for (const auto give_up = Clock::now() + 12s; Clock::now() < give_up && after != 0.0;) {
+    std::this_thread::sleep_for(500ms);
+    after = overdue_of(server->http_port(), shard);
+  }
+  EXPECT_EQ(after, 0.0);
+}
+
+}  // namespace
+}  // namespace delayq::testing

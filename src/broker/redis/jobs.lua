@@ -628,6 +628,13 @@ ops.fire = function()
   return {'ok', #due, head[2] or '-1', string.format('%d', now), late, readied}
 end
 
+-- overdue: the shard's earliest timer (or -1) and the present, by Redis's clock. Any node may
+-- ask: a timer far behind the present means nobody fires the shard.
+ops.overdue = function()
+  local head = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
+  return {'ok', head[2] or '-1', string.format('%d', now_ms())}
+end
+
 -- acquire node lease_ms: takes the lease if free; replies with the new epoch, or 'fenced'.
 ops.acquire = function()
   if not redis.call('SET', OWNER, ARGV[2], 'NX', 'PX', ARGV[3]) then

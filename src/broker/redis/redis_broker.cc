@@ -791,6 +791,18 @@ void Core::resync() {
       if (!found.empty()) self->pump();
     });
   }
+  // Every shard's earliest timer, for the overdue gauge: seen from every node, so that a shard
+  // its owner stopped firing shows on the others' pages too.
+  metrics.shard_overdue.resize(shards);
+  for (std::uint32_t shard = 0; shard < shards; ++shard) {
+    call(shard, {"overdue"}, false, [self = shared_from_this(), shard](Result<Reply> reply) {
+      if (!reply.is_ok() || reply.value().elements.size() < 3) return;
+      const auto head = to_int(reply.value().elements[1].str, -1);
+      const auto now = to_int(reply.value().elements[2].str);
+      self->metrics.shard_overdue[shard] =
+          head >= 0 && head < now ? static_cast<double>(now - head) / 1000.0 : 0.0;
+    });
+  }
   resync_timer.expires_after(std::max(options.resync * 5, Millis{1000}));
   resync_timer.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
     if (!error) self->resync();
