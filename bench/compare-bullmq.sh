@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# compare-bullmq.sh [SECONDS] — delayq (delayqd --redis) and BullMQ 6.7 (npm, bench/bullmq) side
-# by side on one Redis (Debian's redis-server, no AOF, no replica, started here on a free
+# compare-bullmq.sh [SECONDS] — delayq (delayqd --redis), BullMQ 6.7 (npm, bench/bullmq) and a
+# plain sorted-set poller (ZADD by due time; a script every 10 ms takes what is due) side by side
+# on one Redis (Debian's redis-server, no AOF, no replica, started here on a free
 # loopback port), one after the other in one run:
 #   puts    100,000 jobs with 100-byte bodies due in an hour, 64 in flight (delayq: loadgen, 4
 #           connections x 16 pipelined; BullMQ: 64 concurrent Queue.add): jobs/s, Redis CPU per
 #           job (redis-server's utime + stime over the run), Redis bytes per pending job
 #   late    1 s delays at 1,000 jobs/s for SECONDS (default 5), two workers: lateness p50, p99
-# Redis is flushed between the systems. Prints a Markdown table with delayq / BullMQ ratios.
+# Redis is flushed between the systems. Prints a Markdown table with the ratios of delayq to each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-5}
@@ -65,11 +66,27 @@ line=$(node bench/bullmq/bench.js late "$redis_port" "$seconds")
 echo "bullmq late: $line" >&2
 b_p50=$(echo "$line" | field p50); b_p99=$(echo "$line" | field p99)
 
+cli flushall >/dev/null
+
+# --- a plain sorted-set poller
+before_ticks=$(ticks); before_bytes=$(used)
+line=$(node bench/bullmq/bench.js zadd "$redis_port")
+echo "poller add: $line" >&2
+z_rate=$(echo "$line" | field adds/s)
+z_cpu=$(( ($(ticks) - before_ticks) * 1000000 / hz / 100000 ))
+z_bytes=$(( ($(used) - before_bytes) / 100000 ))
+line=$(node bench/bullmq/bench.js zlate "$redis_port" "$seconds")
+echo "poller late: $line" >&2
+z_p50=$(echo "$line" | field p50); z_p99=$(echo "$line" | field p99)
+
 ratio() { python3 -c "print(f'{$1/max($2,1):.2f}x')"; }
-echo "| measure | delayq | BullMQ 6.7 | delayq / BullMQ |"
-echo "|---|---:|---:|---:|"
-echo "| puts/s, 64 in flight | $d_rate | $b_rate | $(ratio "$d_rate" "$b_rate") |"
-echo "| Redis CPU per put (us) | $d_cpu | $b_cpu | $(ratio "$d_cpu" "$b_cpu") |"
-echo "| Redis bytes per pending job | $d_bytes | $b_bytes | $(ratio "$d_bytes" "$b_bytes") |"
-echo "| lateness p50 (us) | $d_p50 | $b_p50 | $(ratio "$d_p50" "$b_p50") |"
-echo "| lateness p99 (us) | $d_p99 | $b_p99 | $(ratio "$d_p99" "$b_p99") |"
+row() {  # NAME DELAYQ BULLMQ POLLER
+  echo "| $1 | $2 | $3 | $4 | $(ratio "$2" "$3") | $(ratio "$2" "$4") |"
+}
+echo "| measure | delayq | BullMQ 6.7 | sorted-set poller | delayq / BullMQ | delayq / poller |"
+echo "|---|---:|---:|---:|---:|---:|"
+row "puts/s, 64 in flight" "$d_rate" "$b_rate" "$z_rate"
+row "Redis CPU per put (us)" "$d_cpu" "$b_cpu" "$z_cpu"
+row "Redis bytes per pending job" "$d_bytes" "$b_bytes" "$z_bytes"
+row "lateness p50 (us)" "$d_p50" "$b_p50" "$z_p50"
+row "lateness p99 (us)" "$d_p99" "$b_p99" "$z_p99"

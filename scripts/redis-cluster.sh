@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # redis-cluster.sh start DIR [PRIMARIES [REPLICAS]] | stop DIR — a Redis Cluster of Debian's
 # redis-server on free loopback ports, for delayqd --redis and the Redis tests.
-#   start: PRIMARIES (default 3) primaries with REPLICAS (default 1) replicas each, one directory
-#          per node under DIR (AOF on, everysec), joined with `redis-cli --cluster create`; waits
-#          until every node reports cluster_state:ok and every replica is in sync, then writes
-#          the seeds ("127.0.0.1:P,...") to DIR/seeds and prints them.
+#   start: PRIMARIES (default 3) primaries with REPLICAS (default 1) replicas each, one
+#          directory per node under DIR (AOF on, everysec), joined with `redis-cli --cluster
+#          create` (or, for 1 primary without replicas, given every slot); waits until every
+#          node reports cluster_state:ok and every replica is in sync, then writes the seeds
+#          ("127.0.0.1:P,...") to DIR/seeds and prints them.
 #   stop:  stops every node it started, by the PIDs in DIR/*/redis.pid (SIGTERM, then SIGKILL);
 #          Redis writes its AOF out as it stops.
 #   restart: starts the stopped nodes again on their ports, from their directories (nodes.conf,
@@ -85,8 +86,15 @@ start() {
       sleep 0.05
     done
   done
-  redis-cli --cluster create "${addresses[@]}" --cluster-replicas "$replicas" --cluster-yes \
-    >"$dir/create.log" 2>&1 || { cat "$dir/create.log" >&2; stop; exit 1; }
+  if [ "$primaries" -ge 3 ]; then
+    redis-cli --cluster create "${addresses[@]}" --cluster-replicas "$replicas" --cluster-yes \
+      >"$dir/create.log" 2>&1 || { cat "$dir/create.log" >&2; stop; exit 1; }
+  elif [ "$count" -eq 1 ]; then
+    # `--cluster create` wants 3 primaries; one node takes every slot by itself.
+    redis-cli -p "${ports[0]}" cluster addslotsrange 0 16383 >"$dir/create.log" 2>&1
+  else
+    echo "redis-cluster: 1 primary without replicas, or 3 and more primaries" >&2; stop; exit 2
+  fi
   for address in "${addresses[@]}"; do
     for _ in $(seq 300); do
       redis-cli -p "${address##*:}" cluster info 2>/dev/null | grep -q "cluster_state:ok" && break

@@ -1,11 +1,16 @@
-// bench.js MODE PORT [SECONDS] — BullMQ 6.7 on the Redis at 127.0.0.1:PORT, for
-// bench/compare-bullmq.sh. Modes:
-//   add   100,000 jobs (100-byte payloads) delayed an hour, 64 adds in flight: prints adds/s
-//   late  1,000 jobs/s delayed 1 s for SECONDS, a worker of concurrency 2: prints lateness
+// bench.js MODE PORT [SECONDS] — BullMQ 6.7, and a plain sorted-set poller, on the Redis at
+// 127.0.0.1:PORT, for bench/compare-bullmq.sh. Modes:
+//   add   BullMQ: 100,000 jobs (100-byte payloads) delayed an hour, 64 adds in flight: adds/s
+//   late  BullMQ: 1,000 jobs/s delayed 1 s for SECONDS, a worker of concurrency 2: lateness
 //         percentiles from each job's due time (taken on this clock at its add) to its start
+//   zadd  the poller: the same 100,000 jobs as ZADD of the job (id and body, as JSON) scored by
+//         its due time, 64 in flight on one connection: adds/s
+//   zlate the poller: the same 1,000 jobs/s; every 10 ms one script takes up to 100 due jobs
+//         (ZRANGEBYSCORE, then ZREM) and hands them out: lateness as above
 // One line of key=value on stdout.
 'use strict';
 const { Queue, Worker } = require('bullmq');
+const IORedis = require('ioredis');
 
 const [mode, port, secondsArg] = process.argv.slice(2);
 const connection = { host: '127.0.0.1', port: Number(port) };
@@ -59,7 +64,70 @@ async function late() {
   await queue.close();
 }
 
-(mode === 'add' ? add() : late()).then(() => process.exit(0), (error) => {
+async function zadd() {
+  const redis = new IORedis(connection);
+  const total = 100000;
+  let next = 0;
+  const start = process.hrtime.bigint();
+  async function lane() {
+    while (next < total) {
+      next += 1;
+      const job = JSON.stringify({ id: next, body: payload.body });
+      await redis.zadd('zq', Date.now() + 3600000, job);
+    }
+  }
+  await Promise.all(Array.from({ length: 64 }, lane));
+  const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  console.log(`mode=zadd jobs=${total} adds/s=${Math.round(total / seconds)}`);
+  redis.disconnect();
+}
+
+// Takes the due jobs, at most n, by the Redis server's clock.
+const TAKE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+if #due > 0 then redis.call('ZREM', KEYS[1], unpack(due)) end
+return due`;
+
+async function zlate() {
+  const seconds = Number(secondsArg || 5);
+  const redis = new IORedis(connection);
+  const poller = new IORedis(connection);
+  poller.defineCommand('take', { numberOfKeys: 1, lua: TAKE });
+  const lateness = [];
+  let added = 0;
+  let polling = true;
+  const poll = (async () => {
+    while (polling || lateness.length < added) {
+      for (const job of await poller.take('zl', 100)) lateness.push((Date.now() - JSON.parse(job).due) * 1000);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  })();
+  const start = Date.now();
+  while (Date.now() - start < seconds * 1000) {
+    const due = Date.now() + 1000;
+    added += 1;
+    await redis.zadd('zl', due, JSON.stringify({ id: added, due, body: payload.body }));
+    const wait = start + added - Date.now();  // 1,000 a second
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+  }
+  polling = false;
+  await Promise.race([poll, new Promise((r) => setTimeout(r, 15000))]);
+  lateness.sort((a, b) => a - b);
+  console.log(`mode=zlate jobs=${added} received=${lateness.length} lateness us: ` +
+    `p50=${Math.round(percentile(lateness, 0.5))} p99=${Math.round(percentile(lateness, 0.99))} ` +
+    `max=${Math.round(lateness[lateness.length - 1] || 0)}`);
+  redis.disconnect();
+  poller.disconnect();
+}
+
+const modes = { add, late, zadd, zlate };
+if (!modes[mode]) {
+  console.error(`bench.js: unknown mode ${mode} (add, late, zadd, zlate)`);
+  process.exit(2);
+}
+modes[mode]().then(() => process.exit(0), (error) => {
   console.error(error);
   process.exit(1);
 });

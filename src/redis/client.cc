@@ -18,21 +18,27 @@ using SteadyClock = std::chrono::steady_clock;
 
 // --- Script
 
-Script::Script(std::string source) : source_(std::move(source)) {
+Script::Script(std::string source) : name_("delayq_") {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int size = 0;
   DELAYQ_CHECK(
-      EVP_Digest(source_.data(), source_.size(), digest.data(), &size, EVP_sha1(), nullptr) == 1);
+      EVP_Digest(source.data(), source.size(), digest.data(), &size, EVP_sha1(), nullptr) == 1);
   static constexpr char kHex[] = "0123456789abcdef";
   for (unsigned int i = 0; i < size; ++i) {
-    sha_.push_back(kHex[digest[i] >> 4]);
-    sha_.push_back(kHex[digest[i] & 0xF]);
+    name_.push_back(kHex[digest[i] >> 4]);
+    name_.push_back(kHex[digest[i] & 0xF]);
   }
+  library_ =
+      "#!lua name=" + name_ + "\n" + source + "\nredis.register_function('" + name_ + "', run)\n";
+}
+
+bool Script::missing(const Reply& error) {
+  return error.is_error() && error.str.starts_with("ERR Function not found");
 }
 
 Command Script::call(const std::vector<std::string_view>& keys,
                      const std::vector<std::string_view>& args) const {
-  Command command{"EVALSHA", sha_};
+  Command command{"FCALL", name_};
   command.arg(static_cast<std::int64_t>(keys.size()));
   for (const auto key : keys) command.arg(key);
   for (const auto value : args) command.arg(value);
@@ -249,11 +255,13 @@ void Client::Impl::on_replies(const CallPtr& call, const std::string& address,
     redispatch_later(call, Status(Code::kIOError, address + " answered " + first.reply.str));
     return;
   }
-  if (code == "NOSCRIPT" && call->request.script != nullptr) {
-    ++stats.no_script;
+  if (call->request.script != nullptr && Script::missing(first.reply)) {
+    ++stats.function_loads;
     auto self = shared_from_this();
+    // REPLACE: another client may load the same library at the same moment.
     connection(address)->send(
-        Command{"SCRIPT", "LOAD", call->request.script->source()}, [self, call](Outcome loaded) {
+        Command{"FUNCTION", "LOAD", "REPLACE", call->request.script->library()},
+        [self, call](Outcome loaded) {
           if (self->closed) return;
           if (!loaded.status.is_ok() || loaded.reply.is_error()) {
             self->redispatch_later(call, loaded.status.is_ok()

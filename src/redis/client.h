@@ -6,7 +6,8 @@
 // on the same connection). Replies that ask the client to go elsewhere or come back later are
 // handled here and never reach the caller: MOVED (update the slot, resend at once), ASK (resend
 // once to the node named, after ASKING), TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN and READONLY
-// (wait 10 ms, doubling up to 320 ms, refresh the map, resend), NOSCRIPT (SCRIPT LOAD, resend).
+// (wait 10 ms, doubling up to 320 ms, refresh the map, resend), a missing function (FUNCTION LOAD,
+// resend).
 // A connection that breaks before a command was written is replaced and the command resent; one
 // that breaks after fails the request with kIOError: the command may have run. All of this ends
 // at the request's deadline (kTimedOut, saying what it last met). A single Redis without cluster
@@ -32,19 +33,25 @@ namespace delayq::redis {
 template <typename T>
 using Callback = std::function<void(Result<T>)>;
 
-// A Lua script, sent by its SHA-1 (EVALSHA) and loaded where a node does not have it.
+// Lua code run in Redis as a function (Redis 7's FCALL), loaded where a node does not have it.
+// `source` defines `local function run(keys, args)`; it is loaded once per node as a library
+// named after its SHA-1, so that its top level (every local function, every table) runs at the
+// load and not at each call, as an EVALSHA script's would, and two versions never collide.
 class Script {
  public:
   explicit Script(std::string source);
-  [[nodiscard]] const std::string& source() const noexcept { return source_; }
-  [[nodiscard]] const std::string& sha() const noexcept { return sha_; }  // 40 hex digits
-  // "EVALSHA <sha> <keys.size()> <keys...> <args...>"
+  // The library as FUNCTION LOAD takes it: the shebang naming it, source, the registration.
+  [[nodiscard]] const std::string& library() const noexcept { return library_; }
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }  // "delayq_<sha>"
+  // "FCALL <name> <keys.size()> <keys...> <args...>"
   [[nodiscard]] Command call(const std::vector<std::string_view>& keys,
                              const std::vector<std::string_view>& args) const;
+  // Whether `error` says the function is not loaded on the node that answered.
+  [[nodiscard]] static bool missing(const Reply& error);
 
  private:
-  std::string source_;
-  std::string sha_;
+  std::string library_;
+  std::string name_;
 };
 
 struct ClientOptions {
@@ -73,9 +80,9 @@ struct ClientStats {
   std::uint64_t cluster_down = 0;
   std::uint64_t loading = 0;
   std::uint64_t read_only = 0;
-  std::uint64_t no_script = 0;
-  std::uint64_t reconnects = 0;  // connections replaced after they broke
-  std::uint64_t refreshes = 0;   // topologies read
+  std::uint64_t function_loads = 0;  // a node lacked the function: loaded, then sent again
+  std::uint64_t reconnects = 0;      // connections replaced after they broke
+  std::uint64_t refreshes = 0;       // topologies read
 };
 
 class Client {

@@ -50,7 +50,7 @@ struct Reply {
 
   [[nodiscard]] bool is_error() const noexcept { return type == ReplyType::kError; }
   [[nodiscard]] bool is_nil() const noexcept { return type == ReplyType::kNil; }
-  // An error's first word ("MOVED", "ERR", "NOSCRIPT"); empty for other replies.
+  // An error's first word ("MOVED", "ERR", "TRYAGAIN"); empty for other replies.
   [[nodiscard]] std::string_view error_code() const noexcept;
   // A bulk string, a status or an error as text; an integer in decimal; "" otherwise.
   [[nodiscard]] std::string text() const;

@@ -1,6 +1,7 @@
 // The Redis client against real redis-server processes: a single server, a 3-primary cluster,
 // and every redirection and retry the client handles (MOVED, ASK, TRYAGAIN, CLUSTERDOWN,
-// LOADING, READONLY, NOSCRIPT, a broken connection, a silent node), each provoked for real.
+// LOADING, READONLY, a missing function, a broken connection, a silent node), each provoked for
+// real.
 #include "redis/client.h"
 
 #include <gtest/gtest.h>
@@ -220,7 +221,8 @@ TEST_F(RedisClientTest, AScriptIsLoadedWhereItIsMissing) {
   ASSERT_EQ(server.start(), "");
   Client client(io_.get_executor(), options(server.address()));
   ASSERT_TRUE(start(client).is_ok());
-  const Script script("return redis.call('INCRBY', KEYS[1], ARGV[1])");
+  const Script script(
+      "local function run(keys, args) return redis.call('INCRBY', keys[1], args[1]) end");
   auto eval = [&](std::string_view by) {
     std::optional<Result<std::vector<Reply>>> result;
     client.run(Request{key_slot("n"), {script.call({"n"}, {by})}, &script},
@@ -228,12 +230,12 @@ TEST_F(RedisClientTest, AScriptIsLoadedWhereItIsMissing) {
     run_until(result);
     return result && result->is_ok() ? describe(result->value().front()) : std::string("failed");
   };
-  EXPECT_EQ(eval("2"), "(integer) 2");  // never loaded: NOSCRIPT, load, again
-  EXPECT_EQ(eval("3"), "(integer) 5");  // cached: no reload
-  EXPECT_EQ(client.stats().no_script, 1U);
-  ASSERT_EQ(describe(testing::call(server.port(), Command{"SCRIPT", "FLUSH"})), "OK");
+  EXPECT_EQ(eval("2"), "(integer) 2");  // never loaded: function not found, load, again
+  EXPECT_EQ(eval("3"), "(integer) 5");  // loaded: no reload
+  EXPECT_EQ(client.stats().function_loads, 1U);
+  ASSERT_EQ(describe(testing::call(server.port(), Command{"FUNCTION", "FLUSH"})), "OK");
   EXPECT_EQ(eval("4"), "(integer) 9");
-  EXPECT_EQ(client.stats().no_script, 2U);
+  EXPECT_EQ(client.stats().function_loads, 2U);
 }
 
 // A subscription whose node stops answering (SIGSTOP: the connection stays open) is noticed by
@@ -429,7 +431,9 @@ TEST_F(RedisClusterTest, ClusterDownIsRetriedUntilTheSlotIsServed) {
 TEST_F(RedisClusterTest, AScriptAndAWaitRunOnTheSlotsPrimary) {
   Client client(io_.get_executor(), options(cluster_.seeds()));
   ASSERT_TRUE(start(client).is_ok());
-  const Script script("redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])");
+  const Script script(
+      "local function run(keys, args) redis.call('SET', keys[1], args[1]); "
+      "return redis.call('GET', keys[1]) end");
   const std::string key = "{script}k";
   std::optional<Result<std::vector<Reply>>> result;
   client.run(

@@ -1,6 +1,8 @@
--- jobs.lua — every change to a shard's jobs, as one atomic script (docs/redis-mode.md).
--- Called as EVALSHA <sha> 14 <the shard's keys> <op> <args...>: every key of the shard, always
--- all of them and in this order, so that Redis sees every key a script may touch. They share
+-- jobs.lua — every change to a shard's jobs, as one atomic call (docs/redis-mode.md). Loaded
+-- into Redis as a function library (redis::Script adds the name and registers run()), so that
+-- what is defined here is made once per load, not at every call.
+-- Called as FCALL <name> 14 <the shard's keys> <op> <args...>: every key of the shard, always
+-- all of them and in this order, so that Redis sees every key a call may touch. They share
 -- the shard's hash tag, "<prefix>:{<shard>}" (the prefix is "dq" unless configured; it names
 -- the events channel too), hence one slot; and while a slot migrates, Redis runs a script only
 -- where all of them are (else TRYAGAIN or ASK), never on half a shard. Tube names, keys and
@@ -28,17 +30,13 @@
 --
 -- Replies: {'ok', ...} or {'<error>', message}: notfound, conflict, exists, fenced.
 
-local op = ARGV[1]
-local base = string.gsub(KEYS[1], ':seq$', '')
-local EVENTS = string.match(base, '^[^:]*') .. ':events'
-local SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH = KEYS[1], KEYS[2], KEYS[3],
-  KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13],
-  KEYS[14]
+-- The call's arguments and keys, set by run() at each call.
+local ARGV, base, EVENTS, SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH
 local HEAD = '>BBI4ddddI4I4I4I4I4I4'
 local RECORD = HEAD .. 'I4c0I4c0I4c0I4c0' -- and the four strings, each after its length
 local DELAYED, READY, RESERVED, BURIED = 0, 1, 2, 3
 
--- Redis's clock, read once per call: a script runs at one instant.
+-- Redis's clock, read once per call: a call runs at one instant.
 local clock
 local function time()
   if not clock then clock = redis.call('TIME') end
@@ -90,12 +88,13 @@ end
 -- per job: a putmany or a fire of n jobs costs one HSET, one ZADD per sorted set and one HINCRBY
 -- per counter. load() sees the gathered records; taking a job out of t or r drops its gathered
 -- entry too, so nothing gathered outlives a later change in the same call.
-local records = {}  -- field -> record, for HSET j
-local timers = {}   -- member -> score, for ZADD t
-local readies = {}  -- member -> true, for ZADD r
-local counters = {} -- tube \0 counter -> change, for HINCRBY c
-local seen = {}     -- tube -> true, for SADD tubes
-local nonempty = {} -- tube -> true once its ready set is known not empty in this call
+-- (Each made empty by run() at each call.)
+local records  -- field -> record, for HSET j
+local timers   -- member -> score, for ZADD t
+local readies  -- member -> true, for ZADD r
+local counters -- tube \0 counter -> change, for HINCRBY c
+local seen     -- tube -> true, for SADD tubes
+local nonempty -- tube -> true once its ready set is known not empty in this call
 
 local function load(id)
   local field = fid(id)
@@ -164,7 +163,7 @@ end
 
 -- Tubes whose ready set this call made non-empty: published for every node, and answered to
 -- the caller (fire, put), whose node need not wait for the message.
-local readied = {}
+local readied
 
 local function make_ready(j)
   if not nonempty[j.tube] then
@@ -667,8 +666,19 @@ ops.resign = function()
   return {'ok'}
 end
 
-local handler = ops[op]
-if not handler then return redis.error_reply('ERR delayq: unknown operation ' .. tostring(op)) end
-local result = handler()
-flush()
-return result
+local function run(keys, args)
+  ARGV = args
+  base = string.gsub(keys[1], ':seq$', '')
+  EVENTS = string.match(base, '^[^:]*') .. ':events'
+  SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH = keys[1], keys[2], keys[3], keys[4],
+    keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12], keys[13], keys[14]
+  clock = nil
+  readied, records, timers, readies, counters, seen, nonempty = {}, {}, {}, {}, {}, {}, {}
+  local handler = ops[args[1]]
+  if not handler then
+    return redis.error_reply('ERR delayq: unknown operation ' .. tostring(args[1]))
+  end
+  local result = handler()
+  flush()
+  return result
+end

@@ -1697,8 +1697,22 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
   wait(started);
   if (!started->is_ok()) return *started;
 
-  // A Redis that evicts keys under memory pressure would drop jobs: refuse it.
   for (const auto& address : core->client.primaries()) {
+    // The jobs' code is a function library (FCALL): Redis 7.0 or later.
+    std::optional<Result<Reply>> server;
+    core->client.run_at(address, Command{"INFO", "server"},
+                        [&](Result<Reply> r) { server.emplace(std::move(r)); });
+    wait(server);
+    if (!server->is_ok()) return server->status();
+    const std::string& info = server->value().str;
+    if (const auto at = info.find("redis_version:"); at != std::string::npos) {
+      const std::string version = info.substr(at + 14, info.find_first_of("\r\n", at) - at - 14);
+      if (to_int(version.substr(0, version.find('.'))) < 7) {
+        return Status(Code::kInvalidArgument, "redis " + address + " is version " + version +
+                                                  ": delayq needs Redis 7.0 or later (functions)");
+      }
+    }
+    // A Redis that evicts keys under memory pressure would drop jobs: refuse it.
     std::optional<Result<Reply>> policy;
     core->client.run_at(address, Command{"CONFIG", "GET", "maxmemory-policy"},
                         [&](Result<Reply> r) { policy.emplace(std::move(r)); });
