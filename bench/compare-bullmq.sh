@@ -55,29 +55,24 @@ d_p50=$(echo "$line" | field p50); d_p99=$(echo "$line" | field p99)
 kill "${pids[-1]}"; sleep 0.5
 cli flushall >/dev/null
 
-# --- BullMQ
-before_ticks=$(ticks); before_bytes=$(used)
-line=$(node bench/bullmq/bench.js add "$redis_port")
-echo "bullmq add: $line" >&2
-b_rate=$(echo "$line" | field adds/s)
-b_cpu=$(( ($(ticks) - before_ticks) * 1000000 / hz / 100000 ))
-b_bytes=$(( ($(used) - before_bytes) / 100000 ))
-line=$(node bench/bullmq/bench.js late "$redis_port" "$seconds")
-echo "bullmq late: $line" >&2
-b_p50=$(echo "$line" | field p50); b_p99=$(echo "$line" | field p99)
-
-cli flushall >/dev/null
-
-# --- a plain sorted-set poller
-before_ticks=$(ticks); before_bytes=$(used)
-line=$(node bench/bullmq/bench.js zadd "$redis_port")
-echo "poller add: $line" >&2
-z_rate=$(echo "$line" | field adds/s)
-z_cpu=$(( ($(ticks) - before_ticks) * 1000000 / hz / 100000 ))
-z_bytes=$(( ($(used) - before_bytes) / 100000 ))
-line=$(node bench/bullmq/bench.js zlate "$redis_port" "$seconds")
-echo "poller late: $line" >&2
-z_p50=$(echo "$line" | field p50); z_p99=$(echo "$line" | field p99)
+# --- BullMQ, then the poller: bench.js's put mode and late mode each. node_system PREFIX ADD LATE
+# sets PREFIX_rate, _cpu, _bytes, _p50 and _p99.
+node_system() {
+  local prefix=$1 add=$2 late=$3 line before_ticks before_bytes
+  before_ticks=$(ticks); before_bytes=$(used)
+  line=$(node bench/bullmq/bench.js "$add" "$redis_port")
+  echo "$add: $line" >&2
+  printf -v "${prefix}_rate" %s "$(echo "$line" | field adds/s)"
+  printf -v "${prefix}_cpu" %s $(( ($(ticks) - before_ticks) * 1000000 / hz / 100000 ))
+  printf -v "${prefix}_bytes" %s $(( ($(used) - before_bytes) / 100000 ))
+  line=$(node bench/bullmq/bench.js "$late" "$redis_port" "$seconds")
+  echo "$late: $line" >&2
+  printf -v "${prefix}_p50" %s "$(echo "$line" | field p50)"
+  printf -v "${prefix}_p99" %s "$(echo "$line" | field p99)"
+  cli flushall >/dev/null
+}
+node_system b add late
+node_system z zadd zlate
 
 ratio() { python3 -c "print(f'{$1/max($2,1):.2f}x')"; }
 row() {  # NAME DELAYQ BULLMQ POLLER

@@ -20,20 +20,25 @@ function percentile(sorted, p) {
   return sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))];
 }
 
-async function add() {
-  const queue = new Queue('bench-add', { connection });
+// Calls put(n) for n = 1 to 100,000, 64 at a time; prints the rate as mode=<mode>.
+async function puts(mode, put) {
   const total = 100000;
   let next = 0;
   const start = process.hrtime.bigint();
   async function lane() {
     while (next < total) {
       next += 1;
-      await queue.add('j', payload, { delay: 3600000, removeOnComplete: true });
+      await put(next);
     }
   }
   await Promise.all(Array.from({ length: 64 }, lane));
   const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-  console.log(`mode=add jobs=${total} adds/s=${Math.round(total / seconds)}`);
+  console.log(`mode=${mode} jobs=${total} adds/s=${Math.round(total / seconds)}`);
+}
+
+async function add() {
+  const queue = new Queue('bench-add', { connection });
+  await puts('add', () => queue.add('j', payload, { delay: 3600000, removeOnComplete: true }));
   await queue.close();
 }
 
@@ -66,19 +71,8 @@ async function late() {
 
 async function zadd() {
   const redis = new IORedis(connection);
-  const total = 100000;
-  let next = 0;
-  const start = process.hrtime.bigint();
-  async function lane() {
-    while (next < total) {
-      next += 1;
-      const job = JSON.stringify({ id: next, body: payload.body });
-      await redis.zadd('zq', Date.now() + 3600000, job);
-    }
-  }
-  await Promise.all(Array.from({ length: 64 }, lane));
-  const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-  console.log(`mode=zadd jobs=${total} adds/s=${Math.round(total / seconds)}`);
+  await puts('zadd', (id) =>
+    redis.zadd('zq', Date.now() + 3600000, JSON.stringify({ id, body: payload.body })));
   redis.disconnect();
 }
 
