@@ -606,7 +606,7 @@ ops.fire = function()
   for _, member in ipairs(due) do
     local j = load(tonumber(member))
     if not j then
-      remove_timer(tonumber(member))
+      redis.call('ZREM', T, member) -- as read: a timer without its job
     else
       if j.state == DELAYED then
         table.insert(late, string.format('%d', now - j.due))
