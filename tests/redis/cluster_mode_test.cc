@@ -4,7 +4,8 @@
 // and none lost; a Redis primary killed under load fails over, and every put that was answered
 // INSERTED is still there. The first two use the cluster the test run shares
 // (DELAYQ_TEST_CLUSTER_SEEDS_FILE, from scripts/redis-cluster.sh); the failover test starts one
-// of its own with the same script, since it kills a primary.
+// of its own with the same script, since it kills a primary. A shard nobody fires shows on the
+// overdue gauge of /metrics until a live node takes it.
 #include <gtest/gtest.h>
 #include <signal.h>
 
