@@ -8,6 +8,7 @@
 #include <boost/json.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <iterator>
 #include <optional>
@@ -58,6 +59,8 @@ struct Options {
   std::optional<double> rate;
   std::optional<std::uint32_t> concurrency;
   std::vector<std::string> secrets;
+  // admin backup
+  std::string dir;
 };
 
 // Percent-encodes one path segment.
@@ -121,8 +124,9 @@ class Cli {
         client_->set_token(token);
       }
     }
-    // A long-poll may take its whole timeout: wait a little longer than that.
-    const std::chrono::milliseconds wait = target == "/v1/reserve"
+    // A long-poll may take its whole timeout (an hour at most), a backup a while: wait a little
+    // longer than that.
+    const std::chrono::milliseconds wait = target == "/v1/reserve" || target == "/v1/admin/backup"
                                                ? std::chrono::hours(1) + std::chrono::seconds(30)
                                                : std::chrono::seconds(30);
     auto response = client_->request(method, target, body ? json::serialize(*body) : "", wait);
@@ -227,6 +231,15 @@ class Cli {
     for (const std::string& tube : o_.tubes) tubes.emplace_back(tube);
     if (!tubes.empty()) body["tubes"] = std::move(tubes);
     if (!o_.timeout.empty()) body["timeout"] = o_.timeout;
+    // Say what a wait is for, where nobody reads it as output.
+    if (!o_.timeout.empty() && o_.timeout != "0" && !o_.json_output) {
+      std::string tubes_text;
+      for (const std::string& tube : o_.tubes)
+        tubes_text += (tubes_text.empty() ? "" : ", ") + tube;
+      if (tubes_text.empty()) tubes_text = "default";
+      std::fprintf(stderr, "delayq: waiting up to %s for a ready job in tube%s %s\n",
+                   o_.timeout.c_str(), o_.tubes.size() > 1 ? "s" : "", tubes_text.c_str());
+    }
     ClientResponse response;
     if (auto failed = call("POST", "/v1/reserve", &body, response)) return *failed;
     if (response.status == 204) {
@@ -260,6 +273,19 @@ class Cli {
     return 0;
   }
   int stats() { return show("GET", "/v1/stats", nullptr, false); }
+  int backup() {
+    // The directory is the server's; a relative one is taken from here, for a server on this
+    // machine.
+    std::error_code error;
+    const std::filesystem::path dir = std::filesystem::absolute(o_.dir, error);
+    json::object body;
+    body["dir"] = error ? o_.dir : dir.string();
+    if (!o_.json_output) {
+      std::fprintf(stderr, "delayq: waiting for the server to copy its data into %s\n",
+                   body["dir"].as_string().c_str());
+    }
+    return show("POST", "/v1/admin/backup", &body, false);
+  }
   int group_ls() {
     ClientResponse response;
     const std::string target = "/v1/tubes/" + segment(o_.tube) + "/groups/" + segment(o_.group);
@@ -403,6 +429,13 @@ int main(int argc, char** argv) {
     command->add_option("tube", o.tube, "tube")->required();
   }
 
+  auto* admin = app.add_subcommand("admin", "the server's administration");
+  admin->require_subcommand(1);
+  auto* backup = admin->add_subcommand(
+      "backup", "copy the running server's data into a new directory (a restorable data dir)");
+  backup->add_option("dir", o.dir, "new directory on the server's machine (relative: from here)")
+      ->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -423,5 +456,6 @@ int main(int argc, char** argv) {
   if (webhook_set->parsed()) return cli.webhook_set();
   if (webhook_get->parsed()) return cli.webhook_get();
   if (webhook_rm->parsed()) return cli.webhook_rm();
+  if (backup->parsed()) return cli.backup();
   return kExitUsage;
 }

@@ -5,6 +5,7 @@
 // (so a test can start it on port 0 and read the port). SIGTERM / SIGINT: stop accepting, commit
 // and sync what is pending, let the replies out for 200 ms, close, exit 0. SIGUSR1: drain mode
 // (puts get DRAINING), as beanstalkd.
+#include <fmt/format.h>
 #include <malloc.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -29,6 +30,7 @@
 #include "front/beanstalk/server.h"
 #include "front/http/server.h"
 #include "front/webhook/deliverer.h"
+#include "notify.h"
 
 namespace {
 
@@ -96,15 +98,60 @@ bool loopback(const std::string& host) {
   return !error && address.is_loopback();
 }
 
-// The broker: Redis when --redis names servers, else the local store.
+// Recovery's progress, reported while the store's jobs load: a log line every 5 s (and one at the
+// end if it took longer), systemd's status line, and the HTTP listener's 503 answer, which it
+// gives in between (the io_context is polled here, on the one thread).
+class RecoveryReporter {
+ public:
+  RecoveryReporter(boost::asio::io_context& io, front::http::Server* http) : io_(io), http_(http) {}
+
+  void operator()(const local::RecoveryProgress& p) {
+    const std::string line =
+        p.done ? fmt::format("{} jobs loaded in {:.1f} s ({:.0f} jobs/s)", p.jobs, seconds(p.took),
+                             p.rate())
+               : fmt::format(
+                     "recovering: {} of about {} jobs loaded ({:.0f}%), "
+                     "{:.0f} jobs/s, about {:.0f} s left",
+                     p.jobs, p.estimated, p.percent(), p.rate(), p.seconds_left());
+    if (p.took - logged_ >= std::chrono::seconds(5) || (p.done && logged_.count() > 0)) {
+      spdlog::info("{}", line);
+      logged_ = p.took;
+    }
+    apps::notify_systemd("STATUS=" + line +
+                         // Recovery may outlast the unit's start timeout: ask for more.
+                         (p.done ? "" : "\nEXTEND_TIMEOUT_USEC=30000000"));
+    if (http_ == nullptr) return;
+    http_->starting(
+        p.done ? "the server is starting" : line,
+        fmt::format(R"({{"phase":"recovery","jobs_loaded":{},"jobs_estimated":{},)"
+                    R"("percent":{:.1f},"jobs_per_second":{:.0f},"seconds_left":{:.0f},)"
+                    R"("seconds":{:.1f}}})",
+                    p.jobs, p.estimated, p.percent(), p.rate(), p.seconds_left(), seconds(p.took)));
+    io_.poll();
+    if (io_.stopped()) io_.restart();
+  }
+
+ private:
+  static double seconds(std::chrono::milliseconds ms) {
+    return std::chrono::duration<double>(ms).count();
+  }
+  boost::asio::io_context& io_;
+  front::http::Server* http_;
+  std::chrono::milliseconds logged_{0};
+};
+
+// The broker: Redis when --redis names servers, else the local store. `http`, listening already,
+// answers with recovery's progress while the local store loads.
 Result<std::unique_ptr<broker::Broker>> open_broker(boost::asio::io_context& io, const Flags& flags,
-                                                    int& exit_code) {
+                                                    front::http::Server* http, int& exit_code) {
   if (!flags.redis.empty()) {
     auto opened = redis_broker::RedisBroker::open(io, flags.redis_options);
     if (!opened.is_ok()) return opened.status();
     return std::unique_ptr<broker::Broker>(std::move(opened).value());
   }
-  auto opened = local::LocalBroker::open(io, flags.node);
+  local::NodeOptions node = flags.node;
+  node.on_recovery = RecoveryReporter(io, http);
+  auto opened = local::LocalBroker::open(io, node);
   if (!opened.is_ok()) return opened.status();
   auto broker = std::move(opened).value();
   spdlog::info("data in {}: {} jobs recovered, durability {}", flags.node.data_dir,
@@ -120,19 +167,11 @@ Result<std::unique_ptr<broker::Broker>> open_broker(boost::asio::io_context& io,
 int run(const Flags& flags) {
   boost::asio::io_context io;
   int exit_code = 0;
-  auto opened = open_broker(io, flags, exit_code);
-  if (!opened.is_ok()) {
-    spdlog::critical("cannot start: {}", opened.status().to_string());
-    return 1;
-  }
-  auto broker = std::move(opened).value();
-  front::beanstalk::Server server(io, *broker, flags.server);
-  if (Status s = server.start(); !s.is_ok()) {
-    spdlog::critical("{}", s.to_string());
-    return 1;
-  }
+  std::unique_ptr<broker::Broker> broker;  // outlives the front-ends, whose sessions it holds
   // HTTP on by default; if its default port is taken, the server runs without it (and says so),
-  // but an address asked for explicitly must be had.
+  // but an address asked for explicitly must be had. It listens first, so that /healthz and
+  // /readyz answer while the broker starts (a recovery of 10^8 jobs takes minutes); the
+  // beanstalkd port opens only when the broker serves, as beanstalkd's after its binlog.
   std::optional<front::http::Server> http;
   if (flags.http_listen != "off") {
     if (flags.http.api.tokens.empty() && !loopback(flags.http.address)) {
@@ -141,7 +180,7 @@ int run(const Flags& flags) {
           "and delete every job (--http-token-file)",
           flags.http.address);
     }
-    http.emplace(io, *broker, flags.http);
+    http.emplace(io, flags.http);
     if (Status s = http->start(); !s.is_ok()) {
       if (flags.http_explicit || !flags.http.tls_cert_file.empty() ||
           !flags.http.tls_key_file.empty()) {
@@ -151,6 +190,19 @@ int run(const Flags& flags) {
       spdlog::warn("{}; the HTTP API is off (choose another with --http ADDR:PORT)", s.to_string());
       http.reset();
     }
+  }
+  auto opened = open_broker(io, flags, http ? &*http : nullptr, exit_code);
+  if (!opened.is_ok()) {
+    spdlog::critical("cannot start: {}", opened.status().to_string());
+    return 1;
+  }
+  broker = std::move(opened).value();
+  if (io.stopped()) io.restart();
+  if (http) http->serve(*broker);
+  front::beanstalk::Server server(io, *broker, flags.server);
+  if (Status s = server.start(); !s.is_ok()) {
+    spdlog::critical("{}", s.to_string());
+    return 1;
   }
 
   // Push delivery: the tubes with a webhook (docs/webhooks.md).
@@ -168,6 +220,7 @@ int run(const Flags& flags) {
   stop.async_wait([&](const boost::system::error_code& error, int signal) {
     if (error) return;
     spdlog::info("signal {}: stopping", signal);
+    apps::notify_systemd("STOPPING=1");
     deliverer.value()->stop();
     server.stop_accepting();
     if (http) http->stop_accepting();
@@ -197,6 +250,7 @@ int run(const Flags& flags) {
   std::printf("delayqd listening on %s\n", server.local_address().c_str());
   if (http) std::printf("delayqd http listening on %s\n", http->local_address().c_str());
   std::fflush(stdout);
+  apps::notify_systemd("READY=1\nSTATUS=serving");
   io.run();
   if (Status s = broker->close(); !s.is_ok()) {
     spdlog::critical("final commit failed: {}", s.to_string());
@@ -217,6 +271,7 @@ int main(int argc, char** argv) {
   Flags flags;
   CLI::App app{"delayqd: a durable delayed-job server speaking the beanstalkd protocol"};
   app.set_config("--config", "", "read flags from this TOML/INI file (flag = value)");
+  app.allow_config_extras(false);  // a key that names no flag is an error, not a silent default
   app.set_version_flag("-v,--version", "delayqd " DELAYQ_VERSION);
   app.add_option("-l,--listen", flags.server.address,
                  "address or host name to listen on (IPv6 too)")
@@ -268,7 +323,12 @@ int main(int argc, char** argv) {
                "start even if the write-ahead log has a bad record before its end (drops it and "
                "all after it; a torn last record, what a crash leaves, is always dropped)");
   app.add_flag("-V,--verbose", flags.verbose, "log more (repeat for even more)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    // --help and --version exit 0; every usage error, a config file's included, exits 2.
+    return app.exit(error) == 0 ? 0 : 2;
+  }
 
   auto durability = store::Durability::parse(flags.fsync);
   if (!durability.is_ok()) {

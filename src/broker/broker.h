@@ -95,6 +95,13 @@ struct PutRequest {
   std::string content_type;
 };
 
+struct BackupResult {
+  std::string dir;
+  std::uint64_t jobs = 0;   // jobs the server held when the backup was asked for
+  std::uint64_t bytes = 0;  // size of the copy's files
+  Millis took{0};
+};
+
 struct PutResult {
   JobView job;           // the job put, or the one holding its key
   bool inserted = true;  // false: the key was taken, nothing was put
@@ -206,6 +213,13 @@ class Session {
   // Keeps the outcome of a failed delivery attempt with a job (its URL and content type stay),
   // where peek and stats-job show it.
   virtual void note_attempt(JobId id, int status, std::string error, Callback<JobView> done) = 0;
+
+  // --- administration. backup writes a consistent copy of the whole state into `dir`, a new
+  // directory (absolute path, on the server's machine; its parent must exist): everything
+  // acknowledged before the call is in it. A server started on the copy restores it. One backup
+  // at a time: kConflict while another runs; kInvalidArgument for a relative path or one that
+  // exists; kUnsupported where the state is not the server's own (Redis: back up Redis).
+  virtual void backup(std::string dir, Callback<BackupResult> done) = 0;
 };
 
 struct SessionOptions {

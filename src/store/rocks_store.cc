@@ -5,6 +5,7 @@
 #include <rocksdb/options.h>
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
+#include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
 #include <filesystem>
@@ -210,6 +211,16 @@ std::uint64_t RocksStore::estimated_jobs() const {
   std::uint64_t keys = 0;
   if (!db_->GetIntProperty(records_, "rocksdb.estimate-num-keys", &keys)) return 0;
   return keys;
+}
+
+Status RocksStore::checkpoint(const std::string& dir) {
+  rocksdb::Checkpoint* raw = nullptr;
+  if (Status s = from_rocks(rocksdb::Checkpoint::Create(db_.get(), &raw), "checkpoint");
+      !s.is_ok()) {
+    return s;
+  }
+  const std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  return from_rocks(checkpoint->CreateCheckpoint(dir), "checkpoint into " + dir);
 }
 
 Status RocksStore::sync() {

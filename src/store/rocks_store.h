@@ -61,6 +61,9 @@ class RocksStore final : public Store {
   [[nodiscard]] JobId next_id() const override { return next_id_; }
   // RocksDB's estimate of the keys in the records family.
   [[nodiscard]] std::uint64_t estimated_jobs() const override;
+  // RocksDB's checkpoint: table and blob files hard-linked where `dir` is on the same file
+  // system (copied otherwise), the rest copied, after a flush of the memtables.
+  Status checkpoint(const std::string& dir) override;
 
  private:
   RocksStore(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> families);

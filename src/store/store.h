@@ -2,7 +2,8 @@
 // (rocks_store.h, the default: RocksDB in a data directory) and MemoryStore (tests only).
 // write() applies one or more WriteSets as one atomic batch; with sync it returns only once the
 // batch is on stable storage. scan() hands back every job record in id order for recovery.
-// A Store is used by one thread at a time (the committer's); it does no locking of its own.
+// A Store is used by one thread at a time (the committer's); it does no locking of its own, but
+// for checkpoint().
 #pragma once
 
 #include <functional>
@@ -38,6 +39,12 @@ class Store {
   [[nodiscard]] virtual JobId next_id() const = 0;
   // About how many jobs the store holds, for sizing indexes before a scan; may be off either way.
   [[nodiscard]] virtual std::uint64_t estimated_jobs() const = 0;
+  // Writes a consistent copy of everything written so far into `dir`, which must not exist;
+  // opening the copy gives that state. Safe beside write() on another thread. Default:
+  // kUnsupported (a store kept in memory has nothing to copy to disk).
+  virtual Status checkpoint(const std::string& dir) {
+    return {Code::kUnsupported, "this store cannot copy itself to " + dir};
+  }
 };
 
 // A store in memory: for unit tests of what sits above the store. Loses everything on exit.

@@ -13,6 +13,7 @@
 #include <boost/json.hpp>
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
@@ -575,6 +576,67 @@ TEST_F(HttpTest, AnAcknowledgedPutSurvivesKill9) {
     EXPECT_EQ(text(expect(200, "GET", id_path(ids[static_cast<std::size_t>(i)])), "body"),
               "keep me " + std::to_string(i));
   }
+}
+
+// A backup of a running server is a data directory: a server started on it has every job the
+// first one had when the backup was taken (bodies, keys, states), and nothing done after it.
+TEST_F(HttpTest, ABackupIsADataDirectoryAsOfItsMoment) {
+  const std::string copy = (dir_.path() / "copy").string();
+  if (ServerProcess::redis_mode()) {
+    EXPECT_EQ(error_code(501, "POST", "/v1/admin/backup", R"({"dir":")" + copy + R"("})"),
+              "unsupported");
+    return;
+  }
+  const std::uint64_t kept = put("orders", R"({"body":"cancel order 7","delay":"1h","key":"o7"})");
+  const std::uint64_t ready = put("orders", R"({"body":"ready now"})");
+  const std::uint64_t deleted_later = put("orders", R"({"body":"gone after","delay":"2h"})");
+
+  const json::object done = expect(200, "POST", "/v1/admin/backup", R"({"dir":")" + copy + R"("})");
+  EXPECT_EQ(text(done, "dir"), copy);
+  EXPECT_EQ(done.at("jobs").to_number<std::uint64_t>(), 3u);
+  EXPECT_GT(done.at("bytes").to_number<std::uint64_t>(), 0u);
+  EXPECT_TRUE(std::filesystem::is_directory(copy));
+
+  // After the backup: one job deleted, one put. Neither is in the copy.
+  expect(200, "DELETE", id_path(deleted_later));
+  const std::uint64_t put_later = put("orders", R"({"body":"after the backup"})");
+
+  // Bad requests: no dir, a relative one, one that exists, one whose parent does not.
+  EXPECT_EQ(error_code(400, "POST", "/v1/admin/backup", "{}"), "bad_request");
+  EXPECT_EQ(error_code(400, "POST", "/v1/admin/backup", R"({"dir":"relative/dir"})"),
+            "bad_request");
+  EXPECT_EQ(error_code(400, "POST", "/v1/admin/backup", R"({"dir":")" + copy + R"("})"),
+            "bad_request");
+  EXPECT_EQ(error_code(400, "POST", "/v1/admin/backup",
+                       R"({"dir":")" + (dir_.path() / "no" / "such").string() + R"("})"),
+            "bad_request");
+
+  // Restore: a server on the copy (the first one goes on running on its own directory).
+  ServerProcess restored(copy);
+  ASSERT_EQ(restored.start(), "");
+  front::http::Client client("127.0.0.1", restored.http_port());
+  auto get = [&client](const std::string& target) {
+    auto response = client.request("GET", target, "", kReplyTimeout);
+    EXPECT_TRUE(response.is_ok()) << target;
+    return response.is_ok() ? response.value() : ClientResponse{};
+  };
+  const ClientResponse by_key = get("/v1/tubes/orders/keys/o7");
+  ASSERT_EQ(by_key.status, 200u) << by_key.body;
+  const json::object job = json::parse(by_key.body).as_object();
+  EXPECT_EQ(job.at("id").to_number<std::uint64_t>(), kept);
+  EXPECT_EQ(text(job, "body"), "cancel order 7");
+  EXPECT_EQ(text(job, "state"), "delayed");
+  const ClientResponse ready_job = get(id_path(ready));
+  ASSERT_EQ(ready_job.status, 200u);
+  EXPECT_EQ(text(json::parse(ready_job.body).as_object(), "state"), "ready");
+  EXPECT_EQ(get(id_path(deleted_later)).status, 200u) << "deleted after the backup: still in it";
+  EXPECT_EQ(get(id_path(put_later)).status, 404u) << "put after the backup: not in it";
+  // The copy's ids go on from its own high-water mark, never reusing one it has seen.
+  auto created =
+      client.request("POST", "/v1/tubes/orders/jobs", R"({"body":"new"})", kReplyTimeout);
+  ASSERT_TRUE(created.is_ok());
+  EXPECT_GT(json::parse(created.value().body).at("id").to_number<std::uint64_t>(), deleted_later);
+  EXPECT_EQ(restored.stop(), "exited 0");
 }
 
 }  // namespace

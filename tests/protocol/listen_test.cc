@@ -1,11 +1,12 @@
-// listen_test.cc — where delayqd listens: -l and --http take an IPv4 address, an IPv6 address
-// (bare or in brackets) or a host name, the lines on stdout name the address bound, and an
-// address that is none of these stops the server at start. The real delayqd over loopback.
+// listen_test.cc — where delayqd listens, and its config file: -l and --http take an IPv4 address,
+// an IPv6 address (bare or in brackets) or a host name, the lines on stdout name the address bound,
+// and an address that is none of these stops the server at start. The real delayqd over loopback.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,35 @@ TEST(ListenTest, AnAddressThatIsNoneStopsTheServerAtStart) {
     EXPECT_NE(started.find(c.ended), std::string::npos)
         << c.args[0] << " '" << c.args[1] << "': " << started;
   }
+}
+
+// --config reads flags from a TOML file (the package's /etc/delayq/delayqd.conf): its values
+// hold unless the command line gives them too; a key that names no flag stops the server at
+// start (exit 2) with the key in the message, rather than leaving a misspelt setting unseen.
+TEST(ConfigFileTest, AConfigFileSetsFlagsAndAnUnknownKeyIsRefused) {
+  TempDir dir;
+  const auto write = [&dir](const std::string& name, const std::string& text) {
+    const std::string path = (dir.path() / name).string();
+    std::FILE* file = std::fopen(path.c_str(), "w");
+    EXPECT_NE(file, nullptr);
+    if (file != nullptr) {
+      std::fputs(text.c_str(), file);
+      std::fclose(file);
+    }
+    return path;
+  };
+  const std::string good = write("good.conf", "# settings\nmax-job-size = 5\nport = 1\n");
+  ServerProcess server(dir.path() / "db", {"--config", good});  // the harness's -p 0 wins
+  ASSERT_EQ(server.start(), "");
+  Client client(server.port());
+  ASSERT_TRUE(client.connected()) << client.error();
+  EXPECT_EQ(client.call("put 0 0 60 6\r\nsix by\r\n"), "JOB_TOO_BIG\r\n");
+  EXPECT_TRUE(inserted_id(client.call("put 0 0 60 5\r\nfive!\r\n")).has_value());
+  EXPECT_EQ(server.stop(), "exited 0");
+
+  const std::string typo = write("typo.conf", "max-jobsize = 5\n");
+  ServerProcess refused(dir.path() / "db", {"--config", typo});
+  EXPECT_NE(refused.start().find("exited 2"), std::string::npos);
 }
 
 }  // namespace

@@ -253,6 +253,10 @@ void FakeSession::note_attempt(JobId id, int status, std::string error,
   record<JobView>("note_attempt", std::move(args), std::move(done));
 }
 
+void FakeSession::backup(std::string dir, broker::Callback<broker::BackupResult> done) {
+  record<broker::BackupResult>("backup", "dir=" + dir, std::move(done));
+}
+
 // --- FakeBroker
 
 FakeBroker::~FakeBroker() {

@@ -174,6 +174,7 @@ class FakeSession : public broker::Session {
   void remove_webhook(std::string tube, broker::Callback<Webhook> done) override;
   void note_attempt(JobId id, int status, std::string error,
                     broker::Callback<JobView> done) override;
+  void backup(std::string dir, broker::Callback<broker::BackupResult> done) override;
 
  private:
   template <typename T>

@@ -65,6 +65,7 @@ class GatedStore final : public store::Store {
   Result<std::string> read_body(JobId id) override { return inner_->read_body(id); }
   [[nodiscard]] JobId next_id() const override { return inner_->next_id(); }
   [[nodiscard]] std::uint64_t estimated_jobs() const override { return inner_->estimated_jobs(); }
+  Status checkpoint(const std::string& dir) override { return inner_->checkpoint(dir); }
 
  private:
   std::unique_ptr<store::Store> inner_;

@@ -51,6 +51,7 @@ class LocalSession final : public broker::Session {
   void get_webhook(std::string tube, Callback<Webhook> done) override;
   void remove_webhook(std::string tube, Callback<Webhook> done) override;
   void note_attempt(JobId id, int status, std::string error, Callback<JobView> done) override;
+  void backup(std::string dir, Callback<broker::BackupResult> done) override;
 
  private:
   [[nodiscard]] engine::Engine& engine() const { return node_.engine(); }
@@ -138,6 +139,13 @@ void LocalSession::finish_with_body(Callback<broker::Job> done, Result<JobView> 
   finish(node_.batch_of(view.value().id), std::move(done), read_job(view.value(), body));
 }
 
+void LocalSession::backup(std::string dir, Callback<broker::BackupResult> done) {
+  node_.backup(std::move(dir),
+               [alive = alive_, done = std::move(done)](Result<broker::BackupResult> result) {
+                 if (*alive) done(std::move(result));
+               });
+}
+
 Status LocalSession::refine(Status status, JobId id, std::string_view why) const {
   if (status.code() != Code::kNotFound || !engine().peek(id).is_ok()) return status;
   return {Code::kConflict, "job " + std::to_string(id) + " " + std::string(why)};
@@ -164,7 +172,13 @@ void LocalSession::put(broker::PutRequest request, Callback<broker::PutResult> d
   engine::PutRequest put;
   put.tube = request.tube;
   put.priority = request.priority;
-  put.due_unix_ms = due_of(request.due);
+  // A delay goes to the engine as it is, so that it counts from the job's creation and reads
+  // back unchanged however long the call took to get there.
+  if (request.due.absolute) {
+    put.due_unix_ms = request.due.ms;
+  } else {
+    put.delay = broker::Millis{std::max<std::int64_t>(0, request.due.ms)};
+  }
   put.ttr = request.ttr;
   put.body = request.body;
   put.key = request.key;

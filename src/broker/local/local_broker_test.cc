@@ -102,6 +102,38 @@ TEST_F(LocalBrokerTest, ReserveOfADurableJobDoesNotWaitForAnUnrelatedFsync) {
   EXPECT_TRUE(run_until([&] { return other.has_value(); }));
 }
 
+// A put's delay is the job's delay as given, counted from its creation: never shortened by the
+// time the call took between the front-end and the engine (a millisecond tick in between once
+// made a 1 h delay read back as 3,599,999 ms).
+TEST_F(LocalBrokerTest, APutsDelayReadsBackAsGiven) {
+  // A clock a millisecond later at every reading: the worst case of a call crossing a tick.
+  class TickingClock final : public engine::Clock {
+   public:
+    [[nodiscard]] std::int64_t now_unix_ms() const override { return ++now_; }
+
+   private:
+    mutable std::int64_t now_ = 1'700'000'000'000;
+  } clock;
+  NodeOptions options;
+  options.clock = &clock;
+  auto opened = LocalBroker::open(io_, options, std::make_unique<store::MemoryStore>());
+  ASSERT_TRUE(opened.is_ok()) << opened.status().to_string();
+  auto producer = opened.value()->open_session({});
+  for (int i = 0; i < 3; ++i) {
+    broker::PutRequest request;
+    request.tube = "later";
+    request.body = "body";
+    request.due = broker::Due::after(1h);
+    std::optional<Result<broker::PutResult>> done;
+    producer->put(request, [&done](Result<broker::PutResult> r) { done.emplace(std::move(r)); });
+    ASSERT_TRUE(run_until([&] { return done.has_value(); }));
+    ASSERT_TRUE(done->is_ok()) << done->status().to_string();
+    const JobView& job = done->value().job;
+    ASSERT_EQ(job.delay_ms, 3'600'000) << "put " << i;
+    ASSERT_EQ(job.due_unix_ms - job.created_unix_ms, 3'600'000) << "put " << i;
+  }
+}
+
 TEST_F(LocalBrokerTest, ReserveOfAJobWhosePutIsNotDurableWaitsForIt) {
   auto producer = broker_->open_session({});
   auto worker = broker_->open_session({});

@@ -23,6 +23,7 @@ Node::Node(boost::asio::io_context& io, const NodeOptions& options)
     : io_(io), durability_(options.durability), timer_(io), started_unix_ms_(unix_us() / 1000) {}
 
 Node::~Node() {
+  if (backup_thread_.joinable()) backup_thread_.join();
   *alive_ = false;
   timer_.cancel();
   committer_.reset();  // commits what is queued; its late callbacks see alive_ == false
@@ -41,8 +42,9 @@ Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const Node
                                          std::unique_ptr<store::Store> store) {
   std::unique_ptr<Node> node(new Node(io, options));
   node->store_ = std::move(store);
-  node->engine_ = std::make_unique<engine::Engine>(node->clock_, options.engine);
-  auto recovered = recover(*node->store_, *node->engine_);
+  node->engine_ = std::make_unique<engine::Engine>(
+      options.clock != nullptr ? *options.clock : node->system_clock_, options.engine);
+  auto recovered = recover(*node->store_, *node->engine_, options.on_recovery);
   if (!recovered.is_ok()) return recovered.status();
   Status webhooks = node->store_->scan_webhooks([raw = node.get()](std::string tube, Webhook hook) {
     raw->webhooks_.emplace(std::move(tube), std::move(hook));
@@ -113,6 +115,65 @@ bool Node::remove_webhook(const std::string& tube) {
   staged_.erase_webhook(tube);
   webhooks_changed();
   return true;
+}
+
+namespace {
+
+std::uint64_t bytes_under(const std::filesystem::path& dir) {
+  std::uint64_t bytes = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir, error)) {
+    if (entry.is_regular_file(error)) bytes += entry.file_size(error);
+  }
+  return bytes;
+}
+
+Status check_backup_dir(const std::string& dir) {
+  const std::filesystem::path path(dir);
+  std::error_code error;
+  if (!path.is_absolute()) {
+    return {Code::kInvalidArgument, "backup: '" + dir + "' is not an absolute path"};
+  }
+  if (std::filesystem::exists(path, error)) {
+    return {Code::kInvalidArgument, "backup: " + dir + " exists; name a new directory"};
+  }
+  if (!std::filesystem::is_directory(path.parent_path(), error)) {
+    return {Code::kInvalidArgument,
+            "backup: " + path.parent_path().string() + " is not a directory"};
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+void Node::backup(std::string dir, std::function<void(Result<broker::BackupResult>)> done) {
+  Status refused = backing_up_ ? Status(Code::kConflict, "backup: another backup is running")
+                               : check_backup_dir(dir);
+  if (!refused.is_ok()) {
+    boost::asio::post(io_,
+                      [done = std::move(done), refused = std::move(refused)] { done(refused); });
+    return;
+  }
+  backing_up_ = true;
+  const std::uint64_t jobs = engine_->jobs();
+  when_durable(barrier(), [this, dir = std::move(dir), jobs, done = std::move(done)]() mutable {
+    if (backup_thread_.joinable()) backup_thread_.join();
+    backup_thread_ = std::thread([this, dir = std::move(dir), jobs, done = std::move(done)] {
+      const auto start = std::chrono::steady_clock::now();
+      Status copied = store_->checkpoint(dir);
+      broker::BackupResult result{
+          dir, jobs, copied.is_ok() ? bytes_under(dir) : 0,
+          std::chrono::duration_cast<broker::Millis>(std::chrono::steady_clock::now() - start)};
+      boost::asio::post(io_, [this, alive = alive_, done, copied = std::move(copied),
+                              result = std::move(result)] {
+        if (!*alive) return;
+        backing_up_ = false;
+        if (!copied.is_ok()) return done(copied);
+        done(result);
+      });
+    });
+  });
+  touched();
 }
 
 void Node::webhooks_changed() {

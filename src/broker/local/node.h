@@ -20,10 +20,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
+#include "broker/broker.h"
+#include "broker/local/recovery.h"
 #include "broker/metrics.h"
 #include "engine/engine.h"
 #include "store/committer.h"
@@ -36,6 +39,11 @@ struct NodeOptions {
   store::Durability durability;         // Default: always.
   store::RocksStoreOptions store;       // Defaults: see rocks_store.h.
   engine::EngineOptions engine;         // Defaults: see engine.h.
+  // Called with recovery's progress about every 100 ms while open() loads the jobs, and once at
+  // the end, on the opening thread (to log it, or to let a listener answer in between).
+  RecoveryReport on_recovery;
+  // The wall clock; null: the system's. Must outlive the node (tests drive their own).
+  engine::Clock* clock = nullptr;
 };
 
 class Node {
@@ -107,6 +115,11 @@ class Node {
   [[nodiscard]] broker::Metrics& metrics() noexcept { return metrics_; }
   [[nodiscard]] const broker::Metrics& metrics() const noexcept { return metrics_; }
 
+  // Copies the store into `dir` (see broker::Session::backup) once everything done so far is
+  // durable, on a thread of its own so that the node goes on serving; `done` runs on this
+  // thread, never inside this call, and not at all if the node is destroyed first.
+  void backup(std::string dir, std::function<void(Result<broker::BackupResult>)> done);
+
   // Commits what is pending and waits for the committer (used at shutdown).
   Status close();
 
@@ -122,7 +135,7 @@ class Node {
 
   boost::asio::io_context& io_;
   const store::Durability durability_;
-  engine::SystemClock clock_;
+  engine::SystemClock system_clock_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<store::Committer> committer_;
@@ -149,6 +162,8 @@ class Node {
   const std::string* unstored(JobId id, store::WriteSet::Kind kind);
   std::map<std::string, Webhook> webhooks_;
   std::function<void()> on_webhooks_changed_;
+  bool backing_up_ = false;
+  std::thread backup_thread_;  // the last backup's; joined before the next and at destruction
   void webhooks_changed();
   store::WriteSet staged_;  // the node's own changes (webhooks), committed with the engine's
   std::map<std::uint64_t, Unsynced> unsynced_;

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 
 #include "base/status.h"
 #include "engine/engine.h"
@@ -19,7 +20,24 @@ struct RecoveryStats {
   std::chrono::milliseconds took{0};
 };
 
-// `engine` must be new: no jobs, no clients.
-Result<RecoveryStats> recover(store::Store& store, engine::Engine& engine);
+// How far a recovery has come, for its progress reports.
+struct RecoveryProgress {
+  std::uint64_t jobs = 0;       // job records loaded so far
+  std::uint64_t estimated = 0;  // the store's estimate of all of them (may be off either way)
+  std::chrono::milliseconds took{0};
+  bool done = false;  // the last report: every record is loaded
+  // Percent of the estimate loaded, below 100 until done; the rate so far, in jobs per second;
+  // and, at that rate, the seconds left (0 when nothing is known yet).
+  [[nodiscard]] double percent() const;
+  [[nodiscard]] double rate() const;
+  [[nodiscard]] double seconds_left() const;
+};
+using RecoveryReport = std::function<void(const RecoveryProgress&)>;
+
+// `engine` must be new: no jobs, no clients. `report`, if set, is called with the progress about
+// every `every` of the scan (checked each 4096 records) and once at the end, on this thread.
+Result<RecoveryStats> recover(store::Store& store, engine::Engine& engine,
+                              const RecoveryReport& report = {},
+                              std::chrono::milliseconds every = std::chrono::milliseconds(100));
 
 }  // namespace delayq::local

@@ -937,6 +937,12 @@ class RedisSession final : public broker::Session {
   void get_webhook(std::string tube, Callback<Webhook> done) override;
   void remove_webhook(std::string tube, Callback<Webhook> done) override;
   void note_attempt(JobId id, int status, std::string error, Callback<JobView> done) override;
+  void backup(std::string dir, Callback<broker::BackupResult> done) override {
+    post(std::move(done),
+         Result<broker::BackupResult>(Status(
+             Code::kUnsupported, "backup: the jobs are in Redis, not in " + dir +
+                                     "'s server; back up Redis (RDB snapshots or the AOF)")));
+  }
 
  private:
   // Completes `done` later on the executor, unless the session is gone by then.

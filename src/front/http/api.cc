@@ -181,6 +181,8 @@ Response from_status(const Status& status) {
       return Api::error(503, "limit", status.message());
     case Code::kDraining:
       return Api::error(503, "draining", status.message());
+    case Code::kUnsupported:
+      return Api::error(501, "unsupported", status.message());
     default:
       return Api::error(500, "internal", status.message());
   }
@@ -287,6 +289,7 @@ struct Api::Handlers {
       {Route::kMetrics, &Api::metrics},
       {Route::kHealth, &Api::health},
       {Route::kReady, &Api::ready},
+      {Route::kBackup, &Api::backup},
   };
   static_assert(std::size(kTable) == static_cast<std::size_t>(Route::kCount));
   static constexpr bool in_route_order() {
@@ -756,6 +759,26 @@ void Api::ready(Call& call) {
   }
   if (!health.is_ok()) return call.reply(error(503, "unavailable", health.message()));
   call.reply(json_response(200, R"({"status":"ready"})"));
+}
+
+// --- administration --------------------------------------------------------------------------
+
+void Api::backup(Call& call) {
+  if (Status s = call.body.parse(call.text, {"dir"}); !s.is_ok()) return call.reply(s);
+  DELAYQ_FIELD(dir, call.body.string("dir"));
+  if (!dir.value() || dir.value()->empty()) {
+    return call.reply(error(400, "bad_request",
+                            "dir: the new directory to write the copy into, an absolute path"));
+  }
+  session_->backup(*dir.value(),
+                   call.reply.then<broker::BackupResult>([](const broker::BackupResult& done) {
+                     json::object o;
+                     o["dir"] = done.dir;
+                     o["jobs"] = done.jobs;
+                     o["bytes"] = done.bytes;
+                     o["took_ms"] = done.took.count();
+                     return json_response(200, json::serialize(o));
+                   }));
 }
 
 }  // namespace delayq::front::http

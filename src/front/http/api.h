@@ -44,6 +44,7 @@ struct Response {
   std::string location;               // the Location header, if any
   std::string allow;                  // the Allow header (405), if any
   std::string_view www_authenticate;  // the WWW-Authenticate header (401), if any
+  unsigned retry_after_seconds = 0;   // the Retry-After header (503), if not 0
   JobId reserved = 0;  // a job reserved for this answer: released if it cannot be delivered
   std::uint32_t reserved_token = 0;  // which reservation of it (its reserves count)
 };
@@ -100,6 +101,7 @@ class Api {
   void metrics(Call& call);
   void health(Call& call);
   void ready(Call& call);
+  void backup(Call& call);
 
   broker::Broker& broker_;
   ApiOptions options_;

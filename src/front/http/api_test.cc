@@ -979,6 +979,31 @@ TEST_F(ApiTest, PauseTubeRoundsUpToWholeSeconds) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Administration
+
+TEST_F(ApiTest, BackupPassesTheDirAndAnswersWhatWasCopied) {
+  Exchange backup = expect_call("POST", "/v1/admin/backup", R"({"dir":"/var/backups/dq-1"})",
+                                "backup dir=/var/backups/dq-1");
+  last().complete(broker::BackupResult{"/var/backups/dq-1", 42, 123456, broker::Millis{1500}});
+  EXPECT_EQ(backup.response().status, 200U);
+  EXPECT_EQ(backup.response().body,
+            R"({"dir":"/var/backups/dq-1","jobs":42,"bytes":123456,"took_ms":1500})"
+            "\n");
+  for (const char* body : {"", "{}", R"({"dir":""})", R"({"dir":7})", R"({"to":"/x"})"}) {
+    SCOPED_TRACE(body);
+    EXPECT_EQ(expect_local("POST", "/v1/admin/backup", body).status, 400U);
+  }
+  // The broker's refusals: a bad directory, one backup at a time, a broker that cannot.
+  const std::pair<Code, unsigned> refusals[] = {
+      {Code::kInvalidArgument, 400U}, {Code::kConflict, 409U}, {Code::kUnsupported, 501U}};
+  for (const auto& [code, status] : refusals) {
+    Exchange refused = expect_call("POST", "/v1/admin/backup", R"({"dir":"/x"})", "backup dir=/x");
+    last().fail(code);
+    EXPECT_EQ(refused.response().status, status);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // The server
 
 TEST_F(ApiTest, StatsAnswersTheServersCounts) {

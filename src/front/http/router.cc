@@ -32,6 +32,7 @@ constexpr std::array kRoutes = {
     RouteEntry{"GET", "/metrics", Route::kMetrics, "metrics"},
     RouteEntry{"GET", "/healthz", Route::kHealth, "healthz"},
     RouteEntry{"GET", "/readyz", Route::kReady, "readyz"},
+    RouteEntry{"POST", "/v1/admin/backup", Route::kBackup, "backup"},
 };
 static_assert(kRoutes.size() == static_cast<std::size_t>(Route::kCount));
 

@@ -41,6 +41,7 @@ enum class Route : std::uint8_t {
   kMetrics,
   kHealth,
   kReady,
+  kBackup,
   kCount  // not a route: how many there are
 };
 

@@ -30,7 +30,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void start() {
-    server_.metrics().connection_opened(kProtocol);
+    // Counted from the broker's start: one opened while it starts is not counted at all.
+    counted_ = server_.serving();
+    if (counted_) server_.metrics().connection_opened(kProtocol);
     if (!tls_) return read();
     // The handshake gets the idle timeout too: a client that connects and says nothing goes.
     lowest().expires_after(server_.options().idle_timeout);
@@ -51,7 +53,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     beast::error_code ignored;
     lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
     lowest().socket().close(ignored);
-    server_.metrics().connection_closed(kProtocol);
+    if (counted_) server_.metrics().connection_closed(kProtocol);
     server_.closed(shared_from_this());
   }
 
@@ -135,6 +137,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const auto& request = parser_->get();
     keep_alive_ = request.keep_alive();
     version_ = request.version();
+    if (!server_.serving()) {
+      return answer(server_.starting_answer(request.method_string(), request.target()));
+    }
     auto self = shared_from_this();
     const std::uint64_t ticket = server_.api().handle(
         request.method_string(), request.target(), request.body(),
@@ -150,7 +155,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void refuse(unsigned status, std::string_view code, const std::string& message) {
     keep_alive_ = false;
     version_ = 11;
-    answer(server_.api().error(status, code, message));
+    answer(Api::error(status, code, message));
   }
 
   // The broker has completed the request: what the answer reports is durable.
@@ -197,6 +202,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!a.location.empty())
       fmt::format_to(std::back_inserter(out_), "Location: {}\r\n", a.location);
     if (!a.allow.empty()) fmt::format_to(std::back_inserter(out_), "Allow: {}\r\n", a.allow);
+    if (a.retry_after_seconds != 0) {
+      fmt::format_to(std::back_inserter(out_), "Retry-After: {}\r\n", a.retry_after_seconds);
+    }
     if (!a.www_authenticate.empty()) {
       fmt::format_to(std::back_inserter(out_), "WWW-Authenticate: {}\r\n", a.www_authenticate);
     }
@@ -251,12 +259,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool keep_alive_ = true;
   bool writing_ = false;
   bool closed_ = false;
+  bool counted_ = false;  // in the broker's connection metrics
 };
 
 Server::Server(boost::asio::io_context& io, broker::Broker& broker, ServerOptions options)
-    : broker_(broker),
-      options_(std::move(options)),
-      api_(broker, options_.api),
+    : Server(io, std::move(options)) {
+  serve(broker);
+}
+
+Server::Server(boost::asio::io_context& io, ServerOptions options)
+    : options_(std::move(options)),
       listener_(
           io, "HTTP ", [this] { return connections_.size() >= options_.max_connections; },
           [this](tcp::socket socket) {
@@ -267,6 +279,32 @@ Server::Server(boost::asio::io_context& io, broker::Broker& broker, ServerOption
 
 Server::~Server() {
   stop();
+}
+
+void Server::starting(std::string message, std::string progress_json) {
+  starting_message_ = std::move(message);
+  starting_progress_ = std::move(progress_json);
+}
+
+void Server::serve(broker::Broker& broker) {
+  broker_ = &broker;
+  api_ = std::make_unique<Api>(broker, options_.api);
+}
+
+Response Server::starting_answer(std::string_view method, std::string_view target) const {
+  const std::string_view path = target.substr(0, target.find('?'));
+  if (path == "/healthz" && (method == "GET" || method == "HEAD")) {
+    Response alive;
+    alive.body = R"({"status":"ok"})";
+    return alive;
+  }
+  // {"error": {...}} as every error, with the progress beside it.
+  Response response = Api::error(503, "starting", starting_message_);
+  if (const auto end = response.body.rfind('}'); end != std::string::npos) {
+    response.body.insert(end, R"(,"progress":)" + starting_progress_);
+  }
+  response.retry_after_seconds = 1;
+  return response;
 }
 
 Status Server::start() {

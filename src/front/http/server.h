@@ -49,6 +49,16 @@ class Connection;
 class Server {
  public:
   Server(boost::asio::io_context& io, broker::Broker& broker, ServerOptions options);
+  // A server with no broker yet, to listen while the broker starts (a recovery of many jobs
+  // takes minutes): GET /healthz answers 200, and every other request 503 with code
+  // "starting" and the progress last set by starting(). serve() then hands every request after
+  // it to the API over `broker`.
+  Server(boost::asio::io_context& io, ServerOptions options);
+  void starting(std::string message, std::string progress_json = "{}");
+  void serve(broker::Broker& broker);
+  [[nodiscard]] bool serving() const noexcept { return api_ != nullptr; }
+  // The answer to a request that comes before serve().
+  [[nodiscard]] Response starting_answer(std::string_view method, std::string_view target) const;
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -61,15 +71,17 @@ class Server {
   // Stops accepting and closes every connection.
   void stop();
 
-  [[nodiscard]] Api& api() { return api_; }
-  [[nodiscard]] broker::Metrics& metrics() { return broker_.metrics(); }
+  [[nodiscard]] Api& api() { return *api_; }
+  [[nodiscard]] broker::Metrics& metrics() { return broker_->metrics(); }
   [[nodiscard]] const ServerOptions& options() const noexcept { return options_; }
   void closed(const std::shared_ptr<Connection>& connection) { connections_.erase(connection); }
 
  private:
-  broker::Broker& broker_;
+  broker::Broker* broker_ = nullptr;  // null until serve()
   ServerOptions options_;
-  Api api_;
+  std::unique_ptr<Api> api_;
+  std::string starting_message_ = "the server is starting";
+  std::string starting_progress_ = "{}";
   std::unique_ptr<boost::asio::ssl::context> tls_;  // set by start() when TLS is asked for
   Listener listener_;
   std::unordered_set<std::shared_ptr<Connection>> connections_;
