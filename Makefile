@@ -1,6 +1,6 @@
 # The two commands of the README: `make run` and `make test`. Both install missing Debian
 # packages (scripts/install-deps.sh) and build first.
-.PHONY: all deps build run test bench bench-wheel bench-engine bench-scheduler asan-test tsan-test fuzz \
+.PHONY: all deps build run test deb bench bench-wheel bench-engine bench-scheduler asan-test tsan-test fuzz \
 	format format-check clean
 
 JOBS ?= $(shell nproc)
@@ -20,6 +20,12 @@ run: build
 
 test: build
 	@ctest --preset release -j $(JOBS)
+
+# The Debian package, build/release/delayq_<version>_<arch>.deb (docs/operations.md), then its
+# checks: contents, maintainer scripts, and the unit through systemd-analyze verify.
+deb: build
+	@cd build/release && cpack -G DEB >/dev/null
+	@scripts/check-deb.sh build/release/delayq_*.deb
 
 # Every benchmark of docs/BENCHMARKS.md, at the sizes quoted there (minutes; 10^7 jobs is
 # ENGINE_JOBS=10000000 and ~6 GB of disk).

@@ -51,9 +51,9 @@ class NotifyTest : public ::testing::Test {
 };
 
 TEST_F(NotifyTest, TheStateReachesASocketAtAPath) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("delayq-notify-" + std::to_string(::getpid())))
-                               .string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("delayq-notify-" + std::to_string(::getpid())))
+          .string();
   std::filesystem::remove(path);
   Receiver systemd(path);
   ASSERT_TRUE(systemd.bound());

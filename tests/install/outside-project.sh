@@ -5,9 +5,16 @@
 set -euo pipefail
 build=$1 source=$2 work=$3
 rm -rf "$work"
-cmake --install "$build" --prefix "$work/prefix" >/dev/null
-for f in bin/delayqd bin/delayq include/delayq/scheduler.h lib/cmake/delayq/delayqConfig.cmake; do
+# Everything but the service's unit and /etc config, which belong to a system install.
+cmake --install "$build" --prefix "$work/prefix" --component Unspecified >/dev/null
+for f in bin/delayqd bin/delayq include/delayq/scheduler.h; do
   [ -e "$work/prefix/$f" ] || { echo "not installed: $f"; exit 1; }
+done
+# lib/ or, with the prefix /usr on Debian, lib/<multiarch>/: where find_package looks either way.
+config=$(find "$work/prefix/lib" -path '*/cmake/delayq/delayqConfig.cmake' | head -1)
+[ -n "$config" ] || { echo "not installed: lib/.../cmake/delayq/delayqConfig.cmake"; exit 1; }
+for f in etc lib/systemd; do
+  [ ! -e "$work/prefix/$f" ] || { echo "installed outside its component: $f"; exit 1; }
 done
 cmake -S "$source/examples" -B "$work/examples" -DCMAKE_PREFIX_PATH="$work/prefix" \
   -DCMAKE_BUILD_TYPE=Release >"$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
