@@ -9,6 +9,7 @@
 #include <malloc.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -164,7 +165,32 @@ Result<std::unique_ptr<broker::Broker>> open_broker(boost::asio::io_context& io,
   return std::unique_ptr<broker::Broker>(std::move(broker));
 }
 
+// Raises the soft limit on open files to the hard one: each connection holds a descriptor, and
+// the usual soft limit (1024) is far below the default connection limits. Says what it has.
+void raise_file_limit(const Flags& flags) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t before = limit.rlim_cur;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) limit.rlim_cur = before;
+  }
+  const auto wanted =
+      static_cast<rlim_t>(flags.server.max_connections + flags.http.max_connections + 1000);
+  if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= wanted) {
+    if (limit.rlim_cur != before) {
+      spdlog::info("open files: up to {} (raised from {})", limit.rlim_cur, before);
+    }
+  } else {
+    spdlog::warn(
+        "open files: up to {}, the hard limit, below the {} that --max-connections and "
+        "--http-max-connections may need; raise it (ulimit -Hn, or LimitNOFILE= in the unit)",
+        limit.rlim_cur, wanted);
+  }
+}
+
 int run(const Flags& flags) {
+  raise_file_limit(flags);
   boost::asio::io_context io;
   int exit_code = 0;
   std::unique_ptr<broker::Broker> broker;  // outlives the front-ends, whose sessions it holds
