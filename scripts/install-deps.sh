@@ -28,6 +28,7 @@ packages=(
   libhiredis-dev    # hiredis's RESP reader (the Redis client)
   python3           # bench/wheel_table.py (make bench)
   ca-certificates   # npm reaches its registry over https (the client test)
+  faketime          # libfaketime: the clock-step test moves delayqd's wall clock while it runs
 )
 
 missing=()

@@ -1,7 +1,10 @@
-// clock.h — where the engine's time comes from.
-// The engine reads the present only through a Clock, in milliseconds since the Unix epoch, so
-// tests drive a ManualClock instead of sleeping. The engine never lets its own time run
-// backwards: a clock that steps back is held at the latest time seen (see Engine::now()).
+// clock.h — where the engine's time comes from: two clocks. The wall clock (milliseconds since
+// the Unix epoch) says when absolute due times have come: a job due at 18:00 fires when the wall
+// clock says 18:00, never before. The steady clock (monotonic, any origin) measures everything
+// relative that lives only in memory: TTRs, reserve timeouts, pauses, DEADLINE_SOON. A step of
+// the wall clock (NTP, an operator) moves the first and not the second, so it neither holds a
+// worker's job for an hour nor lapses it early. The engine never lets its own wall time run
+// backwards: a wall clock that steps back is held at the latest time seen (Engine::now()).
 #pragma once
 
 #include <chrono>
@@ -14,15 +17,19 @@ using Millis = std::chrono::milliseconds;
 class Clock {
  public:
   virtual ~Clock() = default;
-  // Milliseconds since the Unix epoch, rounded down: a time that has fully come.
+  // The wall clock: milliseconds since the Unix epoch, rounded down (a time that has fully come).
   [[nodiscard]] virtual std::int64_t now_unix_ms() const = 0;
   // The millisecond a delay counts from: not before the real present, so a job put with a delay
   // of d is due no earlier than d after the moment it arrived (rounded up where now_unix_ms()
   // rounds down). Defaults to now_unix_ms(), right for clocks that hold whole milliseconds.
   [[nodiscard]] virtual std::int64_t start_unix_ms() const { return now_unix_ms(); }
+  // The steady clock: milliseconds from any origin, never going back, not moved by steps of the
+  // wall clock; rounded down, and its start rounded up, as the wall clock's.
+  [[nodiscard]] virtual std::int64_t steady_ms() const = 0;
+  [[nodiscard]] virtual std::int64_t steady_start_ms() const { return steady_ms(); }
 };
 
-// The wall clock (std::chrono::system_clock).
+// The system's clocks: std::chrono::system_clock and std::chrono::steady_clock.
 class SystemClock final : public Clock {
  public:
   [[nodiscard]] std::int64_t now_unix_ms() const override {
@@ -31,18 +38,34 @@ class SystemClock final : public Clock {
   [[nodiscard]] std::int64_t start_unix_ms() const override {
     return std::chrono::ceil<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
   }
+  [[nodiscard]] std::int64_t steady_ms() const override {
+    return std::chrono::floor<Millis>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  [[nodiscard]] std::int64_t steady_start_ms() const override {
+    return std::chrono::ceil<Millis>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
 };
 
-// A clock that moves only when told: for tests and simulations.
+// Clocks that move only when told: for tests and simulations. Time passing moves both; a step
+// of the wall clock moves only it.
 class ManualClock final : public Clock {
  public:
   explicit ManualClock(std::int64_t start_unix_ms = 1'700'000'000'000) : now_(start_unix_ms) {}
   [[nodiscard]] std::int64_t now_unix_ms() const override { return now_; }
-  void set(std::int64_t unix_ms) { now_ = unix_ms; }
-  void advance(Millis by) { now_ += by.count(); }
+  [[nodiscard]] std::int64_t steady_ms() const override { return steady_; }
+  // Forward: time passes until the wall clock says unix_ms. Backward: the wall clock steps back.
+  void set(std::int64_t unix_ms) {
+    if (unix_ms > now_) steady_ += unix_ms - now_;
+    now_ = unix_ms;
+  }
+  // Time passes (by >= 0); a negative `by` steps the wall clock back, as set() does.
+  void advance(Millis by) { set(now_ + by.count()); }
+  // The wall clock steps by `by`, either way, while no time passes.
+  void step_wall(Millis by) { now_ += by.count(); }
 
  private:
   std::int64_t now_;
+  std::int64_t steady_ = 1'000'000;
 };
 
 }  // namespace delayq::engine

@@ -45,6 +45,19 @@ std::int64_t Engine::due_after(Millis delay) const {
   return later(std::max(now(), clock_.start_unix_ms()), delay.count());
 }
 
+std::int64_t Engine::steady_now() const {
+  latest_steady_ = std::max(latest_steady_, clock_.steady_ms());
+  return latest_steady_;
+}
+
+std::int64_t Engine::steady_after(Millis delay) const {
+  return later(std::max(steady_now(), clock_.steady_start_ms()), delay.count());
+}
+
+std::int64_t Engine::steady_to_unix(std::int64_t steady_ms) const {
+  return later(now(), steady_ms - steady_now());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Jobs and their slots
 
@@ -129,8 +142,9 @@ JobView Engine::view(Slot slot) const {
   v.state = j.state();
   v.priority = j.priority;
   v.due_unix_ms = j.due_unix_ms;
-  if (j.state() == JobState::kReserved)
-    v.deadline_unix_ms = reservations_.at(slot).deadline_unix_ms;
+  if (j.state() == JobState::kReserved) {
+    v.deadline_unix_ms = steady_to_unix(reservations_.at(slot).deadline_steady_ms);
+  }
   v.created_unix_ms = j.created_unix_ms();
   v.delay_ms = delay_of(slot);
   v.ttr = Seconds{j.ttr_seconds};
@@ -191,8 +205,8 @@ void Engine::leave(Slot slot) {
       heap_remove(tube(j.tube), timers_[slot].position);
       break;
     case JobState::kReserved: {
-      wheel_.cancel(slot);
       const auto it = reservations_.find(slot);
+      ttrs_.erase({it->second.deadline_steady_ms, slot});
       auto& held = client(it->second.client).reserved;
       held.erase(std::find(held.begin(), held.end(), slot));
       reservations_.erase(it);
@@ -222,8 +236,8 @@ void Engine::enter_delayed(Slot slot, std::int64_t due_unix_ms) {
 void Engine::enter_reserved(Slot slot, ClientId client_id) {
   Job& j = job(slot);
   j.set_state(JobState::kReserved);
-  const std::int64_t deadline = due_after(Seconds{j.ttr_seconds});
-  wheel_.schedule(slot, Millis{deadline});
+  const std::int64_t deadline = steady_after(Seconds{j.ttr_seconds});
+  ttrs_.emplace(deadline, slot);
   reservations_[slot] = Reservation{client_id, deadline};
   client(client_id).reserved.push_back(slot);
   ++extra(slot).counters.reserves;
@@ -398,7 +412,7 @@ void Engine::maybe_drop_tube(TubeNo no) {
       t.waiting_clients != 0) {
     return;
   }
-  pauses_.erase({t.pause_until_unix_ms, no});
+  pauses_.erase({t.pause_until_steady_ms, no});
   tube_by_name_.erase(t.name);
   tubes_[no].reset();
   free_tubes_.push_back(no);
@@ -601,9 +615,9 @@ ReserveResult Engine::hand_out(ClientId client_id, Slot slot) {
 }
 
 bool Engine::deadline_soon(const Client& c) const {
-  const std::int64_t soon = now() + options_.deadline_soon_margin.count();
+  const std::int64_t soon = steady_now() + options_.deadline_soon_margin.count();
   return std::any_of(c.reserved.begin(), c.reserved.end(),
-                     [&](Slot slot) { return reservations_.at(slot).deadline_unix_ms <= soon; });
+                     [&](Slot slot) { return reservations_.at(slot).deadline_steady_ms <= soon; });
 }
 
 ReserveResult Engine::reserve(ClientId client_id, std::optional<Millis> timeout) {
@@ -717,8 +731,9 @@ Status Engine::touch(ClientId client_id, JobId id) {
   Slot slot = 0;
   if (Status s = check_reserved_by(client_id, id, &slot); !s.is_ok()) return s;
   Reservation& r = reservations_.at(slot);
-  r.deadline_unix_ms = due_after(Seconds{job(slot).ttr_seconds});
-  wheel_.reschedule(slot, Millis{r.deadline_unix_ms});
+  ttrs_.erase({r.deadline_steady_ms, slot});
+  r.deadline_steady_ms = steady_after(Seconds{job(slot).ttr_seconds});
+  ttrs_.emplace(r.deadline_steady_ms, slot);
   return Status::ok();
 }
 
@@ -769,13 +784,14 @@ Status Engine::pause_tube(std::string_view name, Seconds pause) {
   const auto it = tube_by_name_.find(name);
   if (it == tube_by_name_.end()) return {Code::kNotFound, "no tube " + std::string(name)};
   Tube& t = tube(it->second);
-  pauses_.erase({t.pause_until_unix_ms, it->second});
+  pauses_.erase({t.pause_until_steady_ms, it->second});
   t.pauses++;
   t.pause = std::max(pause, Seconds{0});
-  t.pause_until_unix_ms = 0;
+  t.pause_until_steady_ms = 0;
   if (pause.count() > 0) {
-    t.pause_until_unix_ms = later(now(), std::min<std::int64_t>(pause.count(), 1LL << 40) * 1000);
-    pauses_.emplace(t.pause_until_unix_ms, it->second);
+    t.pause_until_steady_ms =
+        later(steady_now(), std::min<std::int64_t>(pause.count(), 1LL << 40) * 1000);
+    pauses_.emplace(t.pause_until_steady_ms, it->second);
   } else {
     ready_changed_ = true;
     dispatch();
@@ -920,7 +936,7 @@ WaitId Engine::start_wait(ClientId client_id, std::vector<TubeNo> tubes, bool wa
   w.client = client_id;
   w.tubes = std::move(tubes);
   w.watch_list = watch_list;
-  if (timeout) w.deadline_unix_ms = due_after(*timeout);
+  if (timeout) w.deadline_steady_ms = steady_after(*timeout);
   client(client_id).waits.push_back(id);
   arm_alarm(id, w);
   return id;
@@ -930,7 +946,7 @@ void Engine::end_wait(WaitId id) {
   const auto it = waits_.find(id);
   DELAYQ_CHECK(it != waits_.end());
   const Wait& w = it->second;
-  alarms_.erase({w.alarm_unix_ms, id});
+  alarms_.erase({w.alarm_steady_ms, id});
   Client& c = client(w.client);
   c.waits.erase(std::find(c.waits.begin(), c.waits.end(), id));
   if (c.watch_wait == id) c.watch_wait = 0;
@@ -945,22 +961,22 @@ void Engine::end_wait(WaitId id) {
 // A wait must be looked at again when it times out or, on a watch list, when one of its
 // client's reserved jobs enters the DEADLINE_SOON margin, whichever is first.
 void Engine::arm_alarm(WaitId id, Wait& w) {
-  alarms_.erase({w.alarm_unix_ms, id});
-  std::optional<std::int64_t> when = w.deadline_unix_ms;
+  alarms_.erase({w.alarm_steady_ms, id});
+  std::optional<std::int64_t> when = w.deadline_steady_ms;
   if (w.watch_list) {
     for (const Slot slot : client(w.client).reserved) {
       const std::int64_t soon =
-          reservations_.at(slot).deadline_unix_ms - options_.deadline_soon_margin.count();
+          reservations_.at(slot).deadline_steady_ms - options_.deadline_soon_margin.count();
       if (!when || soon < *when) when = soon;
     }
   }
   if (!when) return;
-  w.alarm_unix_ms = *when;
+  w.alarm_steady_ms = *when;
   alarms_.emplace(*when, id);
 }
 
 void Engine::expire_alarms() {
-  const std::int64_t now_ms = now();
+  const std::int64_t now_ms = steady_now();
   while (!alarms_.empty() && alarms_.begin()->first <= now_ms) {
     const WaitId id = alarms_.begin()->second;
     Wait& w = waits_.at(id);
@@ -968,7 +984,7 @@ void Engine::expire_alarms() {
     if (w.watch_list && deadline_soon(client(client_id))) {
       end_wait(id);
       wakeups_.push_back({client_id, id, {ReserveResult::Kind::kDeadlineSoon, {}}});
-    } else if (w.deadline_unix_ms && *w.deadline_unix_ms <= now_ms) {
+    } else if (w.deadline_steady_ms && *w.deadline_steady_ms <= now_ms) {
       end_wait(id);
       wakeups_.push_back({client_id, id, {ReserveResult::Kind::kTimedOut, {}}});
     } else {
@@ -993,29 +1009,38 @@ void Engine::dispatch() {
   }
 }
 
+// A delayed job's due time has come.
 void Engine::on_timer(Slot slot) {
   Job& j = job(slot);
   count(slot, -1);
-  if (j.state() == JobState::kReserved) {
-    // The TTR lapsed: the job is ready again (invariant 4).
-    const auto it = reservations_.find(slot);
-    auto& held = client(it->second.client).reserved;
-    held.erase(std::find(held.begin(), held.end(), slot));
-    reservations_.erase(it);
-    extra(slot).counters.timeouts++;
-    ++job_timeouts_;
-    if (bury_if_attempts_used(slot)) return;
-  } else if (on_fire_) {
-    on_fire_(j.due_unix_ms);
-  }
+  if (on_fire_) on_fire_(j.due_unix_ms);
+  enter_ready(slot);
+}
+
+// A reserved job's TTR lapsed: the job is ready again (invariant 4).
+void Engine::lapse(Slot slot) {
+  const auto it = reservations_.find(slot);
+  auto& held = client(it->second.client).reserved;
+  held.erase(std::find(held.begin(), held.end(), slot));
+  reservations_.erase(it);
+  count(slot, -1);
+  extra(slot).counters.timeouts++;
+  ++job_timeouts_;
+  if (bury_if_attempts_used(slot)) return;
   enter_ready(slot);
 }
 
 void Engine::advance() {
-  const std::int64_t now_ms = now();
-  wheel_.advance_to(Millis{now_ms}, [this](wheel::TimerId id) { on_timer(id); });
-  while (!pauses_.empty() && pauses_.begin()->first <= now_ms) {
-    tube(pauses_.begin()->second).pause_until_unix_ms = 0;
+  // Due times by the wall clock; TTRs and pauses by the steady one.
+  wheel_.advance_to(Millis{now()}, [this](wheel::TimerId id) { on_timer(id); });
+  const std::int64_t steady = steady_now();
+  while (!ttrs_.empty() && ttrs_.begin()->first <= steady) {
+    const Slot slot = ttrs_.begin()->second;
+    ttrs_.erase(ttrs_.begin());
+    lapse(slot);
+  }
+  while (!pauses_.empty() && pauses_.begin()->first <= steady) {
+    tube(pauses_.begin()->second).pause_until_steady_ms = 0;
     pauses_.erase(pauses_.begin());
     ready_changed_ = true;
   }
@@ -1031,8 +1056,17 @@ std::optional<std::int64_t> Engine::next_wakeup() const {
     if (!when || t < *when) when = t;
   };
   if (const auto deadline = wheel_.next_deadline()) consider(deadline->count());
-  if (!pauses_.empty()) consider(pauses_.begin()->first);
-  if (!alarms_.empty()) consider(alarms_.begin()->first);
+  // A steady time comes after as long on the wall clock as it reads now, not as the engine
+  // holds it: after a step back the two differ, and the caller sleeps by the wall clock.
+  std::optional<std::int64_t> steady;
+  const auto consider_steady = [&steady](std::int64_t t) {
+    if (!steady || t < *steady) steady = t;
+  };
+  if (!ttrs_.empty()) consider_steady(ttrs_.begin()->first);
+  if (!pauses_.empty()) consider_steady(pauses_.begin()->first);
+  if (!alarms_.empty()) consider_steady(alarms_.begin()->first);
+  if (steady)
+    consider(later(clock_.now_unix_ms(), std::max<std::int64_t>(0, *steady - steady_now())));
   return when;
 }
 
@@ -1072,7 +1106,7 @@ Result<TubeStats> Engine::stats_tube(std::string_view name) const {
   s.deletes = t->deletes;
   s.pauses = t->pauses;
   s.pause = t->pause;
-  if (paused(*t)) s.pause_left = Millis{t->pause_until_unix_ms - now()};
+  if (paused(*t)) s.pause_left = Millis{t->pause_until_steady_ms - steady_now()};
   if (!paused(*t)) s.pause = Seconds{0};
   if (const auto it = max_attempts_.find(name); it != max_attempts_.end()) {
     s.max_attempts = it->second;

@@ -185,11 +185,19 @@ class Engine {
   // caller can sleep until then and call advance(); the wheel may answer the start of the slot
   // that holds the next job, so a far deadline takes a few such wakeups (at most 8).
   [[nodiscard]] std::optional<std::int64_t> next_wakeup() const;
-  // The engine's present: the clock, held at the latest time seen if the clock steps back.
+  // The engine's present on the wall clock, held at the latest time seen if the clock steps back.
   [[nodiscard]] std::int64_t now() const;
-  // When something `delay` from now is due: counted from the clock's start_unix_ms(), so that
-  // it is never before the real moment plus the delay (put, release and TTRs use it too).
+  // When something put or released with `delay` is due, on the wall clock: counted from the
+  // clock's start_unix_ms(), so that it is never before the real moment plus the delay. A due
+  // time is absolute and stored: a job due at 18:00 fires at 18:00 by the wall clock.
   [[nodiscard]] std::int64_t due_after(Millis delay) const;
+  // The present and a time `delay` from it on the steady clock, which TTRs, reserve timeouts,
+  // pauses and DEADLINE_SOON run on (never early, as due_after; never moved by a wall step).
+  [[nodiscard]] std::int64_t steady_now() const;
+  [[nodiscard]] std::int64_t steady_after(Millis delay) const;
+  // A steady time as the wall clock would show it now (for what is reported, e.g. a
+  // reservation's end).
+  [[nodiscard]] std::int64_t steady_to_unix(std::int64_t steady_ms) const;
 
   // Called with its due time each time a delayed job becomes ready by the passing of time (for
   // the fire lateness metric). Default: none.
@@ -271,7 +279,7 @@ class Engine {
   };
   struct Reservation {
     ClientId client = 0;
-    std::int64_t deadline_unix_ms = 0;
+    std::int64_t deadline_steady_ms = 0;  // when its TTR lapses, on the steady clock
   };
   struct Tube {
     std::string name;
@@ -282,7 +290,7 @@ class Engine {
     std::uint64_t counts[kJobStateCount] = {};
     std::uint64_t urgent = 0, total_jobs = 0, deletes = 0, pauses = 0;
     std::uint64_t using_clients = 0, watching_clients = 0, waiting_clients = 0;
-    std::int64_t pause_until_unix_ms = 0;
+    std::int64_t pause_until_steady_ms = 0;
     Seconds pause{0};
     bool pinned = false;  // "default" is never dropped
     [[nodiscard]] std::uint64_t jobs() const noexcept {
@@ -301,8 +309,8 @@ class Engine {
     ClientId client = 0;
     std::vector<TubeNo> tubes;
     bool watch_list = true;  // on the client's watch list: DEADLINE_SOON applies
-    std::optional<std::int64_t> deadline_unix_ms;
-    std::int64_t alarm_unix_ms = 0;  // when it must be looked at again
+    std::optional<std::int64_t> deadline_steady_ms;
+    std::int64_t alarm_steady_ms = 0;  // when it must be looked at again
   };
 
   // jobs and slots
@@ -352,7 +360,9 @@ class Engine {
   Tube& tube(TubeNo no) { return *tubes_[no]; }
   [[nodiscard]] const Tube& tube(TubeNo no) const { return *tubes_[no]; }
   void maybe_drop_tube(TubeNo no);
-  [[nodiscard]] bool paused(const Tube& tube) const { return tube.pause_until_unix_ms > now(); }
+  [[nodiscard]] bool paused(const Tube& tube) const {
+    return tube.pause_until_steady_ms > steady_now();
+  }
   [[nodiscard]] Status check_name(std::string_view what, std::string_view name) const;
   [[nodiscard]] std::optional<Slot> earliest_delayed(TubeNo tube) const;
 
@@ -367,12 +377,14 @@ class Engine {
   void end_wait(WaitId wait);
   void arm_alarm(WaitId id, Wait& wait);
   void dispatch();
-  void on_timer(Slot slot);
+  void on_timer(Slot slot);  // a delayed job is due
+  void lapse(Slot slot);     // a reserved job's TTR ended
   void expire_alarms();
 
   Clock& clock_;
   EngineOptions options_;
   mutable std::int64_t latest_now_ = 0;
+  mutable std::int64_t latest_steady_ = 0;
 
   JobTable jobs_;
   std::vector<Slot> free_slots_;
@@ -390,14 +402,15 @@ class Engine {
   std::vector<std::unique_ptr<Tube>> tubes_;
   std::vector<TubeNo> free_tubes_;
   StringMap<TubeNo> tube_by_name_;
-  std::set<std::pair<std::int64_t, TubeNo>> pauses_;
-  StringMap<std::uint32_t> max_attempts_;  // by tube name, never 0
+  std::set<std::pair<std::int64_t, TubeNo>> pauses_;  // by end, on the steady clock
+  std::set<std::pair<std::int64_t, Slot>> ttrs_;      // reserved jobs by TTR end, steady
+  StringMap<std::uint32_t> max_attempts_;             // by tube name, never 0
 
   std::unordered_map<ClientId, Client> clients_;
   ClientId next_client_ = 1;
   std::map<WaitId, Wait> waits_;  // by id, which is arrival order: first come, first served
   WaitId next_wait_ = 1;
-  std::set<std::pair<std::int64_t, WaitId>> alarms_;
+  std::set<std::pair<std::int64_t, WaitId>> alarms_;  // on the steady clock
   bool ready_changed_ = false;
 
   std::uint64_t total_jobs_ = 0, job_timeouts_ = 0;

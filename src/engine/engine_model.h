@@ -35,8 +35,8 @@ class Model {
     std::string tube;
     JobState state = JobState::kReady;
     std::uint32_t priority = 0;
-    std::int64_t due_unix_ms = 0;       // as JobView::due_unix_ms
-    std::int64_t deadline_unix_ms = 0;  // reserved only
+    std::int64_t due_unix_ms = 0;         // as JobView::due_unix_ms
+    std::int64_t deadline_steady_ms = 0;  // reserved only: its TTR's end, on the steady clock
     std::int64_t created_unix_ms = 0;
     std::int64_t delay_ms = 0;  // the delay it was last put, released or rescheduled with
     std::uint32_t ttr_seconds = 1;
@@ -51,12 +51,12 @@ class Model {
     std::string used{kDefaultTube};
     std::vector<std::string> watched{std::string(kDefaultTube)};
     std::uint64_t wait_order = 0;  // 0: not waiting; else first come, first served
-    std::optional<std::int64_t> wait_deadline_unix_ms;
+    std::optional<std::int64_t> wait_deadline_steady_ms;
   };
   struct Tube {
     std::uint64_t total_jobs = 0, deletes = 0, pauses = 0;
     std::int64_t pause_seconds = 0;
-    std::int64_t pause_until_unix_ms = 0;
+    std::int64_t pause_until_steady_ms = 0;
   };
   // The answer to a reserve, or a wakeup: the job's id when kind is kReserved.
   struct Reserve {
@@ -81,8 +81,13 @@ class Model {
     tubes_[std::string(kDefaultTube)];
   }
 
-  // --- time: the model's present never runs backwards, like Engine::now()
-  void set_clock(std::int64_t clock_unix_ms) { now_ = std::max(now_, clock_unix_ms); }
+  // --- time, on two clocks as the engine's: the wall clock, whose present never runs backwards
+  // (Engine::now()), for due times; the steady one for TTRs, waits and pauses.
+  void set_clock(std::int64_t clock_unix_ms, std::int64_t steady_ms) {
+    raw_ = clock_unix_ms;
+    now_ = std::max(now_, clock_unix_ms);
+    steady_ = std::max(steady_, steady_ms);
+  }
   [[nodiscard]] std::int64_t now() const { return now_; }
 
   // --- clients
@@ -199,8 +204,8 @@ class Model {
     if (deadline_soon(id)) return {ReserveResult::Kind::kDeadlineSoon, 0};
     if (timeout && timeout->count() <= 0) return {ReserveResult::Kind::kTimedOut, 0};
     c.wait_order = next_wait_order_++;
-    c.wait_deadline_unix_ms.reset();
-    if (timeout) c.wait_deadline_unix_ms = now_ + timeout->count();
+    c.wait_deadline_steady_ms.reset();
+    if (timeout) c.wait_deadline_steady_ms = steady_ + timeout->count();
     return {ReserveResult::Kind::kWaiting, 0};
   }
 
@@ -232,7 +237,7 @@ class Model {
     job->priority = priority;
     job->counters.releases++;
     job->reserver = 0;
-    job->deadline_unix_ms = 0;
+    job->deadline_steady_ms = 0;
     job->delay_ms = std::max<std::int64_t>(0, delay.count());
     if (delay.count() > 0) {
       job->state = JobState::kDelayed;
@@ -252,7 +257,7 @@ class Model {
     job->priority = priority;
     job->counters.buries++;
     job->reserver = 0;
-    job->deadline_unix_ms = 0;
+    job->deadline_steady_ms = 0;
     job->state = JobState::kBuried;
     job->bury_order = next_bury_order_++;
     persist(*job);
@@ -262,7 +267,7 @@ class Model {
   Status touch(ClientId id, JobId job_id) {
     Job* job = reserved_by(id, job_id);
     if (job == nullptr) return {Code::kNotFound, "not reserved by the client"};
-    job->deadline_unix_ms = now_ + std::int64_t{job->ttr_seconds} * 1000;
+    job->deadline_steady_ms = steady_ + std::int64_t{job->ttr_seconds} * 1000;
     return Status::ok();
   }
 
@@ -306,7 +311,7 @@ class Model {
     if (it == tubes_.end()) return {Code::kNotFound, "no tube"};
     it->second.pauses++;
     it->second.pause_seconds = std::max<std::int64_t>(0, pause.count());
-    it->second.pause_until_unix_ms = pause.count() > 0 ? now_ + pause.count() * 1000 : 0;
+    it->second.pause_until_steady_ms = pause.count() > 0 ? steady_ + pause.count() * 1000 : 0;
     dispatch();
     return Status::ok();
   }
@@ -350,38 +355,40 @@ class Model {
     for (auto& [id, job] : jobs_) {
       if (job.state == JobState::kDelayed && job.due_unix_ms <= now_) {
         job.state = JobState::kReady;
-      } else if (job.state == JobState::kReserved && job.deadline_unix_ms <= now_) {
+      } else if (job.state == JobState::kReserved && job.deadline_steady_ms <= steady_) {
         job.counters.timeouts++;
         ++job_timeouts_;
         make_ready_unchanged(job);
       }
     }
     for (auto& [name, tube] : tubes_) {
-      if (tube.pause_until_unix_ms <= now_) tube.pause_until_unix_ms = 0;
+      if (tube.pause_until_steady_ms <= steady_) tube.pause_until_steady_ms = 0;
     }
     dispatch();
     end_waits();
   }
 
-  // The earliest time at which advance() has something to do.
+  // The earliest time on the wall clock at which advance() has something to do: a steady time
+  // comes as far from the wall clock's reading as it is from the steady present.
   [[nodiscard]] std::optional<std::int64_t> next_event() const {
     std::optional<std::int64_t> when;
     const auto consider = [&when](std::int64_t t) {
       if (!when || t < *when) when = t;
     };
+    const auto consider_steady = [&](std::int64_t t) { consider(raw_ + (t - steady_)); };
     for (const auto& [id, job] : jobs_) {
       if (job.state == JobState::kDelayed) consider(job.due_unix_ms);
-      if (job.state == JobState::kReserved) consider(job.deadline_unix_ms);
+      if (job.state == JobState::kReserved) consider_steady(job.deadline_steady_ms);
     }
     for (const auto& [name, tube] : tubes_) {
-      if (tube.pause_until_unix_ms > now_) consider(tube.pause_until_unix_ms);
+      if (tube.pause_until_steady_ms > steady_) consider_steady(tube.pause_until_steady_ms);
     }
     for (const auto& [id, c] : clients_) {
       if (c.wait_order == 0) continue;
-      if (c.wait_deadline_unix_ms) consider(*c.wait_deadline_unix_ms);
+      if (c.wait_deadline_steady_ms) consider_steady(*c.wait_deadline_steady_ms);
       for (const auto& [job_id, job] : jobs_) {
         if (job.state == JobState::kReserved && job.reserver == id) {
-          consider(job.deadline_unix_ms - options_.deadline_soon_margin_ms);
+          consider_steady(job.deadline_steady_ms - options_.deadline_soon_margin_ms);
         }
       }
     }
@@ -398,7 +405,7 @@ class Model {
   // The new present is the clock's, even if it is behind the old engine's.
   void restart(std::int64_t clock_unix_ms, const std::map<JobId, store::JobRecord>& records,
                const std::map<JobId, std::string>& bodies, JobId stored_next_id) {
-    now_ = clock_unix_ms;
+    now_ = raw_ = clock_unix_ms;
     jobs_.clear();
     clients_.clear();
     tubes_.clear();
@@ -480,7 +487,7 @@ class Model {
     }
     return ids;
   }
-  [[nodiscard]] bool paused(const Tube& tube) const { return tube.pause_until_unix_ms > now_; }
+  [[nodiscard]] bool paused(const Tube& tube) const { return tube.pause_until_steady_ms > steady_; }
 
   [[nodiscard]] store::JobRecord record(const Job& job) const {
     store::JobRecord r;
@@ -505,7 +512,8 @@ class Model {
     v.state = job.state;
     v.priority = job.priority;
     v.due_unix_ms = job.due_unix_ms;
-    v.deadline_unix_ms = job.state == JobState::kReserved ? job.deadline_unix_ms : 0;
+    v.deadline_unix_ms =
+        job.state == JobState::kReserved ? now_ + (job.deadline_steady_ms - steady_) : 0;
     v.created_unix_ms = job.created_unix_ms;
     v.delay_ms = job.delay_ms;
     v.ttr = Seconds{job.ttr_seconds};
@@ -534,7 +542,7 @@ class Model {
     s.pauses = t.pauses;
     if (paused(t)) {
       s.pause = Seconds{t.pause_seconds};
-      s.pause_left = Millis{t.pause_until_unix_ms - now_};
+      s.pause_left = Millis{t.pause_until_steady_ms - steady_};
     }
     return s;
   }
@@ -611,7 +619,7 @@ class Model {
   bool deadline_soon(ClientId id) const {
     for (const auto& [job_id, job] : jobs_) {
       if (job.state == JobState::kReserved && job.reserver == id &&
-          job.deadline_unix_ms <= now_ + options_.deadline_soon_margin_ms) {
+          job.deadline_steady_ms <= steady_ + options_.deadline_soon_margin_ms) {
         return true;
       }
     }
@@ -621,7 +629,7 @@ class Model {
   void hand_out(ClientId id, Job& job) {
     job.state = JobState::kReserved;
     job.reserver = id;
-    job.deadline_unix_ms = now_ + std::int64_t{job.ttr_seconds} * 1000;
+    job.deadline_steady_ms = steady_ + std::int64_t{job.ttr_seconds} * 1000;
     job.counters.reserves++;
   }
 
@@ -629,7 +637,7 @@ class Model {
   static void make_ready_unchanged(Job& job) {
     job.state = JobState::kReady;
     job.reserver = 0;
-    job.deadline_unix_ms = 0;
+    job.deadline_steady_ms = 0;
   }
 
   void kick_one(Job& job) {
@@ -646,7 +654,7 @@ class Model {
       if (deadline_soon(id)) {
         c.wait_order = 0;
         wakeups_[id] = {ReserveResult::Kind::kDeadlineSoon, 0};
-      } else if (c.wait_deadline_unix_ms && *c.wait_deadline_unix_ms <= now_) {
+      } else if (c.wait_deadline_steady_ms && *c.wait_deadline_steady_ms <= steady_) {
         c.wait_order = 0;
         wakeups_[id] = {ReserveResult::Kind::kTimedOut, 0};
       }
@@ -714,6 +722,8 @@ class Model {
   }
 
   std::int64_t now_;
+  std::int64_t raw_ = now_;  // the wall clock as it reads, which may be behind now_
+  std::int64_t steady_ = 0;
   Options options_;
   std::map<JobId, Job> jobs_;
   std::map<ClientId, Client> clients_;

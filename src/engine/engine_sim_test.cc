@@ -234,7 +234,9 @@ class Simulation {
         seed_(seed),
         random_(seed),
         engine_(std::make_unique<Engine>(clock_, config.options)),
-        model_(clock_.now_unix_ms(), model_options(config.options)) {}
+        model_(clock_.now_unix_ms(), model_options(config.options)) {
+    model_.set_clock(clock_.now_unix_ms(), clock_.steady_ms());
+  }
 
   // Runs the configured number of steps; stops at the first disagreement (a gtest failure).
   void run();
@@ -331,7 +333,7 @@ class Simulation {
   struct Seen {
     JobState state;
     std::int64_t due_unix_ms;
-    std::int64_t deadline_unix_ms;
+    std::int64_t deadline_steady_ms;  // reserved: its TTR's end on the steady clock
   };
   std::map<JobId, Seen> seen_;
 };
@@ -866,14 +868,15 @@ void Simulation::op_cancel_group() {
 // Time and restarts
 
 void Simulation::advance_both() {
-  model_.set_clock(clock_.now_unix_ms());
+  model_.set_clock(clock_.now_unix_ms(), clock_.steady_ms());
   model_.advance();
   engine_->advance();
 }
 
-// Moves the clock by 0 ms to many seconds (now and then back: the engine must hold its time),
-// then advance(). A precise move stops at every next_wakeup() on the way, as the server does; a
-// coarse one jumps, as a server that slept too long would.
+// Moves the clocks by 0 ms to many seconds (now and then the wall clock steps back or forward
+// alone: the engine must hold its wall time, and run TTRs, waits and pauses on the steady
+// clock), then advance(). A precise move stops at every next_wakeup() on the way, as the server
+// does; a coarse one jumps, as a server that slept too long would.
 void Simulation::op_time() {
   std::int64_t step = 0;
   switch (random_.range(0, 19)) {
@@ -910,7 +913,21 @@ void Simulation::op_time() {
       break;
     case 17:
       step = -random_.range(1, 3000);
-      break;  // the clock steps back
+      break;  // the wall clock steps back
+    case 18:
+      if (random_.percent(50)) {
+        // The wall clock steps forward, and no time passes: due times it passes fire, and
+        // nothing that runs on the steady clock (TTRs, waits, pauses) moves.
+        const std::int64_t jump = random_.range(1, 40000);
+        note("wall clock +" + std::to_string(jump) + "ms (a step)");
+        count("time.step-forward");
+        clock_.step_wall(Millis{jump});
+        advance_both();
+        settle("time");
+        return;
+      }
+      step = random_.range(401, 989);
+      break;
     default:
       step = random_.range(401, 989);
       break;
@@ -1204,7 +1221,8 @@ void Simulation::check_clients() {
 }
 
 // next_wakeup() may be early (the wheel answers with the start of a slot), never late, and
-// never in the past: a server sleeping until it would miss nothing and never spin.
+// never in the past of the wall clock as it reads (which may be behind the engine's present
+// after a step back): a server sleeping until it would miss nothing and never spin.
 void Simulation::check_next_wakeup() {
   const auto got = engine_->next_wakeup();
   const auto want = model_.next_event();
@@ -1214,7 +1232,7 @@ void Simulation::check_next_wakeup() {
   }
   ASSERT_TRUE(got.has_value()) << where() << "no next_wakeup, model: " << *want;
   ASSERT_LE(*got, *want) << where() << "next_wakeup too late";
-  ASSERT_GT(*got, engine_->now()) << where() << "next_wakeup not in the future";
+  ASSERT_GT(*got, clock_.now_unix_ms()) << where() << "next_wakeup not in the future";
 }
 
 // Without the model: a job leaves the delayed state before its due time only when an operation
@@ -1222,6 +1240,7 @@ void Simulation::check_next_wakeup() {
 // when its worker ends it (release, bury, delete, disconnect).
 void Simulation::check_never_early(std::string_view op) {
   const std::int64_t now = engine_->now();
+  const std::int64_t steady = engine_->steady_now();
   const bool may_wake_early =
       op == "kick" || op == "kick-job" || op == "reserve-job" || op == "reschedule";
   const bool may_end_reservation =
@@ -1237,14 +1256,15 @@ void Simulation::check_never_early(std::string_view op) {
       }
       if (before.state == JobState::kReserved && v.state != JobState::kReserved &&
           !may_end_reservation) {
-        ASSERT_LE(before.deadline_unix_ms, now)
+        ASSERT_LE(before.deadline_steady_ms, steady)
             << where() << "job " << id << " lapsed before its TTR (" << op << ")";
       }
     }
     if (v.state == JobState::kDelayed) {
       ASSERT_GT(v.due_unix_ms, now) << where() << "job " << id << " is overdue after advance()";
     }
-    seen.emplace(id, Seen{v.state, v.due_unix_ms, v.deadline_unix_ms});
+    // The view shows a TTR's end on the wall clock, as far ahead as it is on the steady one.
+    seen.emplace(id, Seen{v.state, v.due_unix_ms, v.deadline_unix_ms - now + steady});
   }
   seen_ = std::move(seen);
 }

@@ -476,11 +476,61 @@ TEST_F(EngineTest, TimeThatStepsBackIsHeldAtTheLatestSeen) {
   EXPECT_EQ(state(id), JobState::kReady);
 }
 
-// A clock in the middle of a millisecond: now() has rounded down, start_unix_ms() up.
+// Invariant 8: a wall-clock step back holds no relative timer (a TTR of 3 s still lapses 3 s
+// after the reserve), and a step forward fires the due times it passes and nothing relative.
+TEST_F(EngineTest, WallClockStepsMoveDueTimesOnlyAndRelativeTimersRunOnTheSteadyClock) {
+  const JobId held = put(producer, Millis{0}, 1);
+  PutRequest request;
+  request.ttr = Seconds{3};
+  request.body = "b";
+  request.priority = 0;
+  const JobId short_ttr = engine.put(producer, request).value().id;
+  ASSERT_EQ(engine.reserve(worker, Millis{0}).job.id, short_ttr);
+  const ClientId waiter = engine.connect();
+  ASSERT_EQ(engine.reserve(waiter, Millis{0}).job.id, held);  // 60 s TTR
+  const ClientId idle = engine.connect();
+  ASSERT_EQ(engine.watch(idle, "empty").value(), 2U);
+  ASSERT_TRUE(engine.ignore(idle, "default").is_ok());
+  ASSERT_EQ(engine.reserve(idle, Millis{5000}).kind, Kind::kWaiting);
+  ASSERT_TRUE(engine.pause_tube("default", Seconds{4}).is_ok());
+
+  clock.step_wall(Millis{-60'000});  // NTP steps the wall clock back a minute
+  engine.advance();
+  pass(Millis{2999});
+  EXPECT_EQ(state(short_ttr), JobState::kReserved);
+  EXPECT_TRUE(engine.take_wakeups().empty());
+  pass(Millis{1});  // 3 s after the reserve, by the steady clock
+  EXPECT_EQ(state(short_ttr), JobState::kReady);
+  pass(Millis{1000});  // the pause (4 s) ended, and the reserve's 5 s run out at 5 s
+  EXPECT_EQ(engine.stats_tube("default").value().pause_left, Millis{0});
+  pass(Millis{1000});
+  const auto wakeups = engine.take_wakeups();
+  ASSERT_EQ(wakeups.size(), 1U);
+  EXPECT_EQ(wakeups[0].result.kind, Kind::kTimedOut);
+
+  // Forward: a job due in 30 min fires at once, one due in 2 h does not, and the 60 s TTR,
+  // 5 s old by the steady clock, holds.
+  const std::int64_t wall = clock.now_unix_ms();
+  const JobId soon = put(producer, Millis{30 * 60'000});
+  const JobId later = put(producer, Millis{2 * 3'600'000});
+  clock.step_wall(Millis{3'600'000});
+  engine.advance();
+  EXPECT_EQ(state(soon), JobState::kReady);
+  EXPECT_EQ(state(later), JobState::kDelayed);
+  EXPECT_EQ(state(held), JobState::kReserved);
+  EXPECT_EQ(engine.peek(held).value().deadline_unix_ms, wall + 3'600'000 + 55'000)
+      << "a reservation's end reads on the wall clock as far ahead as it is";
+}
+
+// Clocks in the middle of a millisecond: their present has rounded down, their start up. The
+// steady clock keeps its distance from the wall clock (no step).
 class MidMillisecondClock final : public Clock {
  public:
   [[nodiscard]] std::int64_t now_unix_ms() const override { return now; }
   [[nodiscard]] std::int64_t start_unix_ms() const override { return now + 1; }
+  [[nodiscard]] std::int64_t steady_ms() const override { return now - kSteadyOffset; }
+  [[nodiscard]] std::int64_t steady_start_ms() const override { return now - kSteadyOffset + 1; }
+  static constexpr std::int64_t kSteadyOffset = 1'600'000'000'000;
   std::int64_t now = 1'700'000'000'000;
 };
 

@@ -110,6 +110,7 @@ TEST_F(LocalBrokerTest, APutsDelayReadsBackAsGiven) {
   class TickingClock final : public engine::Clock {
    public:
     [[nodiscard]] std::int64_t now_unix_ms() const override { return ++now_; }
+    [[nodiscard]] std::int64_t steady_ms() const override { return now_; }
 
    private:
     mutable std::int64_t now_ = 1'700'000'000'000;

@@ -11,6 +11,8 @@ namespace delayq::local {
 
 namespace {
 
+constexpr std::chrono::microseconds kLongestSleep{1'000'000};
+
 std::int64_t unix_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -349,8 +351,11 @@ void Node::arm_timer() {
   if (armed_for_ == *next) return;  // already set for it: spare the timer queue a syscall
   armed_for_ = *next;
   // Wake at the very start of the due millisecond, not a whole number of ms from now: the engine
-  // compares whole milliseconds, so the wait is measured to the microsecond.
-  const std::int64_t wait_us = std::max<std::int64_t>(0, *next * 1000 - unix_us());
+  // compares whole milliseconds, so the wait is measured to the microsecond. The timer runs on
+  // the monotonic clock, and a step of the wall clock tells it nothing: waking at least once a
+  // second bounds how late a due time that a forward step passed is noticed.
+  const std::int64_t wait_us =
+      std::clamp<std::int64_t>(*next * 1000 - unix_us(), 0, kLongestSleep.count());
   timer_.expires_after(std::chrono::microseconds(wait_us));
   timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
     if (error || !*alive) return;
