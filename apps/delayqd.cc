@@ -20,6 +20,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -99,6 +100,9 @@ bool loopback(const std::string& host) {
   return !error && address.is_loopback();
 }
 
+// run()'s exit code when the store failed (its status is 1).
+constexpr int kStoreFailed = 101;
+
 // Recovery's progress, reported while the store's jobs load: a log line every 5 s (and one at the
 // end if it took longer), systemd's status line, and the HTTP listener's 503 answer, which it
 // gives in between (the io_context is polled here, on the one thread).
@@ -157,9 +161,14 @@ Result<std::unique_ptr<broker::Broker>> open_broker(boost::asio::io_context& io,
   auto broker = std::move(opened).value();
   spdlog::info("data in {}: {} jobs recovered, durability {}", flags.node.data_dir,
                broker->recovered_jobs(), flags.node.durability.to_string());
+  // A failed write or fsync is never retried: after a failed fsync the page cache may have
+  // dropped the data, so nothing more is acknowledged (the node answers nothing that waits for
+  // the store from now on) and the process exits 1, for a supervisor to restart it into
+  // recovery, which reads back everything acknowledged.
   broker->on_fatal([&io, &exit_code](const Status& status) {
     spdlog::critical("store failed, stopping: {}", status.to_string());
-    exit_code = 1;
+    apps::notify_systemd("STATUS=store failed: " + status.to_string());
+    exit_code = kStoreFailed;
     io.stop();
   });
   return std::unique_ptr<broker::Broker>(std::move(broker));
@@ -252,7 +261,7 @@ int run(const Flags& flags) {
     if (http) http->stop_accepting();
     if (Status s = broker->close(); !s.is_ok()) {
       spdlog::critical("final commit failed: {}", s.to_string());
-      exit_code = 1;
+      exit_code = kStoreFailed;
     }
     grace.expires_after(std::chrono::milliseconds(200));
     grace.async_wait([&](const boost::system::error_code&) {
@@ -278,6 +287,13 @@ int run(const Flags& flags) {
   std::fflush(stdout);
   apps::notify_systemd("READY=1\nSTATUS=serving");
   io.run();
+  if (exit_code == kStoreFailed) {
+    // Not closed: a store in its error state takes no more writes, and RocksDB may abort on
+    // closing files whose write failed. Acknowledged changes are on disk already.
+    spdlog::critical("exiting with status 1 without closing the store; a restart recovers it");
+    spdlog::shutdown();
+    std::_Exit(1);
+  }
   if (Status s = broker->close(); !s.is_ok()) {
     spdlog::critical("final commit failed: {}", s.to_string());
     return 1;
