@@ -1,5 +1,7 @@
 #include "front/listener.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <boost/asio/ip/address.hpp>
 #include <cctype>
@@ -28,10 +30,12 @@ bool is_host_name(const std::string& text) {
 
 }  // namespace
 
-Listener::Listener(boost::asio::io_context& io, std::string what, Full full, OnSocket on_socket)
+Listener::Listener(boost::asio::io_context& io, std::string what, Full full, OnSocket on_socket,
+                   Refusal refusal)
     : what_(std::move(what)),
       full_(std::move(full)),
       on_socket_(std::move(on_socket)),
+      refusal_(std::move(refusal)),
       acceptor_(io),
       retry_(io) {}
 
@@ -102,13 +106,30 @@ void Listener::accept() {
     }
     boost::system::error_code ignored;
     if (full_()) {
-      socket.close(ignored);
+      refuse(socket);
     } else {
       socket.set_option(tcp::no_delay(true), ignored);
       on_socket_(std::move(socket));
     }
     accept();
   });
+}
+
+// A connection over the limit: its refusal, if it fits the empty send buffer at once, then the
+// close. What the client sent already is read first, so that the close sends a FIN after the
+// refusal rather than a reset that could discard it.
+void Listener::refuse(tcp::socket& socket) {
+  const std::string refusal = refusal_ ? refusal_() : std::string();
+  const int fd = socket.native_handle();
+  if (!refusal.empty()) {
+    char scratch[4096];
+    while (::recv(fd, scratch, sizeof scratch, MSG_DONTWAIT) > 0) {
+    }
+    (void)::send(fd, refusal.data(), refusal.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+  boost::system::error_code ignored;
+  socket.shutdown(tcp::socket::shutdown_send, ignored);
+  socket.close(ignored);
 }
 
 void Listener::stop() {

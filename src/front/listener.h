@@ -1,6 +1,7 @@
 // listener.h — the TCP acceptor every front-end shares: binds (SO_REUSEADDR), accepts in a loop
 // on the io_context, sets TCP_NODELAY and hands each connection over. Connections beyond the
-// front-end's limit (its `full()` says so) are accepted and closed at once; after a failed accept
+// front-end's limit (its `full()` says so) are accepted, sent the front-end's refusal (what
+// `refusal()` gives, best effort, without waiting), and closed at once; after a failed accept
 // (out of descriptors or buffers, which leaves the acceptor readable) it waits 100 ms instead of
 // spinning. Listens on an address or on a host name (resolved once, at start). Runs on the
 // io_context's thread; not thread-safe.
@@ -21,8 +22,11 @@ class Listener {
  public:
   using Full = std::function<bool()>;
   using OnSocket = std::function<void(boost::asio::ip::tcp::socket)>;
-  // what: how errors name it ("" or "HTTP ").
-  Listener(boost::asio::io_context& io, std::string what, Full full, OnSocket on_socket);
+  using Refusal = std::function<std::string()>;
+  // what: how errors name it ("" or "HTTP "). refusal: the bytes a connection over the limit
+  // gets before its close ("" or none: nothing).
+  Listener(boost::asio::io_context& io, std::string what, Full full, OnSocket on_socket,
+           Refusal refusal = {});
 
   // Binds and starts accepting. address: an IPv4 or IPv6 address (the latter bare or in
   // brackets), or a host name, which is resolved and bound at the first of its addresses that
@@ -37,10 +41,12 @@ class Listener {
 
  private:
   void accept();
+  void refuse(boost::asio::ip::tcp::socket& socket);
 
   std::string what_;
   Full full_;
   OnSocket on_socket_;
+  Refusal refusal_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer retry_;
 };

@@ -279,7 +279,8 @@ TEST_F(BadInputTest, ConnectionPastTheLimitIsClosedAndTheOthersWork) {
     ASSERT_EQ(clients.back()->call("list-tube-used\r\n"), "USING default\r\n") << "client " << i;
   }
   Client sixth(server_->port());
-  ASSERT_TRUE(sixth.connected()) << sixth.error();  // accepted by the kernel, then closed
+  ASSERT_TRUE(sixth.connected()) << sixth.error();  // accepted, refused, closed
+  EXPECT_EQ(sixth.reply(), "OUT_OF_MEMORY\r\n");
   EXPECT_TRUE(sixth.closed_by_server());
   for (auto& c : clients) EXPECT_EQ(round_trip(*c), "");
   // A freed place can be taken again (once the server has seen the close).

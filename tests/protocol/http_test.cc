@@ -578,6 +578,40 @@ TEST_F(HttpTest, AnAcknowledgedPutSurvivesKill9) {
   }
 }
 
+// A connection over --http-max-connections gets a 503 with code "limit" and is closed; the
+// others are served.
+TEST(HttpLimitTest, AConnectionOverTheLimitGets503AndTheOthersAreServed) {
+  TempDir dir;
+  ServerProcess server(dir.path() / "db", {"--http-max-connections", "2"});
+  ASSERT_EQ(server.start(), "");
+  const std::uint16_t port = server.http_port();  // one node's, in Redis mode too
+  std::vector<std::unique_ptr<front::http::Client>> held;
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(std::make_unique<front::http::Client>("127.0.0.1", port));
+    auto alive = held.back()->request("GET", "/healthz", "", kReplyTimeout);  // accepted
+    ASSERT_TRUE(alive.is_ok() && alive.value().status == 200u);
+  }
+  Client third("127.0.0.1", port);
+  ASSERT_TRUE(third.connected()) << third.error();
+  EXPECT_EQ(third.read_line().value_or("<none>"), "HTTP/1.1 503 Service Unavailable\r\n");
+  std::string headers;
+  std::size_t length = 0;
+  while (auto line = third.read_line()) {
+    if (*line == "\r\n") break;
+    headers += *line;
+    if (line->starts_with("Content-Length: ")) length = std::stoul(line->substr(16));
+  }
+  EXPECT_NE(headers.find("Retry-After: 1\r\n"), std::string::npos) << headers;
+  const std::string body = third.read_exact(length).value_or("<none>");
+  EXPECT_NE(body.find(R"("code":"limit")"), std::string::npos) << body;
+  EXPECT_TRUE(third.closed_by_server());
+  for (auto& client : held) {
+    auto served = client->request("GET", "/healthz", "", kReplyTimeout);
+    EXPECT_TRUE(served.is_ok() && served.value().status == 200u);
+  }
+  EXPECT_EQ(server.stop(), "exited 0");
+}
+
 // A backup of a running server is a data directory: a server started on it has every job the
 // first one had when the backup was taken (bodies, keys, states), and nothing done after it.
 TEST_F(HttpTest, ABackupIsADataDirectoryAsOfItsMoment) {

@@ -13,7 +13,10 @@ Server::Server(boost::asio::io_context& io, broker::Broker& broker, ServerOption
             auto connection = std::make_shared<Connection>(*this, std::move(socket));
             connections_.insert(connection);
             connection->start();
-          }) {
+          },
+          // The protocol's reply for a server out of a resource, which any command may get: a
+          // client over the limit reads it as the answer to its first command.
+          [] { return std::string("OUT_OF_MEMORY\r\n"); }) {
   context_.limits.max_job_bytes = options_.max_job_bytes;
   broker.metrics().declare_protocol("beanstalk");
 }

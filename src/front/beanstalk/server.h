@@ -28,7 +28,7 @@ struct ServerOptions {
   std::uint16_t port = 11300;  // Default: 11300, beanstalkd's. 0 picks a free port.
   // Largest job body in bytes; larger puts get JOB_TOO_BIG. Default: 65535, as beanstalkd.
   std::size_t max_job_bytes = 65535;
-  // Connections beyond this are accepted and closed at once. Default: 10000.
+  // Connections beyond this are answered OUT_OF_MEMORY and closed. Default: 10000.
   std::size_t max_connections = 10000;
 };
 

@@ -275,6 +275,20 @@ Server::Server(boost::asio::io_context& io, ServerOptions options)
             auto connection = std::make_shared<Connection>(*this, std::move(socket), tls_.get());
             connections_.insert(connection);
             connection->start();
+          },
+          // Over the limit: a 503, unless the listener speaks TLS (no handshake is spent on it).
+          [this] {
+            if (tls_) return std::string();
+            const std::string body =
+                Api::error(503, "limit",
+                           "too many connections (" + std::to_string(options_.max_connections) +
+                               "); try again")
+                    .body;
+            return fmt::format(
+                "HTTP/1.1 503 Service Unavailable\r\nServer: delayq\r\nContent-Type: "
+                "application/json\r\nContent-Length: {}\r\nRetry-After: 1\r\nConnection: "
+                "close\r\n\r\n{}",
+                body.size(), body);
           }) {}
 
 Server::~Server() {

@@ -33,7 +33,7 @@ struct ServerOptions {
   // Largest request body. Default: 1 MiB (a 65535-byte job in base64 and JSON fits with room);
   // larger ones get 413. The job body limit itself is ApiOptions::max_job_bytes.
   std::uint64_t max_body_bytes = 1 << 20;
-  // Connections beyond this are accepted and closed at once. Default: 10000.
+  // Connections beyond this are answered 503 (closed at once over TLS). Default: 10000.
   std::size_t max_connections = 10000;
   // A connection with no request in progress for this long is closed. Default: 60 s.
   std::chrono::seconds idle_timeout{60};
