@@ -52,6 +52,14 @@ chroot "$root" /bin/bash -lc 'cd /root/delayq && make test' 2>&1 | tail -25 || s
 echo "   make test: exit $status, $((SECONDS - t)) s"
 [ "$status" -eq 0 ] || exit "$status"
 
+# The README's other command: `make run` serves on its defaults (stopped after 10 s).
+step "make run, as the README says"
+chroot "$root" /bin/bash -lc 'cd /root/delayq && timeout 10 make run >/tmp/make-run.out 2>&1;
+  cat /tmp/make-run.out; grep -q "delayqd listening on 127.0.0.1:11300" /tmp/make-run.out &&
+  grep -q "delayqd http listening on 127.0.0.1:8080" /tmp/make-run.out' || status=$?
+echo "   make run: exit $status"
+[ "$status" -eq 0 ] || exit "$status"
+
 # The package, installed as a user would (apt resolves its dependencies), then the server
 # started from the installed paths, as the delayq user, on the packaged config. systemd does
 # not run in a chroot: postinst skips the service there, and this starts what ExecStart would.
@@ -69,7 +77,11 @@ chroot "$root" /bin/bash -lc '
   cat /tmp/delayqd.out
   delayq put "installed and running" --in 1h
   delayq stats | grep -E "^(delayed|version)"
-  kill $pid; wait $pid
+  kill $pid
+  wait $pid || true  # runuser reports the signal it passed on
+  for _ in $(seq 100); do grep -q "stopped" /tmp/delayqd.out && break; sleep 0.1; done
+  tail -2 /tmp/delayqd.out
+  grep -q "stopped" /tmp/delayqd.out
   ls /var/lib/delayq | head -3
 ' 2>&1 | tail -20 || status=${PIPESTATUS[0]}
 echo "   package: exit $status, $((SECONDS - t)) s; all steps $((SECONDS - start)) s"

@@ -29,6 +29,7 @@ packages=(
   python3           # bench/wheel_table.py (make bench)
   ca-certificates   # npm reaches its registry over https (the client test)
   faketime          # libfaketime: the clock-step test moves delayqd's wall clock while it runs
+  file              # cpack reads the binaries' types with it (make deb)
 )
 
 missing=()
