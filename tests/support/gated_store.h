@@ -1,7 +1,8 @@
 // gated_store.h — a Store for tests that holds writes at a gate. While the gate is closed, a
 // write blocks (on the committer's thread) until it opens, as a slow fsync would; the test can
 // wait until a write is held, so it knows which batch is not durable yet without timing
-// anything. Everything else goes straight to the store inside. Thread-safe.
+// anything. It can also fail every write and sync from a moment on, as a full or failing disk
+// would. Everything else goes straight to the store inside. Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -33,10 +34,15 @@ class GatedStore final : public store::Store {
     std::unique_lock lock(mutex_);
     return changed_.wait_for(lock, timeout, [this] { return held_ > 0; });
   }
-  // Writes that have passed the gate (each one batch of the committer).
+  // Writes that have passed the gate (each one batch of the committer), failed ones included.
   [[nodiscard]] std::size_t writes() const {
     const std::lock_guard lock(mutex_);
     return writes_;
+  }
+  // From now on every write and sync fails with `error`.
+  void fail_writes(Status error) {
+    const std::lock_guard lock(mutex_);
+    failure_ = std::move(error);
   }
 
   Status write(std::span<const store::WriteSet* const> sets, bool sync) override {
@@ -47,10 +53,17 @@ class GatedStore final : public store::Store {
       changed_.wait(lock, [this] { return open_; });
       --held_;
       ++writes_;
+      if (!failure_.is_ok()) return failure_;
     }
     return inner_->write(sets, sync);
   }
-  Status sync() override { return inner_->sync(); }
+  Status sync() override {
+    {
+      const std::lock_guard lock(mutex_);
+      if (!failure_.is_ok()) return failure_;
+    }
+    return inner_->sync();
+  }
   Status scan(const std::function<Status(store::JobRecord&&)>& visit) override {
     return inner_->scan(visit);
   }
@@ -74,6 +87,7 @@ class GatedStore final : public store::Store {
   bool open_ = true;
   int held_ = 0;
   std::size_t writes_ = 0;
+  Status failure_ = Status::ok();
 };
 
 }  // namespace delayq::testing

@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <optional>
@@ -136,66 +135,30 @@ TEST_F(LocalBrokerTest, APutsDelayReadsBackAsGiven) {
   }
 }
 
-// A store whose writes fail from a moment on, as a full or failing disk's.
-class FailingStore final : public store::Store {
- public:
-  std::atomic<bool> failing{false};
-  std::atomic<int> writes{0};
-  Status write(std::span<const store::WriteSet* const> sets, bool sync) override {
-    ++writes;
-    if (failing) return {Code::kIOError, "fsync: Input/output error"};
-    return inner_.write(sets, sync);
-  }
-  Status sync() override { return failing ? Status(Code::kIOError, "fsync") : inner_.sync(); }
-  Status scan(const std::function<Status(store::JobRecord&&)>& visit) override {
-    return inner_.scan(visit);
-  }
-  Result<std::string> read_body(JobId id) override { return inner_.read_body(id); }
-  Result<Delivery> read_attachment(JobId id) override { return inner_.read_attachment(id); }
-  Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override {
-    return inner_.scan_webhooks(visit);
-  }
-  Status scan_max_attempts(
-      const std::function<Status(std::string, std::uint32_t)>& visit) override {
-    return inner_.scan_max_attempts(visit);
-  }
-  [[nodiscard]] JobId next_id() const override { return inner_.next_id(); }
-  [[nodiscard]] std::uint64_t estimated_jobs() const override { return inner_.estimated_jobs(); }
-
- private:
-  store::MemoryStore inner_;
-};
-
 // A failed write or fsync is never retried and acknowledged (after a failed fsync the page cache
 // may have dropped the data): the put it held is never answered, readiness fails, and the node
 // says it must stop (delayqd then exits 1, for a supervisor to restart it into recovery).
 TEST_F(LocalBrokerTest, AFailedWriteIsNeverAcknowledgedAndTheNodeMustStop) {
-  auto owned = std::make_unique<FailingStore>();
-  FailingStore* store = owned.get();
-  auto opened = LocalBroker::open(io_, NodeOptions{}, std::move(owned));
-  ASSERT_TRUE(opened.is_ok()) << opened.status().to_string();
-  auto broker = std::move(opened).value();
   std::optional<Status> fatal;
-  broker->on_fatal([&fatal](const Status& status) { fatal = status; });
-  auto producer = broker->open_session({});
-  const JobId before = put_durably(*producer, "t");
-  ASSERT_NE(before, 0U);
-  EXPECT_TRUE(broker->health().is_ok());
+  broker_->on_fatal([&fatal](const Status& status) { fatal = status; });
+  auto producer = broker_->open_session({});
+  ASSERT_NE(put_durably(*producer, "t"), 0U);
+  EXPECT_TRUE(broker_->health().is_ok());
 
-  store->failing = true;
+  gate_->fail_writes(Status(Code::kIOError, "fsync: Input/output error"));
   std::optional<JobId> lost;
   put(*producer, "t", &lost);
   ASSERT_TRUE(run_until([&] { return fatal.has_value(); }));
   EXPECT_EQ(fatal->code(), Code::kIOError);
-  EXPECT_EQ(broker->health().code(), Code::kIOError);
-  const int tried = store->writes;
+  EXPECT_EQ(broker_->health().code(), Code::kIOError);
+  const std::size_t tried = gate_->writes();
   // Later turns neither retry the write nor answer the put.
   for (int i = 0; i < 20; ++i) {
     io_.restart();
     io_.run_one_for(std::chrono::milliseconds(5));
   }
   EXPECT_FALSE(lost.has_value()) << "a put was acknowledged after its write failed";
-  EXPECT_EQ(store->writes, tried) << "a failed write was tried again";
+  EXPECT_EQ(gate_->writes(), tried) << "a failed write was tried again";
 }
 
 TEST_F(LocalBrokerTest, ReserveOfAJobWhosePutIsNotDurableWaitsForIt) {
