@@ -222,7 +222,14 @@ void Engine::enter_ready(Slot slot) {
   job(slot).set_state(JobState::kReady);
   heap_push(tube(job(slot).tube), slot);
   count(slot, +1);
-  ready_changed_ = true;
+  ready_changed(job(slot).tube);
+}
+
+void Engine::ready_changed(TubeNo no) {
+  Tube& t = tube(no);
+  if (t.ready_changed) return;
+  t.ready_changed = true;
+  changed_tubes_.push_back(no);
 }
 
 void Engine::enter_delayed(Slot slot, std::int64_t due_unix_ms) {
@@ -793,7 +800,7 @@ Status Engine::pause_tube(std::string_view name, Seconds pause) {
         later(steady_now(), std::min<std::int64_t>(pause.count(), 1LL << 40) * 1000);
     pauses_.emplace(t.pause_until_steady_ms, it->second);
   } else {
-    ready_changed_ = true;
+    ready_changed(it->second);
     dispatch();
   }
   return Status::ok();
@@ -931,7 +938,10 @@ std::size_t Engine::cancel_group(std::string_view name, std::string_view group) 
 WaitId Engine::start_wait(ClientId client_id, std::vector<TubeNo> tubes, bool watch_list,
                           std::optional<Millis> timeout) {
   const WaitId id = next_wait_++;
-  for (const TubeNo no : tubes) tube(no).waiting_clients++;
+  for (const TubeNo no : tubes) {
+    tube(no).waiting_clients++;
+    tube(no).waits.insert(id);
+  }
   Wait& w = waits_[id];
   w.client = client_id;
   w.tubes = std::move(tubes);
@@ -954,6 +964,7 @@ void Engine::end_wait(WaitId id) {
   waits_.erase(it);
   for (const TubeNo no : tubes) {
     tube(no).waiting_clients--;
+    tube(no).waits.erase(id);
     maybe_drop_tube(no);
   }
 }
@@ -993,16 +1004,26 @@ void Engine::expire_alarms() {
   }
 }
 
-// Hands ready jobs to waits, first come first served, each the best job among its tubes.
-// Costs O(waits x tubes each) when a job became ready.
+// Hands ready jobs to waits, first come first served, each the best job among its tubes. Only
+// the waits on a tube that changed can be served, so only they are looked at: O(those waits x
+// their tubes) when a job became ready, however many wait on other tubes.
 void Engine::dispatch() {
-  if (!ready_changed_) return;
-  ready_changed_ = false;
-  for (auto it = waits_.begin(); it != waits_.end();) {
-    const WaitId id = it->first;
+  if (changed_tubes_.empty()) return;
+  std::vector<WaitId> candidates;
+  for (const TubeNo no : changed_tubes_) {
+    if (!tubes_[no]) continue;
+    Tube& t = tube(no);
+    t.ready_changed = false;
+    candidates.insert(candidates.end(), t.waits.begin(), t.waits.end());
+  }
+  changed_tubes_.clear();
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  for (const WaitId id : candidates) {
+    const auto it = waits_.find(id);
+    if (it == waits_.end()) continue;
     const ClientId client_id = it->second.client;
     const auto best = best_ready(it->second.tubes);
-    ++it;
     if (!best) continue;
     end_wait(id);
     wakeups_.push_back({client_id, id, hand_out(client_id, *best)});
@@ -1041,8 +1062,8 @@ void Engine::advance() {
   }
   while (!pauses_.empty() && pauses_.begin()->first <= steady) {
     tube(pauses_.begin()->second).pause_until_steady_ms = 0;
+    ready_changed(pauses_.begin()->second);
     pauses_.erase(pauses_.begin());
-    ready_changed_ = true;
   }
   // Jobs that became ready go to their waiters before waits end: a wait whose timeout (or
   // DEADLINE_SOON margin) falls on the same millisecond as a due job gets the job, as beanstalkd.

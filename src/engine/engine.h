@@ -292,7 +292,9 @@ class Engine {
     std::uint64_t using_clients = 0, watching_clients = 0, waiting_clients = 0;
     std::int64_t pause_until_steady_ms = 0;
     Seconds pause{0};
-    bool pinned = false;  // "default" is never dropped
+    bool pinned = false;         // "default" is never dropped
+    bool ready_changed = false;  // in changed_tubes_: may have a job for a wait
+    std::set<WaitId> waits;      // the waits that name it, in arrival order
     [[nodiscard]] std::uint64_t jobs() const noexcept {
       return counts[0] + counts[1] + counts[2] + counts[3];
     }
@@ -411,7 +413,10 @@ class Engine {
   std::map<WaitId, Wait> waits_;  // by id, which is arrival order: first come, first served
   WaitId next_wait_ = 1;
   std::set<std::pair<std::int64_t, WaitId>> alarms_;  // on the steady clock
-  bool ready_changed_ = false;
+  // Tubes that got a ready job, or whose pause ended, since the last dispatch(): only their
+  // waits can be served (after a dispatch no wait can).
+  std::vector<TubeNo> changed_tubes_;
+  void ready_changed(TubeNo no);
 
   std::uint64_t total_jobs_ = 0, job_timeouts_ = 0;
   std::uint64_t state_counts_[kJobStateCount] = {};
