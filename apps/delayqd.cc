@@ -295,8 +295,10 @@ int run(const Flags& flags) {
     std::_Exit(1);
   }
   if (Status s = broker->close(); !s.is_ok()) {
-    spdlog::critical("final commit failed: {}", s.to_string());
-    return 1;
+    // As above: a store whose write failed is not closed.
+    spdlog::critical("final commit failed, exiting with status 1: {}", s.to_string());
+    spdlog::shutdown();
+    std::_Exit(1);
   }
   spdlog::info("stopped");
   return exit_code;

@@ -116,15 +116,16 @@ void Listener::accept() {
 }
 
 // A connection over the limit: its refusal, if it fits the empty send buffer at once, then the
-// close. What the client sent already is read first, so that the close sends a FIN after the
-// refusal rather than a reset that could discard it.
+// close, without waiting. Best effort: what the client has sent already (one read's worth at
+// most) is read first, since unread bytes at the close make it a reset; bytes that arrive after
+// the close still do, and a client that sent its command at once may then see the reset
+// instead of the refusal.
 void Listener::refuse(tcp::socket& socket) {
   const std::string refusal = refusal_ ? refusal_() : std::string();
   const int fd = socket.native_handle();
   if (!refusal.empty()) {
     char scratch[4096];
-    while (::recv(fd, scratch, sizeof scratch, MSG_DONTWAIT) > 0) {
-    }
+    (void)::recv(fd, scratch, sizeof scratch, MSG_DONTWAIT);
     (void)::send(fd, refusal.data(), refusal.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   }
   boost::system::error_code ignored;

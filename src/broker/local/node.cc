@@ -160,20 +160,23 @@ void Node::backup(std::string dir, std::function<void(Result<broker::BackupResul
   const std::uint64_t jobs = engine_->jobs();
   when_durable(barrier(), [this, dir = std::move(dir), jobs, done = std::move(done)]() mutable {
     if (backup_thread_.joinable()) backup_thread_.join();
-    backup_thread_ = std::thread([this, dir = std::move(dir), jobs, done = std::move(done)] {
-      const auto start = std::chrono::steady_clock::now();
-      Status copied = store_->checkpoint(dir);
-      broker::BackupResult result{
-          dir, jobs, copied.is_ok() ? bytes_under(dir) : 0,
-          std::chrono::duration_cast<broker::Millis>(std::chrono::steady_clock::now() - start)};
-      boost::asio::post(io_, [this, alive = alive_, done, copied = std::move(copied),
-                              result = std::move(result)] {
-        if (!*alive) return;
-        backing_up_ = false;
-        if (!copied.is_ok()) return done(copied);
-        done(result);
-      });
-    });
+    // `done` may hold the last reference to a front-end's connection: it is moved, never
+    // copied, so that it is destroyed on this thread, not the backup's.
+    backup_thread_ =
+        std::thread([this, dir = std::move(dir), jobs, done = std::move(done)]() mutable {
+          const auto start = std::chrono::steady_clock::now();
+          Status copied = store_->checkpoint(dir);
+          broker::BackupResult result{
+              dir, jobs, copied.is_ok() ? bytes_under(dir) : 0,
+              std::chrono::duration_cast<broker::Millis>(std::chrono::steady_clock::now() - start)};
+          boost::asio::post(io_, [this, alive = alive_, done = std::move(done),
+                                  copied = std::move(copied), result = std::move(result)] {
+            if (!*alive) return;
+            backing_up_ = false;
+            if (!copied.is_ok()) return done(copied);
+            done(result);
+          });
+        });
   });
   touched();
 }
