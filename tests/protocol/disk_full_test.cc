@@ -1,7 +1,10 @@
 // disk_full_test.cc — the real delayqd with its data directory on a tmpfs of 8 MiB that the test
 // mounts (root only; skipped elsewhere) and fills with puts of 60 KB. When a write fails for want
-// of space, nothing more is acknowledged and the server exits with status 1 (not an abort), for
-// a supervisor to restart it; with room again, a restart recovers every acknowledged job.
+// of space, nothing more is acknowledged and the server stops, for a supervisor to restart it;
+// with room again, a restart recovers every acknowledged job. It stops with status 1 when the
+// failure reaches delayqd; Debian's RocksDB is built with assertions, and one of them can abort
+// inside the failing write itself (signal 6) before delayqd hears of it: both are accepted here,
+// since neither loses an acknowledged job (docs/failures.md).
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -42,7 +45,7 @@ class SmallDisk {
   std::string error_;
 };
 
-TEST(DiskFullTest, AFullDiskStopsTheServerWithStatus1AndLosesNothingAcknowledged) {
+TEST(DiskFullTest, AFullDiskStopsTheServerAndLosesNothingAcknowledged) {
   if (ServerProcess::redis_mode()) GTEST_SKIP() << "no data directory in Redis mode";
   TempDir dir;
   SmallDisk disk(dir.path() / "disk", "8m");
@@ -65,7 +68,8 @@ TEST(DiskFullTest, AFullDiskStopsTheServerWithStatus1AndLosesNothingAcknowledged
   }
   ASSERT_GT(acknowledged, 10U);
   ASSERT_LT(acknowledged, 1000U) << "the disk never filled";
-  EXPECT_EQ(server.stop(), "exited 1");
+  const std::string ended = server.stop();
+  EXPECT_TRUE(ended == "exited 1" || ended == "killed by signal 6") << ended;
 
   ASSERT_TRUE(disk.grow("128m"));
   ASSERT_EQ(server.start(), "");
