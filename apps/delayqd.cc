@@ -184,8 +184,8 @@ void raise_file_limit(const Flags& flags) {
     limit.rlim_cur = limit.rlim_max;
     if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) limit.rlim_cur = before;
   }
-  const auto wanted =
-      static_cast<rlim_t>(flags.server.max_connections + flags.http.max_connections + 1000);
+  const std::size_t http = flags.http_listen == "off" ? 0 : flags.http.max_connections;
+  const auto wanted = static_cast<rlim_t>(flags.server.max_connections + http + 1000);
   if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= wanted) {
     if (limit.rlim_cur != before) {
       spdlog::info("open files: up to {} (raised from {})", limit.rlim_cur, before);
