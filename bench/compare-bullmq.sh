@@ -9,19 +9,12 @@
 #   late    1 s delays at 1,000 jobs/s for SECONDS (default 5), two workers: lateness p50, p99
 # Redis is flushed between the systems. Prints a Markdown table with the ratios of delayq to each.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 seconds=${1:-5}
-loadgen=build/release/bench/loadgen
-delayqd=build/release/apps/delayqd
-[ -x "$loadgen" ] && [ -x "$delayqd" ] || { echo "compare-bullmq: make build first" >&2; exit 2; }
-command -v redis-server >/dev/null || scripts/ensure-packages.sh redis-server
+source "$(dirname "$0")/common.sh"
 [ -d bench/bullmq/node_modules/bullmq ] || (cd bench/bullmq && npm ci --no-audit --no-fund >/dev/null)
-work=$(mktemp -d)
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"; }
+cleanup() { stop_started; rm -rf "$work"; }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
   --daemonize no >"$work/redis.log" 2>&1 &
@@ -29,7 +22,6 @@ redis_pid=$!
 pids+=("$redis_pid")
 sleep 0.5
 cli() { redis-cli -p "$redis_port" "$@"; }
-ticks() { awk '{print $14 + $15}' "/proc/$redis_pid/stat"; }
 used() { cli info memory | tr -d '\r' | awk -F: '/^used_memory:/ {print $2}'; }
 field() { sed -E "s#.* $1=([0-9.]+).*#\1#"; }
 hz=$(getconf CLK_TCK)
@@ -41,12 +33,12 @@ delayq_port=$(free_port)
 pids+=($!)
 for _ in $(seq 100); do grep -q listening "$work/delayqd.out" 2>/dev/null && break; sleep 0.1; done
 sleep 1
-before_ticks=$(ticks); before_bytes=$(used)
+before_ticks=$(cpu_ticks "$redis_pid"); before_bytes=$(used)
 line=$("$loadgen" --port "$delayq_port" --mode put --connections 4 --depth 16 --count 100000 \
   --delay 3600 --bytes 100)
 echo "delayq put: $line" >&2
 d_rate=$(echo "$line" | field ops/s)
-d_cpu=$(( ($(ticks) - before_ticks) * 1000000 / hz / 100000 ))
+d_cpu=$(( ($(cpu_ticks "$redis_pid") - before_ticks) * 1000000 / hz / 100000 ))
 d_bytes=$(( ($(used) - before_bytes) / 100000 ))
 line=$("$loadgen" --port "$delayq_port" --mode late --rate 1000 --delay 1 --seconds "$seconds" \
   --connections 2 --jitter on)
@@ -59,11 +51,11 @@ cli flushall >/dev/null
 # sets PREFIX_rate, _cpu, _bytes, _p50 and _p99.
 node_system() {
   local prefix=$1 add=$2 late=$3 line before_ticks before_bytes
-  before_ticks=$(ticks); before_bytes=$(used)
+  before_ticks=$(cpu_ticks "$redis_pid"); before_bytes=$(used)
   line=$(node bench/bullmq/bench.js "$add" "$redis_port")
   echo "$add: $line" >&2
   printf -v "${prefix}_rate" %s "$(echo "$line" | field adds/s)"
-  printf -v "${prefix}_cpu" %s $(( ($(ticks) - before_ticks) * 1000000 / hz / 100000 ))
+  printf -v "${prefix}_cpu" %s $(( ($(cpu_ticks "$redis_pid") - before_ticks) * 1000000 / hz / 100000 ))
   printf -v "${prefix}_bytes" %s $(( ($(used) - before_bytes) / 100000 ))
   line=$(node bench/bullmq/bench.js "$late" "$redis_port" "$seconds")
   echo "$late: $line" >&2

@@ -9,21 +9,15 @@
 # hour): used_memory over every primary, before and after, divided by the jobs.
 # Prints a Markdown table. Ends what it started, by PID.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 seconds=${1:-5}
-loadgen=build/release/bench/loadgen
-delayqd=build/release/apps/delayqd
-[ -x "$loadgen" ] && [ -x "$delayqd" ] || { echo "redis-load: make build first" >&2; exit 2; }
-work=$(mktemp -d)
-pids=()
+source "$(dirname "$0")/common.sh"
 cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  stop_started
   scripts/redis-cluster.sh stop "$work/cluster" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 used_memory() {  # the sum over the primaries of SEEDS
   local total=0
   for address in ${1//,/ }; do

@@ -7,23 +7,15 @@
 # redis-server over the puts), and each primary's share of it. Prints a Markdown table. Ends
 # what it started, by PID.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 jobs=${1:-100000}
-loadgen=build/release/bench/loadgen
-delayqd=build/release/apps/delayqd
-[ -x "$loadgen" ] && [ -x "$delayqd" ] || { echo "redis-spread: make build first" >&2; exit 2; }
-command -v redis-server >/dev/null || scripts/ensure-packages.sh redis-server
-work=$(mktemp -d)
-pids=()
+source "$(dirname "$0")/common.sh"
 cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  stop_started
   for cluster in "$work"/cluster-*; do scripts/redis-cluster.sh stop "$cluster" >/dev/null 2>&1 || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 field() { sed -E "s#.* $1=([0-9.]+).*#\1#"; }
 hz=$(getconf CLK_TCK)
 
@@ -41,13 +33,13 @@ for primaries in 1 3; do
   for _ in $(seq 100); do grep -q listening "$work/delayqd-$primaries.out" 2>/dev/null && break; sleep 0.1; done
   sleep 1  # leases
   before=()
-  for pid in "${servers[@]}"; do before+=("$(ticks "$pid")"); done
+  for pid in "${servers[@]}"; do before+=("$(cpu_ticks "$pid")"); done
   line=$("$loadgen" --port "$port" --mode put --connections 4 --depth 16 --count "$jobs" \
     --delay 3600 --bytes 100)
   echo "$primaries primaries: $line" >&2
   used=(); total=0
   for i in "${!servers[@]}"; do
-    used+=($(( $(ticks "${servers[$i]}") - before[i] ))); total=$(( total + used[i] ))
+    used+=($(( $(cpu_ticks "${servers[$i]}") - before[i] ))); total=$(( total + used[i] ))
   done
   shares=$(for u in "${used[@]}"; do python3 -c "print(f'{$u/max($total,1):.2f}')"; done | paste -sd' ')
   echo "| $primaries | $(echo "$line" | field ops/s) | $(( total * 1000000 / hz / jobs )) | $shares |"

@@ -1,0 +1,15 @@
+# common.sh — sourced by the Redis-mode benchmark scripts (redis-load.sh, redis-spread.sh,
+# compare-bullmq.sh): the checkout's root as the working directory, the built load generator and
+# server (or a clear stop), Debian's redis-server, a scratch directory ($work), the PIDs the
+# script starts ($pids, ended by stop_started, which each script's cleanup calls), a free
+# loopback port, and a process's CPU ticks (utime + stime).
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+loadgen=build/release/bench/loadgen
+delayqd=build/release/apps/delayqd
+[ -x "$loadgen" ] && [ -x "$delayqd" ] || { echo "$(basename "$0" .sh): make build first" >&2; exit 2; }
+command -v redis-server >/dev/null || scripts/ensure-packages.sh redis-server
+work=$(mktemp -d)
+pids=()
+stop_started() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
