@@ -72,6 +72,9 @@ struct TubeStats {
   std::chrono::seconds pause{0};
   std::chrono::milliseconds pause_left{0};
   std::uint32_t max_attempts = 0;  // delayq's extension: 0, none
+  // How long its oldest ready job has been ready (since it was put, released, rescheduled or
+  // kicked into the ready state); 0 with no ready job. Second resolution.
+  std::chrono::milliseconds oldest_ready_age{0};
 };
 
 // The jobs and tubes of a whole server. Connections, producers, workers and command counters
@@ -79,6 +82,7 @@ struct TubeStats {
 struct ServerStats {
   std::uint64_t urgent = 0, ready = 0, reserved = 0, delayed = 0, buried = 0;
   std::uint64_t total_jobs = 0, job_timeouts = 0, tubes = 0;
+  std::uint64_t deletes = 0, buries = 0;  // jobs deleted and buried since the start
   std::uint64_t waiting = 0;  // sessions waiting in reserve
   JobId next_id = 1;
 };

@@ -188,6 +188,16 @@ void Engine::count(Slot slot, int delta) {
   const auto change = static_cast<std::uint64_t>(static_cast<std::int64_t>(delta));
   t.counts[state] += change;
   state_counts_[state] += change;
+  TimeCounts* times = j.state() == JobState::kDelayed ? &t.due
+                      : j.state() == JobState::kReady ? &t.ready_since
+                                                      : nullptr;
+  if (times != nullptr) {
+    if (delta > 0) {
+      times->add(j.due_unix_ms);
+    } else {
+      times->remove(j.due_unix_ms);
+    }
+  }
   if (j.state() == JobState::kReady && j.priority < options_.urgent_priority) {
     t.urgent += change;
     urgent_ += change;
@@ -379,6 +389,7 @@ bool Engine::bury_if_attempts_used(Slot slot) {
   Extra& more = extra(slot);
   if (more.counters.reserves < it->second) return false;
   more.counters.buries++;
+  ++buries_;
   enter_buried(slot);
   persist(slot);
   return true;
@@ -570,6 +581,7 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
       }
       result.replaced = job(holder).id();
       t.deletes++;
+      ++deletes_;
       destroy(holder, /*drop_tube=*/false);  // the new job goes into it
     }
   }
@@ -697,6 +709,7 @@ Status Engine::erase(ClientId client_id, JobId id) {
     return {Code::kNotFound, "no job " + std::to_string(id)};
   }
   tube(job(*found).tube).deletes++;
+  ++deletes_;
   destroy(*found);
   return Status::ok();
 }
@@ -729,6 +742,7 @@ Status Engine::bury(ClientId client_id, JobId id, std::uint32_t priority) {
   leave(slot);
   job(slot).priority = priority;
   extra(slot).counters.buries++;
+  ++buries_;
   enter_buried(slot);
   persist(slot);
   return Status::ok();
@@ -928,6 +942,7 @@ std::size_t Engine::cancel_group(std::string_view name, std::string_view group) 
   std::sort(doomed.begin(), doomed.end(),
             [this](Slot a, Slot b) { return job(a).id() < job(b).id(); });
   t.deletes += doomed.size();
+  deletes_ += doomed.size();
   for (const Slot slot : doomed) destroy(slot);  // may drop the tube: `t` is dead after this
   return doomed.size();
 }
@@ -1132,7 +1147,28 @@ Result<TubeStats> Engine::stats_tube(std::string_view name) const {
   if (const auto it = max_attempts_.find(name); it != max_attempts_.end()) {
     s.max_attempts = it->second;
   }
+  if (const auto since = t->ready_since.earliest()) {
+    s.oldest_ready_age = Millis{std::max<std::int64_t>(0, now() - *since)};
+  }
   return s;
+}
+
+Result<std::vector<std::uint64_t>> Engine::due_counts(std::string_view tube,
+                                                      std::span<const std::int64_t> edges) const {
+  if (!std::is_sorted(edges.begin(), edges.end())) {
+    return Status(Code::kInvalidArgument, "the edges must be in ascending order");
+  }
+  std::vector<std::uint64_t> out(edges.size() + 1, 0);
+  if (!tube.empty()) {
+    const Tube* t = find_tube(tube);
+    if (t == nullptr) return Status(Code::kNotFound, "no tube " + std::string(tube));
+    t->due.count(edges, out);
+    return out;
+  }
+  for (const auto& t : tubes_) {
+    if (t) t->due.count(edges, out);
+  }
+  return out;
 }
 
 ServerStats Engine::stats() const {
@@ -1144,6 +1180,8 @@ ServerStats Engine::stats() const {
   s.buried = state_counts_[static_cast<int>(JobState::kBuried)];
   s.total_jobs = total_jobs_;
   s.job_timeouts = job_timeouts_;
+  s.deletes = deletes_;
+  s.buries = buries_;
   s.tubes = tube_by_name_.size();
   s.waiting = waits_.size();
   s.next_id = next_id_;

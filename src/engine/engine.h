@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -30,6 +31,7 @@
 #include "engine/clock.h"
 #include "engine/id_index.h"
 #include "engine/paged_array.h"
+#include "engine/time_counts.h"
 #include "store/record.h"
 #include "wheel/hierarchical_wheel.h"
 
@@ -215,6 +217,14 @@ class Engine {
   [[nodiscard]] Result<JobView> stats_job(JobId id) const { return peek(id); }
   [[nodiscard]] Result<TubeStats> stats_tube(std::string_view tube) const;
   [[nodiscard]] ServerStats stats() const;
+  // Delayed jobs by due time: out[i] counts those due between edges[i-1] (included) and
+  // edges[i] (excluded), out[0] those due before edges[0], out.back() those due at or after the
+  // last edge; edges ascending (kInvalidArgument otherwise), rounded down to whole minutes
+  // (kDueBucketMs). Of one tube (kNotFound if it does not exist), or of all when `tube` is empty.
+  // Costs O(tubes + minutes holding jobs due before the last edge); visits no job.
+  [[nodiscard]] Result<std::vector<std::uint64_t>> due_counts(
+      std::string_view tube, std::span<const std::int64_t> edges) const;
+  static constexpr std::int64_t kDueBucketMs = 60'000;
   [[nodiscard]] std::vector<std::string> tubes() const;
   [[nodiscard]] std::size_t jobs() const noexcept { return index_.size(); }
   // Bytes the engine's indexes hold (jobs, timers, wheel, id index), without allocator slack.
@@ -295,6 +305,9 @@ class Engine {
     bool pinned = false;         // "default" is never dropped
     bool ready_changed = false;  // in changed_tubes_: may have a job for a wait
     std::set<WaitId> waits;      // the waits that name it, in arrival order
+    // Its delayed jobs by due minute, its ready jobs by the second they became ready.
+    TimeCounts due{kDueBucketMs};
+    TimeCounts ready_since{1000};
     [[nodiscard]] std::uint64_t jobs() const noexcept {
       return counts[0] + counts[1] + counts[2] + counts[3];
     }
@@ -418,7 +431,7 @@ class Engine {
   std::vector<TubeNo> changed_tubes_;
   void ready_changed(TubeNo no);
 
-  std::uint64_t total_jobs_ = 0, job_timeouts_ = 0;
+  std::uint64_t total_jobs_ = 0, job_timeouts_ = 0, deletes_ = 0, buries_ = 0;
   std::uint64_t state_counts_[kJobStateCount] = {};
   std::uint64_t urgent_ = 0;
 

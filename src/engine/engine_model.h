@@ -161,6 +161,7 @@ class Model {
         }
         result.replaced = *holder;
         tubes_[tube].deletes++;
+        ++deletes_;
         destroy(*holder);
       }
     }
@@ -226,6 +227,7 @@ class Model {
       return {Code::kNotFound, "none"};
     }
     tubes_.at(job->tube).deletes++;
+    ++deletes_;
     destroy(job_id);
     collect_tubes();
     return Status::ok();
@@ -256,6 +258,7 @@ class Model {
     if (job == nullptr) return {Code::kNotFound, "not reserved by the client"};
     job->priority = priority;
     job->counters.buries++;
+    ++buries_;
     job->reserver = 0;
     job->deadline_steady_ms = 0;
     job->state = JobState::kBuried;
@@ -341,6 +344,7 @@ class Model {
       if (jobs_.at(id).state != JobState::kReserved) doomed.push_back(id);
     }
     if (!doomed.empty()) tubes_.at(std::string(tube)).deletes += doomed.size();
+    deletes_ += doomed.size();
     for (const JobId id : doomed) destroy(id);
     collect_tubes();
     return doomed.size();
@@ -410,7 +414,7 @@ class Model {
     clients_.clear();
     tubes_.clear();
     tubes_[std::string(kDefaultTube)];
-    total_jobs_ = job_timeouts_ = 0;
+    total_jobs_ = job_timeouts_ = deletes_ = buries_ = 0;
     next_client_ = 1;
     wakeups_.clear();
     mutations_.clear();
@@ -527,10 +531,16 @@ class Model {
     const Tube& t = tubes_.at(name);
     TubeStats s;
     s.name = name;
+    std::optional<std::int64_t> oldest_ready;  // the second it became ready
     for (const auto& [id, job] : jobs_) {
       if (job.tube != name) continue;
       add_count(job, s.urgent, s.ready, s.reserved, s.delayed, s.buried);
+      if (job.state == JobState::kReady) {
+        const std::int64_t second = job.due_unix_ms / 1000 * 1000;
+        oldest_ready = std::min(oldest_ready.value_or(second), second);
+      }
     }
+    if (oldest_ready) s.oldest_ready_age = Millis{std::max<std::int64_t>(0, now_ - *oldest_ready)};
     s.total_jobs = t.total_jobs;
     for (const auto& [id, c] : clients_) {
       const bool watches = std::find(c.watched.begin(), c.watched.end(), name) != c.watched.end();
@@ -547,6 +557,20 @@ class Model {
     return s;
   }
 
+  // Delayed jobs of a tube (all tubes: empty) by due time, as Engine::due_counts counts them.
+  [[nodiscard]] std::vector<std::uint64_t> due_counts(const std::string& tube,
+                                                      const std::vector<std::int64_t>& edges) const {
+    constexpr std::int64_t kMinute = 60'000;
+    std::vector<std::uint64_t> out(edges.size() + 1, 0);
+    for (const auto& [id, job] : jobs_) {
+      if (job.state != JobState::kDelayed || (!tube.empty() && job.tube != tube)) continue;
+      std::size_t i = 0;
+      while (i < edges.size() && job.due_unix_ms / kMinute >= edges[i] / kMinute) ++i;
+      ++out[i];
+    }
+    return out;
+  }
+
   [[nodiscard]] ServerStats server_stats() const {
     ServerStats s;
     for (const auto& [id, job] : jobs_) {
@@ -554,6 +578,8 @@ class Model {
     }
     s.total_jobs = total_jobs_;
     s.job_timeouts = job_timeouts_;
+    s.deletes = deletes_;
+    s.buries = buries_;
     s.tubes = tubes_.size();
     for (const auto& [id, c] : clients_) {
       s.waiting += c.wait_order != 0 ? 1U : 0U;
@@ -732,7 +758,7 @@ class Model {
   ClientId next_client_ = 1;
   std::uint64_t next_wait_order_ = 1;
   std::uint64_t next_bury_order_ = 1;
-  std::uint64_t total_jobs_ = 0, job_timeouts_ = 0;
+  std::uint64_t total_jobs_ = 0, job_timeouts_ = 0, deletes_ = 0, buries_ = 0;
   std::map<ClientId, Reserve> wakeups_;
   std::vector<Mutation> mutations_;
 };

@@ -160,6 +160,7 @@ std::string diff(const TubeStats& e, const TubeStats& m) {
   d.field("waiting", e.waiting_clients, m.waiting_clients);
   d.field("deletes", e.deletes, m.deletes).field("pauses", e.pauses, m.pauses);
   d.field("pause", e.pause, m.pause).field("pause_left", e.pause_left, m.pause_left);
+  d.field("oldest_ready_age", e.oldest_ready_age, m.oldest_ready_age);
   return d.text();
 }
 
@@ -170,6 +171,7 @@ std::string diff(const ServerStats& e, const ServerStats& m) {
   d.field("buried", e.buried, m.buried).field("total_jobs", e.total_jobs, m.total_jobs);
   d.field("job_timeouts", e.job_timeouts, m.job_timeouts).field("tubes", e.tubes, m.tubes);
   d.field("waiting", e.waiting, m.waiting).field("next_id", e.next_id, m.next_id);
+  d.field("deletes", e.deletes, m.deletes).field("buries", e.buries, m.buries);
   return d.text();
 }
 
@@ -1201,6 +1203,19 @@ void Simulation::check_tubes() {
     same(engine_->peek_delayed(name), model_.peek_delayed(name), "peek-delayed");
     same(engine_->peek_buried(name), model_.peek_buried(name), "peek-buried");
     if (::testing::Test::HasFatalFailure()) return;
+  }
+  // Due counts around the present, per tube and over all of them: edges inside and between
+  // minutes, before the present and after it.
+  const std::int64_t now = model_.now();
+  const std::vector<std::int64_t> edges = {now - 90'000, now, now + 1, now + 45'000,
+                                           now + 150'000};
+  std::vector<std::string> due_tubes = {""};
+  for (const auto& [name, tube] : model_.tubes()) due_tubes.push_back(name);
+  for (const std::string& name : due_tubes) {
+    const auto got = engine_->due_counts(name, edges);
+    ASSERT_TRUE(got.is_ok()) << where() << "due counts of " << name;
+    ASSERT_EQ(got.value(), model_.due_counts(name, edges)) << where() << "due counts of '" << name
+                                                            << "'";
   }
   // Keys are unique per tube, and each finds its job.
   std::map<std::pair<std::string, std::string>, JobId> keys;

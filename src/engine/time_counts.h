@@ -1,0 +1,55 @@
+// time_counts.h — how many jobs fall in each stretch of time: counts in fixed-width buckets of
+// Unix time (a minute of due times, a second of ready times), in order, so that a tube can say
+// how many of its delayed jobs come due between two instants without visiting a job, and since
+// when its oldest ready job has waited. The engine keeps two per tube (engine.h); the dashboard's
+// due histogram and oldest-ready age read them.
+//
+// Costs: add() and remove() are O(log B) for B non-empty buckets, allocating a bucket (~48 bytes)
+// when the first job enters it; count() is O(the buckets before the last edge). Times
+// round down to the bucket width: counts are exact for edges on whole buckets. Owned by one
+// thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+
+namespace delayq::engine {
+
+class TimeCounts {
+ public:
+  explicit TimeCounts(std::int64_t width_ms) : width_ms_(width_ms) {}
+
+  void add(std::int64_t unix_ms) {
+    ++buckets_[bucket(unix_ms)];
+    ++total_;
+  }
+  // `unix_ms` must have been added and not removed since.
+  void remove(std::int64_t unix_ms);
+
+  [[nodiscard]] std::uint64_t total() const noexcept { return total_; }
+  [[nodiscard]] std::int64_t width_ms() const noexcept { return width_ms_; }
+  // The start of the earliest non-empty bucket.
+  [[nodiscard]] std::optional<std::int64_t> earliest() const;
+  // An edge rounded down to its bucket's start: where count() puts it.
+  [[nodiscard]] std::int64_t round(std::int64_t unix_ms) const {
+    return bucket(unix_ms) * width_ms_;
+  }
+  // Adds to out[i] the jobs between edge i-1 (included) and edge i (excluded), each edge rounded
+  // down to its bucket: out[0] those before the first edge, out[n] those at or after the last.
+  // edges ascending; out.size() == edges.size() + 1.
+  void count(std::span<const std::int64_t> edges, std::span<std::uint64_t> out) const;
+
+ private:
+  [[nodiscard]] std::int64_t bucket(std::int64_t unix_ms) const {
+    // Rounds toward minus infinity, so a bucket never straddles the epoch.
+    return unix_ms >= 0 ? unix_ms / width_ms_ : -((-unix_ms + width_ms_ - 1) / width_ms_);
+  }
+
+  std::int64_t width_ms_;
+  std::map<std::int64_t, std::uint64_t> buckets_;  // bucket number -> jobs in it, none empty
+  std::uint64_t total_ = 0;
+};
+
+}  // namespace delayq::engine
