@@ -102,6 +102,17 @@ struct BackupResult {
   Millis took{0};
 };
 
+// Delayed jobs by due time, as due_counts() answers (the dashboard's histogram).
+struct DueCounts {
+  // The edges as counted: absolute, ascending, each rounded down to a multiple of `resolution`.
+  std::vector<std::int64_t> edges_unix_ms;
+  // edges + 1 counts: due before the first edge, between each edge and the next (the first
+  // included, the second not), at or after the last.
+  std::vector<std::uint64_t> jobs;
+  Millis resolution{60'000};
+  std::int64_t as_of_unix_ms = 0;  // the broker's present, from which relative edges counted
+};
+
 struct PutResult {
   JobView job;           // the job put, or the one holding its key
   bool inserted = true;  // false: the key was taken, nothing was put
@@ -203,6 +214,12 @@ class Session {
   // Every tube that exists (has jobs, users or watchers, or is "default"), by name.
   virtual void list_tubes(Callback<std::vector<TubeStats>> done) = 0;
   virtual void stats(Callback<ServerStats> done) = 0;
+  // How many delayed jobs of a tube (of every tube: tube empty) come due between the edges,
+  // each a delay from now or an absolute time; after taking delays from now and rounding down to
+  // the resolution, they must ascend (kInvalidArgument). kNotFound if the tube does not exist;
+  // kUnsupported where the broker keeps no such counts (Redis). Visits no job: the local broker
+  // keeps counts per tube and minute (docs/http-api.md says what that costs).
+  virtual void due_counts(std::string tube, std::vector<Due> edges, Callback<DueCounts> done) = 0;
 
   // --- push delivery (docs/webhooks.md). A tube with a webhook has its due jobs POSTed by the
   // server. set_webhook replaces the tube's (the tube need not exist yet); get_webhook and

@@ -35,6 +35,31 @@ std::uint64_t Histogram::count() const noexcept {
   return total;
 }
 
+std::vector<std::uint64_t> Histogram::buckets() const {
+  std::vector<std::uint64_t> out;
+  out.reserve(buckets_.size());
+  for (const auto& bucket : buckets_) out.push_back(bucket.load(std::memory_order_relaxed));
+  return out;
+}
+
+std::optional<double> Histogram::quantile(double q) const {
+  const std::vector<std::uint64_t> counts = buckets();
+  std::uint64_t total = 0;
+  for (const std::uint64_t n : counts) total += n;
+  if (total == 0) return std::nullopt;
+  const double rank = std::clamp(q, 0.0, 1.0) * static_cast<double>(total);
+  double below = 0;
+  for (std::size_t i = 0; i < bounds_.size(); ++i) {
+    const auto here = static_cast<double>(counts[i]);
+    if (counts[i] > 0 && below + here >= rank) {
+      const double low = i == 0 ? 0.0 : bounds_[i - 1];
+      return low + (bounds_[i] - low) * (rank - below) / here;
+    }
+    below += here;
+  }
+  return bounds_.empty() ? std::nullopt : std::optional<double>(bounds_.back());
+}
+
 void Histogram::render(std::string& out, std::string_view name, std::string_view help) const {
   fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
   std::uint64_t cumulative = 0;
@@ -110,6 +135,12 @@ void Metrics::connection_closed(std::string_view protocol) {
   --connections_[protocol].open;
 }
 
+std::map<std::string_view, std::uint64_t> Metrics::open_connections() const {
+  std::map<std::string_view, std::uint64_t> open;
+  for (const auto& [protocol, c] : connections_) open[protocol] = c.open;
+  return open;
+}
+
 std::string Metrics::render(std::span<const TubeStats> tubes, const ServerStats& server) const {
   std::string out;
 
@@ -130,6 +161,12 @@ std::string Metrics::render(std::span<const TubeStats> tubes, const ServerStats&
   append(out, "# HELP delayq_job_timeouts_total Reservations whose TTR lapsed since the start.\n");
   append(out, "# TYPE delayq_job_timeouts_total counter\ndelayq_job_timeouts_total {}\n",
          server.job_timeouts);
+  append(out, "# HELP delayq_jobs_deleted_total Jobs deleted since the start.\n");
+  append(out, "# TYPE delayq_jobs_deleted_total counter\ndelayq_jobs_deleted_total {}\n",
+         server.deletes);
+  append(out, "# HELP delayq_jobs_buried_total Jobs buried since the start.\n");
+  append(out, "# TYPE delayq_jobs_buried_total counter\ndelayq_jobs_buried_total {}\n",
+         server.buries);
   append(out, "# HELP delayq_waiting_clients Clients waiting in reserve.\n");
   append(out, "# TYPE delayq_waiting_clients gauge\ndelayq_waiting_clients {}\n", server.waiting);
 

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -29,6 +30,13 @@ class Histogram {
   // Appends the _bucket, _sum and _count samples of `name` (HELP and TYPE lines first).
   void render(std::string& out, std::string_view name, std::string_view help) const;
   [[nodiscard]] std::uint64_t count() const noexcept;
+  [[nodiscard]] const std::vector<double>& bounds() const noexcept { return bounds_; }
+  // Observations per bucket (not cumulative), the +Inf bucket last.
+  [[nodiscard]] std::vector<std::uint64_t> buckets() const;
+  // The value below which a fraction q (0 to 1) of the observations fall, interpolated linearly
+  // inside its bucket as Prometheus's histogram_quantile() does (the first bucket from 0); the
+  // last bound when it falls in +Inf; nullopt with no observation.
+  [[nodiscard]] std::optional<double> quantile(double q) const;
 
  private:
   std::vector<double> bounds_;
@@ -73,6 +81,8 @@ class Metrics {
   void declare_protocol(std::string_view protocol) { connections_[protocol]; }
   void connection_opened(std::string_view protocol);
   void connection_closed(std::string_view protocol);
+  // Connections open now, by protocol.
+  [[nodiscard]] std::map<std::string_view, std::uint64_t> open_connections() const;
 
   // The whole page: jobs by tube and state, the server's counts, then these metrics.
   [[nodiscard]] std::string render(std::span<const TubeStats> tubes,

@@ -227,6 +227,17 @@ void FakeSession::stats(broker::Callback<ServerStats> done) {
   record<ServerStats>("stats", "", std::move(done));
 }
 
+// Edges as "+<delay ms>" or "@<unix ms>", comma-separated.
+void FakeSession::due_counts(std::string tube, std::vector<broker::Due> edges,
+                             broker::Callback<broker::DueCounts> done) {
+  std::string args = "tube=" + tube + " edges=";
+  for (std::size_t i = 0; i < edges.size(); ++i) {
+    if (i > 0) args += ',';
+    args += (edges[i].absolute ? "@" : "+") + std::to_string(edges[i].ms);
+  }
+  record<broker::DueCounts>("due_counts", std::move(args), std::move(done));
+}
+
 void FakeSession::set_max_attempts(std::string tube, std::uint32_t max_attempts,
                                    broker::Callback<std::uint32_t> done) {
   record<std::uint32_t>("set_max_attempts", "tube=" + tube + " n=" + std::to_string(max_attempts),

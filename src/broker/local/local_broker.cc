@@ -47,6 +47,8 @@ class LocalSession final : public broker::Session {
                         Callback<std::uint32_t> done) override;
   void list_tubes(Callback<std::vector<TubeStats>> done) override;
   void stats(Callback<ServerStats> done) override;
+  void due_counts(std::string tube, std::vector<broker::Due> edges,
+                  Callback<broker::DueCounts> done) override;
   void set_webhook(std::string tube, Webhook webhook, Callback<Webhook> done) override;
   void get_webhook(std::string tube, Callback<Webhook> done) override;
   void remove_webhook(std::string tube, Callback<Webhook> done) override;
@@ -408,6 +410,23 @@ void LocalSession::list_tubes(Callback<std::vector<TubeStats>> done) {
     }
   }
   finish_all(std::move(done), Result<std::vector<TubeStats>>(std::move(tubes)));
+}
+
+void LocalSession::due_counts(std::string tube, std::vector<broker::Due> edges,
+                              Callback<broker::DueCounts> done) {
+  broker::DueCounts counts;
+  counts.as_of_unix_ms = engine().now();
+  counts.resolution = broker::Millis{engine::Engine::kDueBucketMs};
+  for (const broker::Due& edge : edges) {
+    const std::int64_t at = edge.absolute ? edge.ms : counts.as_of_unix_ms + edge.ms;
+    const std::int64_t width = engine::Engine::kDueBucketMs;
+    // Rounded down, toward minus infinity, as the engine's buckets are.
+    counts.edges_unix_ms.push_back((at >= 0 ? at / width : (at - width + 1) / width) * width);
+  }
+  auto jobs = engine().due_counts(tube, counts.edges_unix_ms);
+  if (!jobs.is_ok()) return finish_all<broker::DueCounts>(std::move(done), jobs.status());
+  counts.jobs = std::move(jobs).value();
+  finish_all(std::move(done), Result<broker::DueCounts>(std::move(counts)));
 }
 
 void LocalSession::stats(Callback<ServerStats> done) {

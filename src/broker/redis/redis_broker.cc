@@ -937,6 +937,14 @@ class RedisSession final : public broker::Session {
   void get_webhook(std::string tube, Callback<Webhook> done) override;
   void remove_webhook(std::string tube, Callback<Webhook> done) override;
   void note_attempt(JobId id, int status, std::string error, Callback<JobView> done) override;
+  void due_counts(std::string /*tube*/, std::vector<broker::Due> /*edges*/,
+                  Callback<broker::DueCounts> done) override {
+    post(std::move(done),
+         Result<broker::DueCounts>(Status(
+             Code::kUnsupported,
+             "due counts: in Redis mode the shards keep no counts by due time, and counting "
+             "would visit every delayed job")));
+  }
   void backup(std::string dir, Callback<broker::BackupResult> done) override {
     post(std::move(done),
          Result<broker::BackupResult>(Status(
@@ -1576,7 +1584,10 @@ void RedisSession::stats(Callback<ServerStats> done) {
     if (!sums.is_ok()) return done(sums.status());
     ServerStats stats;
     stats.job_timeouts = sums.value().timeouts;
-    for (const auto& [name, t] : sums.value().tubes) stats.total_jobs += t.total_jobs;
+    for (const auto& [name, t] : sums.value().tubes) {
+      stats.total_jobs += t.total_jobs;
+      stats.deletes += t.deletes;
+    }
     for (const auto& t : self->existing(std::move(sums).value())) {
       stats.urgent += t.urgent;
       stats.ready += t.ready;

@@ -240,6 +240,7 @@ struct Api::Call {
   std::string_view text;
   Body body;
   Reply reply;
+  std::string_view target;  // with its query string
   std::uint64_t ticket = 0;  // a reserve that waits
 
   // The job the path names: /jobs/{id} or /tubes/{tube}/keys/{key}.
@@ -290,6 +291,8 @@ struct Api::Handlers {
       {Route::kHealth, &Api::health},
       {Route::kReady, &Api::ready},
       {Route::kBackup, &Api::backup},
+      {Route::kTubeDue, &Api::tube_due},
+      {Route::kDue, &Api::due},
   };
   static_assert(std::size(kTable) == static_cast<std::size_t>(Route::kCount));
   static constexpr bool in_route_order() {
@@ -367,7 +370,7 @@ std::uint64_t Api::handle(std::string_view method, std::string_view target, std:
     return 0;
   }
   Call call{std::move(found.params), body, Body{},
-            Reply(*this, route_name(found.route), std::move(respond))};
+            Reply(*this, route_name(found.route), std::move(respond)), target};
   for (const std::string& param : call.params) {
     if (!valid_utf8(param)) {
       call.reply(error(400, "bad_request", "a tube, key or group in the path is not UTF-8"));
@@ -631,9 +634,16 @@ void Api::undeliverable(JobId id, std::uint32_t token) {
 // --- tubes and the server --------------------------------------------------------------------
 
 void Api::list_tubes(Call& call) {
-  session_->list_tubes(call.reply.then<std::vector<TubeStats>>([](const auto& tubes) {
+  session_->list_tubes(call.reply.then<std::vector<TubeStats>>([this](const auto& tubes) {
+    const auto webhooks = broker_.webhooks();
     json::array list;
-    for (const TubeStats& tube : tubes) list.push_back(tube_json(tube));
+    for (const TubeStats& tube : tubes) {
+      json::object o = tube_json(tube);
+      for (const auto& [name, webhook] : webhooks) {
+        if (name == tube.name) o["webhook_url"] = webhook.url;
+      }
+      list.push_back(std::move(o));
+    }
     json::object o;
     o["tubes"] = std::move(list);
     return json_response(200, json::serialize(o));
@@ -717,6 +727,7 @@ void Api::delete_webhook(Call& call) {
 void Api::stats(Call& call) {
   session_->stats(call.reply.then<ServerStats>([this](const ServerStats& s) {
     json::object o;
+    const broker::Metrics& metrics = broker_.metrics();
     o["version"] = options_.version;
     o["uptime_s"] = broker_.uptime().count();
     o["draining"] = broker_.draining();
@@ -730,6 +741,35 @@ void Api::stats(Call& call) {
     o["tubes"] = s.tubes;
     o["next_id"] = s.next_id;
     o["waiting"] = s.waiting;
+    o["deletes"] = s.deletes;
+    o["buries"] = s.buries;
+    o["fired"] = metrics.fire_lateness.count();
+    json::object lateness;
+    for (const auto& [name, q] : {std::pair{"p50_ms", 0.5}, {"p90_ms", 0.9}, {"p99_ms", 0.99}}) {
+      const auto seconds = metrics.fire_lateness.quantile(q);
+      lateness[name] = seconds ? json::value(*seconds * 1000) : json::value(nullptr);
+    }
+    json::array buckets;
+    const auto& bounds = metrics.fire_lateness.bounds();
+    const auto counts = metrics.fire_lateness.buckets();
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+      json::object bucket;
+      bucket["le_ms"] = i < bounds.size() ? json::value(bounds[i] * 1000) : json::value(nullptr);
+      bucket["jobs"] = counts[i];
+      buckets.push_back(std::move(bucket));
+    }
+    lateness["buckets"] = std::move(buckets);
+    o["fire_lateness"] = std::move(lateness);
+    json::object connections;
+    for (const auto& [protocol, open] : metrics.open_connections()) connections[protocol] = open;
+    o["connections"] = std::move(connections);
+    const Status health = broker_.health();
+    json::object store;
+    store["status"] = health.is_ok()                        ? "ok"
+                      : health.code() == Code::kDraining ? "draining"
+                                                         : "unavailable";
+    if (!health.is_ok()) store["message"] = health.message();
+    o["health"] = std::move(store);
     return json_response(200, json::serialize(o));
   }));
 }
@@ -759,6 +799,102 @@ void Api::ready(Call& call) {
   }
   if (!health.is_ok()) return call.reply(error(503, "unavailable", health.message()));
   call.reply(json_response(200, R"({"status":"ready"})"));
+}
+
+// --- due times --------------------------------------------------------------------------------
+
+void Api::tube_due(Call& call) {
+  due_counts(call, call.params[0]);
+}
+
+void Api::due(Call& call) {
+  due_counts(call, {});
+}
+
+namespace {
+
+constexpr std::size_t kMaxDueEdges = 1000;
+
+// The edges of a due histogram from the query: in=<durations from now> or at=<instants>, each a
+// comma-separated list; neither: the overview's 0s,1m,1h,1d,7d.
+Result<std::vector<broker::Due>> due_edges(std::string_view target) {
+  const auto params = query_params(target);
+  if (!params) return Status(Code::kInvalidArgument, "the query string has a malformed escape");
+  std::optional<std::string> in, at;
+  for (const auto& [name, value] : *params) {
+    if (name == "in" && !in) {
+      in = value;
+    } else if (name == "at" && !at) {
+      at = value;
+    } else {
+      return Status(Code::kInvalidArgument, "unknown or repeated query parameter '" +
+                                                name.substr(0, 64) + "' (in or at, once)");
+    }
+  }
+  if (in && at) return Status(Code::kInvalidArgument, "give in or at, not both");
+  const bool relative = !at;
+  std::string_view list = "0s,1m,1h,1d,7d";
+  if (at) list = *at;
+  if (in) list = *in;
+  std::vector<broker::Due> edges;
+  while (!list.empty()) {
+    const std::string_view item = list.substr(0, list.find(','));
+    list.remove_prefix(std::min(list.size(), item.size() + 1));
+    if (edges.size() == kMaxDueEdges) {
+      return Status(Code::kInvalidArgument,
+                    "at most " + std::to_string(kMaxDueEdges) + " edges in one request");
+    }
+    if (relative) {
+      auto delay = parse_duration(item);
+      if (!delay.is_ok()) return Status(Code::kInvalidArgument, "in: " + delay.status().message());
+      edges.push_back(broker::Due::after(delay.value()));
+      continue;
+    }
+    std::int64_t unix_ms = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), unix_ms);
+    if (ec == std::errc{} && end == item.data() + item.size()) {
+      edges.push_back(broker::Due::at(unix_ms));
+      continue;
+    }
+    auto instant = parse_instant(item);
+    if (!instant.is_ok()) {
+      return Status(Code::kInvalidArgument,
+                    "at: " + instant.status().message() + " (or Unix milliseconds)");
+    }
+    edges.push_back(broker::Due::at(instant.value()));
+  }
+  if (edges.empty()) return Status(Code::kInvalidArgument, "give at least one edge");
+  return edges;
+}
+
+}  // namespace
+
+void Api::due_counts(Call& call, std::string tube) {
+  DELAYQ_FIELD(edges, due_edges(call.target));
+  session_->due_counts(
+      tube, std::move(edges).value(),
+      call.reply.then<broker::DueCounts>([tube](const broker::DueCounts& counts) {
+        json::object o;
+        if (!tube.empty()) o["tube"] = tube;
+        o["as_of_unix_ms"] = counts.as_of_unix_ms;
+        o["resolution_ms"] = counts.resolution.count();
+        std::uint64_t delayed = 0;
+        json::array buckets;
+        for (std::size_t i = 0; i < counts.jobs.size(); ++i) {
+          json::object bucket;
+          bucket["from_unix_ms"] =
+              i == 0 ? json::value(nullptr) : json::value(counts.edges_unix_ms[i - 1]);
+          bucket["to_unix_ms"] = i < counts.edges_unix_ms.size()
+                                     ? json::value(counts.edges_unix_ms[i])
+                                     : json::value(nullptr);
+          bucket["jobs"] = counts.jobs[i];
+          delayed += counts.jobs[i];
+          buckets.push_back(std::move(bucket));
+        }
+        o["delayed"] = delayed;
+        o["buckets"] = std::move(buckets);
+        return json_response(200, json::serialize(o));
+      }));
 }
 
 // --- administration --------------------------------------------------------------------------

@@ -102,6 +102,9 @@ class Api {
   void health(Call& call);
   void ready(Call& call);
   void backup(Call& call);
+  void tube_due(Call& call);
+  void due(Call& call);
+  void due_counts(Call& call, std::string tube);
 
   broker::Broker& broker_;
   ApiOptions options_;

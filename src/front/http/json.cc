@@ -124,6 +124,7 @@ json::object tube_json(const TubeStats& t) {
   o["pause_s"] = t.pause.count();
   o["pause_left_ms"] = t.pause_left.count();
   o["max_attempts"] = t.max_attempts;
+  o["oldest_ready_age_ms"] = t.oldest_ready_age.count();
   return o;
 }
 

@@ -1,5 +1,6 @@
 #include "front/http/router.h"
 
+#include <algorithm>
 #include <array>
 
 namespace delayq::front::http {
@@ -33,6 +34,8 @@ constexpr std::array kRoutes = {
     RouteEntry{"GET", "/healthz", Route::kHealth, "healthz"},
     RouteEntry{"GET", "/readyz", Route::kReady, "readyz"},
     RouteEntry{"POST", "/v1/admin/backup", Route::kBackup, "backup"},
+    RouteEntry{"GET", "/v1/tubes/{tube}/due", Route::kTubeDue, "tube_due"},
+    RouteEntry{"GET", "/v1/due", Route::kDue, "due"},
 };
 static_assert(kRoutes.size() == static_cast<std::size_t>(Route::kCount));
 
@@ -93,6 +96,26 @@ std::optional<std::string> percent_decode(std::string_view text) {
     i += 2;
   }
   return out;
+}
+
+std::optional<std::vector<std::pair<std::string, std::string>>> query_params(
+    std::string_view target) {
+  std::vector<std::pair<std::string, std::string>> params;
+  const auto mark = target.find('?');
+  if (mark == std::string_view::npos) return params;
+  std::string_view query = target.substr(mark + 1);
+  while (!query.empty()) {
+    const std::string_view pair = query.substr(0, query.find('&'));
+    query.remove_prefix(std::min(query.size(), pair.size() + 1));
+    if (pair.empty()) continue;
+    const auto equals = pair.find('=');
+    auto name = percent_decode(pair.substr(0, equals));
+    auto value = percent_decode(equals == std::string_view::npos ? std::string_view{}
+                                                                 : pair.substr(equals + 1));
+    if (!name || !value) return std::nullopt;
+    params.emplace_back(std::move(*name), std::move(*value));
+  }
+  return params;
 }
 
 Match match(std::string_view method, std::string_view target) {

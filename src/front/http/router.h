@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace delayq::front::http {
@@ -42,6 +43,8 @@ enum class Route : std::uint8_t {
   kHealth,
   kReady,
   kBackup,
+  kTubeDue,
+  kDue,
   kCount  // not a route: how many there are
 };
 
@@ -66,6 +69,11 @@ struct Match {
 };
 
 [[nodiscard]] Match match(std::string_view method, std::string_view target);
+
+// The query string of a target ("a=1&b=x%2Cy" after the '?'), as name and value pairs in order,
+// each percent-decoded; nullopt if an escape is malformed. No query: no pairs.
+[[nodiscard]] std::optional<std::vector<std::pair<std::string, std::string>>> query_params(
+    std::string_view target);
 
 // Percent-decoding of one path segment; nullopt if an escape is malformed.
 [[nodiscard]] std::optional<std::string> percent_decode(std::string_view text);
