@@ -113,6 +113,12 @@ struct DueCounts {
   std::int64_t as_of_unix_ms = 0;  // the broker's present, from which relative edges counted
 };
 
+// A tube's first jobs in one state, as list_jobs() answers.
+struct JobList {
+  std::vector<JobView> jobs;
+  bool complete = true;  // false: the search stopped at its limit of jobs visited (see there)
+};
+
 struct PutResult {
   JobView job;           // the job put, or the one holding its key
   bool inserted = true;  // false: the key was taken, nothing was put
@@ -220,6 +226,12 @@ class Session {
   // kUnsupported where the broker keeps no such counts (Redis). Visits no job: the local broker
   // keeps counts per tube and minute (docs/http-api.md says what that costs).
   virtual void due_counts(std::string tube, std::vector<Due> edges, Callback<DueCounts> done) = 0;
+  // The first `limit` jobs of a tube in a state, in the order they will be served: ready by
+  // priority then id, delayed by due time, reserved by TTR end, buried oldest first. Delayed and
+  // reserved jobs are found by visiting those of every tube in that order, at most 100,000 of
+  // them (then complete is false). kNotFound if the tube does not exist; kUnsupported (Redis).
+  virtual void list_jobs(std::string tube, JobState state, std::size_t limit,
+                         Callback<JobList> done) = 0;
 
   // --- push delivery (docs/webhooks.md). A tube with a webhook has its due jobs POSTed by the
   // server. set_webhook replaces the tube's (the tube need not exist yet); get_webhook and

@@ -1153,6 +1153,79 @@ Result<TubeStats> Engine::stats_tube(std::string_view name) const {
   return s;
 }
 
+Result<Engine::JobList> Engine::list_jobs(std::string_view name, JobState state,
+                                          std::size_t limit) const {
+  const auto found = tube_by_name_.find(name);
+  if (found == tube_by_name_.end()) return Status(Code::kNotFound, "no tube " + std::string(name));
+  const TubeNo no = found->second;
+  const Tube& t = tube(no);
+  JobList list;
+  std::vector<Slot> slots;
+  switch (state) {
+    case JobState::kReady: {
+      // Best first through the heap: a parent is served before its children.
+      const auto worse = [this, &t](std::size_t a, std::size_t b) {
+        return ready_less(t.ready[b], t.ready[a]);
+      };
+      std::vector<std::size_t> frontier;
+      if (!t.ready.empty()) frontier.push_back(0);
+      while (!frontier.empty() && slots.size() < limit) {
+        std::pop_heap(frontier.begin(), frontier.end(), worse);
+        const std::size_t at = frontier.back();
+        frontier.pop_back();
+        slots.push_back(t.ready[at]);
+        for (const std::size_t child : {2 * at + 1, 2 * at + 2}) {
+          if (child < t.ready.size()) {
+            frontier.push_back(child);
+            std::push_heap(frontier.begin(), frontier.end(), worse);
+          }
+        }
+      }
+      break;
+    }
+    case JobState::kDelayed: {
+      if (t.counts[static_cast<int>(JobState::kDelayed)] == 0 || limit == 0) break;
+      std::size_t visits = 0;
+      // Slots come in time order, jobs within one in none: finish the slot, then sort.
+      wheel_.visit_in_order([&](wheel::TimerId id) {
+        if (++visits > kListVisits) {
+          list.complete = false;
+          return true;
+        }
+        const Job& j = job(id);
+        if (j.state() == JobState::kDelayed && j.tube == no) slots.push_back(id);
+        return slots.size() >= limit;
+      });
+      std::sort(slots.begin(), slots.end(), [this](Slot a, Slot b) {
+        const Job& x = job(a);
+        const Job& y = job(b);
+        return x.due_unix_ms != y.due_unix_ms ? x.due_unix_ms < y.due_unix_ms : x.id() < y.id();
+      });
+      if (slots.size() > limit) slots.resize(limit);
+      break;
+    }
+    case JobState::kReserved: {
+      std::size_t visits = 0;
+      for (auto it = ttrs_.begin(); it != ttrs_.end() && slots.size() < limit; ++it) {
+        if (++visits > kListVisits) {
+          list.complete = false;
+          break;
+        }
+        if (job(it->second).tube == no) slots.push_back(it->second);
+      }
+      break;
+    }
+    case JobState::kBuried:
+      for (auto it = t.buried.begin(); it != t.buried.end() && slots.size() < limit; ++it) {
+        slots.push_back(it->second);
+      }
+      break;
+  }
+  list.jobs.reserve(slots.size());
+  for (const Slot slot : slots) list.jobs.push_back(view(slot));
+  return list;
+}
+
 Result<std::vector<std::uint64_t>> Engine::due_counts(std::string_view tube,
                                                       std::span<const std::int64_t> edges) const {
   if (!std::is_sorted(edges.begin(), edges.end())) {

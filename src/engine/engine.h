@@ -225,6 +225,18 @@ class Engine {
   [[nodiscard]] Result<std::vector<std::uint64_t>> due_counts(
       std::string_view tube, std::span<const std::int64_t> edges) const;
   static constexpr std::int64_t kDueBucketMs = 60'000;
+  // The first `limit` jobs of a tube in a state, in the order they will be served: ready by
+  // (priority, id), delayed by due time, reserved by TTR end, buried oldest first. Ready and
+  // buried cost O(limit log limit); delayed and reserved visit the jobs of every tube in that
+  // order until `limit` of this one are found, at most kListVisits of them (then `complete` is
+  // false). kNotFound if the tube does not exist.
+  struct JobList {
+    std::vector<JobView> jobs;
+    bool complete = true;
+  };
+  [[nodiscard]] Result<JobList> list_jobs(std::string_view tube, JobState state,
+                                          std::size_t limit) const;
+  static constexpr std::size_t kListVisits = 100'000;
   [[nodiscard]] std::vector<std::string> tubes() const;
   [[nodiscard]] std::size_t jobs() const noexcept { return index_.size(); }
   // Bytes the engine's indexes hold (jobs, timers, wheel, id index), without allocator slack.

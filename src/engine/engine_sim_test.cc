@@ -1204,6 +1204,44 @@ void Simulation::check_tubes() {
     same(engine_->peek_buried(name), model_.peek_buried(name), "peek-buried");
     if (::testing::Test::HasFatalFailure()) return;
   }
+  // The first jobs of each tube in each state, in the order they will be served.
+  constexpr std::size_t kListed = 4;
+  for (const auto& [name, tube] : model_.tubes()) {
+    for (const JobState state :
+         {JobState::kReady, JobState::kDelayed, JobState::kReserved, JobState::kBuried}) {
+      std::vector<const Model::Job*> want;
+      for (const auto& [id, job] : model_.jobs()) {
+        if (job.tube == name && job.state == state) want.push_back(&job);
+      }
+      const auto before = [state](const Model::Job* a, const Model::Job* b) {
+        switch (state) {
+          case JobState::kReady:
+            return std::pair(a->priority, a->id) < std::pair(b->priority, b->id);
+          case JobState::kDelayed:
+            return std::pair(a->due_unix_ms, a->id) < std::pair(b->due_unix_ms, b->id);
+          case JobState::kBuried:
+            return a->bury_order < b->bury_order;
+          case JobState::kReserved:  // ties in TTR end are in no order the model knows: by id
+            return a->id < b->id;
+        }
+        return false;
+      };
+      std::sort(want.begin(), want.end(), before);
+      const auto got = engine_->list_jobs(name, state, kListed);
+      ASSERT_TRUE(got.is_ok() && got->complete) << where() << "list of " << name;
+      std::vector<JobId> got_ids, want_ids;
+      for (const JobView& v : got->jobs) got_ids.push_back(v.id);
+      for (std::size_t i = 0; i < std::min(kListed, want.size()); ++i) {
+        want_ids.push_back(want[i]->id);
+      }
+      if (state == JobState::kReserved) {
+        if (want.size() > kListed) continue;
+        std::sort(got_ids.begin(), got_ids.end());
+      }
+      ASSERT_EQ(got_ids, want_ids) << where() << "list of " << name << " "
+                                   << state_name(state);
+    }
+  }
   // Due counts around the present, per tube and over all of them: edges inside and between
   // minutes, before the present and after it.
   const std::int64_t now = model_.now();

@@ -238,6 +238,14 @@ void FakeSession::due_counts(std::string tube, std::vector<broker::Due> edges,
   record<broker::DueCounts>("due_counts", std::move(args), std::move(done));
 }
 
+void FakeSession::list_jobs(std::string tube, JobState state, std::size_t limit,
+                            broker::Callback<broker::JobList> done) {
+  record<broker::JobList>("list_jobs",
+                          "tube=" + tube + " state=" + std::string(state_name(state)) +
+                              " limit=" + std::to_string(limit),
+                          std::move(done));
+}
+
 void FakeSession::set_max_attempts(std::string tube, std::uint32_t max_attempts,
                                    broker::Callback<std::uint32_t> done) {
   record<std::uint32_t>("set_max_attempts", "tube=" + tube + " n=" + std::to_string(max_attempts),

@@ -169,6 +169,8 @@ class FakeSession : public broker::Session {
   void stats(broker::Callback<ServerStats> done) override;
   void due_counts(std::string tube, std::vector<broker::Due> edges,
                   broker::Callback<broker::DueCounts> done) override;
+  void list_jobs(std::string tube, JobState state, std::size_t limit,
+                 broker::Callback<broker::JobList> done) override;
   void set_max_attempts(std::string tube, std::uint32_t max_attempts,
                         broker::Callback<std::uint32_t> done) override;
   void set_webhook(std::string tube, Webhook webhook, broker::Callback<Webhook> done) override;

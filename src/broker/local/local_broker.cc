@@ -49,6 +49,8 @@ class LocalSession final : public broker::Session {
   void stats(Callback<ServerStats> done) override;
   void due_counts(std::string tube, std::vector<broker::Due> edges,
                   Callback<broker::DueCounts> done) override;
+  void list_jobs(std::string tube, JobState state, std::size_t limit,
+                 Callback<broker::JobList> done) override;
   void set_webhook(std::string tube, Webhook webhook, Callback<Webhook> done) override;
   void get_webhook(std::string tube, Callback<Webhook> done) override;
   void remove_webhook(std::string tube, Callback<Webhook> done) override;
@@ -427,6 +429,14 @@ void LocalSession::due_counts(std::string tube, std::vector<broker::Due> edges,
   if (!jobs.is_ok()) return finish_all<broker::DueCounts>(std::move(done), jobs.status());
   counts.jobs = std::move(jobs).value();
   finish_all(std::move(done), Result<broker::DueCounts>(std::move(counts)));
+}
+
+void LocalSession::list_jobs(std::string tube, JobState state, std::size_t limit,
+                             Callback<broker::JobList> done) {
+  auto list = engine().list_jobs(tube, state, limit);
+  if (!list.is_ok()) return finish_all<broker::JobList>(std::move(done), list.status());
+  finish_all(std::move(done), Result<broker::JobList>(broker::JobList{
+                                  std::move(list.value().jobs), list.value().complete}));
 }
 
 void LocalSession::stats(Callback<ServerStats> done) {

@@ -945,6 +945,13 @@ class RedisSession final : public broker::Session {
              "due counts: in Redis mode the shards keep no counts by due time, and counting "
              "would visit every delayed job")));
   }
+  void list_jobs(std::string /*tube*/, JobState /*state*/, std::size_t /*limit*/,
+                 Callback<broker::JobList> done) override {
+    post(std::move(done),
+         Result<broker::JobList>(Status(
+             Code::kUnsupported,
+             "listing a tube's jobs: not in Redis mode (peek, or look a job up by id or key)")));
+  }
   void backup(std::string dir, Callback<broker::BackupResult> done) override {
     post(std::move(done),
          Result<broker::BackupResult>(Status(

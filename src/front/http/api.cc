@@ -293,6 +293,7 @@ struct Api::Handlers {
       {Route::kBackup, &Api::backup},
       {Route::kTubeDue, &Api::tube_due},
       {Route::kDue, &Api::due},
+      {Route::kListJobs, &Api::list_jobs},
   };
   static_assert(std::size(kTable) == static_cast<std::size_t>(Route::kCount));
   static constexpr bool in_route_order() {
@@ -814,6 +815,7 @@ void Api::due(Call& call) {
 namespace {
 
 constexpr std::size_t kMaxDueEdges = 1000;
+constexpr std::size_t kMaxListedJobs = 1000;
 
 // The edges of a due histogram from the query: in=<durations from now> or at=<instants>, each a
 // comma-separated list; neither: the overview's 0s,1m,1h,1d,7d.
@@ -895,6 +897,51 @@ void Api::due_counts(Call& call, std::string tube) {
         o["buckets"] = std::move(buckets);
         return json_response(200, json::serialize(o));
       }));
+}
+
+void Api::list_jobs(Call& call) {
+  const auto params = query_params(call.target);
+  if (!params) return call.reply(error(400, "bad_request", "malformed escape in the query"));
+  JobState state = JobState::kReady;
+  std::size_t limit = 20;
+  for (const auto& [name, value] : *params) {
+    if (name == "state") {
+      bool known = false;
+      for (std::uint8_t s = 0; s < kJobStateCount; ++s) {
+        if (value == state_name(static_cast<JobState>(s))) {
+          state = static_cast<JobState>(s);
+          known = true;
+        }
+      }
+      if (!known) {
+        return call.reply(
+            error(400, "bad_request", "state: one of ready, delayed, reserved, buried"));
+      }
+    } else if (name == "limit") {
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), limit);
+      if (ec != std::errc{} || end != value.data() + value.size() || limit < 1 ||
+          limit > kMaxListedJobs) {
+        return call.reply(error(400, "bad_request",
+                                "limit: 1 to " + std::to_string(kMaxListedJobs) + " jobs"));
+      }
+    } else {
+      return call.reply(error(400, "bad_request",
+                              "unknown query parameter '" + name.substr(0, 64) +
+                                  "' (state, limit)"));
+    }
+  }
+  session_->list_jobs(call.params[0], state, limit,
+                      call.reply.then<broker::JobList>([](const broker::JobList& list) {
+                        Response response;
+                        response.body = R"({"jobs":[)";
+                        for (std::size_t i = 0; i < list.jobs.size(); ++i) {
+                          if (i > 0) response.body += ',';
+                          append_job(response.body, list.jobs[i], nullptr);
+                        }
+                        response.body += list.complete ? "],\"complete\":true}"
+                                                       : "],\"complete\":false}";
+                        return response;
+                      }));
 }
 
 // --- administration --------------------------------------------------------------------------

@@ -105,6 +105,7 @@ class Api {
   void tube_due(Call& call);
   void due(Call& call);
   void due_counts(Call& call, std::string tube);
+  void list_jobs(Call& call);
 
   broker::Broker& broker_;
   ApiOptions options_;

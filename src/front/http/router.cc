@@ -36,6 +36,7 @@ constexpr std::array kRoutes = {
     RouteEntry{"POST", "/v1/admin/backup", Route::kBackup, "backup"},
     RouteEntry{"GET", "/v1/tubes/{tube}/due", Route::kTubeDue, "tube_due"},
     RouteEntry{"GET", "/v1/due", Route::kDue, "due"},
+    RouteEntry{"GET", "/v1/tubes/{tube}/jobs", Route::kListJobs, "list_jobs"},
 };
 static_assert(kRoutes.size() == static_cast<std::size_t>(Route::kCount));
 

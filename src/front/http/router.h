@@ -45,6 +45,7 @@ enum class Route : std::uint8_t {
   kBackup,
   kTubeDue,
   kDue,
+  kListJobs,
   kCount  // not a route: how many there are
 };
 
