@@ -30,6 +30,8 @@ packages=(
   ca-certificates   # npm reaches its registry over https (the client test)
   faketime          # libfaketime: the clock-step test moves delayqd's wall clock while it runs
   file              # cpack reads the binaries' types with it (make deb)
+  libjs-chart.js    # Chart.js, built into delayqd's web dashboard
+  chromium          # headless Chromium: the dashboard's browser test (tests/dashboard)
 )
 
 missing=()

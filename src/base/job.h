@@ -83,7 +83,7 @@ struct ServerStats {
   std::uint64_t urgent = 0, ready = 0, reserved = 0, delayed = 0, buried = 0;
   std::uint64_t total_jobs = 0, job_timeouts = 0, tubes = 0;
   std::uint64_t deletes = 0, buries = 0;  // jobs deleted and buried since the start
-  std::uint64_t waiting = 0;  // sessions waiting in reserve
+  std::uint64_t waiting = 0;              // sessions waiting in reserve
   JobId next_id = 1;
 };
 

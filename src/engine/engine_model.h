@@ -558,8 +558,8 @@ class Model {
   }
 
   // Delayed jobs of a tube (all tubes: empty) by due time, as Engine::due_counts counts them.
-  [[nodiscard]] std::vector<std::uint64_t> due_counts(const std::string& tube,
-                                                      const std::vector<std::int64_t>& edges) const {
+  [[nodiscard]] std::vector<std::uint64_t> due_counts(
+      const std::string& tube, const std::vector<std::int64_t>& edges) const {
     constexpr std::int64_t kMinute = 60'000;
     std::vector<std::uint64_t> out(edges.size() + 1, 0);
     for (const auto& [id, job] : jobs_) {

@@ -1238,22 +1238,20 @@ void Simulation::check_tubes() {
         if (want.size() > kListed) continue;
         std::sort(got_ids.begin(), got_ids.end());
       }
-      ASSERT_EQ(got_ids, want_ids) << where() << "list of " << name << " "
-                                   << state_name(state);
+      ASSERT_EQ(got_ids, want_ids) << where() << "list of " << name << " " << state_name(state);
     }
   }
   // Due counts around the present, per tube and over all of them: edges inside and between
   // minutes, before the present and after it.
   const std::int64_t now = model_.now();
-  const std::vector<std::int64_t> edges = {now - 90'000, now, now + 1, now + 45'000,
-                                           now + 150'000};
+  const std::vector<std::int64_t> edges = {now - 90'000, now, now + 1, now + 45'000, now + 150'000};
   std::vector<std::string> due_tubes = {""};
   for (const auto& [name, tube] : model_.tubes()) due_tubes.push_back(name);
   for (const std::string& name : due_tubes) {
     const auto got = engine_->due_counts(name, edges);
     ASSERT_TRUE(got.is_ok()) << where() << "due counts of " << name;
-    ASSERT_EQ(got.value(), model_.due_counts(name, edges)) << where() << "due counts of '" << name
-                                                            << "'";
+    ASSERT_EQ(got.value(), model_.due_counts(name, edges))
+        << where() << "due counts of '" << name << "'";
   }
   // Keys are unique per tube, and each finds its job.
   std::map<std::pair<std::string, std::string>, JobId> keys;

@@ -302,6 +302,7 @@ inline TubeStats sample_tube(std::string name) {
   tube.pause = std::chrono::seconds{90};
   tube.pause_left = std::chrono::milliseconds{89'992};
   tube.max_attempts = 12;
+  tube.oldest_ready_age = std::chrono::milliseconds{13'000};
   return tube;
 }
 
@@ -318,6 +319,8 @@ inline ServerStats sample_server_stats() {
   server.tubes = 8;
   server.waiting = 9;
   server.next_id = 10;
+  server.deletes = 11;
+  server.buries = 12;
   return server;
 }
 

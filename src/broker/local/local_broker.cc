@@ -435,8 +435,8 @@ void LocalSession::list_jobs(std::string tube, JobState state, std::size_t limit
                              Callback<broker::JobList> done) {
   auto list = engine().list_jobs(tube, state, limit);
   if (!list.is_ok()) return finish_all<broker::JobList>(std::move(done), list.status());
-  finish_all(std::move(done), Result<broker::JobList>(broker::JobList{
-                                  std::move(list.value().jobs), list.value().complete}));
+  finish_all(std::move(done), Result<broker::JobList>(broker::JobList{std::move(list.value().jobs),
+                                                                      list.value().complete}));
 }
 
 void LocalSession::stats(Callback<ServerStats> done) {

@@ -940,10 +940,10 @@ class RedisSession final : public broker::Session {
   void due_counts(std::string /*tube*/, std::vector<broker::Due> /*edges*/,
                   Callback<broker::DueCounts> done) override {
     post(std::move(done),
-         Result<broker::DueCounts>(Status(
-             Code::kUnsupported,
-             "due counts: in Redis mode the shards keep no counts by due time, and counting "
-             "would visit every delayed job")));
+         Result<broker::DueCounts>(
+             Status(Code::kUnsupported,
+                    "due counts: in Redis mode the shards keep no counts by due time, and counting "
+                    "would visit every delayed job")));
   }
   void list_jobs(std::string /*tube*/, JobState /*state*/, std::size_t /*limit*/,
                  Callback<broker::JobList> done) override {

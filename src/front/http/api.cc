@@ -8,6 +8,7 @@
 #include <charconv>
 #include <limits>
 
+#include "front/http/dashboard.h"
 #include "front/http/json.h"
 #include "front/http/request.h"
 #include "front/http/text.h"
@@ -240,7 +241,7 @@ struct Api::Call {
   std::string_view text;
   Body body;
   Reply reply;
-  std::string_view target;  // with its query string
+  std::string_view target;   // with its query string
   std::uint64_t ticket = 0;  // a reserve that waits
 
   // The job the path names: /jobs/{id} or /tubes/{tube}/keys/{key}.
@@ -349,6 +350,22 @@ Api::~Api() = default;
 std::uint64_t Api::handle(std::string_view method, std::string_view target, std::string_view body,
                           Respond respond, std::string_view authorization) {
   Match found = match(method, target);
+  if (found.kind == Match::Kind::kNoPath && method == "GET") {
+    if (const auto asset = dashboard::find(target)) {
+      // No data in these files: they are served without a token, and the page asks the API
+      // for everything it shows, with the token.
+      Response response;
+      response.body = asset->bytes;
+      response.content_type = asset->content_type;
+      response.headers =
+          "Cache-Control: no-cache\r\n"
+          "Content-Security-Policy: default-src 'self'; img-src 'self' data:; "
+          "frame-ancestors 'none'\r\n"
+          "X-Content-Type-Options: nosniff\r\n";
+      Reply(*this, "dashboard", std::move(respond))(std::move(response));
+      return 0;
+    }
+  }
   if (found.kind == Match::Kind::kNoPath) {
     Reply(*this, "unrouted", std::move(respond))(
         error(404, "no_route", "no such endpoint: " + std::string(target.substr(0, 200))));
@@ -766,7 +783,7 @@ void Api::stats(Call& call) {
     o["connections"] = std::move(connections);
     const Status health = broker_.health();
     json::object store;
-    store["status"] = health.is_ok()                        ? "ok"
+    store["status"] = health.is_ok()                     ? "ok"
                       : health.code() == Code::kDraining ? "draining"
                                                          : "unavailable";
     if (!health.is_ok()) store["message"] = health.message();
@@ -873,30 +890,30 @@ Result<std::vector<broker::Due>> due_edges(std::string_view target) {
 
 void Api::due_counts(Call& call, std::string tube) {
   DELAYQ_FIELD(edges, due_edges(call.target));
-  session_->due_counts(
-      tube, std::move(edges).value(),
-      call.reply.then<broker::DueCounts>([tube](const broker::DueCounts& counts) {
-        json::object o;
-        if (!tube.empty()) o["tube"] = tube;
-        o["as_of_unix_ms"] = counts.as_of_unix_ms;
-        o["resolution_ms"] = counts.resolution.count();
-        std::uint64_t delayed = 0;
-        json::array buckets;
-        for (std::size_t i = 0; i < counts.jobs.size(); ++i) {
-          json::object bucket;
-          bucket["from_unix_ms"] =
-              i == 0 ? json::value(nullptr) : json::value(counts.edges_unix_ms[i - 1]);
-          bucket["to_unix_ms"] = i < counts.edges_unix_ms.size()
-                                     ? json::value(counts.edges_unix_ms[i])
-                                     : json::value(nullptr);
-          bucket["jobs"] = counts.jobs[i];
-          delayed += counts.jobs[i];
-          buckets.push_back(std::move(bucket));
-        }
-        o["delayed"] = delayed;
-        o["buckets"] = std::move(buckets);
-        return json_response(200, json::serialize(o));
-      }));
+  session_->due_counts(tube, std::move(edges).value(),
+                       call.reply.then<broker::DueCounts>([tube](const broker::DueCounts& counts) {
+                         json::object o;
+                         if (!tube.empty()) o["tube"] = tube;
+                         o["as_of_unix_ms"] = counts.as_of_unix_ms;
+                         o["resolution_ms"] = counts.resolution.count();
+                         std::uint64_t delayed = 0;
+                         json::array buckets;
+                         for (std::size_t i = 0; i < counts.jobs.size(); ++i) {
+                           json::object bucket;
+                           bucket["from_unix_ms"] = i == 0
+                                                        ? json::value(nullptr)
+                                                        : json::value(counts.edges_unix_ms[i - 1]);
+                           bucket["to_unix_ms"] = i < counts.edges_unix_ms.size()
+                                                      ? json::value(counts.edges_unix_ms[i])
+                                                      : json::value(nullptr);
+                           bucket["jobs"] = counts.jobs[i];
+                           delayed += counts.jobs[i];
+                           buckets.push_back(std::move(bucket));
+                         }
+                         o["delayed"] = delayed;
+                         o["buckets"] = std::move(buckets);
+                         return json_response(200, json::serialize(o));
+                       }));
 }
 
 void Api::list_jobs(Call& call) {
@@ -921,13 +938,13 @@ void Api::list_jobs(Call& call) {
       const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), limit);
       if (ec != std::errc{} || end != value.data() + value.size() || limit < 1 ||
           limit > kMaxListedJobs) {
-        return call.reply(error(400, "bad_request",
-                                "limit: 1 to " + std::to_string(kMaxListedJobs) + " jobs"));
+        return call.reply(
+            error(400, "bad_request", "limit: 1 to " + std::to_string(kMaxListedJobs) + " jobs"));
       }
     } else {
-      return call.reply(error(400, "bad_request",
-                              "unknown query parameter '" + name.substr(0, 64) +
-                                  "' (state, limit)"));
+      return call.reply(
+          error(400, "bad_request",
+                "unknown query parameter '" + name.substr(0, 64) + "' (state, limit)"));
     }
   }
   session_->list_jobs(call.params[0], state, limit,
@@ -938,8 +955,8 @@ void Api::list_jobs(Call& call) {
                           if (i > 0) response.body += ',';
                           append_job(response.body, list.jobs[i], nullptr);
                         }
-                        response.body += list.complete ? "],\"complete\":true}"
-                                                       : "],\"complete\":false}";
+                        response.body +=
+                            list.complete ? "],\"complete\":true}\n" : "],\"complete\":false}\n";
                         return response;
                       }));
 }

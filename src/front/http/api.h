@@ -45,6 +45,7 @@ struct Response {
   std::string allow;                  // the Allow header (405), if any
   std::string_view www_authenticate;  // the WWW-Authenticate header (401), if any
   unsigned retry_after_seconds = 0;   // the Retry-After header (503), if not 0
+  std::string_view headers;           // more header lines, each ending in "\r\n" (the dashboard's)
   JobId reserved = 0;  // a job reserved for this answer: released if it cannot be delivered
   std::uint32_t reserved_token = 0;  // which reservation of it (its reserves count)
 };

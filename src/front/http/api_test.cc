@@ -206,7 +206,8 @@ void expect_sample_tube(const json::object& tube, std::string_view name) {
   EXPECT_EQ(number(tube, "pause_s"), 90);
   EXPECT_EQ(number(tube, "pause_left_ms"), 89'992);
   EXPECT_EQ(number(tube, "max_attempts"), 12);
-  EXPECT_EQ(tube.size(), 14U) << json::serialize(tube);
+  EXPECT_EQ(number(tube, "oldest_ready_age_ms"), 13'000);
+  EXPECT_EQ(tube.size(), 15U) << json::serialize(tube);
 }
 
 class ApiTest : public ::testing::Test {
@@ -329,7 +330,7 @@ TEST_F(ApiTest, AKnownPathWithAnotherMethodIs405WithAllow) {
   };
   for (const Case& c :
        {Case{"PUT", "/v1/jobs/7", "GET, PATCH, DELETE"},
-        Case{"GET", "/v1/tubes/emails/jobs", "POST"},
+        Case{"PUT", "/v1/tubes/emails/jobs", "POST, GET"},
         Case{"POST", "/v1/tubes/emails", "GET, PATCH"}, Case{"GET", "/v1/reserve", "POST"},
         Case{"POST", "/v1/tubes/emails/keys/k", "GET, PATCH, DELETE"},
         Case{"PATCH", "/v1/tubes/emails/groups/g", "GET, DELETE"}, Case{"POST", "/healthz", "GET"},
@@ -904,6 +905,9 @@ TEST_F(ApiTest, UndeliverableReleasesThatReservationAtOnce) {
 // Tubes
 
 TEST_F(ApiTest, ListTubesAnswersEveryTube) {
+  Webhook hook;
+  hook.url = "https://example.test/hook";
+  fake_.set_webhooks({{"emails", hook}});
   Exchange list = expect_call("GET", "/v1/tubes", "", "list_tubes");
   last().complete(
       std::vector<TubeStats>{testing::sample_tube("default"), testing::sample_tube("emails")});
@@ -913,7 +917,10 @@ TEST_F(ApiTest, ListTubesAnswersEveryTube) {
   const json::array tubes = array_at(body, "tubes");
   ASSERT_EQ(tubes.size(), 2U);
   expect_sample_tube(as_object(tubes[0]), "default");
-  expect_sample_tube(as_object(tubes[1]), "emails");
+  json::object emails = as_object(tubes[1]);
+  EXPECT_EQ(text(emails, "webhook_url"), "https://example.test/hook");
+  emails.erase("webhook_url");
+  expect_sample_tube(emails, "emails");
 }
 
 TEST_F(ApiTest, GetTubeAnswersTheTubeOr404) {
@@ -1025,12 +1032,139 @@ TEST_F(ApiTest, StatsAnswersTheServersCounts) {
   EXPECT_EQ(number(body, "tubes"), 8);
   EXPECT_EQ(number(body, "waiting"), 9);
   EXPECT_EQ(number(body, "next_id"), 10);
-  EXPECT_EQ(body.size(), 13U) << json::serialize(body);
+  EXPECT_EQ(number(body, "deletes"), 11);
+  EXPECT_EQ(number(body, "buries"), 12);
+  EXPECT_EQ(number(body, "fired"), 0);
+  const json::object lateness = object_at(body, "fire_lateness");
+  EXPECT_TRUE(field(lateness, "p99_ms").is_null()) << "nothing fired yet";
+  EXPECT_EQ(array_at(lateness, "buckets").size(),
+            fake_.metrics().fire_lateness.bounds().size() + 1);
+  EXPECT_EQ(number(object_at(body, "connections"), "http"), 0);
+  EXPECT_EQ(text(object_at(body, "health"), "status"), "ok");
+  EXPECT_EQ(body.size(), 19U) << json::serialize(body);
 
   fake_.set_draining(true);
   Exchange draining = expect_call("GET", "/v1/stats", "", "stats");
   last().complete(testing::sample_server_stats());
   EXPECT_TRUE(flag(body_of(draining.response()), "draining"));
+}
+
+TEST_F(ApiTest, StatsReportsFireLatenessPercentilesAndBuckets) {
+  for (int i = 0; i < 98; ++i) fake_.metrics().fire_lateness.observe(0.0007);  // 0.5 to 1 ms
+  fake_.metrics().fire_lateness.observe(0.003);                                // 2 to 5 ms
+  fake_.metrics().fire_lateness.observe(7);  // beyond the last bound, 5 s
+  Exchange stats = expect_call("GET", "/v1/stats", "", "stats");
+  last().complete(testing::sample_server_stats());
+  const json::object body = body_of(stats.response());
+  EXPECT_EQ(number(body, "fired"), 100);
+  const json::object lateness = object_at(body, "fire_lateness");
+  // The 50th of 98 in the 0.5-1 ms bucket: interpolated, as Prometheus does.
+  EXPECT_NEAR(field(lateness, "p50_ms").to_number<double>(), 0.5 + 0.5 * 50 / 98, 1e-9);
+  EXPECT_NEAR(field(lateness, "p99_ms").to_number<double>(), 5, 1e-9);  // in 2-5 ms, its top
+  const json::array buckets = array_at(lateness, "buckets");
+  EXPECT_EQ(number(as_object(buckets[1]), "jobs"), 98);
+  EXPECT_NEAR(field(as_object(buckets[1]), "le_ms").to_number<double>(), 1, 1e-9);
+  EXPECT_TRUE(field(as_object(buckets.back()), "le_ms").is_null());
+  EXPECT_EQ(number(as_object(buckets.back()), "jobs"), 1);
+}
+
+TEST_F(ApiTest, DueCountsTakeEdgesFromNowOrInstantsAndAnswerEachBucket) {
+  Exchange overview = expect_call("GET", "/v1/due", "",
+                                  "due_counts tube= edges=+0,+60000,+3600000,+86400000,+604800000");
+  broker::DueCounts counts;
+  counts.as_of_unix_ms = 1'000'000;
+  counts.edges_unix_ms = {960'000, 1'020'000};
+  counts.jobs = {1, 2, 3};
+  last().complete(counts);
+  EXPECT_EQ(overview.response().status, 200U);
+  const json::object body = body_of(overview.response());
+  EXPECT_EQ(number(body, "as_of_unix_ms"), 1'000'000);
+  EXPECT_EQ(number(body, "resolution_ms"), 60'000);
+  EXPECT_EQ(number(body, "delayed"), 6);
+  EXPECT_FALSE(body.contains("tube"));
+  const json::array buckets = array_at(body, "buckets");
+  ASSERT_EQ(buckets.size(), 3U);
+  EXPECT_TRUE(field(as_object(buckets[0]), "from_unix_ms").is_null());
+  EXPECT_EQ(number(as_object(buckets[0]), "to_unix_ms"), 960'000);
+  EXPECT_EQ(number(as_object(buckets[1]), "from_unix_ms"), 960'000);
+  EXPECT_EQ(number(as_object(buckets[1]), "jobs"), 2);
+  EXPECT_TRUE(field(as_object(buckets[2]), "to_unix_ms").is_null());
+
+  Exchange tube = expect_call("GET", "/v1/tubes/e%2Fmails/due?in=90s,1h30m", "",
+                              "due_counts tube=e/mails edges=+90000,+5400000");
+  last().complete(counts);
+  EXPECT_EQ(text(body_of(tube.response()), "tube"), "e/mails");
+  expect_call("GET", "/v1/due?at=1000,2026-11-24T10:00:00Z", "",
+              "due_counts tube= edges=@1000,@1795514400000");
+  Exchange missing =
+      expect_call("GET", "/v1/tubes/none/due", "",
+                  "due_counts tube=none edges=+0,+60000,+3600000,+86400000,+604800000");
+  last().fail(Code::kNotFound, "no tube none");
+  EXPECT_EQ(missing.response().status, 404U);
+  Exchange redis = expect_call("GET", "/v1/due", "",
+                               "due_counts tube= edges=+0,+60000,+3600000,+86400000,+604800000");
+  last().fail(Code::kUnsupported, "not in Redis mode");
+  EXPECT_EQ(redis.response().status, 501U);
+}
+
+TEST_F(ApiTest, DueCountsRefuseBadEdgesBeforeTheBroker) {
+  std::string many = "/v1/due?at=";
+  for (int i = 0; i <= 1000; ++i) many += std::to_string(i) + ",";
+  many.pop_back();
+  for (const std::string& target :
+       {"/v1/due?in=1h&at=5"s, "/v1/due?in=soon"s, "/v1/due?at=yesterday"s, "/v1/due?every=1h"s,
+        "/v1/due?in=1h&in=2h"s, "/v1/due?in="s, "/v1/due?in=%zz"s, many}) {
+    SCOPED_TRACE(target.substr(0, 60));
+    const Response refused = expect_local("GET", target);
+    EXPECT_EQ(refused.status, 400U);
+    EXPECT_EQ(error_code_of(refused), "bad_request");
+  }
+}
+
+TEST_F(ApiTest, ListJobsNamesAStateAndALimit) {
+  Exchange list = expect_call("GET", "/v1/tubes/emails/jobs?state=delayed&limit=2", "",
+                              "list_jobs tube=emails state=delayed limit=2");
+  JobView second = sample_view();
+  second.id = 9;
+  last().complete(broker::JobList{{sample_view(), second}, false});
+  EXPECT_EQ(list.response().status, 200U);
+  const json::object body = body_of(list.response());
+  const json::array jobs = array_at(body, "jobs");
+  ASSERT_EQ(jobs.size(), 2U);
+  expect_sample_job(as_object(jobs[0]));
+  EXPECT_EQ(number(as_object(jobs[1]), "id"), 9);
+  EXPECT_FALSE(flag(body, "complete"));
+  expect_call("GET", "/v1/tubes/emails/jobs", "", "list_jobs tube=emails state=ready limit=20");
+  last().complete(broker::JobList{});
+  for (const char* target :
+       {"/v1/tubes/e/jobs?state=gone", "/v1/tubes/e/jobs?limit=0", "/v1/tubes/e/jobs?limit=1001",
+        "/v1/tubes/e/jobs?limit=x", "/v1/tubes/e/jobs?sort=id"}) {
+    SCOPED_TRACE(target);
+    EXPECT_EQ(expect_local("GET", target).status, 400U);
+  }
+}
+
+TEST_F(ApiTest, TheDashboardIsServedWithoutATokenAndHoldsNoData) {
+  ApiOptions with_tokens = options();
+  with_tokens.tokens = {"first-token"};
+  api_ = std::make_unique<Api>(fake_, with_tokens);
+  for (const auto& [target, type] :
+       {std::pair{"/", "text/html; charset=utf-8"},
+        std::pair{"/dashboard/app.js", "text/javascript; charset=utf-8"},
+        std::pair{"/dashboard/style.css?v=1", "text/css; charset=utf-8"},
+        std::pair{"/dashboard/chart.min.js", "text/javascript; charset=utf-8"}}) {
+    SCOPED_TRACE(target);
+    const Response page = expect_local("GET", target);
+    EXPECT_EQ(page.status, 200U);
+    EXPECT_EQ(page.content_type, type);
+    EXPECT_FALSE(page.body.empty());
+    EXPECT_NE(page.headers.find("Content-Security-Policy: default-src 'self'"), std::string::npos);
+  }
+  EXPECT_NE(expect_local("GET", "/").body.find("<title>delayq</title>"), std::string::npos);
+  EXPECT_EQ(expect_local("GET", "/dashboard/missing.js").status, 404U);
+  EXPECT_EQ(expect_local("GET", "/dashboard/").status, 404U);
+  EXPECT_EQ(expect_local("POST", "/").status, 404U);
+  EXPECT_EQ(ops("dashboard", "200"), 4U + 1U);
 }
 
 TEST_F(ApiTest, MetricsAsksForTheTubesThenTheStatsAndRendersThePage) {

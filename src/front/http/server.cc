@@ -208,6 +208,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!a.www_authenticate.empty()) {
       fmt::format_to(std::back_inserter(out_), "WWW-Authenticate: {}\r\n", a.www_authenticate);
     }
+    out_ += a.headers;
     if (!keep_alive_) {
       out_ += "Connection: close\r\n";
     } else if (version_ == 10) {

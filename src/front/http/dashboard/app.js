@@ -1,0 +1,634 @@
+// app.js — the delayq dashboard: a page per hash route (#/, #/tubes, #/tubes/<name>, #/jobs),
+// each drawn from the HTTP API and refreshed every two seconds while "live" is on and the tab is
+// visible. Everything shown comes from the API with the user's bearer token, if the server wants
+// one; nothing is computed on the server for this page but what the API answers anyway.
+'use strict';
+
+const REFRESH_MS = 2000;
+const RATE_WINDOW_MS = 5 * 60 * 1000;
+const MINUTE = 60 * 1000, HOUR = 60 * MINUTE, DAY = 24 * HOUR, WEEK = 7 * DAY;
+
+// --- the API -----------------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+let tokenPrompt = null;  // a pending token dialog, shared by the requests that wait for it
+
+async function askToken() {
+  if (!tokenPrompt) {
+    const dialog = document.getElementById('token');
+    tokenPrompt = new Promise((resolve) => {
+      dialog.addEventListener('close', () => {
+        sessionStorage.setItem('delayq-token', dialog.querySelector('[data-token]').value);
+        tokenPrompt = null;
+        resolve();
+      }, { once: true });
+      dialog.showModal();
+    });
+  }
+  return tokenPrompt;
+}
+
+async function api(path, { method = 'GET', body } = {}) {
+  for (let attempt = 0; ; attempt++) {
+    const headers = {};
+    const token = sessionStorage.getItem('delayq-token');
+    if (token) headers.Authorization = 'Bearer ' + token;
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    const response = await fetch(path, {
+      method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    if (response.status === 401 && attempt < 3) {
+      await askToken();
+      continue;
+    }
+    const text = await response.text();
+    const data = text ? JSON.parse(text) : {};
+    if (!response.ok) {
+      const error = data.error || {};
+      throw new ApiError(response.status, error.code || 'error',
+                         error.message || response.statusText);
+    }
+    return data;
+  }
+}
+
+const enc = encodeURIComponent;
+
+// --- formatting --------------------------------------------------------------------------------
+
+const number = new Intl.NumberFormat();
+function fmtCount(n) { return number.format(n); }
+
+function fmtSpan(ms) {
+  const sign = ms < 0 ? '-' : '';
+  ms = Math.abs(ms);
+  if (ms < 1000) return sign + Math.round(ms) + ' ms';
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return sign + s + ' s';
+  const m = Math.floor(s / 60);
+  if (m < 60) return sign + m + ' min ' + (s % 60 ? (s % 60) + ' s' : '');
+  const h = Math.floor(m / 60);
+  if (h < 48) return sign + h + ' h ' + (m % 60 ? (m % 60) + ' min' : '');
+  return sign + Math.floor(h / 24) + ' d ' + (h % 24 ? (h % 24) + ' h' : '');
+}
+
+function fmtTime(unixMs) {
+  return new Date(unixMs).toLocaleString(undefined, {
+    year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit',
+    second: '2-digit',
+  });
+}
+
+// A due time, absolute and from now: "Nov 26, 02:34:47 (in 2 h)".
+function fmtDue(unixMs, nowMs) {
+  const delta = unixMs - nowMs;
+  const relative = delta >= 0 ? 'in ' + fmtSpan(delta) : fmtSpan(-delta) + ' ago';
+  return fmtTime(unixMs) + ' (' + relative.trim() + ')';
+}
+
+// --- small DOM helpers -------------------------------------------------------------------------
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(props)) {
+    if (name === 'class') node.className = value;
+    else if (name === 'text') node.textContent = value;
+    else if (name.startsWith('on')) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value);
+  }
+  for (const child of children) node.append(child);
+  return node;
+}
+
+function card(label, value, testId) {
+  return el('div', { class: 'card', 'data-testid': testId || 'card-' + label },
+            el('div', { class: 'value', text: value }), el('div', { class: 'label', text: label }));
+}
+
+function facts(dl, pairs) {
+  dl.replaceChildren();
+  for (const [name, value] of pairs) {
+    dl.append(el('dt', { text: name }), value instanceof Node ? el('dd', {}, value)
+                                                              : el('dd', { text: String(value) }));
+  }
+}
+
+function showError(error) {
+  const banner = document.getElementById('error');
+  if (!error) {
+    banner.hidden = true;
+    return;
+  }
+  banner.textContent = error.message || String(error);
+  banner.hidden = false;
+}
+
+// Asks the user to confirm; with `input`, also for a value (returned), else true. null: cancelled.
+function confirmAction(message, input) {
+  const dialog = document.getElementById('confirm');
+  dialog.querySelector('[data-message]').textContent = message;
+  const row = dialog.querySelector('[data-input-row]');
+  const field = dialog.querySelector('[data-input]');
+  row.hidden = input === undefined;
+  field.value = input === undefined ? '' : input;
+  return new Promise((resolve) => {
+    dialog.addEventListener('close', () => {
+      if (dialog.returnValue !== 'ok') return resolve(null);
+      resolve(input === undefined ? true : field.value.trim());
+    }, { once: true });
+    dialog.returnValue = '';
+    dialog.showModal();
+    if (input !== undefined) field.focus();
+  });
+}
+
+const charts = new Set();
+function makeChart(canvas, config) {
+  config.options = Object.assign({ animation: false, responsive: true, maintainAspectRatio: false },
+                                 config.options || {});
+  const chart = new Chart(canvas, config);
+  charts.add(chart);
+  return chart;
+}
+
+// --- the due histogram (overview and tube pages) ------------------------------------------------
+
+// Bars of delayed jobs by due time: first the next minute, hour, day, week and later; a click on
+// a bar splits it into smaller ones (down to the server's resolution, a minute), "zoom out" goes
+// back. tube: a tube's name, or '' for every tube.
+class DueChart {
+  constructor(container, tube) {
+    this.tube = tube;
+    this.stack = [];  // zoomed ranges: {from, to}
+    this.bar = el('div', { class: 'due-bar' });
+    this.note = el('span', { class: 'muted' });
+    this.back = el('button', { text: 'zoom out', onclick: () => { this.stack.pop(); this.refresh(); } });
+    this.bar.append(this.back, this.note);
+    const holder = el('div', { class: 'chart' });
+    this.canvas = el('canvas', { 'data-testid': 'due-chart' });
+    holder.append(this.canvas);
+    container.replaceChildren(this.bar, holder);
+    this.buckets = [];
+    this.chart = makeChart(this.canvas, {
+      type: 'bar',
+      data: { labels: [], datasets: [{ label: 'delayed jobs', data: [], backgroundColor: '#2f6fde' }] },
+      options: {
+        plugins: { legend: { display: false } },
+        scales: { y: { beginAtZero: true, ticks: { precision: 0 } } },
+        onClick: (event, elements) => {
+          if (elements.length) this.zoom(this.buckets[elements[0].index]);
+        },
+      },
+    });
+    // What the page shows, for people and for tests: the buckets as text.
+    this.canvas.setAttribute('role', 'img');
+  }
+
+  path() {
+    return this.tube ? '/v1/tubes/' + enc(this.tube) + '/due' : '/v1/due';
+  }
+
+  zoom(bucket) {
+    if (!bucket || bucket.from === null) return;
+    const to = bucket.to === null ? bucket.from + 52 * WEEK : bucket.to;
+    if (to - bucket.from <= MINUTE) return;
+    this.stack.push({ from: bucket.from, to });
+    this.refresh();
+  }
+
+  async refresh() {
+    this.back.disabled = this.stack.length === 0;
+    let data;
+    try {
+      if (this.stack.length === 0) {
+        data = await api(this.path() + '?in=0s,1m,1h,1d,7d');
+      } else {
+        const { from, to } = this.stack[this.stack.length - 1];
+        // About 12 bars, each a whole number of minutes.
+        const step = Math.max(MINUTE, Math.ceil((to - from) / 12 / MINUTE) * MINUTE);
+        const edges = [];
+        for (let t = from; t < to; t += step) edges.push(t);
+        edges.push(to);
+        data = await api(this.path() + '?at=' + edges.join(','));
+      }
+    } catch (error) {
+      this.note.textContent = error.status === 501 ? 'not available: ' + error.message
+                              : error.status === 404 ? 'no such tube' : error.message;
+      this.chart.data.labels = [];
+      this.chart.data.datasets[0].data = [];
+      this.chart.update();
+      return;
+    }
+    const raw = data.buckets.map((b) => ({ from: b.from_unix_ms, to: b.to_unix_ms, jobs: b.jobs }));
+    let labels;
+    if (this.stack.length === 0) {
+      this.buckets = raw;
+      labels = ['overdue', 'next minute', 'next hour', 'next day', 'next week', 'later'];
+    } else {
+      this.buckets = raw.slice(1, -1);  // the zoomed range only
+      const span = this.buckets.length ? this.buckets[0].to - this.buckets[0].from : MINUTE;
+      const format = span >= DAY ? { month: 'short', day: 'numeric' }
+                                 : { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' };
+      labels = this.buckets.map((b) => new Date(b.from).toLocaleString(undefined, format));
+    }
+    this.chart.data.labels = labels;
+    this.chart.data.datasets[0].data = this.buckets.map((b) => b.jobs);
+    this.chart.update();
+    const total = this.buckets.reduce((sum, b) => sum + b.jobs, 0);
+    const where = this.stack.length === 0 ? 'delayed'
+      : 'between ' + fmtTime(this.stack[this.stack.length - 1].from) + ' and ' +
+        fmtTime(this.stack[this.stack.length - 1].to);
+    this.note.textContent = fmtCount(total) + ' ' + where +
+      (this.stack.length === 0 ? ' · click a bar to zoom in' : '');
+    this.canvas.setAttribute('aria-label', labels.map((l, i) => l + ': ' + this.buckets[i].jobs).join('; '));
+    this.canvas.dataset.buckets = JSON.stringify(labels.map((l, i) => [l, this.buckets[i].jobs]));
+  }
+}
+
+// --- pages -------------------------------------------------------------------------------------
+
+function instantiate(id) {
+  const main = document.getElementById('main');
+  for (const chart of charts) chart.destroy();
+  charts.clear();
+  main.replaceChildren(document.getElementById(id).content.cloneNode(true));
+  return main;
+}
+
+// Counter samples for the rates chart, kept across page changes.
+const samples = [];
+
+const LATENESS_LABELS = (bounds) => bounds.map((b, i) =>
+  b.le_ms === null ? '> ' + bounds[i - 1].le_ms + ' ms' : '≤ ' + b.le_ms + ' ms');
+
+function overviewPage() {
+  const root = instantiate('page-overview');
+  const rates = makeChart(root.querySelector('[data-rates]'), {
+    type: 'line',
+    data: {
+      labels: [],
+      datasets: ['puts', 'fires', 'deletes', 'buries'].map((label, i) => ({
+        label, data: [], borderColor: ['#2f6fde', '#1f9254', '#8a8f98', '#c53030'][i],
+        pointRadius: 0, tension: 0.2,
+      })),
+    },
+    options: { scales: { y: { beginAtZero: true } } },
+  });
+  const lateness = makeChart(root.querySelector('[data-lateness-chart]'), {
+    type: 'bar',
+    data: { labels: [], datasets: [{ label: 'jobs', data: [], backgroundColor: '#1f9254' }] },
+    options: { plugins: { legend: { display: false } }, scales: { y: { beginAtZero: true } } },
+  });
+  const due = new DueChart(root.querySelector('[data-due]'), '');
+  return async () => {
+    const s = await api('/v1/stats');
+    renderHeader(s);
+    root.querySelector('[data-cards]').replaceChildren(
+      card('ready', fmtCount(s.ready)), card('delayed', fmtCount(s.delayed)),
+      card('reserved', fmtCount(s.reserved)), card('buried', fmtCount(s.buried)),
+      card('urgent', fmtCount(s.urgent)), card('waiting workers', fmtCount(s.waiting), 'card-waiting'),
+      card('tubes', fmtCount(s.tubes)));
+    const now = Date.now();
+    samples.push({ t: now, puts: s.total_jobs, fires: s.fired, deletes: s.deletes, buries: s.buries });
+    while (samples.length && samples[0].t < now - RATE_WINDOW_MS) samples.shift();
+    const labels = [], series = [[], [], [], []];
+    for (let i = 1; i < samples.length; i++) {
+      const a = samples[i - 1], b = samples[i];
+      const seconds = (b.t - a.t) / 1000;
+      if (seconds <= 0 || b.puts < a.puts) continue;  // a restart resets the counters
+      labels.push(new Date(b.t).toLocaleTimeString());
+      ['puts', 'fires', 'deletes', 'buries'].forEach((k, j) => series[j].push((b[k] - a[k]) / seconds));
+    }
+    rates.data.labels = labels;
+    series.forEach((data, j) => { rates.data.datasets[j].data = data; });
+    rates.update();
+    const l = s.fire_lateness;
+    const ms = (v) => (v === null ? '–' : v < 1 ? v.toFixed(2) + ' ms' : v.toFixed(1) + ' ms');
+    root.querySelector('[data-lateness]').textContent =
+      'p50 ' + ms(l.p50_ms) + ' · p90 ' + ms(l.p90_ms) + ' · p99 ' + ms(l.p99_ms) +
+      ' · ' + fmtCount(s.fired) + ' fired';
+    lateness.data.labels = LATENESS_LABELS(l.buckets);
+    lateness.data.datasets[0].data = l.buckets.map((b) => b.jobs);
+    lateness.update();
+    const connections = Object.entries(s.connections).map(([p, n]) => p + ' ' + n).join(', ');
+    facts(root.querySelector('[data-server]'), [
+      ['store', s.health.status + (s.health.message ? ': ' + s.health.message : '')],
+      ['draining', s.draining ? 'yes: puts are refused' : 'no'],
+      ['connections', connections || 'none'],
+      ['jobs put', fmtCount(s.total_jobs) + ' since the start'],
+      ['TTRs lapsed', fmtCount(s.job_timeouts)],
+      ['next id', fmtCount(s.next_id)],
+    ]);
+    await due.refresh();
+  };
+}
+
+function renderHeader(stats) {
+  const pill = document.getElementById('health');
+  const status = stats.health.status;
+  pill.textContent = status === 'ok' ? 'healthy' : status;
+  pill.className = 'pill ' + (status === 'ok' ? 'ok' : status === 'draining' ? 'warn' : 'bad');
+  document.getElementById('server').textContent =
+    'v' + stats.version + ' · up ' + fmtSpan(stats.uptime_s * 1000);
+}
+
+function tubesPage() {
+  const root = instantiate('page-tubes');
+  const table = root.querySelector('[data-tubes]');
+  const filter = root.querySelector('[data-filter]');
+  let sort = { key: 'name', descending: false };
+  let tubes = [];
+  const draw = () => {
+    const wanted = filter.value.trim();
+    const rows = tubes.filter((t) => t.name.includes(wanted));
+    rows.sort((a, b) => {
+      const x = a[sort.key] ?? '', y = b[sort.key] ?? '';
+      const order = typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y));
+      return sort.descending ? -order : order;
+    });
+    table.querySelectorAll('th').forEach((th) => {
+      th.setAttribute('aria-sort', th.dataset.key === sort.key ? (sort.descending ? 'descending' : 'ascending') : 'none');
+    });
+    table.tBodies[0].replaceChildren(...rows.map((t) => el('tr', { 'data-tube': t.name },
+      el('td', {}, el('a', { href: '#/tubes/' + enc(t.name), text: t.name })),
+      el('td', { class: 'num', text: fmtCount(t.ready) }),
+      el('td', { class: 'num', text: fmtCount(t.delayed) }),
+      el('td', { class: 'num', text: fmtCount(t.reserved) }),
+      el('td', { class: 'num', text: fmtCount(t.buried) }),
+      el('td', { class: 'num', text: fmtCount(t.urgent) }),
+      el('td', { class: 'num', text: fmtCount(t.waiting) }),
+      el('td', { text: t.pause_left_ms > 0 ? fmtSpan(t.pause_left_ms) + ' left' : '–' }),
+      el('td', { text: t.webhook_url || '–' }),
+      el('td', { class: 'num', text: t.ready ? fmtSpan(t.oldest_ready_age_ms) : '–' }))));
+  };
+  table.querySelectorAll('th').forEach((th) => th.addEventListener('click', () => {
+    sort = { key: th.dataset.key, descending: sort.key === th.dataset.key ? !sort.descending : th.classList.contains('num') };
+    draw();
+  }));
+  filter.addEventListener('input', draw);
+  return async () => {
+    tubes = (await api('/v1/tubes')).tubes;
+    draw();
+  };
+}
+
+function tubePage(name) {
+  const root = instantiate('page-tube');
+  root.querySelector('[data-name]').textContent = name;
+  const due = new DueChart(root.querySelector('[data-due]'), name);
+  let state = 'ready';
+  const tabs = root.querySelectorAll('[data-state]');
+  const jobs = root.querySelector('[data-jobs] tbody');
+  const note = root.querySelector('[data-jobs-note]');
+  let refresh;
+  tabs.forEach((tab) => tab.addEventListener('click', () => { state = tab.dataset.state; refresh(); }));
+  const act = async (message, input, run) => {
+    const answer = await confirmAction(message, input);
+    if (answer === null) return;
+    try {
+      await run(answer);
+      showError(null);
+    } catch (error) {
+      showError(error);
+    }
+    refresh();
+  };
+  root.querySelector('[data-action="kick"]').addEventListener('click', () =>
+    act('Kick how many jobs of ' + name + ' (buried first, else delayed)?', '100',
+        (bound) => api('/v1/tubes/' + enc(name) + '/kick', { method: 'POST', body: { bound: Number(bound) } })));
+  root.querySelector('[data-action="pause"]').addEventListener('click', () =>
+    act('Pause ' + name + ' for how long?', '5m',
+        (delay) => api('/v1/tubes/' + enc(name) + '/pause', { method: 'POST', body: { delay } })));
+  root.querySelector('[data-action="resume"]').addEventListener('click', () =>
+    act('End the pause of ' + name + '?', undefined,
+        () => api('/v1/tubes/' + enc(name) + '/pause', { method: 'POST', body: { delay: 0 } })));
+  refresh = async () => {
+    let t;
+    try {
+      t = await api('/v1/tubes/' + enc(name));
+    } catch (error) {
+      if (error.status !== 404) throw error;
+      root.querySelector('[data-cards]').replaceChildren(card('state', 'no such tube (it has no jobs)', 'card-missing'));
+      return;
+    }
+    root.querySelector('[data-cards]').replaceChildren(
+      card('ready', fmtCount(t.ready)), card('delayed', fmtCount(t.delayed)),
+      card('reserved', fmtCount(t.reserved)), card('buried', fmtCount(t.buried)),
+      card('waiting workers', fmtCount(t.waiting), 'card-waiting'),
+      card('paused', t.pause_left_ms > 0 ? fmtSpan(t.pause_left_ms) + ' left' : 'no'),
+      card('oldest ready', t.ready ? fmtSpan(t.oldest_ready_age_ms) : '–'));
+    tabs.forEach((tab) => tab.classList.toggle('current', tab.dataset.state === state));
+    try {
+      const list = await api('/v1/tubes/' + enc(name) + '/jobs?state=' + state + '&limit=50');
+      const now = Date.now();
+      jobs.replaceChildren(...list.jobs.map((j) => el('tr', { 'data-job': j.id },
+        el('td', {}, el('a', { href: '#/jobs?id=' + j.id, text: String(j.id) })),
+        el('td', { class: 'num', text: String(j.priority) }),
+        el('td', { text: fmtDue(j.due_unix_ms, now) }),
+        el('td', { text: j.key || '' }), el('td', { text: j.group || '' }),
+        el('td', { class: 'num', text: String(j.counters.reserves) }))));
+      note.textContent = list.jobs.length === 0 ? 'no ' + state + ' job'
+        : 'the first ' + list.jobs.length + ' in the order they are served' +
+          (list.complete ? '' : ' (the search stopped early: the list may miss some)');
+    } catch (error) {
+      jobs.replaceChildren();
+      note.textContent = error.message;
+    }
+    await due.refresh();
+  };
+  return refresh;
+}
+
+// A body as text when it is, else as a hex dump; at most 4 KiB either way.
+function showBody(job, pre, noteEl) {
+  const limit = 4096;
+  if (job.body !== undefined) {
+    pre.textContent = job.body.length > limit ? job.body.slice(0, limit) + '…' : job.body;
+    noteEl.textContent = '(' + fmtCount(new TextEncoder().encode(job.body).length) + ' bytes, text)';
+    return;
+  }
+  if (job.body_base64 === undefined) {
+    pre.textContent = '';
+    noteEl.textContent = '';
+    return;
+  }
+  const bytes = Uint8Array.from(atob(job.body_base64), (c) => c.charCodeAt(0));
+  const lines = [];
+  for (let i = 0; i < Math.min(bytes.length, limit); i += 16) {
+    const row = Array.from(bytes.slice(i, i + 16));
+    lines.push(i.toString(16).padStart(6, '0') + '  ' +
+               row.map((b) => b.toString(16).padStart(2, '0')).join(' ').padEnd(48) + '  ' +
+               row.map((b) => (b >= 32 && b < 127 ? String.fromCharCode(b) : '.')).join(''));
+  }
+  pre.textContent = lines.join('\n') + (bytes.length > limit ? '\n…' : '');
+  noteEl.textContent = '(' + fmtCount(bytes.length) + ' bytes, binary: shown in hex)';
+}
+
+function jobsPage(params) {
+  const root = instantiate('page-jobs');
+  const form = root.querySelector('[data-find]');
+  const panel = root.querySelector('[data-job]');
+  const groupPanel = root.querySelector('[data-group]');
+  for (const name of ['id', 'tube', 'key']) form.elements[name].value = params.get(name) || '';
+  let job = null;
+  const path = () => '/v1/jobs/' + job.id;
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const query = new URLSearchParams();
+    for (const name of ['id', 'tube', 'key']) {
+      const value = form.elements[name].value.trim();
+      if (value) query.set(name, value);
+    }
+    location.hash = '#/jobs?' + query.toString();
+  });
+  const act = async (message, run) => {
+    if (!(await confirmAction(message))) return;
+    try {
+      await run();
+      showError(null);
+    } catch (error) {
+      showError(error);
+    }
+    refresh();
+  };
+  root.querySelector('[data-action="delete"]').addEventListener('click', () =>
+    act('Delete job ' + job.id + '? It will not run.', () => api(path(), { method: 'DELETE' })));
+  root.querySelector('[data-action="kick"]').addEventListener('click', () =>
+    act('Kick job ' + job.id + ' (ready at once)?', () => api(path() + '/kick', { method: 'POST' })));
+  root.querySelector('[data-action="bury"]').addEventListener('click', () =>
+    act('Bury job ' + job.id + '?', () => api(path() + '/bury', { method: 'POST', body: {} })));
+  root.querySelector('[data-action="reschedule"]').addEventListener('click', () => {
+    const when = root.querySelector('[data-when]').value.trim();
+    if (!when) return showError(new Error('reschedule: give a delay ("2h") or a time'));
+    const body = /^\d{4}-/.test(when) ? { at: when } : { delay: when };
+    act('Reschedule job ' + job.id + ' to ' + when + (body.delay ? ' from now' : '') + '?',
+        () => api(path(), { method: 'PATCH', body }));
+  });
+  root.querySelector('[data-action="cancel-group"]').addEventListener('click', () =>
+    act('Cancel group ' + job.group + ' of ' + job.tube + '? Every job of it not reserved is deleted.',
+        () => api('/v1/tubes/' + enc(job.tube) + '/groups/' + enc(job.group), { method: 'DELETE' })));
+
+  const refresh = async () => {
+    const id = params.get('id'), tube = params.get('tube'), key = params.get('key');
+    if (!id && !(tube && key)) return;
+    try {
+      job = await api(id ? '/v1/jobs/' + enc(id) : '/v1/tubes/' + enc(tube) + '/keys/' + enc(key));
+    } catch (error) {
+      if (error.status !== 404) throw error;
+      panel.hidden = false;
+      groupPanel.hidden = true;
+      root.querySelector('[data-id]').textContent = id || tube + ' / ' + key;
+      root.querySelector('[data-state]').textContent = 'not found';
+      facts(root.querySelector('[data-facts]'), [['', 'no such job: deleted, or never put']]);
+      panel.querySelectorAll('button').forEach((b) => { b.disabled = true; });
+      root.querySelector('[data-body]').textContent = '';
+      job = null;
+      return;
+    }
+    panel.hidden = false;
+    const now = Date.now();
+    root.querySelector('[data-id]').textContent = String(job.id);
+    root.querySelector('[data-state]').textContent = job.state;
+    const rows = [
+      ['tube', el('a', { href: '#/tubes/' + enc(job.tube), text: job.tube })],
+      ['state', job.state],
+      [job.state === 'delayed' ? 'due' : 'ready since', fmtDue(job.due_unix_ms, now)],
+      ['priority', job.priority],
+      ['attempts', job.counters.reserves],
+      ['TTR', fmtSpan(job.ttr_ms)],
+      ['created', fmtTime(Date.parse(job.created))],
+      ['delay', fmtSpan(job.delay_ms)],
+    ];
+    if (job.reserved_until_unix_ms) rows.push(['reserved until', fmtDue(job.reserved_until_unix_ms, now)]);
+    if (job.key) rows.push(['key', job.key]);
+    if (job.group) rows.push(['group', job.group]);
+    if (job.url) rows.push(['webhook URL', job.url]);
+    if (job.last_attempt) rows.push(['last attempt', job.last_attempt + ' (status ' + job.last_status + ')']);
+    const c = job.counters;
+    rows.push(['counters', 'reserves ' + c.reserves + ' · timeouts ' + c.timeouts + ' · releases ' +
+               c.releases + ' · buries ' + c.buries + ' · kicks ' + c.kicks]);
+    facts(root.querySelector('[data-facts]'), rows);
+    showBody(job, root.querySelector('[data-body]'), root.querySelector('[data-body-note]'));
+    const can = {
+      reschedule: job.state === 'delayed' || job.state === 'ready',
+      kick: job.state === 'delayed' || job.state === 'buried',
+      bury: job.state === 'reserved',
+      delete: job.state !== 'reserved',
+    };
+    for (const [action, allowed] of Object.entries(can)) {
+      root.querySelector('[data-action="' + action + '"]').disabled = !allowed;
+    }
+    groupPanel.hidden = !job.group;
+    if (job.group) {
+      const group = await api('/v1/tubes/' + enc(job.tube) + '/groups/' + enc(job.group));
+      root.querySelector('[data-group-name]').textContent = job.group;
+      root.querySelector('[data-group-count]').textContent = '(' + group.jobs.length + ' jobs)';
+      groupPanel.querySelector('tbody').replaceChildren(...group.jobs.map((j) => el('tr', {},
+        el('td', {}, el('a', { href: '#/jobs?id=' + j.id, text: String(j.id) })),
+        el('td', { text: j.state }), el('td', { text: fmtDue(j.due_unix_ms, now) }),
+        el('td', { text: j.key || '' }))));
+    }
+  };
+  return refresh;
+}
+
+// --- routing and refreshing --------------------------------------------------------------------
+
+let current = null;  // the page's refresh function
+let timer = null;
+
+function route() {
+  const hash = location.hash.replace(/^#/, '') || '/';
+  const [path, query] = hash.split('?');
+  const params = new URLSearchParams(query || '');
+  let page = 'overview';
+  if (path === '/tubes') {
+    page = 'tubes';
+    current = tubesPage();
+  } else if (path.startsWith('/tubes/')) {
+    page = 'tubes';
+    current = tubePage(decodeURIComponent(path.slice('/tubes/'.length)));
+  } else if (path === '/jobs') {
+    page = 'jobs';
+    current = jobsPage(params);
+  } else {
+    current = overviewPage();
+  }
+  document.querySelectorAll('[data-nav]').forEach((a) => a.classList.toggle('current', a.dataset.nav === page));
+  tick();
+}
+
+async function tick() {
+  clearTimeout(timer);
+  const page = current;
+  try {
+    await page();
+    if (page === current) showError(null);
+  } catch (error) {
+    if (page === current) showError(error);
+  }
+  document.body.dataset.loaded = 'true';
+  if (document.getElementById('live').checked) timer = setTimeout(tick, REFRESH_MS);
+}
+
+window.addEventListener('hashchange', route);
+document.getElementById('live').addEventListener('change', tick);
+document.addEventListener('visibilitychange', () => {
+  if (document.hidden) clearTimeout(timer);
+  else tick();
+});
+// The header's health and version, on pages that do not read /v1/stats themselves.
+setInterval(() => {
+  if (!document.hidden && document.getElementById('live').checked) {
+    api('/v1/stats').then(renderHeader, () => {});
+  }
+}, 10 * REFRESH_MS);
+api('/v1/stats').then(renderHeader, () => {});
+route();

@@ -1,0 +1,305 @@
+// dashboard.test.js DELAYQD OUT_DIR — drives delayqd's web dashboard in headless Chromium
+// (Debian's /usr/bin/chromium, through playwright-core) against real delayqd processes on free
+// loopback ports. It puts jobs through the HTTP API, checks what each page shows, acts through
+// the page (reschedule, delete, cancel a group) and checks the result through the API. Writes a
+// screenshot of every page into OUT_DIR. Exit status 0 only if every check passed.
+'use strict';
+
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const assert = require('node:assert/strict');
+const { chromium } = require('playwright-core');
+
+const [delayqd, outDir] = process.argv.slice(2);
+if (!delayqd || !outDir) {
+  console.error('usage: dashboard.test.js DELAYQD OUT_DIR');
+  process.exit(2);
+}
+fs.mkdirSync(outDir, { recursive: true });
+
+const servers = [];
+
+// Starts delayqd on free ports with a fresh data directory; resolves with its HTTP base URL.
+function startServer(extraArgs = []) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'delayq-dashboard-'));
+  const child = spawn(delayqd, ['-p', '0', '--http', '127.0.0.1:0', '-b', path.join(dir, 'db'),
+                                ...extraArgs], { stdio: ['ignore', 'pipe', 'pipe'] });
+  servers.push({ child, dir });
+  let stderr = '';
+  child.stderr.on('data', (chunk) => { stderr += chunk; });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error('delayqd did not start: ' + stderr)), 15000);
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+      const found = /http listening on (\S+)/.exec(out);
+      if (found) {
+        clearTimeout(timer);
+        resolve({ base: 'http://' + found[1], dir });
+      }
+    });
+    child.on('exit', (code) => reject(new Error('delayqd exited with ' + code + ': ' + stderr)));
+  });
+}
+
+function stopServers() {
+  for (const { child, dir } of servers) {
+    if (child.exitCode === null) child.kill('SIGTERM');
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function call(base, method, route, body, token) {
+  const headers = { 'Content-Type': 'application/json' };
+  if (token) headers.Authorization = 'Bearer ' + token;
+  const response = await fetch(base + route, {
+    method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : {} };
+}
+
+const results = [];
+async function check(name, fn) {
+  try {
+    await fn();
+    results.push([name, true]);
+    console.log('ok   ' + name);
+  } catch (error) {
+    results.push([name, false]);
+    console.log('FAIL ' + name + '\n     ' + String(error.stack || error).split('\n').join('\n     '));
+  }
+}
+
+// The bars of the page's due chart as [label, jobs] pairs, once it has drawn them.
+async function dueBars(page) {
+  const canvas = page.getByTestId('due-chart');
+  await canvas.waitFor();
+  await page.waitForFunction(() => {
+    const c = document.querySelector('[data-testid="due-chart"]');
+    return c && c.dataset.buckets;
+  });
+  return JSON.parse(await canvas.getAttribute('data-buckets'));
+}
+
+async function main() {
+  const { base } = await startServer();
+  // The jobs the checks look for.
+  const put = (tube, job) => call(base, 'POST', '/v1/tubes/' + tube + '/jobs', job);
+  for (let i = 0; i < 3; i++) assert.equal((await put('orders', { body: 'ready ' + i })).status, 201);
+  const later = await put('orders', { body: '{"order":42}', delay: '2h', key: 'order-42' });
+  assert.equal(later.status, 201);
+  await put('orders', { body: 'soon', delay: '10m' });
+  const grouped = [];
+  for (let i = 0; i < 2; i++) {
+    grouped.push((await put('orders', { body: 'batch ' + i, delay: '3d', group: 'batch-7' })).body.id);
+  }
+  await put('mail', { body: 'hello' });
+  const binary = await put('mail', { body_base64: Buffer.from([0, 1, 2, 250, 65, 66]).toString('base64') });
+  await put('mail', { body: 'to bury', priority: 0 });
+  const reserved = await call(base, 'POST', '/v1/reserve', { tubes: ['mail'], timeout: '0s' });
+  assert.equal(reserved.status, 200);
+  assert.equal((await call(base, 'POST', '/v1/jobs/' + reserved.body.id + '/bury', {})).status, 200);
+
+  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium' });
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const outside = [];
+  await page.route('**/*', (route) => {
+    const url = new URL(route.request().url());
+    if (url.hostname !== '127.0.0.1') {
+      outside.push(url.href);
+      return route.abort();
+    }
+    return route.continue();
+  });
+  const pageErrors = [];
+  page.on('pageerror', (error) => pageErrors.push(String(error)));
+  const shot = (name) => page.screenshot({ path: path.join(outDir, name + '.png'), fullPage: true });
+
+  await check('GET / serves the dashboard, built into the binary, without a token', async () => {
+    const response = await fetch(base + '/');
+    assert.equal(response.status, 200);
+    assert.match(response.headers.get('content-type'), /^text\/html/);
+    assert.match(response.headers.get('content-security-policy'), /default-src 'self'/);
+    const chart = await fetch(base + '/dashboard/chart.min.js');
+    assert.equal(chart.status, 200);
+    assert.match(await chart.text(), /Chart\.js v3/);
+    assert.equal((await fetch(base + '/dashboard/nothing.js')).status, 404);
+  });
+
+  await check('the overview shows the counts put by the test', async () => {
+    await page.goto(base + '/');
+    await page.waitForSelector('body[data-loaded]');
+    const value = async (label) =>
+      (await page.getByTestId('card-' + label).locator('.value').textContent()).trim();
+    // orders: 3 ready, 4 delayed; mail: 2 ready, 1 buried.
+    assert.equal(await value('ready'), '5');
+    assert.equal(await value('delayed'), '4');
+    assert.equal(await value('buried'), '1');
+    assert.equal(await value('reserved'), '0');
+    assert.equal((await page.locator('#health').textContent()).trim(), 'healthy');
+    await page.waitForTimeout(4500);  // two more samples: the rates chart has points
+    await shot('overview');
+  });
+
+  await check('the due histogram puts a job due in 2 h in "next day", and zooms into it', async () => {
+    const bars = Object.fromEntries(await dueBars(page));
+    assert.deepEqual(bars, { overdue: 0, 'next minute': 0, 'next hour': 1, 'next day': 1,
+                             'next week': 2, later: 0 });
+    // Click the "next day" bar, where Chart.js drew it.
+    const point = await page.evaluate(() => {
+      const canvas = document.querySelector('[data-testid="due-chart"]');
+      const bar = Chart.getChart(canvas).getDatasetMeta(0).data[3];
+      return { x: bar.x, y: (bar.y + bar.base) / 2 };
+    });
+    await page.getByTestId('due-chart').click({ position: point });
+    await page.waitForFunction(() => {
+      const c = document.querySelector('[data-testid="due-chart"]');
+      return !JSON.parse(c.dataset.buckets).some(([label]) => label === 'next day');
+    });
+    const zoomed = await dueBars(page);
+    assert.ok(zoomed.length >= 10, 'about 12 bars: ' + JSON.stringify(zoomed));
+    assert.equal(zoomed.reduce((sum, [, jobs]) => sum + jobs, 0), 1);
+    // The bar holding the job starts between 1 h and 3 h from now.
+    const due = (await call(base, 'GET', '/v1/tubes/orders/keys/order-42')).body.due_unix_ms;
+    const stats = await call(base, 'GET', '/v1/due?at=' + (due - 60000) + ',' + (due + 60000));
+    assert.equal(stats.body.buckets[1].jobs, 1);
+    await shot('due-zoomed');
+  });
+
+  await check('the tubes page lists every tube with its counts, sortable', async () => {
+    await page.goto(base + '/#/tubes');
+    await page.waitForSelector('tr[data-tube="orders"]');
+    const cells = async (tube) => page.locator('tr[data-tube="' + tube + '"] td').allTextContents();
+    const orders = await cells('orders');
+    assert.deepEqual(orders.slice(0, 5).map((s) => s.trim()), ['orders', '3', '4', '0', '0']);
+    const mail = await cells('mail');
+    assert.deepEqual(mail.slice(0, 5).map((s) => s.trim()), ['mail', '2', '0', '0', '1']);
+    // Sorting by delayed, most first.
+    await page.locator('th[data-key="delayed"]').click();
+    const first = await page.locator('tbody tr').first().getAttribute('data-tube');
+    assert.equal(first, 'orders');
+    await page.locator('th[data-key="buried"]').click();
+    assert.equal(await page.locator('tbody tr').first().getAttribute('data-tube'), 'mail');
+    await shot('tubes');
+  });
+
+  await check('a tube page lists its jobs by state, and its due histogram', async () => {
+    await page.goto(base + '/#/tubes/orders');
+    await page.waitForSelector('[data-jobs] tbody tr');
+    assert.equal(await page.locator('[data-jobs] tbody tr').count(), 3);
+    await page.locator('[data-state="delayed"]').click();
+    await page.waitForSelector('[data-jobs] tbody tr[data-job="' + later.body.id + '"]');
+    const rows = await page.locator('[data-jobs] tbody tr').count();
+    assert.equal(rows, 4);
+    // In due order: the 10-minute job, then order-42, then the group.
+    const keys = await page.locator('[data-jobs] tbody tr td:nth-child(4)').allTextContents();
+    assert.deepEqual(keys, ['', 'order-42', '', '']);
+    const bars = Object.fromEntries(await dueBars(page));
+    assert.equal(bars['next day'], 1);
+    assert.equal(bars['next week'], 2);
+    await shot('tube');
+  });
+
+  await check('the inspector finds a job by key and reschedules it (checked through the API)',
+              async () => {
+    await page.goto(base + '/#/jobs');
+    await page.fill('input[name="tube"]', 'orders');
+    await page.fill('input[name="key"]', 'order-42');
+    await page.click('form[data-find] button[type="submit"]');
+    await page.waitForSelector('[data-job]:not([hidden]) [data-state]:text("delayed")');
+    assert.equal((await page.locator('[data-job] [data-id]').textContent()).trim(),
+                 String(later.body.id));
+    assert.match(await page.locator('[data-body]').textContent(), /"order":42/);
+    await page.fill('[data-when]', '5h');
+    await page.click('[data-action="reschedule"]');
+    await page.waitForSelector('#confirm[open]');
+    assert.match(await page.locator('#confirm [data-message]').textContent(), /Reschedule job/);
+    const before = Date.now();
+    await page.click('#confirm [data-ok]');
+    await page.waitForFunction(() => !document.querySelector('#confirm').open);
+    let job;
+    for (let i = 0; i < 50; i++) {
+      job = (await call(base, 'GET', '/v1/tubes/orders/keys/order-42')).body;
+      if (job.due_unix_ms > before + 4 * 3600 * 1000) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const expected = before + 5 * 3600 * 1000;
+    assert.ok(Math.abs(job.due_unix_ms - expected) < 60 * 1000,
+              'due ' + job.due_unix_ms + ', expected about ' + expected);
+    await shot('job');
+  });
+
+  await check('a binary body is shown in hex', async () => {
+    await page.goto(base + '/#/jobs?id=' + binary.body.id);
+    await page.waitForSelector('[data-body-note]:text("binary")');
+    assert.match(await page.locator('[data-body]').textContent(), /00 01 02 fa 41 42/);
+  });
+
+  await check('a delete asks for confirmation, and does nothing when cancelled', async () => {
+    const id = later.body.id;
+    await page.goto(base + '/#/jobs?id=' + id);
+    await page.waitForSelector('[data-job]:not([hidden]) [data-action="delete"]:not([disabled])');
+    await page.click('[data-action="delete"]');
+    await page.waitForSelector('#confirm[open]');
+    assert.match(await page.locator('#confirm [data-message]').textContent(), /Delete job \d+/);
+    await shot('confirm-delete');
+    await page.click('#confirm button[value="cancel"]');
+    assert.equal((await call(base, 'GET', '/v1/jobs/' + id)).status, 200);
+    await page.click('[data-action="delete"]');
+    await page.click('#confirm [data-ok]');
+    await page.waitForSelector('[data-state]:text("not found")');
+    assert.equal((await call(base, 'GET', '/v1/jobs/' + id)).status, 404);
+  });
+
+  await check('a group is listed with its job, and cancelled after a confirmation', async () => {
+    await page.goto(base + '/#/jobs?id=' + grouped[0]);
+    await page.waitForSelector('[data-group]:not([hidden]) tbody tr');
+    assert.equal(await page.locator('[data-group] tbody tr').count(), 2);
+    await page.click('[data-action="cancel-group"]');
+    await page.click('#confirm [data-ok]');
+    await page.waitForSelector('[data-state]:text("not found")');
+    const group = await call(base, 'GET', '/v1/tubes/orders/groups/batch-7');
+    assert.equal(group.body.jobs.length, 0);
+  });
+
+  await check('the page made no request off this machine and raised no error', async () => {
+    assert.deepEqual(outside, []);
+    assert.deepEqual(pageErrors, []);
+  });
+
+  // A server with a token: the page is served, the data only with the token.
+  await check('with --http-token-file the page asks for the token, then shows the data', async () => {
+    const tokenFile = path.join(outDir, 'token');
+    fs.writeFileSync(tokenFile, 's3cret\n');
+    const secured = await startServer(['--http-token-file', tokenFile]);
+    assert.equal((await call(secured.base, 'POST', '/v1/tubes/t/jobs', { body: 'x' }, 's3cret')).status, 201);
+    assert.equal((await call(secured.base, 'GET', '/v1/stats')).status, 401);
+    const fresh = await browser.newPage();
+    await fresh.goto(secured.base + '/');
+    await fresh.waitForSelector('#token[open]');
+    await fresh.fill('#token [data-token]', 's3cret');
+    await fresh.click('#token button');
+    await fresh.waitForFunction(() => {
+      const card = document.querySelector('[data-testid="card-ready"] .value');
+      return card && card.textContent.trim() === '1';
+    });
+    await fresh.close();
+  });
+
+  await browser.close();
+}
+
+main()
+  .catch((error) => {
+    console.log('FAIL setup\n     ' + (error.stack || error));
+    results.push(['setup', false]);
+  })
+  .finally(() => {
+    stopServers();
+    const failed = results.filter(([, ok]) => !ok).length;
+    console.log(results.length - failed + ' of ' + results.length + ' checks passed');
+    process.exit(failed === 0 && results.length > 0 ? 0 : 1);
+  });
