@@ -140,7 +140,19 @@ async function main() {
     assert.equal(await value('buried'), '1');
     assert.equal(await value('reserved'), '0');
     assert.equal((await page.locator('#health').textContent()).trim(), 'healthy');
-    await page.waitForTimeout(4500);  // two more samples: the rates chart has points
+    // Some traffic for the rates and lateness charts: jobs that fire within 3 s, ten of them
+    // then reserved and deleted.
+    for (let i = 1; i <= 30; i++) await put('reminders', { body: 'r' + i, delay: i * 100 });
+    await page.waitForTimeout(3500);
+    for (let i = 0; i < 10; i++) {
+      const job = await call(base, 'POST', '/v1/reserve', { tubes: ['reminders'], timeout: '1s' });
+      assert.equal(job.status, 200);
+      assert.equal((await call(base, 'DELETE', '/v1/jobs/' + job.body.id)).status, 200);
+    }
+    await page.waitForTimeout(4500);
+    const fired = await page.locator('[data-lateness]').textContent();
+    assert.match(fired, /30 fired/);
+    assert.doesNotMatch(fired, /p99 –/);
     await shot('overview');
   });
 
@@ -166,13 +178,14 @@ async function main() {
     const due = (await call(base, 'GET', '/v1/tubes/orders/keys/order-42')).body.due_unix_ms;
     const stats = await call(base, 'GET', '/v1/due?at=' + (due - 60000) + ',' + (due + 60000));
     assert.equal(stats.body.buckets[1].jobs, 1);
-    await shot('due-zoomed');
+    await page.locator('[data-due-panel]').screenshot({ path: path.join(outDir, 'due-zoomed.png') });
   });
 
   await check('the tubes page lists every tube with its counts, sortable', async () => {
     await page.goto(base + '/#/tubes');
     await page.waitForSelector('tr[data-tube="orders"]');
     const cells = async (tube) => page.locator('tr[data-tube="' + tube + '"] td').allTextContents();
+    await page.waitForSelector('tr[data-tube="reminders"]');
     const orders = await cells('orders');
     assert.deepEqual(orders.slice(0, 5).map((s) => s.trim()), ['orders', '3', '4', '0', '0']);
     const mail = await cells('mail');

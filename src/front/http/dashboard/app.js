@@ -7,6 +7,9 @@
 const REFRESH_MS = 2000;
 const RATE_WINDOW_MS = 5 * 60 * 1000;
 const MINUTE = 60 * 1000, HOUR = 60 * MINUTE, DAY = 24 * HOUR, WEEK = 7 * DAY;
+// Bar lengths of a zoomed due histogram, all whole minutes (the counts' resolution).
+const NICE_STEPS = [MINUTE, 2 * MINUTE, 5 * MINUTE, 10 * MINUTE, 15 * MINUTE, 30 * MINUTE, HOUR,
+  2 * HOUR, 3 * HOUR, 6 * HOUR, 12 * HOUR, DAY, 2 * DAY, WEEK, 2 * WEEK, 4 * WEEK];
 
 // --- the API -----------------------------------------------------------------------------------
 
@@ -211,8 +214,9 @@ class DueChart {
         data = await api(this.path() + '?in=0s,1m,1h,1d,7d');
       } else {
         const { from, to } = this.stack[this.stack.length - 1];
-        // About 12 bars, each a whole number of minutes.
-        const step = Math.max(MINUTE, Math.ceil((to - from) / 12 / MINUTE) * MINUTE);
+        // About 12 bars, each a round length: the first of these that is long enough.
+        const step = NICE_STEPS.find((length) => length * 12 >= to - from) ||
+                     NICE_STEPS[NICE_STEPS.length - 1];
         const edges = [];
         for (let t = from; t < to; t += step) edges.push(t);
         edges.push(to);
