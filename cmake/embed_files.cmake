@@ -1,16 +1,22 @@
 # embed_files.cmake — writes a C++ source that holds files' bytes, so that a binary carries its
 # assets (the dashboard's) and needs no file at run time. Run at build time:
-#   cmake -DOUTPUT=<file.cc> -DHEADER=<header> -DNAMESPACE=<ns> -DFILES=<path|path...> -P ...
-# The source defines <ns>::files(), declared in <header> with the struct File: each file's name
-# (without its directory) and bytes.
+#   cmake -DOUTPUT=<file.cc> -DHEADER=<header> -DNAMESPACE=<ns> -DFILES=<entry|entry...> -P ...
+# An entry is a path, embedded under its file name, or NAME=PATH. The source defines
+# <ns>::files(), declared in <header> with the struct File: each file's name and bytes.
 cmake_minimum_required(VERSION 3.25)
 
 string(REPLACE "|" ";" FILES "${FILES}")
 set(arrays "")
 set(entries "")
 set(index 0)
-foreach(path IN LISTS FILES)
-  get_filename_component(name "${path}" NAME)
+foreach(entry IN LISTS FILES)
+  if(entry MATCHES "^([^=/]+)=(.+)$")
+    set(name "${CMAKE_MATCH_1}")
+    set(path "${CMAKE_MATCH_2}")
+  else()
+    set(path "${entry}")
+    get_filename_component(name "${path}" NAME)
+  endif()
   file(READ "${path}" hex HEX)
   string(LENGTH "${hex}" digits)
   math(EXPR size "${digits} / 2")

@@ -72,8 +72,9 @@ struct TubeStats {
   std::chrono::seconds pause{0};
   std::chrono::milliseconds pause_left{0};
   std::uint32_t max_attempts = 0;  // delayq's extension: 0, none
-  // How long its oldest ready job has been ready (since it was put, released, rescheduled or
-  // kicked into the ready state); 0 with no ready job. Second resolution.
+  // How long its oldest ready job has waited, from the due_unix_ms it shows (when it became
+  // ready; a job back from a lapsed TTR, a lost worker or a kick from buried keeps that earlier
+  // time); 0 with no ready job. Second resolution.
   std::chrono::milliseconds oldest_ready_age{0};
 };
 

@@ -43,8 +43,9 @@ class TimeCounts {
 
  private:
   [[nodiscard]] std::int64_t bucket(std::int64_t unix_ms) const {
-    // Rounds toward minus infinity, so a bucket never straddles the epoch.
-    return unix_ms >= 0 ? unix_ms / width_ms_ : -((-unix_ms + width_ms_ - 1) / width_ms_);
+    // Rounds toward minus infinity, so a bucket never straddles the epoch (and never overflows).
+    const std::int64_t quotient = unix_ms / width_ms_;
+    return unix_ms % width_ms_ < 0 ? quotient - 1 : quotient;
   }
 
   std::int64_t width_ms_;

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <charconv>
 #include <limits>
+#include <map>
 
 #include "front/http/dashboard.h"
 #include "front/http/json.h"
@@ -653,13 +654,12 @@ void Api::undeliverable(JobId id, std::uint32_t token) {
 
 void Api::list_tubes(Call& call) {
   session_->list_tubes(call.reply.then<std::vector<TubeStats>>([this](const auto& tubes) {
-    const auto webhooks = broker_.webhooks();
+    std::map<std::string, std::string, std::less<>> urls;
+    for (auto& [name, webhook] : broker_.webhooks()) urls.emplace(name, std::move(webhook.url));
     json::array list;
     for (const TubeStats& tube : tubes) {
       json::object o = tube_json(tube);
-      for (const auto& [name, webhook] : webhooks) {
-        if (name == tube.name) o["webhook_url"] = webhook.url;
-      }
+      if (const auto url = urls.find(tube.name); url != urls.end()) o["webhook_url"] = url->second;
       list.push_back(std::move(o));
     }
     json::object o;
@@ -833,6 +833,7 @@ namespace {
 
 constexpr std::size_t kMaxDueEdges = 1000;
 constexpr std::size_t kMaxListedJobs = 1000;
+constexpr std::int64_t kLastInstant = 253402300799999;  // 9999-12-31T23:59:59.999Z
 
 // The edges of a due histogram from the query: in=<durations from now> or at=<instants>, each a
 // comma-separated list; neither: the overview's 0s,1m,1h,1d,7d.
@@ -872,6 +873,10 @@ Result<std::vector<broker::Due>> due_edges(std::string_view target) {
     std::int64_t unix_ms = 0;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), unix_ms);
     if (ec == std::errc{} && end == item.data() + item.size()) {
+      if (unix_ms < 0 || unix_ms > kLastInstant) {
+        return Status(Code::kInvalidArgument,
+                      "at: Unix milliseconds from 0 to " + std::to_string(kLastInstant));
+      }
       edges.push_back(broker::Due::at(unix_ms));
       continue;
     }

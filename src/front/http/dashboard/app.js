@@ -208,6 +208,9 @@ class DueChart {
 
   async refresh() {
     this.back.disabled = this.stack.length === 0;
+    // Only the latest request draws: a zoom may start while a periodic refresh is under way.
+    const mine = this.requests = (this.requests || 0) + 1;
+    const zoomed = this.stack.length > 0;
     let data;
     try {
       if (this.stack.length === 0) {
@@ -223,6 +226,7 @@ class DueChart {
         data = await api(this.path() + '?at=' + edges.join(','));
       }
     } catch (error) {
+      if (mine !== this.requests) return;
       this.note.textContent = error.status === 501 ? 'not available: ' + error.message
                               : error.status === 404 ? 'no such tube' : error.message;
       this.chart.data.labels = [];
@@ -230,9 +234,10 @@ class DueChart {
       this.chart.update();
       return;
     }
+    if (mine !== this.requests) return;
     const raw = data.buckets.map((b) => ({ from: b.from_unix_ms, to: b.to_unix_ms, jobs: b.jobs }));
     let labels;
-    if (this.stack.length === 0) {
+    if (!zoomed) {
       this.buckets = raw;
       labels = ['overdue', 'next minute', 'next hour', 'next day', 'next week', 'later'];
     } else {
@@ -392,7 +397,10 @@ function tubePage(name) {
   const jobs = root.querySelector('[data-jobs] tbody');
   const note = root.querySelector('[data-jobs-note]');
   let refresh;
-  tabs.forEach((tab) => tab.addEventListener('click', () => { state = tab.dataset.state; refresh(); }));
+  tabs.forEach((tab) => tab.addEventListener('click', () => {
+    state = tab.dataset.state;
+    refresh().catch(showError);
+  }));
   const act = async (message, input, run) => {
     const answer = await confirmAction(message, input);
     if (answer === null) return;
@@ -402,7 +410,7 @@ function tubePage(name) {
     } catch (error) {
       showError(error);
     }
-    refresh();
+    refresh().catch(showError);
   };
   root.querySelector('[data-action="kick"]').addEventListener('click', () =>
     act('Kick how many jobs of ' + name + ' (buried first, else delayed)?', '100',
@@ -500,7 +508,7 @@ function jobsPage(params) {
     } catch (error) {
       showError(error);
     }
-    refresh();
+    refresh().catch(showError);
   };
   root.querySelector('[data-action="delete"]').addEventListener('click', () =>
     act('Delete job ' + job.id + '? It will not run.', () => api(path(), { method: 'DELETE' })));
@@ -598,7 +606,13 @@ function route() {
     current = tubesPage();
   } else if (path.startsWith('/tubes/')) {
     page = 'tubes';
-    current = tubePage(decodeURIComponent(path.slice('/tubes/'.length)));
+    let name = path.slice('/tubes/'.length);
+    try {
+      name = decodeURIComponent(name);
+    } catch (error) {
+      // a malformed escape: the name as it is
+    }
+    current = tubePage(name);
   } else if (path === '/jobs') {
     page = 'jobs';
     current = jobsPage(params);
@@ -609,8 +623,12 @@ function route() {
   tick();
 }
 
+// One refresh of the current page, then the next in REFRESH_MS while live and visible. A tick
+// that another started since (a new page, "live" ticked, the tab shown) schedules nothing.
+let ticks = 0;
 async function tick() {
   clearTimeout(timer);
+  const mine = ++ticks;
   const page = current;
   try {
     await page();
@@ -619,7 +637,9 @@ async function tick() {
     if (page === current) showError(error);
   }
   document.body.dataset.loaded = 'true';
-  if (document.getElementById('live').checked) timer = setTimeout(tick, REFRESH_MS);
+  if (mine === ticks && !document.hidden && document.getElementById('live').checked) {
+    timer = setTimeout(tick, REFRESH_MS);
+  }
 }
 
 window.addEventListener('hashchange', route);
