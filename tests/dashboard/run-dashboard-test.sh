@@ -6,22 +6,8 @@
 # be reached to install playwright-core.
 set -euo pipefail
 delayqd=$1 test=$2 work=$3
-command -v node >/dev/null && command -v npm >/dev/null ||
-  { echo "node and npm are needed (scripts/install-deps.sh installs them)"; exit 1; }
 chromium=${CHROMIUM:-/usr/bin/chromium}
 [ -x "$chromium" ] || { echo "$chromium is missing (scripts/install-deps.sh installs chromium)"; exit 1; }
-mkdir -p "$work"
-cp "$test/package.json" "$test/package-lock.json" "$test/dashboard.test.js" "$work/"
-if [ ! -d "$work/node_modules/playwright-core" ]; then
-  if ! timeout 30 npm ping >/dev/null 2>&1; then
-    echo "skipped: the npm registry ($(npm config get registry)) cannot be reached to install playwright-core"
-    exit 77
-  fi
-  if ! (cd "$work" && npm ci --no-audit --no-fund >"$work/npm-install.log" 2>&1); then
-    echo "npm ci failed:"
-    cat "$work/npm-install.log"
-    rm -rf "$work/node_modules"
-    exit 1
-  fi
-fi
+"$(dirname "$0")/../support/npm-install.sh" "$test" "$work" playwright-core || exit $?
+cp "$test/dashboard.test.js" "$work/"
 CHROMIUM=$chromium node "$work/dashboard.test.js" "$delayqd" "$work/screenshots"
