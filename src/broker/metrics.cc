@@ -135,6 +135,14 @@ void Metrics::connection_closed(std::string_view protocol) {
   --connections_[protocol].open;
 }
 
+std::map<std::string_view, std::uint64_t> Metrics::deliveries(std::string_view tube) const {
+  std::map<std::string_view, std::uint64_t> out;
+  for (const auto& [key, count] : deliveries_) {
+    if (key.first == tube) out[key.second] = count;
+  }
+  return out;
+}
+
 std::map<std::string_view, std::uint64_t> Metrics::open_connections() const {
   std::map<std::string_view, std::uint64_t> open;
   for (const auto& [protocol, c] : connections_) open[protocol] = c.open;

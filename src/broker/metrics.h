@@ -64,6 +64,8 @@ class Metrics {
   // result must outlive the Metrics, as count_op's; the tube is copied.
   void count_delivery(std::string_view tube, std::string_view outcome);
   void count_attempt(std::string_view tube, std::string_view result);
+  // A tube's deliveries by outcome, as count_delivery() counted them (none: empty).
+  [[nodiscard]] std::map<std::string_view, std::uint64_t> deliveries(std::string_view tube) const;
   std::int64_t deliveries_in_flight = 0;
 
   // Sharded brokers (Redis mode): per shard, how far its earliest timer (a delayed job's due

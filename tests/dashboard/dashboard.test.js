@@ -6,6 +6,7 @@
 'use strict';
 
 const { spawn } = require('node:child_process');
+const http = require('node:http');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -182,7 +183,27 @@ async function main() {
   });
 
   await check('the tubes page lists every tube with its counts, sortable', async () => {
+    // A tube with a webhook, whose two jobs a real receiver on loopback takes.
+    const received = [];
+    const receiver = http.createServer((request, response) => {
+      request.resume();
+      request.on('end', () => {
+        received.push(request.url);
+        response.writeHead(204).end();
+      });
+    });
+    await new Promise((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const hook = 'http://127.0.0.1:' + receiver.address().port + '/hooks';
+    assert.equal((await call(base, 'PUT', '/v1/tubes/hooks/webhook', { url: hook })).status, 200);
+    await put('hooks', { body: 'one' });
+    await put('hooks', { body: 'two' });
+    for (let i = 0; i < 100 && received.length < 2; i++) await new Promise((r) => setTimeout(r, 50));
+    receiver.close();
+    assert.equal(received.length, 2);
     await page.goto(base + '/#/tubes');
+    await page.waitForSelector('tr[data-tube="hooks"] td:text("2 delivered")');
+    const webhook = await page.locator('tr[data-tube="hooks"] td').nth(8).textContent();
+    assert.equal(webhook, hook + ' (2 delivered)');
     await page.waitForSelector('tr[data-tube="orders"]');
     const cells = async (tube) => page.locator('tr[data-tube="' + tube + '"] td').allTextContents();
     await page.waitForSelector('tr[data-tube="reminders"]');

@@ -659,7 +659,14 @@ void Api::list_tubes(Call& call) {
     json::array list;
     for (const TubeStats& tube : tubes) {
       json::object o = tube_json(tube);
-      if (const auto url = urls.find(tube.name); url != urls.end()) o["webhook_url"] = url->second;
+      if (const auto url = urls.find(tube.name); url != urls.end()) {
+        o["webhook_url"] = url->second;
+        json::object deliveries;
+        for (const auto& [outcome, count] : broker_.metrics().deliveries(tube.name)) {
+          deliveries[outcome] = count;
+        }
+        o["webhook_deliveries"] = std::move(deliveries);
+      }
       list.push_back(std::move(o));
     }
     json::object o;

@@ -908,6 +908,9 @@ TEST_F(ApiTest, ListTubesAnswersEveryTube) {
   Webhook hook;
   hook.url = "https://example.test/hook";
   fake_.set_webhooks({{"emails", hook}});
+  fake_.metrics().count_delivery("emails", "delivered");
+  fake_.metrics().count_delivery("emails", "delivered");
+  fake_.metrics().count_delivery("emails", "buried");
   Exchange list = expect_call("GET", "/v1/tubes", "", "list_tubes");
   last().complete(
       std::vector<TubeStats>{testing::sample_tube("default"), testing::sample_tube("emails")});
@@ -919,7 +922,12 @@ TEST_F(ApiTest, ListTubesAnswersEveryTube) {
   expect_sample_tube(as_object(tubes[0]), "default");
   json::object emails = as_object(tubes[1]);
   EXPECT_EQ(text(emails, "webhook_url"), "https://example.test/hook");
+  const json::object deliveries = object_at(emails, "webhook_deliveries");
+  EXPECT_EQ(number(deliveries, "delivered"), 2);
+  EXPECT_EQ(number(deliveries, "buried"), 1);
+  EXPECT_EQ(deliveries.size(), 2U);
   emails.erase("webhook_url");
+  emails.erase("webhook_deliveries");
   expect_sample_tube(emails, "emails");
 }
 

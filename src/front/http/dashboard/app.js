@@ -348,6 +348,12 @@ function renderHeader(stats) {
     'v' + stats.version + ' · up ' + fmtSpan(stats.uptime_s * 1000);
 }
 
+// " (12 delivered, 1 buried)": what became of a tube's deliveries on this node since its start.
+function webhookSummary(deliveries) {
+  const parts = Object.entries(deliveries || {}).map(([outcome, n]) => fmtCount(n) + ' ' + outcome);
+  return parts.length ? ' (' + parts.join(', ') + ')' : '';
+}
+
 function tubesPage() {
   const root = instantiate('page-tubes');
   const table = root.querySelector('[data-tubes]');
@@ -374,7 +380,7 @@ function tubesPage() {
       el('td', { class: 'num', text: fmtCount(t.urgent) }),
       el('td', { class: 'num', text: fmtCount(t.waiting) }),
       el('td', { text: t.pause_left_ms > 0 ? fmtSpan(t.pause_left_ms) + ' left' : '–' }),
-      el('td', { text: t.webhook_url || '–' }),
+      el('td', { text: t.webhook_url ? t.webhook_url + webhookSummary(t.webhook_deliveries) : '–' }),
       el('td', { class: 'num', text: t.ready ? fmtSpan(t.oldest_ready_age_ms) : '–' }))));
   };
   table.querySelectorAll('th').forEach((th) => th.addEventListener('click', () => {
