@@ -273,6 +273,40 @@ class Cli {
     return 0;
   }
   int stats() { return show("GET", "/v1/stats", nullptr, false); }
+  // Delayed jobs by due time, between edges given as durations from now ("0s,1m,1h,1d,7d").
+  int due() {
+    ClientResponse response;
+    const std::string target =
+        (o_.tube.empty() ? std::string("/v1/due") : "/v1/tubes/" + segment(o_.tube) + "/due") +
+        "?in=" + segment(o_.in);
+    if (auto failed = call("GET", target, nullptr, response)) return *failed;
+    if (o_.json_output) {
+      std::fputs(response.body.c_str(), stdout);
+      return 0;
+    }
+    std::vector<std::string> edges;
+    for (std::size_t start = 0; start <= o_.in.size();) {
+      const std::size_t comma = std::min(o_.in.find(',', start), o_.in.size());
+      const std::string edge = o_.in.substr(start, comma - start);
+      edges.push_back(edge == "0s" || edge == "0" ? "now" : edge);
+      start = comma + 1;
+    }
+    const json::value parsed = json::parse(response.body);
+    const auto& buckets = parsed.as_object().at("buckets").as_array();
+    std::printf("%-22s %-26s %12s\n", "DUE", "FROM (UTC, whole minutes)", "JOBS");
+    for (std::size_t i = 0; i < buckets.size() && i <= edges.size(); ++i) {
+      const auto& b = buckets[i].as_object();
+      const std::string when = i == 0              ? "before " + edges[0]
+                               : i == edges.size() ? edges[i - 1] + " and later"
+                                                   : edges[i - 1] + " to " + edges[i];
+      const std::string from =
+          b.at("from_unix_ms").is_null()
+              ? std::string()
+              : delayq::front::http::format_instant(b.at("from_unix_ms").to_number<std::int64_t>());
+      std::printf("%-22s %-26s %12s\n", when.c_str(), from.c_str(), field(b, "jobs").c_str());
+    }
+    return 0;
+  }
   int backup() {
     // The directory is the server's; a relative one is taken from here, for a server on this
     // machine.
@@ -399,6 +433,9 @@ int main(int argc, char** argv) {
 
   auto* ls = app.add_subcommand("ls", "list tubes with their job counts");
   auto* stats = app.add_subcommand("stats", "server statistics");
+  auto* due = app.add_subcommand("due", "delayed jobs by due time (one tube, or every tube)");
+  due->add_option("tube", o.tube, "tube (default: every tube)");
+  due->add_option("--in", o.in, "edges from now, comma-separated (default 0s,1m,1h,1d,7d)");
 
   auto* group = app.add_subcommand("group", "jobs of a group");
   group->require_subcommand(1);
@@ -451,6 +488,11 @@ int main(int argc, char** argv) {
   if (reserve->parsed()) return cli.reserve();
   if (ls->parsed()) return cli.ls();
   if (stats->parsed()) return cli.stats();
+  if (due->parsed()) {
+    if (o.tube == "default" && due->count("tube") == 0) o.tube.clear();
+    if (o.in.empty()) o.in = "0s,1m,1h,1d,7d";
+    return cli.due();
+  }
   if (group_ls->parsed()) return cli.group_ls();
   if (group_rm->parsed()) return cli.group_rm();
   if (webhook_set->parsed()) return cli.webhook_set();

@@ -96,6 +96,37 @@ TEST_F(CliTest, PutGetRescheduleReserveRm) {
   EXPECT_EQ(json_of(stats).at("total_jobs").to_number<std::uint64_t>(), 1u);
 }
 
+TEST_F(CliTest, DueCountsDelayedJobsByDueTime) {
+  ASSERT_EQ(delayq("put --tube orders --in 2h later").status, 0);
+  ASSERT_EQ(delayq("put --tube orders --in 10m sooner").status, 0);
+  ASSERT_EQ(delayq("put --tube mail --in 3d much-later").status, 0);
+  Outcome all = delayq("due");
+  ASSERT_EQ(all.status, 0) << all.out;
+  // Header, then one line per bucket: overdue, the next minute, hour, day, week, later.
+  EXPECT_NE(all.out.find("before now"), std::string::npos) << all.out;
+  const auto count_of = [](const std::string& out, const std::string& when) {
+    const auto line = out.find("\n" + when + " ");
+    if (line == std::string::npos) return std::string("missing");
+    const auto end = out.find('\n', line + 1);
+    const std::string text = out.substr(line + 1, end - line - 1);
+    return text.substr(text.find_last_of(' ') + 1);
+  };
+  EXPECT_EQ(count_of(all.out, "1m to 1h"), "1") << all.out;
+  EXPECT_EQ(count_of(all.out, "1h to 1d"), "1") << all.out;
+  EXPECT_EQ(count_of(all.out, "1d to 7d"), "1") << all.out;
+  EXPECT_EQ(count_of(all.out, "7d and later"), "0") << all.out;
+  Outcome tube = delayq("due orders --in 0s,1h");
+  ASSERT_EQ(tube.status, 0) << tube.out;
+  EXPECT_EQ(count_of(tube.out, "now to 1h"), "1") << tube.out;
+  EXPECT_EQ(count_of(tube.out, "1h and later"), "1") << tube.out;
+  Outcome json_out = delayq("--json due mail");
+  ASSERT_EQ(json_out.status, 0) << json_out.out;
+  EXPECT_EQ(json_of(json_out).at("delayed").to_number<std::uint64_t>(), 1u);
+  Outcome bad = delayq("due --in 1h,0s");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.out.find("bad_request"), std::string::npos) << bad.out;
+}
+
 TEST_F(CliTest, WebhookSetGetRm) {
   Outcome set = delayq(
       "--json webhook set calls http://127.0.0.1:9/in --header 'Authorization: Bearer t' "
