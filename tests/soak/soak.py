@@ -109,8 +109,14 @@ class Soak:
         self.counts = {k: 0 for k in ("put", "reserve", "delete", "release", "lapse",
                                       "reschedule", "restart", "checked")}
         self.stop = threading.Event()
+        self.history = {}  # id -> what happened to it, for a failure's message
         self.go = threading.Event()  # cleared while the server is killed and checked
         self.go.set()
+
+    def note(self, job_id, what):
+        with self.lock:
+            self.history.setdefault(job_id, []).append(
+                "%.3f %s (restart %d)" % (time.time(), what, self.counts["restart"]))
 
     def fail(self, text):
         with self.lock:
@@ -142,6 +148,7 @@ class Soak:
                 with self.lock:
                     self.jobs[got[1]["id"]] = {"due": got[1]["due_unix_ms"]}
                     self.counts["put"] += 1
+                self.note(got[1]["id"], "put acknowledged")
             elif got:
                 self.fail("put answered %s %s" % got)
             time.sleep(1.0 / self.args.rate)
@@ -157,6 +164,7 @@ class Soak:
                 continue
             job = got[1]
             job_id = job["id"]
+            self.note(job_id, "reserved")
             with self.lock:
                 self.counts["reserve"] += 1
                 known = self.jobs.get(job_id)
@@ -189,6 +197,8 @@ class Soak:
                         self.counts["delete"] += 1
             if result and result[0] not in (200, 404, 409):
                 self.fail("job %d: answered %s %s" % (job_id, result[0], result[1]))
+            self.note(job_id, "%s answered %s" % ("release" if choice < 0.2 else "delete",
+                                                   result[0] if result else "nothing"))
             self.end(job_id, result)
 
     def rescheduler(self):
@@ -202,6 +212,7 @@ class Soak:
                     next(iter(self.jobs))
             self.begin(job_id)
             result = client.call("PATCH", "/v1/jobs/%d" % job_id, {"delay": random.randint(0, 3000)})
+            self.note(job_id, "reschedule answered %s" % (result[0] if result else "nothing"))
             if result and result[0] == 200:
                 with self.lock:
                     if job_id in self.jobs:
@@ -226,8 +237,8 @@ class Soak:
                     still = (job_id in self.jobs and job_id not in self.unsure and
                              job_id not in self.busy)
                 if still:
-                    self.fail("job %d, acknowledged, is missing after a restart (%s)"
-                              % (job_id, got[0]))
+                    self.fail("job %d, acknowledged, is missing after a restart (%s); its history: %s"
+                              % (job_id, got[0], "; ".join(self.history.get(job_id, []))))
         for job_id in recent + older:
             got = client.call("GET", "/v1/jobs/%d" % job_id)
             if got and got[0] != 404:
