@@ -127,13 +127,20 @@ class Soak:
         with self.lock:
             self.busy[job_id] = self.busy.get(job_id, 0) + 1
 
-    def end(self, job_id, result):
+    def end(self, job_id, result, apply=None):
+        """Ends an operation on a job: `apply` records its acknowledged effect. When its outcome
+        is unknown, or another operation on the job was under way meanwhile (HTTP reservations
+        are shared, so a worker whose TTR lapsed can release what another worker holds now, and
+        acknowledgements may be seen out of the server's order), the job is marked unsure
+        instead: checks skip it until a restart settles it by asking the server."""
         with self.lock:
+            if result is None or self.busy[job_id] > 1:
+                self.unsure.add(job_id)
+            elif apply is not None:
+                apply()
             self.busy[job_id] -= 1
             if self.busy[job_id] == 0:
                 del self.busy[job_id]
-            if result is None:
-                self.unsure.add(job_id)
 
     def producer(self):
         client = Client(self.server, self.go)
@@ -181,17 +188,18 @@ class Soak:
                     self.counts["lapse"] += 1
                 continue
             self.begin(job_id)
+            apply = None
             if choice < 0.2:
                 delay = random.randint(0, 2000)
                 result = client.call("POST", "/v1/jobs/%d/release" % job_id, {"delay": delay})
                 if result and result[0] == 200:
-                    with self.lock:
-                        self.jobs[job_id] = {"due": result[1]["due_unix_ms"]}
+                    def apply(due=result[1]["due_unix_ms"]):
+                        self.jobs[job_id] = {"due": due}
                         self.counts["release"] += 1
             else:
                 result = client.call("DELETE", "/v1/jobs/%d" % job_id)
                 if result and result[0] == 200:
-                    with self.lock:
+                    def apply():
                         self.jobs.pop(job_id, None)
                         self.deleted.append(job_id)
                         self.counts["delete"] += 1
@@ -199,7 +207,7 @@ class Soak:
                 self.fail("job %d: answered %s %s" % (job_id, result[0], result[1]))
             self.note(job_id, "%s answered %s" % ("release" if choice < 0.2 else "delete",
                                                    result[0] if result else "nothing"))
-            self.end(job_id, result)
+            self.end(job_id, result, apply)
 
     def rescheduler(self):
         client = Client(self.server, self.go)
@@ -213,14 +221,15 @@ class Soak:
             self.begin(job_id)
             result = client.call("PATCH", "/v1/jobs/%d" % job_id, {"delay": random.randint(0, 3000)})
             self.note(job_id, "reschedule answered %s" % (result[0] if result else "nothing"))
+            apply = None
             if result and result[0] == 200:
-                with self.lock:
+                def apply(due=result[1]["due_unix_ms"]):
                     if job_id in self.jobs:
-                        self.jobs[job_id] = {"due": result[1]["due_unix_ms"]}
+                        self.jobs[job_id] = {"due": due}
                     self.counts["reschedule"] += 1
             elif result and result[0] not in (404, 409):
                 self.fail("reschedule of %d answered %s %s" % (job_id, result[0], result[1]))
-            self.end(job_id, result)
+            self.end(job_id, result, apply)
 
     def check_after_restart(self):
         """Nothing acknowledged lost, no acknowledged delete undone."""
