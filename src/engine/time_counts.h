@@ -32,9 +32,11 @@ class TimeCounts {
   [[nodiscard]] std::int64_t width_ms() const noexcept { return width_ms_; }
   // The start of the earliest non-empty bucket.
   [[nodiscard]] std::optional<std::int64_t> earliest() const;
-  // An edge rounded down to its bucket's start: where count() puts it.
-  [[nodiscard]] std::int64_t round(std::int64_t unix_ms) const {
-    return bucket(unix_ms) * width_ms_;
+  // A time rounded down, toward minus infinity, to a multiple of width_ms: the start of its
+  // bucket, where count() puts an edge.
+  [[nodiscard]] static std::int64_t round_down(std::int64_t unix_ms, std::int64_t width_ms) {
+    const std::int64_t quotient = unix_ms / width_ms;
+    return (unix_ms % width_ms < 0 ? quotient - 1 : quotient) * width_ms;
   }
   // Adds to out[i] the jobs between edge i-1 (included) and edge i (excluded), each edge rounded
   // down to its bucket: out[0] those before the first edge, out[n] those at or after the last.
@@ -42,10 +44,9 @@ class TimeCounts {
   void count(std::span<const std::int64_t> edges, std::span<std::uint64_t> out) const;
 
  private:
+  // Rounds toward minus infinity, so a bucket never straddles the epoch (and never overflows).
   [[nodiscard]] std::int64_t bucket(std::int64_t unix_ms) const {
-    // Rounds toward minus infinity, so a bucket never straddles the epoch (and never overflows).
-    const std::int64_t quotient = unix_ms / width_ms_;
-    return unix_ms % width_ms_ < 0 ? quotient - 1 : quotient;
+    return round_down(unix_ms, width_ms_) / width_ms_;
   }
 
   std::int64_t width_ms_;

@@ -22,7 +22,7 @@ TEST(TimeCounts, CountsBetweenEdgesRoundedDownToWholeBuckets) {
   EXPECT_EQ(count(times, {60'000, 120'000, 180'000}), (std::vector<std::uint64_t>{2, 2, 1, 1}));
   EXPECT_EQ(count(times, {}), (std::vector<std::uint64_t>{6}));
   EXPECT_EQ(count(times, {10'000'000}), (std::vector<std::uint64_t>{6, 0}));
-  EXPECT_EQ(times.round(90'000), 60'000);
+  EXPECT_EQ(TimeCounts::round_down(90'000, 60'000), 60'000);
 }
 
 TEST(TimeCounts, RemovingTheLastOfABucketFreesIt) {
@@ -48,7 +48,7 @@ TEST(TimeCounts, TimesBeforeTheEpochRoundTowardMinusInfinity) {
   times.add(-1001);
   EXPECT_EQ(times.earliest(), -2000);
   EXPECT_EQ(count(times, {-1000, 0}), (std::vector<std::uint64_t>{1, 2, 0}));
-  EXPECT_EQ(times.round(-1), -1000);
+  EXPECT_EQ(TimeCounts::round_down(-1, 1000), -1000);
 }
 
 TEST(TimeCounts, RemovingWhatWasNeverAddedIsAProgrammersMistake) {

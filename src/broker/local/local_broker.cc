@@ -421,10 +421,8 @@ void LocalSession::due_counts(std::string tube, std::vector<broker::Due> edges,
   counts.resolution = broker::Millis{engine::Engine::kDueBucketMs};
   for (const broker::Due& edge : edges) {
     const std::int64_t at = edge.absolute ? edge.ms : counts.as_of_unix_ms + edge.ms;
-    const std::int64_t width = engine::Engine::kDueBucketMs;
-    // Rounded down, toward minus infinity, as the engine's buckets are.
-    const std::int64_t bucket = at / width - (at % width < 0 ? 1 : 0);
-    counts.edges_unix_ms.push_back(bucket * width);
+    counts.edges_unix_ms.push_back(
+        engine::TimeCounts::round_down(at, engine::Engine::kDueBucketMs));
   }
   auto jobs = engine().due_counts(tube, counts.edges_unix_ms);
   if (!jobs.is_ok()) return finish_all<broker::DueCounts>(std::move(done), jobs.status());
