@@ -327,6 +327,11 @@ int main(int argc, char** argv) {
   app.add_option("-z,--max-job-size", flags.server.max_job_bytes, "largest job body, in bytes")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30));
+  app.add_option("--min-free-disk", flags.node.min_free_disk_bytes,
+                 "free space kept on the data directory's disk (256MiB, 1GB...): below it, new "
+                 "jobs are refused and the server is not ready until there is room; 0: none")
+      ->transform(CLI::AsSizeValue(false))
+      ->default_str("256MiB");
   app.add_option("--fsync", flags.fsync,
                  "durability: always (fsync before every reply), interval:MS, or none")
       ->capture_default_str();

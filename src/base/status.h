@@ -23,6 +23,7 @@ enum class Code {
   kTimedOut,         // reserve: nothing became ready within the timeout
   kLimit,            // a configured limit would be exceeded
   kDraining,         // the server refuses new jobs (drain mode, before a shutdown)
+  kNoSpace,          // the server refuses new jobs until its disk (or Redis) has room again
   kCorruption,       // data on disk fails its checks
   kUnsupported,      // data on disk written by an unknown format version
   kIOError,          // the disk or the operating system failed
@@ -48,6 +49,8 @@ enum class Code {
       return "limit exceeded";
     case Code::kDraining:
       return "draining";
+    case Code::kNoSpace:
+      return "no space";
     case Code::kCorruption:
       return "corruption";
     case Code::kUnsupported:

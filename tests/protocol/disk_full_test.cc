@@ -1,10 +1,14 @@
-// disk_full_test.cc — the real delayqd with its data directory on a tmpfs of 8 MiB that the test
-// mounts (root only; skipped elsewhere) and fills with puts of 60 KB. When a write fails for want
-// of space, nothing more is acknowledged and the server stops, for a supervisor to restart it;
-// with room again, a restart recovers every acknowledged job. It stops with status 1 when the
-// failure reaches delayqd; Debian's RocksDB is built with assertions, and one of them can abort
-// inside the failing write itself (signal 6) before delayqd hears of it: both are accepted here,
-// since neither loses an acknowledged job (docs/failures.md).
+// disk_full_test.cc — the real delayqd with its data directory on a small tmpfs that the test
+// mounts (root only; skipped elsewhere) and fills with puts of 60 KB.
+// With its reserve of free space (--min-free-disk), the server refuses puts before the disk is
+// full (OUT_OF_MEMORY, HTTP 507), says it is not ready, goes on serving workers, and accepts puts
+// again once the file system has grown; nothing acknowledged is lost across a kill -9.
+// Without a reserve, a write fails for want of space: nothing more is acknowledged and the server
+// stops, for a supervisor to restart it; with room again, a restart recovers every acknowledged
+// job. It stops with status 1 when the failure reaches delayqd; Debian's RocksDB is built with
+// assertions, and one of them can abort inside the failing write itself (signal 6) before delayqd
+// hears of it: both are accepted here, since neither loses an acknowledged job
+// (docs/failures.md).
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -13,7 +17,9 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 
+#include "front/http/client.h"
 #include "server_process.h"
 
 namespace delayq::testing {
@@ -50,7 +56,7 @@ TEST(DiskFullTest, AFullDiskStopsTheServerAndLosesNothingAcknowledged) {
   TempDir dir;
   SmallDisk disk(dir.path() / "disk", "8m");
   if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here: " << disk.error();
-  ServerProcess server(dir.path() / "disk" / "db");
+  ServerProcess server(dir.path() / "disk" / "db", {"--min-free-disk", "0"});
   ASSERT_EQ(server.start(), "");
   Client client(server.port());
   ASSERT_TRUE(client.connected()) << client.error();
@@ -76,6 +82,74 @@ TEST(DiskFullTest, AFullDiskStopsTheServerAndLosesNothingAcknowledged) {
   Client after(server.port());
   const Yaml stats = parse_yaml(after.call("stats\r\n"));
   EXPECT_EQ(stats["current-jobs-delayed"], std::to_string(acknowledged));
+  EXPECT_EQ(server.stop(), "exited 0");
+}
+
+TEST(DiskFullTest, ADiskShortOfItsReserveRefusesPutsUntilThereIsRoomAndLosesNothing) {
+  if (ServerProcess::redis_mode()) GTEST_SKIP() << "no data directory in Redis mode";
+  TempDir dir;
+  SmallDisk disk(dir.path() / "disk", "64m");
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here: " << disk.error();
+  ServerProcess server(dir.path() / "disk" / "db", {"--min-free-disk", "24MiB"});
+  ASSERT_EQ(server.start(), "");
+  Client client(server.port());
+  ASSERT_TRUE(client.connected()) << client.error();
+  front::http::Client http("127.0.0.1", server.http_port());
+  const auto get = [&http](std::string_view method, std::string_view target,
+                           std::string_view body = {}) {
+    auto response = http.request(method, target, body, std::chrono::seconds(10));
+    EXPECT_TRUE(response.is_ok()) << target << ": " << response.status().to_string();
+    return response.is_ok() ? response.value() : front::http::ClientResponse{};
+  };
+  ASSERT_EQ(get("GET", "/readyz").status, 200U);
+
+  ASSERT_TRUE(inserted_id(client.call(put_command("ready", 0, 0))));  // for a worker, later
+  const std::string body(60'000, 'x');
+  std::uint64_t delayed = 0;
+  std::string refused;
+  for (int i = 0; i < 2000; ++i) {  // 120 MB: more than the disk holds
+    const std::string reply = client.call(put_command(body, 0, 3600));
+    if (!inserted_id(reply)) {
+      refused = reply;
+      break;
+    }
+    ++delayed;
+  }
+  ASSERT_EQ(refused, "OUT_OF_MEMORY\r\n") << "after " << delayed << " puts";
+  ASSERT_GT(delayed, 10U);
+
+  // Every later put is refused, over both protocols, and readiness says why.
+  EXPECT_EQ(client.call(put_command("small", 0, 0)), "OUT_OF_MEMORY\r\n");
+  const auto posted = get("POST", "/v1/tubes/default/jobs", R"({"body":"small"})");
+  EXPECT_EQ(posted.status, 507U) << posted.body;
+  EXPECT_NE(posted.body.find("\"no_space\""), std::string::npos) << posted.body;
+  const auto ready = get("GET", "/readyz");
+  EXPECT_EQ(ready.status, 503U);
+  EXPECT_NE(ready.body.find("\"no_space\""), std::string::npos) << ready.body;
+  // Workers go on: reserve, delete; reads too.
+  const std::string reserved = client.call("reserve-with-timeout 0\r\n");
+  ASSERT_EQ(reserved.rfind("RESERVED ", 0), 0U) << reserved;
+  const std::string id = reserved.substr(9, reserved.find(' ', 9) - 9);
+  EXPECT_EQ(client.call("delete " + id + "\r\n"), "DELETED\r\n");
+  EXPECT_EQ(parse_yaml(client.call("stats\r\n"))["current-jobs-delayed"], std::to_string(delayed));
+
+  // Room again: within a few seconds, puts are accepted and the server is ready.
+  ASSERT_TRUE(disk.grow("256m"));
+  bool back = false;
+  for (int i = 0; i < 100 && !back; ++i) {
+    back = get("GET", "/readyz").status == 200;
+    if (!back) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(back) << "still not ready 10 s after the disk grew";
+  ASSERT_TRUE(inserted_id(client.call(put_command(body, 0, 3600))));
+  ++delayed;
+
+  EXPECT_EQ(server.kill9(), "killed by signal 9");
+  ASSERT_EQ(server.start(), "");
+  Client after(server.port());
+  const Yaml stats = parse_yaml(after.call("stats\r\n"));
+  EXPECT_EQ(stats["current-jobs-delayed"], std::to_string(delayed));
+  EXPECT_EQ(stats["current-jobs-ready"], "0");
   EXPECT_EQ(server.stop(), "exited 0");
 }
 

@@ -384,6 +384,28 @@ TEST(RedisDownTest, ANodeIsNotReadyWhileRedisIsOutOfReachAndRecoversByItself) {
   EXPECT_TRUE(inserted_id(producer.call(put_command("back"))));
 }
 
+// A Redis over its maxmemory (noeviction, as delayqd demands) refuses writes: puts get
+// OUT_OF_MEMORY and HTTP 507, as for a full disk, and pass again once Redis has room.
+TEST(RedisFullTest, PutsAreRefusedWhileRedisIsOverItsMaxmemoryAndPassAgainAfter) {
+  TempDir dir;
+  RedisServer redis(dir.path() / "redis");
+  ASSERT_EQ(redis.start(), "");
+  auto server = node(dir, redis.address(), "full");
+  ASSERT_EQ(server->start(), "");
+  Client producer(server->port());
+  ASSERT_TRUE(inserted_id(producer.call(put_command("before"))));
+  ASSERT_EQ(call(redis.port(), {"CONFIG", "SET", "maxmemory", "1"}).str, "OK");
+  EXPECT_EQ(producer.call(put_command("refused"), Millis{15000}), "OUT_OF_MEMORY\r\n");
+  Client http(server->http_port());
+  ASSERT_TRUE(
+      http.send("POST /v1/tubes/default/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"));
+  EXPECT_EQ(http.read_line(Millis{15000}).value_or(""), "HTTP/1.1 507 Insufficient Storage\r\n");
+  ASSERT_EQ(call(redis.port(), {"CONFIG", "SET", "maxmemory", "0"}).str, "OK");
+  EXPECT_TRUE(inserted_id(producer.call(put_command("after"))));
+  const std::string reserved = producer.call("reserve-with-timeout 0\r\n", Millis{15000});
+  EXPECT_EQ(reserved.rfind("RESERVED ", 0), 0U) << reserved;
+}
+
 }  // namespace
 }  // namespace delayq::testing
 

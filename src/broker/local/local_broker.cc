@@ -173,6 +173,9 @@ void LocalSession::put(broker::PutRequest request, Callback<broker::PutResult> d
     return finish_all<broker::PutResult>(
         std::move(done), Status(Code::kDraining, "the server is draining: no new jobs"));
   }
+  if (Status space = node_.space(); !space.is_ok()) {
+    return finish_all<broker::PutResult>(std::move(done), std::move(space));
+  }
   engine::PutRequest put;
   put.tube = request.tube;
   put.priority = request.priority;
@@ -513,6 +516,7 @@ std::unique_ptr<broker::Session> LocalBroker::open_session(broker::SessionOption
 
 Status LocalBroker::health() const {
   if (!node_->healthy()) return {Code::kIOError, "the store has failed"};
+  if (Status space = node_->space(); !space.is_ok()) return space;
   if (node_->draining()) return {Code::kDraining, "the server is draining"};
   return Status::ok();
 }

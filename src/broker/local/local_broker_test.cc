@@ -381,5 +381,92 @@ TEST_F(LocalBrokerTest, AJobKeepsItsUrlAndItsLastAttemptUntilItIsDeleted) {
   EXPECT_EQ(gate_->read_attachment(id).code(), Code::kNotFound) << "attachment left behind";
 }
 
+// Below the free space it keeps, the node refuses puts and says it is not ready; everything else
+// goes on, and puts pass again as soon as a measure finds room.
+TEST_F(LocalBrokerTest, ADiskShortOfItsReserveRefusesPutsOnlyUntilThereIsRoom) {
+  std::uint64_t free = 64 << 20;
+  NodeOptions options;
+  options.min_free_disk_bytes = 1 << 20;
+  options.free_disk = [&free] { return std::optional<std::uint64_t>(free); };
+  options.disk_check_interval = 0ms;  // measure at every question
+  auto opened = LocalBroker::open(io_, options, std::make_unique<store::MemoryStore>());
+  ASSERT_TRUE(opened.is_ok()) << opened.status().to_string();
+  auto broker = std::move(opened).value();
+  auto session = broker->open_session({});
+  const auto try_put = [&] {
+    broker::PutRequest request;
+    request.tube = "orders";
+    request.body = "body";
+    std::optional<Result<broker::PutResult>> done;
+    session->put(request, [&](Result<broker::PutResult> r) { done.emplace(std::move(r)); });
+    EXPECT_TRUE(run_until([&] { return done.has_value(); }));
+    return done.value_or(Status(Code::kTimedOut, "no completion"));
+  };
+  auto first = try_put();
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  auto second = try_put();
+  ASSERT_TRUE(second.is_ok()) << second.status().to_string();
+  EXPECT_TRUE(broker->health().is_ok());
+
+  free = 512 << 10;
+  auto refused = try_put();
+  EXPECT_EQ(refused.status().code(), Code::kNoSpace);
+  EXPECT_NE(refused.status().message().find("0.5 MiB free"), std::string::npos)
+      << refused.status().message();
+  EXPECT_EQ(broker->health().code(), Code::kNoSpace);
+
+  std::optional<Result<broker::Job>> reserved;
+  reserve(*session, "orders", &reserved);
+  ASSERT_TRUE(run_until([&] { return reserved.has_value(); }));
+  ASSERT_TRUE(reserved->is_ok()) << reserved->status().to_string();
+  EXPECT_EQ(reserved->value().view.id, first.value().job.id);
+  std::optional<Result<JobId>> erased;
+  session->erase(broker::JobRef::by_id(second.value().job.id),
+                 [&](Result<JobId> r) { erased.emplace(std::move(r)); });
+  ASSERT_TRUE(run_until([&] { return erased.has_value(); }));
+  EXPECT_TRUE(erased->is_ok()) << erased->status().to_string();
+
+  free = 2 << 20;
+  EXPECT_TRUE(broker->health().is_ok());
+  auto again = try_put();
+  EXPECT_TRUE(again.is_ok()) << again.status().to_string();
+}
+
+// The disk is measured once a check interval, and sooner when what was written since the last
+// measure may have used up the margin above the reserve: a burst of puts cannot run past it for
+// a whole interval.
+TEST_F(LocalBrokerTest, TheDiskIsMeasuredAgainOnceWritesMayHaveUsedTheMargin) {
+  std::uint64_t free = (1 << 20) + 8000;
+  int measures = 0;
+  NodeOptions options;
+  options.min_free_disk_bytes = 1 << 20;
+  options.free_disk = [&] {
+    ++measures;
+    return std::optional<std::uint64_t>(free);
+  };
+  options.disk_check_interval = 1h;
+  auto opened = LocalBroker::open(io_, options, std::make_unique<store::MemoryStore>());
+  ASSERT_TRUE(opened.is_ok()) << opened.status().to_string();
+  auto broker = std::move(opened).value();
+  EXPECT_EQ(measures, 1) << "measured at open";
+  auto session = broker->open_session({});
+  const auto try_put = [&](std::size_t bytes) {
+    broker::PutRequest request;
+    request.tube = "orders";
+    request.body = std::string(bytes, 'x');
+    std::optional<Result<broker::PutResult>> done;
+    session->put(request, [&](Result<broker::PutResult> r) { done.emplace(std::move(r)); });
+    EXPECT_TRUE(run_until([&] { return done.has_value(); }));
+    return done.value_or(Status(Code::kTimedOut, "no completion"));
+  };
+  ASSERT_TRUE(try_put(100).is_ok());
+  ASSERT_TRUE(try_put(100).is_ok());
+  EXPECT_EQ(measures, 1) << "far from the reserve, within the interval: no measure";
+  ASSERT_TRUE(try_put(10'000).is_ok());  // more than the margin: the next put measures
+  free = (1 << 20) - 1;
+  EXPECT_EQ(try_put(100).status().code(), Code::kNoSpace);
+  EXPECT_EQ(measures, 2);
+}
+
 }  // namespace
 }  // namespace delayq::local

@@ -1,5 +1,9 @@
 #include "broker/local/node.h"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <chrono>
@@ -22,7 +26,13 @@ std::int64_t unix_us() {
 }  // namespace
 
 Node::Node(boost::asio::io_context& io, const NodeOptions& options)
-    : io_(io), durability_(options.durability), timer_(io), started_unix_ms_(unix_us() / 1000) {}
+    : io_(io),
+      durability_(options.durability),
+      timer_(io),
+      started_unix_ms_(unix_us() / 1000),
+      free_disk_(options.free_disk),
+      min_free_disk_(options.min_free_disk_bytes),
+      disk_check_interval_(options.disk_check_interval) {}
 
 Node::~Node() {
   if (backup_thread_.joinable()) backup_thread_.join();
@@ -37,7 +47,15 @@ Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const Node
   if (dir.has_parent_path()) std::filesystem::create_directories(dir.parent_path(), error);
   auto store = store::RocksStore::open(options.data_dir, options.store);
   if (!store.is_ok()) return store.status();
-  return open(io, options, std::move(store).value());
+  NodeOptions with_disk = options;
+  if (!with_disk.free_disk) {
+    with_disk.free_disk = [dir = options.data_dir]() -> std::optional<std::uint64_t> {
+      struct statvfs fs {};
+      if (::statvfs(dir.c_str(), &fs) != 0) return std::nullopt;
+      return std::uint64_t{fs.f_bavail} * fs.f_frsize;
+    };
+  }
+  return open(io, with_disk, std::move(store).value());
 }
 
 Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const NodeOptions& options,
@@ -74,6 +92,9 @@ Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const Node
     const double late_us = static_cast<double>(raw->turn_unix_us_ - due_unix_ms * 1000);
     raw->metrics_.fire_lateness.observe(std::max(0.0, late_us) / 1e6);
   });
+  if (node->min_free_disk_ > 0 && node->free_disk_) {
+    node->measure_disk(std::chrono::steady_clock::now());  // says at start if space is short
+  }
   node->touched();  // overdue jobs, and the first timer
   return node;
 }
@@ -117,6 +138,46 @@ bool Node::remove_webhook(const std::string& tube) {
   staged_.erase_webhook(tube);
   webhooks_changed();
   return true;
+}
+
+namespace {
+
+std::string mib(std::uint64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+}  // namespace
+
+Status Node::space() {
+  if (min_free_disk_ == 0 || !free_disk_) return Status::ok();
+  const auto now = std::chrono::steady_clock::now();
+  // Measure when the last measure is old, or when what was written since may have taken the
+  // node below its reserve (not again while it is below: the old measure holds until it is old).
+  const bool maybe_low = !disk_low_ && written_since_check_ + min_free_disk_ > disk_free_;
+  if (now - disk_checked_at_ >= disk_check_interval_ || maybe_low) measure_disk(now);
+  if (!disk_low_) return Status::ok();
+  return {Code::kNoSpace, "the data directory's disk has " + mib(disk_free_) +
+                              " free, less than the " + mib(min_free_disk_) +
+                              " kept free (--min-free-disk): no new jobs until there is room"};
+}
+
+void Node::measure_disk(std::chrono::steady_clock::time_point now) {
+  disk_checked_at_ = now;
+  written_since_check_ = 0;
+  const std::optional<std::uint64_t> free = free_disk_();
+  if (!free) return;  // unknown: keep the last verdict
+  disk_free_ = *free;
+  const bool low = disk_free_ < min_free_disk_;
+  if (low && !disk_low_) {
+    spdlog::warn(
+        "the data directory's disk has {} free, less than the {} kept free: refusing "
+        "new jobs until there is room (reads, deletes and workers go on)",
+        mib(disk_free_), mib(min_free_disk_));
+  } else if (!low && disk_low_) {
+    spdlog::info("the data directory's disk has {} free again: accepting new jobs",
+                 mib(disk_free_));
+  }
+  disk_low_ = low;
 }
 
 namespace {
@@ -287,10 +348,12 @@ void Node::commit() {
   const std::uint64_t seq = ++submitted_;
   Unsynced& unsynced = unsynced_[seq];
   unsynced.jobs.reserve(set.ops().size());
+  constexpr std::uint64_t kOpOverhead = 32;  // its key and the log's framing, about
   for (const store::WriteSet::Op& op : set.ops()) {
     if (op.id != 0 && (unsynced.jobs.empty() || unsynced.jobs.back() != op.id)) {
       unsynced.jobs.push_back(op.id);
     }
+    written_since_check_ += op.value.size() + kOpOverhead;
   }
   if (durability_.mode != store::Durability::Mode::kAlways) {
     // A reply waits for the write alone (interval: the committer syncs it within the interval),

@@ -44,6 +44,17 @@ struct NodeOptions {
   RecoveryReport on_recovery;
   // The wall clock; null: the system's. Must outlive the node (tests drive their own).
   engine::Clock* clock = nullptr;
+  // Free space kept on the file system of the data directory: below it, puts are refused
+  // (kNoSpace) and the node is not ready until there is room again; reads, deletes and every
+  // other change go on (they write little). The room is for RocksDB to flush its write buffers
+  // and compact, so that a full disk never fails a write (which stops the node). 0: no reserve.
+  // Default: 256 MiB.
+  std::uint64_t min_free_disk_bytes = std::uint64_t{256} << 20;
+  // How free space is measured: null, statvfs of data_dir; nullopt from it, unknown (puts go on).
+  std::function<std::optional<std::uint64_t>()> free_disk;
+  // Free space is measured at most this often, and also as soon as what was written since the
+  // last measure may have used up the margin above the reserve. Default: 1 s.
+  std::chrono::milliseconds disk_check_interval{1000};
 };
 
 class Node {
@@ -106,6 +117,9 @@ class Node {
   [[nodiscard]] bool draining() const noexcept { return draining_; }
   // Whether the node serves: false once the store has failed (readiness probes).
   [[nodiscard]] bool healthy() const noexcept { return !failed_; }
+  // kNoSpace while the data directory's file system has less than min_free_disk_bytes free
+  // (see NodeOptions), else ok. Cheap: measures only when the last measure is too old.
+  Status space();
   // Since open(), on the engine's clock (which never runs backwards).
   [[nodiscard]] std::chrono::seconds uptime() const {
     return std::chrono::seconds{std::max<std::int64_t>(0, engine_->now() - started_unix_ms_) /
@@ -150,6 +164,15 @@ class Node {
   bool draining_ = false;
   std::int64_t started_unix_ms_ = 0;
   std::int64_t turn_unix_us_ = 0;  // when this turn began: fire lateness is measured from it
+  // Free space (space()): the last measure, when it was taken, what was written since.
+  std::function<std::optional<std::uint64_t>()> free_disk_;
+  std::uint64_t min_free_disk_ = 0;
+  std::chrono::steady_clock::duration disk_check_interval_{};
+  std::chrono::steady_clock::time_point disk_checked_at_{};
+  std::uint64_t disk_free_ = 0;
+  std::uint64_t written_since_check_ = 0;
+  bool disk_low_ = false;
+  void measure_disk(std::chrono::steady_clock::time_point now);
   broker::Metrics metrics_;
   // Batches submitted and not yet durable: the jobs they change, and the bodies they put (the
   // store cannot serve those yet).

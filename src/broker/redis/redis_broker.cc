@@ -39,6 +39,13 @@ std::int64_t unix_ms_now() {
       .count();
 }
 
+// An error reply: Redis out of memory (over maxmemory, which refuses writes under noeviction) is
+// kNoSpace, as a full disk is for the local broker; anything else an error of the store.
+Status error_status(const std::string& error) {
+  if (error.starts_with("OOM ")) return {Code::kNoSpace, "Redis is out of memory: " + error};
+  return {Code::kIOError, "Redis: " + error};
+}
+
 // A script's reply: {'ok', ...} or {'<error>', message}.
 Status status_of(const Reply& reply) {
   if (reply.type != ReplyType::kArray || reply.elements.empty()) {
@@ -280,9 +287,7 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
       return done(Status(Code::kIOError, "Redis: " + replies.status().message()));
     }
     auto& list = replies.value();
-    if (list.front().is_error()) {
-      return done(Status(Code::kIOError, "Redis: " + list.front().str));
-    }
+    if (list.front().is_error()) return done(error_status(list.front().str));
     done(std::move(list.front()));
   });
 }

@@ -70,6 +70,7 @@ std::string status_reply(const Status& status, std::string_view conflict_word) {
       word = "TIMED_OUT";
       break;
     case Code::kLimit:
+    case Code::kNoSpace:
       word = "OUT_OF_MEMORY";
       break;
     case Code::kDraining:

@@ -515,6 +515,7 @@ TEST_F(ConversationTest, EveryBrokerErrorReadsAsItsReplyWord) {
   static constexpr ErrorCase kCases[] = {
       {"put 1 0 1 2\r\nhi\r\n", Code::kDraining, "DRAINING"},
       {"put 1 0 1 2\r\nhi\r\n", Code::kLimit, "OUT_OF_MEMORY"},
+      {"put 1 0 1 2\r\nhi\r\n", Code::kNoSpace, "OUT_OF_MEMORY"},
       {"put 1 0 1 2\r\nhi\r\n", Code::kIOError, "INTERNAL_ERROR"},
       {"put 1 0 1 2\r\nhi\r\n", Code::kCorruption, "INTERNAL_ERROR"},
       {"put 1 0 1 2\r\nhi\r\n", Code::kUnsupported, "INTERNAL_ERROR"},

@@ -26,8 +26,9 @@ constexpr std::uint64_t kMaxPriority = std::numeric_limits<std::uint32_t>::max()
 // The status as a label of static storage, for metrics.
 std::string_view status_text(unsigned status) {
   static constexpr std::pair<unsigned, std::string_view> kKnown[] = {
-      {200, "200"}, {201, "201"}, {204, "204"}, {400, "400"}, {401, "401"}, {404, "404"},
-      {405, "405"}, {409, "409"}, {413, "413"}, {431, "431"}, {500, "500"}, {503, "503"}};
+      {200, "200"}, {201, "201"}, {204, "204"}, {400, "400"}, {401, "401"},
+      {404, "404"}, {405, "405"}, {409, "409"}, {413, "413"}, {431, "431"},
+      {500, "500"}, {501, "501"}, {503, "503"}, {507, "507"}};
   for (const auto& [code, text] : kKnown) {
     if (code == status) return text;
   }
@@ -170,6 +171,20 @@ Result<Webhook> read_webhook(Body& body, std::string_view text) {
   return hook;
 }
 
+// The broker's health in one word, as /readyz and /v1/stats name it.
+const char* health_word(const Status& health) {
+  switch (health.code()) {
+    case Code::kOk:
+      return "ok";
+    case Code::kDraining:
+      return "draining";
+    case Code::kNoSpace:
+      return "no_space";
+    default:
+      return "unavailable";
+  }
+}
+
 // The one place a Status becomes an HTTP answer.
 Response from_status(const Status& status) {
   switch (status.code()) {
@@ -183,6 +198,8 @@ Response from_status(const Status& status) {
       return Api::error(503, "limit", status.message());
     case Code::kDraining:
       return Api::error(503, "draining", status.message());
+    case Code::kNoSpace:
+      return Api::error(507, "no_space", status.message());
     case Code::kUnsupported:
       return Api::error(501, "unsupported", status.message());
     default:
@@ -790,9 +807,7 @@ void Api::stats(Call& call) {
     o["connections"] = std::move(connections);
     const Status health = broker_.health();
     json::object store;
-    store["status"] = health.is_ok()                     ? "ok"
-                      : health.code() == Code::kDraining ? "draining"
-                                                         : "unavailable";
+    store["status"] = health_word(health);
     if (!health.is_ok()) store["message"] = health.message();
     o["health"] = std::move(store);
     return json_response(200, json::serialize(o));
@@ -819,10 +834,7 @@ void Api::health(Call& call) {
 
 void Api::ready(Call& call) {
   const Status health = broker_.health();
-  if (health.code() == Code::kDraining) {
-    return call.reply(error(503, "draining", health.message()));
-  }
-  if (!health.is_ok()) return call.reply(error(503, "unavailable", health.message()));
+  if (!health.is_ok()) return call.reply(error(503, health_word(health), health.message()));
   call.reply(json_response(200, R"({"status":"ready"})"));
 }
 

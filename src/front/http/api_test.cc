@@ -500,7 +500,7 @@ constexpr BrokerError kPutErrors[] = {
     {Code::kDraining, 503, "draining"},   {Code::kLimit, 503, "limit"},
     {Code::kConflict, 409, "conflict"},   {Code::kInvalidArgument, 400, "bad_request"},
     {Code::kNotFound, 404, "not_found"},  {Code::kIOError, 500, "internal"},
-    {Code::kCorruption, 500, "internal"},
+    {Code::kCorruption, 500, "internal"}, {Code::kNoSpace, 507, "no_space"},
 };
 
 TEST_F(ApiTest, PutAnswersEachBrokerErrorWithItsStatusCodeAndMessage) {
@@ -515,6 +515,7 @@ TEST_F(ApiTest, PutAnswersEachBrokerErrorWithItsStatusCodeAndMessage) {
     EXPECT_TRUE(put.response().location.empty());
   }
   EXPECT_EQ(ops("put_job", "503"), 2U);
+  EXPECT_EQ(ops("put_job", "507"), 1U);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1231,7 +1232,7 @@ TEST_F(ApiTest, HealthzIsOkAtOnce) {
   EXPECT_EQ(ops("healthz", "200"), 1U);
 }
 
-TEST_F(ApiTest, ReadyzSaysReadyDrainingOrUnavailable) {
+TEST_F(ApiTest, ReadyzSaysReadyDrainingShortOfSpaceOrUnavailable) {
   Response response = expect_local("GET", "/readyz");
   EXPECT_EQ(response.status, 200U);
   EXPECT_EQ(response.body, "{\"status\":\"ready\"}\n");
@@ -1248,7 +1249,13 @@ TEST_F(ApiTest, ReadyzSaysReadyDrainingOrUnavailable) {
   EXPECT_EQ(response.status, 503U);
   EXPECT_EQ(error_code_of(response), "unavailable");
   EXPECT_EQ(error_message_of(response), "the store failed");
-  EXPECT_EQ(ops("readyz", "503"), 2U);
+
+  fake_.set_health(Status(Code::kNoSpace, "the disk is short of space"));
+  response = expect_local("GET", "/readyz");
+  EXPECT_EQ(response.status, 503U);
+  EXPECT_EQ(error_code_of(response), "no_space");
+  EXPECT_EQ(error_message_of(response), "the disk is short of space");
+  EXPECT_EQ(ops("readyz", "503"), 3U);
   EXPECT_EQ(ops("readyz", "200"), 1U);
 }
 
