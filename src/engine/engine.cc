@@ -617,7 +617,7 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
   return result;
 }
 
-std::optional<Engine::Slot> Engine::best_ready(const std::vector<TubeNo>& tubes) const {
+std::optional<Engine::Slot> Engine::best_ready(std::span<const TubeNo> tubes) const {
   std::optional<Slot> best;
   for (const TubeNo no : tubes) {
     const Tube& t = tube(no);
@@ -646,7 +646,7 @@ ReserveResult Engine::reserve(ClientId client_id, std::optional<Millis> timeout)
   if (!best && deadline_soon(c)) return ReserveResult{ReserveResult::Kind::kDeadlineSoon, {}};
   if (best) return hand_out(client_id, *best);
   if (timeout && timeout->count() <= 0) return ReserveResult{ReserveResult::Kind::kTimedOut, {}};
-  const WaitId wait = start_wait(client_id, c.watched, true, timeout);
+  const WaitId wait = start_wait(client_id, {c.watched.begin(), c.watched.end()}, true, timeout);
   client(client_id).watch_wait = wait;
   return ReserveResult{ReserveResult::Kind::kWaiting, {}, wait};
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <array>
+#include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -326,9 +327,10 @@ class Engine {
   };
   struct Client {
     TubeNo used = 0;
-    std::vector<TubeNo> watched;
+    bool internal = false;  // connect(false): not a user of a tube until told to
+    // In place for the usual one or two tubes: an idle connection's client allocates nothing.
+    boost::container::small_vector<TubeNo, 2> watched;
     std::vector<Slot> reserved;
-    bool internal = false;      // connect(false): not a user of a tube until told to
     WaitId watch_wait = 0;      // its wait on its watch list, 0 if none
     std::vector<WaitId> waits;  // every wait of its, that one included
   };
@@ -396,7 +398,7 @@ class Engine {
   // clients, waiting and time
   Client& client(ClientId id);
   [[nodiscard]] const Client& client(ClientId id) const;
-  std::optional<Slot> best_ready(const std::vector<TubeNo>& tubes) const;
+  std::optional<Slot> best_ready(std::span<const TubeNo> tubes) const;
   ReserveResult hand_out(ClientId client_id, Slot slot);
   [[nodiscard]] bool deadline_soon(const Client& client) const;
   WaitId start_wait(ClientId client, std::vector<TubeNo> tubes, bool watch_list,

@@ -36,7 +36,7 @@ Listener::Listener(boost::asio::io_context& io, std::string what, Full full, OnS
       full_(std::move(full)),
       on_socket_(std::move(on_socket)),
       refusal_(std::move(refusal)),
-      acceptor_(io),
+      acceptor_(io.get_executor()),
       retry_(io) {}
 
 Status Listener::start(const std::string& address, std::uint16_t port) {
@@ -95,7 +95,7 @@ std::string Listener::local_address() const {
 }
 
 void Listener::accept() {
-  acceptor_.async_accept([this](const boost::system::error_code& error, tcp::socket socket) {
+  acceptor_.async_accept([this](const boost::system::error_code& error, Socket socket) {
     if (error == boost::asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (error) {
       retry_.expires_after(std::chrono::milliseconds(100));
@@ -104,6 +104,9 @@ void Listener::accept() {
       });
       return;
     }
+    // The next accept first: it takes the memory Asio kept from the one that just completed,
+    // which is larger than a connection's first wait needs and would stay with it while idle.
+    accept();
     boost::system::error_code ignored;
     if (full_()) {
       refuse(socket);
@@ -111,7 +114,6 @@ void Listener::accept() {
       socket.set_option(tcp::no_delay(true), ignored);
       on_socket_(std::move(socket));
     }
-    accept();
   });
 }
 
@@ -120,7 +122,7 @@ void Listener::accept() {
 // most) is read first, since unread bytes at the close make it a reset; bytes that arrive after
 // the close still do, and a client that sent its command at once may then see the reset
 // instead of the refusal.
-void Listener::refuse(tcp::socket& socket) {
+void Listener::refuse(Socket& socket) {
   const std::string refusal = refusal_ ? refusal_() : std::string();
   const int fd = socket.native_handle();
   if (!refusal.empty()) {

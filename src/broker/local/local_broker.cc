@@ -64,7 +64,7 @@ class LocalSession final : public broker::Session {
   template <typename T>
   void finish(std::uint64_t batch, Callback<T> done, Result<T> result) {
     node_.when_durable(
-        batch, [alive = alive_, done = std::move(done), result = std::move(result)]() mutable {
+        batch, [alive = alive(), done = std::move(done), result = std::move(result)]() mutable {
           if (*alive) done(std::move(result));
         });
     node_.touched();
@@ -92,17 +92,35 @@ class LocalSession final : public broker::Session {
 
   Node& node_;
   ClientId client_ = 0;
-  // Reserves waiting, by ticket: the engine's WaitId.
-  std::unordered_map<std::uint64_t, Callback<broker::Job>> waits_;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // Reserves waiting, by ticket: the engine's WaitId. Made at the first wait (see alive_).
+  using Waits = std::unordered_map<std::uint64_t, Callback<broker::Job>>;
+  std::unique_ptr<Waits> waits_;
+  // The waiting reserve of `ticket`'s completion, taken out; empty if it is not waiting.
+  Callback<broker::Job> take_wait(std::uint64_t ticket) {
+    if (!waits_) return {};
+    const auto it = waits_->find(ticket);
+    if (it == waits_->end()) return {};
+    Callback<broker::Job> done = std::move(it->second);
+    waits_->erase(it);
+    return done;
+  }
+  // Whether the session still exists, for completions that may outlive it. Made at the first
+  // call that needs it: an idle connection's session holds no allocation for it.
+  std::shared_ptr<bool> alive_;
+  const std::shared_ptr<bool>& alive() {
+    if (!alive_) alive_ = std::make_shared<bool>(true);
+    return alive_;
+  }
 };
 
 LocalSession::LocalSession(Node& node, broker::SessionOptions options)
     : node_(node), client_(node.engine().connect(options.watch_default)) {}
 
 LocalSession::~LocalSession() {
-  *alive_ = false;
-  for (const auto& [ticket, done] : waits_) node_.forget(ticket);
+  if (alive_) *alive_ = false;
+  if (waits_) {
+    for (const auto& [ticket, done] : *waits_) node_.forget(ticket);
+  }
   engine().disconnect(client_);  // its waits end, its reserved jobs are ready again
   node_.touched();
 }
@@ -145,7 +163,7 @@ void LocalSession::finish_with_body(Callback<broker::Job> done, Result<JobView> 
 
 void LocalSession::backup(std::string dir, Callback<broker::BackupResult> done) {
   node_.backup(std::move(dir),
-               [alive = alive_, done = std::move(done)](Result<broker::BackupResult> result) {
+               [alive = alive(), done = std::move(done)](Result<broker::BackupResult> result) {
                  if (*alive) done(std::move(result));
                });
 }
@@ -233,8 +251,9 @@ std::uint64_t LocalSession::reserve(broker::ReserveRequest request, Callback<bro
     return 0;
   }
   const engine::WaitId ticket = result.wait;
-  waits_.emplace(ticket, std::move(done));
-  node_.on_wakeup(ticket, [this, alive = alive_, ticket](const engine::ReserveResult& later) {
+  if (!waits_) waits_ = std::make_unique<Waits>();
+  waits_->emplace(ticket, std::move(done));
+  node_.on_wakeup(ticket, [this, alive = alive(), ticket](const engine::ReserveResult& later) {
     if (*alive) woken(ticket, later);
   });
   node_.touched();  // the node arms its timer for the wait's end
@@ -242,11 +261,7 @@ std::uint64_t LocalSession::reserve(broker::ReserveRequest request, Callback<bro
 }
 
 void LocalSession::woken(std::uint64_t ticket, const engine::ReserveResult& result) {
-  const auto it = waits_.find(ticket);
-  if (it == waits_.end()) return;
-  Callback<broker::Job> done = std::move(it->second);
-  waits_.erase(it);
-  reserved(std::move(done), result);
+  if (Callback<broker::Job> done = take_wait(ticket)) reserved(std::move(done), result);
 }
 
 // A reserve has its answer.
@@ -265,10 +280,8 @@ void LocalSession::reserved(Callback<broker::Job> done, const engine::ReserveRes
 }
 
 bool LocalSession::cancel_reserve(std::uint64_t ticket) {
-  const auto it = waits_.find(ticket);
-  if (it == waits_.end()) return false;
-  Callback<broker::Job> done = std::move(it->second);
-  waits_.erase(it);
+  Callback<broker::Job> done = take_wait(ticket);
+  if (!done) return false;
   node_.forget(ticket);
   (void)engine().cancel_wait(ticket);
   reserved(std::move(done), engine::ReserveResult{Kind::kTimedOut, {}});

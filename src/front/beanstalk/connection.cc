@@ -16,7 +16,7 @@ constexpr std::size_t kMaxPendingReplies = 65536;
 
 }  // namespace
 
-Connection::Connection(Server& server, boost::asio::ip::tcp::socket socket)
+Connection::Connection(Server& server, Socket socket)
     : server_(server), socket_(std::move(socket)) {}
 
 void Connection::start() {
@@ -24,14 +24,13 @@ void Connection::start() {
   socket_.non_blocking(true, ignored);  // read_some after a wait must not block
   server_.context().broker.metrics().connection_opened(kProtocol);
   // The conversation is this connection's: its output never outlives it.
-  conversation_ = std::make_unique<Conversation>(server_.context(),
-                                                 [this](std::string_view bytes) { queue(bytes); });
+  conversation_.emplace(server_.context(), [this](std::string_view bytes) { queue(bytes); });
   read();
 }
 
 void Connection::read() {
   if (reading_ || closed_) return;
-  if (queued_.size() > kMaxQueuedReplyBytes || conversation_->pending() > kMaxPendingReplies) {
+  if (queued_bytes() > kMaxQueuedReplyBytes || conversation_->pending() > kMaxPendingReplies) {
     read_paused_ = true;
     return;
   }
@@ -39,17 +38,17 @@ void Connection::read() {
   reading_ = true;
   // Wait for bytes, then read them into the server's one buffer: an idle connection holds no
   // read buffer of its own (the conversation keeps only what it has not run yet).
-  socket_.async_wait(boost::asio::ip::tcp::socket::wait_read,
-                     [self = shared_from_this()](const boost::system::error_code& error) {
-                       self->reading_ = false;
-                       if (error) return self->on_read(error, {});
-                       std::span<char> buffer = self->server_.read_buffer();
-                       boost::system::error_code read_error;
-                       const std::size_t bytes = self->socket_.read_some(
-                           boost::asio::buffer(buffer.data(), buffer.size()), read_error);
-                       if (read_error == boost::asio::error::would_block) return self->read();
-                       self->on_read(read_error, std::string_view(buffer.data(), bytes));
-                     });
+  socket_.async_wait(
+      Socket::wait_read, [self = shared_from_this()](const boost::system::error_code& error) {
+        self->reading_ = false;
+        if (error) return self->on_read(error, {});
+        std::span<char> buffer = self->server_.read_buffer();
+        boost::system::error_code read_error;
+        const std::size_t bytes =
+            self->socket_.read_some(boost::asio::buffer(buffer.data(), buffer.size()), read_error);
+        if (read_error == boost::asio::error::would_block) return self->read();
+        self->on_read(read_error, std::string_view(buffer.data(), bytes));
+      });
 }
 
 void Connection::on_read(const boost::system::error_code& error, std::string_view bytes) {
@@ -76,7 +75,8 @@ void Connection::on_read(const boost::system::error_code& error, std::string_vie
 // Replies emitted while the event loop runs one handler (a burst of commands, a batch made
 // durable) leave in one write: the write is deferred until that handler is done.
 void Connection::queue(std::string_view bytes) {
-  queued_.append(bytes);
+  if (!buffers_) buffers_ = std::make_unique<Buffers>();
+  buffers_->queued.append(bytes);
   if (write_deferred_ || writing_) return;
   write_deferred_ = true;
   boost::asio::defer(socket_.get_executor(), [self = shared_from_this()] {
@@ -87,12 +87,12 @@ void Connection::queue(std::string_view bytes) {
 
 // Hands everything queued to the socket in one write.
 void Connection::write() {
-  if (writing_ || closed_ || queued_.empty()) return;
+  if (writing_ || closed_ || queued_bytes() == 0) return;
   writing_ = true;
-  writing_bytes_.clear();
-  writing_bytes_.swap(queued_);
+  buffers_->writing.clear();
+  buffers_->writing.swap(buffers_->queued);
   boost::asio::async_write(
-      socket_, boost::asio::buffer(writing_bytes_),
+      socket_, boost::asio::buffer(buffers_->writing),
       [self = shared_from_this()](const boost::system::error_code& error, std::size_t) {
         self->writing_ = false;
         if (self->closed_) return;
@@ -104,14 +104,14 @@ void Connection::write() {
 }
 
 void Connection::maybe_close() {
-  if (!closed_ && conversation_->done() && !writing_ && queued_.empty()) close();
+  if (!closed_ && conversation_->done() && !writing_ && queued_bytes() == 0) close();
 }
 
 void Connection::close() {
   if (closed_) return;
   closed_ = true;
   boost::system::error_code ignored;
-  socket_.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.shutdown(Socket::shutdown_both, ignored);
   socket_.close(ignored);
   server_.context().broker.metrics().connection_closed(kProtocol);
   conversation_.reset();  // its session goes: its reserved jobs are ready again

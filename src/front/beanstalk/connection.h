@@ -7,10 +7,12 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "front/beanstalk/conversation.h"
+#include "front/listener.h"
 
 namespace delayq::front::beanstalk {
 
@@ -18,7 +20,7 @@ class Server;
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(Server& server, boost::asio::ip::tcp::socket socket);
+  Connection(Server& server, Socket socket);
   void start();
   void close();
 
@@ -30,15 +32,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void maybe_close();
 
   Server& server_;
-  boost::asio::ip::tcp::socket socket_;
-  std::unique_ptr<Conversation> conversation_;
+  Socket socket_;
+  std::optional<Conversation> conversation_;  // in place: one allocation per connection fewer
   bool closed_ = false;
   bool writing_ = false;
   bool write_deferred_ = false;  // a write is queued on the executor
   bool read_paused_ = false;
   bool reading_ = false;
-  std::string queued_;  // replies not yet handed to the socket
-  std::string writing_bytes_;
+  // Replies not yet handed to the socket, and those being written; made at the first reply, so
+  // that a connection that never spoke holds no buffers.
+  struct Buffers {
+    std::string queued;
+    std::string writing;
+  };
+  std::unique_ptr<Buffers> buffers_;
+  [[nodiscard]] std::size_t queued_bytes() const { return buffers_ ? buffers_->queued.size() : 0; }
 };
 
 }  // namespace delayq::front::beanstalk

@@ -275,11 +275,16 @@ void Conversation::fill(std::uint64_t slot, std::string bytes) {
   emit();
 }
 
-// Hands every filled slot at the front to the output, as one piece.
+// Hands every filled slot at the front to the output, as one piece. The piece is built here, not
+// kept between calls: an idle conversation holds no buffer for it.
 void Conversation::emit() {
-  emitting_.clear();
+  std::string piece;
   while (head_ < slots_.size() && slots_[head_].filled) {
-    emitting_.append(slots_[head_].bytes);
+    if (piece.empty()) {
+      piece = std::move(slots_[head_].bytes);  // the usual single reply: no copy
+    } else {
+      piece.append(slots_[head_].bytes);
+    }
     slots_[head_].bytes = std::string();
     ++head_;
     ++first_slot_;
@@ -292,7 +297,7 @@ void Conversation::emit() {
     slots_.erase(slots_.begin(), slots_.begin() + static_cast<std::ptrdiff_t>(head_));
     head_ = 0;
   }
-  if (!emitting_.empty()) output_(emitting_);
+  if (!piece.empty()) output_(piece);
 }
 
 }  // namespace delayq::front::beanstalk

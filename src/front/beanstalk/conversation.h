@@ -139,7 +139,6 @@ class Conversation {
   std::vector<Slot> slots_;
   std::size_t head_ = 0;
   std::uint64_t first_slot_ = 0;
-  std::string emitting_;
 };
 
 // The reply for a failed operation: one table for the whole front-end. conflict_word is what

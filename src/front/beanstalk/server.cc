@@ -9,7 +9,7 @@ Server::Server(boost::asio::io_context& io, broker::Broker& broker, ServerOption
       context_{broker, ParserLimits{}, Tally{}},
       listener_(
           io, "", [this] { return connections_.size() >= options_.max_connections; },
-          [this](boost::asio::ip::tcp::socket socket) {
+          [this](Socket socket) {
             auto connection = std::make_shared<Connection>(*this, std::move(socket));
             connections_.insert(connection);
             connection->start();

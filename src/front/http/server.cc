@@ -17,11 +17,13 @@ namespace beast = boost::beast;
 constexpr std::string_view kProtocol = "http";
 namespace bhttp = boost::beast::http;
 using boost::asio::ip::tcp;
+// TCP with Beast's timeouts, on the io_context's own executor (see front::Socket).
+using Stream = beast::basic_stream<tcp, Executor>;
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   // tls: the server's TLS context, or null for plain HTTP.
-  Connection(Server& server, tcp::socket socket, boost::asio::ssl::context* tls) : server_(server) {
+  Connection(Server& server, Socket socket, boost::asio::ssl::context* tls) : server_(server) {
     if (tls != nullptr) {
       tls_.emplace(std::move(socket), *tls);
     } else {
@@ -58,7 +60,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
  private:
-  beast::tcp_stream& lowest() { return tls_ ? beast::get_lowest_layer(*tls_) : *plain_; }
+  Stream& lowest() { return tls_ ? beast::get_lowest_layer(*tls_) : *plain_; }
   // Calls f with the stream requests and answers travel on: TLS over TCP, or TCP.
   template <typename F>
   void on_stream(F&& f) {
@@ -249,8 +251,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   Server& server_;
-  std::optional<beast::tcp_stream> plain_;
-  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_;
+  std::optional<Stream> plain_;
+  std::optional<beast::ssl_stream<Stream>> tls_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::string out_;  // the answer being written
@@ -272,7 +274,7 @@ Server::Server(boost::asio::io_context& io, ServerOptions options)
     : options_(std::move(options)),
       listener_(
           io, "HTTP ", [this] { return connections_.size() >= options_.max_connections; },
-          [this](tcp::socket socket) {
+          [this](Socket socket) {
             auto connection = std::make_shared<Connection>(*this, std::move(socket), tls_.get());
             connections_.insert(connection);
             connection->start();
