@@ -11,11 +11,12 @@ scratch data directory, then, one phase at a time:
             phase, and whether it answered them all once the client read.
   slowloris N/10 connections on each listener sending a command or a request one byte a second.
 
-During the last three phases a probe client does put + delete round trips on its own
-connection; its p50 / p99 are printed beside the same probe on an idle server. Loopback only;
+During the last three phases a probe client (a process of its own) does put + delete round trips
+on its own connection; its p50 / p99 are printed beside the same probe on an idle server. Loopback only;
 every loop is bounded; the server is stopped by its PID at the end. Needs a file limit above
 2N + 100 (ulimit -n).
 """
+import multiprocessing
 import os
 import resource
 import signal
@@ -33,32 +34,38 @@ def rss_kib(pid):
                 return int(line.split()[1])
     return 0
 
-class Probe(threading.Thread):
-    """put + delete round trips on one connection until stopped; latencies in microseconds."""
+def probe_main(port, stop, out):
+    """The probe's process: put + delete round trips 5 ms apart until told to stop."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.settimeout(30)
+    file = sock.makefile("rb")
+    latencies = []
+    while not stop.is_set() and len(latencies) < 100000:
+        start = time.perf_counter()
+        sock.sendall(b"put 0 0 60 5\r\nprobe\r\n")
+        job = file.readline().split()[1]
+        sock.sendall(b"delete " + job + b"\r\n")
+        file.readline()
+        latencies.append((time.perf_counter() - start) * 1e6)
+        time.sleep(0.005)
+    out.send(latencies)
+
+class Probe:
+    """put + delete round trips on a connection of its own, in a process of its own: a thread
+    of this script would measure its wait for this script's GIL (the flood's loop holds it), not
+    the server. Latencies in microseconds."""
     def __init__(self, port):
-        super().__init__(daemon=True)
-        self.sock = socket.create_connection(("127.0.0.1", port))
-        self.sock.settimeout(30)
-        self.file = self.sock.makefile("rb")
-        self.stop_at = None
-        self.latencies = []
-        self.running = True
-    def line(self):
-        return self.file.readline()
-    def run(self):
-        while self.running and len(self.latencies) < 100000:
-            start = time.perf_counter()
-            self.sock.sendall(b"put 0 0 60 5\r\nprobe\r\n")
-            reply = self.line()
-            job = reply.split()[1]
-            self.sock.sendall(b"delete " + job + b"\r\n")
-            self.line()
-            self.latencies.append((time.perf_counter() - start) * 1e6)
-            time.sleep(0.005)
+        context = multiprocessing.get_context("spawn")  # inherits none of this script's sockets
+        self.stop = context.Event()
+        self.results, sender = context.Pipe(duplex=False)
+        self.process = context.Process(target=probe_main, args=(port, self.stop, sender),
+                                       daemon=True)
+    def start(self):
+        self.process.start()
     def finish(self):
-        self.running = False
-        self.join(timeout=30)
-        lat = sorted(self.latencies)
+        self.stop.set()
+        lat = sorted(self.results.recv()) if self.results.poll(60) else []
+        self.process.join(timeout=30)
         if not lat:
             return "no round trip"
         return "p50 %.0f us, p99 %.0f us (%d round trips)" % (

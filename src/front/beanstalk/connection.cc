@@ -23,13 +23,13 @@ void Connection::start() {
   boost::system::error_code ignored;
   socket_.non_blocking(true, ignored);  // read_some after a wait must not block
   server_.context().broker.metrics().connection_opened(kProtocol);
-  // The conversation is this connection's: its output never outlives it.
-  conversation_.emplace(server_.context(), [this](std::string_view bytes) { queue(bytes); });
+  // The conversation is this connection's: it never outlives it.
+  conversation_.emplace(server_.context(), static_cast<Conversation::Peer&>(*this));
   read();
 }
 
 void Connection::read() {
-  if (reading_ || closed_) return;
+  if (reading_ || closed_ || yielded_) return;  // after a yield: once the commands have run
   if (queued_bytes() > kMaxQueuedReplyBytes || conversation_->pending() > kMaxPendingReplies) {
     read_paused_ = true;
     return;
@@ -56,12 +56,18 @@ void Connection::on_read(const boost::system::error_code& error, std::string_vie
   if (error == boost::asio::error::eof) {
     // The client is done sending: answer what it sent, then close.
     conversation_->receive(bytes);
-    conversation_->end_input();
+    if (!closed_) conversation_->end_input();
     return maybe_close();
   }
   if (error) return close();
   conversation_->receive(bytes);
-  if (closed_) return;
+  after_commands();
+}
+
+// After a turn of commands: close, or read on unless the conversation yielded (its resume comes
+// back here).
+void Connection::after_commands() {
+  if (closed_ || yielded_) return;
   // A client that keeps sending while its reserve waits gets no more room than one command's
   // worth.
   const ParserLimits& limits = server_.context().limits;
@@ -72,21 +78,34 @@ void Connection::on_read(const boost::system::error_code& error, std::string_vie
   read();
 }
 
+// Posted, not run here: the handlers already queued (other clients' commands, the broker's
+// turn) go first.
+void Connection::yield() {
+  if (yielded_) return;
+  yielded_ = true;
+  boost::asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    self->yielded_ = false;
+    if (self->closed_) return;
+    self->conversation_->resume();
+    self->after_commands();
+  });
+}
+
 // Replies emitted while the event loop runs one handler (a burst of commands, a batch made
 // durable) leave in one write: the write is deferred until that handler is done.
-void Connection::queue(std::string_view bytes) {
+void Connection::write(std::string_view bytes) {
   if (!buffers_) buffers_ = std::make_unique<Buffers>();
   buffers_->queued.append(bytes);
   if (write_deferred_ || writing_) return;
   write_deferred_ = true;
   boost::asio::defer(socket_.get_executor(), [self = shared_from_this()] {
     self->write_deferred_ = false;
-    self->write();
+    self->flush();
   });
 }
 
 // Hands everything queued to the socket in one write.
-void Connection::write() {
+void Connection::flush() {
   if (writing_ || closed_ || queued_bytes() == 0) return;
   writing_ = true;
   buffers_->writing.clear();
@@ -97,7 +116,7 @@ void Connection::write() {
         self->writing_ = false;
         if (self->closed_) return;
         if (error) return self->close();
-        self->write();
+        self->flush();
         self->maybe_close();
         if (self->read_paused_) self->read();
       });

@@ -18,7 +18,8 @@ namespace delayq::front::beanstalk {
 
 class Server;
 
-class Connection : public std::enable_shared_from_this<Connection> {
+class Connection final : public std::enable_shared_from_this<Connection>,
+                         private Conversation::Peer {
  public:
   Connection(Server& server, Socket socket);
   void start();
@@ -27,8 +28,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   void read();
   void on_read(const boost::system::error_code& error, std::string_view bytes);
-  void queue(std::string_view bytes);
-  void write();
+  void after_commands();
+  void write(std::string_view bytes) override;  // queues replies
+  void yield() override;                        // resumes the conversation in a later turn
+  void flush();
   void maybe_close();
 
   Server& server_;
@@ -39,6 +42,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool write_deferred_ = false;  // a write is queued on the executor
   bool read_paused_ = false;
   bool reading_ = false;
+  bool yielded_ = false;  // the conversation has commands left: a resume is posted
   // Replies not yet handed to the socket, and those being written; made at the first reply, so
   // that a connection that never spoke holds no buffers.
   struct Buffers {

@@ -143,9 +143,9 @@ struct Conversation::Handlers {
   }
 };
 
-Conversation::Conversation(Context& context, Output output)
+Conversation::Conversation(Context& context, Peer& peer)
     : context_(context),
-      output_(std::move(output)),
+      peer_(peer),
       session_(context.broker.open_session(broker::SessionOptions{})) {
   ++context_.tally.connections;
   ++context_.tally.total_connections;
@@ -163,16 +163,21 @@ void Conversation::receive(std::string_view bytes) {
   process();
 }
 
+void Conversation::resume() {
+  process();
+}
+
 void Conversation::end_input() {
-  if (closing_) return;
+  if (closing_ || input_ended_) return;
+  input_ended_ = true;
   // A wait in reserve ends at once with TIMED_OUT; commands sent after it are not run.
   if (waiting_ && reserve_ticket_ != 0) {
     (void)session_->cancel_reserve(std::exchange(reserve_ticket_, 0));
-  } else {
-    process();
+    closing_ = true;
+    emit();
+    return;
   }
-  closing_ = true;
-  emit();
+  process();  // what is left runs, a turn at a time; the last turn closes
 }
 
 bool Conversation::done() const noexcept {
@@ -180,7 +185,22 @@ bool Conversation::done() const noexcept {
 }
 
 void Conversation::process() {
-  while (!waiting_ && !closing_ && step()) {
+  bool yielded = false;
+  for (std::size_t run = 0; !waiting_ && !closing_; ++run) {
+    if (run == kCommandsPerTurn) {
+      yielded = true;
+      peer_.yield();
+      break;
+    }
+    if (!step()) break;
+  }
+  // What ran leaves the buffer in one move, not one per command; a buffer a burst grew goes.
+  in_.erase(0, begin_);
+  begin_ = 0;
+  if (in_.empty() && in_.capacity() > 4096) in_ = std::string();
+  if (input_ended_ && !yielded && !closing_) {
+    closing_ = true;  // nothing more will come, and what came has run (or waits behind a reserve)
+    emit();
   }
 }
 
@@ -207,23 +227,24 @@ void Conversation::mark_worker() {
 }
 
 bool Conversation::step() {
+  const std::string_view input = std::string_view(in_).substr(begin_);
   if (discard_ > 0) {
-    const std::size_t n = std::min(discard_, in_.size());
-    in_.erase(0, n);
+    const std::size_t n = std::min(discard_, input.size());
+    begin_ += n;
     discard_ -= n;
     if (discard_ > 0) return false;
     reply("JOB_TOO_BIG\r\n");
     return true;
   }
   if (discard_line_) {
-    const Skipped skipped = skip_line(in_);
-    in_.erase(0, skipped.consumed);
+    const Skipped skipped = skip_line(input);
+    begin_ += skipped.consumed;
     if (!skipped.line_ended) return false;
     discard_line_ = false;
     reply("BAD_FORMAT\r\n");
     return true;
   }
-  const Parsed parsed = parse(in_, context_.limits);
+  const Parsed parsed = parse(input, context_.limits);
   // A put counts (and makes a producer) once its line is accepted, as in beanstalkd, even if its
   // body never comes whole: counted when first seen waiting for it, not again when it is whole.
   // A line beanstalkd counts before refusing it (Parsed::counted) counts when first seen too.
@@ -238,7 +259,7 @@ bool Conversation::step() {
       return false;
     case Parsed::Kind::kError:
       op_ = "error";
-      in_.erase(0, parsed.consumed);
+      begin_ += parsed.consumed;
       if (parsed.error == Error::kExpectedCrlf) mark_producer();  // as above
       if (parsed.error == Error::kJobTooBig) {
         discard_ = parsed.discard;  // JOB_TOO_BIG once the body is dropped, as beanstalkd
@@ -251,8 +272,8 @@ bool Conversation::step() {
     case Parsed::Kind::kCommand: {
       op_ = verb_name(parsed.command.verb);
       (this->*Handlers::of(parsed.command.verb).run)(
-          parsed.command);  // its views point into in_: erase after
-      in_.erase(0, parsed.consumed);
+          parsed.command);  // its views point into in_, which no handler changes
+      begin_ += parsed.consumed;
       return true;
     }
   }
@@ -297,7 +318,7 @@ void Conversation::emit() {
     slots_.erase(slots_.begin(), slots_.begin() + static_cast<std::ptrdiff_t>(head_));
     head_ = 0;
   }
-  if (!piece.empty()) output_(piece);
+  if (!piece.empty()) peer_.write(piece);
 }
 
 }  // namespace delayq::front::beanstalk

@@ -38,22 +38,40 @@ struct Context {
 
 class Conversation {
  public:
-  // output receives the replies' bytes, in order, as they become sendable.
-  using Output = std::function<void(std::string_view bytes)>;
-  Conversation(Context& context, Output output);
+  // At most this many commands run in one go (one receive() or resume(), or the end of a
+  // reserve): then the conversation yields, so that one client's pipelined flood of commands
+  // shares the thread with everyone else's.
+  static constexpr std::size_t kCommandsPerTurn = 64;
+
+  // What the conversation asks of its connection.
+  class Peer {
+   public:
+    // The replies' bytes, in order, as they become sendable.
+    virtual void write(std::string_view bytes) = 0;
+    // Commands received are left to run: call resume() soon, once others have had their turn.
+    virtual void yield() = 0;
+
+   protected:
+    ~Peer() = default;
+  };
+  Conversation(Context& context, Peer& peer);
   ~Conversation();
   Conversation(const Conversation&) = delete;
   Conversation& operator=(const Conversation&) = delete;
 
-  // Bytes from the client: runs every command they complete (but none while a reserve waits).
+  // Bytes from the client: runs the commands they complete, up to kCommandsPerTurn (none while a
+  // reserve waits); yields if more are left.
   void receive(std::string_view bytes);
+  // Runs the next kCommandsPerTurn commands received, after a yield.
+  void resume();
   // The client will send nothing more (half-close): a waiting reserve ends with TIMED_OUT, as
-  // protocol.txt says; without one the commands already sent are answered. Then done() comes.
+  // protocol.txt says; without one the commands already sent are run (a turn at a time, as
+  // receive() runs them) and answered. Then done() comes.
   void end_input();
   // Quit was sent or input ended, and every reply has been emitted: close the connection.
   [[nodiscard]] bool done() const noexcept;
   // Bytes received and not yet run (a client sending while its reserve waits is bounded by it).
-  [[nodiscard]] std::size_t buffered() const noexcept { return in_.size(); }
+  [[nodiscard]] std::size_t buffered() const noexcept { return in_.size() - begin_; }
   [[nodiscard]] bool waiting() const noexcept { return waiting_; }
   // Replies not yet emitted (their commands wait for the broker, or for one before them).
   [[nodiscard]] std::size_t pending() const noexcept { return slots_.size() - head_; }
@@ -123,17 +141,19 @@ class Conversation {
   void put_job(broker::PutRequest request, bool extension);
 
   Context& context_;
-  Output output_;
+  Peer& peer_;
   std::unique_ptr<broker::Session> session_;
   std::string_view op_ = "none";  // the verb being run, for metrics (static storage)
-  std::string in_;                // bytes received and not yet run
-  std::size_t discard_ = 0;       // bytes still to drop (the body of a job too big)
+  std::string in_;                // bytes received; those from begin_ on are not yet run
+  std::size_t begin_ = 0;
+  std::size_t discard_ = 0;  // bytes still to drop (the body of a job too big)
   bool discard_line_ = false;
   bool put_counted_ = false;  // the put at the head of in_, still short of its body, has counted
   bool producer_ = false, worker_ = false;
   bool waiting_ = false;  // a reserve has no answer yet: no further command runs
   std::uint64_t reserve_ticket_ = 0;
-  bool closing_ = false;  // quit, or input ended: no further command runs
+  bool closing_ = false;      // quit, or input ended and run: no further command runs
+  bool input_ended_ = false;  // end_input() came
   // Replies in command order: slots_[head_] is the first not yet emitted, numbered first_slot_.
   // A vector, not a deque: an idle connection holds no allocation for it.
   std::vector<Slot> slots_;

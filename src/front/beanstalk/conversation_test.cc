@@ -102,15 +102,33 @@ bool all_digits(std::string_view text) {
   return true;
 }
 
-// One client of the server: the bytes it got back, in the pieces the conversation emitted.
-class Client {
+// One client of the server: the bytes it got back, in the pieces the conversation emitted. As a
+// connection does, it resumes a conversation that yielded, unless told not to.
+class Client final : public Conversation::Peer {
  public:
-  explicit Client(Context& context)
-      : conversation_(context, [this](std::string_view bytes) { pieces_.emplace_back(bytes); }) {}
+  explicit Client(Context& context) : conversation_(context, *this) {}
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  void send(std::string_view bytes) { conversation_.receive(bytes); }
+  void send(std::string_view bytes) {
+    conversation_.receive(bytes);
+    pump();
+  }
+  // Resumes the conversation while it yields (what a connection's posted resume does).
+  void pump() {
+    while (yielded_ && resume_on_yield_) {
+      yielded_ = false;
+      conversation_.resume();
+    }
+  }
+  void write(std::string_view bytes) override { pieces_.emplace_back(bytes); }
+  void yield() override {
+    yielded_ = true;
+    ++yields_;
+  }
+  void set_resume_on_yield(bool resume) { resume_on_yield_ = resume; }
+  [[nodiscard]] bool yielded() const { return yielded_; }
+  [[nodiscard]] int yields() const { return yields_; }
   // Everything emitted since the last take(), as one string.
   std::string take() {
     std::string all;
@@ -123,6 +141,9 @@ class Client {
 
  private:
   std::vector<std::string> pieces_;
+  bool yielded_ = false;
+  bool resume_on_yield_ = true;
+  int yields_ = 0;
   Conversation conversation_;
 };
 
@@ -973,6 +994,47 @@ TEST_F(ConversationTest, EndOfInputAnswersWhatWasSentThenIsDone) {
   EXPECT_EQ(take(), "INSERTED 1\r\n");
   EXPECT_TRUE(conversation().done());
   EXPECT_EQ(fake_.call_count(), 1U);
+}
+
+// A pipelined flood runs a turn at a time: kCommandsPerTurn commands, then a yield, so that a
+// connection gives the thread back to the others between turns; resume() runs the next turn.
+TEST_F(ConversationTest, APipelinedFloodRunsATurnAtATimeAndYieldsBetween) {
+  constexpr std::size_t kTurn = Conversation::kCommandsPerTurn;
+  client_->set_resume_on_yield(false);
+  std::string flood;
+  for (std::size_t i = 0; i < 2 * kTurn + 10; ++i) flood += "list-tube-used\r\n";
+  client_->send(flood);
+  const auto replies = [&] {
+    const std::string out = take();
+    return static_cast<std::size_t>(std::count(out.begin(), out.end(), '\n'));
+  };
+  EXPECT_EQ(replies(), kTurn);
+  EXPECT_TRUE(client_->yielded());
+  EXPECT_EQ(conversation().buffered(), (kTurn + 10) * 16);
+  conversation().resume();
+  EXPECT_EQ(replies(), kTurn);
+  EXPECT_EQ(client_->yields(), 2);
+  conversation().resume();
+  EXPECT_EQ(replies(), 10U);
+  EXPECT_EQ(client_->yields(), 2) << "nothing left: no yield";
+  EXPECT_EQ(conversation().buffered(), 0U);
+}
+
+// The end of input with a flood not yet run: it runs, a turn at a time, and then the
+// conversation is done.
+TEST_F(ConversationTest, EndOfInputRunsWhatIsLeftATurnAtATimeThenIsDone) {
+  constexpr std::size_t kTurn = Conversation::kCommandsPerTurn;
+  client_->set_resume_on_yield(false);
+  std::string flood;
+  for (std::size_t i = 0; i < 3 * kTurn; ++i) flood += "list-tube-used\r\n";
+  client_->send(flood);
+  conversation().end_input();
+  EXPECT_FALSE(conversation().done());
+  client_->set_resume_on_yield(true);
+  client_->pump();
+  const std::string out = take();
+  EXPECT_EQ(static_cast<std::size_t>(std::count(out.begin(), out.end(), '\n')), 3 * kTurn);
+  EXPECT_TRUE(conversation().done());
 }
 
 TEST_F(ConversationTest, EndOfInputWithNothingPendingIsDoneAtOnce) {
