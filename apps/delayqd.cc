@@ -337,6 +337,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-connections", flags.server.max_connections, "open connections at most")
       ->capture_default_str();
+  app.add_option("--command-timeout", flags.server.command_timeout,
+                 "seconds a command (line and body) may take to arrive whole; a connection "
+                 "that trickles one is closed")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
   app.add_option("--http", flags.http_listen,
                  "HTTP/JSON API address, ADDR:PORT, [IPV6]:PORT or NAME:PORT (port 0: any "
                  "free port), or off")

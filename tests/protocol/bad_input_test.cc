@@ -294,5 +294,31 @@ TEST_F(BadInputTest, ConnectionPastTheLimitIsClosedAndTheOthersWork) {
   EXPECT_EQ(last, "");
 }
 
+// A client that trickles a command (a slowloris) is closed once it sends more after the command
+// timeout; one that finishes its command in time, an idle one and one whose reserve waits longer
+// than the timeout are served.
+TEST_F(BadInputTest, ACommandTrickledPastTheTimeoutClosesItsConnectionAndNoOtherOne) {
+  start({"--command-timeout", "1"});
+  auto slowloris = connect();
+  auto idle = connect();
+  auto waiting = connect();
+  auto prompt = connect();
+  ASSERT_TRUE(slowloris->send("put 0 0 60 5\r\nab"));
+  ASSERT_TRUE(waiting->send("reserve-with-timeout 2\r\n"));
+  ASSERT_EQ(prompt->call("use elsewhere\r\n"), "USING elsewhere\r\n");  // not for `waiting`
+  ASSERT_TRUE(prompt->send("put 0 0 60 5\r\nab"));
+  std::this_thread::sleep_for(Millis{600});
+  ASSERT_TRUE(slowloris->send("c"));
+  ASSERT_TRUE(prompt->send("cde\r\n"));  // whole within the timeout
+  EXPECT_TRUE(inserted_id(prompt->reply()));
+  std::this_thread::sleep_for(Millis{700});
+  ASSERT_TRUE(slowloris->send("d"));  // 1.3 s after the command began: too late
+  EXPECT_TRUE(slowloris->closed_by_server());
+  EXPECT_EQ(waiting->reply(Millis{5000}), "TIMED_OUT\r\n");
+  EXPECT_EQ(round_trip(*idle), "");
+  EXPECT_EQ(round_trip(*prompt), "");
+  EXPECT_EQ(others_served(), "");
+}
+
 }  // namespace
 }  // namespace delayq::testing

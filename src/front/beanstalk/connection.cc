@@ -68,6 +68,21 @@ void Connection::on_read(const boost::system::error_code& error, std::string_vie
 // back here).
 void Connection::after_commands() {
   if (closed_ || yielded_) return;
+  // A command that has been arriving for longer than the timeout: a slowloris, or a client too
+  // slow to serve. Its clock starts when the input stops at a new incomplete command (the
+  // conversation has run more since the last look); a reserve that waits is the client's to
+  // end, not this check's.
+  if (conversation_->partial() && !conversation_->waiting()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (partial_since_ && partial_mark_ == conversation_->ran()) {
+      if (now - *partial_since_ > server_.options().command_timeout) return close();
+    } else {
+      partial_since_ = now;
+      partial_mark_ = conversation_->ran();
+    }
+  } else {
+    partial_since_.reset();
+  }
   // A client that keeps sending while its reserve waits gets no more room than one command's
   // worth.
   const ParserLimits& limits = server_.context().limits;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,6 +44,10 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   bool read_paused_ = false;
   bool reading_ = false;
   bool yielded_ = false;  // the conversation has commands left: a resume is posted
+  // When the command now partly received began to arrive (unset while none is), and how many
+  // commands the conversation had run then.
+  std::optional<std::chrono::steady_clock::time_point> partial_since_;
+  std::uint64_t partial_mark_ = 0;
   // Replies not yet handed to the socket, and those being written; made at the first reply, so
   // that a connection that never spoke holds no buffers.
   struct Buffers {

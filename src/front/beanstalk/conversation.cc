@@ -193,6 +193,7 @@ void Conversation::process() {
       break;
     }
     if (!step()) break;
+    ++ran_;
   }
   // What ran leaves the buffer in one move, not one per command; a buffer a burst grew goes.
   in_.erase(0, begin_);

@@ -72,6 +72,13 @@ class Conversation {
   [[nodiscard]] bool done() const noexcept;
   // Bytes received and not yet run (a client sending while its reserve waits is bounded by it).
   [[nodiscard]] std::size_t buffered() const noexcept { return in_.size() - begin_; }
+  // Part of a command has come and the rest has not (its line, its body, or a body too big
+  // still being dropped).
+  [[nodiscard]] bool partial() const noexcept {
+    return buffered() > 0 || discard_ > 0 || discard_line_;
+  }
+  // Commands (and malformed lines) run since the start.
+  [[nodiscard]] std::uint64_t ran() const noexcept { return ran_; }
   [[nodiscard]] bool waiting() const noexcept { return waiting_; }
   // Replies not yet emitted (their commands wait for the broker, or for one before them).
   [[nodiscard]] std::size_t pending() const noexcept { return slots_.size() - head_; }
@@ -146,6 +153,7 @@ class Conversation {
   std::string_view op_ = "none";  // the verb being run, for metrics (static storage)
   std::string in_;                // bytes received; those from begin_ on are not yet run
   std::size_t begin_ = 0;
+  std::uint64_t ran_ = 0;
   std::size_t discard_ = 0;  // bytes still to drop (the body of a job too big)
   bool discard_line_ = false;
   bool put_counted_ = false;  // the put at the head of in_, still short of its body, has counted

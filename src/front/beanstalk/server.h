@@ -8,6 +8,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -30,6 +31,10 @@ struct ServerOptions {
   std::size_t max_job_bytes = 65535;
   // Connections beyond this are answered OUT_OF_MEMORY and closed. Default: 10000.
   std::size_t max_connections = 10000;
+  // A command (its line and its body) must arrive whole within this of its first byte: a
+  // connection that trickles one (a slowloris) is closed once it sends more after it. Idle
+  // connections and waiting reserves are not concerned. Default: 60 s.
+  std::chrono::seconds command_timeout{60};
 };
 
 class Connection;
