@@ -282,6 +282,16 @@ TEST_F(BadInputTest, ConnectionPastTheLimitIsClosedAndTheOthersWork) {
   ASSERT_TRUE(sixth.connected()) << sixth.error();  // accepted, refused, closed
   EXPECT_EQ(sixth.reply(), "OUT_OF_MEMORY\r\n");
   EXPECT_TRUE(sixth.closed_by_server());
+  // One that sends a command at once, and more after it, still reads the refusal, then the end.
+  for (int i = 0; i < 20; ++i) {
+    Client eager(server_->port());
+    ASSERT_TRUE(eager.connected()) << eager.error();
+    ASSERT_TRUE(eager.send("put 0 0 60 1\r\nx\r\n"));
+    std::this_thread::sleep_for(Millis{5});
+    (void)eager.send("list-tubes\r\n");
+    EXPECT_EQ(eager.reply(), "OUT_OF_MEMORY\r\n") << "attempt " << i;
+    EXPECT_TRUE(eager.closed_by_server()) << "attempt " << i;
+  }
   for (auto& c : clients) EXPECT_EQ(round_trip(*c), "");
   // A freed place can be taken again (once the server has seen the close).
   clients.front()->close();
