@@ -11,8 +11,8 @@ per connection for each server and round, and the ratio. Every loop is bounded; 
 stopped by its PID. Needs a file limit above N + 100 (the script raises its soft limit to the
 hard one).
 """
+import argparse
 import os
-import resource
 import shutil
 import signal
 import socket
@@ -21,13 +21,7 @@ import sys
 import tempfile
 import time
 
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+from overload import raise_file_limit, rss_kib  # this directory's
 
 
 def free_port():
@@ -96,22 +90,14 @@ def run_beanstalkd(n):
 
 
 def main():
-    args = sys.argv[1:]
-    binary = "build/release/apps/delayqd"
-    n = 5000
-    rounds = 1
-    i = 0
-    while i < len(args):
-        if args[i] == "--connections":
-            n = int(args[i + 1]); i += 2
-        elif args[i] == "--rounds":
-            rounds = int(args[i + 1]); i += 2
-        else:
-            binary = args[i]; i += 1
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    if hard < n + 100:
-        sys.exit(f"idle-connections: the file limit ({hard}) is below {n + 100}")
+    parser = argparse.ArgumentParser(description="RSS per idle beanstalkd connection, delayqd "
+                                     "and beanstalkd side by side")
+    parser.add_argument("delayqd", nargs="?", default="build/release/apps/delayqd")
+    parser.add_argument("--connections", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    binary, n, rounds = args.delayqd, args.connections, args.rounds
+    raise_file_limit(n + 100, "idle-connections")
     if shutil.which("beanstalkd") is None:
         here = os.path.dirname(os.path.abspath(__file__))
         subprocess.run([os.path.join(here, "..", "scripts", "ensure-packages.sh"), "beanstalkd"],

@@ -77,6 +77,13 @@ def probe_for(port, seconds):
     time.sleep(seconds)
     return probe.finish()
 
+def raise_file_limit(needed, name):
+    """The soft limit on open files raised to the hard one; exits if that is below `needed`."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if hard < needed:
+        sys.exit(f"{name}: the file limit ({hard}) is below {needed}")
+
 def open_many(port, n):
     socks = []
     for _ in range(n):
@@ -96,10 +103,7 @@ def main():
             pipelined = int(args[i + 1]); i += 2
         else:
             binary = args[i]; i += 1
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    if hard < 2 * n + 100:
-        sys.exit(f"overload: the file limit ({hard}) is below {2 * n + 100}")
+    raise_file_limit(2 * n + 100, "overload")
     data = tempfile.mkdtemp(prefix="delayq-overload-")
     server = subprocess.Popen([binary, "-p", "0", "--http", "127.0.0.1:0", "-b", data + "/db",
                                "--fsync", "none"],

@@ -21,12 +21,8 @@ SyncFunction next(const char* name) {
   return reinterpret_cast<SyncFunction>(::dlsym(RTLD_NEXT, name));
 }
 
-}  // namespace
-
-extern "C" {
-
-int fsync(int fd) {
-  static const SyncFunction real = next("fsync");
+// EIO while armed, else the real call.
+int sync_unless_armed(SyncFunction real, int fd) {
   if (armed()) {
     errno = EIO;
     return -1;
@@ -34,13 +30,18 @@ int fsync(int fd) {
   return real(fd);
 }
 
+}  // namespace
+
+extern "C" {
+
+int fsync(int fd) {
+  static const SyncFunction real = next("fsync");
+  return sync_unless_armed(real, fd);
+}
+
 int fdatasync(int fd) {
   static const SyncFunction real = next("fdatasync");
-  if (armed()) {
-    errno = EIO;
-    return -1;
-  }
-  return real(fd);
+  return sync_unless_armed(real, fd);
 }
 
 }  // extern "C"
