@@ -99,6 +99,10 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
   db_options.max_background_jobs = 2;
   db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db_options.keep_log_file_num = 4;
+  // Tables and blob files written by flushes and compactions are handed to the disk a MiB at a
+  // time (sync_file_range) rather than in one fdatasync at the end, whose burst held up the
+  // event loop's own log writes (docs/BENCHMARKS.md, Overload).
+  db_options.bytes_per_sync = std::uint64_t{1} << 20;
 
   const auto cache = rocksdb::NewLRUCache(options.block_cache_bytes);
   rocksdb::ColumnFamilyOptions records = family_options(options, cache);
