@@ -385,7 +385,8 @@ TEST(RedisDownTest, ANodeIsNotReadyWhileRedisIsOutOfReachAndRecoversByItself) {
 }
 
 // A Redis over its maxmemory (noeviction, as delayqd demands) refuses writes: puts get
-// OUT_OF_MEMORY and HTTP 507, as for a full disk, and pass again once Redis has room.
+// OUT_OF_MEMORY and HTTP 507, as for a full disk, the node is not ready, and puts pass again once
+// Redis has room.
 TEST(RedisFullTest, PutsAreRefusedWhileRedisIsOverItsMaxmemoryAndPassAgainAfter) {
   TempDir dir;
   RedisServer redis(dir.path() / "redis");
@@ -400,7 +401,9 @@ TEST(RedisFullTest, PutsAreRefusedWhileRedisIsOverItsMaxmemoryAndPassAgainAfter)
   ASSERT_TRUE(
       http.send("POST /v1/tubes/default/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"));
   EXPECT_EQ(http.read_line(Millis{15000}).value_or(""), "HTTP/1.1 507 Insufficient Storage\r\n");
+  EXPECT_TRUE(wait_for_status(server->http_port(), "/readyz", "503"));  // at the next heartbeat
   ASSERT_EQ(call(redis.port(), {"CONFIG", "SET", "maxmemory", "0"}).str, "OK");
+  EXPECT_TRUE(wait_for_status(server->http_port(), "/readyz", "200"));
   EXPECT_TRUE(inserted_id(producer.call(put_command("after"))));
   const std::string reserved = producer.call("reserve-with-timeout 0\r\n", Millis{15000});
   EXPECT_EQ(reserved.rfind("RESERVED ", 0), 0U) << reserved;

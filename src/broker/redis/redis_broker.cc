@@ -243,7 +243,8 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   std::map<std::uint32_t, Owned> owned;
   std::set<std::string> live;                                   // as of the last heartbeat
   SteadyClock::time_point last_heartbeat = SteadyClock::now();  // the last one answered
-  std::map<std::string, int> replicas;                          // primary -> replicas online
+  bool out_of_memory = false;  // the last heartbeat was refused: Redis is over its maxmemory
+  std::map<std::string, int> replicas;  // primary -> replicas online
   asio::steady_timer replica_timer{io};
   // How many of this node's reserves wait, as last told to Redis (names.waiting), and whether a
   // report is due: reported 10 ms after a change, so that bursts cost one write.
@@ -624,6 +625,8 @@ void Core::lease_tick() {
       [self = shared_from_this()](Result<Reply> reply) {
         if (self->closed) return;
         self->leasing = false;
+        self->out_of_memory = reply.is_ok() && reply.value().is_error() &&
+                              error_status(reply.value().str).code() == Code::kNoSpace;
         if (reply.is_ok() && status_of(reply.value()).is_ok() &&
             reply.value().elements.size() > 1) {
           self->last_heartbeat = SteadyClock::now();
@@ -1848,6 +1851,9 @@ bool RedisBroker::draining() const {
   return core_->draining;
 }
 Status RedisBroker::health() const {
+  if (core_->out_of_memory) {
+    return {Code::kNoSpace, "Redis is out of memory (over its maxmemory): writes are refused"};
+  }
   if (core_->draining) return {Code::kDraining, "draining"};
   // No heartbeat answered for a whole lease: Redis is out of reach (and this node's shards may
   // be another's by now).
