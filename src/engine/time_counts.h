@@ -35,8 +35,7 @@ class TimeCounts {
   // A time rounded down, toward minus infinity, to a multiple of width_ms: the start of its
   // bucket, where count() puts an edge.
   [[nodiscard]] static std::int64_t round_down(std::int64_t unix_ms, std::int64_t width_ms) {
-    const std::int64_t quotient = unix_ms / width_ms;
-    return (unix_ms % width_ms < 0 ? quotient - 1 : quotient) * width_ms;
+    return floor_div(unix_ms, width_ms) * width_ms;
   }
   // Adds to out[i] the jobs between edge i-1 (included) and edge i (excluded), each edge rounded
   // down to its bucket: out[0] those before the first edge, out[n] those at or after the last.
@@ -44,9 +43,14 @@ class TimeCounts {
   void count(std::span<const std::int64_t> edges, std::span<std::uint64_t> out) const;
 
  private:
-  // Rounds toward minus infinity, so a bucket never straddles the epoch (and never overflows).
+  // Division rounded toward minus infinity, so a bucket never straddles the epoch.
+  [[nodiscard]] static std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+    const std::int64_t quotient = a / b;
+    return a % b < 0 ? quotient - 1 : quotient;
+  }
+  // A time's bucket number: one division, and no product that could overflow.
   [[nodiscard]] std::int64_t bucket(std::int64_t unix_ms) const {
-    return round_down(unix_ms, width_ms_) / width_ms_;
+    return floor_div(unix_ms, width_ms_);
   }
 
   std::int64_t width_ms_;

@@ -39,10 +39,15 @@ std::int64_t unix_ms_now() {
       .count();
 }
 
-// An error reply: Redis out of memory (over maxmemory, which refuses writes under noeviction) is
-// kNoSpace, as a full disk is for the local broker; anything else an error of the store.
+// Redis over its maxmemory refuses writes (under noeviction) with an error reply starting "OOM".
+bool is_out_of_memory(const std::string& error) {
+  return error.starts_with("OOM ");
+}
+
+// An error reply: out of memory is kNoSpace, as a full disk is for the local broker; anything
+// else an error of the store.
 Status error_status(const std::string& error) {
-  if (error.starts_with("OOM ")) return {Code::kNoSpace, "Redis is out of memory: " + error};
+  if (is_out_of_memory(error)) return {Code::kNoSpace, "Redis is out of memory: " + error};
   return {Code::kIOError, "Redis: " + error};
 }
 
@@ -625,8 +630,8 @@ void Core::lease_tick() {
       [self = shared_from_this()](Result<Reply> reply) {
         if (self->closed) return;
         self->leasing = false;
-        self->out_of_memory = reply.is_ok() && reply.value().is_error() &&
-                              error_status(reply.value().str).code() == Code::kNoSpace;
+        self->out_of_memory =
+            reply.is_ok() && reply.value().is_error() && is_out_of_memory(reply.value().str);
         if (reply.is_ok() && status_of(reply.value()).is_ok() &&
             reply.value().elements.size() > 1) {
           self->last_heartbeat = SteadyClock::now();
