@@ -23,6 +23,11 @@ class Clock {
   // of d is due no earlier than d after the moment it arrived (rounded up where now_unix_ms()
   // rounds down). Defaults to now_unix_ms(), right for clocks that hold whole milliseconds.
   [[nodiscard]] virtual std::int64_t start_unix_ms() const { return now_unix_ms(); }
+  // The same two to the microsecond, which is how finely a delay counts (a job put 0.3 ms into a
+  // millisecond with a delay of 1 s is due 0.3 ms into the millisecond 1 s later). Default to the
+  // milliseconds above, right for clocks that hold whole milliseconds.
+  [[nodiscard]] virtual std::int64_t now_unix_us() const { return now_unix_ms() * 1000; }
+  [[nodiscard]] virtual std::int64_t start_unix_us() const { return start_unix_ms() * 1000; }
   // The steady clock: milliseconds from any origin, never going back, not moved by steps of the
   // wall clock; rounded down, and its start rounded up, as the wall clock's.
   [[nodiscard]] virtual std::int64_t steady_ms() const = 0;
@@ -37,6 +42,16 @@ class SystemClock final : public Clock {
   }
   [[nodiscard]] std::int64_t start_unix_ms() const override {
     return std::chrono::ceil<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }
+  [[nodiscard]] std::int64_t now_unix_us() const override {
+    return std::chrono::floor<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+  [[nodiscard]] std::int64_t start_unix_us() const override {
+    return std::chrono::ceil<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
   }
   [[nodiscard]] std::int64_t steady_ms() const override {
     return std::chrono::floor<Millis>(std::chrono::steady_clock::now().time_since_epoch()).count();

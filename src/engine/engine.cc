@@ -18,14 +18,32 @@ std::int64_t later(std::int64_t now_ms, std::int64_t delay_ms) {
   return now_ms + delay_ms;
 }
 
+constexpr std::int64_t kMicrosPerMilli = 1000;
+
+// a / b rounded towards minus and plus infinity (b > 0); Unix times may be negative.
+constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  return a / b - (a % b < 0 ? 1 : 0);
+}
+constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return a / b + (a % b > 0 ? 1 : 0);
+}
+
+// Milliseconds as microseconds, held at the largest time (which never comes).
+constexpr std::int64_t micros(std::int64_t ms) {
+  return ms > std::numeric_limits<std::int64_t>::max() / kMicrosPerMilli
+             ? std::numeric_limits<std::int64_t>::max()
+             : ms * kMicrosPerMilli;
+}
+
 }  // namespace
 
 Engine::Engine(Clock& clock, EngineOptions options)
     : clock_(clock),
       options_(options),
-      latest_now_(clock.now_unix_ms()),
+      latest_now_us_(clock.now_unix_us()),
       wheel_(timers_,
-             wheel::HierarchicalWheelOptions{.tick = Millis{1}, .start = Millis{latest_now_}}),
+             wheel::HierarchicalWheelOptions{
+                 .tick = Millis{1}, .start = Millis{floor_div(latest_now_us_, kMicrosPerMilli)}}),
       index_([](const void* jobs,
                 Slot slot) { return (*static_cast<const JobTable*>(jobs))[slot].id(); },
              &jobs_) {
@@ -36,13 +54,27 @@ Engine::Engine(Clock& clock, EngineOptions options)
 
 Engine::~Engine() = default;
 
+std::int64_t Engine::now_us() const {
+  latest_now_us_ = std::max(latest_now_us_, clock_.now_unix_us());
+  return latest_now_us_;
+}
+
 std::int64_t Engine::now() const {
-  latest_now_ = std::max(latest_now_, clock_.now_unix_ms());
-  return latest_now_;
+  return floor_div(now_us(), kMicrosPerMilli);
 }
 
 std::int64_t Engine::due_after(Millis delay) const {
   return later(std::max(now(), clock_.start_unix_ms()), delay.count());
+}
+
+Engine::DueTime Engine::due_in(Millis delay, std::int64_t* start_ms) const {
+  const std::int64_t start_us = std::max(now_us(), clock_.start_unix_us());
+  const std::int64_t start = ceil_div(start_us, kMicrosPerMilli);
+  if (start_ms != nullptr) *start_ms = start;
+  const std::int64_t due = later(start, delay.count());
+  // A due time held at the largest one never comes: no microseconds to refine.
+  if (due == std::numeric_limits<std::int64_t>::max()) return {due, 0};
+  return {due, static_cast<std::uint32_t>(start * kMicrosPerMilli - start_us)};
 }
 
 std::int64_t Engine::steady_now() const {
@@ -209,7 +241,7 @@ void Engine::leave(Slot slot) {
   count(slot, -1);
   switch (j.state()) {
     case JobState::kDelayed:
-      wheel_.cancel(slot);
+      if (!wheel_.cancel(slot)) imminent_.erase({exact_due_us(slot), slot});
       break;
     case JobState::kReady:
       heap_remove(tube(j.tube), timers_[slot].position);
@@ -242,12 +274,29 @@ void Engine::ready_changed(TubeNo no) {
   changed_tubes_.push_back(no);
 }
 
-void Engine::enter_delayed(Slot slot, std::int64_t due_unix_ms) {
+void Engine::enter_delayed(Slot slot, std::int64_t due_unix_ms, std::uint32_t early_us) {
+  DELAYQ_CHECK(early_us < kMicrosPerMilli);
   Job& j = job(slot);
   j.set_state(JobState::kDelayed);
   j.due_unix_ms = due_unix_ms;
-  wheel_.schedule(slot, Millis{due_unix_ms});
+  timers_[slot].position = early_us;
+  // The millisecond that holds the exact due time. One the wheel has already reached goes
+  // straight to imminent_ if it has a microsecond to wait for; a whole millisecond (an overdue
+  // job recovered, or a due time given in milliseconds) goes into the wheel's present, which
+  // the next advance() fires, as compact as the rest of the wheel.
+  const std::int64_t tick = early_us > 0 ? due_unix_ms - 1 : due_unix_ms;
+  if (early_us > 0 && tick <= wheel_.now().count()) {
+    imminent_.emplace(exact_due_us(slot), slot);
+  } else {
+    wheel_.schedule(slot, Millis{tick});
+  }
   count(slot, +1);
+}
+
+// Only for a job whose due millisecond the wheel has reached or is about to: far due times
+// (up to the largest int64 of milliseconds) have no microsecond count.
+std::int64_t Engine::exact_due_us(Slot slot) const {
+  return job(slot).due_unix_ms * kMicrosPerMilli - timers_[slot].position;
 }
 
 void Engine::enter_reserved(Slot slot, ClientId client_id) {
@@ -436,15 +485,42 @@ void Engine::maybe_drop_tube(TubeNo no) {
   free_tubes_.push_back(no);
 }
 
+// By exact due time (without forming it: far due times have no microsecond count), then id.
+bool Engine::due_before(Slot a, Slot b) const {
+  const Job& x = job(a);
+  const Job& y = job(b);
+  if (x.due_unix_ms != y.due_unix_ms) return x.due_unix_ms < y.due_unix_ms;
+  if (timers_[a].position != timers_[b].position) {
+    return timers_[a].position > timers_[b].position;  // the earlier within the millisecond
+  }
+  return x.id() < y.id();
+}
+
+// imminent_ first (all due before anything in the wheel, except an overdue job restored or
+// moved into the wheel's present, which fires at the next advance()), then the wheel slot by
+// slot, stopping as visit_in_order() does.
+template <typename Visit>
+void Engine::visit_delayed_in_order(Visit&& visit) const {
+  bool done = false;
+  for (const auto& entry : imminent_) done = visit(entry.second) || done;
+  const std::int64_t present = wheel_.now().count();
+  bool stop = false;
+  wheel_.visit_in_order([&](wheel::TimerId id) {
+    if (done) {  // imminent_ was enough: only the wheel's present may still hold an earlier job
+      const std::int64_t tick = job(id).due_unix_ms - (timers_[id].position > 0 ? 1 : 0);
+      if (tick > present) return true;
+    }
+    stop = visit(id) || stop;
+    return stop || done;
+  });
+}
+
 std::optional<Engine::Slot> Engine::earliest_delayed(TubeNo tube_no) const {
   std::optional<Slot> best;
-  wheel_.visit_in_order([&](wheel::TimerId id) {
-    const Job& j = job(id);
+  visit_delayed_in_order([&](Slot slot) {
+    const Job& j = job(slot);
     if (j.state() != JobState::kDelayed || j.tube != tube_no) return false;
-    if (!best || j.due_unix_ms < job(*best).due_unix_ms ||
-        (j.due_unix_ms == job(*best).due_unix_ms && j.id() < job(*best).id())) {
-      best = id;
-    }
+    if (!best || due_before(slot, *best)) best = slot;
     return true;
   });
   return best;
@@ -586,23 +662,25 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
     }
   }
   const std::int64_t now_ms = now();
-  // Delays count from here, the put's moment rounded up (see Clock::start_unix_ms()); it is
-  // also the job's creation time, so its delay reads back exactly as due - created.
-  const std::int64_t start = due_after(Millis{0});
+  // Delays count from here, the put's moment (see Clock::start_unix_us()); rounded up to the
+  // millisecond, it is also the job's creation time, so that its delay reads back exactly as
+  // due - created.
+  std::int64_t start = 0;
+  const DueTime after_delay = due_in(request.delay, &start);
   const JobId id = next_id_++;
   next_id_dirty_ = true;
   const auto ttr = static_cast<std::uint32_t>(
       std::clamp<Seconds::rep>(request.ttr.count(), 0, std::numeric_limits<std::uint32_t>::max()));
   const Slot slot = new_job(id, tube_no, start, request.priority, ttr, request.key, request.group);
   job(slot).due_unix_ms = now_ms;
-  std::int64_t due = now_ms;
+  DueTime due{now_ms, 0};
   if (request.due_unix_ms) {
-    due = *request.due_unix_ms;
+    due.unix_ms = *request.due_unix_ms;
   } else if (request.delay.count() > 0) {
-    due = later(start, request.delay.count());
+    due = after_delay;
   }
-  if (due > now_ms) {
-    enter_delayed(slot, due);
+  if (due.unix_ms > now_ms) {
+    enter_delayed(slot, due.unix_ms, due.early_us);
   } else {
     enter_ready(slot);
   }
@@ -726,7 +804,8 @@ Status Engine::release(ClientId client_id, JobId id, std::uint32_t priority, Mil
   more.delay_ms = std::max<std::int64_t>(0, delay.count());
   const std::int64_t now_ms = now();
   if (delay.count() > 0) {
-    enter_delayed(slot, due_after(delay));
+    const DueTime due = due_in(delay);
+    enter_delayed(slot, due.unix_ms, due.early_us);
   } else {
     j.due_unix_ms = now_ms;
     enter_ready(slot);
@@ -1045,11 +1124,22 @@ void Engine::dispatch() {
   }
 }
 
+void Engine::on_timer(Slot slot, std::int64_t now_us) {
+  if (timers_[slot].position != 0) {
+    const std::int64_t exact = exact_due_us(slot);
+    if (exact > now_us) {
+      imminent_.emplace(exact, slot);
+      return;
+    }
+  }
+  fire(slot);
+}
+
 // A delayed job's due time has come.
-void Engine::on_timer(Slot slot) {
-  Job& j = job(slot);
+void Engine::fire(Slot slot) {
+  const std::int64_t exact = exact_due_us(slot);
   count(slot, -1);
-  if (on_fire_) on_fire_(j.due_unix_ms);
+  if (on_fire_) on_fire_(exact);
   enter_ready(slot);
 }
 
@@ -1068,7 +1158,14 @@ void Engine::lapse(Slot slot) {
 
 void Engine::advance() {
   // Due times by the wall clock; TTRs and pauses by the steady one.
-  wheel_.advance_to(Millis{now()}, [this](wheel::TimerId id) { on_timer(id); });
+  const std::int64_t wall_us = now_us();
+  wheel_.advance_to(Millis{floor_div(wall_us, kMicrosPerMilli)},
+                    [this, wall_us](wheel::TimerId id) { on_timer(id, wall_us); });
+  while (!imminent_.empty() && imminent_.begin()->first <= wall_us) {
+    const Slot slot = imminent_.begin()->second;
+    imminent_.erase(imminent_.begin());
+    fire(slot);
+  }
   const std::int64_t steady = steady_now();
   while (!ttrs_.empty() && ttrs_.begin()->first <= steady) {
     const Slot slot = ttrs_.begin()->second;
@@ -1086,12 +1183,13 @@ void Engine::advance() {
   expire_alarms();
 }
 
-std::optional<std::int64_t> Engine::next_wakeup() const {
+std::optional<std::int64_t> Engine::next_wakeup_us() const {
   std::optional<std::int64_t> when;
   const auto consider = [&when](std::int64_t t) {
     if (!when || t < *when) when = t;
   };
-  if (const auto deadline = wheel_.next_deadline()) consider(deadline->count());
+  if (!imminent_.empty()) consider(imminent_.begin()->first);
+  if (const auto deadline = wheel_.next_deadline()) consider(micros(deadline->count()));
   // A steady time comes after as long on the wall clock as it reads now, not as the engine
   // holds it: after a step back the two differ, and the caller sleeps by the wall clock.
   std::optional<std::int64_t> steady;
@@ -1101,8 +1199,10 @@ std::optional<std::int64_t> Engine::next_wakeup() const {
   if (!ttrs_.empty()) consider_steady(ttrs_.begin()->first);
   if (!pauses_.empty()) consider_steady(pauses_.begin()->first);
   if (!alarms_.empty()) consider_steady(alarms_.begin()->first);
-  if (steady)
-    consider(later(clock_.now_unix_ms(), std::max<std::int64_t>(0, *steady - steady_now())));
+  if (steady) {
+    consider(
+        micros(later(clock_.now_unix_ms(), std::max<std::int64_t>(0, *steady - steady_now()))));
+  }
   return when;
 }
 
@@ -1187,7 +1287,7 @@ Result<Engine::JobList> Engine::list_jobs(std::string_view name, JobState state,
       if (t.counts[static_cast<int>(JobState::kDelayed)] == 0 || limit == 0) break;
       std::size_t visits = 0;
       // Slots come in time order, jobs within one in none: finish the slot, then sort.
-      wheel_.visit_in_order([&](wheel::TimerId id) {
+      visit_delayed_in_order([&](Slot id) {
         if (++visits > kListVisits) {
           list.complete = false;
           return true;
@@ -1196,11 +1296,7 @@ Result<Engine::JobList> Engine::list_jobs(std::string_view name, JobState state,
         if (j.state() == JobState::kDelayed && j.tube == no) slots.push_back(id);
         return slots.size() >= limit;
       });
-      std::sort(slots.begin(), slots.end(), [this](Slot a, Slot b) {
-        const Job& x = job(a);
-        const Job& y = job(b);
-        return x.due_unix_ms != y.due_unix_ms ? x.due_unix_ms < y.due_unix_ms : x.id() < y.id();
-      });
+      std::sort(slots.begin(), slots.end(), [this](Slot a, Slot b) { return due_before(a, b); });
       if (slots.size() > limit) slots.resize(limit);
       break;
     }

@@ -184,12 +184,14 @@ class Engine {
   // --- time. advance() makes due jobs ready, lapses TTRs, ends pauses and waits; call it when
   // next_wakeup() has come (and after any operation, which is cheap when nothing is due).
   void advance();
-  // A time (Unix ms) no later than the first at which advance() has something to do, so the
-  // caller can sleep until then and call advance(); the wheel may answer the start of the slot
-  // that holds the next job, so a far deadline takes a few such wakeups (at most 8).
-  [[nodiscard]] std::optional<std::int64_t> next_wakeup() const;
-  // The engine's present on the wall clock, held at the latest time seen if the clock steps back.
+  // A time (Unix microseconds) no later than the first at which advance() has something to do,
+  // so the caller can sleep until then and call advance(); the wheel may answer the start of the
+  // slot that holds the next job, so a far deadline takes a few such wakeups (at most 8).
+  [[nodiscard]] std::optional<std::int64_t> next_wakeup_us() const;
+  // The engine's present on the wall clock, held at the latest time seen if the clock steps back:
+  // in milliseconds (rounded down) and in microseconds.
   [[nodiscard]] std::int64_t now() const;
+  [[nodiscard]] std::int64_t now_us() const;
   // When something put or released with `delay` is due, on the wall clock: counted from the
   // clock's start_unix_ms(), so that it is never before the real moment plus the delay. A due
   // time is absolute and stored: a job due at 18:00 fires at 18:00 by the wall clock.
@@ -202,9 +204,9 @@ class Engine {
   // reservation's end).
   [[nodiscard]] std::int64_t steady_to_unix(std::int64_t steady_ms) const;
 
-  // Called with its due time each time a delayed job becomes ready by the passing of time (for
-  // the fire lateness metric). Default: none.
-  void on_fire(std::function<void(std::int64_t due_unix_ms)> observer) {
+  // Called with its exact due time (Unix microseconds) each time a delayed job becomes ready by
+  // the passing of time (for the fire lateness metric). Default: none.
+  void on_fire(std::function<void(std::int64_t due_unix_us)> observer) {
     on_fire_ = std::move(observer);
   }
 
@@ -363,7 +365,23 @@ class Engine {
   // state moves: leave() takes a job out of its state's index, enter_*() puts it in one
   void leave(Slot slot);
   void enter_ready(Slot slot);
-  void enter_delayed(Slot slot, std::int64_t due_unix_ms);
+  // A delayed job is due at due_unix_ms less early_us (0 to 999), which its timer keeps in the
+  // place a ready job keeps its heap position: a due time counted from a moment inside a
+  // millisecond is exact to the microsecond in memory, and rounded up to the millisecond in
+  // what is reported and stored (never early either way).
+  void enter_delayed(Slot slot, std::int64_t due_unix_ms, std::uint32_t early_us = 0);
+  [[nodiscard]] std::int64_t exact_due_us(Slot slot) const;
+  [[nodiscard]] bool due_before(Slot a, Slot b) const;
+  template <typename Visit>
+  void visit_delayed_in_order(Visit&& visit) const;
+  struct DueTime {
+    std::int64_t unix_ms;
+    std::uint32_t early_us;
+  };
+  // When something put or released now with `delay` is due: counted from the clock's
+  // start_unix_us() (see due_after()), so that it comes no earlier than the real moment plus the
+  // delay; `start_ms`, if given, gets that moment rounded up to the millisecond.
+  [[nodiscard]] DueTime due_in(Millis delay, std::int64_t* start_ms = nullptr) const;
   void enter_reserved(Slot slot, ClientId client);
   void enter_buried(Slot slot);
   void count(Slot slot, int delta);
@@ -406,19 +424,26 @@ class Engine {
   void end_wait(WaitId wait);
   void arm_alarm(WaitId id, Wait& wait);
   void dispatch();
-  void on_timer(Slot slot);  // a delayed job is due
-  void lapse(Slot slot);     // a reserved job's TTR ended
+  // The wheel reached a delayed job's millisecond: it fires, or waits in imminent_ for its
+  // microsecond.
+  void on_timer(Slot slot, std::int64_t now_us);
+  void fire(Slot slot);   // a delayed job is due
+  void lapse(Slot slot);  // a reserved job's TTR ended
   void expire_alarms();
 
   Clock& clock_;
   EngineOptions options_;
-  mutable std::int64_t latest_now_ = 0;
+  mutable std::int64_t latest_now_us_ = 0;
   mutable std::int64_t latest_steady_ = 0;
 
   JobTable jobs_;
   std::vector<Slot> free_slots_;
   std::vector<wheel::Timer> timers_;
   wheel::HierarchicalWheel wheel_;
+  // Delayed jobs whose millisecond has come and whose microsecond has not, by exact due time:
+  // the wheel's millisecond ticks, refined. Every job here is due before every job in the wheel
+  // but those in the wheel's present (see visit_delayed_in_order()).
+  std::set<std::pair<std::int64_t, Slot>> imminent_;
   IdIndex index_;
   std::unordered_map<Slot, Extra> extras_;
   std::unordered_map<Slot, Reservation> reservations_;

@@ -4,7 +4,7 @@
 // lifecycle, keys, groups, pauses, clock moves of 0 ms to many seconds, restarts from the
 // stored records) on a ManualClock, and after every step compares everything the engine shows:
 // each job (peek), each tube (stats and peeks), the server's stats, keys, clients, wakeups,
-// next_wakeup() and the exact store mutations, which it applies to a map of records that any
+// next_wakeup_us() and the exact store mutations, which it applies to a map of records that any
 // restart is rebuilt from. It also checks "never early" without the model: a job may leave the
 // delayed state by time only once due, and a reservation may lapse only once its TTR is over.
 // Every run prints its seed and the command that replays it (DELAYQ_SEED=<seed> with a gtest
@@ -188,7 +188,7 @@ struct SimConfig {
   int keys = 6;                    // k0 .. k5
   int groups = 3;                  // g0 .. g2
   std::size_t target_jobs = 60;    // above it, puts give way to deletes
-  int precise_time_percent = 30;   // clock moves that stop at every next_wakeup()
+  int precise_time_percent = 30;   // clock moves that stop at every next_wakeup_us()
   int restart_per_mille = 2;       // restarts from the stored records, per thousand steps
   int put_weight = 22;             // of about 120 for all operations
   int reserve_weight = 14;
@@ -877,7 +877,7 @@ void Simulation::advance_both() {
 
 // Moves the clocks by 0 ms to many seconds (now and then the wall clock steps back or forward
 // alone: the engine must hold its wall time, and run TTRs, waits and pauses on the steady
-// clock), then advance(). A precise move stops at every next_wakeup() on the way, as the server
+// clock), then advance(). A precise move stops at every next_wakeup_us() on the way, as the server
 // does; a coarse one jumps, as a server that slept too long would.
 void Simulation::op_time() {
   std::int64_t step = 0;
@@ -940,10 +940,13 @@ void Simulation::op_time() {
        (precise ? " (precise)" : ""));
   count(step < 0 ? "time.back" : precise ? "time.precise" : "time.coarse");
   for (int hops = 0; precise && hops < 64; ++hops) {
-    const auto wake = engine_->next_wakeup();
-    if (!wake || *wake >= target) break;
-    clock_.set(*wake);
-    note("  wakeup at " + std::to_string(*wake));
+    // This clock holds whole milliseconds, so every wakeup is one.
+    const auto wake_us = engine_->next_wakeup_us();
+    if (!wake_us || *wake_us / 1000 >= target) break;
+    ASSERT_EQ(*wake_us % 1000, 0) << where() << "a wakeup inside a millisecond";
+    const std::int64_t wake = *wake_us / 1000;
+    clock_.set(wake);
+    note("  wakeup at " + std::to_string(wake));
     advance_both();
     settle("time");
     if (::testing::Test::HasFatalFailure()) return;
@@ -1271,19 +1274,19 @@ void Simulation::check_clients() {
   }
 }
 
-// next_wakeup() may be early (the wheel answers with the start of a slot), never late, and
+// next_wakeup_us() may be early (the wheel answers with the start of a slot), never late, and
 // never in the past of the wall clock as it reads (which may be behind the engine's present
 // after a step back): a server sleeping until it would miss nothing and never spin.
 void Simulation::check_next_wakeup() {
-  const auto got = engine_->next_wakeup();
+  const auto got = engine_->next_wakeup_us();
   const auto want = model_.next_event();
   if (!want) {
-    ASSERT_FALSE(got.has_value()) << where() << "next_wakeup " << *got << " with nothing to do";
+    ASSERT_FALSE(got.has_value()) << where() << "next_wakeup " << *got << " us with nothing to do";
     return;
   }
   ASSERT_TRUE(got.has_value()) << where() << "no next_wakeup, model: " << *want;
-  ASSERT_LE(*got, *want) << where() << "next_wakeup too late";
-  ASSERT_GT(*got, clock_.now_unix_ms()) << where() << "next_wakeup not in the future";
+  ASSERT_LE(*got, *want * 1000) << where() << "next_wakeup too late";
+  ASSERT_GT(*got, clock_.now_unix_ms() * 1000) << where() << "next_wakeup not in the future";
 }
 
 // Without the model: a job leaves the delayed state before its due time only when an operation

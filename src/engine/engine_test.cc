@@ -39,9 +39,9 @@ TEST_F(EngineTest, DelayedJobBecomesReadyAtItsDueMillisecondAndNotBefore) {
   const JobId id = put(producer, Millis{1500});
   EXPECT_EQ(state(id), JobState::kDelayed);
   // A lower bound that is never in the past: the caller may sleep until then and look again.
-  ASSERT_TRUE(engine.next_wakeup().has_value());
-  EXPECT_LE(*engine.next_wakeup(), clock.now_unix_ms() + 1500);
-  EXPECT_GT(*engine.next_wakeup(), clock.now_unix_ms());
+  ASSERT_TRUE(engine.next_wakeup_us().has_value());
+  EXPECT_LE(*engine.next_wakeup_us(), (clock.now_unix_ms() + 1500) * 1000);
+  EXPECT_GT(*engine.next_wakeup_us(), clock.now_unix_ms() * 1000);
   EXPECT_EQ(engine.reserve(worker, Millis{0}).kind, Kind::kTimedOut);
   pass(Millis{1499});
   EXPECT_EQ(state(id), JobState::kDelayed);
@@ -456,7 +456,7 @@ TEST_F(EngineTest, FireObserverSeesDelayedJobsOnlyWithTheirDueTimes) {
   put(producer, Millis{0});  // ready at once: not fired by time
   const std::int64_t due = engine.peek(delayed).value().due_unix_ms;
   pass(Millis{100});
-  ASSERT_EQ(fired, std::vector<std::int64_t>{due});
+  ASSERT_EQ(fired, std::vector<std::int64_t>{due * 1000}) << "in microseconds";
   // A reservation whose TTR lapses is not a fire.
   const ReserveResult got = engine.reserve(worker, Millis{0});
   ASSERT_EQ(got.kind, Kind::kReserved);
@@ -570,6 +570,114 @@ TEST(EngineClockTest, DelaysCountFromTheMomentRoundedUpSoNothingIsEverEarly) {
   request.delay = Millis{0};
   const JobId now_job = engine.put(client, request).value().id;
   EXPECT_EQ(engine.peek(now_job).value().state, JobState::kReady);
+}
+
+// A clock that reads to the microsecond, as the system's does; the steady clock keeps its
+// distance from the wall clock.
+class MicrosecondClock final : public Clock {
+ public:
+  [[nodiscard]] std::int64_t now_unix_ms() const override { return floor_ms(now_us); }
+  [[nodiscard]] std::int64_t start_unix_ms() const override { return (now_us + 999) / 1000; }
+  [[nodiscard]] std::int64_t now_unix_us() const override { return now_us; }
+  [[nodiscard]] std::int64_t start_unix_us() const override { return now_us; }
+  [[nodiscard]] std::int64_t steady_ms() const override { return floor_ms(now_us) - kOffset; }
+  [[nodiscard]] std::int64_t steady_start_ms() const override { return start_unix_ms() - kOffset; }
+  static std::int64_t floor_ms(std::int64_t us) { return us / 1000; }
+  static constexpr std::int64_t kOffset = 1'600'000'000'000;
+  std::int64_t now_us = 1'700'000'000'000'300;  // 0.3 ms into a millisecond
+};
+
+class EngineMicrosecondTest : public ::testing::Test {
+ protected:
+  JobId put(Millis delay, std::string_view tube = "default") {
+    PutRequest request;
+    request.delay = delay;
+    request.body = "body";
+    EXPECT_TRUE(engine.use(producer, tube).is_ok());
+    return engine.put(producer, request).value().id;
+  }
+  JobState state(JobId id) { return engine.peek(id).value().state; }
+  void at(std::int64_t us) {
+    clock.now_us = us;
+    engine.advance();
+  }
+
+  MicrosecondClock clock;
+  Engine engine{clock};
+  ClientId producer = engine.connect();
+};
+
+// A delay counts from the put's microsecond: the job fires then, not at the next whole
+// millisecond. What is reported and stored is that time rounded up (never early after a
+// restart either), and the delay reads back as given.
+TEST_F(EngineMicrosecondTest, ADelayCountsFromTheMicrosecondOfThePut) {
+  std::vector<std::int64_t> fired;
+  engine.on_fire([&fired](std::int64_t due_us) { fired.push_back(due_us); });
+  const std::int64_t start = clock.now_us;
+  const JobId id = put(Millis{1000});
+  const std::int64_t exact = start + 1'000'000;
+  EXPECT_EQ(engine.peek(id).value().due_unix_ms, exact / 1000 + 1) << "rounded up";
+  EXPECT_EQ(engine.peek(id).value().delay_ms, 1000);
+  const store::WriteSet written = engine.take_mutations();
+  EXPECT_EQ(store::decode_record(id, written.ops()[0].value).value().due_unix_ms, exact / 1000 + 1);
+
+  at(exact - 300);  // the due millisecond begins: not yet
+  EXPECT_EQ(state(id), JobState::kDelayed);
+  EXPECT_EQ(engine.next_wakeup_us(), exact);
+  at(exact - 1);
+  EXPECT_EQ(state(id), JobState::kDelayed);
+  at(exact);
+  EXPECT_EQ(state(id), JobState::kReady);
+  EXPECT_EQ(fired, std::vector<std::int64_t>{exact});
+}
+
+// Jobs waiting for their microsecond can be deleted, kicked, rescheduled and peeked like any
+// delayed job, and they fire in the order of their exact times.
+TEST_F(EngineMicrosecondTest, JobsWithinTheirDueMillisecondAreDelayedJobsLikeAnyOther) {
+  const std::int64_t base = clock.now_us;  // 0.3 ms into a millisecond
+  const JobId first = put(Millis{50});
+  clock.now_us += 200;
+  const JobId second = put(Millis{50});
+  clock.now_us += 100;
+  const JobId third = put(Millis{50});
+  clock.now_us += 100;
+  const JobId gone = put(Millis{50});
+  const JobId moved = put(Millis{50});
+  const JobId other = put(Millis{50}, "other");
+  // All in the same millisecond, each waiting for its microsecond.
+  at(base - 300 + 50'000);
+  EXPECT_EQ(engine.peek_delayed("default").value().id, first);
+  EXPECT_EQ(engine.peek_delayed("other").value().id, other);
+  ASSERT_TRUE(engine.erase(producer, gone).is_ok());
+  ASSERT_TRUE(engine.reschedule(moved, (base - 300) / 1000 + 60).is_ok());
+  EXPECT_EQ(engine.kick("default", 1), 1U);
+  EXPECT_EQ(state(first), JobState::kReady);
+  at(base + 50'200);  // second's exact time
+  EXPECT_EQ(state(second), JobState::kReady);
+  EXPECT_EQ(state(third), JobState::kDelayed);
+  EXPECT_EQ(engine.peek_delayed("default").value().id, third);
+  at(base + 50'300);
+  EXPECT_EQ(state(third), JobState::kReady);
+  EXPECT_EQ(state(moved), JobState::kDelayed);
+  EXPECT_EQ(engine.peek_delayed("default").value().id, moved);
+  at(base - 300 + 60'000);
+  EXPECT_EQ(state(moved), JobState::kReady);
+  EXPECT_EQ(state(other), JobState::kReady);
+  EXPECT_FALSE(engine.next_wakeup_us().has_value());
+}
+
+// A wall clock that steps back holds the engine's present: a job waiting for its microsecond
+// waits for the clock to come back past it.
+TEST_F(EngineMicrosecondTest, AStepBackNeverFiresAJobBeforeItsMicrosecond) {
+  const JobId id = put(Millis{10});
+  const std::int64_t exact = clock.now_us + 10'000;
+  at(exact - 100);
+  at(exact - 5'000);  // a step back
+  EXPECT_EQ(state(id), JobState::kDelayed);
+  at(exact - 1);
+  EXPECT_EQ(state(id), JobState::kDelayed);
+  at(exact);
+  EXPECT_EQ(state(id), JobState::kReady);
 }
 
 TEST_F(EngineTest, AnAttachmentIsWrittenWithItsJobAndErasedWithIt) {

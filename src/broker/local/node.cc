@@ -88,8 +88,8 @@ Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const Node
         }
       });
   Node* raw = node.get();
-  node->engine_->on_fire([raw](std::int64_t due_unix_ms) {
-    const double late_us = static_cast<double>(raw->turn_unix_us_ - due_unix_ms * 1000);
+  node->engine_->on_fire([raw](std::int64_t due_unix_us) {
+    const double late_us = static_cast<double>(raw->turn_unix_us_ - due_unix_us);
     raw->metrics_.fire_lateness.observe(std::max(0.0, late_us) / 1e6);
   });
   if (node->min_free_disk_ > 0 && node->free_disk_) {
@@ -408,7 +408,7 @@ void Node::on_committed(std::uint64_t seq, const Status& status) {
 
 // Sleeps until the engine's next wakeup; nothing to do means no timer at all.
 void Node::arm_timer() {
-  const auto next = engine_->next_wakeup();
+  const auto next = engine_->next_wakeup_us();
   if (!next) {
     timer_.cancel();
     armed_for_.reset();
@@ -416,12 +416,11 @@ void Node::arm_timer() {
   }
   if (armed_for_ == *next) return;  // already set for it: spare the timer queue a syscall
   armed_for_ = *next;
-  // Wake at the very start of the due millisecond, not a whole number of ms from now: the engine
-  // compares whole milliseconds, so the wait is measured to the microsecond. The timer runs on
-  // the monotonic clock, and a step of the wall clock tells it nothing: waking at least once a
-  // second bounds how late a due time that a forward step passed is noticed.
+  // Wake at the due microsecond. The timer runs on the monotonic clock, and a step of the wall
+  // clock tells it nothing: waking at least once a second bounds how late a due time that a
+  // forward step passed is noticed.
   const std::int64_t wait_us =
-      std::clamp<std::int64_t>(*next * 1000 - unix_us(), 0, kLongestSleep.count());
+      std::clamp<std::int64_t>(*next - unix_us(), 0, kLongestSleep.count());
   timer_.expires_after(std::chrono::microseconds(wait_us));
   timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
     if (error || !*alive) return;
