@@ -40,9 +40,6 @@ class SystemClock final : public Clock {
   [[nodiscard]] std::int64_t now_unix_ms() const override {
     return std::chrono::floor<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
   }
-  [[nodiscard]] std::int64_t start_unix_ms() const override {
-    return std::chrono::ceil<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
-  }
   [[nodiscard]] std::int64_t now_unix_us() const override {
     return std::chrono::floor<std::chrono::microseconds>(
                std::chrono::system_clock::now().time_since_epoch())

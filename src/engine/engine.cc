@@ -20,12 +20,9 @@ std::int64_t later(std::int64_t now_ms, std::int64_t delay_ms) {
 
 constexpr std::int64_t kMicrosPerMilli = 1000;
 
-// a / b rounded towards minus and plus infinity (b > 0); Unix times may be negative.
+// a / b rounded towards minus infinity (b > 0); Unix times may be negative.
 constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   return a / b - (a % b < 0 ? 1 : 0);
-}
-constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
-  return a / b + (a % b > 0 ? 1 : 0);
 }
 
 // Milliseconds as microseconds, held at the largest time (which never comes).
@@ -63,18 +60,14 @@ std::int64_t Engine::now() const {
   return floor_div(now_us(), kMicrosPerMilli);
 }
 
-std::int64_t Engine::due_after(Millis delay) const {
-  return later(std::max(now(), clock_.start_unix_ms()), delay.count());
-}
-
 Engine::DueTime Engine::due_in(Millis delay, std::int64_t* start_ms) const {
   const std::int64_t start_us = std::max(now_us(), clock_.start_unix_us());
-  const std::int64_t start = ceil_div(start_us, kMicrosPerMilli);
+  const std::int64_t start = floor_div(start_us, kMicrosPerMilli);
   if (start_ms != nullptr) *start_ms = start;
   const std::int64_t due = later(start, delay.count());
   // A due time held at the largest one never comes: no microseconds to refine.
   if (due == std::numeric_limits<std::int64_t>::max()) return {due, 0};
-  return {due, static_cast<std::uint32_t>(start * kMicrosPerMilli - start_us)};
+  return {due, static_cast<std::uint32_t>(start_us - start * kMicrosPerMilli)};
 }
 
 std::int64_t Engine::steady_now() const {
@@ -197,6 +190,7 @@ store::JobRecord Engine::record(Slot slot) const {
   r.priority = j.priority;
   r.state = j.state();
   r.due_unix_ms = j.due_unix_ms;
+  r.due_inside = j.state() == JobState::kDelayed && timers_[slot].position != 0;
   r.created_unix_ms = j.created_unix_ms();
   r.delay_ms = delay_of(slot);
   r.ttr_seconds = j.ttr_seconds;
@@ -274,21 +268,20 @@ void Engine::ready_changed(TubeNo no) {
   changed_tubes_.push_back(no);
 }
 
-void Engine::enter_delayed(Slot slot, std::int64_t due_unix_ms, std::uint32_t early_us) {
-  DELAYQ_CHECK(early_us < kMicrosPerMilli);
+void Engine::enter_delayed(Slot slot, std::int64_t due_unix_ms, std::uint32_t late_us) {
+  DELAYQ_CHECK(late_us < kMicrosPerMilli);
   Job& j = job(slot);
   j.set_state(JobState::kDelayed);
   j.due_unix_ms = due_unix_ms;
-  timers_[slot].position = early_us;
-  // The millisecond that holds the exact due time. One the wheel has already reached goes
-  // straight to imminent_ if it has a microsecond to wait for; a whole millisecond (an overdue
-  // job recovered, or a due time given in milliseconds) goes into the wheel's present, which
-  // the next advance() fires, as compact as the rest of the wheel.
-  const std::int64_t tick = early_us > 0 ? due_unix_ms - 1 : due_unix_ms;
-  if (early_us > 0 && tick <= wheel_.now().count()) {
+  timers_[slot].position = late_us;
+  // A due millisecond the wheel has already reached goes straight to imminent_ if it has a
+  // microsecond to wait for; a whole millisecond (an overdue job recovered, or a due time given
+  // in milliseconds) goes into the wheel's present, which the next advance() fires, as compact
+  // as the rest of the wheel.
+  if (late_us > 0 && due_unix_ms <= wheel_.now().count()) {
     imminent_.emplace(exact_due_us(slot), slot);
   } else {
-    wheel_.schedule(slot, Millis{tick});
+    wheel_.schedule(slot, Millis{due_unix_ms});
   }
   count(slot, +1);
 }
@@ -296,7 +289,7 @@ void Engine::enter_delayed(Slot slot, std::int64_t due_unix_ms, std::uint32_t ea
 // Only for a job whose due millisecond the wheel has reached or is about to: far due times
 // (up to the largest int64 of milliseconds) have no microsecond count.
 std::int64_t Engine::exact_due_us(Slot slot) const {
-  return job(slot).due_unix_ms * kMicrosPerMilli - timers_[slot].position;
+  return job(slot).due_unix_ms * kMicrosPerMilli + timers_[slot].position;
 }
 
 void Engine::enter_reserved(Slot slot, ClientId client_id) {
@@ -491,7 +484,7 @@ bool Engine::due_before(Slot a, Slot b) const {
   const Job& y = job(b);
   if (x.due_unix_ms != y.due_unix_ms) return x.due_unix_ms < y.due_unix_ms;
   if (timers_[a].position != timers_[b].position) {
-    return timers_[a].position > timers_[b].position;  // the earlier within the millisecond
+    return timers_[a].position < timers_[b].position;  // the earlier within the millisecond
   }
   return x.id() < y.id();
 }
@@ -507,8 +500,7 @@ void Engine::visit_delayed_in_order(Visit&& visit) const {
   bool stop = false;
   wheel_.visit_in_order([&](wheel::TimerId id) {
     if (done) {  // imminent_ was enough: only the wheel's present may still hold an earlier job
-      const std::int64_t tick = job(id).due_unix_ms - (timers_[id].position > 0 ? 1 : 0);
-      if (tick > present) return true;
+      if (job(id).due_unix_ms > present) return true;
     }
     stop = visit(id) || stop;
     return stop || done;
@@ -662,9 +654,9 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
     }
   }
   const std::int64_t now_ms = now();
-  // Delays count from here, the put's moment (see Clock::start_unix_us()); rounded up to the
-  // millisecond, it is also the job's creation time, so that its delay reads back exactly as
-  // due - created.
+  // Delays count from here, the put's moment (see Clock::start_unix_us()); rounded down to the
+  // millisecond, as the due time is, it is also the job's creation time, so that its delay reads
+  // back exactly as due - created.
   std::int64_t start = 0;
   const DueTime after_delay = due_in(request.delay, &start);
   const JobId id = next_id_++;
@@ -680,7 +672,7 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
     due = after_delay;
   }
   if (due.unix_ms > now_ms) {
-    enter_delayed(slot, due.unix_ms, due.early_us);
+    enter_delayed(slot, due.unix_ms, due.late_us);
   } else {
     enter_ready(slot);
   }
@@ -805,7 +797,7 @@ Status Engine::release(ClientId client_id, JobId id, std::uint32_t priority, Mil
   const std::int64_t now_ms = now();
   if (delay.count() > 0) {
     const DueTime due = due_in(delay);
-    enter_delayed(slot, due.unix_ms, due.early_us);
+    enter_delayed(slot, due.unix_ms, due.late_us);
   } else {
     j.due_unix_ms = now_ms;
     enter_ready(slot);
@@ -947,6 +939,15 @@ Result<JobView> Engine::peek_key(std::string_view name, std::string_view key) co
 }
 
 Status Engine::reschedule(JobId id, std::int64_t due_unix_ms, std::optional<Millis> delay) {
+  return reschedule(id, DueTime{due_unix_ms, 0}, delay);
+}
+
+Status Engine::reschedule_in(JobId id, Millis delay) {
+  if (delay.count() <= 0) return reschedule(id, DueTime{now(), 0}, Millis{0});
+  return reschedule(id, due_in(delay), delay);
+}
+
+Status Engine::reschedule(JobId id, DueTime due, std::optional<Millis> delay) {
   const auto found = find(id);
   if (!found) return {Code::kNotFound, "no job " + std::to_string(id)};
   const Slot slot = *found;
@@ -957,9 +958,9 @@ Status Engine::reschedule(JobId id, std::int64_t due_unix_ms, std::optional<Mill
   leave(slot);
   const std::int64_t now_ms = now();
   extra(slot).delay_ms = delay ? std::max<std::int64_t>(0, delay->count())
-                               : std::max<std::int64_t>(0, due_unix_ms - now_ms);
-  if (due_unix_ms > now_ms) {
-    enter_delayed(slot, due_unix_ms);
+                               : std::max<std::int64_t>(0, due.unix_ms - now_ms);
+  if (due.unix_ms > now_ms) {
+    enter_delayed(slot, due.unix_ms, due.late_us);
   } else {
     job(slot).due_unix_ms = now_ms;
     enter_ready(slot);
@@ -1405,7 +1406,9 @@ Status Engine::restore(const store::JobRecord& r) {
   }
   switch (r.state) {
     case JobState::kDelayed:
-      enter_delayed(slot, r.due_unix_ms);  // an overdue job fires at the first advance()
+      // An overdue job fires at the first advance().
+      enter_delayed(slot, r.due_unix_ms,
+                    r.due_inside ? static_cast<std::uint32_t>(kMicrosPerMilli - 1) : 0);
       break;
     case JobState::kReady:
     case JobState::kReserved:

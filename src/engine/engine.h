@@ -164,6 +164,9 @@ class Engine {
   Result<JobId> find_key(std::string_view tube, std::string_view key) const;
   // `delay`, if given, is what stats report as the job's delay (else due - now).
   Status reschedule(JobId id, std::int64_t due_unix_ms, std::optional<Millis> delay = {});
+  // The same, due `delay` from now, counted as a put's delay is (see due_in()): from this
+  // microsecond; a delay <= 0 makes the job ready now.
+  Status reschedule_in(JobId id, Millis delay);
   // A new priority for a job in any state (a ready job moves in its tube's order).
   Status set_priority(JobId id, std::uint32_t priority);
   // A tube's max_attempts (0: none, the default): a reservation of one of its jobs that ends
@@ -192,12 +195,8 @@ class Engine {
   // in milliseconds (rounded down) and in microseconds.
   [[nodiscard]] std::int64_t now() const;
   [[nodiscard]] std::int64_t now_us() const;
-  // When something put or released with `delay` is due, on the wall clock: counted from the
-  // clock's start_unix_ms(), so that it is never before the real moment plus the delay. A due
-  // time is absolute and stored: a job due at 18:00 fires at 18:00 by the wall clock.
-  [[nodiscard]] std::int64_t due_after(Millis delay) const;
   // The present and a time `delay` from it on the steady clock, which TTRs, reserve timeouts,
-  // pauses and DEADLINE_SOON run on (never early, as due_after; never moved by a wall step).
+  // pauses and DEADLINE_SOON run on (never early, as due_in(); never moved by a wall step).
   [[nodiscard]] std::int64_t steady_now() const;
   [[nodiscard]] std::int64_t steady_after(Millis delay) const;
   // A steady time as the wall clock would show it now (for what is reported, e.g. a
@@ -365,23 +364,27 @@ class Engine {
   // state moves: leave() takes a job out of its state's index, enter_*() puts it in one
   void leave(Slot slot);
   void enter_ready(Slot slot);
-  // A delayed job is due at due_unix_ms less early_us (0 to 999), which its timer keeps in the
-  // place a ready job keeps its heap position: a due time counted from a moment inside a
-  // millisecond is exact to the microsecond in memory, and rounded up to the millisecond in
-  // what is reported and stored (never early either way).
-  void enter_delayed(Slot slot, std::int64_t due_unix_ms, std::uint32_t early_us = 0);
+  // A delayed job is due late_us (0 to 999) into its millisecond due_unix_ms; its timer keeps
+  // late_us in the place a ready job keeps its heap position. A due time counted from a moment
+  // inside a millisecond is thus exact to the microsecond in memory; it is reported as its
+  // millisecond (rounded down, so no job is ever handed out before the time it shows), and
+  // stored as that with a flag (JobRecord::due_inside), which recovery reads as the end of
+  // the millisecond: never early after a restart either.
+  void enter_delayed(Slot slot, std::int64_t due_unix_ms, std::uint32_t late_us = 0);
   [[nodiscard]] std::int64_t exact_due_us(Slot slot) const;
   [[nodiscard]] bool due_before(Slot a, Slot b) const;
   template <typename Visit>
   void visit_delayed_in_order(Visit&& visit) const;
   struct DueTime {
     std::int64_t unix_ms;
-    std::uint32_t early_us;
+    std::uint32_t late_us;
   };
-  // When something put or released now with `delay` is due: counted from the clock's
-  // start_unix_us() (see due_after()), so that it comes no earlier than the real moment plus the
-  // delay; `start_ms`, if given, gets that moment rounded up to the millisecond.
+  // When something put, released or rescheduled now with `delay` is due, on the wall clock:
+  // counted from the clock's start_unix_us(), so that it comes no earlier than the real moment
+  // plus the delay; `start_ms`, if given, gets that moment rounded down to the millisecond. A due
+  // time is absolute and stored: a job due at 18:00 fires at 18:00 by the wall clock.
   [[nodiscard]] DueTime due_in(Millis delay, std::int64_t* start_ms = nullptr) const;
+  Status reschedule(JobId id, DueTime due, std::optional<Millis> delay);
   void enter_reserved(Slot slot, ClientId client);
   void enter_buried(Slot slot);
   void count(Slot slot, int delta);

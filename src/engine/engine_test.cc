@@ -608,18 +608,24 @@ class EngineMicrosecondTest : public ::testing::Test {
 };
 
 // A delay counts from the put's microsecond: the job fires then, not at the next whole
-// millisecond. What is reported and stored is that time rounded up (never early after a
-// restart either), and the delay reads back as given.
+// millisecond. What is reported is that time's millisecond (rounded down, so the job is never
+// handed out before the time it shows) and the delay reads back as given; what is stored says
+// that the time lies inside its millisecond, and a restart makes it due at the millisecond's
+// end (never early).
 TEST_F(EngineMicrosecondTest, ADelayCountsFromTheMicrosecondOfThePut) {
   std::vector<std::int64_t> fired;
   engine.on_fire([&fired](std::int64_t due_us) { fired.push_back(due_us); });
   const std::int64_t start = clock.now_us;
   const JobId id = put(Millis{1000});
   const std::int64_t exact = start + 1'000'000;
-  EXPECT_EQ(engine.peek(id).value().due_unix_ms, exact / 1000 + 1) << "rounded up";
+  EXPECT_EQ(engine.peek(id).value().due_unix_ms, exact / 1000) << "rounded down";
+  EXPECT_EQ(engine.peek(id).value().created_unix_ms, start / 1000);
   EXPECT_EQ(engine.peek(id).value().delay_ms, 1000);
   const store::WriteSet written = engine.take_mutations();
-  EXPECT_EQ(store::decode_record(id, written.ops()[0].value).value().due_unix_ms, exact / 1000 + 1);
+  const store::JobRecord stored = store::decode_record(id, written.ops()[0].value).value();
+  EXPECT_EQ(stored.due_unix_ms, exact / 1000);
+  EXPECT_TRUE(stored.due_inside);
+  EXPECT_EQ(stored.delay_ms, stored.due_unix_ms - stored.created_unix_ms);
 
   at(exact - 300);  // the due millisecond begins: not yet
   EXPECT_EQ(state(id), JobState::kDelayed);
@@ -664,6 +670,62 @@ TEST_F(EngineMicrosecondTest, JobsWithinTheirDueMillisecondAreDelayedJobsLikeAny
   EXPECT_EQ(state(moved), JobState::kReady);
   EXPECT_EQ(state(other), JobState::kReady);
   EXPECT_FALSE(engine.next_wakeup_us().has_value());
+}
+
+// Rescheduling by a delay counts from the microsecond too; by an absolute time, from none.
+TEST_F(EngineMicrosecondTest, ARescheduleByDelayCountsFromTheMicrosecond) {
+  const JobId id = put(Millis{60'000});
+  clock.now_us += 250;
+  const std::int64_t exact = clock.now_us + 100'000;
+  ASSERT_TRUE(engine.reschedule_in(id, Millis{100}).is_ok());
+  EXPECT_EQ(engine.peek(id).value().delay_ms, 100);
+  EXPECT_EQ(engine.peek(id).value().due_unix_ms, exact / 1000);
+  at(exact - 1);
+  EXPECT_EQ(state(id), JobState::kDelayed);
+  at(exact);
+  EXPECT_EQ(state(id), JobState::kReady);
+  ASSERT_TRUE(engine.reschedule_in(id, Millis{0}).is_ok());
+  EXPECT_EQ(state(id), JobState::kReady);
+}
+
+// A job stored as due inside its millisecond comes back due at that millisecond's last
+// microsecond; one stored as due at a whole millisecond, at that millisecond.
+TEST_F(EngineMicrosecondTest, ARestoredJobDueInsideAMillisecondIsDueAtItsEnd) {
+  const std::int64_t ms = clock.now_us / 1000 + 50;
+  store::JobRecord inside;
+  inside.id = 1;
+  inside.tube = "t";
+  inside.state = JobState::kDelayed;
+  inside.due_unix_ms = ms;
+  inside.created_unix_ms = ms - 100;
+  inside.delay_ms = 100;
+  inside.due_inside = true;
+  store::JobRecord whole = inside;
+  whole.id = 2;
+  whole.due_inside = false;
+  Engine restored(clock);
+  ASSERT_TRUE(restored.restore(inside).is_ok());
+  ASSERT_TRUE(restored.restore(whole).is_ok());
+  restored.finish_restore(10);
+  EXPECT_EQ(restored.peek(1).value().due_unix_ms, ms);
+  EXPECT_EQ(restored.peek(1).value().delay_ms, 100);
+  clock.now_us = ms * 1000;
+  restored.advance();
+  EXPECT_EQ(restored.peek(1).value().state, JobState::kDelayed);
+  EXPECT_EQ(restored.peek(2).value().state, JobState::kReady);
+  clock.now_us = ms * 1000 + 998;
+  restored.advance();
+  EXPECT_EQ(restored.peek(1).value().state, JobState::kDelayed);
+  clock.now_us = ms * 1000 + 999;
+  restored.advance();
+  EXPECT_EQ(restored.peek(1).value().state, JobState::kReady);
+  // Rewritten as any job is, it no longer claims a microsecond.
+  const store::WriteSet written = restored.take_mutations();
+  for (const auto& op : written.ops()) {
+    if (op.kind == store::WriteSet::Kind::kRecord) {
+      EXPECT_FALSE(store::decode_record(op.id, op.value).value().due_inside);
+    }
+  }
 }
 
 // A wall clock that steps back holds the engine's present: a job waiting for its microsecond

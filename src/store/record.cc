@@ -12,7 +12,9 @@
 //   54     2+n  tube   (u16 length, bytes; never empty)
 //   ...    2+n  key    (u16 length, bytes; length 0 = no key)
 //   ...    2+n  group  (u16 length, bytes; length 0 = no group)
-//   ...    1    flags  (written only when not 0; bit 0: the job has an attachment)
+//   ...    1    flags  (written only when not 0; bit 0: the job has an attachment; bit 1:
+//                       delayed, due inside the millisecond due_unix_ms rather than at its
+//                       start: recovery makes it due at that millisecond's end)
 //
 // The job id is not repeated: it is the record's key. The body is a value of its own, and so
 // is the attachment (kAttachmentPrefix + id), what push delivery keeps about the job:
@@ -44,6 +46,10 @@ namespace delayq::store {
 namespace {
 
 constexpr std::size_t kFixedBytes = 54;
+// The record's flags.
+constexpr std::uint8_t kAttachedFlag = 1;
+constexpr std::uint8_t kDueInsideFlag = 2;
+constexpr std::uint8_t kKnownFlags = kAttachedFlag | kDueInsideFlag;
 
 template <typename T>
 void put_le(std::string& out, T value) {
@@ -110,7 +116,9 @@ std::string encode_record(const JobRecord& record) {
   put_string(out, record.tube);
   put_string(out, record.key);
   put_string(out, record.group);
-  if (record.attached) put_le(out, std::uint8_t{1});
+  const auto flags = static_cast<std::uint8_t>((record.attached ? kAttachedFlag : 0) |
+                                               (record.due_inside ? kDueInsideFlag : 0));
+  if (flags != 0) put_le(out, flags);
   return out;
 }
 
@@ -138,9 +146,13 @@ Result<JobRecord> decode_record(JobId id, std::string_view bytes) {
                in.get_string(record.group);
   if (!whole) return corrupt("truncated");
   std::uint8_t flags = 0;
-  // Written only when a flag is set, so a flags byte of 0 is as foreign as any other.
-  if (!in.done() && (!in.get(flags) || flags != 1)) return corrupt("trailing bytes");
-  record.attached = flags == 1;
+  // Written only when a flag is set, so a flags byte of 0 is as foreign as any other, and so is
+  // an unknown flag.
+  if (!in.done() && (!in.get(flags) || flags == 0 || (flags & ~kKnownFlags) != 0)) {
+    return corrupt("trailing bytes");
+  }
+  record.attached = (flags & kAttachedFlag) != 0;
+  record.due_inside = (flags & kDueInsideFlag) != 0;
   if (!in.done()) return corrupt("trailing bytes");
   if (state >= kJobStateCount) return corrupt("unknown state");
   if (record.tube.empty()) return corrupt("no tube");

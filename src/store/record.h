@@ -20,9 +20,10 @@ namespace delayq::store {
 // version with Code::kUnsupported rather than guess.
 inline constexpr std::uint8_t kFormatVersion = 1;
 // The store's format marker ("m:format"). 2 added attachments, webhooks and the record's flags
-// byte; a store of version 1 means the same under 2, and is marked 2 when opened (so that an
-// older build refuses it instead of misreading it). Anything newer is refused.
-inline constexpr std::uint64_t kStoreVersion = 2;
+// byte; 3 the flag JobRecord::due_inside. An older store means the same under the newer
+// version, and is marked with it when opened (so that an older build refuses it instead of
+// misreading it). Anything newer is refused.
+inline constexpr std::uint64_t kStoreVersion = 3;
 
 struct JobRecord {
   JobId id = 0;
@@ -40,6 +41,10 @@ struct JobRecord {
   std::string group;  // empty: none
   // The job has an attachment (its Delivery, under kAttachmentPrefix): read with the body.
   bool attached = false;
+  // Delayed: due inside the millisecond due_unix_ms, not at its start (a delay counted from a
+  // moment inside a millisecond). Recovery makes such a job due at the millisecond's last
+  // microsecond, never before its real time.
+  bool due_inside = false;
 
   friend bool operator==(const JobRecord&, const JobRecord&) = default;
 };

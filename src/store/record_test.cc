@@ -66,17 +66,27 @@ void expect_round_trip(const JobRecord& record) {
   EXPECT_EQ(decoded.value(), record);
 }
 
-TEST(RecordTest, RoundTripsTheAttachedFlagAndReadsRecordsWithoutIt) {
+TEST(RecordTest, RoundTripsTheFlagsAndReadsRecordsWithoutThem) {
   JobRecord record = full_record();
   const std::string plain = encode_record(record);
   record.attached = true;
   const std::string flagged = encode_record(record);
   EXPECT_EQ(flagged.size(), plain.size() + 1);
   expect_round_trip(record);
-  EXPECT_FALSE(decode_record(record.id, plain).value().attached);
-  std::string unknown = flagged;
-  unknown.back() = 2;
-  EXPECT_EQ(decode_record(record.id, unknown).status().code(), Code::kCorruption);
+  record.due_inside = true;
+  EXPECT_EQ(encode_record(record).size(), plain.size() + 1) << "one byte holds both flags";
+  expect_round_trip(record);
+  record.attached = false;
+  expect_round_trip(record);
+  const JobRecord read = decode_record(record.id, plain).value();
+  EXPECT_FALSE(read.attached);
+  EXPECT_FALSE(read.due_inside);
+  for (const char unknown : {'\x00', '\x04', '\x80'}) {
+    std::string damaged = flagged;
+    damaged.back() = unknown;
+    EXPECT_EQ(decode_record(record.id, damaged).status().code(), Code::kCorruption)
+        << static_cast<int>(unknown);
+  }
 }
 
 TEST(RecordTest, DeliveryAndWebhookRoundTripAndRefuseDamage) {

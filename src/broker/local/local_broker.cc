@@ -85,7 +85,6 @@ class LocalSession final : public broker::Session {
   // forbids the operation.
   Status refine(Status status, JobId id, std::string_view why) const;
   Result<JobId> resolve(const broker::JobRef& job) const;
-  [[nodiscard]] std::int64_t due_of(const broker::Due& due) const;
 
   void woken(std::uint64_t ticket, const engine::ReserveResult& result);
   void reserved(Callback<broker::Job> done, const engine::ReserveResult& result);
@@ -176,12 +175,6 @@ Status LocalSession::refine(Status status, JobId id, std::string_view why) const
 Result<JobId> LocalSession::resolve(const broker::JobRef& job) const {
   if (job.id != 0) return job.id;
   return engine().find_key(job.tube, job.key);
-}
-
-std::int64_t LocalSession::due_of(const broker::Due& due) const {
-  if (due.absolute) return due.ms;
-  // A delay of 0 means now: ready at once (due_after(0) may round up into the next ms).
-  return due.ms <= 0 ? engine().now() : engine().due_after(broker::Millis{due.ms});
 }
 
 // --- jobs
@@ -375,12 +368,10 @@ void LocalSession::update(broker::JobRef job, broker::Update update, Callback<Jo
   auto id = resolve(job);
   if (!id.is_ok()) return finish_all<JobView>(std::move(done), id.status());
   if (update.due) {
-    const std::optional<broker::Millis> delay =
-        update.due->absolute ? std::nullopt
-                             : std::optional<broker::Millis>(broker::Millis{update.due->ms});
-    if (Status s = engine().reschedule(id.value(), due_of(*update.due), delay); !s.is_ok()) {
-      return finish_all<JobView>(std::move(done), s);
-    }
+    const Status s = update.due->absolute
+                         ? engine().reschedule(id.value(), update.due->ms)
+                         : engine().reschedule_in(id.value(), broker::Millis{update.due->ms});
+    if (!s.is_ok()) return finish_all<JobView>(std::move(done), s);
   }
   if (update.priority) {
     if (Status s = engine().set_priority(id.value(), *update.priority); !s.is_ok()) {
