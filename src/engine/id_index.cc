@@ -12,6 +12,7 @@ IdIndex::IdIndex(IdOf lookup, const void* context) : id_of_(lookup), context_(co
 
 void IdIndex::insert(JobId id, Slot slot) {
   DELAYQ_CHECK(slot != kEmpty);
+  if (!old_.empty()) drain(kDrainPerStep);
   if ((size_ + 1) * 5 > buckets_.size() * 4) grow();
   std::size_t i = home(id);
   while (buckets_[i] != kEmpty) i = (i + 1) & mask_;
@@ -19,52 +20,93 @@ void IdIndex::insert(JobId id, Slot slot) {
   ++size_;
 }
 
-std::optional<IdIndex::Slot> IdIndex::find(JobId id) const {
-  for (std::size_t i = home(id);; i = (i + 1) & mask_) {
-    const Slot slot = buckets_[i];
+std::optional<std::size_t> IdIndex::where(const std::vector<Slot>& table, std::size_t start,
+                                          JobId id, const IdIndex& index) {
+  const std::size_t mask = table.size() - 1;
+  for (std::size_t i = start;; i = (i + 1) & mask) {
+    const Slot slot = table[i];
     if (slot == kEmpty) return std::nullopt;
-    if (id_of(slot) == id) return slot;
+    if (index.id_of(slot) == id) return i;
   }
 }
 
+std::optional<IdIndex::Slot> IdIndex::find(JobId id) const {
+  if (const auto i = where(buckets_, home(id), id, *this)) return buckets_[*i];
+  if (!old_.empty()) {
+    if (const auto i = where(old_, home(id, old_shift_), id, *this)) return old_[*i];
+  }
+  return std::nullopt;
+}
+
 bool IdIndex::erase(JobId id) {
-  std::size_t i = home(id);
-  for (;; i = (i + 1) & mask_) {
-    if (buckets_[i] == kEmpty) return false;
-    if (id_of(buckets_[i]) == id) break;
+  if (!old_.empty()) drain(kDrainPerStep);
+  if (const auto i = where(buckets_, home(id), id, *this)) {
+    erase_at(buckets_, *i, shift_, *this);
+  } else if (const auto j =
+                 old_.empty() ? std::nullopt : where(old_, home(id, old_shift_), id, *this)) {
+    erase_at(old_, *j, old_shift_, *this);  // inside a probe run not yet moved: it stays whole
+  } else {
+    return false;
   }
-  // Backward shift: pull later members of the probe run into the hole when their home allows,
-  // so no tombstones are needed and lookups stay short.
-  std::size_t hole = i;
-  for (std::size_t j = (i + 1) & mask_; buckets_[j] != kEmpty; j = (j + 1) & mask_) {
-    const std::size_t want = home(id_of(buckets_[j]));
-    // Movable when the hole lies cyclically in [want, j).
-    if (((j - want) & mask_) >= ((j - hole) & mask_)) {
-      buckets_[hole] = buckets_[j];
-      hole = j;
-    }
-  }
-  buckets_[hole] = kEmpty;
   --size_;
   return true;
 }
 
-void IdIndex::reserve(std::size_t count) {
-  while (count * 5 > buckets_.size() * 4) grow();
+// Backward shift: pull later members of the probe run into the hole when their home allows, so
+// no tombstones are needed and lookups stay short.
+void IdIndex::erase_at(std::vector<Slot>& table, std::size_t i, unsigned shift,
+                       const IdIndex& index) {
+  const std::size_t mask = table.size() - 1;
+  std::size_t hole = i;
+  for (std::size_t j = (i + 1) & mask; table[j] != kEmpty; j = (j + 1) & mask) {
+    const std::size_t want = home(index.id_of(table[j]), shift);
+    // Movable when the hole lies cyclically in [want, j).
+    if (((j - want) & mask) >= ((j - hole) & mask)) {
+      table[hole] = table[j];
+      hole = j;
+    }
+  }
+  table[hole] = kEmpty;
 }
 
+void IdIndex::reserve(std::size_t count) {
+  while (count * 5 > buckets_.size() * 4) grow();
+  if (!old_.empty()) drain(old_.size());
+}
+
+// The table doubles; its entries move over later (drain()). An old table still draining is
+// finished first (it cannot be: it drains in a fifth of the inserts that fill the new one).
 void IdIndex::grow() {
-  std::vector<Slot> old;
-  old.swap(buckets_);
-  buckets_.assign(old.size() * 2, kEmpty);
+  if (!old_.empty()) drain(old_.size());
+  old_.swap(buckets_);
+  old_shift_ = shift_;
+  buckets_.assign(old_.size() * 2, kEmpty);
   mask_ = buckets_.size() - 1;
   --shift_;
-  for (const Slot slot : old) {
-    if (slot == kEmpty) continue;
-    std::size_t i = home(id_of(slot));
-    while (buckets_[i] != kEmpty) i = (i + 1) & mask_;
-    buckets_[i] = slot;
+  drain_start_ = 0;
+  while (old_[drain_start_] != kEmpty) ++drain_start_;  // there is one: the table is < 80% full
+  drained_ = 0;
+}
+
+// Looks at `budget` buckets of the old table from where the last call stopped, then on to the
+// end of the probe run it is in, moving every entry into the new table: each run moves whole,
+// and the next call starts at an empty bucket.
+void IdIndex::drain(std::size_t budget) {
+  const std::size_t mask = old_.size() - 1;
+  std::size_t looked = 0;
+  while (drained_ < old_.size()) {
+    const std::size_t i = (drain_start_ + drained_) & mask;
+    if (looked >= budget && old_[i] == kEmpty) return;
+    if (old_[i] != kEmpty) {
+      std::size_t k = home(id_of(old_[i]));
+      while (buckets_[k] != kEmpty) k = (k + 1) & mask_;
+      buckets_[k] = old_[i];
+      old_[i] = kEmpty;
+    }
+    ++drained_;
+    ++looked;
   }
+  std::vector<Slot>().swap(old_);
 }
 
 }  // namespace delayq::engine

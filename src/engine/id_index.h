@@ -2,7 +2,11 @@
 // An open-addressing table (linear probing, backward-shift deletion) that stores only slot
 // numbers; the id a bucket stands for is read back from the caller's table through `id_of`, so
 // the index costs 4 bytes per bucket and at most 1.6 buckets per job (it doubles past 80% full).
-// Lookups cost one probe and one read of the job in the common case. Not thread-safe.
+// Lookups cost one probe and one read of the job in the common case. Growing does not stop the
+// world: the old table is drained into the new one a few buckets per insert and erase (a whole
+// probe run at a time, so that a lookup in the old table never meets a half-moved run), and
+// lookups meanwhile try the new table, then the old. A rehash of ten million ids in one go held
+// the server for a few hundred milliseconds. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -23,21 +27,34 @@ class IdIndex {
   // id must not be present (the caller guarantees it: checking would cost a read per probe).
   void insert(JobId id, Slot slot);
   [[nodiscard]] std::optional<Slot> find(JobId id) const;
-  // Grows the table now to hold `count` ids, so that filling it does not rehash on the way.
+  // Grows the table now to hold `count` ids, so that filling it does not rehash on the way (all
+  // at once: for recovery, before anyone is served).
   void reserve(std::size_t count);
   bool erase(JobId id);
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] std::size_t memory_bytes() const noexcept {
-    return buckets_.capacity() * sizeof(Slot);
+    return (buckets_.capacity() + old_.capacity()) * sizeof(Slot);
   }
+  // Whether an old table is still being drained (for tests).
+  [[nodiscard]] bool growing() const noexcept { return !old_.empty(); }
 
  private:
   static constexpr Slot kEmpty = ~Slot{0};
-  [[nodiscard]] std::size_t home(JobId id) const noexcept {
+  // Buckets looked at per insert or erase while the old table drains: it is empty long before
+  // the new one must grow (the new table grows at 80% full, the old drains in a fifth of that).
+  static constexpr std::size_t kDrainPerStep = 8;
+  [[nodiscard]] static std::size_t home(JobId id, unsigned shift) noexcept {
     // Fibonacci hashing: ids are consecutive, the multiply spreads them over the high bits.
-    return static_cast<std::size_t>((id * 0x9E3779B97F4A7C15ULL) >> shift_);
+    return static_cast<std::size_t>((id * 0x9E3779B97F4A7C15ULL) >> shift);
   }
+  [[nodiscard]] std::size_t home(JobId id) const noexcept { return home(id, shift_); }
   void grow();
+  void drain(std::size_t budget);  // moves whole probe runs of old_, `budget` buckets or more
+  [[nodiscard]] static std::optional<std::size_t> where(const std::vector<Slot>& table,
+                                                        std::size_t start, JobId id,
+                                                        const IdIndex& index);
+  static void erase_at(std::vector<Slot>& table, std::size_t i, unsigned shift,
+                       const IdIndex& index);
 
   [[nodiscard]] JobId id_of(Slot slot) const { return id_of_(context_, slot); }
 
@@ -47,6 +64,12 @@ class IdIndex {
   std::size_t mask_ = 0;
   unsigned shift_ = 64;
   std::size_t size_ = 0;
+  // The table being drained (empty when none): its shift, where draining began (an empty bucket,
+  // so no probe run crosses it) and how many buckets from there it has moved.
+  std::vector<Slot> old_;
+  unsigned old_shift_ = 64;
+  std::size_t drain_start_ = 0;
+  std::size_t drained_ = 0;
 };
 
 }  // namespace delayq::engine

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <unordered_map>
 #include <vector>
@@ -60,6 +61,40 @@ TEST(IdIndexTest, MatchesAMapThroughGrowthAndBackwardShiftDeletes) {
     const auto found = index.find(id);
     ASSERT_TRUE(found.has_value()) << "id " << id;
     EXPECT_EQ(*found, slot);
+  }
+}
+
+// Growing moves the old table over a few buckets per call, so no insert pays for a whole
+// rehash: counted in reads of a job's id (a rehash reads every id once), not in time.
+TEST(IdIndexTest, NoInsertRehashesTheWholeTable) {
+  struct Jobs {
+    std::vector<JobId> ids;
+    mutable std::size_t reads = 0;
+  } jobs;
+  IdIndex index(
+      [](const void* table, IdIndex::Slot slot) {
+        const auto& j = *static_cast<const Jobs*>(table);
+        ++j.reads;
+        return j.ids[slot];
+      },
+      &jobs);
+  std::size_t most = 0;
+  bool grew = false;
+  constexpr JobId kIds = 1'000'000;
+  for (JobId id = 1; id <= kIds; ++id) {
+    jobs.ids.push_back(id);
+    jobs.reads = 0;
+    index.insert(id, static_cast<IdIndex::Slot>(jobs.ids.size() - 1));
+    most = std::max(most, jobs.reads);
+    grew = grew || index.growing();
+    if (id % 3 == 0) {
+      ASSERT_TRUE(index.find(id - 1).has_value()) << id - 1;
+    }
+  }
+  EXPECT_TRUE(grew);
+  EXPECT_LT(most, std::size_t{200}) << "an insert read this many ids";
+  for (JobId id = 1; id <= kIds; id += 997) {
+    ASSERT_EQ(index.find(id), static_cast<IdIndex::Slot>(id - 1));
   }
 }
 
