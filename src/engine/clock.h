@@ -14,6 +14,12 @@ namespace delayq::engine {
 
 using Millis = std::chrono::milliseconds;
 
+// a / b rounded toward minus infinity (b > 0): times before the epoch round down too, so a
+// millisecond or a bucket never straddles it.
+[[nodiscard]] constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  return a / b - (a % b < 0 ? 1 : 0);
+}
+
 class Clock {
  public:
   virtual ~Clock() = default;

@@ -20,11 +20,6 @@ std::int64_t later(std::int64_t now_ms, std::int64_t delay_ms) {
 
 constexpr std::int64_t kMicrosPerMilli = 1000;
 
-// a / b rounded towards minus infinity (b > 0); Unix times may be negative.
-constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) {
-  return a / b - (a % b < 0 ? 1 : 0);
-}
-
 // Milliseconds as microseconds, held at the largest time (which never comes).
 constexpr std::int64_t micros(std::int64_t ms) {
   return ms > std::numeric_limits<std::int64_t>::max() / kMicrosPerMilli

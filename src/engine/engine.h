@@ -185,7 +185,7 @@ class Engine {
   std::size_t cancel_group(std::string_view tube, std::string_view group);
 
   // --- time. advance() makes due jobs ready, lapses TTRs, ends pauses and waits; call it when
-  // next_wakeup() has come (and after any operation, which is cheap when nothing is due).
+  // next_wakeup_us() has come (and after any operation, which is cheap when nothing is due).
   void advance();
   // A time (Unix microseconds) no later than the first at which advance() has something to do,
   // so the caller can sleep until then and call advance(); the wheel may answer the start of the

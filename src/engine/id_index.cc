@@ -20,31 +20,30 @@ void IdIndex::insert(JobId id, Slot slot) {
   ++size_;
 }
 
-std::optional<std::size_t> IdIndex::where(const std::vector<Slot>& table, std::size_t start,
-                                          JobId id, const IdIndex& index) {
+std::optional<std::size_t> IdIndex::where(const std::vector<Slot>& table, unsigned shift,
+                                          JobId id) const {
   const std::size_t mask = table.size() - 1;
-  for (std::size_t i = start;; i = (i + 1) & mask) {
+  for (std::size_t i = home(id, shift);; i = (i + 1) & mask) {
     const Slot slot = table[i];
     if (slot == kEmpty) return std::nullopt;
-    if (index.id_of(slot) == id) return i;
+    if (id_of(slot) == id) return i;
   }
 }
 
 std::optional<IdIndex::Slot> IdIndex::find(JobId id) const {
-  if (const auto i = where(buckets_, home(id), id, *this)) return buckets_[*i];
+  if (const auto i = where(buckets_, shift_, id)) return buckets_[*i];
   if (!old_.empty()) {
-    if (const auto i = where(old_, home(id, old_shift_), id, *this)) return old_[*i];
+    if (const auto i = where(old_, old_shift_, id)) return old_[*i];
   }
   return std::nullopt;
 }
 
 bool IdIndex::erase(JobId id) {
   if (!old_.empty()) drain(kDrainPerStep);
-  if (const auto i = where(buckets_, home(id), id, *this)) {
-    erase_at(buckets_, *i, shift_, *this);
-  } else if (const auto j =
-                 old_.empty() ? std::nullopt : where(old_, home(id, old_shift_), id, *this)) {
-    erase_at(old_, *j, old_shift_, *this);  // inside a probe run not yet moved: it stays whole
+  if (const auto i = where(buckets_, shift_, id)) {
+    erase_at(buckets_, *i, shift_);
+  } else if (const auto j = old_.empty() ? std::nullopt : where(old_, old_shift_, id)) {
+    erase_at(old_, *j, old_shift_);  // inside a probe run not yet moved: it stays whole
   } else {
     return false;
   }
@@ -54,12 +53,11 @@ bool IdIndex::erase(JobId id) {
 
 // Backward shift: pull later members of the probe run into the hole when their home allows, so
 // no tombstones are needed and lookups stay short.
-void IdIndex::erase_at(std::vector<Slot>& table, std::size_t i, unsigned shift,
-                       const IdIndex& index) {
+void IdIndex::erase_at(std::vector<Slot>& table, std::size_t i, unsigned shift) {
   const std::size_t mask = table.size() - 1;
   std::size_t hole = i;
   for (std::size_t j = (i + 1) & mask; table[j] != kEmpty; j = (j + 1) & mask) {
-    const std::size_t want = home(index.id_of(table[j]), shift);
+    const std::size_t want = home(id_of(table[j]), shift);
     // Movable when the hole lies cyclically in [want, j).
     if (((j - want) & mask) >= ((j - hole) & mask)) {
       table[hole] = table[j];

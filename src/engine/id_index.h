@@ -50,11 +50,10 @@ class IdIndex {
   [[nodiscard]] std::size_t home(JobId id) const noexcept { return home(id, shift_); }
   void grow();
   void drain(std::size_t budget);  // moves whole probe runs of old_, `budget` buckets or more
-  [[nodiscard]] static std::optional<std::size_t> where(const std::vector<Slot>& table,
-                                                        std::size_t start, JobId id,
-                                                        const IdIndex& index);
-  static void erase_at(std::vector<Slot>& table, std::size_t i, unsigned shift,
-                       const IdIndex& index);
+  // In `table` (buckets_ or old_, whose shift is `shift`): where id is, and taking it out.
+  [[nodiscard]] std::optional<std::size_t> where(const std::vector<Slot>& table, unsigned shift,
+                                                 JobId id) const;
+  void erase_at(std::vector<Slot>& table, std::size_t i, unsigned shift);
 
   [[nodiscard]] JobId id_of(Slot slot) const { return id_of_(context_, slot); }
 

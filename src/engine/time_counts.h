@@ -15,6 +15,8 @@
 #include <optional>
 #include <span>
 
+#include "engine/clock.h"
+
 namespace delayq::engine {
 
 class TimeCounts {
@@ -43,11 +45,6 @@ class TimeCounts {
   void count(std::span<const std::int64_t> edges, std::span<std::uint64_t> out) const;
 
  private:
-  // Division rounded toward minus infinity, so a bucket never straddles the epoch.
-  [[nodiscard]] static std::int64_t floor_div(std::int64_t a, std::int64_t b) {
-    const std::int64_t quotient = a / b;
-    return a % b < 0 ? quotient - 1 : quotient;
-  }
   // A time's bucket number: one division, and no product that could overflow.
   [[nodiscard]] std::int64_t bucket(std::int64_t unix_ms) const {
     return floor_div(unix_ms, width_ms_);
