@@ -66,7 +66,8 @@ tsan-test: deps
 	@cmake --build --preset tsan --target scheduler_test -j $(JOBS)
 	@ctest --preset tsan -L unit -R '^Scheduler' -j $(JOBS)
 
-# The libFuzzer targets, built with clang, each run for FUZZ_SECONDS.
+# The libFuzzer targets, built with clang, each run for FUZZ_SECONDS. tests/fuzz/ holds inputs
+# that once failed; they are run first, as seeds.
 FUZZ_SECONDS ?= 30
 fuzz: deps
 	@CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -74,7 +75,7 @@ fuzz: deps
 	@cmake --build build/fuzz --target beanstalk_parser_fuzz -j $(JOBS)
 	@mkdir -p build/fuzz/corpus/beanstalk_parser
 	@build/fuzz/src/front/beanstalk_parser_fuzz -max_total_time=$(FUZZ_SECONDS) \
-	  build/fuzz/corpus/beanstalk_parser
+	  build/fuzz/corpus/beanstalk_parser tests/fuzz/beanstalk_parser
 
 format:
 	@git ls-files '*.h' '*.cc' | xargs -r clang-format -i

@@ -49,9 +49,9 @@ bool is_name(std::string_view name, const ParserLimits& limits) {
 // The line limit parse() applies: beanstalkd's, or the extension verbs' when the line starts
 // with one of them and a space within beanstalkd's limit.
 std::size_t line_limit(std::string_view rest, const ParserLimits& limits) {
-  constexpr std::string_view kExtensions[] = {"putx",        "reschedule", "reschedule-key",
-                                              "delete-key",  "peek-key",   "list-group",
-                                              "cancel-group"};
+  constexpr std::string_view kExtensions[] = {"putx",         "reschedule",  "reschedule-key",
+                                              "delete-key",   "peek-key",    "list-group",
+                                              "cancel-group", "max-attempts"};
   const std::size_t space = rest.substr(0, limits.max_line_bytes).find(' ');
   if (space == std::string_view::npos) return limits.max_line_bytes;
   const std::string_view verb = rest.substr(0, space);
