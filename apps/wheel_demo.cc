@@ -16,6 +16,7 @@ using delayq::wheel::HierarchicalWheel;
 using delayq::wheel::Millis;
 using delayq::wheel::Timer;
 using delayq::wheel::TimerId;
+using delayq::wheel::TimerTable;
 using Clock = std::chrono::steady_clock;
 
 struct Job {
@@ -38,7 +39,7 @@ int main() {
       {"pet 7 finished its '4 h' meal: auto-feed", Millis{3'000}},
       {"plan 42 started '24 h' ago: send the reminder push", Millis{1'500}},
   };
-  std::vector<Timer> timers(jobs.size());
+  TimerTable timers(jobs.size());
   HierarchicalWheel wheel(timers);
   for (TimerId id = 0; id < jobs.size(); ++id) {
     wheel.schedule(id, jobs[id].due);

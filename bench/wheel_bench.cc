@@ -5,6 +5,7 @@
 // time per tick advanced (expiry); bytes_per_timer = the queue's memory plus the caller's Timer
 // per pending timer. Results and the command: docs/BENCHMARKS.md
 #include <benchmark/benchmark.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <chrono>
@@ -27,6 +28,7 @@ using delayq::wheel::HierarchicalWheel;
 using delayq::wheel::Millis;
 using delayq::wheel::Timer;
 using delayq::wheel::TimerId;
+using delayq::wheel::TimerTable;
 using Clock = std::chrono::steady_clock;
 
 constexpr Millis kEpoch{1'700'000'000'000};
@@ -35,7 +37,7 @@ constexpr Millis kHour{3'600'000};
 struct Hierarchical {
   static constexpr const char* kName = "hierarchical";
   using Queue = HierarchicalWheel;
-  static Queue make(std::vector<Timer>& timers) { return Queue(timers, {.start = kEpoch}); }
+  static Queue make(TimerTable& timers) { return Queue(timers, {.start = kEpoch}); }
   static constexpr Millis kTick{1};
   static constexpr Millis kExpiryWindow = kHour;
   static constexpr std::size_t kMaxMixPending = 10'000'000;
@@ -43,7 +45,7 @@ struct Hierarchical {
 struct Heap {
   static constexpr const char* kName = "heap";
   using Queue = HeapTimer;
-  static Queue make(std::vector<Timer>& timers) { return Queue(timers, {.start = kEpoch}); }
+  static Queue make(TimerTable& timers) { return Queue(timers, {.start = kEpoch}); }
   static constexpr Millis kTick{1};
   static constexpr Millis kExpiryWindow = kHour;
   static constexpr std::size_t kMaxMixPending = 10'000'000;
@@ -52,7 +54,7 @@ struct Heap {
 struct HashedSeconds {
   static constexpr const char* kName = "hashed:3600x1s";
   using Queue = HashedWheel;
-  static Queue make(std::vector<Timer>& timers) {
+  static Queue make(TimerTable& timers) {
     return Queue(timers, {.slots = 3600, .tick = kTick, .start = kEpoch});
   }
   static constexpr Millis kTick{1000};
@@ -65,7 +67,7 @@ struct HashedSeconds {
 struct HashedMillis {
   static constexpr const char* kName = "hashed:3600x1ms";
   using Queue = HashedWheel;
-  static Queue make(std::vector<Timer>& timers) {
+  static Queue make(TimerTable& timers) {
     return Queue(timers, {.slots = 3600, .tick = kTick, .start = kEpoch});
   }
   static constexpr Millis kTick{1};
@@ -114,7 +116,7 @@ void BM_Schedule(benchmark::State& state, std::size_t n) {
   double seconds = 0;
   double bytes = 0;
   for (auto _ : state) {
-    std::vector<Timer> timers(n);
+    TimerTable timers(n);
     auto queue = K::make(timers);
     const auto start = Clock::now();
     fill(queue, work);
@@ -133,7 +135,7 @@ void run_cancels(benchmark::State& state, std::size_t n, std::size_t cancels) {
   const Workload& work = Workload::of(n);
   double seconds = 0;
   for (auto _ : state) {
-    std::vector<Timer> timers(n);
+    TimerTable timers(n);
     auto queue = K::make(timers);
     fill(queue, work);
     const auto start = Clock::now();
@@ -167,7 +169,7 @@ void BM_Expire(benchmark::State& state, std::size_t n) {
   double seconds = 0;
   double fired = 0;
   for (auto _ : state) {
-    std::vector<Timer> timers(n);
+    TimerTable timers(n);
     auto queue = K::make(timers);
     fill(queue, work);
     std::size_t count = 0;
@@ -192,7 +194,7 @@ void BM_TtrMix(benchmark::State& state, std::size_t n) {
   const Workload& work = Workload::of(n);
   double seconds = 0;
   for (auto _ : state) {
-    std::vector<Timer> timers(n);
+    TimerTable timers(n);
     auto queue = K::make(timers);
     const auto start = Clock::now();
     fill(queue, work);
@@ -232,6 +234,12 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // glibc moves its mmap and trim thresholds with the largest mapped block freed so far, so
+  // whether a queue's big blocks come fresh from the kernel (page faults inside the timed region)
+  // or from the heap would depend on what earlier iterations allocated. Fixed here, every queue
+  // and every table layout is measured alike: blocks from the heap, which is never trimmed.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   register_all<Hierarchical>();
   register_all<Heap>();
   register_all<HashedSeconds>();

@@ -382,7 +382,7 @@ class SchedulerCore {
   bool wake_ = false;
 
   // Timer thread only: the wheel's Timers, and the record of each timer id.
-  std::vector<wheel::Timer> timers_;
+  wheel::TimerTable timers_;
   std::vector<TaskRecord*> by_id_;
   std::vector<TimerId> free_ids_;
   std::size_t table_size_ = 0;

@@ -88,11 +88,6 @@ Engine::Slot Engine::allocate_slot() {
     return slot;
   }
   DELAYQ_CHECK(jobs_.size() < kNoSlot);
-  // The timer table grows by a quarter, not double: at 10^7 jobs a doubling would leave up to
-  // 8 bytes a job unused.
-  if (timers_.size() == timers_.capacity()) {
-    timers_.reserve(timers_.capacity() + timers_.capacity() / 4 + 1024);
-  }
   timers_.emplace_back();
   jobs_.emplace_back();
   return static_cast<Slot>(jobs_.size() - 1);
@@ -1362,7 +1357,7 @@ std::vector<std::string> Engine::tubes() const {
 }
 
 std::size_t Engine::memory_bytes() const {
-  return jobs_.memory_bytes() + timers_.capacity() * sizeof(wheel::Timer) + wheel_.memory_bytes() +
+  return jobs_.memory_bytes() + timers_.memory_bytes() + wheel_.memory_bytes() +
          index_.memory_bytes() + free_slots_.capacity() * sizeof(Slot);
 }
 
@@ -1371,7 +1366,6 @@ std::size_t Engine::memory_bytes() const {
 
 void Engine::reserve_jobs(std::size_t count) {
   index_.reserve(count);
-  if (count > timers_.capacity()) timers_.reserve(count);
 }
 
 Status Engine::restore(const store::JobRecord& r) {

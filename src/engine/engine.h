@@ -28,10 +28,10 @@
 
 #include "base/job.h"
 #include "base/names.h"
+#include "base/paged_array.h"
 #include "base/status.h"
 #include "engine/clock.h"
 #include "engine/id_index.h"
-#include "engine/paged_array.h"
 #include "engine/time_counts.h"
 #include "store/record.h"
 #include "wheel/hierarchical_wheel.h"
@@ -441,7 +441,7 @@ class Engine {
 
   JobTable jobs_;
   std::vector<Slot> free_slots_;
-  std::vector<wheel::Timer> timers_;
+  wheel::TimerTable timers_;
   wheel::HierarchicalWheel wheel_;
   // Delayed jobs whose millisecond has come and whose microsecond has not, by exact due time:
   // the wheel's millisecond ticks, refined. Every job here is due before every job in the wheel

@@ -1,27 +1,34 @@
 #include "engine/id_index.h"
 
+#include <new>
+#include <utility>
+
 #include "base/check.h"
 
 namespace delayq::engine {
 
+IdIndex::Table::Table(std::size_t size)
+    : data_(static_cast<Slot*>(std::calloc(size, sizeof(Slot)))), size_(size) {
+  if (!data_) throw std::bad_alloc();
+}
+
 IdIndex::IdIndex(IdOf lookup, const void* context) : id_of_(lookup), context_(context) {
-  buckets_.assign(16, kEmpty);
+  buckets_ = Table(16);
   mask_ = 15;
   shift_ = 60;
 }
 
 void IdIndex::insert(JobId id, Slot slot) {
-  DELAYQ_CHECK(slot != kEmpty);
+  DELAYQ_CHECK(slot != ~Slot{0});  // slot + 1 must not wrap to empty
   if (!old_.empty()) drain(kDrainPerStep);
   if ((size_ + 1) * 5 > buckets_.size() * 4) grow();
   std::size_t i = home(id);
   while (buckets_[i] != kEmpty) i = (i + 1) & mask_;
-  buckets_[i] = slot;
+  buckets_[i] = slot + 1;
   ++size_;
 }
 
-std::optional<std::size_t> IdIndex::where(const std::vector<Slot>& table, unsigned shift,
-                                          JobId id) const {
+std::optional<std::size_t> IdIndex::where(const Table& table, unsigned shift, JobId id) const {
   const std::size_t mask = table.size() - 1;
   for (std::size_t i = home(id, shift);; i = (i + 1) & mask) {
     const Slot slot = table[i];
@@ -31,9 +38,9 @@ std::optional<std::size_t> IdIndex::where(const std::vector<Slot>& table, unsign
 }
 
 std::optional<IdIndex::Slot> IdIndex::find(JobId id) const {
-  if (const auto i = where(buckets_, shift_, id)) return buckets_[*i];
+  if (const auto i = where(buckets_, shift_, id)) return buckets_[*i] - 1;
   if (!old_.empty()) {
-    if (const auto i = where(old_, old_shift_, id)) return old_[*i];
+    if (const auto i = where(old_, old_shift_, id)) return old_[*i] - 1;
   }
   return std::nullopt;
 }
@@ -53,7 +60,7 @@ bool IdIndex::erase(JobId id) {
 
 // Backward shift: pull later members of the probe run into the hole when their home allows, so
 // no tombstones are needed and lookups stay short.
-void IdIndex::erase_at(std::vector<Slot>& table, std::size_t i, unsigned shift) {
+void IdIndex::erase_at(Table& table, std::size_t i, unsigned shift) {
   const std::size_t mask = table.size() - 1;
   std::size_t hole = i;
   for (std::size_t j = (i + 1) & mask; table[j] != kEmpty; j = (j + 1) & mask) {
@@ -76,9 +83,9 @@ void IdIndex::reserve(std::size_t count) {
 // finished first (it cannot be: it drains in a fifth of the inserts that fill the new one).
 void IdIndex::grow() {
   if (!old_.empty()) drain(old_.size());
-  old_.swap(buckets_);
+  Table doubled(buckets_.size() * 2);
+  old_ = std::exchange(buckets_, std::move(doubled));
   old_shift_ = shift_;
-  buckets_.assign(old_.size() * 2, kEmpty);
   mask_ = buckets_.size() - 1;
   --shift_;
   drain_start_ = 0;
@@ -104,7 +111,7 @@ void IdIndex::drain(std::size_t budget) {
     ++drained_;
     ++looked;
   }
-  std::vector<Slot>().swap(old_);
+  old_ = Table();
 }
 
 }  // namespace delayq::engine

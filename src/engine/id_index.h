@@ -6,12 +6,17 @@
 // world: the old table is drained into the new one a few buckets per insert and erase (a whole
 // probe run at a time, so that a lookup in the old table never meets a half-moved run), and
 // lookups meanwhile try the new table, then the old. A rehash of ten million ids in one go held
-// the server for a few hundred milliseconds. Not thread-safe.
+// the server for a few hundred milliseconds. A new table comes from calloc, whose large blocks
+// are fresh zero pages from the kernel (an empty bucket is 0, a bucket holds slot + 1): its pages
+// are faulted in as the drain and the inserts reach them, not all at once as a fill would (a
+// 4 MiB fill with its page faults held the server for milliseconds). Not thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <optional>
-#include <vector>
 
 #include "base/job.h"
 
@@ -33,13 +38,31 @@ class IdIndex {
   bool erase(JobId id);
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] std::size_t memory_bytes() const noexcept {
-    return (buckets_.capacity() + old_.capacity()) * sizeof(Slot);
+    return (buckets_.size() + old_.size()) * sizeof(Slot);
   }
   // Whether an old table is still being drained (for tests).
   [[nodiscard]] bool growing() const noexcept { return !old_.empty(); }
 
  private:
-  static constexpr Slot kEmpty = ~Slot{0};
+  // Buckets, zeroed. A bucket holds slot + 1, so that 0 is empty and calloc's zero pages are an
+  // empty table.
+  class Table {
+   public:
+    Table() = default;
+    explicit Table(std::size_t size);
+    [[nodiscard]] Slot& operator[](std::size_t i) noexcept { return data_.get()[i]; }
+    [[nodiscard]] Slot operator[](std::size_t i) const noexcept { return data_.get()[i]; }
+    [[nodiscard]] std::size_t size() const noexcept { return size_; }
+    [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+
+   private:
+    struct Free {
+      void operator()(Slot* p) const noexcept { std::free(p); }
+    };
+    std::unique_ptr<Slot, Free> data_;
+    std::size_t size_ = 0;
+  };
+  static constexpr Slot kEmpty = 0;
   // Buckets looked at per insert or erase while the old table drains: it is empty long before
   // the new one must grow (the new table grows at 80% full, the old drains in a fifth of that).
   static constexpr std::size_t kDrainPerStep = 8;
@@ -51,21 +74,22 @@ class IdIndex {
   void grow();
   void drain(std::size_t budget);  // moves whole probe runs of old_, `budget` buckets or more
   // In `table` (buckets_ or old_, whose shift is `shift`): where id is, and taking it out.
-  [[nodiscard]] std::optional<std::size_t> where(const std::vector<Slot>& table, unsigned shift,
+  [[nodiscard]] std::optional<std::size_t> where(const Table& table, unsigned shift,
                                                  JobId id) const;
-  void erase_at(std::vector<Slot>& table, std::size_t i, unsigned shift);
+  void erase_at(Table& table, std::size_t i, unsigned shift);
 
-  [[nodiscard]] JobId id_of(Slot slot) const { return id_of_(context_, slot); }
+  // The id of the job whose bucket holds `stored` (its slot + 1).
+  [[nodiscard]] JobId id_of(Slot stored) const { return id_of_(context_, stored - 1); }
 
   IdOf id_of_;
   const void* context_;
-  std::vector<Slot> buckets_;
+  Table buckets_;
   std::size_t mask_ = 0;
   unsigned shift_ = 64;
   std::size_t size_ = 0;
   // The table being drained (empty when none): its shift, where draining began (an empty bucket,
   // so no probe run crosses it) and how many buckets from there it has moved.
-  std::vector<Slot> old_;
+  Table old_;
   unsigned old_shift_ = 64;
   std::size_t drain_start_ = 0;
   std::size_t drained_ = 0;

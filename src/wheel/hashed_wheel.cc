@@ -6,7 +6,7 @@
 
 namespace delayq::wheel {
 
-HashedWheel::HashedWheel(std::vector<Timer>& timers, HashedWheelOptions options)
+HashedWheel::HashedWheel(TimerTable& timers, HashedWheelOptions options)
     : timers_(&timers),
       tick_(options.tick),
       now_tick_(0),

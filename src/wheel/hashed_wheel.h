@@ -35,7 +35,7 @@ struct HashedWheelOptions {
 
 class HashedWheel {
  public:
-  explicit HashedWheel(std::vector<Timer>& timers, HashedWheelOptions options = {});
+  explicit HashedWheel(TimerTable& timers, HashedWheelOptions options = {});
 
   void schedule(TimerId id, Millis deadline);
   bool cancel(TimerId id);
@@ -68,7 +68,7 @@ class HashedWheel {
   void drop_stale();
   void maybe_drop_stale();
 
-  std::vector<Timer>* timers_;
+  TimerTable* timers_;
   Millis tick_;
   std::uint64_t now_tick_;
   std::size_t min_sweep_entries_;

@@ -9,7 +9,7 @@ namespace delayq::wheel {
 namespace {
 
 TEST(HashedWheelTest, TimersInOneBucketFireOnTheirOwnRevolution) {
-  std::vector<Timer> timers(4);
+  TimerTable timers(4);
   HashedWheel wheel(timers, {.slots = 8, .tick = Millis{1}, .start = Millis{0}});
   // All in bucket 3, one, two and three revolutions apart.
   wheel.schedule(0, Millis{3});
@@ -28,7 +28,7 @@ TEST(HashedWheelTest, TimersInOneBucketFireOnTheirOwnRevolution) {
 }
 
 TEST(HashedWheelTest, DefaultIsTheClassicHourOfSeconds) {
-  std::vector<Timer> timers(1);
+  TimerTable timers(1);
   HashedWheel wheel(timers);
   wheel.schedule(0, Millis{1'500});  // rounds up to the 2 s bucket
   std::size_t fired = wheel.advance_to(Millis{1'999}, [](TimerId) {});
@@ -38,7 +38,7 @@ TEST(HashedWheelTest, DefaultIsTheClassicHourOfSeconds) {
 }
 
 TEST(HashedWheelTest, JumpOfYearsSkipsWholeRevolutions) {
-  std::vector<Timer> timers(2);
+  TimerTable timers(2);
   HashedWheel wheel(timers, {.slots = 16, .tick = Millis{1}, .start = Millis{0}});
   const Millis ten_years{315'360'000'000};
   wheel.schedule(0, ten_years);

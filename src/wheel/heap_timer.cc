@@ -5,7 +5,7 @@
 
 namespace delayq::wheel {
 
-HeapTimer::HeapTimer(std::vector<Timer>& timers, HeapTimerOptions options)
+HeapTimer::HeapTimer(TimerTable& timers, HeapTimerOptions options)
     : timers_(&timers), tick_(options.tick), now_tick_(0) {
   DELAYQ_CHECK(options.tick.count() > 0);
   now_tick_ = now_tick(options.start, tick_);

@@ -24,7 +24,7 @@ struct HeapTimerOptions {
 
 class HeapTimer {
  public:
-  explicit HeapTimer(std::vector<Timer>& timers, HeapTimerOptions options = {});
+  explicit HeapTimer(TimerTable& timers, HeapTimerOptions options = {});
 
   void schedule(TimerId id, Millis deadline);
   bool cancel(TimerId id);
@@ -56,7 +56,7 @@ class HeapTimer {
   void sift_down(std::size_t position) noexcept;
   void remove_at(std::size_t position) noexcept;
 
-  std::vector<Timer>* timers_;
+  TimerTable* timers_;
   Millis tick_;
   std::uint64_t now_tick_;
   std::uint64_t next_order_ = 0;

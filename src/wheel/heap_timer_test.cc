@@ -12,7 +12,7 @@ namespace {
 
 TEST(HeapTimerTest, CancelFromTheMiddleKeepsHeapOrder) {
   constexpr TimerId kTimers = 10'000;
-  std::vector<Timer> timers(kTimers);
+  TimerTable timers(kTimers);
   HeapTimer heap(timers);
   std::mt19937_64 rng(3);
   std::vector<std::int64_t> deadline(kTimers);

@@ -20,7 +20,7 @@ std::uint64_t slot_start(std::uint64_t now, unsigned level, unsigned index) {
 
 }  // namespace
 
-HierarchicalWheel::HierarchicalWheel(std::vector<Timer>& timers, HierarchicalWheelOptions options)
+HierarchicalWheel::HierarchicalWheel(TimerTable& timers, HierarchicalWheelOptions options)
     : timers_(&timers),
       tick_(options.tick),
       now_tick_(0),

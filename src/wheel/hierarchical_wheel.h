@@ -45,7 +45,7 @@ class HierarchicalWheel {
   // `timers` is the caller's per-timer storage; it must outlive the wheel, may grow at any time
   // (the wheel indexes it afresh on every call) but never shrink, and its Timers are written
   // only by the wheel.
-  explicit HierarchicalWheel(std::vector<Timer>& timers, HierarchicalWheelOptions options = {});
+  explicit HierarchicalWheel(TimerTable& timers, HierarchicalWheelOptions options = {});
   ~HierarchicalWheel();
   HierarchicalWheel(const HierarchicalWheel&) = delete;
   HierarchicalWheel& operator=(const HierarchicalWheel&) = delete;
@@ -218,7 +218,7 @@ class HierarchicalWheel {
   template <typename Fire>
   std::size_t fire_due(Fire& fire);
 
-  std::vector<Timer>* timers_;
+  TimerTable* timers_;
   Millis tick_;
   std::uint64_t now_tick_;
   std::size_t min_sweep_entries_;

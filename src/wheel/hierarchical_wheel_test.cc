@@ -22,7 +22,7 @@ std::size_t advance(HierarchicalWheel& wheel, Millis to, std::vector<TimerId>* f
 
 TEST(HierarchicalWheelTest, EveryLevelCascadesDownToTheExactTick) {
   // One timer per level boundary and just either side of it, from now = 0.
-  std::vector<Timer> timers(3 * HierarchicalWheel::kLevels);
+  TimerTable timers(3 * HierarchicalWheel::kLevels);
   HierarchicalWheel wheel(timers);
   std::vector<std::int64_t> deadlines;
   for (unsigned level = 1; level < HierarchicalWheel::kLevels; ++level) {
@@ -45,7 +45,7 @@ TEST(HierarchicalWheelTest, EveryLevelCascadesDownToTheExactTick) {
 }
 
 TEST(HierarchicalWheelTest, NextDeadlineLeadsToTheEarliestTimerInAFewWakeups) {
-  std::vector<Timer> timers(1000);
+  TimerTable timers(1000);
   HierarchicalWheel wheel(timers, {.tick = Millis{1}, .start = Millis{1'000'000}});
   std::mt19937_64 rng(42);
   std::int64_t earliest = std::numeric_limits<std::int64_t>::max();
@@ -69,7 +69,7 @@ TEST(HierarchicalWheelTest, NextDeadlineLeadsToTheEarliestTimerInAFewWakeups) {
 
 TEST(HierarchicalWheelTest, CancelledEntriesAreSweptOnceTheyOutnumberLiveOnes) {
   constexpr TimerId kTimers = 100'000;
-  std::vector<Timer> timers(kTimers);
+  TimerTable timers(kTimers);
   HierarchicalWheel wheel(timers);
   for (TimerId id = 0; id < kTimers; ++id) {
     wheel.schedule(id, Millis{1'000 + static_cast<std::int64_t>(id) * 37});
@@ -96,7 +96,7 @@ TEST(HierarchicalWheelTest, CancelledEntriesAreSweptOnceTheyOutnumberLiveOnes) {
 TEST(HierarchicalWheelTest, SweepInsideALevelZeroWindowKeepsOrder) {
   constexpr TimerId kTimers = 20'000;
   constexpr std::int64_t kWindow = 256 * 10;  // level-1 slot 10: ticks 2560..2815
-  std::vector<Timer> timers(kTimers + 100);
+  TimerTable timers(kTimers + 100);
   HierarchicalWheel wheel(timers);
   ReferenceQueue model(Millis{1}, Millis{0});
   std::mt19937_64 rng(11);
@@ -132,7 +132,7 @@ TEST(HierarchicalWheelTest, SweepInsideALevelZeroWindowKeepsOrder) {
 
 TEST(HierarchicalWheelTest, ADenseWindowDoesNotPinItsMemory) {
   constexpr TimerId kTimers = 100'000;
-  std::vector<Timer> timers(kTimers + 1);
+  TimerTable timers(kTimers + 1);
   HierarchicalWheel wheel(timers);
   for (TimerId id = 0; id < kTimers; ++id) wheel.schedule(id, Millis{2'560 + id % 256});
   EXPECT_EQ(advance(wheel, Millis{2'816}), kTimers);  // one level-0 window, laid out as a run
@@ -144,7 +144,7 @@ TEST(HierarchicalWheelTest, ADenseWindowDoesNotPinItsMemory) {
 TEST(HierarchicalWheelTest, FirstSchedulesDoNotStartAGenerationEpoch) {
   // An epoch sweep reads every entry; it must come once per 2^30 generations of a timer, not on
   // every timer's first schedule (that would be a full sweep at the first cancel after a fill).
-  std::vector<Timer> timers(10'000);
+  TimerTable timers(10'000);
   HierarchicalWheel wheel(timers);
   for (TimerId id = 0; id < 10'000; ++id) wheel.schedule(id, Millis{1'000 + id});
   EXPECT_TRUE(wheel.cancel(0));
@@ -152,7 +152,7 @@ TEST(HierarchicalWheelTest, FirstSchedulesDoNotStartAGenerationEpoch) {
 }
 
 TEST(HierarchicalWheelTest, RescheduleManyTimesKeepsOneLiveEntry) {
-  std::vector<Timer> timers(1);
+  TimerTable timers(1);
   HierarchicalWheel wheel(timers);
   for (int i = 0; i < 100'000; ++i) wheel.reschedule(0, Millis{5'000'000 - i});
   EXPECT_EQ(wheel.size(), 1U);
@@ -164,7 +164,7 @@ TEST(HierarchicalWheelTest, RescheduleManyTimesKeepsOneLiveEntry) {
 
 TEST(HierarchicalWheelTest, MemoryPerTimerAtAMillionTimers) {
   constexpr std::size_t kTimers = 1'000'000;
-  std::vector<Timer> timers(kTimers);
+  TimerTable timers(kTimers);
   HierarchicalWheel wheel(timers);
   std::mt19937_64 rng(7);
   for (TimerId id = 0; id < kTimers; ++id) {

@@ -2,10 +2,11 @@
 // the tick arithmetic and the TimerQueue concept that HierarchicalWheel, HashedWheel and HeapTimer
 // all satisfy (so tests and benchmarks run the same code over each).
 //
-// Ownership: the caller owns one Timer per timer id, in a std::vector<Timer> it hands to the queue
-// at construction (ids are indexes into it). The caller may grow it at any time but never shrink
-// it (a cancelled timer's entry may still refer to its id), and never writes a Timer itself. A
-// queue stores only (tick, id, generation) entries in compact arrays: nothing per timer.
+// Ownership: the caller owns one Timer per timer id, in a TimerTable (a paged array, so that
+// growing it never moves or copies the timers it holds) it hands to the queue at construction
+// (ids are indexes into it). The caller may grow it at any time but never shrink it (a cancelled
+// timer's entry may still refer to its id), and never writes a Timer itself. A queue stores only
+// (tick, id, generation) entries in compact arrays: nothing per timer.
 //
 // Time: a deadline is a std::chrono::milliseconds count from the caller's epoch (the engine uses
 // the Unix epoch). A queue with a tick of k ms fires a timer at the first tick boundary at or after
@@ -19,15 +20,15 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <vector>
 
 #include "base/check.h"
+#include "base/paged_array.h"
 
 namespace delayq::wheel {
 
 using Millis = std::chrono::milliseconds;
 
-// Index of a timer in the caller's std::vector<Timer>.
+// Index of a timer in the caller's TimerTable.
 using TimerId = std::uint32_t;
 
 // Per-timer state, owned by the caller and written only by the queue it is scheduled on.
@@ -47,10 +48,13 @@ struct Timer {
   [[nodiscard]] bool scheduled() const noexcept { return (generation & 1U) != 0; }
 };
 
+// The caller's timers, indexed by TimerId; 64 KiB pages.
+using TimerTable = PagedArray<Timer, 8192>;
+
 // The generation schedule() gives timer `id` of `timers`. Scheduling a timer that is already
 // scheduled, or an id outside the table, is a caller's bug: it aborts. A queue stores its entry
 // first and then sets the Timer, so running out of memory leaves the timer idle.
-inline std::uint32_t next_generation(const std::vector<Timer>& timers, TimerId id) {
+inline std::uint32_t next_generation(const TimerTable& timers, TimerId id) {
   DELAYQ_CHECK(id < timers.size());
   DELAYQ_CHECK(!timers[id].scheduled());
   return timers[id].generation + 1;
@@ -67,7 +71,7 @@ inline constexpr std::uint32_t kGenerationEpoch = std::uint32_t{1} << 30;
 }
 
 // Marks timer `id` idle for a queue's cancel(); false if it was not scheduled.
-inline bool disarm(std::vector<Timer>& timers, TimerId id) {
+inline bool disarm(TimerTable& timers, TimerId id) {
   DELAYQ_CHECK(id < timers.size());
   Timer& timer = timers[id];
   if (!timer.scheduled()) return false;

@@ -30,7 +30,7 @@ struct Config {
   static constexpr Millis kTick{kTickMs};
   static constexpr bool kExactNextDeadline = !std::is_same_v<Q, HierarchicalWheel>;
   // Sweeps of cancelled entries start at 16 of them, not 4096, so the random tests sweep often.
-  static Queue make(std::vector<Timer>& timers, Millis start) {
+  static Queue make(TimerTable& timers, Millis start) {
     if constexpr (std::is_same_v<Q, HashedWheel>) {
       return Queue(timers,
                    {.slots = kSlots, .tick = kTick, .start = start, .min_sweep_entries = 16});
@@ -125,7 +125,7 @@ template <typename C>
 class TimerQueueTest : public ::testing::Test {
  protected:
   using Queue = typename C::Queue;
-  std::vector<Timer> timers_ = std::vector<Timer>(64);
+  TimerTable timers_ = TimerTable(64);
   Queue queue_ = C::make(timers_, kEpoch);
   std::vector<TimerId> fired_;
 
@@ -231,7 +231,7 @@ void run_against_reference(std::size_t ops, std::size_t ids, Load load = Load::k
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
 
-  std::vector<Timer> timers(ids);
+  TimerTable timers(ids);
   Queue queue = C::make(timers, kEpoch);
   ReferenceQueue model(C::kTick, kEpoch);
   Side<Queue> side(queue, C::kTick, ids, seed + 1);
@@ -442,7 +442,7 @@ TYPED_TEST(TimerQueueTest, CallerMayGrowTheTimerTableWhileFiring) {
 using TimerQueueDeathTest = TimerQueueTest<Hierarchical1ms>;
 
 TEST(TimerQueueDeathTest, SchedulingAScheduledTimerIsAProgrammingError) {
-  std::vector<Timer> timers(2);
+  TimerTable timers(2);
   HierarchicalWheel wheel(timers);
   wheel.schedule(0, Millis{10});
   EXPECT_DEATH(wheel.schedule(0, Millis{20}), "check failed");
@@ -452,7 +452,7 @@ TEST(TimerQueueDeathTest, SchedulingAScheduledTimerIsAProgrammingError) {
 }
 
 TEST(TimerQueueDeathTest, AdvancingFromInsideACallbackIsAProgrammingError) {
-  std::vector<Timer> timers(1);
+  TimerTable timers(1);
   HierarchicalWheel wheel(timers);
   wheel.schedule(0, Millis{1});
   EXPECT_DEATH(
