@@ -99,7 +99,24 @@ RedisServer::~RedisServer() {
   kill9();
 }
 
+// A port from free_port() is free when it is picked, not when the server binds it: a client
+// socket of another test may take it in between (both come from the ephemeral range). A start
+// that fails on a taken port is retried on new ports, a few times.
 std::string RedisServer::start(Millis timeout) {
+  constexpr int kAttempts = 5;
+  for (int attempt = 1;; ++attempt) {
+    std::string error = start_once(timeout);
+    if (error.find("Address already in use") == std::string::npos || attempt == kAttempts) {
+      return error;
+    }
+    port_ = free_port();
+    for (std::size_t i = 0; i + 1 < args_.size(); ++i) {
+      if (args_[i] == "--cluster-port") args_[i + 1] = std::to_string(free_port());
+    }
+  }
+}
+
+std::string RedisServer::start_once(Millis timeout) {
   std::vector<std::string> argv = {"redis-server", "--port",    std::to_string(port_),
                                    "--bind",       "127.0.0.1", "--dir",
                                    dir_.string(),  "--save",    "",

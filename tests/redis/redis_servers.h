@@ -37,7 +37,8 @@ class RedisServer {
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
 
-  // Starts it and waits until it answers PING (any answer, LOADING too). "" or why not.
+  // Starts it and waits until it answers PING (any answer, LOADING too). "" or why not. If its
+  // port (or its cluster bus port) was taken since it was picked, it starts on new ones.
   [[nodiscard]] std::string start(Millis timeout = Millis{10000});
   // SIGKILL and reap.
   void kill9();
@@ -51,6 +52,8 @@ class RedisServer {
   [[nodiscard]] const std::filesystem::path& dir() const noexcept { return dir_; }
 
  private:
+  [[nodiscard]] std::string start_once(Millis timeout);
+
   std::filesystem::path dir_;
   std::vector<std::string> args_;
   std::uint16_t port_;
