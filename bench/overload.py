@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""overload.py [DELAYQD] [--connections N] [--pipelined N] -- delayqd under abuse, measured.
+"""overload.py [DELAYQD] [--connections N] [--pipelined N] [--phases LIST] -- delayqd under
+abuse, measured.
 
 Starts its own delayqd (default build/release/apps/delayqd) on free loopback ports and a
 scratch data directory, then, one phase at a time:
@@ -13,7 +14,8 @@ scratch data directory, then, one phase at a time:
 
 During the last three phases a probe client (a process of its own) does put + delete round trips
 on its own connection; its p50 / p99 are printed beside the same probe on an idle server. Loopback only;
-every loop is bounded; the server is stopped by its PID at the end. Needs a file limit above
+every loop is bounded; the server is stopped by its PID at the end. --phases names the phases
+to run, comma-separated (default idle,pipeline,slowloris). Needs a file limit above
 2N + 100 (ulimit -n).
 """
 import multiprocessing
@@ -90,20 +92,112 @@ def open_many(port, n):
         socks.append(socket.create_connection(("127.0.0.1", port)))
     return socks
 
+def idle_phase(port, http_port, pid, n):
+    before = rss_kib(pid)
+    idle = open_many(port, n)
+    probe_for(port, 0.5)  # a round trip after the last: all accepted
+    after = rss_kib(pid)
+    print("idle beanstalkd connections: %.0f bytes of RSS each" % ((after - before) * 1024 / n))
+    before = after
+    for s in idle:
+        s.sendall(b"watch empty\r\nignore default\r\nreserve\r\n")
+    time.sleep(2)
+    after = rss_kib(pid)
+    print("the same, each now blocked in reserve: %.0f more bytes each" %
+          ((after - before) * 1024 / n))
+    print("probe, with them waiting:", probe_for(port, 5))
+    before = after
+    idle_http = open_many(http_port, n)
+    time.sleep(1)
+    after = rss_kib(pid)
+    print("idle HTTP connections: %.0f bytes of RSS each" % ((after - before) * 1024 / n))
+    for s in idle + idle_http:
+        s.close()
+    time.sleep(2)
+
+def pipeline_phase(port, pid, pipelined):
+    before = rss_kib(pid)
+    flood = socket.create_connection(("127.0.0.1", port))
+    peak = [before]
+    done = threading.Event()
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_kib(pid))
+            time.sleep(0.05)
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    probe = Probe(port)
+    probe.start()
+    command = b"put 0 3600 60 3\r\nabc\r\n"
+    flood.setblocking(True)
+    flood.settimeout(5)
+    sent = 0
+    chunk = command * 1000
+    blocked_at = None
+    try:
+        while sent < pipelined:
+            flood.sendall(chunk)
+            sent += 1000
+    except socket.timeout:
+        blocked_at = sent
+    flood.settimeout(60)
+    replies = 0
+    buffer = b""
+    deadline = time.time() + 120
+    while replies < sent and time.time() < deadline:
+        if blocked_at is not None and replies >= blocked_at:
+            break
+        data_in = flood.recv(1 << 20)
+        if not data_in:
+            break
+        buffer += data_in
+        replies += buffer.count(b"\r\n")
+        buffer = buffer[buffer.rfind(b"\r\n") + 2:] if b"\r\n" in buffer else buffer
+    probe_result = probe.finish()
+    done.set()
+    watcher.join()
+    print("pipelining client: %s puts written without reading%s; peak RSS +%.1f MiB; "
+          "%d replies read back" % (
+              sent, " (the server stopped reading: its send buffer was full)" if blocked_at
+              is not None else "", (peak[0] - before) / 1024, replies))
+    print("probe, while the flood is written and answered:", probe_result)
+    flood.close()
+
+def slowloris_phase(port, http_port, n):
+    slow = open_many(port, n // 10) + open_many(http_port, n // 10)
+    probe = Probe(port)
+    probe.start()
+    request = {True: b"stats-tube default\r\n", False: b"GET /v1/stats HTTP/1.1\r\nHost: x\r\n\r\n"}
+    for second in range(10):
+        for k, s in enumerate(slow):
+            text = request[k < n // 10]
+            try:
+                s.send(text[second:second + 1])
+            except OSError:
+                pass
+        time.sleep(1)
+    print("probe, during a slowloris of %d connections on each listener:" % (n // 10),
+          probe.finish())
+    for s in slow:
+        s.close()
+
 def main():
     args = sys.argv[1:]
     binary = "build/release/apps/delayqd"
     n = 10000
     pipelined = 1000000
+    phases = {"idle", "pipeline", "slowloris"}
     i = 0
     while i < len(args):
         if args[i] == "--connections":
             n = int(args[i + 1]); i += 2
         elif args[i] == "--pipelined":
             pipelined = int(args[i + 1]); i += 2
+        elif args[i] == "--phases":
+            phases = set(args[i + 1].split(",")); i += 2
         else:
             binary = args[i]; i += 1
-    raise_file_limit(2 * n + 100, "overload")
+    raise_file_limit(2 * n + 100 if phases & {"idle", "slowloris"} else 100, "overload")
     data = tempfile.mkdtemp(prefix="delayq-overload-")
     server = subprocess.Popen([binary, "-p", "0", "--http", "127.0.0.1:0", "-b", data + "/db",
                                "--fsync", "none"],
@@ -115,91 +209,12 @@ def main():
         print(f"delayqd {pid}: beanstalkd port {port}, HTTP {http_port}; {n} connections")
         print("probe, idle server:", probe_for(port, 5))
 
-        before = rss_kib(pid)
-        idle = open_many(port, n)
-        probe_for(port, 0.5)  # a round trip after the last: all accepted
-        after = rss_kib(pid)
-        print("idle beanstalkd connections: %.0f bytes of RSS each" % ((after - before) * 1024 / n))
-        before = after
-        for s in idle:
-            s.sendall(b"watch empty\r\nignore default\r\nreserve\r\n")
-        time.sleep(2)
-        after = rss_kib(pid)
-        print("the same, each now blocked in reserve: %.0f more bytes each" %
-              ((after - before) * 1024 / n))
-        print("probe, with them waiting:", probe_for(port, 5))
-        before = after
-        idle_http = open_many(http_port, n)
-        time.sleep(1)
-        after = rss_kib(pid)
-        print("idle HTTP connections: %.0f bytes of RSS each" % ((after - before) * 1024 / n))
-        for s in idle + idle_http:
-            s.close()
-        time.sleep(2)
-
-        before = rss_kib(pid)
-        flood = socket.create_connection(("127.0.0.1", port))
-        peak = [before]
-        done = threading.Event()
-        def watch():
-            while not done.is_set():
-                peak[0] = max(peak[0], rss_kib(pid))
-                time.sleep(0.05)
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        probe = Probe(port)
-        probe.start()
-        command = b"put 0 3600 60 3\r\nabc\r\n"
-        flood.setblocking(True)
-        flood.settimeout(5)
-        sent = 0
-        chunk = command * 1000
-        blocked_at = None
-        try:
-            while sent < pipelined:
-                flood.sendall(chunk)
-                sent += 1000
-        except socket.timeout:
-            blocked_at = sent
-        flood.settimeout(60)
-        replies = 0
-        buffer = b""
-        deadline = time.time() + 120
-        while replies < sent and time.time() < deadline:
-            if blocked_at is not None and replies >= blocked_at:
-                break
-            data_in = flood.recv(1 << 20)
-            if not data_in:
-                break
-            buffer += data_in
-            replies += buffer.count(b"\r\n")
-            buffer = buffer[buffer.rfind(b"\r\n") + 2:] if b"\r\n" in buffer else buffer
-        probe_result = probe.finish()
-        done.set()
-        watcher.join()
-        print("pipelining client: %s puts written without reading%s; peak RSS +%.1f MiB; "
-              "%d replies read back" % (
-                  sent, " (the server stopped reading: its send buffer was full)" if blocked_at
-                  is not None else "", (peak[0] - before) / 1024, replies))
-        print("probe, while the flood is written and answered:", probe_result)
-        flood.close()
-
-        slow = open_many(port, n // 10) + open_many(http_port, n // 10)
-        probe = Probe(port)
-        probe.start()
-        request = {True: b"stats-tube default\r\n", False: b"GET /v1/stats HTTP/1.1\r\nHost: x\r\n\r\n"}
-        for second in range(10):
-            for k, s in enumerate(slow):
-                text = request[k < n // 10]
-                try:
-                    s.send(text[second:second + 1])
-                except OSError:
-                    pass
-            time.sleep(1)
-        print("probe, during a slowloris of %d connections on each listener:" % (n // 10),
-              probe.finish())
-        for s in slow:
-            s.close()
+        if "idle" in phases:
+            idle_phase(port, http_port, pid, n)
+        if "pipeline" in phases:
+            pipeline_phase(port, pid, pipelined)
+        if "slowloris" in phases:
+            slowloris_phase(port, http_port, n)
         print("server RSS at the end: %.1f MiB" % (rss_kib(pid) / 1024))
     finally:
         server.send_signal(signal.SIGTERM)
