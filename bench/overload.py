@@ -15,7 +15,9 @@ scratch data directory, then, one phase at a time:
 During the last three phases a probe client (a process of its own) does put + delete round trips
 on its own connection; its p50 / p99 are printed beside the same probe on an idle server. Loopback only;
 every loop is bounded; the server is stopped by its PID at the end. --phases names the phases
-to run, comma-separated (default idle,pipeline,slowloris). Needs a file limit above
+to run, comma-separated (default idle,pipeline,slowloris). With a DELAYQD path ending in
+"beanstalkd", that server (without a binlog) is measured instead, in the pipeline phase only: the
+reference for the probe's figures on the same machine. Needs a file limit above
 2N + 100 (ulimit -n).
 """
 import multiprocessing
@@ -199,14 +201,37 @@ def main():
             binary = args[i]; i += 1
     raise_file_limit(2 * n + 100 if phases & {"idle", "slowloris"} else 100, "overload")
     data = tempfile.mkdtemp(prefix="delayq-overload-")
-    server = subprocess.Popen([binary, "-p", "0", "--http", "127.0.0.1:0", "-b", data + "/db",
-                               "--fsync", "none"],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    beanstalkd = os.path.basename(binary) == "beanstalkd"
+    if beanstalkd:
+        # The reference: beanstalkd without a binlog (as delayqd runs here, without fsyncs), on a
+        # port picked free; it has no HTTP listener, so only the pipeline phase runs.
+        phases &= {"pipeline"}
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        server = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", str(port)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    else:
+        server = subprocess.Popen([binary, "-p", "0", "--http", "127.0.0.1:0", "-b",
+                                   data + "/db", "--fsync", "none"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
-        port = int(server.stdout.readline().split(b":")[-1])
-        http_port = int(server.stdout.readline().split(b":")[-1])
-        pid = server.pid
-        print(f"delayqd {pid}: beanstalkd port {port}, HTTP {http_port}; {n} connections")
+        if beanstalkd:
+            deadline = time.time() + 10
+            while time.time() < deadline:
+                try:
+                    socket.create_connection(("127.0.0.1", port)).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            http_port = None
+            pid = server.pid
+            print(f"beanstalkd {pid}: port {port}")
+        else:
+            port = int(server.stdout.readline().split(b":")[-1])
+            http_port = int(server.stdout.readline().split(b":")[-1])
+            pid = server.pid
+            print(f"delayqd {pid}: beanstalkd port {port}, HTTP {http_port}; {n} connections")
         print("probe, idle server:", probe_for(port, 5))
 
         if "idle" in phases:

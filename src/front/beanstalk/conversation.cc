@@ -187,7 +187,9 @@ bool Conversation::done() const noexcept {
 void Conversation::process() {
   bool yielded = false;
   for (std::size_t run = 0; !waiting_ && !closing_; ++run) {
-    if (run == kCommandsPerTurn) {
+    // A full turn with input left: yield. With none left, there is nothing to share the thread
+    // for: the connection reads on.
+    if (run == kCommandsPerTurn && buffered() > 0) {
       yielded = true;
       peer_.yield();
       break;

@@ -39,9 +39,13 @@ struct Context {
 class Conversation {
  public:
   // At most this many commands run in one go (one receive() or resume(), or the end of a
-  // reserve): then the conversation yields, so that one client's pipelined flood of commands
-  // shares the thread with everyone else's.
-  static constexpr std::size_t kCommandsPerTurn = 64;
+  // reserve): then the conversation yields if more input is left, so that one client's
+  // pipelined flood of commands shares the thread with everyone else's. Another client's
+  // command waits for about two turns of the flood (the one under way and the node's commit of
+  // it), so this bounds their latency; 64 put a probe's p99 at 8-9x its idle figure under a
+  // flood of puts, 16 at 2.5-4x, for 10-20% more CPU per put for the flooder
+  // (docs/BENCHMARKS.md).
+  static constexpr std::size_t kCommandsPerTurn = 16;
 
   // What the conversation asks of its connection.
   class Peer {

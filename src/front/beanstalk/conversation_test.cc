@@ -1020,6 +1020,22 @@ TEST_F(ConversationTest, APipelinedFloodRunsATurnAtATimeAndYieldsBetween) {
   EXPECT_EQ(conversation().buffered(), 0U);
 }
 
+// A turn that ends with the input: nothing is left to share the thread for, so no yield, and
+// the connection reads on.
+TEST_F(ConversationTest, AFullTurnThatEmptiesTheInputDoesNotYield) {
+  constexpr std::size_t kTurn = Conversation::kCommandsPerTurn;
+  client_->set_resume_on_yield(false);
+  std::string turn;
+  for (std::size_t i = 0; i < kTurn; ++i) turn += "list-tube-used\r\n";
+  client_->send(turn);
+  const std::string out = take();
+  EXPECT_EQ(static_cast<std::size_t>(std::count(out.begin(), out.end(), '\n')), kTurn);
+  EXPECT_FALSE(client_->yielded());
+  EXPECT_EQ(client_->yields(), 0);
+  client_->send(turn + "list-tube-used\r\n");  // one more than a turn: then it yields
+  EXPECT_TRUE(client_->yielded());
+}
+
 // The end of input with a flood not yet run: it runs, a turn at a time, and then the
 // conversation is done.
 TEST_F(ConversationTest, EndOfInputRunsWhatIsLeftATurnAtATimeThenIsDone) {
