@@ -11,7 +11,7 @@ namespace {
 constexpr std::string_view kProtocol = "beanstalk";
 // Replies queued for a client beyond this, or this many commands waiting for their replies,
 // stop the reading of its commands until it catches up.
-constexpr std::size_t kMaxQueuedReplyBytes = std::size_t{1} << 20;
+constexpr std::size_t kMaxQueuedReplyBytes = std::size_t{256} << 10;
 constexpr std::size_t kMaxPendingReplies = 65536;
 
 }  // namespace

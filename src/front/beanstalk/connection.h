@@ -1,6 +1,6 @@
 // connection.h — one beanstalkd client's socket: reads bytes into its Conversation and writes
 // what the conversation emits, one write at a time. A client that does not read its replies is
-// not read either (past 1 MiB of replies queued), and one that keeps sending while its reserve
+// not read either (past 256 KiB of replies queued), and one that keeps sending while its reserve
 // waits gets no more room than one command's worth. Owned by the Server; runs on the broker's
 // executor.
 #pragma once
