@@ -57,7 +57,7 @@ class PagedArray {
       pages_.push_back(Page(
           static_cast<T*>(::operator new (kPerPage * sizeof(T), std::align_val_t{alignof(T)}))));
     }
-    T* made = ::new (&(*this)[size_]) T();
+    T* made = ::new (page(size_ / kPerPage) + size_ % kPerPage) T();  // raw memory until now
     ++size_;
     return *made;
   }
