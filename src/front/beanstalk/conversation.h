@@ -42,9 +42,9 @@ class Conversation {
   // reserve): then the conversation yields if more input is left, so that one client's
   // pipelined flood of commands shares the thread with everyone else's. Another client's
   // command waits for about two turns of the flood (the one under way and the node's commit of
-  // it), so this bounds their latency; 64 put a probe's p99 at 8-9x its idle figure under a
-  // flood of puts, 16 at 2.5-4x, for 10-20% more CPU per put for the flooder
-  // (docs/BENCHMARKS.md).
+  // it), so this bounds their latency. Under a flood of pipelined puts a probe's p99 was 4.7-6x
+  // its idle figure with 64, 1.7-4.3x with 16, which cost the flooder about 5% of its puts/s
+  // (docs/BENCHMARKS.md, Overload).
   static constexpr std::size_t kCommandsPerTurn = 16;
 
   // What the conversation asks of its connection.
