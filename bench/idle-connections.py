@@ -21,13 +21,7 @@ import sys
 import tempfile
 import time
 
-from overload import raise_file_limit, rss_kib  # this directory's
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from overload import free_port, raise_file_limit, rss_kib, wait_port  # this directory's
 
 
 def round_trip(sock):
@@ -50,16 +44,6 @@ def measure(pid, port, n):
     for s in socks + [first]:
         s.close()
     return (after - before) * 1024 / n
-
-
-def wait_port(port, deadline):
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port)).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
 
 
 def run_delayqd(binary, n):

@@ -88,6 +88,21 @@ def raise_file_limit(needed, name):
     if hard < needed:
         sys.exit(f"{name}: the file limit ({hard}) is below {needed}")
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+def wait_port(port, deadline):
+    """Whether a server accepts on the loopback port before `deadline` (time.time())."""
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port)).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
 def open_many(port, n):
     socks = []
     for _ in range(n):
@@ -206,9 +221,7 @@ def main():
         # The reference: beanstalkd without a binlog (as delayqd runs here, without fsyncs), on a
         # port picked free; it has no HTTP listener, so only the pipeline phase runs.
         phases &= {"pipeline"}
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         server = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", str(port)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     else:
@@ -217,13 +230,8 @@ def main():
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         if beanstalkd:
-            deadline = time.time() + 10
-            while time.time() < deadline:
-                try:
-                    socket.create_connection(("127.0.0.1", port)).close()
-                    break
-                except OSError:
-                    time.sleep(0.05)
+            if not wait_port(port, time.time() + 10):
+                sys.exit(f"overload: {binary} did not listen on port {port}")
             http_port = None
             pid = server.pid
             print(f"beanstalkd {pid}: port {port}")
