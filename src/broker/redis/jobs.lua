@@ -50,9 +50,13 @@ end
 
 -- The present rounded up: a due time of now + delay is then never before the delay has fully
 -- passed since the call (now_ms() rounds down, and fires what is due by it).
+local clock_up
 local function now_ms_up()
-  local t = time()
-  return math.ceil((tonumber(t[1]) * 1000000 + tonumber(t[2])) / 1000)
+  if not clock_up then
+    local t = time()
+    clock_up = math.ceil((tonumber(t[1]) * 1000000 + tonumber(t[2])) / 1000)
+  end
+  return clock_up
 end
 
 -- An id as the field of j, a and k's values, and the member of t (the shortest form: these are
@@ -78,10 +82,15 @@ local function decode(rec)
   return j
 end
 
+local function pack(flags, state, pri, due, deadline, created, delay, ttr, reserves, timeouts,
+                    releases, buries, kicks, tube, key, group, holder, body)
+  return struct.pack(RECORD, flags, state, pri, due, deadline, created, delay, ttr, reserves,
+    timeouts, releases, buries, kicks, #tube, tube, #key, key, #group, group, #holder, holder) .. body
+end
+
 local function encode(j)
-  return struct.pack(RECORD, j.flags, j.state, j.pri, j.due, j.deadline, j.created, j.delay,
-    j.ttr, j.reserves, j.timeouts, j.releases, j.buries, j.kicks, #j.tube, j.tube, #j.key, j.key,
-    #j.group, j.group, #j.holder, j.holder) .. j.body
+  return pack(j.flags, j.state, j.pri, j.due, j.deadline, j.created, j.delay, j.ttr, j.reserves,
+    j.timeouts, j.releases, j.buries, j.kicks, j.tube, j.key, j.group, j.holder, j.body)
 end
 
 -- Writes gathered during the call and made at its end (flush), one command per key and not one
@@ -108,8 +117,12 @@ end
 
 local function save(j) records[fid(j.id)] = encode(j) end
 
+local names    -- tube -> field -> tube \0 field
 local function count(tube, field, by)
-  local name = tube .. '\0' .. field
+  local of = names[tube]
+  if not of then of = {}; names[tube] = of end
+  local name = of[field]
+  if not name then name = tube .. '\0' .. field; of[field] = name end
   counters[name] = (counters[name] or 0) + by
 end
 
@@ -133,13 +146,13 @@ local function in_chunks(cmd, key, list)
 end
 
 local function flush()
-  local list = {}
-  for field, rec in pairs(records) do table.insert(list, field); table.insert(list, rec) end
+  local list, n = {}, 0
+  for field, rec in pairs(records) do list[n + 1] = field; list[n + 2] = rec; n = n + 2 end
   in_chunks('HSET', J, list)
-  list = {}
+  list, n = {}, 0
   local earliest
   for member, at in pairs(timers) do
-    table.insert(list, string.format('%d', at)); table.insert(list, member)
+    list[n + 1] = string.format('%d', at); list[n + 2] = member; n = n + 2
     if not earliest or at < earliest then earliest = at end
   end
   if earliest then
@@ -165,15 +178,15 @@ end
 -- the caller (fire, put), whose node need not wait for the message.
 local readied
 
-local function make_ready(j)
-  if not nonempty[j.tube] then
-    if #first(R, j.tube, 1) == 0 then
-      redis.call('PUBLISH', EVENTS, 'r ' .. base .. ' ' .. j.tube)
-      table.insert(readied, j.tube)
+local function make_ready(tube, pri, id)
+  if not nonempty[tube] then
+    if #first(R, tube, 1) == 0 then
+      redis.call('PUBLISH', EVENTS, 'r ' .. base .. ' ' .. tube)
+      table.insert(readied, tube)
     end
-    nonempty[j.tube] = true
+    nonempty[tube] = true
   end
-  readies[rmember(j.tube, j.pri, j.id)] = true
+  readies[rmember(tube, pri, id)] = true
 end
 
 -- Takes the job out of wherever its state keeps it (not the record, key or group).
@@ -194,7 +207,7 @@ local function link(j, now)
   if j.state == DELAYED then
     add_timer(j.id, j.due); count(j.tube, 'd', 1)
   elseif j.state == READY then
-    make_ready(j)
+    make_ready(j.tube, j.pri, j.id)
   elseif j.state == RESERVED then
     add_timer(j.id, j.deadline); count(j.tube, 'v', 1)
   else
@@ -224,11 +237,17 @@ end
 
 -- A new due time, from a delay in ms (when, absolute = '0') or a Unix ms time: delayed if it is
 -- in the future, else ready now.
+local function due_of(when, absolute, now)
+  local due, delay
+  if absolute == '1' then due = when; delay = math.max(0, when - now)
+  elseif when <= 0 then due = now; delay = 0
+  else due = now_ms_up() + when; delay = when end
+  if due > now then return due, delay, DELAYED end
+  return now, delay, READY
+end
+
 local function schedule(j, when, absolute, now)
-  if absolute == '1' then j.due = when; j.delay = math.max(0, when - now)
-  elseif when <= 0 then j.due = now; j.delay = 0
-  else j.due = now_ms_up() + when; j.delay = when end
-  if j.due > now then j.state = DELAYED else j.state = READY; j.due = now end
+  j.due, j.delay, j.state = due_of(when, absolute, now)
 end
 
 -- The first n delayed jobs of a tube, earliest due first. Delayed jobs of every tube share the
@@ -287,12 +306,14 @@ end
 
 local ops = {}
 
--- One put, its 12 arguments from ARGV[a]: tube pri delay_or_at absolute ttr body key group
--- replace attachment shards shard; seq is the job's number in the shard. Replies {'ok', id, nil, nil, now, replaced id, due}, or
+-- One put, its 10 arguments from ARGV[a]: tube pri delay_or_at absolute ttr body key group
+-- replace attachment; seq is the job's number in the shard, and its id seq * shards + shard.
+-- Replies {'ok', id, nil, nil, now, replaced id or 0, due} (the numbers as integers), or
 -- {'exists', <reply() of the job holding the key>}, or {'conflict', why}.
-local function put_one(a, now, seq)
+-- (A numeric argument is read as ARGV[i] + 0: tonumber() would convert the string twice.)
+local function put_one(a, now, seq, shards, shard)
   local tube, key, group = ARGV[a], ARGV[a + 6], ARGV[a + 7]
-  local replaced = '0'
+  local replaced = 0
   if key ~= '' then
     local holder = redis.call('HGET', KI, tube .. '\0' .. key)
     if holder then
@@ -302,48 +323,55 @@ local function put_one(a, now, seq)
       end
       if old.state == RESERVED then return {'conflict', 'the job holding the key is reserved'} end
       erase(old)
-      replaced = string.format('%d', old.id)
+      replaced = old.id
     end
   end
-  local j = {id = seq * tonumber(ARGV[a + 10]) + tonumber(ARGV[a + 11]), pri = tonumber(ARGV[a + 1]),
-    ttr = tonumber(ARGV[a + 4]), body = ARGV[a + 5], tube = tube, key = key, group = group,
-    holder = '', flags = 0, created = now, deadline = 0, reserves = 0, timeouts = 0,
-    releases = 0, buries = 0, kicks = 0, state = DELAYED, due = 0, delay = 0}
-  schedule(j, tonumber(ARGV[a + 2]), ARGV[a + 3], now)
+  -- The hot path: the new job's record and links are made from locals, without the table that
+  -- load() makes (save() and link() of such a table do the same).
+  local id = seq * shards + shard
+  local field = fid(id)
+  local pri = ARGV[a + 1] + 0
+  local due, delay, state = due_of(ARGV[a + 2] + 0, ARGV[a + 3], now)
+  local flags = 0
   if ARGV[a + 9] ~= '' then
-    j.flags = 1
-    redis.call('HSET', A, fid(j.id), ARGV[a + 9])
+    flags = 1
+    redis.call('HSET', A, field, ARGV[a + 9])
   end
-  save(j)
-  link(j, now)
-  if key ~= '' then redis.call('HSET', KI, tube .. '\0' .. key, fid(j.id)) end
-  if group ~= '' then redis.call('ZADD', G, 0, gprefix(tube, group) .. pad(j.id)) end
+  records[field] = pack(flags, state, pri, due, 0, now, delay, ARGV[a + 4] + 0, 0, 0, 0, 0, 0,
+    tube, key, group, '', ARGV[a + 5])
+  if state == DELAYED then
+    timers[field] = due; count(tube, 'd', 1)
+  else
+    make_ready(tube, pri, id)
+  end
+  if key ~= '' then redis.call('HSET', KI, tube .. '\0' .. key, field) end
+  if group ~= '' then redis.call('ZADD', G, 0, gprefix(tube, group) .. pad(id)) end
   seen[tube] = true
   count(tube, 'n', 1)
   -- The caller knows the rest of the job: its id, due time and the present are enough (and the
   -- body does not travel back).
-  return {'ok', string.format('%d', j.id), false, false, string.format('%d', now), replaced,
-    string.format('%d', j.due)}
+  return {'ok', id, false, false, now, replaced, due}
 end
 
--- put <12 arguments>: one job; the reply also lists the tubes it made ready.
+-- put shards shard <10 arguments>: one job; the reply also lists the tubes it made ready.
 ops.put = function()
-  local r = put_one(2, now_ms(), redis.call('INCR', SEQ))
+  local r = put_one(4, now_ms(), redis.call('INCR', SEQ), ARGV[2] + 0, ARGV[3] + 0)
   r[8] = readied
   return r
 end
 
--- putmany <12 arguments>...: several jobs of one shard in one call (a node sends together the
--- puts that arrive together); {'ok', <a put's reply>..., <tubes made ready>}. A put refused
--- (exists, conflict) leaves its number unused.
+-- putmany shards shard <10 arguments>...: several jobs of one shard in one call (a node sends
+-- together the puts that arrive together); {'ok', <a put's reply>..., <tubes made ready>}. A put
+-- refused (exists, conflict) leaves its number unused.
 ops.putmany = function()
   local now = now_ms()
   local out = {'ok'}
-  local n = (#ARGV - 1) / 12
+  local n = (#ARGV - 3) / 10
+  local shards, shard = ARGV[2] + 0, ARGV[3] + 0
   local seq = redis.call('INCRBY', SEQ, n) - n
-  for a = 2, #ARGV, 12 do
+  for a = 4, #ARGV, 10 do
     seq = seq + 1
-    table.insert(out, put_one(a, now, seq))
+    out[#out + 1] = put_one(a, now, seq, shards, shard)
   end
   table.insert(out, readied)
   return out
@@ -672,8 +700,8 @@ local function run(keys, args)
   EVENTS = string.match(base, '^[^:]*') .. ':events'
   SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH = keys[1], keys[2], keys[3], keys[4],
     keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12], keys[13], keys[14]
-  clock = nil
-  readied, records, timers, readies, counters, seen, nonempty = {}, {}, {}, {}, {}, {}, {}
+  clock, clock_up = nil, nil
+  readied, records, timers, readies, counters, seen, nonempty, names = {}, {}, {}, {}, {}, {}, {}, {}
   local handler = ops[args[1]]
   if not handler then
     return redis.error_reply('ERR delayq: unknown operation ' .. tostring(args[1]))

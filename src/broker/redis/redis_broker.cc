@@ -179,7 +179,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // go to one shard (the next in turn) so that they can. Any other call sends what is gathered
   // first, so that a session's calls still take effect in the order made.
   struct PendingPut {
-    std::vector<std::string> args;  // the 12 of jobs.lua's put
+    std::vector<std::string> args;  // the 10 of a job in jobs.lua's put
     std::function<void(Result<Reply>)> done;
   };
   void queue_put(std::uint32_t shard, std::vector<std::string> args,
@@ -323,12 +323,12 @@ void Core::flush_puts() {
     for (std::size_t from = 0; from < puts.size(); from += kMostPerCall) {
       const std::size_t count = std::min(kMostPerCall, puts.size() - from);
       if (count == 1) {
-        std::vector<std::string> args = {"put"};
+        std::vector<std::string> args = {"put", std::to_string(shards), std::to_string(shard)};
         args.insert(args.end(), puts[from].args.begin(), puts[from].args.end());
         call(shard, std::move(args), true, std::move(puts[from].done));
         continue;
       }
-      std::vector<std::string> args = {"putmany"};
+      std::vector<std::string> args = {"putmany", std::to_string(shards), std::to_string(shard)};
       auto dones = std::make_shared<std::vector<std::function<void(Result<Reply>)>>>();
       for (std::size_t i = from; i < from + count; ++i) {
         args.insert(args.end(), puts[i].args.begin(), puts[i].args.end());
@@ -1225,8 +1225,7 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
       shard,
       {tube, std::to_string(request.priority), std::to_string(request.due.ms),
        request.due.absolute ? "1" : "0", std::to_string(ttr), std::move(request.body), request.key,
-       request.group, request.replace ? "1" : "0", std::move(attachment),
-       std::to_string(core_->shards), std::to_string(shard)},
+       request.group, request.replace ? "1" : "0", std::move(attachment)},
       [core = core_, shard, state = state_, tube, priority = request.priority, due = request.due,
        ttr, key = request.key, group = request.group, attached,
        done = std::move(done)](Result<Reply> reply) {
@@ -1249,11 +1248,12 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
           return done(std::move(result));
         }
         if (e.size() < 7) return done(Status(Code::kIOError, "Redis: a short put reply"));
-        // The script answers the id, the due time and its present; the rest the put said.
+        // The script answers the id, the due time and its present (as integers); the rest the
+        // put said.
         JobView& job = result.job;
-        job.id = static_cast<JobId>(to_int(e[1].str));
-        job.created_unix_ms = to_int(e[4].str);
-        job.due_unix_ms = to_int(e[6].str);
+        job.id = static_cast<JobId>(e[1].integer);
+        job.created_unix_ms = e[4].integer;
+        job.due_unix_ms = e[6].integer;
         job.state = job.due_unix_ms > job.created_unix_ms ? JobState::kDelayed : JobState::kReady;
         job.delay_ms = due.absolute ? std::max<std::int64_t>(0, due.ms - job.created_unix_ms)
                                     : std::max<std::int64_t>(0, due.ms);
@@ -1263,7 +1263,7 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
         job.key = key;
         job.group = group;
         job.attached = attached;
-        result.replaced = static_cast<JobId>(to_int(e[5].str));
+        result.replaced = static_cast<JobId>(e[5].integer);
         done(std::move(result));
       });
 }
