@@ -25,6 +25,8 @@ cli() { redis-cli -p "$redis_port" "$@"; }
 used() { cli info memory | tr -d '\r' | awk -F: '/^used_memory:/ {print $2}'; }
 field() { sed -E "s#.* $1=([0-9.]+).*#\1#"; }
 hz=$(getconf CLK_TCK)
+# per_put TICKS: microseconds of CPU per put of the 100,000, to a tenth.
+per_put() { awk -v t="$1" -v hz="$hz" 'BEGIN { printf "%.1f", t * 1000000 / hz / 100000 }'; }
 
 # --- delayq
 delayq_port=$(free_port)
@@ -38,7 +40,7 @@ line=$("$loadgen" --port "$delayq_port" --mode put --connections 4 --depth 16 --
   --delay 3600 --bytes 100)
 echo "delayq put: $line" >&2
 d_rate=$(echo "$line" | field ops/s)
-d_cpu=$(( ($(cpu_ticks "$redis_pid") - before_ticks) * 1000000 / hz / 100000 ))
+d_cpu=$(per_put $(( $(cpu_ticks "$redis_pid") - before_ticks )))
 d_bytes=$(( ($(used) - before_bytes) / 100000 ))
 line=$("$loadgen" --port "$delayq_port" --mode late --rate 1000 --delay 1 --seconds "$seconds" \
   --connections 2 --jitter on)
@@ -55,7 +57,7 @@ node_system() {
   line=$(node bench/bullmq/bench.js "$add" "$redis_port")
   echo "$add: $line" >&2
   printf -v "${prefix}_rate" %s "$(echo "$line" | field adds/s)"
-  printf -v "${prefix}_cpu" %s $(( ($(cpu_ticks "$redis_pid") - before_ticks) * 1000000 / hz / 100000 ))
+  printf -v "${prefix}_cpu" %s "$(per_put $(( $(cpu_ticks "$redis_pid") - before_ticks )))"
   printf -v "${prefix}_bytes" %s $(( ($(used) - before_bytes) / 100000 ))
   line=$(node bench/bullmq/bench.js "$late" "$redis_port" "$seconds")
   echo "$late: $line" >&2

@@ -32,7 +32,8 @@
 
 -- The call's arguments and keys, set by run() at each call.
 local ARGV, base, EVENTS, SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH
-local HEAD = '>BBI4ddddI4I4I4I4I4I4'
+local TIMES = '>BBI4dddd'           -- a record's start: flags, state, priority and its times
+local HEAD = TIMES .. 'I4I4I4I4I4I4' -- then the TTR and the five counters
 local RECORD = HEAD .. 'I4c0I4c0I4c0I4c0' -- and the four strings, each after its length
 local DELAYED, READY, RESERVED, BURIED = 0, 1, 2, 3
 
@@ -82,15 +83,10 @@ local function decode(rec)
   return j
 end
 
-local function pack(flags, state, pri, due, deadline, created, delay, ttr, reserves, timeouts,
-                    releases, buries, kicks, tube, key, group, holder, body)
-  return struct.pack(RECORD, flags, state, pri, due, deadline, created, delay, ttr, reserves,
-    timeouts, releases, buries, kicks, #tube, tube, #key, key, #group, group, #holder, holder) .. body
-end
-
 local function encode(j)
-  return pack(j.flags, j.state, j.pri, j.due, j.deadline, j.created, j.delay, j.ttr, j.reserves,
-    j.timeouts, j.releases, j.buries, j.kicks, j.tube, j.key, j.group, j.holder, j.body)
+  return struct.pack(RECORD, j.flags, j.state, j.pri, j.due, j.deadline, j.created, j.delay,
+    j.ttr, j.reserves, j.timeouts, j.releases, j.buries, j.kicks, #j.tube, j.tube, #j.key, j.key,
+    #j.group, j.group, #j.holder, j.holder) .. j.body
 end
 
 -- Writes gathered during the call and made at its end (flush), one command per key and not one
@@ -306,19 +302,20 @@ end
 
 local ops = {}
 
--- One put, its 10 arguments from ARGV[a]: tube pri delay_or_at absolute ttr body key group
--- replace attachment; seq is the job's number in the shard, and its id seq * shards + shard.
--- Replies {'ok', id, nil, nil, now, replaced id or 0, due} (the numbers as integers), or
--- {'exists', <reply() of the job holding the key>}, or {'conflict', why}.
+-- One put, its 9 arguments from ARGV[a]: tube pri delay_or_at absolute replace key group
+-- attachment tail, where tail is the new record after its times as the node packs it (the TTR,
+-- five zero counters, the tube, key and group, no holder, then the body); seq is the job's number
+-- in the shard, and its id seq * shards + shard. Replies {'ok', id, due, replaced id or 0}
+-- (integers), or {'exists', <reply() of the job holding the key>}, or {'conflict', why}.
 -- (A numeric argument is read as ARGV[i] + 0: tonumber() would convert the string twice.)
 local function put_one(a, now, seq, shards, shard)
-  local tube, key, group = ARGV[a], ARGV[a + 6], ARGV[a + 7]
+  local tube, key, group = ARGV[a], ARGV[a + 5], ARGV[a + 6]
   local replaced = 0
   if key ~= '' then
     local holder = redis.call('HGET', KI, tube .. '\0' .. key)
     if holder then
       local old = load(tonumber(holder))
-      if ARGV[a + 8] ~= '1' then
+      if ARGV[a + 4] ~= '1' then
         local r = reply(old, now); r[1] = 'exists'; return r
       end
       if old.state == RESERVED then return {'conflict', 'the job holding the key is reserved'} end
@@ -327,18 +324,18 @@ local function put_one(a, now, seq, shards, shard)
     end
   end
   -- The hot path: the new job's record and links are made from locals, without the table that
-  -- load() makes (save() and link() of such a table do the same).
+  -- load() makes (save() and link() of such a table do the same), and the record from the
+  -- node's tail (encode() of such a table makes the same bytes).
   local id = seq * shards + shard
   local field = fid(id)
   local pri = ARGV[a + 1] + 0
   local due, delay, state = due_of(ARGV[a + 2] + 0, ARGV[a + 3], now)
   local flags = 0
-  if ARGV[a + 9] ~= '' then
+  if ARGV[a + 7] ~= '' then
     flags = 1
-    redis.call('HSET', A, field, ARGV[a + 9])
+    redis.call('HSET', A, field, ARGV[a + 7])
   end
-  records[field] = pack(flags, state, pri, due, 0, now, delay, ARGV[a + 4] + 0, 0, 0, 0, 0, 0,
-    tube, key, group, '', ARGV[a + 5])
+  records[field] = struct.pack(TIMES, flags, state, pri, due, 0, now, delay) .. ARGV[a + 8]
   if state == DELAYED then
     timers[field] = due; count(tube, 'd', 1)
   else
@@ -348,32 +345,34 @@ local function put_one(a, now, seq, shards, shard)
   if group ~= '' then redis.call('ZADD', G, 0, gprefix(tube, group) .. pad(id)) end
   seen[tube] = true
   count(tube, 'n', 1)
-  -- The caller knows the rest of the job: its id, due time and the present are enough (and the
-  -- body does not travel back).
-  return {'ok', id, false, false, now, replaced, due}
+  -- The caller knows the rest of the job: its id, due time and the present (which the call
+  -- answers once) are enough, and the body does not travel back.
+  return {'ok', id, due, replaced}
 end
 
--- put shards shard <10 arguments>: one job; the reply also lists the tubes it made ready.
+-- put shards shard <9 arguments>: one job; {'ok', id, due, replaced, now, <tubes made ready>} or
+-- a refusal as put_one() answers it.
 ops.put = function()
-  local r = put_one(4, now_ms(), redis.call('INCR', SEQ), ARGV[2] + 0, ARGV[3] + 0)
-  r[8] = readied
+  local now = now_ms()
+  local r = put_one(4, now, redis.call('INCR', SEQ), ARGV[2] + 0, ARGV[3] + 0)
+  if r[1] == 'ok' then r[5] = now; r[6] = readied end
   return r
 end
 
--- putmany shards shard <10 arguments>...: several jobs of one shard in one call (a node sends
--- together the puts that arrive together); {'ok', <a put's reply>..., <tubes made ready>}. A put
--- refused (exists, conflict) leaves its number unused.
+-- putmany shards shard <9 arguments>...: several jobs of one shard in one call (a node sends
+-- together the puts that arrive together); {'ok', now, <put_one()'s reply>..., <tubes made
+-- ready>}. A put refused (exists, conflict) leaves its number unused.
 ops.putmany = function()
   local now = now_ms()
-  local out = {'ok'}
-  local n = (#ARGV - 3) / 10
+  local out = {'ok', now}
+  local n = (#ARGV - 3) / 9
   local shards, shard = ARGV[2] + 0, ARGV[3] + 0
   local seq = redis.call('INCRBY', SEQ, n) - n
-  for a = 4, #ARGV, 10 do
+  for a = 4, #ARGV, 9 do
     seq = seq + 1
     out[#out + 1] = put_one(a, now, seq, shards, shard)
   end
-  table.insert(out, readied)
+  out[#out + 1] = readied
   return out
 end
 

@@ -113,4 +113,33 @@ Result<Record> decode_record(JobId id, std::string_view bytes) {
   return record;
 }
 
+namespace {
+
+void put_u32(std::string& out, std::uint32_t value) {
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    out.push_back(static_cast<char>((value >> shift) & 0xff));
+  }
+}
+
+void put_text(std::string& out, std::string_view text) {
+  put_u32(out, static_cast<std::uint32_t>(text.size()));
+  out.append(text);
+}
+
+}  // namespace
+
+std::string new_record_tail(std::uint32_t ttr_seconds, std::string_view tube, std::string_view key,
+                            std::string_view group, std::string_view body) {
+  std::string out;
+  out.reserve(6 * 4 + 4 * 4 + tube.size() + key.size() + group.size() + body.size());
+  put_u32(out, ttr_seconds);
+  for (int counter = 0; counter < 5; ++counter) put_u32(out, 0);
+  put_text(out, tube);
+  put_text(out, key);
+  put_text(out, group);
+  put_text(out, "");  // the holder
+  out.append(body);
+  return out;
+}
+
 }  // namespace delayq::redis_broker

@@ -63,4 +63,11 @@ struct Record {
 // Errors: kCorruption when the bytes are not a record.
 [[nodiscard]] Result<Record> decode_record(JobId id, std::string_view bytes);
 
+// A new job's record after its times, as a put sends it for jobs.lua to put behind the part that
+// needs Redis's clock: the TTR, five zero counters, the tube, key and group, no holder, and the
+// body.
+[[nodiscard]] std::string new_record_tail(std::uint32_t ttr_seconds, std::string_view tube,
+                                          std::string_view key, std::string_view group,
+                                          std::string_view body);
+
 }  // namespace delayq::redis_broker

@@ -179,7 +179,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // go to one shard (the next in turn) so that they can. Any other call sends what is gathered
   // first, so that a session's calls still take effect in the order made.
   struct PendingPut {
-    std::vector<std::string> args;  // the 10 of a job in jobs.lua's put
+    std::vector<std::string> args;  // the 9 of a job in jobs.lua's put
     std::function<void(Result<Reply>)> done;
   };
   void queue_put(std::uint32_t shard, std::vector<std::string> args,
@@ -336,7 +336,7 @@ void Core::flush_puts() {
       }
       call(shard, std::move(args), true,
            [self = shared_from_this(), shard = shard, dones](Result<Reply> reply) {
-             if (!reply.is_ok() || reply.value().elements.size() != dones->size() + 2) {
+             if (!reply.is_ok() || reply.value().elements.size() != dones->size() + 3) {
                const Status failed =
                    reply.is_ok() ? Status(Code::kIOError, "Redis: a putmany reply of " +
                                                               redis::describe(reply.value()))
@@ -344,10 +344,17 @@ void Core::flush_puts() {
                for (auto& done : *dones) done(failed);
                return;
              }
+             // {ok, now, <a put's reply>..., <tubes made ready>}: each put that went in gets
+             // the present as a single put's reply has it.
              auto& elements = reply.value().elements;
              for (const auto& tube : elements.back().elements) self->notify_ready(shard, tube.str);
-             for (std::size_t i = 0; i < dones->size(); ++i)
-               (*dones)[i](std::move(elements[i + 1]));
+             for (std::size_t i = 0; i < dones->size(); ++i) {
+               Reply& one = elements[i + 2];
+               if (!one.elements.empty() && one.elements[0].str == "ok") {
+                 one.elements.push_back(elements[1]);
+               }
+               (*dones)[i](std::move(one));
+             }
            });
     }
   }
@@ -1221,17 +1228,19 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
   }
   const auto ttr = std::max<std::int64_t>(1, request.ttr.count());
   const bool attached = !attachment.empty();
+  std::string tail = new_record_tail(static_cast<std::uint32_t>(ttr), tube, request.key,
+                                     request.group, request.body);
   core_->queue_put(
       shard,
       {tube, std::to_string(request.priority), std::to_string(request.due.ms),
-       request.due.absolute ? "1" : "0", std::to_string(ttr), std::move(request.body), request.key,
-       request.group, request.replace ? "1" : "0", std::move(attachment)},
+       request.due.absolute ? "1" : "0", request.replace ? "1" : "0", request.key, request.group,
+       std::move(attachment), std::move(tail)},
       [core = core_, shard, state = state_, tube, priority = request.priority, due = request.due,
        ttr, key = request.key, group = request.group, attached,
        done = std::move(done)](Result<Reply> reply) {
         // The node that put a ready job wakes its own reserves at once.
-        if (reply.is_ok() && reply.value().elements.size() > 7) {
-          for (const auto& tube_made_ready : reply.value().elements[7].elements) {
+        if (reply.is_ok() && reply.value().elements.size() > 5) {
+          for (const auto& tube_made_ready : reply.value().elements[5].elements) {
             core->notify_ready(shard, tube_made_ready.str);
           }
         }
@@ -1247,13 +1256,13 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
           result.inserted = false;
           return done(std::move(result));
         }
-        if (e.size() < 7) return done(Status(Code::kIOError, "Redis: a short put reply"));
-        // The script answers the id, the due time and its present (as integers); the rest the
-        // put said.
+        if (e.size() < 5) return done(Status(Code::kIOError, "Redis: a short put reply"));
+        // The script answers the id, the due time, the job it replaced and its present (as
+        // integers); the rest the put said.
         JobView& job = result.job;
         job.id = static_cast<JobId>(e[1].integer);
+        job.due_unix_ms = e[2].integer;
         job.created_unix_ms = e[4].integer;
-        job.due_unix_ms = e[6].integer;
         job.state = job.due_unix_ms > job.created_unix_ms ? JobState::kDelayed : JobState::kReady;
         job.delay_ms = due.absolute ? std::max<std::int64_t>(0, due.ms - job.created_unix_ms)
                                     : std::max<std::int64_t>(0, due.ms);
@@ -1263,7 +1272,7 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
         job.key = key;
         job.group = group;
         job.attached = attached;
-        result.replaced = static_cast<JobId>(e[5].integer);
+        result.replaced = static_cast<JobId>(e[3].integer);
         done(std::move(result));
       });
 }

@@ -1,0 +1,83 @@
+// layout_test.cc — the record bytes the node and jobs.lua share: a put's tail behind the head
+// that jobs.lua packs ('>BBI4dddd') reads back as the job that was put.
+#include "broker/redis/layout.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+#include <string>
+
+namespace delayq::redis_broker {
+namespace {
+
+void put_be(std::string& out, std::uint64_t value, int bytes) {
+  for (int shift = 8 * (bytes - 1); shift >= 0; shift -= 8) {
+    out.push_back(static_cast<char>((value >> shift) & 0xff));
+  }
+}
+
+// What struct.pack('>BBI4dddd', flags, state, pri, due, deadline, created, delay) makes.
+std::string head(std::uint8_t flags, JobState state, std::uint32_t priority, double due,
+                 double deadline, double created, double delay) {
+  std::string out;
+  put_be(out, flags, 1);
+  put_be(out, static_cast<std::uint8_t>(state), 1);
+  put_be(out, priority, 4);
+  for (double time : {due, deadline, created, delay}) {
+    put_be(out, std::bit_cast<std::uint64_t>(time), 8);
+  }
+  return out;
+}
+
+TEST(RedisLayoutTest, APutsTailBehindItsHeadReadsBackAsTheJob) {
+  const std::string bytes =
+      head(1, JobState::kDelayed, 1024, 1764170000123.0, 0, 1764169990123.0, 10000) +
+      new_record_tail(60, "emails", "order-17", "user-3", std::string("body\0bytes", 10));
+  auto record = decode_record(77, bytes);
+  ASSERT_TRUE(record.is_ok()) << record.status().message();
+  const JobView& job = record.value().view;
+  EXPECT_EQ(job.id, 77u);
+  EXPECT_EQ(job.state, JobState::kDelayed);
+  EXPECT_EQ(job.priority, 1024u);
+  EXPECT_EQ(job.due_unix_ms, 1764170000123);
+  EXPECT_EQ(job.deadline_unix_ms, 0);
+  EXPECT_EQ(job.created_unix_ms, 1764169990123);
+  EXPECT_EQ(job.delay_ms, 10000);
+  EXPECT_EQ(job.ttr, std::chrono::seconds(60));
+  EXPECT_EQ(job.tube, "emails");
+  EXPECT_EQ(job.key, "order-17");
+  EXPECT_EQ(job.group, "user-3");
+  EXPECT_TRUE(job.attached);
+  EXPECT_EQ(job.counters.reserves, 0u);
+  EXPECT_EQ(job.counters.timeouts, 0u);
+  EXPECT_EQ(job.counters.releases, 0u);
+  EXPECT_EQ(job.counters.buries, 0u);
+  EXPECT_EQ(job.counters.kicks, 0u);
+  EXPECT_EQ(record.value().holder, "");
+  EXPECT_EQ(record.value().body, std::string("body\0bytes", 10));
+}
+
+TEST(RedisLayoutTest, AnEmptyKeyGroupAndBodyReadBackEmpty) {
+  auto record = decode_record(
+      1, head(0, JobState::kReady, 0, 5, 0, 5, 0) + new_record_tail(1, "default", "", "", ""));
+  ASSERT_TRUE(record.is_ok());
+  EXPECT_EQ(record.value().view.state, JobState::kReady);
+  EXPECT_FALSE(record.value().view.attached);
+  EXPECT_EQ(record.value().view.tube, "default");
+  EXPECT_EQ(record.value().view.key, "");
+  EXPECT_EQ(record.value().view.group, "");
+  EXPECT_EQ(record.value().body, "");
+}
+
+TEST(RedisLayoutTest, ATruncatedRecordIsCorrupt) {
+  const std::string bytes =
+      head(0, JobState::kReady, 0, 5, 0, 5, 0) + new_record_tail(1, "default", "k", "", "x");
+  // Cut inside the strings (the body alone may be any length, so cut before it).
+  auto record = decode_record(9, bytes.substr(0, bytes.size() - 4));
+  ASSERT_FALSE(record.is_ok());
+  EXPECT_EQ(record.status().code(), Code::kCorruption);
+}
+
+}  // namespace
+}  // namespace delayq::redis_broker
