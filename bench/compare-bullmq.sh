@@ -7,7 +7,9 @@
 #           connections x 16 pipelined; BullMQ: 64 concurrent Queue.add): jobs/s, Redis CPU per
 #           job (redis-server's utime + stime over the run), Redis bytes per pending job
 #   late    1 s delays at 1,000 jobs/s for SECONDS (default 5), two workers: lateness p50, p99
-# Redis is flushed between the systems. Prints a Markdown table with the ratios of delayq to each.
+# Redis is flushed between the systems. Redis runs on CPU 0 and every client (delayqd and the load
+# generator, the Node script) on CPU 1: floating over the two cores, Redis's cost per put moved
+# between two modes from run to run. Prints a Markdown table with the ratios of delayq to each.
 set -euo pipefail
 seconds=${1:-5}
 source "$(dirname "$0")/common.sh"
@@ -16,7 +18,7 @@ cleanup() { stop_started; rm -rf "$work"; }
 trap cleanup EXIT
 
 redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
+taskset -c 0 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
   --daemonize no >"$work/redis.log" 2>&1 &
 redis_pid=$!
 pids+=("$redis_pid")
@@ -30,19 +32,19 @@ per_put() { awk -v t="$1" -v hz="$hz" 'BEGIN { printf "%.1f", t * 1000000 / hz /
 
 # --- delayq
 delayq_port=$(free_port)
-"$delayqd" --redis "127.0.0.1:$redis_port" -p "$delayq_port" --http off >"$work/delayqd.out" \
+taskset -c 1 "$delayqd" --redis "127.0.0.1:$redis_port" -p "$delayq_port" --http off >"$work/delayqd.out" \
   2>"$work/delayqd.err" &
 pids+=($!)
 for _ in $(seq 100); do grep -q listening "$work/delayqd.out" 2>/dev/null && break; sleep 0.1; done
 sleep 1
 before_ticks=$(cpu_ticks "$redis_pid"); before_bytes=$(used)
-line=$("$loadgen" --port "$delayq_port" --mode put --connections 4 --depth 16 --count 100000 \
+line=$(taskset -c 1 "$loadgen" --port "$delayq_port" --mode put --connections 4 --depth 16 --count 100000 \
   --delay 3600 --bytes 100)
 echo "delayq put: $line" >&2
 d_rate=$(echo "$line" | field ops/s)
 d_cpu=$(per_put $(( $(cpu_ticks "$redis_pid") - before_ticks )))
 d_bytes=$(( ($(used) - before_bytes) / 100000 ))
-line=$("$loadgen" --port "$delayq_port" --mode late --rate 1000 --delay 1 --seconds "$seconds" \
+line=$(taskset -c 1 "$loadgen" --port "$delayq_port" --mode late --rate 1000 --delay 1 --seconds "$seconds" \
   --connections 2 --jitter on)
 echo "delayq late: $line" >&2
 d_p50=$(echo "$line" | field p50); d_p99=$(echo "$line" | field p99)
@@ -54,12 +56,12 @@ cli flushall >/dev/null
 node_system() {
   local prefix=$1 add=$2 late=$3 line before_ticks before_bytes
   before_ticks=$(cpu_ticks "$redis_pid"); before_bytes=$(used)
-  line=$(node bench/bullmq/bench.js "$add" "$redis_port")
+  line=$(taskset -c 1 node bench/bullmq/bench.js "$add" "$redis_port")
   echo "$add: $line" >&2
   printf -v "${prefix}_rate" %s "$(echo "$line" | field adds/s)"
   printf -v "${prefix}_cpu" %s "$(per_put $(( $(cpu_ticks "$redis_pid") - before_ticks )))"
   printf -v "${prefix}_bytes" %s $(( ($(used) - before_bytes) / 100000 ))
-  line=$(node bench/bullmq/bench.js "$late" "$redis_port" "$seconds")
+  line=$(taskset -c 1 node bench/bullmq/bench.js "$late" "$redis_port" "$seconds")
   echo "$late: $line" >&2
   printf -v "${prefix}_p50" %s "$(echo "$line" | field p50)"
   printf -v "${prefix}_p99" %s "$(echo "$line" | field p99)"
