@@ -44,21 +44,19 @@ local function time()
   return clock
 end
 
+-- The present in milliseconds, to the microsecond (a fraction): times are kept so, and a due
+-- time of now + delay fires once Redis's clock has reached that microsecond, not later.
+local clock_ms
 local function now_ms()
-  local t = time()
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if not clock_ms then
+    local t = time()
+    clock_ms = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+  end
+  return clock_ms
 end
 
--- The present rounded up: a due time of now + delay is then never before the delay has fully
--- passed since the call (now_ms() rounds down, and fires what is due by it).
-local clock_up
-local function now_ms_up()
-  if not clock_up then
-    local t = time()
-    clock_up = math.ceil((tonumber(t[1]) * 1000000 + tonumber(t[2])) / 1000)
-  end
-  return clock_up
-end
+-- A time for a reply or a score: milliseconds with their microseconds, or whole ones.
+local function us(ms) return string.format('%.3f', ms) end
 
 -- An id as the field of j, a and k's values, and the member of t (the shortest form: these are
 -- stored once per job); and as 16 digits where members sort by it (r, b, g).
@@ -148,7 +146,7 @@ local function flush()
   list, n = {}, 0
   local earliest
   for member, at in pairs(timers) do
-    list[n + 1] = string.format('%d', at); list[n + 2] = member; n = n + 2
+    list[n + 1] = us(at); list[n + 2] = member; n = n + 2
     if not earliest or at < earliest then earliest = at end
   end
   if earliest then
@@ -237,7 +235,7 @@ local function due_of(when, absolute, now)
   local due, delay
   if absolute == '1' then due = when; delay = math.max(0, when - now)
   elseif when <= 0 then due = now; delay = 0
-  else due = now_ms_up() + when; delay = when end
+  else due = now + when; delay = when end
   if due > now then return due, delay, DELAYED end
   return now, delay, READY
 end
@@ -455,7 +453,7 @@ ops.release = function()
     j.releases = j.releases + 1
     local delay = tonumber(ARGV[5])
     j.delay = delay
-    if delay > 0 then j.state = DELAYED; j.due = now_ms_up() + delay
+    if delay > 0 then j.state = DELAYED; j.due = now + delay
     else j.state = READY; j.due = now end
   end
   save(j)
@@ -636,7 +634,7 @@ ops.fire = function()
       redis.call('ZREM', T, member) -- as read: a timer without its job
     else
       if j.state == DELAYED then
-        table.insert(late, string.format('%d', now - j.due))
+        table.insert(late, string.format('%d', (now - j.due) * 1000)) -- microseconds
       end
       unlink(j)
       if j.state == RESERVED then
@@ -651,14 +649,14 @@ ops.fire = function()
     end
   end
   local head = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
-  return {'ok', #due, head[2] or '-1', string.format('%d', now), late, readied}
+  return {'ok', #due, head[2] or '-1', us(now), late, readied}
 end
 
 -- overdue: the shard's earliest timer (or -1) and the present, by Redis's clock. Any node may
 -- ask: a timer far behind the present means nobody fires the shard.
 ops.overdue = function()
   local head = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
-  return {'ok', head[2] or '-1', string.format('%d', now_ms())}
+  return {'ok', head[2] or '-1', us(now_ms())}
 end
 
 -- acquire node lease_ms: takes the lease if free; replies with the new epoch, or 'fenced'.
@@ -699,7 +697,7 @@ local function run(keys, args)
   EVENTS = string.match(base, '^[^:]*') .. ':events'
   SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH = keys[1], keys[2], keys[3], keys[4],
     keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12], keys[13], keys[14]
-  clock, clock_up = nil, nil
+  clock, clock_ms = nil, nil
   readied, records, timers, readies, counters, seen, nonempty, names = {}, {}, {}, {}, {}, {}, {}, {}
   local handler = ops[args[1]]
   if not handler then

@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <charconv>
+#include <cmath>
 #include <list>
 #include <map>
 #include <random>
@@ -30,6 +31,13 @@ namespace {
 
 std::int64_t to_int(std::string_view text, std::int64_t fallback = 0) {
   std::int64_t value = fallback;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
+// A time from jobs.lua: milliseconds, with their microseconds as a fraction.
+double to_ms(std::string_view text, double fallback) {
+  double value = fallback;
   std::from_chars(text.data(), text.data() + text.size(), value);
   return value;
 }
@@ -214,7 +222,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void lease_tick();
   void acquire(std::vector<std::uint32_t> candidates, std::size_t index, std::size_t want);
   void fire(std::uint32_t shard);
-  void arm_fire(std::uint32_t shard, Millis delay);
+  void arm_fire(std::uint32_t shard, std::chrono::microseconds delay);
   void on_event(const std::string& payload);
   void resync();
 
@@ -746,25 +754,30 @@ void Core::fire(std::uint32_t shard) {
            self->owned.erase(found);
            return;
          }
-         for (const auto& late : elements[4].elements) {
-           self->metrics.fire_lateness.observe(static_cast<double>(to_int(late.str)) / 1000.0);
+         for (const auto& late : elements[4].elements) {  // microseconds
+           self->metrics.fire_lateness.observe(static_cast<double>(to_int(late.str)) / 1e6);
          }
          if (elements.size() > 5) {
            for (const auto& tube : elements[5].elements) self->notify_ready(shard, tube.str);
          }
          const auto moved = elements[1].integer;
-         const auto head = to_int(elements[2].str, -1);
-         const auto now = to_int(elements[3].str);
+         const double head = to_ms(elements[2].str, -1);
+         const double now = to_ms(elements[3].str, 0);
          if (mine.again || moved >= static_cast<std::int64_t>(self->options.fire_batch)) {
            return self->fire(shard);
          }
-         Millis delay = self->options.resync;
-         if (head >= 0) delay = std::min(delay, Millis{std::max<std::int64_t>(0, head - now)});
+         // Until the next timer's microsecond by Redis's clock, counted from the call's present.
+         std::chrono::microseconds delay = self->options.resync;
+         if (head >= 0) {
+           const auto until =
+               static_cast<std::int64_t>(std::ceil(std::max(0.0, head - now) * 1000));
+           delay = std::min(delay, std::chrono::microseconds{until});
+         }
          self->arm_fire(shard, delay);
        });
 }
 
-void Core::arm_fire(std::uint32_t shard, Millis delay) {
+void Core::arm_fire(std::uint32_t shard, std::chrono::microseconds delay) {
   auto it = owned.find(shard);
   if (it == owned.end()) return;
   it->second.timer->expires_after(delay);
