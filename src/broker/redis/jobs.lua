@@ -55,8 +55,14 @@ local function now_ms()
   return clock_ms
 end
 
--- A time for a reply or a score: milliseconds with their microseconds, or whole ones.
-local function us(ms) return string.format('%.3f', ms) end
+-- A time for a reply or a score: milliseconds and their microseconds, formatted as two integers
+-- ('%.3f' goes through the C library's floating-point printing, several times dearer).
+local function us(ms)
+  local whole = math.floor(ms)
+  local micros = math.floor((ms - whole) * 1000 + 0.5)
+  if micros == 1000 then whole, micros = whole + 1, 0 end
+  return string.format('%d.%03d', whole, micros)
+end
 
 -- An id as the field of j, a and k's values, and the member of t (the shortest form: these are
 -- stored once per job); and as 16 digits where members sort by it (r, b, g).
@@ -146,7 +152,7 @@ local function flush()
   list, n = {}, 0
   local earliest
   for member, at in pairs(timers) do
-    list[n + 1] = us(at); list[n + 2] = member; n = n + 2
+    list[n + 1] = string.format('%d', math.ceil(at)); list[n + 2] = member; n = n + 2
     if not earliest or at < earliest then earliest = at end
   end
   if earliest then
@@ -619,20 +625,33 @@ ops.max_attempts = function()
   return {'ok'}
 end
 
+-- The time a timer set entry stands for, to the microsecond: its job's due time or TTR end, as
+-- its record has it (the set's score is that time rounded up to the millisecond).
+local function exact(member, score)
+  local j = load(tonumber(member))
+  if not j then return tonumber(score) end
+  if j.state == RESERVED then return j.deadline end
+  return j.due
+end
+
 -- fire epoch limit: as the shard's owner (the epoch must be the lease's), moves due delayed jobs
 -- to ready and lapses reserved jobs past their TTR, at most `limit`; replies with how many, the
--- next timer (or -1) and the present, by Redis's clock: never early by the only clock all nodes
--- share.
+-- next timer to the microsecond (or -1) and the present, by Redis's clock: never early by the
+-- only clock all nodes share. The set's scores are whole milliseconds, rounded up (a sorted set
+-- of a few entries keeps whole numbers compactly, and compares them without parsing); a job in
+-- the present millisecond moves only once its record's time has come.
 ops.fire = function()
   if redis.call('GET', EPOCH) ~= ARGV[2] then return {'fenced', 'not the owner'} end
   local now = now_ms()
-  local due = redis.call('ZRANGEBYSCORE', T, '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
+  local due = redis.call('ZRANGEBYSCORE', T, '-inf', math.ceil(now), 'LIMIT', 0, tonumber(ARGV[3]))
   local late = {}
+  local moved = 0
   for _, member in ipairs(due) do
     local j = load(tonumber(member))
     if not j then
       redis.call('ZREM', T, member) -- as read: a timer without its job
-    else
+    elseif (j.state == RESERVED and j.deadline or j.due) <= now then
+      moved = moved + 1
       if j.state == DELAYED then
         table.insert(late, string.format('%d', (now - j.due) * 1000)) -- microseconds
       end
@@ -648,8 +667,11 @@ ops.fire = function()
       link(j, now)
     end
   end
+  -- (What fire changes in the timer set it removes at once: the head is what the call leaves.)
   local head = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
-  return {'ok', #due, head[2] or '-1', us(now), late, readied}
+  local next = '-1'
+  if head[1] then next = us(exact(head[1], head[2])) end
+  return {'ok', moved, next, us(now), late, readied}
 end
 
 -- overdue: the shard's earliest timer (or -1) and the present, by Redis's clock. Any node may
