@@ -177,11 +177,14 @@ end
 -- Tubes whose ready set this call made non-empty: published for every node, and answered to
 -- the caller (fire, put), whose node need not wait for the message.
 local readied
+-- The node making a call whose answer lists `readied` (put, putmany, fire): it learns of them
+-- from the answer, and its name in the message lets it skip its own. (Set by those ops.)
+local caller
 
 local function make_ready(tube, pri, id)
   if not nonempty[tube] then
     if #first(R, tube, 1) == 0 then
-      redis.call('PUBLISH', EVENTS, 'r ' .. base .. ' ' .. tube)
+      redis.call('PUBLISH', EVENTS, 'r ' .. base .. ' ' .. tube .. (caller and (' ' .. caller) or ''))
       table.insert(readied, tube)
     end
     nonempty[tube] = true
@@ -354,25 +357,27 @@ local function put_one(a, now, seq, shards, shard)
   return {'ok', id, due, replaced}
 end
 
--- put shards shard <9 arguments>: one job; {'ok', id, due, replaced, now, <tubes made ready>} or
--- a refusal as put_one() answers it.
+-- put shards shard node <9 arguments>: one job; {'ok', id, due, replaced, now, <tubes made
+-- ready>} or a refusal as put_one() answers it.
 ops.put = function()
   local now = now_ms()
-  local r = put_one(4, now, redis.call('INCR', SEQ), ARGV[2] + 0, ARGV[3] + 0)
+  caller = ARGV[4]
+  local r = put_one(5, now, redis.call('INCR', SEQ), ARGV[2] + 0, ARGV[3] + 0)
   if r[1] == 'ok' then r[5] = now; r[6] = readied end
   return r
 end
 
--- putmany shards shard <9 arguments>...: several jobs of one shard in one call (a node sends
+-- putmany shards shard node <9 arguments>...: several jobs of one shard in one call (a node sends
 -- together the puts that arrive together); {'ok', now, <put_one()'s reply>..., <tubes made
 -- ready>}. A put refused (exists, conflict) leaves its number unused.
 ops.putmany = function()
   local now = now_ms()
   local out = {'ok', now}
-  local n = (#ARGV - 3) / 9
+  local n = (#ARGV - 4) / 9
   local shards, shard = ARGV[2] + 0, ARGV[3] + 0
+  caller = ARGV[4]
   local seq = redis.call('INCRBY', SEQ, n) - n
-  for a = 4, #ARGV, 9 do
+  for a = 5, #ARGV, 9 do
     seq = seq + 1
     out[#out + 1] = put_one(a, now, seq, shards, shard)
   end
@@ -382,13 +387,16 @@ end
 
 -- reserve holder tube... : the best (priority, id) ready job of the tubes in this shard that
 -- are not paused.
+-- The reply is reply()'s and a sixth element: 1 if the shard still holds a ready job of one of
+-- the tubes (the node then wakes more of its waiting reserves), else 0.
 ops.reserve = function()
   local best, best_score, best_tube
   local now = now_ms()
+  local open = {} -- the tubes not paused
   for i = 3, #ARGV do
     local paused = tonumber(redis.call('HGET', P, ARGV[i]) or '0')
     local head = {}
-    if paused <= now then head = first(R, ARGV[i], 1) end
+    if paused <= now then head = first(R, ARGV[i], 1); table.insert(open, ARGV[i]) end
     if head[1] then
       -- (priority, id), as digits of fixed width after the tube: compared as one string
       local score = string.sub(head[1], #ARGV[i] + 2)
@@ -398,7 +406,12 @@ ops.reserve = function()
   if not best then return {'notfound', 'no ready job'} end
   local j = load(id_of(best))
   move(j, now, take(ARGV[2], now))
-  return reply(j, now)
+  local r = reply(j, now)
+  r[6] = 0
+  for _, tube in ipairs(open) do
+    if #first(R, tube, 1) > 0 then r[6] = 1; break end
+  end
+  return r
 end
 
 -- probe tube...: 1 if one of the tubes (not paused) has a ready job in this shard, else 0.
@@ -634,7 +647,7 @@ local function exact(member, score)
   return j.due
 end
 
--- fire epoch limit: as the shard's owner (the epoch must be the lease's), moves due delayed jobs
+-- fire epoch limit node: as the shard's owner (the epoch must be the lease's), moves due delayed jobs
 -- to ready and lapses reserved jobs past their TTR, at most `limit`; replies with how many, the
 -- next timer to the microsecond (or -1) and the present, by Redis's clock: never early by the
 -- only clock all nodes share. The set's scores are whole milliseconds, rounded up (a sorted set
@@ -642,6 +655,7 @@ end
 -- the present millisecond moves only once its record's time has come.
 ops.fire = function()
   if redis.call('GET', EPOCH) ~= ARGV[2] then return {'fenced', 'not the owner'} end
+  caller = ARGV[4]
   local now = now_ms()
   local due = redis.call('ZRANGEBYSCORE', T, '-inf', math.ceil(now), 'LIMIT', 0, tonumber(ARGV[3]))
   local late = {}
@@ -721,6 +735,7 @@ local function run(keys, args)
     keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12], keys[13], keys[14]
   clock, clock_ms = nil, nil
   readied, records, timers, readies, counters, seen, nonempty, names = {}, {}, {}, {}, {}, {}, {}, {}
+  caller = nil
   local handler = ops[args[1]]
   if not handler then
     return redis.error_reply('ERR delayq: unknown operation ' .. tostring(args[1]))

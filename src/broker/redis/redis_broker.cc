@@ -147,10 +147,12 @@ struct Waiter {
 
 // Which shards may hold ready jobs of a tube: cleared when a reserve finds none there, set by
 // a notification; a generation per shard keeps a notification that overtakes a reserve's
-// "none" from being lost.
+// "none" from being lost. `trying` counts the reserves of the tube under way in each shard: a
+// notification while one is wakes nobody more (its answer says whether the shard has more).
 struct Hint {
   std::vector<char> maybe;
   std::vector<std::uint32_t> generation;
+  std::vector<std::uint32_t> trying;
 };
 
 struct Owned {
@@ -206,6 +208,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // --- waking reserves
   Hint& hint(const std::string& tube);
   void notify_ready(std::uint32_t shard, const std::string& tube);
+  void wake(const std::string& tube, std::size_t count);
   void pump();
   void try_reserve(const std::shared_ptr<Waiter>& waiter);
   void attempt(const std::shared_ptr<Waiter>& waiter, std::vector<std::uint32_t> candidates,
@@ -331,12 +334,14 @@ void Core::flush_puts() {
     for (std::size_t from = 0; from < puts.size(); from += kMostPerCall) {
       const std::size_t count = std::min(kMostPerCall, puts.size() - from);
       if (count == 1) {
-        std::vector<std::string> args = {"put", std::to_string(shards), std::to_string(shard)};
+        std::vector<std::string> args = {"put", std::to_string(shards), std::to_string(shard),
+                                         node};
         args.insert(args.end(), puts[from].args.begin(), puts[from].args.end());
         call(shard, std::move(args), true, std::move(puts[from].done));
         continue;
       }
-      std::vector<std::string> args = {"putmany", std::to_string(shards), std::to_string(shard)};
+      std::vector<std::string> args = {"putmany", std::to_string(shards), std::to_string(shard),
+                                       node};
       auto dones = std::make_shared<std::vector<std::function<void(Result<Reply>)>>>();
       for (std::size_t i = from; i < from + count; ++i) {
         args.insert(args.end(), puts[i].args.begin(), puts[i].args.end());
@@ -417,16 +422,42 @@ Hint& Core::hint(const std::string& tube) {
   if (inserted) {
     it->second.maybe.assign(shards, 1);
     it->second.generation.assign(shards, 0);
+    it->second.trying.assign(shards, 0);
   }
   return it->second;
 }
 
+// A tube's ready set in a shard stopped being empty. One waiting reserve goes to see, not all
+// of them: at a job at a time, every other would find nothing, a call each (a node also hears
+// of its own firings twice, from the call's answer and from the message). A reserve that takes
+// a job and finds more wakes two others, so a burst reaches every waiter in a few rounds.
 void Core::notify_ready(std::uint32_t shard, const std::string& tube) {
   if (shard >= shards) return;
   Hint& h = hint(tube);
   h.maybe[shard] = 1;
   ++h.generation[shard];
-  pump();
+  if (h.trying[shard] == 0) wake(tube, 1);
+}
+
+// Up to `count` reserves waiting on the tube try the shards that may hold jobs, the longest
+// waiting first; with none waiting idle, those trying other shards look again when done.
+void Core::wake(const std::string& tube, std::size_t count) {
+  if (paused(tube)) return;
+  // try_reserve may finish a waiter, which erases it: walk a copy.
+  const std::vector<std::shared_ptr<Waiter>> now(waiters.begin(), waiters.end());
+  for (const auto& waiter : now) {
+    if (count == 0) break;
+    if (waiter->finished ||
+        std::find(waiter->tubes.begin(), waiter->tubes.end(), tube) == waiter->tubes.end()) {
+      continue;
+    }
+    if (waiter->trying) {
+      waiter->again = true;
+      continue;
+    }
+    --count;
+    try_reserve(waiter);
+  }
 }
 
 bool Core::paused(const std::string& tube) const {
@@ -485,11 +516,13 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter, std::vector<std::uint3
     generations.push_back(hint(tube).generation[shard]);
   }
   args.insert(args.end(), tubes.begin(), tubes.end());
+  for (const auto& tube : tubes) ++hint(tube).trying[shard];
   // No WAIT: a reservation a failover loses only hands the job out again (at least once).
   call(shard, std::move(args), false,
        [self = shared_from_this(), waiter, candidates = std::move(candidates), index, shard,
         tubes = std::move(tubes),
         generations = std::move(generations)](Result<Reply> reply) mutable {
+         for (const auto& tube : tubes) --self->hint(tube).trying[shard];
          if (!reply.is_ok()) {
            waiter->trying = false;
            return self->finish(waiter, reply.status());
@@ -498,13 +531,27 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter, std::vector<std::uint3
          if (status.code() == Code::kNotFound) {
            for (std::size_t i = 0; i < tubes.size(); ++i) {
              Hint& h = self->hint(tubes[i]);
-             if (h.generation[shard] == generations[i]) h.maybe[shard] = 0;
+             if (h.generation[shard] == generations[i]) {
+               h.maybe[shard] = 0;
+             } else {
+               waiter->again = true;  // a job came after the call looked: look again
+             }
            }
            return self->attempt(waiter, std::move(candidates), index + 1);
          }
          waiter->trying = false;
          if (!status.is_ok()) return self->finish(waiter, status);
+         const auto& elements = reply.value().elements;
+         const bool more = elements.size() > 5 && elements[5].integer == 1;
+         for (std::size_t i = 0; i < tubes.size() && !more; ++i) {
+           // It took the last: the next reserve need not look there (unless told again).
+           Hint& h = self->hint(tubes[i]);
+           if (h.generation[shard] == generations[i]) h.maybe[shard] = 0;
+         }
          self->finish(waiter, job_of(reply.value()));
+         if (more) {
+           for (const auto& tube : tubes) self->wake(tube, 2);
+         }
        });
 }
 
@@ -736,7 +783,7 @@ void Core::fire(std::uint32_t shard) {
   own.firing = true;
   own.again = false;
   // No WAIT: a firing a failover loses is done again by the shard's owner, from the due time.
-  call(shard, {"fire", std::to_string(own.epoch), std::to_string(options.fire_batch)}, false,
+  call(shard, {"fire", std::to_string(own.epoch), std::to_string(options.fire_batch), node}, false,
        [self = shared_from_this(), shard](Result<Reply> reply) {
          auto found = self->owned.find(shard);
          if (found == self->owned.end()) return;
@@ -787,7 +834,8 @@ void Core::arm_fire(std::uint32_t shard, std::chrono::microseconds delay) {
       });
 }
 
-// "r dq:{s} tube": tube's ready set in shard s stopped being empty. "t dq:{s} ms": shard s has a
+// "r dq:{s} tube [node]": tube's ready set in shard s stopped being empty, by a call of `node`
+// (which learnt it from the call's answer, and skips its own message). "t dq:{s} ms": shard s has a
 // timer earlier than it had. "c": a tube's configuration changed. "l": a node gave leases up.
 void Core::on_event(const std::string& payload) {
   if (payload == "c") {
@@ -806,7 +854,9 @@ void Core::on_event(const std::string& payload) {
       to_int(std::string_view(payload).substr(open + 1, close - open - 1)));
   const std::string rest = close + 2 <= payload.size() ? payload.substr(close + 2) : std::string();
   if (payload[0] == 'r') {
-    notify_ready(shard, rest);
+    const auto space = rest.find(' ');
+    if (space != std::string::npos && std::string_view(rest).substr(space + 1) == node) return;
+    notify_ready(shard, rest.substr(0, space));
   } else if (payload[0] == 't' && owned.contains(shard)) {
     fire(shard);
   }
