@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <array>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -473,6 +474,71 @@ TEST(RedisOverdueTest, AShardNobodyFiresShowsAsOverdueUntilItIsFiredAgain) {
     after = overdue_of(server->http_port(), shard);
   }
   EXPECT_EQ(after, 0.0);
+}
+
+// A job at a time costs one reserve call: a job made ready wakes one of the node's waiting
+// reserves, not all of them, and the node does not wake another when its own message about the
+// job arrives after its answer. (Counted with MONITOR: a reserve call is an FCALL whose
+// operation is "reserve".)
+TEST(RedisWakeTest, AJobAtATimeCostsOneReserveCall) {
+  TempDir dir;
+  RedisServer redis(dir.path() / "redis");
+  ASSERT_EQ(redis.start(), "");
+  auto server = node(dir, redis.address(), "wk");
+  ASSERT_EQ(server->start(), "");
+  Client producer(server->port());
+  Client first(server->port());
+  Client second(server->port());
+  const std::array<Client*, 2> workers{&first, &second};
+  for (Client* worker : workers) ASSERT_TRUE(worker->send("reserve-with-timeout 20\r\n"));
+
+  // Puts one ready job and returns which worker got it (its delete sent and answered), or -1.
+  auto one_job = [&](int n) {
+    const auto id =
+        inserted_id(producer.call("put 0 0 60 1\r\n" + std::to_string(n % 10) + "\r\n"));
+    if (!id) return -1;
+    for (const auto give_up = Clock::now() + 10s; Clock::now() < give_up;) {
+      for (int w = 0; w < 2; ++w) {
+        Client& worker = *workers[static_cast<std::size_t>(w)];
+        const auto line = worker.read_line(Millis{20});
+        if (!line) continue;
+        EXPECT_EQ(*line, "RESERVED " + std::to_string(*id) + " 1\r\n");
+        (void)worker.read_line();  // the body
+        EXPECT_EQ(worker.call("delete " + std::to_string(*id) + "\r\n"), "DELETED\r\n");
+        EXPECT_TRUE(worker.send("reserve-with-timeout 20\r\n"));
+        return w;
+      }
+    }
+    return -1;
+  };
+  // The first reserves look through every shard once; after a job, all is settled.
+  ASSERT_NE(one_job(0), -1);
+  std::this_thread::sleep_for(300ms);
+
+  Client monitor(redis.port());
+  ASSERT_EQ(monitor.call("MONITOR\r\n"), "+OK\r\n");
+  constexpr int kJobs = 20;
+  std::array<int, 2> got{};
+  for (int n = 1; n <= kJobs; ++n) {
+    const int w = one_job(n);
+    ASSERT_NE(w, -1) << "job " << n << " reached no worker";
+    ++got[static_cast<std::size_t>(w)];
+    std::this_thread::sleep_for(20ms);  // a message that would wake another arrives by now
+  }
+  std::this_thread::sleep_for(300ms);
+  int reserves = 0;
+  while (const auto line = monitor.read_line(Millis{200})) {
+    if (line->find("\"FCALL\"") != std::string::npos &&
+        line->find("\"reserve\"") != std::string::npos) {
+      ++reserves;
+    }
+  }
+  // One each, with room for a resync's look (every 5 s, one per shard that may hold a job).
+  EXPECT_GE(reserves, kJobs);
+  EXPECT_LE(reserves, kJobs + 3) << "reserve calls for " << kJobs << " jobs, one at a time";
+  // The longest waiting reserve goes first: the workers take turns.
+  EXPECT_EQ(got[0], kJobs / 2);
+  EXPECT_EQ(got[1], kJobs / 2);
 }
 
 }  // namespace
