@@ -541,5 +541,46 @@ TEST(RedisWakeTest, AJobAtATimeCostsOneReserveCall) {
   EXPECT_EQ(got[1], kJobs / 2);
 }
 
+// A burst of ready jobs reaches every waiting reserve at once, each woken reserve waking others
+// while the shard holds more: eight workers reserve once each, and eight jobs put in one write
+// reach all of them within 1.5 s. Without that, jobs would wait for the look a node takes by
+// itself every five seconds; two rounds 2.5 s apart make sure one of them misses that look.
+TEST(RedisWakeTest, ABurstReachesEveryWaitingReserveWithoutTheFiveSecondLook) {
+  TempDir dir;
+  RedisServer redis(dir.path() / "redis");
+  ASSERT_EQ(redis.start(), "");
+  auto server = node(dir, redis.address(), "wb");
+  ASSERT_EQ(server->start(), "");
+  Client producer(server->port());
+  constexpr int kWorkers = 8;
+  for (int round = 0; round < 2; ++round) {
+    const auto round_start = Clock::now();
+    std::vector<std::unique_ptr<Client>> workers;
+    for (int w = 0; w < kWorkers; ++w) {
+      workers.push_back(std::make_unique<Client>(server->port()));
+      ASSERT_TRUE(workers.back()->send("reserve-with-timeout 30\r\n"));
+    }
+    // The first reserves look through every shard once before they wait.
+    std::this_thread::sleep_for(500ms);
+    std::string burst;
+    for (int n = 0; n < kWorkers; ++n) burst += "put 0 0 60 1\r\nb\r\n";
+    const auto start = Clock::now();
+    ASSERT_TRUE(producer.send(burst));
+    for (int n = 0; n < kWorkers; ++n) ASSERT_TRUE(inserted_id(producer.reply()));
+    int served = 0;
+    for (auto& worker : workers) {
+      const auto left = std::chrono::duration_cast<Millis>(start + 1500ms - Clock::now());
+      const std::string reply = worker->reply(std::max(left, Millis{1}));
+      if (reply.rfind("RESERVED ", 0) != 0) continue;
+      ++served;
+      // Deleted, so that no job of this round comes back (released) to the next.
+      const auto id = reply.substr(9, reply.find(' ', 9) - 9);
+      EXPECT_EQ(worker->call("delete " + id + "\r\n"), "DELETED\r\n");
+    }
+    EXPECT_EQ(served, kWorkers) << "workers served within 1.5 s of the burst, round " << round;
+    std::this_thread::sleep_until(round_start + 2500ms);
+  }
+}
+
 }  // namespace
 }  // namespace delayq::testing

@@ -543,14 +543,23 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter, std::vector<std::uint3
          if (!status.is_ok()) return self->finish(waiter, status);
          const auto& elements = reply.value().elements;
          const bool more = elements.size() > 5 && elements[5].integer == 1;
-         for (std::size_t i = 0; i < tubes.size() && !more; ++i) {
-           // It took the last: the next reserve need not look there (unless told again).
-           Hint& h = self->hint(tubes[i]);
-           if (h.generation[shard] == generations[i]) h.maybe[shard] = 0;
+         if (!more) {
+           for (std::size_t i = 0; i < tubes.size(); ++i) {
+             // It took the last: the next reserve need not look there (unless told again).
+             Hint& h = self->hint(tubes[i]);
+             if (h.generation[shard] == generations[i]) h.maybe[shard] = 0;
+           }
          }
          self->finish(waiter, job_of(reply.value()));
-         if (more) {
-           for (const auto& tube : tubes) self->wake(tube, 2);
+         // This waiter is served: work it was woken for, or told of meanwhile, may be left (more
+         // in this shard, or jobs in shards it did not get to): another waiter goes on.
+         for (const auto& tube : tubes) {
+           const Hint& h = self->hint(tube);
+           if (more) {
+             self->wake(tube, 2);
+           } else if (std::find(h.maybe.begin(), h.maybe.end(), 1) != h.maybe.end()) {
+             self->wake(tube, 1);
+           }
          }
        });
 }
