@@ -427,10 +427,10 @@ Hint& Core::hint(const std::string& tube) {
   return it->second;
 }
 
-// A tube's ready set in a shard stopped being empty. One waiting reserve goes to see, not all
-// of them: at a job at a time, every other would find nothing, a call each (a node also hears
-// of its own firings twice, from the call's answer and from the message). A reserve that takes
-// a job and finds more wakes two others, so a burst reaches every waiter in a few rounds.
+// A tube's ready set in a shard stopped being empty (from a call's answer, or another node's
+// message). One waiting reserve goes to see, not all of them: at a job at a time, every other
+// would find nothing, a call each. A reserve that takes a job wakes two others if its shard
+// holds more, one if any shard may (attempt()), so a burst reaches every waiter in a few rounds.
 void Core::notify_ready(std::uint32_t shard, const std::string& tube) {
   if (shard >= shards) return;
   Hint& h = hint(tube);
