@@ -476,19 +476,27 @@ TEST(RedisOverdueTest, AShardNobodyFiresShowsAsOverdueUntilItIsFiredAgain) {
   EXPECT_EQ(after, 0.0);
 }
 
+// One delayqd node over a Redis of its own.
+class RedisWakeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(redis_.start(), "");
+    server_ = node(dir_, redis_.address(), "wk");
+    ASSERT_EQ(server_->start(), "");
+  }
+  TempDir dir_;
+  RedisServer redis_{dir_.path() / "redis"};
+  std::unique_ptr<ServerProcess> server_;
+};
+
 // A job at a time costs one reserve call: a job made ready wakes one of the node's waiting
 // reserves, not all of them, and the node does not wake another when its own message about the
 // job arrives after its answer. (Counted with MONITOR: a reserve call is an FCALL whose
 // operation is "reserve".)
-TEST(RedisWakeTest, AJobAtATimeCostsOneReserveCall) {
-  TempDir dir;
-  RedisServer redis(dir.path() / "redis");
-  ASSERT_EQ(redis.start(), "");
-  auto server = node(dir, redis.address(), "wk");
-  ASSERT_EQ(server->start(), "");
-  Client producer(server->port());
-  Client first(server->port());
-  Client second(server->port());
+TEST_F(RedisWakeTest, AJobAtATimeCostsOneReserveCall) {
+  Client producer(server_->port());
+  Client first(server_->port());
+  Client second(server_->port());
   const std::array<Client*, 2> workers{&first, &second};
   for (Client* worker : workers) ASSERT_TRUE(worker->send("reserve-with-timeout 20\r\n"));
 
@@ -515,7 +523,7 @@ TEST(RedisWakeTest, AJobAtATimeCostsOneReserveCall) {
   ASSERT_NE(one_job(0), -1);
   std::this_thread::sleep_for(300ms);
 
-  Client monitor(redis.port());
+  Client monitor(redis_.port());
   ASSERT_EQ(monitor.call("MONITOR\r\n"), "+OK\r\n");
   constexpr int kJobs = 20;
   std::array<int, 2> got{};
@@ -545,19 +553,14 @@ TEST(RedisWakeTest, AJobAtATimeCostsOneReserveCall) {
 // while the shard holds more: eight workers reserve once each, and eight jobs put in one write
 // reach all of them within 1.5 s. Without that, jobs would wait for the look a node takes by
 // itself every five seconds; two rounds 2.5 s apart make sure one of them misses that look.
-TEST(RedisWakeTest, ABurstReachesEveryWaitingReserveWithoutTheFiveSecondLook) {
-  TempDir dir;
-  RedisServer redis(dir.path() / "redis");
-  ASSERT_EQ(redis.start(), "");
-  auto server = node(dir, redis.address(), "wb");
-  ASSERT_EQ(server->start(), "");
-  Client producer(server->port());
+TEST_F(RedisWakeTest, ABurstReachesEveryWaitingReserveWithoutTheFiveSecondLook) {
+  Client producer(server_->port());
   constexpr int kWorkers = 8;
   for (int round = 0; round < 2; ++round) {
     const auto round_start = Clock::now();
     std::vector<std::unique_ptr<Client>> workers;
     for (int w = 0; w < kWorkers; ++w) {
-      workers.push_back(std::make_unique<Client>(server->port()));
+      workers.push_back(std::make_unique<Client>(server_->port()));
       ASSERT_TRUE(workers.back()->send("reserve-with-timeout 30\r\n"));
     }
     // The first reserves look through every shard once before they wait.

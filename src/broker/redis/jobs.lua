@@ -638,11 +638,9 @@ ops.max_attempts = function()
   return {'ok'}
 end
 
--- The time a timer set entry stands for, to the microsecond: its job's due time or TTR end, as
--- its record has it (the set's score is that time rounded up to the millisecond).
-local function exact(member, score)
-  local j = load(tonumber(member))
-  if not j then return tonumber(score) end
+-- The time a job's timer set entry stands for, to the microsecond: its TTR end if reserved, else
+-- its due time (the set's score is that time rounded up to the millisecond).
+local function timer_of(j)
   if j.state == RESERVED then return j.deadline end
   return j.due
 end
@@ -664,7 +662,7 @@ ops.fire = function()
     local j = load(tonumber(member))
     if not j then
       redis.call('ZREM', T, member) -- as read: a timer without its job
-    elseif (j.state == RESERVED and j.deadline or j.due) <= now then
+    elseif timer_of(j) <= now then
       moved = moved + 1
       if j.state == DELAYED then
         table.insert(late, string.format('%d', (now - j.due) * 1000)) -- microseconds
@@ -684,7 +682,10 @@ ops.fire = function()
   -- (What fire changes in the timer set it removes at once: the head is what the call leaves.)
   local head = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
   local next = '-1'
-  if head[1] then next = us(exact(head[1], head[2])) end
+  if head[1] then
+    local j = load(tonumber(head[1]))
+    next = us(j and timer_of(j) or tonumber(head[2]))
+  end
   return {'ok', moved, next, us(now), late, readied}
 end
 

@@ -209,6 +209,8 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   Hint& hint(const std::string& tube);
   void notify_ready(std::uint32_t shard, const std::string& tube);
   void wake(const std::string& tube, std::size_t count);
+  bool forget(std::uint32_t shard, const std::vector<std::string>& tubes,
+              const std::vector<std::uint32_t>& generations);
   void pump();
   void try_reserve(const std::shared_ptr<Waiter>& waiter);
   void attempt(const std::shared_ptr<Waiter>& waiter, std::vector<std::uint32_t> candidates,
@@ -495,6 +497,23 @@ void Core::try_reserve(const std::shared_ptr<Waiter>& waiter) {
   attempt(waiter, std::move(candidates), 0);
 }
 
+// The shard holds no ready job of the tubes, as a reserve found: it stops counting for each tube
+// that no notification has reached since (generations, as read when the call was made). True if
+// one has.
+bool Core::forget(std::uint32_t shard, const std::vector<std::string>& tubes,
+                  const std::vector<std::uint32_t>& generations) {
+  bool told = false;
+  for (std::size_t i = 0; i < tubes.size(); ++i) {
+    Hint& h = hint(tubes[i]);
+    if (h.generation[shard] == generations[i]) {
+      h.maybe[shard] = 0;
+    } else {
+      told = true;
+    }
+  }
+  return told;
+}
+
 void Core::attempt(const std::shared_ptr<Waiter>& waiter, std::vector<std::uint32_t> candidates,
                    std::size_t index) {
   if (waiter->finished) {
@@ -529,27 +548,16 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter, std::vector<std::uint3
          }
          const Status status = status_of(reply.value());
          if (status.code() == Code::kNotFound) {
-           for (std::size_t i = 0; i < tubes.size(); ++i) {
-             Hint& h = self->hint(tubes[i]);
-             if (h.generation[shard] == generations[i]) {
-               h.maybe[shard] = 0;
-             } else {
-               waiter->again = true;  // a job came after the call looked: look again
-             }
-           }
+           // A job came after the call looked: look again.
+           if (self->forget(shard, tubes, generations)) waiter->again = true;
            return self->attempt(waiter, std::move(candidates), index + 1);
          }
          waiter->trying = false;
          if (!status.is_ok()) return self->finish(waiter, status);
          const auto& elements = reply.value().elements;
          const bool more = elements.size() > 5 && elements[5].integer == 1;
-         if (!more) {
-           for (std::size_t i = 0; i < tubes.size(); ++i) {
-             // It took the last: the next reserve need not look there (unless told again).
-             Hint& h = self->hint(tubes[i]);
-             if (h.generation[shard] == generations[i]) h.maybe[shard] = 0;
-           }
-         }
+         // It took the last: the next reserve need not look there (unless told again).
+         if (!more) self->forget(shard, tubes, generations);
          self->finish(waiter, job_of(reply.value()));
          // This waiter is served: work it was woken for, or told of meanwhile, may be left (more
          // in this shard, or jobs in shards it did not get to): another waiter goes on.
