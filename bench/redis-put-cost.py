@@ -1,15 +1,25 @@
 #!/usr/bin/env python3
-"""redis-put-cost.py [--callgrind] [--calls N] [--shards S] — what a put costs Redis inside the
-jobs' function, without delayqd or its load: loads src/broker/redis/jobs.lua into a fresh
-redis-server (Debian's, on a free loopback port, stopped by PID) and makes N putmany calls of 24
-jobs each (100-byte bodies due in an hour, spread over S shards), the arguments built as the node
-builds them (redis_broker.cc, layout.cc's new_record_tail).
+"""redis-put-cost.py [--callgrind | --whole] [--calls N] [--shards S] [--keep] — what a put costs Redis,
+without delayqd or its load: loads src/broker/redis/jobs.lua into a fresh redis-server (Debian's,
+on a free loopback port, stopped by PID) and makes N putmany calls of 24 jobs each (100-byte
+bodies due in an hour, spread over S shards), the arguments built as the node builds them
+(redis_broker.cc, layout.cc's new_record_tail). 24 is about what a node sends per call under
+bench/compare-bullmq.sh's put load (100,000 puts in 3,800 to 4,100 calls).
 
 Prints microseconds per put inside FCALL (INFO commandstats) and Redis bytes per job. With
 --callgrind, redis-server runs under valgrind's callgrind with only FCALL counted, and the figure
 is instructions per put: stable on a shared machine where the microseconds are not. The default
 for --callgrind is 300 calls over 4 shards (each shard's sets then pass Redis's small-encoding
-limits, as in a loaded server); without it, 3,000 calls over 128 shards."""
+limits, as in a loaded server); without it, 3,000 calls over 128 shards.
+
+--whole counts every instruction Redis runs while the calls are made (reading and parsing them,
+the function, the replies: all but the kernel's part), 1,000 calls over 128 shards by default;
+and then, on a second redis-server under callgrind, those of BullMQ's adds of the same number of
+jobs (bench/bullmq/bench.js add, 64 in flight): the side-by-side ratio of Redis CPU per put
+without the machine's noise. Both start warm: 144 jobs in each shard and 200 in BullMQ's queue
+first, so that their sorted sets are past Redis's small encoding (a listpack of at most 128
+entries, where each insert walks the list), as with compare-bullmq.sh's 100,000 jobs. --keep
+leaves callgrind's files (for callgrind_annotate) and says where."""
 import os
 import socket
 import struct
@@ -53,10 +63,91 @@ def record_tail(ttr, tube, key, group, body):
         text(b"") + body
 
 
+def start_redis(work, name, valgrind):
+    """A redis-server on a free loopback port, under valgrind's callgrind when `valgrind` names
+    its options; returns (process, port, callgrind output file)."""
+    port = free_port()
+    out = f"{work}/{name}.callgrind"
+    prefix = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + valgrind \
+        if valgrind else []
+    server = subprocess.Popen(prefix + ["redis-server", "--port", str(port), "--bind",
+                                        "127.0.0.1", "--save", "", "--appendonly", "no",
+                                        "--dir", work, "--dbfilename", name + ".rdb"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if not wait_port(port, time.time() + 60):
+        server.kill()
+        sys.exit("redis-put-cost: redis-server did not listen")
+    return server, port, out
+
+
+def stop(server):
+    server.terminate()
+    server.wait(timeout=300)
+
+
+def instructions(out):
+    """The instructions a callgrind output file counted."""
+    annotate = subprocess.run(["callgrind_annotate", out], capture_output=True, text=True,
+                              check=True).stdout
+    total = next(line for line in annotate.splitlines() if "PROGRAM TOTALS" in line)
+    return int(total.split()[0].replace(",", ""))
+
+
+def collect(server, on):
+    """Turns callgrind's counting on or off in a running redis-server (started with
+    --instr-atstart=no)."""
+    subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(server.pid)],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+
+
+class Connection:
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.stream = self.sock.makefile("rb")
+
+    def ask(self, *words):
+        self.sock.sendall(command(*words))
+        return read_reply(self.stream)
+
+    def used_memory(self):
+        info = self.ask("INFO", "memory").decode()
+        return int(next(line.split(":")[1] for line in info.split("\r\n")
+                        if line.startswith("used_memory:")))
+
+    def fcall_usec(self):
+        stats = self.ask("INFO", "commandstats").decode()
+        fcall = next(line for line in stats.split("\r\n") if line.startswith("cmdstat_fcall:"))
+        return int(fcall.split("usec=")[1].split(",")[0])
+
+
+def putmany_calls(conn, calls, shards, first=0):
+    """Calls number first to first + calls - 1 of putmany, 24 jobs each, shard by shard in turn,
+    50 pipelined at a time."""
+    job = [b"default", b"1024", b"3600000", b"0", b"0", b"", b"", b"",
+           record_tail(60, b"default", b"", b"", b"x" * 100)]
+    done = first
+    while done < first + calls:
+        batch = min(50, first + calls - done)
+        requests = []
+        for i in range(batch):
+            shard = (done + i) % shards
+            base = f"dq:{{{shard}}}"
+            keys = [base + suffix for suffix in
+                    (":seq", ":j", ":a", ":t", ":r", ":b", ":k", ":g", ":c", ":m", ":p",
+                     ":tubes", ":owner", ":epoch")]
+            requests.append(command("FCALL", "cost", len(keys), *keys, "putmany", 128, shard, "bench",
+                                    *(job * JOBS_PER_CALL)))
+        conn.sock.sendall(b"".join(requests))
+        for _ in range(batch):
+            read_reply(conn.stream)
+        done += batch
+
+
 def main():
     args = sys.argv[1:]
     callgrind = "--callgrind" in args
-    calls = 300 if callgrind else 3000
+    whole = "--whole" in args
+    calls = 300 if callgrind else 1000 if whole else 3000
     shards = 4 if callgrind else 128
     if "--calls" in args:
         calls = int(args[args.index("--calls") + 1])
@@ -65,69 +156,63 @@ def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     source = open(os.path.join(root, "src/broker/redis/jobs.lua")).read()
     work = tempfile.mkdtemp(prefix="delayq-put-cost-")
-    port = free_port()
-    prefix = []
-    if callgrind:
-        prefix = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work}/callgrind.out",
-                  "--toggle-collect=fcallCommand"]
-    server = subprocess.Popen(prefix + ["redis-server", "--port", str(port), "--bind",
-                                        "127.0.0.1", "--save", "", "--appendonly", "no",
-                                        "--dir", work],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    valgrind = ["--toggle-collect=fcallCommand"] if callgrind else \
+        ["--instr-atstart=no"] if whole else []
+    puts = calls * JOBS_PER_CALL
     try:
-        if not wait_port(port, time.time() + 30):
-            sys.exit("redis-put-cost: redis-server did not listen")
-        sock = socket.create_connection(("127.0.0.1", port))
-        stream = sock.makefile("rb")
-
-        def ask(*words):
-            sock.sendall(command(*words))
-            return read_reply(stream)
-
-        def used_memory():
-            info = ask("INFO", "memory").decode()
-            return int(next(line.split(":")[1] for line in info.split("\r\n")
-                            if line.startswith("used_memory:")))
-
-        ask("FUNCTION", "LOAD", "#!lua name=cost\n" + source +
-            "\nredis.register_function('cost', run)\n")
-        job = [b"default", b"1024", b"3600000", b"0", b"0", b"", b"", b"",
-               record_tail(60, b"default", b"", b"", b"x" * 100)]
-        before = used_memory()
-        done = 0
-        while done < calls:
-            batch = min(50, calls - done)
-            requests = []
-            for i in range(batch):
-                shard = (done + i) % shards
-                base = f"dq:{{{shard}}}"
-                keys = [base + suffix for suffix in
-                        (":seq", ":j", ":a", ":t", ":r", ":b", ":k", ":g", ":c", ":m", ":p",
-                         ":tubes", ":owner", ":epoch")]
-                requests.append(command("FCALL", "cost", len(keys), *keys, "putmany", 128, shard,
-                                        *(job * JOBS_PER_CALL)))
-            sock.sendall(b"".join(requests))
-            for _ in range(batch):
-                read_reply(stream)
-            done += batch
-        puts = calls * JOBS_PER_CALL
-        stats = ask("INFO", "commandstats").decode()
-        fcall = next(line for line in stats.split("\r\n") if line.startswith("cmdstat_fcall:"))
-        usec = int(fcall.split("usec=")[1].split(",")[0])
-        print(f"{puts} puts in {calls} calls over {shards} shards: "
-              f"{usec / puts:.2f} us per put inside FCALL, {(used_memory() - before) // puts} "
-              f"bytes per job")
-        sock.close()
+        server, port, out = start_redis(work, "delayq", valgrind)
+        try:
+            conn = Connection(port)
+            conn.ask("FUNCTION", "LOAD", "#!lua name=cost\n" + source +
+                     "\nredis.register_function('cost', run)\n")
+            if whole:
+                # A warm server: every shard's sets past Redis's small-encoding limit (128 entries),
+                # as they are with the 100,000 jobs of compare-bullmq.sh
+                putmany_calls(conn, shards * 6, shards)
+                conn.ask("CONFIG", "RESETSTAT")
+            before = conn.used_memory()
+            if whole:
+                collect(server, True)
+            putmany_calls(conn, calls, shards, shards * 6 if whole else 0)
+            if whole:
+                collect(server, False)
+            print(f"{puts} puts in {calls} calls over {shards} shards: "
+                  f"{conn.fcall_usec() / puts:.2f} us per put inside FCALL, "
+                  f"{(conn.used_memory() - before) // puts} bytes per job")
+            conn.sock.close()
+        finally:
+            stop(server)
+        if callgrind:
+            print(f"callgrind: {instructions(out) // puts} instructions per put inside FCALL")
+        if not whole:
+            return
+        delayq = instructions(out) / puts
+        print(f"callgrind: {delayq:,.0f} instructions of Redis per put (all of redis-server "
+              f"while the calls ran)")
+        bullmq_dir = os.path.join(root, "bench", "bullmq")
+        if not os.path.isdir(os.path.join(bullmq_dir, "node_modules", "bullmq")):
+            subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=bullmq_dir,
+                           stdout=subprocess.DEVNULL, check=True)
+        server, port, out = start_redis(work, "bullmq", valgrind)
+        try:
+            def adds(n):
+                subprocess.run(["node", "bench.js", "add", str(port)], cwd=bullmq_dir,
+                               env=dict(os.environ, BENCH_JOBS=str(n)), check=True,
+                               stdout=subprocess.DEVNULL)
+            adds(200)  # the warm-up: its scripts loaded, its delayed set past 128 entries
+            collect(server, True)
+            adds(puts)
+            collect(server, False)
+        finally:
+            stop(server)
+        bullmq = instructions(out) / puts
+        print(f"callgrind: {bullmq:,.0f} instructions of Redis per BullMQ add of the same jobs; "
+              f"delayq / BullMQ = {delayq / bullmq:.2f}")
     finally:
-        server.terminate()
-        server.wait(timeout=120)
-    if callgrind:
-        annotate = subprocess.run(["callgrind_annotate", f"{work}/callgrind.out"],
-                                  capture_output=True, text=True, check=True).stdout
-        total = next(line for line in annotate.splitlines() if "PROGRAM TOTALS" in line)
-        instructions = int(total.split()[0].replace(",", ""))
-        print(f"callgrind: {instructions // puts} instructions per put inside FCALL")
-    subprocess.run(["rm", "-rf", work], check=False)
+        if "--keep" in args:
+            print(f"callgrind's files are in {work}")
+        else:
+            subprocess.run(["rm", "-rf", work], check=False)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 // bench.js MODE PORT [SECONDS] — BullMQ 6.7, and a plain sorted-set poller, on the Redis at
 // 127.0.0.1:PORT, for bench/compare-bullmq.sh. Modes:
-//   add   BullMQ: 100,000 jobs (100-byte payloads) delayed an hour, 64 adds in flight: adds/s
+//   add   BullMQ: 100,000 jobs (100-byte payloads; BENCH_JOBS sets another number) delayed an
+//         hour, 64 adds in flight: adds/s
 //   late  BullMQ: 1,000 jobs/s delayed 1 s for SECONDS, a worker of concurrency 2: lateness
 //         percentiles from each job's due time (taken on this clock at its add) to its start
 //   zadd  the poller: the same 100,000 jobs as ZADD of the job (id and body, as JSON) scored by
@@ -20,9 +21,10 @@ function percentile(sorted, p) {
   return sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))];
 }
 
-// Calls put(n) for n = 1 to 100,000, 64 at a time; prints the rate as mode=<mode>.
+// Calls put(n) for n = 1 to 100,000 (or BENCH_JOBS), 64 at a time; prints the rate as
+// mode=<mode>.
 async function puts(mode, put) {
-  const total = 100000;
+  const total = Number(process.env.BENCH_JOBS || 100000);
   let next = 0;
   const start = process.hrtime.bigint();
   async function lane() {
