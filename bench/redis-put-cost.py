@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""redis-put-cost.py [--callgrind | --whole] [--calls N] [--shards S] [--keep] — what a put costs Redis,
-without delayqd or its load: loads src/broker/redis/jobs.lua into a fresh redis-server (Debian's,
-on a free loopback port, stopped by PID) and makes N putmany calls of 24 jobs each (100-byte
-bodies due in an hour, spread over S shards), the arguments built as the node builds them
-(redis_broker.cc, layout.cc's new_record_tail). 24 is about what a node sends per call under
-bench/compare-bullmq.sh's put load (100,000 puts in 3,800 to 4,100 calls).
+"""redis-put-cost.py [--callgrind | --whole] [--calls N] [--shards S] [--per-call J] [--keep] —
+what a put costs Redis, without delayqd or its load: loads src/broker/redis/jobs.lua into a
+fresh redis-server (Debian's, on a free loopback port, stopped by PID) and makes N putmany calls
+of J jobs each (default 24; 100-byte bodies due in an hour, spread over S shards), the arguments
+built as the node builds them (redis_broker.cc, layout.cc's new_record_tail). 24 is about what a
+node sends per call under bench/compare-bullmq.sh's put load (100,000 puts in 3,800 to 4,100
+calls).
 
 Prints microseconds per put inside FCALL (INFO commandstats) and Redis bytes per job. With
 --callgrind, redis-server runs under valgrind's callgrind with only FCALL counted, and the figure
@@ -30,7 +31,7 @@ import time
 
 from overload import free_port, wait_port
 
-JOBS_PER_CALL = 24
+JOBS_PER_CALL = 24  # --per-call sets another number
 
 
 def command(*args):
@@ -120,8 +121,8 @@ class Connection:
         return int(fcall.split("usec=")[1].split(",")[0])
 
 
-def putmany_calls(conn, calls, shards, first=0):
-    """Calls number first to first + calls - 1 of putmany, 24 jobs each, shard by shard in turn,
+def putmany_calls(conn, calls, shards, first=0, per_call=JOBS_PER_CALL):
+    """Calls number first to first + calls - 1 of putmany, per_call jobs each, shard by shard in turn,
     50 pipelined at a time."""
     job = [b"default", b"1024", b"3600000", b"0", b"0", b"", b"", b"",
            record_tail(60, b"default", b"", b"", b"x" * 100)]
@@ -136,7 +137,7 @@ def putmany_calls(conn, calls, shards, first=0):
                     (":seq", ":j", ":a", ":t", ":r", ":b", ":k", ":g", ":c", ":m", ":p",
                      ":tubes", ":owner", ":epoch")]
             requests.append(command("FCALL", "cost", len(keys), *keys, "putmany", 128, shard, "bench",
-                                    *(job * JOBS_PER_CALL)))
+                                    *(job * per_call)))
         conn.sock.sendall(b"".join(requests))
         for _ in range(batch):
             read_reply(conn.stream)
@@ -153,12 +154,15 @@ def main():
         calls = int(args[args.index("--calls") + 1])
     if "--shards" in args:
         shards = int(args[args.index("--shards") + 1])
+    per_call = JOBS_PER_CALL
+    if "--per-call" in args:
+        per_call = int(args[args.index("--per-call") + 1])
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     source = open(os.path.join(root, "src/broker/redis/jobs.lua")).read()
     work = tempfile.mkdtemp(prefix="delayq-put-cost-")
     valgrind = ["--toggle-collect=fcallCommand"] if callgrind else \
         ["--instr-atstart=no"] if whole else []
-    puts = calls * JOBS_PER_CALL
+    puts = calls * per_call
     try:
         server, port, out = start_redis(work, "delayq", valgrind)
         try:
@@ -173,7 +177,7 @@ def main():
             before = conn.used_memory()
             if whole:
                 collect(server, True)
-            putmany_calls(conn, calls, shards, shards * 6 if whole else 0)
+            putmany_calls(conn, calls, shards, shards * 6 if whole else 0, per_call)
             if whole:
                 collect(server, False)
             print(f"{puts} puts in {calls} calls over {shards} shards: "

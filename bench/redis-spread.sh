@@ -5,7 +5,9 @@
 # (scripts/redis-cluster.sh, no replicas, AOF everysec, --redis-wait off), one after the other in
 # one run. For each: puts/s, Redis CPU per put over all primaries (utime + stime of each
 # redis-server over the puts), and each primary's share of it. Prints a Markdown table. Ends
-# what it started, by PID.
+# what it started, by PID. With SCALED=1 the load grows with the primaries (4 connections x 16 in
+# flight per primary), as a throughput curve offers it: each primary then sees as many calls at a
+# time as the single one did.
 set -euo pipefail
 jobs=${1:-100000}
 source "$(dirname "$0")/common.sh"
@@ -32,9 +34,10 @@ for primaries in 1 3; do
   pids+=($!)
   for _ in $(seq 100); do grep -q listening "$work/delayqd-$primaries.out" 2>/dev/null && break; sleep 0.1; done
   sleep 1  # leases
+  connections=$(( ${SCALED:-0} == 1 ? 4 * primaries : 4 ))
   before=()
   for pid in "${servers[@]}"; do before+=("$(cpu_ticks "$pid")"); done
-  line=$("$loadgen" --port "$port" --mode put --connections 4 --depth 16 --count "$jobs" \
+  line=$("$loadgen" --port "$port" --mode put --connections "$connections" --depth 16 --count "$jobs" \
     --delay 3600 --bytes 100)
   echo "$primaries primaries: $line" >&2
   used=(); total=0
