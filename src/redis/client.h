@@ -7,7 +7,8 @@
 // handled here and never reach the caller: MOVED (update the slot, resend at once), ASK (resend
 // once to the node named, after ASKING), TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN and READONLY
 // (wait 10 ms, doubling up to 320 ms, refresh the map, resend), a missing function (FUNCTION LOAD,
-// resend).
+// resend). A connection's first call of a script is preceded by the library's FUNCTION LOAD, so
+// that a fresh node has it before the call, not after the call fails.
 // A connection that breaks before a command was written is replaced and the command resent; one
 // that breaks after fails the request with kIOError: the command may have run. All of this ends
 // at the request's deadline (kTimedOut, saying what it last met). A single Redis without cluster
@@ -80,9 +81,10 @@ struct ClientStats {
   std::uint64_t cluster_down = 0;
   std::uint64_t loading = 0;
   std::uint64_t read_only = 0;
-  std::uint64_t function_loads = 0;  // a node lacked the function: loaded, then sent again
-  std::uint64_t reconnects = 0;      // connections replaced after they broke
-  std::uint64_t refreshes = 0;       // topologies read
+  std::uint64_t function_loads = 0;      // a node lacked the function: loaded, then sent again
+  std::uint64_t library_loads_sent = 0;  // FUNCTION LOADs ahead of a connection's first call
+  std::uint64_t reconnects = 0;          // connections replaced after they broke
+  std::uint64_t refreshes = 0;           // topologies read
 };
 
 class Client {

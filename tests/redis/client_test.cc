@@ -230,12 +230,49 @@ TEST_F(RedisClientTest, AScriptIsLoadedWhereItIsMissing) {
     run_until(result);
     return result && result->is_ok() ? describe(result->value().front()) : std::string("failed");
   };
-  EXPECT_EQ(eval("2"), "(integer) 2");  // never loaded: function not found, load, again
+  EXPECT_EQ(eval("2"), "(integer) 2");  // loaded ahead of the connection's first call
   EXPECT_EQ(eval("3"), "(integer) 5");  // loaded: no reload
-  EXPECT_EQ(client.stats().function_loads, 1U);
+  EXPECT_EQ(client.stats().library_loads_sent, 1U);
+  EXPECT_EQ(client.stats().function_loads, 0U);
+  // Gone from the node (an operator's FLUSH): the call fails, the library is loaded, the call
+  // is sent again.
   ASSERT_EQ(describe(testing::call(server.port(), Command{"FUNCTION", "FLUSH"})), "OK");
   EXPECT_EQ(eval("4"), "(integer) 9");
-  EXPECT_EQ(client.stats().function_loads, 2U);
+  EXPECT_EQ(client.stats().function_loads, 1U);
+  EXPECT_EQ(client.stats().library_loads_sent, 1U);
+}
+
+// What a node does at its start: many calls of a library at once, on a Redis that has never
+// seen it. The library is loaded once, ahead of them, and no call fails on the way.
+TEST_F(RedisClientTest, ABurstOfFirstCallsLoadsTheLibraryOnceAndNoCallFails) {
+  RedisServer server(dir_.path() / "single");
+  ASSERT_EQ(server.start(), "");
+  Client client(io_.get_executor(), options(server.address()));
+  ASSERT_TRUE(start(client).is_ok());
+  const Script script(
+      "local function run(keys, args) return redis.call('INCRBY', keys[1], args[1]) end");
+  constexpr std::size_t kCalls = 50;
+  std::vector<std::optional<Result<std::vector<Reply>>>> results(kCalls);
+  for (std::size_t i = 0; i < kCalls; ++i) {
+    const std::string key = "n" + std::to_string(i);
+    client.run(
+        Request{key_slot(key), {script.call({key}, {"1"})}, &script},
+        [&results, i](Result<std::vector<Reply>> done) { results[i].emplace(std::move(done)); });
+  }
+  for (auto& result : results) {
+    run_until(result);
+    ASSERT_TRUE(result && result->is_ok());
+    EXPECT_EQ(describe(result->value().front()), "(integer) 1");
+  }
+  EXPECT_EQ(client.stats().function_loads, 0U);
+  const std::string stats = testing::call(server.port(), Command{"INFO", "commandstats"}).str;
+  auto line = [&](std::string_view name) {  // "cmdstat_<name>:calls=N,...,failed_calls=N"
+    const auto at = stats.find("cmdstat_" + std::string(name) + ":");
+    return at == std::string::npos ? std::string() : stats.substr(at, stats.find('\r', at) - at);
+  };
+  EXPECT_NE(line("fcall").find(":calls=50,"), std::string::npos) << stats;
+  EXPECT_NE(line("fcall").find(",failed_calls=0"), std::string::npos) << stats;
+  EXPECT_NE(line("function|load").find(":calls=1,"), std::string::npos) << stats;
 }
 
 // A subscription whose node stops answering (SIGSTOP: the connection stays open) is noticed by

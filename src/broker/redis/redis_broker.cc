@@ -703,69 +703,74 @@ void Core::lease_tick() {
   if (closed || leasing) return;
   leasing = true;
   lease_timer.cancel();
-  client.run(
-      redis::key_slot(names.nodes),
-      script.call({names.nodes}, {"heartbeat", node, std::to_string(options.lease.count())}),
-      [self = shared_from_this()](Result<Reply> reply) {
-        if (self->closed) return;
-        self->leasing = false;
-        self->out_of_memory =
-            reply.is_ok() && reply.value().is_error() && is_out_of_memory(reply.value().str);
-        if (reply.is_ok() && status_of(reply.value()).is_ok() &&
-            reply.value().elements.size() > 1) {
-          self->last_heartbeat = SteadyClock::now();
-          self->live.clear();
-          for (const auto& name : reply.value().elements[1].elements) {
-            self->live.insert(name.str);
-          }
-          if (!self->announced) {
-            self->announced = true;
-            self->client.run(redis::key_slot(self->names.events),
-                             Command{"PUBLISH", self->names.events, "l"}, [](Result<Reply>) {});
-          }
-        }
-        const std::size_t alive = std::max<std::size_t>(1, self->live.size());
-        const std::size_t share = (self->shards + alive - 1) / alive;
-        // Renew what is held; a lease lost (fenced) stops its firing.
-        for (auto& [shard, own] : self->owned) {
-          self->call(shard,
-                     {"renew", self->node, std::to_string(self->options.lease.count()),
-                      std::to_string(own.epoch)},
-                     true, [self, shard = shard](Result<Reply> renewed) {
-                       if (renewed.is_ok() && renewed.value().type == ReplyType::kArray &&
-                           !renewed.value().elements.empty() &&
-                           renewed.value().elements[0].str == "fenced") {
-                         spdlog::warn("shard {}: lease lost", shard);
-                         self->owned.erase(shard);
-                       }
-                     });
-        }
-        if (self->owned.size() > share) {
-          // Hand the surplus back, so that a node that joined gets its share.
-          std::size_t surplus = self->owned.size() - share;
-          while (surplus-- > 0) {
-            auto last = std::prev(self->owned.end());
-            self->call(last->first, {"resign", self->node}, true, [](Result<Reply>) {});
-            self->owned.erase(last);
-          }
-          // The others take them now rather than at their next renewal.
-          self->client.run(redis::key_slot(self->names.events),
-                           Command{"PUBLISH", self->names.events, "l"}, [](Result<Reply>) {});
-        } else if (self->owned.size() < share) {
-          std::vector<std::uint32_t> candidates;
-          const auto offset =
-              static_cast<std::uint32_t>(std::hash<std::string>{}(self->node) % self->shards);
-          for (std::uint32_t i = 0; i < self->shards; ++i) {
-            const std::uint32_t shard = (offset + i) % self->shards;
-            if (!self->owned.contains(shard)) candidates.push_back(shard);
-          }
-          self->acquire(std::move(candidates), 0, share - self->owned.size());
-        }
-        self->lease_timer.expires_after(self->options.lease / 3);
-        self->lease_timer.async_wait([self](const boost::system::error_code& error) {
-          if (!error) self->lease_tick();
-        });
-      });
+  // A script request (not a bare command): a node lacking the library gets it and the
+  // heartbeat is sent again, rather than failing until the next tick.
+  redis::Request request;
+  request.slot = redis::key_slot(names.nodes);
+  request.commands.push_back(
+      script.call({names.nodes}, {"heartbeat", node, std::to_string(options.lease.count())}));
+  request.script = &script;
+  client.run(std::move(request), [self = shared_from_this()](Result<std::vector<Reply>> replies) {
+    if (self->closed) return;
+    Result<Reply> reply = replies.is_ok() ? Result<Reply>(std::move(replies.value().front()))
+                                          : Result<Reply>(replies.status());
+    self->leasing = false;
+    self->out_of_memory =
+        reply.is_ok() && reply.value().is_error() && is_out_of_memory(reply.value().str);
+    if (reply.is_ok() && status_of(reply.value()).is_ok() && reply.value().elements.size() > 1) {
+      self->last_heartbeat = SteadyClock::now();
+      self->live.clear();
+      for (const auto& name : reply.value().elements[1].elements) {
+        self->live.insert(name.str);
+      }
+      if (!self->announced) {
+        self->announced = true;
+        self->client.run(redis::key_slot(self->names.events),
+                         Command{"PUBLISH", self->names.events, "l"}, [](Result<Reply>) {});
+      }
+    }
+    const std::size_t alive = std::max<std::size_t>(1, self->live.size());
+    const std::size_t share = (self->shards + alive - 1) / alive;
+    // Renew what is held; a lease lost (fenced) stops its firing.
+    for (auto& [shard, own] : self->owned) {
+      self->call(shard,
+                 {"renew", self->node, std::to_string(self->options.lease.count()),
+                  std::to_string(own.epoch)},
+                 true, [self, shard = shard](Result<Reply> renewed) {
+                   if (renewed.is_ok() && renewed.value().type == ReplyType::kArray &&
+                       !renewed.value().elements.empty() &&
+                       renewed.value().elements[0].str == "fenced") {
+                     spdlog::warn("shard {}: lease lost", shard);
+                     self->owned.erase(shard);
+                   }
+                 });
+    }
+    if (self->owned.size() > share) {
+      // Hand the surplus back, so that a node that joined gets its share.
+      std::size_t surplus = self->owned.size() - share;
+      while (surplus-- > 0) {
+        auto last = std::prev(self->owned.end());
+        self->call(last->first, {"resign", self->node}, true, [](Result<Reply>) {});
+        self->owned.erase(last);
+      }
+      // The others take them now rather than at their next renewal.
+      self->client.run(redis::key_slot(self->names.events),
+                       Command{"PUBLISH", self->names.events, "l"}, [](Result<Reply>) {});
+    } else if (self->owned.size() < share) {
+      std::vector<std::uint32_t> candidates;
+      const auto offset =
+          static_cast<std::uint32_t>(std::hash<std::string>{}(self->node) % self->shards);
+      for (std::uint32_t i = 0; i < self->shards; ++i) {
+        const std::uint32_t shard = (offset + i) % self->shards;
+        if (!self->owned.contains(shard)) candidates.push_back(shard);
+      }
+      self->acquire(std::move(candidates), 0, share - self->owned.size());
+    }
+    self->lease_timer.expires_after(self->options.lease / 3);
+    self->lease_timer.async_wait([self](const boost::system::error_code& error) {
+      if (!error) self->lease_tick();
+    });
+  });
 }
 
 void Core::acquire(std::vector<std::uint32_t> candidates, std::size_t index, std::size_t want) {
