@@ -122,8 +122,8 @@ class Connection:
 
 
 def putmany_calls(conn, calls, shards, first=0, per_call=JOBS_PER_CALL):
-    """Calls number first to first + calls - 1 of putmany, per_call jobs each, shard by shard in turn,
-    50 pipelined at a time."""
+    """Calls number first to first + calls - 1 of putmany, per_call jobs each, shard by shard in
+    turn, 50 pipelined at a time."""
     job = [b"default", b"1024", b"3600000", b"0", b"0", b"", b"", b"",
            record_tail(60, b"default", b"", b"", b"x" * 100)]
     done = first
@@ -136,8 +136,8 @@ def putmany_calls(conn, calls, shards, first=0, per_call=JOBS_PER_CALL):
             keys = [base + suffix for suffix in
                     (":seq", ":j", ":a", ":t", ":r", ":b", ":k", ":g", ":c", ":m", ":p",
                      ":tubes", ":owner", ":epoch")]
-            requests.append(command("FCALL", "cost", len(keys), *keys, "putmany", 128, shard, "bench",
-                                    *(job * per_call)))
+            requests.append(command("FCALL", "cost", len(keys), *keys, "putmany", 128, shard,
+                                    "bench", *(job * per_call)))
         conn.sock.sendall(b"".join(requests))
         for _ in range(batch):
             read_reply(conn.stream)

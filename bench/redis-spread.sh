@@ -37,8 +37,8 @@ for primaries in 1 3; do
   connections=$(( ${SCALED:-0} == 1 ? 4 * primaries : 4 ))
   before=()
   for pid in "${servers[@]}"; do before+=("$(cpu_ticks "$pid")"); done
-  line=$("$loadgen" --port "$port" --mode put --connections "$connections" --depth 16 --count "$jobs" \
-    --delay 3600 --bytes 100)
+  line=$("$loadgen" --port "$port" --mode put --connections "$connections" --depth 16 \
+    --count "$jobs" --delay 3600 --bytes 100)
   echo "$primaries primaries: $line" >&2
   used=(); total=0
   for i in "${!servers[@]}"; do
