@@ -216,56 +216,61 @@ TEST_F(RedisClientTest, ReadOnlyIsRetriedUntilTheNodeIsPrimaryAgain) {
   EXPECT_EQ(describe(testing::call(replica.port(), Command{"GET", "k"})), "\"1\"");
 }
 
-TEST_F(RedisClientTest, AScriptIsLoadedWhereItIsMissing) {
-  RedisServer server(dir_.path() / "single");
-  ASSERT_EQ(server.start(), "");
-  Client client(io_.get_executor(), options(server.address()));
-  ASSERT_TRUE(start(client).is_ok());
-  const Script script(
-      "local function run(keys, args) return redis.call('INCRBY', keys[1], args[1]) end");
-  auto eval = [&](std::string_view by) {
-    std::optional<Result<std::vector<Reply>>> result;
-    client.run(Request{key_slot("n"), {script.call({"n"}, {by})}, &script},
-               [&](Result<std::vector<Reply>> done) { result.emplace(std::move(done)); });
+// A single Redis, a client started on it, and a script that adds args[1] to keys[1].
+class RedisScriptTest : public RedisClientTest {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(server_.start(), "");  // its port is known from here on
+    client_.emplace(io_.get_executor(), options(server_.address()));
+    ASSERT_TRUE(start(*client_).is_ok());
+  }
+
+  // Sends the script's call for `key` (without waiting); its result lands in `result`.
+  void add(const std::string& key, std::string_view by,
+           std::optional<Result<std::vector<Reply>>>& result) {
+    client_->run(Request{key_slot(key), {script_.call({key}, {by})}, &script_},
+                 [&result](Result<std::vector<Reply>> done) { result.emplace(std::move(done)); });
+  }
+
+  // "(integer) N", or "failed".
+  std::string added(const std::optional<Result<std::vector<Reply>>>& result) {
     run_until(result);
     return result && result->is_ok() ? describe(result->value().front()) : std::string("failed");
+  }
+
+  RedisServer server_{dir_.path() / "single"};
+  std::optional<Client> client_;
+  const Script script_{
+      "local function run(keys, args) return redis.call('INCRBY', keys[1], args[1]) end"};
+};
+
+TEST_F(RedisScriptTest, AScriptIsLoadedWhereItIsMissing) {
+  auto eval = [&](std::string_view by) {
+    std::optional<Result<std::vector<Reply>>> result;
+    add("n", by, result);
+    return added(result);
   };
   EXPECT_EQ(eval("2"), "(integer) 2");  // loaded ahead of the connection's first call
   EXPECT_EQ(eval("3"), "(integer) 5");  // loaded: no reload
-  EXPECT_EQ(client.stats().library_loads_sent, 1U);
-  EXPECT_EQ(client.stats().function_loads, 0U);
+  EXPECT_EQ(client_->stats().library_loads_sent, 1U);
+  EXPECT_EQ(client_->stats().function_loads, 0U);
   // Gone from the node (an operator's FLUSH): the call fails, the library is loaded, the call
   // is sent again.
-  ASSERT_EQ(describe(testing::call(server.port(), Command{"FUNCTION", "FLUSH"})), "OK");
+  ASSERT_EQ(describe(testing::call(server_.port(), Command{"FUNCTION", "FLUSH"})), "OK");
   EXPECT_EQ(eval("4"), "(integer) 9");
-  EXPECT_EQ(client.stats().function_loads, 1U);
-  EXPECT_EQ(client.stats().library_loads_sent, 1U);
+  EXPECT_EQ(client_->stats().function_loads, 1U);
+  EXPECT_EQ(client_->stats().library_loads_sent, 1U);
 }
 
 // What a node does at its start: many calls of a library at once, on a Redis that has never
 // seen it. The library is loaded once, ahead of them, and no call fails on the way.
-TEST_F(RedisClientTest, ABurstOfFirstCallsLoadsTheLibraryOnceAndNoCallFails) {
-  RedisServer server(dir_.path() / "single");
-  ASSERT_EQ(server.start(), "");
-  Client client(io_.get_executor(), options(server.address()));
-  ASSERT_TRUE(start(client).is_ok());
-  const Script script(
-      "local function run(keys, args) return redis.call('INCRBY', keys[1], args[1]) end");
+TEST_F(RedisScriptTest, ABurstOfFirstCallsLoadsTheLibraryOnceAndNoCallFails) {
   constexpr std::size_t kCalls = 50;
   std::vector<std::optional<Result<std::vector<Reply>>>> results(kCalls);
-  for (std::size_t i = 0; i < kCalls; ++i) {
-    const std::string key = "n" + std::to_string(i);
-    client.run(
-        Request{key_slot(key), {script.call({key}, {"1"})}, &script},
-        [&results, i](Result<std::vector<Reply>> done) { results[i].emplace(std::move(done)); });
-  }
-  for (auto& result : results) {
-    run_until(result);
-    ASSERT_TRUE(result && result->is_ok());
-    EXPECT_EQ(describe(result->value().front()), "(integer) 1");
-  }
-  EXPECT_EQ(client.stats().function_loads, 0U);
-  const std::string stats = testing::call(server.port(), Command{"INFO", "commandstats"}).str;
+  for (std::size_t i = 0; i < kCalls; ++i) add("n" + std::to_string(i), "1", results[i]);
+  for (const auto& result : results) EXPECT_EQ(added(result), "(integer) 1");
+  EXPECT_EQ(client_->stats().function_loads, 0U);
+  const std::string stats = testing::call(server_.port(), Command{"INFO", "commandstats"}).str;
   auto line = [&](std::string_view name) {  // "cmdstat_<name>:calls=N,...,failed_calls=N"
     const auto at = stats.find("cmdstat_" + std::string(name) + ":");
     return at == std::string::npos ? std::string() : stats.substr(at, stats.find('\r', at) - at);
