@@ -217,7 +217,9 @@ class Session {
   // need not exist; stats_tube shows it. Completes with the number set.
   virtual void set_max_attempts(std::string tube, std::uint32_t max_attempts,
                                 Callback<std::uint32_t> done) = 0;
-  // Every tube that exists (has jobs, users or watchers, or is "default"), by name.
+  // Every tube that exists (has jobs, users or watchers, or is "default"), in the broker's
+  // order: the local broker's is beanstalkd's (each appended when made, a dropped one's place
+  // taken by the last), the Redis broker's by name. A front-end that wants another sorts.
   virtual void list_tubes(Callback<std::vector<TubeStats>> done) = 0;
   virtual void stats(Callback<ServerStats> done) = 0;
   // How many delayed jobs of a tube (of every tube: tube empty) come due between the edges,

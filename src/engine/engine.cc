@@ -448,6 +448,7 @@ Result<Engine::TubeNo> Engine::tube_ref(std::string_view name) {
   tubes_[no] = std::make_unique<Tube>();
   tubes_[no]->name = std::string(name);
   tube_by_name_.emplace(tubes_[no]->name, no);
+  tube_order_.push_back(no);
   return no;
 }
 
@@ -463,6 +464,11 @@ void Engine::maybe_drop_tube(TubeNo no) {
     return;
   }
   pauses_.erase({t.pause_until_steady_ms, no});
+  // As beanstalkd does (list-tubes shows it): the last tube takes the dropped one's place.
+  const auto place = std::find(tube_order_.begin(), tube_order_.end(), no);
+  DELAYQ_CHECK(place != tube_order_.end());
+  *place = tube_order_.back();
+  tube_order_.pop_back();
   tube_by_name_.erase(t.name);
   tubes_[no].reset();
   free_tubes_.push_back(no);
@@ -595,7 +601,9 @@ Result<std::size_t> Engine::ignore(ClientId id, std::string_view name) {
   if (pos == c.watched.end()) return c.watched.size();
   if (c.watched.size() == 1) return Status(Code::kNotIgnored, "the last watched tube");
   const TubeNo no = *pos;
-  c.watched.erase(pos);
+  // As beanstalkd does (list-tubes-watched shows it): the last tube takes the ignored one's place.
+  *pos = c.watched.back();
+  c.watched.pop_back();
   tube(no).watching_clients--;
   maybe_drop_tube(no);
   return c.watched.size();
@@ -1350,9 +1358,8 @@ ServerStats Engine::stats() const {
 
 std::vector<std::string> Engine::tubes() const {
   std::vector<std::string> names;
-  names.reserve(tube_by_name_.size());
-  for (const auto& [name, no] : tube_by_name_) names.push_back(name);
-  std::sort(names.begin(), names.end());
+  names.reserve(tube_order_.size());
+  for (const TubeNo no : tube_order_) names.push_back(tube(no).name);
   return names;
 }
 

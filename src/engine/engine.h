@@ -239,6 +239,8 @@ class Engine {
   [[nodiscard]] Result<JobList> list_jobs(std::string_view tube, JobState state,
                                           std::size_t limit) const;
   static constexpr std::size_t kListVisits = 100'000;
+  // Every tube, in beanstalkd's list order: each appended when made (at a put, use or watch,
+  // or in recovery), a dropped one's place taken by the last.
   [[nodiscard]] std::vector<std::string> tubes() const;
   [[nodiscard]] std::size_t jobs() const noexcept { return index_.size(); }
   // Bytes the engine's indexes hold (jobs, timers, wheel, id index), without allocator slack.
@@ -459,6 +461,9 @@ class Engine {
   std::vector<std::unique_ptr<Tube>> tubes_;
   std::vector<TubeNo> free_tubes_;
   StringMap<TubeNo> tube_by_name_;
+  // The tubes in beanstalkd's list order: each appended when made; a dropped one's place taken
+  // by the last.
+  std::vector<TubeNo> tube_order_;
   std::set<std::pair<std::int64_t, TubeNo>> pauses_;  // by end, on the steady clock
   std::set<std::pair<std::int64_t, Slot>> ttrs_;      // reserved jobs by TTR end, steady
   StringMap<std::uint32_t> max_attempts_;             // by tube name, never 0

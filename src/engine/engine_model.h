@@ -135,7 +135,8 @@ class Model {
     const auto it = std::find(watched.begin(), watched.end(), name);
     if (it == watched.end()) return watched.size();
     if (watched.size() == 1) return Status(Code::kNotIgnored, "last");
-    watched.erase(it);
+    *it = watched.back();  // as beanstalkd: the last takes the ignored one's place
+    watched.pop_back();
     collect_tubes();
     return watched.size();
   }

@@ -287,6 +287,36 @@ TEST_F(EngineTest, TubesComeAndGoWithTheirUsers) {
   EXPECT_EQ(engine.watched_tubes(worker), (std::vector<std::string>{"emails"}));
 }
 
+// list-tubes and list-tubes-watched in beanstalkd's order (checked against beanstalkd 1.12): a
+// tube is appended when made; when one goes, the last takes its place.
+TEST_F(EngineTest, TubesAreListedInBeanstalkdsOrder) {
+  using Names = std::vector<std::string>;
+  const ClientId zeta = engine.connect(), alpha = engine.connect(), mid = engine.connect(),
+                 beta = engine.connect();
+  ASSERT_TRUE(engine.use(zeta, "zeta").is_ok());
+  ASSERT_TRUE(engine.use(alpha, "alpha").is_ok());
+  ASSERT_TRUE(engine.use(mid, "mid").is_ok());
+  ASSERT_TRUE(engine.use(beta, "beta").is_ok());
+  EXPECT_EQ(engine.tubes(), (Names{"default", "zeta", "alpha", "mid", "beta"}));
+  engine.disconnect(zeta);
+  EXPECT_EQ(engine.tubes(), (Names{"default", "beta", "alpha", "mid"}));
+  ASSERT_TRUE(engine.use(producer, "zeta").is_ok());
+  EXPECT_EQ(engine.tubes(), (Names{"default", "beta", "alpha", "mid", "zeta"}));
+  const JobId id = put(mid, Millis{0});
+  engine.disconnect(mid);
+  EXPECT_EQ(engine.tubes(), (Names{"default", "beta", "alpha", "mid", "zeta"}));  // its job
+  ASSERT_TRUE(engine.erase(producer, id).is_ok());
+  EXPECT_EQ(engine.tubes(), (Names{"default", "beta", "alpha", "zeta"}));
+
+  ASSERT_TRUE(engine.watch(worker, "a").is_ok());
+  ASSERT_TRUE(engine.watch(worker, "b").is_ok());
+  ASSERT_TRUE(engine.watch(worker, "c").is_ok());
+  ASSERT_TRUE(engine.ignore(worker, "default").is_ok());
+  EXPECT_EQ(engine.watched_tubes(worker), (Names{"c", "a", "b"}));
+  ASSERT_TRUE(engine.ignore(worker, "a").is_ok());
+  EXPECT_EQ(engine.watched_tubes(worker), (Names{"c", "b"}));
+}
+
 TEST_F(EngineTest, StateChangesThatMatterAfterARestartAreWrittenAndOthersAreNot) {
   const JobId id = put(producer, Millis{0});
   store::WriteSet put_set = engine.take_mutations();

@@ -1172,7 +1172,10 @@ Result<std::size_t> RedisSession::ignore(std::string_view tube) {
   const auto it = std::find(watched_.begin(), watched_.end(), name);
   if (it != watched_.end()) {
     if (watched_.size() == 1) return Status(Code::kNotIgnored, "the last watched tube");
-    watched_.erase(it);
+    // As beanstalkd does (list-tubes-watched shows it): the last tube takes the ignored one's
+    // place.
+    *it = std::move(watched_.back());
+    watched_.pop_back();
     count_watch(name, -1);
   }
   return watched_.size();

@@ -3,6 +3,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cctype>
 #include <charconv>
@@ -224,6 +225,13 @@ Result<JobId> parse_id(const std::string& text) {
     return Status(Code::kInvalidArgument, "bad job id '" + text + "': a positive integer");
   }
   return id;
+}
+
+// The API lists tubes by name, whatever order the broker gives them in.
+std::vector<TubeStats> by_name(std::vector<TubeStats> tubes) {
+  std::sort(tubes.begin(), tubes.end(),
+            [](const TubeStats& a, const TubeStats& b) { return a.name < b.name; });
+  return tubes;
 }
 
 }  // namespace
@@ -670,7 +678,8 @@ void Api::undeliverable(JobId id, std::uint32_t token) {
 // --- tubes and the server --------------------------------------------------------------------
 
 void Api::list_tubes(Call& call) {
-  session_->list_tubes(call.reply.then<std::vector<TubeStats>>([this](const auto& tubes) {
+  session_->list_tubes(call.reply.then<std::vector<TubeStats>>([this](const auto& listed) {
+    const std::vector<TubeStats> tubes = by_name(listed);
     std::map<std::string, std::string, std::less<>> urls;
     for (auto& [name, webhook] : broker_.webhooks()) urls.emplace(name, std::move(webhook.url));
     json::array list;
@@ -819,7 +828,7 @@ void Api::metrics(Call& call) {
   session_->list_tubes([this, reply = call.reply](Result<std::vector<TubeStats>> tubes) {
     if (!tubes.is_ok()) return reply(tubes.status());
     session_->stats(reply.then<ServerStats>(
-        [this, tubes = std::move(tubes).value()](const ServerStats& server) {
+        [this, tubes = by_name(std::move(tubes).value())](const ServerStats& server) {
           Response response;
           response.body = broker_.metrics().render(tubes, server);
           response.content_type = "text/plain; version=0.0.4; charset=utf-8";
