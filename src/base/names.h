@@ -1,5 +1,6 @@
 // names.h — the rules for the names a client gives: tubes, keys and groups. Every broker checks
-// them the same way, so a name that one accepts the other does too.
+// them the same way, so a name that one accepts the other does too. And the order in which
+// beanstalkd lists tubes, which every broker follows.
 #pragma once
 
 #include <algorithm>
@@ -37,6 +38,14 @@ inline constexpr std::size_t kDefaultMaxNameBytes = 200;
     return {Code::kInvalidArgument, "bad tube name"};
   }
   return Status::ok();
+}
+
+// Takes *it out of a list of tubes as beanstalkd does (its tube list, a connection's watch
+// list): the last one takes its place. list-tubes and list-tubes-watched show that order.
+template <typename List>
+void remove_as_beanstalkd(List& list, typename List::iterator it) {
+  *it = std::move(list.back());
+  list.pop_back();
 }
 
 }  // namespace delayq

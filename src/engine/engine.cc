@@ -464,11 +464,9 @@ void Engine::maybe_drop_tube(TubeNo no) {
     return;
   }
   pauses_.erase({t.pause_until_steady_ms, no});
-  // As beanstalkd does (list-tubes shows it): the last tube takes the dropped one's place.
   const auto place = std::find(tube_order_.begin(), tube_order_.end(), no);
   DELAYQ_CHECK(place != tube_order_.end());
-  *place = tube_order_.back();
-  tube_order_.pop_back();
+  remove_as_beanstalkd(tube_order_, place);
   tube_by_name_.erase(t.name);
   tubes_[no].reset();
   free_tubes_.push_back(no);
@@ -601,9 +599,7 @@ Result<std::size_t> Engine::ignore(ClientId id, std::string_view name) {
   if (pos == c.watched.end()) return c.watched.size();
   if (c.watched.size() == 1) return Status(Code::kNotIgnored, "the last watched tube");
   const TubeNo no = *pos;
-  // As beanstalkd does (list-tubes-watched shows it): the last tube takes the ignored one's place.
-  *pos = c.watched.back();
-  c.watched.pop_back();
+  remove_as_beanstalkd(c.watched, pos);
   tube(no).watching_clients--;
   maybe_drop_tube(no);
   return c.watched.size();

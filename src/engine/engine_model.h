@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/job.h"
+#include "base/names.h"
 #include "base/status.h"
 #include "engine/engine.h"
 #include "store/record.h"
@@ -135,8 +136,7 @@ class Model {
     const auto it = std::find(watched.begin(), watched.end(), name);
     if (it == watched.end()) return watched.size();
     if (watched.size() == 1) return Status(Code::kNotIgnored, "last");
-    *it = watched.back();  // as beanstalkd: the last takes the ignored one's place
-    watched.pop_back();
+    remove_as_beanstalkd(watched, it);
     collect_tubes();
     return watched.size();
   }

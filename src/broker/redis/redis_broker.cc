@@ -14,6 +14,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "base/names.h"
 #include "broker/redis/jobs_lua.h"
 #include "broker/redis/layout.h"
 #include "redis/slot.h"
@@ -1172,10 +1173,7 @@ Result<std::size_t> RedisSession::ignore(std::string_view tube) {
   const auto it = std::find(watched_.begin(), watched_.end(), name);
   if (it != watched_.end()) {
     if (watched_.size() == 1) return Status(Code::kNotIgnored, "the last watched tube");
-    // As beanstalkd does (list-tubes-watched shows it): the last tube takes the ignored one's
-    // place.
-    *it = std::move(watched_.back());
-    watched_.pop_back();
+    remove_as_beanstalkd(watched_, it);
     count_watch(name, -1);
   }
   return watched_.size();
