@@ -32,6 +32,10 @@ packages=(
   file              # cpack reads the binaries' types with it (make deb)
   libjs-chart.js    # Chart.js, built into delayqd's web dashboard
   chromium          # headless Chromium: the dashboard's browser test (tests/dashboard)
+  php-cli           # the PHP clients' scenarios (tests/clients): Pheanstalk and Symfony
+  php-pda-pheanstalk  # Messenger's beanstalkd transport, unmodified, from Debian
+  php-symfony-beanstalkd-messenger
+  ruby-beaneater    # the Ruby client's scenario (tests/clients), with Debian's ruby
 )
 
 missing=()

@@ -876,7 +876,7 @@ Status Engine::pause_tube(std::string_view name, Seconds pause) {
   t.pause_until_steady_ms = 0;
   if (pause.count() > 0) {
     t.pause_until_steady_ms =
-        later(steady_now(), std::min<std::int64_t>(pause.count(), 1LL << 40) * 1000);
+        steady_after(Millis{std::min<std::int64_t>(pause.count(), 1LL << 40) * 1000});
     pauses_.emplace(t.pause_until_steady_ms, it->second);
   } else {
     ready_changed(it->second);

@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
-# run-client-test.sh DELAYQD CLIENT_DIR WORK_DIR — installs a third-party client from npm into
-# WORK_DIR (once), starts DELAYQD on a free loopback port with a fresh data directory, runs the
-# client's scenario.js against it, and stops the server by its PID. Exit status: the scenario's;
-# 77 (CTest's skip) when the npm registry cannot be reached to install the client.
+# run-client-test.sh DELAYQD SCENARIO [WORK_DIR] — runs a third-party beanstalkd client's scenario
+# against delayqd: starts DELAYQD on a free loopback port with a fresh data directory, runs
+# SCENARIO PORT with the interpreter its extension names, and stops the server by its PID.
+#   .js   node; the client comes from npm, installed (locked) into WORK_DIR on first run
+#   .php  php (Debian's php-pda-pheanstalk and php-symfony-beanstalkd-messenger)
+#   .rb   ruby (Debian's ruby-beaneater)
+# Exit status: the scenario's; 77 (CTest's skip) when the npm registry cannot be reached to
+# install an npm client. The Debian clients are installed by scripts/install-deps.sh.
 set -euo pipefail
-delayqd=$1 client=$2 work=$3
-"$(dirname "$0")/../support/npm-install.sh" "$client" "$work" "the client" || exit $?
-cp "$client/scenario.js" "$work/"
+delayqd=$1 scenario=$2 work=${3:-}
+case $scenario in
+  *.js) "$(dirname "$0")/../support/npm-install.sh" "$(dirname "$scenario")" "$work" "the client" ||
+          exit $?
+        cp "$scenario" "$work/"
+        run=(node "$work/$(basename "$scenario")") ;;
+  *.php) run=(php "$scenario") ;;
+  *.rb) run=(ruby "$scenario") ;;
+  *) echo "run-client-test: no interpreter for $scenario"; exit 2 ;;
+esac
+command -v "${run[0]}" >/dev/null ||
+  { echo "${run[0]} is needed (scripts/install-deps.sh installs it)"; exit 1; }
 data=$(mktemp -d)
 out="$data/stdout"
-"$delayqd" -p 0 -b "$data/db" >"$out" 2>"$data/stderr" &
+"$delayqd" -p 0 -b "$data/db" --http off >"$out" 2>"$data/stderr" &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$data"' EXIT
 port=""
@@ -19,4 +32,4 @@ for _ in $(seq 1 100); do
   sleep 0.05
 done
 [ -n "$port" ] || { echo "delayqd did not start:"; cat "$data/stderr"; exit 1; }
-node "$work/scenario.js" "$port"
+"${run[@]}" "$port"
