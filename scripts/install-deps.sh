@@ -35,7 +35,8 @@ packages=(
   php-cli           # the PHP clients' scenarios (tests/clients): Pheanstalk and Symfony
   php-pda-pheanstalk  # Messenger's beanstalkd transport, unmodified, from Debian
   php-symfony-beanstalkd-messenger
-  ruby-beaneater    # the Ruby client's scenario (tests/clients), with Debian's ruby
+  ruby              # the Ruby client's scenario (tests/clients): beaneater, from Debian
+  ruby-beaneater    # (which does not depend on ruby itself)
 )
 
 missing=()
