@@ -13,6 +13,7 @@
 declare(strict_types=1);
 
 require_once '/usr/share/php/Pheanstalk/autoload.php';
+require_once __DIR__ . '/../scenario-common.php';
 
 use Pheanstalk\Command\AbstractCommand;
 use Pheanstalk\Connection;
@@ -23,34 +24,6 @@ use Pheanstalk\JobId;
 use Pheanstalk\Pheanstalk;
 use Pheanstalk\Response\ArrayResponse;
 use Pheanstalk\SocketFactory;
-
-function fail(string $why): never
-{
-    fwrite(STDERR, "FAIL: $why\n");
-    exit(1);
-}
-
-if ($argc !== 2 || !ctype_digit($argv[1])) {
-    fwrite(STDERR, "usage: php scenario.php PORT\n");
-    exit(2);
-}
-$port = (int) $argv[1];
-
-// The whole run is bounded: a blocking read is interrupted (no SA_RESTART) and the handler fails.
-pcntl_async_signals(true);
-pcntl_signal(SIGALRM, function () {
-    fail('scenario did not finish in 25 s');
-}, false);
-pcntl_alarm(25);
-set_error_handler(function (int $no, string $msg, string $file, int $line) {
-    if (!(error_reporting() & $no)) {
-        return false;  // silenced with @ (the client does so for its socket calls)
-    }
-    fail("PHP error $msg at $file:$line");
-});
-set_exception_handler(function (\Throwable $e) {
-    fail('unexpected ' . get_class($e) . ': ' . $e->getMessage() . ' at ' . $e->getFile() . ':' . $e->getLine());
-});
 
 /** reserve-job <id>: Pheanstalk 4.0.4 has no method for it; its parser mirrors ReserveCommand's. */
 final class ReserveJobCommand extends AbstractCommand implements ResponseParserInterface

@@ -14,6 +14,7 @@
 declare(strict_types=1);
 
 require_once '/usr/share/php/Symfony/Component/Messenger/Bridge/Beanstalkd/autoload.php';
+require_once __DIR__ . '/../scenario-common.php';
 
 use Pheanstalk\Pheanstalk;
 use Symfony\Component\Messenger\Bridge\Beanstalkd\Transport\BeanstalkdReceivedStamp;
@@ -24,33 +25,6 @@ use Symfony\Component\Messenger\Envelope;
 use Symfony\Component\Messenger\Exception\TransportException;
 use Symfony\Component\Messenger\Stamp\DelayStamp;
 use Symfony\Component\Messenger\Transport\Serialization\PhpSerializer;
-
-function fail(string $why): never
-{
-    fwrite(STDERR, "FAIL: $why\n");
-    exit(1);
-}
-
-if ($argc !== 2 || !ctype_digit($argv[1])) {
-    fwrite(STDERR, "usage: php scenario.php PORT\n");
-    exit(2);
-}
-$port = (int) $argv[1];
-
-pcntl_async_signals(true);
-pcntl_signal(SIGALRM, function () {
-    fail('scenario did not finish in 25 s');
-}, false);
-pcntl_alarm(25);
-set_error_handler(function (int $no, string $msg, string $file, int $line) {
-    if (!(error_reporting() & $no)) {
-        return false;  // silenced with @ (the client does so for its socket calls)
-    }
-    fail("PHP error $msg at $file:$line");
-});
-set_exception_handler(function (\Throwable $e) {
-    fail('unexpected ' . get_class($e) . ': ' . $e->getMessage() . ' at ' . $e->getFile() . ':' . $e->getLine());
-});
 
 final class Ping
 {
@@ -232,13 +206,13 @@ check(getOne($crashB, 'get while it is held') === null, 'the orphan message was 
 unset($crashA);   // frees its Pheanstalk socket: the connection closes
 gc_collect_cycles();
 $back = null;
-for ($i = 0; $i < 20 && $back === null; $i++) {
+for ($i = 0; $i < 200 && $back === null; $i++) {
     $back = getOne($crashB, 'get after the holder went away');
     if ($back === null) {
         usleep(10000);
     }
 }
-check($back !== null && jobId($back) === jobId($held), 'the message of a closed consumer did not come back within 0.2 s');
+check($back !== null && jobId($back) === jobId($held), 'the message of a closed consumer did not come back within 2 s');
 $crashB->ack($back);
 
 // A message over the server's 65535-byte limit is refused: TransportException from JOB_TOO_BIG.
