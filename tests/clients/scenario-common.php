@@ -1,6 +1,6 @@
 <?php
-// What the PHP scenarios share: fail(), the PORT argument ($port), a bound on the whole run, and
-// PHP errors and uncaught exceptions turned into a FAIL. Usage: require_once it first.
+// What the PHP scenarios share: fail(), check() and same(), the PORT argument ($port), a bound on
+// the whole run, and PHP errors and uncaught exceptions turned into a FAIL. Usage: require_once it first.
 
 declare(strict_types=1);
 
@@ -8,6 +8,20 @@ function fail(string $why): never
 {
     fwrite(STDERR, "FAIL: $why\n");
     exit(1);
+}
+
+function check(bool $ok, string $why): void
+{
+    if (!$ok) {
+        fail($why);
+    }
+}
+
+function same($got, $want, string $what): void
+{
+    if ($got !== $want) {
+        fail("$what: got " . var_export($got, true) . ', want ' . var_export($want, true));
+    }
 }
 
 if ($argc !== 2 || !ctype_digit($argv[1])) {

@@ -52,20 +52,6 @@ final class ReserveJobCommand extends AbstractCommand implements ResponseParserI
     }
 }
 
-function check(bool $ok, string $why): void
-{
-    if (!$ok) {
-        fail($why);
-    }
-}
-
-function same($got, $want, string $what): void
-{
-    if ($got !== $want) {
-        fail("$what: got " . var_export($got, true) . ', want ' . var_export($want, true));
-    }
-}
-
 /** Runs $fn, which must throw $class (or a subclass); returns the exception's message. */
 function throws(string $class, callable $fn, string $what): string
 {

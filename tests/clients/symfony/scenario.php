@@ -36,20 +36,6 @@ final class Ping
     }
 }
 
-function check(bool $ok, string $why): void
-{
-    if (!$ok) {
-        fail($why);
-    }
-}
-
-function same($got, $want, string $what): void
-{
-    if ($got !== $want) {
-        fail("$what: got " . var_export($got, true) . ', want ' . var_export($want, true));
-    }
-}
-
 /** get() must give at most one envelope; returns it or null. */
 function getOne(BeanstalkdTransport $t, string $what): ?Envelope
 {
