@@ -32,9 +32,9 @@ packages=(
   file              # cpack reads the binaries' types with it (make deb)
   libjs-chart.js    # Chart.js, built into delayqd's web dashboard
   chromium          # headless Chromium: the dashboard's browser test (tests/dashboard)
-  php-cli           # the PHP clients' scenarios (tests/clients): Pheanstalk and Symfony
-  php-pda-pheanstalk  # Messenger's beanstalkd transport, unmodified, from Debian
-  php-symfony-beanstalkd-messenger
+  php-cli           # runs the PHP clients' scenarios (tests/clients), unmodified from Debian:
+  php-pda-pheanstalk  # Pheanstalk
+  php-symfony-beanstalkd-messenger  # Symfony Messenger's beanstalkd transport
   ruby              # the Ruby client's scenario (tests/clients): beaneater, from Debian
   ruby-beaneater    # (which does not depend on ruby itself)
 )
