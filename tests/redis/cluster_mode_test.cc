@@ -9,15 +9,18 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 #include <thread>
 
 #include "protocol/server_process.h"
 #include "redis_servers.h"
+#include "support/seed.h"
 
 namespace delayq::testing {
 namespace {
@@ -131,6 +134,66 @@ TEST_F(ClusterModeTest, AClosedConnectionsJobGoesToAWorkerOnTheOtherNode) {
   const auto started = Clock::now();
   EXPECT_EQ(other.reply(Millis{6000}), job_reply("RESERVED", *id, "work"));
   EXPECT_LT(Clock::now() - started, 2s);
+}
+
+// Reserves take jobs in (priority, id) order across shards, through either node: each node
+// knows every shard's best job of a tube (from the shards' answers and from the messages the
+// others' calls publish), tries the best shard first, and a shard whose best was taken meanwhile
+// answers so. Jobs put one round trip at a time land in different shards.
+TEST_F(ClusterModeTest, ReservesTakeTheBestJobOfEveryShardInPriorityOrder) {
+  const auto prefix = unique_prefix(dir_);
+  auto a = node(dir_, seeds_, prefix);
+  auto b = node(dir_, seeds_, prefix);
+  ASSERT_EQ(a->start(), "");
+  ASSERT_EQ(b->start(), "");
+  Client on_a(a->port());
+  Client on_b(b->port());
+  std::mt19937_64 random(test_seed());
+  std::vector<std::uint32_t> priorities(60);
+  for (std::size_t i = 0; i < priorities.size(); ++i) {
+    priorities[i] = static_cast<std::uint32_t>(100 + 3 * i);
+  }
+  std::shuffle(priorities.begin(), priorities.end(), random);
+  // priority -> id, in the order reserves must take them
+  std::map<std::uint32_t, std::uint64_t> pending;
+  std::set<std::uint64_t> shards;
+  auto put_through = [&](Client& client, std::size_t from, std::size_t to) {
+    for (std::size_t i = from; i < to; ++i) {
+      const std::string tube = i % 2 == 0 ? "p1" : "p2";  // two tubes, one watch list
+      ASSERT_EQ(client.call("use " + tube + "\r\n"), "USING " + tube + "\r\n");
+      const auto id = inserted_id(client.call(put_command("j", priorities[i])));
+      ASSERT_TRUE(id);
+      pending[priorities[i]] = *id;
+      shards.insert(*id % 128);
+    }
+  };
+  auto take_in_order = [&](Client& worker, std::size_t count, const std::string& who) {
+    for (std::size_t n = 0; n < count; ++n) {
+      ASSERT_FALSE(pending.empty());
+      const auto [priority, id] = *pending.begin();
+      EXPECT_EQ(worker.call("reserve-with-timeout 5\r\n", Millis{15000}),
+                job_reply("RESERVED", id, "j"))
+          << who << ", reserve " << n << ": the job of priority " << priority;
+      EXPECT_EQ(worker.call("delete " + std::to_string(id) + "\r\n"), "DELETED\r\n");
+      pending.erase(pending.begin());
+    }
+  };
+  for (Client* worker : {&on_a, &on_b}) {
+    ASSERT_EQ(worker->call("watch p1\r\n"), "WATCHING 2\r\n");
+    ASSERT_EQ(worker->call("watch p2\r\n"), "WATCHING 3\r\n");
+  }
+  put_through(on_a, 0, 40);
+  EXPECT_GE(shards.size(), 20u);  // the default 128 shards, one put a turn: spread out
+  // B has looked at no shard yet: it asks them all, and takes the best ten.
+  take_in_order(on_b, 10, "through B");
+  // A knows the best of each shard as its puts left them: where B took it, the shard says so.
+  take_in_order(on_a, 10, "through A");
+  // Puts through B, some better than every job left: A learns of them from B's messages.
+  put_through(on_b, 40, 60);
+  std::this_thread::sleep_for(500ms);  // messages cross the cluster bus (milliseconds)
+  take_in_order(on_a, 20, "through A, after B's puts");
+  take_in_order(on_b, pending.size(), "through B, the rest");
+  EXPECT_EQ(on_a.call("reserve-with-timeout 0\r\n"), "TIMED_OUT\r\n");
 }
 
 TEST_F(ClusterModeTest, ADeadNodesShardsFireWithinTheLeaseNeverEarly) {

@@ -1,7 +1,7 @@
 -- jobs.lua — every change to a shard's jobs, as one atomic call (docs/redis-mode.md). Loaded
 -- into Redis as a function library (redis::Script adds the name and registers run()), so that
 -- what is defined here is made once per load, not at every call.
--- Called as FCALL <name> 14 <the shard's keys> <op> <args...>: every key of the shard, always
+-- Called as FCALL <name> 14 <the shard's keys> <op> <args...> <node>: every key of the shard, always
 -- all of them and in this order, so that Redis sees every key a call may touch. They share
 -- the shard's hash tag, "<prefix>:{<shard>}" (the prefix is "dq" unless configured; it names
 -- the events channel too), hence one slot; and while a slot migrates, Redis runs a script only
@@ -28,7 +28,9 @@
 -- reserves, timeouts, releases, buries, kicks; then tube, key, group, holder as '>I4' length +
 -- bytes; then the body, to the end.
 --
--- Replies: {'ok', ...} or {'<error>', message}: notfound, conflict, exists, fenced.
+-- Replies: {<the op's reply>, <readied>}, where the op's reply is {'ok', ...} or {'<error>',
+-- message} (notfound, conflict, exists, fenced, worse), and readied lists {tube, head} for each
+-- tube whose best ready job in the shard the call made better (as the events channel says).
 
 -- The call's arguments and keys, set by run() at each call.
 local ARGV, base, EVENTS, SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH
@@ -77,6 +79,10 @@ local function first(zset, tube, n)
   return redis.call('ZRANGEBYLEX', zset, '[' .. tube .. '\0', '(' .. tube .. '\1', 'LIMIT', 0, n)
 end
 local function id_of(member) return tonumber(string.sub(member, -16)) end
+-- A ready job's place in its tube's order, as nodes compare the shards' best: 'priority:id'.
+local function head_of(tube, member)
+  return string.format('%d:%d', tonumber(string.sub(member, #tube + 2, #tube + 11)), id_of(member))
+end
 
 local function decode(rec)
   local j = {}
@@ -103,7 +109,12 @@ local timers   -- member -> score, for ZADD t
 local readies  -- member -> true, for ZADD r
 local counters -- tube \0 counter -> change, for HINCRBY c
 local seen     -- tube -> true, for SADD tubes
-local nonempty -- tube -> true once its ready set is known not empty in this call
+-- Tubes whose best ready job in the shard this call made better (or made at all), each with
+-- that job's head_of(): published for every node, and answered to the calling node with the
+-- op's reply, so that it need not wait for the message. (Filled by flush(), after the op.)
+local readied
+-- The node making the call (its last argument): its name in the message lets it skip its own.
+local caller
 
 local function load(id)
   local field = fid(id)
@@ -163,8 +174,23 @@ local function flush()
       redis.call('PUBLISH', EVENTS, 't ' .. base .. ' ' .. string.format('%d', earliest))
     end
   end
+  -- The best new ready job of each tube, against the best the shard holds before they are added:
+  -- where it is better, nodes learn of it, so that a reserve takes the best job of every shard.
+  local best = {}
   list = {}
-  for member in pairs(readies) do table.insert(list, 0); table.insert(list, member) end
+  for member in pairs(readies) do
+    table.insert(list, 0); table.insert(list, member)
+    local tube = string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
+    if not best[tube] or member < best[tube] then best[tube] = member end
+  end
+  for tube, member in pairs(best) do
+    local head = first(R, tube, 1)[1]
+    if not head or member < head then
+      local h = head_of(tube, member)
+      redis.call('PUBLISH', EVENTS, 'r ' .. base .. ' ' .. tube .. ' ' .. (caller or '-') .. ' ' .. h)
+      table.insert(readied, {tube, h})
+    end
+  end
   in_chunks('ZADD', R, list)
   for name, by in pairs(counters) do
     if by ~= 0 then redis.call('HINCRBY', C, name, by) end
@@ -174,23 +200,7 @@ local function flush()
   in_chunks('SADD', TUBES, list)
 end
 
--- Tubes whose ready set this call made non-empty: published for every node, and answered to
--- the caller (fire, put), whose node need not wait for the message.
-local readied
--- The node making a call whose answer lists `readied` (put, putmany, fire): it learns of them
--- from the answer, and its name in the message lets it skip its own. (Set by those ops.)
-local caller
-
-local function make_ready(tube, pri, id)
-  if not nonempty[tube] then
-    if #first(R, tube, 1) == 0 then
-      redis.call('PUBLISH', EVENTS, 'r ' .. base .. ' ' .. tube .. (caller and (' ' .. caller) or ''))
-      table.insert(readied, tube)
-    end
-    nonempty[tube] = true
-  end
-  readies[rmember(tube, pri, id)] = true
-end
+local function make_ready(tube, pri, id) readies[rmember(tube, pri, id)] = true end
 
 -- Takes the job out of wherever its state keeps it (not the record, key or group).
 local function unlink(j)
@@ -357,72 +367,80 @@ local function put_one(a, now, seq, shards, shard)
   return {'ok', id, due, replaced}
 end
 
--- put shards shard node <9 arguments>: one job; {'ok', id, due, replaced, now, <tubes made
--- ready>} or a refusal as put_one() answers it.
+-- put shards shard <9 arguments>: one job; {'ok', id, due, replaced, now} or a refusal as
+-- put_one() answers it.
 ops.put = function()
   local now = now_ms()
-  caller = ARGV[4]
-  local r = put_one(5, now, redis.call('INCR', SEQ), ARGV[2] + 0, ARGV[3] + 0)
-  if r[1] == 'ok' then r[5] = now; r[6] = readied end
+  local r = put_one(4, now, redis.call('INCR', SEQ), ARGV[2] + 0, ARGV[3] + 0)
+  if r[1] == 'ok' then r[5] = now end
   return r
 end
 
--- putmany shards shard node <9 arguments>...: several jobs of one shard in one call (a node sends
--- together the puts that arrive together); {'ok', now, <put_one()'s reply>..., <tubes made
--- ready>}. A put refused (exists, conflict) leaves its number unused.
+-- putmany shards shard <9 arguments>...: several jobs of one shard in one call (a node sends
+-- together the puts that arrive together); {'ok', now, <put_one()'s reply>...}. A put refused
+-- (exists, conflict) leaves its number unused.
 ops.putmany = function()
   local now = now_ms()
   local out = {'ok', now}
-  local n = (#ARGV - 4) / 9
+  local n = (#ARGV - 3) / 9
   local shards, shard = ARGV[2] + 0, ARGV[3] + 0
-  caller = ARGV[4]
   local seq = redis.call('INCRBY', SEQ, n) - n
-  for a = 5, #ARGV, 9 do
+  for a = 4, #ARGV, 9 do
     seq = seq + 1
     out[#out + 1] = put_one(a, now, seq, shards, shard)
   end
-  out[#out + 1] = readied
   return out
 end
 
--- reserve holder tube... : the best (priority, id) ready job of the tubes in this shard that
--- are not paused.
--- The reply is reply()'s and a sixth element: 1 if the shard still holds a ready job of one of
--- the tubes (the node then wakes more of its waiting reserves), else 0.
+-- The best ready job of each tube named from ARGV[from] on, as head_of() gives it ('' for none,
+-- or for a paused tube): what a node keeps of the shard, to try the best shard first.
+local function heads(from, now)
+  local out = {}
+  for i = from, #ARGV do
+    local h = ''
+    if tonumber(redis.call('HGET', P, ARGV[i]) or '0') <= now then
+      local member = first(R, ARGV[i], 1)[1]
+      if member then h = head_of(ARGV[i], member) end
+    end
+    out[#out + 1] = h
+  end
+  return out
+end
+
+-- reserve holder bound tube... : the best (priority, id) ready job of the tubes in this shard
+-- that are not paused, unless it is worse than bound ('priority:id', the best the node knows
+-- of in the other shards; '' for none): then {'worse', message, heads}. The reply is reply()'s
+-- and a sixth element, the tubes' heads() after the reserve; 'notfound' carries them third.
 ops.reserve = function()
-  local best, best_score, best_tube
+  local best, best_score
   local now = now_ms()
-  local open = {} -- the tubes not paused
-  for i = 3, #ARGV do
-    local paused = tonumber(redis.call('HGET', P, ARGV[i]) or '0')
-    local head = {}
-    if paused <= now then head = first(R, ARGV[i], 1); table.insert(open, ARGV[i]) end
-    if head[1] then
-      -- (priority, id), as digits of fixed width after the tube: compared as one string
-      local score = string.sub(head[1], #ARGV[i] + 2)
-      if not best or score < best_score then best, best_score, best_tube = head[1], score, ARGV[i] end
+  for i = 4, #ARGV do
+    if tonumber(redis.call('HGET', P, ARGV[i]) or '0') <= now then
+      local head = first(R, ARGV[i], 1)[1]
+      if head then
+        -- (priority, id), as digits of fixed width after the tube: compared as one string
+        local score = string.sub(head, #ARGV[i] + 2)
+        if not best or score < best_score then best, best_score = head, score end
+      end
     end
   end
-  if not best then return {'notfound', 'no ready job'} end
+  if not best then return {'notfound', 'no ready job', heads(4, now)} end
+  if ARGV[3] ~= '' then
+    local pri, id = string.match(ARGV[3], '^(%d+):(%d+)$')
+    if best_score > string.format('%010d', tonumber(pri)) .. '\0' .. pad(tonumber(id)) then
+      return {'worse', 'a better job in another shard', heads(4, now)}
+    end
+  end
   local j = load(id_of(best))
   move(j, now, take(ARGV[2], now))
   local r = reply(j, now)
-  r[6] = 0
-  for _, tube in ipairs(open) do
-    if #first(R, tube, 1) > 0 then r[6] = 1; break end
-  end
+  r[6] = heads(4, now)
   return r
 end
 
--- probe tube...: 1 if one of the tubes (not paused) has a ready job in this shard, else 0.
+-- probe tube...: {'ok', heads} of the tubes in this shard.
 ops.probe = function()
-  local now = now_ms()
-  for i = 2, #ARGV do
-    if tonumber(redis.call('HGET', P, ARGV[i]) or '0') <= now and #first(R, ARGV[i], 1) > 0 then
-      return {'ok', 1}
-    end
-  end
-  return {'ok', 0}
+  return {'ok', heads(2, now_ms())}
 end
 
 -- reserve_job holder id: any state but reserved.
@@ -458,7 +476,9 @@ local function held(id, holder, reservation)
   return j
 end
 
--- release holder id pri(or '') delay_ms reservation(or '')
+-- release holder id pri(or '') delay_ms(or '') reservation(or ''). Without a delay the job is
+-- given back, as when its holder's connection closes: ready again (or buried, if its attempts
+-- are used), and neither its releases nor its delay change, as in beanstalkd.
 ops.release = function()
   local j, err = held(tonumber(ARGV[3]), ARGV[2], ARGV[6])
   if not j then return err end
@@ -468,6 +488,8 @@ ops.release = function()
   if ARGV[4] ~= '' then j.pri = tonumber(ARGV[4]) end
   if ends_in_bury(j) then
     j.state = BURIED; j.buries = j.buries + 1
+  elseif ARGV[5] == '' then
+    j.state = READY; j.due = now
   else
     j.releases = j.releases + 1
     local delay = tonumber(ARGV[5])
@@ -533,7 +555,24 @@ ops.kick_job = function()
   return reply(j, now)
 end
 
--- kick tube state bound: up to bound buried (oldest first) or delayed (earliest due) jobs.
+-- kickable tube state n: the first n buried (state 'buried') or delayed jobs of the tube, in the
+-- order kick takes them: {'ok', {id, order}...}, the order being the id for a buried job and the
+-- due time for a delayed one. A node asks every shard, and kicks the first of all.
+ops.kickable = function()
+  local tube, state, n = ARGV[2], ARGV[3], tonumber(ARGV[4])
+  local out = {}
+  if state == 'buried' then
+    for _, member in ipairs(first(B, tube, n)) do
+      local id = string.format('%d', id_of(member))
+      table.insert(out, {id, id})
+    end
+  else
+    for _, j in ipairs(delayed_of(tube, n)) do table.insert(out, {fid(j.id), us(j.due)}) end
+  end
+  return {'ok', out}
+end
+
+-- kick tube state bound: up to bound buried (lowest id first) or delayed (earliest due) jobs.
 ops.kick = function()
   local tube, state, bound = ARGV[2], ARGV[3], tonumber(ARGV[4])
   local now = now_ms()
@@ -645,7 +684,7 @@ local function timer_of(j)
   return j.due
 end
 
--- fire epoch limit node: as the shard's owner (the epoch must be the lease's), moves due delayed jobs
+-- fire epoch limit: as the shard's owner (the epoch must be the lease's), moves due delayed jobs
 -- to ready and lapses reserved jobs past their TTR, at most `limit`; replies with how many, the
 -- next timer to the microsecond (or -1) and the present, by Redis's clock: never early by the
 -- only clock all nodes share. The set's scores are whole milliseconds, rounded up (a sorted set
@@ -653,7 +692,6 @@ end
 -- the present millisecond moves only once its record's time has come.
 ops.fire = function()
   if redis.call('GET', EPOCH) ~= ARGV[2] then return {'fenced', 'not the owner'} end
-  caller = ARGV[4]
   local now = now_ms()
   local due = redis.call('ZRANGEBYSCORE', T, '-inf', math.ceil(now), 'LIMIT', 0, tonumber(ARGV[3]))
   local late = {}
@@ -686,7 +724,7 @@ ops.fire = function()
     local j = load(tonumber(head[1]))
     next = us(j and timer_of(j) or tonumber(head[2]))
   end
-  return {'ok', moved, next, us(now), late, readied}
+  return {'ok', moved, next, us(now), late}
 end
 
 -- overdue: the shard's earliest timer (or -1) and the present, by Redis's clock. Any node may
@@ -730,18 +768,18 @@ end
 
 local function run(keys, args)
   ARGV = args
+  caller = table.remove(ARGV)
   base = string.gsub(keys[1], ':seq$', '')
   EVENTS = string.match(base, '^[^:]*') .. ':events'
   SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH = keys[1], keys[2], keys[3], keys[4],
     keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12], keys[13], keys[14]
   clock, clock_ms = nil, nil
-  readied, records, timers, readies, counters, seen, nonempty, names = {}, {}, {}, {}, {}, {}, {}, {}
-  caller = nil
+  readied, records, timers, readies, counters, seen, names = {}, {}, {}, {}, {}, {}, {}
   local handler = ops[args[1]]
   if not handler then
     return redis.error_reply('ERR delayq: unknown operation ' .. tostring(args[1]))
   end
   local result = handler()
   flush()
-  return result
+  return {result, readied}
 end

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
 #include <cstring>
 
 #include "redis/slot.h"
@@ -140,6 +141,44 @@ std::string new_record_tail(std::uint32_t ttr_seconds, std::string_view tube, st
   put_text(out, "");  // the holder
   out.append(body);
   return out;
+}
+
+Head Head::parse(std::string_view text) {
+  Head head;
+  if (text.empty()) {
+    head.kind = Kind::kNone;
+    return head;
+  }
+  const auto colon = text.find(':');
+  if (colon == std::string_view::npos) return head;
+  const char* end = text.data() + text.size();
+  const auto [p, e1] = std::from_chars(text.data(), text.data() + colon, head.priority);
+  const auto [q, e2] = std::from_chars(text.data() + colon + 1, end, head.id);
+  if (e1 != std::errc() || e2 != std::errc() || p != text.data() + colon || q != end) return {};
+  head.kind = Kind::kKnown;
+  return head;
+}
+
+std::string Head::text() const {
+  if (kind == Kind::kNone) return "";
+  if (kind == Kind::kUnknown) return "?";
+  return std::to_string(priority) + ":" + std::to_string(id);
+}
+
+bool Head::before(const Head& other) const {
+  return known() && other.known() &&
+         (priority < other.priority || (priority == other.priority && id < other.id));
+}
+
+Head after_message(const Head& known, const Head& told) {
+  return known.before(told) ? known : told;
+}
+
+Head after_answer(const Head& known, const Head& told, bool told_since) {
+  if (!told_since) return told;
+  if (known.kind == Head::Kind::kUnknown) return known;
+  if (told.known() && (!known.known() || told.before(known))) return told;
+  return known;
 }
 
 }  // namespace delayq::redis_broker

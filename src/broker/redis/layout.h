@@ -70,4 +70,32 @@ struct Record {
                                           std::string_view key, std::string_view group,
                                           std::string_view body);
 
+// What a node knows of a tube's best ready job in one shard (the head of the tube's part of the
+// shard's ready set), so that a reserve tries the shard holding the best job first: none, may
+// hold one (not known which), or the best one's (priority, id). jobs.lua writes a head as
+// "priority:id", "" for none.
+struct Head {
+  enum class Kind : std::uint8_t { kNone, kUnknown, kKnown };
+  Kind kind = Kind::kUnknown;
+  std::uint32_t priority = 0;
+  JobId id = 0;
+
+  // "" is none; "priority:id" known; anything else unknown (a message of an older node says
+  // only that the tube has ready jobs).
+  [[nodiscard]] static Head parse(std::string_view text);
+  [[nodiscard]] std::string text() const;  // as parse() reads it
+  [[nodiscard]] bool known() const { return kind == Kind::kKnown; }
+  // Reserved before `other`: both known, the smaller (priority, id).
+  [[nodiscard]] bool before(const Head& other) const;
+};
+
+// A message: `told` became the shard's best job of the tube. Messages announce only better
+// jobs, so it stands, unless the node already knows of a better one (which a reserve elsewhere
+// may have taken: the reserve that tries it learns so from the shard's answer).
+[[nodiscard]] Head after_message(const Head& known, const Head& told);
+// A shard's answer to a call of this node (reserve, probe): the head as the call left it. It
+// replaces what is known, unless a message came while the call was on its way (`told_since`):
+// then the better of the two stands, and an unknown head stays unknown.
+[[nodiscard]] Head after_answer(const Head& known, const Head& told, bool told_since);
+
 }  // namespace delayq::redis_broker

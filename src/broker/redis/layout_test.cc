@@ -79,5 +79,63 @@ TEST(RedisLayoutTest, ATruncatedRecordIsCorrupt) {
   EXPECT_EQ(record.status().code(), Code::kCorruption);
 }
 
+TEST(RedisHeadTest, ParsesWhatJobsLuaWrites) {
+  EXPECT_EQ(Head::parse("").kind, Head::Kind::kNone);
+  const Head head = Head::parse("1024:4611686018427387");
+  ASSERT_TRUE(head.known());
+  EXPECT_EQ(head.priority, 1024u);
+  EXPECT_EQ(head.id, 4611686018427387u);
+  EXPECT_EQ(head.text(), "1024:4611686018427387");
+  EXPECT_EQ(Head::parse("4294967295:1").priority, 4294967295u);
+  for (const char* unknown : {"?", "5", "5:", ":5", "5:x", "x:5", "5:5 ", "4294967296:1", "-1:2"}) {
+    EXPECT_EQ(Head::parse(unknown).kind, Head::Kind::kUnknown) << unknown;
+  }
+}
+
+TEST(RedisHeadTest, ThePriorityFirstThenTheId) {
+  const Head a = Head::parse("5:900");
+  const Head b = Head::parse("7:100");
+  const Head c = Head::parse("5:901");
+  EXPECT_TRUE(a.before(b));
+  EXPECT_FALSE(b.before(a));
+  EXPECT_TRUE(a.before(c));
+  EXPECT_FALSE(a.before(a));
+  // Neither none nor unknown is before anything, nor anything before them.
+  for (const Head& other : {Head::parse(""), Head::parse("?")}) {
+    EXPECT_FALSE(a.before(other));
+    EXPECT_FALSE(other.before(a));
+  }
+}
+
+TEST(RedisHeadTest, AMessageStandsUnlessABetterJobIsKnown) {
+  const Head none = Head::parse("");
+  const Head unknown = Head::parse("?");
+  const Head good = Head::parse("1:50");
+  const Head bad = Head::parse("9:10");
+  EXPECT_EQ(after_message(none, bad).text(), "9:10");
+  EXPECT_EQ(after_message(unknown, bad).text(), "9:10");
+  EXPECT_EQ(after_message(bad, good).text(), "1:50");
+  EXPECT_EQ(after_message(good, bad).text(), "1:50");  // taken elsewhere? a reserve will learn it
+  // An older node's message names no job: the shard must be asked.
+  EXPECT_EQ(after_message(good, unknown).kind, Head::Kind::kUnknown);
+}
+
+TEST(RedisHeadTest, AnAnswerReplacesWhatIsKnownUnlessAMessageCameMeanwhile) {
+  const Head none = Head::parse("");
+  const Head unknown = Head::parse("?");
+  const Head good = Head::parse("1:50");
+  const Head bad = Head::parse("9:10");
+  // Nothing came meanwhile: the answer is the shard as the call left it, better or worse.
+  EXPECT_EQ(after_answer(good, bad, false).text(), "9:10");
+  EXPECT_EQ(after_answer(good, none, false).kind, Head::Kind::kNone);
+  EXPECT_EQ(after_answer(unknown, none, false).kind, Head::Kind::kNone);
+  // A message came: which is newer cannot be told, so the better stands.
+  EXPECT_EQ(after_answer(good, bad, true).text(), "1:50");
+  EXPECT_EQ(after_answer(bad, good, true).text(), "1:50");
+  EXPECT_EQ(after_answer(good, none, true).text(), "1:50");
+  EXPECT_EQ(after_answer(none, bad, true).text(), "9:10");
+  EXPECT_EQ(after_answer(unknown, good, true).kind, Head::Kind::kUnknown);
+}
+
 }  // namespace
 }  // namespace delayq::redis_broker

@@ -12,6 +12,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "base/names.h"
@@ -58,6 +59,22 @@ bool is_out_of_memory(const std::string& error) {
 Status error_status(const std::string& error) {
   if (is_out_of_memory(error)) return {Code::kNoSpace, "Redis is out of memory: " + error};
   return {Code::kIOError, "Redis: " + error};
+}
+
+// jobs.lua answers {<the op's reply>, <readied>}; an error of the call itself is not wrapped.
+struct Answer {
+  Reply reply;
+  Reply readied;  // {tube, head} for each tube whose best ready job the call made better
+};
+Answer split_answer(Reply wrapped) {
+  Answer answer;
+  if (wrapped.type == ReplyType::kArray && wrapped.elements.size() == 2) {
+    answer.reply = std::move(wrapped.elements[0]);
+    answer.readied = std::move(wrapped.elements[1]);
+  } else {
+    answer.reply = std::move(wrapped);
+  }
+  return answer;
 }
 
 // A script's reply: {'ok', ...} or {'<error>', message}.
@@ -141,17 +158,20 @@ struct Waiter {
   Callback<broker::Job> done;
   std::unique_ptr<asio::steady_timer> timer;
   bool trying = false;
-  bool again = false;      // a shard became worth trying while it tried
-  bool rescanned = false;  // asked every shard before answering DEADLINE_SOON or TIMED_OUT
+  bool again = false;        // a shard became worth trying while it tried
+  bool probed = false;       // this try asked the shards whose heads were unknown
+  std::uint32_t misses = 0;  // shards this try found with no job as good as the node thought
+  bool rescanned = false;    // asked every shard before answering DEADLINE_SOON or TIMED_OUT
   bool finished = false;
 };
 
-// Which shards may hold ready jobs of a tube: cleared when a reserve finds none there, set by
-// a notification; a generation per shard keeps a notification that overtakes a reserve's
-// "none" from being lost. `trying` counts the reserves of the tube under way in each shard: a
-// notification while one is wakes nobody more (its answer says whether the shard has more).
+// A tube's best ready job in each shard, as the node knows it (a reserve tries the shard with
+// the best first): set by the shards' answers and by messages. A generation per shard tells an
+// answer whether a message came while it was on its way (after_answer()). `trying` counts the
+// reserves of the tube under way in each shard: a message while one is wakes nobody more (its
+// answer says what the shard has left).
 struct Hint {
-  std::vector<char> maybe;
+  std::vector<Head> heads;
   std::vector<std::uint32_t> generation;
   std::vector<std::uint32_t> trying;
 };
@@ -208,19 +228,22 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
 
   // --- waking reserves
   Hint& hint(const std::string& tube);
-  void notify_ready(std::uint32_t shard, const std::string& tube);
+  void notify_ready(std::uint32_t shard, const std::string& tube, const Head& head);
+  void notify_readied(std::uint32_t shard, const Reply& readied);
+  void learn(std::uint32_t shard, const std::vector<std::string>& tubes,
+             const std::vector<std::uint32_t>& generations, const Reply& heads);
+  void forget_heads(Hint& h) { std::fill(h.heads.begin(), h.heads.end(), Head{}); }
+  [[nodiscard]] Head best_of(const std::vector<std::string>& tubes, std::uint32_t shard);
   void wake(const std::string& tube, std::size_t count);
-  bool forget(std::uint32_t shard, const std::vector<std::string>& tubes,
-              const std::vector<std::uint32_t>& generations);
   void pump();
   void try_reserve(const std::shared_ptr<Waiter>& waiter);
-  void attempt(const std::shared_ptr<Waiter>& waiter, std::vector<std::uint32_t> candidates,
-               std::size_t index);
+  void attempt(const std::shared_ptr<Waiter>& waiter);
   void finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> result);
   void give_up(const std::shared_ptr<Waiter>& waiter);
   void probe(const std::shared_ptr<Waiter>& waiter);
-  void probe_shards(std::vector<std::string> tubes,
-                    std::function<void(std::vector<std::uint32_t>)> done);
+  void probe_shards(std::vector<std::string> tubes, std::vector<std::uint32_t> which,
+                    std::function<void(bool)> done);
+  [[nodiscard]] std::vector<std::string> open_tubes(const Waiter& waiter) const;
   void arm(const std::shared_ptr<Waiter>& waiter);
   [[nodiscard]] bool paused(const std::string& tube) const;
 
@@ -291,6 +314,7 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
   const auto slot = redis::key_slot(keys.front());
   std::vector<std::string_view> key_views(keys.begin(), keys.end());
   std::vector<std::string_view> views(args.begin(), args.end());
+  views.push_back(node);  // jobs.lua's run() takes the caller last
   redis::Request request;
   request.slot = slot;
   request.commands.push_back(script.call(key_views, views));
@@ -298,7 +322,7 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
   const bool wait = write && options.wait_for_replica && replicated(slot);
   if (wait)
     request.commands.push_back(Command{"WAIT", "1", std::to_string(options.wait_timeout.count())});
-  client.run(std::move(request), [self = shared_from_this(),
+  client.run(std::move(request), [self = shared_from_this(), shard,
                                   done = std::move(done)](Result<std::vector<Reply>> replies) {
     if (self->closed) return;
     if (!replies.is_ok()) {
@@ -306,9 +330,12 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
       // reserve's timeout.
       return done(Status(Code::kIOError, "Redis: " + replies.status().message()));
     }
-    auto& list = replies.value();
-    if (list.front().is_error()) return done(error_status(list.front().str));
-    done(std::move(list.front()));
+    Answer answer = split_answer(std::move(replies.value().front()));
+    if (answer.reply.is_error()) return done(error_status(answer.reply.str));
+    // The tubes whose best ready job the call made better: this node's waiting reserves learn
+    // of it now, not from the message (which it skips).
+    self->notify_readied(shard, answer.readied);
+    done(std::move(answer.reply));
   });
 }
 
@@ -337,41 +364,37 @@ void Core::flush_puts() {
     for (std::size_t from = 0; from < puts.size(); from += kMostPerCall) {
       const std::size_t count = std::min(kMostPerCall, puts.size() - from);
       if (count == 1) {
-        std::vector<std::string> args = {"put", std::to_string(shards), std::to_string(shard),
-                                         node};
+        std::vector<std::string> args = {"put", std::to_string(shards), std::to_string(shard)};
         args.insert(args.end(), puts[from].args.begin(), puts[from].args.end());
         call(shard, std::move(args), true, std::move(puts[from].done));
         continue;
       }
-      std::vector<std::string> args = {"putmany", std::to_string(shards), std::to_string(shard),
-                                       node};
+      std::vector<std::string> args = {"putmany", std::to_string(shards), std::to_string(shard)};
       auto dones = std::make_shared<std::vector<std::function<void(Result<Reply>)>>>();
       for (std::size_t i = from; i < from + count; ++i) {
         args.insert(args.end(), puts[i].args.begin(), puts[i].args.end());
         dones->push_back(std::move(puts[i].done));
       }
-      call(shard, std::move(args), true,
-           [self = shared_from_this(), shard = shard, dones](Result<Reply> reply) {
-             if (!reply.is_ok() || reply.value().elements.size() != dones->size() + 3) {
-               const Status failed =
-                   reply.is_ok() ? Status(Code::kIOError, "Redis: a putmany reply of " +
-                                                              redis::describe(reply.value()))
-                                 : reply.status();
-               for (auto& done : *dones) done(failed);
-               return;
-             }
-             // {ok, now, <a put's reply>..., <tubes made ready>}: each put that went in gets
-             // the present as a single put's reply has it.
-             auto& elements = reply.value().elements;
-             for (const auto& tube : elements.back().elements) self->notify_ready(shard, tube.str);
-             for (std::size_t i = 0; i < dones->size(); ++i) {
-               Reply& one = elements[i + 2];
-               if (!one.elements.empty() && one.elements[0].str == "ok") {
-                 one.elements.push_back(elements[1]);
-               }
-               (*dones)[i](std::move(one));
-             }
-           });
+      call(shard, std::move(args), true, [dones](Result<Reply> reply) {
+        if (!reply.is_ok() || reply.value().elements.size() != dones->size() + 2) {
+          const Status failed = reply.is_ok()
+                                    ? Status(Code::kIOError, "Redis: a putmany reply of " +
+                                                                 redis::describe(reply.value()))
+                                    : reply.status();
+          for (auto& done : *dones) done(failed);
+          return;
+        }
+        // {ok, now, <a put's reply>...}: each put that went in gets the present as a
+        // single put's reply has it.
+        auto& elements = reply.value().elements;
+        for (std::size_t i = 0; i < dones->size(); ++i) {
+          Reply& one = elements[i + 2];
+          if (!one.elements.empty() && one.elements[0].str == "ok") {
+            one.elements.push_back(elements[1]);
+          }
+          (*dones)[i](std::move(one));
+        }
+      });
     }
   }
 }
@@ -423,23 +446,65 @@ void Core::check_replicas(std::function<void()> done) {
 Hint& Core::hint(const std::string& tube) {
   auto [it, inserted] = hints.try_emplace(tube);
   if (inserted) {
-    it->second.maybe.assign(shards, 1);
+    it->second.heads.assign(shards, Head{});
     it->second.generation.assign(shards, 0);
     it->second.trying.assign(shards, 0);
   }
   return it->second;
 }
 
-// A tube's ready set in a shard stopped being empty (from a call's answer, or another node's
-// message). One waiting reserve goes to see, not all of them: at a job at a time, every other
-// would find nothing, a call each. A reserve that takes a job wakes two others if its shard
-// holds more, one if any shard may (attempt()), so a burst reaches every waiter in a few rounds.
-void Core::notify_ready(std::uint32_t shard, const std::string& tube) {
+// A tube's ready set in a shard gained a job better than its best (from a call's answer, or
+// another node's message). One waiting reserve goes to see, not all of them: at a job at a
+// time, every other would find nothing, a call each. A reserve that takes a job wakes two others
+// if its shard holds more, one if any shard may (attempt()), so a burst reaches every waiter in
+// a few rounds.
+void Core::notify_ready(std::uint32_t shard, const std::string& tube, const Head& head) {
   if (shard >= shards) return;
   Hint& h = hint(tube);
-  h.maybe[shard] = 1;
+  h.heads[shard] = after_message(h.heads[shard], head);
   ++h.generation[shard];
   if (h.trying[shard] == 0) wake(tube, 1);
+}
+
+// A call's answer lists the tubes whose best ready job in the shard it made better: {tube, head}.
+void Core::notify_readied(std::uint32_t shard, const Reply& readied) {
+  for (const auto& pair : readied.elements) {
+    if (pair.elements.size() == 2) {
+      notify_ready(shard, pair.elements[0].str, Head::parse(pair.elements[1].str));
+    }
+  }
+}
+
+// A shard's answer to a call made when the tubes' generations there were `generations`: its
+// heads of those tubes, in their order ("priority:id", "" for none).
+void Core::learn(std::uint32_t shard, const std::vector<std::string>& tubes,
+                 const std::vector<std::uint32_t>& generations, const Reply& heads) {
+  if (heads.elements.size() != tubes.size()) return;
+  for (std::size_t i = 0; i < tubes.size(); ++i) {
+    Hint& h = hint(tubes[i]);
+    h.heads[shard] = after_answer(h.heads[shard], Head::parse(heads.elements[i].str),
+                                  h.generation[shard] != generations[i]);
+  }
+}
+
+// The best job of the tubes in the shard, as known: unknown if any tube's is.
+Head Core::best_of(const std::vector<std::string>& tubes, std::uint32_t shard) {
+  Head best;
+  best.kind = Head::Kind::kNone;
+  for (const auto& tube : tubes) {
+    const Head& head = hint(tube).heads[shard];
+    if (head.kind == Head::Kind::kUnknown) return head;
+    if (head.known() && (!best.known() || head.before(best))) best = head;
+  }
+  return best;
+}
+
+std::vector<std::string> Core::open_tubes(const Waiter& waiter) const {
+  std::vector<std::string> tubes;
+  for (const auto& tube : waiter.tubes) {
+    if (!paused(tube)) tubes.push_back(tube);
+  }
+  return tubes;
 }
 
 // Up to `count` reserves waiting on the tube try the shards that may hold jobs, the longest
@@ -481,92 +546,93 @@ void Core::pump() {
 }
 
 void Core::try_reserve(const std::shared_ptr<Waiter>& waiter) {
-  std::vector<std::uint32_t> candidates;
-  const std::uint32_t start = next_shard();
-  for (std::uint32_t i = 0; i < shards; ++i) {
-    const std::uint32_t shard = (start + i) % shards;
-    for (const auto& tube : waiter->tubes) {
-      if (!paused(tube) && hint(tube).maybe[shard]) {
-        candidates.push_back(shard);
-        break;
-      }
-    }
-  }
-  if (candidates.empty()) return give_up(waiter);
   waiter->trying = true;
   waiter->again = false;
-  attempt(waiter, std::move(candidates), 0);
+  waiter->probed = false;
+  waiter->misses = 0;
+  attempt(waiter);
 }
 
-// The shard holds no ready job of the tubes, as a reserve found: it stops counting for each tube
-// that no notification has reached since (generations, as read when the call was made). True if
-// one has.
-bool Core::forget(std::uint32_t shard, const std::vector<std::string>& tubes,
-                  const std::vector<std::uint32_t>& generations) {
-  bool told = false;
-  for (std::size_t i = 0; i < tubes.size(); ++i) {
-    Hint& h = hint(tubes[i]);
-    if (h.generation[shard] == generations[i]) {
-      h.maybe[shard] = 0;
-    } else {
-      told = true;
-    }
-  }
-  return told;
-}
-
-void Core::attempt(const std::shared_ptr<Waiter>& waiter, std::vector<std::uint32_t> candidates,
-                   std::size_t index) {
+// One step of a try: the shard the node knows to hold the best job of the waiter's tubes is
+// asked for it, with the best known elsewhere as a bound (a shard whose best is worse, because
+// another node took what was known, answers so, and the next best is tried). Shards whose heads
+// are not known are asked first, all at once. Every answer tells the node what the shard has
+// left, so each miss corrects what it knew.
+void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
   if (waiter->finished) {
     waiter->trying = false;
     return;
   }
-  if (index >= candidates.size()) {
+  const std::vector<std::string> tubes = open_tubes(*waiter);
+  std::vector<std::uint32_t> unknown;
+  std::optional<std::uint32_t> first;
+  Head best;
+  Head second;
+  for (std::uint32_t shard = 0; shard < shards; ++shard) {
+    const Head head = best_of(tubes, shard);
+    if (head.kind == Head::Kind::kUnknown) {
+      unknown.push_back(shard);
+    } else if (head.known() && (!first || head.before(best))) {
+      second = best;
+      best = head;
+      first = shard;
+    } else if (head.known() && (!second.known() || head.before(second))) {
+      second = head;
+    }
+  }
+  if (!unknown.empty() && !waiter->probed) {
+    waiter->probed = true;
+    return probe_shards(tubes, std::move(unknown),
+                        [self = shared_from_this(), waiter](bool) { self->attempt(waiter); });
+  }
+  // A shard whose head a probe could not learn is tried when no known one is left.
+  if (!first && !unknown.empty()) first = unknown[next_shard() % unknown.size()];
+  if (!first || waiter->misses > shards + 16) {
     waiter->trying = false;
     if (waiter->again) return try_reserve(waiter);
     return give_up(waiter);
   }
-  const std::uint32_t shard = candidates[index];
-  std::vector<std::string> args = {"reserve", waiter->session->holder};
+  const std::uint32_t shard = *first;
+  std::vector<std::string> args = {"reserve", waiter->session->holder,
+                                   second.known() ? second.text() : ""};
   std::vector<std::uint32_t> generations;
-  std::vector<std::string> tubes;
-  for (const auto& tube : waiter->tubes) {
-    if (paused(tube)) continue;
-    tubes.push_back(tube);
+  for (const auto& tube : tubes) {
     generations.push_back(hint(tube).generation[shard]);
+    ++hint(tube).trying[shard];
   }
   args.insert(args.end(), tubes.begin(), tubes.end());
-  for (const auto& tube : tubes) ++hint(tube).trying[shard];
   // No WAIT: a reservation a failover loses only hands the job out again (at least once).
   call(shard, std::move(args), false,
-       [self = shared_from_this(), waiter, candidates = std::move(candidates), index, shard,
-        tubes = std::move(tubes),
-        generations = std::move(generations)](Result<Reply> reply) mutable {
+       [self = shared_from_this(), waiter, shard, tubes,
+        generations = std::move(generations)](Result<Reply> reply) {
          for (const auto& tube : tubes) --self->hint(tube).trying[shard];
          if (!reply.is_ok()) {
            waiter->trying = false;
            return self->finish(waiter, reply.status());
          }
-         const Status status = status_of(reply.value());
-         if (status.code() == Code::kNotFound) {
-           // A job came after the call looked: look again.
-           if (self->forget(shard, tubes, generations)) waiter->again = true;
-           return self->attempt(waiter, std::move(candidates), index + 1);
+         const auto& elements = reply.value().elements;
+         const std::string& code = elements.empty() ? std::string() : elements[0].str;
+         if (code == "worse" || code == "notfound") {
+           // The shard holds nothing as good as the node thought (another node took it): it
+           // now knows what the shard holds, and tries the best again.
+           if (elements.size() > 2) self->learn(shard, tubes, generations, elements[2]);
+           ++waiter->misses;
+           return self->attempt(waiter);
          }
          waiter->trying = false;
+         const Status status = status_of(reply.value());
          if (!status.is_ok()) return self->finish(waiter, status);
-         const auto& elements = reply.value().elements;
-         const bool more = elements.size() > 5 && elements[5].integer == 1;
-         // It took the last: the next reserve need not look there (unless told again).
-         if (!more) self->forget(shard, tubes, generations);
+         if (elements.size() > 5) self->learn(shard, tubes, generations, elements[5]);
          self->finish(waiter, job_of(reply.value()));
          // This waiter is served: work it was woken for, or told of meanwhile, may be left (more
          // in this shard, or jobs in shards it did not get to): another waiter goes on.
          for (const auto& tube : tubes) {
            const Hint& h = self->hint(tube);
-           if (more) {
+           if (h.heads[shard].known()) {
              self->wake(tube, 2);
-           } else if (std::find(h.maybe.begin(), h.maybe.end(), 1) != h.maybe.end()) {
+           } else if (std::any_of(h.heads.begin(), h.heads.end(), [](const Head& head) {
+                        return head.kind != Head::Kind::kNone;
+                      })) {
              self->wake(tube, 1);
            }
          }
@@ -611,55 +677,47 @@ void Core::give_up(const std::shared_ptr<Waiter>& waiter) {
 }
 
 void Core::probe(const std::shared_ptr<Waiter>& waiter) {
-  std::vector<std::string> tubes;
-  for (const auto& tube : waiter->tubes) {
-    if (!paused(tube)) tubes.push_back(tube);
-  }
+  std::vector<std::uint32_t> every(shards);
+  for (std::uint32_t shard = 0; shard < shards; ++shard) every[shard] = shard;
   waiter->trying = true;
-  probe_shards(std::move(tubes),
-               [self = shared_from_this(), waiter](std::vector<std::uint32_t> found) {
-                 self->attempt(waiter, std::move(found), 0);
-               });
+  waiter->probed = true;
+  waiter->misses = 0;
+  probe_shards(open_tubes(*waiter), std::move(every),
+               [self = shared_from_this(), waiter](bool) { self->attempt(waiter); });
 }
 
-// Every shard at once, in one round trip: which hold a ready job of one of the tubes. Those
-// count as worth trying for every tube; the others stop counting, unless a message came since.
-void Core::probe_shards(std::vector<std::string> tubes,
-                        std::function<void(std::vector<std::uint32_t>)> done) {
+// The shards `which` at once, in one round trip: the best ready job of each tube in each. Done
+// with whether any holds one.
+void Core::probe_shards(std::vector<std::string> tubes, std::vector<std::uint32_t> which,
+                        std::function<void(bool)> done) {
+  if (which.empty() || tubes.empty()) return done(false);
   std::vector<std::string> args = {"probe"};
   args.insert(args.end(), tubes.begin(), tubes.end());
   struct Round {
     std::vector<std::string> tubes;
-    std::vector<std::vector<std::uint32_t>> generations;  // by shard, by tube
-    std::vector<std::uint32_t> found;
-    std::uint32_t left = 0;
-    std::function<void(std::vector<std::uint32_t>)> done;
+    std::size_t left = 0;
+    bool found = false;
+    std::function<void(bool)> done;
   };
   auto round = std::make_shared<Round>();
   round->tubes = std::move(tubes);
-  round->left = shards;
+  round->left = which.size();
   round->done = std::move(done);
-  for (std::uint32_t shard = 0; shard < shards; ++shard) {
+  for (const std::uint32_t shard : which) {
     std::vector<std::uint32_t> generations;
     for (const auto& tube : round->tubes) generations.push_back(hint(tube).generation[shard]);
-    round->generations.push_back(std::move(generations));
-  }
-  for (std::uint32_t shard = 0; shard < shards; ++shard) {
-    call(shard, args, false, [self = shared_from_this(), round, shard](Result<Reply> reply) {
-      const bool none = reply.is_ok() && reply.value().elements.size() > 1 &&
-                        reply.value().elements[1].integer == 0;
-      for (std::size_t t = 0; t < round->tubes.size(); ++t) {
-        Hint& h = self->hint(round->tubes[t]);
-        if (!none) {
-          h.maybe[shard] = 1;  // has jobs, or cannot tell: worth trying
-        } else if (h.generation[shard] == round->generations[shard][t]) {
-          h.maybe[shard] = 0;
-        }
-      }
-      if (!none) round->found.push_back(shard);
-      if (--round->left > 0) return;
-      round->done(std::move(round->found));
-    });
+    call(shard, args, false,
+         [self = shared_from_this(), round, shard,
+          generations = std::move(generations)](Result<Reply> reply) {
+           if (reply.is_ok() && reply.value().elements.size() > 1) {
+             self->learn(shard, round->tubes, generations, reply.value().elements[1]);
+           }
+           for (const auto& tube : round->tubes) {
+             if (self->hint(tube).heads[shard].kind != Head::Kind::kNone) round->found = true;
+           }
+           if (--round->left > 0) return;
+           round->done(round->found);
+         });
   }
 }
 
@@ -684,7 +742,7 @@ void Core::finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> res
     if (result.is_ok()) {
       const JobId id = result.value().view.id;
       call(shard_of_id(id, shards),
-           {"release", waiter->session->holder, std::to_string(id), "", "0", ""}, true,
+           {"release", waiter->session->holder, std::to_string(id), "", "", ""}, true,
            [](Result<Reply>) {});
     }
     return;
@@ -709,12 +767,13 @@ void Core::lease_tick() {
   redis::Request request;
   request.slot = redis::key_slot(names.nodes);
   request.commands.push_back(
-      script.call({names.nodes}, {"heartbeat", node, std::to_string(options.lease.count())}));
+      script.call({names.nodes}, {"heartbeat", node, std::to_string(options.lease.count()), node}));
   request.script = &script;
   client.run(std::move(request), [self = shared_from_this()](Result<std::vector<Reply>> replies) {
     if (self->closed) return;
-    Result<Reply> reply = replies.is_ok() ? Result<Reply>(std::move(replies.value().front()))
-                                          : Result<Reply>(replies.status());
+    Result<Reply> reply =
+        replies.is_ok() ? Result<Reply>(split_answer(std::move(replies.value().front())).reply)
+                        : Result<Reply>(replies.status());
     self->leasing = false;
     self->out_of_memory =
         reply.is_ok() && reply.value().is_error() && is_out_of_memory(reply.value().str);
@@ -806,7 +865,7 @@ void Core::fire(std::uint32_t shard) {
   own.firing = true;
   own.again = false;
   // No WAIT: a firing a failover loses is done again by the shard's owner, from the due time.
-  call(shard, {"fire", std::to_string(own.epoch), std::to_string(options.fire_batch), node}, false,
+  call(shard, {"fire", std::to_string(own.epoch), std::to_string(options.fire_batch)}, false,
        [self = shared_from_this(), shard](Result<Reply> reply) {
          auto found = self->owned.find(shard);
          if (found == self->owned.end()) return;
@@ -826,9 +885,6 @@ void Core::fire(std::uint32_t shard) {
          }
          for (const auto& late : elements[4].elements) {  // microseconds
            self->metrics.fire_lateness.observe(static_cast<double>(to_int(late.str)) / 1e6);
-         }
-         if (elements.size() > 5) {
-           for (const auto& tube : elements[5].elements) self->notify_ready(shard, tube.str);
          }
          const auto moved = elements[1].integer;
          const double head = to_ms(elements[2].str, -1);
@@ -857,9 +913,11 @@ void Core::arm_fire(std::uint32_t shard, std::chrono::microseconds delay) {
       });
 }
 
-// "r dq:{s} tube [node]": tube's ready set in shard s stopped being empty, by a call of `node`
-// (which learnt it from the call's answer, and skips its own message). "t dq:{s} ms": shard s has a
-// timer earlier than it had. "c": a tube's configuration changed. "l": a node gave leases up.
+// "r dq:{s} tube node head": tube's best ready job in shard s is now `head` ("priority:id"), by a
+// call of `node` ("-" for a call that answers no list of them; the node that made it learnt it
+// from the answer and skips its own message). Nodes of older versions sent "r dq:{s} tube [node]"
+// when the tube's ready set stopped being empty: the head is then unknown. "t dq:{s} ms": shard s
+// has a timer earlier than it had. "c": a tube's configuration changed. "l": a node gave leases up.
 void Core::on_event(const std::string& payload) {
   if (payload == "c") {
     load_conf([](Status) {});
@@ -877,9 +935,20 @@ void Core::on_event(const std::string& payload) {
       to_int(std::string_view(payload).substr(open + 1, close - open - 1)));
   const std::string rest = close + 2 <= payload.size() ? payload.substr(close + 2) : std::string();
   if (payload[0] == 'r') {
-    const auto space = rest.find(' ');
-    if (space != std::string::npos && std::string_view(rest).substr(space + 1) == node) return;
-    notify_ready(shard, rest.substr(0, space));
+    const std::string_view fields(rest);
+    const auto space = fields.find(' ');
+    const std::string_view tube = fields.substr(0, space);
+    std::string_view from;
+    std::string_view head = "?";
+    if (space != std::string_view::npos) {
+      from = fields.substr(space + 1);
+      if (const auto second = from.find(' '); second != std::string_view::npos) {
+        head = from.substr(second + 1);
+        from = from.substr(0, second);
+      }
+    }
+    if (from == node) return;
+    notify_ready(shard, std::string(tube), Head::parse(head));
   } else if (payload[0] == 't' && owned.contains(shard)) {
     fire(shard);
   }
@@ -893,8 +962,10 @@ void Core::resync() {
   for (const auto& waiter : waiters) waited.insert(waiter->tubes.begin(), waiter->tubes.end());
   for (const auto& tube : waited) {
     if (paused(tube)) continue;
-    probe_shards({tube}, [self = shared_from_this()](const std::vector<std::uint32_t>& found) {
-      if (!found.empty()) self->pump();
+    std::vector<std::uint32_t> every(shards);
+    for (std::uint32_t shard = 0; shard < shards; ++shard) every[shard] = shard;
+    probe_shards({tube}, std::move(every), [self = shared_from_this()](bool found) {
+      if (found) self->pump();
     });
   }
   // Every shard's earliest timer, for the overdue gauge: seen from every node, so that a shard
@@ -989,7 +1060,7 @@ void Core::watch_pauses() {
     });
   }
   for (auto& [tube, h] : hints) {
-    if (!paused(tube)) std::fill(h.maybe.begin(), h.maybe.end(), 1);
+    if (!paused(tube)) forget_heads(h);
   }
   pump();
 }
@@ -1131,7 +1202,7 @@ RedisSession::~RedisSession() {
   for (const auto& [id, held] : state_->held) {
     core_->call(
         shard_of_id(id, core_->shards),
-        {"release", state_->holder, std::to_string(id), "", "0", std::to_string(held.reserves)},
+        {"release", state_->holder, std::to_string(id), "", "", std::to_string(held.reserves)},
         true, [](Result<Reply>) {});
   }
   if (!used_.empty()) count_use(used_, -1);
@@ -1321,15 +1392,8 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
       {tube, std::to_string(request.priority), std::to_string(request.due.ms),
        request.due.absolute ? "1" : "0", request.replace ? "1" : "0", request.key, request.group,
        std::move(attachment), std::move(tail)},
-      [core = core_, shard, state = state_, tube, priority = request.priority, due = request.due,
-       ttr, key = request.key, group = request.group, attached,
-       done = std::move(done)](Result<Reply> reply) {
-        // The node that put a ready job wakes its own reserves at once.
-        if (reply.is_ok() && reply.value().elements.size() > 5) {
-          for (const auto& tube_made_ready : reply.value().elements[5].elements) {
-            core->notify_ready(shard, tube_made_ready.str);
-          }
-        }
+      [state = state_, tube, priority = request.priority, due = request.due, ttr, key = request.key,
+       group = request.group, attached, done = std::move(done)](Result<Reply> reply) {
         if (!state->alive) return;
         if (!reply.is_ok()) return done(reply.status());
         if (Status s = status_of(reply.value()); !s.is_ok()) return done(s);
@@ -1497,43 +1561,82 @@ void RedisSession::peek_next(std::string tube, JobState state, Callback<broker::
 
 void RedisSession::kick(std::string tube, std::size_t bound, Callback<std::size_t> done) {
   if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<std::size_t>(s));
-  // Buried jobs first, shard by shard; delayed ones only if no shard had a buried job.
-  struct Kick {
+  if (bound == 0) return post(std::move(done), Result<std::size_t>(std::size_t{0}));
+  // Buried jobs first (the lowest ids), delayed ones (the earliest due) only if no shard has a
+  // buried job: every shard says which it would kick first, and each kicks as many as it holds
+  // of the first `bound` of them all. Two round trips, each to every shard at once.
+  struct Kick : std::enable_shared_from_this<Kick> {
     std::shared_ptr<Core> core;
     std::shared_ptr<SessionState> state;
     std::string tube;
-    std::size_t bound;
-    std::size_t kicked = 0;
-    std::string what = "buried";
+    std::size_t bound = 0;
     Callback<std::size_t> done;
-  };
-  auto k = std::make_shared<Kick>(
-      Kick{core_, state_, std::move(tube), bound, 0, "buried", std::move(done)});
-  auto step = std::make_shared<std::function<void(std::uint32_t)>>();
-  *step = [k, step](std::uint32_t shard) {
-    if (shard >= k->core->shards || k->kicked >= k->bound) {
-      if (k->kicked == 0 && k->what == "buried") {
-        k->what = "delayed";
-        return (*step)(0);
+    std::string what = "buried";
+    std::size_t left = 0;
+    std::size_t kicked = 0;
+    std::vector<std::tuple<double, JobId, std::uint32_t>> candidates;  // order, id, shard
+    Status failed;
+
+    void ask() {
+      left = core->shards;
+      for (std::uint32_t shard = 0; shard < core->shards; ++shard) {
+        core->call(shard, {"kickable", tube, what, std::to_string(bound)}, false,
+                   [self = shared_from_this(), shard](Result<Reply> reply) {
+                     self->listed(shard, reply);
+                   });
       }
-      if (k->state->alive) k->done(k->kicked);
-      *step = nullptr;  // ends the cycle
-      return;
     }
-    k->core->call(shard, {"kick", k->tube, k->what, std::to_string(k->bound - k->kicked)}, true,
-                  [k, step, shard](Result<Reply> reply) {
-                    if (!reply.is_ok()) {
-                      if (k->state->alive) k->done(reply.status());
-                      *step = nullptr;
-                      return;
-                    }
-                    if (reply.value().elements.size() > 1) {
-                      k->kicked += static_cast<std::size_t>(reply.value().elements[1].integer);
-                    }
-                    (*step)(shard + 1);
-                  });
+    void listed(std::uint32_t shard, const Result<Reply>& reply) {
+      if (!reply.is_ok()) {
+        failed = reply.status();
+      } else if (reply.value().elements.size() > 1) {
+        for (const auto& pair : reply.value().elements[1].elements) {
+          if (pair.elements.size() != 2) continue;
+          candidates.emplace_back(to_ms(pair.elements[1].str, 0),
+                                  static_cast<JobId>(to_int(pair.elements[0].str)), shard);
+        }
+      }
+      if (--left > 0) return;
+      if (!failed.is_ok()) return finish();
+      if (candidates.empty() && what == "buried") {
+        what = "delayed";
+        return ask();
+      }
+      std::sort(candidates.begin(), candidates.end());
+      std::map<std::uint32_t, std::size_t> per_shard;
+      for (std::size_t i = 0; i < candidates.size() && i < bound; ++i) {
+        ++per_shard[std::get<2>(candidates[i])];
+      }
+      if (per_shard.empty()) return finish();
+      left = per_shard.size();
+      for (const auto& [chosen, count] : per_shard) {
+        core->call(chosen, {"kick", tube, what, std::to_string(count)}, true,
+                   [self = shared_from_this()](Result<Reply> kick) {
+                     if (!kick.is_ok()) {
+                       self->failed = kick.status();
+                     } else if (kick.value().elements.size() > 1) {
+                       self->kicked += static_cast<std::size_t>(kick.value().elements[1].integer);
+                     }
+                     if (--self->left == 0) self->finish();
+                   });
+      }
+    }
+    void finish() {
+      if (!state->alive) return;
+      if (failed.is_ok()) {
+        done(kicked);
+      } else {
+        done(failed);
+      }
+    }
   };
-  (*step)(0);
+  auto k = std::make_shared<Kick>();
+  k->core = core_;
+  k->state = state_;
+  k->tube = std::move(tube);
+  k->bound = bound;
+  k->done = std::move(done);
+  k->ask();
 }
 
 void RedisSession::kick_job(JobId id, Callback<JobView> done) {
@@ -1916,7 +2019,7 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
         auto self = weak.lock();
         if (!self) return;
         // Messages may have been lost while unsubscribed: look everywhere again.
-        for (auto& [tube, h] : self->hints) std::fill(h.maybe.begin(), h.maybe.end(), 1);
+        for (auto& [tube, h] : self->hints) self->forget_heads(h);
         self->pump();
         for (auto& [shard, own] : self->owned) self->fire(shard);
       });
