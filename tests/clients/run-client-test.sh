@@ -5,6 +5,9 @@
 #   .js   node; the client comes from npm, installed (locked) into WORK_DIR on first run
 #   .php  php (Debian's php-pda-pheanstalk and php-symfony-beanstalkd-messenger)
 #   .rb   ruby (Debian's ruby-beaneater)
+# With DELAYQ_TEST_REDIS_SEEDS_FILE set (a file whose first line is a Redis Cluster's seeds), the
+# server keeps its jobs there (--redis, under a prefix of its own) and the scenario sees
+# DELAYQ_REDIS_MODE=1, for the orders docs/redis-mode.md says differ.
 # Exit status: the scenario's; 77 (CTest's skip) when the npm registry cannot be reached to
 # install an npm client. The Debian clients are installed by scripts/install-deps.sh.
 set -euo pipefail
@@ -22,7 +25,12 @@ command -v "${run[0]}" >/dev/null ||
   { echo "${run[0]} is needed (scripts/install-deps.sh installs it)"; exit 1; }
 data=$(mktemp -d)
 out="$data/stdout"
-"$delayqd" -p 0 -b "$data/db" --http off >"$out" 2>"$data/stderr" &
+store=(-b "$data/db")
+if [ -n "${DELAYQ_TEST_REDIS_SEEDS_FILE:-}" ]; then
+  store=(--redis "$(head -n 1 "$DELAYQ_TEST_REDIS_SEEDS_FILE")" --redis-prefix "client-$$")
+  export DELAYQ_REDIS_MODE=1
+fi
+"$delayqd" -p 0 "${store[@]}" --http off >"$out" 2>"$data/stderr" &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$data"' EXIT
 port=""
