@@ -2,10 +2,11 @@
 # compare-bullmq.sh): the checkout's root as the working directory, the built load generator and
 # server (or a clear stop), Debian's redis-server, a scratch directory ($work), the PIDs the
 # script starts ($pids, ended by stop_started, which each script's cleanup calls), a free
-# loopback port, and a process's CPU ticks (utime + stime).
+# loopback port, and a process's CPU ticks (utime + stime). DELAYQD names another server binary
+# (another build, for a side-by-side run).
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 loadgen=build/release/bench/loadgen
-delayqd=build/release/apps/delayqd
+delayqd=${DELAYQD:-build/release/apps/delayqd}
 [ -x "$loadgen" ] && [ -x "$delayqd" ] || { echo "$(basename "$0" .sh): make build first" >&2; exit 2; }
 command -v redis-server >/dev/null || scripts/ensure-packages.sh redis-server
 work=$(mktemp -d)

@@ -137,7 +137,7 @@ def putmany_calls(conn, calls, shards, first=0, per_call=JOBS_PER_CALL):
                     (":seq", ":j", ":a", ":t", ":r", ":b", ":k", ":g", ":c", ":m", ":p",
                      ":tubes", ":owner", ":epoch")]
             requests.append(command("FCALL", "cost", len(keys), *keys, "putmany", 128, shard,
-                                    "bench", *(job * per_call)))
+                                    *(job * per_call), "bench"))
         conn.sock.sendall(b"".join(requests))
         for _ in range(batch):
             read_reply(conn.stream)

@@ -233,7 +233,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void learn(std::uint32_t shard, const std::vector<std::string>& tubes,
              const std::vector<std::uint32_t>& generations, const Reply& heads);
   void forget_heads(Hint& h) { std::fill(h.heads.begin(), h.heads.end(), Head{}); }
-  [[nodiscard]] Head best_of(const std::vector<std::string>& tubes, std::uint32_t shard);
+  [[nodiscard]] static Head best_of(const std::vector<const Hint*>& tubes, std::uint32_t shard);
   void wake(const std::string& tube, std::size_t count);
   void pump();
   void try_reserve(const std::shared_ptr<Waiter>& waiter);
@@ -488,11 +488,11 @@ void Core::learn(std::uint32_t shard, const std::vector<std::string>& tubes,
 }
 
 // The best job of the tubes in the shard, as known: unknown if any tube's is.
-Head Core::best_of(const std::vector<std::string>& tubes, std::uint32_t shard) {
+Head Core::best_of(const std::vector<const Hint*>& tubes, std::uint32_t shard) {
   Head best;
   best.kind = Head::Kind::kNone;
-  for (const auto& tube : tubes) {
-    const Head& head = hint(tube).heads[shard];
+  for (const Hint* h : tubes) {
+    const Head& head = h->heads[shard];
     if (head.kind == Head::Kind::kUnknown) return head;
     if (head.known() && (!best.known() || head.before(best))) best = head;
   }
@@ -564,12 +564,14 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
     return;
   }
   const std::vector<std::string> tubes = open_tubes(*waiter);
+  std::vector<const Hint*> hinted;  // (an unordered_map's elements stay where they are)
+  for (const auto& tube : tubes) hinted.push_back(&hint(tube));
   std::vector<std::uint32_t> unknown;
   std::optional<std::uint32_t> first;
   Head best;
   Head second;
   for (std::uint32_t shard = 0; shard < shards; ++shard) {
-    const Head head = best_of(tubes, shard);
+    const Head head = best_of(hinted, shard);
     if (head.kind == Head::Kind::kUnknown) {
       unknown.push_back(shard);
     } else if (head.known() && (!first || head.before(best))) {
