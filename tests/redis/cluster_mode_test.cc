@@ -196,6 +196,46 @@ TEST_F(ClusterModeTest, ReservesTakeTheBestJobOfEveryShardInPriorityOrder) {
   EXPECT_EQ(on_a.call("reserve-with-timeout 0\r\n"), "TIMED_OUT\r\n");
 }
 
+// Jobs of one priority come out in the order they were put, across shards, though ids follow
+// the puts only within a shard: here one shard's counter is far ahead of the others (200 jobs of
+// one group), so a job put there has the largest id of all, and must still come out in turn.
+TEST_F(ClusterModeTest, JobsOfOnePriorityComeOutOldestFirstAcrossShards) {
+  const auto prefix = unique_prefix(dir_);
+  auto a = node(dir_, seeds_, prefix);
+  auto b = node(dir_, seeds_, prefix);
+  ASSERT_EQ(a->start(), "");
+  ASSERT_EQ(b->start(), "");
+  Client on_a(a->port());
+  Client on_b(b->port());
+  ASSERT_EQ(on_a.call("use warm\r\n"), "USING warm\r\n");
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(inserted_id(on_a.call("putx 0 60000 10 1 group=g\r\nw\r\n")));
+  }
+  ASSERT_EQ(on_a.call("use fifo\r\n"), "USING fifo\r\n");
+  std::vector<std::uint64_t> put_order;
+  std::uint64_t largest = 0;
+  for (int i = 0; i < 140; ++i) {  // one put a turn: every one of the 128 shards in turn
+    const auto id = inserted_id(on_a.call(put_command("f", 10)));
+    ASSERT_TRUE(id);
+    put_order.push_back(*id);
+    largest = std::max(largest, *id);
+    std::this_thread::sleep_for(2ms);  // ages are compared to the millisecond
+  }
+  // The job in the group's shard has an id far above the others (seq 200 and more against 1 or
+  // 2): in id order it would come last.
+  EXPECT_GT(largest, put_order.back() + 128 * 100);
+  for (Client* worker : {&on_b, &on_a}) {
+    ASSERT_EQ(worker->call("watch fifo\r\n"), "WATCHING 2\r\n");
+  }
+  for (std::size_t i = 0; i < put_order.size(); ++i) {
+    Client& worker = i % 2 == 0 ? on_b : on_a;  // both nodes, alternately
+    EXPECT_EQ(worker.call("reserve-with-timeout 5\r\n", Millis{15000}),
+              job_reply("RESERVED", put_order[i], "f"))
+        << "reserve " << i;
+    EXPECT_EQ(worker.call("delete " + std::to_string(put_order[i]) + "\r\n"), "DELETED\r\n");
+  }
+}
+
 TEST_F(ClusterModeTest, ADeadNodesShardsFireWithinTheLeaseNeverEarly) {
   const auto prefix = unique_prefix(dir_);
   auto a = node(dir_, seeds_, prefix);

@@ -79,10 +79,6 @@ local function first(zset, tube, n)
   return redis.call('ZRANGEBYLEX', zset, '[' .. tube .. '\0', '(' .. tube .. '\1', 'LIMIT', 0, n)
 end
 local function id_of(member) return tonumber(string.sub(member, -16)) end
--- A ready job's place in its tube's order, as nodes compare the shards' best: 'priority:id'.
-local function head_of(tube, member)
-  return string.format('%d:%d', tonumber(string.sub(member, #tube + 2, #tube + 11)), id_of(member))
-end
 
 local function decode(rec)
   local j = {}
@@ -127,6 +123,27 @@ local function load(id)
 end
 
 local function save(j) records[fid(j.id)] = encode(j) end
+
+-- A ready job (its member of r) as nodes compare the shards' best: 'priority:created:id', created
+-- in whole milliseconds. Within a shard ids follow the order of puts; across shards, the time of
+-- the put (on the shard's Redis's clock) does.
+local function head_of(tube, member)
+  local id = id_of(member)
+  local rec = records[fid(id)] or redis.call('HGET', J, fid(id))
+  local created = 0
+  if rec then created = math.floor(select(6, struct.unpack(TIMES, rec))) end
+  return string.format('%d:%d:%d', tonumber(string.sub(member, #tube + 2, #tube + 11)), created, id)
+end
+
+-- Whether head a ('priority:created:id') comes before head b.
+local function before(a, b)
+  local p1, c1, i1 = string.match(a, '^(%d+):(%d+):(%d+)$')
+  local p2, c2, i2 = string.match(b, '^(%d+):(%d+):(%d+)$')
+  p1, c1, i1, p2, c2, i2 = tonumber(p1), tonumber(c1), tonumber(i1), tonumber(p2), tonumber(c2), tonumber(i2)
+  if p1 ~= p2 then return p1 < p2 end
+  if c1 ~= c2 then return c1 < c2 end
+  return i1 < i2
+end
 
 local names    -- tube -> field -> tube \0 field
 local function count(tube, field, by)
@@ -408,11 +425,11 @@ local function heads(from, now)
 end
 
 -- reserve holder bound tube... : the best (priority, id) ready job of the tubes in this shard
--- that are not paused, unless it is worse than bound ('priority:id', the best the node knows
--- of in the other shards; '' for none): then {'worse', message, heads}. The reply is reply()'s
+-- that are not paused, unless bound (a head_of(), the best the node knows of in the other
+-- shards; '' for none) comes before it: then {'worse', message, heads}. The reply is reply()'s
 -- and a sixth element, the tubes' heads() after the reserve; 'notfound' carries them third.
 ops.reserve = function()
-  local best, best_score
+  local best, best_score, best_tube
   local now = now_ms()
   for i = 4, #ARGV do
     if tonumber(redis.call('HGET', P, ARGV[i]) or '0') <= now then
@@ -420,16 +437,13 @@ ops.reserve = function()
       if head then
         -- (priority, id), as digits of fixed width after the tube: compared as one string
         local score = string.sub(head, #ARGV[i] + 2)
-        if not best or score < best_score then best, best_score = head, score end
+        if not best or score < best_score then best, best_score, best_tube = head, score, ARGV[i] end
       end
     end
   end
   if not best then return {'notfound', 'no ready job', heads(4, now)} end
-  if ARGV[3] ~= '' then
-    local pri, id = string.match(ARGV[3], '^(%d+):(%d+)$')
-    if best_score > string.format('%010d', tonumber(pri)) .. '\0' .. pad(tonumber(id)) then
-      return {'worse', 'a better job in another shard', heads(4, now)}
-    end
+  if ARGV[3] ~= '' and before(ARGV[3], head_of(best_tube, best)) then
+    return {'worse', 'a better job in another shard', heads(4, now)}
   end
   local j = load(id_of(best))
   move(j, now, take(ARGV[2], now))

@@ -4,6 +4,7 @@
 #include <bit>
 #include <charconv>
 #include <cstring>
+#include <tuple>
 
 #include "redis/slot.h"
 
@@ -149,12 +150,22 @@ Head Head::parse(std::string_view text) {
     head.kind = Kind::kNone;
     return head;
   }
-  const auto colon = text.find(':');
-  if (colon == std::string_view::npos) return head;
-  const char* end = text.data() + text.size();
-  const auto [p, e1] = std::from_chars(text.data(), text.data() + colon, head.priority);
-  const auto [q, e2] = std::from_chars(text.data() + colon + 1, end, head.id);
-  if (e1 != std::errc() || e2 != std::errc() || p != text.data() + colon || q != end) return {};
+  // Three unsigned decimals, each ended by ':' but the last.
+  const char* at = text.data();
+  const char* const end = text.data() + text.size();
+  auto field = [&](auto& out, bool last) {
+    if (at == end || *at < '0' || *at > '9') return false;
+    const auto [next, error] = std::from_chars(at, end, out);
+    if (error != std::errc()) return false;
+    if (last) return next == end;
+    if (next == end || *next != ':') return false;
+    at = next + 1;
+    return true;
+  };
+  if (!field(head.priority, false) || !field(head.created_unix_ms, false) ||
+      !field(head.id, true)) {
+    return {};
+  }
   head.kind = Kind::kKnown;
   return head;
 }
@@ -162,12 +173,14 @@ Head Head::parse(std::string_view text) {
 std::string Head::text() const {
   if (kind == Kind::kNone) return "";
   if (kind == Kind::kUnknown) return "?";
-  return std::to_string(priority) + ":" + std::to_string(id);
+  return std::to_string(priority) + ":" + std::to_string(created_unix_ms) + ":" +
+         std::to_string(id);
 }
 
 bool Head::before(const Head& other) const {
   return known() && other.known() &&
-         (priority < other.priority || (priority == other.priority && id < other.id));
+         std::tie(priority, created_unix_ms, id) <
+             std::tie(other.priority, other.created_unix_ms, other.id);
 }
 
 Head after_message(const Head& known, const Head& told) {

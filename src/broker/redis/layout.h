@@ -72,20 +72,23 @@ struct Record {
 
 // What a node knows of a tube's best ready job in one shard (the head of the tube's part of the
 // shard's ready set), so that a reserve tries the shard holding the best job first: none, may
-// hold one (not known which), or the best one's (priority, id). jobs.lua writes a head as
-// "priority:id", "" for none.
+// hold one (not known which), or the best one's priority, creation time (whole milliseconds)
+// and id. Jobs of one priority are taken oldest first: within a shard ids follow the puts, but
+// across shards only their times do. jobs.lua writes a head as "priority:created:id", "" for
+// none.
 struct Head {
   enum class Kind : std::uint8_t { kNone, kUnknown, kKnown };
   Kind kind = Kind::kUnknown;
   std::uint32_t priority = 0;
+  std::int64_t created_unix_ms = 0;
   JobId id = 0;
 
-  // "" is none; "priority:id" known; anything else unknown (a message of an older node says
-  // only that the tube has ready jobs).
+  // "" is none; "priority:created:id" known; anything else unknown (a message of an older node
+  // says only that the tube has ready jobs).
   [[nodiscard]] static Head parse(std::string_view text);
   [[nodiscard]] std::string text() const;  // as parse() reads it
   [[nodiscard]] bool known() const { return kind == Kind::kKnown; }
-  // Reserved before `other`: both known, the smaller (priority, id).
+  // Reserved before `other`: both known, the smaller (priority, created, id).
   [[nodiscard]] bool before(const Head& other) const;
 };
 

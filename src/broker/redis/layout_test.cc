@@ -81,25 +81,30 @@ TEST(RedisLayoutTest, ATruncatedRecordIsCorrupt) {
 
 TEST(RedisHeadTest, ParsesWhatJobsLuaWrites) {
   EXPECT_EQ(Head::parse("").kind, Head::Kind::kNone);
-  const Head head = Head::parse("1024:4611686018427387");
+  const Head head = Head::parse("1024:1764170000123:4611686018427387");
   ASSERT_TRUE(head.known());
   EXPECT_EQ(head.priority, 1024u);
+  EXPECT_EQ(head.created_unix_ms, 1764170000123);
   EXPECT_EQ(head.id, 4611686018427387u);
-  EXPECT_EQ(head.text(), "1024:4611686018427387");
-  EXPECT_EQ(Head::parse("4294967295:1").priority, 4294967295u);
-  for (const char* unknown : {"?", "5", "5:", ":5", "5:x", "x:5", "5:5 ", "4294967296:1", "-1:2"}) {
+  EXPECT_EQ(head.text(), "1024:1764170000123:4611686018427387");
+  EXPECT_EQ(Head::parse("4294967295:0:1").priority, 4294967295u);
+  for (const char* unknown : {"?", "5", "5:1", "5:1:", ":1:5", "5::5", "5:1:x", "x:1:5", "5:1:5 ",
+                              "5:1:5:", "4294967296:1:1", "-1:2:3", "1:-2:3", "+1:2:3"}) {
     EXPECT_EQ(Head::parse(unknown).kind, Head::Kind::kUnknown) << unknown;
   }
 }
 
-TEST(RedisHeadTest, ThePriorityFirstThenTheId) {
-  const Head a = Head::parse("5:900");
-  const Head b = Head::parse("7:100");
-  const Head c = Head::parse("5:901");
+TEST(RedisHeadTest, ThePriorityFirstThenTheAgeThenTheId) {
+  const Head a = Head::parse("5:1000:900");
+  const Head b = Head::parse("7:10:100");
+  const Head c = Head::parse("5:1000:901");
+  const Head older = Head::parse("5:999:5000");  // another shard's: a larger id, put earlier
   EXPECT_TRUE(a.before(b));
   EXPECT_FALSE(b.before(a));
   EXPECT_TRUE(a.before(c));
   EXPECT_FALSE(a.before(a));
+  EXPECT_TRUE(older.before(a));
+  EXPECT_FALSE(a.before(older));
   // Neither none nor unknown is before anything, nor anything before them.
   for (const Head& other : {Head::parse(""), Head::parse("?")}) {
     EXPECT_FALSE(a.before(other));
@@ -110,12 +115,12 @@ TEST(RedisHeadTest, ThePriorityFirstThenTheId) {
 TEST(RedisHeadTest, AMessageStandsUnlessABetterJobIsKnown) {
   const Head none = Head::parse("");
   const Head unknown = Head::parse("?");
-  const Head good = Head::parse("1:50");
-  const Head bad = Head::parse("9:10");
-  EXPECT_EQ(after_message(none, bad).text(), "9:10");
-  EXPECT_EQ(after_message(unknown, bad).text(), "9:10");
-  EXPECT_EQ(after_message(bad, good).text(), "1:50");
-  EXPECT_EQ(after_message(good, bad).text(), "1:50");  // taken elsewhere? a reserve will learn it
+  const Head good = Head::parse("1:7:50");
+  const Head bad = Head::parse("9:7:10");
+  EXPECT_EQ(after_message(none, bad).text(), "9:7:10");
+  EXPECT_EQ(after_message(unknown, bad).text(), "9:7:10");
+  EXPECT_EQ(after_message(bad, good).text(), "1:7:50");
+  EXPECT_EQ(after_message(good, bad).text(), "1:7:50");  // taken elsewhere? a reserve will learn
   // An older node's message names no job: the shard must be asked.
   EXPECT_EQ(after_message(good, unknown).kind, Head::Kind::kUnknown);
 }
@@ -123,17 +128,17 @@ TEST(RedisHeadTest, AMessageStandsUnlessABetterJobIsKnown) {
 TEST(RedisHeadTest, AnAnswerReplacesWhatIsKnownUnlessAMessageCameMeanwhile) {
   const Head none = Head::parse("");
   const Head unknown = Head::parse("?");
-  const Head good = Head::parse("1:50");
-  const Head bad = Head::parse("9:10");
+  const Head good = Head::parse("1:7:50");
+  const Head bad = Head::parse("9:7:10");
   // Nothing came meanwhile: the answer is the shard as the call left it, better or worse.
-  EXPECT_EQ(after_answer(good, bad, false).text(), "9:10");
+  EXPECT_EQ(after_answer(good, bad, false).text(), "9:7:10");
   EXPECT_EQ(after_answer(good, none, false).kind, Head::Kind::kNone);
   EXPECT_EQ(after_answer(unknown, none, false).kind, Head::Kind::kNone);
   // A message came: which is newer cannot be told, so the better stands.
-  EXPECT_EQ(after_answer(good, bad, true).text(), "1:50");
-  EXPECT_EQ(after_answer(bad, good, true).text(), "1:50");
-  EXPECT_EQ(after_answer(good, none, true).text(), "1:50");
-  EXPECT_EQ(after_answer(none, bad, true).text(), "9:10");
+  EXPECT_EQ(after_answer(good, bad, true).text(), "1:7:50");
+  EXPECT_EQ(after_answer(bad, good, true).text(), "1:7:50");
+  EXPECT_EQ(after_answer(good, none, true).text(), "1:7:50");
+  EXPECT_EQ(after_answer(none, bad, true).text(), "9:7:10");
   EXPECT_EQ(after_answer(unknown, good, true).kind, Head::Kind::kUnknown);
 }
 

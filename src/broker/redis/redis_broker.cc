@@ -1550,7 +1550,8 @@ void RedisSession::peek_next(std::string tube, JobState state, Callback<broker::
           const bool better =
               !best ||
               (state == JobState::kReady
-                   ? std::pair(v.priority, v.id) < std::pair(best->view.priority, best->view.id)
+                   ? std::tuple(v.priority, v.created_unix_ms, v.id) <
+                         std::tuple(best->view.priority, best->view.created_unix_ms, best->view.id)
                : state == JobState::kDelayed ? std::pair(v.due_unix_ms, v.id) <
                                                    std::pair(best->view.due_unix_ms, best->view.id)
                                              : v.id < best->view.id);
