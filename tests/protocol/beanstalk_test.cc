@@ -320,17 +320,17 @@ TEST_F(BeanstalkTest, TubeNames) {
 // ----------------------------------------------------------------------------------- reserve
 
 TEST_F(BeanstalkTest, ReserveByPriorityThenAge) {
-  put("a", 10);          // 1
-  put("b", 5);           // 2
-  put("c", 5);           // 3
-  put("d", 4294967295);  // 4
-  put("e", 0);           // 5
-  EXPECT_EQ(client_->call("reserve\r\n"), job_reply("RESERVED", 5, "e"));
-  EXPECT_EQ(client_->call("reserve\r\n"), job_reply("RESERVED", 2, "b"));
-  EXPECT_EQ(client_->call("reserve\r\n"), job_reply("RESERVED", 3, "c"));
-  EXPECT_EQ(client_->call("reserve\r\n"), job_reply("RESERVED", 1, "a"));
-  EXPECT_EQ(client_->call("reserve\r\n"), job_reply("RESERVED", 4, "d"));
-  EXPECT_EQ(job_state(4), "reserved");
+  const auto a = put("a", 10);
+  const auto b = put("b", 5);
+  const auto c = put("c", 5);
+  const auto d = put("d", 4294967295);
+  const auto e = put("e", 0);
+  EXPECT_EQ(client_->call("reserve\r\n"), job_reply("RESERVED", e, "e"));
+  EXPECT_EQ(client_->call("reserve\r\n"), job_reply("RESERVED", b, "b"));
+  EXPECT_EQ(client_->call("reserve\r\n"), job_reply("RESERVED", c, "c"));
+  EXPECT_EQ(client_->call("reserve\r\n"), job_reply("RESERVED", a, "a"));
+  EXPECT_EQ(client_->call("reserve\r\n"), job_reply("RESERVED", d, "d"));
+  EXPECT_EQ(job_state(d), "reserved");
 }
 
 TEST_F(BeanstalkTest, ReserveTakesFromWatchedTubesOnly) {
