@@ -136,7 +136,7 @@ TEST_F(ClusterModeTest, AClosedConnectionsJobGoesToAWorkerOnTheOtherNode) {
   EXPECT_LT(Clock::now() - started, 2s);
 }
 
-// Reserves take jobs in (priority, id) order across shards, through either node: each node
+// Reserves take jobs in priority order across shards, through either node: each node
 // knows every shard's best job of a tube (from the shards' answers and from the messages the
 // others' calls publish), tries the best shard first, and a shard whose best was taken meanwhile
 // answers so. Jobs put one round trip at a time land in different shards.
@@ -234,6 +234,43 @@ TEST_F(ClusterModeTest, JobsOfOnePriorityComeOutOldestFirstAcrossShards) {
         << "reserve " << i;
     EXPECT_EQ(worker.call("delete " + std::to_string(put_order[i]) + "\r\n"), "DELETED\r\n");
   }
+}
+
+// kick takes the first jobs of all shards: every shard lists what it would kick first, at most
+// 1,000 a round, so a kick of more than that from one shard takes a second round.
+TEST_F(ClusterModeTest, KickTakesTheEarliestDelayedJobsOfAllShards) {
+  const auto prefix = unique_prefix(dir_);
+  auto a = node(dir_, seeds_, prefix);
+  ASSERT_EQ(a->start(), "");
+  Client on_a(a->port());
+  ASSERT_EQ(on_a.call("use many\r\n"), "USING many\r\n");
+  std::vector<std::uint64_t> grouped;  // one shard, due in the order put
+  for (int i = 0; i < 1050; ++i) {
+    const auto id =
+        inserted_id(on_a.call("putx 0 " + std::to_string(100000 + i) + " 10 1 group=g\r\nx\r\n"));
+    ASSERT_TRUE(id);
+    grouped.push_back(*id);
+  }
+  std::vector<std::uint64_t> early;  // keyless: other shards, due before every grouped job
+  for (int i = 0; i < 5; ++i) {
+    const auto id =
+        inserted_id(on_a.call("putx 0 " + std::to_string(50000 + i) + " 10 1\r\ny\r\n"));
+    ASSERT_TRUE(id);
+    early.push_back(*id);
+  }
+  EXPECT_EQ(on_a.call("kick 1010\r\n", Millis{15000}), "KICKED 1010\r\n");
+  const Yaml tube = parse_yaml(on_a.call("stats-tube many\r\n"));
+  EXPECT_EQ(tube["current-jobs-ready"], "1010");
+  EXPECT_EQ(tube["current-jobs-delayed"], "45");
+  auto state = [&](std::uint64_t id) {
+    return parse_yaml(on_a.call("stats-job " + std::to_string(id) + "\r\n"))["state"];
+  };
+  for (const auto id : early) EXPECT_EQ(state(id), "ready") << id;
+  EXPECT_EQ(state(grouped[0]), "ready");
+  EXPECT_EQ(state(grouped[1004]), "ready");
+  EXPECT_EQ(state(grouped[1005]), "delayed");
+  EXPECT_EQ(state(grouped[1049]), "delayed");
+  EXPECT_EQ(on_a.call("kick 100\r\n", Millis{15000}), "KICKED 45\r\n");
 }
 
 TEST_F(ClusterModeTest, ADeadNodesShardsFireWithinTheLeaseNeverEarly) {

@@ -424,25 +424,25 @@ local function heads(from, now)
   return out
 end
 
--- reserve holder bound tube... : the best (priority, id) ready job of the tubes in this shard
--- that are not paused, unless bound (a head_of(), the best the node knows of in the other
--- shards; '' for none) comes before it: then {'worse', message, heads}. The reply is reply()'s
--- and a sixth element, the tubes' heads() after the reserve; 'notfound' carries them third.
+-- reserve holder bound tube... : the best ready job of the tubes in this shard that are not
+-- paused, in the order nodes compare heads (head_of(): priority, age, id), unless bound (the best
+-- the node knows of in the other shards; '' for none) comes before it: then {'worse', message,
+-- heads}. The reply is reply()'s and a sixth element, the tubes' heads() after the reserve;
+-- 'notfound' carries them third.
 ops.reserve = function()
-  local best, best_score, best_tube
+  local best, best_head
   local now = now_ms()
   for i = 4, #ARGV do
     if tonumber(redis.call('HGET', P, ARGV[i]) or '0') <= now then
-      local head = first(R, ARGV[i], 1)[1]
-      if head then
-        -- (priority, id), as digits of fixed width after the tube: compared as one string
-        local score = string.sub(head, #ARGV[i] + 2)
-        if not best or score < best_score then best, best_score, best_tube = head, score, ARGV[i] end
+      local member = first(R, ARGV[i], 1)[1]
+      if member then
+        local head = head_of(ARGV[i], member)
+        if not best or before(head, best_head) then best, best_head = member, head end
       end
     end
   end
   if not best then return {'notfound', 'no ready job', heads(4, now)} end
-  if ARGV[3] ~= '' and before(ARGV[3], head_of(best_tube, best)) then
+  if ARGV[3] ~= '' and before(ARGV[3], best_head) then
     return {'worse', 'a better job in another shard', heads(4, now)}
   end
   local j = load(id_of(best))
@@ -571,7 +571,8 @@ end
 
 -- kickable tube state n: the first n buried (state 'buried') or delayed jobs of the tube, in the
 -- order kick takes them: {'ok', {id, order}...}, the order being the id for a buried job and the
--- due time for a delayed one. A node asks every shard, and kicks the first of all.
+-- due time for a delayed one. A node asks every shard, and kicks the first of all (n is at most
+-- 1,000: a larger kick takes more rounds).
 ops.kickable = function()
   local tube, state, n = ARGV[2], ARGV[3], tonumber(ARGV[4])
   local out = {}

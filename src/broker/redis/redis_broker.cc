@@ -232,7 +232,14 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void notify_readied(std::uint32_t shard, const Reply& readied);
   void learn(std::uint32_t shard, const std::vector<std::string>& tubes,
              const std::vector<std::uint32_t>& generations, const Reply& heads);
-  void forget_heads(Hint& h) { std::fill(h.heads.begin(), h.heads.end(), Head{}); }
+  // Every shard's best of the tube unknown; an answer on its way must not undo that.
+  void forget_heads(Hint& h) {
+    std::fill(h.heads.begin(), h.heads.end(), Head{});
+    for (auto& generation : h.generation) ++generation;
+  }
+  // A reserve of the tubes ended without its answer (an error, or its waiter went away): a
+  // message it held back (notify_ready) goes to another waiter.
+  void pass_on(const std::vector<std::string>& tubes);
   [[nodiscard]] static Head best_of(const std::vector<const Hint*>& tubes, std::uint32_t shard);
   void wake(const std::string& tube, std::size_t count);
   void pump();
@@ -275,6 +282,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
 
   std::map<std::string, Webhook> webhook_map;
   std::map<std::string, Pause> pauses;
+  std::set<std::string> ever_paused;  // every tube pauses has named
   std::map<std::string, std::uint32_t> max_attempts;
   std::function<void()> webhooks_handler;
   std::map<std::string, TubeUse> uses;
@@ -326,6 +334,13 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
                                   done = std::move(done)](Result<std::vector<Reply>> replies) {
     if (self->closed) return;
     if (!replies.is_ok()) {
+      // The call may have run without its answer coming back: what it made ready here, this
+      // node will not hear (it skips its own messages). Every tube's best in the shard is
+      // unknown: the next reserve asks, and waiting ones at the next look (resync).
+      for (auto& [tube, h] : self->hints) {
+        h.heads[shard] = Head{};
+        ++h.generation[shard];
+      }
       // Redis could not be reached in time, or a connection broke: an error of the store, not a
       // reserve's timeout.
       return done(Status(Code::kIOError, "Redis: " + replies.status().message()));
@@ -476,7 +491,7 @@ void Core::notify_readied(std::uint32_t shard, const Reply& readied) {
 }
 
 // A shard's answer to a call made when the tubes' generations there were `generations`: its
-// heads of those tubes, in their order ("priority:id", "" for none).
+// heads of those tubes, in their order (as Head::parse() reads them).
 void Core::learn(std::uint32_t shard, const std::vector<std::string>& tubes,
                  const std::vector<std::uint32_t>& generations, const Reply& heads) {
   if (heads.elements.size() != tubes.size()) return;
@@ -484,6 +499,16 @@ void Core::learn(std::uint32_t shard, const std::vector<std::string>& tubes,
     Hint& h = hint(tubes[i]);
     h.heads[shard] = after_answer(h.heads[shard], Head::parse(heads.elements[i].str),
                                   h.generation[shard] != generations[i]);
+  }
+}
+
+void Core::pass_on(const std::vector<std::string>& tubes) {
+  for (const auto& tube : tubes) {
+    const Hint& h = hint(tube);
+    if (std::any_of(h.heads.begin(), h.heads.end(),
+                    [](const Head& head) { return head.kind != Head::Kind::kNone; })) {
+      wake(tube, 1);
+    }
   }
 }
 
@@ -561,7 +586,7 @@ void Core::try_reserve(const std::shared_ptr<Waiter>& waiter) {
 void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
   if (waiter->finished) {
     waiter->trying = false;
-    return;
+    return pass_on(open_tubes(*waiter));
   }
   const std::vector<std::string> tubes = open_tubes(*waiter);
   std::vector<const Hint*> hinted;  // (an unordered_map's elements stay where they are)
@@ -610,7 +635,8 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
          for (const auto& tube : tubes) --self->hint(tube).trying[shard];
          if (!reply.is_ok()) {
            waiter->trying = false;
-           return self->finish(waiter, reply.status());
+           self->finish(waiter, reply.status());
+           return self->pass_on(tubes);
          }
          const auto& elements = reply.value().elements;
          const std::string& code = elements.empty() ? std::string() : elements[0].str;
@@ -873,6 +899,12 @@ void Core::fire(std::uint32_t shard) {
          if (found == self->owned.end()) return;
          Owned& mine = found->second;
          mine.firing = false;
+         if (reply.is_ok() && !reply.value().elements.empty() &&
+             reply.value().elements[0].str == "fenced") {
+           spdlog::warn("shard {}: fenced off: another node owns it", shard);
+           self->owned.erase(found);
+           return;
+         }
          if (!reply.is_ok() || reply.value().type != ReplyType::kArray ||
              reply.value().elements.size() < 5) {
            if (!reply.is_ok())
@@ -880,11 +912,6 @@ void Core::fire(std::uint32_t shard) {
            return self->arm_fire(shard, Millis{100});
          }
          const auto& elements = reply.value().elements;
-         if (elements[0].str == "fenced") {
-           spdlog::warn("shard {}: fenced off: another node owns it", shard);
-           self->owned.erase(found);
-           return;
-         }
          for (const auto& late : elements[4].elements) {  // microseconds
            self->metrics.fire_lateness.observe(static_cast<double>(to_int(late.str)) / 1e6);
          }
@@ -915,11 +942,11 @@ void Core::arm_fire(std::uint32_t shard, std::chrono::microseconds delay) {
       });
 }
 
-// "r dq:{s} tube node head": tube's best ready job in shard s is now `head` ("priority:id"), by a
-// call of `node` ("-" for a call that answers no list of them; the node that made it learnt it
-// from the answer and skips its own message). Nodes of older versions sent "r dq:{s} tube [node]"
-// when the tube's ready set stopped being empty: the head is then unknown. "t dq:{s} ms": shard s
-// has a timer earlier than it had. "c": a tube's configuration changed. "l": a node gave leases up.
+// "r dq:{s} tube node head": tube's best ready job in shard s is now `head` (Head::parse()), by
+// a call of `node` (which learnt it from the call's answer and skips its own message). Nodes of
+// older versions sent "r dq:{s} tube [node]" when the tube's ready set stopped being empty: the
+// head is then unknown. "t dq:{s} ms": shard s has a timer earlier than it had. "c": a tube's
+// configuration changed. "l": a node gave leases up.
 void Core::on_event(const std::string& payload) {
   if (payload == "c") {
     load_conf([](Status) {});
@@ -1061,8 +1088,11 @@ void Core::watch_pauses() {
       if (!error) self->watch_pauses();
     });
   }
+  // A paused tube's jobs are answered as none (reserves skip them): a tube whose pause may have
+  // ended must be looked at again.
+  for (const auto& [tube, pause] : pauses) ever_paused.insert(tube);
   for (auto& [tube, h] : hints) {
-    if (!paused(tube)) forget_heads(h);
+    if (!paused(tube) && ever_paused.contains(tube)) forget_heads(h);
   }
   pump();
 }
@@ -1566,8 +1596,10 @@ void RedisSession::kick(std::string tube, std::size_t bound, Callback<std::size_
   if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<std::size_t>(s));
   if (bound == 0) return post(std::move(done), Result<std::size_t>(std::size_t{0}));
   // Buried jobs first (the lowest ids), delayed ones (the earliest due) only if no shard has a
-  // buried job: every shard says which it would kick first, and each kicks as many as it holds
-  // of the first `bound` of them all. Two round trips, each to every shard at once.
+  // buried job: every shard says which it would kick first (at most kMost), and each kicks as
+  // many as it holds of the first of them all. Two round trips, each to every shard at once;
+  // more while a shard had more to list and the bound is not reached.
+  static constexpr std::size_t kMost = 1000;
   struct Kick : std::enable_shared_from_this<Kick> {
     std::shared_ptr<Core> core;
     std::shared_ptr<SessionState> state;
@@ -1577,23 +1609,29 @@ void RedisSession::kick(std::string tube, std::size_t bound, Callback<std::size_
     std::string what = "buried";
     std::size_t left = 0;
     std::size_t kicked = 0;
+    bool listed_all = true;  // no shard had more than it listed
     std::vector<std::tuple<double, JobId, std::uint32_t>> candidates;  // order, id, shard
     Status failed;
 
     void ask() {
       left = core->shards;
+      listed_all = true;
+      candidates.clear();
+      const std::size_t most = std::min(kMost, bound - kicked);
       for (std::uint32_t shard = 0; shard < core->shards; ++shard) {
-        core->call(shard, {"kickable", tube, what, std::to_string(bound)}, false,
-                   [self = shared_from_this(), shard](Result<Reply> reply) {
-                     self->listed(shard, reply);
+        core->call(shard, {"kickable", tube, what, std::to_string(most)}, false,
+                   [self = shared_from_this(), shard, most](Result<Reply> reply) {
+                     self->listed(shard, most, reply);
                    });
       }
     }
-    void listed(std::uint32_t shard, const Result<Reply>& reply) {
+    void listed(std::uint32_t shard, std::size_t most, const Result<Reply>& reply) {
       if (!reply.is_ok()) {
         failed = reply.status();
       } else if (reply.value().elements.size() > 1) {
-        for (const auto& pair : reply.value().elements[1].elements) {
+        const auto& pairs = reply.value().elements[1].elements;
+        if (pairs.size() >= most) listed_all = false;
+        for (const auto& pair : pairs) {
           if (pair.elements.size() != 2) continue;
           candidates.emplace_back(to_ms(pair.elements[1].str, 0),
                                   static_cast<JobId>(to_int(pair.elements[0].str)), shard);
@@ -1601,26 +1639,31 @@ void RedisSession::kick(std::string tube, std::size_t bound, Callback<std::size_
       }
       if (--left > 0) return;
       if (!failed.is_ok()) return finish();
-      if (candidates.empty() && what == "buried") {
+      if (candidates.empty() && what == "buried" && kicked == 0) {
         what = "delayed";
         return ask();
       }
       std::sort(candidates.begin(), candidates.end());
       std::map<std::uint32_t, std::size_t> per_shard;
-      for (std::size_t i = 0; i < candidates.size() && i < bound; ++i) {
+      for (std::size_t i = 0; i < candidates.size() && kicked + i < bound; ++i) {
         ++per_shard[std::get<2>(candidates[i])];
       }
       if (per_shard.empty()) return finish();
       left = per_shard.size();
+      const std::size_t before = kicked;
       for (const auto& [chosen, count] : per_shard) {
         core->call(chosen, {"kick", tube, what, std::to_string(count)}, true,
-                   [self = shared_from_this()](Result<Reply> kick) {
+                   [self = shared_from_this(), before](Result<Reply> kick) {
                      if (!kick.is_ok()) {
                        self->failed = kick.status();
                      } else if (kick.value().elements.size() > 1) {
                        self->kicked += static_cast<std::size_t>(kick.value().elements[1].integer);
                      }
-                     if (--self->left == 0) self->finish();
+                     if (--self->left > 0) return;
+                     const bool more = !self->listed_all && self->kicked > before &&
+                                       self->kicked < self->bound && self->failed.is_ok();
+                     if (more) return self->ask();
+                     self->finish();
                    });
       }
     }
