@@ -25,6 +25,7 @@ command -v "${run[0]}" >/dev/null ||
   { echo "${run[0]} is needed (scripts/install-deps.sh installs it)"; exit 1; }
 data=$(mktemp -d)
 out="$data/stdout"
+: >"$out"  # there before the server's own redirection, which may come after the first look
 store=(-b "$data/db")
 if [ -n "${DELAYQ_TEST_REDIS_SEEDS_FILE:-}" ]; then
   store=(--redis "$(head -n 1 "$DELAYQ_TEST_REDIS_SEEDS_FILE")" --redis-prefix "client-$$")
