@@ -89,18 +89,29 @@ class ClusterModeTest : public ::testing::Test {
     if (seeds_.empty())
       GTEST_SKIP() << "DELAYQ_TEST_CLUSTER_SEEDS_FILE is not set (ctest -L redis sets it)";
   }
+  // Two nodes over the shared cluster, under a prefix of this test's own, and a client of each
+  // (for ASSERT_NO_FATAL_FAILURE).
+  void start_two_nodes() {
+    const auto prefix = unique_prefix(dir_);
+    a_ = node(dir_, seeds_, prefix);
+    b_ = node(dir_, seeds_, prefix);
+    ASSERT_EQ(a_->start(), "");
+    ASSERT_EQ(b_->start(), "");
+    on_a_ = std::make_unique<Client>(a_->port());
+    on_b_ = std::make_unique<Client>(b_->port());
+  }
   std::string seeds_;
   TempDir dir_;
+  std::unique_ptr<ServerProcess> a_;
+  std::unique_ptr<ServerProcess> b_;
+  std::unique_ptr<Client> on_a_;
+  std::unique_ptr<Client> on_b_;
 };
 
 TEST_F(ClusterModeTest, AJobPutThroughOneNodeIsHandledByKeyThroughTheOther) {
-  const auto prefix = unique_prefix(dir_);
-  auto a = node(dir_, seeds_, prefix);
-  auto b = node(dir_, seeds_, prefix);
-  ASSERT_EQ(a->start(), "");
-  ASSERT_EQ(b->start(), "");
-  Client on_a(a->port());
-  Client on_b(b->port());
+  ASSERT_NO_FATAL_FAILURE(start_two_nodes());
+  Client& on_a = *on_a_;
+  Client& on_b = *on_b_;
   ASSERT_EQ(on_a.call("use orders\r\n"), "USING orders\r\n");
   const auto id = inserted_id(on_a.call("putx 0 60000 10 5 key=order-42\r\nhello\r\n"));
   ASSERT_TRUE(id);
@@ -141,13 +152,9 @@ TEST_F(ClusterModeTest, AClosedConnectionsJobGoesToAWorkerOnTheOtherNode) {
 // others' calls publish), tries the best shard first, and a shard whose best was taken meanwhile
 // answers so. Jobs put one round trip at a time land in different shards.
 TEST_F(ClusterModeTest, ReservesTakeTheBestJobOfEveryShardInPriorityOrder) {
-  const auto prefix = unique_prefix(dir_);
-  auto a = node(dir_, seeds_, prefix);
-  auto b = node(dir_, seeds_, prefix);
-  ASSERT_EQ(a->start(), "");
-  ASSERT_EQ(b->start(), "");
-  Client on_a(a->port());
-  Client on_b(b->port());
+  ASSERT_NO_FATAL_FAILURE(start_two_nodes());
+  Client& on_a = *on_a_;
+  Client& on_b = *on_b_;
   std::mt19937_64 random(test_seed());
   std::vector<std::uint32_t> priorities(60);
   for (std::size_t i = 0; i < priorities.size(); ++i) {
@@ -200,13 +207,9 @@ TEST_F(ClusterModeTest, ReservesTakeTheBestJobOfEveryShardInPriorityOrder) {
 // the puts only within a shard: here one shard's counter is far ahead of the others (200 jobs of
 // one group), so a job put there has the largest id of all, and must still come out in turn.
 TEST_F(ClusterModeTest, JobsOfOnePriorityComeOutOldestFirstAcrossShards) {
-  const auto prefix = unique_prefix(dir_);
-  auto a = node(dir_, seeds_, prefix);
-  auto b = node(dir_, seeds_, prefix);
-  ASSERT_EQ(a->start(), "");
-  ASSERT_EQ(b->start(), "");
-  Client on_a(a->port());
-  Client on_b(b->port());
+  ASSERT_NO_FATAL_FAILURE(start_two_nodes());
+  Client& on_a = *on_a_;
+  Client& on_b = *on_b_;
   ASSERT_EQ(on_a.call("use warm\r\n"), "USING warm\r\n");
   for (int i = 0; i < 200; ++i) {
     ASSERT_TRUE(inserted_id(on_a.call("putx 0 60000 10 1 group=g\r\nw\r\n")));
