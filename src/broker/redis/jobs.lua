@@ -573,32 +573,28 @@ end
 -- order kick takes them: {'ok', {id, order}...}, the order being the id for a buried job and the
 -- due time for a delayed one. A node asks every shard, and kicks the first of all (n is at most
 -- 1,000: a larger kick takes more rounds).
+-- The first n buried (lowest id first) or delayed (earliest due first) jobs of the tube.
+local function kick_order(tube, state, n)
+  if state ~= 'buried' then return delayed_of(tube, n) end
+  local jobs = {}
+  for _, member in ipairs(first(B, tube, n)) do table.insert(jobs, load(id_of(member))) end
+  return jobs
+end
+
 ops.kickable = function()
-  local tube, state, n = ARGV[2], ARGV[3], tonumber(ARGV[4])
   local out = {}
-  if state == 'buried' then
-    for _, member in ipairs(first(B, tube, n)) do
-      local id = string.format('%d', id_of(member))
-      table.insert(out, {id, id})
-    end
-  else
-    for _, j in ipairs(delayed_of(tube, n)) do table.insert(out, {fid(j.id), us(j.due)}) end
+  for _, j in ipairs(kick_order(ARGV[2], ARGV[3], tonumber(ARGV[4]))) do
+    table.insert(out, {fid(j.id), ARGV[3] == 'buried' and fid(j.id) or us(j.due)})
   end
   return {'ok', out}
 end
 
 -- kick tube state bound: up to bound buried (lowest id first) or delayed (earliest due) jobs.
 ops.kick = function()
-  local tube, state, bound = ARGV[2], ARGV[3], tonumber(ARGV[4])
   local now = now_ms()
-  local ids = {}
-  if state == 'buried' then
-    for _, member in ipairs(first(B, tube, bound)) do table.insert(ids, load(id_of(member))) end
-  else
-    ids = delayed_of(tube, bound)
-  end
-  for _, j in ipairs(ids) do move(j, now, kicked(now)) end
-  return {'ok', #ids}
+  local jobs = kick_order(ARGV[2], ARGV[3], tonumber(ARGV[4]))
+  for _, j in ipairs(jobs) do move(j, now, kicked(now)) end
+  return {'ok', #jobs}
 end
 
 -- update id tube key due(or '') absolute pri(or '')

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <list>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 #include <tuple>
@@ -251,6 +252,11 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void probe_shards(std::vector<std::string> tubes, std::vector<std::uint32_t> which,
                     std::function<void(bool)> done);
   [[nodiscard]] std::vector<std::string> open_tubes(const Waiter& waiter) const;
+  [[nodiscard]] std::vector<std::uint32_t> every_shard_number() const {
+    std::vector<std::uint32_t> all(shards);
+    std::iota(all.begin(), all.end(), 0u);
+    return all;
+  }
   void arm(const std::shared_ptr<Waiter>& waiter);
   [[nodiscard]] bool paused(const std::string& tube) const;
 
@@ -705,12 +711,10 @@ void Core::give_up(const std::shared_ptr<Waiter>& waiter) {
 }
 
 void Core::probe(const std::shared_ptr<Waiter>& waiter) {
-  std::vector<std::uint32_t> every(shards);
-  for (std::uint32_t shard = 0; shard < shards; ++shard) every[shard] = shard;
   waiter->trying = true;
   waiter->probed = true;
   waiter->misses = 0;
-  probe_shards(open_tubes(*waiter), std::move(every),
+  probe_shards(open_tubes(*waiter), every_shard_number(),
                [self = shared_from_this(), waiter](bool) { self->attempt(waiter); });
 }
 
@@ -991,9 +995,7 @@ void Core::resync() {
   for (const auto& waiter : waiters) waited.insert(waiter->tubes.begin(), waiter->tubes.end());
   for (const auto& tube : waited) {
     if (paused(tube)) continue;
-    std::vector<std::uint32_t> every(shards);
-    for (std::uint32_t shard = 0; shard < shards; ++shard) every[shard] = shard;
-    probe_shards({tube}, std::move(every), [self = shared_from_this()](bool found) {
+    probe_shards({tube}, every_shard_number(), [self = shared_from_this()](bool found) {
       if (found) self->pump();
     });
   }

@@ -60,6 +60,23 @@ function jobId(Envelope $e): string
     return $e->last(BeanstalkdReceivedStamp::class)->getId();
 }
 
+/**
+ * A producer and two consumers on their own connections to $tube, which sends one message with
+ * $text and checks that consumer A gets it and B, meanwhile, does not: [producer, A, B, the
+ * envelope A got].
+ */
+function heldByA(int $port, string $tube, int $ttr, string $text, PhpSerializer $serializer): array
+{
+    $dsn = "beanstalkd://127.0.0.1:$port?tube_name=$tube&ttr=$ttr";
+    [$producer, $a, $b] = array_map(
+        fn () => new BeanstalkdTransport(Connection::fromDsn($dsn), $serializer), [1, 2, 3]);
+    $producer->send(new Envelope(new Ping($text)));
+    $got = getOne($a, "get of '$text'");
+    check($got !== null && text($got) === $text, "the message '$text' was not received");
+    check(getOne($b, "get of '$text' while A holds it") === null, "'$text' was received twice at once");
+    return [$producer, $a, $b, $got];
+}
+
 $tube = 'sf.messages';
 $dsn = "beanstalkd://127.0.0.1:$port?tube_name=$tube&ttr=30&timeout=0";
 $serializer = new PhpSerializer();
@@ -157,14 +174,7 @@ foreach (['ready', 'reserved', 'delayed', 'buried'] as $state) {
 same($s['cmd-delete'], '6', 'stats-tube cmd-delete (acks and rejects)');
 
 // A message received but not acked within its TTR (1 s) comes back, to the other consumer.
-$short = "beanstalkd://127.0.0.1:$port?tube_name=sf.short&ttr=1";
-$shortProducer = new BeanstalkdTransport(Connection::fromDsn($short), $serializer);
-$shortA = new BeanstalkdTransport(Connection::fromDsn($short), $serializer);
-$shortB = new BeanstalkdTransport(Connection::fromDsn($short), $serializer);
-$shortProducer->send(new Envelope(new Ping('ttr-1s')));
-$first = getOne($shortA, 'get of a TTR 1 s message');
-check($first !== null && text($first) === 'ttr-1s', 'the TTR 1 s message was not received');
-check(getOne($shortB, 'get while it is reserved') === null, 'the TTR 1 s message was received twice at once');
+[$shortProducer, $shortA, $shortB, $first] = heldByA($port, 'sf.short', 1, 'ttr-1s', $serializer);
 // Nobody polls meanwhile: beanstalkd 1.12 does not take back a lapsed reservation while another
 // connection keeps sending reserve-with-timeout 0 (delayqd does); that case is not checked here.
 usleep(1300000);
@@ -181,14 +191,7 @@ try {
 same($shortProducer->getMessageCount(), 0, 'getMessageCount of sf.short at the end');
 
 // A consumer that goes away (its connection closes) gives its unacked message back at once.
-$crashDsn = "beanstalkd://127.0.0.1:$port?tube_name=sf.crash&ttr=30";
-$crashProducer = new BeanstalkdTransport(Connection::fromDsn($crashDsn), $serializer);
-$crashA = new BeanstalkdTransport(Connection::fromDsn($crashDsn), $serializer);
-$crashB = new BeanstalkdTransport(Connection::fromDsn($crashDsn), $serializer);
-$crashProducer->send(new Envelope(new Ping('orphan')));
-$held = getOne($crashA, 'get before the consumer goes away');
-check($held !== null && text($held) === 'orphan', 'the orphan message was not received');
-check(getOne($crashB, 'get while it is held') === null, 'the orphan message was received twice at once');
+[$crashProducer, $crashA, $crashB, $held] = heldByA($port, 'sf.crash', 30, 'orphan', $serializer);
 unset($crashA);   // frees its Pheanstalk socket: the connection closes
 gc_collect_cycles();
 $back = null;
