@@ -60,6 +60,17 @@ function jobId(Envelope $e): string
     return $e->last(BeanstalkdReceivedStamp::class)->getId();
 }
 
+/** An ack the server must refuse with NOT_FOUND (a TransportException). */
+function ackRefused(BeanstalkdTransport $t, Envelope $e, string $what): void
+{
+    try {
+        $t->ack($e);
+        fail("$what did not throw");
+    } catch (TransportException $x) {
+        check(strpos($x->getMessage(), 'NOT_FOUND') !== false, "$what: " . $x->getMessage());
+    }
+}
+
 /**
  * A producer and two consumers on their own connections to $tube, which sends one message with
  * $text and checks that consumer A gets it and B, meanwhile, does not: [producer, A, B, the
@@ -141,12 +152,7 @@ check($e4 !== null && text($e4) === 'now-4', 'the fourth ready message was not r
 $consumerB->ack($e4);
 check($receive($consumerB, 'B') === null, 'a message was received while only delayed and reserved ones remain');
 $consumerA->ack($e3);
-try {
-    $consumerA->ack($e3);
-    fail('ack of an acked message did not throw');
-} catch (TransportException $e) {
-    check(strpos($e->getMessage(), 'NOT_FOUND') !== false, 'ack of an acked message: ' . $e->getMessage());
-}
+ackRefused($consumerA, $e3, 'ack of an acked message');
 
 // The delayed ones: poll both consumers until both came, none early, none more than 2.5 s late.
 $turn = 0;
@@ -182,12 +188,7 @@ $again = getOne($shortB, 'get of the TTR 1 s message 1.3 s later');
 check($again !== null && text($again) === 'ttr-1s', 'the TTR 1 s message did not come back after 1.3 s');
 same(jobId($again), jobId($first), 'the message that came back after its TTR');
 $shortB->ack($again);
-try {
-    $shortA->ack($first);
-    fail('ack by the consumer whose TTR lapsed did not throw');
-} catch (TransportException $e) {
-    check(strpos($e->getMessage(), 'NOT_FOUND') !== false, 'ack after the TTR lapsed: ' . $e->getMessage());
-}
+ackRefused($shortA, $first, 'ack by the consumer whose TTR lapsed');
 same($shortProducer->getMessageCount(), 0, 'getMessageCount of sf.short at the end');
 
 // A consumer that goes away (its connection closes) gives its unacked message back at once.
