@@ -39,6 +39,7 @@
 //          2    secret count, then per secret 2+n bytes
 #include "store/record.h"
 
+#include <array>
 #include <cstring>
 #include <limits>
 
@@ -51,14 +52,17 @@ constexpr std::uint8_t kAttachedFlag = 1;
 constexpr std::uint8_t kDueInsideFlag = 2;
 constexpr std::uint8_t kKnownFlags = kAttachedFlag | kDueInsideFlag;
 
+// One append per value: the byte loop compiles to a single store.
 template <typename T>
 void put_le(std::string& out, T value) {
   using U = std::make_unsigned_t<T>;
   auto u = static_cast<U>(value);
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    out.push_back(static_cast<char>(u & 0xFFU));
+  std::array<char, sizeof(T)> bytes{};
+  for (char& byte : bytes) {
+    byte = static_cast<char>(u & 0xFFU);
     u = static_cast<U>(u >> 8U);
   }
+  out.append(bytes.data(), bytes.size());
 }
 
 void put_string(std::string& out, std::string_view text) {

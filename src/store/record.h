@@ -20,10 +20,11 @@ namespace delayq::store {
 // version with Code::kUnsupported rather than guess.
 inline constexpr std::uint8_t kFormatVersion = 1;
 // The store's format marker ("m:format"). 2 added attachments, webhooks and the record's flags
-// byte; 3 the flag JobRecord::due_inside. An older store means the same under the newer
-// version, and is marked with it when opened (so that an older build refuses it instead of
-// misreading it). Anything newer is refused.
-inline constexpr std::uint64_t kStoreVersion = 3;
+// byte; 3 the flag JobRecord::due_inside; 4 moved attachments from the default column family
+// to the bodies one (RocksStore moves them when it opens an older store). An older store means
+// the same under the newer version, and is marked with it when opened (so that an older build
+// refuses it instead of misreading it). Anything newer is refused.
+inline constexpr std::uint64_t kStoreVersion = 4;
 
 struct JobRecord {
   JobId id = 0;

@@ -2,6 +2,7 @@
 
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
+#include <rocksdb/memtablerep.h>
 #include <rocksdb/options.h>
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
@@ -56,9 +57,6 @@ rocksdb::ColumnFamilyOptions family_options(const RocksStoreOptions& options,
   rocksdb::ColumnFamilyOptions family;
   family.write_buffer_size = options.write_buffer_bytes / 2;
   family.max_write_buffer_number = 2;
-  // Ids grow, so keys are appended at the end of their range: a per-prefix hint lets the
-  // memtable insert there without searching its skip list from the top.
-  family.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(1));
   family.compression = rocksdb::kLZ4Compression;
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = cache;
@@ -103,15 +101,34 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
   // time (sync_file_range) rather than in one fdatasync at the end, whose burst held up the
   // event loop's own log writes (docs/BENCHMARKS.md, Overload).
   db_options.bytes_per_sync = std::uint64_t{1} << 20;
+  // One thread writes (the committer, or the event loop): nothing to gain from concurrent
+  // memtable inserts, and the records' vector memtable does not support them.
+  db_options.allow_concurrent_memtable_write = false;
 
   const auto cache = rocksdb::NewLRUCache(options.block_cache_bytes);
   rocksdb::ColumnFamilyOptions records = family_options(options, cache);
+  // Records are written all the time and read only when the store opens: a vector memtable
+  // appends each write and sorts once, at the flush (or the first read). A skip list compares
+  // on every insert, and Debian's RocksDB, built with its assertions on, checks the whole
+  // insertion path each time: about half of a put's and a delete's CPU in the committer
+  // (docs/BENCHMARKS.md, "What a job costs RocksDB").
+  records.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
   rocksdb::ColumnFamilyOptions bodies = family_options(options, cache);
+  // Bodies and attachments are read back while the server runs: a skip list, whose inserts of
+  // growing ids a per-prefix hint places at the end of their range.
+  bodies.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(1));
+  // A read of a job put long ago, whose body is in a table file by now, asks a bloom filter
+  // of 2 % of the memtable's size instead of searching the memtable's skip list first.
+  bodies.memtable_prefix_bloom_size_ratio = 0.02;
+  bodies.memtable_whole_key_filtering = true;
   // Bodies are written once and deleted once: in blob files, compaction moves 20-byte
-  // references instead of the bodies, and garbage collection reclaims deleted ones.
+  // references instead of the bodies, and garbage collection reclaims deleted ones. Blobs are
+  // compressed one at a time, each with a fresh LZ4 state of 16 KiB to clear: for bodies of a
+  // few hundred bytes that cost more CPU than the rest of a job's flush (docs/BENCHMARKS.md).
+  // Files written with compression stay readable.
   bodies.enable_blob_files = true;
   bodies.min_blob_size = 0;
-  bodies.blob_compression_type = rocksdb::kLZ4Compression;
+  bodies.blob_compression_type = rocksdb::kNoCompression;
   bodies.enable_blob_garbage_collection = true;
   const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, records}, {std::string(kBodiesFamily), bodies}};
@@ -149,6 +166,9 @@ Status RocksStore::load_meta() {
                                     ", this build reads versions 1 to " +
                                     std::to_string(kStoreVersion)};
   }
+  if (*version < 4) {
+    if (Status moved = move_attachments(); !moved.is_ok()) return moved;
+  }
   if (*version < kStoreVersion) {  // the upgrade: every older store reads as this version
     rocksdb::WriteOptions sync;
     sync.sync = true;
@@ -162,6 +182,36 @@ Status RocksStore::load_meta() {
   if (!next || *next == 0) return {Code::kCorruption, "unreadable id high-water mark"};
   next_id_ = *next;
   return Status::ok();
+}
+
+// Up to version 3, attachments were kept in the default family. Moved in synced batches of
+// 1,000, each atomic: after a crash the marker still says 3, and the next open moves the rest.
+Status RocksStore::move_attachments() {
+  constexpr std::size_t kPerBatch = 1000;
+  rocksdb::WriteOptions sync;
+  sync.sync = true;
+  rocksdb::WriteBatch batch;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), records_));
+  for (it->Seek(std::string(1, kAttachmentPrefix)); it->Valid(); it->Next()) {
+    const rocksdb::Slice key = it->key();
+    if (key.size() == 0 || key[0] != kAttachmentPrefix) break;
+    if (Status s = from_rocks(batch.Put(bodies_, key, it->value()), "moving attachments");
+        !s.is_ok()) {
+      return s;
+    }
+    if (Status s = from_rocks(batch.Delete(records_, key), "moving attachments"); !s.is_ok()) {
+      return s;
+    }
+    if (batch.Count() >= 2 * kPerBatch) {
+      if (Status s = from_rocks(db_->Write(sync, &batch), "moving attachments"); !s.is_ok()) {
+        return s;
+      }
+      batch.Clear();
+    }
+  }
+  if (Status s = from_rocks(it->status(), "reading attachments to move"); !s.is_ok()) return s;
+  if (batch.Count() == 0) return Status::ok();
+  return from_rocks(db_->Write(sync, &batch), "moving attachments");
 }
 
 Status RocksStore::write(std::span<const WriteSet* const> sets, bool sync) {
@@ -181,10 +231,10 @@ Status RocksStore::write(std::span<const WriteSet* const> sets, bool sync) {
           batch.Delete(bodies_, job_key(kBodyPrefix, op.id));
           break;
         case WriteSet::Kind::kAttachment:
-          batch.Put(job_key(kAttachmentPrefix, op.id), op.value);
+          batch.Put(bodies_, job_key(kAttachmentPrefix, op.id), op.value);
           break;
         case WriteSet::Kind::kEraseAttachment:
-          batch.Delete(job_key(kAttachmentPrefix, op.id));
+          batch.Delete(bodies_, job_key(kAttachmentPrefix, op.id));
           break;
         case WriteSet::Kind::kWebhook:
           batch.Put(kWebhookPrefix + op.tube, op.value);
@@ -262,7 +312,7 @@ Result<std::string> RocksStore::read_body(JobId id) {
 Result<Delivery> RocksStore::read_attachment(JobId id) {
   std::string bytes;
   const rocksdb::Status s =
-      db_->Get(rocksdb::ReadOptions(), job_key(kAttachmentPrefix, id), &bytes);
+      db_->Get(rocksdb::ReadOptions(), bodies_, job_key(kAttachmentPrefix, id), &bytes);
   if (s.IsNotFound()) {
     return Status(Code::kNotFound, "no attachment for job " + std::to_string(id));
   }

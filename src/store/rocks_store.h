@@ -68,10 +68,13 @@ class RocksStore final : public Store {
  private:
   RocksStore(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> families);
   Status load_meta();
+  Status move_attachments();
 
   std::unique_ptr<rocksdb::DB> db_;
-  rocksdb::ColumnFamilyHandle* records_;  // the default family: meta keys and job records
-  rocksdb::ColumnFamilyHandle* bodies_;   // bodies, in blob files
+  // The default family: meta keys, job records, webhooks and max_attempts, all read only when
+  // the store opens (its memtable is a vector, sorted when read).
+  rocksdb::ColumnFamilyHandle* records_;
+  rocksdb::ColumnFamilyHandle* bodies_;  // bodies and attachments, in blob files
   JobId next_id_ = 1;
 };
 

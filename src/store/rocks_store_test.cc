@@ -311,6 +311,72 @@ TEST(RocksStoreTest, AVersionOneStoreIsUpgradedAndANewerOneRefused) {
   EXPECT_TRUE(RocksStore::open(dir, {}).is_ok());
 }
 
+// A version 3 store kept attachments in the default family; opening it moves them beside the
+// bodies, in batches, and a move cut short by a crash is finished by the next open.
+TEST(RocksStoreTest, AVersionThreeStoresAttachmentsAreMovedWhenOpened) {
+  TempDir tmp;
+  const std::string dir = tmp.sub("db");
+  constexpr JobId kJobs = 2'500;  // more than one batch of the move
+  const auto delivery_of = [](JobId id) {
+    return Delivery{"http://h/" + std::to_string(id), "text/plain", 0, "", 0};
+  };
+  {
+    auto store = must_open(dir);
+    ASSERT_NE(store, nullptr);
+    const WriteSet jobs = put_jobs(1, kJobs, 10);
+    ASSERT_TRUE(write(*store, {&jobs}, /*sync=*/true).is_ok());
+  }
+  {
+    // What a version 3 build left, attachments in the default family, after a move cut short
+    // by a crash: job 1's already beside its body.
+    std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+        {rocksdb::kDefaultColumnFamilyName, {}}, {std::string(kBodiesFamily), {}}};
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open({}, dir, families, &handles, &raw).ok());
+    rocksdb::WriteBatch batch;
+    ASSERT_TRUE(
+        batch.Put(handles[1], job_key(kAttachmentPrefix, 1), encode_delivery(delivery_of(1))).ok());
+    for (JobId id = 2; id <= kJobs; ++id) {
+      ASSERT_TRUE(
+          batch.Put(handles[0], job_key(kAttachmentPrefix, id), encode_delivery(delivery_of(id)))
+              .ok());
+    }
+    ASSERT_TRUE(raw->Write({}, &batch).ok());
+    for (auto* handle : handles) (void)raw->DestroyColumnFamilyHandle(handle);
+    delete raw;
+  }
+  set_marker(dir, 3);
+  {
+    auto store = must_open(dir);
+    ASSERT_NE(store, nullptr);
+    for (JobId id = 1; id <= kJobs; ++id) {
+      auto read = store->read_attachment(id);
+      ASSERT_TRUE(read.is_ok()) << id << ": " << read.status().to_string();
+      EXPECT_EQ(read.value(), delivery_of(id));
+    }
+    auto records = scan_all(*store);
+    ASSERT_TRUE(records.is_ok()) << records.status().to_string();
+    EXPECT_EQ(records.value().size(), kJobs);
+  }
+  // Nothing is left in the default family, and the marker says 4.
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {{rocksdb::kDefaultColumnFamilyName, {}},
+                                                           {std::string(kBodiesFamily), {}}};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open({}, dir, families, &handles, &raw).ok());
+  {
+    std::unique_ptr<rocksdb::Iterator> it(raw->NewIterator({}, handles[0]));
+    it->Seek(std::string(1, kAttachmentPrefix));
+    EXPECT_TRUE(!it->Valid() || it->key()[0] != kAttachmentPrefix);
+    std::string marker;
+    ASSERT_TRUE(raw->Get({}, handles[0], std::string(kFormatKey), &marker).ok());
+    EXPECT_EQ(marker, std::string("\x04\0\0\0\0\0\0\0", 8));  // u64 little-endian
+  }
+  for (auto* handle : handles) (void)raw->DestroyColumnFamilyHandle(handle);
+  delete raw;
+}
+
 TEST(RocksStoreTest, ScanIsInNumericIdOrder) {
   TempDir tmp;
   const std::string dir = tmp.sub("db");
