@@ -1200,6 +1200,37 @@ TEST_F(BeanstalkTest, HalfClosedConnectionEndsItsWaitWithTimedOut) {
   EXPECT_EQ(client_->reply(Millis{2000}), "TIMED_OUT\r\n");
 }
 
+// What a client sent before half-closing runs, also behind a reserve: one whose job waits for
+// the put's fsync, one that waits for a job (TIMED_OUT at the end of input), and one run after
+// it (no wait: TIMED_OUT at once). Then the server closes. As beanstalkd 1.12 answers.
+TEST_F(BeanstalkTest, HalfClosedConnectionRunsWhatWasSentBehindAReserve) {
+  ASSERT_TRUE(client_->send("put 0 0 10 1\r\na\r\nreserve\r\nlist-tube-used\r\n"));
+  client_->shutdown_write();
+  const auto first = inserted_id(client_->reply());
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(client_->reply(), job_reply("RESERVED", *first, "a"));
+  EXPECT_EQ(client_->reply(), "USING default\r\n");
+  EXPECT_TRUE(client_->closed_by_server());
+
+  auto waiter = connect();
+  ASSERT_TRUE(
+      waiter->send("use other\r\nwatch other\r\nignore default\r\n"
+                   "reserve-with-timeout 10\r\nreserve\r\nput 0 0 10 1\r\nb\r\n"));
+  ASSERT_TRUE(wait_for_stat("current-waiting", "1"));
+  waiter->shutdown_write();
+  EXPECT_EQ(waiter->reply(), "USING other\r\n");
+  EXPECT_EQ(waiter->reply(), "WATCHING 2\r\n");
+  EXPECT_EQ(waiter->reply(), "WATCHING 1\r\n");
+  EXPECT_EQ(waiter->reply(Millis{2000}), "TIMED_OUT\r\n");
+  EXPECT_EQ(waiter->reply(Millis{2000}), "TIMED_OUT\r\n");  // the second reserve did not wait
+  const auto second = inserted_id(waiter->reply());         // and the put after it was stored
+  ASSERT_TRUE(second.has_value());
+  EXPECT_TRUE(waiter->closed_by_server());
+  auto other = connect();
+  EXPECT_EQ(other->call("peek " + std::to_string(*second) + "\r\n"),
+            job_reply("FOUND", *second, "b"));
+}
+
 // ----------------------------------------------------------------------------------- bytes
 
 TEST_F(BeanstalkTest, BinaryBodiesRoundTrip) {

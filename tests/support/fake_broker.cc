@@ -129,7 +129,7 @@ std::uint64_t FakeSession::reserve(broker::ReserveRequest request,
   std::string args = "tubes=" + (tubes.empty() ? std::string("(watched)") : tubes);
   args += " timeout=" +
           (request.timeout ? std::to_string(request.timeout->count()) + "ms" : std::string("none"));
-  const std::uint64_t ticket = broker_.next_ticket_++;
+  const std::uint64_t ticket = broker_.reserves_found_ ? 0 : broker_.next_ticket_++;
   record<broker::Job>("reserve", std::move(args), std::move(done), std::move(request), ticket);
   return ticket;
 }

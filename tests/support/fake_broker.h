@@ -228,6 +228,9 @@ class FakeBroker : public broker::Broker {
   // --- scripting
   void set_health(Status health) { health_ = std::move(health); }
   void set_uptime(broker::Seconds uptime) { uptime_ = uptime; }
+  // Reserves from now on are answered without waiting (ticket 0), as a real broker's that found
+  // a job: their completion may still come later, but cancel_reserve() cannot end them.
+  void set_reserves_found(bool found) { reserves_found_ = found; }
   [[nodiscard]] bool closed() const noexcept { return closed_; }
 
   // Every call so far, in the order made; a Call stays where it is (a deque never moves them).
@@ -265,6 +268,7 @@ class FakeBroker : public broker::Broker {
   std::vector<std::uint64_t> cancelled_;
   std::vector<std::size_t> posted_;  // indexes of cancelled reserves, for poll()
   std::uint64_t next_ticket_ = 1;
+  bool reserves_found_ = false;
   bool draining_ = false;
   Status health_;
   broker::Seconds uptime_{0};

@@ -99,6 +99,8 @@ void Conversation::use(const Command& command) {
 
 void Conversation::start_reserve(std::optional<broker::Millis> timeout) {
   mark_worker();
+  // After the client's end of input nothing could end a wait: no job ready is TIMED_OUT now.
+  if (input_ended_) timeout = broker::Millis{0};
   waiting_ = true;
   const std::uint64_t slot = open_slot();
   reserve_ticket_ =

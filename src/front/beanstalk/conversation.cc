@@ -170,11 +170,11 @@ void Conversation::resume() {
 void Conversation::end_input() {
   if (closing_ || input_ended_) return;
   input_ended_ = true;
-  // A wait in reserve ends at once with TIMED_OUT; commands sent after it are not run.
+  // A wait in reserve ends at once with TIMED_OUT, as beanstalkd's does; its completion runs the
+  // commands sent after it (a reserve among them that finds no job answers TIMED_OUT at once:
+  // start_reserve), and the last turn closes.
   if (waiting_ && reserve_ticket_ != 0) {
     (void)session_->cancel_reserve(std::exchange(reserve_ticket_, 0));
-    closing_ = true;
-    emit();
     return;
   }
   process();  // what is left runs, a turn at a time; the last turn closes
@@ -201,8 +201,10 @@ void Conversation::process() {
   in_.erase(0, begin_);
   begin_ = 0;
   if (in_.empty() && in_.capacity() > 4096) in_ = std::string();
-  if (input_ended_ && !yielded && !closing_) {
-    closing_ = true;  // nothing more will come, and what came has run (or waits behind a reserve)
+  // Nothing more will come and what came has run: close. A reserve still to answer (waiting for
+  // the durability of what it depends on) runs this again when it has.
+  if (input_ended_ && !yielded && !closing_ && !waiting_) {
+    closing_ = true;
     emit();
   }
 }

@@ -980,9 +980,41 @@ TEST_F(ConversationTest, EndOfInputDuringAReserveCancelsItAnswersTimedOutAndIsDo
   EXPECT_EQ(take(), "");
 
   EXPECT_EQ(fake_.poll(), 1U);
-  EXPECT_EQ(take(), "TIMED_OUT\r\n");  // the command sent after it is not run
+  EXPECT_EQ(take(), "TIMED_OUT\r\nUSING default\r\n");  // then what was sent after it runs
   EXPECT_TRUE(conversation().done());
   EXPECT_EQ(ops("reserve", "TIMED_OUT"), 1U);
+}
+
+// After the end of input, a reserve that finds no job cannot wait for one: it asks for none
+// (timeout 0), and the commands after it run.
+TEST_F(ConversationTest, AReserveRunAfterTheEndOfInputDoesNotWait) {
+  client_->send("reserve-with-timeout 1\r\nreserve\r\nlist-tube-used\r\n");
+  const std::uint64_t ticket = last().ticket();
+  conversation().end_input();
+  EXPECT_EQ(fake_.cancelled(), std::vector<std::uint64_t>{ticket});
+  EXPECT_EQ(fake_.poll(), 1U);
+  ASSERT_EQ(fake_.call_count(), 2U);
+  EXPECT_EQ(last().text(), "reserve tubes=(watched) timeout=0ms");
+  EXPECT_FALSE(conversation().done());
+  last().fail(Code::kTimedOut);
+  EXPECT_EQ(take(), "TIMED_OUT\r\nTIMED_OUT\r\nUSING default\r\n");
+  EXPECT_TRUE(conversation().done());
+}
+
+// A reserve that has its job but waits for the durability of the put before it is not a wait
+// the end of input cancels: its answer comes, then the commands after it run.
+TEST_F(ConversationTest, EndOfInputBehindAnAnsweredReserveRunsWhatFollowsIt) {
+  fake_.set_reserves_found(true);
+  client_->send("put 0 0 1 1\r\nx\r\nreserve\r\nlist-tube-used\r\n");
+  ASSERT_EQ(fake_.call_count(), 2U);
+  conversation().end_input();
+  EXPECT_TRUE(fake_.cancelled().empty());
+  EXPECT_FALSE(conversation().done());
+  EXPECT_EQ(conversation().buffered(), "list-tube-used\r\n"s.size());
+  fake_.call(0).complete(inserted(1));
+  fake_.call(1).complete(job_of(1, "x"));
+  EXPECT_EQ(take(), "INSERTED 1\r\nRESERVED 1 1\r\nx\r\nUSING default\r\n");
+  EXPECT_TRUE(conversation().done());
 }
 
 TEST_F(ConversationTest, EndOfInputAnswersWhatWasSentThenIsDone) {
