@@ -1,9 +1,9 @@
 // rocks_store.h — the default Store: RocksDB in a data directory.
-// One RocksDB database, keys by kind (record.h): "m:" meta, 'j'+id job records, 'a'+id
-// attachments, 'w'+tube webhooks and 't'+tube max_attempts in the default column family, 'b'+id
-// bodies in the "bodies" family, whose values live in blob files. Every write is one WriteBatch
-// through RocksDB's write-ahead log; sync writes fsync it, and RocksDB merges concurrent writers
-// into one fsync. open() refuses a directory that is not a delayq store, has another format
+// One RocksDB database, keys by kind (record.h): "m:" meta, 'j'+id job records, 'w'+tube
+// webhooks and 't'+tube max_attempts in the default column family, 'b'+id bodies and 'a'+id
+// attachments in the "bodies" family, whose values live in blob files. Every write is one
+// WriteBatch through RocksDB's write-ahead log; sync writes fsync it, and RocksDB merges concurrent
+// writers into one fsync. open() refuses a directory that is not a delayq store, has another format
 // version, or whose log or tables fail their checksums, with a Status that names the problem
 // (docs/storage-format.md).
 #pragma once
