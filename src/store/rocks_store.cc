@@ -51,6 +51,9 @@ RocksStore::~RocksStore() {
 
 namespace {
 
+// The store version that keeps attachments in the bodies family (move_attachments()).
+constexpr std::uint64_t kAttachmentsBesideBodies = 4;
+
 // Options both column families share. Each gets half the write buffer budget.
 rocksdb::ColumnFamilyOptions family_options(const RocksStoreOptions& options,
                                             const std::shared_ptr<rocksdb::Cache>& cache) {
@@ -166,7 +169,7 @@ Status RocksStore::load_meta() {
                                     ", this build reads versions 1 to " +
                                     std::to_string(kStoreVersion)};
   }
-  if (*version < 4) {
+  if (*version < kAttachmentsBesideBodies) {
     if (Status moved = move_attachments(); !moved.is_ok()) return moved;
   }
   if (*version < kStoreVersion) {  // the upgrade: every older store reads as this version

@@ -569,10 +569,6 @@ ops.kick_job = function()
   return reply(j, now)
 end
 
--- kickable tube state n: the first n buried (state 'buried') or delayed jobs of the tube, in the
--- order kick takes them: {'ok', {id, order}...}, the order being the id for a buried job and the
--- due time for a delayed one. A node asks every shard, and kicks the first of all (n is at most
--- 1,000: a larger kick takes more rounds).
 -- The first n buried (lowest id first) or delayed (earliest due first) jobs of the tube.
 local function kick_order(tube, state, n)
   if state ~= 'buried' then return delayed_of(tube, n) end
@@ -581,6 +577,10 @@ local function kick_order(tube, state, n)
   return jobs
 end
 
+-- kickable tube state n: the first n buried (state 'buried') or delayed jobs of the tube, in the
+-- order kick takes them: {'ok', {id, order}...}, the order being the id for a buried job and the
+-- due time for a delayed one. A node asks every shard, and kicks the first of all (n is at most
+-- 1,000: a larger kick takes more rounds).
 ops.kickable = function()
   local out = {}
   for _, j in ipairs(kick_order(ARGV[2], ARGV[3], tonumber(ARGV[4]))) do
