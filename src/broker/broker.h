@@ -178,9 +178,14 @@ class Session {
   // waiting (its completion may still wait for durability). The job is held by this session until
   // deleted, released, buried, or its TTR lapses.
   virtual std::uint64_t reserve(ReserveRequest request, Callback<Job> done) = 0;
-  // Ends a waiting reserve with kTimedOut (a client that went away or half-closed); false if the
-  // ticket is not waiting any more.
+  // Ends a waiting reserve with kTimedOut (a client that went away); false if the ticket is not
+  // waiting any more.
   virtual bool cancel_reserve(std::uint64_t ticket) = 0;
+  // Ends a waiting reserve as if its time had run out now (a beanstalkd client that half-closed):
+  // it completes with a job ready now, which it may not have seen yet where ready jobs are spread
+  // over many places, or else with kTimedOut; it waits no longer. false if the ticket is not
+  // waiting any more.
+  virtual bool stop_waiting(std::uint64_t ticket) = 0;
   // reserve_job: a job by id in any state but reserved (kNotFound if reserved by anyone).
   virtual void reserve_job(JobId id, Callback<Job> done) = 0;
   // erase (delete): any job not reserved by another session. Completes with its id.

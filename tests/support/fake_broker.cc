@@ -147,6 +147,16 @@ bool FakeSession::cancel_reserve(std::uint64_t ticket) {
   return false;
 }
 
+bool FakeSession::stop_waiting(std::uint64_t ticket) {
+  for (const Call& call : broker_.calls_) {
+    if (call.ticket() != ticket || call.session() != index_) continue;
+    if (!call.pending() || call.cancelled()) return false;
+    broker_.stopped_.push_back(ticket);
+    return true;
+  }
+  return false;
+}
+
 void FakeSession::reserve_job(JobId id, broker::Callback<broker::Job> done) {
   record<broker::Job>("reserve_job", "id=" + std::to_string(id), std::move(done));
 }

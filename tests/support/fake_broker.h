@@ -9,6 +9,8 @@
 //    never inside the call that made it (broker.h's rule holds by construction).
 //  - cancel_reserve() records the ticket and, as broker.h says, ends the wait with kTimedOut; like
 //    a real broker it does so later, on the executor: here when the test calls poll().
+//    stop_waiting() records the ticket and leaves the reserve pending: the test answers it, with
+//    a job or kTimedOut, as a broker that looks once more would.
 //  - Destroying a session drops its pending calls (their callbacks never run) and counts as a
 //    session closed.
 // Test-only: linked into unit tests (tests/CMakeLists.txt), never into a server.
@@ -147,6 +149,7 @@ class FakeSession : public broker::Session {
   std::uint64_t reserve(broker::ReserveRequest request,
                         broker::Callback<broker::Job> done) override;
   bool cancel_reserve(std::uint64_t ticket) override;
+  bool stop_waiting(std::uint64_t ticket) override;
   void reserve_job(JobId id, broker::Callback<broker::Job> done) override;
   void erase(broker::JobRef job, broker::Callback<JobId> done) override;
   void release(broker::ReleaseRequest request, broker::Callback<JobView> done) override;
@@ -241,8 +244,9 @@ class FakeBroker : public broker::Broker {
   [[nodiscard]] std::vector<std::string> pending_texts() const;  // the pending ones'
   [[nodiscard]] std::size_t pending_count() const;
 
-  // Tickets given to cancel_reserve() for a waiting reserve, in order.
+  // Tickets given to cancel_reserve() for a waiting reserve, in order; and to stop_waiting().
   [[nodiscard]] const std::vector<std::uint64_t>& cancelled() const noexcept { return cancelled_; }
+  [[nodiscard]] const std::vector<std::uint64_t>& stopped() const noexcept { return stopped_; }
   // Runs what the fake has queued itself, as an executor would after the calls that queued it:
   // the kTimedOut of every cancelled reserve still pending. Returns how many callbacks ran.
   std::size_t poll();
@@ -266,6 +270,7 @@ class FakeBroker : public broker::Broker {
   std::vector<SessionRecord> sessions_;
   std::size_t sessions_closed_ = 0;
   std::vector<std::uint64_t> cancelled_;
+  std::vector<std::uint64_t> stopped_;
   std::vector<std::size_t> posted_;  // indexes of cancelled reserves, for poll()
   std::uint64_t next_ticket_ = 1;
   bool reserves_found_ = false;

@@ -28,6 +28,8 @@ class LocalSession final : public broker::Session {
   void put(broker::PutRequest request, Callback<broker::PutResult> done) override;
   std::uint64_t reserve(broker::ReserveRequest request, Callback<broker::Job> done) override;
   bool cancel_reserve(std::uint64_t ticket) override;
+  // The engine hands a waiting reserve each job as it becomes ready: it has seen them all.
+  bool stop_waiting(std::uint64_t ticket) override { return cancel_reserve(ticket); }
   void reserve_job(JobId id, Callback<broker::Job> done) override;
   void erase(broker::JobRef job, Callback<JobId> done) override;
   void release(broker::ReleaseRequest request, Callback<JobView> done) override;

@@ -144,8 +144,11 @@ struct SessionState {
     return at && *at <= SteadyClock::now();
   }
   void hold(const broker::Job& job) {
+    const auto now = SteadyClock::now();
+    // Jobs whose TTR lapsed are held no more (their worker may never say a word about them).
+    std::erase_if(held, [now](const auto& entry) { return entry.second.deadline <= now; });
     const auto left = std::max<std::int64_t>(0, job.view.deadline_unix_ms - job.as_of_unix_ms);
-    held[job.view.id] = {SteadyClock::now() + Millis{left}, job.view.counters.reserves};
+    held[job.view.id] = {now + Millis{left}, job.view.counters.reserves};
   }
 };
 
@@ -1124,6 +1127,7 @@ class RedisSession final : public broker::Session {
   void put(broker::PutRequest request, Callback<broker::PutResult> done) override;
   std::uint64_t reserve(broker::ReserveRequest request, Callback<broker::Job> done) override;
   bool cancel_reserve(std::uint64_t ticket) override;
+  bool stop_waiting(std::uint64_t ticket) override;
   void reserve_job(JobId id, Callback<broker::Job> done) override;
   void erase(broker::JobRef job, Callback<JobId> done) override;
   void release(broker::ReleaseRequest request, Callback<JobView> done) override;
@@ -1475,6 +1479,8 @@ std::uint64_t RedisSession::reserve(broker::ReserveRequest request, Callback<bro
   if (request.timeout) waiter->deadline = SteadyClock::now() + *request.timeout;
   waiter->done = std::move(done);
   waiter->ticket = next_ticket_++;
+  // Only reserves still to answer are kept: a worker's connection makes millions.
+  std::erase_if(waits_, [](const auto& wait) { return wait.second->finished; });
   waits_[waiter->ticket] = waiter;
   core_->waiters.push_back(waiter);
   // Never inside this call: the first try starts from the executor.
@@ -1494,6 +1500,23 @@ bool RedisSession::cancel_reserve(std::uint64_t ticket) {
   if (waiter->timer) waiter->timer->cancel();
   core_->waiters.remove(waiter);
   post(std::move(done), Result<broker::Job>(Status(Code::kTimedOut, "the reserve was cancelled")));
+  return true;
+}
+
+bool RedisSession::stop_waiting(std::uint64_t ticket) {
+  const auto it = waits_.find(ticket);
+  if (it == waits_.end() || it->second->finished) return false;
+  const auto waiter = it->second;
+  // Its time is up: a try under way answers the job it finds, or ends in give_up(); a waiter at
+  // rest goes to give_up() now. There, before TIMED_OUT, every shard is asked once, for a job
+  // put through another node and not announced here yet.
+  waiter->deadline = SteadyClock::now();
+  if (!waiter->trying) {
+    if (waiter->timer) waiter->timer->cancel();
+    asio::post(core_->io, [core = core_, waiter] {
+      if (!waiter->finished && !waiter->trying) core->give_up(waiter);
+    });
+  }
   return true;
 }
 

@@ -170,11 +170,11 @@ void Conversation::resume() {
 void Conversation::end_input() {
   if (closing_ || input_ended_) return;
   input_ended_ = true;
-  // A wait in reserve ends at once with TIMED_OUT, as beanstalkd's does; its completion runs the
-  // commands sent after it (a reserve among them that finds no job answers TIMED_OUT at once:
-  // start_reserve), and the last turn closes.
+  // A wait in reserve waits no longer: it answers a job ready now, or TIMED_OUT, as beanstalkd's
+  // does; its completion runs the commands sent after it (a reserve among them that finds no job
+  // answers TIMED_OUT at once: start_reserve), and the last turn closes.
   if (waiting_ && reserve_ticket_ != 0) {
-    (void)session_->cancel_reserve(std::exchange(reserve_ticket_, 0));
+    (void)session_->stop_waiting(std::exchange(reserve_ticket_, 0));
     return;
   }
   process();  // what is left runs, a turn at a time; the last turn closes
