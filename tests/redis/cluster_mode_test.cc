@@ -276,7 +276,13 @@ TEST_F(ClusterModeTest, KickTakesTheEarliestDelayedJobsOfAllShards) {
   EXPECT_EQ(on_a.call("kick 100\r\n", Millis{15000}), "KICKED 45\r\n");
 }
 
-// A process's resident memory in KiB (VmRSS), -1 if it cannot be read.
+// A process's resident memory in KiB (VmRSS), -1 if it cannot be read. It tells nothing of a
+// server built with AddressSanitizer, which keeps freed memory aside (its quarantine).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kRssTellsLeaks = false;
+#else
+constexpr bool kRssTellsLeaks = true;
+#endif
 std::int64_t rss_kib(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   std::string line;
@@ -291,6 +297,7 @@ std::int64_t rss_kib(pid_t pid) {
 // where the first 2,000 left it. A node that kept each answered reserve until the connection
 // closed grew by about 270 bytes a job (5 MiB here).
 TEST_F(ClusterModeTest, AWorkersConnectionKeepsNothingForTheJobsItTook) {
+  if (!kRssTellsLeaks) GTEST_SKIP() << "a sanitizer build's memory does not tell a leak";
   auto a = node(dir_, seeds_, unique_prefix(dir_));
   ASSERT_EQ(a->start(), "");
   Client worker(a->port());
@@ -320,6 +327,41 @@ TEST_F(ClusterModeTest, AWorkersConnectionKeepsNothingForTheJobsItTook) {
   const std::int64_t after = rss_kib(a->pid());
   ASSERT_GT(before, 0);
   EXPECT_LT(after - before, 2048) << "KiB grown over 20,000 jobs: " << before << " -> " << after;
+}
+
+// Nor does a node keep something for every tube it ever saw: 1,000 tubes used, watched and
+// left by one client at a time leave its memory where 1,000 others left it, once a look at the
+// shards (every 5 s) has passed. A node that kept what it knew of each tube's best job in each
+// shard grew by about 4 KiB a tube.
+TEST_F(ClusterModeTest, ANodeKeepsNothingForTubesNobodyUsesAnyMore) {
+  if (!kRssTellsLeaks) GTEST_SKIP() << "a sanitizer build's memory does not tell a leak";
+  auto a = node(dir_, seeds_, unique_prefix(dir_));
+  ASSERT_EQ(a->start(), "");
+  Client client(a->port());
+  const auto round = [&](const std::string& name) {
+    for (int i = 0; i < 1000; ++i) {
+      const std::string tube = name + std::to_string(i);
+      ASSERT_TRUE(client.send("use " + tube + "\r\n" + put_command("x", 0, 0, 60) + "watch " +
+                              tube + "\r\nreserve-with-timeout 5\r\n"));
+      ASSERT_EQ(client.reply(), "USING " + tube + "\r\n");
+      ASSERT_TRUE(inserted_id(client.reply()));
+      ASSERT_EQ(client.reply(), "WATCHING 2\r\n");
+      const std::string reserved = client.reply(Millis{15000});
+      ASSERT_EQ(reserved.rfind("RESERVED ", 0), 0U) << reserved;
+      ASSERT_EQ(client.call("delete " + std::to_string(std::stoull(reserved.substr(9))) +
+                            "\r\nignore " + tube + "\r\nuse default\r\n"),
+                "DELETED\r\n");
+      ASSERT_EQ(client.reply(), "WATCHING 1\r\n");
+      ASSERT_EQ(client.reply(), "USING default\r\n");
+    }
+    std::this_thread::sleep_for(6s);
+  };
+  ASSERT_NO_FATAL_FAILURE(round("first-"));
+  const std::int64_t before = rss_kib(a->pid());
+  ASSERT_NO_FATAL_FAILURE(round("second-"));
+  const std::int64_t after = rss_kib(a->pid());
+  ASSERT_GT(before, 0);
+  EXPECT_LT(after - before, 2048) << "KiB grown over 1,000 tubes: " << before << " -> " << after;
 }
 
 TEST_F(ClusterModeTest, ADeadNodesShardsFireWithinTheLeaseNeverEarly) {

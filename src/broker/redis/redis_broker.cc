@@ -484,7 +484,11 @@ Hint& Core::hint(const std::string& tube) {
 // a few rounds.
 void Core::notify_ready(std::uint32_t shard, const std::string& tube, const Head& head) {
   if (shard >= shards) return;
-  Hint& h = hint(tube);
+  const auto it = hints.find(tube);
+  // No reserve here has asked for the tube since its hint was dropped (resync()): the next one
+  // finds every shard's best unknown and asks them.
+  if (it == hints.end()) return;
+  Hint& h = it->second;
   h.heads[shard] = after_message(h.heads[shard], head);
   ++h.generation[shard];
   if (h.trying[shard] == 0) wake(tube, 1);
@@ -996,6 +1000,16 @@ void Core::resync() {
   // tube, shared by its waiters): what a lost message hid, they find.
   std::set<std::string> waited;
   for (const auto& waiter : waiters) waited.insert(waiter->tubes.begin(), waiter->tubes.end());
+  // The hints of tubes no reserve here waits for and no session here watches go (a few KiB
+  // each): a node must not keep something for every tube it ever heard of.
+  std::erase_if(hints, [&](const auto& entry) {
+    const auto& [tube, h] = entry;
+    if (waited.contains(tube)) return false;
+    if (const auto use = uses.find(tube); use != uses.end() && use->second.watching > 0) {
+      return false;
+    }
+    return std::all_of(h.trying.begin(), h.trying.end(), [](std::uint32_t n) { return n == 0; });
+  });
   for (const auto& tube : waited) {
     if (paused(tube)) continue;
     probe_shards({tube}, every_shard_number(), [self = shared_from_this()](bool found) {
@@ -1248,13 +1262,17 @@ RedisSession::~RedisSession() {
 }
 
 void RedisSession::count_use(const std::string& tube, int by) {
-  auto& use = core_->uses[tube];
+  const auto it = core_->uses.try_emplace(tube).first;
+  auto& use = it->second;
   use.using_clients = static_cast<std::uint64_t>(static_cast<std::int64_t>(use.using_clients) + by);
+  if (use.using_clients == 0 && use.watching == 0) core_->uses.erase(it);
 }
 
 void RedisSession::count_watch(const std::string& tube, int by) {
-  auto& use = core_->uses[tube];
+  const auto it = core_->uses.try_emplace(tube).first;
+  auto& use = it->second;
   use.watching = static_cast<std::uint64_t>(static_cast<std::int64_t>(use.watching) + by);
+  if (use.using_clients == 0 && use.watching == 0) core_->uses.erase(it);
 }
 
 Status RedisSession::use(std::string_view tube) {
