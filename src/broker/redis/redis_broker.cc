@@ -1000,11 +1000,11 @@ void Core::resync() {
   // tube, shared by its waiters): what a lost message hid, they find.
   std::set<std::string> waited;
   for (const auto& waiter : waiters) waited.insert(waiter->tubes.begin(), waiter->tubes.end());
-  // The hints of tubes no reserve here waits for and no session here watches go (a few KiB
-  // each): a node must not keep something for every tube it ever heard of.
+  // The hints of tubes no reserve here waits for, no session here watches and no webhook
+  // delivers go (a few KiB each): a node must not keep something for every tube it heard of.
   std::erase_if(hints, [&](const auto& entry) {
     const auto& [tube, h] = entry;
-    if (waited.contains(tube)) return false;
+    if (waited.contains(tube) || webhook_map.contains(tube)) return false;
     if (const auto use = uses.find(tube); use != uses.end() && use->second.watching > 0) {
       return false;
     }
