@@ -458,6 +458,42 @@ TEST_F(BeanstalkTest, ReleaseWithDelayMakesTheJobDelayed) {
   EXPECT_LE(millis_between(released, got), 1000 + kLateBy.count());
 }
 
+// A release that the tube's max-attempts turns into a bury is still a release: both counts go
+// up (as beanstalkd counts a release before it buries).
+TEST_F(BeanstalkTest, AReleaseThatMaxAttemptsBuriesCountsAsARelease) {
+  EXPECT_EQ(client_->call("max-attempts default 1\r\n"), "MAX_ATTEMPTS 1\r\n");
+  const auto id = put("once");
+  EXPECT_EQ(client_->call("reserve\r\n"), job_reply("RESERVED", id, "once"));
+  EXPECT_EQ(client_->call("release " + std::to_string(id) + " 5 0\r\n"), "BURIED\r\n");
+  const Yaml job = stats_job(id);
+  EXPECT_EQ(job["state"], "buried");
+  EXPECT_EQ(job["reserves"], "1");
+  EXPECT_EQ(job["releases"], "1");
+  EXPECT_EQ(job["buries"], "1");
+}
+
+// Commands pipelined in one write run one after the other: the second reserve reserves one job
+// once, and the released job keeps the one reservation it had (with max-attempts 2, that one
+// release does not make it a dead letter).
+TEST_F(BeanstalkTest, PipelinedReserveReleaseReserveReservesEachJobOnce) {
+  EXPECT_EQ(client_->call("max-attempts default 2\r\n"), "MAX_ATTEMPTS 2\r\n");
+  // Put in one write too (over Redis: into one shard, where the release wakes the reserve).
+  ASSERT_TRUE(client_->send(put_command("a", 1) + put_command("b", 1)));
+  const auto first = inserted_id(client_->reply());
+  const auto second = inserted_id(client_->reply());
+  ASSERT_TRUE(first && second);
+  ASSERT_TRUE(
+      client_->send("reserve\r\nrelease " + std::to_string(*first) + " 3 0\r\nreserve\r\n"));
+  EXPECT_EQ(client_->reply(), job_reply("RESERVED", *first, "a"));
+  EXPECT_EQ(client_->reply(), "RELEASED\r\n");
+  EXPECT_EQ(client_->reply(), job_reply("RESERVED", *second, "b"));
+  const Yaml a = stats_job(*first);
+  EXPECT_EQ(a["state"], "ready");
+  EXPECT_EQ(a["reserves"], "1");
+  EXPECT_EQ(a["releases"], "1");
+  EXPECT_EQ(stats_job(*second)["reserves"], "1");
+}
+
 TEST_F(BeanstalkTest, ReleaseOfAJobNotReservedHereIsNotFound) {
   const auto id = put("x");
   EXPECT_EQ(client_->call("release " + std::to_string(id) + " 0 0\r\n"), "NOT_FOUND\r\n");

@@ -490,9 +490,11 @@ local function held(id, holder, reservation)
   return j
 end
 
--- release holder id pri(or '') delay_ms(or '') reservation(or ''). Without a delay the job is
--- given back, as when its holder's connection closes: ready again (or buried, if its attempts
--- are used), and neither its releases nor its delay change, as in beanstalkd.
+-- release holder id pri(or '') delay_ms(or '') reservation(or '') [undo]. Without a delay the
+-- job is given back, as when its holder's connection closes: ready again (or buried, if its
+-- attempts are used), and neither its releases nor its delay change, as in beanstalkd. With undo
+-- '1', the reservation never reached a client (its reserve was cancelled while the call ran): it
+-- is taken back, uncounted, and the job is ready again whatever its attempts.
 ops.release = function()
   local j, err = held(tonumber(ARGV[3]), ARGV[2], ARGV[6])
   if not j then return err end
@@ -500,12 +502,16 @@ ops.release = function()
   unlink(j)
   j.holder = ''; j.deadline = 0
   if ARGV[4] ~= '' then j.pri = tonumber(ARGV[4]) end
-  if ends_in_bury(j) then
+  -- A worker's release counts, also the one max-attempts turns into a bury (a closed
+  -- connection's give-back, without a delay, counts as neither release nor change of delay).
+  if ARGV[5] ~= '' then j.releases = j.releases + 1 end
+  local undo = ARGV[7] == '1'
+  if undo then j.reserves = j.reserves - 1 end
+  if not undo and ends_in_bury(j) then
     j.state = BURIED; j.buries = j.buries + 1
   elseif ARGV[5] == '' then
     j.state = READY; j.due = now
   else
-    j.releases = j.releases + 1
     local delay = tonumber(ARGV[5])
     j.delay = delay
     if delay > 0 then j.state = DELAYED; j.due = now + delay

@@ -777,12 +777,14 @@ void Core::arm(const std::shared_ptr<Waiter>& waiter) {
 
 void Core::finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> result) {
   if (waiter->finished) {
-    // Cancelled while a script reserved a job for it: the job goes back at once.
+    // Cancelled while a script reserved a job for it: the reservation, which nobody got, is
+    // undone at once (uncounted: no attempt of the job was used).
     if (result.is_ok()) {
       const JobId id = result.value().view.id;
       call(shard_of_id(id, shards),
-           {"release", waiter->session->holder, std::to_string(id), "", "", ""}, true,
-           [](Result<Reply>) {});
+           {"release", waiter->session->holder, std::to_string(id), "", "",
+            std::to_string(result.value().view.counters.reserves), "1"},
+           true, [](Result<Reply>) {});
     }
     return;
   }
@@ -1503,7 +1505,9 @@ std::uint64_t RedisSession::reserve(broker::ReserveRequest request, Callback<bro
   core_->waiters.push_back(waiter);
   // Never inside this call: the first try starts from the executor.
   asio::post(core_->io, [core = core_, waiter] {
-    if (!waiter->finished) core->try_reserve(waiter);
+    // (A wake() may have started its first try already: one try at a time, or a second job
+    // would be reserved for it and handed back.)
+    if (!waiter->finished && !waiter->trying) core->try_reserve(waiter);
   });
   return waiter->ticket;
 }
