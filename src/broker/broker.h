@@ -263,6 +263,11 @@ struct SessionOptions {
   // counted among that tube's users and watchers. false: it uses and watches nothing until told,
   // for a front-end whose callers name their tubes per call (HTTP). Default: true.
   bool watch_default = true;
+  // Non-empty: the session's reservations are held under this name, shared by every session
+  // opened with it on every node of a broker that has many (HTTP: any caller, through any node,
+  // may finish a job reserved over HTTP). Empty: the session's own. A broker whose sessions all
+  // live in one process may ignore it; its front-end keeps one session for the name.
+  std::string holder;
 };
 
 class Broker {

@@ -295,6 +295,51 @@ TEST_F(HttpTest, PatchReschedulesAndReprioritises) {
   EXPECT_EQ(error_code(409, "PATCH", id_path(id), R"({"delay":"1h"})"), "conflict");
 }
 
+// Any HTTP caller may finish a job reserved over HTTP, through any connection (in Redis mode the
+// second connection is to the other node).
+TEST_F(HttpTest, AJobReservedOverHttpIsFinishedThroughAnyConnection) {
+  const auto id = put("shared", R"({"body":"x","ttr":"60s"})");
+  expect(200, "POST", "/v1/reserve", R"({"tubes":["shared"]})");
+  front::http::Client other("127.0.0.1", server_->http_port());
+  const std::string path = "/v1/jobs/" + std::to_string(id);
+  auto touched = other.request("POST", path + "/touch", "");
+  ASSERT_TRUE(touched.is_ok());
+  EXPECT_EQ(touched.value().status, 200u) << touched.value().body;
+  auto deleted = other.request("DELETE", path, "");
+  ASSERT_TRUE(deleted.is_ok());
+  EXPECT_EQ(deleted.value().status, 200u) << deleted.value().body;
+  EXPECT_EQ(error_code(404, "GET", path), "not_found");
+}
+
+// A tube named by a waiting long-poll exists while the poll waits: found, listed, with its
+// waiter; then it is gone. (Both requests go to one node: over Redis, waiters count per node.)
+TEST_F(HttpTest, ATubeExistsWhileALongPollWaitsForIt) {
+  const std::string& address = server_->http_address();
+  const auto port = static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+  front::http::Client poller("127.0.0.1", port);
+  front::http::Client looker("127.0.0.1", port);
+  std::thread poll([&poller] {
+    (void)poller.request("POST", "/v1/reserve", R"({"tubes":["waited-for"],"timeout":"2s"})",
+                         Millis{10000});
+  });
+  bool found = false;
+  for (int i = 0; i < 150 && !found; ++i) {  // at most 1.5 s: the poll waits 2 s
+    auto response = looker.request("GET", "/v1/tubes/waited-for", "");
+    found = response.is_ok() && response.value().status == 200 &&
+            response.value().body.find(R"("waiting":1)") != std::string::npos;
+    if (!found) std::this_thread::sleep_for(Millis{10});
+  }
+  auto listed = looker.request("GET", "/v1/tubes", "");
+  poll.join();
+  EXPECT_TRUE(found) << "the tube of a waiting long-poll was not found with its waiter";
+  ASSERT_TRUE(listed.is_ok());
+  EXPECT_NE(listed.value().body.find(R"("name":"waited-for")"), std::string::npos)
+      << listed.value().body;
+  auto after = looker.request("GET", "/v1/tubes/waited-for", "");
+  ASSERT_TRUE(after.is_ok());
+  EXPECT_EQ(after.value().status, 404u) << after.value().body;
+}
+
 TEST_F(HttpTest, GroupsListAndCancel) {
   for (int i = 0; i < 3; ++i) put("shop", R"({"body":"x","delay":"1h","group":"order-5"})");
   put("shop", R"({"body":"other","delay":"1h","group":"order-6"})");

@@ -120,7 +120,7 @@ struct Pause {
 // What a session's reserves need of it: who it is in Redis, and the jobs it holds with their
 // TTR deadlines (for DEADLINE_SOON), kept by the session as replies come.
 struct SessionState {
-  std::string holder;  // "<node>/<n>"
+  std::string holder;  // "<node>/<n>", or "*/<name>" shared by the sessions of that name
   bool alive = true;
   struct Held {
     SteadyClock::time_point deadline;
@@ -1234,7 +1234,10 @@ class RedisSession final : public broker::Session {
 
 RedisSession::RedisSession(std::shared_ptr<Core> core, broker::SessionOptions options)
     : core_(std::move(core)) {
-  state_->holder = core_->node + "/" + std::to_string(++core_->sessions);
+  ++core_->sessions;
+  // (A node's name is host:pid:n, never "*": the two kinds of holder never meet.)
+  state_->holder = options.holder.empty() ? core_->node + "/" + std::to_string(core_->sessions)
+                                          : "*/" + options.holder;
   if (options.watch_default) {
     used_ = "default";
     watched_ = {"default"};
@@ -1835,7 +1838,8 @@ void RedisSession::stats_tube(std::string tube, Callback<TubeStats> done) {
         }
         stats = self->with_local(std::move(stats));
         const bool exists = stats.ready + stats.reserved + stats.delayed + stats.buried > 0 ||
-                            stats.using_clients + stats.watching_clients > 0 || tube == "default";
+                            stats.using_clients + stats.watching_clients > 0 ||
+                            stats.waiting_clients > 0 || tube == "default";
         if (!exists) return done(Status(Code::kNotFound, "no such tube"));
         done(std::move(stats));
       });
@@ -1874,6 +1878,12 @@ std::vector<TubeStats> RedisSession::existing(Sums sums) const {
   }
   for (const auto& [name, use] : core_->uses) {
     if (use.using_clients + use.watching > 0 && !all.contains(name)) all[name].name = name;
+  }
+  // A reserve naming its tubes (an HTTP long-poll, a webhook's delivery) keeps them too.
+  for (const auto& waiter : core_->waiters) {
+    for (const auto& name : waiter->tubes) {
+      if (!all.contains(name)) all[name].name = name;
+    }
   }
   if (!all.contains("default")) all["default"].name = "default";
   std::vector<TubeStats> list;

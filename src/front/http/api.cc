@@ -349,7 +349,8 @@ std::array<unsigned char, 32> sha256(std::string_view text) {
 Api::Api(broker::Broker& broker, ApiOptions options)
     : broker_(broker),
       options_(std::move(options)),
-      session_(broker.open_session(broker::SessionOptions{.watch_default = false})) {
+      session_(
+          broker.open_session(broker::SessionOptions{.watch_default = false, .holder = "http"})) {
   broker_.metrics().declare_protocol(kProtocol);
   for (const std::string& token : options_.tokens) token_digests_.push_back(sha256(token));
 }

@@ -38,7 +38,7 @@ class Deliverer::Lane {
       : owner_(owner),
         tube_(std::move(tube)),
         webhook_(std::move(webhook)),
-        session_(owner.broker_.open_session({.watch_default = false})),
+        session_(owner.broker_.open_session({.watch_default = false, .holder = {}})),
         timer_(owner.io_) {}
   ~Lane() {
     *alive_ = false;
