@@ -1213,8 +1213,10 @@ class RedisSession final : public broker::Session {
     std::uint64_t timeouts = 0;  // TTRs lapsed
   };
   void tube_stats(std::vector<std::string> tubes, std::function<void(Result<Sums>)> then);
-  // Every tube that exists here: with jobs, used or watched on this node, or "default".
+  // Every tube that exists here (exists(), its stats with this node's counts).
   [[nodiscard]] std::vector<TubeStats> existing(Sums sums) const;
+  [[nodiscard]] static bool exists(const TubeStats& stats);
+  [[nodiscard]] static bool has_jobs(const TubeStats& stats);
   [[nodiscard]] TubeStats with_local(TubeStats stats) const;
   [[nodiscard]] std::uint32_t shard_for(const std::string& tube, const broker::JobRef& job) const;
   [[nodiscard]] std::vector<std::string> ref_args(const broker::JobRef& job) const;
@@ -1223,6 +1225,7 @@ class RedisSession final : public broker::Session {
   }
   void count_use(const std::string& tube, int by);
   void count_watch(const std::string& tube, int by);
+  void count(const std::string& tube, std::uint64_t TubeUse::*field, int by);
 
   std::shared_ptr<Core> core_;
   std::shared_ptr<SessionState> state_ = std::make_shared<SessionState>();
@@ -1267,16 +1270,18 @@ RedisSession::~RedisSession() {
 }
 
 void RedisSession::count_use(const std::string& tube, int by) {
-  const auto it = core_->uses.try_emplace(tube).first;
-  auto& use = it->second;
-  use.using_clients = static_cast<std::uint64_t>(static_cast<std::int64_t>(use.using_clients) + by);
-  if (use.using_clients == 0 && use.watching == 0) core_->uses.erase(it);
+  count(tube, &TubeUse::using_clients, by);
 }
 
 void RedisSession::count_watch(const std::string& tube, int by) {
+  count(tube, &TubeUse::watching, by);
+}
+
+// A tube's entry goes when nobody here uses or watches it.
+void RedisSession::count(const std::string& tube, std::uint64_t TubeUse::*field, int by) {
   const auto it = core_->uses.try_emplace(tube).first;
-  auto& use = it->second;
-  use.watching = static_cast<std::uint64_t>(static_cast<std::int64_t>(use.watching) + by);
+  TubeUse& use = it->second;
+  use.*field = static_cast<std::uint64_t>(static_cast<std::int64_t>(use.*field) + by);
   if (use.using_clients == 0 && use.watching == 0) core_->uses.erase(it);
 }
 
@@ -1827,22 +1832,19 @@ void RedisSession::pause_existing(const std::string& tube, broker::Seconds pause
 
 void RedisSession::stats_tube(std::string tube, Callback<TubeStats> done) {
   if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<TubeStats>(s));
-  tube_stats(
-      {tube}, [self = this, state = state_, tube, done = std::move(done)](Result<Sums> sums) {
-        if (!state->alive) return;
-        if (!sums.is_ok()) return done(sums.status());
-        TubeStats stats;
-        stats.name = tube;
-        if (const auto it = sums.value().tubes.find(tube); it != sums.value().tubes.end()) {
-          stats = it->second;
-        }
-        stats = self->with_local(std::move(stats));
-        const bool exists = stats.ready + stats.reserved + stats.delayed + stats.buried > 0 ||
-                            stats.using_clients + stats.watching_clients > 0 ||
-                            stats.waiting_clients > 0 || tube == "default";
-        if (!exists) return done(Status(Code::kNotFound, "no such tube"));
-        done(std::move(stats));
-      });
+  tube_stats({tube},
+             [self = this, state = state_, tube, done = std::move(done)](Result<Sums> sums) {
+               if (!state->alive) return;
+               if (!sums.is_ok()) return done(sums.status());
+               TubeStats stats;
+               stats.name = tube;
+               if (const auto it = sums.value().tubes.find(tube); it != sums.value().tubes.end()) {
+                 stats = it->second;
+               }
+               stats = self->with_local(std::move(stats));
+               if (!exists(stats)) return done(Status(Code::kNotFound, "no such tube"));
+               done(std::move(stats));
+             });
 }
 
 void RedisSession::set_max_attempts(std::string tube, std::uint32_t max_attempts,
@@ -1871,23 +1873,33 @@ void RedisSession::set_max_attempts(std::string tube, std::uint32_t max_attempts
       });
 }
 
+// A tube exists while it holds jobs or a client here uses, watches or waits for it (a reserve
+// naming it: an HTTP long-poll, a webhook's delivery); "default" always does.
+bool RedisSession::has_jobs(const TubeStats& stats) {
+  return stats.ready + stats.reserved + stats.delayed + stats.buried > 0;
+}
+
+bool RedisSession::exists(const TubeStats& stats) {
+  return has_jobs(stats) ||
+         stats.using_clients + stats.watching_clients + stats.waiting_clients > 0 ||
+         stats.name == "default";
+}
+
 std::vector<TubeStats> RedisSession::existing(Sums sums) const {
-  std::map<std::string, TubeStats> all;
-  for (auto& [name, stats] : sums.tubes) {
-    if (stats.ready + stats.reserved + stats.delayed + stats.buried > 0) all[name] = stats;
-  }
-  for (const auto& [name, use] : core_->uses) {
-    if (use.using_clients + use.watching > 0 && !all.contains(name)) all[name].name = name;
-  }
-  // A reserve naming its tubes (an HTTP long-poll, a webhook's delivery) keeps them too.
+  // Only tubes with jobs and tubes this node's clients name can exist (the shards also remember
+  // tubes long gone: with_local() is not spent on those).
+  std::set<std::string> named = {"default"};
+  for (const auto& [name, use] : core_->uses) named.insert(name);
   for (const auto& waiter : core_->waiters) {
-    for (const auto& name : waiter->tubes) {
-      if (!all.contains(name)) all[name].name = name;
-    }
+    named.insert(waiter->tubes.begin(), waiter->tubes.end());
   }
-  if (!all.contains("default")) all["default"].name = "default";
+  for (const auto& name : named) sums.tubes.try_emplace(name).first->second.name = name;
   std::vector<TubeStats> list;
-  for (auto& [name, stats] : all) list.push_back(with_local(std::move(stats)));
+  for (auto& [name, stats] : sums.tubes) {
+    if (!has_jobs(stats) && !named.contains(name)) continue;
+    TubeStats local = with_local(std::move(stats));
+    if (exists(local)) list.push_back(std::move(local));
+  }
   return list;
 }
 
