@@ -286,8 +286,11 @@ class Broker {
   // Operation counts, latency histograms and connections, for GET /metrics.
   [[nodiscard]] virtual Metrics& metrics() = 0;
 
-  // Every tube's webhook, by tube name; and who to call (on the executor, after the change is
-  // durable) each time one is set or removed: the deliverer, which then reads webhooks() again.
+  // The webhooks this node delivers, by tube name (on a single node, every tube's; over Redis,
+  // those of the tubes whose delivery this node holds, each tube's on one node at a time); and
+  // who to call (on the executor, after the change is durable) each time that list may have
+  // changed (a webhook set or removed, a tube's delivery come or gone): the deliverer, which
+  // then reads webhooks() again. A tube's webhook itself is read through a Session.
   [[nodiscard]] virtual std::vector<std::pair<std::string, Webhook>> webhooks() const = 0;
   virtual void on_webhooks_changed(std::function<void()> handler) = 0;
 

@@ -270,6 +270,14 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void arm_fire(std::uint32_t shard, std::chrono::microseconds delay);
   void on_event(const std::string& payload);
   void resync();
+  // A tube's webhook is delivered by one node: the owner of the shard its name hashes to, so
+  // that the webhook's rate and concurrency hold for the whole cluster. Its deliveries move
+  // with that shard's lease.
+  [[nodiscard]] std::uint32_t delivery_shard(const std::string& tube) const {
+    return shard_of_name(tube, "", shards);
+  }
+  // A lease was taken or lost: the deliverer hears of it if a webhook's deliveries move.
+  void ownership_changed(std::uint32_t shard);
 
   // --- tube configuration
   void load_conf(std::function<void(Status)> done);
@@ -843,6 +851,7 @@ void Core::lease_tick() {
                        renewed.value().elements[0].str == "fenced") {
                      spdlog::warn("shard {}: lease lost", shard);
                      self->owned.erase(shard);
+                     self->ownership_changed(shard);
                    }
                  });
     }
@@ -851,8 +860,10 @@ void Core::lease_tick() {
       std::size_t surplus = self->owned.size() - share;
       while (surplus-- > 0) {
         auto last = std::prev(self->owned.end());
-        self->call(last->first, {"resign", self->node}, true, [](Result<Reply>) {});
+        const std::uint32_t shard = last->first;
+        self->call(shard, {"resign", self->node}, true, [](Result<Reply>) {});
         self->owned.erase(last);
+        self->ownership_changed(shard);
       }
       // The others take them now rather than at their next renewal.
       self->client.run(redis::key_slot(self->names.events),
@@ -874,6 +885,17 @@ void Core::lease_tick() {
   });
 }
 
+void Core::ownership_changed(std::uint32_t shard) {
+  const bool moves = std::any_of(webhook_map.begin(), webhook_map.end(), [&](const auto& entry) {
+    return delivery_shard(entry.first) == shard;
+  });
+  if (!moves) return;
+  // Posted: the handler starts and ends lanes, whose sessions call back into this core.
+  asio::post(io, [self = shared_from_this()] {
+    if (!self->closed && self->webhooks_handler) self->webhooks_handler();
+  });
+}
+
 void Core::acquire(std::vector<std::uint32_t> candidates, std::size_t index, std::size_t want) {
   if (closed || want == 0 || index >= candidates.size()) return;
   const std::uint32_t shard = candidates[index];
@@ -889,6 +911,7 @@ void Core::acquire(std::vector<std::uint32_t> candidates, std::size_t index, std
            own.timer = std::make_unique<asio::steady_timer>(self->io);
            spdlog::debug("shard {}: owned, epoch {}", shard, own.epoch);
            --still;
+           self->ownership_changed(shard);
            self->fire(shard);
          }
          self->acquire(std::move(candidates), index + 1, still);
@@ -916,6 +939,7 @@ void Core::fire(std::uint32_t shard) {
              reply.value().elements[0].str == "fenced") {
            spdlog::warn("shard {}: fenced off: another node owns it", shard);
            self->owned.erase(found);
+           self->ownership_changed(shard);
            return;
          }
          if (!reply.is_ok() || reply.value().type != ReplyType::kArray ||
@@ -2192,7 +2216,12 @@ broker::Metrics& RedisBroker::metrics() {
 }
 
 std::vector<std::pair<std::string, Webhook>> RedisBroker::webhooks() const {
-  return {core_->webhook_map.begin(), core_->webhook_map.end()};
+  std::vector<std::pair<std::string, Webhook>> delivered_here;
+  for (const auto& [tube, webhook] : core_->webhook_map) {
+    if (core_->owned.contains(core_->delivery_shard(tube)))
+      delivered_here.emplace_back(tube, webhook);
+  }
+  return delivered_here;
 }
 
 void RedisBroker::on_webhooks_changed(std::function<void()> handler) {
