@@ -452,6 +452,21 @@ Result<Engine::TubeNo> Engine::tube_ref(std::string_view name) {
   return no;
 }
 
+Status Engine::keep_tube(std::string_view name, bool keep) {
+  if (!keep) {
+    if (const auto it = tube_by_name_.find(name); it != tube_by_name_.end()) {
+      const TubeNo no = it->second;
+      tube(no).kept = false;
+      maybe_drop_tube(no);
+    }
+    return Status::ok();
+  }
+  auto no = tube_ref(name);
+  if (!no.is_ok()) return no.status();
+  tube(no.value()).kept = true;
+  return Status::ok();
+}
+
 const Engine::Tube* Engine::find_tube(std::string_view name) const {
   const auto it = tube_by_name_.find(name);
   return it == tube_by_name_.end() ? nullptr : tubes_[it->second].get();
@@ -459,7 +474,7 @@ const Engine::Tube* Engine::find_tube(std::string_view name) const {
 
 void Engine::maybe_drop_tube(TubeNo no) {
   const Tube& t = tube(no);
-  if (t.pinned || t.jobs() != 0 || t.using_clients != 0 || t.watching_clients != 0 ||
+  if (t.pinned || t.kept || t.jobs() != 0 || t.using_clients != 0 || t.watching_clients != 0 ||
       t.waiting_clients != 0) {
     return;
   }

@@ -176,6 +176,10 @@ class Engine {
   void restore_max_attempts(std::string_view tube, std::uint32_t max_attempts);
   // ok, or kInvalidArgument: what tube names allow (beanstalkd's characters and length).
   [[nodiscard]] Status check_tube_name(std::string_view name) const;
+  // A tube served from outside the engine (a webhook delivers its jobs) is kept: it exists, with
+  // its counts and its pause, while it has no job and no client; unkept, it goes once unused.
+  // kInvalidArgument for a bad name. Not persisted: the broker keeps its tubes at each start.
+  Status keep_tube(std::string_view name, bool keep);
   // Keeps `delivery` with the job in place of what it had (kNotFound if there is no such job).
   // The engine stores it and never reads it: the broker reads it back from the store.
   Status attach(JobId id, const Delivery& delivery);
@@ -319,6 +323,7 @@ class Engine {
     std::int64_t pause_until_steady_ms = 0;
     Seconds pause{0};
     bool pinned = false;         // "default" is never dropped
+    bool kept = false;           // nor is a tube kept_tube() keeps
     bool ready_changed = false;  // in changed_tubes_: may have a job for a wait
     std::set<WaitId> waits;      // the waits that name it, in arrival order
     // Its delayed jobs by due minute, its ready jobs by the second they became ready.

@@ -112,6 +112,7 @@ struct Answer {
   unsigned status = 200;
   std::vector<std::pair<std::string, std::string>> headers;
   Millis delay{0};
+  std::vector<unsigned> interim = {};  // 1xx answers sent first (100 Continue, 103 Early Hints)
 };
 
 // Called (from the connection's thread) with the request's index in arrival order, 0 first.
@@ -502,8 +503,12 @@ class Receiver {
 
   static std::string format(const Answer& answer) {
     const std::string body = answer.status / 100 == 2 ? "ok\n" : "not now\n";
-    std::string out = "HTTP/1.1 " + std::to_string(answer.status) +
-                      (answer.status == 200 ? " OK" : " Scripted") + "\r\n";
+    std::string out;
+    for (const unsigned status : answer.interim) {
+      out += "HTTP/1.1 " + std::to_string(status) + " Interim\r\n\r\n";
+    }
+    out += "HTTP/1.1 " + std::to_string(answer.status) +
+           (answer.status == 200 ? " OK" : " Scripted") + "\r\n";
     out += "Content-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
     for (const auto& [name, value] : answer.headers) out += name + ": " + value + "\r\n";
     return out + "\r\n" + body;
@@ -955,6 +960,7 @@ TEST_F(WebhookTest, SetGetDeleteAndBadValues) {
       R"({"url":"http://127.0.0.1:9/x","timeout":-5})",
       R"({"url":"http://127.0.0.1:9/x","rate":-1})",
       R"({"url":"http://127.0.0.1:9/x","headers":"X-A: b"})",
+      R"({"url":"http://127.0.0.1:9/x","headers":{"X-A":"1","x-a":"2"}})",
       R"({"url":"http://127.0.0.1:9/x","secrets":"s1"})",
       R"({"url":"http://127.0.0.1:9/x","secrets":[1]})",
       R"({"url":"http://127.0.0.1:9/x","backoff":{"min":"later"}})",
@@ -1170,6 +1176,77 @@ TEST_F(WebhookTest, DeadLetterAfterMaxAttempts) {
   const auto still = job(put_job.id);
   ASSERT_TRUE(still.has_value());
   EXPECT_EQ(text(*still, "state"), "buried");
+}
+
+// Interim answers (1xx) come before the final one and are skipped. Taken for the answer, they
+// left the real one on the kept-alive connection, read as the answer to the next job sent on
+// it: a job its receiver refused was deleted.
+TEST_F(WebhookTest, InterimAnswersAreSkipped) {
+  Receiver receiver([](std::size_t, const Received& request) {
+    return request.body == "first" ? Answer{200, {}, Millis{0}, {100, 103}}
+                                   : Answer{500, {}, Millis{0}};
+  });
+  set_webhook("early", {{"url", receiver.url("/hook")}, {"concurrency", 1}, {"max_attempts", 1}});
+  const std::int64_t at_ms = now_unix_ms() + 1000;
+  const PutJob taken = put("early", {{"body", "first"}, {"at", at_ms}});
+  const PutJob refused = put("early", {{"body", "second"}, {"at", at_ms}});
+  const json::object buried = wait_for_state(refused.id, "buried");
+  EXPECT_EQ(text(buried, "state"), "buried") << describe(receiver.requests());
+  EXPECT_EQ(integer(buried, "last_status"), 500) << json::serialize(buried);
+  EXPECT_TRUE(wait_until_gone(taken.id)) << "the job answered 200 is still there";
+  EXPECT_EQ(receiver.count(), 2u) << describe(receiver.requests());
+}
+
+// An attempt under way when the webhook changes ends under the settings it started with.
+TEST_F(WebhookTest, AnAttemptUnderWayKeepsTheSettingsItStartedWith) {
+  Receiver receiver(always(500, Millis{600}));
+  set_webhook("kept", {{"url", receiver.url("/hook")},
+                       {"max_attempts", 20},
+                       {"backoff", {{"min", "100ms"}, {"max", "100ms"}}}});
+  const PutJob put_job = put("kept", {{"body", "b"}, {"delay", 0}});
+  ASSERT_TRUE(receiver.wait_for_count(1, kDeliveryWait));
+  // While the first attempt waits for its answer: one attempt only, from now on.
+  set_webhook("kept", {{"url", receiver.url("/hook")}, {"max_attempts", 1}});
+  // The first attempt, started under max_attempts 20, is released and tried again; the second,
+  // started under 1, buries the job.
+  const json::object buried = wait_for_state(put_job.id, "buried");
+  EXPECT_EQ(text(buried, "state"), "buried");
+  EXPECT_EQ(receiver.count(), 2u) << describe(receiver.requests());
+}
+
+// A new rate applies at once: a lane waiting out the old rate's interval starts the next request
+// under the new one.
+TEST_F(WebhookTest, ANewRateAppliesAtOnce) {
+  Receiver receiver;
+  set_webhook("slow", {{"url", receiver.url("/hook")}, {"rate", 0.1}});
+  const std::int64_t at_ms = now_unix_ms() + 1000;
+  for (int i = 0; i < 3; ++i) put("slow", {{"body", "job " + std::to_string(i)}, {"at", at_ms}});
+  ASSERT_TRUE(receiver.wait_for_count(1, kDeliveryWait));
+  // The next start under 0.1 per second would be 10 s after the first.
+  set_webhook("slow", {{"url", receiver.url("/hook")}, {"rate", 0}});
+  EXPECT_TRUE(receiver.wait_for_count(3, Millis{5000})) << describe(receiver.requests());
+}
+
+// A tube with a webhook exists as long as the webhook does: its pause and counts stay while
+// the lane is busy or waits out its rate, with no job in the tube and nobody watching it.
+TEST_F(WebhookTest, ATubeWithAWebhookKeepsItsPauseWhileEmpty) {
+  Receiver receiver;
+  set_webhook("held", {{"url", receiver.url("/hook")}, {"rate", 0.5}});
+  EXPECT_EQ(integer(expect(200, "GET", "/v1/tubes/held"), "ready"), 0);
+  const PutJob first = put("held", {{"body", "first"}, {"delay", 0}});
+  ASSERT_TRUE(wait_until_gone(first.id));
+  // The lane now waits out the rate's 2 s; nothing else keeps the tube.
+  expect(200, "POST", "/v1/tubes/held/pause", R"({"delay":"30s"})");
+  std::this_thread::sleep_for(Millis{2500});
+  const json::object tube = expect(200, "GET", "/v1/tubes/held");
+  EXPECT_GT(integer(tube, "pause_left_ms"), 0) << json::serialize(tube);
+  EXPECT_EQ(integer(tube, "total_jobs"), 1) << json::serialize(tube);
+  const PutJob second = put("held", {{"body", "second"}, {"delay", 0}});
+  std::this_thread::sleep_for(Millis{1000});
+  EXPECT_EQ(receiver.count(), 1u) << "delivered from a paused tube: "
+                                  << describe(receiver.requests());
+  expect(200, "DELETE", webhook_path("held"));
+  EXPECT_TRUE(job(second.id).has_value());
 }
 
 TEST_F(WebhookTest, RateLimitSpacesRequests) {

@@ -67,6 +67,7 @@ Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const Node
   auto recovered = recover(*node->store_, *node->engine_, options.on_recovery);
   if (!recovered.is_ok()) return recovered.status();
   Status webhooks = node->store_->scan_webhooks([raw = node.get()](std::string tube, Webhook hook) {
+    (void)raw->engine_->keep_tube(tube, true);  // a name stored was checked when it was set
     raw->webhooks_.emplace(std::move(tube), std::move(hook));
     return Status::ok();
   });
@@ -128,6 +129,7 @@ Result<Delivery> Node::attachment(JobId id) {
 }
 
 void Node::set_webhook(const std::string& tube, const Webhook& webhook) {
+  (void)engine_->keep_tube(tube, true);  // the broker checked the name
   webhooks_[tube] = webhook;
   staged_.put_webhook(tube, webhook);
   webhooks_changed();
@@ -135,6 +137,7 @@ void Node::set_webhook(const std::string& tube, const Webhook& webhook) {
 
 bool Node::remove_webhook(const std::string& tube) {
   if (webhooks_.erase(tube) == 0) return false;
+  (void)engine_->keep_tube(tube, false);
   staged_.erase_webhook(tube);
   webhooks_changed();
   return true;

@@ -1239,7 +1239,7 @@ class RedisSession final : public broker::Session {
   void tube_stats(std::vector<std::string> tubes, std::function<void(Result<Sums>)> then);
   // Every tube that exists here (exists(), its stats with this node's counts).
   [[nodiscard]] std::vector<TubeStats> existing(Sums sums) const;
-  [[nodiscard]] static bool exists(const TubeStats& stats);
+  [[nodiscard]] bool exists(const TubeStats& stats) const;
   [[nodiscard]] static bool has_jobs(const TubeStats& stats);
   [[nodiscard]] TubeStats with_local(TubeStats stats) const;
   [[nodiscard]] std::uint32_t shard_for(const std::string& tube, const broker::JobRef& job) const;
@@ -1866,7 +1866,7 @@ void RedisSession::stats_tube(std::string tube, Callback<TubeStats> done) {
                  stats = it->second;
                }
                stats = self->with_local(std::move(stats));
-               if (!exists(stats)) return done(Status(Code::kNotFound, "no such tube"));
+               if (!self->exists(stats)) return done(Status(Code::kNotFound, "no such tube"));
                done(std::move(stats));
              });
 }
@@ -1903,10 +1903,11 @@ bool RedisSession::has_jobs(const TubeStats& stats) {
   return stats.ready + stats.reserved + stats.delayed + stats.buried > 0;
 }
 
-bool RedisSession::exists(const TubeStats& stats) {
+// A tube with a webhook exists as long as the webhook does, as on a single delayqd.
+bool RedisSession::exists(const TubeStats& stats) const {
   return has_jobs(stats) ||
          stats.using_clients + stats.watching_clients + stats.waiting_clients > 0 ||
-         stats.name == "default";
+         stats.name == "default" || core_->webhook_map.contains(stats.name);
 }
 
 std::vector<TubeStats> RedisSession::existing(Sums sums) const {
@@ -1914,6 +1915,7 @@ std::vector<TubeStats> RedisSession::existing(Sums sums) const {
   // tubes long gone: with_local() is not spent on those).
   std::set<std::string> named = {"default"};
   for (const auto& [name, use] : core_->uses) named.insert(name);
+  for (const auto& [name, webhook] : core_->webhook_map) named.insert(name);
   for (const auto& waiter : core_->waiters) {
     named.insert(waiter->tubes.begin(), waiter->tubes.end());
   }

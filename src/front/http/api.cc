@@ -9,6 +9,7 @@
 #include <charconv>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "front/http/dashboard.h"
 #include "front/http/json.h"
@@ -44,6 +45,13 @@ Response json_response(unsigned status, std::string body) {
   return response;
 }
 
+std::string lowered(std::string_view text) {
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return lower;
+}
+
 // A header name a webhook may set: an HTTP token, not one delayq writes itself.
 Status check_header_name(std::string_view name) {
   const bool token =
@@ -51,9 +59,7 @@ Status check_header_name(std::string_view name) {
         return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
       });
   if (!token) return {Code::kInvalidArgument, "headers: a name of 1 to 64 letters, digits, - _ ."};
-  std::string lower(name);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string lower = lowered(name);
   for (const std::string_view own : {"host", "content-length", "content-type", "transfer-encoding",
                                      "connection", "te", "upgrade"}) {
     if (lower == own) {
@@ -107,8 +113,13 @@ Result<Webhook> read_webhook(Body& body, std::string_view text) {
     if (!headers->is_object() || headers->as_object().size() > 32) {
       return Status(Code::kInvalidArgument, "headers: an object of at most 32 name: value");
     }
+    std::set<std::string> names;  // header names are case-insensitive: X-A and x-a are one
     for (const auto& [name, value] : headers->as_object()) {
       if (Status s = check_header_name(name); !s.is_ok()) return s;
+      if (!names.insert(lowered(name)).second) {
+        return Status(Code::kInvalidArgument,
+                      "headers: " + std::string(name) + " is named twice (names ignore case)");
+      }
       if (!value.is_string()) return Status(Code::kInvalidArgument, "headers: values are text");
       if (Status s = webhook::check_header_value("headers", value.as_string()); !s.is_ok())
         return s;

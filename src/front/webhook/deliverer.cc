@@ -48,17 +48,41 @@ class Deliverer::Lane {
   Lane(const Lane&) = delete;
   Lane& operator=(const Lane&) = delete;
 
+  // Requests under way keep the settings they started with; the next ones use these. A new
+  // rate applies at once: a wait for the old one's next start ends.
   void configure(Webhook webhook) {
+    const bool new_rate = webhook.rate != webhook_.rate;
     webhook_ = std::move(webhook);
+    if (new_rate) {
+      next_start_ = webhook_.rate > 0 ? last_start_ + interval() : Clock::time_point{};
+      if (timed_) {
+        ++timer_generation_;  // a wait already ended but not yet run must not pump as well
+        timer_.cancel();
+        timed_ = false;
+        waiting_ = false;
+      }
+    }
     pump();
   }
   void pump();
 
  private:
+  // What an attempt needs once its answer is in, as the webhook was when it started.
+  struct Attempt {
+    std::uint32_t max_attempts;
+    Backoff backoff;
+  };
+  [[nodiscard]] Clock::duration interval() const {
+    return std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(1.0 / webhook_.rate));
+  }
+  void pump_at(Clock::time_point when);
   void reserved(Result<broker::Job> job);
   void send(broker::Job job);
-  void answered(const broker::Job& job, const Response& response, Clock::time_point started);
-  void failed(const broker::Job& job, int status, std::string error, std::optional<Millis> wait);
+  void answered(const broker::Job& job, const Attempt& attempt, const Response& response,
+                Clock::time_point started);
+  void failed(const broker::Job& job, const Attempt& attempt, int status, std::string error,
+              std::optional<Millis> wait);
   void finished(std::string_view outcome);
   std::shared_ptr<Keeper> keep_reserved(JobId id, std::chrono::seconds ttr);
   template <typename T>
@@ -73,27 +97,36 @@ class Deliverer::Lane {
   Webhook webhook_;
   std::unique_ptr<broker::Session> session_;
   asio::steady_timer timer_;
-  bool waiting_ = false;  // a reserve or the rate's timer is under way
+  bool waiting_ = false;  // a reserve or the timer is under way
+  bool timed_ = false;    // the timer is: pump_at()
+  std::uint64_t timer_generation_ = 0;
   std::uint32_t in_flight_ = 0;
-  Clock::time_point next_start_{};  // the rate's: no request starts before it
+  Clock::time_point last_start_{};  // the rate's schedule: when the latest request was due
+  Clock::time_point next_start_{};  // and when the next one is: no request starts before it
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 void Deliverer::Lane::pump() {
   if (waiting_ || in_flight_ >= std::max<std::uint32_t>(1, webhook_.concurrency)) return;
+  if (webhook_.rate > 0 && Clock::now() < next_start_) return pump_at(next_start_);
   waiting_ = true;
-  if (webhook_.rate > 0 && Clock::now() < next_start_) {
-    timer_.expires_at(next_start_);
-    timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
-      if (error || !*alive) return;
-      waiting_ = false;
-      pump();
-    });
-    return;
-  }
   (void)session_->reserve(
       {{tube_}, std::nullopt},
       guarded<broker::Job>([this](Result<broker::Job> job) { reserved(std::move(job)); }));
+}
+
+// Waits until `when`, then pumps.
+void Deliverer::Lane::pump_at(Clock::time_point when) {
+  waiting_ = true;
+  timed_ = true;
+  timer_.expires_at(when);
+  timer_.async_wait([this, alive = alive_,
+                     generation = timer_generation_](const boost::system::error_code& error) {
+    if (error || !*alive || generation != timer_generation_) return;
+    timed_ = false;
+    waiting_ = false;
+    pump();
+  });
 }
 
 void Deliverer::Lane::reserved(Result<broker::Job> job) {
@@ -101,23 +134,15 @@ void Deliverer::Lane::reserved(Result<broker::Job> job) {
   if (!job.is_ok()) {
     // Not a timeout (the reserve has none): the broker refused; try again in a second.
     spdlog::warn("webhook {}: reserve failed: {}", tube_, job.status().message());
-    waiting_ = true;
-    timer_.expires_after(std::chrono::seconds(1));
-    timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
-      if (error || !*alive) return;
-      waiting_ = false;
-      pump();
-    });
-    return;
+    return pump_at(Clock::now() + std::chrono::seconds(1));
   }
   if (webhook_.rate > 0) {
-    const auto interval = std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(1.0 / webhook_.rate));
     // Each start is due one interval after the one before, not after the moment it happened:
     // the timer's and the reserve's own delays would otherwise add up and lower the rate. After
     // an idle spell the schedule restarts from now, so no burst builds up.
     const auto now = Clock::now();
-    next_start_ = (now - next_start_ > interval ? now : next_start_) + interval;
+    last_start_ = now - next_start_ > interval() ? now : next_start_;
+    next_start_ = last_start_ + interval();
   }
   ++in_flight_;
   ++owner_.broker_.metrics().deliveries_in_flight;
@@ -126,9 +151,10 @@ void Deliverer::Lane::reserved(Result<broker::Job> job) {
 }
 
 void Deliverer::Lane::send(broker::Job job) {
+  const Attempt attempt{webhook_.max_attempts, webhook_.backoff};
   const std::string& target = job.delivery.url.empty() ? webhook_.url : job.delivery.url;
   auto url = parse_url(target);
-  if (!url.is_ok()) return failed(job, 0, url.status().message(), std::nullopt);
+  if (!url.is_ok()) return failed(job, attempt, 0, url.status().message(), std::nullopt);
   const JobView& view = job.view;
   const std::int64_t now_ms = unix_ms();
   if (view.counters.reserves == 1) {
@@ -153,11 +179,12 @@ void Deliverer::Lane::send(broker::Job job) {
   request.body = job.body;
   const auto started = Clock::now();
   auto keeper = keep_reserved(view.id, view.ttr);
-  owner_.sender_->post(std::move(request), [this, alive = alive_, job = std::move(job), started,
-                                            keeper = std::move(keeper)](const Response& response) {
-    (void)keeper;  // held until the answer
-    if (*alive) answered(job, response, started);
-  });
+  owner_.sender_->post(std::move(request),
+                       [this, alive = alive_, job = std::move(job), attempt, started,
+                        keeper = std::move(keeper)](const Response& response) {
+                         (void)keeper;  // held until the answer
+                         if (*alive) answered(job, attempt, response, started);
+                       });
 }
 
 // A request may outlast the job's TTR (a TTR of 1 s, a webhook timeout of 10 s): then the job is
@@ -195,8 +222,8 @@ std::shared_ptr<Deliverer::Keeper> Deliverer::Lane::keep_reserved(JobId id,
   return keeper;
 }
 
-void Deliverer::Lane::answered(const broker::Job& job, const Response& response,
-                               Clock::time_point started) {
+void Deliverer::Lane::answered(const broker::Job& job, const Attempt& attempt,
+                               const Response& response, Clock::time_point started) {
   broker::Metrics& metrics = owner_.broker_.metrics();
   metrics.delivery_latency.observe(std::chrono::duration<double>(Clock::now() - started).count());
   metrics.count_attempt(tube_, status_class(response.status));
@@ -219,25 +246,25 @@ void Deliverer::Lane::answered(const broker::Job& job, const Response& response,
   }
   std::string error = response.error;
   if (error.empty()) error = "HTTP " + std::to_string(response.status);
-  failed(job, response.status, std::move(error), wait);
+  failed(job, attempt, response.status, std::move(error), wait);
 }
 
 // The attempt failed: keep why with the job, then release it for its next attempt, or bury it
 // once its attempts are used up (the dead letter).
-void Deliverer::Lane::failed(const broker::Job& job, int status, std::string error,
-                             std::optional<Millis> wait) {
+void Deliverer::Lane::failed(const broker::Job& job, const Attempt& attempt, int status,
+                             std::string error, std::optional<Millis> wait) {
   const JobId id = job.view.id;
-  const std::uint32_t attempt = job.view.counters.reserves;
+  const std::uint32_t number = job.view.counters.reserves;
   session_->note_attempt(id, status, std::move(error), guarded<JobView>([](Result<JobView>) {}));
-  if (attempt >= webhook_.max_attempts) {
+  if (number >= attempt.max_attempts) {
     session_->bury(id, std::nullopt,
                    guarded<JobView>([this](Result<JobView>) { finished("buried"); }));
     return;
   }
   broker::ReleaseRequest release;
   release.id = id;
-  release.delay = wait.value_or(backoff_delay(webhook_.backoff, attempt, owner_.random_));
-  release.reservation = attempt;
+  release.delay = wait.value_or(backoff_delay(attempt.backoff, number, owner_.random_));
+  release.reservation = number;
   // The tube's own max_attempts (pull workers') may bury it on this release: count what it did.
   session_->release(release, guarded<JobView>([this](Result<JobView> after) {
                       const bool buried = after.is_ok() && after.value().state == JobState::kBuried;

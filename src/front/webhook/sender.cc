@@ -41,7 +41,11 @@ asio::awaitable<Exchange> exchange(Stream& stream, beast::flat_buffer& buffer,
   Exchange out;
   beast::error_code error;
   co_await http::async_write(stream, request, asio::redirect_error(kAwait, error));
-  if (!error) {
+  // Interim answers (100 Continue, 103 Early Hints...) come before the final one and are
+  // skipped: taking one for the answer would leave the real one on the connection, to be read
+  // as the answer to the next request sent on it.
+  constexpr int kMaxInterim = 16;
+  for (int interim = 0; !error && interim <= kMaxInterim; ++interim) {
     http::response_parser<http::string_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(limit, 16 * 1024)));
     parser.body_limit(limit);
@@ -49,13 +53,15 @@ asio::awaitable<Exchange> exchange(Stream& stream, beast::flat_buffer& buffer,
     // An answer whose body is over the bound still answers: its status counts (a 2xx is a
     // delivery), and the connection, with the rest of the body in it, is not reused.
     const bool too_long = error == http::error::body_limit && parser.is_header_done();
-    if (!error || too_long) {
-      const auto& answer = parser.get();
-      out.response.status = static_cast<int>(answer.result_int());
-      out.response.retry_after = std::string(answer[http::field::retry_after]);
-      out.keep_alive = !too_long && answer.keep_alive();
-      co_return out;
-    }
+    if (error && !too_long) break;
+    const auto& answer = parser.get();
+    const int status = static_cast<int>(answer.result_int());
+    // 101 Switching Protocols was not asked for: it ends HTTP on this connection.
+    if (status >= 100 && status < 200 && status != 101 && interim < kMaxInterim) continue;
+    out.response.status = status;
+    out.response.retry_after = std::string(answer[http::field::retry_after]);
+    out.keep_alive = !too_long && status >= 200 && answer.keep_alive();
+    co_return out;
   }
   out.timed_out = error == beast::error::timeout;
   out.response.error = out.timed_out ? "timed out" : error.message();
