@@ -447,6 +447,7 @@ Result<Engine::TubeNo> Engine::tube_ref(std::string_view name) {
   }
   tubes_[no] = std::make_unique<Tube>();
   tubes_[no]->name = std::string(name);
+  tubes_[no]->order = tube_order_.size();
   tube_by_name_.emplace(tubes_[no]->name, no);
   tube_order_.push_back(no);
   return no;
@@ -479,9 +480,10 @@ void Engine::maybe_drop_tube(TubeNo no) {
     return;
   }
   pauses_.erase({t.pause_until_steady_ms, no});
-  const auto place = std::find(tube_order_.begin(), tube_order_.end(), no);
-  DELAYQ_CHECK(place != tube_order_.end());
-  remove_as_beanstalkd(tube_order_, place);
+  const std::size_t place = t.order;
+  DELAYQ_CHECK(place < tube_order_.size() && tube_order_[place] == no);
+  remove_as_beanstalkd(tube_order_, tube_order_.begin() + static_cast<std::ptrdiff_t>(place));
+  if (place < tube_order_.size()) tube(tube_order_[place]).order = place;
   tube_by_name_.erase(t.name);
   tubes_[no].reset();
   free_tubes_.push_back(no);
@@ -735,6 +737,12 @@ Result<ReserveResult> Engine::reserve_from(ClientId client_id,
                                            std::optional<Millis> timeout) {
   (void)client(client_id);  // checks it exists
   std::vector<TubeNo> tubes;
+  tubes.reserve(names.size());
+  // Each tube once: the order does not matter, the best job of them all is taken.
+  const auto each_once = [&] {
+    std::sort(tubes.begin(), tubes.end());
+    tubes.erase(std::unique(tubes.begin(), tubes.end()), tubes.end());
+  };
   // A tube named here but empty is let go again unless the wait holds it.
   const auto let_go = [&] {
     for (const TubeNo no : tubes) maybe_drop_tube(no);
@@ -742,13 +750,13 @@ Result<ReserveResult> Engine::reserve_from(ClientId client_id,
   for (const std::string& name : names) {
     auto no = tube_ref(name);
     if (!no.is_ok()) {
+      each_once();
       let_go();
       return no.status();
     }
-    if (std::find(tubes.begin(), tubes.end(), no.value()) == tubes.end()) {
-      tubes.push_back(no.value());
-    }
+    tubes.push_back(no.value());
   }
+  each_once();
   ReserveResult result{ReserveResult::Kind::kTimedOut, {}};
   if (const auto best = best_ready(tubes)) {
     result = hand_out(client_id, *best);

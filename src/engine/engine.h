@@ -324,6 +324,7 @@ class Engine {
     Seconds pause{0};
     bool pinned = false;         // "default" is never dropped
     bool kept = false;           // nor is a tube kept_tube() keeps
+    std::size_t order = 0;       // its place in tube_order_
     bool ready_changed = false;  // in changed_tubes_: may have a job for a wait
     std::set<WaitId> waits;      // the waits that name it, in arrival order
     // Its delayed jobs by due minute, its ready jobs by the second they became ready.

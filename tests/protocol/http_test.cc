@@ -14,6 +14,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -184,6 +185,65 @@ TEST_F(HttpTest, OversizedRequestsAndGarbage) {
     EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 400 Bad Request\r\n");
   }
   EXPECT_EQ(expect(200, "GET", "/healthz").at("status").as_string(), "ok");
+}
+
+// The bound on the request line and headers holds for the whole head, however it arrives: a
+// line at a time, each parsed before the next came, once passed any size.
+TEST_F(HttpTest, HeadersSentALineAtATimeAreBoundedToo) {
+  Client raw(server_->http_port());
+  // Each piece ends one byte into the next line, so that the parser takes every line whole
+  // before the next piece comes.
+  raw.send("GET /healthz HTTP/1.1\r\nHost: x\r\nX");
+  bool refused = false;
+  for (int i = 0; i < 400 && !refused; ++i) {  // 400 lines of 40 bytes: 16 KB
+    refused =
+        !raw.send("-Line-" + std::to_string(1000 + i) + ": " + std::string(28, 'a') + "\r\nX");
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  (void)raw.send("-End: 1\r\n\r\n");
+  EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 431 Request Header Fields Too Large\r\n");
+  EXPECT_EQ(expect(200, "GET", "/healthz").at("status").as_string(), "ok");
+}
+
+// Only chunked is a transfer coding the server reads. Another one (gzip) left the body's length
+// unknown: the request was taken as bodiless and its body as the next request.
+TEST_F(HttpTest, ATransferCodingOtherThanChunkedIsRefused) {
+  const std::uint64_t id = put("kept", R"({"body":"stays","delay":"1h"})");
+  const std::string smuggled = "DELETE " + id_path(id) + " HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (const char* coding : {"gzip", "gzip, chunked", "chunked, gzip"}) {
+    SCOPED_TRACE(coding);
+    Client raw(server_->http_port());
+    raw.send(std::string("POST /v1/tubes/t/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: ") +
+             coding + "\r\n\r\n" + smuggled);
+    const std::string status = raw.read_line().value_or("<none>");
+    EXPECT_TRUE(status == "HTTP/1.1 400 Bad Request\r\n" ||
+                status == "HTTP/1.1 501 Not Implemented\r\n")
+        << status;
+  }
+  EXPECT_EQ(expect(200, "GET", id_path(id)).at("state").as_string(), "delayed");
+}
+
+// With tokens, a request without one is answered 401 at once: no 100 Continue, no body read.
+TEST(HttpTokenTest, A401ComesBeforeA100Continue) {
+  TempDir dir;
+  const auto tokens = dir.path() / "tokens";
+  {
+    std::ofstream file(tokens);
+    file << "the-token\n";
+  }
+  ServerProcess server(dir.path() / "db",
+                       std::vector<std::string>{"--http-token-file", tokens.string()});
+  ASSERT_EQ(server.start(), "");
+  Client raw(server.http_port());
+  raw.send(
+      "POST /v1/tubes/t/jobs HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+      "Content-Length: 20\r\n\r\n");
+  EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 401 Unauthorized\r\n");
+  Client authorized(server.http_port());
+  authorized.send(
+      "POST /v1/tubes/t/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer the-token\r\n"
+      "Expect: 100-continue\r\nContent-Length: 13\r\n\r\n");
+  EXPECT_EQ(authorized.read_line().value_or("<none>"), "HTTP/1.1 100 Continue\r\n");
 }
 
 TEST_F(HttpTest, ExpectContinueGetsA100BeforeTheBody) {
@@ -688,6 +748,9 @@ TEST_F(HttpTest, ABackupIsADataDirectoryAsOfItsMoment) {
             "bad_request");
   EXPECT_EQ(error_code(400, "POST", "/v1/admin/backup",
                        R"({"dir":")" + (dir_.path() / "no" / "such").string() + R"("})"),
+            "bad_request");
+  EXPECT_EQ(error_code(400, "POST", "/v1/admin/backup",
+                       R"({"dir":")" + (dir_.path() / "nul").string() + R"(\u0000x"})"),
             "bad_request");
 
   // Restore: a server on the copy (the first one goes on running on its own directory).

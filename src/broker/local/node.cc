@@ -197,6 +197,9 @@ std::uint64_t bytes_under(const std::filesystem::path& dir) {
 Status check_backup_dir(const std::string& dir) {
   const std::filesystem::path path(dir);
   std::error_code error;
+  if (dir.find('\0') != std::string::npos) {
+    return {Code::kInvalidArgument, "backup: the path holds a NUL byte"};
+  }
   if (!path.is_absolute()) {
     return {Code::kInvalidArgument, "backup: '" + dir + "' is not an absolute path"};
   }

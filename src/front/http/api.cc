@@ -385,9 +385,34 @@ bool Api::authorized(std::string_view authorization) const {
 // The session goes first: jobs reserved over HTTP are ready again, as a closed connection's are.
 Api::~Api() = default;
 
+bool Api::admits(std::string_view method, std::string_view target,
+                 std::string_view authorization) const {
+  return admits(match(method, target), method, target, authorization);
+}
+
+bool Api::admits(const Match& found, std::string_view method, std::string_view target,
+                 std::string_view authorization) const {
+  if (token_digests_.empty() || authorized(authorization)) return true;
+  if (found.kind == Match::Kind::kFound) {
+    return found.route == Route::kHealth || found.route == Route::kReady;
+  }
+  return found.kind == Match::Kind::kNoPath && method == "GET" &&
+         dashboard::find(target).has_value();
+}
+
 std::uint64_t Api::handle(std::string_view method, std::string_view target, std::string_view body,
                           Respond respond, std::string_view authorization) {
   Match found = match(method, target);
+  // Without a token nothing is told, not even whether a path exists.
+  if (!admits(found, method, target, authorization)) {
+    Response response = error(
+        401, "unauthorized", "this server wants Authorization: Bearer <token> (--http-token-file)");
+    response.www_authenticate = "Bearer";
+    const bool routed = found.kind == Match::Kind::kFound;
+    Reply(*this, routed ? route_name(found.route) : "unrouted",
+          std::move(respond))(std::move(response));
+    return 0;
+  }
   if (found.kind == Match::Kind::kNoPath && method == "GET") {
     if (const auto asset = dashboard::find(target)) {
       // No data in these files: they are served without a token, and the page asks the API
@@ -415,14 +440,6 @@ std::uint64_t Api::handle(std::string_view method, std::string_view target, std:
               std::string(method) + " is not allowed here (allowed: " + found.allow + ")");
     response.allow = found.allow;
     Reply(*this, "unrouted", std::move(respond))(std::move(response));
-    return 0;
-  }
-  const bool open = found.route == Route::kHealth || found.route == Route::kReady;
-  if (!token_digests_.empty() && !open && !authorized(authorization)) {
-    Response response = error(
-        401, "unauthorized", "this server wants Authorization: Bearer <token> (--http-token-file)");
-    response.www_authenticate = "Bearer";
-    Reply(*this, route_name(found.route), std::move(respond))(std::move(response));
     return 0;
   }
   Call call{std::move(found.params), body, Body{},
@@ -645,6 +662,12 @@ void Api::reserve(Call& call) {
     return call.reply(
         error(400, "bad_request",
               "timeout: at most " + std::to_string(options_.max_reserve_timeout.count()) + " ms"));
+  }
+  // Each tube a reserve names costs it (and, over Redis, a probe of every shard): bounded.
+  constexpr std::size_t kMaxTubes = 1000;
+  if (tubes.value() && tubes.value()->size() > kMaxTubes) {
+    return call.reply(error(400, "bad_request",
+                            "tubes: at most " + std::to_string(kMaxTubes) + " in one reserve"));
   }
   broker::ReserveRequest request;
   request.tubes = tubes.value().value_or(std::vector<std::string>{"default"});

@@ -62,9 +62,15 @@ class Api {
   // before it reaches the broker) or later, unless the Api is destroyed first. Returns 0, or
   // the ticket of a reserve waiting for a job, which cancel() ends: its client went away, so
   // respond is never called and the request counts nothing.
-  // authorization: the request's Authorization header, if any.
+  // authorization: the request's Authorization header, if any. Without a token the API was
+  // given, every request but those admits() lets in is answered 401, before anything else.
   std::uint64_t handle(std::string_view method, std::string_view target, std::string_view body,
                        Respond respond, std::string_view authorization = {});
+  // Whether a request may be run: the API has no tokens, the request carries one of them, or
+  // it needs none (GET /healthz, GET /readyz, the dashboard's files). The server asks before it
+  // reads a body: a request that will be refused is answered without it.
+  [[nodiscard]] bool admits(std::string_view method, std::string_view target,
+                            std::string_view authorization) const;
   void cancel(std::uint64_t ticket);
   // A reserved job's response could not be delivered: the job is ready again at once, if it is
   // still the same reservation (`token`: Response::reserved_token), not a later one.
@@ -113,6 +119,8 @@ class Api {
   // Long-polls waiting, by ticket. One whose client went away (cancel) answers nobody and
   // counts nothing.
   [[nodiscard]] bool authorized(std::string_view authorization) const;
+  [[nodiscard]] bool admits(const Match& found, std::string_view method, std::string_view target,
+                            std::string_view authorization) const;
   std::vector<std::array<unsigned char, 32>> token_digests_;  // SHA-256 of each token
 
   struct Wait {

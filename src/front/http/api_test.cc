@@ -302,6 +302,44 @@ TEST_F(ApiTest, WithTokensEveryRouteButHealthWantsOneOfThem) {
   EXPECT_EQ(ops("stats", "401"), 8U);
 }
 
+// Without a token, nothing is told: not whether a path exists, nor which methods it takes.
+TEST_F(ApiTest, WithTokensA401ComesBeforeAnythingElse) {
+  ApiOptions with_tokens = options();
+  with_tokens.tokens = {"the-token"};
+  api_ = std::make_unique<Api>(fake_, with_tokens);
+  struct Case {
+    const char* method;
+    const char* target;
+    unsigned with_token;
+  };
+  for (const Case& c : {Case{"GET", "/v1/nothing", 404}, Case{"DELETE", "/v1/tubes", 405},
+                        Case{"PUT", "/healthz", 405}, Case{"GET", "/dashboard/missing.js", 404},
+                        Case{"GET", "/v1/stats", 200}}) {
+    SCOPED_TRACE(std::string(c.method) + " " + c.target);
+    EXPECT_FALSE(api_->admits(c.method, c.target, ""));
+    EXPECT_TRUE(api_->admits(c.method, c.target, "Bearer the-token"));
+    const std::size_t before = fake_.call_count();
+    Exchange refused;
+    refused.ticket = api_->handle(
+        c.method, c.target, "",
+        [responses = refused.responses](Response r) { responses->push_back(std::move(r)); }, "");
+    ASSERT_TRUE(refused.answered());
+    EXPECT_EQ(refused.response().status, 401U);
+    EXPECT_EQ(fake_.call_count(), before);
+    Exchange allowed;
+    allowed.ticket = api_->handle(
+        c.method, c.target, "",
+        [responses = allowed.responses](Response r) { responses->push_back(std::move(r)); },
+        "Bearer the-token");
+    if (c.with_token != 200) {
+      EXPECT_EQ(allowed.response().status, c.with_token);
+    }
+  }
+  for (const char* open : {"/healthz", "/readyz", "/", "/dashboard/app.js"}) {
+    EXPECT_TRUE(api_->admits("GET", open, "")) << open;
+  }
+}
+
 TEST_F(ApiTest, AnUnknownPathIs404NoRoute) {
   for (const char* target : {"/v1/nothing", "/v1/tubes/", "/v1/tubes/a%zz/jobs", "/v1/jobs/",
                              "/v1/jobs/1/2/3", "", "/v2/tubes"}) {
@@ -866,6 +904,22 @@ TEST_F(ApiTest, ReserveRefusesBadFieldsAndATimeoutOverAnHour) {
   }
 }
 
+// Each tube a reserve names costs it: 1000 at most, a name given twice counted each time.
+TEST_F(ApiTest, AReserveNamesAtMostAThousandTubes) {
+  const auto naming = [](std::size_t count) {
+    json::array tubes;
+    for (std::size_t i = 0; i < count; ++i) tubes.emplace_back("t" + std::to_string(i));
+    return json::serialize(json::object{{"tubes", std::move(tubes)}});
+  };
+  const Response over = expect_local("POST", "/v1/reserve", naming(1001));
+  EXPECT_EQ(over.status, 400U);
+  EXPECT_NE(over.body.find("at most 1000"), std::string::npos) << over.body;
+  const std::size_t before = fake_.call_count();
+  (void)send("POST", "/v1/reserve", naming(1000));
+  EXPECT_EQ(fake_.call_count(), before + 1);
+  EXPECT_EQ(last().request<broker::ReserveRequest>().tubes.size(), 1000U);
+}
+
 // Its client went away: the wait ends in the broker and nobody is answered.
 TEST_F(ApiTest, CancelEndsAWaitingReserveAndAnswersNobody) {
   Exchange reserve = expect_call("POST", "/v1/reserve", R"({"timeout":"30s"})",
@@ -1171,9 +1225,10 @@ TEST_F(ApiTest, TheDashboardIsServedWithoutATokenAndHoldsNoData) {
     EXPECT_NE(page.headers.find("Content-Security-Policy: default-src 'self'"), std::string::npos);
   }
   EXPECT_NE(expect_local("GET", "/").body.find("<title>delayq</title>"), std::string::npos);
-  EXPECT_EQ(expect_local("GET", "/dashboard/missing.js").status, 404U);
-  EXPECT_EQ(expect_local("GET", "/dashboard/").status, 404U);
-  EXPECT_EQ(expect_local("POST", "/").status, 404U);
+  // Not a file of the dashboard: as any other request, 401 without the token.
+  EXPECT_EQ(expect_local("GET", "/dashboard/missing.js").status, 401U);
+  EXPECT_EQ(expect_local("GET", "/dashboard/").status, 401U);
+  EXPECT_EQ(expect_local("POST", "/").status, 401U);
   EXPECT_EQ(ops("dashboard", "200"), 4U + 1U);
 }
 

@@ -71,27 +71,73 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
-  // Reads the header first: a client that sent "Expect: 100-continue" waits for a 100 before it
-  // sends its body (curl, for one, waits a whole second if it gets none).
+  // Reads the request line and headers first, then the body: a client that sent "Expect:
+  // 100-continue" waits for a 100 before it sends its body (curl, for one, waits a whole second
+  // if it gets none). The head is read here rather than by Beast's read_header, whose limit
+  // bounds only the bytes not yet parsed: headers sent a line at a time would pass any size.
   void read() {
     parser_.emplace();
     parser_->header_limit(server_.options().max_header_bytes);
     parser_->body_limit(server_.options().max_body_bytes);
+    head_bytes_ = 0;
     lowest().expires_after(server_.options().idle_timeout);
-    on_stream([this](auto& stream) {
-      bhttp::async_read_header(stream, buffer_, *parser_,
-                               [self = shared_from_this()](beast::error_code error, std::size_t) {
-                                 self->on_header(error);
-                               });
+    parse_head();
+  }
+
+  // Parses what the buffer holds of the head; reads more while it is incomplete.
+  void parse_head() {
+    beast::error_code error;
+    if (buffer_.size() > 0) {
+      const std::size_t used = parser_->put(buffer_.data(), error);
+      buffer_.consume(used);
+      head_bytes_ += used;
+      if (error == bhttp::error::need_more) error = {};
+    }
+    if (!error && head_bytes_ + buffer_.size() > server_.options().max_header_bytes) {
+      error = bhttp::error::header_limit;
+    }
+    if (error) return on_read(error);
+    if (parser_->is_header_done()) return on_header();
+    const std::size_t room = server_.options().max_header_bytes + 1 - head_bytes_;
+    on_stream([this, room](auto& stream) {
+      stream.async_read_some(
+          buffer_.prepare(std::min<std::size_t>(room, 4096)),
+          [self = shared_from_this()](beast::error_code e, std::size_t n) {
+            if (self->closed_) return;
+            self->buffer_.commit(n);
+            if (e == boost::asio::error::eof || e == boost::asio::ssl::error::stream_truncated) {
+              // The client is done: a request cut short is no request (end_of_stream if
+              // nothing of it came, partial_message if some did).
+              e = self->head_bytes_ + self->buffer_.size() == 0 ? bhttp::error::end_of_stream
+                                                                : bhttp::error::partial_message;
+            }
+            if (e) return self->on_read(e);
+            self->parse_head();
+          });
     });
   }
 
-  void on_header(beast::error_code error) {
-    if (closed_) return;
-    if (error) return on_read(error);
-    const auto expect = parser_->get()[bhttp::field::expect];
-    if (parser_->get().version() >= 11 && beast::iequals(expect, "100-continue") &&
-        !parser_->is_done()) {
+  void on_header() {
+    const auto& request = parser_->get();
+    // Only chunked is understood as a transfer coding; any other would leave the body's length
+    // unknown and its bytes read as the next request (request smuggling).
+    if (request.count(bhttp::field::transfer_encoding) != 0) {
+      if (!parser_->chunked()) {
+        return refuse(400, "bad_request", "Transfer-Encoding: chunked must come last");
+      }
+      if (!beast::iequals(request[bhttp::field::transfer_encoding], "chunked")) {
+        return refuse(501, "unsupported", "Transfer-Encoding: only chunked is supported");
+      }
+    }
+    // A request the API would refuse for want of a token is answered before its body comes.
+    if (server_.serving() && !server_.api().admits(request.method_string(), request.target(),
+                                                   request[bhttp::field::authorization])) {
+      keep_alive_ = false;  // the body, unread, must not be taken for the next request
+      version_ = request.version();
+      return dispatch(request);
+    }
+    const auto expect = request[bhttp::field::expect];
+    if (request.version() >= 11 && beast::iequals(expect, "100-continue") && !parser_->is_done()) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       on_stream([this](auto& stream) {
         boost::asio::async_write(stream, boost::asio::buffer(kContinue.data(), kContinue.size()),
@@ -123,7 +169,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (error == bhttp::error::header_limit) {
       return refuse(431, "headers_too_large",
-                    "the request headers are larger than " +
+                    "the request line and headers are longer than " +
                         std::to_string(server_.options().max_header_bytes) + " bytes");
     }
     if (error) {
@@ -135,10 +181,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (!malformed) return close();
       return refuse(400, "bad_request", "malformed HTTP request: " + error.message());
     }
-    lowest().expires_never();
     const auto& request = parser_->get();
     keep_alive_ = request.keep_alive();
     version_ = request.version();
+    dispatch(request);
+  }
+
+  // The request (its body read, or not needed) to the API.
+  void dispatch(const bhttp::request<bhttp::string_body>& request) {
+    lowest().expires_never();
     if (!server_.serving()) {
       return answer(server_.starting_answer(request.method_string(), request.target()));
     }
@@ -254,6 +305,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<Stream> plain_;
   std::optional<beast::ssl_stream<Stream>> tls_;
   beast::flat_buffer buffer_;
+  std::size_t head_bytes_ = 0;  // of the request's line and headers, parsed so far
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::string out_;  // the answer being written
   std::optional<Response> answer_;
