@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -100,12 +101,29 @@ bool loopback(const std::string& host) {
   return !error && address.is_loopback();
 }
 
+// A whole number from `low` to `high`, written in digits: CLI11 reads "-1" into an unsigned
+// flag as its largest value, and a size's unit suffix has been turned into digits by then.
+CLI::Validator whole_number(std::uint64_t low, std::uint64_t high, std::string_view what = "") {
+  return CLI::Validator(
+      [low, high, what = std::string(what)](std::string& text) -> std::string {
+        std::uint64_t value = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (text.empty() || error != std::errc{} || end != text.data() + text.size() ||
+            value < low || value > high) {
+          return fmt::format("not a whole number from {} to {}{}", low, high, what);
+        }
+        return {};
+      },
+      fmt::format("UINT in [{} - {}]", low, high));
+}
+
 // run()'s exit code when the store failed (its status is 1).
 constexpr int kStoreFailed = 101;
 
 // Recovery's progress, reported while the store's jobs load: a log line every 5 s (and one at the
 // end if it took longer), systemd's status line, and the HTTP listener's 503 answer, which it
-// gives in between (the io_context is polled here, on the one thread).
+// gives in between, as it handles a signal to stop (the io_context is polled here, on the one
+// thread).
 class RecoveryReporter {
  public:
   RecoveryReporter(boost::asio::io_context& io, front::http::Server* http) : io_(io), http_(http) {}
@@ -125,14 +143,16 @@ class RecoveryReporter {
     apps::notify_systemd("STATUS=" + line +
                          // Recovery may outlast the unit's start timeout: ask for more.
                          (p.done ? "" : "\nEXTEND_TIMEOUT_USEC=30000000"));
-    if (http_ == nullptr) return;
-    http_->starting(
-        p.done ? "the server is starting" : line,
-        fmt::format(R"({{"phase":"recovery","jobs_loaded":{},"jobs_estimated":{},)"
-                    R"("percent":{:.1f},"jobs_per_second":{:.0f},"seconds_left":{:.0f},)"
-                    R"("seconds":{:.1f}}})",
-                    p.jobs, p.estimated, p.percent(), p.rate(), p.seconds_left(), seconds(p.took)));
-    io_.poll();
+    if (http_ != nullptr) {
+      http_->starting(
+          p.done ? "the server is starting" : line,
+          fmt::format(R"({{"phase":"recovery","jobs_loaded":{},"jobs_estimated":{},)"
+                      R"("percent":{:.1f},"jobs_per_second":{:.0f},"seconds_left":{:.0f},)"
+                      R"("seconds":{:.1f}}})",
+                      p.jobs, p.estimated, p.percent(), p.rate(), p.seconds_left(),
+                      seconds(p.took)));
+    }
+    io_.poll();  // the HTTP API's answers, and a signal to stop
     if (io_.stopped()) io_.restart();
   }
 
@@ -226,6 +246,20 @@ int run(const Flags& flags) {
       http.reset();
     }
   }
+  // SIGTERM and SIGINT are taken from here on. While the broker opens (a recovery can take
+  // minutes, and polls the io_context as it goes) one stops the process at once: nothing is
+  // pending, and the next start recovers again. Once serving, `stopping` stops it gracefully.
+  boost::asio::signal_set stop(io, SIGTERM, SIGINT);
+  std::function<void(int)> stopping;
+  stop.async_wait([&](const boost::system::error_code& error, int signal) {
+    if (error) return;
+    if (!stopping) {
+      spdlog::info("signal {} while starting: stopping (nothing to commit)", signal);
+      spdlog::shutdown();
+      std::_Exit(0);
+    }
+    stopping(signal);
+  });
   auto opened = open_broker(io, flags, http ? &*http : nullptr, exit_code);
   if (!opened.is_ok()) {
     spdlog::critical("cannot start: {}", opened.status().to_string());
@@ -250,10 +284,8 @@ int run(const Flags& flags) {
 
   // Stop: no new connections; commit what is pending and wait for it; give the replies that
   // became sendable a moment to leave; then close everything.
-  boost::asio::signal_set stop(io, SIGTERM, SIGINT);
   boost::asio::steady_timer grace(io);
-  stop.async_wait([&](const boost::system::error_code& error, int signal) {
-    if (error) return;
+  stopping = [&](int signal) {
     spdlog::info("signal {}: stopping", signal);
     apps::notify_systemd("STOPPING=1");
     deliverer.value()->stop();
@@ -269,7 +301,7 @@ int run(const Flags& flags) {
       if (http) http->stop();
       io.stop();
     });
-  });
+  };
   boost::asio::signal_set drain(io, SIGUSR1);
   std::function<void()> wait_drain = [&] {
     drain.async_wait([&](const boost::system::error_code& error, int) {
@@ -331,12 +363,14 @@ int main(int argc, char** argv) {
                  "free space kept on the data directory's disk (256MiB, 1GB...): below it, new "
                  "jobs are refused and the server is not ready until there is room; 0: none")
       ->transform(CLI::AsSizeValue(false))
+      ->check(whole_number(0, std::uint64_t{1} << 50, " bytes (1 PiB)"))
       ->default_str("256MiB");
   app.add_option("--fsync", flags.fsync,
                  "durability: always (fsync before every reply), interval:MS, or none")
       ->capture_default_str();
   app.add_option("--max-connections", flags.server.max_connections, "open connections at most")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number(1, 1'000'000));
   app.add_option("--command-timeout", flags.server.command_timeout,
                  "seconds a command (line and body) may take to arrive whole; a connection "
                  "that trickles one is closed")
@@ -356,7 +390,8 @@ int main(int argc, char** argv) {
                  "PEM file of CAs trusted for https webhooks, beside the system's");
   app.add_option("--http-max-connections", flags.http.max_connections,
                  "open HTTP connections at most")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number(1, 1'000'000));
   app.add_option("--redis", flags.redis,
                  "keep the jobs in Redis instead of the data directory: HOST:PORT[,HOST:PORT...] "
                  "of a Redis Cluster's nodes, or of one Redis; other delayqd nodes may share it");

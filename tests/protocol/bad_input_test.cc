@@ -330,5 +330,20 @@ TEST_F(BadInputTest, ACommandTrickledPastTheTimeoutClosesItsConnectionAndNoOther
   EXPECT_EQ(others_served(), "");
 }
 
+// A command begun longer ago than the timeout is not let through by the rest of it coming in one
+// piece: the connection closes when the rest comes, and the command does not run.
+TEST_F(BadInputTest, TheRestOfAStalledCommandInOnePieceClosesItsConnection) {
+  start({"--command-timeout", "1"});
+  auto stalled = connect();
+  ASSERT_TRUE(stalled->send("use stalled\r\nput 0 0 60 5\r\nhe"));
+  EXPECT_EQ(stalled->reply(), "USING stalled\r\n");
+  std::this_thread::sleep_for(Millis{1500});
+  ASSERT_TRUE(stalled->send("llo\r\n"));
+  EXPECT_TRUE(stalled->closed_by_server());
+  auto other = connect();
+  EXPECT_EQ(other->call("stats-tube stalled\r\n"), "NOT_FOUND\r\n");
+  EXPECT_EQ(others_served(), "");
+}
+
 }  // namespace
 }  // namespace delayq::testing

@@ -88,6 +88,12 @@ TEST(ListenTest, AnAddressThatIsNoneStopsTheServerAtStart) {
       {{"--http", "::1"}, "exited 2"},  // not [::]:1
       {{"--http", "2001:db8::1:80"}, "exited 2"},
       {{"--http", "localhost:65536"}, "exited 2"},
+      // Counts and sizes out of range, a negative one among them (read as 2^64 - 1 once).
+      {{"--max-connections", "-1"}, "exited 2"},
+      {{"--max-connections", "0"}, "exited 2"},
+      {{"--http-max-connections", "-1"}, "exited 2"},
+      {{"--min-free-disk", "-1"}, "exited 2"},
+      {{"--min-free-disk", "99999999999999999999"}, "exited 2"},
   };
   for (const auto& c : cases) {
     ServerProcess server(dir.path() / "db", c.args);

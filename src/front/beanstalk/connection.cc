@@ -60,6 +60,12 @@ void Connection::on_read(const boost::system::error_code& error, std::string_vie
     return maybe_close();
   }
   if (error) return close();
+  // A command begun longer ago than the timeout is not let through by its last bytes coming in
+  // one piece: the connection closes when they come, before they run.
+  if (partial_since_ &&
+      std::chrono::steady_clock::now() - *partial_since_ > server_.options().command_timeout) {
+    return close();
+  }
   conversation_->receive(bytes);
   after_commands();
 }
