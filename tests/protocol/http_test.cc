@@ -223,6 +223,25 @@ TEST_F(HttpTest, ATransferCodingOtherThanChunkedIsRefused) {
   EXPECT_EQ(expect(200, "GET", id_path(id)).at("state").as_string(), "delayed");
 }
 
+// Without tokens, a web page must not reach the API: a request from another site's page (its
+// Origin) or to a name made to resolve to 127.0.0.1 (its Host) is refused, and nothing runs.
+TEST_F(HttpTest, AWebPageOfAnotherSiteIsRefused) {
+  const auto send = [this](const std::string& headers) {
+    Client raw(server_->http_port());
+    raw.send("POST /v1/tubes/t/jobs HTTP/1.1\r\n" + headers +
+             "Content-Type: text/plain\r\nContent-Length: 15\r\n\r\n{\"body\":\"evil\"}");
+    return raw.read_line().value_or("<none>");
+  };
+  const std::string here = "127.0.0.1:" + std::to_string(server_->http_port());
+  EXPECT_EQ(send("Host: " + here + "\r\nOrigin: http://evil.example\r\n"),
+            "HTTP/1.1 403 Forbidden\r\n");
+  EXPECT_EQ(send("Host: rebind.evil.example:" + std::to_string(server_->http_port()) + "\r\n"),
+            "HTTP/1.1 403 Forbidden\r\n");
+  EXPECT_EQ(call("GET", "/v1/tubes/t").status, 404u) << "a refused request put a job";
+  EXPECT_EQ(send("Host: " + here + "\r\nOrigin: http://" + here + "\r\n"),
+            "HTTP/1.1 201 Created\r\n");
+}
+
 // With tokens, a request without one is answered 401 at once: no 100 Continue, no body read.
 TEST(HttpTokenTest, A401ComesBeforeA100Continue) {
   TempDir dir;

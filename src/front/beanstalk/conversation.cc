@@ -264,6 +264,13 @@ bool Conversation::step() {
       return false;
     case Parsed::Kind::kError:
       op_ = "error";
+      if (parsed.error == Error::kUnknownCommand &&
+          http_request_line(input.substr(0, parsed.consumed))) {
+        // A web page may send an HTTP request to any port, its body's lines then read as
+        // commands (a form's "put ..."): nothing of it runs, and the connection closes.
+        closing_ = true;
+        return true;
+      }
       begin_ += parsed.consumed;
       if (parsed.error == Error::kExpectedCrlf) mark_producer();  // as above
       if (parsed.error == Error::kJobTooBig) {

@@ -1120,6 +1120,22 @@ TEST_F(ConversationTest, QuitAloneIsDoneAtOnceWithoutAReply) {
   EXPECT_EQ(take(), "");
 }
 
+// A web page may POST to the beanstalkd port; its body's lines would read as commands. An HTTP
+// request line ends the conversation: nothing after it runs, and nothing is answered.
+TEST_F(ConversationTest, AnHttpRequestLineEndsTheConversation) {
+  client_->send(
+      "POST / HTTP/1.1\r\nHost: 127.0.0.1:11300\r\nContent-Type: text/plain\r\n\r\n"
+      "put 0 0 60 5\r\nhello\r\n");
+  EXPECT_TRUE(conversation().done());
+  EXPECT_EQ(take(), "");
+  EXPECT_EQ(fake_.call_count(), 0U);
+  EXPECT_TRUE(http_request_line("GET /v1/stats HTTP/1.0\r\n"));
+  EXPECT_TRUE(http_request_line("OPTIONS * HTTP/1.1"));
+  EXPECT_FALSE(http_request_line("GET x"));  // not a request line: UNKNOWN_COMMAND as ever
+  EXPECT_FALSE(http_request_line("get / HTTP/1.1"));
+  EXPECT_FALSE(http_request_line("frobnicate a HTTP/1.1"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // What `stats` counts of connections
 

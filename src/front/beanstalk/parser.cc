@@ -525,4 +525,17 @@ Skipped skip_line(std::string_view input) noexcept {
   return {input.size() - (split_crlf ? 1 : 0), false};
 }
 
+bool http_request_line(std::string_view line) noexcept {
+  if (line.ends_with("\r\n")) line.remove_suffix(2);
+  const auto first = line.find(' ');
+  const auto last = line.rfind(' ');
+  if (first == std::string_view::npos || first == last) return false;
+  const std::string_view method = line.substr(0, first);
+  const std::string_view version = line.substr(last + 1);
+  constexpr std::string_view kMethods[] = {"GET",  "POST",    "PUT",   "DELETE", "PATCH",
+                                           "HEAD", "OPTIONS", "TRACE", "CONNECT"};
+  return std::find(std::begin(kMethods), std::end(kMethods), method) != std::end(kMethods) &&
+         version.starts_with("HTTP/");
+}
+
 }  // namespace delayq::front::beanstalk

@@ -119,6 +119,10 @@ struct ParserLimits {
   std::size_t max_key_bytes = 200;
 };
 
+// Whether a line (with or without its \r\n) is an HTTP request line ("POST / HTTP/1.1"): what
+// a browser sends, never a beanstalkd command.
+[[nodiscard]] bool http_request_line(std::string_view line) noexcept;
+
 struct Parsed {
   enum class Kind : std::uint8_t {
     kNeedMore,  // the input is a proper prefix of a command (line or put body); read more, retry

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <boost/asio/ip/address.hpp>
+#include <cctype>
 
 namespace delayq::front::http {
 namespace {
@@ -136,6 +138,61 @@ Match match(std::string_view method, std::string_view target) {
     result.allow += entry.method;
   }
   return result;
+}
+
+namespace {
+
+bool same_text(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// "host[:port]" or "[v6][:port]" without the port; and the port, empty if none.
+std::pair<std::string_view, std::string_view> split_authority(std::string_view authority) {
+  if (authority.starts_with('[')) {
+    const auto end = authority.find(']');
+    if (end == std::string_view::npos) return {authority, {}};
+    const std::string_view rest = authority.substr(end + 1);
+    return {authority.substr(1, end - 1), rest.starts_with(':') ? rest.substr(1) : rest};
+  }
+  const auto colon = authority.rfind(':');
+  if (colon == std::string_view::npos) return {authority, {}};
+  return {authority.substr(0, colon), authority.substr(colon + 1)};
+}
+
+}  // namespace
+
+std::optional<std::string> foreign_request(std::string_view host, std::string_view origin,
+                                           bool loopback_listener) {
+  const auto [host_name, host_port] = split_authority(host);
+  if (loopback_listener && !host.empty()) {
+    boost::system::error_code error;
+    (void)boost::asio::ip::make_address(std::string(host_name), error);
+    const bool named_loopback =
+        same_text(host_name, "localhost") ||
+        (host_name.size() > 10 && same_text(host_name.substr(host_name.size() - 10), ".localhost"));
+    if (error && !named_loopback) {
+      return "Host " + std::string(host.substr(0, 200)) +
+             " is not this server's: a loopback listener without tokens answers requests to "
+             "localhost or an address only (a web page's name made to resolve to it)";
+    }
+  }
+  if (origin.empty()) return std::nullopt;
+  // The origin's scheme://host[:port], its port defaulted by its scheme.
+  const auto scheme_end = origin.find("://");
+  const std::string_view scheme = origin.substr(0, scheme_end);
+  const auto [origin_name, origin_port] = split_authority(
+      scheme_end == std::string_view::npos ? std::string_view{} : origin.substr(scheme_end + 3));
+  const std::string_view default_port = same_text(scheme, "https") ? "443" : "80";
+  const bool same = !origin_name.empty() && same_text(origin_name, host_name) &&
+                    (origin_port.empty() ? default_port : origin_port) ==
+                        (host_port.empty() ? default_port : host_port);
+  if (same) return std::nullopt;
+  return "Origin " + std::string(origin.substr(0, 200)) +
+         " is another site: a server without tokens answers no web page but its own "
+         "(--http-token-file)";
 }
 
 }  // namespace delayq::front::http

@@ -79,4 +79,13 @@ struct Match {
 // Percent-decoding of one path segment; nullopt if an escape is malformed.
 [[nodiscard]] std::optional<std::string> percent_decode(std::string_view text);
 
+// Whether a request comes from a web page, which a server without tokens must not serve: a
+// page may send requests to 127.0.0.1 (cross-site requests), and a name of its site may come to
+// resolve to 127.0.0.1 (DNS rebinding). What tells: an Origin that is not the request's own
+// Host, or, on a loopback listener, a Host that names neither a loopback name ("localhost") nor
+// an address. host, origin: the headers, empty when absent. The reason, or nullopt.
+[[nodiscard]] std::optional<std::string> foreign_request(std::string_view host,
+                                                         std::string_view origin,
+                                                         bool loopback_listener);
+
 }  // namespace delayq::front::http

@@ -78,6 +78,29 @@ std::set<std::pair<std::string, std::string>> openapi_operations() {
   return operations;
 }
 
+TEST(ForeignRequest, AnotherSitesOriginOrANonLoopbackHostIsRefused) {
+  // Same origin: the dashboard's own requests.
+  EXPECT_EQ(foreign_request("127.0.0.1:8080", "http://127.0.0.1:8080", true), std::nullopt);
+  EXPECT_EQ(foreign_request("LOCALHOST:8080", "http://localhost:8080", true), std::nullopt);
+  EXPECT_EQ(foreign_request("[::1]:8080", "http://[::1]:8080", true), std::nullopt);
+  EXPECT_EQ(foreign_request("127.0.0.1", "http://127.0.0.1:80", true), std::nullopt);
+  EXPECT_EQ(foreign_request("q.example:443", "https://q.example", false), std::nullopt);
+  // No Origin (curl, clients): only the Host counts, and only on a loopback listener.
+  EXPECT_EQ(foreign_request("127.0.0.1:8080", "", true), std::nullopt);
+  EXPECT_EQ(foreign_request("10.0.0.7:8080", "", true), std::nullopt);
+  EXPECT_EQ(foreign_request("app.localhost:8080", "", true), std::nullopt);
+  EXPECT_EQ(foreign_request("", "", true), std::nullopt);
+  EXPECT_EQ(foreign_request("delayq.internal:8080", "", false), std::nullopt);
+  // DNS rebinding: a page's own name, resolved to 127.0.0.1.
+  EXPECT_NE(foreign_request("rebind.evil.example:8080", "", true), std::nullopt);
+  EXPECT_NE(foreign_request("localhost.evil.example", "", true), std::nullopt);
+  // Cross-site requests.
+  EXPECT_NE(foreign_request("127.0.0.1:8080", "http://evil.example", true), std::nullopt);
+  EXPECT_NE(foreign_request("127.0.0.1:8080", "http://127.0.0.1:9999", true), std::nullopt);
+  EXPECT_NE(foreign_request("127.0.0.1:8080", "null", true), std::nullopt);
+  EXPECT_NE(foreign_request("q.example:8080", "https://evil.example", false), std::nullopt);
+}
+
 TEST(Router, OpenApiDocumentListsExactlyTheRoutes) {
   const auto documented = openapi_operations();
   std::set<std::pair<std::string, std::string>> served;

@@ -32,6 +32,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void start() {
+    beast::error_code ignored;
+    loopback_ = lowest().socket().local_endpoint(ignored).address().is_loopback();
     // Counted from the broker's start: one opened while it starts is not counted at all.
     counted_ = server_.serving();
     if (counted_) server_.metrics().connection_opened(kProtocol);
@@ -193,6 +195,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!server_.serving()) {
       return answer(server_.starting_answer(request.method_string(), request.target()));
     }
+    // Without tokens, whoever reaches the API may do anything: a web page must not.
+    if (server_.options().api.tokens.empty()) {
+      if (auto why = foreign_request(request[bhttp::field::host], request[bhttp::field::origin],
+                                     loopback_)) {
+        return answer(Api::error(403, "forbidden", *why));
+      }
+    }
     auto self = shared_from_this();
     const std::uint64_t ticket = server_.api().handle(
         request.method_string(), request.target(), request.body(),
@@ -306,6 +315,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<beast::ssl_stream<Stream>> tls_;
   beast::flat_buffer buffer_;
   std::size_t head_bytes_ = 0;  // of the request's line and headers, parsed so far
+  bool loopback_ = false;       // reached at a loopback address
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::string out_;  // the answer being written
   std::optional<Response> answer_;
