@@ -5,7 +5,9 @@
 // the server refused (the message says why); 2 bad usage; 3 the server cannot be reached; 4 reserve
 // found no job within its timeout.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <boost/json.hpp>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -413,8 +415,21 @@ int main(int argc, char** argv) {
                   "push delivery: the body's Content-Type (default application/octet-stream)");
 
   auto add_job_ref = [&o](CLI::App* command) {
-    command->add_option("id", o.id, "job id");
-    command->add_option("-k,--key", o.key, "find the job by key instead of id");
+    // Digits only: CLI11 would read "-1" into the unsigned id as its largest value.
+    auto* id = command->add_option("id", o.id, "job id")
+                   ->check(CLI::Validator(
+                       [](std::string& text) -> std::string {
+                         const bool digits =
+                             !text.empty() && text.size() <= 16 &&
+                             std::all_of(text.begin(), text.end(), [](char c) {
+                               return std::isdigit(static_cast<unsigned char>(c)) != 0;
+                             });
+                         return digits && text.find_first_not_of('0') != std::string::npos
+                                    ? std::string()
+                                    : "a job id is a whole number above 0, of at most 16 digits";
+                       },
+                       "ID"));
+    command->add_option("-k,--key", o.key, "find the job by key instead of id")->excludes(id);
     command->add_option("-t,--tube", o.tube, "the key's tube")->capture_default_str();
   };
   auto* get = app.add_subcommand("get", "show a job with its body");

@@ -1,5 +1,6 @@
 #include "front/listener.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -13,6 +14,14 @@ namespace delayq::front {
 using boost::asio::ip::tcp;
 
 namespace {
+
+std::string peer_of(const Socket& socket) {
+  boost::system::error_code error;
+  const auto endpoint = socket.remote_endpoint(error);
+  if (error) return "?";
+  const std::string ip = endpoint.address().to_string();
+  return (endpoint.address().is_v6() ? "[" + ip + "]" : ip) + ":" + std::to_string(endpoint.port());
+}
 
 // Letters, digits, '-', '_' and '.', at most 253 of them, and not digits and dots alone: what a
 // resolver is asked about. Anything else is refused before a lookup (which could wait on DNS) is
@@ -109,8 +118,20 @@ void Listener::accept() {
     accept();
     boost::system::error_code ignored;
     if (full_()) {
+      ++refused_;
+      const auto now = std::chrono::steady_clock::now();
+      if (now - warned_ >= std::chrono::seconds(10)) {
+        spdlog::warn("{}connections refused at the connection limit since the last such line: {}",
+                     what_.empty() ? "beanstalkd " : what_, refused_);
+        refused_ = 0;
+        warned_ = now;
+      }
       refuse(socket);
     } else {
+      if (spdlog::should_log(spdlog::level::debug)) {
+        spdlog::debug("{}connection from {}", what_.empty() ? "beanstalkd " : what_,
+                      peer_of(socket));
+      }
       socket.set_option(tcp::no_delay(true), ignored);
       on_socket_(std::move(socket));
     }

@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -50,6 +51,9 @@ class Listener {
   void refuse(Socket& socket);
 
   std::string what_;
+  // Connections refused at the limit since the last warning (at most one every 10 s).
+  std::uint64_t refused_ = 0;
+  std::chrono::steady_clock::time_point warned_{};
   Full full_;
   OnSocket on_socket_;
   Refusal refusal_;

@@ -169,8 +169,11 @@ void LocalSession::backup(std::string dir, Callback<broker::BackupResult> done) 
                });
 }
 
+// kNotFound from the engine: no such job (said so), or a job this session cannot act on (the
+// conflict `why` names).
 Status LocalSession::refine(Status status, JobId id, std::string_view why) const {
-  if (status.code() != Code::kNotFound || !engine().peek(id).is_ok()) return status;
+  if (status.code() != Code::kNotFound) return status;
+  if (!engine().peek(id).is_ok()) return {Code::kNotFound, "no job " + std::to_string(id)};
   return {Code::kConflict, "job " + std::to_string(id) + " " + std::string(why)};
 }
 

@@ -18,9 +18,13 @@ Status Body::parse(std::string_view text, std::initializer_list<std::string_view
     for (const std::string_view name : allowed) {
       names += (names.empty() ? "" : ", ") + std::string(name);
     }
+    // The name as given, cut short: an error repeats no megabyte a client sent.
+    constexpr std::size_t kShown = 64;
+    const std::string_view key = field.key();
     return {Code::kInvalidArgument,
-            "unknown field '" + std::string(field.key()) +
-                "' (this endpoint takes: " + (names.empty() ? "nothing" : names) + ")"};
+            "unknown field '" + std::string(key.substr(0, kShown)) +
+                (key.size() > kShown ? "...'" : "'") +
+                " (this endpoint takes: " + (names.empty() ? "nothing" : names) + ")"};
   }
   return Status::ok();
 }

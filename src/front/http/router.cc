@@ -170,13 +170,15 @@ std::optional<std::string> foreign_request(std::string_view host, std::string_vi
   if (loopback_listener && !host.empty()) {
     boost::system::error_code error;
     (void)boost::asio::ip::make_address(std::string(host_name), error);
+    // Rebinding takes a name the page's site can have resolve to 127.0.0.1: a domain name, with
+    // a dot. A single label ("localhost", a machine's own name) is no site's.
+    const bool domain = host_name.find('.') != std::string_view::npos;
     const bool named_loopback =
-        same_text(host_name, "localhost") ||
-        (host_name.size() > 10 && same_text(host_name.substr(host_name.size() - 10), ".localhost"));
-    if (error && !named_loopback) {
+        host_name.size() > 10 && same_text(host_name.substr(host_name.size() - 10), ".localhost");
+    if (error && domain && !named_loopback) {
       return "Host " + std::string(host.substr(0, 200)) +
-             " is not this server's: a loopback listener without tokens answers requests to "
-             "localhost or an address only (a web page's name made to resolve to it)";
+             " is not this server's: a loopback listener without tokens answers requests to an "
+             "address or localhost, not to a domain name (a web page's, made to resolve to it)";
     }
   }
   if (origin.empty()) return std::nullopt;

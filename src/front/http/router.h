@@ -82,8 +82,9 @@ struct Match {
 // Whether a request comes from a web page, which a server without tokens must not serve: a
 // page may send requests to 127.0.0.1 (cross-site requests), and a name of its site may come to
 // resolve to 127.0.0.1 (DNS rebinding). What tells: an Origin that is not the request's own
-// Host, or, on a loopback listener, a Host that names neither a loopback name ("localhost") nor
-// an address. host, origin: the headers, empty when absent. The reason, or nullopt.
+// Host, or, on a loopback listener, a Host that is a domain name (with a dot), not an address
+// and not under "localhost". host, origin: the headers, empty when absent. The reason, or
+// nullopt.
 [[nodiscard]] std::optional<std::string> foreign_request(std::string_view host,
                                                          std::string_view origin,
                                                          bool loopback_listener);

@@ -1,6 +1,7 @@
 #include "front/http/server.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
 #include <boost/asio/ssl.hpp>
@@ -201,6 +202,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                      loopback_)) {
         return answer(Api::error(403, "forbidden", *why));
       }
+    }
+    if (spdlog::should_log(spdlog::level::trace)) {
+      spdlog::trace("HTTP {} {}", std::string_view(request.method_string()),
+                    std::string_view(request.target()));
     }
     auto self = shared_from_this();
     const std::uint64_t ticket = server_.api().handle(

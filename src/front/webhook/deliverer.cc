@@ -225,7 +225,12 @@ std::shared_ptr<Deliverer::Keeper> Deliverer::Lane::keep_reserved(JobId id,
 void Deliverer::Lane::answered(const broker::Job& job, const Attempt& attempt,
                                const Response& response, Clock::time_point started) {
   broker::Metrics& metrics = owner_.broker_.metrics();
-  metrics.delivery_latency.observe(std::chrono::duration<double>(Clock::now() - started).count());
+  const double took = std::chrono::duration<double>(Clock::now() - started).count();
+  metrics.delivery_latency.observe(took);
+  spdlog::debug("webhook {}: job {} attempt {}: {} in {:.1f} ms", tube_, job.view.id,
+                job.view.counters.reserves,
+                response.status != 0 ? "HTTP " + std::to_string(response.status) : response.error,
+                took * 1000);
   metrics.count_attempt(tube_, status_class(response.status));
   if (response.status >= 200 && response.status < 300) {
     session_->erase(broker::JobRef::by_id(job.view.id),
