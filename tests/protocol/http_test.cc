@@ -242,6 +242,21 @@ TEST_F(HttpTest, AWebPageOfAnotherSiteIsRefused) {
             "HTTP/1.1 201 Created\r\n");
 }
 
+// HEAD is GET without the body: what a load balancer's health check sends.
+TEST_F(HttpTest, HeadIsAGetWithoutItsBody) {
+  Client raw(server_->http_port());
+  raw.send("HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 200 OK\r\n");
+  std::string length;
+  for (std::string line = raw.read_line().value_or(""); line != "\r\n" && !line.empty();
+       line = raw.read_line().value_or("")) {
+    if (line.starts_with("Content-Length: ")) length = line.substr(16);
+  }
+  EXPECT_NE(length, "0\r\n");
+  // No body: the next line is the GET's answer.
+  EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 200 OK\r\n");
+}
+
 // With tokens, a request without one is answered 401 at once: no 100 Continue, no body read.
 TEST(HttpTokenTest, A401ComesBeforeA100Continue) {
   TempDir dir;

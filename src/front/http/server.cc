@@ -133,7 +133,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
     }
     // A request the API would refuse for want of a token is answered before its body comes.
-    if (server_.serving() && !server_.api().admits(request.method_string(), request.target(),
+    if (server_.serving() && !server_.api().admits(method_of(request), request.target(),
                                                    request[bhttp::field::authorization])) {
       keep_alive_ = false;  // the body, unread, must not be taken for the next request
       version_ = request.version();
@@ -190,11 +190,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     dispatch(request);
   }
 
+  // HEAD is answered as GET, without the body (a load balancer's health check, for one).
+  static std::string_view method_of(const bhttp::request<bhttp::string_body>& request) {
+    return request.method() == bhttp::verb::head ? std::string_view("GET")
+                                                 : std::string_view(request.method_string());
+  }
+
   // The request (its body read, or not needed) to the API.
   void dispatch(const bhttp::request<bhttp::string_body>& request) {
+    head_ = request.method() == bhttp::verb::head;
     lowest().expires_never();
     if (!server_.serving()) {
-      return answer(server_.starting_answer(request.method_string(), request.target()));
+      return answer(server_.starting_answer(method_of(request), request.target()));
     }
     // Without tokens, whoever reaches the API may do anything: a web page must not.
     if (server_.options().api.tokens.empty()) {
@@ -209,7 +216,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     auto self = shared_from_this();
     const std::uint64_t ticket = server_.api().handle(
-        request.method_string(), request.target(), request.body(),
+        method_of(request), request.target(), request.body(),
         [self](Response response) { self->answer(std::move(response)); },
         request[bhttp::field::authorization]);
     if (ticket != 0 && !answer_) {
@@ -222,6 +229,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void refuse(unsigned status, std::string_view code, const std::string& message) {
     keep_alive_ = false;
     version_ = 11;
+    head_ = false;
     answer(Api::error(status, code, message));
   }
 
@@ -282,7 +290,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       out_ += "Connection: keep-alive\r\n";
     }
     out_ += "\r\n";
-    out_ += a.body;
+    if (!head_) out_ += a.body;
     lowest().expires_after(server_.options().idle_timeout);
     on_stream([this](auto& stream) {
       boost::asio::async_write(stream, boost::asio::buffer(out_),
@@ -321,6 +329,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::flat_buffer buffer_;
   std::size_t head_bytes_ = 0;  // of the request's line and headers, parsed so far
   bool loopback_ = false;       // reached at a loopback address
+  bool head_ = false;           // the request being answered is a HEAD
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::string out_;  // the answer being written
   std::optional<Response> answer_;
