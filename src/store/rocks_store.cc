@@ -139,6 +139,12 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
   rocksdb::DB* raw = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   const rocksdb::Status opened = rocksdb::DB::Open(db_options, dir, families, &handles, &raw);
+  if (opened.IsIOError() && opened.ToString().find("lock") != std::string::npos) {
+    // RocksDB's LOCK file, held by whoever has the store open: another delayqd, most likely.
+    return Status(Code::kConflict, "cannot open store in " + dir +
+                                       ": another process (another delayqd?) has it open (" +
+                                       opened.ToString() + ")");
+  }
   if (!opened.ok()) return from_rocks(opened, "cannot open store in " + dir);
   std::unique_ptr<RocksStore> store(
       new RocksStore(std::unique_ptr<rocksdb::DB>(raw), std::move(handles)));

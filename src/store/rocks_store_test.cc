@@ -178,6 +178,19 @@ TEST(RocksStoreTest, NewStoreIsEmpty) {
   EXPECT_TRUE(records->empty());
 }
 
+// A store open elsewhere (another delayqd on the same data directory) is refused, and the
+// error says so rather than only "lock".
+TEST(RocksStoreTest, AStoreOpenElsewhereIsRefusedSayingSo) {
+  TempDir tmp;
+  auto first = must_open(tmp.sub("db"));
+  ASSERT_NE(first, nullptr);
+  auto second = RocksStore::open(tmp.sub("db"), {});
+  ASSERT_FALSE(second.is_ok());
+  EXPECT_EQ(second.code(), Code::kConflict);
+  EXPECT_NE(second.status().message().find("another process"), std::string::npos)
+      << second.status().to_string();
+}
+
 TEST(RocksStoreTest, WritesSurviveReopen) {
   TempDir tmp;
   const std::string dir = tmp.sub("db");

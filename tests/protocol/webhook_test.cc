@@ -1197,6 +1197,18 @@ TEST_F(WebhookTest, InterimAnswersAreSkipped) {
   EXPECT_EQ(receiver.count(), 2u) << describe(receiver.requests());
 }
 
+// Removing a webhook lets its requests under way finish: the 2xx that comes after the removal
+// still deletes the job (cut off, the request left the job ready, to be sent again).
+TEST_F(WebhookTest, RemovingAWebhookLetsItsRequestsUnderWayFinish) {
+  Receiver receiver(always(200, Millis{800}));
+  set_webhook("going", {{"url", receiver.url("/hook")}, {"concurrency", 1}});
+  const PutJob put_job = put("going", {{"body", "b"}, {"delay", 0}});
+  ASSERT_TRUE(receiver.wait_for_count(1, kDeliveryWait));
+  expect(200, "DELETE", webhook_path("going"));
+  EXPECT_TRUE(wait_until_gone(put_job.id)) << "the answer of the request under way was dropped";
+  EXPECT_EQ(receiver.count(), 1u) << describe(receiver.requests());
+}
+
 // An attempt under way when the webhook changes ends under the settings it started with.
 TEST_F(WebhookTest, AnAttemptUnderWayKeepsTheSettingsItStartedWith) {
   Receiver receiver(always(500, Millis{600}));

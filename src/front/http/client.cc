@@ -12,8 +12,24 @@ namespace bhttp = boost::beast::http;
 using boost::asio::ip::tcp;
 
 Result<std::unique_ptr<Client>> Client::connect_to(std::string_view url) {
-  if (url.rfind("http://", 0) == 0) url.remove_prefix(7);
-  url = url.substr(0, url.find('/'));
+  if (url.starts_with("https://")) {
+    return Status(Code::kInvalidArgument,
+                  "https:// is not spoken by this client: reach delayqd over http:// (on its own "
+                  "machine, or through a tunnel such as ssh -L)");
+  }
+  if (url.starts_with("http://")) {
+    url.remove_prefix(7);
+  } else if (url.find("://") != std::string_view::npos) {
+    return Status(Code::kInvalidArgument,
+                  "bad server address '" + std::string(url) + "': expected http://HOST:PORT");
+  }
+  if (const auto slash = url.find('/'); slash != std::string_view::npos) {
+    if (slash + 1 != url.size()) {
+      return Status(Code::kInvalidArgument, "bad server address '" + std::string(url) +
+                                                "': a path after HOST:PORT is not supported");
+    }
+    url = url.substr(0, slash);
+  }
   const auto colon = url.rfind(':');
   if (colon == std::string_view::npos || colon == 0 || colon + 1 == url.size()) {
     return Status(Code::kInvalidArgument,

@@ -24,7 +24,8 @@ struct ClientResponse {
 
 class Client {
  public:
-  // url: "http://HOST:PORT" (a path after it is ignored) or "HOST:PORT".
+  // url: "http://HOST:PORT" (a trailing "/" allowed) or "HOST:PORT". https:// and paths are
+  // refused (kInvalidArgument), not dropped.
   static Result<std::unique_ptr<Client>> connect_to(std::string_view url);
   Client(std::string host, std::uint16_t port);
   // Sent as `Authorization: Bearer <token>` with every request (empty: none).

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 namespace delayq::webhook {
@@ -65,6 +66,11 @@ class Deliverer::Lane {
     pump();
   }
   void pump();
+  // The tube is no longer delivered here (its webhook removed, or, over Redis, its delivery
+  // moved to another node): no new request starts; those under way finish, their answers
+  // awaited as ever, and then the owner lets the lane go (retired()).
+  void retire();
+  [[nodiscard]] bool busy() const noexcept { return in_flight_ > 0; }
 
  private:
   // What an attempt needs once its answer is in, as the webhook was when it started.
@@ -77,6 +83,13 @@ class Deliverer::Lane {
         std::chrono::duration<double>(1.0 / webhook_.rate));
   }
   void pump_at(Clock::time_point when);
+  // Retiring, with nothing under way: the owner lets it go.
+  void maybe_let_go() {
+    if (retiring_ && in_flight_ == 0 && !waiting_ && !let_go_) {
+      let_go_ = true;
+      owner_.retired(this);
+    }
+  }
   void reserved(Result<broker::Job> job);
   void send(broker::Job job);
   void answered(const broker::Job& job, const Attempt& attempt, const Response& response,
@@ -99,6 +112,9 @@ class Deliverer::Lane {
   asio::steady_timer timer_;
   bool waiting_ = false;  // a reserve or the timer is under way
   bool timed_ = false;    // the timer is: pump_at()
+  bool retiring_ = false;
+  bool let_go_ = false;               // retired() was called
+  std::uint64_t reserve_ticket_ = 0;  // of the reserve under way, for retire() to cancel
   std::uint64_t timer_generation_ = 0;
   std::uint32_t in_flight_ = 0;
   Clock::time_point last_start_{};  // the rate's schedule: when the latest request was due
@@ -107,12 +123,27 @@ class Deliverer::Lane {
 };
 
 void Deliverer::Lane::pump() {
-  if (waiting_ || in_flight_ >= std::max<std::uint32_t>(1, webhook_.concurrency)) return;
+  if (retiring_ || waiting_ || in_flight_ >= std::max<std::uint32_t>(1, webhook_.concurrency)) {
+    return;
+  }
   if (webhook_.rate > 0 && Clock::now() < next_start_) return pump_at(next_start_);
   waiting_ = true;
-  (void)session_->reserve(
+  reserve_ticket_ = session_->reserve(
       {{tube_}, std::nullopt},
       guarded<broker::Job>([this](Result<broker::Job> job) { reserved(std::move(job)); }));
+}
+
+void Deliverer::Lane::retire() {
+  retiring_ = true;
+  if (timed_) {
+    ++timer_generation_;
+    timer_.cancel();
+    timed_ = false;
+    waiting_ = false;
+  }
+  // Its completion comes with kTimedOut; a job it already took is sent all the same.
+  if (reserve_ticket_ != 0) session_->cancel_reserve(std::exchange(reserve_ticket_, 0));
+  maybe_let_go();
 }
 
 // Waits until `when`, then pumps.
@@ -131,6 +162,8 @@ void Deliverer::Lane::pump_at(Clock::time_point when) {
 
 void Deliverer::Lane::reserved(Result<broker::Job> job) {
   waiting_ = false;
+  reserve_ticket_ = 0;
+  if (!job.is_ok() && retiring_) return maybe_let_go();
   if (!job.is_ok()) {
     // Not a timeout (the reserve has none): the broker refused; try again in a second.
     spdlog::warn("webhook {}: reserve failed: {}", tube_, job.status().message());
@@ -281,6 +314,7 @@ void Deliverer::Lane::finished(std::string_view outcome) {
   owner_.broker_.metrics().count_delivery(tube_, outcome);
   --in_flight_;
   --owner_.broker_.metrics().deliveries_in_flight;
+  if (retiring_) return maybe_let_go();
   pump();
 }
 
@@ -290,6 +324,7 @@ Deliverer::Deliverer(asio::io_context& io, broker::Broker& broker, std::unique_p
     : io_(io), broker_(broker), sender_(std::move(sender)) {}
 
 Deliverer::~Deliverer() {
+  *alive_ = false;
   stop();
 }
 
@@ -311,6 +346,7 @@ void Deliverer::stop() {
   running_ = false;
   broker_.on_webhooks_changed(nullptr);
   lanes_.clear();
+  retiring_.clear();
 }
 
 void Deliverer::refresh() {
@@ -327,7 +363,23 @@ void Deliverer::refresh() {
       lanes.insert(std::move(node));
     }
   }
-  lanes_.swap(lanes);  // lanes of removed webhooks end here, with `lanes`
+  lanes_.swap(lanes);
+  // Lanes of tubes no longer delivered here end with `lanes`, but those with requests under
+  // way first see them answered: a request cut off would be sent again, a second delivery.
+  for (auto& [tube, lane] : lanes) {
+    if (!lane->busy()) continue;
+    Lane* retiring = lane.get();
+    retiring_.push_back(std::move(lane));
+    retiring->retire();
+  }
+}
+
+// Posted: the lane is still running the call that said it is done.
+void Deliverer::retired(Lane* lane) {
+  asio::post(io_, [this, alive = alive_, lane] {
+    if (!*alive) return;
+    std::erase_if(retiring_, [lane](const std::unique_ptr<Lane>& l) { return l.get() == lane; });
+  });
 }
 
 }  // namespace delayq::webhook

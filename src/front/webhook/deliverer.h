@@ -12,6 +12,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "broker/broker.h"
 #include "front/webhook/sender.h"
@@ -42,11 +43,15 @@ class Deliverer {
   class Keeper;
   Deliverer(boost::asio::io_context& io, broker::Broker& broker, std::unique_ptr<Sender> sender);
   void refresh();
+  void retired(Lane* lane);
 
   boost::asio::io_context& io_;
   broker::Broker& broker_;
   std::unique_ptr<Sender> sender_;
   std::map<std::string, std::unique_ptr<Lane>> lanes_;  // by tube
+  // Lanes of tubes no longer delivered here, until their requests under way are answered.
+  std::vector<std::unique_ptr<Lane>> retiring_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::mt19937_64 random_{std::random_device{}()};
   bool running_ = false;
 };
