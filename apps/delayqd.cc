@@ -90,7 +90,7 @@ Result<std::vector<std::string>> read_tokens(const std::string& path) {
   return tokens;
 }
 
-// Whether a --http host is a loopback address (or "localhost"): who else can reach the API.
+// Whether a listen host is a loopback address (or "localhost"): who else can reach it.
 bool loopback(const std::string& host) {
   std::string bare = host;
   if (bare.size() > 2 && bare.front() == '[' && bare.back() == ']')
@@ -227,6 +227,12 @@ int run(const Flags& flags) {
   // but an address asked for explicitly must be had. It listens first, so that /healthz and
   // /readyz answer while the broker starts (a recovery of 10^8 jobs takes minutes); the
   // beanstalkd port opens only when the broker serves, as beanstalkd's after its binlog.
+  if (!loopback(flags.server.address)) {
+    spdlog::warn(
+        "the beanstalkd protocol on {} takes no credentials, as beanstalkd's: anyone who reaches "
+        "it can change every job (keep it on a private network, or tunnel it)",
+        flags.server.address);
+  }
   std::optional<front::http::Server> http;
   if (flags.http_listen != "off") {
     if (flags.http.api.tokens.empty() && !loopback(flags.http.address)) {

@@ -174,7 +174,8 @@ std::optional<std::string> foreign_request(std::string_view host, std::string_vi
     // a dot. A single label ("localhost", a machine's own name) is no site's.
     const bool domain = host_name.find('.') != std::string_view::npos;
     const bool named_loopback =
-        host_name.size() > 10 && same_text(host_name.substr(host_name.size() - 10), ".localhost");
+        same_text(host_name, "localhost.localdomain") ||  // /etc/hosts' name on some systems
+        (host_name.size() > 10 && same_text(host_name.substr(host_name.size() - 10), ".localhost"));
     if (error && domain && !named_loopback) {
       return "Host " + std::string(host.substr(0, 200)) +
              " is not this server's: a loopback listener without tokens answers requests to an "

@@ -90,6 +90,7 @@ TEST(ForeignRequest, AnotherSitesOriginOrANonLoopbackHostIsRefused) {
   EXPECT_EQ(foreign_request("10.0.0.7:8080", "", true), std::nullopt);
   EXPECT_EQ(foreign_request("app.localhost:8080", "", true), std::nullopt);
   EXPECT_EQ(foreign_request("x", "", true), std::nullopt);  // a single label is no site's
+  EXPECT_EQ(foreign_request("localhost.localdomain:8080", "", true), std::nullopt);
   EXPECT_EQ(foreign_request("", "", true), std::nullopt);
   EXPECT_EQ(foreign_request("delayq.internal:8080", "", false), std::nullopt);
   // DNS rebinding: a page's own name, resolved to 127.0.0.1.

@@ -4,6 +4,8 @@
 #include <openssl/hmac.h>
 
 #include <algorithm>
+#include <boost/asio/ip/address_v6.hpp>
+#include <cctype>
 #include <cmath>
 #include <ctime>
 
@@ -26,9 +28,16 @@ Result<Url> parse_url(std::string_view text) {
   }
   Url url;
   std::string_view rest;
-  if (text.starts_with("http://")) {
+  // The scheme ignores case (RFC 3986): HTTP:// is http://.
+  const auto scheme_is = [text](std::string_view scheme) {
+    return text.size() >= scheme.size() &&
+           std::equal(scheme.begin(), scheme.end(), text.begin(), [](char a, char b) {
+             return a == std::tolower(static_cast<unsigned char>(b));
+           });
+  };
+  if (scheme_is("http://")) {
     rest = text.substr(7);
-  } else if (text.starts_with("https://")) {
+  } else if (scheme_is("https://")) {
     url.tls = true;
     rest = text.substr(8);
   } else {
@@ -45,6 +54,9 @@ Result<Url> parse_url(std::string_view text) {
     const std::size_t close = authority.find(']');
     if (close == std::string_view::npos) return bad("an unclosed [");
     url.host = authority.substr(1, close - 1);
+    boost::system::error_code error;
+    (void)boost::asio::ip::make_address_v6(url.host, error);
+    if (error) return bad("not an IPv6 address between [ and ]");
     const std::string_view after = authority.substr(close + 1);
     if (!after.empty() && !after.starts_with(":")) return bad("text after ]");
     if (!after.empty()) port = after.substr(1);

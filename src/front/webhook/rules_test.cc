@@ -22,6 +22,9 @@ TEST(ParseUrl, TakesSchemeHostPortAndTarget) {
   EXPECT_EQ(url.value().port, "8081");
   EXPECT_EQ(url.value().target, "/");
 
+  url = parse_url("HTTPS://Hooks.example.com");  // the scheme ignores case
+  ASSERT_TRUE(url.is_ok()) << url.status().to_string();
+  EXPECT_TRUE(url.value().tls);
   url = parse_url("http://[::1]:9000?q");
   ASSERT_TRUE(url.is_ok());
   EXPECT_EQ(url.value().host, "::1");
@@ -32,7 +35,8 @@ TEST(ParseUrl, TakesSchemeHostPortAndTarget) {
 TEST(ParseUrl, RefusesWhatItCannotSend) {
   for (const char* bad :
        {"ftp://a/b", "http://", "http://:80/", "http://a:0/", "http://a:65536/", "http://a:8x/",
-        "http://user@a/", "http://a/#frag", "http://a/ b", "http://[::1/", "localhost:8080"}) {
+        "http://user@a/", "http://a/#frag", "http://a/ b", "http://[::1/", "localhost:8080",
+        "http://[zz]/", "http://[127.0.0.1]/"}) {
     const auto url = parse_url(bad);
     EXPECT_EQ(url.status().code(), Code::kInvalidArgument) << bad;
   }
