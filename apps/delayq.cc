@@ -19,6 +19,7 @@
 
 #include "front/http/client.h"
 #include "front/http/text.h"
+#include "whole_number.h"
 
 namespace {
 
@@ -415,20 +416,9 @@ int main(int argc, char** argv) {
                   "push delivery: the body's Content-Type (default application/octet-stream)");
 
   auto add_job_ref = [&o](CLI::App* command) {
-    // Digits only: CLI11 would read "-1" into the unsigned id as its largest value.
+    // Ids are below 2^53 whatever the broker (JavaScript clients read them as doubles).
     auto* id = command->add_option("id", o.id, "job id")
-                   ->check(CLI::Validator(
-                       [](std::string& text) -> std::string {
-                         const bool digits =
-                             !text.empty() && text.size() <= 16 &&
-                             std::all_of(text.begin(), text.end(), [](char c) {
-                               return std::isdigit(static_cast<unsigned char>(c)) != 0;
-                             });
-                         return digits && text.find_first_not_of('0') != std::string::npos
-                                    ? std::string()
-                                    : "a job id is a whole number above 0, of at most 16 digits";
-                       },
-                       "ID"));
+                   ->check(delayq::apps::whole_number(1, (std::uint64_t{1} << 53) - 1));
     command->add_option("-k,--key", o.key, "find the job by key instead of id")->excludes(id);
     command->add_option("-t,--tube", o.tube, "the key's tube")->capture_default_str();
   };

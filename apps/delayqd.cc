@@ -34,6 +34,7 @@
 #include "front/http/server.h"
 #include "front/webhook/deliverer.h"
 #include "notify.h"
+#include "whole_number.h"
 
 namespace {
 
@@ -99,22 +100,6 @@ bool loopback(const std::string& host) {
   boost::system::error_code error;
   const auto address = boost::asio::ip::make_address(bare, error);
   return !error && address.is_loopback();
-}
-
-// A whole number from `low` to `high`, written in digits: CLI11 reads "-1" into an unsigned
-// flag as its largest value, and a size's unit suffix has been turned into digits by then.
-CLI::Validator whole_number(std::uint64_t low, std::uint64_t high, std::string_view what = "") {
-  return CLI::Validator(
-      [low, high, what = std::string(what)](std::string& text) -> std::string {
-        std::uint64_t value = 0;
-        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-        if (text.empty() || error != std::errc{} || end != text.data() + text.size() ||
-            value < low || value > high) {
-          return fmt::format("not a whole number from {} to {}{}", low, high, what);
-        }
-        return {};
-      },
-      fmt::format("UINT in [{} - {}]", low, high));
 }
 
 // run()'s exit code when the store failed (its status is 1).
@@ -369,14 +354,14 @@ int main(int argc, char** argv) {
                  "free space kept on the data directory's disk (256MiB, 1GB...): below it, new "
                  "jobs are refused and the server is not ready until there is room; 0: none")
       ->transform(CLI::AsSizeValue(false))
-      ->check(whole_number(0, std::uint64_t{1} << 50, " bytes (1 PiB)"))
+      ->check(apps::whole_number(0, std::uint64_t{1} << 50, " bytes (1 PiB)"))
       ->default_str("256MiB");
   app.add_option("--fsync", flags.fsync,
                  "durability: always (fsync before every reply), interval:MS, or none")
       ->capture_default_str();
   app.add_option("--max-connections", flags.server.max_connections, "open connections at most")
       ->capture_default_str()
-      ->check(whole_number(1, 1'000'000));
+      ->check(apps::whole_number(1, 1'000'000));
   app.add_option("--command-timeout", flags.server.command_timeout,
                  "seconds a command (line and body) may take to arrive whole; a connection "
                  "that trickles one is closed")
@@ -397,7 +382,7 @@ int main(int argc, char** argv) {
   app.add_option("--http-max-connections", flags.http.max_connections,
                  "open HTTP connections at most")
       ->capture_default_str()
-      ->check(whole_number(1, 1'000'000));
+      ->check(apps::whole_number(1, 1'000'000));
   app.add_option("--redis", flags.redis,
                  "keep the jobs in Redis instead of the data directory: HOST:PORT[,HOST:PORT...] "
                  "of a Redis Cluster's nodes, or of one Redis; other delayqd nodes may share it");

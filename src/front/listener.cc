@@ -15,10 +15,8 @@ using boost::asio::ip::tcp;
 
 namespace {
 
-std::string peer_of(const Socket& socket) {
-  boost::system::error_code error;
-  const auto endpoint = socket.remote_endpoint(error);
-  if (error) return "?";
+// ADDR:PORT, [ADDR]:PORT for IPv6.
+std::string endpoint_text(const tcp::endpoint& endpoint) {
   const std::string ip = endpoint.address().to_string();
   return (endpoint.address().is_v6() ? "[" + ip + "]" : ip) + ":" + std::to_string(endpoint.port());
 }
@@ -98,9 +96,7 @@ Status Listener::start(const std::string& address, std::uint16_t port) {
 std::string Listener::local_address() const {
   boost::system::error_code error;
   const auto endpoint = acceptor_.local_endpoint(error);
-  if (error) return "";
-  const std::string ip = endpoint.address().to_string();
-  return (endpoint.address().is_v6() ? "[" + ip + "]" : ip) + ":" + std::to_string(endpoint.port());
+  return error ? "" : endpoint_text(endpoint);
 }
 
 void Listener::accept() {
@@ -122,15 +118,16 @@ void Listener::accept() {
       const auto now = std::chrono::steady_clock::now();
       if (now - warned_ >= std::chrono::seconds(10)) {
         spdlog::warn("{}connections refused at the connection limit since the last such line: {}",
-                     what_.empty() ? "beanstalkd " : what_, refused_);
+                     logged_as(), refused_);
         refused_ = 0;
         warned_ = now;
       }
       refuse(socket);
     } else {
       if (spdlog::should_log(spdlog::level::debug)) {
-        spdlog::debug("{}connection from {}", what_.empty() ? "beanstalkd " : what_,
-                      peer_of(socket));
+        boost::system::error_code unknown;
+        const auto peer = socket.remote_endpoint(unknown);
+        spdlog::debug("{}connection from {}", logged_as(), unknown ? "?" : endpoint_text(peer));
       }
       socket.set_option(tcp::no_delay(true), ignored);
       on_socket_(std::move(socket));

@@ -49,6 +49,10 @@ class Listener {
  private:
   void accept();
   void refuse(Socket& socket);
+  // How the log names it: "beanstalkd " or what_.
+  [[nodiscard]] std::string_view logged_as() const {
+    return what_.empty() ? "beanstalkd " : std::string_view(what_);
+  }
 
   std::string what_;
   // Connections refused at the limit since the last warning (at most one every 10 s).

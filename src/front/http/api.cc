@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <boost/beast/core/string.hpp>
 #include <boost/json.hpp>
 #include <cctype>
 #include <charconv>
@@ -19,6 +20,7 @@
 
 namespace delayq::front::http {
 namespace json = boost::json;
+namespace beast = boost::beast;
 
 namespace {
 
@@ -45,13 +47,6 @@ Response json_response(unsigned status, std::string body) {
   return response;
 }
 
-std::string lowered(std::string_view text) {
-  std::string lower(text);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return lower;
-}
-
 // A header name a webhook may set: an HTTP token, not one delayq writes itself.
 Status check_header_name(std::string_view name) {
   const bool token =
@@ -59,16 +54,15 @@ Status check_header_name(std::string_view name) {
         return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
       });
   if (!token) return {Code::kInvalidArgument, "headers: a name of 1 to 64 letters, digits, - _ ."};
-  const std::string lower = lowered(name);
   for (const std::string_view own : {"host", "content-length", "content-type", "transfer-encoding",
                                      "connection", "te", "upgrade"}) {
-    if (lower == own) {
+    if (beast::iequals(name, own)) {
       return {Code::kInvalidArgument,
               "headers: " + std::string(name) +
                   " is set by delayq (a job's Content-Type comes with the job: content_type)"};
     }
   }
-  if (lower.starts_with("delayq-")) {
+  if (beast::iequals(name.substr(0, 7), "delayq-")) {
     return {Code::kInvalidArgument, "headers: Delayq-* headers are delayq's own"};
   }
   return Status::ok();
@@ -113,10 +107,11 @@ Result<Webhook> read_webhook(Body& body, std::string_view text) {
     if (!headers->is_object() || headers->as_object().size() > 32) {
       return Status(Code::kInvalidArgument, "headers: an object of at most 32 name: value");
     }
-    std::set<std::string> names;  // header names are case-insensitive: X-A and x-a are one
+    // Header names ignore case: X-A and x-a are one.
+    std::set<std::string_view, beast::iless> names;
     for (const auto& [name, value] : headers->as_object()) {
       if (Status s = check_header_name(name); !s.is_ok()) return s;
-      if (!names.insert(lowered(name)).second) {
+      if (!names.insert(name).second) {
         return Status(Code::kInvalidArgument,
                       "headers: " + std::string(name) + " is named twice (names ignore case)");
       }

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <boost/asio/ip/address.hpp>
-#include <cctype>
+#include <boost/beast/core/string.hpp>
 
 namespace delayq::front::http {
+
+namespace beast = boost::beast;
+
 namespace {
 
 constexpr std::array kRoutes = {
@@ -142,13 +145,6 @@ Match match(std::string_view method, std::string_view target) {
 
 namespace {
 
-bool same_text(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 // "host[:port]" or "[v6][:port]" without the port; and the port, empty if none.
 std::pair<std::string_view, std::string_view> split_authority(std::string_view authority) {
   if (authority.starts_with('[')) {
@@ -174,8 +170,9 @@ std::optional<std::string> foreign_request(std::string_view host, std::string_vi
     // a dot. A single label ("localhost", a machine's own name) is no site's.
     const bool domain = host_name.find('.') != std::string_view::npos;
     const bool named_loopback =
-        same_text(host_name, "localhost.localdomain") ||  // /etc/hosts' name on some systems
-        (host_name.size() > 10 && same_text(host_name.substr(host_name.size() - 10), ".localhost"));
+        beast::iequals(host_name, "localhost.localdomain") ||  // /etc/hosts' name on some systems
+        (host_name.size() > 10 &&
+         beast::iequals(host_name.substr(host_name.size() - 10), ".localhost"));
     if (error && domain && !named_loopback) {
       return "Host " + std::string(host.substr(0, 200)) +
              " is not this server's: a loopback listener without tokens answers requests to an "
@@ -188,8 +185,8 @@ std::optional<std::string> foreign_request(std::string_view host, std::string_vi
   const std::string_view scheme = origin.substr(0, scheme_end);
   const auto [origin_name, origin_port] = split_authority(
       scheme_end == std::string_view::npos ? std::string_view{} : origin.substr(scheme_end + 3));
-  const std::string_view default_port = same_text(scheme, "https") ? "443" : "80";
-  const bool same = !origin_name.empty() && same_text(origin_name, host_name) &&
+  const std::string_view default_port = beast::iequals(scheme, "https") ? "443" : "80";
+  const bool same = !origin_name.empty() && beast::iequals(origin_name, host_name) &&
                     (origin_port.empty() ? default_port : origin_port) ==
                         (host_port.empty() ? default_port : host_port);
   if (same) return std::nullopt;

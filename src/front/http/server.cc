@@ -132,9 +132,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
         return refuse(501, "unsupported", "Transfer-Encoding: only chunked is supported");
       }
     }
-    // A request the API would refuse for want of a token is answered before its body comes.
-    if (server_.serving() && !server_.api().admits(method_of(request), request.target(),
-                                                   request[bhttp::field::authorization])) {
+    // A request the API would refuse for want of a token is answered before its body comes
+    // (asked only when a body is to come: the API asks again when it runs the request).
+    if (!parser_->is_done() && server_.serving() &&
+        !server_.api().admits(method_of(request), request.target(),
+                              request[bhttp::field::authorization])) {
       keep_alive_ = false;  // the body, unread, must not be taken for the next request
       version_ = request.version();
       return dispatch(request);
