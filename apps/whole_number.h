@@ -20,8 +20,8 @@ inline CLI::Validator whole_number(std::uint64_t low, std::uint64_t high,
         const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
         if (text.empty() || error != std::errc{} || end != text.data() + text.size() ||
             value < low || value > high) {
-          return "not a whole number from " + std::to_string(low) + " to " +
-                 std::to_string(high) + what;
+          return "not a whole number from " + std::to_string(low) + " to " + std::to_string(high) +
+                 what;
         }
         return {};
       },

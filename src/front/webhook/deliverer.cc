@@ -54,15 +54,7 @@ class Deliverer::Lane {
   void configure(Webhook webhook) {
     const bool new_rate = webhook.rate != webhook_.rate;
     webhook_ = std::move(webhook);
-    if (new_rate) {
-      next_start_ = webhook_.rate > 0 ? last_start_ + interval() : Clock::time_point{};
-      if (timed_) {
-        ++timer_generation_;  // a wait already ended but not yet run must not pump as well
-        timer_.cancel();
-        timed_ = false;
-        waiting_ = false;
-      }
-    }
+    if (new_rate) cancel_timer();
     pump();
   }
   void pump();
@@ -82,7 +74,17 @@ class Deliverer::Lane {
     return std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double>(1.0 / webhook_.rate));
   }
+  // The rate's: no request starts before it (rate > 0).
+  [[nodiscard]] Clock::time_point next_start() const { return last_start_ + interval(); }
   void pump_at(Clock::time_point when);
+  // Ends a pump_at() wait, if one is under way.
+  void cancel_timer() {
+    if (!timed_) return;
+    ++timer_generation_;  // a wait already ended but not yet run must not pump as well
+    timer_.cancel();
+    timed_ = false;
+    waiting_ = false;
+  }
   // Retiring, with nothing under way: the owner lets it go.
   void maybe_let_go() {
     if (retiring_ && in_flight_ == 0 && !waiting_ && !let_go_) {
@@ -118,7 +120,6 @@ class Deliverer::Lane {
   std::uint64_t timer_generation_ = 0;
   std::uint32_t in_flight_ = 0;
   Clock::time_point last_start_{};  // the rate's schedule: when the latest request was due
-  Clock::time_point next_start_{};  // and when the next one is: no request starts before it
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
@@ -126,7 +127,7 @@ void Deliverer::Lane::pump() {
   if (retiring_ || waiting_ || in_flight_ >= std::max<std::uint32_t>(1, webhook_.concurrency)) {
     return;
   }
-  if (webhook_.rate > 0 && Clock::now() < next_start_) return pump_at(next_start_);
+  if (webhook_.rate > 0 && Clock::now() < next_start()) return pump_at(next_start());
   waiting_ = true;
   reserve_ticket_ = session_->reserve(
       {{tube_}, std::nullopt},
@@ -135,12 +136,7 @@ void Deliverer::Lane::pump() {
 
 void Deliverer::Lane::retire() {
   retiring_ = true;
-  if (timed_) {
-    ++timer_generation_;
-    timer_.cancel();
-    timed_ = false;
-    waiting_ = false;
-  }
+  cancel_timer();
   // Its completion comes with kTimedOut; a job it already took is sent all the same.
   if (reserve_ticket_ != 0) session_->cancel_reserve(std::exchange(reserve_ticket_, 0));
   maybe_let_go();
@@ -174,8 +170,8 @@ void Deliverer::Lane::reserved(Result<broker::Job> job) {
     // the timer's and the reserve's own delays would otherwise add up and lower the rate. After
     // an idle spell the schedule restarts from now, so no burst builds up.
     const auto now = Clock::now();
-    last_start_ = now - next_start_ > interval() ? now : next_start_;
-    next_start_ = last_start_ + interval();
+    const auto due = next_start();
+    last_start_ = now - due > interval() ? now : due;
   }
   ++in_flight_;
   ++owner_.broker_.metrics().deliveries_in_flight;
