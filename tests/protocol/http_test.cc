@@ -257,6 +257,24 @@ TEST_F(HttpTest, HeadIsAGetWithoutItsBody) {
   EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 200 OK\r\n");
 }
 
+// RFC 9112: an HTTP/1.1 request names its host exactly once (HTTP/1.0 needs none); a method
+// HTTP does not define is not implemented, whatever the path.
+TEST_F(HttpTest, AHostIsRequiredAndAnUndefinedMethodIsNotImplemented) {
+  const auto status_of = [this](const std::string& request) {
+    Client raw(server_->http_port());
+    raw.send(request);
+    return raw.read_line().value_or("<none>");
+  };
+  EXPECT_EQ(status_of("GET /healthz HTTP/1.1\r\n\r\n"), "HTTP/1.1 400 Bad Request\r\n");
+  EXPECT_EQ(status_of("GET /healthz HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n"),
+            "HTTP/1.1 400 Bad Request\r\n");
+  EXPECT_EQ(status_of("GET /healthz HTTP/1.0\r\n\r\n"), "HTTP/1.0 200 OK\r\n");
+  EXPECT_EQ(status_of("FOO /v1/stats HTTP/1.1\r\nHost: x\r\n\r\n"),
+            "HTTP/1.1 501 Not Implemented\r\n");
+  EXPECT_EQ(status_of("PROPFIND /v1/stats HTTP/1.1\r\nHost: x\r\n\r\n"),
+            "HTTP/1.1 405 Method Not Allowed\r\n");
+}
+
 // With tokens, a request without one is answered 401 at once: no 100 Continue, no body read.
 TEST(HttpTokenTest, A401ComesBeforeA100Continue) {
   TempDir dir;

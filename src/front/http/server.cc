@@ -122,6 +122,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void on_header() {
     const auto& request = parser_->get();
+    // RFC 9112 section 3.2: an HTTP/1.1 request names its host once, and a server answers 400
+    // to one that does not.
+    if (request.version() >= 11 && request.count(bhttp::field::host) != 1) {
+      return refuse(400, "bad_request", "an HTTP/1.1 request needs exactly one Host header");
+    }
+    if (request.method() == bhttp::verb::unknown) {
+      return refuse(501, "unsupported",
+                    "method " + std::string(request.method_string()) + " is not implemented");
+    }
     // Only chunked is understood as a transfer coding; any other would leave the body's length
     // unknown and its bytes read as the next request (request smuggling).
     if (request.count(bhttp::field::transfer_encoding) != 0) {
