@@ -6,17 +6,12 @@
 // (DELAYQ_TEST_CLUSTER_SEEDS_FILE, from scripts/redis-cluster.sh); the failover test starts one
 // of its own with the same script, since it kills a primary. A shard nobody fires shows on the
 // overdue gauge of /metrics until a live node takes it.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -29,6 +24,7 @@
 #include "protocol/server_process.h"
 #include "redis_servers.h"
 #include "support/seed.h"
+#include "support/webhook_receiver.h"
 
 namespace delayq::testing {
 namespace {
@@ -372,95 +368,11 @@ TEST_F(ClusterModeTest, ANodeKeepsNothingForTubesNobodyUsesAnyMore) {
   EXPECT_LT(after - before, 2048) << "KiB grown over 1,000 tubes: " << before << " -> " << after;
 }
 
-// A webhook's receiver, as small as it can be: answers every request 200 on a kept-alive
-// connection and keeps the Delayq-Job-Id of each. Loopback only; stops by itself at destruction.
-class TinyReceiver {
- public:
-  TinyReceiver() {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    ::inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-    if (listen_fd_ < 0 ||
-        ::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
-        ::listen(listen_fd_, 16) != 0) {
-      std::perror("receiver");
-      std::abort();
-    }
-    socklen_t length = sizeof address;
-    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
-    threads_.emplace_back([this] { accept_loop(); });
-  }
-  ~TinyReceiver() {
-    stopping_ = true;
-    ::shutdown(listen_fd_, SHUT_RDWR);
-    {
-      std::lock_guard lock(mutex_);
-      for (const int fd : connections_) ::shutdown(fd, SHUT_RDWR);
-    }
-    for (auto& thread : threads_) thread.join();
-    ::close(listen_fd_);
-    for (const int fd : connections_) ::close(fd);
-  }
-  [[nodiscard]] std::uint16_t port() const { return port_; }
-  [[nodiscard]] std::set<std::string> ids() const {
-    std::lock_guard lock(mutex_);
-    return ids_;
-  }
-
- private:
-  void accept_loop() {
-    while (!stopping_) {
-      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) return;
-      std::lock_guard lock(mutex_);
-      connections_.push_back(fd);
-      threads_.emplace_back([this, fd] { serve(fd); });
-    }
-  }
-  void serve(int fd) {
-    std::string in;
-    char buffer[4096];
-    for (;;) {
-      const auto head_end = in.find("\r\n\r\n");
-      if (head_end != std::string::npos) {
-        const std::string head = in.substr(0, head_end);
-        std::size_t length = 0;
-        if (const auto at = head.find("Content-Length: "); at != std::string::npos) {
-          length = std::stoul(head.substr(at + 16));
-        }
-        if (in.size() >= head_end + 4 + length) {
-          if (const auto at = head.find("Delayq-Job-Id: "); at != std::string::npos) {
-            std::lock_guard lock(mutex_);
-            ids_.insert(head.substr(at + 15, head.find("\r\n", at) - at - 15));
-          }
-          in.erase(0, head_end + 4 + length);
-          constexpr std::string_view kOk = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
-          if (::send(fd, kOk.data(), kOk.size(), MSG_NOSIGNAL) < 0) return;
-          continue;
-        }
-      }
-      const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
-      if (n <= 0) return;
-      in.append(buffer, static_cast<std::size_t>(n));
-    }
-  }
-
-  int listen_fd_ = -1;
-  std::uint16_t port_ = 0;
-  std::atomic<bool> stopping_{false};
-  mutable std::mutex mutex_;
-  std::vector<int> connections_;
-  std::set<std::string> ids_;
-  std::vector<std::thread> threads_;  // the accept loop's first; joined only at destruction
-};
-
 // One node delivers a webhook tube's jobs (so its rate and concurrency hold for the cluster):
 // the owner of the shard the tube's name hashes to. When that node dies, the deliveries move
 // with the shard's lease to a live node.
 TEST_F(ClusterModeTest, AWebhooksDeliveriesMoveToALiveNodeWhenItsNodeDies) {
-  TinyReceiver receiver;
+  Receiver receiver;
   const auto prefix = unique_prefix(dir_);
   auto a = node(dir_, seeds_, prefix);
   ASSERT_EQ(a->start(), "");
@@ -478,7 +390,9 @@ TEST_F(ClusterModeTest, AWebhooksDeliveriesMoveToALiveNodeWhenItsNodeDies) {
   const auto delivered = [&](std::uint64_t id, std::chrono::seconds within) {
     const auto give_up = Clock::now() + within;
     while (Clock::now() < give_up) {
-      if (receiver.ids().contains(std::to_string(id))) return true;
+      for (const Received& request : receiver.requests()) {
+        if (request.header("delayq-job-id") == std::to_string(id)) return true;
+      }
       std::this_thread::sleep_for(50ms);
     }
     return false;
