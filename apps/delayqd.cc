@@ -32,6 +32,7 @@
 #include "broker/redis/redis_broker.h"
 #include "front/beanstalk/server.h"
 #include "front/http/server.h"
+#include "front/listener.h"
 #include "front/webhook/deliverer.h"
 #include "notify.h"
 #include "whole_number.h"
@@ -405,11 +406,25 @@ int main(int argc, char** argv) {
   app.add_flag("-V,--verbose", flags.verbose, "log more (repeat for even more)");
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ConfigError& error) {
+    // CLI11 says "INI was not able to parse KEY" of a key that names no flag, TOML or not.
+    std::string why = error.what();
+    constexpr std::string_view kExtra = "INI was not able to parse ";
+    if (why.starts_with(kExtra)) {
+      why = "unknown key '" + why.substr(kExtra.size()) + "': it names no flag (see --help)";
+    }
+    std::fprintf(stderr, "delayqd: config file %s: %s\n",
+                 app["--config"]->as<std::string>().c_str(), why.c_str());
+    return 2;
   } catch (const CLI::ParseError& error) {
     // --help and --version exit 0; every usage error, a config file's included, exits 2.
     return app.exit(error) == 0 ? 0 : 2;
   }
 
+  if (Status s = front::check_listen_address("", flags.server.address); !s.is_ok()) {
+    std::fprintf(stderr, "delayqd: %s\n", s.message().c_str());
+    return 2;
+  }
   auto durability = store::Durability::parse(flags.fsync);
   if (!durability.is_ok()) {
     std::fprintf(stderr, "delayqd: %s\n", durability.status().message().c_str());
@@ -449,6 +464,10 @@ int main(int argc, char** argv) {
     }
     flags.http.address = split->first;
     flags.http.port = split->second;
+    if (Status s = front::check_listen_address("HTTP ", flags.http.address); !s.is_ok()) {
+      std::fprintf(stderr, "delayqd: %s\n", s.message().c_str());
+      return 2;
+    }
   }
   flags.http.api.max_job_bytes = flags.server.max_job_bytes;
   // A body in JSON may take up to 6 bytes per byte (\u0000 escapes): room for the largest job.

@@ -35,7 +35,24 @@ bool is_host_name(const std::string& text) {
   return allowed && !numeric;
 }
 
+// The address without the brackets an IPv6 address is written in beside a port.
+std::string bare(const std::string& address) {
+  if (address.size() >= 2 && address.front() == '[' && address.back() == ']') {
+    return address.substr(1, address.size() - 2);
+  }
+  return address;
+}
+
 }  // namespace
+
+Status check_listen_address(std::string_view what, const std::string& address) {
+  const std::string host = bare(address);
+  boost::system::error_code error;
+  (void)boost::asio::ip::make_address(host, error);
+  if (!error || is_host_name(host)) return Status::ok();
+  return Status{Code::kInvalidArgument, "bad " + std::string(what) + "listen address '" + address +
+                                            "': neither an IP address nor a host name"};
+}
 
 Listener::Listener(boost::asio::io_context& io, std::string what, Full full, OnSocket on_socket,
                    Refusal refusal)
@@ -48,22 +65,13 @@ Listener::Listener(boost::asio::io_context& io, std::string what, Full full, OnS
 
 Status Listener::start(const std::string& address, std::uint16_t port) {
   if (acceptor_.is_open()) return {Code::kConflict, "already listening"};
-  // "[::1]" is how an IPv6 address is written beside a port; the brackets are not part of it.
-  std::string host = address;
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  const auto bad = [&](const std::string& why) {
-    return Status{Code::kInvalidArgument,
-                  "bad " + what_ + "listen address '" + address + "': " + why};
-  };
+  if (Status s = check_listen_address(what_, address); !s.is_ok()) return s;
+  const std::string host = bare(address);
   std::vector<tcp::endpoint> endpoints;
   boost::system::error_code error;
   if (const auto ip = boost::asio::ip::make_address(host, error); !error) {
     endpoints.emplace_back(ip, port);
-  } else if (!is_host_name(host)) {
-    return bad("neither an IP address nor a host name");
-  } else {  // every address the name has, in the resolver's order
+  } else {  // a host name: every address it has, in the resolver's order
     tcp::resolver resolver(acceptor_.get_executor());
     const auto results = resolver.resolve(
         host, std::to_string(port), tcp::resolver::passive | tcp::resolver::numeric_service, error);
@@ -72,7 +80,10 @@ Status Listener::start(const std::string& address, std::uint16_t port) {
               "cannot resolve " + what_ + "listen address '" + address + "': " + error.message()};
     }
     for (const auto& result : results) endpoints.push_back(result.endpoint());
-    if (endpoints.empty()) return bad("the name has no address");
+    if (endpoints.empty()) {
+      return {Code::kInvalidArgument,
+              "bad " + what_ + "listen address '" + address + "': the name has no address"};
+    }
   }
   // The first address that can be bound, as beanstalkd does.
   for (const tcp::endpoint& endpoint : endpoints) {

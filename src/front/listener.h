@@ -25,6 +25,11 @@ namespace delayq::front {
 using Executor = boost::asio::io_context::executor_type;
 using Socket = boost::asio::basic_stream_socket<boost::asio::ip::tcp, Executor>;
 
+// Whether `address` can be listened on as written: an IPv4 or IPv6 address (the latter bare or
+// in brackets) or a host name. Nothing is resolved. Errors (kInvalidArgument) name it with
+// `what` ("" or "HTTP "), as Listener::start's do.
+Status check_listen_address(std::string_view what, const std::string& address);
+
 class Listener {
  public:
   using Full = std::function<bool()>;

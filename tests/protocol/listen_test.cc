@@ -79,11 +79,13 @@ TEST(ListenTest, AnAddressThatIsNoneStopsTheServerAtStart) {
     std::vector<std::string> args;
     const char* ended;
   } cases[] = {
-      {{"-l", ""}, "exited 1"},
-      {{"-l", "[127.0.0.1"}, "exited 1"},
-      {{"-l", "bad!name"}, "exited 1"},
-      {{"-l", "0"}, "exited 1"},  // not taken for 0.0.0.0, as the resolver would
-      {{"-l", "127.1"}, "exited 1"},
+      // Refused as usage errors, before the data directory is opened or made.
+      {{"-l", ""}, "exited 2"},
+      {{"-l", "[127.0.0.1"}, "exited 2"},
+      {{"-l", "bad!name"}, "exited 2"},
+      {{"-l", "0"}, "exited 2"},  // not taken for 0.0.0.0, as the resolver would
+      {{"-l", "127.1"}, "exited 2"},
+      {{"--http", "bad!name:80"}, "exited 2"},
       {{"--http", ":0"}, "exited 2"},
       {{"--http", "::1"}, "exited 2"},  // not [::]:1
       {{"--http", "2001:db8::1:80"}, "exited 2"},
@@ -101,6 +103,7 @@ TEST(ListenTest, AnAddressThatIsNoneStopsTheServerAtStart) {
     EXPECT_NE(started.find(c.ended), std::string::npos)
         << c.args[0] << " '" << c.args[1] << "': " << started;
   }
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "db"));
 }
 
 // --config reads flags from a TOML file (the package's /etc/delayq/delayqd.conf): its values
