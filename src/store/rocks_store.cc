@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include "store/log_damage.h"
+
 namespace delayq::store {
 namespace {
 
@@ -93,10 +95,8 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
   db_options.create_if_missing = create;
   db_options.create_missing_column_families = create;
   db_options.paranoid_checks = true;
-  // A torn tail is dropped (see accept_torn_tail in rocks_store.h); damage before it is not.
-  db_options.wal_recovery_mode = options.accept_torn_tail
-                                     ? rocksdb::WALRecoveryMode::kPointInTimeRecovery
-                                     : rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  // A log cut short is read up to the cut; a bad record is looked at below.
+  db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   db_options.max_background_jobs = 2;
   db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db_options.keep_log_file_num = 4;
@@ -138,7 +138,32 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
 
   rocksdb::DB* raw = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  const rocksdb::Status opened = rocksdb::DB::Open(db_options, dir, families, &handles, &raw);
+  rocksdb::Status opened = rocksdb::DB::Open(db_options, dir, families, &handles, &raw);
+  // A bad record in the write-ahead log: with nothing sound after it, it is a crash's torn or
+  // garbled last write, never synced, so never acknowledged, and dropped. With synced writes
+  // after it, it is damage: refused unless accept_torn_tail, which drops it and all after it.
+  std::string dropped;
+  if (opened.IsCorruption()) {
+    auto damage = find_log_damage(path);
+    if (!damage.is_ok()) return damage.status();
+    if (const auto& bad = damage.value()) {
+      const std::string where = bad->file.filename().string() + " at byte " +
+                                std::to_string(bad->offset) + " of " + std::to_string(bad->size);
+      if (bad->followed && !options.accept_torn_tail) {
+        return Status(Code::kCorruption,
+                      "cannot open store in " + dir + ": the write-ahead log " + where +
+                          " has a bad record (" + opened.ToString() +
+                          ") with sound records after it; --accept-torn-tail starts anyway, "
+                          "dropping that record and everything after it");
+      }
+      db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+      opened = rocksdb::DB::Open(db_options, dir, families, &handles, &raw);
+      dropped = bad->followed ? "dropped the write-ahead log from its bad record in " + where +
+                                    " on, sound records after it included (--accept-torn-tail)"
+                              : "dropped the torn last write of the write-ahead log (" + where +
+                                    ", never acknowledged)";
+    }
+  }
   if (opened.IsIOError() && opened.ToString().find("lock") != std::string::npos) {
     // RocksDB's LOCK file, held by whoever has the store open: another delayqd, most likely.
     return Status(Code::kConflict, "cannot open store in " + dir +
@@ -148,6 +173,7 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
   if (!opened.ok()) return from_rocks(opened, "cannot open store in " + dir);
   std::unique_ptr<RocksStore> store(
       new RocksStore(std::unique_ptr<rocksdb::DB>(raw), std::move(handles)));
+  store->dropped_ = std::move(dropped);
   if (Status s = store->load_meta(); !s.is_ok()) {
     return Status(s.code(), dir + ": " + s.message());
   }

@@ -29,12 +29,13 @@ inline constexpr std::string_view kBodiesFamily = "bodies";
 struct RocksStoreOptions {
   // Create the directory and an empty store if there is none. Default: true.
   bool create_if_missing = true;
-  // An incomplete or garbled record at the very end of the write-ahead log is what a crash in
-  // the middle of a write leaves (kill -9 between two write() calls of one record, a power cut):
-  // it was never synced, so never acknowledged under `always`, and it is always dropped on open.
-  // A bad record with more log after it is real damage: refused with kCorruption, unless this is
-  // set, which drops that record and everything after it (synced writes before it are kept), for
-  // an operator to decide. Default: false.
+  // An incomplete or garbled last record of the write-ahead log, with no sound record after it
+  // (log_damage.h), is what a crash in the middle of a write leaves (kill -9 between two
+  // write() calls of one record, a power cut): it was never synced, so never acknowledged under
+  // `always`, and it is always dropped on open (dropped() says so). A bad record with sound
+  // records after it is real damage: refused with kCorruption naming the log and the offset,
+  // unless this is set, which drops that record and everything after it (synced writes before
+  // it are kept), for an operator to decide. Default: false.
   bool accept_torn_tail = false;
   // Memory RocksDB may use: its write buffers (memtables, split between records and bodies, two
   // of each at most), and the block cache that holds table blocks, their indexes and filters.
@@ -59,6 +60,8 @@ class RocksStore final : public Store {
   Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override;
   Status scan_max_attempts(const std::function<Status(std::string, std::uint32_t)>& visit) override;
   [[nodiscard]] JobId next_id() const override { return next_id_; }
+  // What the open dropped of a damaged write-ahead log, for the log; "" if nothing.
+  [[nodiscard]] const std::string& dropped() const { return dropped_; }
   // RocksDB's estimate of the keys in the records family.
   [[nodiscard]] std::uint64_t estimated_jobs() const override;
   // RocksDB's checkpoint: table and blob files hard-linked where `dir` is on the same file
@@ -76,6 +79,7 @@ class RocksStore final : public Store {
   rocksdb::ColumnFamilyHandle* records_;
   rocksdb::ColumnFamilyHandle* bodies_;  // bodies and attachments, in blob files
   JobId next_id_ = 1;
+  std::string dropped_;
 };
 
 }  // namespace delayq::store

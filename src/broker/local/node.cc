@@ -47,6 +47,9 @@ Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const Node
   if (dir.has_parent_path()) std::filesystem::create_directories(dir.parent_path(), error);
   auto store = store::RocksStore::open(options.data_dir, options.store);
   if (!store.is_ok()) return store.status();
+  if (!store.value()->dropped().empty()) {
+    spdlog::warn("{}: {}", options.data_dir, store.value()->dropped());
+  }
   NodeOptions with_disk = options;
   if (!with_disk.free_disk) {
     with_disk.free_disk = [dir = options.data_dir]() -> std::optional<std::uint64_t> {
