@@ -28,8 +28,9 @@ Script::Script(std::string source) : name_("delayq_") {
     name_.push_back(kHex[digest[i] >> 4]);
     name_.push_back(kHex[digest[i] & 0xF]);
   }
-  library_ =
-      "#!lua name=" + name_ + "\n" + source + "\nredis.register_function('" + name_ + "', run)\n";
+  library_ = "#!lua name=" + name_ + "\n" + source + "\nredis.register_function('" + name_ +
+             "', run)\nredis.register_function{function_name='" + name_ +
+             "_oom', callback=run, flags={'allow-oom'}}\n";
 }
 
 bool Script::missing(const Reply& error) {
@@ -37,8 +38,8 @@ bool Script::missing(const Reply& error) {
 }
 
 Command Script::call(const std::vector<std::string_view>& keys,
-                     const std::vector<std::string_view>& args) const {
-  Command command{"FCALL", name_};
+                     const std::vector<std::string_view>& args, bool over_memory) const {
+  Command command{"FCALL", over_memory ? name_ + "_oom" : name_};
   command.arg(static_cast<std::int64_t>(keys.size()));
   for (const auto key : keys) command.arg(key);
   for (const auto value : args) command.arg(value);

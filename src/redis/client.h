@@ -38,15 +38,19 @@ using Callback = std::function<void(Result<T>)>;
 // `source` defines `local function run(keys, args)`; it is loaded once per node as a library
 // named after its SHA-1, so that its top level (every local function, every table) runs at the
 // load and not at each call, as an EVALSHA script's would, and two versions never collide.
+// run() is registered twice: as <name>, which Redis refuses to run while it is over its
+// maxmemory (OOM), and as <name>_oom, flagged allow-oom, which it runs anyway: for calls that
+// free memory or keep it level (a delete, a reserve), so that work goes on and frees room.
 class Script {
  public:
   explicit Script(std::string source);
-  // The library as FUNCTION LOAD takes it: the shebang naming it, source, the registration.
+  // The library as FUNCTION LOAD takes it: the shebang naming it, source, the registrations.
   [[nodiscard]] const std::string& library() const noexcept { return library_; }
   [[nodiscard]] const std::string& name() const noexcept { return name_; }  // "delayq_<sha>"
-  // "FCALL <name> <keys.size()> <keys...> <args...>"
+  // "FCALL <name> <keys.size()> <keys...> <args...>"; FCALL <name>_oom with `over_memory`.
   [[nodiscard]] Command call(const std::vector<std::string_view>& keys,
-                             const std::vector<std::string_view>& args) const;
+                             const std::vector<std::string_view>& args,
+                             bool over_memory = false) const;
   // Whether `error` says the function is not loaded on the node that answered.
   [[nodiscard]] static bool missing(const Reply& error);
 

@@ -21,9 +21,13 @@ constexpr unsigned kLastType = 9;
 using Crc32c = boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true>;
 
 // RocksDB stores a CRC masked, so that a CRC of bytes holding CRCs stays well spread.
-std::uint32_t masked(std::uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8U; }
+std::uint32_t masked(std::uint32_t crc) {
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8U;
+}
 
-std::uint64_t block_end(std::uint64_t at) { return (at / kBlock + 1) * kBlock; }
+std::uint64_t block_end(std::uint64_t at) {
+  return (at / kBlock + 1) * kBlock;
+}
 
 // The size of the sound record at `at` (header and bytes), or 0 if none is there.
 std::uint64_t sound_record_at(std::string_view log, std::uint64_t at) {
@@ -38,8 +42,8 @@ std::uint64_t sound_record_at(std::string_view log, std::uint64_t at) {
   Crc32c crc;
   crc.process_bytes(p + 6, header - 6);  // the type, and the log's number if there is one
   crc.process_bytes(p + header, length);
-  const std::uint32_t stored = p[0] | (std::uint32_t{p[1]} << 8) | (std::uint32_t{p[2]} << 16) |
-                               (std::uint32_t{p[3]} << 24);
+  const std::uint32_t stored =
+      p[0] | (std::uint32_t{p[1]} << 8) | (std::uint32_t{p[2]} << 16) | (std::uint32_t{p[3]} << 24);
   return masked(crc.checksum()) == stored ? header + length : 0;
 }
 

@@ -265,6 +265,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
 
   // --- firing and leases
   void lease_tick();
+  void heartbeat(bool over_memory);
   void acquire(std::vector<std::uint32_t> candidates, std::size_t index, std::size_t want);
   void fire(std::uint32_t shard);
   void arm_fire(std::uint32_t shard, std::chrono::microseconds delay);
@@ -321,6 +322,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void report_waiting();
   [[nodiscard]] std::size_t waiting_here() const;
   bool leasing = false;    // a lease_tick's calls are under way
+  bool resigned = false;   // closing: leases handed back, none renewed or taken again
   bool announced = false;  // told the others this node joined (they rebalance at once)
   asio::steady_timer lease_timer;
   asio::steady_timer resync_timer;
@@ -342,7 +344,10 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
   views.push_back(node);  // jobs.lua's run() takes the caller last
   redis::Request request;
   request.slot = slot;
-  request.commands.push_back(script.call(key_views, views));
+  // Only puts make Redis hold more; every other call frees memory or keeps it level, and runs
+  // while Redis is over its maxmemory, so that workers can drain it and jobs still fire.
+  const bool grows = args.front() == "put" || args.front() == "putmany";
+  request.commands.push_back(script.call(key_views, views, !grows));
   request.script = &script;
   const bool wait = write && options.wait_for_replica && replicated(slot);
   if (wait)
@@ -808,24 +813,36 @@ void Core::finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> res
 // --- firing and leases
 
 void Core::lease_tick() {
-  if (closed || leasing) return;
+  if (closed || resigned || leasing) return;
   leasing = true;
   lease_timer.cancel();
+  heartbeat(false);
+}
+
+// The heartbeat, then the leases. Sent first as a call Redis refuses while over its maxmemory,
+// which is how the node learns that it is (puts then get OUT_OF_MEMORY, and /readyz says so),
+// and then again as one it runs anyway, so that the node stays alive and keeps its leases.
+void Core::heartbeat(bool over_memory) {
   // A script request (not a bare command): a node lacking the library gets it and the
   // heartbeat is sent again, rather than failing until the next tick.
   redis::Request request;
   request.slot = redis::key_slot(names.nodes);
   request.commands.push_back(
-      script.call({names.nodes}, {"heartbeat", node, std::to_string(options.lease.count()), node}));
+      script.call({names.nodes}, {"heartbeat", node, std::to_string(options.lease.count()), node},
+                  over_memory));
   request.script = &script;
-  client.run(std::move(request), [self = shared_from_this()](Result<std::vector<Reply>> replies) {
-    if (self->closed) return;
+  client.run(std::move(request), [self = shared_from_this(),
+                                  over_memory](Result<std::vector<Reply>> replies) {
+    if (self->closed || self->resigned) return;
     Result<Reply> reply =
         replies.is_ok() ? Result<Reply>(split_answer(std::move(replies.value().front())).reply)
                         : Result<Reply>(replies.status());
+    if (!over_memory) {
+      self->out_of_memory =
+          reply.is_ok() && reply.value().is_error() && is_out_of_memory(reply.value().str);
+      if (self->out_of_memory) return self->heartbeat(true);
+    }
     self->leasing = false;
-    self->out_of_memory =
-        reply.is_ok() && reply.value().is_error() && is_out_of_memory(reply.value().str);
     if (reply.is_ok() && status_of(reply.value()).is_ok() && reply.value().elements.size() > 1) {
       self->last_heartbeat = SteadyClock::now();
       self->live.clear();
@@ -897,15 +914,21 @@ void Core::ownership_changed(std::uint32_t shard) {
 }
 
 void Core::acquire(std::vector<std::uint32_t> candidates, std::size_t index, std::size_t want) {
-  if (closed || want == 0 || index >= candidates.size()) return;
+  if (closed || resigned || want == 0 || index >= candidates.size()) return;
   const std::uint32_t shard = candidates[index];
   call(shard, {"acquire", node, std::to_string(options.lease.count())}, true,
        [self = shared_from_this(), candidates = std::move(candidates), index, want,
         shard](Result<Reply> reply) mutable {
          if (self->closed) return;
+         const bool taken = reply.is_ok() && reply.value().type == ReplyType::kArray &&
+                            reply.value().elements.size() > 1 &&
+                            reply.value().elements[0].str == "ok";
+         if (self->resigned) {  // taken as the node closed: handed back at once
+           if (taken) self->call(shard, {"resign", self->node}, true, [](Result<Reply>) {});
+           return;
+         }
          std::size_t still = want;
-         if (reply.is_ok() && reply.value().type == ReplyType::kArray &&
-             reply.value().elements.size() > 1 && reply.value().elements[0].str == "ok") {
+         if (taken) {
            Owned& own = self->owned[shard];
            own.epoch = reply.value().elements[1].integer;
            own.timer = std::make_unique<asio::steady_timer>(self->io);
@@ -2232,12 +2255,24 @@ void RedisBroker::on_webhooks_changed(std::function<void()> handler) {
 
 Status RedisBroker::close() {
   // Hand the leases back so that other nodes fire these shards at once rather than after the
-  // lease runs out (sent, not waited for: the io_context may not run again).
+  // lease runs out, and leave the live nodes, so that the others count their shares without
+  // this one (sent, not waited for: the io_context may not run again). The message that leases
+  // are free goes once the shards are: a node that hears it takes them at once.
+  core_->resigned = true;
+  core_->lease_timer.cancel();
+  auto left = std::make_shared<std::size_t>(core_->owned.size() + 1);
+  const auto announce = [core = core_, left](Result<Reply>) {
+    if (--*left == 0) {
+      core->client.run(redis::key_slot(core->names.events),
+                       Command{"PUBLISH", core->names.events, "l"}, [](Result<Reply>) {});
+    }
+  };
   for (auto& [shard, own] : core_->owned) {
-    core_->call(shard, {"resign", core_->node}, false, [](Result<Reply>) {});
+    own.timer->cancel();
+    core_->call(shard, {"resign", core_->node}, false, announce);
   }
-  core_->client.run(redis::key_slot(core_->names.events),
-                    Command{"PUBLISH", core_->names.events, "l"}, [](Result<Reply>) {});
+  core_->client.run(redis::key_slot(core_->names.nodes),
+                    Command{"ZREM", core_->names.nodes, core_->node}, announce);
   core_->owned.clear();
   return Status::ok();
 }
