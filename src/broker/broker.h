@@ -286,12 +286,13 @@ class Broker {
   // Operation counts, latency histograms and connections, for GET /metrics.
   [[nodiscard]] virtual Metrics& metrics() = 0;
 
-  // The webhooks this node delivers, by tube name (on a single node, every tube's; over Redis,
-  // those of the tubes whose delivery this node holds, each tube's on one node at a time); and
-  // who to call (on the executor, after the change is durable) each time that list may have
-  // changed (a webhook set or removed, a tube's delivery come or gone): the deliverer, which
-  // then reads webhooks() again. A tube's webhook itself is read through a Session.
+  // Every tube's webhook, by tube name; whether this node delivers a tube's jobs (on a single
+  // node, every tube's; over Redis, each tube's on one node at a time, the one holding its
+  // delivery); and who to call (on the executor, after the change is durable) each time what
+  // these say may have changed (a webhook set or removed, a tube's delivery come or gone): the
+  // deliverer, which then reads them again. A tube's webhook is read through a Session too.
   [[nodiscard]] virtual std::vector<std::pair<std::string, Webhook>> webhooks() const = 0;
+  [[nodiscard]] virtual bool delivers(std::string_view /*tube*/) const { return true; }
   virtual void on_webhooks_changed(std::function<void()> handler) = 0;
 
   // Makes everything done so far durable and waits for it (at shutdown). Completions that

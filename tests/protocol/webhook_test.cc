@@ -514,6 +514,28 @@ TEST_F(WebhookTest, SetGetDeleteAndBadValues) {
 
 // --- delivery
 
+// The tube list shows a tube's webhook wherever it is asked: in Redis mode, on the node that
+// delivers the tube's jobs and on the other (the webhook reaches it within about 50 ms).
+TEST_F(WebhookTest, TheTubeListShowsTheWebhookOnEveryNode) {
+  set_webhook("listed", {{"url", "http://127.0.0.1:9/listed"}});
+  put("listed", {{"body", "later"}, {"delay", "1h"}});
+  front::http::Client other("127.0.0.1", server_->http_port());  // the peer, in Redis mode
+  for (front::http::Client* client : {http_.get(), &other}) {
+    std::string url = "<no tube>";
+    const Clock::time_point deadline = Clock::now() + Millis{5000};
+    while (url.starts_with("<") && Clock::now() < deadline) {
+      auto response = client->request("GET", "/v1/tubes", {}, kReplyTimeout);
+      ASSERT_TRUE(response.is_ok()) << response.status().to_string();
+      const json::object listed = parse_object(response.value().body);
+      for (const json::value& tube : listed.at("tubes").as_array()) {
+        if (text(tube.as_object(), "name") == "listed") url = text(tube.as_object(), "webhook_url");
+      }
+      if (url.starts_with("<")) std::this_thread::sleep_for(Millis{20});
+    }
+    EXPECT_EQ(url, "http://127.0.0.1:9/listed");
+  }
+}
+
 TEST_F(WebhookTest, TwoHundredDeletesTheJob) {
   Receiver receiver;
   set_webhook("orders", {{"url", receiver.url("/hook")}});

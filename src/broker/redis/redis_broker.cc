@@ -2241,12 +2241,10 @@ broker::Metrics& RedisBroker::metrics() {
 }
 
 std::vector<std::pair<std::string, Webhook>> RedisBroker::webhooks() const {
-  std::vector<std::pair<std::string, Webhook>> delivered_here;
-  for (const auto& [tube, webhook] : core_->webhook_map) {
-    if (core_->owned.contains(core_->delivery_shard(tube)))
-      delivered_here.emplace_back(tube, webhook);
-  }
-  return delivered_here;
+  return {core_->webhook_map.begin(), core_->webhook_map.end()};
+}
+bool RedisBroker::delivers(std::string_view tube) const {
+  return core_->owned.contains(core_->delivery_shard(std::string(tube)));
 }
 
 void RedisBroker::on_webhooks_changed(std::function<void()> handler) {

@@ -349,6 +349,7 @@ void Deliverer::refresh() {
   if (!running_) return;
   std::map<std::string, std::unique_ptr<Lane>> lanes;
   for (auto& [tube, webhook] : broker_.webhooks()) {
+    if (!broker_.delivers(tube)) continue;
     auto node = lanes_.extract(tube);
     if (node.empty()) {
       auto lane = std::make_unique<Lane>(*this, tube, webhook);
