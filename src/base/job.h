@@ -14,6 +14,12 @@ namespace delayq {
 
 using JobId = std::uint64_t;
 
+// How far ahead a job may be due, whichever way it is asked: a delay of at most 100 years, a
+// time at most the last millisecond of 9999, so that every time shown (RFC 3339, a year of four
+// digits) can be written. The front-ends refuse what is beyond.
+inline constexpr std::int64_t kMaxDelayMs = std::int64_t{100} * 365 * 24 * 3600 * 1000;
+inline constexpr std::int64_t kLastDueUnixMs = 253402300799999;  // 9999-12-31T23:59:59.999Z
+
 // The order is part of the storage format (docs/storage-format.md): append only.
 enum class JobState : std::uint8_t { kDelayed = 0, kReady = 1, kReserved = 2, kBuried = 3 };
 inline constexpr std::uint8_t kJobStateCount = 4;

@@ -49,7 +49,7 @@ using Callback = std::function<void(Result<T>)>;
 // not in the future, means ready at once.
 struct Due {
   bool absolute = false;
-  std::int64_t ms = 0;  // absolute: Unix ms; else a delay in ms, >= 0
+  std::int64_t ms = 0;  // absolute: Unix ms, 0 to kLastDueUnixMs; else a delay, 0 to kMaxDelayMs
 
   static Due after(Millis delay) { return {false, delay.count()}; }
   static Due at(std::int64_t unix_ms) { return {true, unix_ms}; }

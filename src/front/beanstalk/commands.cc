@@ -36,7 +36,7 @@ std::string yaml_reply(const std::string& yaml) {
 }
 
 broker::Due due_of(const When& when) {
-  const auto ms = static_cast<std::int64_t>(when.ms);  // the parser keeps it below 2^63
+  const auto ms = static_cast<std::int64_t>(when.ms);  // the parser keeps it within Due's limits
   return when.absolute ? broker::Due::at(ms) : broker::Due::after(broker::Millis{ms});
 }
 

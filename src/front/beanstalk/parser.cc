@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "base/check.h"
+#include "base/job.h"
 
 namespace delayq::front::beanstalk {
 namespace {
@@ -85,7 +86,7 @@ class Args {
     return text;
   }
 
-  // <ms> (a delay) or @<unix_ms> (a time), each at most 2^63 - 1.
+  // <ms> (a delay, at most 100 years) or @<unix_ms> (a time, at most 9999-12-31T23:59:59.999Z).
   std::optional<When> when() noexcept {
     skip_spaces();
     When when;
@@ -94,7 +95,8 @@ class Args {
       rest_.remove_prefix(1);
       if (rest_.empty() || !is_digit(rest_.front())) return std::nullopt;  // no space after '@'
     }
-    const auto ms = number(static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()));
+    const auto ms =
+        number(static_cast<std::uint64_t>(when.absolute ? kLastDueUnixMs : kMaxDelayMs));
     if (!ms) return std::nullopt;
     when.ms = *ms;
     return when;

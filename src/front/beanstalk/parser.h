@@ -59,7 +59,7 @@ inline constexpr std::size_t kVerbCount = static_cast<std::size_t>(Verb::kMaxAtt
 // `@<unix_ms>` an absolute time in milliseconds since the Unix epoch.
 struct When {
   bool absolute = false;
-  std::uint64_t ms = 0;  // at most 2^63 - 1
+  std::uint64_t ms = 0;  // at most kMaxDelayMs, or kLastDueUnixMs if absolute (base/job.h)
   friend bool operator==(const When&, const When&) = default;
 };
 

@@ -711,6 +711,15 @@ void add_extension_transcripts(std::vector<Transcript>& t) {
   t.push_back({"putx too big", "putx 1 0 60 70000\r\n", {err(Error::kJobTooBig, 70002)}});
   t.push_back(
       {"putx delay beyond 2^63-1", "putx 1 9223372036854775808 60 0\r\n\r\n", {kBad, kUnknown}});
+  t.push_back({"putx delay of 100 years",
+               "putx 1 3153600000000 60 0\r\n\r\n",
+               {ok(putx(1, {false, 3153600000000}, 60, ""))}});
+  t.push_back(
+      {"putx delay beyond 100 years", "putx 1 3153600000001 60 0\r\n\r\n", {kBad, kUnknown}});
+  t.push_back({"putx time at the end of 9999",
+               "putx 1 @253402300799999 60 0\r\n\r\n",
+               {ok(putx(1, {true, 253402300799999}, 60, ""))}});
+  t.push_back({"putx time beyond 9999", "putx 1 @253402300800000 60 0\r\n\r\n", {kBad, kUnknown}});
   t.push_back({"putx '@' alone", "putx 1 @ 60 0\r\n\r\n", {kBad, kUnknown}});
   t.push_back({"reschedule by id", "reschedule 7 250\r\n", {ok([] {
                  Command c = with_id(Verb::kReschedule, 7);

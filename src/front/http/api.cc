@@ -891,7 +891,6 @@ namespace {
 
 constexpr std::size_t kMaxDueEdges = 1000;
 constexpr std::size_t kMaxListedJobs = 1000;
-constexpr std::int64_t kLastInstant = 253402300799999;  // 9999-12-31T23:59:59.999Z
 
 // The edges of a due histogram from the query: in=<durations from now> or at=<instants>, each a
 // comma-separated list; neither: the overview's 0s,1m,1h,1d,7d.
@@ -931,9 +930,9 @@ Result<std::vector<broker::Due>> due_edges(std::string_view target) {
     std::int64_t unix_ms = 0;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), unix_ms);
     if (ec == std::errc{} && end == item.data() + item.size()) {
-      if (unix_ms < 0 || unix_ms > kLastInstant) {
+      if (unix_ms < 0 || unix_ms > kLastDueUnixMs) {
         return Status(Code::kInvalidArgument,
-                      "at: Unix milliseconds from 0 to " + std::to_string(kLastInstant));
+                      "at: Unix milliseconds from 0 to " + std::to_string(kLastDueUnixMs));
       }
       edges.push_back(broker::Due::at(unix_ms));
       continue;

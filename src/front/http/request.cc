@@ -1,5 +1,7 @@
 #include "front/http/request.h"
 
+#include "base/job.h"
+
 namespace delayq::front::http {
 namespace json = boost::json;
 
@@ -87,7 +89,7 @@ Result<std::optional<std::int64_t>> Body::instant(std::string_view name) const {
     }
     return std::optional<std::int64_t>(parsed.value());
   }
-  auto n = integer(name, std::uint64_t{253402300799999});  // 9999-12-31T23:59:59.999Z
+  auto n = integer(name, static_cast<std::uint64_t>(kLastDueUnixMs));
   if (!n.is_ok()) {
     return Status(Code::kInvalidArgument,
                   std::string(name) + ": an RFC 3339 time or Unix milliseconds");

@@ -4,10 +4,12 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/job.h"
+
 namespace delayq::front::http {
 namespace {
 
-constexpr std::int64_t kMaxDurationMs = std::int64_t{100} * 365 * 24 * 3600 * 1000;
+constexpr std::int64_t kMaxDurationMs = kMaxDelayMs;  // a TTR or a timeout too
 
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
@@ -170,7 +172,7 @@ Result<std::int64_t> parse_instant(std::string_view text) {
   const std::int64_t seconds = days * 86400 + hour * 3600 + minute * 60 + second;
   const std::int64_t unix_ms = (seconds - offset_minutes * 60) * 1000 + ms;
   if (unix_ms < 0) return bad("before 1970");
-  if (unix_ms > 253402300799999) return bad("after 9999-12-31T23:59:59.999Z");
+  if (unix_ms > kLastDueUnixMs) return bad("after 9999-12-31T23:59:59.999Z");
   return unix_ms;
 }
 
