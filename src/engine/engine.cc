@@ -715,7 +715,11 @@ ReserveResult Engine::hand_out(ClientId client_id, Slot slot) {
 }
 
 bool Engine::deadline_soon(const Client& c) const {
-  const std::int64_t soon = steady_now() + options_.deadline_soon_margin.count();
+  // From the present rounded up, as a TTR's deadline counts: a TTR no longer than the margin is
+  // within it from the moment of the reserve (beanstalkd: deadline <= now + margin), not only
+  // from the next millisecond. A warning, so never late rather than never early.
+  const std::int64_t soon =
+      std::max(steady_now(), clock_.steady_start_ms()) + options_.deadline_soon_margin.count();
   return std::any_of(c.reserved.begin(), c.reserved.end(),
                      [&](Slot slot) { return reservations_.at(slot).deadline_steady_ms <= soon; });
 }

@@ -580,6 +580,20 @@ TEST(EngineClockTest, WaitsEndNoEarlierThanAskedEither) {
   EXPECT_EQ(wakeups[0].result.kind, ReserveResult::Kind::kTimedOut);
 }
 
+// A TTR no longer than the DEADLINE_SOON margin (1 s) is within it from the moment of the
+// reserve, as in beanstalkd, even in the middle of a millisecond, where the TTR's deadline
+// counts from the next one.
+TEST(EngineClockTest, ATtrOfOneSecondIsDeadlineSoonAtOnce) {
+  MidMillisecondClock clock;
+  Engine engine(clock);
+  const ClientId worker = engine.connect();
+  PutRequest request;
+  request.ttr = Seconds{1};
+  (void)engine.put(worker, request).value();
+  ASSERT_EQ(engine.reserve(worker, Millis{0}).kind, ReserveResult::Kind::kReserved);
+  EXPECT_EQ(engine.reserve(worker, Millis{0}).kind, ReserveResult::Kind::kDeadlineSoon);
+}
+
 TEST(EngineClockTest, DelaysCountFromTheMomentRoundedUpSoNothingIsEverEarly) {
   MidMillisecondClock clock;
   Engine engine(clock);

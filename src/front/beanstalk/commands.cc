@@ -224,12 +224,14 @@ void Conversation::stats_tube(const Command& command) {
 }
 
 void Conversation::stats(const Command&) {
-  session_->stats(answer<ServerStats>([this](const ServerStats& stats) {
-    ServerFacts facts;
-    facts.max_job_bytes = context_.limits.max_job_bytes;
-    facts.uptime_seconds = static_cast<std::uint64_t>(context_.broker.uptime().count());
-    facts.draining = context_.broker.draining();
-    return yaml_reply(stats_yaml(stats, context_.tally, facts));
+  // The counts as this command finds them: the commands after it in a pipeline, read before
+  // the broker answers, are not in them, as in beanstalkd.
+  ServerFacts facts;
+  facts.max_job_bytes = context_.limits.max_job_bytes;
+  facts.uptime_seconds = static_cast<std::uint64_t>(context_.broker.uptime().count());
+  facts.draining = context_.broker.draining();
+  session_->stats(answer<ServerStats>([tally = context_.tally, facts](const ServerStats& stats) {
+    return yaml_reply(stats_yaml(stats, tally, facts));
   }));
 }
 

@@ -904,6 +904,25 @@ TEST_F(ConversationTest, PipelinedRepliesLeaveInCommandOrderWhenCompletionsComeI
   EXPECT_EQ(conversation().pending(), 0U);
 }
 
+// The front-end's counts in a stats reply are those the command found, not those of the
+// commands pipelined after it, read before the broker answered it.
+TEST_F(ConversationTest, StatsCountsNoCommandPipelinedAfterIt) {
+  client_->send("stats\r\nput 0 0 10 1\r\nx\r\nuse y\r\nreserve-with-timeout 0\r\n");
+  ASSERT_EQ(fake_.call(0).text(), "stats");
+  ASSERT_EQ(command_count(context_.tally, Verb::kPut), 1U);  // read and run already
+  fake_.call(0).complete(testing::sample_server_stats());
+  fake_.call(1).complete(inserted(1));
+  fake_.call(2).fail(Code::kTimedOut);
+  const std::string replies = take();
+  const auto lines = mapping_of(document_of(replies.substr(0, replies.find("INSERTED"))));
+  std::map<std::string, std::string> values(lines.begin(), lines.end());
+  EXPECT_EQ(values["cmd-stats"], "1");
+  for (const char* key :
+       {"cmd-put", "cmd-use", "cmd-reserve-with-timeout", "current-producers", "current-workers"}) {
+    EXPECT_EQ(values[key], "0") << key;
+  }
+}
+
 TEST_F(ConversationTest, EachReplyLeavesAsSoonAsEveryReplyBeforeItHasLeft) {
   client_->send("touch 1\r\ntouch 2\r\ntouch 3\r\ntouch 4\r\n");
   ASSERT_EQ(fake_.call_count(), 4U);
