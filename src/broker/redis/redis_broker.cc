@@ -2271,6 +2271,8 @@ Status RedisBroker::close() {
   }
   core_->client.run(redis::key_slot(core_->names.nodes),
                     Command{"ZREM", core_->names.nodes, core_->node}, announce);
+  core_->client.run(redis::key_slot(core_->names.waiting),
+                    Command{"HDEL", core_->names.waiting, core_->node}, [](Result<Reply>) {});
   core_->owned.clear();
   return Status::ok();
 }
