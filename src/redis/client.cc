@@ -19,18 +19,26 @@ using SteadyClock = std::chrono::steady_clock;
 // --- Script
 
 Script::Script(std::string source) : name_("delayq_") {
+  // Named after everything loaded, the registrations too (with NAME for the name they take):
+  // a library that registers differently is another library.
+  const std::string registrations =
+      "redis.register_function('NAME', run)\n"
+      "redis.register_function{function_name='NAME_oom', callback=run, flags={'allow-oom'}}\n";
+  const std::string named = source + "\n" + registrations;
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int size = 0;
-  DELAYQ_CHECK(
-      EVP_Digest(source.data(), source.size(), digest.data(), &size, EVP_sha1(), nullptr) == 1);
+  DELAYQ_CHECK(EVP_Digest(named.data(), named.size(), digest.data(), &size, EVP_sha1(), nullptr) ==
+               1);
   static constexpr char kHex[] = "0123456789abcdef";
   for (unsigned int i = 0; i < size; ++i) {
     name_.push_back(kHex[digest[i] >> 4]);
     name_.push_back(kHex[digest[i] & 0xF]);
   }
-  library_ = "#!lua name=" + name_ + "\n" + source + "\nredis.register_function('" + name_ +
-             "', run)\nredis.register_function{function_name='" + name_ +
-             "_oom', callback=run, flags={'allow-oom'}}\n";
+  std::string registered = registrations;
+  for (auto at = registered.find("NAME"); at != std::string::npos; at = registered.find("NAME")) {
+    registered.replace(at, 4, name_);
+  }
+  library_ = "#!lua name=" + name_ + "\n" + source + "\n" + registered;
 }
 
 bool Script::missing(const Reply& error) {

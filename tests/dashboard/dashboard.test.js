@@ -299,6 +299,43 @@ async function main() {
     assert.equal(group.body.jobs.length, 0);
   });
 
+  await check('an action acts on the job its dialog names, though its key names another by then',
+              async () => {
+    const first = await put('keys', { body: 'first', delay: '1h', key: 'k-1' });
+    await page.goto(base + '/#/jobs?tube=keys&key=k-1');
+    await page.waitForSelector('[data-job]:not([hidden]) [data-id]:text("' + first.body.id + '")');
+    await page.click('[data-action="delete"]');
+    await page.waitForSelector('#confirm[open]');
+    // Meanwhile another client deletes the job and puts another under the same key; the page
+    // refreshes (every 2 s) while the dialog is open.
+    assert.equal((await call(base, 'DELETE', '/v1/jobs/' + first.body.id)).status, 200);
+    const second = await put('keys', { body: 'second', delay: '1h', key: 'k-1' });
+    await page.waitForSelector('[data-job] [data-id]:text("' + second.body.id + '")');
+    assert.match(await page.locator('#confirm [data-message]').textContent(),
+                 new RegExp('Delete job ' + first.body.id + '\\?'));
+    await page.click('#confirm [data-ok]');
+    await page.waitForSelector('#error:not([hidden])');
+    assert.equal((await call(base, 'GET', '/v1/jobs/' + second.body.id)).status, 200,
+                 'the job the dialog did not name was deleted');
+  });
+
+  await check('a kick of "all" is refused on the page, and its error stays over refreshes',
+              async () => {
+    for (let i = 0; i < 3; i++) await put('kicks', { body: 'k' + i, delay: '1h' });
+    await page.goto(base + '/#/tubes/kicks');
+    await page.waitForSelector('[data-cards] .card');
+    await page.click('[data-action="kick"]');
+    await page.fill('#confirm [data-input]', 'all');
+    await page.click('#confirm [data-ok]');
+    await page.waitForSelector('#error:not([hidden])');
+    assert.match(await page.locator('#error').textContent(), /whole number/);
+    await page.waitForTimeout(4500);  // two refreshes
+    assert.equal(await page.locator('#error').isHidden(), false, 'the error went with a refresh');
+    assert.equal((await call(base, 'GET', '/v1/tubes/kicks')).body.delayed, 3, 'jobs were kicked');
+    await page.click('#error');
+    assert.equal(await page.locator('#error').isHidden(), true);
+  });
+
   await check('the page made no request off this machine and raised no error', async () => {
     assert.deepEqual(outside, []);
     assert.deepEqual(pageErrors, []);

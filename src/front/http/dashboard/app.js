@@ -5,6 +5,7 @@
 'use strict';
 
 const REFRESH_MS = 2000;
+const REQUEST_TIMEOUT_MS = 10000;  // a server that answers nothing in this long is unreachable
 const RATE_WINDOW_MS = 5 * 60 * 1000;
 const MINUTE = 60 * 1000, HOUR = 60 * MINUTE, DAY = 24 * HOUR, WEEK = 7 * DAY;
 // Bar lengths of a zoomed due histogram, all whole minutes (the counts' resolution).
@@ -23,9 +24,10 @@ class ApiError extends Error {
 
 let tokenPrompt = null;  // a pending token dialog, shared by the requests that wait for it
 
-async function askToken() {
+async function askToken(refused) {
   if (!tokenPrompt) {
     const dialog = document.getElementById('token');
+    dialog.querySelector('[data-token-refused]').hidden = !refused;
     tokenPrompt = new Promise((resolve) => {
       dialog.addEventListener('close', () => {
         sessionStorage.setItem('delayq-token', dialog.querySelector('[data-token]').value);
@@ -44,11 +46,19 @@ async function api(path, { method = 'GET', body } = {}) {
     const token = sessionStorage.getItem('delayq-token');
     if (token) headers.Authorization = 'Bearer ' + token;
     if (body !== undefined) headers['Content-Type'] = 'application/json';
-    const response = await fetch(path, {
-      method, headers, body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    let response;
+    try {
+      response = await fetch(path, {
+        method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+      });
+    } catch (error) {
+      markUnreachable();
+      throw new ApiError(0, 'unreachable', 'the server does not answer (' +
+                         (error.name === 'TimeoutError' ? 'no answer in ' + REQUEST_TIMEOUT_MS / 1000 + ' s' : error.message) + ')');
+    }
     if (response.status === 401 && attempt < 3) {
-      await askToken();
+      await askToken(Boolean(token));
       continue;
     }
     const text = await response.text();
@@ -123,14 +133,32 @@ function facts(dl, pairs) {
   }
 }
 
-function showError(error) {
+// The red banner. An action's error stays until the next action, another page or a click on
+// it; a refresh's goes with the next refresh that succeeds.
+let actionFailed = false;
+function showError(error, fromAction = false) {
   const banner = document.getElementById('error');
   if (!error) {
+    if (actionFailed && !fromAction) return;
+    actionFailed = false;
     banner.hidden = true;
     return;
   }
-  banner.textContent = error.message || String(error);
+  if (actionFailed && !fromAction) return;
+  actionFailed = fromAction;
+  banner.textContent = (error.message || String(error)) + (fromAction ? ' (click to dismiss)' : '');
   banner.hidden = false;
+}
+document.getElementById('error').addEventListener('click', () => {
+  actionFailed = false;
+  showError(null);
+});
+
+// The header's pill when the server cannot be reached; the next answer puts it right.
+function markUnreachable() {
+  const pill = document.getElementById('health');
+  pill.textContent = 'unreachable';
+  pill.className = 'pill bad';
 }
 
 // Asks the user to confirm; with `input`, also for a value (returned), else true. null: cancelled.
@@ -185,6 +213,9 @@ class DueChart {
       options: {
         plugins: { legend: { display: false } },
         scales: { y: { beginAtZero: true, ticks: { precision: 0 } } },
+        // A click anywhere in a bar's column zooms: a bar of 13 jobs beside one of 98,000 is
+        // less than a pixel tall.
+        interaction: { mode: 'index', intersect: false },
         onClick: (event, elements) => {
           if (elements.length) this.zoom(this.buckets[elements[0].index]);
         },
@@ -305,13 +336,14 @@ function overviewPage() {
       card('urgent', fmtCount(s.urgent)), card('waiting workers', fmtCount(s.waiting), 'card-waiting'),
       card('tubes', fmtCount(s.tubes)));
     const now = Date.now();
-    samples.push({ t: now, puts: s.total_jobs, fires: s.fired, deletes: s.deletes, buries: s.buries });
+    samples.push({ t: now, up: s.uptime_s, puts: s.total_jobs, fires: s.fired, deletes: s.deletes,
+                   buries: s.buries });
     while (samples.length && samples[0].t < now - RATE_WINDOW_MS) samples.shift();
     const labels = [], series = [[], [], [], []];
     for (let i = 1; i < samples.length; i++) {
       const a = samples[i - 1], b = samples[i];
       const seconds = (b.t - a.t) / 1000;
-      if (seconds <= 0 || b.puts < a.puts) continue;  // a restart resets the counters
+      if (seconds <= 0 || b.up < a.up) continue;  // a restart resets the counters
       labels.push(new Date(b.t).toLocaleTimeString());
       ['puts', 'fires', 'deletes', 'buries'].forEach((k, j) => series[j].push((b[k] - a[k]) / seconds));
     }
@@ -361,8 +393,8 @@ function tubesPage() {
   let sort = { key: 'name', descending: false };
   let tubes = [];
   const draw = () => {
-    const wanted = filter.value.trim();
-    const rows = tubes.filter((t) => t.name.includes(wanted));
+    const wanted = filter.value.trim().toLowerCase();
+    const rows = tubes.filter((t) => t.name.toLowerCase().includes(wanted));
     rows.sort((a, b) => {
       const x = a[sort.key] ?? '', y = b[sort.key] ?? '';
       const order = typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y));
@@ -412,15 +444,19 @@ function tubePage(name) {
     if (answer === null) return;
     try {
       await run(answer);
-      showError(null);
+      showError(null, true);
     } catch (error) {
-      showError(error);
+      showError(error, true);
     }
     refresh().catch(showError);
   };
   root.querySelector('[data-action="kick"]').addEventListener('click', () =>
-    act('Kick how many jobs of ' + name + ' (buried first, else delayed)?', '100',
-        (bound) => api('/v1/tubes/' + enc(name) + '/kick', { method: 'POST', body: { bound: Number(bound) } })));
+    act('Kick how many jobs of ' + name + ' (buried first, else delayed)?', '100', (bound) => {
+      if (!/^[1-9][0-9]*$/.test(bound)) {
+        throw new Error('kick: a whole number of jobs, 1 or more, not "' + bound + '"');
+      }
+      return api('/v1/tubes/' + enc(name) + '/kick', { method: 'POST', body: { bound: Number(bound) } });
+    }));
   root.querySelector('[data-action="pause"]').addEventListener('click', () =>
     act('Pause ' + name + ' for how long?', '5m',
         (delay) => api('/v1/tubes/' + enc(name) + '/pause', { method: 'POST', body: { delay } })));
@@ -434,6 +470,9 @@ function tubePage(name) {
     } catch (error) {
       if (error.status !== 404) throw error;
       root.querySelector('[data-cards]').replaceChildren(card('state', 'no such tube (it has no jobs)', 'card-missing'));
+      jobs.replaceChildren();
+      note.textContent = '';
+      await due.refresh();  // says "no such tube" and empties the chart
       return;
     }
     root.querySelector('[data-cards]').replaceChildren(
@@ -452,9 +491,11 @@ function tubePage(name) {
         el('td', { text: fmtDue(j.due_unix_ms, now) }),
         el('td', { text: j.key || '' }), el('td', { text: j.group || '' }),
         el('td', { class: 'num', text: String(j.counters.reserves) }))));
-      note.textContent = list.jobs.length === 0 ? 'no ' + state + ' job'
+      const partial = ' (the search stopped early: the list may miss some)';
+      note.textContent = list.jobs.length === 0
+        ? (list.complete ? 'no ' + state + ' job' : 'none found' + partial)
         : 'the first ' + list.jobs.length + ' in the order they are served' +
-          (list.complete ? '' : ' (the search stopped early: the list may miss some)');
+          (list.complete ? '' : partial);
     } catch (error) {
       jobs.replaceChildren();
       note.textContent = error.message;
@@ -468,7 +509,10 @@ function tubePage(name) {
 function showBody(job, pre, noteEl) {
   const limit = 4096;
   if (job.body !== undefined) {
-    pre.textContent = job.body.length > limit ? job.body.slice(0, limit) + '…' : job.body;
+    // Whole characters (code points) only: a cut in a surrogate pair would show a broken one.
+    const characters = job.body.length > limit ? Array.from(job.body) : null;
+    pre.textContent = characters && characters.length > limit
+      ? characters.slice(0, limit).join('') + '…' : job.body;
     noteEl.textContent = '(' + fmtCount(new TextEncoder().encode(job.body).length) + ' bytes, text)';
     return;
   }
@@ -496,7 +540,6 @@ function jobsPage(params) {
   const groupPanel = root.querySelector('[data-group]');
   for (const name of ['id', 'tube', 'key']) form.elements[name].value = params.get(name) || '';
   let job = null;
-  const path = () => '/v1/jobs/' + job.id;
   form.addEventListener('submit', (event) => {
     event.preventDefault();
     const query = new URLSearchParams();
@@ -506,32 +549,36 @@ function jobsPage(params) {
     }
     location.hash = '#/jobs?' + query.toString();
   });
+  // An action names the job shown when it was clicked, by its id: the page refreshes while the
+  // dialog is open, and a key looked up may by then name another job.
   const act = async (message, run) => {
     if (!(await confirmAction(message))) return;
     try {
       await run();
-      showError(null);
+      showError(null, true);
     } catch (error) {
-      showError(error);
+      showError(error, true);
     }
     refresh().catch(showError);
   };
-  root.querySelector('[data-action="delete"]').addEventListener('click', () =>
-    act('Delete job ' + job.id + '? It will not run.', () => api(path(), { method: 'DELETE' })));
-  root.querySelector('[data-action="kick"]').addEventListener('click', () =>
-    act('Kick job ' + job.id + ' (ready at once)?', () => api(path() + '/kick', { method: 'POST' })));
-  root.querySelector('[data-action="bury"]').addEventListener('click', () =>
-    act('Bury job ' + job.id + '?', () => api(path() + '/bury', { method: 'POST', body: {} })));
-  root.querySelector('[data-action="reschedule"]').addEventListener('click', () => {
+  const on = (action, handler) => root.querySelector('[data-action="' + action + '"]')
+    .addEventListener('click', () => { if (job) handler(job, '/v1/jobs/' + job.id); });
+  on('delete', (shown, path) =>
+    act('Delete job ' + shown.id + '? It will not run.', () => api(path, { method: 'DELETE' })));
+  on('kick', (shown, path) =>
+    act('Kick job ' + shown.id + ' (ready at once)?', () => api(path + '/kick', { method: 'POST' })));
+  on('bury', (shown, path) =>
+    act('Bury job ' + shown.id + '?', () => api(path + '/bury', { method: 'POST', body: {} })));
+  on('reschedule', (shown, path) => {
     const when = root.querySelector('[data-when]').value.trim();
-    if (!when) return showError(new Error('reschedule: give a delay ("2h") or a time'));
+    if (!when) return showError(new Error('reschedule: give a delay ("2h") or a time'), true);
     const body = /^\d{4}-/.test(when) ? { at: when } : { delay: when };
-    act('Reschedule job ' + job.id + ' to ' + when + (body.delay ? ' from now' : '') + '?',
-        () => api(path(), { method: 'PATCH', body }));
+    act('Reschedule job ' + shown.id + ' to ' + when + (body.delay ? ' from now' : '') + '?',
+        () => api(path, { method: 'PATCH', body }));
   });
-  root.querySelector('[data-action="cancel-group"]').addEventListener('click', () =>
-    act('Cancel group ' + job.group + ' of ' + job.tube + '? Every job of it not reserved is deleted.',
-        () => api('/v1/tubes/' + enc(job.tube) + '/groups/' + enc(job.group), { method: 'DELETE' })));
+  on('cancel-group', (shown) =>
+    act('Cancel group ' + shown.group + ' of ' + shown.tube + '? Every job of it not reserved is deleted.',
+        () => api('/v1/tubes/' + enc(shown.tube) + '/groups/' + enc(shown.group), { method: 'DELETE' })));
 
   const refresh = async () => {
     const id = params.get('id'), tube = params.get('tube'), key = params.get('key');
@@ -547,6 +594,7 @@ function jobsPage(params) {
       facts(root.querySelector('[data-facts]'), [['', 'no such job: deleted, or never put']]);
       panel.querySelectorAll('button').forEach((b) => { b.disabled = true; });
       root.querySelector('[data-body]').textContent = '';
+      root.querySelector('[data-body-note]').textContent = '';
       job = null;
       return;
     }
@@ -557,7 +605,8 @@ function jobsPage(params) {
     const rows = [
       ['tube', el('a', { href: '#/tubes/' + enc(job.tube), text: job.tube })],
       ['state', job.state],
-      [job.state === 'delayed' ? 'due' : 'ready since', fmtDue(job.due_unix_ms, now)],
+      [job.state === 'delayed' ? 'due' : job.state === 'ready' ? 'ready since' : 'was due',
+       fmtDue(job.due_unix_ms, now)],
       ['priority', job.priority],
       ['attempts', job.counters.reserves],
       ['TTR', fmtSpan(job.ttr_ms)],
@@ -568,7 +617,11 @@ function jobsPage(params) {
     if (job.key) rows.push(['key', job.key]);
     if (job.group) rows.push(['group', job.group]);
     if (job.url) rows.push(['webhook URL', job.url]);
-    if (job.last_attempt) rows.push(['last attempt', job.last_attempt + ' (status ' + job.last_status + ')']);
+    if (job.last_attempt) {
+      rows.push(['last attempt', fmtTime(Date.parse(job.last_attempt)) + ' (' +
+                 (job.last_status ? 'HTTP ' + job.last_status : 'no answer') + ')']);
+      if (job.last_error) rows.push(['last error', job.last_error]);
+    }
     const c = job.counters;
     rows.push(['counters', 'reserves ' + c.reserves + ' · timeouts ' + c.timeouts + ' · releases ' +
                c.releases + ' · buries ' + c.buries + ' · kicks ' + c.kicks]);
@@ -578,7 +631,7 @@ function jobsPage(params) {
       reschedule: job.state === 'delayed' || job.state === 'ready',
       kick: job.state === 'delayed' || job.state === 'buried',
       bury: job.state === 'reserved',
-      delete: job.state !== 'reserved',
+      delete: true,  // a job reserved over HTTP is finished so; the server says when it may not
     };
     for (const [action, allowed] of Object.entries(can)) {
       root.querySelector('[data-action="' + action + '"]').disabled = !allowed;
@@ -603,6 +656,8 @@ let current = null;  // the page's refresh function
 let timer = null;
 
 function route() {
+  actionFailed = false;
+  showError(null);
   const hash = location.hash.replace(/^#/, '') || '/';
   const [path, query] = hash.split('?');
   const params = new URLSearchParams(query || '');
