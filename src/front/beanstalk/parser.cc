@@ -63,6 +63,17 @@ class Args {
   }
   std::optional<std::uint64_t> u64() { return number(std::numeric_limits<std::uint64_t>::max()); }
 
+  // A decimal fraction after a number read ("0.5": the ".5"), passed over; false if the next
+  // byte is a '.' without a digit after it.
+  bool skip_fraction() noexcept {
+    if (rest_.empty() || rest_.front() != '.') return true;
+    const auto digits = static_cast<std::size_t>(
+        std::find_if_not(rest_.begin() + 1, rest_.end(), is_digit) - rest_.begin() - 1);
+    if (digits == 0) return false;
+    rest_.remove_prefix(1 + digits);
+    return true;
+  }
+
   // read_tube_name (prot.c): skip spaces, then the longest run of name bytes, at least one.
   std::optional<std::string_view> name_run() noexcept {
     skip_spaces();
@@ -182,7 +193,9 @@ Outcome parse_bury(Line& line) {
 // reserve-with-timeout <seconds>: beanstalkd 1.13 caps it at INT_MAX (its timeout is an int).
 Outcome parse_reserve_with_timeout(Line& line) {
   const auto timeout = line.args.u32(std::numeric_limits<std::int32_t>::max());
-  if (!timeout) return Outcome::kBadFormat;
+  // Clients pass seconds as they have them ("0.5" from beaneater, jackd, node-beanstalk):
+  // beanstalkd reads the whole seconds and ignores the fraction, and so does delayq.
+  if (!timeout || !line.args.skip_fraction()) return Outcome::kBadFormat;
   line.command.timeout_seconds = *timeout;
   return ok_if_at_end(line);
 }

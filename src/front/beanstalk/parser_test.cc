@@ -441,6 +441,14 @@ void add_job_transcripts(std::vector<Transcript>& t) {
                {ok(reserve_with_timeout(5))}});
   t.push_back({"reserve-with-timeout over int max", "reserve-with-timeout 2147483648\r\n", {kBad}});
   t.push_back({"reserve-with-timeout negative", "reserve-with-timeout -1\r\n", {kBad}});
+  t.push_back({"reserve-with-timeout 0.5 (a client's float)",
+               "reserve-with-timeout 0.5\r\n",
+               {ok(reserve_with_timeout(0))}});
+  t.push_back({"reserve-with-timeout 2.75",
+               "reserve-with-timeout 2.75\r\n",
+               {ok(reserve_with_timeout(2))}});
+  t.push_back({"reserve-with-timeout dot alone", "reserve-with-timeout 1.\r\n", {kBad}});
+  t.push_back({"reserve-with-timeout two dots", "reserve-with-timeout 1.5.5\r\n", {kBad}});
   t.push_back({"reserve-with-timeout empty", "reserve-with-timeout \r\n", {kBad}});
   t.push_back({"reserve-with-timeout no space", "reserve-with-timeout\r\n", {kBad}});
   t.push_back({"reserve-with-timeout garbage", "reserve-with-timeout 5x\r\n", {kBad}});

@@ -1,7 +1,8 @@
 # Every part of beaneater's API (Debian's ruby-beaneater 1.1.1, unmodified) against a beanstalkd
 # protocol server: the tube collection (all, each, used, watched, use, watch, watch!, ignore, find
 # and []), a tube's put with pri/delay/ttr, peek of each state, kick, pause, stats, reserve and
-# clear; tubes.reserve with and without a timeout (nothing ready: Beaneater::TimedOutError);
+# clear; tubes.reserve with and without a timeout, a float one too (nothing ready:
+# Beaneater::TimedOutError);
 # jobs.find/peek/[] by id (a missing id gives nil); every Job method (bury, release with a delay,
 # touch, delete, kick, stats, ttr, pri, delay, tube, reserved?, exists?; the state is read from
 # stats, since 1.1.1 has no Job#state); jobs.register + jobs.process! with a bounded count (a
@@ -310,6 +311,11 @@ begin
     ready_order = want.select { |_, v| v[2] == 0 }.sort_by { |_, v| v[1] }.map(&:first)
     same(got.first(3), ready_order, 'exactly once: ready jobs in priority order')
     nothing_ready(bz, 'exactly once: after all jobs')
+    # A timeout given as a float, as a worker started with process!(reserve_timeout: 0.5) sends
+    # it ("reserve-with-timeout 0.5"): the whole seconds count, so 0.5 answers at once.
+    t = now
+    raises(Beaneater::TimedOutError, 'reserve(0.5)') { bz.tubes.reserve(0.5) }
+    check(now - t < 0.9, "reserve(0.5) took #{(now - t).round(3)} s")
 
     # reserve without a timeout: a job that is ready, then one that is due in 1 s
     id = put(tube_e, 'blocking-1')
