@@ -34,6 +34,7 @@ constexpr int kExitNoJob = 4;
 
 struct Options {
   std::string server;
+  std::string ca_file;
   bool json_output = false;
   // put
   std::string tube = "default";
@@ -126,6 +127,7 @@ class Cli {
       if (const char* token = std::getenv("DELAYQ_TOKEN"); token != nullptr) {
         client_->set_token(token);
       }
+      if (!o_.ca_file.empty()) client_->set_ca_file(o_.ca_file);
     }
     // A long-poll may take its whole timeout (an hour at most), a backup a while: wait a little
     // longer than that.
@@ -397,8 +399,13 @@ int main(int argc, char** argv) {
   CLI::App app{"delayq: schedule, inspect and run delayed jobs on a delayqd server"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "delayq " DELAYQ_VERSION);
-  app.add_option("-s,--server", o.server, "delayqd's HTTP address (or $DELAYQ_SERVER)")
+  app.add_option("-s,--server", o.server,
+                 "delayqd's HTTP address, http:// or https:// (or $DELAYQ_SERVER)")
       ->capture_default_str();
+  if (const char* ca = std::getenv("DELAYQ_CA_FILE"); ca != nullptr) o.ca_file = ca;
+  app.add_option("--ca-file", o.ca_file,
+                 "https: trust the certificate authorities in this PEM file instead of the "
+                 "system's (or $DELAYQ_CA_FILE)");
   app.add_flag("--json", o.json_output, "print the server's JSON instead of text");
 
   auto* put = app.add_subcommand("put", "put a job (body '-' reads it from stdin)");

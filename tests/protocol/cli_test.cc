@@ -35,9 +35,10 @@ class CliTest : public ::testing::Test {
   }
   Outcome delayq_at(const std::string& server, const std::string& args,
                     const std::string& input = "", const std::string& env = "") {
-    const std::string command = "printf '%s' '" + input + "' | " + env + " " +
-                                std::string(DELAYQ_CLI_PATH) + " --server " + server + " " + args +
-                                " 2>&1";
+    return shell("printf '%s' '" + input + "' | " + env + " " + std::string(DELAYQ_CLI_PATH) +
+                 " --server " + server + " " + args + " 2>&1");
+  }
+  static Outcome shell(const std::string& command) {
     Outcome run;
     FILE* pipe = ::popen(command.c_str(), "r");
     if (pipe == nullptr) return run;
@@ -212,6 +213,35 @@ TEST_F(CliTest, FailuresHaveClearMessagesAndExitCodes) {
   const Outcome down = delayq_at("http://127.0.0.1:1", "ls");  // nobody listens on port 1
   EXPECT_EQ(down.status, 3) << down.out;
   EXPECT_NE(down.out.find("cannot reach"), std::string::npos) << down.out;
+}
+
+// Over TLS (delayqd --tls-cert): https:// with the server's certificate trusted (--ca-file, or
+// $DELAYQ_CA_FILE) works, by address or by a name the certificate holds; untrusted, or under a
+// name it does not hold, the CLI cannot reach the server and says why.
+TEST_F(CliTest, HttpsWithTheServersCertificateTrusted) {
+  const std::string cert = (dir_.path() / "cert.pem").string();
+  const std::string key = (dir_.path() / "key.pem").string();
+  const Outcome made = shell("openssl req -x509 -newkey rsa:2048 -nodes -keyout " + key + " -out " +
+                             cert + " -days 1 -subj /CN=localhost " +
+                             "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>&1");
+  if (made.status != 0) GTEST_SKIP() << "openssl cannot make a certificate: " << made.out;
+  (void)server_->stop();
+  server_ = std::make_unique<ServerProcess>(
+      dir_.path() / "db", std::vector<std::string>{"--tls-cert", cert, "--tls-key", key});
+  ASSERT_EQ(server_->start(), "");
+  const std::string port = std::to_string(server_->http_port());
+  const Outcome trusted =
+      delayq_at("https://127.0.0.1:" + port, "--ca-file " + cert + " --json stats");
+  EXPECT_EQ(trusted.status, 0) << trusted.out;
+  EXPECT_TRUE(json_of(trusted).contains("version")) << trusted.out;
+  const Outcome by_name =
+      delayq_at("https://localhost:" + port, "put hello", "", "DELAYQ_CA_FILE=" + cert);
+  EXPECT_EQ(by_name.status, 0) << by_name.out;
+  const Outcome untrusted = delayq_at("https://127.0.0.1:" + port, "stats");
+  EXPECT_EQ(untrusted.status, 3) << untrusted.out;
+  EXPECT_NE(untrusted.out.find("certificate"), std::string::npos) << untrusted.out;
+  const Outcome plain = delayq_at("http://127.0.0.1:" + port, "stats");
+  EXPECT_NE(plain.status, 0) << plain.out;
 }
 
 // Both programs say their version, and it is the same one.

@@ -5,6 +5,8 @@
 #include <boost/beast/http.hpp>
 #include <cctype>
 
+#include "front/tls_peer.h"
+
 namespace delayq::front::http {
 
 namespace beast = boost::beast;
@@ -12,16 +14,15 @@ namespace bhttp = boost::beast::http;
 using boost::asio::ip::tcp;
 
 Result<std::unique_ptr<Client>> Client::connect_to(std::string_view url) {
+  bool tls = false;
   if (url.starts_with("https://")) {
-    return Status(Code::kInvalidArgument,
-                  "https:// is not spoken by this client: reach delayqd over http:// (on its own "
-                  "machine, or through a tunnel such as ssh -L)");
-  }
-  if (url.starts_with("http://")) {
+    tls = true;
+    url.remove_prefix(8);
+  } else if (url.starts_with("http://")) {
     url.remove_prefix(7);
   } else if (url.find("://") != std::string_view::npos) {
-    return Status(Code::kInvalidArgument,
-                  "bad server address '" + std::string(url) + "': expected http://HOST:PORT");
+    return Status(Code::kInvalidArgument, "bad server address '" + std::string(url) +
+                                              "': expected http://HOST:PORT or https://HOST:PORT");
   }
   if (const auto slash = url.find('/'); slash != std::string_view::npos) {
     if (slash + 1 != url.size()) {
@@ -45,13 +46,35 @@ Result<std::unique_ptr<Client>> Client::connect_to(std::string_view url) {
   if (port == 0 || port > 65535) {
     return Status(Code::kInvalidArgument, "bad port in '" + std::string(url) + "'");
   }
-  return std::make_unique<Client>(std::string(url.substr(0, colon)),
-                                  static_cast<std::uint16_t>(port));
+  std::string host(url.substr(0, colon));
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {  // [::1]
+    host = host.substr(1, host.size() - 2);
+  }
+  return std::make_unique<Client>(std::move(host), static_cast<std::uint16_t>(port), tls);
 }
 
-Client::Client(std::string host, std::uint16_t port) : host_(std::move(host)), port_(port) {}
+Client::Client(std::string host, std::uint16_t port, bool tls)
+    : host_(std::move(host)), port_(port), tls_(tls) {}
 
-Status Client::open() {
+bool Client::run(const bool& finished, std::chrono::milliseconds timeout) {
+  io_.restart();
+  io_.run_for(timeout);
+  if (finished) return true;
+  drop();
+  io_.restart();
+  io_.run();  // the cancelled handlers
+  return false;
+}
+
+void Client::drop() {
+  beast::error_code ignored;
+  if (socket_) socket_->close(ignored);
+  if (stream_) stream_->lowest_layer().close(ignored);
+  socket_.reset();
+  stream_.reset();
+}
+
+Status Client::open(std::chrono::milliseconds timeout) {
   beast::error_code error;
   tcp::resolver resolver(io_);
   const auto endpoints = resolver.resolve(host_, std::to_string(port_), error);
@@ -63,14 +86,51 @@ Status Client::open() {
             "cannot connect to " + host_ + ":" + std::to_string(port_) + ": " + error.message()};
   }
   socket->set_option(tcp::no_delay(true), error);
-  socket_ = std::move(socket);
+  if (!tls_) {
+    socket_ = std::move(socket);
+    return Status::ok();
+  }
+  if (!context_) {
+    context_ = std::make_unique<boost::asio::ssl::context>(boost::asio::ssl::context::tls_client);
+    if (ca_file_.empty()) {
+      context_->set_default_verify_paths(error);
+    } else {
+      context_->load_verify_file(ca_file_, error);
+    }
+    if (error) {
+      const std::string what = ca_file_.empty() ? "the system's certificate authorities" : ca_file_;
+      context_.reset();
+      return {Code::kInvalidArgument, "cannot read " + what + ": " + error.message()};
+    }
+    context_->set_verify_mode(boost::asio::ssl::verify_peer);
+  }
+  stream_ = std::make_unique<TlsStream>(std::move(*socket), *context_);
+  expect_peer(stream_->native_handle(), host_);
+  bool finished = false;
+  stream_->async_handshake(boost::asio::ssl::stream_base::client, [&](const beast::error_code& e) {
+    error = e;
+    finished = true;
+  });
+  if (!run(finished, timeout)) {
+    return {Code::kTimedOut, "no TLS handshake with " + host_ + ":" + std::to_string(port_) +
+                                 " within " + std::to_string(timeout.count()) + " ms"};
+  }
+  if (error) {
+    drop();
+    return {Code::kIOError, "TLS with " + host_ + ":" + std::to_string(port_) + ": " +
+                                error.message() +
+                                " (is the server's certificate trusted? --ca-file)"};
+  }
   return Status::ok();
 }
 
 Result<ClientResponse> Client::request(std::string_view method, std::string_view target,
                                        std::string_view body, std::chrono::milliseconds timeout) {
   bhttp::request<bhttp::string_body> request(bhttp::string_to_verb(method), target, 11);
-  request.set(bhttp::field::host, host_);
+  // An IPv6 address in brackets, as in a URL; the port when not the scheme's.
+  const std::string host = host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_;
+  request.set(bhttp::field::host,
+              port_ == (tls_ ? 443 : 80) ? host : host + ":" + std::to_string(port_));
   request.set(bhttp::field::user_agent, "delayq");
   if (!token_.empty()) request.set(bhttp::field::authorization, "Bearer " + token_);
   if (!body.empty()) request.set(bhttp::field::content_type, "application/json");
@@ -79,9 +139,9 @@ Result<ClientResponse> Client::request(std::string_view method, std::string_view
 
   // One retry: a kept-alive connection the server has closed since fails on first use.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    const bool fresh = socket_ == nullptr;
+    const bool fresh = socket_ == nullptr && stream_ == nullptr;
     if (fresh) {
-      if (Status s = open(); !s.is_ok()) return s;
+      if (Status s = open(timeout); !s.is_ok()) return s;
     }
     // Write and read asynchronously and run the loop for at most `timeout`: a blocking read
     // on a socket would wait for ever (Asio polls again on EAGAIN, whatever SO_RCVTIMEO says).
@@ -90,36 +150,40 @@ Result<ClientResponse> Client::request(std::string_view method, std::string_view
     beast::flat_buffer buffer;
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(64 << 20);
-    bhttp::async_write(*socket_, request, [&](beast::error_code written, std::size_t) {
-      if (written) {
-        error = written;
-        finished = true;
-        return;
-      }
-      bhttp::async_read(*socket_, buffer, parser, [&](beast::error_code read, std::size_t) {
-        error = read;
-        finished = true;
+    const auto exchange = [&](auto& stream) {
+      bhttp::async_write(stream, request, [&](beast::error_code written, std::size_t) {
+        if (written) {
+          error = written;
+          finished = true;
+          return;
+        }
+        bhttp::async_read(stream, buffer, parser, [&](beast::error_code read, std::size_t) {
+          error = read;
+          finished = true;
+        });
       });
-    });
-    io_.restart();
-    io_.run_for(timeout);
-    if (!finished) {
-      socket_->close(error);
-      io_.restart();
-      io_.run();  // the cancelled handlers
-      socket_.reset();
+    };
+    if (stream_) {
+      exchange(*stream_);
+    } else {
+      exchange(*socket_);
+    }
+    if (!run(finished, timeout)) {
       return Status(Code::kTimedOut, "no answer from " + host_ + ":" + std::to_string(port_) +
                                          " within " + std::to_string(timeout.count()) + " ms");
     }
     if (error) {
-      socket_.reset();
+      drop();
       if (!fresh &&
           (error == bhttp::error::end_of_stream || error == boost::asio::error::connection_reset ||
-           error == boost::asio::error::broken_pipe)) {
+           error == boost::asio::error::broken_pipe ||
+           error == boost::asio::ssl::error::stream_truncated)) {
         continue;
       }
-      return Status(Code::kIOError,
-                    std::string(method) + " " + std::string(target) + ": " + error.message());
+      const bool tls_port = !tls_ && error == bhttp::error::end_of_stream;  // closed unanswered
+      return Status(Code::kIOError, std::string(method) + " " + std::string(target) + ": " +
+                                        error.message() +
+                                        (tls_port ? " (does the server want https://?)" : ""));
     }
     auto& message = parser.get();
     ClientResponse response;
@@ -130,7 +194,7 @@ Result<ClientResponse> Client::request(std::string_view method, std::string_view
       for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       response.headers[name] = std::string(field.value());
     }
-    if (!message.keep_alive()) socket_.reset();
+    if (!message.keep_alive()) drop();
     return response;
   }
   return Status(Code::kIOError, "the server closed the connection");

@@ -9,6 +9,8 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "front/tls_peer.h"
+
 namespace delayq::webhook {
 
 namespace asio = boost::asio;
@@ -66,12 +68,6 @@ asio::awaitable<Exchange> exchange(Stream& stream, beast::flat_buffer& buffer,
   out.timed_out = error == beast::error::timeout;
   out.response.error = out.timed_out ? "timed out" : error.message();
   co_return out;
-}
-
-bool ip_literal(const std::string& host) {
-  beast::error_code error;
-  (void)asio::ip::make_address(host, error);
-  return !error;
 }
 
 }  // namespace
@@ -138,17 +134,7 @@ void Sender::post(Request request, std::function<void(Response)> done) {
             }
             if (request.url.tls) {
               connection->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io_, tls_);
-              // The peer's name or address is checked by OpenSSL itself, so that a mismatch is
-              // reported as one (X509_V_ERR_HOSTNAME_MISMATCH) rather than as a bare failure.
-              SSL* ssl = connection->tls->native_handle();
-              if (ip_literal(request.url.host)) {
-                X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), request.url.host.c_str());
-              } else {
-                // SNI (SSL_set_tlsext_host_name, without the macro's C cast), then the name.
-                SSL_ctrl(ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
-                         request.url.host.data());
-                SSL_set1_host(ssl, request.url.host.c_str());
-              }
+              front::expect_peer(connection->tls->native_handle(), request.url.host);
             } else {
               connection->plain = std::make_unique<beast::tcp_stream>(io_);
             }
