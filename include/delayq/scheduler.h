@@ -190,7 +190,8 @@ class TaskRecordOf final : public TaskRecord {
 };
 
 // A delay as it is added to the present: rounded up to the clock's resolution; below zero counts
-// as zero, beyond 100 years as 100 years (a due time that far out never fires).
+// as zero, beyond 100 years as 100 years (a due time that far out waits at the scheduler's
+// horizon, 100 years after its start, which steady_clock does not reach while a process runs).
 template <typename Rep, typename Period>
 [[nodiscard]] SchedulerClock::duration clamp_delay(std::chrono::duration<Rep, Period> delay) {
   constexpr std::chrono::hours kFarthest{24 * 365 * 100};
@@ -252,6 +253,9 @@ class TaskHandle {
 // called from any thread, tasks included (except shutdown(), which must not run on a worker).
 class Scheduler {
  public:
+  // Throws std::invalid_argument for a negative tick or a kHashed ring of 0 slots, and
+  // std::system_error or std::bad_alloc when the threads cannot be started (none is left
+  // running then).
   explicit Scheduler(SchedulerOptions options = {});
   // shutdown(options.shutdown), unless shutdown() already ran.
   ~Scheduler();

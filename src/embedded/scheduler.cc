@@ -27,6 +27,7 @@
 #include <deque>
 #include <limits>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 #ifdef __linux__
@@ -59,6 +60,9 @@ constexpr Units kFarthest = Units{100} * 365 * 24 * 3600 * 1'000'000;
 constexpr std::size_t kWakeBatch = 4096;
 
 // The state word. kClaimed is internal: a caller is changing the task; others wait for it.
+// kCancelling and kDropping are internal too: the outcome is decided and the callable is being
+// destroyed (its captures' destructors may call into this task's handle, which finds it no
+// longer pending, or take long; nobody waits for them but wait()).
 constexpr std::uint64_t kPending = static_cast<std::uint64_t>(TaskState::kPending);
 constexpr std::uint64_t kRunning = static_cast<std::uint64_t>(TaskState::kRunning);
 constexpr std::uint64_t kDone = static_cast<std::uint64_t>(TaskState::kDone);
@@ -66,6 +70,8 @@ constexpr std::uint64_t kFailed = static_cast<std::uint64_t>(TaskState::kFailed)
 constexpr std::uint64_t kCancelled = static_cast<std::uint64_t>(TaskState::kCancelled);
 constexpr std::uint64_t kDropped = static_cast<std::uint64_t>(TaskState::kDropped);
 constexpr std::uint64_t kClaimed = 0xff;
+constexpr std::uint64_t kCancelling = 0xfe;
+constexpr std::uint64_t kDropping = 0xfd;
 
 constexpr std::uint64_t state_of(std::uint64_t word) noexcept {
   return word & 0xff;
@@ -76,8 +82,12 @@ constexpr std::uint64_t version_of(std::uint64_t word) noexcept {
 constexpr std::uint64_t make_word(std::uint64_t version, std::uint64_t state) noexcept {
   return version << 8 | state;
 }
+// The outcome a state stands for: a task being cancelled or dropped is, already.
+constexpr std::uint64_t outcome_of(std::uint64_t state) noexcept {
+  return state == kCancelling ? kCancelled : state == kDropping ? kDropped : state;
+}
 constexpr bool is_final(std::uint64_t state) noexcept {
-  return state != kPending && state != kRunning && state != kClaimed;
+  return state == kDone || state == kFailed || state == kCancelled || state == kDropped;
 }
 
 // TaskRecord::timer_id_ of a record that is not in the wheel: not yet (it is in the inbox, new),
@@ -129,6 +139,17 @@ void finish_task(TaskRecord* record, std::uint64_t version, std::uint64_t state)
   record->word_.notify_all();
 }
 
+// Ends a claimed task as cancelled or dropped: the outcome is published first (the claim ends,
+// so a capture's destructor that cancels this task's handle gets false rather than waiting on
+// itself, and the timer thread does not spin on a slow destructor), then the callable is
+// destroyed, then the final state says so (wait() returns only then).
+void end_claimed(TaskRecord* record, std::uint64_t word, std::uint64_t outcome) noexcept {
+  record->word_.store(make_word(version_of(word), outcome == kCancelled ? kCancelling : kDropping),
+                      std::memory_order_release);
+  record->destroy_task();
+  finish_task(record, version_of(word), outcome);
+}
+
 // Moves a pending task to `state` (kDropped, or kRunning for a shutdown that runs it now), waiting
 // out a claim; false if it was not pending (a caller cancelled it first). A dropped task's
 // callable is destroyed before the state is published, so whoever sees the final state (wait())
@@ -136,8 +157,11 @@ void finish_task(TaskRecord* record, std::uint64_t version, std::uint64_t state)
 bool settle(TaskRecord* record, std::uint64_t state) noexcept {
   std::uint64_t word;
   if (!claim(record, word)) return false;
-  if (state == kDropped) record->destroy_task();
-  finish_task(record, version_of(word), state);
+  if (state == kDropped) {
+    end_claimed(record, word, kDropped);
+  } else {
+    finish_task(record, version_of(word), state);
+  }
   return true;
 }
 
@@ -249,6 +273,12 @@ class GlobalPool {
     cache.insert(cache.end(), batches_.back().begin(), batches_.back().end());
     batches_.pop_back();
   }
+  // One slot freed by a thread whose cache is gone.
+  void give_one(void* slot) {
+    std::vector<void*> slots{slot};
+    std::lock_guard lock(mutex_);
+    batches_.push_back(std::move(slots));
+  }
   // Moves the last `n` slots of a thread cache to the shared list.
   void give(std::vector<void*>& cache, std::size_t n) {
     std::vector<void*> slots(cache.end() - static_cast<std::ptrdiff_t>(n), cache.end());
@@ -262,11 +292,17 @@ class GlobalPool {
   std::vector<std::vector<void*>> batches_;
 };
 
+// Set once a thread's caches are destroyed (a trivial thread_local, readable until the thread
+// ends): a record freed after that, by a handle in a static or thread_local object destroyed
+// later, goes straight back to the shared pool rather than into a destroyed cache.
+thread_local bool caches_gone = false;
+
 template <std::size_t kSlotBytes>
 class ThreadCache {
  public:
   ThreadCache() { slots_.reserve(2 * kBatch); }
   ~ThreadCache() {
+    caches_gone = true;
     if (!slots_.empty()) GlobalPool<kSlotBytes>::instance().give(slots_, slots_.size());
   }
   ThreadCache(const ThreadCache&) = delete;
@@ -299,7 +335,11 @@ void* TaskRecord::operator new(std::size_t size) {
 }
 
 void TaskRecord::operator delete(void* record, std::size_t size) noexcept {
-  if (kPooled && size <= 64) {
+  if (kPooled && size <= 64 && caches_gone) {
+    GlobalPool<64>::instance().give_one(record);
+  } else if (kPooled && size <= 128 && caches_gone) {
+    GlobalPool<128>::instance().give_one(record);
+  } else if (kPooled && size <= 64) {
     small_records.free(record);
   } else if (kPooled && size <= 128) {
     large_records.free(record);
@@ -403,12 +443,28 @@ class SchedulerCore {
 
 SchedulerCore::SchedulerCore(SchedulerOptions options)
     : options_(std::move(options)), clock_(options_.clock), start_(now()) {
-  DELAYQ_CHECK(options_.tick.count() >= 0);
+  if (options_.tick.count() < 0) throw std::invalid_argument("SchedulerOptions::tick < 0");
+  if (options_.wheel == WheelKind::kHashed && options_.hashed_slots == 0) {
+    throw std::invalid_argument("SchedulerOptions::hashed_slots is 0");
+  }
   if (clock_ != nullptr) clock_->watch(this);
-  const std::size_t workers = options_.workers == 0 ? default_workers() : options_.workers;
-  workers_.reserve(workers);
-  for (std::size_t i = 0; i < workers; ++i) workers_.emplace_back([this] { worker_main(); });
-  timer_ = std::thread([this] { timer_main(); });
+  // Threads the system will not start (too many workers, no memory) make the constructor
+  // throw, with those already started stopped and nothing left behind.
+  try {
+    const std::size_t workers = options_.workers == 0 ? default_workers() : options_.workers;
+    workers_.reserve(workers);
+    for (std::size_t i = 0; i < workers; ++i) workers_.emplace_back([this] { worker_main(); });
+    timer_ = std::thread([this] { timer_main(); });
+  } catch (...) {
+    {
+      std::lock_guard lock(work_mutex_);
+      workers_stop_ = true;
+    }
+    work_cv_.notify_all();
+    for (auto& worker : workers_) worker.join();
+    if (clock_ != nullptr) clock_->unwatch(this);
+    throw;
+  }
 }
 
 // What is left in the inbox are records scheduled while shutdown sealed it; their producers
@@ -427,9 +483,10 @@ SchedulerCore::~SchedulerCore() {
 }
 
 Units SchedulerCore::to_units(SchedulerClock::time_point due) const noexcept {
-  const auto since = due - start_;
-  if (since <= since.zero()) return 0;
-  return std::min(std::chrono::ceil<std::chrono::microseconds>(since).count(), kFarthest);
+  // Compared before subtracting: a time near time_point::min() or max() would overflow.
+  if (due <= start_) return 0;
+  if (due - start_ >= std::chrono::microseconds(kFarthest)) return kFarthest;
+  return std::chrono::ceil<std::chrono::microseconds>(due - start_).count();
 }
 
 Units SchedulerCore::now_units() const noexcept {
@@ -595,7 +652,7 @@ Units SchedulerCore::reconcile(Queue& queue, TaskRecord* record) {
     forget(queue, record);
     return kNever;
   }
-  const std::uint64_t state = state_of(settled_word(record));
+  const std::uint64_t state = outcome_of(state_of(settled_word(record)));
   if (state == kCancelled || state == kDropped) {
     forget(queue, record);
     return kNever;
@@ -701,6 +758,9 @@ void SchedulerCore::finish(Queue& queue) {
   drain(queue, std::numeric_limits<std::size_t>::max());
   if (mode == ShutdownMode::kRunPendingNow) {
     queue.advance_to(Millis::max(), [&](TimerId id) { fire(id); });
+  } else {
+    // Tasks already due run, as shutdown() promises: only those still to come are dropped.
+    queue.advance_to(Millis{now_units()}, [&](TimerId id) { fire(id); });
   }
   const std::uint64_t settled = mode == ShutdownMode::kRunPendingNow ? kRunning : kDropped;
   for (TaskRecord* record : by_id_) {
@@ -820,7 +880,14 @@ ManualSchedulerClock::~ManualSchedulerClock() {
 
 void ManualSchedulerClock::advance(SchedulerClock::duration by) {
   if (by <= by.zero()) return;
-  now_ns_.fetch_add(by.count());
+  // Up to the clock's last instant, never past it (which would wrap around to the past).
+  SchedulerClock::rep current = now_ns_.load();
+  SchedulerClock::rep target = 0;
+  do {
+    target = current > std::numeric_limits<SchedulerClock::rep>::max() - by.count()
+                 ? std::numeric_limits<SchedulerClock::rep>::max()
+                 : current + by.count();
+  } while (!now_ns_.compare_exchange_weak(current, target));
   wake_watchers();
 }
 
@@ -881,8 +948,7 @@ bool TaskHandle::cancel() noexcept {
   if (record_ == nullptr || !detail::claim(record_, word)) return false;
   record_->core_->queue_change(record_, detail::kNever);
   // Won: the captures go now, not when the last handle does, and before the state says so.
-  record_->destroy_task();
-  detail::finish_task(record_, detail::version_of(word), detail::kCancelled);
+  detail::end_claimed(record_, word, detail::kCancelled);
   return true;
 }
 
@@ -899,7 +965,7 @@ TaskState TaskHandle::state() const noexcept {
   if (record_ == nullptr) return TaskState::kDropped;
   const std::uint64_t state = detail::state_of(record_->word_.load(std::memory_order_acquire));
   if (state == detail::kClaimed) return TaskState::kPending;
-  return static_cast<TaskState>(state);
+  return static_cast<TaskState>(detail::outcome_of(state));
 }
 
 SchedulerClock::time_point TaskHandle::due() const noexcept {

@@ -531,6 +531,89 @@ TEST(SchedulerTest, CancelReleasesWhatTheTaskCaptured) {
   EXPECT_EQ(resource.use_count(), 1);
 }
 
+// A session owns the handle of its timeout and cancels it when it goes; the timeout's callable
+// holds the last reference to the session. Cancelling the timeout destroys the session, whose
+// destructor cancels the same task: it must get false, not wait on itself, and so must a
+// shutdown that drops the task.
+struct Session {
+  TaskHandle timeout;
+  bool* cancelled_again = nullptr;
+  ~Session() { *cancelled_again = timeout.cancel(); }
+};
+
+TEST(SchedulerTest, ACaptureThatCancelsItsOwnTaskAsItGoesDoesNotHang) {
+  for (const bool by_shutdown : {false, true}) {
+    SCOPED_TRACE(by_shutdown ? "dropped by shutdown" : "cancelled");
+    bool cancelled_again = true;
+    Scheduler scheduler;
+    TaskHandle outside;
+    {
+      auto session = std::make_shared<Session>();
+      session->cancelled_again = &cancelled_again;
+      session->timeout = scheduler.schedule([session] {}, 1h);
+      outside = session->timeout;
+    }  // the task's callable holds the last reference to the session now
+    if (by_shutdown) {
+      scheduler.shutdown(ShutdownMode::kDropPending);
+    } else {
+      EXPECT_TRUE(outside.cancel());
+    }
+    EXPECT_FALSE(cancelled_again);
+    EXPECT_EQ(outside.wait(), by_shutdown ? TaskState::kDropped : TaskState::kCancelled);
+  }
+}
+
+// Options no scheduler can run with are refused by the constructor, which leaves nothing behind:
+// the clock it would have run on can go on and be destroyed.
+TEST(SchedulerTest, BadOptionsThrowAndLeaveNothingBehind) {
+  ManualSchedulerClock clock;
+  SchedulerOptions negative = on(clock);
+  negative.tick = std::chrono::microseconds(-1);
+  EXPECT_THROW(Scheduler{negative}, std::invalid_argument);
+  SchedulerOptions no_slots = on(clock);
+  no_slots.wheel = WheelKind::kHashed;
+  no_slots.hashed_slots = 0;
+  EXPECT_THROW(Scheduler{no_slots}, std::invalid_argument);
+  SchedulerOptions too_many = on(clock);
+  too_many.workers = std::numeric_limits<std::size_t>::max();  // no vector holds that many
+  EXPECT_ANY_THROW(Scheduler{too_many});
+  clock.advance(1s);  // no scheduler is left watching the clock (its destructor would abort)
+}
+
+// Tasks already due when a dropping shutdown begins run; only those still to come are dropped.
+TEST(SchedulerTest, ADroppingShutdownRunsWhatIsAlreadyDue) {
+  ManualSchedulerClock clock;
+  std::atomic<int> runs{0};
+  Scheduler scheduler(on(clock));
+  std::vector<TaskHandle> due;
+  for (int i = 0; i < 200; ++i) due.push_back(scheduler.schedule([&] { runs.fetch_add(1); }, 1ms));
+  TaskHandle later = scheduler.schedule([] {}, 1h);
+  clock.advance(2ms);  // the timer thread may or may not have fired them yet
+  scheduler.shutdown(ShutdownMode::kDropPending);
+  for (const TaskHandle& handle : due) EXPECT_EQ(handle.state(), TaskState::kDone);
+  EXPECT_EQ(runs.load(), 200);
+  EXPECT_EQ(later.state(), TaskState::kDropped);
+}
+
+// Times at the ends of the clock's range: the earliest is in the past and runs at once (no
+// overflow on the way); a manual clock moved by the longest step stops at its last instant.
+TEST(SchedulerTest, TimesAtTheEndsOfTheClocksRange) {
+  ManualSchedulerClock clock;
+  Scheduler scheduler(on(clock));
+  TaskHandle earliest = scheduler.schedule_at([] {}, SchedulerClock::time_point::min());
+  TaskHandle hour_after =
+      scheduler.schedule_at([] {}, SchedulerClock::time_point::min() + std::chrono::hours(1));
+  EXPECT_EQ(earliest.wait(), TaskState::kDone);
+  EXPECT_EQ(hour_after.wait(), TaskState::kDone);
+  scheduler.shutdown(ShutdownMode::kDropPending);
+  ManualSchedulerClock far;
+  far.advance(1s);
+  const auto before = far.now();
+  far.advance(SchedulerClock::duration::max());
+  EXPECT_GT(far.now(), before);
+  EXPECT_EQ(far.now(), SchedulerClock::time_point::max());
+}
+
 TEST(SchedulerTest, MoveOnlyTasksAndTasksThatSchedule) {
   ManualSchedulerClock clock;
   std::atomic<int> value{0};
