@@ -257,6 +257,24 @@ TEST_F(HttpTest, HeadIsAGetWithoutItsBody) {
   EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 200 OK\r\n");
 }
 
+// A long-poll waiting when the server is told to stop gets a 503 at once, not a cut connection:
+// its client retries elsewhere (another node, in Redis mode) or later.
+TEST_F(HttpTest, ALongPollIsAnsweredWhenTheServerStops) {
+  Client raw(server_->http_port());
+  const std::string body = R"({"tubes":["nothing-here"],"timeout":"30s"})";
+  raw.send("POST /v1/reserve HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body);
+  std::this_thread::sleep_for(Millis{300});  // the reserve waits
+  ASSERT_TRUE(server_->signal(SIGTERM));
+  EXPECT_EQ(raw.read_line(Millis{5000}).value_or("<none>"), "HTTP/1.1 503 Service Unavailable\r\n");
+  std::string headers;
+  for (std::string line = raw.read_line().value_or(""); line != "\r\n" && !line.empty();
+       line = raw.read_line().value_or("")) {
+    headers += line;
+  }
+  EXPECT_NE(headers.find("Retry-After: 1"), std::string::npos) << headers;
+}
+
 // RFC 9112: an HTTP/1.1 request names its host exactly once (HTTP/1.0 needs none); a method
 // HTTP does not define is not implemented, whatever the path.
 TEST_F(HttpTest, AHostIsRequiredAndAnUndefinedMethodIsNotImplemented) {

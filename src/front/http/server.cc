@@ -48,6 +48,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
                           });
   }
 
+  // The server is stopping: a reserve waiting here is answered 503 at once, so that its client
+  // retries (on another node, in Redis mode) rather than finds its connection cut.
+  void stopping() {
+    if (closed_ || ticket_ == 0) return;
+    server_.api().cancel(std::exchange(ticket_, 0));
+    keep_alive_ = false;
+    Response response = Api::error(503, "stopping", "the server is stopping: retry");
+    response.retry_after_seconds = 1;
+    answer(std::move(response));
+  }
+
   void close() {
     if (closed_) return;
     closed_ = true;
@@ -444,6 +455,8 @@ std::string Server::local_address() const {
 
 void Server::stop_accepting() {
   listener_.stop();
+  const auto connections = connections_;  // a connection may close as it answers
+  for (const auto& connection : connections) connection->stopping();
 }
 
 void Server::stop() {

@@ -67,6 +67,8 @@ class Server {
   Status start();
   // Where it listens, as ADDR:PORT ([ADDR]:PORT for IPv6; the chosen port after port 0).
   [[nodiscard]] std::string local_address() const;
+  // Stops accepting; a reserve waiting on a connection is answered 503 `stopping` (Retry-After:
+  // 1): the server is going away.
   void stop_accepting();
   // Stops accepting and closes every connection.
   void stop();
