@@ -137,17 +137,13 @@ function facts(dl, pairs) {
 // it; a refresh's goes with the next refresh that succeeds.
 let actionFailed = false;
 function showError(error, fromAction = false) {
-  const banner = document.getElementById('error');
-  if (!error) {
-    if (actionFailed && !fromAction) return;
-    actionFailed = false;
-    banner.hidden = true;
-    return;
-  }
   if (actionFailed && !fromAction) return;
-  actionFailed = fromAction;
-  banner.textContent = (error.message || String(error)) + (fromAction ? ' (click to dismiss)' : '');
-  banner.hidden = false;
+  actionFailed = Boolean(error) && fromAction;
+  const banner = document.getElementById('error');
+  banner.hidden = !error;
+  if (error) {
+    banner.textContent = (error.message || String(error)) + (fromAction ? ' (click to dismiss)' : '');
+  }
 }
 document.getElementById('error').addEventListener('click', () => {
   actionFailed = false;
