@@ -284,26 +284,32 @@ void Deliverer::Lane::answered(const broker::Job& job, const Attempt& attempt,
 }
 
 // The attempt failed: keep why with the job, then release it for its next attempt, or bury it
-// once its attempts are used up (the dead letter).
+// once its attempts are used up (the dead letter). The outcome is kept first, so that whoever
+// sees the job buried or delayed again also sees why (in Redis mode the two are separate calls).
 void Deliverer::Lane::failed(const broker::Job& job, const Attempt& attempt, int status,
                              std::string error, std::optional<Millis> wait) {
   const JobId id = job.view.id;
   const std::uint32_t number = job.view.counters.reserves;
-  session_->note_attempt(id, status, std::move(error), guarded<JobView>([](Result<JobView>) {}));
-  if (number >= attempt.max_attempts) {
-    session_->bury(id, std::nullopt,
-                   guarded<JobView>([this](Result<JobView>) { finished("buried"); }));
-    return;
-  }
   broker::ReleaseRequest release;
   release.id = id;
-  release.delay = wait.value_or(backoff_delay(attempt.backoff, number, owner_.random_));
   release.reservation = number;
-  // The tube's own max_attempts (pull workers') may bury it on this release: count what it did.
-  session_->release(release, guarded<JobView>([this](Result<JobView> after) {
-                      const bool buried = after.is_ok() && after.value().state == JobState::kBuried;
-                      finished(buried ? "buried" : "released");
-                    }));
+  const bool last = number >= attempt.max_attempts;
+  if (!last) release.delay = wait.value_or(backoff_delay(attempt.backoff, number, owner_.random_));
+  session_->note_attempt(
+      id, status, std::move(error), guarded<JobView>([this, release, last](Result<JobView>) {
+        if (last) {
+          session_->bury(release.id, std::nullopt,
+                         guarded<JobView>([this](Result<JobView>) { finished("buried"); }));
+          return;
+        }
+        // The tube's own max_attempts (pull workers') may bury it on this release: count what
+        // it did.
+        session_->release(release, guarded<JobView>([this](Result<JobView> after) {
+                            const bool buried =
+                                after.is_ok() && after.value().state == JobState::kBuried;
+                            finished(buried ? "buried" : "released");
+                          }));
+      }));
 }
 
 void Deliverer::Lane::finished(std::string_view outcome) {
