@@ -158,9 +158,11 @@ struct Results {
   std::mutex mutex;
   std::vector<double> latencies_us;
   std::uint64_t operations = 0;
-  void add(std::uint64_t ops, std::vector<double>& samples) {
+  std::uint64_t missed = 0;  // late: reserves that timed out while jobs were due all along
+  void add(std::uint64_t ops, std::vector<double>& samples, std::uint64_t timed_out = 0) {
     std::lock_guard lock(mutex);
     operations += ops;
+    missed += timed_out;
     latencies_us.insert(latencies_us.end(), samples.begin(), samples.end());
   }
 };
@@ -304,11 +306,23 @@ void run_late_worker(const Options& o, Clock::time_point end, Sent& sent, Result
   c.line();
   std::vector<double> samples;
   std::uint64_t ops = 0;
+  std::uint64_t missed = 0;
   const auto stop = end + std::chrono::seconds(o.delay + 2);
+  // Between these a job falls due every period: a reserve of a second that times out there
+  // was not woken for jobs that were ready (a lost wake-up), which its lateness shows too.
+  const auto span = [](double seconds) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  };
+  const auto due_from = end - span(o.seconds) + span(o.delay + 1.0);
+  const auto due_to = end + span(o.delay);
   while (Clock::now() < stop) {
+    const auto asked = Clock::now();
     c.send("reserve-with-timeout 1\r\n");
     const std::string reply = c.line();
-    if (reply == "TIMED_OUT") continue;
+    if (reply == "TIMED_OUT") {
+      if (asked >= due_from && Clock::now() <= due_to) ++missed;
+      continue;
+    }
     const auto got = Clock::now();
     if (reply.rfind("RESERVED ", 0) != 0) die("expected RESERVED, got '" + reply + "'");
     const std::uint64_t id = std::strtoull(reply.c_str() + 9, nullptr, 10);
@@ -329,7 +343,7 @@ void run_late_worker(const Options& o, Clock::time_point end, Sent& sent, Result
     c.line();
     ++ops;
   }
-  results.add(ops, samples);
+  results.add(ops, samples, missed);
 }
 
 double percentile(std::vector<double>& sorted, double p) {
@@ -389,5 +403,9 @@ int main(int argc, char** argv) {
               static_cast<double>(results.operations) / seconds, unit,
               percentile(results.latencies_us, 0.5), percentile(results.latencies_us, 0.99),
               results.latencies_us.empty() ? 0.0 : results.latencies_us.back());
+  if (o.mode == "late" && results.missed > 0) {
+    std::printf("reserves timed out while jobs were due: %llu\n",
+                static_cast<unsigned long long>(results.missed));
+  }
   return 0;
 }
