@@ -53,6 +53,27 @@ start_node() {  # DIR: a node from its directory, on the ports in DIR/ports
     --daemonize yes --pidfile "$node/redis.pid" --logfile "$node/redis.log"
 }
 
+# Whether every node of DIR/node*, at ADDRESSES, answers on its port as the process its pid
+# file names (waiting up to 5 s each).
+all_up() {
+  local i=0 address node pid
+  for address in "$@"; do
+    node="$dir/node$i"
+    i=$((i + 1))
+    local up=no
+    for _ in $(seq 100); do
+      pid=$(cat "$node/redis.pid" 2>/dev/null || true)
+      if [ -n "$pid" ] &&
+        redis-cli -p "${address##*:}" info server 2>/dev/null | grep -q "^process_id:$pid"; then
+        up=yes
+        break
+      fi
+      sleep 0.05
+    done
+    [ "$up" = yes ] || return 1
+  done
+}
+
 restart() {
   for node in "$dir"/node*; do start_node "$node"; done
   for node in "$dir"/node*; do
@@ -71,20 +92,25 @@ start() {
   stop  # what an earlier run left
   rm -rf "$dir"
   mkdir -p "$dir"
-  read -r -a ports <<<"$(free_ports $((count * 2)))"
-  local addresses=()
-  for ((i = 0; i < count; i++)); do
-    local port=${ports[$i]} bus=${ports[$((count + i))]} node="$dir/node$i"
-    mkdir -p "$node"
-    echo "$port $bus" >"$node/ports"
-    start_node "$node"
-    addresses+=("127.0.0.1:$port")
-  done
-  for address in "${addresses[@]}"; do
-    for _ in $(seq 100); do
-      redis-cli -p "${address##*:}" ping >/dev/null 2>&1 && break
-      sleep 0.05
+  # The ports were free when chosen, not reserved: another process may bind one first, and then
+  # that node exits (after forking, so its start looked fine). Every node must be answering as
+  # itself (its process id on its port) or all start again on other ports.
+  local addresses=() attempt
+  for attempt in 1 2 3 4 5; do
+    read -r -a ports <<<"$(free_ports $((count * 2)))"
+    addresses=()
+    for ((i = 0; i < count; i++)); do
+      local port=${ports[$i]} bus=${ports[$((count + i))]} node="$dir/node$i"
+      mkdir -p "$node"
+      echo "$port $bus" >"$node/ports"
+      start_node "$node" || true
+      addresses+=("127.0.0.1:$port")
     done
+    all_up "${addresses[@]}" && break
+    echo "redis-cluster: a node did not start on its ports (attempt $attempt); trying others" >&2
+    stop
+    rm -rf "$dir"/node*
+    [ "$attempt" -lt 5 ] || exit 1
   done
   if [ "$primaries" -ge 3 ]; then
     redis-cli --cluster create "${addresses[@]}" --cluster-replicas "$replicas" --cluster-yes \
