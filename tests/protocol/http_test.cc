@@ -257,15 +257,15 @@ TEST_F(HttpTest, HeadIsAGetWithoutItsBody) {
   EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 200 OK\r\n");
 }
 
-// A long-poll waiting when the server is told to stop gets a 503 at once, not a cut connection:
-// its client retries elsewhere (another node, in Redis mode) or later.
-TEST_F(HttpTest, ALongPollIsAnsweredWhenTheServerStops) {
-  Client raw(server_->http_port());
+// A long-poll of 30 s on a tube nobody fills.
+std::string long_poll_request() {
   const std::string body = R"({"tubes":["nothing-here"],"timeout":"30s"})";
-  raw.send("POST /v1/reserve HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-           std::to_string(body.size()) + "\r\n\r\n" + body);
-  std::this_thread::sleep_for(Millis{300});  // the reserve waits
-  ASSERT_TRUE(server_->signal(SIGTERM));
+  return "POST /v1/reserve HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n" + body;
+}
+
+// The answer on `raw` is a 503 that says when to retry.
+void expect_stopping_answer(Client& raw) {
   EXPECT_EQ(raw.read_line(Millis{5000}).value_or("<none>"), "HTTP/1.1 503 Service Unavailable\r\n");
   std::string headers;
   for (std::string line = raw.read_line().value_or(""); line != "\r\n" && !line.empty();
@@ -273,6 +273,39 @@ TEST_F(HttpTest, ALongPollIsAnsweredWhenTheServerStops) {
     headers += line;
   }
   EXPECT_NE(headers.find("Retry-After: 1"), std::string::npos) << headers;
+}
+
+// A long-poll waiting when the server is told to stop gets a 503 at once, not a cut connection:
+// its client retries elsewhere (another node, in Redis mode) or later.
+TEST_F(HttpTest, ALongPollIsAnsweredWhenTheServerStops) {
+  const std::uint16_t port = server_->http_port();  // one node: over Redis, waiters are per node
+  Client raw(port);
+  raw.send(long_poll_request());
+  front::http::Client looker("127.0.0.1", port);
+  bool waiting = false;
+  for (int i = 0; i < 500 && !waiting; ++i) {
+    auto tube = looker.request("GET", "/v1/tubes/nothing-here", "");
+    waiting = tube.is_ok() && tube.value().body.find(R"("waiting":1)") != std::string::npos;
+    if (!waiting) std::this_thread::sleep_for(Millis{10});
+  }
+  ASSERT_TRUE(waiting) << "the long-poll never waited";
+  ASSERT_TRUE(server_->signal(SIGTERM));
+  expect_stopping_answer(raw);
+}
+
+// So is one that comes in the stopping server's last moments, on a connection open before.
+TEST_F(HttpTest, ALongPollSentAsTheServerStopsIsAnswered) {
+  Client raw(server_->http_port());
+  // A first answer on it: the server has accepted the connection (HEAD: no body to read).
+  raw.send("HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(raw.read_line(Millis{5000}).value_or("<none>"), "HTTP/1.1 200 OK\r\n");
+  for (std::string line = raw.read_line().value_or(""); line != "\r\n" && !line.empty();
+       line = raw.read_line().value_or("")) {
+  }
+  ASSERT_TRUE(server_->signal(SIGTERM));
+  std::this_thread::sleep_for(Millis{30});  // within the 200 ms the stopping server gives
+  raw.send(long_poll_request());
+  expect_stopping_answer(raw);
 }
 
 // RFC 9112: an HTTP/1.1 request names its host exactly once (HTTP/1.0 needs none); a method

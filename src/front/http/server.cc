@@ -225,6 +225,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!server_.serving()) {
       return answer(server_.starting_answer(method_of(request), request.target()));
     }
+    // A request in the stopping server's last moments is served; its client then goes elsewhere.
+    if (server_.is_stopping()) keep_alive_ = false;
     // Without tokens, whoever reaches the API may do anything: a web page must not.
     if (server_.options().api.tokens.empty()) {
       if (auto why = foreign_request(request[bhttp::field::host], request[bhttp::field::origin],
@@ -243,6 +245,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         request[bhttp::field::authorization]);
     if (ticket != 0 && !answer_) {
       ticket_ = ticket;
+      if (server_.is_stopping()) return stopping();  // it would wait past the end
       watch();
     }
   }
@@ -454,6 +457,7 @@ std::string Server::local_address() const {
 }
 
 void Server::stop_accepting() {
+  stopping_ = true;
   listener_.stop();
   const auto connections = connections_;  // a connection may close as it answers
   for (const auto& connection : connections) connection->stopping();

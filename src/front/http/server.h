@@ -68,8 +68,10 @@ class Server {
   // Where it listens, as ADDR:PORT ([ADDR]:PORT for IPv6; the chosen port after port 0).
   [[nodiscard]] std::string local_address() const;
   // Stops accepting; a reserve waiting on a connection is answered 503 `stopping` (Retry-After:
-  // 1): the server is going away.
+  // 1): the server is going away. Requests after it are served, each closing its connection,
+  // but one that would wait (a long-poll) is answered 503 `stopping` at once too.
   void stop_accepting();
+  [[nodiscard]] bool is_stopping() const noexcept { return stopping_; }
   // Stops accepting and closes every connection.
   void stop();
 
@@ -87,6 +89,7 @@ class Server {
   std::unique_ptr<boost::asio::ssl::context> tls_;  // set by start() when TLS is asked for
   Listener listener_;
   std::unordered_set<std::shared_ptr<Connection>> connections_;
+  bool stopping_ = false;  // stop_accepting() was called
 };
 
 }  // namespace delayq::front::http
