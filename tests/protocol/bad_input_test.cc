@@ -24,7 +24,9 @@ namespace {
 using namespace std::string_literals;
 
 constexpr std::uint32_t kGarbageSeed = 20240601;  // fixed: the garbage is the same every run
-constexpr Millis kFastRoundTrip{200};
+// A round trip beside a slow client (each with an fsync or two); the slow client takes about
+// three times as long to send its command, so a server waiting for it would show.
+constexpr Millis kFastRoundTrip{1000};
 
 class BadInputTest : public ::testing::Test {
  protected:
@@ -240,7 +242,8 @@ TEST_F(BadInputTest, TwoThousandIdleConnectionsDoNotStopTheServer) {
 
 TEST_F(BadInputTest, SlowClientDoesNotDelayOthers) {
   start();
-  const std::string slow_put = put_command("slow", 0, 0, 10);  // 21 bytes: about 1 s
+  const std::string slow_body(40, 's');
+  const std::string slow_put = put_command(slow_body, 0, 0, 10);  // 57 bytes: about 3 s
   std::string slow_reply;
   std::thread slow([port = server_->port(), &slow_put, &slow_reply] {
     Client c(port);
@@ -253,7 +256,7 @@ TEST_F(BadInputTest, SlowClientDoesNotDelayOthers) {
   auto worker = connect();
   std::int64_t slowest_ms = 0;
   int trips = 0;
-  const auto end = Clock::now() + Millis{900};
+  const auto end = Clock::now() + Millis{2500};
   for (int i = 0; i < 20000 && Clock::now() < end; ++i) {
     const auto before = Clock::now();
     EXPECT_EQ(round_trip(*worker), "");
@@ -267,7 +270,8 @@ TEST_F(BadInputTest, SlowClientDoesNotDelayOthers) {
   EXPECT_GT(trips, 1);
   const auto id = inserted_id(slow_reply);
   ASSERT_TRUE(id.has_value()) << "slow put got " << slow_reply;
-  EXPECT_EQ(worker->call("peek " + std::to_string(*id) + "\r\n"), job_reply("FOUND", *id, "slow"));
+  EXPECT_EQ(worker->call("peek " + std::to_string(*id) + "\r\n"),
+            job_reply("FOUND", *id, slow_body));
 }
 
 TEST_F(BadInputTest, ConnectionPastTheLimitIsClosedAndTheOthersWork) {
@@ -317,12 +321,12 @@ TEST_F(BadInputTest, ACommandTrickledPastTheTimeoutClosesItsConnectionAndNoOther
   ASSERT_TRUE(waiting->send("reserve-with-timeout 2\r\n"));
   ASSERT_EQ(prompt->call("use elsewhere\r\n"), "USING elsewhere\r\n");  // not for `waiting`
   ASSERT_TRUE(prompt->send("put 0 0 60 5\r\nab"));
-  std::this_thread::sleep_for(Millis{600});
+  std::this_thread::sleep_for(Millis{300});
   ASSERT_TRUE(slowloris->send("c"));
   ASSERT_TRUE(prompt->send("cde\r\n"));  // whole within the timeout
   EXPECT_TRUE(inserted_id(prompt->reply()));
-  std::this_thread::sleep_for(Millis{700});
-  ASSERT_TRUE(slowloris->send("d"));  // 1.3 s after the command began: too late
+  std::this_thread::sleep_for(Millis{1400});
+  ASSERT_TRUE(slowloris->send("d"));  // 1.7 s after the command began: too late
   EXPECT_TRUE(slowloris->closed_by_server());
   EXPECT_EQ(waiting->reply(Millis{5000}), "TIMED_OUT\r\n");
   EXPECT_EQ(round_trip(*idle), "");

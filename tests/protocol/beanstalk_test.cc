@@ -34,7 +34,9 @@ using namespace std::string_literals;
 using std::chrono::duration_cast;
 using std::chrono::microseconds;
 
-constexpr Millis kLateBy{200};  // how late a timed event may be
+// How late a timed event may be on a loaded machine (lateness is measured in the benchmarks);
+// below a second, so that a 1 s event cannot pass for a 2 s one.
+constexpr Millis kLateBy{600};
 
 // Microseconds from `from` to `to`.
 std::int64_t micros_between(Clock::time_point from, Clock::time_point to) {
@@ -199,7 +201,8 @@ TEST_F(BeanstalkTest, PutInDrainModeIsDraining) {
   // SignalsRightAfterThePortLineAreHandled).
   EXPECT_EQ(client_->call("list-tube-used\r\n"), "USING default\r\n");
   ASSERT_TRUE(server_->signal(SIGUSR1));
-  ASSERT_TRUE(wait_for_stat("draining", "true"));
+  // Asked through the put's own connection: over Redis, each node drains when it gets the signal.
+  ASSERT_TRUE(wait_for_stat(*client_, "draining", "true"));
   EXPECT_EQ(client_->call(put_command("late")), "DRAINING\r\n");
   // The body was read; other commands still work.
   EXPECT_EQ(client_->call("list-tube-used\r\n"), "USING default\r\n");
@@ -1181,11 +1184,21 @@ TEST_F(BeanstalkTest, TtrLapseHandsTheJobToAnotherWorker) {
 
 TEST_F(BeanstalkTest, TtrLapseMakesTheJobReadyWithNoWorkerWaiting) {
   const auto id = put("lapses", 0, 0, 1);
+  const auto asked = Clock::now();
   EXPECT_EQ(client_->call("reserve\r\n"), job_reply("RESERVED", id, "lapses"));
+  const auto reserved = Clock::now();
   auto observer = connect();
-  EXPECT_EQ(stats(*observer, "stats-job " + std::to_string(id) + "\r\n")["state"], "reserved");
-  std::this_thread::sleep_for(Millis{1000 + kLateBy.count()});
-  EXPECT_EQ(stats(*observer, "stats-job " + std::to_string(id) + "\r\n")["state"], "ready");
+  const std::string stats_job = "stats-job " + std::to_string(id) + "\r\n";
+  EXPECT_EQ(stats(*observer, stats_job)["state"], "reserved");
+  std::string state = "reserved";
+  while (state == "reserved" && Clock::now() < reserved + Millis{5000}) {
+    std::this_thread::sleep_for(Millis{20});
+    state = stats(*observer, stats_job)["state"];
+  }
+  const auto seen = Clock::now();
+  EXPECT_EQ(state, "ready");
+  EXPECT_GE(micros_between(asked, seen), not_before_micros(1000)) << "lapsed early";
+  EXPECT_LE(millis_between(reserved, seen), 1000 + kLateBy.count()) << "lapsed late";
   EXPECT_EQ(observer->call("peek-ready\r\n"), job_reply("FOUND", id, "lapses"));
 }
 

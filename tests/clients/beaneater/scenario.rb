@@ -382,7 +382,9 @@ begin
     t = now
     raises(Beaneater::DeadlineSoonError, 'reserve(1) while holding a job in its last second') { bz.tubes.reserve(1) }
     check(now - t < 0.5, "immediate DEADLINE_SOON took #{(now - t).round(2)} s")
-    sleep([tr + 2.3 - now, 0].max)
+    sleep([tr + 2 - now, 0].max)
+    # a timed change, which a loaded machine may make a little late: asked until it is made
+    sleep 0.02 while job.stats.state == 'reserved' && now < tr + 7
     job_stats(job, { state: 'ready', timeouts: 1 }, 'job after its ttr lapsed')
     same(job.reserved?, true, 'beaneater caches reserved? = true after a lapse') # client-side flag
     job = bz.tubes.reserve(1)

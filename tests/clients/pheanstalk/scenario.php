@@ -116,6 +116,16 @@ function jobStats(Pheanstalk $c, int $id, array $want, string $what): ArrayRespo
     return $s;
 }
 
+// Waits (up to 5 s) until stats-job says the job is no longer in `state`: a timed change, which
+// a loaded machine may make a little late.
+function waitWhileState(Pheanstalk $c, int $id, string $state): void
+{
+    $end = microtime(true) + 5;
+    while ($c->statsJob(new JobId($id))['state'] === $state && microtime(true) < $end) {
+        usleep(20000);
+    }
+}
+
 function tubeStats(Pheanstalk $c, string $tube, array $want, string $what): ArrayResponse
 {
     $s = $c->statsTube($tube);
@@ -339,7 +349,8 @@ throws(Exception\DeadlineSoonException::class, function () use ($worker) {
 throws(Exception\DeadlineSoonException::class, function () use ($worker) {
     $worker->reserve();
 }, 'reserve holding a job in its last second');
-usleep(1300000);
+usleep(1000000);
+waitWhileState($producer, $short, 'reserved');
 jobStats($producer, $short, ['state' => 'ready', 'reserves' => 1, 'timeouts' => 1], 'after a TTR of 1 s lapsed');
 throws(Exception\JobNotFoundException::class, function () use ($worker, $short) {
     $worker->touch(new JobId($short));
