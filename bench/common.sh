@@ -2,7 +2,9 @@
 # compare-bullmq.sh): the checkout's root as the working directory, the built load generator and
 # server (or a clear stop), Debian's redis-server, a scratch directory ($work), the PIDs the
 # script starts ($pids, ended by stop_started, which each script's cleanup calls), a free
-# loopback port, and a process's CPU ticks (utime + stime). DELAYQD names another server binary
+# loopback port, a process's CPU ticks (utime + stime), and the machine's stolen CPU time (a
+# virtual machine's hypervisor running someone else: lateness measured meanwhile is the host's,
+# so the scripts print it beside each lateness figure). DELAYQD names another server binary
 # (another build, for a side-by-side run).
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 loadgen=build/release/bench/loadgen
@@ -14,3 +16,5 @@ pids=()
 stop_started() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# Milliseconds of CPU time the hypervisor took from this machine, all CPUs, since boot.
+stolen_ms() { awk '/^cpu / {print $9 * 1000 / '"$(getconf CLK_TCK)"'}' /proc/stat; }

@@ -44,24 +44,28 @@ echo "delayq put: $line" >&2
 d_rate=$(echo "$line" | field ops/s)
 d_cpu=$(per_put $(( $(cpu_ticks "$redis_pid") - before_ticks )))
 d_bytes=$(( ($(used) - before_bytes) / 100000 ))
+d_stolen=$(stolen_ms)
 line=$(taskset -c 1 "$loadgen" --port "$delayq_port" --mode late --rate 1000 --delay 1 --seconds "$seconds" \
   --connections 2 --jitter on)
+d_stolen=$(( $(stolen_ms) - d_stolen ))
 echo "delayq late: $line" >&2
 d_p50=$(echo "$line" | field p50); d_p99=$(echo "$line" | field p99)
 kill "${pids[-1]}"; sleep 0.5
 cli flushall >/dev/null
 
 # --- BullMQ, then the poller: bench.js's put mode and late mode each. node_system PREFIX ADD LATE
-# sets PREFIX_rate, _cpu, _bytes, _p50 and _p99.
+# sets PREFIX_rate, _cpu, _bytes, _p50, _p99 and _stolen.
 node_system() {
-  local prefix=$1 add=$2 late=$3 line before_ticks before_bytes
+  local prefix=$1 add=$2 late=$3 line before_ticks before_bytes stolen
   before_ticks=$(cpu_ticks "$redis_pid"); before_bytes=$(used)
   line=$(taskset -c 1 node bench/bullmq/bench.js "$add" "$redis_port")
   echo "$add: $line" >&2
   printf -v "${prefix}_rate" %s "$(echo "$line" | field adds/s)"
   printf -v "${prefix}_cpu" %s "$(per_put $(( $(cpu_ticks "$redis_pid") - before_ticks )))"
   printf -v "${prefix}_bytes" %s $(( ($(used) - before_bytes) / 100000 ))
+  stolen=$(stolen_ms)
   line=$(taskset -c 1 node bench/bullmq/bench.js "$late" "$redis_port" "$seconds")
+  printf -v "${prefix}_stolen" %s $(( $(stolen_ms) - stolen ))
   echo "$late: $line" >&2
   printf -v "${prefix}_p50" %s "$(echo "$line" | field p50)"
   printf -v "${prefix}_p99" %s "$(echo "$line" | field p99)"
@@ -81,3 +85,4 @@ row "Redis CPU per put (us)" "$d_cpu" "$b_cpu" "$z_cpu"
 row "Redis bytes per pending job" "$d_bytes" "$b_bytes" "$z_bytes"
 row "lateness p50 (us)" "$d_p50" "$b_p50" "$z_p50"
 row "lateness p99 (us)" "$d_p99" "$b_p99" "$z_p99"
+echo "| CPU stolen during the lateness run (ms) | $d_stolen | $b_stolen | $z_stolen | | |"

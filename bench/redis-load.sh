@@ -42,13 +42,16 @@ field() { sed -E "s#.* $1=([0-9.]+).*#\1#"; }
 run() {  # NAME SEEDS [delayqd ARGS...]
   local name=$1 seeds=$2; shift 2
   start_delayqd "$seeds" "$name-late" "$@"
+  local stolen
+  stolen=$(stolen_ms)
   late=$("$loadgen" --port "$port" --mode late --rate 1000 --delay 1 --seconds "$seconds" \
     --connections 2 --jitter on)
+  stolen=$(( $(stolen_ms) - stolen ))
   echo "$name late: $late" >&2
   start_delayqd "$seeds" "$name-put" "$@"
   put=$("$loadgen" --port "$port" --mode put --connections 4 --depth 16 --seconds "$seconds")
   echo "$name put: $put" >&2
-  echo "| $name | $(echo "$late" | field p50) | $(echo "$late" | field p99) | $(echo "$put" | field ops/s) |"
+  echo "| $name | $(echo "$late" | field p50) | $(echo "$late" | field p99) | $stolen | $(echo "$put" | field ops/s) |"
 }
 
 # Memory, on a Redis of its own that holds nothing else: 100,000 jobs due in an hour.
@@ -65,8 +68,8 @@ after=$(used_memory "127.0.0.1:$memory_port")
 echo "Redis memory per pending job (100-byte body, 100,000 jobs): $(( (after - before) / 100000 )) bytes"
 echo
 
-echo "| set-up | lateness p50 (us) | p99 (us) | puts/s |"
-echo "|---|---:|---:|---:|"
+echo "| set-up | lateness p50 (us) | p99 (us) | CPU stolen meanwhile (ms) | puts/s |"
+echo "|---|---:|---:|---:|---:|"
 single_port=$(free_port)
 redis-server --port "$single_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
   --daemonize no >"$work/single.log" 2>&1 &
