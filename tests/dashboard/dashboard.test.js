@@ -211,6 +211,14 @@ async function main() {
     assert.deepEqual(orders.slice(0, 5).map((s) => s.trim()), ['orders', '3', '4', '0', '0']);
     const mail = await cells('mail');
     assert.deepEqual(mail.slice(0, 5).map((s) => s.trim()), ['mail', '2', '0', '0', '1']);
+    // A refresh changes a row's cells in place: the row is the element it was before.
+    await put('kept', { body: 'one' });
+    await page.waitForSelector('tr[data-tube="kept"] td:nth-child(2):text-is("1")');
+    await page.locator('tr[data-tube="kept"]').evaluate((row) => { row.dataset.marked = 'yes'; });
+    await put('kept', { body: 'two' });
+    await page.waitForSelector('tr[data-tube="kept"] td:nth-child(2):text-is("2")');
+    assert.equal(await page.locator('tr[data-tube="kept"]').getAttribute('data-marked'), 'yes',
+                 'the row was made again by the refresh');
     // Sorting by delayed, most first.
     await page.locator('th[data-key="delayed"]').click();
     const first = await page.locator('tbody tr').first().getAttribute('data-tube');

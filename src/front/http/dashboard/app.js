@@ -388,6 +388,32 @@ function tubesPage() {
   const filter = root.querySelector('[data-filter]');
   let sort = { key: 'name', descending: false };
   let tubes = [];
+  // Each tube's row, kept across refreshes: a refresh changes the text of the cells whose values
+  // changed and moves rows only when the order changed, so that a page of a thousand tubes stays
+  // cheap to refresh and a selection in it survives.
+  const rowsByName = new Map();
+  const rowOf = (name) => {
+    let row = rowsByName.get(name);
+    if (!row) {
+      const cells = Array.from({ length: 9 }, (_, i) => el('td', i < 6 || i === 8 ? { class: 'num' } : {}));
+      row = el('tr', { 'data-tube': name }, el('td', {}, el('a', { href: '#/tubes/' + enc(name), text: name })), ...cells);
+      row.cellsToFill = cells;
+      rowsByName.set(name, row);
+    }
+    return row;
+  };
+  const fill = (row, t) => {
+    const texts = [fmtCount(t.ready), fmtCount(t.delayed), fmtCount(t.reserved), fmtCount(t.buried),
+      fmtCount(t.urgent), fmtCount(t.waiting),
+      t.pause_left_ms > 0 ? fmtSpan(t.pause_left_ms) + ' left' : '–',
+      t.webhook_url ? t.webhook_url + webhookSummary(t.webhook_deliveries) : '–',
+      t.ready ? fmtSpan(t.oldest_ready_age_ms) : '–'];
+    texts.forEach((text, i) => {
+      const cell = row.cellsToFill[i];
+      if (cell.textContent !== text) cell.textContent = text;
+    });
+    return row;
+  };
   const draw = () => {
     const wanted = filter.value.trim().toLowerCase();
     const rows = tubes.filter((t) => t.name.toLowerCase().includes(wanted));
@@ -399,17 +425,12 @@ function tubesPage() {
     table.querySelectorAll('th').forEach((th) => {
       th.setAttribute('aria-sort', th.dataset.key === sort.key ? (sort.descending ? 'descending' : 'ascending') : 'none');
     });
-    table.tBodies[0].replaceChildren(...rows.map((t) => el('tr', { 'data-tube': t.name },
-      el('td', {}, el('a', { href: '#/tubes/' + enc(t.name), text: t.name })),
-      el('td', { class: 'num', text: fmtCount(t.ready) }),
-      el('td', { class: 'num', text: fmtCount(t.delayed) }),
-      el('td', { class: 'num', text: fmtCount(t.reserved) }),
-      el('td', { class: 'num', text: fmtCount(t.buried) }),
-      el('td', { class: 'num', text: fmtCount(t.urgent) }),
-      el('td', { class: 'num', text: fmtCount(t.waiting) }),
-      el('td', { text: t.pause_left_ms > 0 ? fmtSpan(t.pause_left_ms) + ' left' : '–' }),
-      el('td', { text: t.webhook_url ? t.webhook_url + webhookSummary(t.webhook_deliveries) : '–' }),
-      el('td', { class: 'num', text: t.ready ? fmtSpan(t.oldest_ready_age_ms) : '–' }))));
+    const body = table.tBodies[0];
+    const wantedRows = rows.map((t) => fill(rowOf(t.name), t));
+    const shown = body.children;
+    if (shown.length !== wantedRows.length || wantedRows.some((row, i) => shown[i] !== row)) {
+      body.replaceChildren(...wantedRows);
+    }
   };
   table.querySelectorAll('th').forEach((th) => th.addEventListener('click', () => {
     sort = { key: th.dataset.key, descending: sort.key === th.dataset.key ? !sort.descending : th.classList.contains('num') };
@@ -418,6 +439,8 @@ function tubesPage() {
   filter.addEventListener('input', draw);
   return async () => {
     tubes = (await api('/v1/tubes')).tubes;
+    const names = new Set(tubes.map((t) => t.name));
+    for (const name of rowsByName.keys()) if (!names.has(name)) rowsByName.delete(name);
     draw();
   };
 }
