@@ -113,10 +113,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (error) return on_read(error);
     if (parser_->is_header_done()) return on_header();
     const std::size_t room = server_.options().max_header_bytes + 1 - head_bytes_;
-    on_stream([this, room](auto& stream) {
+    // A connection that has sent nothing yet waits with a buffer of one byte: 10,000 idle ones
+    // cost no 4 KiB each. The first byte's arrival gives it the full buffer for the rest.
+    const std::size_t want = buffer_.capacity() == 0 ? 1 : std::min<std::size_t>(room, 4096);
+    on_stream([this, want](auto& stream) {
       stream.async_read_some(
-          buffer_.prepare(std::min<std::size_t>(room, 4096)),
-          [self = shared_from_this()](beast::error_code e, std::size_t n) {
+          buffer_.prepare(want), [self = shared_from_this()](beast::error_code e, std::size_t n) {
             if (self->closed_) return;
             self->buffer_.commit(n);
             if (e == boost::asio::error::eof || e == boost::asio::ssl::error::stream_truncated) {
