@@ -104,6 +104,7 @@ class Soak:
         self.busy = {}        # id -> operations under way on it
         self.unsure = set()   # ids whose last operation's outcome is unknown (server killed)
         self.deleted = []     # ids whose delete was acknowledged, in order
+        self.reserved = set()  # ids a worker has reserved
         self.checked_upto = 0  # deleted[:checked_upto] were checked after a restart
         self.failures = []
         self.counts = {k: 0 for k in ("put", "reserve", "delete", "release", "lapse",
@@ -153,7 +154,13 @@ class Soak:
             got = client.call("POST", "/v1/tubes/%s/jobs" % TUBE, job)
             if got and got[0] == 201:
                 with self.lock:
-                    self.jobs[got[1]["id"]] = {"due": got[1]["due_unix_ms"]}
+                    # A worker may have reserved it, even deleted it, before this answer was
+                    # read here (the replies to two connections leave in no set order): then
+                    # what it is now is settled by asking, after the next restart.
+                    if got[1]["id"] in self.reserved:
+                        self.unsure.add(got[1]["id"])
+                    else:
+                        self.jobs[got[1]["id"]] = {"due": got[1]["due_unix_ms"]}
                     self.counts["put"] += 1
                 self.note(got[1]["id"], "put acknowledged")
             elif got:
@@ -174,6 +181,7 @@ class Soak:
             self.note(job_id, "reserved")
             with self.lock:
                 self.counts["reserve"] += 1
+                self.reserved.add(job_id)
                 known = self.jobs.get(job_id)
                 quiet = self.busy.get(job_id, 0) == 0 and job_id not in self.unsure
             if job["due_unix_ms"] > arrived:
