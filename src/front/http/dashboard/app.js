@@ -390,7 +390,7 @@ function tubesPage() {
   let tubes = [];
   // Each tube's row, kept across refreshes: a refresh changes the text of the cells whose values
   // changed and moves rows only when the order changed, so that a page of a thousand tubes stays
-  // cheap to refresh and a selection in it survives.
+  // cheap to refresh.
   const rowsByName = new Map();
   const rowOf = (name) => {
     let row = rowsByName.get(name);
