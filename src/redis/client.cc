@@ -91,6 +91,11 @@ std::string join(std::string_view host, std::int64_t port) {
   return std::string(host) + ":" + std::to_string(port);
 }
 
+// Where a node's connection is kept (and the libraries sent on it).
+std::string connection_key(const std::string& address, bool second) {
+  return second ? address + " (second)" : address;
+}
+
 // The "host:port" of a MOVED or ASK reply ("MOVED 3999 127.0.0.1:6381"); a node that does not
 // know its own host name sends ":6381", meaning the host the reply came from.
 std::string redirection_target(std::string_view error, std::string_view replied_from) {
@@ -127,7 +132,8 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
         owner(kSlotCount, kNoNode),
         refresh_timer(executor) {}
 
-  std::shared_ptr<Connection> connection(const std::string& address);
+  // The connection to `address` (the second one: Request::second_connection).
+  std::shared_ptr<Connection> connection(const std::string& address, bool second = false);
   void dispatch(const CallPtr& call);
   void on_replies(const CallPtr& call, const std::string& address, std::vector<Outcome> outcomes);
   void redispatch_later(const CallPtr& call, Status problem);
@@ -165,14 +171,15 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   asio::steady_timer ping_timer{executor};
 };
 
-std::shared_ptr<Connection> Client::Impl::connection(const std::string& address) {
-  auto& slot = connections[address];
+std::shared_ptr<Connection> Client::Impl::connection(const std::string& address, bool second) {
+  const std::string key = connection_key(address, second);
+  auto& slot = connections[key];
   if (slot && !slot->broken()) return slot;
   if (slot) ++stats.reconnects;
   const auto parts = split_address(address);
   DELAYQ_CHECK(parts.has_value());
   slot = std::make_shared<Connection>(executor, parts->host, parts->port, options.connection);
-  libraries_sent.erase(address);
+  libraries_sent.erase(key);
   return slot;
 }
 
@@ -194,14 +201,15 @@ void Client::Impl::dispatch(const CallPtr& call) {
     }
     address = nodes[index];
   }
-  auto target = connection(address);
+  const bool second = call->request.second_connection;
+  auto target = connection(address, second);
   if (const Script* script = call->request.script; script != nullptr) {
     // A connection's first call of a library is preceded by its FUNCTION LOAD, without REPLACE:
     // a node that has the library answers "already exists" (one error reply per connection)
     // without compiling anything, and one that lacks it has it before the call runs. Without
     // this, the burst of calls a node sends when it starts each failed on a fresh Redis
     // (129 loads of 1.2 ms each and 130 failed FCALLs measured at one node's start).
-    auto& sent = libraries_sent[address];
+    auto& sent = libraries_sent[connection_key(address, second)];
     if (std::find(sent.begin(), sent.end(), script) == sent.end()) {
       sent.push_back(script);
       ++stats.library_loads_sent;
@@ -275,7 +283,8 @@ void Client::Impl::on_replies(const CallPtr& call, const std::string& address,
       // The node is a replica now (a failover, or a name that still points to the old
       // primary): drop the connection, so the next try reconnects, and ask who serves now.
       ++stats.read_only;
-      connection(address)->close(Status(Code::kIOError, address + " is read-only"));
+      connection(address, call->request.second_connection)
+          ->close(Status(Code::kIOError, address + " is read-only"));
     }
     if (code != "TRYAGAIN" && code != "LOADING") refresh(nullptr);
     redispatch_later(call, Status(Code::kIOError, address + " answered " + first.reply.str));
@@ -285,18 +294,18 @@ void Client::Impl::on_replies(const CallPtr& call, const std::string& address,
     ++stats.function_loads;
     auto self = shared_from_this();
     // REPLACE: another client may load the same library at the same moment.
-    connection(address)->send(
-        Command{"FUNCTION", "LOAD", "REPLACE", call->request.script->library()},
-        [self, call](Outcome loaded) {
-          if (self->closed) return;
-          if (!loaded.status.is_ok() || loaded.reply.is_error()) {
-            self->redispatch_later(call, loaded.status.is_ok()
-                                             ? Status(Code::kIOError, loaded.reply.str)
-                                             : loaded.status);
-            return;
-          }
-          self->dispatch(call);
-        });
+    connection(address, call->request.second_connection)
+        ->send(Command{"FUNCTION", "LOAD", "REPLACE", call->request.script->library()},
+               [self, call](Outcome loaded) {
+                 if (self->closed) return;
+                 if (!loaded.status.is_ok() || loaded.reply.is_error()) {
+                   self->redispatch_later(call, loaded.status.is_ok()
+                                                    ? Status(Code::kIOError, loaded.reply.str)
+                                                    : loaded.status);
+                   return;
+                 }
+                 self->dispatch(call);
+               });
     return;
   }
   std::vector<Reply> replies;

@@ -75,6 +75,9 @@ struct Request {
   std::uint16_t slot = 0;          // the slot its keys hash to (key_slot())
   std::vector<Command> commands;   // at least one; the first decides routing and retries
   const Script* script = nullptr;  // set when commands[0] is script->call(...)
+  // Sent on a second connection to the node: a command that blocks (WAIT) holds up only the
+  // requests sent the same way, not the others.
+  bool second_connection = false;
 };
 
 // How often the client met each redirection and retry, since it was made (tests and metrics).

@@ -497,6 +497,15 @@ class ScriptCluster {
   [[nodiscard]] std::string first_primary_address() const {
     return seeds_.substr(0, seeds_.find(','));
   }
+  // The PIDs of the replicas (the last three nodes the script started).
+  [[nodiscard]] std::vector<pid_t> replicas() const {
+    std::vector<pid_t> pids;
+    for (int i = 3; i < 6; ++i) {
+      const auto file = dir_ / ("node" + std::to_string(i)) / "redis.pid";
+      pids.push_back(static_cast<pid_t>(std::stol(read_line_of(file))));
+    }
+    return pids;
+  }
 
  private:
   int run(const std::string& action) {
@@ -558,6 +567,54 @@ TEST(RedisFailoverTest, AKilledPrimaryFailsOverAndNoAnsweredPutIsLost) {
   EXPECT_GT(last_inserted, start + 11s) << "no put was answered after the failover";
   std::printf("failover: %zu puts answered, %d failed, the slowest took %lld ms\n", inserted.size(),
               failed, static_cast<long long>(longest.count()));
+}
+
+// Replicas that stop answering (paused: still "online" to their primaries until the
+// replication timeout) hold up no reserve and no firing, and writes wait for them only until a
+// WAIT has seen none: a job due meanwhile fires on time, and puts are answered at once again.
+TEST(RedisReplicaTest, StoppedReplicasHoldUpNeitherFiringsNorPutsForLong) {
+  TempDir dir;
+  ScriptCluster cluster(dir.path() / "cluster");
+  ASSERT_EQ(cluster.start(), "");
+  auto server = node(dir, cluster.seeds(), "replicas");
+  ASSERT_EQ(server->start(), "");
+  Client producer(server->port());
+  Client worker(server->port());
+  ASSERT_EQ(worker.call("watch due\r\n"), "WATCHING 2\r\n");
+  ASSERT_EQ(producer.call("use due\r\n"), "USING due\r\n");
+  const auto sent = Clock::now();
+  const auto due = inserted_id(producer.call(put_command("due in 2 s", 0, 2)));
+  ASSERT_TRUE(due.has_value());
+  ASSERT_TRUE(worker.send("reserve-with-timeout 10\r\n"));
+  std::string got;
+  Clock::time_point got_at;
+  std::thread waiting([&] {
+    got = worker.reply(Millis{15000});
+    got_at = Clock::now();
+  });
+  // (No ASSERT until the thread is joined.)
+  EXPECT_EQ(producer.call("use other\r\n"), "USING other\r\n");
+  const std::vector<pid_t> replicas = cluster.replicas();
+  for (const pid_t pid : replicas) EXPECT_EQ(::kill(pid, SIGSTOP), 0);
+  // Puts, one at a time, for 4 s; then the job due meanwhile.
+  int slow = 0;
+  int puts = 0;
+  while (Clock::now() - sent < 4s) {
+    const auto before = Clock::now();
+    EXPECT_TRUE(inserted_id(producer.call(put_command("p", 0, 3600), Millis{15000})));
+    if (Clock::now() - before > 500ms) ++slow;
+    ++puts;
+  }
+  waiting.join();
+  const auto late = std::chrono::duration_cast<Millis>(got_at - sent - 2s);
+  for (const pid_t pid : replicas) ::kill(pid, SIGCONT);
+  EXPECT_EQ(got, job_reply("RESERVED", *due, "due in 2 s"));
+  std::printf("stopped replicas: %d puts, %d of them over 500 ms; the due job came %lld ms late\n",
+              puts, slow, static_cast<long long>(late.count()));
+  // The first write to each primary waits out its WAIT (1 s); the rest do not.
+  EXPECT_LE(slow, 3) << "puts kept waiting for the stopped replicas";
+  EXPECT_GT(puts, 50) << "puts kept waiting for the stopped replicas";
+  EXPECT_LT(late.count(), 900) << "the firing waited behind the writes' WAITs";
 }
 
 // Slots move from one primary to another (redis-cli --cluster reshard, which migrates keys in

@@ -13,6 +13,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <sstream>
 #include <tuple>
 #include <unordered_map>
 
@@ -36,6 +37,20 @@ std::int64_t to_int(std::string_view text, std::int64_t fallback = 0) {
   std::int64_t value = fallback;
   std::from_chars(text.data(), text.data() + text.size(), value);
   return value;
+}
+
+// The replicas that INFO replication shows online and acknowledging ("slaveK:...,state=online,
+// offset=...,lag=N": seconds since its last acknowledgement, sent every second): a paused or
+// unreachable replica stays online for Redis's repl-timeout (60 s), but its lag grows.
+int replicas_acknowledging(const std::string& info) {
+  int count = 0;
+  std::istringstream lines(info);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("slave", 0) != 0 || line.find("state=online") == std::string::npos) continue;
+    const auto lag = line.find("lag=");
+    if (lag != std::string::npos && to_int(line.substr(lag + 4)) <= 2) ++count;
+  }
+  return count;
 }
 
 // A time from jobs.lua: milliseconds, with their microseconds as a fraction.
@@ -313,6 +328,8 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   SteadyClock::time_point last_heartbeat = SteadyClock::now();  // the last one answered
   bool out_of_memory = false;  // the last heartbeat was refused: Redis is over its maxmemory
   std::map<std::string, int> replicas;  // primary -> replicas online
+  // primary -> until when writes do not WAIT for its replica (one did not answer in time)
+  std::map<std::string, SteadyClock::time_point> no_wait_until;
   asio::steady_timer replica_timer{io};
   // How many of this node's reserves wait, as last told to Redis (names.waiting), and whether a
   // report is due: reported 10 ms after a change, so that bursts cost one write.
@@ -350,11 +367,22 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
   request.commands.push_back(script.call(key_views, views, !grows));
   request.script = &script;
   const bool wait = write && options.wait_for_replica && replicated(slot);
-  if (wait)
+  if (wait) {
     request.commands.push_back(Command{"WAIT", "1", std::to_string(options.wait_timeout.count())});
-  client.run(std::move(request), [self = shared_from_this(), shard,
+    // Redis reads nothing more from a connection whose WAIT blocks: the calls that wait for a
+    // replica go on a connection of their own, so that a replica that stops answering holds up
+    // only them, not reserves, firings and leases.
+    request.second_connection = true;
+  }
+  client.run(std::move(request), [self = shared_from_this(), shard, slot,
                                   done = std::move(done)](Result<std::vector<Reply>> replies) {
     if (self->closed) return;
+    // A WAIT that saw no replica: no WAIT to that primary for the next 5 s (then one tries
+    // again), or every write behind it would wait out its second too.
+    if (replies.is_ok() && replies.value().size() > 1 &&
+        replies.value()[1].type == ReplyType::kInteger && replies.value()[1].integer == 0) {
+      self->no_wait_until[self->client.primary_of(slot)] = SteadyClock::now() + Millis{5000};
+    }
     if (!replies.is_ok()) {
       // The call may have run without its answer coming back: what it made ready here, this
       // node will not hear (it skips its own messages). Every tube's best in the shard is
@@ -437,8 +465,11 @@ void Core::flush_puts() {
 }
 
 bool Core::replicated(std::uint16_t slot) const {
-  const auto it = replicas.find(client.primary_of(slot));
-  return it != replicas.end() && it->second > 0;
+  const std::string primary = client.primary_of(slot);
+  const auto it = replicas.find(primary);
+  if (it == replicas.end() || it->second == 0) return false;
+  const auto off = no_wait_until.find(primary);
+  return off == no_wait_until.end() || off->second <= SteadyClock::now();
 }
 
 // INFO replication on every primary, every 5 s: "connected_slaves:N" and each
@@ -463,13 +494,7 @@ void Core::check_replicas(std::function<void()> done) {
                   [self, address = address, left, finished, again](Result<Reply> reply) {
                     if (self->closed) return;
                     int online = 0;
-                    if (reply.is_ok()) {
-                      const std::string& text = reply.value().str;
-                      for (std::size_t at = text.find("state=online"); at != std::string::npos;
-                           at = text.find("state=online", at + 1)) {
-                        ++online;
-                      }
-                    }
+                    if (reply.is_ok()) online = replicas_acknowledging(reply.value().str);
                     self->replicas[address] = online;
                     if (--*left > 0) return;
                     if (*finished) (*finished)();
@@ -857,12 +882,14 @@ void Core::heartbeat(bool over_memory) {
     }
     const std::size_t alive = std::max<std::size_t>(1, self->live.size());
     const std::size_t share = (self->shards + alive - 1) / alive;
-    // Renew what is held; a lease lost (fenced) stops its firing.
+    // Renew what is held; a lease lost (fenced) stops its firing. No WAIT: a renewal that a
+    // failover loses only ends the lease sooner (another node takes it, and fencing stops this
+    // one), and one held up behind a replica that stopped answering would lose it here.
     for (auto& [shard, own] : self->owned) {
       self->call(shard,
                  {"renew", self->node, std::to_string(self->options.lease.count()),
                   std::to_string(own.epoch)},
-                 true, [self, shard = shard](Result<Reply> renewed) {
+                 false, [self, shard = shard](Result<Reply> renewed) {
                    if (renewed.is_ok() && renewed.value().type == ReplyType::kArray &&
                        !renewed.value().elements.empty() &&
                        renewed.value().elements[0].str == "fenced") {
@@ -878,7 +905,7 @@ void Core::heartbeat(bool over_memory) {
       while (surplus-- > 0) {
         auto last = std::prev(self->owned.end());
         const std::uint32_t shard = last->first;
-        self->call(shard, {"resign", self->node}, true, [](Result<Reply>) {});
+        self->call(shard, {"resign", self->node}, false, [](Result<Reply>) {});
         self->owned.erase(last);
         self->ownership_changed(shard);
       }
