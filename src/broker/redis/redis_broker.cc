@@ -943,7 +943,10 @@ void Core::ownership_changed(std::uint32_t shard) {
 void Core::acquire(std::vector<std::uint32_t> candidates, std::size_t index, std::size_t want) {
   if (closed || resigned || want == 0 || index >= candidates.size()) return;
   const std::uint32_t shard = candidates[index];
-  call(shard, {"acquire", node, std::to_string(options.lease.count())}, true,
+  // No WAIT, as for renewals: a lease that a failover loses is taken again, and two owners of a
+  // shard fire nothing twice (the firing call moves each job once); waiting for a replica that
+  // stopped answering would hold up the firing of the shards still to be taken.
+  call(shard, {"acquire", node, std::to_string(options.lease.count())}, false,
        [self = shared_from_this(), candidates = std::move(candidates), index, want,
         shard](Result<Reply> reply) mutable {
          if (self->closed) return;
@@ -951,7 +954,7 @@ void Core::acquire(std::vector<std::uint32_t> candidates, std::size_t index, std
                             reply.value().elements.size() > 1 &&
                             reply.value().elements[0].str == "ok";
          if (self->resigned) {  // taken as the node closed: handed back at once
-           if (taken) self->call(shard, {"resign", self->node}, true, [](Result<Reply>) {});
+           if (taken) self->call(shard, {"resign", self->node}, false, [](Result<Reply>) {});
            return;
          }
          std::size_t still = want;
