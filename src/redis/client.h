@@ -2,13 +2,14 @@
 // slot and follows the cluster when it moves.
 // The topology (slot -> primary) comes from CLUSTER SLOTS, asked of a known node or a seed at
 // start, every refresh_period, and whenever a reply says the map is stale. A request is one or
-// more commands sent back to back on the node's one pipelined connection (a script, then a WAIT
-// on the same connection). Replies that ask the client to go elsewhere or come back later are
-// handled here and never reach the caller: MOVED (update the slot, resend at once), ASK (resend
-// once to the node named, after ASKING), TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN and READONLY
-// (wait 10 ms, doubling up to 320 ms, refresh the map, resend), a missing function (FUNCTION LOAD,
-// resend). A connection's first call of a script is preceded by the library's FUNCTION LOAD, so
-// that a fresh node has it before the call, not after the call fails.
+// more commands sent back to back on one pipelined connection to the node (a script, then a WAIT
+// on the same connection); a request may ask for the node's second connection, so that a command
+// that blocks there (WAIT) holds up no other request. Replies that ask the client to go elsewhere
+// or come back later are handled here and never reach the caller: MOVED (update the slot, resend at
+// once), ASK (resend once to the node named, after ASKING), TRYAGAIN, CLUSTERDOWN, LOADING,
+// MASTERDOWN and READONLY (wait 10 ms, doubling up to 320 ms, refresh the map, resend), a missing
+// function (FUNCTION LOAD, resend). A connection's first call of a script is preceded by the
+// library's FUNCTION LOAD, so that a fresh node has it before the call, not after the call fails.
 // A connection that breaks before a command was written is replaced and the command resent; one
 // that breaks after fails the request with kIOError: the command may have run. All of this ends
 // at the request's deadline (kTimedOut, saying what it last met). A single Redis without cluster
