@@ -335,16 +335,18 @@ void* TaskRecord::operator new(std::size_t size) {
 }
 
 void TaskRecord::operator delete(void* record, std::size_t size) noexcept {
-  if (kPooled && size <= 64 && caches_gone) {
-    GlobalPool<64>::instance().give_one(record);
-  } else if (kPooled && size <= 128 && caches_gone) {
-    GlobalPool<128>::instance().give_one(record);
-  } else if (kPooled && size <= 64) {
-    small_records.free(record);
-  } else if (kPooled && size <= 128) {
-    large_records.free(record);
-  } else {
+  if (!kPooled || size > 128) {
     ::operator delete(record, size);
+  } else if (caches_gone) {  // the shared pool takes it: this thread's caches are destroyed
+    if (size <= 64) {
+      GlobalPool<64>::instance().give_one(record);
+    } else {
+      GlobalPool<128>::instance().give_one(record);
+    }
+  } else if (size <= 64) {
+    small_records.free(record);
+  } else {
+    large_records.free(record);
   }
 }
 

@@ -242,17 +242,24 @@ TEST_F(HttpTest, AWebPageOfAnotherSiteIsRefused) {
             "HTTP/1.1 201 Created\r\n");
 }
 
+// The header lines of the answer being read on `raw`, after its status line, up to the blank
+// line that ends them.
+std::string read_header_lines(Client& raw) {
+  std::string headers;
+  for (std::string line = raw.read_line().value_or(""); line != "\r\n" && !line.empty();
+       line = raw.read_line().value_or("")) {
+    headers += line;
+  }
+  return headers;
+}
+
 // HEAD is GET without the body: what a load balancer's health check sends.
 TEST_F(HttpTest, HeadIsAGetWithoutItsBody) {
   Client raw(server_->http_port());
   raw.send("HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 200 OK\r\n");
-  std::string length;
-  for (std::string line = raw.read_line().value_or(""); line != "\r\n" && !line.empty();
-       line = raw.read_line().value_or("")) {
-    if (line.starts_with("Content-Length: ")) length = line.substr(16);
-  }
-  EXPECT_NE(length, "0\r\n");
+  const std::string headers = read_header_lines(raw);
+  EXPECT_EQ(headers.find("Content-Length: 0\r\n"), std::string::npos) << headers;
   // No body: the next line is the GET's answer.
   EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 200 OK\r\n");
 }
@@ -267,11 +274,7 @@ std::string long_poll_request() {
 // The answer on `raw` is a 503 that says when to retry.
 void expect_stopping_answer(Client& raw) {
   EXPECT_EQ(raw.read_line(Millis{5000}).value_or("<none>"), "HTTP/1.1 503 Service Unavailable\r\n");
-  std::string headers;
-  for (std::string line = raw.read_line().value_or(""); line != "\r\n" && !line.empty();
-       line = raw.read_line().value_or("")) {
-    headers += line;
-  }
+  const std::string headers = read_header_lines(raw);
   EXPECT_NE(headers.find("Retry-After: 1"), std::string::npos) << headers;
 }
 
@@ -299,9 +302,7 @@ TEST_F(HttpTest, ALongPollSentAsTheServerStopsIsAnswered) {
   // A first answer on it: the server has accepted the connection (HEAD: no body to read).
   raw.send("HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(raw.read_line(Millis{5000}).value_or("<none>"), "HTTP/1.1 200 OK\r\n");
-  for (std::string line = raw.read_line().value_or(""); line != "\r\n" && !line.empty();
-       line = raw.read_line().value_or("")) {
-  }
+  (void)read_header_lines(raw);
   ASSERT_TRUE(server_->signal(SIGTERM));
   std::this_thread::sleep_for(Millis{30});  // within the 200 ms the stopping server gives
   raw.send(long_poll_request());

@@ -518,12 +518,24 @@ class ScriptCluster {
   std::string seeds_;
 };
 
-TEST(RedisFailoverTest, AKilledPrimaryFailsOverAndNoAnsweredPutIsLost) {
+// A cluster of the test's own and one node on it, its keys under `prefix`; start() says what
+// failed ("" when both run).
+struct ClusterWithNode {
   TempDir dir;
-  ScriptCluster cluster(dir.path() / "cluster");
-  ASSERT_EQ(cluster.start(), "");
-  auto server = node(dir, cluster.seeds(), "failover");
-  ASSERT_EQ(server->start(), "");
+  ScriptCluster cluster{dir.path() / "cluster"};
+  std::unique_ptr<ServerProcess> server;
+  std::string start(const std::string& prefix) {
+    if (std::string failed = cluster.start(); !failed.empty()) return failed;
+    server = node(dir, cluster.seeds(), prefix);
+    return server->start();
+  }
+};
+
+TEST(RedisFailoverTest, AKilledPrimaryFailsOverAndNoAnsweredPutIsLost) {
+  ClusterWithNode own;
+  ASSERT_EQ(own.start("failover"), "");
+  ScriptCluster& cluster = own.cluster;
+  const auto& server = own.server;
   Client producer(server->port());
   std::vector<std::uint64_t> inserted;
   int failed = 0;
@@ -573,11 +585,10 @@ TEST(RedisFailoverTest, AKilledPrimaryFailsOverAndNoAnsweredPutIsLost) {
 // replication timeout) hold up no reserve and no firing, and writes wait for them only until a
 // WAIT has seen none: a job due meanwhile fires on time, and puts are answered at once again.
 TEST(RedisReplicaTest, StoppedReplicasHoldUpNeitherFiringsNorPutsForLong) {
-  TempDir dir;
-  ScriptCluster cluster(dir.path() / "cluster");
-  ASSERT_EQ(cluster.start(), "");
-  auto server = node(dir, cluster.seeds(), "replicas");
-  ASSERT_EQ(server->start(), "");
+  ClusterWithNode own;
+  ASSERT_EQ(own.start("replicas"), "");
+  ScriptCluster& cluster = own.cluster;
+  const auto& server = own.server;
   Client producer(server->port());
   Client worker(server->port());
   ASSERT_EQ(worker.call("watch due\r\n"), "WATCHING 2\r\n");
@@ -678,11 +689,10 @@ TEST(RedisReshardTest, JobsFlowWhileSlotsMigrate) {
 // The whole cluster stops and starts again from its AOF files under a running node: every job
 // is still there, and the delayed ones fire when due.
 TEST(RedisRestartTest, AWholeClusterRestartedFromItsAofLosesNoJob) {
-  TempDir dir;
-  ScriptCluster cluster(dir.path() / "cluster");
-  ASSERT_EQ(cluster.start(), "");
-  auto server = node(dir, cluster.seeds(), "restart");
-  ASSERT_EQ(server->start(), "");
+  ClusterWithNode own;
+  ASSERT_EQ(own.start("restart"), "");
+  ScriptCluster& cluster = own.cluster;
+  const auto& server = own.server;
   Client producer(server->port());
   std::set<std::uint64_t> put;
   for (int i = 0; i < 300; ++i) {

@@ -176,6 +176,20 @@ function confirmAction(message, input) {
   });
 }
 
+// An action the user confirms (and gives a value to, with `input`): its error stays on the
+// banner until read, and the page refreshes either way.
+async function runAction(message, input, run, refresh) {
+  const answer = await confirmAction(message, input);
+  if (answer === null) return;
+  try {
+    await run(answer);
+    showError(null, true);
+  } catch (error) {
+    showError(error, true);
+  }
+  refresh().catch(showError);
+}
+
 const charts = new Set();
 function makeChart(canvas, config) {
   config.options = Object.assign({ animation: false, responsive: true, maintainAspectRatio: false },
@@ -458,17 +472,7 @@ function tubePage(name) {
     state = tab.dataset.state;
     refresh().catch(showError);
   }));
-  const act = async (message, input, run) => {
-    const answer = await confirmAction(message, input);
-    if (answer === null) return;
-    try {
-      await run(answer);
-      showError(null, true);
-    } catch (error) {
-      showError(error, true);
-    }
-    refresh().catch(showError);
-  };
+  const act = (message, input, run) => runAction(message, input, run, refresh);
   root.querySelector('[data-action="kick"]').addEventListener('click', () =>
     act('Kick how many jobs of ' + name + ' (buried first, else delayed)?', '100', (bound) => {
       if (!/^[1-9][0-9]*$/.test(bound)) {
@@ -570,16 +574,7 @@ function jobsPage(params) {
   });
   // An action names the job shown when it was clicked, by its id: the page refreshes while the
   // dialog is open, and a key looked up may by then name another job.
-  const act = async (message, run) => {
-    if (!(await confirmAction(message))) return;
-    try {
-      await run();
-      showError(null, true);
-    } catch (error) {
-      showError(error, true);
-    }
-    refresh().catch(showError);
-  };
+  const act = (message, run) => runAction(message, undefined, run, refresh);
   const on = (action, handler) => root.querySelector('[data-action="' + action + '"]')
     .addEventListener('click', () => { if (job) handler(job, '/v1/jobs/' + job.id); });
   on('delete', (shown, path) =>
