@@ -21,7 +21,9 @@ if [ ! -e "$policy" ]; then
   $sudo chmod 755 "$policy"
   placed=1
 fi
-cleanup() { [ "$placed" -eq 1 ] && $sudo rm -f "$policy"; }
+# (An if, not `&&`: the trap's status becomes the script's, and a policy found in place, as in
+# many container images, must not fail an install that succeeded.)
+cleanup() { if [ "$placed" -eq 1 ]; then $sudo rm -f "$policy"; fi; }
 trap cleanup EXIT
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
