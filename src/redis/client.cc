@@ -125,6 +125,19 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     std::unique_ptr<asio::steady_timer> timer;
   };
   using CallPtr = std::shared_ptr<Call>;
+  // A request waiting for its WAIT's answer (Request::replicas).
+  struct AckWaiter {
+    int replicas = 0;
+    Millis timeout{0};
+    std::function<void(Outcome)> done;
+  };
+  // The WAITs of one connection: at most one in flight; the requests written after it wait for
+  // the next, which is sent when it comes back and covers them all.
+  struct Acks {
+    std::weak_ptr<Connection> connection;
+    bool in_flight = false;
+    std::vector<AckWaiter> next;
+  };
 
   Impl(asio::any_io_executor executor_in, ClientOptions options_in)
       : executor(std::move(executor_in)),
@@ -132,11 +145,15 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
         owner(kSlotCount, kNoNode),
         refresh_timer(executor) {}
 
-  // The connection to `address` (the second one: Request::second_connection).
+  // The connection to `address` (the second one: for requests that WAIT, Request::replicas).
   std::shared_ptr<Connection> connection(const std::string& address, bool second = false);
   void dispatch(const CallPtr& call);
   void on_replies(const CallPtr& call, const std::string& address, std::vector<Outcome> outcomes);
   void redispatch_later(const CallPtr& call, Status problem);
+  void await_replicas(const std::string& key, const std::shared_ptr<Connection>& target,
+                      AckWaiter waiter);
+  void send_wait(const std::shared_ptr<Acks>& state, const std::shared_ptr<Connection>& target,
+                 std::vector<AckWaiter> group);
   void finish(const CallPtr& call, Result<std::vector<Reply>> result);
 
   void refresh(std::function<void(Status)> done);
@@ -158,6 +175,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   // The libraries whose FUNCTION LOAD the connection to each address has been sent (a new
   // connection starts with none).
   std::unordered_map<std::string, std::vector<const Script*>> libraries_sent;
+  std::unordered_map<std::string, std::shared_ptr<Acks>> acks;  // by connection, as above
   bool refreshing = false;
   std::vector<std::function<void(Status)>> refresh_waiters;
   asio::steady_timer refresh_timer;
@@ -201,7 +219,8 @@ void Client::Impl::dispatch(const CallPtr& call) {
     }
     address = nodes[index];
   }
-  const bool second = call->request.second_connection;
+  // A request that WAITs goes on the second connection: a WAIT blocks the one it is read from.
+  const bool second = call->request.replicas > 0;
   auto target = connection(address, second);
   if (const Script* script = call->request.script; script != nullptr) {
     // A connection's first call of a library is preceded by its FUNCTION LOAD, without REPLACE:
@@ -217,18 +236,80 @@ void Client::Impl::dispatch(const CallPtr& call) {
     }
   }
   const auto count = call->request.commands.size();
-  auto outcomes = std::make_shared<std::vector<Outcome>>(count);
+  // The commands' outcomes, then the WAIT's if the request waits for replicas; the last to
+  // arrive completes the request.
+  auto outcomes = std::make_shared<std::vector<Outcome>>(count + (second ? 1 : 0));
+  auto left = std::make_shared<std::size_t>(outcomes->size());
   auto self = shared_from_this();
+  auto arrived = [self, call, address, outcomes, left](std::size_t i, Outcome outcome) {
+    (*outcomes)[i] = std::move(outcome);
+    if (--*left == 0) self->on_replies(call, address, std::move(*outcomes));
+  };
   for (std::size_t i = 0; i < count; ++i) {
     // ASKING lets the next command alone into a slot being imported.
     if (asking) target->send(Command{"ASKING"}, [](Outcome) {});
     target->send(call->request.commands[i],
-                 [self, call, address, outcomes, i, count](Outcome outcome) {
-                   (*outcomes)[i] = std::move(outcome);
-                   // Replies come in order: the last one completes the request.
-                   if (i + 1 == count) self->on_replies(call, address, std::move(*outcomes));
-                 });
+                 [arrived, i](Outcome outcome) { arrived(i, std::move(outcome)); });
   }
+  if (second) {
+    await_replicas(
+        connection_key(address, second), target,
+        AckWaiter{call->request.replicas, call->request.replica_timeout,
+                  [arrived, count](Outcome outcome) { arrived(count, std::move(outcome)); }});
+  }
+}
+
+// WAIT answers for the writes made on its connection before it, so one WAIT covers every request
+// written before it was sent. While one is in flight, the requests written meanwhile wait for the
+// next, sent when it comes back: one WAIT per round trip to the replicas, not one per request
+// (each of which would hold up the connection for the replicas' round trip).
+void Client::Impl::await_replicas(const std::string& key, const std::shared_ptr<Connection>& target,
+                                  AckWaiter waiter) {
+  auto& slot = acks[key];
+  if (!slot || slot->connection.lock() != target) {
+    // A new connection: a WAIT in flight on the old one answers its own (it failed with it).
+    slot = std::make_shared<Acks>();
+    slot->connection = target;
+  }
+  if (slot->in_flight) {
+    slot->next.push_back(std::move(waiter));
+    return;
+  }
+  std::vector<AckWaiter> group;
+  group.push_back(std::move(waiter));
+  send_wait(slot, target, std::move(group));
+}
+
+void Client::Impl::send_wait(const std::shared_ptr<Acks>& state,
+                             const std::shared_ptr<Connection>& target,
+                             std::vector<AckWaiter> group) {
+  int replicas = 0;
+  Millis timeout{0};
+  for (const auto& waiter : group) {
+    replicas = std::max(replicas, waiter.replicas);
+    timeout = std::max(timeout, waiter.timeout);
+  }
+  state->in_flight = true;
+  ++stats.waits;
+  target->send(Command{"WAIT", std::to_string(replicas), std::to_string(timeout.count())},
+               [self = shared_from_this(), state, target, group = std::move(group),
+                replicas](Outcome outcome) mutable {
+                 state->in_flight = false;
+                 auto next = std::exchange(state->next, {});
+                 for (auto& waiter : group) waiter.done(outcome);
+                 if (next.empty()) return;
+                 // Fewer replicas than asked within the timeout (a replica stopped answering), or
+                 // the connection broke: those written meanwhile get the same answer at once,
+                 // rather than each WAIT in turn holding up all behind it for its whole timeout.
+                 const bool short_of_replicas = !outcome.status.is_ok() ||
+                                                outcome.reply.type != ReplyType::kInteger ||
+                                                outcome.reply.integer < replicas;
+                 if (short_of_replicas || self->closed) {
+                   for (auto& waiter : next) waiter.done(outcome);
+                   return;
+                 }
+                 self->send_wait(state, target, std::move(next));
+               });
 }
 
 void Client::Impl::on_replies(const CallPtr& call, const std::string& address,
@@ -283,7 +364,7 @@ void Client::Impl::on_replies(const CallPtr& call, const std::string& address,
       // The node is a replica now (a failover, or a name that still points to the old
       // primary): drop the connection, so the next try reconnects, and ask who serves now.
       ++stats.read_only;
-      connection(address, call->request.second_connection)
+      connection(address, call->request.replicas > 0)
           ->close(Status(Code::kIOError, address + " is read-only"));
     }
     if (code != "TRYAGAIN" && code != "LOADING") refresh(nullptr);
@@ -294,7 +375,7 @@ void Client::Impl::on_replies(const CallPtr& call, const std::string& address,
     ++stats.function_loads;
     auto self = shared_from_this();
     // REPLACE: another client may load the same library at the same moment.
-    connection(address, call->request.second_connection)
+    connection(address, call->request.replicas > 0)
         ->send(Command{"FUNCTION", "LOAD", "REPLACE", call->request.script->library()},
                [self, call](Outcome loaded) {
                  if (self->closed) return;

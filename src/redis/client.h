@@ -2,20 +2,19 @@
 // slot and follows the cluster when it moves.
 // The topology (slot -> primary) comes from CLUSTER SLOTS, asked of a known node or a seed at
 // start, every refresh_period, and whenever a reply says the map is stale. A request is one or
-// more commands sent back to back on one pipelined connection to the node (a script, then a WAIT
-// on the same connection); a request may ask for the node's second connection, so that a command
-// that blocks there (WAIT) holds up no other request. Replies that ask the client to go elsewhere
-// or come back later are handled here and never reach the caller: MOVED (update the slot, resend at
-// once), ASK (resend once to the node named, after ASKING), TRYAGAIN, CLUSTERDOWN, LOADING,
-// MASTERDOWN and READONLY (wait 10 ms, doubling up to 320 ms, refresh the map, resend), a missing
-// function (FUNCTION LOAD, resend). A connection's first call of a script is preceded by the
-// library's FUNCTION LOAD, so that a fresh node has it before the call, not after the call fails.
-// A connection that breaks before a command was written is replaced and the command resent; one
-// that breaks after fails the request with kIOError: the command may have run. All of this ends
-// at the request's deadline (kTimedOut, saying what it last met). A single Redis without cluster
-// support serves every slot.
-// Threads: every call on the executor given; completions run there, never inside the call.
-// Destroying the client drops the requests under way without completing them.
+// more commands sent back to back on one pipelined connection to the node, optionally followed
+// by a WAIT for the node's replicas (Request::replicas), which requests share. Replies that ask the
+// client to go elsewhere or come back later are handled here and never reach the caller: MOVED
+// (update the slot, resend at once), ASK (resend once to the node named, after ASKING), TRYAGAIN,
+// CLUSTERDOWN, LOADING, MASTERDOWN and READONLY (wait 10 ms, doubling up to 320 ms, refresh the
+// map, resend), a missing function (FUNCTION LOAD, resend). A connection's first call of a script
+// is preceded by the library's FUNCTION LOAD, so that a fresh node has it before the call, not
+// after the call fails. A connection that breaks before a command was written is replaced and the
+// command resent; one that breaks after fails the request with kIOError: the command may have run.
+// All of this ends at the request's deadline (kTimedOut, saying what it last met). A single Redis
+// without cluster support serves every slot. Threads: every call on the executor given; completions
+// run there, never inside the call. Destroying the client drops the requests under way without
+// completing them.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -76,9 +75,15 @@ struct Request {
   std::uint16_t slot = 0;          // the slot its keys hash to (key_slot())
   std::vector<Command> commands;   // at least one; the first decides routing and retries
   const Script* script = nullptr;  // set when commands[0] is script->call(...)
-  // Sent on a second connection to the node: a command that blocks (WAIT) holds up only the
-  // requests sent the same way, not the others.
-  bool second_connection = false;
+  // When above 0: completes only once `replicas` replicas of the node have the commands, or
+  // `replica_timeout` has passed (WAIT replicas timeout), with WAIT's answer (how many did)
+  // after the commands' replies. Such requests go on a second connection to the node, since
+  // Redis reads nothing more from a connection whose WAIT blocks: the others are not held up.
+  // They share WAITs: one at a time per connection, covering every request written before it,
+  // and when one comes back short (fewer replicas in time: a replica stopped answering), the
+  // requests written after it are answered with it, not made to wait out a timeout each.
+  int replicas = 0;
+  Millis replica_timeout{1000};
 };
 
 // How often the client met each redirection and retry, since it was made (tests and metrics).
@@ -93,6 +98,7 @@ struct ClientStats {
   std::uint64_t library_loads_sent = 0;  // FUNCTION LOADs ahead of a connection's first call
   std::uint64_t reconnects = 0;          // connections replaced after they broke
   std::uint64_t refreshes = 0;           // topologies read
+  std::uint64_t waits = 0;               // WAITs sent (Request::replicas)
 };
 
 class Client {
@@ -110,8 +116,8 @@ class Client {
 
   // Runs the request's commands on the primary of its slot; completes with one reply each.
   // The first command's redirections and retries are handled as the header says, by sending
-  // the whole request again; later commands should be ones that cannot be redirected (WAIT),
-  // as their error replies come back as they are. A Redis error reply that is not a redirection
+  // the whole request again; later commands should be ones that cannot be redirected, as their
+  // error replies come back as they are. A Redis error reply that is not a redirection
   // is a reply, not a failure. Errors: kIOError (a connection broke after the request was sent:
   // it may have run), kTimedOut (the deadline passed).
   void run(Request request, Callback<std::vector<Reply>> done);

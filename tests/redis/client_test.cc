@@ -160,6 +160,94 @@ TEST_F(RedisClientTest, ASilentNodeFailsItsCommandsAfterTheReplyTimeout) {
   EXPECT_NE(result.status().message().find("may have run"), std::string::npos) << text(result);
 }
 
+// Requests that wait for a replica share WAITs: the first one written goes out at once, and
+// the 49 written while it is in flight are covered by one more. Each answer says the replica
+// has the write, and it does.
+TEST_F(RedisClientTest, RequestsThatWaitForAReplicaShareWaits) {
+  RedisServer primary(dir_.path() / "primary");
+  ASSERT_EQ(primary.start(), "");
+  RedisServer replica(dir_.path() / "replica",
+                      {"--replicaof", "127.0.0.1", std::to_string(primary.port())});
+  ASSERT_EQ(replica.start(), "");
+  Client client(io_.get_executor(), options(primary.address()));
+  ASSERT_TRUE(start(client).is_ok());
+  // The replica is in sync once a WAIT sees it.
+  std::optional<Result<std::vector<Reply>>> synced;
+  for (int tries = 0; tries < 50; ++tries) {
+    synced.reset();
+    Request request{key_slot("k"), {Command{"SET", "k", "0"}}};
+    request.replicas = 1;
+    client.run(std::move(request),
+               [&](Result<std::vector<Reply>> done) { synced.emplace(std::move(done)); });
+    run_until(synced);
+    if (synced && synced->is_ok() && synced->value().back().integer == 1) break;
+  }
+  ASSERT_TRUE(synced && synced->is_ok() && synced->value().back().integer == 1)
+      << "the replica never caught up";
+  const auto waits_before = client.stats().waits;
+
+  constexpr int kCount = 50;
+  std::vector<std::string> answers;
+  std::optional<bool> all;
+  for (int i = 0; i < kCount; ++i) {
+    Request request{key_slot("k"), {Command{"SET", "k" + std::to_string(i), "v"}}};
+    request.replicas = 1;
+    request.replica_timeout = 5000ms;
+    client.run(std::move(request), [&](Result<std::vector<Reply>> done) {
+      answers.push_back(done.is_ok() ? describe(done.value()[0]) + " " + describe(done.value()[1])
+                                     : done.status().to_string());
+      if (answers.size() == kCount) all = true;
+    });
+  }
+  run_until(all);
+  ASSERT_EQ(answers.size(), std::size_t{kCount});
+  for (const auto& answer : answers) EXPECT_EQ(answer, "OK (integer) 1");
+  EXPECT_EQ(client.stats().waits - waits_before, 2U);
+  for (int i = 0; i < kCount; ++i) {
+    EXPECT_EQ(describe(testing::call(replica.port(), Command{"GET", "k" + std::to_string(i)})),
+              "\"v\"");
+  }
+}
+
+// A replica that stops answering (paused) holds up the writes that wait for it for one WAIT's
+// timeout, not one each: the first WAIT comes back short (0 replicas), and the writes sent
+// behind it get its answer as soon as they have run. Requests that do not wait are not held up.
+TEST_F(RedisClientTest, AStoppedReplicaHoldsUpWritesForOneWaitNotOneEach) {
+  RedisServer primary(dir_.path() / "primary");
+  ASSERT_EQ(primary.start(), "");
+  RedisServer replica(dir_.path() / "replica",
+                      {"--replicaof", "127.0.0.1", std::to_string(primary.port())});
+  ASSERT_EQ(replica.start(), "");
+  Client client(io_.get_executor(), options(primary.address()));
+  ASSERT_TRUE(start(client).is_ok());
+  replica.pause();
+  constexpr int kCount = 20;
+  std::vector<std::string> answers;
+  std::optional<bool> all;
+  for (int i = 0; i < kCount; ++i) {
+    Request request{key_slot("k"), {Command{"INCR", "n"}}};
+    request.replicas = 1;
+    request.replica_timeout = 200ms;
+    client.run(std::move(request), [&](Result<std::vector<Reply>> done) {
+      answers.push_back(done.is_ok() ? describe(done.value()[1]) : done.status().to_string());
+      if (answers.size() == kCount) all = true;
+    });
+  }
+  // A request that does not wait, sent meanwhile on the other connection, is answered first.
+  std::optional<std::string> plain;
+  client.run(key_slot("other"), Command{"INCR", "other"},
+             [&](Result<Reply> done) { plain = text(done); });
+  run_until(plain);
+  EXPECT_EQ(plain, "(integer) 1");
+  EXPECT_TRUE(answers.empty());
+  run_until(all);
+  replica.resume();
+  ASSERT_EQ(answers.size(), std::size_t{kCount});
+  for (const auto& answer : answers) EXPECT_EQ(answer, "(integer) 0");
+  EXPECT_EQ(client.stats().waits, 1U);
+  EXPECT_EQ(describe(testing::call(primary.port(), Command{"GET", "n"})), "\"20\"");
+}
+
 // A server that is down: nothing was sent, so the client retries until the request's deadline.
 TEST_F(RedisClientTest, AServerThatIsDownTimesTheRequestOut) {
   RedisServer server(dir_.path() / "single");
@@ -469,8 +557,9 @@ TEST_F(RedisClusterTest, ClusterDownIsRetriedUntilTheSlotIsServed) {
   EXPECT_GE(client.stats().cluster_down, 1U);
 }
 
-// A script and a WAIT go to the slot's primary on one connection, the WAIT after the script.
-TEST_F(RedisClusterTest, AScriptAndAWaitRunOnTheSlotsPrimary) {
+// A script that waits for a replica runs on the slot's primary, and its WAIT's answer comes
+// after the script's.
+TEST_F(RedisClusterTest, AScriptThatWaitsForAReplicaRunsOnTheSlotsPrimary) {
   Client client(io_.get_executor(), options(cluster_.seeds()));
   ASSERT_TRUE(start(client).is_ok());
   const Script script(
@@ -478,9 +567,11 @@ TEST_F(RedisClusterTest, AScriptAndAWaitRunOnTheSlotsPrimary) {
       "return redis.call('GET', keys[1]) end");
   const std::string key = "{script}k";
   std::optional<Result<std::vector<Reply>>> result;
-  client.run(
-      Request{key_slot(key), {script.call({key}, {"x"}), Command{"WAIT", "0", "100"}}, &script},
-      [&](Result<std::vector<Reply>> done) { result.emplace(std::move(done)); });
+  Request request{key_slot(key), {script.call({key}, {"x"})}, &script};
+  request.replicas = 1;
+  request.replica_timeout = 100ms;
+  client.run(std::move(request),
+             [&](Result<std::vector<Reply>> done) { result.emplace(std::move(done)); });
   run_until(result);
   ASSERT_TRUE(result && result->is_ok());
   ASSERT_EQ(result->value().size(), 2U);

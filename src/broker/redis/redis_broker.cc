@@ -368,11 +368,10 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
   request.script = &script;
   const bool wait = write && options.wait_for_replica && replicated(slot);
   if (wait) {
-    request.commands.push_back(Command{"WAIT", "1", std::to_string(options.wait_timeout.count())});
-    // Redis reads nothing more from a connection whose WAIT blocks: the calls that wait for a
-    // replica go on a connection of their own, so that a replica that stops answering holds up
-    // only them, not reserves, firings and leases.
-    request.second_connection = true;
+    // On a connection of their own (the client's), so that a replica that stops answering
+    // holds up only the calls that wait for it, not reserves, firings and leases.
+    request.replicas = 1;
+    request.replica_timeout = options.wait_timeout;
   }
   client.run(std::move(request), [self = shared_from_this(), shard, slot,
                                   done = std::move(done)](Result<std::vector<Reply>> replies) {
