@@ -849,6 +849,21 @@ TEST(RedisOverdueTest, AShardNobodyFiresShowsAsOverdueUntilItIsFiredAgain) {
   EXPECT_EQ(after, 0.0);
 }
 
+// How many FCALLs of operation `op` (a quoted argument: "\"reserve\"") a MONITOR connection
+// shows within `window`. (Bounded by time, not by a pause in the stream: every owned shard is
+// fired at least once a second, which keeps the stream going.)
+int calls_seen(Client& monitor, std::string_view op, Millis window = Millis{1000}) {
+  int calls = 0;
+  for (const auto until = Clock::now() + window; Clock::now() < until;) {
+    const auto line = monitor.read_line(Millis{50});
+    if (line && line->find("\"FCALL\"") != std::string::npos &&
+        line->find(op) != std::string::npos) {
+      ++calls;
+    }
+  }
+  return calls;
+}
+
 // One delayqd node over a Redis of its own.
 class RedisWakeTest : public ::testing::Test {
  protected:
@@ -907,19 +922,54 @@ TEST_F(RedisWakeTest, AJobAtATimeCostsOneReserveCall) {
     std::this_thread::sleep_for(20ms);  // a message that would wake another arrives by now
   }
   std::this_thread::sleep_for(300ms);
-  int reserves = 0;
-  while (const auto line = monitor.read_line(Millis{200})) {
-    if (line->find("\"FCALL\"") != std::string::npos &&
-        line->find("\"reserve\"") != std::string::npos) {
-      ++reserves;
-    }
-  }
+  const int reserves = calls_seen(monitor, "\"reserve\"");
   // One each, with room for a resync's look (every 5 s, one per shard that may hold a job).
   EXPECT_GE(reserves, kJobs);
   EXPECT_LE(reserves, kJobs + 3) << "reserve calls for " << kJobs << " jobs, one at a time";
   // The longest waiting reserve goes first: the workers take turns.
   EXPECT_EQ(got[0], kJobs / 2);
   EXPECT_EQ(got[1], kJobs / 2);
+}
+
+// A job that falls due while a reserve waits on the node that fires its shard reaches that
+// reserve in the firing's own call: no reserve call at all (one each before), so one round
+// trip to Redis less between the due time and the worker.
+TEST_F(RedisWakeTest, AFiringHandsItsJobToAWaitingReserveInTheSameCall) {
+  Client producer(server_->port());
+  Client first(server_->port());
+  Client second(server_->port());
+  const std::array<Client*, 2> workers{&first, &second};
+  for (Client* worker : workers) ASSERT_TRUE(worker->send("reserve-with-timeout 20\r\n"));
+  std::this_thread::sleep_for(300ms);  // the first reserves look through every shard once
+
+  Client monitor(redis_.port());
+  ASSERT_EQ(monitor.call("MONITOR\r\n"), "+OK\r\n");
+  constexpr int kJobs = 10;
+  std::set<std::uint64_t> put;
+  for (int n = 0; n < kJobs; ++n) {
+    const auto id = inserted_id(producer.call("put 0 1 60 1\r\nd\r\n"));
+    ASSERT_TRUE(id.has_value());
+    put.insert(*id);
+    std::this_thread::sleep_for(100ms);  // due one at a time
+  }
+  std::set<std::uint64_t> got;
+  for (const auto give_up = Clock::now() + 10s; got.size() < kJobs && Clock::now() < give_up;) {
+    for (Client* worker : workers) {
+      const auto line = worker->read_line(Millis{20});
+      if (!line) continue;
+      ASSERT_EQ(line->rfind("RESERVED ", 0), 0U) << *line;
+      const auto id = std::stoull(line->substr(9));
+      (void)worker->read_line();  // the body
+      got.insert(id);
+      EXPECT_EQ(worker->call("delete " + std::to_string(id) + "\r\n"), "DELETED\r\n");
+      EXPECT_TRUE(worker->send("reserve-with-timeout 20\r\n"));
+    }
+  }
+  EXPECT_EQ(got, put);
+  std::this_thread::sleep_for(300ms);
+  const int reserves = calls_seen(monitor, "\"reserve\"");
+  // Room for a resync's look (every 5 s, one per shard that may hold a job).
+  EXPECT_LE(reserves, 2) << "reserve calls for " << kJobs << " jobs that fell due one at a time";
 }
 
 // A burst of ready jobs reaches every waiting reserve at once, each woken reserve waking others

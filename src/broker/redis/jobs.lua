@@ -424,23 +424,37 @@ local function heads(from, now)
   return out
 end
 
--- reserve holder bound tube... : the best ready job of the tubes in this shard that are not
--- paused, in the order nodes compare heads (head_of(): priority, age, id), unless bound (the best
--- the node knows of in the other shards; '' for none) comes before it: then {'worse', message,
--- heads}. The reply is reply()'s and a sixth element, the tubes' heads() after the reserve;
--- 'notfound' carries them third.
-ops.reserve = function()
+-- The best ready job (its member of r, and its head) of the tubes ARGV[from..to] that are not
+-- paused, in the order nodes compare heads (head_of(): priority, age, id); jobs this call made
+-- ready count too (they reach r at flush()).
+local function best_ready(from, to, now)
   local best, best_head
-  local now = now_ms()
-  for i = 4, #ARGV do
-    if tonumber(redis.call('HGET', P, ARGV[i]) or '0') <= now then
-      local member = first(R, ARGV[i], 1)[1]
+  for i = from, to do
+    local tube = ARGV[i]
+    if tonumber(redis.call('HGET', P, tube) or '0') <= now then
+      local member = first(R, tube, 1)[1]
+      local prefix = tube .. '\0'
+      for new in pairs(readies) do
+        if string.sub(new, 1, #prefix) == prefix and (not member or new < member) then
+          member = new
+        end
+      end
       if member then
-        local head = head_of(ARGV[i], member)
+        local head = head_of(tube, member)
         if not best or before(head, best_head) then best, best_head = member, head end
       end
     end
   end
+  return best, best_head
+end
+
+-- reserve holder bound tube... : the best ready job of the tubes in this shard (best_ready()),
+-- unless bound (the best the node knows of in the other shards; '' for none) comes before it:
+-- then {'worse', message, heads}. The reply is reply()'s and a sixth element, the tubes' heads()
+-- after the reserve; 'notfound' carries them third.
+ops.reserve = function()
+  local now = now_ms()
+  local best, best_head = best_ready(4, #ARGV, now)
   if not best then return {'notfound', 'no ready job', heads(4, now)} end
   if ARGV[3] ~= '' and before(ARGV[3], best_head) then
     return {'worse', 'a better job in another shard', heads(4, now)}
@@ -701,12 +715,16 @@ local function timer_of(j)
   return j.due
 end
 
--- fire epoch limit: as the shard's owner (the epoch must be the lease's), moves due delayed jobs
--- to ready and lapses reserved jobs past their TTR, at most `limit`; replies with how many, the
--- next timer to the microsecond (or -1) and the present, by Redis's clock: never early by the
--- only clock all nodes share. The set's scores are whole milliseconds, rounded up (a sorted set
--- of a few entries keeps whole numbers compactly, and compares them without parsing); a job in
--- the present millisecond moves only once its record's time has come.
+-- fire epoch limit [holder n tube1..tuben]...: as the shard's owner (the epoch must be the
+-- lease's), moves due delayed jobs to ready and lapses reserved jobs past their TTR, at most
+-- `limit`; replies with how many, the next timer to the microsecond (or -1) and the present, by
+-- Redis's clock: never early by the only clock all nodes share. The set's scores are whole
+-- milliseconds, rounded up (a sorted set of a few entries keeps whole numbers compactly, and
+-- compares them without parsing); a job in the present millisecond moves only once its record's
+-- time has come. Then each holder given (a reserve waiting on the caller, for n tubes) is handed
+-- the best ready job of its tubes, as a reserve would be: the reply's sixth element has
+-- reply() of each one's job, or false, in their order. So a job due for a waiting worker reaches
+-- it in one call, not a firing and then a reserve.
 ops.fire = function()
   if redis.call('GET', EPOCH) ~= ARGV[2] then return {'fenced', 'not the owner'} end
   local now = now_ms()
@@ -734,6 +752,19 @@ ops.fire = function()
       link(j, now)
     end
   end
+  local served = {}
+  local i = 4
+  while i + 1 <= #ARGV do
+    local holder, n = ARGV[i], tonumber(ARGV[i + 1])
+    local best = best_ready(i + 2, i + 1 + n, now)
+    served[#served + 1] = false
+    if best then
+      local j = load(id_of(best))
+      move(j, now, take(holder, now))
+      served[#served] = reply(j, now)
+    end
+    i = i + 2 + n
+  end
   -- (What fire changes in the timer set it removes at once: the head is what the call leaves.)
   local head = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
   local next = '-1'
@@ -741,7 +772,7 @@ ops.fire = function()
     local j = load(tonumber(head[1]))
     next = us(j and timer_of(j) or tonumber(head[2]))
   end
-  return {'ok', moved, next, us(now), late}
+  return {'ok', moved, next, us(now), late, served}
 end
 
 -- overdue: the shard's earliest timer (or -1) and the present, by Redis's clock. Any node may

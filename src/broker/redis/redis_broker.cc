@@ -283,6 +283,10 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void heartbeat(bool over_memory);
   void acquire(std::vector<std::uint32_t> candidates, std::size_t index, std::size_t want);
   void fire(std::uint32_t shard);
+  // The reserves a firing may hand jobs to (fire()), marked as trying.
+  std::vector<std::shared_ptr<Waiter>> handed_to_firing(std::vector<std::string>& args);
+  // After that firing: each waiter gets its job (`served`, a job reply or nil), or goes on.
+  void after_firing(const std::vector<std::shared_ptr<Waiter>>& handed, const Reply* served);
   void arm_fire(std::uint32_t shard, std::chrono::microseconds delay);
   void on_event(const std::string& payload);
   void resync();
@@ -980,9 +984,15 @@ void Core::fire(std::uint32_t shard) {
   }
   own.firing = true;
   own.again = false;
+  std::vector<std::string> args = {"fire", std::to_string(own.epoch),
+                                   std::to_string(options.fire_batch)};
+  auto handed = handed_to_firing(args);
   // No WAIT: a firing a failover loses is done again by the shard's owner, from the due time.
-  call(shard, {"fire", std::to_string(own.epoch), std::to_string(options.fire_batch)}, false,
-       [self = shared_from_this(), shard](Result<Reply> reply) {
+  call(shard, std::move(args), false,
+       [self = shared_from_this(), shard, handed = std::move(handed)](Result<Reply> reply) {
+         const bool served = reply.is_ok() && reply.value().elements.size() > 5 &&
+                             reply.value().elements[0].str == "ok";
+         self->after_firing(handed, served ? &reply.value().elements[5] : nullptr);
          auto found = self->owned.find(shard);
          if (found == self->owned.end()) return;
          Owned& mine = found->second;
@@ -1019,6 +1029,63 @@ void Core::fire(std::uint32_t shard) {
          }
          self->arm_fire(shard, delay);
        });
+}
+
+// A reserve waiting here for tubes of which no shard is known to hold a ready job would be woken
+// by what the firing makes ready, and then reserve it: one more round trip to Redis between
+// the due time and the worker. So the firing reserves for it, in the same call: the longest
+// waiting first, a few at a time (each costs the call a look at its tubes), and only while
+// nothing is known elsewhere, so that one never gets a worse job than another shard holds.
+std::vector<std::shared_ptr<Waiter>> Core::handed_to_firing(std::vector<std::string>& args) {
+  constexpr std::size_t kMostWaiters = 8;
+  constexpr std::size_t kMostLooked = 32;  // waiters looked at, handed or not
+  constexpr std::size_t kMostTubes = 8;
+  std::vector<std::shared_ptr<Waiter>> handed;
+  std::unordered_map<std::string, bool> empty;  // tube -> no shard known to hold a ready job
+  std::size_t looked = 0;
+  for (const auto& waiter : waiters) {
+    if (handed.size() == kMostWaiters || looked == kMostLooked) break;
+    if (waiter->finished || waiter->trying) continue;
+    ++looked;
+    const auto tubes = open_tubes(*waiter);
+    if (tubes.empty() || tubes.size() > kMostTubes) continue;
+    const bool nothing_known = std::all_of(tubes.begin(), tubes.end(), [&](const auto& tube) {
+      const auto [it, inserted] = empty.try_emplace(tube, false);
+      if (inserted) {
+        const Hint& h = hint(tube);
+        it->second = std::all_of(h.heads.begin(), h.heads.end(),
+                                 [](const Head& head) { return head.kind == Head::Kind::kNone; });
+      }
+      return it->second;
+    });
+    if (!nothing_known) continue;
+    waiter->trying = true;
+    waiter->again = false;
+    args.push_back(waiter->session->holder);
+    args.push_back(std::to_string(tubes.size()));
+    args.insert(args.end(), tubes.begin(), tubes.end());
+    handed.push_back(waiter);
+  }
+  return handed;
+}
+
+void Core::after_firing(const std::vector<std::shared_ptr<Waiter>>& handed, const Reply* served) {
+  for (std::size_t i = 0; i < handed.size(); ++i) {
+    const auto& waiter = handed[i];
+    waiter->trying = false;
+    const Reply* job =
+        served != nullptr && i < served->elements.size() ? &served->elements[i] : nullptr;
+    if (job != nullptr && job->type == ReplyType::kArray) {
+      // (A waiter that went away meanwhile: finish() undoes the reservation.)
+      finish(waiter, job_of(*job));
+    } else if (waiter->finished) {
+      pass_on(open_tubes(*waiter));
+    } else if (waiter->again) {
+      try_reserve(waiter);
+    } else {
+      give_up(waiter);
+    }
+  }
 }
 
 void Core::arm_fire(std::uint32_t shard, std::chrono::microseconds delay) {
