@@ -972,6 +972,32 @@ TEST_F(RedisWakeTest, AFiringHandsItsJobToAWaitingReserveInTheSameCall) {
   EXPECT_LE(reserves, 2) << "reserve calls for " << kJobs << " jobs that fell due one at a time";
 }
 
+// Reserves that must ask every shard (here before answering TIMED_OUT, so that a job put just
+// before through another node is not missed) share the rounds of calls: eight workers polling
+// an empty tube at once cost two rounds (the one under way when they come, which they do not
+// trust, and the next), not one each. (When Redis is out of reach, each round's calls retry until
+// their deadline: a round per waiting reserve held 200 MiB for 800 of them.)
+TEST_F(RedisWakeTest, ReservesThatAskEveryShardShareTheirRounds) {
+  constexpr int kWorkers = 8;
+  std::vector<std::unique_ptr<Client>> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.push_back(std::make_unique<Client>(server_->port()));
+    ASSERT_EQ(workers.back()->call("watch polled\r\n"), "WATCHING 2\r\n");
+    ASSERT_EQ(workers.back()->call("ignore default\r\n"), "WATCHING 1\r\n");
+  }
+  // The first reserve learns that no shard holds a job of the tube.
+  EXPECT_EQ(workers[0]->call("reserve-with-timeout 0\r\n"), "TIMED_OUT\r\n");
+  Client monitor(redis_.port());
+  ASSERT_EQ(monitor.call("MONITOR\r\n"), "+OK\r\n");
+  for (auto& worker : workers) ASSERT_TRUE(worker->send("reserve-with-timeout 0\r\n"));
+  for (auto& worker : workers) EXPECT_EQ(worker->reply(), "TIMED_OUT\r\n");
+  const int probes = calls_seen(monitor, "\"probe\"");
+  constexpr int kShards = 128;
+  EXPECT_GE(probes, kShards);
+  // Two rounds, and room for one look of the node's own (every 5 s, a round per waited tube).
+  EXPECT_LE(probes, 3 * kShards) << "probe calls for " << kWorkers << " polls at once";
+}
+
 // A burst of ready jobs reaches every waiting reserve at once, each woken reserve waking others
 // while the shard holds more: eight workers reserve once each, and eight jobs put in one write
 // reach all of them within 1.5 s. Without that, jobs would wait for the look a node takes by

@@ -269,6 +269,8 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void probe(const std::shared_ptr<Waiter>& waiter);
   void probe_shards(std::vector<std::string> tubes, std::vector<std::uint32_t> which,
                     std::function<void(bool)> done);
+  void send_probes(const std::string& key, std::vector<std::string> tubes,
+                   std::vector<std::uint32_t> which, std::vector<std::function<void(bool)>> dones);
   [[nodiscard]] std::vector<std::string> open_tubes(const Waiter& waiter) const;
   [[nodiscard]] std::vector<std::uint32_t> every_shard_number() const {
     std::vector<std::uint32_t> all(shards);
@@ -326,6 +328,8 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
 
   std::unordered_map<std::string, Hint> hints;
   std::list<std::shared_ptr<Waiter>> waiters;
+  // Probe rounds under way, by what they ask (the tubes and shards): who waits for the next.
+  std::unordered_map<std::string, std::vector<std::function<void(bool)>>> probing;
 
   std::map<std::uint32_t, Owned> owned;
   std::set<std::string> live;                                   // as of the last heartbeat
@@ -767,23 +771,49 @@ void Core::probe(const std::shared_ptr<Waiter>& waiter) {
 }
 
 // The shards `which` at once, in one round trip: the best ready job of each tube in each. Done
-// with whether any holds one.
+// with whether any holds one. One round at a time asks the same question: a caller that comes
+// while one is under way waits for the next, sent when it ends (not for the one under way, which
+// was sent before the caller came and might not see a job put just before). So a thousand
+// reserves waiting on a tube cost one round, not a thousand, when every shard must be asked:
+// while Redis is out of reach (each round's calls retry until their deadline) and when workers
+// poll with reserve-with-timeout 0 (each answer TIMED_OUT asks every shard first).
 void Core::probe_shards(std::vector<std::string> tubes, std::vector<std::uint32_t> which,
                         std::function<void(bool)> done) {
   if (which.empty() || tubes.empty()) return done(false);
+  std::string key;
+  for (const auto& tube : tubes) key += tube + '\0';
+  key += '|';
+  for (const std::uint32_t shard : which) key += std::to_string(shard) + ',';
+  if (const auto under_way = probing.find(key); under_way != probing.end()) {
+    under_way->second.push_back(std::move(done));
+    return;
+  }
+  std::vector<std::function<void(bool)>> dones;
+  dones.push_back(std::move(done));
+  send_probes(key, std::move(tubes), std::move(which), std::move(dones));
+}
+
+void Core::send_probes(const std::string& key, std::vector<std::string> tubes,
+                       std::vector<std::uint32_t> which,
+                       std::vector<std::function<void(bool)>> dones) {
+  probing[key];  // under way: who comes now waits for the next
   std::vector<std::string> args = {"probe"};
   args.insert(args.end(), tubes.begin(), tubes.end());
   struct Round {
+    std::string key;
     std::vector<std::string> tubes;
+    std::vector<std::uint32_t> which;
     std::size_t left = 0;
     bool found = false;
-    std::function<void(bool)> done;
+    std::vector<std::function<void(bool)>> dones;
   };
   auto round = std::make_shared<Round>();
+  round->key = key;
   round->tubes = std::move(tubes);
-  round->left = which.size();
-  round->done = std::move(done);
-  for (const std::uint32_t shard : which) {
+  round->which = std::move(which);
+  round->left = round->which.size();
+  round->dones = std::move(dones);
+  for (const std::uint32_t shard : round->which) {
     std::vector<std::uint32_t> generations;
     for (const auto& tube : round->tubes) generations.push_back(hint(tube).generation[shard]);
     call(shard, args, false,
@@ -796,7 +826,13 @@ void Core::probe_shards(std::vector<std::string> tubes, std::vector<std::uint32_
              if (self->hint(tube).heads[shard].kind != Head::Kind::kNone) round->found = true;
            }
            if (--round->left > 0) return;
-           round->done(round->found);
+           auto next = std::move(self->probing[round->key]);
+           self->probing.erase(round->key);
+           // The next round first: a caller that comes back from its answer waits for it.
+           if (!next.empty() && !self->closed) {
+             self->send_probes(round->key, round->tubes, round->which, std::move(next));
+           }
+           for (auto& done : round->dones) done(round->found);
          });
   }
 }
