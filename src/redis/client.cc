@@ -296,19 +296,21 @@ void Client::Impl::send_wait(const std::shared_ptr<Acks>& state,
                 replicas](Outcome outcome) mutable {
                  state->in_flight = false;
                  auto next = std::exchange(state->next, {});
-                 for (auto& waiter : group) waiter.done(outcome);
-                 if (next.empty()) return;
                  // Fewer replicas than asked within the timeout (a replica stopped answering), or
                  // the connection broke: those written meanwhile get the same answer at once,
                  // rather than each WAIT in turn holding up all behind it for its whole timeout.
+                 // Otherwise their WAIT goes now, before this one's requests complete: one sent
+                 // again from its completion (a redirection to the same node) waits for the
+                 // WAIT after it.
                  const bool short_of_replicas = !outcome.status.is_ok() ||
                                                 outcome.reply.type != ReplyType::kInteger ||
                                                 outcome.reply.integer < replicas;
-                 if (short_of_replicas || self->closed) {
-                   for (auto& waiter : next) waiter.done(outcome);
-                   return;
+                 if (!next.empty() && !short_of_replicas && !self->closed) {
+                   self->send_wait(state, target, std::move(next));
+                   next.clear();
                  }
-                 self->send_wait(state, target, std::move(next));
+                 for (auto& waiter : next) waiter.done(outcome);
+                 for (auto& waiter : group) waiter.done(outcome);
                });
 }
 

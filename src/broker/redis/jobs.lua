@@ -111,6 +111,8 @@ local seen     -- tube -> true, for SADD tubes
 local readied
 -- The node making the call (its last argument): its name in the message lets it skip its own.
 local caller
+-- Set by fire, whose caller arms its timer from the answer: flush() publishes no 't'.
+local quiet
 
 local function load(id)
   local field = fid(id)
@@ -187,7 +189,7 @@ local function flush()
     -- A timer earlier than every other of the shard: the owner must re-arm.
     local head = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
     in_chunks('ZADD', T, list)
-    if head[2] == nil or earliest < tonumber(head[2]) then
+    if not quiet and (head[2] == nil or earliest < tonumber(head[2])) then
       redis.call('PUBLISH', EVENTS, 't ' .. base .. ' ' .. string.format('%d', earliest))
     end
   end
@@ -425,19 +427,17 @@ local function heads(from, now)
 end
 
 -- The best ready job (its member of r, and its head) of the tubes ARGV[from..to] that are not
--- paused, in the order nodes compare heads (head_of(): priority, age, id); jobs this call made
--- ready count too (they reach r at flush()).
-local function best_ready(from, to, now)
+-- paused, in the order nodes compare heads (head_of(): priority, age, id). With `fresh` (tube ->
+-- members this call made ready, which reach r only at flush()), those count too while they are
+-- still ready.
+local function best_ready(from, to, now, fresh)
   local best, best_head
   for i = from, to do
     local tube = ARGV[i]
     if tonumber(redis.call('HGET', P, tube) or '0') <= now then
       local member = first(R, tube, 1)[1]
-      local prefix = tube .. '\0'
-      for new in pairs(readies) do
-        if string.sub(new, 1, #prefix) == prefix and (not member or new < member) then
-          member = new
-        end
+      for _, new in ipairs(fresh and fresh[tube] or {}) do
+        if readies[new] and (not member or new < member) then member = new end
       end
       if member then
         local head = head_of(tube, member)
@@ -753,26 +753,45 @@ ops.fire = function()
     end
   end
   local served = {}
+  local fresh = {}  -- tube -> the members made ready above
+  if #ARGV > 3 then
+    for member in pairs(readies) do
+      local tube = string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
+      fresh[tube] = fresh[tube] or {}
+      table.insert(fresh[tube], member)
+    end
+  end
   local i = 4
   while i + 1 <= #ARGV do
     local holder, n = ARGV[i], tonumber(ARGV[i + 1])
-    local best = best_ready(i + 2, i + 1 + n, now)
     served[#served + 1] = false
-    if best then
+    for _ = 1, 3 do
+      local best = best_ready(i + 2, i + 1 + n, now, fresh)
+      if not best then break end
       local j = load(id_of(best))
-      move(j, now, take(holder, now))
-      served[#served] = reply(j, now)
+      if j then
+        move(j, now, take(holder, now))
+        served[#served] = reply(j, now)
+        break
+      end
+      remove_ready(best) -- as read: a ready entry without its job
     end
     i = i + 2 + n
   end
-  -- (What fire changes in the timer set it removes at once: the head is what the call leaves.)
+  -- The next timer: the set's head once what fire took out is gone, or one this call added (a
+  -- reservation's TTR), which reaches the set at flush(). The owner arms from this answer, so
+  -- flush() publishes no 't' for it.
   local head = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
-  local next = '-1'
+  local next_at
   if head[1] then
     local j = load(tonumber(head[1]))
-    next = us(j and timer_of(j) or tonumber(head[2]))
+    next_at = j and timer_of(j) or tonumber(head[2])
   end
-  return {'ok', moved, next, us(now), late, served}
+  for _, at in pairs(timers) do
+    if not next_at or at < next_at then next_at = at end
+  end
+  quiet = true
+  return {'ok', moved, next_at and us(next_at) or '-1', us(now), late, served}
 end
 
 -- overdue: the shard's earliest timer (or -1) and the present, by Redis's clock. Any node may
@@ -821,7 +840,7 @@ local function run(keys, args)
   EVENTS = string.match(base, '^[^:]*') .. ':events'
   SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH = keys[1], keys[2], keys[3], keys[4],
     keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12], keys[13], keys[14]
-  clock, clock_ms = nil, nil
+  clock, clock_ms, quiet = nil, nil, false
   readied, records, timers, readies, counters, seen, names = {}, {}, {}, {}, {}, {}, {}
   local handler = ops[args[1]]
   if not handler then

@@ -182,6 +182,7 @@ struct Waiter {
   std::uint32_t misses = 0;  // shards this try found with no job as good as the node thought
   bool rescanned = false;    // asked every shard before answering DEADLINE_SOON or TIMED_OUT
   bool finished = false;
+  bool handed = false;  // carried by a firing under way (fire()): still waiting, as clients see
 };
 
 // A tube's best ready job in each shard, as the node knows it (a reserve tries the shard with
@@ -200,6 +201,9 @@ struct Owned {
   std::unique_ptr<asio::steady_timer> timer;
   bool firing = false;
   bool again = false;
+  // The last firing's answer was lost: the next hands no waiter a job (one it may have
+  // reserved for them is theirs until its TTR lapses, and must not happen over and over).
+  bool failed = false;
 };
 
 struct TubeUse {
@@ -726,8 +730,9 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
 }
 
 std::size_t Core::waiting_here() const {
-  return static_cast<std::size_t>(std::count_if(
-      waiters.begin(), waiters.end(), [](const auto& w) { return !w->finished && !w->trying; }));
+  return static_cast<std::size_t>(std::count_if(waiters.begin(), waiters.end(), [](const auto& w) {
+    return !w->finished && (!w->trying || w->handed);
+  }));
 }
 
 void Core::report_waiting() {
@@ -826,13 +831,19 @@ void Core::send_probes(const std::string& key, std::vector<std::string> tubes,
              if (self->hint(tube).heads[shard].kind != Head::Kind::kNone) round->found = true;
            }
            if (--round->left > 0) return;
-           auto next = std::move(self->probing[round->key]);
+           // The callers that came meanwhile, and those that ask again from this round's
+           // answers (still counted as waiting, so they join), go in the next round, sent after
+           // all of them came.
+           auto& waiting = self->probing[round->key];
+           auto next = std::exchange(waiting, {});
+           for (auto& done : round->dones) done(round->found);
+           auto& again = self->probing[round->key];
+           next.insert(next.end(), std::make_move_iterator(again.begin()),
+                       std::make_move_iterator(again.end()));
            self->probing.erase(round->key);
-           // The next round first: a caller that comes back from its answer waits for it.
            if (!next.empty() && !self->closed) {
              self->send_probes(round->key, round->tubes, round->which, std::move(next));
            }
-           for (auto& done : round->dones) done(round->found);
          });
   }
 }
@@ -1022,7 +1033,8 @@ void Core::fire(std::uint32_t shard) {
   own.again = false;
   std::vector<std::string> args = {"fire", std::to_string(own.epoch),
                                    std::to_string(options.fire_batch)};
-  auto handed = handed_to_firing(args);
+  std::vector<std::shared_ptr<Waiter>> handed;
+  if (!own.failed) handed = handed_to_firing(args);
   // No WAIT: a firing a failover loses is done again by the shard's owner, from the due time.
   call(shard, std::move(args), false,
        [self = shared_from_this(), shard, handed = std::move(handed)](Result<Reply> reply) {
@@ -1033,6 +1045,7 @@ void Core::fire(std::uint32_t shard) {
          if (found == self->owned.end()) return;
          Owned& mine = found->second;
          mine.firing = false;
+         mine.failed = !reply.is_ok();
          if (reply.is_ok() && !reply.value().elements.empty() &&
              reply.value().elements[0].str == "fenced") {
            spdlog::warn("shard {}: fenced off: another node owns it", shard);
@@ -1096,6 +1109,7 @@ std::vector<std::shared_ptr<Waiter>> Core::handed_to_firing(std::vector<std::str
     });
     if (!nothing_known) continue;
     waiter->trying = true;
+    waiter->handed = true;
     waiter->again = false;
     args.push_back(waiter->session->holder);
     args.push_back(std::to_string(tubes.size()));
@@ -1109,6 +1123,7 @@ void Core::after_firing(const std::vector<std::shared_ptr<Waiter>>& handed, cons
   for (std::size_t i = 0; i < handed.size(); ++i) {
     const auto& waiter = handed[i];
     waiter->trying = false;
+    waiter->handed = false;
     const Reply* job =
         served != nullptr && i < served->elements.size() ? &served->elements[i] : nullptr;
     if (job != nullptr && job->type == ReplyType::kArray) {
@@ -1116,10 +1131,10 @@ void Core::after_firing(const std::vector<std::shared_ptr<Waiter>>& handed, cons
       finish(waiter, job_of(*job));
     } else if (waiter->finished) {
       pass_on(open_tubes(*waiter));
-    } else if (waiter->again) {
-      try_reserve(waiter);
     } else {
-      give_up(waiter);
+      // What the node knows may have changed during the call: a try (which costs no call when
+      // no shard is known to hold a job of its tubes) goes by it, and waits again if need be.
+      try_reserve(waiter);
     }
   }
 }
