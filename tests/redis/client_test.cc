@@ -9,6 +9,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <random>
 
@@ -160,16 +161,25 @@ TEST_F(RedisClientTest, ASilentNodeFailsItsCommandsAfterTheReplyTimeout) {
   EXPECT_NE(result.status().message().find("may have run"), std::string::npos) << text(result);
 }
 
+// A single Redis and its replica.
+class RedisReplicatedTest : public RedisClientTest {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(primary_.start(), "");
+    replica_ = std::make_unique<RedisServer>(
+        dir_.path() / "replica",
+        std::vector<std::string>{"--replicaof", "127.0.0.1", std::to_string(primary_.port())});
+    ASSERT_EQ(replica_->start(), "");
+  }
+  RedisServer primary_{dir_.path() / "primary"};
+  std::unique_ptr<RedisServer> replica_;
+};
+
 // Requests that wait for a replica share WAITs: the first one written goes out at once, and
 // the 49 written while it is in flight are covered by one more. Each answer says the replica
 // has the write, and it does.
-TEST_F(RedisClientTest, RequestsThatWaitForAReplicaShareWaits) {
-  RedisServer primary(dir_.path() / "primary");
-  ASSERT_EQ(primary.start(), "");
-  RedisServer replica(dir_.path() / "replica",
-                      {"--replicaof", "127.0.0.1", std::to_string(primary.port())});
-  ASSERT_EQ(replica.start(), "");
-  Client client(io_.get_executor(), options(primary.address()));
+TEST_F(RedisReplicatedTest, RequestsThatWaitForAReplicaShareWaits) {
+  Client client(io_.get_executor(), options(primary_.address()));
   ASSERT_TRUE(start(client).is_ok());
   // The replica is in sync once a WAIT sees it.
   std::optional<Result<std::vector<Reply>>> synced;
@@ -204,7 +214,7 @@ TEST_F(RedisClientTest, RequestsThatWaitForAReplicaShareWaits) {
   for (const auto& answer : answers) EXPECT_EQ(answer, "OK (integer) 1");
   EXPECT_EQ(client.stats().waits - waits_before, 2U);
   for (int i = 0; i < kCount; ++i) {
-    EXPECT_EQ(describe(testing::call(replica.port(), Command{"GET", "k" + std::to_string(i)})),
+    EXPECT_EQ(describe(testing::call(replica_->port(), Command{"GET", "k" + std::to_string(i)})),
               "\"v\"");
   }
 }
@@ -212,15 +222,10 @@ TEST_F(RedisClientTest, RequestsThatWaitForAReplicaShareWaits) {
 // A replica that stops answering (paused) holds up the writes that wait for it for one WAIT's
 // timeout, not one each: the first WAIT comes back short (0 replicas), and the writes sent
 // behind it get its answer as soon as they have run. Requests that do not wait are not held up.
-TEST_F(RedisClientTest, AStoppedReplicaHoldsUpWritesForOneWaitNotOneEach) {
-  RedisServer primary(dir_.path() / "primary");
-  ASSERT_EQ(primary.start(), "");
-  RedisServer replica(dir_.path() / "replica",
-                      {"--replicaof", "127.0.0.1", std::to_string(primary.port())});
-  ASSERT_EQ(replica.start(), "");
-  Client client(io_.get_executor(), options(primary.address()));
+TEST_F(RedisReplicatedTest, AStoppedReplicaHoldsUpWritesForOneWaitNotOneEach) {
+  Client client(io_.get_executor(), options(primary_.address()));
   ASSERT_TRUE(start(client).is_ok());
-  replica.pause();
+  replica_->pause();
   constexpr int kCount = 20;
   std::vector<std::string> answers;
   std::optional<bool> all;
@@ -241,11 +246,11 @@ TEST_F(RedisClientTest, AStoppedReplicaHoldsUpWritesForOneWaitNotOneEach) {
   EXPECT_EQ(plain, "(integer) 1");
   EXPECT_TRUE(answers.empty());
   run_until(all);
-  replica.resume();
+  replica_->resume();
   ASSERT_EQ(answers.size(), std::size_t{kCount});
   for (const auto& answer : answers) EXPECT_EQ(answer, "(integer) 0");
   EXPECT_EQ(client.stats().waits, 1U);
-  EXPECT_EQ(describe(testing::call(primary.port(), Command{"GET", "n"})), "\"20\"");
+  EXPECT_EQ(describe(testing::call(primary_.port(), Command{"GET", "n"})), "\"20\"");
 }
 
 // A server that is down: nothing was sent, so the client retries until the request's deadline.
