@@ -142,6 +142,29 @@ struct SessionState {
     std::uint32_t reserves = 0;
   };
   std::map<JobId, Held> held;
+  // This session's puts, numbered as made (1, 2, ...); those Redis has not answered yet; and
+  // what waits until every put up to a number has been answered (HTTP shares one session among
+  // all requests: a reserve waits only for the puts made before it, never for later ones).
+  std::uint64_t puts_made = 0;
+  std::set<std::uint64_t> puts_open;
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> after_puts;
+  [[nodiscard]] bool puts_open_up_to(std::uint64_t mark) const {
+    return !puts_open.empty() && *puts_open.begin() <= mark;
+  }
+  std::uint64_t put_made() {
+    puts_open.insert(++puts_made);
+    return puts_made;
+  }
+  void put_done(std::uint64_t number) {
+    puts_open.erase(number);
+    std::vector<std::function<void()>> ready;
+    std::erase_if(after_puts, [&](auto& entry) {
+      if (puts_open_up_to(entry.first)) return false;
+      ready.push_back(std::move(entry.second));
+      return true;
+    });
+    for (auto& action : ready) action();
+  }
 
   // When the first held job enters its last second (nullopt: none will).
   [[nodiscard]] std::optional<SteadyClock::time_point> soon_at() const {
@@ -183,6 +206,7 @@ struct Waiter {
   bool rescanned = false;    // asked every shard before answering DEADLINE_SOON or TIMED_OUT
   bool finished = false;
   bool handed = false;  // carried by a firing under way (fire()): still waiting, as clients see
+  std::uint64_t puts_before = 0;  // the session's puts made before this reserve (SessionState)
 };
 
 // A tube's best ready job in each shard, as the node knows it (a reserve tries the shard with
@@ -754,6 +778,17 @@ void Core::report_waiting() {
 void Core::give_up(const std::shared_ptr<Waiter>& waiter) {
   const bool soon = waiter->watch_list && waiter->session->deadline_soon();
   const bool expired = waiter->deadline && *waiter->deadline <= SteadyClock::now();
+  if ((soon || expired) && waiter->session->puts_open_up_to(waiter->puts_before)) {
+    // A reserve sees the jobs its connection put before it, as beanstalkd runs a connection's
+    // commands in order: it answers only once they are in Redis (their calls go on another
+    // connection, and may reach Redis after this reserve's look).
+    waiter->session->after_puts.emplace_back(waiter->puts_before,
+                                             [self = shared_from_this(), waiter] {
+                                               if (!waiter->finished && !waiter->trying)
+                                                 self->give_up(waiter);
+                                             });
+    return;
+  }
   if ((soon || expired) && !waiter->rescanned) {
     // About to answer DEADLINE_SOON or TIMED_OUT: a job put through another node may not have
     // been announced here yet, so ask every shard once first (in one round trip, and only on
@@ -1647,13 +1682,16 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
   const bool attached = !attachment.empty();
   std::string tail = new_record_tail(static_cast<std::uint32_t>(ttr), tube, request.key,
                                      request.group, request.body);
+  const std::uint64_t number = state_->put_made();
   core_->queue_put(
       shard,
       {tube, std::to_string(request.priority), std::to_string(request.due.ms),
        request.due.absolute ? "1" : "0", request.replace ? "1" : "0", request.key, request.group,
        std::move(attachment), std::move(tail)},
-      [state = state_, tube, priority = request.priority, due = request.due, ttr, key = request.key,
-       group = request.group, attached, done = std::move(done)](Result<Reply> reply) {
+      [state = state_, number, tube, priority = request.priority, due = request.due, ttr,
+       key = request.key, group = request.group, attached,
+       done = std::move(done)](Result<Reply> reply) {
+        state->put_done(number);
         if (!state->alive) return;
         if (!reply.is_ok()) return done(reply.status());
         if (Status s = status_of(reply.value()); !s.is_ok()) return done(s);
@@ -1690,6 +1728,7 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
 std::uint64_t RedisSession::reserve(broker::ReserveRequest request, Callback<broker::Job> done) {
   auto waiter = std::make_shared<Waiter>();
   waiter->session = state_;
+  waiter->puts_before = state_->puts_made;
   waiter->watch_list = request.tubes.empty();
   waiter->tubes = waiter->watch_list ? watched_ : request.tubes;
   for (const auto& tube : waiter->tubes) {
