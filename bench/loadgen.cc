@@ -10,9 +10,10 @@
 //          out after its due time, and fails if one comes out early. --jitter on spaces the puts
 //          by a random 0.5 to 1.5 periods instead of exactly one, so that they fall at every
 //          moment of the server's millisecond rather than at one phase of it for a whole run.
+//          --worker-port puts the workers on another server (another node over the same Redis).
 // Usage: loadgen --port P [--host 127.0.0.1] [--mode put|drain|work|late] [--connections 4]
 //                [--seconds 5] [--depth 16] [--bytes 100] [--delay 0] [--count 0] [--rate 1000]
-//                [--jitter on]
+//                [--jitter on] [--worker-port P]
 // Prints one line: mode, operations/s and latency percentiles in microseconds.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -39,6 +40,7 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   std::string host = "127.0.0.1";
   int port = 0;
+  int worker_port = 0;  // late: the workers' server (0: --port)
   std::string mode = "put";
   int connections = 4;
   double seconds = 5;
@@ -64,6 +66,8 @@ Options parse(int argc, char** argv) {
       o.host = value;
     else if (flag == "--port")
       o.port = std::stoi(value);
+    else if (flag == "--worker-port")
+      o.worker_port = std::stoi(value);
     else if (flag == "--mode")
       o.mode = value;
     else if (flag == "--connections")
@@ -86,6 +90,7 @@ Options parse(int argc, char** argv) {
       die("unknown flag " + flag);
   }
   if (o.port <= 0 || o.connections < 1 || o.depth < 1 || o.seconds <= 0) die("bad options");
+  if (o.worker_port == 0) o.worker_port = o.port;
   return o;
 }
 
@@ -299,7 +304,7 @@ void run_late_producer(const Options& o, Clock::time_point end, Sent& sent, std:
 
 // A worker of `late`: lateness = reserve time - (put sent + delay); early is a failure.
 void run_late_worker(const Options& o, Clock::time_point end, Sent& sent, Results& results) {
-  Connection c(o.host, o.port);
+  Connection c(o.host, o.worker_port);
   c.send("watch loadgen-late\r\n");
   c.line();
   c.send("ignore default\r\n");

@@ -4,6 +4,9 @@
 #   single   one Redis, no cluster, no replica, no AOF
 #   cluster  3 primaries with a replica each, AOF everysec (scripts/redis-cluster.sh), WAIT on
 #   nowait   the same cluster, --redis-wait off
+#   cross    the same cluster, WAIT on, two nodes: the producer on one, the workers on the other
+#            (lateness only: half the shards are the other node's, whose jobs reach the workers'
+#            node as a message over the cluster bus)
 # For each: fire lateness of 1 s delays at 1,000 jobs/s (2 workers), the put rate (4 connections,
 # 16 in flight each), and Redis's memory per pending job (100,000 jobs, 100-byte bodies, due in an
 # hour): used_memory over every primary, before and after, divided by the jobs.
@@ -31,10 +34,11 @@ used_memory() {  # the sum over the primaries of SEEDS
 start_delayqd() {  # SEEDS PREFIX [ARGS...] -> port in $port
   local seeds=$1 prefix=$2; shift 2
   port=$(free_port)
+  local log="$work/delayqd-$prefix-${#pids[@]}"
   "$delayqd" --redis "$seeds" --redis-prefix "$prefix" -p "$port" --http off "$@" \
-    >"$work/delayqd-$prefix.out" 2>"$work/delayqd-$prefix.err" &
+    >"$log.out" 2>"$log.err" &
   pids+=($!)
-  for _ in $(seq 100); do grep -q listening "$work/delayqd-$prefix.out" 2>/dev/null && break; sleep 0.1; done
+  for _ in $(seq 100); do grep -q listening "$log.out" 2>/dev/null && break; sleep 0.1; done
   sleep 1  # leases
 }
 field() { sed -E "s#.* $1=([0-9.]+).*#\1#"; }
@@ -79,3 +83,12 @@ run single "127.0.0.1:$single_port"
 seeds=$(scripts/redis-cluster.sh start "$work/cluster" 3 1)
 run cluster "$seeds"
 run nowait "$seeds" --redis-wait off
+start_delayqd "$seeds" cross-late
+producer_port=$port
+start_delayqd "$seeds" cross-late
+stolen=$(stolen_ms)
+late=$("$loadgen" --port "$producer_port" --worker-port "$port" --mode late --rate 1000 --delay 1 \
+  --seconds "$seconds" --connections 2 --jitter on)
+stolen=$(( $(stolen_ms) - stolen ))
+echo "cross late: $late" >&2
+echo "| cross | $(echo "$late" | field p50) | $(echo "$late" | field p99) | $stolen | |"
