@@ -163,7 +163,11 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   void schedule_refresh();
   void shutdown();
   void resubscribe();
-  void ping_subscriber(const std::shared_ptr<Connection>& mine);
+  void keep_alive();
+  void place_shard_channels();
+  void place_later();
+  std::shared_ptr<Connection> shard_subscriber(const std::string& address);
+  void unplace(const std::shared_ptr<Connection>& from, const std::string& name);
 
   asio::any_io_executor executor;
   ClientOptions options;
@@ -186,6 +190,21 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   std::function<void()> on_subscribed;
   std::shared_ptr<Connection> subscriber;
   asio::steady_timer resubscribe_timer{executor};
+  // The shard channels (subscribe_shards), each with the connection it is subscribed on (null:
+  // to be subscribed where the map says), and one connection per primary that has some.
+  struct ShardChannel {
+    std::string name;
+    std::uint16_t slot = 0;
+    std::shared_ptr<Connection> on;
+  };
+  std::vector<ShardChannel> shard_channels;
+  std::unordered_map<std::string, std::size_t> shard_channel_index;
+  std::unordered_map<std::string, std::shared_ptr<Connection>> shard_subscribers;
+  std::function<void(std::size_t, std::string)> on_shard_message;
+  std::function<void(std::size_t)> on_shard_subscribed;
+  asio::steady_timer place_timer{executor};
+  bool place_armed = false;
+  bool keeping_alive = false;
   asio::steady_timer ping_timer{executor};
 };
 
@@ -527,7 +546,23 @@ bool Client::Impl::take_topology(const Reply& slots, const std::string& asked) {
 
 void Client::Impl::end_refresh(const Status& status) {
   refreshing = false;
-  if (status.is_ok()) ++stats.refreshes;
+  if (status.is_ok()) {
+    ++stats.refreshes;
+    // A shard channel whose slot has moved is subscribed where it now is. (Its old node also
+    // says sunsubscribe when the slot leaves it, if the connection to it still works.)
+    bool moved = false;
+    for (auto& entry : shard_channels) {
+      const auto index = owner[entry.slot];
+      if (entry.on && index != kNoNode && entry.on->address() != nodes[index]) {
+        entry.on = nullptr;
+        moved = true;
+      }
+    }
+    if (moved)
+      asio::post(executor, [weak = weak_from_this()] {
+        if (auto self = weak.lock()) self->place_shard_channels();
+      });
+  }
   auto waiters = std::move(refresh_waiters);
   refresh_waiters.clear();
   for (auto& waiter : waiters) waiter(status);
@@ -578,29 +613,135 @@ void Client::Impl::resubscribe() {
                      }
                      if (!outcome.status.is_ok()) return;
                      if (self->on_subscribed) self->on_subscribed();
-                     self->ping_subscriber(mine);
                    });
 }
 
-// A PING every 5 s on the subscription, which must be answered within the reply timeout: a node
-// that went silent without closing the connection (a paused VM, a lost link) is noticed, and the
-// subscription made again, instead of waiting for messages that never come.
-void Client::Impl::ping_subscriber(const std::shared_ptr<Connection>& mine) {
+// A PING every 5 s on each subscriber's connection, which must be answered within the reply
+// timeout: a node that went silent without closing the connection (a paused VM, a lost link) is
+// noticed, and the subscriptions made again, instead of waiting for messages that never come.
+// Shard connections left with no channel are closed.
+void Client::Impl::keep_alive() {
   ping_timer.expires_after(Millis{5000});
-  ping_timer.async_wait([weak = weak_from_this(), mine](const boost::system::error_code& error) {
+  ping_timer.async_wait([weak = weak_from_this()](const boost::system::error_code& error) {
     auto self = weak.lock();
-    if (error || !self || self->closed || self->subscriber != mine || mine->broken()) return;
-    mine->send(Command{"PING"}, [](Outcome) {});
-    self->ping_subscriber(mine);
+    if (error || !self || self->closed) return;
+    if (self->subscriber && !self->subscriber->broken()) {
+      self->subscriber->send(Command{"PING"}, [](Outcome) {});
+    }
+    for (auto it = self->shard_subscribers.begin(); it != self->shard_subscribers.end();) {
+      const auto& target = it->second;
+      const bool used = std::any_of(self->shard_channels.begin(), self->shard_channels.end(),
+                                    [&](const ShardChannel& c) { return c.on == target; });
+      if (!used || target->broken()) {
+        target->close(Status(Code::kIOError, "no shard channel left on it"));
+        it = self->shard_subscribers.erase(it);
+        continue;
+      }
+      target->send(Command{"PING"}, [](Outcome) {});
+      ++it;
+    }
+    self->keep_alive();
   });
+}
+
+std::shared_ptr<Connection> Client::Impl::shard_subscriber(const std::string& address) {
+  auto& target = shard_subscribers[address];
+  if (target && !target->broken()) return target;
+  const auto parts = split_address(address);
+  DELAYQ_CHECK(parts.has_value());
+  target = std::make_shared<Connection>(executor, parts->host, parts->port, options.connection);
+  std::weak_ptr<Connection> weak_target = target;
+  target->on_message([weak = weak_from_this()](std::string name, std::string payload) {
+    auto self = weak.lock();
+    if (!self || self->closed || !self->on_shard_message) return;
+    if (const auto it = self->shard_channel_index.find(name);
+        it != self->shard_channel_index.end()) {
+      self->on_shard_message(it->second, std::move(payload));
+    }
+  });
+  target->on_unsubscribed([weak = weak_from_this(), weak_target](std::string name) {
+    auto self = weak.lock();
+    if (self && !self->closed) self->unplace(weak_target.lock(), name);
+  });
+  target->on_broken([weak = weak_from_this(), weak_target](const Status&) {
+    auto self = weak.lock();
+    if (self && !self->closed) self->unplace(weak_target.lock(), "");
+  });
+  return target;
+}
+
+// The channel (every channel, for "") subscribed on `from` is no longer: subscribe it again,
+// where the map says once it was asked again.
+void Client::Impl::unplace(const std::shared_ptr<Connection>& from, const std::string& name) {
+  bool any = false;
+  for (auto& entry : shard_channels) {
+    if (entry.on && entry.on == from && (name.empty() || entry.name == name)) {
+      entry.on = nullptr;
+      any = true;
+    }
+  }
+  if (any) place_later();
+}
+
+void Client::Impl::place_later() {
+  if (place_armed || closed) return;
+  place_armed = true;
+  place_timer.expires_after(Millis{200});
+  place_timer.async_wait([weak = weak_from_this()](const boost::system::error_code& error) {
+    auto self = weak.lock();
+    if (error || !self || self->closed) return;
+    self->place_armed = false;
+    self->refresh([weak = self->weak_from_this()](const Status&) {
+      if (auto again = weak.lock()) again->place_shard_channels();
+    });
+  });
+}
+
+// Subscribes each channel not subscribed on the primary that serves its slot, one SSUBSCRIBE
+// each (channels of different slots cannot share one in a cluster).
+void Client::Impl::place_shard_channels() {
+  if (closed) return;
+  bool unplaced = false;
+  for (std::size_t i = 0; i < shard_channels.size(); ++i) {
+    auto& entry = shard_channels[i];
+    if (entry.on) continue;
+    const auto index = owner[entry.slot];
+    if (index == kNoNode) {
+      unplaced = true;
+      continue;
+    }
+    auto target = shard_subscriber(nodes[index]);
+    entry.on = target;
+    target->send(Command{"SSUBSCRIBE", entry.name},
+                 [weak = weak_from_this(), i, target](Outcome outcome) {
+                   auto self = weak.lock();
+                   if (!self || self->closed) return;
+                   auto& placed = self->shard_channels[i];
+                   // Broken (on_broken places it again), or placed elsewhere meanwhile.
+                   if (!outcome.status.is_ok() || placed.on != target) return;
+                   if (outcome.reply.is_error()) {  // MOVED, CLUSTERDOWN, ...
+                     placed.on = nullptr;
+                     self->place_later();
+                     return;
+                   }
+                   ++self->stats.shard_subscriptions;
+                   if (self->on_shard_subscribed) self->on_shard_subscribed(i);
+                 });
+  }
+  if (unplaced) place_later();
 }
 
 void Client::Impl::shutdown() {
   closed = true;
   refresh_timer.cancel();
   resubscribe_timer.cancel();
+  place_timer.cancel();
   ping_timer.cancel();
   if (subscriber) subscriber->close(Status(Code::kIOError, "the client is closed"));
+  for (auto& [address, target] : shard_subscribers) {
+    target->close(Status(Code::kIOError, "the client is closed"));
+  }
+  shard_subscribers.clear();
   for (auto& [address, target] : connections) {
     target->close(Status(Code::kIOError, "the client is closed"));
   }
@@ -672,7 +813,27 @@ void Client::subscribe(std::string channel, std::function<void(std::string)> mes
   impl_->channel = std::move(channel);
   impl_->on_message = std::move(message);
   impl_->on_subscribed = std::move(subscribed);
-  asio::post(impl_->executor, [impl = impl_] { impl->resubscribe(); });
+  asio::post(impl_->executor, [impl = impl_] {
+    impl->resubscribe();
+    if (!std::exchange(impl->keeping_alive, true)) impl->keep_alive();
+  });
+}
+
+void Client::subscribe_shards(std::vector<std::string> channels,
+                              std::function<void(std::size_t, std::string)> message,
+                              std::function<void(std::size_t)> subscribed) {
+  DELAYQ_CHECK(impl_->shard_channels.empty());
+  for (auto& name : channels) {
+    impl_->shard_channel_index.emplace(name, impl_->shard_channels.size());
+    const auto slot = key_slot(name);
+    impl_->shard_channels.push_back({std::move(name), slot, nullptr});
+  }
+  impl_->on_shard_message = std::move(message);
+  impl_->on_shard_subscribed = std::move(subscribed);
+  asio::post(impl_->executor, [impl = impl_] {
+    impl->place_shard_channels();
+    if (!std::exchange(impl->keeping_alive, true)) impl->keep_alive();
+  });
 }
 
 bool Client::standalone() const noexcept {

@@ -94,11 +94,12 @@ struct ClientStats {
   std::uint64_t cluster_down = 0;
   std::uint64_t loading = 0;
   std::uint64_t read_only = 0;
-  std::uint64_t function_loads = 0;      // a node lacked the function: loaded, then sent again
-  std::uint64_t library_loads_sent = 0;  // FUNCTION LOADs ahead of a connection's first call
-  std::uint64_t reconnects = 0;          // connections replaced after they broke
-  std::uint64_t refreshes = 0;           // topologies read
-  std::uint64_t waits = 0;               // WAITs sent (Request::replicas)
+  std::uint64_t function_loads = 0;       // a node lacked the function: loaded, then sent again
+  std::uint64_t library_loads_sent = 0;   // FUNCTION LOADs ahead of a connection's first call
+  std::uint64_t reconnects = 0;           // connections replaced after they broke
+  std::uint64_t refreshes = 0;            // topologies read
+  std::uint64_t waits = 0;                // WAITs sent (Request::replicas)
+  std::uint64_t shard_subscriptions = 0;  // shard channels subscribed (subscribe_shards), again too
 };
 
 class Client {
@@ -137,6 +138,18 @@ class Client {
   // whose node went silent. One subscription per client.
   void subscribe(std::string channel, std::function<void(std::string)> message,
                  std::function<void()> subscribed);
+  // Subscribes to shard channels (sharded pub/sub, Redis 7: a message sent with SPUBLISH goes
+  // only to the nodes of its channel's slot, where a classic PUBLISH crosses the cluster bus to
+  // every node). Each channel is subscribed on the primary that serves its slot, one connection
+  // per primary. `message` runs with the channel's index in `channels` and the message;
+  // `subscribed` with its index each time its subscription is (re)made, after a break during
+  // which its messages were lost. A channel whose slot moves (its node says sunsubscribe, a
+  // refreshed map says so, SSUBSCRIBE answers MOVED) or whose connection breaks is subscribed
+  // again where the map says, every 200 ms until it holds; a PING every 5 s on each connection
+  // finds a silent node. Once per client.
+  void subscribe_shards(std::vector<std::string> channels,
+                        std::function<void(std::size_t, std::string)> message,
+                        std::function<void(std::size_t)> subscribed);
 
   // Whether the server is a single Redis without cluster support.
   [[nodiscard]] bool standalone() const noexcept;

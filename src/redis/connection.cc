@@ -134,8 +134,14 @@ void Connection::on_read(std::size_t bytes) {
     if (!next.value().has_value()) break;
     Reply& reply = *next.value();
     if (message_handler_ && reply.type == ReplyType::kArray && reply.elements.size() == 3 &&
-        reply.elements[0].str == "message") {
+        (reply.elements[0].str == "message" || reply.elements[0].str == "smessage")) {
       message_handler_(std::move(reply.elements[1].str), std::move(reply.elements[2].str));
+      if (state_ != State::kOpen) return;
+      continue;
+    }
+    if (unsubscribed_handler_ && reply.type == ReplyType::kArray && reply.elements.size() == 3 &&
+        reply.elements[0].str == "sunsubscribe") {
+      unsubscribed_handler_(std::move(reply.elements[1].str));
       if (state_ != State::kOpen) return;
       continue;
     }
@@ -193,6 +199,7 @@ void Connection::fail(Status why) {
   pending_.clear();
   unwritten_ = 0;
   message_handler_ = nullptr;
+  unsubscribed_handler_ = nullptr;
 }
 
 }  // namespace delayq::redis

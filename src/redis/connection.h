@@ -56,10 +56,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void send(const Command& command, Done done);
   // Breaks the connection: every queued command fails with `why`.
   void close(Status why);
-  // Makes this a subscriber's connection: a published message (["message", channel, payload],
-  // after SUBSCRIBE) goes to `handler` instead of completing a command.
+  // Makes this a subscriber's connection: a published message (["message", channel, payload]
+  // after SUBSCRIBE, ["smessage", ...] after SSUBSCRIBE) goes to `handler` instead of completing
+  // a command.
   void on_message(std::function<void(std::string channel, std::string payload)> handler) {
     message_handler_ = std::move(handler);
+  }
+  // Where a node's own word that a shard channel's subscription ended goes (["sunsubscribe",
+  // channel, count], sent unasked when the channel's slot leaves the node), instead of
+  // completing a command. (So a SUNSUBSCRIBE must not be sent on such a connection: its answer
+  // would come here.)
+  void on_unsubscribed(std::function<void(std::string channel)> handler) {
+    unsubscribed_handler_ = std::move(handler);
   }
   // Who to tell, once, when the connection breaks (after the failed commands' completions).
   void on_broken(std::function<void(const Status&)> handler) {
@@ -103,6 +111,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::size_t unwritten_ = 0;  // how many of the last entries of pending_ sit in outbox_
   std::deque<Pending> pending_;
   std::function<void(std::string, std::string)> message_handler_;
+  std::function<void(std::string)> unsubscribed_handler_;
   std::function<void(const Status&)> broken_handler_;
   ReplyReader reader_;
   std::unique_ptr<char[]> buffer_;

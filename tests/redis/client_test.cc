@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 
 #include "protocol/server_process.h"
 #include "redis/slot.h"
@@ -373,8 +374,9 @@ TEST_F(RedisScriptTest, ABurstOfFirstCallsLoadsTheLibraryOnceAndNoCallFails) {
   EXPECT_NE(line("function|load").find(":calls=1,"), std::string::npos) << stats;
 }
 
-// A subscription whose node stops answering (SIGSTOP: the connection stays open) is noticed by
-// its PING and made again once the node is back; messages flow again.
+// Subscriptions (a channel and a shard channel) whose node stops answering (SIGSTOP: the
+// connection stays open) are noticed by their PINGs and made again once the node is back;
+// messages flow again.
 TEST_F(RedisClientTest, ASilentSubscriptionIsMadeAgain) {
   RedisServer server(dir_.path() / "single");
   ASSERT_EQ(server.start(), "");
@@ -383,24 +385,39 @@ TEST_F(RedisClientTest, ASilentSubscriptionIsMadeAgain) {
   Client client(io_.get_executor(), opts);
   ASSERT_TRUE(start(client).is_ok());
   int subscribed = 0;
+  int shard_subscribed = 0;
   std::vector<std::string> messages;
   client.subscribe(
       "events", [&](std::string message) { messages.push_back(std::move(message)); },
       [&] { ++subscribed; });
-  io_.restart();
-  for (int i = 0; i < 200 && subscribed == 0; ++i) io_.run_for(10ms);
+  client.subscribe_shards(
+      {"{s}events"},
+      [&](std::size_t index, std::string message) {
+        messages.push_back(std::to_string(index) + " " + message);
+      },
+      [&](std::size_t index) {
+        EXPECT_EQ(index, 0U);
+        ++shard_subscribed;
+      });
+  const auto run_while = [&](const std::function<bool()>& condition) {
+    io_.restart();
+    for (int i = 0; i < 300 && condition(); ++i) io_.run_for(10ms);
+  };
+  run_while([&] { return subscribed == 0 || shard_subscribed == 0; });
   ASSERT_EQ(subscribed, 1);
+  ASSERT_EQ(shard_subscribed, 1);
   server.pause();
   io_.restart();
-  io_.run_for(6000ms);  // the PING at 5 s goes unanswered
+  io_.run_for(6000ms);  // the PINGs at 5 s go unanswered
   server.resume();
-  io_.restart();
-  for (int i = 0; i < 300 && subscribed < 2; ++i) io_.run_for(10ms);
+  run_while([&] { return subscribed < 2 || shard_subscribed < 2; });
   EXPECT_EQ(subscribed, 2);
+  EXPECT_EQ(shard_subscribed, 2);
+  EXPECT_EQ(client.stats().shard_subscriptions, 2U);
   EXPECT_EQ(testing::call(server.port(), Command{"PUBLISH", "events", "hello"}).integer, 1);
-  io_.restart();
-  for (int i = 0; i < 200 && messages.empty(); ++i) io_.run_for(10ms);
-  EXPECT_EQ(messages, std::vector<std::string>{"hello"});
+  EXPECT_EQ(testing::call(server.port(), Command{"SPUBLISH", "{s}events", "shard"}).integer, 1);
+  run_while([&] { return messages.size() < 2; });
+  EXPECT_EQ(messages, (std::vector<std::string>{"hello", "0 shard"}));
 }
 
 // --- a cluster
@@ -560,6 +577,75 @@ TEST_F(RedisClusterTest, ClusterDownIsRetriedUntilTheSlotIsServed) {
   });
   EXPECT_EQ(text(run(client, key, Command{"SET", key, "back"})), "OK");
   EXPECT_GE(client.stats().cluster_down, 1U);
+}
+
+// Shard channels are subscribed each on the primary that serves its slot (one connection per
+// primary), and a message sent there with SPUBLISH comes to the channel's index.
+TEST_F(RedisClusterTest, ShardChannelsAreSubscribedOnTheirSlotsPrimaries) {
+  Client client(io_.get_executor(), options(cluster_.seeds()));
+  ASSERT_TRUE(start(client).is_ok());
+  std::vector<std::string> channels;
+  for (int i = 0; i < 12; ++i) channels.push_back("dq:{" + std::to_string(i) + "}:events");
+  std::vector<int> subscribed(channels.size());
+  std::vector<std::pair<std::size_t, std::string>> messages;
+  client.subscribe_shards(
+      channels,
+      [&](std::size_t index, std::string message) { messages.emplace_back(index, message); },
+      [&](std::size_t index) { ++subscribed.at(index); });
+  io_.restart();
+  for (int i = 0; i < 300 && std::count(subscribed.begin(), subscribed.end(), 0) > 0; ++i) {
+    io_.run_for(10ms);
+  }
+  ASSERT_EQ(subscribed, std::vector<int>(channels.size(), 1));
+  std::set<std::string> primaries;
+  for (std::size_t i = 0; i < channels.size(); ++i) {
+    RedisServer& owner = *cluster_.primary_of(key_slot(channels[i]));
+    primaries.insert(owner.address());
+    EXPECT_EQ(describe(testing::call(owner.port(), Command{"PUBSUB", "SHARDNUMSUB", channels[i]})),
+              "[\"" + channels[i] + "\", (integer) 1]");
+    EXPECT_EQ(
+        testing::call(owner.port(), Command{"SPUBLISH", channels[i], std::to_string(i)}).integer,
+        1);
+  }
+  EXPECT_EQ(primaries.size(), 3U);  // the channels spread over every primary
+  io_.restart();
+  for (int i = 0; i < 300 && messages.size() < channels.size(); ++i) io_.run_for(10ms);
+  ASSERT_EQ(messages.size(), channels.size());
+  std::sort(messages.begin(), messages.end());  // from three connections: in no set order
+  for (std::size_t i = 0; i < channels.size(); ++i) {
+    EXPECT_EQ(messages[i], std::make_pair(i, std::to_string(i)));
+  }
+}
+
+// A shard channel whose slot moves to another primary is subscribed there, and its messages
+// come from there.
+TEST_F(RedisClusterTest, AShardChannelFollowsItsSlotToAnotherPrimary) {
+  Client client(io_.get_executor(), options(cluster_.seeds()));
+  ASSERT_TRUE(start(client).is_ok());
+  const std::string channel = "{moving}events";
+  const auto slot = key_slot(channel);
+  int subscribed = 0;
+  std::vector<std::string> messages;
+  client.subscribe_shards(
+      {channel}, [&](std::size_t, std::string message) { messages.push_back(message); },
+      [&](std::size_t) { ++subscribed; });
+  io_.restart();
+  for (int i = 0; i < 300 && subscribed == 0; ++i) io_.run_for(10ms);
+  ASSERT_EQ(subscribed, 1);
+  RedisServer& from = *cluster_.primary_of(slot);
+  RedisServer& to = other_than(from);
+  begin_migration(slot, from, to);
+  end_migration(slot, to);
+  io_.restart();
+  for (int i = 0; i < 300 && subscribed < 2; ++i) io_.run_for(10ms);
+  EXPECT_EQ(subscribed, 2);
+  EXPECT_EQ(client.stats().shard_subscriptions, 2U);
+  EXPECT_EQ(describe(testing::call(from.port(), Command{"PUBSUB", "SHARDNUMSUB", channel})),
+            "[\"" + channel + "\", (integer) 0]");
+  EXPECT_EQ(testing::call(to.port(), Command{"SPUBLISH", channel, "there"}).integer, 1);
+  io_.restart();
+  for (int i = 0; i < 300 && messages.empty(); ++i) io_.run_for(10ms);
+  EXPECT_EQ(messages, std::vector<std::string>{"there"});
 }
 
 // A script that waits for a replica runs on the slot's primary, and its WAIT's answer comes

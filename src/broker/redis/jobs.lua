@@ -3,8 +3,8 @@
 -- what is defined here is made once per load, not at every call.
 -- Called as FCALL <name> 14 <the shard's keys> <op> <args...> <node>: every key of the shard, always
 -- all of them and in this order, so that Redis sees every key a call may touch. They share
--- the shard's hash tag, "<prefix>:{<shard>}" (the prefix is "dq" unless configured; it names
--- the events channel too), hence one slot; and while a slot migrates, Redis runs a script only
+-- the shard's hash tag, "<prefix>:{<shard>}" (the prefix is "dq" unless configured), hence one
+-- slot, which the shard's channel "<prefix>:{<shard>}:events" shares (sharded pub/sub); and while a slot migrates, Redis runs a script only
 -- where all of them are (else TRYAGAIN or ASK), never on half a shard. Tube names, keys and
 -- groups live inside these keys, never in key names.
 --
@@ -30,10 +30,12 @@
 --
 -- Replies: {<the op's reply>, <readied>}, where the op's reply is {'ok', ...} or {'<error>',
 -- message} (notfound, conflict, exists, fenced, worse), and readied lists {tube, head} for each
--- tube whose best ready job in the shard the call made better (as the events channel says).
+-- tube whose best ready job in the shard the call made better (as the shard's channel says).
 
--- The call's arguments and keys, set by run() at each call.
-local ARGV, base, EVENTS, SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH
+-- The call's arguments and keys, set by run() at each call. SEVENTS is the shard's channel:
+-- 'r' and 't' go there with SPUBLISH, which reaches the nodes subscribed on the shard's primary
+-- only, without crossing the cluster bus to every node as a classic PUBLISH does.
+local ARGV, base, SEVENTS, SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH
 local TIMES = '>BBI4dddd'           -- a record's start: flags, state, priority and its times
 local HEAD = TIMES .. 'I4I4I4I4I4I4' -- then the TTR and the five counters
 local RECORD = HEAD .. 'I4c0I4c0I4c0I4c0' -- and the four strings, each after its length
@@ -190,7 +192,7 @@ local function flush()
     local head = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
     in_chunks('ZADD', T, list)
     if not quiet and (head[2] == nil or earliest < tonumber(head[2])) then
-      redis.call('PUBLISH', EVENTS, 't ' .. base .. ' ' .. string.format('%d', earliest))
+      redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. string.format('%d', earliest))
     end
   end
   -- The best new ready job of each tube, against the best the shard holds before they are added:
@@ -206,7 +208,7 @@ local function flush()
     local head = first(R, tube, 1)[1]
     if not head or member < head then
       local h = head_of(tube, member)
-      redis.call('PUBLISH', EVENTS, 'r ' .. base .. ' ' .. tube .. ' ' .. (caller or '-') .. ' ' .. h)
+      redis.call('SPUBLISH', SEVENTS, 'r ' .. base .. ' ' .. tube .. ' ' .. (caller or '-') .. ' ' .. h)
       table.insert(readied, {tube, h})
     end
   end
@@ -837,7 +839,7 @@ local function run(keys, args)
   ARGV = args
   caller = table.remove(ARGV)
   base = string.gsub(keys[1], ':seq$', '')
-  EVENTS = string.match(base, '^[^:]*') .. ':events'
+  SEVENTS = base .. ':events'
   SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH = keys[1], keys[2], keys[3], keys[4],
     keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12], keys[13], keys[14]
   clock, clock_ms, quiet = nil, nil, false

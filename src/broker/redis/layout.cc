@@ -14,6 +14,10 @@ std::string shard_base(std::string_view prefix, std::uint32_t shard) {
   return std::string(prefix) + ":{" + std::to_string(shard) + "}";
 }
 
+std::string shard_channel(std::string_view prefix, std::uint32_t shard) {
+  return shard_base(prefix, shard) + ":events";
+}
+
 std::vector<std::string> shard_keys(std::string_view prefix, std::uint32_t shard) {
   const std::string base = shard_base(prefix, shard);
   std::vector<std::string> keys;

@@ -19,6 +19,9 @@ namespace delayq::redis_broker {
 
 // The base of shard s's keys: "<prefix>:{s}" ("dq:{s}" by default).
 [[nodiscard]] std::string shard_base(std::string_view prefix, std::uint32_t shard);
+// Shard s's channel, "<prefix>:{s}:events", in the shard's slot: where its calls announce, with
+// SPUBLISH, a better ready job ('r') or an earlier timer ('t'). (jobs.lua names it the same way.)
+[[nodiscard]] std::string shard_channel(std::string_view prefix, std::uint32_t shard);
 // Every key of shard s, in the order jobs.lua takes them (its KEYS): a script names them all,
 // so that Redis knows every key it may touch.
 [[nodiscard]] std::vector<std::string> shard_keys(std::string_view prefix, std::uint32_t shard);
@@ -29,8 +32,9 @@ namespace delayq::redis_broker {
   return static_cast<std::uint32_t>(id % shards);
 }
 
-// Keys outside the shards, each in a slot of its own, and the channel where scripts and nodes
-// announce what the others must react to (jobs.lua's EVENTS). A prefix of letters, digits, '_'
+// Keys outside the shards, each in a slot of its own, and the channel where nodes announce what
+// the others must react to (tube settings, leases; before the shard channels, what scripts
+// announce, which nodes still take from there). A prefix of letters, digits, '_'
 // and '-' lets several delayq deployments share one Redis.
 struct Names {
   explicit Names(const std::string& given)

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "redis/slot.h"
+
 namespace delayq::redis_broker {
 namespace {
 
@@ -28,6 +30,17 @@ std::string head(std::uint8_t flags, JobState state, std::uint32_t priority, dou
     put_be(out, std::bit_cast<std::uint64_t>(time), 8);
   }
   return out;
+}
+
+// A shard's channel shares its keys' slot: the shard's calls may SPUBLISH to it.
+TEST(RedisLayoutTest, AShardsChannelIsInItsKeysSlot) {
+  for (const std::uint32_t shard : {0U, 7U, 127U, 4095U}) {
+    const auto channel = shard_channel("dq", shard);
+    EXPECT_EQ(channel, "dq:{" + std::to_string(shard) + "}:events");
+    for (const auto& key : shard_keys("dq", shard)) {
+      EXPECT_EQ(redis::key_slot(channel), redis::key_slot(key)) << key;
+    }
+  }
 }
 
 TEST(RedisLayoutTest, APutsTailBehindItsHeadReadsBackAsTheJob) {

@@ -2373,6 +2373,27 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
         self->pump();
         for (auto& [shard, own] : self->owned) self->fire(shard);
       });
+  std::vector<std::string> channels;
+  for (std::uint32_t shard = 0; shard < core->shards; ++shard) {
+    channels.push_back(shard_channel(core->options.prefix, shard));
+  }
+  core->client.subscribe_shards(
+      std::move(channels),
+      [weak](std::size_t, std::string payload) {
+        if (auto self = weak.lock()) self->on_event(payload);
+      },
+      [weak](std::size_t index) {
+        auto self = weak.lock();
+        if (!self) return;
+        // The shard's messages may have been lost while unsubscribed: look there again.
+        const auto shard = static_cast<std::uint32_t>(index);
+        for (auto& [tube, h] : self->hints) {
+          h.heads[shard] = Head{};
+          ++h.generation[shard];
+        }
+        self->pump();
+        if (self->owned.contains(shard)) self->fire(shard);
+      });
   core->lease_tick();
   core->resync();
   io.restart();

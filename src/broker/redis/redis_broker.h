@@ -5,8 +5,9 @@
 // Firing: each shard has one owner at a time (a lease in Redis, renewed every lease/3, with a
 // fencing number every firing script checks); the owner sleeps until the shard's next timer and
 // moves what is due by script, on Redis's clock. Leases spread evenly over the live nodes.
-// Waking: scripts publish when a tube's ready set in a shard stops being empty; every node
-// keeps, per tube, which shards may have ready jobs, and its waiting reserves try those.
+// Waking: scripts publish on their shard's channel (sharded pub/sub, to which every node
+// subscribes on each shard's primary) when they give a tube a better ready job in the shard;
+// every node keeps, per tube, each shard's best ready job, and its waiting reserves try those.
 // Everything runs on the io_context's thread. Made by delayqd (--redis). The whole design, its
 // costs and what it does differently from the local broker: docs/redis-mode.md
 #pragma once
