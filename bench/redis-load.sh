@@ -6,7 +6,7 @@
 #   nowait   the same cluster, --redis-wait off
 #   cross    the same cluster, WAIT on, two nodes: the producer on one, the workers on the other
 #            (lateness only: half the shards are the other node's, whose jobs reach the workers'
-#            node as a message over the cluster bus)
+#            node as a message on the shard's channel, from the shard's primary)
 # For each: fire lateness of 1 s delays at 1,000 jobs/s (2 workers), the put rate (4 connections,
 # 16 in flight each), and Redis's memory per pending job (100,000 jobs, 100-byte bodies, due in an
 # hour): used_memory over every primary, before and after, divided by the jobs.

@@ -199,6 +199,9 @@ struct Waiter {
   std::optional<SteadyClock::time_point> deadline;
   Callback<broker::Job> done;
   std::unique_ptr<asio::steady_timer> timer;
+  // At the deadline and a grace after it (keep_deadline()): answers TIMED_OUT even with calls
+  // still under way, which only an unreachable Redis keeps that long.
+  std::unique_ptr<asio::steady_timer> late;
   bool trying = false;
   bool again = false;        // a shard became worth trying while it tried
   bool probed = false;       // this try asked the shards whose heads were unknown
@@ -294,6 +297,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void attempt(const std::shared_ptr<Waiter>& waiter);
   void finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> result);
   void give_up(const std::shared_ptr<Waiter>& waiter);
+  void keep_deadline(const std::shared_ptr<Waiter>& waiter);
   void probe(const std::shared_ptr<Waiter>& waiter);
   void probe_shards(std::vector<std::string> tubes, std::vector<std::uint32_t> which,
                     std::function<void(bool)> done);
@@ -898,6 +902,22 @@ void Core::arm(const std::shared_ptr<Waiter>& waiter) {
       });
 }
 
+// A reserve's timeout is kept when Redis is out of reach: its calls (a try, the look at every
+// shard before TIMED_OUT, the puts its connection made before it) retry for the client's request
+// timeout (10 s), so a grace after the deadline, it answers TIMED_OUT without them. A job one of
+// them reserves after all is released at once (finish()).
+void Core::keep_deadline(const std::shared_ptr<Waiter>& waiter) {
+  constexpr Millis kGrace{1000};
+  if (!waiter->deadline) return;
+  if (!waiter->late) waiter->late = std::make_unique<asio::steady_timer>(io);
+  waiter->late->expires_at(*waiter->deadline + kGrace);
+  waiter->late->async_wait(
+      [self = shared_from_this(), waiter](const boost::system::error_code& error) {
+        if (error || waiter->finished) return;
+        self->finish(waiter, Status(Code::kTimedOut, "no job became ready in time"));
+      });
+}
+
 void Core::finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> result) {
   if (waiter->finished) {
     // Cancelled while a script reserved a job for it: the reservation, which nobody got, is
@@ -913,6 +933,7 @@ void Core::finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> res
   }
   waiter->finished = true;
   if (waiter->timer) waiter->timer->cancel();
+  if (waiter->late) waiter->late->cancel();
   waiters.remove(waiter);
   report_waiting();
   if (result.is_ok()) waiter->session->hold(result.value());
@@ -1744,6 +1765,7 @@ std::uint64_t RedisSession::reserve(broker::ReserveRequest request, Callback<bro
   std::erase_if(waits_, [](const auto& wait) { return wait.second->finished; });
   waits_[waiter->ticket] = waiter;
   core_->waiters.push_back(waiter);
+  core_->keep_deadline(waiter);
   // Never inside this call: the first try starts from the executor.
   asio::post(core_->io, [core = core_, waiter] {
     // (A wake() may have started its first try already: one try at a time, or a second job
@@ -1761,6 +1783,7 @@ bool RedisSession::cancel_reserve(std::uint64_t ticket) {
   auto done = std::move(waiter->done);
   waiter->finished = true;
   if (waiter->timer) waiter->timer->cancel();
+  if (waiter->late) waiter->late->cancel();
   core_->waiters.remove(waiter);
   post(std::move(done), Result<broker::Job>(Status(Code::kTimedOut, "the reserve was cancelled")));
   return true;
@@ -1774,6 +1797,7 @@ bool RedisSession::stop_waiting(std::uint64_t ticket) {
   // rest goes to give_up() now. There, before TIMED_OUT, every shard is asked once, for a job
   // put through another node and not announced here yet.
   waiter->deadline = SteadyClock::now();
+  core_->keep_deadline(waiter);
   if (!waiter->trying) {
     if (waiter->timer) waiter->timer->cancel();
     asio::post(core_->io, [core = core_, waiter] {
