@@ -168,6 +168,7 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   void place_later();
   std::shared_ptr<Connection> shard_subscriber(const std::string& address);
   void unplace(const std::shared_ptr<Connection>& from, const std::string& name);
+  void sync_round();
 
   asio::any_io_executor executor;
   ClientOptions options;
@@ -196,7 +197,16 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     std::string name;
     std::uint16_t slot = 0;
     std::shared_ptr<Connection> on;
+    bool subscribed = false;          // its SSUBSCRIBE on `on` was answered
+    std::uint64_t subscriptions = 0;  // how many times it was (sync_shards compares)
+    void unplace() {
+      on = nullptr;
+      subscribed = false;
+    }
   };
+  // The sync_shards() round under way, and the callers waiting for the next.
+  bool syncing = false;
+  std::vector<std::function<void(std::vector<bool>)>> sync_next;
   std::vector<ShardChannel> shard_channels;
   std::unordered_map<std::string, std::size_t> shard_channel_index;
   std::unordered_map<std::string, std::shared_ptr<Connection>> shard_subscribers;
@@ -554,7 +564,7 @@ void Client::Impl::end_refresh(const Status& status) {
     for (auto& entry : shard_channels) {
       const auto index = owner[entry.slot];
       if (entry.on && index != kNoNode && entry.on->address() != nodes[index]) {
-        entry.on = nullptr;
+        entry.unplace();
         moved = true;
       }
     }
@@ -676,7 +686,7 @@ void Client::Impl::unplace(const std::shared_ptr<Connection>& from, const std::s
   bool any = false;
   for (auto& entry : shard_channels) {
     if (entry.on && entry.on == from && (name.empty() || entry.name == name)) {
-      entry.on = nullptr;
+      entry.unplace();
       any = true;
     }
   }
@@ -695,6 +705,55 @@ void Client::Impl::place_later() {
       if (auto again = weak.lock()) again->place_shard_channels();
     });
   });
+}
+
+// One round of sync_shards(): a PING on every connection with a subscribed shard channel.
+void Client::Impl::sync_round() {
+  syncing = true;
+  struct Round {
+    std::vector<std::function<void(std::vector<bool>)>> dones;
+    std::vector<bool> held;  // subscribed at the start, and its connection answered
+    std::vector<std::uint64_t> subscriptions;
+    std::size_t left = 0;
+  };
+  auto round = std::make_shared<Round>();
+  round->dones = std::move(sync_next);
+  sync_next.clear();
+  std::vector<std::shared_ptr<Connection>> targets;
+  for (const auto& entry : shard_channels) {
+    round->held.push_back(entry.subscribed);
+    round->subscriptions.push_back(entry.subscriptions);
+    if (entry.subscribed && std::find(targets.begin(), targets.end(), entry.on) == targets.end()) {
+      targets.push_back(entry.on);
+    }
+  }
+  auto end = [weak = weak_from_this(), round] {
+    auto self = weak.lock();
+    if (!self || self->closed) return;
+    // Held throughout: still subscribed, and not made again meanwhile (messages in between lost).
+    for (std::size_t i = 0; i < round->held.size(); ++i) {
+      const auto& entry = self->shard_channels[i];
+      round->held[i] =
+          round->held[i] && entry.subscribed && entry.subscriptions == round->subscriptions[i];
+    }
+    self->syncing = false;
+    for (auto& done : round->dones) done(round->held);
+    if (!self->sync_next.empty()) self->sync_round();
+  };
+  round->left = targets.size();
+  if (targets.empty()) return asio::post(executor, end);
+  for (const auto& target : targets) {
+    target->send(Command{"PING"}, [weak = weak_from_this(), round, target, end](Outcome outcome) {
+      auto self = weak.lock();
+      if (!self || self->closed) return;
+      if (!outcome.status.is_ok() || outcome.reply.is_error()) {
+        for (std::size_t i = 0; i < round->held.size(); ++i) {
+          if (self->shard_channels[i].on == target) round->held[i] = false;
+        }
+      }
+      if (--round->left == 0) end();
+    });
+  }
 }
 
 // Subscribes each channel not subscribed on the primary that serves its slot, one SSUBSCRIBE
@@ -720,10 +779,12 @@ void Client::Impl::place_shard_channels() {
                    // Broken (on_broken places it again), or placed elsewhere meanwhile.
                    if (!outcome.status.is_ok() || placed.on != target) return;
                    if (outcome.reply.is_error()) {  // MOVED, CLUSTERDOWN, ...
-                     placed.on = nullptr;
+                     placed.unplace();
                      self->place_later();
                      return;
                    }
+                   placed.subscribed = true;
+                   ++placed.subscriptions;
                    ++self->stats.shard_subscriptions;
                    if (self->on_shard_subscribed) self->on_shard_subscribed(i);
                  });
@@ -833,6 +894,14 @@ void Client::subscribe_shards(std::vector<std::string> channels,
   asio::post(impl_->executor, [impl = impl_] {
     impl->place_shard_channels();
     if (!std::exchange(impl->keeping_alive, true)) impl->keep_alive();
+  });
+}
+
+void Client::sync_shards(std::function<void(std::vector<bool>)> done) {
+  asio::post(impl_->executor, [impl = impl_, done = std::move(done)]() mutable {
+    if (impl->closed) return;
+    impl->sync_next.push_back(std::move(done));
+    if (!impl->syncing) impl->sync_round();
   });
 }
 

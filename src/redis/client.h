@@ -150,6 +150,13 @@ class Client {
   void subscribe_shards(std::vector<std::string> channels,
                         std::function<void(std::size_t, std::string)> message,
                         std::function<void(std::size_t)> subscribed);
+  // Completes once every message the shard channels' nodes sent before this call has come (a
+  // PING on each connection that carries a subscribed channel: a node answers it after what it
+  // wrote there before), with, for each channel by index, whether it stayed subscribed
+  // throughout (subscribed at the call, its connection answered, not subscribed again since).
+  // So whoever heard no message on a channel that held knows that nothing was published there
+  // before the call. Calls that come while a round is under way share the next round.
+  void sync_shards(std::function<void(std::vector<bool>)> done);
 
   // Whether the server is a single Redis without cluster support.
   [[nodiscard]] bool standalone() const noexcept;

@@ -420,6 +420,50 @@ TEST_F(RedisClientTest, ASilentSubscriptionIsMadeAgain) {
   EXPECT_EQ(messages, (std::vector<std::string>{"hello", "0 shard"}));
 }
 
+// sync_shards() completes only after every message published before it has come, and says
+// which channels held: all of them here; none while their node does not answer.
+TEST_F(RedisClientTest, SyncShardsLetsInEveryMessageSentBeforeIt) {
+  RedisServer server(dir_.path() / "single");
+  ASSERT_EQ(server.start(), "");
+  auto opts = options(server.address());
+  opts.connection.reply_timeout = 300ms;
+  Client client(io_.get_executor(), opts);
+  ASSERT_TRUE(start(client).is_ok());
+  const std::vector<std::string> channels = {"{a}events", "{b}events"};
+  int subscribed = 0;
+  std::vector<std::string> messages;
+  client.subscribe_shards(
+      channels, [&](std::size_t, std::string message) { messages.push_back(message); },
+      [&](std::size_t) { ++subscribed; });
+  io_.restart();
+  for (int i = 0; i < 300 && subscribed < 2; ++i) io_.run_for(10ms);
+  ASSERT_EQ(subscribed, 2);
+  for (std::size_t round = 0; round < 20; ++round) {
+    for (const auto& channel : channels) {
+      ASSERT_EQ(
+          testing::call(server.port(), Command{"SPUBLISH", channel, std::to_string(round)}).integer,
+          1);
+    }
+    std::optional<std::vector<bool>> held;
+    std::size_t heard = 0;
+    client.sync_shards([&](std::vector<bool> result) {
+      heard = messages.size();
+      held = std::move(result);
+    });
+    run_until(held);
+    ASSERT_TRUE(held);
+    EXPECT_EQ(*held, std::vector<bool>({true, true}));
+    EXPECT_EQ(heard, 2 * (round + 1)) << "round " << round;
+  }
+  server.pause();
+  std::optional<std::vector<bool>> held;
+  client.sync_shards([&](std::vector<bool> result) { held = std::move(result); });
+  run_until(held);
+  server.resume();
+  ASSERT_TRUE(held);
+  EXPECT_EQ(*held, std::vector<bool>({false, false}));
+}
+
 // --- a cluster
 
 class RedisClusterTest : public RedisClientTest {

@@ -298,7 +298,6 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> result);
   void give_up(const std::shared_ptr<Waiter>& waiter);
   void keep_deadline(const std::shared_ptr<Waiter>& waiter);
-  void probe(const std::shared_ptr<Waiter>& waiter);
   void probe_shards(std::vector<std::string> tubes, std::vector<std::uint32_t> which,
                     std::function<void(bool)> done);
   void send_probes(const std::string& key, std::vector<std::string> tubes,
@@ -794,11 +793,26 @@ void Core::give_up(const std::shared_ptr<Waiter>& waiter) {
     return;
   }
   if ((soon || expired) && !waiter->rescanned) {
-    // About to answer DEADLINE_SOON or TIMED_OUT: a job put through another node may not have
-    // been announced here yet, so ask every shard once first (in one round trip, and only on
-    // these answers, so a reserve that waits pays nothing).
+    // About to answer DEADLINE_SOON or TIMED_OUT: the message of a job put through another node
+    // (its put answered before this reserve came) may be on its way here still. So first every
+    // message sent before now is let in (sync_shards(): a PING on each shard connection, not a
+    // call per shard), and the waiter tries again by what the node then knows; a shard whose
+    // channel did not hold throughout may hold a job not heard of, and is asked.
     waiter->rescanned = true;
-    return probe(waiter);
+    waiter->trying = true;
+    return client.sync_shards([self = shared_from_this(), waiter](std::vector<bool> held) {
+      for (std::uint32_t shard = 0; shard < self->shards; ++shard) {
+        if (shard < held.size() && held[shard]) continue;
+        for (const auto& tube : self->open_tubes(*waiter)) {
+          Hint& h = self->hint(tube);
+          h.heads[shard] = Head{};
+          ++h.generation[shard];
+        }
+      }
+      waiter->probed = false;
+      waiter->misses = 0;
+      self->attempt(waiter);
+    });
   }
   if (soon) return finish(waiter, Status(Code::kDeadlineSoon, "a reserved job's TTR is ending"));
   if (expired) return finish(waiter, Status(Code::kTimedOut, "no job became ready in time"));
@@ -806,21 +820,13 @@ void Core::give_up(const std::shared_ptr<Waiter>& waiter) {
   report_waiting();
 }
 
-void Core::probe(const std::shared_ptr<Waiter>& waiter) {
-  waiter->trying = true;
-  waiter->probed = true;
-  waiter->misses = 0;
-  probe_shards(open_tubes(*waiter), every_shard_number(),
-               [self = shared_from_this(), waiter](bool) { self->attempt(waiter); });
-}
-
 // The shards `which` at once, in one round trip: the best ready job of each tube in each. Done
 // with whether any holds one. One round at a time asks the same question: a caller that comes
 // while one is under way waits for the next, sent when it ends (not for the one under way, which
 // was sent before the caller came and might not see a job put just before). So a thousand
-// reserves waiting on a tube cost one round, not a thousand, when every shard must be asked:
-// while Redis is out of reach (each round's calls retry until their deadline) and when workers
-// poll with reserve-with-timeout 0 (each answer TIMED_OUT asks every shard first).
+// reserves waiting on a tube cost one round, not a thousand, when every shard must be asked
+// (reserves of a tube the node knows nothing of yet, a resync's look), and while Redis is out of
+// reach each round's calls retry until their deadline.
 void Core::probe_shards(std::vector<std::string> tubes, std::vector<std::uint32_t> which,
                         std::function<void(bool)> done) {
   if (which.empty() || tubes.empty()) return done(false);
