@@ -1,10 +1,11 @@
 # common.sh — sourced by the Redis-mode benchmark scripts (redis-load.sh, redis-spread.sh,
-# compare-bullmq.sh): the checkout's root as the working directory, the built load generator and
+# redis-life.sh, redis-poll.sh, compare-bullmq.sh): the checkout's root as the working directory, the built load generator and
 # server (or a clear stop), Debian's redis-server, a scratch directory ($work), the PIDs the
 # script starts ($pids, ended by stop_started, which each script's cleanup calls), a free
 # loopback port, a process's CPU ticks (utime + stime), and the machine's stolen CPU time (a
 # virtual machine's hypervisor running someone else: lateness measured meanwhile is the host's,
-# so the scripts print it beside each lateness figure). DELAYQD names another server binary
+# so the scripts print it beside each lateness figure), and one Redis with one node over it.
+# DELAYQD names another server binary
 # (another build, for a side-by-side run).
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 loadgen=build/release/bench/loadgen
@@ -18,3 +19,23 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # Milliseconds of CPU time the hypervisor took from this machine, all CPUs, since boot.
 stolen_ms() { awk '/^cpu / {print $9 * 1000 / '"$(getconf CLK_TCK)"'}' /proc/stat; }
+# A redis-server of the script's own (no AOF, no snapshots) on a free port: $redis_port and
+# $redis_pid. Arguments go before the command (taskset -c 0).
+start_redis() {
+  redis_port=$(free_port)
+  "$@" redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
+    --dir "$work" --daemonize no >"$work/redis-$redis_port.log" 2>&1 &
+  redis_pid=$!
+  pids+=("$redis_pid")
+  sleep 0.5
+}
+# A delayqd over that Redis on a free port ($port), once it listens and has taken its leases.
+# Arguments go before the command (taskset -c 1).
+start_node() {
+  port=$(free_port)
+  "$@" "$delayqd" --redis "127.0.0.1:$redis_port" -p "$port" --http off \
+    >"$work/delayqd-$port.out" 2>"$work/delayqd-$port.err" &
+  pids+=($!)
+  for _ in $(seq 100); do grep -q listening "$work/delayqd-$port.out" 2>/dev/null && break; sleep 0.1; done
+  sleep 1  # leases
+}

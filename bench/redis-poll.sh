@@ -12,18 +12,8 @@ source "$(dirname "$0")/common.sh"
 cleanup() { stop_started; rm -rf "$work"; }
 trap cleanup EXIT
 
-redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
-  --daemonize no >"$work/redis.log" 2>&1 &
-redis_pid=$!
-pids+=("$redis_pid")
-port=$(free_port)
-sleep 0.5
-"$delayqd" --redis "127.0.0.1:$redis_port" -p "$port" --http off \
-  >"$work/delayqd.out" 2>"$work/delayqd.err" &
-pids+=($!)
-for _ in $(seq 100); do grep -q listening "$work/delayqd.out" 2>/dev/null && break; sleep 0.1; done
-sleep 1  # leases
+start_redis
+start_node
 
 calls() {  # FCALLs + PINGs so far
   redis-cli -p "$redis_port" info commandstats | tr -d '\r' |

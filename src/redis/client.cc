@@ -204,6 +204,10 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
       subscribed = false;
     }
   };
+  // When requests of a slot last met ASK, TRYAGAIN, CLUSTERDOWN, READONLY...: while it
+  // migrates or fails over, its shard channel's messages may come from another node than the
+  // one the channel is subscribed on, so sync_shards() does not count it as held.
+  std::unordered_map<std::uint16_t, SteadyClock::time_point> unsettled;
   // The sync_shards() round under way, and the callers waiting for the next.
   bool syncing = false;
   std::vector<std::function<void(std::vector<bool>)>> sync_next;
@@ -214,6 +218,9 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   std::function<void(std::size_t)> on_shard_subscribed;
   asio::steady_timer place_timer{executor};
   bool place_armed = false;
+  Millis place_backoff{200};
+  // The last SSUBSCRIBE refusal, until one succeeds (shard_subscribe_error()).
+  std::string shard_subscribe_error;
   bool keeping_alive = false;
   asio::steady_timer ping_timer{executor};
 };
@@ -359,6 +366,7 @@ void Client::Impl::on_replies(const CallPtr& call, const std::string& address,
   const std::string_view code = first.reply.error_code();
   if (code == "MOVED") {
     ++stats.moved;
+    unsettled[call->request.slot] = SteadyClock::now();
     const auto target = redirection_target(first.reply.str, address);
     if (!target.empty()) {
       auto known = std::find(nodes.begin(), nodes.end(), target);
@@ -378,6 +386,7 @@ void Client::Impl::on_replies(const CallPtr& call, const std::string& address,
   }
   if (code == "ASK") {
     ++stats.ask;
+    unsettled[call->request.slot] = SteadyClock::now();
     call->ask = redirection_target(first.reply.str, address);
     if (call->ask.empty()) {
       finish(call, Status(Code::kIOError, address + " answered " + first.reply.str));
@@ -388,6 +397,8 @@ void Client::Impl::on_replies(const CallPtr& call, const std::string& address,
   }
   if (code == "TRYAGAIN" || code == "LOADING" || code == "MASTERDOWN" || code == "CLUSTERDOWN" ||
       code == "READONLY") {
+    // The slot migrates, or its node changes: its scripts may run, and publish, elsewhere.
+    unsettled[call->request.slot] = SteadyClock::now();
     if (code == "TRYAGAIN") ++stats.try_again;
     if (code == "LOADING" || code == "MASTERDOWN") ++stats.loading;
     if (code == "CLUSTERDOWN") ++stats.cluster_down;
@@ -693,10 +704,15 @@ void Client::Impl::unplace(const std::shared_ptr<Connection>& from, const std::s
   if (any) place_later();
 }
 
+// After 200 ms, doubling up to 5 s while SSUBSCRIBEs keep being refused (a NOPERM is no
+// passing state: it must not cost the node a topology and a command per channel five times a
+// second).
 void Client::Impl::place_later() {
   if (place_armed || closed) return;
   place_armed = true;
-  place_timer.expires_after(Millis{200});
+  const Millis delay = place_backoff;
+  if (!shard_subscribe_error.empty()) place_backoff = std::min(place_backoff * 2, Millis{5000});
+  place_timer.expires_after(delay);
   place_timer.async_wait([weak = weak_from_this()](const boost::system::error_code& error) {
     auto self = weak.lock();
     if (error || !self || self->closed) return;
@@ -730,11 +746,19 @@ void Client::Impl::sync_round() {
   auto end = [weak = weak_from_this(), round] {
     auto self = weak.lock();
     if (!self || self->closed) return;
-    // Held throughout: still subscribed, and not made again meanwhile (messages in between lost).
+    // Held throughout: still subscribed, not made again meanwhile (messages in between lost),
+    // and on the node that serves the slot as far as the map says (a replica that has it, as
+    // after a failover, gets its messages later, over the cluster bus).
+    // Nor a slot that migrated or failed over in the last 10 s.
+    const auto settled_since = SteadyClock::now() - std::chrono::seconds(10);
+    std::erase_if(self->unsettled, [&](const auto& e) { return e.second < settled_since; });
     for (std::size_t i = 0; i < round->held.size(); ++i) {
       const auto& entry = self->shard_channels[i];
-      round->held[i] =
-          round->held[i] && entry.subscribed && entry.subscriptions == round->subscriptions[i];
+      const auto index = self->owner[entry.slot];
+      round->held[i] = round->held[i] && entry.subscribed &&
+                       entry.subscriptions == round->subscriptions[i] && index != kNoNode &&
+                       entry.on->address() == self->nodes[index] &&
+                       !self->unsettled.contains(entry.slot);
     }
     self->syncing = false;
     for (auto& done : round->dones) done(round->held);
@@ -778,11 +802,15 @@ void Client::Impl::place_shard_channels() {
                    auto& placed = self->shard_channels[i];
                    // Broken (on_broken places it again), or placed elsewhere meanwhile.
                    if (!outcome.status.is_ok() || placed.on != target) return;
-                   if (outcome.reply.is_error()) {  // MOVED, CLUSTERDOWN, ...
+                   if (outcome.reply.is_error()) {  // MOVED, CLUSTERDOWN, NOPERM...
                      placed.unplace();
+                     self->shard_subscribe_error = outcome.reply.str;
+                     ++self->stats.shard_subscribe_errors;
                      self->place_later();
                      return;
                    }
+                   self->place_backoff = Millis{200};
+                   self->shard_subscribe_error.clear();
                    placed.subscribed = true;
                    ++placed.subscriptions;
                    ++self->stats.shard_subscriptions;
@@ -798,6 +826,7 @@ void Client::Impl::shutdown() {
   resubscribe_timer.cancel();
   place_timer.cancel();
   ping_timer.cancel();
+  sync_next.clear();  // (their callers hold their owners: no cycle left behind)
   if (subscriber) subscriber->close(Status(Code::kIOError, "the client is closed"));
   for (auto& [address, target] : shard_subscribers) {
     target->close(Status(Code::kIOError, "the client is closed"));
@@ -903,6 +932,10 @@ void Client::sync_shards(std::function<void(std::vector<bool>)> done) {
     impl->sync_next.push_back(std::move(done));
     if (!impl->syncing) impl->sync_round();
   });
+}
+
+std::string Client::shard_subscribe_error() const {
+  return impl_->shard_subscribe_error;
 }
 
 bool Client::standalone() const noexcept {

@@ -100,6 +100,7 @@ struct ClientStats {
   std::uint64_t refreshes = 0;            // topologies read
   std::uint64_t waits = 0;                // WAITs sent (Request::replicas)
   std::uint64_t shard_subscriptions = 0;  // shard channels subscribed (subscribe_shards), again too
+  std::uint64_t shard_subscribe_errors = 0;  // SSUBSCRIBEs answered with an error
 };
 
 class Client {
@@ -153,10 +154,16 @@ class Client {
   // Completes once every message the shard channels' nodes sent before this call has come (a
   // PING on each connection that carries a subscribed channel: a node answers it after what it
   // wrote there before), with, for each channel by index, whether it stayed subscribed
-  // throughout (subscribed at the call, its connection answered, not subscribed again since).
+  // throughout (subscribed at the call, its connection answered, not subscribed again since, on
+  // the node the map names for its slot, and the slot not met migrating or failing over by a
+  // request in the last 10 s).
   // So whoever heard no message on a channel that held knows that nothing was published there
   // before the call. Calls that come while a round is under way share the next round.
   void sync_shards(std::function<void(std::vector<bool>)> done);
+  // The error the last refused SSUBSCRIBE got, until one succeeds ("" if none): a refusal that
+  // lasts (an ACL without the channels, a proxy without sharded pub/sub) is for the owner to
+  // report. (Such refusals are tried again ever more slowly, up to every 5 s.)
+  [[nodiscard]] std::string shard_subscribe_error() const;
 
   // Whether the server is a single Redis without cluster support.
   [[nodiscard]] bool standalone() const noexcept;

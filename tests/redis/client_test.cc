@@ -71,6 +71,16 @@ class RedisClientTest : public ::testing::Test {
     return result.is_ok() ? describe(result.value()) : "failed: " + result.status().to_string();
   }
 
+  // A started client of `server` that takes a node for dead after 300 ms of silence (for tests
+  // that pause the server).
+  std::unique_ptr<Client> impatient_client(const RedisServer& server) {
+    auto opts = options(server.address());
+    opts.connection.reply_timeout = 300ms;
+    auto client = std::make_unique<Client>(io_.get_executor(), opts);
+    EXPECT_TRUE(start(*client).is_ok());
+    return client;
+  }
+
   // In `delay`, on the io_context's thread (blocking calls to the servers are fine in a test).
   void later(Millis delay, std::function<void()> action) {
     auto timer = std::make_shared<boost::asio::steady_timer>(io_, delay);
@@ -149,10 +159,8 @@ TEST_F(RedisClientTest, ABrokenConnectionIsReplacedForTheNextCommand) {
 TEST_F(RedisClientTest, ASilentNodeFailsItsCommandsAfterTheReplyTimeout) {
   RedisServer server(dir_.path() / "single");
   ASSERT_EQ(server.start(), "");
-  auto opts = options(server.address());
-  opts.connection.reply_timeout = 300ms;
-  Client client(io_.get_executor(), opts);
-  ASSERT_TRUE(start(client).is_ok());
+  const auto owned = impatient_client(server);
+  Client& client = *owned;
   server.pause();
   const auto result = run(client, "k", Command{"SET", "k", "1"});
   server.resume();
@@ -380,10 +388,8 @@ TEST_F(RedisScriptTest, ABurstOfFirstCallsLoadsTheLibraryOnceAndNoCallFails) {
 TEST_F(RedisClientTest, ASilentSubscriptionIsMadeAgain) {
   RedisServer server(dir_.path() / "single");
   ASSERT_EQ(server.start(), "");
-  auto opts = options(server.address());
-  opts.connection.reply_timeout = 300ms;
-  Client client(io_.get_executor(), opts);
-  ASSERT_TRUE(start(client).is_ok());
+  const auto owned = impatient_client(server);
+  Client& client = *owned;
   int subscribed = 0;
   int shard_subscribed = 0;
   std::vector<std::string> messages;
@@ -425,10 +431,8 @@ TEST_F(RedisClientTest, ASilentSubscriptionIsMadeAgain) {
 TEST_F(RedisClientTest, SyncShardsLetsInEveryMessageSentBeforeIt) {
   RedisServer server(dir_.path() / "single");
   ASSERT_EQ(server.start(), "");
-  auto opts = options(server.address());
-  opts.connection.reply_timeout = 300ms;
-  Client client(io_.get_executor(), opts);
-  ASSERT_TRUE(start(client).is_ok());
+  const auto owned = impatient_client(server);
+  Client& client = *owned;
   const std::vector<std::string> channels = {"{a}events", "{b}events"};
   int subscribed = 0;
   std::vector<std::string> messages;
@@ -462,6 +466,36 @@ TEST_F(RedisClientTest, SyncShardsLetsInEveryMessageSentBeforeIt) {
   server.resume();
   ASSERT_TRUE(held);
   EXPECT_EQ(*held, std::vector<bool>({false, false}));
+}
+
+// An SSUBSCRIBE the server keeps refusing (an ACL without the channel) is said, and tried
+// again ever more slowly, not five times a second; once allowed, it holds.
+TEST_F(RedisClientTest, ARefusedShardChannelIsToldAndTriedAgainMoreSlowly) {
+  RedisServer server(dir_.path() / "single");
+  ASSERT_EQ(server.start(), "");
+  ASSERT_EQ(describe(testing::call(
+                server.port(), Command{"ACL", "SETUSER", "default", "resetchannels", "&events"})),
+            "OK");
+  Client client(io_.get_executor(), options(server.address()));
+  ASSERT_TRUE(start(client).is_ok());
+  int subscribed = 0;
+  client.subscribe_shards(
+      {"{s}events"}, [](std::size_t, std::string) {}, [&](std::size_t) { ++subscribed; });
+  io_.restart();
+  io_.run_for(4000ms);
+  EXPECT_EQ(subscribed, 0);
+  EXPECT_EQ(client.shard_subscribe_error().rfind("NOPERM", 0), 0U)
+      << client.shard_subscribe_error();
+  // At 200 ms, doubling: 0, 0.2, 0.6, 1.4, 3.0 s (20 at a steady 200 ms).
+  EXPECT_GE(client.stats().shard_subscribe_errors, 3U);
+  EXPECT_LE(client.stats().shard_subscribe_errors, 6U);
+  ASSERT_EQ(
+      describe(testing::call(server.port(), Command{"ACL", "SETUSER", "default", "allchannels"})),
+      "OK");
+  io_.restart();
+  for (int i = 0; i < 700 && subscribed == 0; ++i) io_.run_for(10ms);
+  EXPECT_EQ(subscribed, 1);
+  EXPECT_EQ(client.shard_subscribe_error(), "");
 }
 
 // --- a cluster
@@ -690,6 +724,35 @@ TEST_F(RedisClusterTest, AShardChannelFollowsItsSlotToAnotherPrimary) {
   io_.restart();
   for (int i = 0; i < 300 && messages.empty(); ++i) io_.run_for(10ms);
   EXPECT_EQ(messages, std::vector<std::string>{"there"});
+}
+
+// A slot whose requests meet a migration (ASK) is not vouched for by sync_shards(): its
+// scripts may run, and publish, on the importing node.
+TEST_F(RedisClusterTest, SyncShardsDoesNotVouchForASlotThatMigrates) {
+  Client client(io_.get_executor(), options(cluster_.seeds()));
+  ASSERT_TRUE(start(client).is_ok());
+  const std::vector<std::string> channels = {"{migrating}events", "{staying}events"};
+  int subscribed = 0;
+  client.subscribe_shards(
+      channels, [](std::size_t, std::string) {}, [&](std::size_t) { ++subscribed; });
+  io_.restart();
+  for (int i = 0; i < 300 && subscribed < 2; ++i) io_.run_for(10ms);
+  ASSERT_EQ(subscribed, 2);
+  const auto sync = [&] {
+    std::optional<std::vector<bool>> held;
+    client.sync_shards([&](std::vector<bool> result) { held = std::move(result); });
+    run_until(held);
+    return held.value_or(std::vector<bool>{});
+  };
+  EXPECT_EQ(sync(), std::vector<bool>({true, true}));
+  const std::string key = "{migrating}k";
+  ASSERT_EQ(text(run(client, key, Command{"SET", key, "v"})), "OK");
+  RedisServer& from = *cluster_.primary_of(key_slot(key));
+  RedisServer& to = other_than(from);
+  begin_migration(key_slot(key), from, to);
+  move_key(from, to, key);
+  EXPECT_EQ(text(run(client, key, Command{"GET", key})), "\"v\"");  // by ASK
+  EXPECT_EQ(sync(), std::vector<bool>({false, true}));
 }
 
 // A script that waits for a replica runs on the slot's primary, and its WAIT's answer comes

@@ -206,7 +206,8 @@ struct Waiter {
   bool again = false;        // a shard became worth trying while it tried
   bool probed = false;       // this try asked the shards whose heads were unknown
   std::uint32_t misses = 0;  // shards this try found with no job as good as the node thought
-  bool rescanned = false;    // asked every shard before answering DEADLINE_SOON or TIMED_OUT
+  bool rescanned = false;    // let in every message sent before answering DEADLINE_SOON or
+                             // TIMED_OUT (give_up())
   bool finished = false;
   bool handed = false;  // carried by a firing under way (fire()): still waiting, as clients see
   std::uint64_t puts_before = 0;  // the session's puts made before this reserve (SessionState)
@@ -344,6 +345,10 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   Names names;
   std::uint32_t shards = 0;
   std::string node;
+  std::string subscribe_refused;  // the SSUBSCRIBE error last logged (resync())
+  // When a job message last came on the node-wide channel: only nodes of an older version,
+  // from before the shard channels, send them there (give_up() then trusts no channel).
+  std::optional<SteadyClock::time_point> older_node_heard;
   std::uint64_t sessions = 0;
   std::uint64_t rotor = 0;
   bool draining = false;
@@ -801,8 +806,12 @@ void Core::give_up(const std::shared_ptr<Waiter>& waiter) {
     waiter->rescanned = true;
     waiter->trying = true;
     return client.sync_shards([self = shared_from_this(), waiter](std::vector<bool> held) {
+      // A node of an older version heard from in the last minute publishes on the node-wide
+      // channel, over the cluster bus, which the PINGs do not wait for: every shard is asked.
+      const bool older = self->older_node_heard &&
+                         SteadyClock::now() - *self->older_node_heard < std::chrono::minutes(1);
       for (std::uint32_t shard = 0; shard < self->shards; ++shard) {
-        if (shard < held.size() && held[shard]) continue;
+        if (!older && shard < held.size() && held[shard]) continue;
         for (const auto& tube : self->open_tubes(*waiter)) {
           Hint& h = self->hint(tube);
           h.heads[shard] = Head{};
@@ -908,8 +917,8 @@ void Core::arm(const std::shared_ptr<Waiter>& waiter) {
       });
 }
 
-// A reserve's timeout is kept when Redis is out of reach: its calls (a try, the look at every
-// shard before TIMED_OUT, the puts its connection made before it) retry for the client's request
+// A reserve's timeout is kept when Redis is out of reach: its calls (a try, a probe, the PINGs
+// before TIMED_OUT, the puts its connection made before it) retry for the client's request
 // timeout (10 s), so a grace after the deadline, it answers TIMED_OUT without them. A job one of
 // them reserves after all is released at once (finish()).
 void Core::keep_deadline(const std::shared_ptr<Waiter>& waiter) {
@@ -1254,6 +1263,16 @@ void Core::on_event(const std::string& payload) {
 
 void Core::resync() {
   if (closed) return;
+  if (const auto refused = client.shard_subscribe_error(); refused != subscribe_refused) {
+    subscribe_refused = refused;
+    if (!refused.empty()) {
+      spdlog::warn(
+          "redis: the shard channels cannot be subscribed ({}): reserves here hear of jobs "
+          "made ready through other nodes only every 5 s (an ACL must allow the channels "
+          "{}:{{*}}:events)",
+          refused, options.prefix);
+    }
+  }
   // Every tube a reserve waits for is looked for in every shard again (one probe round per
   // tube, shared by its waiters): what a lost message hid, they find.
   std::set<std::string> waited;
@@ -1511,6 +1530,7 @@ RedisSession::~RedisSession() {
     if (!waiter->finished) {
       waiter->finished = true;
       if (waiter->timer) waiter->timer->cancel();
+      if (waiter->late) waiter->late->cancel();
       core_->waiters.remove(waiter);
     }
   }
@@ -1800,8 +1820,8 @@ bool RedisSession::stop_waiting(std::uint64_t ticket) {
   if (it == waits_.end() || it->second->finished) return false;
   const auto waiter = it->second;
   // Its time is up: a try under way answers the job it finds, or ends in give_up(); a waiter at
-  // rest goes to give_up() now. There, before TIMED_OUT, every shard is asked once, for a job
-  // put through another node and not announced here yet.
+  // rest goes to give_up() now. There, before TIMED_OUT, the messages already sent are let in,
+  // for a job put through another node and not announced here yet.
   waiter->deadline = SteadyClock::now();
   core_->keep_deadline(waiter);
   if (!waiter->trying) {
@@ -2393,7 +2413,12 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
   core->client.subscribe(
       std::string(core->names.events),
       [weak](std::string payload) {
-        if (auto self = weak.lock()) self->on_event(payload);
+        auto self = weak.lock();
+        if (!self) return;
+        if (payload.starts_with("r ") || payload.starts_with("t ")) {
+          self->older_node_heard = SteadyClock::now();
+        }
+        self->on_event(payload);
       },
       [weak] {
         auto self = weak.lock();
