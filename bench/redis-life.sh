@@ -5,25 +5,59 @@
 # workers). Prints one Markdown row: jobs, Redis CPU (utime + stime) per job, FCALLs per job
 # (INFO commandstats, the idle node's own calls included), fire lateness p50 / p99, and the CPU
 # time the hypervisor stole meanwhile. DELAYQD names another server binary (side-by-side runs).
-# Ends what it started, by PID.
+# CLUSTER=1: over a 3-primary + 3-replica cluster instead (scripts/redis-cluster.sh, AOF), two
+# nodes, the producer on one and the workers on the other, no CPU pinning; Redis CPU and FCALLs
+# summed over the six redis-servers. Ends what it started, by PID.
 set -euo pipefail
 seconds=${1:-10}
 source "$(dirname "$0")/common.sh"
-cleanup() { stop_started; rm -rf "$work"; }
+cleanup() {
+  stop_started
+  scripts/redis-cluster.sh stop "$work/cluster" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
 trap cleanup EXIT
 
-start_redis taskset -c 0
-start_node taskset -c 1
+if [ "${CLUSTER:-0}" = 1 ]; then
+  seeds=$(scripts/redis-cluster.sh start "$work/cluster" 3 1)
+  redis_pids=$(cat "$work"/cluster/*/redis.pid)
+  redis_ports=${seeds//127.0.0.1:/}
+  start_node_over() {  # like start_node, over the cluster
+    port=$(free_port)
+    "$delayqd" --redis "$seeds" -p "$port" --http off >"$work/delayqd-$port.out" \
+      2>"$work/delayqd-$port.err" &
+    pids+=($!)
+    for _ in $(seq 100); do grep -q listening "$work/delayqd-$port.out" 2>/dev/null && break; sleep 0.1; done
+  }
+  start_node_over
+  producer_port=$port
+  start_node_over
+  sleep 2  # leases, shared by the two
+  pin=()
+  targets=(--port "$producer_port" --worker-port "$port")
+else
+  start_redis taskset -c 0
+  start_node taskset -c 1
+  redis_pids=$redis_pid
+  redis_ports=$redis_port
+  pin=(taskset -c 1)
+  targets=(--port "$port")
+fi
 
-fcalls() { redis-cli -p "$redis_port" info commandstats | tr -d '\r' |
-  sed -nE 's/^cmdstat_fcall:calls=([0-9]+),.*/\1/p'; }
+fcalls() {
+  for p in ${redis_ports//,/ }; do
+    redis-cli -p "$p" info commandstats | tr -d '\r' |
+      sed -nE 's/^cmdstat_fcall:calls=([0-9]+),.*/\1/p'
+  done | awk '{n += $1} END {print n + 0}'
+}
+redis_ticks() { for pid in $redis_pids; do cpu_ticks "$pid"; done | awk '{n += $1} END {print n}'; }
 calls_before=$(fcalls)
-ticks_before=$(cpu_ticks "$redis_pid")
+ticks_before=$(redis_ticks)
 stolen_before=$(stolen_ms)
-late=$(taskset -c 1 "$loadgen" --port "$port" --mode late --rate 1000 --delay 1 \
+late=$("${pin[@]}" "$loadgen" "${targets[@]}" --mode late --rate 1000 --delay 1 \
   --seconds "$seconds" --connections 2 --jitter on | head -1)
 stolen=$(( $(stolen_ms) - stolen_before ))
-ticks=$(( $(cpu_ticks "$redis_pid") - ticks_before ))
+ticks=$(( $(redis_ticks) - ticks_before ))
 calls=$(( $(fcalls) - calls_before ))
 jobs=$(echo "$late" | sed -E 's/.* ops=([0-9]+) .*/\1/')
 hz=$(getconf CLK_TCK)
