@@ -31,6 +31,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace {
@@ -268,10 +269,10 @@ void run_drain(const Options& o, Results& results, std::atomic<bool>& empty) {
 }
 
 // The producer of `late`: puts at a steady rate, remembering when each put was sent.
+// By id: a job's id says nothing of when it was put (in Redis mode ids go by shard).
 struct Sent {
   std::mutex mutex;
-  std::vector<Clock::time_point> at;  // by id - first_id
-  std::uint64_t first_id = 0;
+  std::unordered_map<std::uint64_t, Clock::time_point> at;
 };
 
 void run_late_producer(const Options& o, Clock::time_point end, Sent& sent, std::uint64_t& puts) {
@@ -291,11 +292,7 @@ void run_late_producer(const Options& o, Clock::time_point end, Sent& sent, std:
     const std::uint64_t id = expect_id(c, "INSERTED ");
     {
       std::lock_guard lock(sent.mutex);
-      if (sent.at.empty()) sent.first_id = id;
-      if (id >= sent.first_id) {
-        if (sent.at.size() <= id - sent.first_id) sent.at.resize(id - sent.first_id + 1);
-        sent.at[id - sent.first_id] = before;
-      }
+      sent.at[id] = before;
     }
     ++puts;
     next += o.jitter ? std::chrono::duration_cast<Clock::duration>(period * gap(random)) : period;
@@ -335,8 +332,10 @@ void run_late_worker(const Options& o, Clock::time_point end, Sent& sent, Result
     Clock::time_point put_at{};
     {
       std::lock_guard lock(sent.mutex);
-      if (id >= sent.first_id && id - sent.first_id < sent.at.size())
-        put_at = sent.at[id - sent.first_id];
+      if (const auto it = sent.at.find(id); it != sent.at.end()) {
+        put_at = it->second;
+        sent.at.erase(it);
+      }
     }
     if (put_at != Clock::time_point{}) {
       // The put left at put_at, so its due time is no earlier than put_at + delay.
