@@ -330,12 +330,19 @@ void run_late_worker(const Options& o, Clock::time_point end, Sent& sent, Result
     const std::uint64_t id = std::strtoull(reply.c_str() + 9, nullptr, 10);
     c.skip(static_cast<std::size_t>(o.bytes) + 2);
     Clock::time_point put_at{};
-    {
-      std::lock_guard lock(sent.mutex);
-      if (const auto it = sent.at.find(id); it != sent.at.end()) {
-        put_at = it->second;
-        sent.at.erase(it);
+    // With no delay the job can reach a worker before its INSERTED reaches the producer, which
+    // notes the put's time only then: wait a little for it.
+    for (const auto wait_until = got + std::chrono::milliseconds(100);;) {
+      {
+        std::lock_guard lock(sent.mutex);
+        if (const auto it = sent.at.find(id); it != sent.at.end()) {
+          put_at = it->second;
+          sent.at.erase(it);
+          break;
+        }
       }
+      if (Clock::now() >= wait_until) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     if (put_at != Clock::time_point{}) {
       // The put left at put_at, so its due time is no earlier than put_at + delay.

@@ -7,7 +7,8 @@
 # time the hypervisor stole meanwhile. DELAYQD names another server binary (side-by-side runs).
 # CLUSTER=1: over a 3-primary + 3-replica cluster instead (scripts/redis-cluster.sh, AOF), two
 # nodes, the producer on one and the workers on the other, no CPU pinning; Redis CPU and FCALLs
-# summed over the six redis-servers. Ends what it started, by PID.
+# summed over the six redis-servers. DELAY=0: jobs put ready (the figures are then from the put
+# to the worker), default 1 s. Ends what it started, by PID.
 set -euo pipefail
 seconds=${1:-10}
 source "$(dirname "$0")/common.sh"
@@ -54,7 +55,7 @@ redis_ticks() { for pid in $redis_pids; do cpu_ticks "$pid"; done | awk '{n += $
 calls_before=$(fcalls)
 ticks_before=$(redis_ticks)
 stolen_before=$(stolen_ms)
-late=$("${pin[@]}" "$loadgen" "${targets[@]}" --mode late --rate 1000 --delay 1 \
+late=$("${pin[@]}" "$loadgen" "${targets[@]}" --mode late --rate 1000 --delay "${DELAY:-1}" \
   --seconds "$seconds" --connections 2 --jitter on | head -1)
 stolen=$(( $(stolen_ms) - stolen_before ))
 ticks=$(( $(redis_ticks) - ticks_before ))

@@ -388,31 +388,6 @@ local function put_one(a, now, seq, shards, shard)
   return {'ok', id, due, replaced}
 end
 
--- put shards shard <9 arguments>: one job; {'ok', id, due, replaced, now} or a refusal as
--- put_one() answers it.
-ops.put = function()
-  local now = now_ms()
-  local r = put_one(4, now, redis.call('INCR', SEQ), ARGV[2] + 0, ARGV[3] + 0)
-  if r[1] == 'ok' then r[5] = now end
-  return r
-end
-
--- putmany shards shard <9 arguments>...: several jobs of one shard in one call (a node sends
--- together the puts that arrive together); {'ok', now, <put_one()'s reply>...}. A put refused
--- (exists, conflict) leaves its number unused.
-ops.putmany = function()
-  local now = now_ms()
-  local out = {'ok', now}
-  local n = (#ARGV - 3) / 9
-  local shards, shard = ARGV[2] + 0, ARGV[3] + 0
-  local seq = redis.call('INCRBY', SEQ, n) - n
-  for a = 4, #ARGV, 9 do
-    seq = seq + 1
-    out[#out + 1] = put_one(a, now, seq, shards, shard)
-  end
-  return out
-end
-
 -- The best ready job of each tube named from ARGV[from] on, as head_of() gives it ('' for none,
 -- or for a paused tube): what a node keeps of the shard, to try the best shard first.
 local function heads(from, now)
@@ -448,6 +423,70 @@ local function best_ready(from, to, now, fresh)
     end
   end
   return best, best_head
+end
+
+-- The reserves waiting on the caller given from ARGV[i] on, as `holder n tube...` each: each is
+-- handed the best ready job of its tubes (best_ready()), the jobs this call made ready
+-- included, as a reserve would be. Answers reply() of each one's job, or false, in their order.
+-- So a job made ready for a waiting worker (by a firing, by a put) reaches it in one call, not
+-- that call and then a reserve.
+local function serve(i, now)
+  local served = {}
+  local fresh = {}  -- tube -> the members this call made ready
+  if i <= #ARGV then
+    for member in pairs(readies) do
+      local tube = string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
+      fresh[tube] = fresh[tube] or {}
+      table.insert(fresh[tube], member)
+    end
+  end
+  while i + 1 <= #ARGV do
+    local holder, n = ARGV[i], tonumber(ARGV[i + 1])
+    served[#served + 1] = false
+    for _ = 1, 3 do
+      local best = best_ready(i + 2, i + 1 + n, now, fresh)
+      if not best then break end
+      local j = load(id_of(best))
+      if j then
+        move(j, now, take(holder, now))
+        served[#served] = reply(j, now)
+        break
+      end
+      remove_ready(best) -- as read: a ready entry without its job
+    end
+    i = i + 2 + n
+  end
+  return served
+end
+
+-- put shards shard <9 arguments> [holder n tube...]...: one job, and the reserves given
+-- served (serve()); {'ok', id, due, replaced, now, served} or a refusal as put_one() answers it.
+ops.put = function()
+  local now = now_ms()
+  local r = put_one(4, now, redis.call('INCR', SEQ), ARGV[2] + 0, ARGV[3] + 0)
+  if r[1] == 'ok' then
+    r[5] = now
+    r[6] = serve(13, now)
+  end
+  return r
+end
+
+-- putmany shards shard n <9 arguments>... [holder n tube...]...: n jobs of one shard in one call
+-- (a node sends together the puts that arrive together), and the reserves given served;
+-- {'ok', now, <put_one()'s reply>..., served}. A put refused (exists, conflict) leaves its
+-- number unused.
+ops.putmany = function()
+  local now = now_ms()
+  local out = {'ok', now}
+  local n = ARGV[4] + 0
+  local shards, shard = ARGV[2] + 0, ARGV[3] + 0
+  local seq = redis.call('INCRBY', SEQ, n) - n
+  for a = 5, 4 + 9 * n, 9 do
+    seq = seq + 1
+    out[#out + 1] = put_one(a, now, seq, shards, shard)
+  end
+  out[#out + 1] = serve(5 + 9 * n, now)
+  return out
 end
 
 -- reserve holder bound tube... : the best ready job of the tubes in this shard (best_ready()),
@@ -754,32 +793,7 @@ ops.fire = function()
       link(j, now)
     end
   end
-  local served = {}
-  local fresh = {}  -- tube -> the members made ready above
-  if #ARGV > 3 then
-    for member in pairs(readies) do
-      local tube = string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
-      fresh[tube] = fresh[tube] or {}
-      table.insert(fresh[tube], member)
-    end
-  end
-  local i = 4
-  while i + 1 <= #ARGV do
-    local holder, n = ARGV[i], tonumber(ARGV[i + 1])
-    served[#served + 1] = false
-    for _ = 1, 3 do
-      local best = best_ready(i + 2, i + 1 + n, now, fresh)
-      if not best then break end
-      local j = load(id_of(best))
-      if j then
-        move(j, now, take(holder, now))
-        served[#served] = reply(j, now)
-        break
-      end
-      remove_ready(best) -- as read: a ready entry without its job
-    end
-    i = i + 2 + n
-  end
+  local served = serve(4, now)
   -- The next timer: the set's head once what fire took out is gone, or one this call added (a
   -- reservation's TTR), which reaches the set at flush(). The owner arms from this answer, so
   -- flush() publishes no 't' for it.

@@ -318,7 +318,8 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void acquire(std::vector<std::uint32_t> candidates, std::size_t index, std::size_t want);
   void fire(std::uint32_t shard);
   // The reserves a firing may hand jobs to (fire()), marked as trying.
-  std::vector<std::shared_ptr<Waiter>> handed_to_firing(std::vector<std::string>& args);
+  std::vector<std::shared_ptr<Waiter>> handed_to_firing(
+      std::vector<std::string>& args, const std::set<std::string>* only = nullptr);
   // After that firing: each waiter gets its job (`served`, a job reply or nil), or goes on.
   void after_firing(const std::vector<std::shared_ptr<Waiter>>& handed, const Reply* served);
   void arm_fire(std::uint32_t shard, std::chrono::microseconds delay);
@@ -471,38 +472,63 @@ void Core::flush_puts() {
   for (auto& [shard, puts] : all) {
     for (std::size_t from = 0; from < puts.size(); from += kMostPerCall) {
       const std::size_t count = std::min(kMostPerCall, puts.size() - from);
+      // The reserves waiting here for the tubes of the jobs put ready (no delay) are served by
+      // the call itself, as a firing's are: no second call between the put and the worker.
+      std::set<std::string> ready_tubes;
+      for (std::size_t i = from; i < from + count; ++i) {
+        const auto& job = puts[i].args;  // tube pri delay_or_at absolute ...
+        if (job[2] == "0" && job[3] == "0") ready_tubes.insert(job[0]);
+      }
+      std::vector<std::string> waiting;
+      const auto handed = ready_tubes.empty() ? std::vector<std::shared_ptr<Waiter>>{}
+                                              : handed_to_firing(waiting, &ready_tubes);
       if (count == 1) {
         std::vector<std::string> args = {"put", std::to_string(shards), std::to_string(shard)};
         args.insert(args.end(), puts[from].args.begin(), puts[from].args.end());
-        call(shard, std::move(args), true, std::move(puts[from].done));
+        args.insert(args.end(), waiting.begin(), waiting.end());
+        call(shard, std::move(args), true,
+             [self = shared_from_this(), handed,
+              done = std::move(puts[from].done)](Result<Reply> reply) {
+               // {ok, id, due, replaced, now, served}
+               const Reply* served = reply.is_ok() && reply.value().elements.size() > 5
+                                         ? &reply.value().elements[5]
+                                         : nullptr;
+               self->after_firing(handed, served);
+               done(std::move(reply));
+             });
         continue;
       }
-      std::vector<std::string> args = {"putmany", std::to_string(shards), std::to_string(shard)};
+      std::vector<std::string> args = {"putmany", std::to_string(shards), std::to_string(shard),
+                                       std::to_string(count)};
       auto dones = std::make_shared<std::vector<std::function<void(Result<Reply>)>>>();
       for (std::size_t i = from; i < from + count; ++i) {
         args.insert(args.end(), puts[i].args.begin(), puts[i].args.end());
         dones->push_back(std::move(puts[i].done));
       }
-      call(shard, std::move(args), true, [dones](Result<Reply> reply) {
-        if (!reply.is_ok() || reply.value().elements.size() != dones->size() + 2) {
-          const Status failed = reply.is_ok()
-                                    ? Status(Code::kIOError, "Redis: a putmany reply of " +
-                                                                 redis::describe(reply.value()))
-                                    : reply.status();
-          for (auto& done : *dones) done(failed);
-          return;
-        }
-        // {ok, now, <a put's reply>...}: each put that went in gets the present as a
-        // single put's reply has it.
-        auto& elements = reply.value().elements;
-        for (std::size_t i = 0; i < dones->size(); ++i) {
-          Reply& one = elements[i + 2];
-          if (!one.elements.empty() && one.elements[0].str == "ok") {
-            one.elements.push_back(elements[1]);
-          }
-          (*dones)[i](std::move(one));
-        }
-      });
+      args.insert(args.end(), waiting.begin(), waiting.end());
+      call(shard, std::move(args), true,
+           [self = shared_from_this(), handed, dones](Result<Reply> reply) {
+             if (!reply.is_ok() || reply.value().elements.size() != dones->size() + 3) {
+               const Status failed =
+                   reply.is_ok() ? Status(Code::kIOError, "Redis: a putmany reply of " +
+                                                              redis::describe(reply.value()))
+                                 : reply.status();
+               self->after_firing(handed, nullptr);
+               for (auto& done : *dones) done(failed);
+               return;
+             }
+             // {ok, now, <a put's reply>..., served}: each put that went in gets the present
+             // as a single put's reply has it.
+             auto& elements = reply.value().elements;
+             self->after_firing(handed, &elements.back());
+             for (std::size_t i = 0; i < dones->size(); ++i) {
+               Reply& one = elements[i + 2];
+               if (!one.elements.empty() && one.elements[0].str == "ok") {
+                 one.elements.push_back(elements[1]);
+               }
+               (*dones)[i](std::move(one));
+             }
+           });
     }
   }
 }
@@ -1156,7 +1182,9 @@ void Core::fire(std::uint32_t shard) {
 // the due time and the worker. So the firing reserves for it, in the same call: the longest
 // waiting first, a few at a time (each costs the call a look at its tubes), and only while
 // nothing is known elsewhere, so that one never gets a worse job than another shard holds.
-std::vector<std::shared_ptr<Waiter>> Core::handed_to_firing(std::vector<std::string>& args) {
+// (For a put: `only` the waiters of the tubes it puts ready jobs in.)
+std::vector<std::shared_ptr<Waiter>> Core::handed_to_firing(std::vector<std::string>& args,
+                                                            const std::set<std::string>* only) {
   constexpr std::size_t kMostWaiters = 8;
   constexpr std::size_t kMostLooked = 32;  // waiters looked at, handed or not
   constexpr std::size_t kMostTubes = 8;
@@ -1169,6 +1197,10 @@ std::vector<std::shared_ptr<Waiter>> Core::handed_to_firing(std::vector<std::str
     ++looked;
     const auto tubes = open_tubes(*waiter);
     if (tubes.empty() || tubes.size() > kMostTubes) continue;
+    if (only != nullptr && std::none_of(tubes.begin(), tubes.end(),
+                                        [&](const auto& tube) { return only->contains(tube); })) {
+      continue;
+    }
     const bool nothing_known = std::all_of(tubes.begin(), tubes.end(), [&](const auto& tube) {
       const auto [it, inserted] = empty.try_emplace(tube, false);
       if (inserted) {
