@@ -318,10 +318,10 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void acquire(std::vector<std::uint32_t> candidates, std::size_t index, std::size_t want);
   void fire(std::uint32_t shard);
   // The reserves a firing may hand jobs to (fire()), marked as trying.
-  std::vector<std::shared_ptr<Waiter>> handed_to_firing(
-      std::vector<std::string>& args, const std::set<std::string>* only = nullptr);
+  std::vector<std::shared_ptr<Waiter>> handed_to_call(std::vector<std::string>& args,
+                                                      const std::set<std::string>* only = nullptr);
   // After that firing: each waiter gets its job (`served`, a job reply or nil), or goes on.
-  void after_firing(const std::vector<std::shared_ptr<Waiter>>& handed, const Reply* served);
+  void after_handing(const std::vector<std::shared_ptr<Waiter>>& handed, const Reply* served);
   void arm_fire(std::uint32_t shard, std::chrono::microseconds delay);
   void on_event(const std::string& payload);
   void resync();
@@ -481,7 +481,7 @@ void Core::flush_puts() {
       }
       std::vector<std::string> waiting;
       const auto handed = ready_tubes.empty() ? std::vector<std::shared_ptr<Waiter>>{}
-                                              : handed_to_firing(waiting, &ready_tubes);
+                                              : handed_to_call(waiting, &ready_tubes);
       if (count == 1) {
         std::vector<std::string> args = {"put", std::to_string(shards), std::to_string(shard)};
         args.insert(args.end(), puts[from].args.begin(), puts[from].args.end());
@@ -493,7 +493,7 @@ void Core::flush_puts() {
                const Reply* served = reply.is_ok() && reply.value().elements.size() > 5
                                          ? &reply.value().elements[5]
                                          : nullptr;
-               self->after_firing(handed, served);
+               self->after_handing(handed, served);
                done(std::move(reply));
              });
         continue;
@@ -513,14 +513,14 @@ void Core::flush_puts() {
                    reply.is_ok() ? Status(Code::kIOError, "Redis: a putmany reply of " +
                                                               redis::describe(reply.value()))
                                  : reply.status();
-               self->after_firing(handed, nullptr);
+               self->after_handing(handed, nullptr);
                for (auto& done : *dones) done(failed);
                return;
              }
              // {ok, now, <a put's reply>..., served}: each put that went in gets the present
              // as a single put's reply has it.
              auto& elements = reply.value().elements;
-             self->after_firing(handed, &elements.back());
+             self->after_handing(handed, &elements.back());
              for (std::size_t i = 0; i < dones->size(); ++i) {
                Reply& one = elements[i + 2];
                if (!one.elements.empty() && one.elements[0].str == "ok") {
@@ -1131,13 +1131,13 @@ void Core::fire(std::uint32_t shard) {
   std::vector<std::string> args = {"fire", std::to_string(own.epoch),
                                    std::to_string(options.fire_batch)};
   std::vector<std::shared_ptr<Waiter>> handed;
-  if (!own.failed) handed = handed_to_firing(args);
+  if (!own.failed) handed = handed_to_call(args);
   // No WAIT: a firing a failover loses is done again by the shard's owner, from the due time.
   call(shard, std::move(args), false,
        [self = shared_from_this(), shard, handed = std::move(handed)](Result<Reply> reply) {
          const bool served = reply.is_ok() && reply.value().elements.size() > 5 &&
                              reply.value().elements[0].str == "ok";
-         self->after_firing(handed, served ? &reply.value().elements[5] : nullptr);
+         self->after_handing(handed, served ? &reply.value().elements[5] : nullptr);
          auto found = self->owned.find(shard);
          if (found == self->owned.end()) return;
          Owned& mine = found->second;
@@ -1178,13 +1178,14 @@ void Core::fire(std::uint32_t shard) {
 }
 
 // A reserve waiting here for tubes of which no shard is known to hold a ready job would be woken
-// by what the firing makes ready, and then reserve it: one more round trip to Redis between
-// the due time and the worker. So the firing reserves for it, in the same call: the longest
+// by what a firing or a put makes ready, and then reserve it: one more round trip to Redis
+// between the due time (or the put) and the worker. So the call reserves for it: the longest
 // waiting first, a few at a time (each costs the call a look at its tubes), and only while
 // nothing is known elsewhere, so that one never gets a worse job than another shard holds.
-// (For a put: `only` the waiters of the tubes it puts ready jobs in.)
-std::vector<std::shared_ptr<Waiter>> Core::handed_to_firing(std::vector<std::string>& args,
-                                                            const std::set<std::string>* only) {
+// Appends `holder n tube...` for each to `args` (jobs.lua's serve()); for a put, `only` the
+// waiters of the tubes it puts ready jobs in.
+std::vector<std::shared_ptr<Waiter>> Core::handed_to_call(std::vector<std::string>& args,
+                                                          const std::set<std::string>* only) {
   constexpr std::size_t kMostWaiters = 8;
   constexpr std::size_t kMostLooked = 32;  // waiters looked at, handed or not
   constexpr std::size_t kMostTubes = 8;
@@ -1222,7 +1223,7 @@ std::vector<std::shared_ptr<Waiter>> Core::handed_to_firing(std::vector<std::str
   return handed;
 }
 
-void Core::after_firing(const std::vector<std::shared_ptr<Waiter>>& handed, const Reply* served) {
+void Core::after_handing(const std::vector<std::shared_ptr<Waiter>>& handed, const Reply* served) {
   for (std::size_t i = 0; i < handed.size(); ++i) {
     const auto& waiter = handed[i];
     waiter->trying = false;
