@@ -901,6 +901,12 @@ class RedisWakeTest : public ::testing::Test {
     ASSERT_EQ(redis_.start(), "");
     server_ = node(dir_, redis_.address(), "wk");
     ASSERT_EQ(server_->start(), "");
+    // Until the node has subscribed every shard's channel, a reserve about to answer TIMED_OUT
+    // asks the shards not yet subscribed: the counts below assume it has.
+    for (const auto until = Clock::now() + 10s; Clock::now() < until;) {
+      if (call(redis_.port(), {"PUBSUB", "SHARDCHANNELS", "wk:*"}).elements.size() == 128) break;
+      std::this_thread::sleep_for(20ms);
+    }
   }
   TempDir dir_;
   RedisServer redis_{dir_.path() / "redis"};
