@@ -29,11 +29,11 @@ start_redis() {
   pids+=("$redis_pid")
   sleep 0.5
 }
-# A delayqd over that Redis on a free port ($port), once it listens and has taken its leases.
-# Arguments go before the command (taskset -c 1).
+# A delayqd over that Redis (or over $seeds, when set) on a free port ($port), once it listens
+# and has taken its leases. Arguments go before the command (taskset -c 1).
 start_node() {
   port=$(free_port)
-  "$@" "$delayqd" --redis "127.0.0.1:$redis_port" -p "$port" --http off \
+  "$@" "$delayqd" --redis "${seeds:-127.0.0.1:$redis_port}" -p "$port" --http off \
     >"$work/delayqd-$port.out" 2>"$work/delayqd-$port.err" &
   pids+=($!)
   for _ in $(seq 100); do grep -q listening "$work/delayqd-$port.out" 2>/dev/null && break; sleep 0.1; done

@@ -23,17 +23,10 @@ if [ "${CLUSTER:-0}" = 1 ]; then
   seeds=$(scripts/redis-cluster.sh start "$work/cluster" 3 1)
   redis_pids=$(cat "$work"/cluster/*/redis.pid)
   redis_ports=${seeds//127.0.0.1:/}
-  start_node_over() {  # like start_node, over the cluster
-    port=$(free_port)
-    "$delayqd" --redis "$seeds" -p "$port" --http off >"$work/delayqd-$port.out" \
-      2>"$work/delayqd-$port.err" &
-    pids+=($!)
-    for _ in $(seq 100); do grep -q listening "$work/delayqd-$port.out" 2>/dev/null && break; sleep 0.1; done
-  }
-  start_node_over
+  start_node
   producer_port=$port
-  start_node_over
-  sleep 2  # leases, shared by the two
+  start_node
+  sleep 1  # leases, shared by the two
   pin=()
   targets=(--port "$producer_port" --worker-port "$port")
 else

@@ -202,6 +202,10 @@ struct Waiter {
   // At the deadline and a grace after it (keep_deadline()): answers TIMED_OUT even with calls
   // still under way, which only an unreachable Redis keeps that long.
   std::unique_ptr<asio::steady_timer> late;
+  void stop_timers() {
+    if (timer) timer->cancel();
+    if (late) late->cancel();
+  }
   bool trying = false;
   bool again = false;        // a shard became worth trying while it tried
   bool probed = false;       // this try asked the shards whose heads were unknown
@@ -209,7 +213,7 @@ struct Waiter {
   bool rescanned = false;    // let in every message sent before answering DEADLINE_SOON or
                              // TIMED_OUT (give_up())
   bool finished = false;
-  bool handed = false;  // carried by a firing under way (fire()): still waiting, as clients see
+  bool handed = false;  // carried by a firing or put under way: still waiting, as clients see
   std::uint64_t puts_before = 0;  // the session's puts made before this reserve (SessionState)
 };
 
@@ -285,8 +289,11 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
              const std::vector<std::uint32_t>& generations, const Reply& heads);
   // Every shard's best of the tube unknown; an answer on its way must not undo that.
   void forget_heads(Hint& h) {
-    std::fill(h.heads.begin(), h.heads.end(), Head{});
-    for (auto& generation : h.generation) ++generation;
+    for (std::uint32_t shard = 0; shard < shards; ++shard) forget_head(h, shard);
+  }
+  static void forget_head(Hint& h, std::uint32_t shard) {
+    h.heads[shard] = Head{};
+    ++h.generation[shard];
   }
   // A reserve of the tubes ended without its answer (an error, or its waiter went away): a
   // message it held back (notify_ready) goes to another waiter.
@@ -317,10 +324,10 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void heartbeat(bool over_memory);
   void acquire(std::vector<std::uint32_t> candidates, std::size_t index, std::size_t want);
   void fire(std::uint32_t shard);
-  // The reserves a firing may hand jobs to (fire()), marked as trying.
+  // The reserves a firing or a put may hand jobs to (fire(), flush_puts()), marked as trying.
   std::vector<std::shared_ptr<Waiter>> handed_to_call(std::vector<std::string>& args,
                                                       const std::set<std::string>* only = nullptr);
-  // After that firing: each waiter gets its job (`served`, a job reply or nil), or goes on.
+  // After that call: each waiter gets its job (`served`, a job reply or nil), or goes on.
   void after_handing(const std::vector<std::shared_ptr<Waiter>>& handed, const Reply* served);
   void arm_fire(std::uint32_t shard, std::chrono::microseconds delay);
   void on_event(const std::string& payload);
@@ -431,10 +438,7 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
       // The call may have run without its answer coming back: what it made ready here, this
       // node will not hear (it skips its own messages). Every tube's best in the shard is
       // unknown: the next reserve asks, and waiting ones at the next look (resync).
-      for (auto& [tube, h] : self->hints) {
-        h.heads[shard] = Head{};
-        ++h.generation[shard];
-      }
+      for (auto& [tube, h] : self->hints) forget_head(h, shard);
       // Redis could not be reached in time, or a connection broke: an error of the store, not a
       // reserve's timeout.
       return done(Status(Code::kIOError, "Redis: " + replies.status().message()));
@@ -838,11 +842,7 @@ void Core::give_up(const std::shared_ptr<Waiter>& waiter) {
                          SteadyClock::now() - *self->older_node_heard < std::chrono::minutes(1);
       for (std::uint32_t shard = 0; shard < self->shards; ++shard) {
         if (!older && shard < held.size() && held[shard]) continue;
-        for (const auto& tube : self->open_tubes(*waiter)) {
-          Hint& h = self->hint(tube);
-          h.heads[shard] = Head{};
-          ++h.generation[shard];
-        }
+        for (const auto& tube : self->open_tubes(*waiter)) forget_head(self->hint(tube), shard);
       }
       waiter->probed = false;
       waiter->misses = 0;
@@ -973,8 +973,7 @@ void Core::finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> res
     return;
   }
   waiter->finished = true;
-  if (waiter->timer) waiter->timer->cancel();
-  if (waiter->late) waiter->late->cancel();
+  waiter->stop_timers();
   waiters.remove(waiter);
   report_waiting();
   if (result.is_ok()) waiter->session->hold(result.value());
@@ -1562,8 +1561,7 @@ RedisSession::~RedisSession() {
   for (auto& [ticket, waiter] : waits_) {
     if (!waiter->finished) {
       waiter->finished = true;
-      if (waiter->timer) waiter->timer->cancel();
-      if (waiter->late) waiter->late->cancel();
+      waiter->stop_timers();
       core_->waiters.remove(waiter);
     }
   }
@@ -1841,8 +1839,7 @@ bool RedisSession::cancel_reserve(std::uint64_t ticket) {
   waits_.erase(it);
   auto done = std::move(waiter->done);
   waiter->finished = true;
-  if (waiter->timer) waiter->timer->cancel();
-  if (waiter->late) waiter->late->cancel();
+  waiter->stop_timers();
   core_->waiters.remove(waiter);
   post(std::move(done), Result<broker::Job>(Status(Code::kTimedOut, "the reserve was cancelled")));
   return true;
@@ -2475,10 +2472,7 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
         if (!self) return;
         // The shard's messages may have been lost while unsubscribed: look there again.
         const auto shard = static_cast<std::uint32_t>(index);
-        for (auto& [tube, h] : self->hints) {
-          h.heads[shard] = Head{};
-          ++h.generation[shard];
-        }
+        for (auto& [tube, h] : self->hints) Core::forget_head(h, shard);
         self->pump();
         if (self->owned.contains(shard)) self->fire(shard);
       });
