@@ -23,7 +23,6 @@ entries, where each insert walks the list), as with compare-bullmq.sh's 100,000 
 leaves callgrind's files (for callgrind_annotate) and says where."""
 import os
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -58,10 +57,12 @@ def read_reply(stream):
 
 
 def record_tail(ttr, tube, key, group, body):
+    """As layout.cc's new_record_tail: MessagePack unsigned integers and strings, then the body
+    (small values only: a TTR below 128 and names below 32 bytes)."""
+    assert ttr < 128 and all(len(name) < 32 for name in (tube, key, group))
     def text(value):
-        return struct.pack(">I", len(value)) + value
-    return struct.pack(">IIIIII", ttr, 0, 0, 0, 0, 0) + text(tube) + text(key) + text(group) + \
-        text(b"") + body
+        return bytes([0xa0 | len(value)]) + value
+    return bytes([ttr, 0, 0, 0, 0, 0]) + text(tube) + text(key) + text(group) + text(b"") + body
 
 
 def start_redis(work, name, valgrind):
@@ -135,8 +136,8 @@ def putmany_calls(conn, calls, shards, first=0, per_call=JOBS_PER_CALL):
             base = f"dq:{{{shard}}}"
             keys = [base + suffix for suffix in
                     (":seq", ":j", ":a", ":t", ":r", ":b", ":k", ":g", ":c", ":m", ":p",
-                     ":tubes", ":owner", ":epoch")]
-            requests.append(command("FCALL", "cost", len(keys), *keys, "putmany", 128, shard,
+                     ":tubes", ":owner", ":epoch", ":ti", ":tp")]
+            requests.append(command("FCALL", "cost", len(keys), *keys, "putmany", 128, shard, per_call,
                                     *(job * per_call), "bench"))
         conn.sock.sendall(b"".join(requests))
         for _ in range(batch):

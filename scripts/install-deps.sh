@@ -26,6 +26,7 @@ packages=(
   openssl           # the webhook tests make their TLS certificates with it
   libfmt-dev
   libhiredis-dev    # hiredis's RESP reader (the Redis client)
+  libmsgpuck-dev    # msgpuck: reads the MessagePack records of Redis mode (jobs.lua)
   python3           # bench/wheel_table.py (make bench)
   ca-certificates   # npm reaches its registry over https (the client test)
   faketime          # libfaketime: the clock-step test moves delayqd's wall clock while it runs

@@ -236,6 +236,15 @@ std::string Metrics::render(std::span<const TubeStats> tubes, const ServerStats&
       append(out, "delayq_shard_overdue_seconds{{shard=\"{}\"}} {}\n", shard, shard_overdue[shard]);
     }
   }
+  if (shard_channels_subscribed >= 0) {
+    append(out,
+           "# HELP delayq_shard_channels_subscribed Shards whose channel this node is subscribed "
+           "to (of delayq_shard_overdue_seconds' shards): one that is not wakes reserves here "
+           "late.\n");
+    append(out,
+           "# TYPE delayq_shard_channels_subscribed gauge\ndelayq_shard_channels_subscribed {}\n",
+           shard_channels_subscribed);
+  }
   return out;
 }
 

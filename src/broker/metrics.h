@@ -72,6 +72,10 @@ class Metrics {
   // time, a reservation's TTR end) is behind the present, in seconds, 0 when none is; as this
   // node last looked. A shard whose value keeps growing is not being fired. Empty otherwise.
   std::vector<double> shard_overdue;
+  // Sharded brokers: how many shards' channels this node is subscribed to now (a shard whose
+  // channel is not is asked at every poll, and its jobs wake reserves here only at the next
+  // look). -1 otherwise.
+  std::int64_t shard_channels_subscribed = -1;
 
   // One operation of a protocol ("beanstalk", "http") and how it ended. protocol, op and result
   // must outlive the Metrics (string literals, static tables): they are kept as views.

@@ -938,6 +938,12 @@ std::string Client::shard_subscribe_error() const {
   return impl_->shard_subscribe_error;
 }
 
+std::size_t Client::shard_channels_subscribed() const {
+  return static_cast<std::size_t>(
+      std::count_if(impl_->shard_channels.begin(), impl_->shard_channels.end(),
+                    [](const auto& entry) { return entry.subscribed; }));
+}
+
 bool Client::standalone() const noexcept {
   return impl_->is_standalone;
 }

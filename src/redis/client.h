@@ -164,6 +164,9 @@ class Client {
   // lasts (an ACL without the channels, a proxy without sharded pub/sub) is for the owner to
   // report. (Such refusals are tried again ever more slowly, up to every 5 s.)
   [[nodiscard]] std::string shard_subscribe_error() const;
+  // How many of the channels given to subscribe_shards() are subscribed now (their SSUBSCRIBE
+  // answered, on the node it went to).
+  [[nodiscard]] std::size_t shard_channels_subscribed() const;
 
   // Whether the server is a single Redis without cluster support.
   [[nodiscard]] bool standalone() const noexcept;

@@ -12,9 +12,12 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <random>
@@ -832,11 +835,15 @@ std::string http_body(std::uint16_t port, const std::string& path) {
 }
 
 // delayq_shard_overdue_seconds of one shard, as the node's /metrics shows it; -1 if absent.
-double overdue_of(std::uint16_t port, int shard) {
+// A sample of /metrics by its name and labels ("name" or "name{label=\"value\"}"); -1 if none.
+double metric_of(std::uint16_t port, const std::string& sample) {
   const std::string page = http_body(port, "/metrics");
-  const std::string name = "delayq_shard_overdue_seconds{shard=\"" + std::to_string(shard) + "\"} ";
-  const auto at = page.find(name);
-  return at == std::string::npos ? -1.0 : std::stod(page.substr(at + name.size()));
+  const auto at = page.find("\n" + sample + " ");
+  return at == std::string::npos ? -1.0 : std::stod(page.substr(at + sample.size() + 2));
+}
+
+double overdue_of(std::uint16_t port, int shard) {
+  return metric_of(port, "delayq_shard_overdue_seconds{shard=\"" + std::to_string(shard) + "\"}");
 }
 
 // A shard nobody fires (its lease held by a node that does not exist) shows on the gauge, and
@@ -901,10 +908,11 @@ class RedisWakeTest : public ::testing::Test {
     ASSERT_EQ(redis_.start(), "");
     server_ = node(dir_, redis_.address(), "wk");
     ASSERT_EQ(server_->start(), "");
-    // Until the node has subscribed every shard's channel, a reserve about to answer TIMED_OUT
-    // asks the shards not yet subscribed: the counts below assume it has.
+    // Until the node has subscribed every shard's channel (read every SSUBSCRIBE's answer: a
+    // loaded machine may run the node late, after Redis counts them), a reserve about to answer
+    // TIMED_OUT asks the shards not yet subscribed: the counts below assume it has.
     for (const auto until = Clock::now() + 10s; Clock::now() < until;) {
-      if (call(redis_.port(), {"PUBSUB", "SHARDCHANNELS", "wk:*"}).elements.size() == 128) break;
+      if (metric_of(server_->http_port(), "delayq_shard_channels_subscribed") == 128) break;
       std::this_thread::sleep_for(20ms);
     }
   }
@@ -1071,6 +1079,201 @@ TEST_F(RedisWakeTest, ABurstReachesEveryWaitingReserveWithoutTheFiveSecondLook) 
     EXPECT_EQ(served, kWorkers) << "workers served within 1.5 s of the burst, round " << round;
     std::this_thread::sleep_until(round_start + 2500ms);
   }
+}
+
+// --- layout 2: timers in pages, MessagePack records; the upgrade from layout 1
+
+// One shard, so that every timer shares its pages: 600 jobs due over about 3 s, put in random
+// order (each delay a whole second, the puts spread in time), a third of them deleted before
+// they are due. Every other job comes out once and never before its time; the pages split on
+// the way (more than 128 timers), and none is left once all have fired.
+TEST(RedisTimersTest, ManyTimersInOneShardFireOnceNeverEarlyAndLeaveNoPage) {
+  TempDir dir;
+  RedisServer redis(dir.path() / "redis");
+  ASSERT_EQ(redis.start(), "");
+  ServerProcess server(dir.path(),
+                       {"--redis", redis.address(), "--redis-prefix", "pg", "--redis-shards", "1"});
+  ASSERT_EQ(server.start(), "");
+  Client producer(server.port());
+  std::mt19937_64 random(test_seed());
+  std::map<std::uint64_t, std::int64_t> due;  // id -> not before (unix ms)
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 600; ++i) {
+    const auto delay = static_cast<std::uint32_t>(1 + random() % 3);
+    const auto before = unix_ms();
+    const auto id = inserted_id(producer.call(put_command("job", 0, delay)));
+    ASSERT_TRUE(id);
+    due[*id] = before + delay * 1000;
+    ids.push_back(*id);
+  }
+  EXPECT_GT(call(redis.port(), {"HLEN", "pg:{0}:tp"}).integer, 2);
+  std::shuffle(ids.begin(), ids.end(), random);
+  for (std::size_t i = 0; i < 200; ++i) {
+    ASSERT_EQ(producer.call("delete " + std::to_string(ids[i]) + "\r\n"), "DELETED\r\n");
+    due.erase(ids[i]);
+  }
+  Client worker(server.port());
+  std::set<std::uint64_t> seen;
+  while (seen.size() < due.size()) {
+    const std::string reply = worker.call("reserve-with-timeout 10\r\n", Millis{15000});
+    ASSERT_EQ(reply.rfind("RESERVED ", 0), 0u) << reply << " after " << seen.size();
+    const auto at = unix_ms();
+    const auto id = std::stoull(reply.substr(9));
+    ASSERT_TRUE(due.contains(id)) << "job " << id << " was deleted or never put";
+    EXPECT_GE(at, due[id]) << "job " << id << " came out early";
+    EXPECT_TRUE(seen.insert(id).second) << "job " << id << " came out twice";
+    ASSERT_EQ(worker.call("delete " + std::to_string(id) + "\r\n"), "DELETED\r\n");
+  }
+  EXPECT_EQ(worker.call("reserve-with-timeout 1\r\n", Millis{5000}), "TIMED_OUT\r\n");
+  EXPECT_EQ(call(redis.port(), {"HLEN", "pg:{0}:tp"}).integer, 0);
+  EXPECT_EQ(call(redis.port(), {"ZCARD", "pg:{0}:ti"}).integer, 0);
+}
+
+// The target for Redis's memory: a pending job with a 100-byte body costs at most 250 bytes
+// (used_memory before and after 20,000 puts due in an hour, over the default 128 shards).
+TEST(RedisTimersTest, APendingJobWithA100ByteBodyCostsAtMost250BytesOfRedis) {
+  TempDir dir;
+  RedisServer redis(dir.path() / "redis");
+  ASSERT_EQ(redis.start(), "");
+  ServerProcess server(dir.path(), {"--redis", redis.address(), "--redis-prefix", "mem"});
+  ASSERT_EQ(server.start(), "");
+  Client producer(server.port());
+  const auto used = [&] {
+    const std::string info = call(redis.port(), {"INFO", "memory"}).str;
+    const auto at = info.find("used_memory:");
+    return std::stoll(info.substr(at + 12));
+  };
+  // One put first: the tube's counters and names exist before the count starts.
+  ASSERT_TRUE(inserted_id(producer.call(put_command(std::string(100, 'x'), 0, 3600))));
+  const auto before = used();
+  constexpr int kJobs = 20000;
+  constexpr int kBatch = 100;
+  for (int sent = 0; sent < kJobs; sent += kBatch) {
+    std::string batch;
+    for (int i = 0; i < kBatch; ++i) batch += put_command(std::string(100, 'x'), 0, 3600);
+    ASSERT_TRUE(producer.send(batch));
+    for (int i = 0; i < kBatch; ++i) ASSERT_TRUE(inserted_id(producer.reply()));
+  }
+  const double per_job = static_cast<double>(used() - before) / kJobs;
+  EXPECT_LE(per_job, 250.0);
+  EXPECT_GE(per_job, 100.0);  // the bodies are in there
+  std::cout << "bytes of Redis per pending job: " << per_job << "\n";
+}
+
+// A layout 1 record: struct '>BBI4ddddI4I4I4I4I4I4' (flags, state, priority, due, deadline,
+// created, delay, TTR, five counters), four '>I4'-length strings (tube, key, group, holder), the
+// body: what delayqd wrote before layout 2.
+std::string layout1_record(int state, double due, double created, std::string_view tube,
+                           std::string_view key, std::string_view body) {
+  std::string out;
+  const auto be = [&out](std::uint64_t value, int bytes) {
+    for (int shift = 8 * (bytes - 1); shift >= 0; shift -= 8) {
+      out.push_back(static_cast<char>((value >> shift) & 0xff));
+    }
+  };
+  be(0, 1);
+  be(static_cast<std::uint64_t>(state), 1);
+  be(1024, 4);
+  for (const double time : {due, 0.0, created, due > created ? due - created : 0.0}) {
+    be(std::bit_cast<std::uint64_t>(time), 8);
+  }
+  be(60, 4);
+  for (int counter = 0; counter < 5; ++counter) be(0, 4);
+  for (const std::string_view text : {tube, key, std::string_view(), std::string_view()}) {
+    be(text.size(), 4);
+    out.append(text);
+  }
+  out.append(body);
+  return out;
+}
+
+// Jobs stored by a layout 1 delayqd (written here by hand, as it wrote them: records, the timer
+// sorted set, the ready set, counters) are upgraded when a newer node starts: the timers move
+// into pages, the delayed job fires on time, the ready one is reserved, one is found by its
+// key; the cluster is marked layout 2. Before that, a live node of layout 1 holds the start up.
+TEST(RedisUpgradeTest, ALayoutOneClusterIsUpgradedAtStartOnceItsNodesAreGone) {
+  TempDir dir;
+  RedisServer redis(dir.path() / "redis");
+  ASSERT_EQ(redis.start(), "");
+  const auto port = redis.port();
+  ASSERT_EQ(call(port, {"HSET", "up:meta", "shards", "2"}).integer, 1);
+  const auto now = static_cast<double>(unix_ms());
+  const double soon = now + 3000.25;
+  const double later = now + 3600000.5;
+  // Shard 0: job 2 ready, job 4 delayed an hour with a key. Shard 1: job 3 due in 3 s.
+  ASSERT_EQ(
+      call(port, {"HSET", "up:{0}:j", "2", layout1_record(1, now, now, "default", "", "ready")})
+          .integer,
+      1);
+  ASSERT_EQ(call(port, {"ZADD", "up:{0}:r", "0",
+                        std::string("default\0", 8) + "0000001024" + std::string("\0", 1) +
+                            "0000000000000002"})
+                .integer,
+            1);
+  ASSERT_EQ(
+      call(port, {"HSET", "up:{0}:j", "4", layout1_record(0, later, now, "default", "k1", "hour")})
+          .integer,
+      1);
+  ASSERT_EQ(call(port, {"ZADD", "up:{0}:t",
+                        std::to_string(static_cast<std::int64_t>(std::ceil(later))), "4"})
+                .integer,
+            1);
+  ASSERT_EQ(call(port, {"HSET", "up:{0}:k", std::string("default\0k1", 10), "4"}).integer, 1);
+  ASSERT_EQ(
+      call(port, {"HSET", "up:{1}:j", "3", layout1_record(0, soon, now, "default", "", "soon")})
+          .integer,
+      1);
+  ASSERT_EQ(call(port, {"ZADD", "up:{1}:t",
+                        std::to_string(static_cast<std::int64_t>(std::ceil(soon))), "3"})
+                .integer,
+            1);
+  for (const std::string shard : {"0", "1"}) {
+    ASSERT_EQ(call(port, {"SADD", "up:{" + shard + "}:tubes", "default"}).integer, 1);
+    ASSERT_EQ(call(port, {"SET", "up:{" + shard + "}:seq", "2"}).str, "OK");
+  }
+  // A node of layout 1 alive (its announcement lasts another 2 s): the new one waits for it.
+  const auto redis_now_ms = [&] {
+    const auto time = call(port, {"TIME"});
+    return std::stoll(time.elements.at(0).str) * 1000 + std::stoll(time.elements.at(1).str) / 1000;
+  };
+  ASSERT_EQ(
+      call(port, {"ZADD", "up:nodes", std::to_string(redis_now_ms() + 2000), "old-node"}).integer,
+      1);
+  const auto started = Clock::now();
+  ServerProcess server(dir.path(), {"--redis", redis.address(), "--redis-prefix", "up"});
+  ASSERT_EQ(server.start(), "");
+  EXPECT_GE(Clock::now() - started, 1500ms);  // it waited for the old node's lease to lapse
+  EXPECT_EQ(call(port, {"HGET", "up:meta", "layout"}).str, "2");
+  EXPECT_EQ(call(port, {"EXISTS", "up:{0}:t", "up:{1}:t"}).integer, 0);
+  EXPECT_EQ(call(port, {"ZCARD", "up:{0}:ti"}).integer, 1);
+  EXPECT_EQ(call(port, {"ZCARD", "up:{1}:ti"}).integer, 1);
+
+  Client client(server.port());
+  EXPECT_EQ(client.call("peek 4\r\n"), job_reply("FOUND", 4, "hour"));
+  const std::string stats = client.call("stats-job 4\r\n");
+  EXPECT_NE(stats.find("state: delayed"), std::string::npos) << stats;
+  EXPECT_EQ(client.call("reserve-with-timeout 0\r\n"), job_reply("RESERVED", 2, "ready"));
+  EXPECT_EQ(client.call("delete 2\r\n"), "DELETED\r\n");
+  const std::string reply = client.call("reserve-with-timeout 10\r\n", Millis{15000});
+  EXPECT_EQ(reply, job_reply("RESERVED", 3, "soon"));
+  EXPECT_GE(static_cast<double>(unix_ms()), soon);
+  EXPECT_EQ(client.call("delete 3\r\n"), "DELETED\r\n");
+  // The hour's job: kicked, then reserved.
+  EXPECT_EQ(client.call("kick-job 4\r\n"), "KICKED\r\n");
+  EXPECT_EQ(client.call("reserve-with-timeout 5\r\n", Millis{10000}),
+            job_reply("RESERVED", 4, "hour"));
+}
+
+// A newer layout than this build's is refused at start, and nothing is changed.
+TEST(RedisUpgradeTest, ANewerLayoutIsRefused) {
+  TempDir dir;
+  RedisServer redis(dir.path() / "redis");
+  ASSERT_EQ(redis.start(), "");
+  ASSERT_EQ(call(redis.port(), {"HSET", "nw:meta", "shards", "2", "layout", "3"}).integer, 2);
+  ServerProcess server(dir.path(), {"--redis", redis.address(), "--redis-prefix", "nw"});
+  EXPECT_NE(server.start(Millis{10000}), "");  // (its reason, on delayqd's stderr, names layout 3)
+  EXPECT_EQ(call(redis.port(), {"HGET", "nw:meta", "layout"}).str, "3");
+  EXPECT_EQ(call(redis.port(), {"EXISTS", "nw:nodes"}).integer, 0);  // it never took part
 }
 
 }  // namespace

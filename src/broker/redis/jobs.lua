@@ -1,7 +1,7 @@
 -- jobs.lua — every change to a shard's jobs, as one atomic call (docs/redis-mode.md). Loaded
 -- into Redis as a function library (redis::Script adds the name and registers run()), so that
 -- what is defined here is made once per load, not at every call.
--- Called as FCALL <name> 14 <the shard's keys> <op> <args...> <node>: every key of the shard, always
+-- Called as FCALL <name> 16 <the shard's keys> <op> <args...> <node>: every key of the shard, always
 -- all of them and in this order, so that Redis sees every key a call may touch. They share
 -- the shard's hash tag, "<prefix>:{<shard>}" (the prefix is "dq" unless configured), hence one
 -- slot, which the shard's channel "<prefix>:{<shard>}:events" shares (sharded pub/sub); and while a slot migrates, Redis runs a script only
@@ -11,7 +11,8 @@
 --   1 seq    string  the shard's job counter; id = seq * shards + shard
 --   2 j      hash    id (decimal) -> job record (layout below) with its body
 --   3 a      hash    id -> attachment (push delivery; delayq's binary codec)
---   4 t      zset    delayed jobs by due time, reserved jobs by TTR deadline (ms); member: id
+--   4 t      zset    layout 1's timers (member: id, score: due or TTR end), which `upgrade` moves
+--                    into the pages (ti, tp) and which is empty after it
 --   5 r      zset    ready jobs, all score 0, ordered by member: tube \0 priority(10) \0 id(16)
 --   6 b      zset    buried jobs, score 0, member: tube \0 id(16)
 --   7 k      hash    tube \0 key -> id
@@ -21,12 +22,23 @@
 --  11 p      hash    tube -> paused until (ms)
 --  12 tubes  set     tubes with jobs or counts in this shard
 --  13 owner, 14 epoch   the shard's lease (firing) and its fencing number
+--  15 ti     zset    the timer pages' index, score 0, member: each page's first entry
+--  16 tp     hash    timer pages: first entry -> the page's entries, in order
 -- (The heartbeat op alone is called with the one key <prefix>:nodes.)
 --
--- Record: struct '>BBI4ddddI4I4I4I4I4I4' = flags (bit0: has attachment), state (0 delayed,
--- 1 ready, 2 reserved, 3 buried), priority, due, deadline, created, delay (ms), ttr (s),
--- reserves, timeouts, releases, buries, kicks; then tube, key, group, holder as '>I4' length +
--- bytes; then the body, to the end.
+-- Timers: every delayed job by its due time and every reserved job by its TTR's end, as 13-byte
+-- entries, '>I6I7' = the time in milliseconds (rounded up) and the id, big-endian, so that bytes
+-- sort as (time, id). They are kept in pages of at most 128 entries each, in order, the pages'
+-- ranges not overlapping; the index names each page by its first entry, so that the page where
+-- an entry belongs is the last one named at or before it. About 15 bytes of Redis a timer,
+-- against 112 for a sorted-set entry of its own (docs/redis-mode.md).
+--
+-- Record (layout 2): MessagePack objects, then the body to the end: 2 (the layout, never a
+-- layout 1 record's first byte, which is 0 or 1), flags (bit0: has attachment), state
+-- (0 delayed, 1 ready, 2 reserved, 3 buried), priority, due, deadline, created (ms, to the
+-- microsecond), delay (ms), ttr (s), reserves, timeouts, releases, buries, kicks, tube, key,
+-- group, holder. Layout 1's records, struct '>BBI4ddddI4I4I4I4I4I4' and four '>I4'-length
+-- strings, are still read, and written as layout 2 when they next change.
 --
 -- Replies: {<the op's reply>, <readied>}, where the op's reply is {'ok', ...} or {'<error>',
 -- message} (notfound, conflict, exists, fenced, worse), and readied lists {tube, head} for each
@@ -35,10 +47,10 @@
 -- The call's arguments and keys, set by run() at each call. SEVENTS is the shard's channel:
 -- 'r' and 't' go there with SPUBLISH, which reaches the nodes subscribed on the shard's primary
 -- only, without crossing the cluster bus to every node as a classic PUBLISH does.
-local ARGV, base, SEVENTS, SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH
-local TIMES = '>BBI4dddd'           -- a record's start: flags, state, priority and its times
-local HEAD = TIMES .. 'I4I4I4I4I4I4' -- then the TTR and the five counters
-local RECORD = HEAD .. 'I4c0I4c0I4c0I4c0' -- and the four strings, each after its length
+local ARGV, base, SEVENTS, SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH, TI, TP
+local LAYOUT = 2  -- a record's first object
+local FIELDS = 18 -- and its objects before the body
+local V1 = '>BBI4ddddI4I4I4I4I4I4I4c0I4c0I4c0I4c0' -- a layout 1 record, before the body
 local DELAYED, READY, RESERVED, BURIED = 0, 1, 2, 3
 
 -- Redis's clock, read once per call: a call runs at one instant.
@@ -84,26 +96,47 @@ local function id_of(member) return tonumber(string.sub(member, -16)) end
 
 local function decode(rec)
   local j = {}
-  local pos
-  j.flags, j.state, j.pri, j.due, j.deadline, j.created, j.delay, j.ttr, j.reserves, j.timeouts,
-    j.releases, j.buries, j.kicks, j.tube, j.key, j.group, j.holder, pos = struct.unpack(RECORD, rec)
-  j.body = string.sub(rec, pos)
+  if string.byte(rec, 1) == LAYOUT then
+    local at, _
+    at, _, j.flags, j.state, j.pri, j.due, j.deadline, j.created, j.delay, j.ttr, j.reserves,
+      j.timeouts, j.releases, j.buries, j.kicks, j.tube, j.key, j.group, j.holder =
+      cmsgpack.unpack_limit(rec, FIELDS)
+    j.body = at < 0 and '' or string.sub(rec, at + 1)  -- at: the body's offset, -1 for none
+  else
+    local pos
+    j.flags, j.state, j.pri, j.due, j.deadline, j.created, j.delay, j.ttr, j.reserves, j.timeouts,
+      j.releases, j.buries, j.kicks, j.tube, j.key, j.group, j.holder, pos = struct.unpack(V1, rec)
+    j.body = string.sub(rec, pos)
+  end
   return j
 end
 
 local function encode(j)
-  return struct.pack(RECORD, j.flags, j.state, j.pri, j.due, j.deadline, j.created, j.delay,
-    j.ttr, j.reserves, j.timeouts, j.releases, j.buries, j.kicks, #j.tube, j.tube, #j.key, j.key,
-    #j.group, j.group, #j.holder, j.holder) .. j.body
+  return cmsgpack.pack(LAYOUT, j.flags, j.state, j.pri, j.due, j.deadline, j.created, j.delay,
+    j.ttr, j.reserves, j.timeouts, j.releases, j.buries, j.kicks, j.tube, j.key, j.group,
+    j.holder) .. j.body
+end
+
+-- A record's time of creation, without decoding the rest.
+local function created_of(rec)
+  if string.byte(rec, 1) == LAYOUT then return select(8, cmsgpack.unpack_limit(rec, 7)) end
+  return select(6, struct.unpack(V1, rec))
 end
 
 -- Writes gathered during the call and made at its end (flush), one command per key and not one
--- per job: a putmany or a fire of n jobs costs one HSET, one ZADD per sorted set and one HINCRBY
--- per counter. load() sees the gathered records; taking a job out of t or r drops its gathered
--- entry too, so nothing gathered outlives a later change in the same call.
+-- per job: a putmany or a fire of n jobs costs one HSET, one write per timer page changed, one
+-- ZADD of r and one HINCRBY per counter. load() sees the gathered records; taking a job out of r
+-- drops its gathered entry too, so nothing gathered outlives a later change in the same call.
 -- (Each made empty by run() at each call.)
 local records  -- field -> record, for HSET j
-local timers   -- member -> score, for ZADD t
+local log      -- timer entries changed, in the order changed, until apply()
+local moves    -- and each one's change: 1 added, -1 removed
+local ordered  -- whether the log holds only additions, each after the one before
+local last_t, last_id -- the log's last entry
+local soonest, soonest_at -- the earliest timer added in this call, and its exact time
+local pages    -- timer page -> its entries (read or changed in this call), false once deleted
+local dirty    -- timer page -> true: to write (or delete) at flush
+local leads    -- whether a timer this call added may have become the shard's first
 local readies  -- member -> true, for ZADD r
 local counters -- tube \0 counter -> change, for HINCRBY c
 local seen     -- tube -> true, for SADD tubes
@@ -135,7 +168,7 @@ local function head_of(tube, member)
   local id = id_of(member)
   local rec = records[fid(id)] or redis.call('HGET', J, fid(id))
   local created = 0
-  if rec then created = math.floor(select(6, struct.unpack(TIMES, rec))) end
+  if rec then created = math.floor(created_of(rec)) end
   return string.format('%d:%d:%d', tonumber(string.sub(member, #tube + 2, #tube + 11)), created, id)
 end
 
@@ -158,12 +191,155 @@ local function count(tube, field, by)
   counters[name] = (counters[name] or 0) + by
 end
 
-local function add_timer(id, at) timers[fid(id)] = at end
+-- Timers (their pages are drawn at the top). A change is noted and made by apply(), which
+-- takes the changes in order and makes each page's at once: a putmany of n jobs due together,
+-- or a firing of n jobs, reads and writes their page once.
+local TW, ENTRY, PAGE_MAX = 13, '>I6I7', 128
 
-local function remove_timer(id)
-  local member = fid(id)
-  timers[member] = nil
-  redis.call('ZREM', T, member)
+local function first_timer() return redis.call('ZRANGE', TI, 0, 0)[1] end
+
+local function earlier(t1, i1, t2, i2) return t1 < t2 or (t1 == t2 and i1 < i2) end
+
+local function note_timer(t, id, change)
+  local n = #log + 1
+  log[n] = struct.pack(ENTRY, t, id)
+  moves[n] = change
+  if change < 0 or (last_t and not earlier(last_t, last_id, t, id)) then ordered = false end
+  last_t, last_id = t, id
+  return log[n]
+end
+
+local function add_timer(id, at)
+  local t = math.ceil(at)
+  local entry = note_timer(t, id, 1)
+  if not soonest_at or at < soonest_at then soonest, soonest_at = entry, at end
+end
+local function remove_timer(id, at) note_timer(math.ceil(at), id, -1) end
+
+local function page(name)
+  local entries = pages[name]
+  if entries == nil then
+    entries = redis.call('HGET', TP, name) or ''
+    pages[name] = entries
+  end
+  return entries or ''
+end
+
+-- The first place in entries, from `from` on, whose entry does not come before (t, id). (Most
+-- new timers come after every other of their page: the last entry is looked at first.)
+local function place(entries, t, id, from)
+  local to = #entries / TW
+  if from < to then
+    local last_t, last_id = struct.unpack(ENTRY, entries, (to - 1) * TW + 1)
+    if earlier(last_t, last_id, t, id) then return to end
+  end
+  while from < to do
+    local mid = math.floor((from + to) / 2)
+    local mt, mi = struct.unpack(ENTRY, entries, mid * TW + 1)
+    if earlier(mt, mi, t, id) then from = mid + 1 else to = mid end
+  end
+  return from
+end
+
+-- Page `name` (nil: none yet) holds `entries` now: written back, split in halves past PAGE_MAX
+-- entries, and named again after its first entry when that changed.
+local function store(name, entries)
+  local n = #entries / TW
+  local size = n > PAGE_MAX and PAGE_MAX / 2 or PAGE_MAX
+  local kept = false
+  for i = 0, n - 1, size do
+    local part = string.sub(entries, i * TW + 1, math.min(i + size, n) * TW)
+    local first = string.sub(part, 1, TW)
+    if first == name then kept = true else redis.call('ZADD', TI, 0, first) end
+    pages[first] = part
+    dirty[first] = true
+  end
+  if name and not kept then
+    redis.call('ZREM', TI, name)
+    pages[name] = false
+    dirty[name] = true
+  end
+end
+
+-- The next page after `name`, and its first entry's time and id (nil: none).
+local function next_page(name)
+  local next_name = redis.call('ZRANGEBYLEX', TI, '(' .. name, '+', 'LIMIT', 0, 1)[1]
+  if next_name then return next_name, struct.unpack(ENTRY, next_name) end
+end
+
+-- New timers, in order, that all come after every timer of the page they belong to (the puts
+-- of a call have one due time, and ids that grow): appended to that page, with no search.
+-- False if they are not so.
+local function append()
+  local first_t, first_id = struct.unpack(ENTRY, log[1])
+  local name = redis.call('ZREVRANGEBYLEX', TI, '[' .. log[1], '-', 'LIMIT', 0, 1)[1]
+  if not name then
+    if first_timer() then return false end -- before the first page
+    store(nil, table.concat(log))
+    leads = true
+    return true
+  end
+  local entries = page(name)
+  if entries == '' then return false end
+  local t, id = struct.unpack(ENTRY, entries, #entries - TW + 1)
+  if not earlier(t, id, first_t, first_id) then return false end
+  local _, next_t, next_id = next_page(name)
+  if next_t and not earlier(last_t, last_id, next_t, next_id) then return false end
+  store(name, entries .. table.concat(log))
+  return true
+end
+
+-- Makes the noted changes: each page reads and writes once for all of its changes.
+local function apply()
+  if #log == 0 then return end
+  local done = ordered and append()
+  local list, net = {}, {}
+  if not done then
+    leads = true
+    -- Each entry's last change counts (adding an entry that is there, or removing one that is
+    -- not, changes nothing).
+    for k = 1, #log do net[log[k]] = moves[k] end
+    for entry, change in pairs(net) do
+      local t, id = struct.unpack(ENTRY, entry)
+      list[#list + 1] = {t, id, change, entry}
+    end
+    table.sort(list, function(a, b) return earlier(a[1], a[2], b[1], b[2]) end)
+  end
+  log, moves, ordered, last_t, last_id = {}, {}, true, nil, nil
+  local i = 1
+  while i <= #list do
+    local entry = list[i][4]
+    -- The page where it belongs: the last named at or before it, else the first.
+    local name = redis.call('ZREVRANGEBYLEX', TI, '[' .. entry, '-', 'LIMIT', 0, 1)[1] or first_timer()
+    local _, next_t, next_id -- the next page's first entry: the changes before it are this page's
+    if name and i < #list then _, next_t, next_id = next_page(name) end
+    local entries = name and page(name) or ''
+    local out, at = {}, 0 -- at: the entries taken (kept or dropped) so far
+    repeat
+      local t, id, change, e = list[i][1], list[i][2], list[i][3], list[i][4]
+      local p = place(entries, t, id, at)
+      out[#out + 1] = string.sub(entries, at * TW + 1, p * TW)
+      at = p
+      if string.sub(entries, p * TW + 1, p * TW + TW) == e then at = p + 1 end -- there already
+      if change > 0 then out[#out + 1] = e end
+      i = i + 1
+    until i > #list or (next_t and not earlier(list[i][1], list[i][2], next_t, next_id))
+    out[#out + 1] = string.sub(entries, at * TW + 1)
+    store(name, table.concat(out))
+  end
+end
+
+-- Calls visit(t, id) for the shard's timers in order, until it answers false.
+local function each_timer(visit)
+  apply()
+  local name = first_timer()
+  while name do
+    local entries = page(name)
+    for k = 0, #entries / TW - 1 do
+      if not visit(struct.unpack(ENTRY, entries, k * TW + 1)) then return end
+    end
+    name = redis.call('ZRANGEBYLEX', TI, '(' .. name, '+', 'LIMIT', 0, 1)[1]
+  end
 end
 
 local function remove_ready(member)
@@ -181,18 +357,19 @@ local function flush()
   local list, n = {}, 0
   for field, rec in pairs(records) do list[n + 1] = field; list[n + 2] = rec; n = n + 2 end
   in_chunks('HSET', J, list)
+  apply()
   list, n = {}, 0
-  local earliest
-  for member, at in pairs(timers) do
-    list[n + 1] = string.format('%d', math.ceil(at)); list[n + 2] = member; n = n + 2
-    if not earliest or at < earliest then earliest = at end
+  local gone = {}
+  for name in pairs(dirty) do
+    if pages[name] then list[n + 1] = name; list[n + 2] = pages[name]; n = n + 2
+    else gone[#gone + 1] = name end
   end
-  if earliest then
-    -- A timer earlier than every other of the shard: the owner must re-arm.
-    local head = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
-    in_chunks('ZADD', T, list)
-    if not quiet and (head[2] == nil or earliest < tonumber(head[2])) then
-      redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. string.format('%d', earliest))
+  in_chunks('HSET', TP, list)
+  if #gone > 0 then in_chunks('HDEL', TP, gone) end
+  -- A timer this call added earlier than every other of the shard: the owner must re-arm.
+  if leads and soonest and not quiet then
+    if first_timer() == soonest then
+      redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. string.format('%d', soonest_at))
     end
   end
   -- The best new ready job of each tube, against the best the shard holds before they are added:
@@ -226,11 +403,11 @@ local function make_ready(tube, pri, id) readies[rmember(tube, pri, id)] = true 
 -- Takes the job out of wherever its state keeps it (not the record, key or group).
 local function unlink(j)
   if j.state == DELAYED then
-    remove_timer(j.id); count(j.tube, 'd', -1)
+    remove_timer(j.id, j.due); count(j.tube, 'd', -1)
   elseif j.state == READY then
     remove_ready(rmember(j.tube, j.pri, j.id))
   elseif j.state == RESERVED then
-    remove_timer(j.id); count(j.tube, 'v', -1)
+    remove_timer(j.id, j.deadline); count(j.tube, 'v', -1)
   else
     redis.call('ZREM', B, bmember(j.tube, j.id))
   end
@@ -285,19 +462,15 @@ local function schedule(j, when, absolute, now)
 end
 
 -- The first n delayed jobs of a tube, earliest due first. Delayed jobs of every tube share the
--- timer set, so this walks it in order: it costs the timers before the tube's n-th job.
+-- timers, so this walks them in order: it costs the timers before the tube's n-th job.
 local function delayed_of(tube, n)
   local found = {}
-  local from = 0
-  while #found < n do
-    local page = redis.call('ZRANGE', T, from, from + 99)
-    if #page == 0 then break end
-    for _, member in ipairs(page) do
-      local j = load(tonumber(member))
-      if j and j.state == DELAYED and j.tube == tube and #found < n then table.insert(found, j) end
-    end
-    from = from + 100
-  end
+  if n < 1 then return found end
+  each_timer(function(_, id)
+    local j = load(id)
+    if j and j.state == DELAYED and j.tube == tube then table.insert(found, j) end
+    return #found < n
+  end)
   return found
 end
 
@@ -373,9 +546,9 @@ local function put_one(a, now, seq, shards, shard)
     flags = 1
     redis.call('HSET', A, field, ARGV[a + 7])
   end
-  records[field] = struct.pack(TIMES, flags, state, pri, due, 0, now, delay) .. ARGV[a + 8]
+  records[field] = cmsgpack.pack(LAYOUT, flags, state, pri, due, 0, now, delay) .. ARGV[a + 8]
   if state == DELAYED then
-    timers[field] = due; count(tube, 'd', 1)
+    add_timer(id, due); count(tube, 'd', 1)
   else
     make_ready(tube, pri, id)
   end
@@ -759,9 +932,8 @@ end
 -- fire epoch limit [holder n tube1..tuben]...: as the shard's owner (the epoch must be the
 -- lease's), moves due delayed jobs to ready and lapses reserved jobs past their TTR, at most
 -- `limit`; replies with how many, the next timer to the microsecond (or -1) and the present, by
--- Redis's clock: never early by the only clock all nodes share. The set's scores are whole
--- milliseconds, rounded up (a sorted set of a few entries keeps whole numbers compactly, and
--- compares them without parsing); a job in the present millisecond moves only once its record's
+-- Redis's clock: never early by the only clock all nodes share. Timer entries keep whole
+-- milliseconds, rounded up; a job in the present millisecond moves only once its record's
 -- time has come. Then each holder given (a reserve waiting on the caller, for n tubes) is handed
 -- the best ready job of its tubes, as a reserve would be: the reply's sixth element has
 -- reply() of each one's job, or false, in their order. So a job due for a waiting worker reaches
@@ -769,13 +941,20 @@ end
 ops.fire = function()
   if redis.call('GET', EPOCH) ~= ARGV[2] then return {'fenced', 'not the owner'} end
   local now = now_ms()
-  local due = redis.call('ZRANGEBYSCORE', T, '-inf', math.ceil(now), 'LIMIT', 0, tonumber(ARGV[3]))
+  local cut, limit = math.ceil(now), tonumber(ARGV[3])
+  local due = {}
+  each_timer(function(t, id)
+    if t > cut or #due >= limit then return false end
+    due[#due + 1] = {t, id}
+    return true
+  end)
   local late = {}
   local moved = 0
-  for _, member in ipairs(due) do
-    local j = load(tonumber(member))
-    if not j then
-      redis.call('ZREM', T, member) -- as read: a timer without its job
+  for _, timer in ipairs(due) do
+    local t, id = timer[1], timer[2]
+    local j = load(id)
+    if not j or (j.state ~= DELAYED and j.state ~= RESERVED) or math.ceil(timer_of(j)) ~= t then
+      note_timer(t, id, -1) -- as read: a timer without its job
     elseif timer_of(j) <= now then
       moved = moved + 1
       if j.state == DELAYED then
@@ -794,17 +973,15 @@ ops.fire = function()
     end
   end
   local served = serve(4, now)
-  -- The next timer: the set's head once what fire took out is gone, or one this call added (a
-  -- reservation's TTR), which reaches the set at flush(). The owner arms from this answer, so
-  -- flush() publishes no 't' for it.
-  local head = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
+  -- The next timer, once what fire took out is gone and what it added (a reservation's TTR) is
+  -- in. The owner arms from this answer, so flush() publishes no 't' for it.
+  apply()
+  local first = first_timer()
   local next_at
-  if head[1] then
-    local j = load(tonumber(head[1]))
-    next_at = j and timer_of(j) or tonumber(head[2])
-  end
-  for _, at in pairs(timers) do
-    if not next_at or at < next_at then next_at = at end
+  if first then
+    local t, id = struct.unpack(ENTRY, first)
+    local j = first ~= soonest and load(id)
+    next_at = first == soonest and soonest_at or (j and timer_of(j)) or t
   end
   quiet = true
   return {'ok', moved, next_at and us(next_at) or '-1', us(now), late, served}
@@ -813,8 +990,24 @@ end
 -- overdue: the shard's earliest timer (or -1) and the present, by Redis's clock. Any node may
 -- ask: a timer far behind the present means nobody fires the shard.
 ops.overdue = function()
-  local head = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
-  return {'ok', head[2] or '-1', us(now_ms())}
+  local first = first_timer()
+  return {'ok', first and string.format('%d', (struct.unpack(ENTRY, first))) or '-1', us(now_ms())}
+end
+
+-- upgrade: moves up to 1,000 timers of layout 1 (the sorted set t) into the pages, their
+-- records rewritten in layout 2; replies {'ok', timers of layout 1 left}. (Records of ready and
+-- buried jobs are rewritten when they next change: decode() reads both layouts.)
+ops.upgrade = function()
+  local old = redis.call('ZRANGE', T, 0, 999)
+  for _, member in ipairs(old) do
+    local j = load(tonumber(member))
+    if j and (j.state == DELAYED or j.state == RESERVED) then
+      add_timer(j.id, timer_of(j))
+      save(j)
+    end
+  end
+  if #old > 0 then in_chunks('ZREM', T, old) end
+  return {'ok', redis.call('ZCARD', T)}
 end
 
 -- acquire node lease_ms: takes the lease if free; replies with the new epoch, or 'fenced'.
@@ -854,10 +1047,13 @@ local function run(keys, args)
   caller = table.remove(ARGV)
   base = string.gsub(keys[1], ':seq$', '')
   SEVENTS = base .. ':events'
-  SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH = keys[1], keys[2], keys[3], keys[4],
-    keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12], keys[13], keys[14]
-  clock, clock_ms, quiet = nil, nil, false
-  readied, records, timers, readies, counters, seen, names = {}, {}, {}, {}, {}, {}, {}
+  SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH, TI, TP = keys[1], keys[2], keys[3],
+    keys[4], keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12], keys[13],
+    keys[14], keys[15], keys[16]
+  clock, clock_ms, quiet, leads = nil, nil, false, false
+  readied, records, readies, counters, seen, names = {}, {}, {}, {}, {}, {}
+  log, moves, ordered, last_t, last_id, soonest, soonest_at = {}, {}, true, nil, nil, nil, nil
+  pages, dirty = {}, {}
   local handler = ops[args[1]]
   if not handler then
     return redis.error_reply('ERR delayq: unknown operation ' .. tostring(args[1]))

@@ -1,9 +1,11 @@
 #include "broker/redis/layout.h"
 
+#include <msgpuck.h>
+
 #include <algorithm>
-#include <bit>
 #include <charconv>
 #include <cstring>
+#include <limits>
 #include <tuple>
 
 #include "redis/slot.h"
@@ -22,7 +24,7 @@ std::vector<std::string> shard_keys(std::string_view prefix, std::uint32_t shard
   const std::string base = shard_base(prefix, shard);
   std::vector<std::string> keys;
   for (const char* suffix : {":seq", ":j", ":a", ":t", ":r", ":b", ":k", ":g", ":c", ":m", ":p",
-                             ":tubes", ":owner", ":epoch"}) {
+                             ":tubes", ":owner", ":epoch", ":ti", ":tp"}) {
     keys.push_back(base + suffix);
   }
   return keys;
@@ -54,44 +56,64 @@ std::uint32_t shard_of_name(std::string_view tube, std::string_view name, std::u
 
 namespace {
 
-// Reads jobs.lua's big-endian fields one after another.
+// Reads the MessagePack objects of a record one after another (what jobs.lua's cmsgpack.pack
+// writes: unsigned integers, floats for times with microseconds, strings), each checked to lie
+// whole inside the bytes before it is read.
 class Reader {
  public:
-  explicit Reader(std::string_view bytes) : bytes_(bytes) {}
-  bool u8(std::uint8_t& out) {
-    return take(1, [&](const char* p) { out = static_cast<std::uint8_t>(*p); });
+  explicit Reader(std::string_view bytes) : at_(bytes.data()), end_(bytes.data() + bytes.size()) {}
+  bool number(double& out) {
+    if (!whole()) return false;
+    switch (mp_typeof(*at_)) {
+      case MP_UINT:
+        out = static_cast<double>(mp_decode_uint(&at_));
+        return true;
+      case MP_DOUBLE:
+        out = mp_decode_double(&at_);
+        return true;
+      case MP_FLOAT:
+        out = mp_decode_float(&at_);
+        return true;
+      default:
+        return false;
+    }
   }
-  bool u32(std::uint32_t& out) {
-    return take(4, [&](const char* p) {
-      out = 0;
-      for (int i = 0; i < 4; ++i) out = (out << 8) | static_cast<std::uint8_t>(p[i]);
-    });
-  }
-  // A double holding whole milliseconds (Lua's numbers).
+  bool u8(std::uint8_t& out) { return whole_number(out); }
+  bool u32(std::uint32_t& out) { return whole_number(out); }
+  // A time or a delay: milliseconds, their microseconds dropped.
   bool ms(std::int64_t& out) {
-    return take(8, [&](const char* p) {
-      std::uint64_t bits = 0;
-      for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<std::uint8_t>(p[i]);
-      out = static_cast<std::int64_t>(std::bit_cast<double>(bits));
-    });
-  }
-  bool text(std::string& out) {
-    std::uint32_t size = 0;
-    if (!u32(size)) return false;
-    return take(size, [&](const char* p) { out.assign(p, size); });
-  }
-  [[nodiscard]] std::string_view rest() const { return bytes_.substr(at_); }
-
- private:
-  template <typename F>
-  bool take(std::size_t size, F&& read) {
-    if (bytes_.size() - at_ < size) return false;
-    read(bytes_.data() + at_);
-    at_ += size;
+    double value = 0;
+    if (!number(value) || value < 0 || value > 9.0e15) return false;
+    out = static_cast<std::int64_t>(value);
     return true;
   }
-  std::string_view bytes_;
-  std::size_t at_ = 0;
+  bool text(std::string& out) {
+    if (!whole() || mp_typeof(*at_) != MP_STR) return false;
+    std::uint32_t size = 0;
+    const char* text = mp_decode_str(&at_, &size);
+    out.assign(text, size);
+    return true;
+  }
+  [[nodiscard]] std::string_view rest() const {
+    return {at_, static_cast<std::size_t>(end_ - at_)};
+  }
+
+ private:
+  // Whether the next object ends inside the bytes (mp_check reads no further than end).
+  [[nodiscard]] bool whole() const {
+    const char* probe = at_;
+    return at_ < end_ && mp_check(&probe, end_) == 0;
+  }
+  template <typename T>
+  bool whole_number(T& out) {
+    if (!whole() || mp_typeof(*at_) != MP_UINT) return false;
+    const std::uint64_t value = mp_decode_uint(&at_);
+    if (value > std::numeric_limits<T>::max()) return false;
+    out = static_cast<T>(value);
+    return true;
+  }
+  const char* at_;
+  const char* end_;
 };
 
 }  // namespace
@@ -101,15 +123,17 @@ Result<Record> decode_record(JobId id, std::string_view bytes) {
   JobView& view = record.view;
   view.id = id;
   Reader in(bytes);
+  std::uint8_t layout = 0;
   std::uint8_t flags = 0;
   std::uint8_t state = 0;
   std::uint32_t ttr = 0;
   JobCounters& c = view.counters;
-  if (!in.u8(flags) || !in.u8(state) || !in.u32(view.priority) || !in.ms(view.due_unix_ms) ||
-      !in.ms(view.deadline_unix_ms) || !in.ms(view.created_unix_ms) || !in.ms(view.delay_ms) ||
-      !in.u32(ttr) || !in.u32(c.reserves) || !in.u32(c.timeouts) || !in.u32(c.releases) ||
-      !in.u32(c.buries) || !in.u32(c.kicks) || !in.text(view.tube) || !in.text(view.key) ||
-      !in.text(view.group) || !in.text(record.holder) || state >= kJobStateCount) {
+  if (!in.u8(layout) || layout != kLayout || !in.u8(flags) || !in.u8(state) ||
+      !in.u32(view.priority) || !in.ms(view.due_unix_ms) || !in.ms(view.deadline_unix_ms) ||
+      !in.ms(view.created_unix_ms) || !in.ms(view.delay_ms) || !in.u32(ttr) ||
+      !in.u32(c.reserves) || !in.u32(c.timeouts) || !in.u32(c.releases) || !in.u32(c.buries) ||
+      !in.u32(c.kicks) || !in.text(view.tube) || !in.text(view.key) || !in.text(view.group) ||
+      !in.text(record.holder) || state >= kJobStateCount) {
     return Status(Code::kCorruption, "job " + std::to_string(id) + ": a record cannot be read");
   }
   view.state = static_cast<JobState>(state);
@@ -121,14 +145,15 @@ Result<Record> decode_record(JobId id, std::string_view bytes) {
 
 namespace {
 
-void put_u32(std::string& out, std::uint32_t value) {
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    out.push_back(static_cast<char>((value >> shift) & 0xff));
-  }
+void put_uint(std::string& out, std::uint64_t value) {
+  char buffer[9];
+  out.append(buffer, static_cast<std::size_t>(mp_encode_uint(buffer, value) - buffer));
 }
 
 void put_text(std::string& out, std::string_view text) {
-  put_u32(out, static_cast<std::uint32_t>(text.size()));
+  char buffer[5];
+  const auto size = static_cast<std::uint32_t>(text.size());
+  out.append(buffer, static_cast<std::size_t>(mp_encode_strl(buffer, size) - buffer));
   out.append(text);
 }
 
@@ -137,9 +162,9 @@ void put_text(std::string& out, std::string_view text) {
 std::string new_record_tail(std::uint32_t ttr_seconds, std::string_view tube, std::string_view key,
                             std::string_view group, std::string_view body) {
   std::string out;
-  out.reserve(6 * 4 + 4 * 4 + tube.size() + key.size() + group.size() + body.size());
-  put_u32(out, ttr_seconds);
-  for (int counter = 0; counter < 5; ++counter) put_u32(out, 0);
+  out.reserve(5 + 5 + 4 * 5 + tube.size() + key.size() + group.size() + body.size());
+  put_uint(out, ttr_seconds);
+  for (int counter = 0; counter < 5; ++counter) put_uint(out, 0);
   put_text(out, tube);
   put_text(out, key);
   put_text(out, group);

@@ -58,6 +58,10 @@ struct Names {
 // Letters, digits, '_' and '-', 1 to 64 of them.
 [[nodiscard]] Status check_prefix(std::string_view prefix);
 
+// The layout of what jobs.lua stores, kept as "layout" in dq:meta and as each record's first
+// object; docs/redis-mode.md draws it. Layout 1 (before the mark) is upgraded at a node's start.
+inline constexpr std::uint8_t kLayout = 2;
+
 // A record as jobs.lua packs it, with the body that follows it.
 struct Record {
   JobView view;

@@ -1,10 +1,9 @@
 // layout_test.cc — the record bytes the node and jobs.lua share: a put's tail behind the head
-// that jobs.lua packs ('>BBI4dddd') reads back as the job that was put.
+// that jobs.lua packs (MessagePack, cmsgpack) reads back as the job that was put.
 #include "broker/redis/layout.h"
 
 #include <gtest/gtest.h>
 
-#include <bit>
 #include <cstdint>
 #include <string>
 
@@ -13,24 +12,16 @@
 namespace delayq::redis_broker {
 namespace {
 
-void put_be(std::string& out, std::uint64_t value, int bytes) {
-  for (int shift = 8 * (bytes - 1); shift >= 0; shift -= 8) {
-    out.push_back(static_cast<char>((value >> shift) & 0xff));
-  }
-}
+// What jobs.lua's cmsgpack.pack(2, 1, 0, 1024, 1764170000123.5, 0, 1764169990123.25, 10000)
+// makes in Redis 7.0 (layout 2, flags, state delayed, priority, due, deadline, created, delay),
+// as redis-cli printed it: unsigned integers and two doubles.
+const std::string kDelayedHead(
+    "\x02\x01\x00\xcd\x04\x00\xcb\x42\x79\xac\x0b\x9e\x6f\xb8\x00\x00\xcb\x42\x79\xac\x0b"
+    "\x9b\xfe\xb4\x00\xcd\x27\x10",
+    28);
 
-// What struct.pack('>BBI4dddd', flags, state, pri, due, deadline, created, delay) makes.
-std::string head(std::uint8_t flags, JobState state, std::uint32_t priority, double due,
-                 double deadline, double created, double delay) {
-  std::string out;
-  put_be(out, flags, 1);
-  put_be(out, static_cast<std::uint8_t>(state), 1);
-  put_be(out, priority, 4);
-  for (double time : {due, deadline, created, delay}) {
-    put_be(out, std::bit_cast<std::uint64_t>(time), 8);
-  }
-  return out;
-}
+// cmsgpack.pack(2, 0, 1, 0, 5, 0, 5, 0): a ready job, every value a one-byte integer.
+const std::string kReadyHead("\x02\x00\x01\x00\x05\x00\x05\x00", 8);
 
 // A shard's channel shares its keys' slot: the shard's calls may SPUBLISH to it.
 TEST(RedisLayoutTest, AShardsChannelIsInItsKeysSlot) {
@@ -44,9 +35,8 @@ TEST(RedisLayoutTest, AShardsChannelIsInItsKeysSlot) {
 }
 
 TEST(RedisLayoutTest, APutsTailBehindItsHeadReadsBackAsTheJob) {
-  const std::string bytes =
-      head(1, JobState::kDelayed, 1024, 1764170000123.0, 0, 1764169990123.0, 10000) +
-      new_record_tail(60, "emails", "order-17", "user-3", std::string("body\0bytes", 10));
+  const std::string bytes = kDelayedHead + new_record_tail(60, "emails", "order-17", "user-3",
+                                                           std::string("body\0bytes", 10));
   auto record = decode_record(77, bytes);
   ASSERT_TRUE(record.is_ok()) << record.status().message();
   const JobView& job = record.value().view;
@@ -72,8 +62,7 @@ TEST(RedisLayoutTest, APutsTailBehindItsHeadReadsBackAsTheJob) {
 }
 
 TEST(RedisLayoutTest, AnEmptyKeyGroupAndBodyReadBackEmpty) {
-  auto record = decode_record(
-      1, head(0, JobState::kReady, 0, 5, 0, 5, 0) + new_record_tail(1, "default", "", "", ""));
+  auto record = decode_record(1, kReadyHead + new_record_tail(1, "default", "", "", ""));
   ASSERT_TRUE(record.is_ok());
   EXPECT_EQ(record.value().view.state, JobState::kReady);
   EXPECT_FALSE(record.value().view.attached);
@@ -84,12 +73,25 @@ TEST(RedisLayoutTest, AnEmptyKeyGroupAndBodyReadBackEmpty) {
 }
 
 TEST(RedisLayoutTest, ATruncatedRecordIsCorrupt) {
-  const std::string bytes =
-      head(0, JobState::kReady, 0, 5, 0, 5, 0) + new_record_tail(1, "default", "k", "", "x");
+  const std::string bytes = kReadyHead + new_record_tail(1, "default", "k", "", "x");
   // Cut inside the strings (the body alone may be any length, so cut before it).
   auto record = decode_record(9, bytes.substr(0, bytes.size() - 4));
   ASSERT_FALSE(record.is_ok());
   EXPECT_EQ(record.status().code(), Code::kCorruption);
+}
+
+// Every cut before the body's start is refused, none read past the bytes (ASan checks that);
+// so is a record of another layout.
+TEST(RedisLayoutTest, EveryCutBeforeTheBodyAndAnotherLayoutAreCorrupt) {
+  const std::string tail = new_record_tail(120, "emails", std::string(40, 'k'), "g", "");
+  const std::string bytes = kDelayedHead + tail;
+  ASSERT_TRUE(decode_record(1, bytes).is_ok());
+  for (std::size_t size = 0; size < bytes.size(); ++size) {
+    EXPECT_EQ(decode_record(1, bytes.substr(0, size)).status().code(), Code::kCorruption) << size;
+  }
+  std::string other = bytes;
+  other[0] = '\x01';  // a layout 1 record starts with its flags, 0 or 1
+  EXPECT_EQ(decode_record(1, other).status().code(), Code::kCorruption);
 }
 
 TEST(RedisHeadTest, ParsesWhatJobsLuaWrites) {

@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 
@@ -2339,6 +2340,91 @@ void RedisSession::note_attempt(JobId id, int status, std::string error, Callbac
 
 // --- the broker
 
+namespace {
+
+// What is stored is of layout 2 (timer pages, MessagePack records; jobs.lua), marked "layout" in
+// dq:meta. A cluster from before the mark holds layout 1, which is upgraded here, shard by
+// shard, once none of its nodes is alive (they would not read layout 2); a newer layout is
+// refused. `wait` runs the event loop until its argument is set.
+template <typename Wait>
+Status check_layout(Core& core, bool first_start, const Wait& wait) {
+  // A command on the primary serving `key`'s slot.
+  const auto ask = [&](const std::string& key, Command command) -> Result<Reply> {
+    std::optional<Result<Reply>> answer;
+    core.client.run(redis::key_slot(key), std::move(command),
+                    [&](Result<Reply> r) { answer.emplace(std::move(r)); });
+    wait(answer);
+    if (answer->is_ok() && answer->value().is_error()) {
+      return Status(Code::kIOError, "redis: " + answer->value().str);
+    }
+    return std::move(*answer);
+  };
+  if (first_start) {
+    return ask(core.names.meta, Command{"HSET", core.names.meta, "layout", std::to_string(kLayout)})
+        .status();
+  }
+  auto layout = ask(core.names.meta, Command{"HGET", core.names.meta, "layout"});
+  if (!layout.is_ok()) return layout.status();
+  if (!layout.value().is_nil()) {
+    const auto version = to_int(layout.value().str);
+    if (version == kLayout) return Status::ok();
+    return Status(Code::kUnsupported, "the cluster's jobs are stored in layout " +
+                                          layout.value().str + ", newer than this delayqd's (" +
+                                          std::to_string(kLayout) +
+                                          "): run a delayqd as new as the one that wrote them");
+  }
+  // Layout 1. Its nodes must be gone: wait up to two leases for their announcements to lapse.
+  const auto deadline = SteadyClock::now() + core.options.lease * 2;
+  for (;;) {
+    auto time = ask(core.names.nodes, Command{"TIME"});
+    if (!time.is_ok()) return time.status();
+    auto nodes =
+        ask(core.names.nodes, Command{"ZRANGE", core.names.nodes, "0", "-1", "WITHSCORES"});
+    if (!nodes.is_ok()) return nodes.status();
+    const auto& t = time.value().elements;
+    const std::int64_t now_ms =
+        t.size() == 2 ? to_int(t[0].str) * 1000 + to_int(t[1].str) / 1000 : 0;
+    std::string alive;
+    const auto& entries = nodes.value().elements;
+    for (std::size_t i = 0; i + 1 < entries.size(); i += 2) {
+      if (to_int(entries[i + 1].str) > now_ms)
+        alive += (alive.empty() ? "" : ", ") + entries[i].str;
+    }
+    if (alive.empty()) break;
+    if (SteadyClock::now() >= deadline) {
+      return Status(Code::kConflict,
+                    "the cluster's jobs are stored in layout 1, which this delayqd upgrades at "
+                    "its start once no older node runs; still running: " +
+                        alive + " (docs/redis-mode.md, Upgrades)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  for (std::uint32_t shard = 0; shard < core.shards; ++shard) {
+    for (std::int64_t left = 1; left > 0;) {
+      std::optional<Result<Reply>> answer;
+      core.call(shard, {"upgrade"}, true, [&](Result<Reply> r) { answer.emplace(std::move(r)); });
+      wait(answer);
+      if (!answer->is_ok()) return answer->status();
+      const auto& reply = answer->value();
+      if (reply.elements.size() < 2 || reply.elements[0].str != "ok") {
+        return Status(Code::kIOError, "redis: shard " + std::to_string(shard) +
+                                          " could not be upgraded: " + reply.str);
+      }
+      left = to_int(reply.elements[1].str);
+    }
+  }
+  if (Status s =
+          ask(core.names.meta, Command{"HSET", core.names.meta, "layout", std::to_string(kLayout)})
+              .status();
+      !s.is_ok()) {
+    return s;
+  }
+  spdlog::info("redis: jobs upgraded from layout 1 to layout {} ({} shards)", kLayout, core.shards);
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
                                                        RedisBrokerOptions options) {
   if (Status s = check_prefix(options.prefix); !s.is_ok()) return s;
@@ -2420,6 +2506,7 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
       [&](Result<Reply> r) { meta.emplace(std::move(r)); });
   wait(meta);
   if (!meta->is_ok()) return meta->status();
+  const bool first_start = meta->value().integer == 1;
   meta.reset();
   core->client.run(redis::key_slot(core->names.meta), Command{"HGET", core->names.meta, "shards"},
                    [&](Result<Reply> r) { meta.emplace(std::move(r)); });
@@ -2433,6 +2520,7 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
         "is ignored",
         core->shards, core->options.shards);
   }
+  if (Status s = check_layout(*core, first_start, wait); !s.is_ok()) return s;
 
   std::optional<Status> conf;
   core->load_conf([&](Status s) { conf = std::move(s); });
@@ -2526,6 +2614,8 @@ broker::Seconds RedisBroker::uptime() const {
   return std::chrono::duration_cast<broker::Seconds>(SteadyClock::now() - core_->started);
 }
 broker::Metrics& RedisBroker::metrics() {
+  core_->metrics.shard_channels_subscribed =
+      static_cast<std::int64_t>(core_->client.shard_channels_subscribed());
   return core_->metrics;
 }
 
