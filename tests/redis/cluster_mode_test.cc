@@ -1084,9 +1084,11 @@ TEST_F(RedisWakeTest, ABurstReachesEveryWaitingReserveWithoutTheFiveSecondLook) 
 // --- layout 2: timers in pages, MessagePack records; the upgrade from layout 1
 
 // One shard, so that every timer shares its pages: 600 jobs due over about 3 s, put in random
-// order (each delay a whole second, the puts spread in time), a third of them deleted before
-// they are due. Every other job comes out once and never before its time; the pages split on
-// the way (more than 128 timers), and none is left once all have fired.
+// order (each delay a whole second, the puts spread in time), 480 of them deleted before they
+// are due. Every other job comes out once and never before its time; the pages split on the
+// way (more than 128 timers), those the deletes leave under a quarter full take in their next
+// (at most 5 pages for 120 timers, against about 10 without), and none is left once all have
+// fired.
 TEST(RedisTimersTest, ManyTimersInOneShardFireOnceNeverEarlyAndLeaveNoPage) {
   TempDir dir;
   RedisServer redis(dir.path() / "redis");
@@ -1108,10 +1110,11 @@ TEST(RedisTimersTest, ManyTimersInOneShardFireOnceNeverEarlyAndLeaveNoPage) {
   }
   EXPECT_GT(call(redis.port(), {"HLEN", "pg:{0}:tp"}).integer, 2);
   std::shuffle(ids.begin(), ids.end(), random);
-  for (std::size_t i = 0; i < 200; ++i) {
+  for (std::size_t i = 0; i < 480; ++i) {
     ASSERT_EQ(producer.call("delete " + std::to_string(ids[i]) + "\r\n"), "DELETED\r\n");
     due.erase(ids[i]);
   }
+  EXPECT_LE(call(redis.port(), {"HLEN", "pg:{0}:tp"}).integer, 5);
   Client worker(server.port());
   std::set<std::uint64_t> seen;
   while (seen.size() < due.size()) {
@@ -1127,6 +1130,123 @@ TEST(RedisTimersTest, ManyTimersInOneShardFireOnceNeverEarlyAndLeaveNoPage) {
   EXPECT_EQ(worker.call("reserve-with-timeout 1\r\n", Millis{5000}), "TIMED_OUT\r\n");
   EXPECT_EQ(call(redis.port(), {"HLEN", "pg:{0}:tp"}).integer, 0);
   EXPECT_EQ(call(redis.port(), {"ZCARD", "pg:{0}:ti"}).integer, 0);
+}
+
+// Random changes to one shard's timers (puts in pipelined batches, so that several share a
+// due time; releases with delays, touches, buries, kicks, deletes; delays and TTRs long enough
+// that nothing fires or lapses meanwhile), then the pages as Redis holds them: each page
+// non-empty, at most 128 entries, in order, named in the index by its first entry, the pages
+// in order without overlap, and one entry for each delayed and each reserved job, none other.
+TEST(RedisTimersTest, PagesHoldExactlyTheDelayedAndReservedJobsInOrderAfterRandomChanges) {
+  TempDir dir;
+  RedisServer redis(dir.path() / "redis");
+  ASSERT_EQ(redis.start(), "");
+  ServerProcess server(dir.path(),
+                       {"--redis", redis.address(), "--redis-prefix", "rc", "--redis-shards", "1"});
+  ASSERT_EQ(server.start(), "");
+  Client client(server.port());
+  std::mt19937_64 random(test_seed());
+  enum class State { kDelayed, kReady, kReserved, kBuried };
+  std::map<std::uint64_t, State> jobs;
+  const auto pick = [&](State state) -> std::optional<std::uint64_t> {
+    std::vector<std::uint64_t> of;
+    for (const auto& [id, s] : jobs) {
+      if (s == state) of.push_back(id);
+    }
+    if (of.empty()) return std::nullopt;
+    return of[random() % of.size()];
+  };
+  const auto delay = [&] { return std::to_string(100 + random() % 3 * 100); };
+  for (int step = 0; step < 4000; ++step) {
+    const auto roll = random() % 10;
+    if (roll < 4) {
+      const auto n = 1 + random() % 8;
+      std::string batch;
+      std::vector<State> states;
+      for (std::uint64_t i = 0; i < n; ++i) {
+        const bool ready = random() % 5 == 0;
+        batch += ready ? put_command("r", 0, 0, 600) : "put 0 " + delay() + " 600 1\r\nd\r\n";
+        states.push_back(ready ? State::kReady : State::kDelayed);
+      }
+      ASSERT_TRUE(client.send(batch));
+      for (const State state : states) {
+        const auto id = inserted_id(client.reply());
+        ASSERT_TRUE(id);
+        jobs[*id] = state;
+      }
+      continue;
+    }
+    if (roll == 4) {
+      const std::string reply = client.call("reserve-with-timeout 0\r\n");
+      if (reply.rfind("RESERVED ", 0) == 0) jobs[std::stoull(reply.substr(9))] = State::kReserved;
+      continue;
+    }
+    if (roll == 5) {
+      if (const auto id = pick(State::kReserved)) {
+        ASSERT_EQ(client.call("release " + std::to_string(*id) + " 0 " + delay() + "\r\n"),
+                  "RELEASED\r\n");
+        jobs[*id] = State::kDelayed;
+      }
+      continue;
+    }
+    if (roll == 6) {
+      if (const auto id = pick(State::kReserved)) {
+        ASSERT_EQ(client.call("touch " + std::to_string(*id) + "\r\n"), "TOUCHED\r\n");
+      }
+      continue;
+    }
+    if (roll == 7) {
+      if (const auto id = pick(State::kReserved)) {
+        ASSERT_EQ(client.call("bury " + std::to_string(*id) + " 0\r\n"), "BURIED\r\n");
+        jobs[*id] = State::kBuried;
+      }
+      continue;
+    }
+    if (roll == 8) {
+      const auto id = random() % 2 == 0 ? pick(State::kDelayed) : pick(State::kBuried);
+      if (id) {
+        ASSERT_EQ(client.call("kick-job " + std::to_string(*id) + "\r\n"), "KICKED\r\n");
+        jobs[*id] = State::kReady;
+      }
+      continue;
+    }
+    if (jobs.empty()) continue;
+    auto it = jobs.begin();
+    std::advance(it, static_cast<std::ptrdiff_t>(random() % jobs.size()));
+    if (it->second == State::kReserved || random() % 3 != 0) continue;
+    ASSERT_EQ(client.call("delete " + std::to_string(it->first) + "\r\n"), "DELETED\r\n");
+    jobs.erase(it);
+  }
+  std::set<std::uint64_t> timed;
+  for (const auto& [id, state] : jobs) {
+    if (state == State::kDelayed || state == State::kReserved) timed.insert(id);
+  }
+  const auto index = call(redis.port(), {"ZRANGE", "rc:{0}:ti", "0", "-1"});
+  const auto fields = call(redis.port(), {"HKEYS", "rc:{0}:tp"});
+  ASSERT_EQ(index.elements.size(), fields.elements.size());
+  std::set<std::uint64_t> entries;
+  std::pair<std::uint64_t, std::uint64_t> previous{0, 0};
+  const auto be = [](std::string_view bytes) {
+    std::uint64_t value = 0;
+    for (const char c : bytes) value = value << 8 | static_cast<unsigned char>(c);
+    return value;
+  };
+  for (const auto& name : index.elements) {
+    const std::string page = call(redis.port(), {"HGET", "rc:{0}:tp", name.str}).str;
+    ASSERT_FALSE(page.empty());
+    ASSERT_EQ(page.size() % 13, 0u);
+    ASSERT_LE(page.size() / 13, 128u);
+    EXPECT_EQ(page.substr(0, 13), name.str) << "a page named after another entry than its first";
+    for (std::size_t at = 0; at < page.size(); at += 13) {
+      const std::pair<std::uint64_t, std::uint64_t> entry{be(page.substr(at, 6)),
+                                                          be(page.substr(at + 6, 7))};
+      EXPECT_LT(previous, entry) << "entries out of order, or pages overlapping";
+      previous = entry;
+      EXPECT_TRUE(entries.insert(entry.second).second) << "two timers of job " << entry.second;
+    }
+  }
+  EXPECT_EQ(entries, timed);
+  EXPECT_GT(timed.size(), 128u);  // more than a page
 }
 
 // The target for Redis's memory: a pending job with a 100-byte body costs at most 250 bytes

@@ -230,8 +230,8 @@ end
 local function place(entries, t, id, from)
   local to = #entries / TW
   if from < to then
-    local last_t, last_id = struct.unpack(ENTRY, entries, (to - 1) * TW + 1)
-    if earlier(last_t, last_id, t, id) then return to end
+    local end_t, end_id = struct.unpack(ENTRY, entries, (to - 1) * TW + 1)
+    if earlier(end_t, end_id, t, id) then return to end
   end
   while from < to do
     local mid = math.floor((from + to) / 2)
@@ -325,7 +325,19 @@ local function apply()
       i = i + 1
     until i > #list or (next_t and not earlier(list[i][1], list[i][2], next_t, next_id))
     out[#out + 1] = string.sub(entries, at * TW + 1)
-    store(name, table.concat(out))
+    entries = table.concat(out)
+    -- A page left under a quarter full takes in the next one, if both fit one page: so pages
+    -- emptied by deletes do not stay many and small (each costs its index entry and its field).
+    if #entries > 0 and #entries < PAGE_MAX / 4 * TW then
+      local next_name = name and next_page(name)
+      if next_name and #entries + #page(next_name) <= PAGE_MAX * TW then
+        entries = entries .. page(next_name)
+        redis.call('ZREM', TI, next_name)
+        pages[next_name] = false
+        dirty[next_name] = true
+      end
+    end
+    store(name, entries)
   end
 end
 
