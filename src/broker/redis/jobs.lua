@@ -955,11 +955,14 @@ ops.fire = function()
   local now = now_ms()
   local cut, limit = math.ceil(now), tonumber(ARGV[3])
   local due = {}
-  each_timer(function(t, id)
-    if t > cut or #due >= limit then return false end
-    due[#due + 1] = {t, id}
-    return true
-  end)
+  local first = first_timer() -- its first entry names the first page: read no page before due
+  if first and struct.unpack(ENTRY, first) <= cut then
+    each_timer(function(t, id)
+      if t > cut or #due >= limit then return false end
+      due[#due + 1] = {t, id}
+      return true
+    end)
+  end
   local late = {}
   local moved = 0
   for _, timer in ipairs(due) do
@@ -988,7 +991,7 @@ ops.fire = function()
   -- The next timer, once what fire took out is gone and what it added (a reservation's TTR) is
   -- in. The owner arms from this answer, so flush() publishes no 't' for it.
   apply()
-  local first = first_timer()
+  first = first_timer()
   local next_at
   if first then
     local t, id = struct.unpack(ENTRY, first)
