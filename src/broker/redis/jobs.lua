@@ -130,6 +130,7 @@ end
 -- (Each made empty by run() at each call.)
 local records  -- field -> record, for HSET j
 local log      -- timer entries changed, in the order changed, until apply()
+local logged   -- how many
 local moves    -- and each one's change: 1 added, -1 removed
 local ordered  -- whether the log holds only additions, each after the one before
 local last_t, last_id -- the log's last entry
@@ -201,7 +202,8 @@ local function first_timer() return redis.call('ZRANGE', TI, 0, 0)[1] end
 local function earlier(t1, i1, t2, i2) return t1 < t2 or (t1 == t2 and i1 < i2) end
 
 local function note_timer(t, id, change)
-  local n = #log + 1
+  local n = logged + 1
+  logged = n
   log[n] = struct.pack(ENTRY, t, id)
   moves[n] = change
   if change < 0 or (last_t and not earlier(last_t, last_id, t, id)) then ordered = false end
@@ -248,7 +250,7 @@ local function store(name, entries)
   local size = n > PAGE_MAX and PAGE_MAX / 2 or PAGE_MAX
   local kept = false
   for i = 0, n - 1, size do
-    local part = string.sub(entries, i * TW + 1, math.min(i + size, n) * TW)
+    local part = n <= size and entries or string.sub(entries, i * TW + 1, math.min(i + size, n) * TW)
     local first = string.sub(part, 1, TW)
     if first == name then kept = true else redis.call('ZADD', TI, 0, first) end
     pages[first] = part
@@ -272,18 +274,25 @@ end
 -- False if they are not so.
 local function append()
   local first_t, first_id = struct.unpack(ENTRY, log[1])
-  local name = redis.call('ZREVRANGEBYLEX', TI, '[' .. log[1], '-', 'LIMIT', 0, 1)[1]
+  -- Mostly the last page: then no page follows, and one call finds it.
+  local name = redis.call('ZREVRANGE', TI, 0, 0)[1]
   if not name then
-    if first_timer() then return false end -- before the first page
     store(nil, table.concat(log))
     leads = true
     return true
+  end
+  local next_t, next_id
+  local name_t, name_id = struct.unpack(ENTRY, name)
+  if earlier(first_t, first_id, name_t, name_id) then
+    local _
+    name = redis.call('ZREVRANGEBYLEX', TI, '[' .. log[1], '-', 'LIMIT', 0, 1)[1]
+    if not name then return false end -- before the first page
+    _, next_t, next_id = next_page(name)
   end
   local entries = page(name)
   if entries == '' then return false end
   local t, id = struct.unpack(ENTRY, entries, #entries - TW + 1)
   if not earlier(t, id, first_t, first_id) then return false end
-  local _, next_t, next_id = next_page(name)
   if next_t and not earlier(last_t, last_id, next_t, next_id) then return false end
   store(name, entries .. table.concat(log))
   return true
@@ -291,21 +300,21 @@ end
 
 -- Makes the noted changes: each page reads and writes once for all of its changes.
 local function apply()
-  if #log == 0 then return end
+  if logged == 0 then return end
   local done = ordered and append()
   local list, net = {}, {}
   if not done then
     leads = true
     -- Each entry's last change counts (adding an entry that is there, or removing one that is
     -- not, changes nothing).
-    for k = 1, #log do net[log[k]] = moves[k] end
+    for k = 1, logged do net[log[k]] = moves[k] end
     for entry, change in pairs(net) do
       local t, id = struct.unpack(ENTRY, entry)
       list[#list + 1] = {t, id, change, entry}
     end
     table.sort(list, function(a, b) return earlier(a[1], a[2], b[1], b[2]) end)
   end
-  log, moves, ordered, last_t, last_id = {}, {}, true, nil, nil
+  log, moves, logged, ordered, last_t, last_id = {}, {}, 0, true, nil, nil
   local i = 1
   while i <= #list do
     local entry = list[i][4]
@@ -1067,7 +1076,8 @@ local function run(keys, args)
     keys[14], keys[15], keys[16]
   clock, clock_ms, quiet, leads = nil, nil, false, false
   readied, records, readies, counters, seen, names = {}, {}, {}, {}, {}, {}
-  log, moves, ordered, last_t, last_id, soonest, soonest_at = {}, {}, true, nil, nil, nil, nil
+  log, moves, logged, ordered, last_t, last_id = {}, {}, 0, true, nil, nil
+  soonest, soonest_at = nil, nil
   pages, dirty = {}, {}
   local handler = ops[args[1]]
   if not handler then
