@@ -243,11 +243,12 @@ local function place(entries, t, id, from)
   return from
 end
 
--- Page `name` (nil: none yet) holds `entries` now: written back, split in halves past PAGE_MAX
--- entries, and named again after its first entry when that changed.
+-- Page `name` (nil: none yet) holds `entries` now: written back, split past PAGE_MAX entries
+-- into pages of equal size (each at least half full), and named again after its first entry
+-- when that changed.
 local function store(name, entries)
   local n = #entries / TW
-  local size = n > PAGE_MAX and PAGE_MAX / 2 or PAGE_MAX
+  local size = n > PAGE_MAX and math.ceil(n / math.ceil(n / (PAGE_MAX / 2))) or PAGE_MAX
   local kept = false
   for i = 0, n - 1, size do
     local part = n <= size and entries or string.sub(entries, i * TW + 1, math.min(i + size, n) * TW)
@@ -334,10 +335,14 @@ local function apply()
       i = i + 1
     until i > #list or (next_t and not earlier(list[i][1], list[i][2], next_t, next_id))
     out[#out + 1] = string.sub(entries, at * TW + 1)
+    local before = #entries
     entries = table.concat(out)
-    -- A page left under a quarter full takes in the next one, if both fit one page: so pages
-    -- emptied by deletes do not stay many and small (each costs its index entry and its field).
-    if #entries > 0 and #entries < PAGE_MAX / 4 * TW then
+    -- A page that falls under a quarter full takes in the next one, if both fit one page: so
+    -- pages emptied by deletes do not stay many and small (each costs its index entry and its
+    -- field). (A split makes pages of at least 43 entries: a page under a quarter full has
+    -- fallen there, or is the shard's only page.)
+    local quarter = PAGE_MAX / 4 * TW
+    if #entries > 0 and #entries < quarter and before >= quarter then
       local next_name = name and next_page(name)
       if next_name and #entries + #page(next_name) <= PAGE_MAX * TW then
         entries = entries .. page(next_name)
@@ -350,10 +355,11 @@ local function apply()
   end
 end
 
--- Calls visit(t, id) for the shard's timers in order, until it answers false.
-local function each_timer(visit)
+-- Calls visit(t, id) for the shard's timers in order, until it answers false. (`first`: the
+-- first page's name, when the caller has just read it.)
+local function each_timer(visit, first)
   apply()
-  local name = first_timer()
+  local name = first or first_timer()
   while name do
     local entries = page(name)
     for k = 0, #entries / TW - 1 do
@@ -970,7 +976,7 @@ ops.fire = function()
       if t > cut or #due >= limit then return false end
       due[#due + 1] = {t, id}
       return true
-    end)
+    end, first)
   end
   local late = {}
   local moved = 0
