@@ -22,15 +22,16 @@
 --  11 p      hash    tube -> paused until (ms)
 --  12 tubes  set     tubes with jobs or counts in this shard
 --  13 owner, 14 epoch   the shard's lease (firing) and its fencing number
---  15 ti     zset    the timer pages' index, score 0, member: each page's first entry
---  16 tp     hash    timer pages: first entry -> the page's entries, in order
+--  15 ti     zset    the timer pages' index, score 0, member: each page's name
+--  16 tp     hash    timer pages: name -> the page's entries, in order
 -- (The heartbeat op alone is called with the one key <prefix>:nodes.)
 --
 -- Timers: every delayed job by its due time and every reserved job by its TTR's end, as 13-byte
 -- entries, '>I6I7' = the time in milliseconds (rounded up) and the id, big-endian, so that bytes
--- sort as (time, id). They are kept in pages of at most 128 entries each, in order, the pages'
--- ranges not overlapping; the index names each page by its first entry, so that the page where
--- an entry belongs is the last one named at or before it. About 15 bytes of Redis a timer,
+-- sort as (time, id). They are kept in pages of at most 128 entries each, in order. A page is
+-- named by an entry at or before its first (its first when it was made), and holds the entries
+-- from its name up to the next page's: the page where an entry belongs is the last one named at
+-- or before it, and taking entries out never renames a page. About 15 bytes of Redis a timer,
 -- against 112 for a sorted-set entry of its own (docs/redis-mode.md).
 --
 -- Record (layout 2): MessagePack objects, then the body to the end: 2 (the layout, never a
@@ -197,7 +198,7 @@ end
 -- or a firing of n jobs, reads and writes their page once.
 local TW, ENTRY, PAGE_MAX = 13, '>I6I7', 128
 
-local function first_timer() return redis.call('ZRANGE', TI, 0, 0)[1] end
+local function first_page() return redis.call('ZRANGE', TI, 0, 0)[1] end
 
 local function earlier(t1, i1, t2, i2) return t1 < t2 or (t1 == t2 and i1 < i2) end
 
@@ -243,16 +244,28 @@ local function place(entries, t, id, from)
   return from
 end
 
--- Page `name` (nil: none yet) holds `entries` now: written back, split past PAGE_MAX entries
--- into pages of equal size (each at least half full), and named again after its first entry
--- when that changed.
+-- The shard's first timer entry (nil: none).
+local function first_timer()
+  local name = first_page()
+  return name and string.sub(page(name), 1, TW)
+end
+
+-- Page `name` (nil: none yet) holds `entries` now: written back, deleted when empty, named
+-- again after its first entry if that comes before its name (an entry added before every
+-- other), split past PAGE_MAX entries into pages of equal size (at least 43 entries each), each
+-- after the first named after its first entry.
 local function store(name, entries)
   local n = #entries / TW
   local size = n > PAGE_MAX and math.ceil(n / math.ceil(n / (PAGE_MAX / 2))) or PAGE_MAX
   local kept = false
   for i = 0, n - 1, size do
     local part = n <= size and entries or string.sub(entries, i * TW + 1, math.min(i + size, n) * TW)
-    local first = string.sub(part, 1, TW)
+    local first = i == 0 and name or string.sub(part, 1, TW)
+    if i == 0 and name then
+      local t, id = struct.unpack(ENTRY, part)
+      local name_t, name_id = struct.unpack(ENTRY, name)
+      if earlier(t, id, name_t, name_id) then first = string.sub(part, 1, TW) end
+    end
     if first == name then kept = true else redis.call('ZADD', TI, 0, first) end
     pages[first] = part
     dirty[first] = true
@@ -264,7 +277,7 @@ local function store(name, entries)
   end
 end
 
--- The next page after `name`, and its first entry's time and id (nil: none).
+-- The next page after `name`, and its name's time and id (nil: none).
 local function next_page(name)
   local next_name = redis.call('ZRANGEBYLEX', TI, '(' .. name, '+', 'LIMIT', 0, 1)[1]
   if next_name then return next_name, struct.unpack(ENTRY, next_name) end
@@ -320,8 +333,8 @@ local function apply()
   while i <= #list do
     local entry = list[i][4]
     -- The page where it belongs: the last named at or before it, else the first.
-    local name = redis.call('ZREVRANGEBYLEX', TI, '[' .. entry, '-', 'LIMIT', 0, 1)[1] or first_timer()
-    local _, next_t, next_id -- the next page's first entry: the changes before it are this page's
+    local name = redis.call('ZREVRANGEBYLEX', TI, '[' .. entry, '-', 'LIMIT', 0, 1)[1] or first_page()
+    local _, next_t, next_id -- the next page's name: the changes before it are this page's
     if name and i < #list then _, next_t, next_id = next_page(name) end
     local entries = name and page(name) or ''
     local out, at = {}, 0 -- at: the entries taken (kept or dropped) so far
@@ -359,7 +372,7 @@ end
 -- first page's name, when the caller has just read it.)
 local function each_timer(visit, first)
   apply()
-  local name = first or first_timer()
+  local name = first or first_page()
   while name do
     local entries = page(name)
     for k = 0, #entries / TW - 1 do
@@ -970,7 +983,7 @@ ops.fire = function()
   local now = now_ms()
   local cut, limit = math.ceil(now), tonumber(ARGV[3])
   local due = {}
-  local first = first_timer() -- its first entry names the first page: read no page before due
+  local first = first_page() -- named at or before its first entry: read no page before due
   if first and struct.unpack(ENTRY, first) <= cut then
     each_timer(function(t, id)
       if t > cut or #due >= limit then return false end
