@@ -1136,9 +1136,9 @@ TEST(RedisTimersTest, ManyTimersInOneShardFireOnceNeverEarlyAndLeaveNoPage) {
 // due time; releases with delays, touches, buries, kicks, deletes; delays and TTRs long enough
 // that nothing fires or lapses meanwhile), then the pages as Redis holds them: each page
 // non-empty, at most 128 entries, in order, named in the index at or before its first entry
-// and after every entry of the page before, and one entry for each delayed and each reserved
-// job, none other.
-TEST(RedisTimersTest, PagesHoldExactlyTheDelayedAndReservedJobsInOrderAfterRandomChanges) {
+// and after every entry of the page before, one entry for each delayed job and none other; and
+// in t, the sorted set of reservations, each reserved job and none other.
+TEST(RedisTimersTest, PagesHoldExactlyTheDelayedJobsInOrderAfterRandomChanges) {
   TempDir dir;
   RedisServer redis(dir.path() / "redis");
   ASSERT_EQ(redis.start(), "");
@@ -1218,9 +1218,11 @@ TEST(RedisTimersTest, PagesHoldExactlyTheDelayedAndReservedJobsInOrderAfterRando
     ASSERT_EQ(client.call("delete " + std::to_string(it->first) + "\r\n"), "DELETED\r\n");
     jobs.erase(it);
   }
-  std::set<std::uint64_t> timed;
+  std::set<std::uint64_t> delayed;
+  std::set<std::uint64_t> reserved;
   for (const auto& [id, state] : jobs) {
-    if (state == State::kDelayed || state == State::kReserved) timed.insert(id);
+    if (state == State::kDelayed) delayed.insert(id);
+    if (state == State::kReserved) reserved.insert(id);
   }
   const auto index = call(redis.port(), {"ZRANGE", "rc:{0}:ti", "0", "-1"});
   const auto fields = call(redis.port(), {"HKEYS", "rc:{0}:tp"});
@@ -1250,8 +1252,19 @@ TEST(RedisTimersTest, PagesHoldExactlyTheDelayedAndReservedJobsInOrderAfterRando
       EXPECT_TRUE(entries.insert(entry.second).second) << "two timers of job " << entry.second;
     }
   }
-  EXPECT_EQ(entries, timed);
-  EXPECT_GT(timed.size(), 128u);  // more than a page
+  // A few reservations at the end, so that some are held when the sets are read.
+  for (int i = 0; i < 3; ++i) {
+    const std::string reply = client.call("reserve-with-timeout 0\r\n");
+    if (reply.rfind("RESERVED ", 0) == 0) reserved.insert(std::stoull(reply.substr(9)));
+  }
+  EXPECT_EQ(entries, delayed);
+  EXPECT_GT(delayed.size(), 128u);  // more than a page
+  std::set<std::uint64_t> lapses;
+  for (const auto& member : call(redis.port(), {"ZRANGE", "rc:{0}:t", "0", "-1"}).elements) {
+    lapses.insert(std::stoull(member.str));
+  }
+  EXPECT_EQ(lapses, reserved);
+  EXPECT_FALSE(reserved.empty());
 }
 
 // The target for Redis's memory: a pending job with a 100-byte body costs at most 250 bytes
@@ -1289,7 +1302,7 @@ TEST(RedisTimersTest, APendingJobWithA100ByteBodyCostsAtMost250BytesOfRedis) {
 // created, delay, TTR, five counters), four '>I4'-length strings (tube, key, group, holder), the
 // body: what delayqd wrote before layout 2.
 std::string layout1_record(int state, double due, double created, std::string_view tube,
-                           std::string_view key, std::string_view body) {
+                           std::string_view key, std::string_view body, double deadline = 0) {
   std::string out;
   const auto be = [&out](std::uint64_t value, int bytes) {
     for (int shift = 8 * (bytes - 1); shift >= 0; shift -= 8) {
@@ -1299,12 +1312,14 @@ std::string layout1_record(int state, double due, double created, std::string_vi
   be(0, 1);
   be(static_cast<std::uint64_t>(state), 1);
   be(1024, 4);
-  for (const double time : {due, 0.0, created, due > created ? due - created : 0.0}) {
+  for (const double time : {due, deadline, created, due > created ? due - created : 0.0}) {
     be(std::bit_cast<std::uint64_t>(time), 8);
   }
   be(60, 4);
   for (int counter = 0; counter < 5; ++counter) be(0, 4);
-  for (const std::string_view text : {tube, key, std::string_view(), std::string_view()}) {
+  for (const std::string_view text :
+       {tube, key, std::string_view(),
+        deadline > 0 ? std::string_view("gone:1") : std::string_view()}) {
     be(text.size(), 4);
     out.append(text);
   }
@@ -1323,9 +1338,9 @@ TEST(RedisUpgradeTest, ALayoutOneClusterIsUpgradedAtStartOnceItsNodesAreGone) {
   const auto port = redis.port();
   ASSERT_EQ(call(port, {"HSET", "up:meta", "shards", "2"}).integer, 1);
   const auto now = static_cast<double>(unix_ms());
-  const double soon = now + 3000.25;
+  const double soon = now + 6000.25;
   const double later = now + 3600000.5;
-  // Shard 0: job 2 ready, job 4 delayed an hour with a key. Shard 1: job 3 due in 3 s.
+  // Shard 0: job 2 ready, job 4 delayed an hour with a key. Shard 1: job 3 due in 6 s.
   ASSERT_EQ(
       call(port, {"HSET", "up:{0}:j", "2", layout1_record(1, now, now, "default", "", "ready")})
           .integer,
@@ -1352,6 +1367,21 @@ TEST(RedisUpgradeTest, ALayoutOneClusterIsUpgradedAtStartOnceItsNodesAreGone) {
                         std::to_string(static_cast<std::int64_t>(std::ceil(soon))), "3"})
                 .integer,
             1);
+  // Shard 1: job 5 reserved by a node that is gone, its TTR ending in 5 s.
+  const double lapse = now + 5000.5;
+  ASSERT_EQ(call(port, {"HSET", "up:{1}:j", "5",
+                        layout1_record(2, now, now, "default", "", "held", lapse)})
+                .integer,
+            1);
+  ASSERT_EQ(call(port, {"ZADD", "up:{1}:t",
+                        std::to_string(static_cast<std::int64_t>(std::ceil(lapse))), "5"})
+                .integer,
+            1);
+  ASSERT_EQ(call(port, {"HSET", "up:{0}:c", std::string("default\0d", 9), "1"}).integer, 1);
+  ASSERT_EQ(call(port, {"HSET", "up:{1}:c", std::string("default\0d", 9), "1",
+                        std::string("default\0v", 9), "1"})
+                .integer,
+            2);
   for (const std::string shard : {"0", "1"}) {
     ASSERT_EQ(call(port, {"SADD", "up:{" + shard + "}:tubes", "default"}).integer, 1);
     ASSERT_EQ(call(port, {"SET", "up:{" + shard + "}:seq", "2"}).str, "OK");
@@ -1369,7 +1399,8 @@ TEST(RedisUpgradeTest, ALayoutOneClusterIsUpgradedAtStartOnceItsNodesAreGone) {
   ASSERT_EQ(server.start(), "");
   EXPECT_GE(Clock::now() - started, 1500ms);  // it waited for the old node's lease to lapse
   EXPECT_EQ(call(port, {"HGET", "up:meta", "layout"}).str, "2");
-  EXPECT_EQ(call(port, {"EXISTS", "up:{0}:t", "up:{1}:t"}).integer, 0);
+  EXPECT_EQ(call(port, {"EXISTS", "up:{0}:t"}).integer, 0);
+  EXPECT_EQ(call(port, {"ZRANGE", "up:{1}:t", "0", "-1"}).elements.size(), 1u);  // job 5's TTR
   EXPECT_EQ(call(port, {"ZCARD", "up:{0}:ti"}).integer, 1);
   EXPECT_EQ(call(port, {"ZCARD", "up:{1}:ti"}).integer, 1);
 
@@ -1379,6 +1410,10 @@ TEST(RedisUpgradeTest, ALayoutOneClusterIsUpgradedAtStartOnceItsNodesAreGone) {
   EXPECT_NE(stats.find("state: delayed"), std::string::npos) << stats;
   EXPECT_EQ(client.call("reserve-with-timeout 0\r\n"), job_reply("RESERVED", 2, "ready"));
   EXPECT_EQ(client.call("delete 2\r\n"), "DELETED\r\n");
+  // Job 5's TTR lapses (it comes back ready, reserved here), then job 3 falls due.
+  EXPECT_EQ(client.call("reserve-with-timeout 10\r\n", Millis{15000}),
+            job_reply("RESERVED", 5, "held"));
+  EXPECT_EQ(client.call("delete 5\r\n"), "DELETED\r\n");
   const std::string reply = client.call("reserve-with-timeout 10\r\n", Millis{15000});
   EXPECT_EQ(reply, job_reply("RESERVED", 3, "soon"));
   const double at_ms = static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(

@@ -11,8 +11,8 @@
 --   1 seq    string  the shard's job counter; id = seq * shards + shard
 --   2 j      hash    id (decimal) -> job record (layout below) with its body
 --   3 a      hash    id -> attachment (push delivery; delayq's binary codec)
---   4 t      zset    layout 1's timers (member: id, score: due or TTR end), which `upgrade` moves
---                    into the pages (ti, tp) and which is empty after it
+--   4 t      zset    reserved jobs by TTR end (ms, rounded up); member: id. (Layout 1 kept the
+--                    delayed jobs here too: `upgrade` moves them into the pages.)
 --   5 r      zset    ready jobs, all score 0, ordered by member: tube \0 priority(10) \0 id(16)
 --   6 b      zset    buried jobs, score 0, member: tube \0 id(16)
 --   7 k      hash    tube \0 key -> id
@@ -26,7 +26,7 @@
 --  16 tp     hash    timer pages: name -> the page's entries, in order
 -- (The heartbeat op alone is called with the one key <prefix>:nodes.)
 --
--- Timers: every delayed job by its due time and every reserved job by its TTR's end, as 13-byte
+-- Timers: every delayed job by its due time (reserved jobs by their TTR's end: t), as 13-byte
 -- entries, '>I6I7' = the time in milliseconds (rounded up) and the id, big-endian, so that bytes
 -- sort as (time, id). They are kept in pages of at most 128 entries each, in order. A page is
 -- named by an entry at or before its first (its first when it was made), and holds the entries
@@ -118,7 +118,15 @@ local function encode(j)
     j.holder) .. j.body
 end
 
--- A record's time of creation, without decoding the rest.
+-- A record's due time, deadline or time of creation, without decoding the rest.
+local function due_of_record(rec)
+  if string.byte(rec, 1) == LAYOUT then return select(6, cmsgpack.unpack_limit(rec, 5)) end
+  return select(4, struct.unpack(V1, rec))
+end
+local function deadline_of_record(rec)
+  if string.byte(rec, 1) == LAYOUT then return select(7, cmsgpack.unpack_limit(rec, 6)) end
+  return select(5, struct.unpack(V1, rec))
+end
 local function created_of(rec)
   if string.byte(rec, 1) == LAYOUT then return select(8, cmsgpack.unpack_limit(rec, 7)) end
   return select(6, struct.unpack(V1, rec))
@@ -136,6 +144,7 @@ local moves    -- and each one's change: 1 added, -1 removed
 local ordered  -- whether the log holds only additions, each after the one before
 local last_t, last_id -- the log's last entry
 local soonest, soonest_at -- the earliest timer added in this call, and its exact time
+local lapses   -- member of t -> TTR end (exact): reservations made in this call, for ZADD t
 local pages    -- timer page -> its entries (read or changed in this call), false once deleted
 local dirty    -- timer page -> true: to write (or delete) at flush
 local leads    -- whether a timer this call added may have become the shard's first
@@ -393,6 +402,18 @@ local function in_chunks(cmd, key, list)
   for i = 1, #list, 2000 do redis.call(cmd, key, unpack(list, i, math.min(i + 1999, #list))) end
 end
 
+-- The reservations made in this call, into t. (No message tells the owner of one: a TTR is a
+-- whole number of seconds, at least one, and the owner looks at each of its shards at least
+-- every second (resync), so it learns of a reservation's end before it comes.)
+local function write_lapses()
+  local list, n = {}, 0
+  for member, at in pairs(lapses) do
+    list[n + 1] = string.format('%d', math.ceil(at)); list[n + 2] = member; n = n + 2
+  end
+  lapses = {}
+  in_chunks('ZADD', T, list)
+end
+
 local function flush()
   local list, n = {}, 0
   for field, rec in pairs(records) do list[n + 1] = field; list[n + 2] = rec; n = n + 2 end
@@ -406,11 +427,12 @@ local function flush()
   end
   in_chunks('HSET', TP, list)
   if #gone > 0 then in_chunks('HDEL', TP, gone) end
-  -- A timer this call added earlier than every other of the shard: the owner must re-arm.
-  if leads and soonest and not quiet then
-    if first_timer() == soonest then
-      redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. string.format('%d', soonest_at))
-    end
+  write_lapses()
+  -- A due time this call added earlier than every other of the shard's delayed jobs: the owner
+  -- must re-arm. (A put appended after a page's entries cannot be. The owner, which fires at
+  -- once on the message, may find a reservation's end earlier still: it re-arms from that.)
+  if leads and soonest and not quiet and first_timer() == soonest then
+    redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. string.format('%d', soonest_at))
   end
   -- The best new ready job of each tube, against the best the shard holds before they are added:
   -- where it is better, nodes learn of it, so that a reserve takes the best job of every shard.
@@ -447,7 +469,10 @@ local function unlink(j)
   elseif j.state == READY then
     remove_ready(rmember(j.tube, j.pri, j.id))
   elseif j.state == RESERVED then
-    remove_timer(j.id, j.deadline); count(j.tube, 'v', -1)
+    local member = fid(j.id)
+    lapses[member] = nil
+    redis.call('ZREM', T, member)
+    count(j.tube, 'v', -1)
   else
     redis.call('ZREM', B, bmember(j.tube, j.id))
   end
@@ -460,7 +485,7 @@ local function link(j, now)
   elseif j.state == READY then
     make_ready(j.tube, j.pri, j.id)
   elseif j.state == RESERVED then
-    add_timer(j.id, j.deadline); count(j.tube, 'v', 1)
+    lapses[fid(j.id)] = j.deadline; count(j.tube, 'v', 1)
   else
     redis.call('ZADD', B, 0, bmember(j.tube, j.id))
   end
@@ -962,8 +987,8 @@ ops.max_attempts = function()
   return {'ok'}
 end
 
--- The time a job's timer set entry stands for, to the microsecond: its TTR end if reserved, else
--- its due time (the set's score is that time rounded up to the millisecond).
+-- The time a job's timer stands for, to the microsecond: its TTR end if reserved (in t), else
+-- its due time (in the pages; both keep that time rounded up to the millisecond).
 local function timer_of(j)
   if j.state == RESERVED then return j.deadline end
   return j.due
@@ -982,9 +1007,12 @@ ops.fire = function()
   if redis.call('GET', EPOCH) ~= ARGV[2] then return {'fenced', 'not the owner'} end
   local now = now_ms()
   local cut, limit = math.ceil(now), tonumber(ARGV[3])
-  local due = {}
+  local due = {} -- {time, id}: a delayed job's page entry; {false, id}: a reservation
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', T, '-inf', cut, 'LIMIT', 0, limit)) do
+    due[#due + 1] = {false, tonumber(member)}
+  end
   local first = first_page() -- named at or before its first entry: read no page before due
-  if first and struct.unpack(ENTRY, first) <= cut then
+  if first and struct.unpack(ENTRY, first) <= cut and #due < limit then
     each_timer(function(t, id)
       if t > cut or #due >= limit then return false end
       due[#due + 1] = {t, id}
@@ -996,8 +1024,11 @@ ops.fire = function()
   for _, timer in ipairs(due) do
     local t, id = timer[1], timer[2]
     local j = load(id)
-    if not j or (j.state ~= DELAYED and j.state ~= RESERVED) or math.ceil(timer_of(j)) ~= t then
-      note_timer(t, id, -1) -- as read: a timer without its job
+    -- As read: a timer without its job (or not of its state, or time), taken out.
+    if t and (not j or j.state ~= DELAYED or math.ceil(j.due) ~= t) then
+      note_timer(t, id, -1)
+    elseif not t and (not j or j.state ~= RESERVED) then
+      redis.call('ZREM', T, fid(id))
     elseif timer_of(j) <= now then
       moved = moved + 1
       if j.state == DELAYED then
@@ -1018,13 +1049,23 @@ ops.fire = function()
   local served = serve(4, now)
   -- The next timer, once what fire took out is gone and what it added (a reservation's TTR) is
   -- in. The owner arms from this answer, so flush() publishes no 't' for it.
+  local changed = logged > 0
   apply()
-  first = first_timer()
+  write_lapses()
+  if changed or not first then first = first_page() end
+  first = first and string.sub(page(first), 1, TW)
   local next_at
   if first then
     local t, id = struct.unpack(ENTRY, first)
-    local j = first ~= soonest and load(id)
-    next_at = first == soonest and soonest_at or (j and timer_of(j)) or t
+    local rec = first ~= soonest and (records[fid(id)] or redis.call('HGET', J, fid(id)))
+    next_at = first == soonest and soonest_at or (rec and due_of_record(rec)) or t
+  end
+  local lapse = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
+  if lapse[1] then
+    local rec = records[lapse[1]] or redis.call('HGET', J, lapse[1])
+    local deadline = rec and deadline_of_record(rec)
+    local at = deadline and deadline > 0 and deadline or tonumber(lapse[2])
+    if not next_at or at < next_at then next_at = at end
   end
   quiet = true
   return {'ok', moved, next_at and us(next_at) or '-1', us(now), late, served}
@@ -1034,23 +1075,35 @@ end
 -- ask: a timer far behind the present means nobody fires the shard.
 ops.overdue = function()
   local first = first_timer()
-  return {'ok', first and string.format('%d', (struct.unpack(ENTRY, first))) or '-1', us(now_ms())}
+  local at = first and struct.unpack(ENTRY, first)
+  local lapse = tonumber(redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')[2])
+  if lapse and (not at or lapse < at) then at = lapse end
+  return {'ok', at and string.format('%d', at) or '-1', us(now_ms())}
 end
 
--- upgrade: moves up to 1,000 timers of layout 1 (the sorted set t) into the pages, their
--- records rewritten in layout 2; replies {'ok', timers of layout 1 left}. (Records of ready and
--- buried jobs are rewritten when they next change: decode() reads both layouts.)
+-- upgrade from: of t's entries from rank `from` on (1,000 looked at), moves the delayed jobs'
+-- (layout 1 kept them there) into the pages, their records rewritten in layout 2, and leaves the
+-- reservations'; replies {'ok', the rank to go on from, or -1 once t holds nothing more to look
+-- at}. (Other records are rewritten when they next change: decode() reads both layouts.)
 ops.upgrade = function()
-  local old = redis.call('ZRANGE', T, 0, 999)
+  local from = tonumber(ARGV[2])
+  local old = redis.call('ZRANGE', T, from, from + 999)
+  if #old == 0 then return {'ok', -1} end
+  local gone, kept = {}, 0
   for _, member in ipairs(old) do
     local j = load(tonumber(member))
-    if j and (j.state == DELAYED or j.state == RESERVED) then
-      add_timer(j.id, timer_of(j))
+    if j and j.state == DELAYED then
+      add_timer(j.id, j.due)
       save(j)
+      gone[#gone + 1] = member
+    elseif j and j.state == RESERVED then
+      kept = kept + 1
+    else
+      gone[#gone + 1] = member -- a timer without its job
     end
   end
-  if #old > 0 then in_chunks('ZREM', T, old) end
-  return {'ok', redis.call('ZCARD', T)}
+  if #gone > 0 then in_chunks('ZREM', T, gone) end
+  return {'ok', from + kept}
 end
 
 -- acquire node lease_ms: takes the lease if free; replies with the new epoch, or 'fenced'.
@@ -1096,7 +1149,7 @@ local function run(keys, args)
   clock, clock_ms, quiet, leads = nil, nil, false, false
   readied, records, readies, counters, seen, names = {}, {}, {}, {}, {}, {}
   log, moves, logged, ordered, last_t, last_id = {}, {}, 0, true, nil, nil
-  soonest, soonest_at = nil, nil
+  soonest, soonest_at, lapses = nil, nil, {}
   pages, dirty = {}, {}
   local handler = ops[args[1]]
   if not handler then

@@ -2400,9 +2400,10 @@ Status check_layout(Core& core, bool first_start, const Wait& wait) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   for (std::uint32_t shard = 0; shard < core.shards; ++shard) {
-    for (std::int64_t left = 1; left > 0;) {
+    for (std::int64_t from = 0; from >= 0;) {
       std::optional<Result<Reply>> answer;
-      core.call(shard, {"upgrade"}, true, [&](Result<Reply> r) { answer.emplace(std::move(r)); });
+      core.call(shard, {"upgrade", std::to_string(from)}, true,
+                [&](Result<Reply> r) { answer.emplace(std::move(r)); });
       wait(answer);
       if (!answer->is_ok()) return answer->status();
       const auto& reply = answer->value();
@@ -2410,7 +2411,7 @@ Status check_layout(Core& core, bool first_start, const Wait& wait) {
         return Status(Code::kIOError, "redis: shard " + std::to_string(shard) +
                                           " could not be upgraded: " + reply.str);
       }
-      left = to_int(reply.elements[1].str);
+      from = to_int(reply.elements[1].str, -1);
     }
   }
   if (Status s =

@@ -47,7 +47,9 @@ struct RedisBrokerOptions {
   // Default: 1000.
   std::uint32_t fire_batch = 1000;
   // How often an owner checks its shards even if told nothing, and waiting reserves look at
-  // every shard again: the bound on what a lost notification can delay. Default: 1 s.
+  // every shard again: the bound on what a lost notification can delay. Default: 1 s. At most
+  // 1 s: no message tells an owner of a new reservation, whose end (at least a second away, as
+  // TTRs are) it learns at its next look.
   Millis resync{1000};
   // Longest tube name, key or group. Default: 200 bytes.
   std::size_t max_name_bytes = kDefaultMaxNameBytes;
