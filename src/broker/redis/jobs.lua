@@ -216,7 +216,9 @@ local function note_timer(t, id, change)
   logged = n
   log[n] = struct.pack(ENTRY, t, id)
   moves[n] = change
-  if change < 0 or (last_t and not earlier(last_t, last_id, t, id)) then ordered = false end
+  if change < 0 or (last_t and (t < last_t or (t == last_t and id <= last_id))) then
+    ordered = false
+  end
   last_t, last_id = t, id
   return log[n]
 end
@@ -261,16 +263,16 @@ end
 
 -- Page `name` (nil: none yet) holds `entries` now: written back, deleted when empty, named
 -- again after its first entry if that comes before its name (an entry added before every
--- other), split past PAGE_MAX entries into pages of equal size (at least 43 entries each), each
--- after the first named after its first entry.
-local function store(name, entries)
+-- other; `behind`: none was), split past PAGE_MAX entries into pages of equal size (at least 43
+-- entries each), each after the first named after its first entry.
+local function store(name, entries, behind)
   local n = #entries / TW
   local size = n > PAGE_MAX and math.ceil(n / math.ceil(n / (PAGE_MAX / 2))) or PAGE_MAX
   local kept = false
   for i = 0, n - 1, size do
     local part = n <= size and entries or string.sub(entries, i * TW + 1, math.min(i + size, n) * TW)
     local first = i == 0 and name or string.sub(part, 1, TW)
-    if i == 0 and name then
+    if i == 0 and name and not behind then
       local t, id = struct.unpack(ENTRY, part)
       local name_t, name_id = struct.unpack(ENTRY, name)
       if earlier(t, id, name_t, name_id) then first = string.sub(part, 1, TW) end
@@ -317,7 +319,7 @@ local function append()
   local t, id = struct.unpack(ENTRY, entries, #entries - TW + 1)
   if not earlier(t, id, first_t, first_id) then return false end
   if next_t and not earlier(last_t, last_id, next_t, next_id) then return false end
-  store(name, entries .. table.concat(log))
+  store(name, entries .. table.concat(log), true)
   return true
 end
 
