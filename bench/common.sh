@@ -34,7 +34,7 @@ start_redis() {
 start_node() {
   port=$(free_port)
   "$@" "$delayqd" --redis "${seeds:-127.0.0.1:$redis_port}" -p "$port" --http off \
-    >"$work/delayqd-$port.out" 2>"$work/delayqd-$port.err" &
+    ${SHARDS:+--redis-shards "$SHARDS"} >"$work/delayqd-$port.out" 2>"$work/delayqd-$port.err" &
   pids+=($!)
   for _ in $(seq 100); do grep -q listening "$work/delayqd-$port.out" 2>/dev/null && break; sleep 0.1; done
   sleep 1  # leases

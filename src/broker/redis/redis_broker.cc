@@ -2395,7 +2395,7 @@ Status check_layout(Core& core, bool first_start, const Wait& wait) {
       return Status(Code::kConflict,
                     "the cluster's jobs are stored in layout 1, which this delayqd upgrades at "
                     "its start once no older node runs; still running: " +
-                        alive + " (docs/redis-mode.md, Upgrades)");
+                        alive + " (docs/redis-mode.md, \"Layouts and upgrades\")");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
