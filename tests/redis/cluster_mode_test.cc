@@ -1083,20 +1083,30 @@ TEST_F(RedisWakeTest, ABurstReachesEveryWaitingReserveWithoutTheFiveSecondLook) 
 
 // --- layout 2: timers in pages, MessagePack records; the upgrade from layout 1
 
-// One shard, so that every timer shares its pages: 600 jobs due over about 3 s, put in random
+// One delayqd node over a Redis of its own, every job in one shard, so that every timer shares
+// its pages.
+class RedisTimersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(redis_.start(), "");
+    server_ = std::make_unique<ServerProcess>(
+        dir_.path(), std::vector<std::string>{"--redis", redis_.address(), "--redis-prefix", "pg",
+                                              "--redis-shards", "1"});
+    ASSERT_EQ(server_->start(), "");
+  }
+  TempDir dir_;
+  RedisServer redis_{dir_.path() / "redis"};
+  std::unique_ptr<ServerProcess> server_;
+};
+
+// 600 jobs due over about 3 s, put in random
 // order (each delay a whole second, the puts spread in time), 480 of them deleted before they
 // are due. Every other job comes out once and never before its time; the pages split on the
 // way (more than 128 timers), those the deletes leave under a quarter full take in their next
 // (at most 5 pages for 120 timers, against about 10 without), and none is left once all have
 // fired.
-TEST(RedisTimersTest, ManyTimersInOneShardFireOnceNeverEarlyAndLeaveNoPage) {
-  TempDir dir;
-  RedisServer redis(dir.path() / "redis");
-  ASSERT_EQ(redis.start(), "");
-  ServerProcess server(dir.path(),
-                       {"--redis", redis.address(), "--redis-prefix", "pg", "--redis-shards", "1"});
-  ASSERT_EQ(server.start(), "");
-  Client producer(server.port());
+TEST_F(RedisTimersTest, ManyTimersInOneShardFireOnceNeverEarlyAndLeaveNoPage) {
+  Client producer(server_->port());
   std::mt19937_64 random(test_seed());
   std::map<std::uint64_t, std::int64_t> due;  // id -> not before (unix ms)
   std::vector<std::uint64_t> ids;
@@ -1108,14 +1118,14 @@ TEST(RedisTimersTest, ManyTimersInOneShardFireOnceNeverEarlyAndLeaveNoPage) {
     due[*id] = before + delay * 1000;
     ids.push_back(*id);
   }
-  EXPECT_GT(call(redis.port(), {"HLEN", "pg:{0}:tp"}).integer, 2);
+  EXPECT_GT(call(redis_.port(), {"HLEN", "pg:{0}:tp"}).integer, 2);
   std::shuffle(ids.begin(), ids.end(), random);
   for (std::size_t i = 0; i < 480; ++i) {
     ASSERT_EQ(producer.call("delete " + std::to_string(ids[i]) + "\r\n"), "DELETED\r\n");
     due.erase(ids[i]);
   }
-  EXPECT_LE(call(redis.port(), {"HLEN", "pg:{0}:tp"}).integer, 5);
-  Client worker(server.port());
+  EXPECT_LE(call(redis_.port(), {"HLEN", "pg:{0}:tp"}).integer, 5);
+  Client worker(server_->port());
   std::set<std::uint64_t> seen;
   while (seen.size() < due.size()) {
     const std::string reply = worker.call("reserve-with-timeout 10\r\n", Millis{15000});
@@ -1128,8 +1138,8 @@ TEST(RedisTimersTest, ManyTimersInOneShardFireOnceNeverEarlyAndLeaveNoPage) {
     ASSERT_EQ(worker.call("delete " + std::to_string(id) + "\r\n"), "DELETED\r\n");
   }
   EXPECT_EQ(worker.call("reserve-with-timeout 1\r\n", Millis{5000}), "TIMED_OUT\r\n");
-  EXPECT_EQ(call(redis.port(), {"HLEN", "pg:{0}:tp"}).integer, 0);
-  EXPECT_EQ(call(redis.port(), {"ZCARD", "pg:{0}:ti"}).integer, 0);
+  EXPECT_EQ(call(redis_.port(), {"HLEN", "pg:{0}:tp"}).integer, 0);
+  EXPECT_EQ(call(redis_.port(), {"ZCARD", "pg:{0}:ti"}).integer, 0);
 }
 
 // Random changes to one shard's timers (puts in pipelined batches, so that several share a
@@ -1138,14 +1148,8 @@ TEST(RedisTimersTest, ManyTimersInOneShardFireOnceNeverEarlyAndLeaveNoPage) {
 // non-empty, at most 128 entries, in order, named in the index at or before its first entry
 // and after every entry of the page before, one entry for each delayed job and none other; and
 // in t, the sorted set of reservations, each reserved job and none other.
-TEST(RedisTimersTest, PagesHoldExactlyTheDelayedJobsInOrderAfterRandomChanges) {
-  TempDir dir;
-  RedisServer redis(dir.path() / "redis");
-  ASSERT_EQ(redis.start(), "");
-  ServerProcess server(dir.path(),
-                       {"--redis", redis.address(), "--redis-prefix", "rc", "--redis-shards", "1"});
-  ASSERT_EQ(server.start(), "");
-  Client client(server.port());
+TEST_F(RedisTimersTest, PagesHoldExactlyTheDelayedJobsInOrderAfterRandomChanges) {
+  Client client(server_->port());
   std::mt19937_64 random(test_seed());
   enum class State { kDelayed, kReady, kReserved, kBuried };
   std::map<std::uint64_t, State> jobs;
@@ -1224,8 +1228,8 @@ TEST(RedisTimersTest, PagesHoldExactlyTheDelayedJobsInOrderAfterRandomChanges) {
     if (state == State::kDelayed) delayed.insert(id);
     if (state == State::kReserved) reserved.insert(id);
   }
-  const auto index = call(redis.port(), {"ZRANGE", "rc:{0}:ti", "0", "-1"});
-  const auto fields = call(redis.port(), {"HKEYS", "rc:{0}:tp"});
+  const auto index = call(redis_.port(), {"ZRANGE", "pg:{0}:ti", "0", "-1"});
+  const auto fields = call(redis_.port(), {"HKEYS", "pg:{0}:tp"});
   ASSERT_EQ(index.elements.size(), fields.elements.size());
   std::set<std::uint64_t> entries;
   std::pair<std::uint64_t, std::uint64_t> previous{0, 0};
@@ -1235,7 +1239,7 @@ TEST(RedisTimersTest, PagesHoldExactlyTheDelayedJobsInOrderAfterRandomChanges) {
     return value;
   };
   for (const auto& name : index.elements) {
-    const std::string page = call(redis.port(), {"HGET", "rc:{0}:tp", name.str}).str;
+    const std::string page = call(redis_.port(), {"HGET", "pg:{0}:tp", name.str}).str;
     ASSERT_FALSE(page.empty());
     ASSERT_EQ(page.size() % 13, 0u);
     ASSERT_LE(page.size() / 13, 128u);
@@ -1260,7 +1264,7 @@ TEST(RedisTimersTest, PagesHoldExactlyTheDelayedJobsInOrderAfterRandomChanges) {
   EXPECT_EQ(entries, delayed);
   EXPECT_GT(delayed.size(), 128u);  // more than a page
   std::set<std::uint64_t> lapses;
-  for (const auto& member : call(redis.port(), {"ZRANGE", "rc:{0}:t", "0", "-1"}).elements) {
+  for (const auto& member : call(redis_.port(), {"ZRANGE", "pg:{0}:t", "0", "-1"}).elements) {
     lapses.insert(std::stoull(member.str));
   }
   EXPECT_EQ(lapses, reserved);
@@ -1269,7 +1273,7 @@ TEST(RedisTimersTest, PagesHoldExactlyTheDelayedJobsInOrderAfterRandomChanges) {
 
 // The target for Redis's memory: a pending job with a 100-byte body costs at most 250 bytes
 // (used_memory before and after 20,000 puts due in an hour, over the default 128 shards).
-TEST(RedisTimersTest, APendingJobWithA100ByteBodyCostsAtMost250BytesOfRedis) {
+TEST(RedisMemoryTest, APendingJobWithA100ByteBodyCostsAtMost250BytesOfRedis) {
   TempDir dir;
   RedisServer redis(dir.path() / "redis");
   ASSERT_EQ(redis.start(), "");
@@ -1340,43 +1344,29 @@ TEST(RedisUpgradeTest, ALayoutOneClusterIsUpgradedAtStartOnceItsNodesAreGone) {
   const auto now = static_cast<double>(unix_ms());
   const double soon = now + 6000.25;
   const double later = now + 3600000.5;
-  // Shard 0: job 2 ready, job 4 delayed an hour with a key. Shard 1: job 3 due in 6 s.
-  ASSERT_EQ(
-      call(port, {"HSET", "up:{0}:j", "2", layout1_record(1, now, now, "default", "", "ready")})
-          .integer,
-      1);
+  // A layout 1 job: its record, and its timer in t if it has one (due time or TTR end).
+  const auto put_v1 = [&](int shard, int id, const std::string& record, double timer) {
+    const std::string base = "up:{" + std::to_string(shard) + "}";
+    ASSERT_EQ(call(port, {"HSET", base + ":j", std::to_string(id), record}).integer, 1);
+    if (timer == 0) return;
+    const auto score = std::to_string(static_cast<std::int64_t>(std::ceil(timer)));
+    ASSERT_EQ(call(port, {"ZADD", base + ":t", score, std::to_string(id)}).integer, 1);
+  };
+  // Shard 0: job 2 ready, job 4 delayed an hour with a key. Shard 1: job 3 due in 6 s, job 5
+  // reserved by a node that is gone, its TTR ending in 5 s.
+  const double lapse = now + 5000.5;
+  ASSERT_NO_FATAL_FAILURE(put_v1(0, 2, layout1_record(1, now, now, "default", "", "ready"), 0));
   ASSERT_EQ(call(port, {"ZADD", "up:{0}:r", "0",
                         std::string("default\0", 8) + "0000001024" + std::string("\0", 1) +
                             "0000000000000002"})
                 .integer,
             1);
-  ASSERT_EQ(
-      call(port, {"HSET", "up:{0}:j", "4", layout1_record(0, later, now, "default", "k1", "hour")})
-          .integer,
-      1);
-  ASSERT_EQ(call(port, {"ZADD", "up:{0}:t",
-                        std::to_string(static_cast<std::int64_t>(std::ceil(later))), "4"})
-                .integer,
-            1);
+  ASSERT_NO_FATAL_FAILURE(
+      put_v1(0, 4, layout1_record(0, later, now, "default", "k1", "hour"), later));
   ASSERT_EQ(call(port, {"HSET", "up:{0}:k", std::string("default\0k1", 10), "4"}).integer, 1);
-  ASSERT_EQ(
-      call(port, {"HSET", "up:{1}:j", "3", layout1_record(0, soon, now, "default", "", "soon")})
-          .integer,
-      1);
-  ASSERT_EQ(call(port, {"ZADD", "up:{1}:t",
-                        std::to_string(static_cast<std::int64_t>(std::ceil(soon))), "3"})
-                .integer,
-            1);
-  // Shard 1: job 5 reserved by a node that is gone, its TTR ending in 5 s.
-  const double lapse = now + 5000.5;
-  ASSERT_EQ(call(port, {"HSET", "up:{1}:j", "5",
-                        layout1_record(2, now, now, "default", "", "held", lapse)})
-                .integer,
-            1);
-  ASSERT_EQ(call(port, {"ZADD", "up:{1}:t",
-                        std::to_string(static_cast<std::int64_t>(std::ceil(lapse))), "5"})
-                .integer,
-            1);
+  ASSERT_NO_FATAL_FAILURE(put_v1(1, 3, layout1_record(0, soon, now, "default", "", "soon"), soon));
+  ASSERT_NO_FATAL_FAILURE(
+      put_v1(1, 5, layout1_record(2, now, now, "default", "", "held", lapse), lapse));
   ASSERT_EQ(call(port, {"HSET", "up:{0}:c", std::string("default\0d", 9), "1"}).integer, 1);
   ASSERT_EQ(call(port, {"HSET", "up:{1}:c", std::string("default\0d", 9), "1",
                         std::string("default\0v", 9), "1"})
