@@ -1367,14 +1367,24 @@ TEST(RedisUpgradeTest, ALayoutOneClusterIsUpgradedAtStartOnceItsNodesAreGone) {
   ASSERT_NO_FATAL_FAILURE(put_v1(1, 3, layout1_record(0, soon, now, "default", "", "soon"), soon));
   ASSERT_NO_FATAL_FAILURE(
       put_v1(1, 5, layout1_record(2, now, now, "default", "", "held", lapse), lapse));
-  ASSERT_EQ(call(port, {"HSET", "up:{0}:c", std::string("default\0d", 9), "1"}).integer, 1);
+  // And 1,500 more delayed an hour in shard 0 (ids 1002 to 4000), more than one upgrade call
+  // takes.
+  ASSERT_EQ(
+      call(port, {"EVAL",
+                  "for i = 1, 1500 do redis.call('HSET', KEYS[1], 1000 + 2 * i, ARGV[1]); "
+                  "redis.call('ZADD', KEYS[2], ARGV[2], 1000 + 2 * i) end return 1",
+                  "2", "up:{0}:j", "up:{0}:t", layout1_record(0, later, now, "default", "", "more"),
+                  std::to_string(static_cast<std::int64_t>(std::ceil(later)))})
+          .integer,
+      1);
+  ASSERT_EQ(call(port, {"HSET", "up:{0}:c", std::string("default\0d", 9), "1501"}).integer, 1);
   ASSERT_EQ(call(port, {"HSET", "up:{1}:c", std::string("default\0d", 9), "1",
                         std::string("default\0v", 9), "1"})
                 .integer,
             2);
   for (const std::string shard : {"0", "1"}) {
     ASSERT_EQ(call(port, {"SADD", "up:{" + shard + "}:tubes", "default"}).integer, 1);
-    ASSERT_EQ(call(port, {"SET", "up:{" + shard + "}:seq", "2"}).str, "OK");
+    ASSERT_EQ(call(port, {"SET", "up:{" + shard + "}:seq", "2000"}).str, "OK");
   }
   // A node of layout 1 alive (its announcement lasts another 2 s): the new one waits for it.
   const auto redis_now_ms = [&] {
@@ -1390,12 +1400,17 @@ TEST(RedisUpgradeTest, ALayoutOneClusterIsUpgradedAtStartOnceItsNodesAreGone) {
   EXPECT_GE(Clock::now() - started, 1500ms);  // it waited for the old node's lease to lapse
   EXPECT_EQ(call(port, {"HGET", "up:meta", "layout"}).str, "2");
   EXPECT_EQ(call(port, {"EXISTS", "up:{0}:t"}).integer, 0);
+  std::size_t entries = 0;
+  for (const auto& page : call(port, {"HVALS", "up:{0}:tp"}).elements)
+    entries += page.str.size() / 13;
+  EXPECT_EQ(entries, 1501u);
   EXPECT_EQ(call(port, {"ZRANGE", "up:{1}:t", "0", "-1"}).elements.size(), 1u);  // job 5's TTR
-  EXPECT_EQ(call(port, {"ZCARD", "up:{0}:ti"}).integer, 1);
+  EXPECT_GE(call(port, {"ZCARD", "up:{0}:ti"}).integer, 12);  // pages of at most 128
   EXPECT_EQ(call(port, {"ZCARD", "up:{1}:ti"}).integer, 1);
 
   Client client(server.port());
   EXPECT_EQ(client.call("peek 4\r\n"), job_reply("FOUND", 4, "hour"));
+  EXPECT_EQ(client.call("peek 4000\r\n"), job_reply("FOUND", 4000, "more"));
   const std::string stats = client.call("stats-job 4\r\n");
   EXPECT_NE(stats.find("state: delayed"), std::string::npos) << stats;
   EXPECT_EQ(client.call("reserve-with-timeout 0\r\n"), job_reply("RESERVED", 2, "ready"));

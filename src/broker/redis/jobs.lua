@@ -118,10 +118,16 @@ local function encode(j)
     j.holder) .. j.body
 end
 
--- A record's due time, deadline or time of creation, without decoding the rest.
-local function due_of_record(rec)
-  if string.byte(rec, 1) == LAYOUT then return select(6, cmsgpack.unpack_limit(rec, 5)) end
-  return select(4, struct.unpack(V1, rec))
+-- A record's due time, deadline or time of creation, without decoding the rest. (The due time
+-- only of a delayed job whose timer entry says `t`: nil for another, a stray entry's.)
+local function due_of_record(rec, t)
+  local _, state, due
+  if string.byte(rec, 1) == LAYOUT then
+    _, _, _, state, _, due = cmsgpack.unpack_limit(rec, 5) -- offset, layout, flags, state, pri
+  else
+    _, state, _, due = struct.unpack(V1, rec) -- flags, state, priority, due
+  end
+  if state == DELAYED and math.ceil(due) == t then return due end
 end
 local function deadline_of_record(rec)
   if string.byte(rec, 1) == LAYOUT then return select(7, cmsgpack.unpack_limit(rec, 6)) end
@@ -143,7 +149,7 @@ local logged   -- how many
 local moves    -- and each one's change: 1 added, -1 removed
 local ordered  -- whether the log holds only additions, each after the one before
 local last_t, last_id -- the log's last entry
-local soonest, soonest_at -- the earliest timer added in this call, and its exact time
+local added    -- timer entry -> the exact time it stands for, for each one this call added
 local lapses   -- member of t -> TTR end (exact): reservations made in this call, for ZADD t
 local pages    -- timer page -> its entries (read or changed in this call), false once deleted
 local dirty    -- timer page -> true: to write (or delete) at flush
@@ -225,8 +231,7 @@ end
 
 local function add_timer(id, at)
   local t = math.ceil(at)
-  local entry = note_timer(t, id, 1)
-  if not soonest_at or at < soonest_at then soonest, soonest_at = entry, at end
+  added[note_timer(t, id, 1)] = at
 end
 local function remove_timer(id, at) note_timer(math.ceil(at), id, -1) end
 
@@ -433,8 +438,11 @@ local function flush()
   -- A due time this call added earlier than every other of the shard's delayed jobs: the owner
   -- must re-arm. (A put appended after a page's entries cannot be. The owner, which fires at
   -- once on the message, may find a reservation's end earlier still: it re-arms from that.)
-  if leads and soonest and not quiet and first_timer() == soonest then
-    redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. string.format('%d', soonest_at))
+  if leads and not quiet then
+    local first = first_timer()
+    if first and added[first] then
+      redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. string.format('%d', added[first]))
+    end
   end
   -- The best new ready job of each tube, against the best the shard holds before they are added:
   -- where it is better, nodes learn of it, so that a reserve takes the best job of every shard.
@@ -1059,8 +1067,11 @@ ops.fire = function()
   local next_at
   if first then
     local t, id = struct.unpack(ENTRY, first)
-    local rec = first ~= soonest and (records[fid(id)] or redis.call('HGET', J, fid(id)))
-    next_at = first == soonest and soonest_at or (rec and due_of_record(rec)) or t
+    next_at = added[first]
+    if not next_at then
+      local rec = records[fid(id)] or redis.call('HGET', J, fid(id))
+      next_at = rec and due_of_record(rec, t) or t
+    end
   end
   local lapse = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
   if lapse[1] then
@@ -1151,7 +1162,7 @@ local function run(keys, args)
   clock, clock_ms, quiet, leads = nil, nil, false, false
   readied, records, readies, counters, seen, names = {}, {}, {}, {}, {}, {}
   log, moves, logged, ordered, last_t, last_id = {}, {}, 0, true, nil, nil
-  soonest, soonest_at, lapses = nil, nil, {}
+  added, lapses = {}, {}
   pages, dirty = {}, {}
   local handler = ops[args[1]]
   if not handler then

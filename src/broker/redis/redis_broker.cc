@@ -2363,19 +2363,21 @@ Status check_layout(Core& core, bool first_start, const Wait& wait) {
     return ask(core.names.meta, Command{"HSET", core.names.meta, "layout", std::to_string(kLayout)})
         .status();
   }
-  auto layout = ask(core.names.meta, Command{"HGET", core.names.meta, "layout"});
-  if (!layout.is_ok()) return layout.status();
-  if (!layout.value().is_nil()) {
-    const auto version = to_int(layout.value().str);
-    if (version == kLayout) return Status::ok();
-    return Status(Code::kUnsupported, "the cluster's jobs are stored in layout " +
-                                          layout.value().str + ", newer than this delayqd's (" +
-                                          std::to_string(kLayout) +
-                                          "): run a delayqd as new as the one that wrote them");
-  }
-  // Layout 1. Its nodes must be gone: wait up to two leases for their announcements to lapse.
+  // Layout 1 until marked. Its nodes must be gone: wait up to two leases for their
+  // announcements to lapse (and look at the mark again each time: another new node may have
+  // upgraded meanwhile, and be the live node seen).
   const auto deadline = SteadyClock::now() + core.options.lease * 2;
   for (;;) {
+    auto layout = ask(core.names.meta, Command{"HGET", core.names.meta, "layout"});
+    if (!layout.is_ok()) return layout.status();
+    if (!layout.value().is_nil()) {
+      const auto version = to_int(layout.value().str);
+      if (version == kLayout) return Status::ok();
+      return Status(Code::kUnsupported, "the cluster's jobs are stored in layout " +
+                                            layout.value().str + ", newer than this delayqd's (" +
+                                            std::to_string(kLayout) +
+                                            "): run a delayqd as new as the one that wrote them");
+    }
     auto time = ask(core.names.nodes, Command{"TIME"});
     if (!time.is_ok()) return time.status();
     auto nodes =
@@ -2411,7 +2413,7 @@ Status check_layout(Core& core, bool first_start, const Wait& wait) {
         return Status(Code::kIOError, "redis: shard " + std::to_string(shard) +
                                           " could not be upgraded: " + reply.str);
       }
-      from = to_int(reply.elements[1].str, -1);
+      from = reply.elements[1].type == ReplyType::kInteger ? reply.elements[1].integer : -1;
     }
   }
   if (Status s =
