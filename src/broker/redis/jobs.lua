@@ -149,7 +149,7 @@ local logged   -- how many
 local moves    -- and each one's change: 1 added, -1 removed
 local ordered  -- whether the log holds only additions, each after the one before
 local last_t, last_id -- the log's last entry
-local added    -- timer entry -> the exact time it stands for, for each one this call added
+local added    -- timer entry -> true, for those this call added that may lead (leads)
 local lapses   -- member of t -> TTR end (exact): reservations made in this call, for ZADD t
 local pages    -- timer page -> its entries (read or changed in this call), false once deleted
 local dirty    -- timer page -> true: to write (or delete) at flush
@@ -229,10 +229,7 @@ local function note_timer(t, id, change)
   return log[n]
 end
 
-local function add_timer(id, at)
-  local t = math.ceil(at)
-  added[note_timer(t, id, 1)] = at
-end
+local function add_timer(id, at) note_timer(math.ceil(at), id, 1) end
 local function remove_timer(id, at) note_timer(math.ceil(at), id, -1) end
 
 local function page(name)
@@ -309,6 +306,7 @@ local function append()
   if not name then
     store(nil, table.concat(log))
     leads = true
+    for k = 1, logged do added[log[k]] = true end
     return true
   end
   local next_t, next_id
@@ -337,7 +335,10 @@ local function apply()
     leads = true
     -- Each entry's last change counts (adding an entry that is there, or removing one that is
     -- not, changes nothing).
-    for k = 1, logged do net[log[k]] = moves[k] end
+    for k = 1, logged do
+      net[log[k]] = moves[k]
+      added[log[k]] = moves[k] > 0 or nil
+    end
     for entry, change in pairs(net) do
       local t, id = struct.unpack(ENTRY, entry)
       list[#list + 1] = {t, id, change, entry}
@@ -441,7 +442,10 @@ local function flush()
   if leads and not quiet then
     local first = first_timer()
     if first and added[first] then
-      redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. string.format('%d', added[first]))
+      local t, id = struct.unpack(ENTRY, first)
+      local rec = records[fid(id)] or redis.call('HGET', J, fid(id))
+      local at = rec and due_of_record(rec, t) or t
+      redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. string.format('%d', at))
     end
   end
   -- The best new ready job of each tube, against the best the shard holds before they are added:
@@ -1067,11 +1071,8 @@ ops.fire = function()
   local next_at
   if first then
     local t, id = struct.unpack(ENTRY, first)
-    next_at = added[first]
-    if not next_at then
-      local rec = records[fid(id)] or redis.call('HGET', J, fid(id))
-      next_at = rec and due_of_record(rec, t) or t
-    end
+    local rec = records[fid(id)] or redis.call('HGET', J, fid(id))
+    next_at = rec and due_of_record(rec, t) or t
   end
   local lapse = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
   if lapse[1] then
