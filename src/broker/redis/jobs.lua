@@ -118,24 +118,17 @@ local function encode(j)
     j.holder) .. j.body
 end
 
--- A record's due time, deadline or time of creation, without decoding the rest. (The due time
--- only of a delayed job whose timer entry says `t`: nil for another, a stray entry's.)
+-- The first n values of a record (flags, state, priority, due, deadline, created), without
+-- decoding the rest; in either layout.
+local function record_head(rec, n)
+  if string.byte(rec, 1) == LAYOUT then return select(3, cmsgpack.unpack_limit(rec, n + 1)) end
+  return struct.unpack(V1, rec)
+end
+
+-- The due time of a delayed job whose timer entry says `t` (nil for another: a stray entry's).
 local function due_of_record(rec, t)
-  local _, state, due
-  if string.byte(rec, 1) == LAYOUT then
-    _, _, _, state, _, due = cmsgpack.unpack_limit(rec, 5) -- offset, layout, flags, state, pri
-  else
-    _, state, _, due = struct.unpack(V1, rec) -- flags, state, priority, due
-  end
+  local _, state, _, due = record_head(rec, 4)
   if state == DELAYED and math.ceil(due) == t then return due end
-end
-local function deadline_of_record(rec)
-  if string.byte(rec, 1) == LAYOUT then return select(7, cmsgpack.unpack_limit(rec, 6)) end
-  return select(5, struct.unpack(V1, rec))
-end
-local function created_of(rec)
-  if string.byte(rec, 1) == LAYOUT then return select(8, cmsgpack.unpack_limit(rec, 7)) end
-  return select(6, struct.unpack(V1, rec))
 end
 
 -- Writes gathered during the call and made at its end (flush), one command per key and not one
@@ -185,7 +178,7 @@ local function head_of(tube, member)
   local id = id_of(member)
   local rec = records[fid(id)] or redis.call('HGET', J, fid(id))
   local created = 0
-  if rec then created = math.floor(created_of(rec)) end
+  if rec then created = math.floor(select(6, record_head(rec, 6))) end
   return string.format('%d:%d:%d', tonumber(string.sub(member, #tube + 2, #tube + 11)), created, id)
 end
 
@@ -226,7 +219,6 @@ local function note_timer(t, id, change)
     ordered = false
   end
   last_t, last_id = t, id
-  return log[n]
 end
 
 local function add_timer(id, at) note_timer(math.ceil(at), id, 1) end
@@ -395,7 +387,7 @@ local function each_timer(visit, first)
     for k = 0, #entries / TW - 1 do
       if not visit(struct.unpack(ENTRY, entries, k * TW + 1)) then return end
     end
-    name = redis.call('ZRANGEBYLEX', TI, '(' .. name, '+', 'LIMIT', 0, 1)[1]
+    name = next_page(name)
   end
 end
 
@@ -1077,7 +1069,7 @@ ops.fire = function()
   local lapse = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
   if lapse[1] then
     local rec = records[lapse[1]] or redis.call('HGET', J, lapse[1])
-    local deadline = rec and deadline_of_record(rec)
+    local deadline = rec and select(5, record_head(rec, 5))
     local at = deadline and deadline > 0 and deadline or tonumber(lapse[2])
     if not next_at or at < next_at then next_at = at end
   end
