@@ -7,7 +7,10 @@
 //   work   put, reserve, delete, one after the other on each connection (a round trip);
 //   late   one producer puts jobs delayed --delay seconds at --rate jobs/s for --seconds, and
 //          --connections workers reserve and delete them; reports how late each job is handed
-//          out after its due time, and fails if one comes out early. --jitter on spaces the puts
+//          out after its due time, and fails if one comes out early; also counted from when a
+//          worker was free to take it (the later of its due time and the reserve that got it:
+//          leaves out the time all workers were busy with earlier jobs), and what a worker's
+//          delete took. --jitter on spaces the puts
 //          by a random 0.5 to 1.5 periods instead of exactly one, so that they fall at every
 //          moment of the server's millisecond rather than at one phase of it for a whole run.
 //          --worker-port puts the workers on another server (another node over the same Redis).
@@ -165,11 +168,19 @@ struct Results {
   std::vector<double> latencies_us;
   std::uint64_t operations = 0;
   std::uint64_t missed = 0;  // late: reserves that timed out while jobs were due all along
-  void add(std::uint64_t ops, std::vector<double>& samples, std::uint64_t timed_out = 0) {
+  // late: each job's lateness counted from when a worker was free to take it (the later of its
+  // due time and the reserve that got it), which leaves out the time every worker was busy
+  // deleting earlier jobs; and each worker's delete, sent to DELETED.
+  std::vector<double> handed_us;
+  std::vector<double> deletes_us;
+  void add(std::uint64_t ops, std::vector<double>& samples, std::uint64_t timed_out = 0,
+           const std::vector<double>& handed = {}, const std::vector<double>& deletes = {}) {
     std::lock_guard lock(mutex);
     operations += ops;
     missed += timed_out;
     latencies_us.insert(latencies_us.end(), samples.begin(), samples.end());
+    handed_us.insert(handed_us.end(), handed.begin(), handed.end());
+    deletes_us.insert(deletes_us.end(), deletes.begin(), deletes.end());
   }
 };
 
@@ -307,6 +318,8 @@ void run_late_worker(const Options& o, Clock::time_point end, Sent& sent, Result
   c.send("ignore default\r\n");
   c.line();
   std::vector<double> samples;
+  std::vector<double> handed;
+  std::vector<double> deletes;
   std::uint64_t ops = 0;
   std::uint64_t missed = 0;
   const auto stop = end + std::chrono::seconds(o.delay + 2);
@@ -349,12 +362,16 @@ void run_late_worker(const Options& o, Clock::time_point end, Sent& sent, Result
       const double late_us = micros(got - put_at) - o.delay * 1e6;
       if (late_us < 0) die("job " + std::to_string(id) + " handed out early");
       samples.push_back(late_us);
+      const auto due = put_at + span(o.delay);
+      handed.push_back(micros(got - std::max(due, asked)));
     }
+    const auto deleting = Clock::now();
     c.send("delete " + std::to_string(id) + "\r\n");
     c.line();
+    deletes.push_back(micros(Clock::now() - deleting));
     ++ops;
   }
-  results.add(ops, samples, missed);
+  results.add(ops, samples, missed, handed, deletes);
 }
 
 double percentile(std::vector<double>& sorted, double p) {
@@ -409,11 +426,22 @@ int main(int argc, char** argv) {
   const double seconds = std::chrono::duration<double>(Clock::now() - work_start).count();
   std::sort(results.latencies_us.begin(), results.latencies_us.end());
   const char* unit = o.mode == "late" ? "lateness" : o.mode == "put" ? "batch latency" : "latency";
-  std::printf("mode=%s connections=%d ops=%llu ops/s=%.0f %s us: p50=%.0f p99=%.0f max=%.0f\n",
+  std::printf("mode=%s connections=%d ops=%llu ops/s=%.0f %s us: p50=%.0f p99=%.0f max=%.0f",
               o.mode.c_str(), o.connections, static_cast<unsigned long long>(results.operations),
               static_cast<double>(results.operations) / seconds, unit,
               percentile(results.latencies_us, 0.5), percentile(results.latencies_us, 0.99),
               results.latencies_us.empty() ? 0.0 : results.latencies_us.back());
+  if (o.mode == "late") {
+    // On the same line (the scripts read fields from it).
+    std::sort(results.handed_us.begin(), results.handed_us.end());
+    std::sort(results.deletes_us.begin(), results.deletes_us.end());
+    std::printf(
+        " from a free worker us: handed_p50=%.0f handed_p99=%.0f delete us: "
+        "delete_p50=%.0f delete_p99=%.0f",
+        percentile(results.handed_us, 0.5), percentile(results.handed_us, 0.99),
+        percentile(results.deletes_us, 0.5), percentile(results.deletes_us, 0.99));
+  }
+  std::printf("\n");
   if (o.mode == "late" && results.missed > 0) {
     std::printf("reserves timed out while jobs were due: %llu\n",
                 static_cast<unsigned long long>(results.missed));

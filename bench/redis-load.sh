@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# redis-load.sh [SECONDS] — delayqd --redis under the load generator, on this machine's Redis
+# [WORKERS=2] redis-load.sh [SECONDS] — delayqd --redis under the load generator, on this machine's Redis
 # (Debian's redis-server), in three set-ups started here on free loopback ports:
 #   single   one Redis, no cluster, no replica, no AOF
 #   cluster  3 primaries with a replica each, AOF everysec (scripts/redis-cluster.sh), WAIT on
@@ -7,12 +7,14 @@
 #   cross    the same cluster, WAIT on, two nodes: the producer on one, the workers on the other
 #            (lateness only: half the shards are the other node's, whose jobs reach the workers'
 #            node as a message on the shard's channel, from the shard's primary)
-# For each: fire lateness of 1 s delays at 1,000 jobs/s (2 workers), the put rate (4 connections,
+# For each: fire lateness of 1 s delays at 1,000 jobs/s (WORKERS workers; also counted from when a
+# worker was free to take the job, which leaves out the workers' own queue), the put rate (4 connections,
 # 16 in flight each), and Redis's memory per pending job (100,000 jobs, 100-byte bodies, due in an
 # hour): used_memory over every primary, before and after, divided by the jobs.
 # Prints a Markdown table. Ends what it started, by PID.
 set -euo pipefail
 seconds=${1:-5}
+workers=${WORKERS:-2}  # the lateness phases' workers
 source "$(dirname "$0")/common.sh"
 cleanup() {
   stop_started
@@ -49,13 +51,13 @@ run() {  # NAME SEEDS [delayqd ARGS...]
   local stolen
   stolen=$(stolen_ms)
   late=$("$loadgen" --port "$port" --mode late --rate 1000 --delay 1 --seconds "$seconds" \
-    --connections 2 --jitter on)
+    --connections "$workers" --jitter on)
   stolen=$(( $(stolen_ms) - stolen ))
   echo "$name late: $late" >&2
   start_delayqd "$seeds" "$name-put" "$@"
   put=$("$loadgen" --port "$port" --mode put --connections 4 --depth 16 --seconds "$seconds")
   echo "$name put: $put" >&2
-  echo "| $name | $(echo "$late" | field p50) | $(echo "$late" | field p99) | $stolen | $(echo "$put" | field ops/s) |"
+  echo "| $name | $(echo "$late" | field p50) | $(echo "$late" | field p99) | $(echo "$late" | field handed_p99) | $stolen | $(echo "$put" | field ops/s) |"
 }
 
 # Memory, on a Redis of its own that holds nothing else: 100,000 jobs due in an hour.
@@ -72,8 +74,8 @@ after=$(used_memory "127.0.0.1:$memory_port")
 echo "Redis memory per pending job (100-byte body, 100,000 jobs): $(( (after - before) / 100000 )) bytes"
 echo
 
-echo "| set-up | lateness p50 (us) | p99 (us) | CPU stolen meanwhile (ms) | puts/s |"
-echo "|---|---:|---:|---:|---:|"
+echo "| set-up | lateness p50 (us) | p99 (us) | p99 from a free worker (us) | CPU stolen meanwhile (ms) | puts/s |"
+echo "|---|---:|---:|---:|---:|---:|"
 single_port=$(free_port)
 redis-server --port "$single_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
   --daemonize no >"$work/single.log" 2>&1 &
@@ -88,7 +90,7 @@ producer_port=$port
 start_delayqd "$seeds" cross-late
 stolen=$(stolen_ms)
 late=$("$loadgen" --port "$producer_port" --worker-port "$port" --mode late --rate 1000 --delay 1 \
-  --seconds "$seconds" --connections 2 --jitter on)
+  --seconds "$seconds" --connections "$workers" --jitter on)
 stolen=$(( $(stolen_ms) - stolen ))
 echo "cross late: $late" >&2
-echo "| cross | $(echo "$late" | field p50) | $(echo "$late" | field p99) | $stolen | |"
+echo "| cross | $(echo "$late" | field p50) | $(echo "$late" | field p99) | $(echo "$late" | field handed_p99) | $stolen | |"
