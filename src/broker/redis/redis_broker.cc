@@ -260,6 +260,18 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void call(std::uint32_t shard, std::vector<std::string> args, bool write,
             std::function<void(Result<Reply>)> done);
   std::uint32_t next_shard() { return static_cast<std::uint32_t>(rotor++ % shards); }
+  // The calls the node makes for itself in bursts of one a shard (lease renewals every lease/3;
+  // every 5 s, the overdue gauge's look and the look for lost messages), sent a few at a time
+  // (kTrickle every kTrickleGap), so that a burst never stands in a primary's queue in front of
+  // the calls clients wait for (firings, reserves, deletes), which share its connections. By
+  // time, not by answers: a primary that stops answering holds up no other's.
+  static constexpr std::size_t kTrickle = 8;
+  static constexpr std::chrono::milliseconds kTrickleGap{2};
+  void trickle(std::vector<std::function<void()>> sends) {
+    trickle_from(std::make_shared<std::vector<std::function<void()>>>(std::move(sends)), 0);
+  }
+  void trickle_from(const std::shared_ptr<std::vector<std::function<void()>>>& sends,
+                    std::size_t from);
 
   // --- puts: those made in one turn of the executor go together, one call per shard
   // (putmany), which spares Redis a script call per job. Keyless, groupless puts of a turn all
@@ -308,9 +320,11 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void give_up(const std::shared_ptr<Waiter>& waiter);
   void keep_deadline(const std::shared_ptr<Waiter>& waiter);
   void probe_shards(std::vector<std::string> tubes, std::vector<std::uint32_t> which,
-                    std::function<void(bool)> done);
+                    std::function<void(bool)> done, bool trickled = false);
+  // `trickled`: a round of the node's own (resync()), whose calls go a few at a time.
   void send_probes(const std::string& key, std::vector<std::string> tubes,
-                   std::vector<std::uint32_t> which, std::vector<std::function<void(bool)>> dones);
+                   std::vector<std::uint32_t> which, std::vector<std::function<void(bool)>> dones,
+                   bool trickled = false);
   [[nodiscard]] std::vector<std::string> open_tubes(const Waiter& waiter) const;
   [[nodiscard]] std::vector<std::uint32_t> every_shard_number() const {
     std::vector<std::uint32_t> all(shards);
@@ -451,6 +465,19 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
     self->notify_readied(shard, answer.readied);
     done(std::move(answer.reply));
   });
+}
+
+void Core::trickle_from(const std::shared_ptr<std::vector<std::function<void()>>>& sends,
+                        std::size_t from) {
+  if (closed) return;
+  const std::size_t to = std::min(from + kTrickle, sends->size());
+  for (std::size_t i = from; i < to; ++i) (*sends)[i]();
+  if (to == sends->size()) return;
+  auto timer = std::make_shared<asio::steady_timer>(io, kTrickleGap);
+  timer->async_wait(
+      [self = shared_from_this(), sends, to, timer](const boost::system::error_code& error) {
+        if (!error) self->trickle_from(sends, to);
+      });
 }
 
 std::uint32_t Core::burst_shard() {
@@ -864,7 +891,7 @@ void Core::give_up(const std::shared_ptr<Waiter>& waiter) {
 // (reserves of a tube the node knows nothing of yet, a resync's look), and while Redis is out of
 // reach each round's calls retry until their deadline.
 void Core::probe_shards(std::vector<std::string> tubes, std::vector<std::uint32_t> which,
-                        std::function<void(bool)> done) {
+                        std::function<void(bool)> done, bool trickled) {
   if (which.empty() || tubes.empty()) return done(false);
   std::string key;
   for (const auto& tube : tubes) key += tube + '\0';
@@ -876,12 +903,12 @@ void Core::probe_shards(std::vector<std::string> tubes, std::vector<std::uint32_
   }
   std::vector<std::function<void(bool)>> dones;
   dones.push_back(std::move(done));
-  send_probes(key, std::move(tubes), std::move(which), std::move(dones));
+  send_probes(key, std::move(tubes), std::move(which), std::move(dones), trickled);
 }
 
 void Core::send_probes(const std::string& key, std::vector<std::string> tubes,
                        std::vector<std::uint32_t> which,
-                       std::vector<std::function<void(bool)>> dones) {
+                       std::vector<std::function<void(bool)>> dones, bool trickled) {
   probing[key];  // under way: who comes now waits for the next
   std::vector<std::string> args = {"probe"};
   args.insert(args.end(), tubes.begin(), tubes.end());
@@ -899,34 +926,42 @@ void Core::send_probes(const std::string& key, std::vector<std::string> tubes,
   round->which = std::move(which);
   round->left = round->which.size();
   round->dones = std::move(dones);
+  std::vector<std::function<void()>> sends;
   for (const std::uint32_t shard : round->which) {
-    std::vector<std::uint32_t> generations;
-    for (const auto& tube : round->tubes) generations.push_back(hint(tube).generation[shard]);
-    call(shard, args, false,
-         [self = shared_from_this(), round, shard,
-          generations = std::move(generations)](Result<Reply> reply) {
-           if (reply.is_ok() && reply.value().elements.size() > 1) {
-             self->learn(shard, round->tubes, generations, reply.value().elements[1]);
-           }
-           for (const auto& tube : round->tubes) {
-             if (self->hint(tube).heads[shard].kind != Head::Kind::kNone) round->found = true;
-           }
-           if (--round->left > 0) return;
-           // The callers that came meanwhile, and those that ask again from this round's
-           // answers (still counted as waiting, so they join), go in the next round, sent after
-           // all of them came.
-           auto& waiting = self->probing[round->key];
-           auto next = std::exchange(waiting, {});
-           for (auto& done : round->dones) done(round->found);
-           auto& again = self->probing[round->key];
-           next.insert(next.end(), std::make_move_iterator(again.begin()),
-                       std::make_move_iterator(again.end()));
-           self->probing.erase(round->key);
-           if (!next.empty() && !self->closed) {
-             self->send_probes(round->key, round->tubes, round->which, std::move(next));
-           }
-         });
+    sends.emplace_back([self = shared_from_this(), round, shard, args] {
+      // The generations as the call leaves (a trickled one leaves later).
+      std::vector<std::uint32_t> generations;
+      for (const auto& tube : round->tubes) {
+        generations.push_back(self->hint(tube).generation[shard]);
+      }
+      self->call(shard, args, false,
+                 [self, round, shard, generations = std::move(generations)](Result<Reply> reply) {
+                   if (reply.is_ok() && reply.value().elements.size() > 1) {
+                     self->learn(shard, round->tubes, generations, reply.value().elements[1]);
+                   }
+                   for (const auto& tube : round->tubes) {
+                     if (self->hint(tube).heads[shard].kind != Head::Kind::kNone)
+                       round->found = true;
+                   }
+                   if (--round->left > 0) return;
+                   // The callers that came meanwhile, and those that ask again from this round's
+                   // answers (still counted as waiting, so they join), go in the next round, sent
+                   // after all of them came.
+                   auto& waiting = self->probing[round->key];
+                   auto next = std::exchange(waiting, {});
+                   for (auto& done : round->dones) done(round->found);
+                   auto& again = self->probing[round->key];
+                   next.insert(next.end(), std::make_move_iterator(again.begin()),
+                               std::make_move_iterator(again.end()));
+                   self->probing.erase(round->key);
+                   if (!next.empty() && !self->closed) {
+                     self->send_probes(round->key, round->tubes, round->which, std::move(next));
+                   }
+                 });
+    });
   }
+  if (trickled) return trickle(std::move(sends));
+  for (auto& send : sends) send();
 }
 
 void Core::arm(const std::shared_ptr<Waiter>& waiter) {
@@ -1032,20 +1067,28 @@ void Core::heartbeat(bool over_memory) {
     // Renew what is held; a lease lost (fenced) stops its firing. No WAIT: a renewal that a
     // failover loses only ends the lease sooner (another node takes it, and fencing stops this
     // one), and one held up behind a replica that stopped answering would lose it here.
-    for (auto& [shard, own] : self->owned) {
-      self->call(shard,
-                 {"renew", self->node, std::to_string(self->options.lease.count()),
-                  std::to_string(own.epoch)},
-                 false, [self, shard = shard](Result<Reply> renewed) {
-                   if (renewed.is_ok() && renewed.value().type == ReplyType::kArray &&
-                       !renewed.value().elements.empty() &&
-                       renewed.value().elements[0].str == "fenced") {
-                     spdlog::warn("shard {}: lease lost", shard);
-                     self->owned.erase(shard);
-                     self->ownership_changed(shard);
-                   }
-                 });
+    std::vector<std::function<void()>> renewals;
+    for (const auto& [shard, own] : self->owned) {
+      renewals.emplace_back([self, shard = shard, epoch = own.epoch] {
+        const auto mine = self->owned.find(shard);
+        if (self->resigned || mine == self->owned.end() || mine->second.epoch != epoch) return;
+        self->call(shard,
+                   {"renew", self->node, std::to_string(self->options.lease.count()),
+                    std::to_string(epoch)},
+                   false, [self, shard, epoch](Result<Reply> renewed) {
+                     const auto held = self->owned.find(shard);
+                     if (renewed.is_ok() && renewed.value().type == ReplyType::kArray &&
+                         !renewed.value().elements.empty() &&
+                         renewed.value().elements[0].str == "fenced" && held != self->owned.end() &&
+                         held->second.epoch == epoch) {
+                       spdlog::warn("shard {}: lease lost", shard);
+                       self->owned.erase(held);
+                       self->ownership_changed(shard);
+                     }
+                   });
+      });
     }
+    self->trickle(std::move(renewals));
     if (self->owned.size() > share) {
       // Hand the surplus back, so that a node that joined gets its share.
       std::size_t surplus = self->owned.size() - share;
@@ -1322,22 +1365,29 @@ void Core::resync() {
   });
   for (const auto& tube : waited) {
     if (paused(tube)) continue;
-    probe_shards({tube}, every_shard_number(), [self = shared_from_this()](bool found) {
-      if (found) self->pump();
-    });
+    probe_shards(
+        {tube}, every_shard_number(),
+        [self = shared_from_this()](bool found) {
+          if (found) self->pump();
+        },
+        true);
   }
   // Every shard's earliest timer, for the overdue gauge: seen from every node, so that a shard
   // its owner stopped firing shows on the others' pages too.
   metrics.shard_overdue.resize(shards);
+  std::vector<std::function<void()>> looks;
   for (std::uint32_t shard = 0; shard < shards; ++shard) {
-    call(shard, {"overdue"}, false, [self = shared_from_this(), shard](Result<Reply> reply) {
-      if (!reply.is_ok() || reply.value().elements.size() < 3) return;
-      const auto head = to_int(reply.value().elements[1].str, -1);
-      const auto now = to_int(reply.value().elements[2].str);
-      self->metrics.shard_overdue[shard] =
-          head >= 0 && head < now ? static_cast<double>(now - head) / 1000.0 : 0.0;
+    looks.emplace_back([self = shared_from_this(), shard] {
+      self->call(shard, {"overdue"}, false, [self, shard](Result<Reply> reply) {
+        if (!reply.is_ok() || reply.value().elements.size() < 3) return;
+        const auto head = to_int(reply.value().elements[1].str, -1);
+        const auto now = to_int(reply.value().elements[2].str);
+        self->metrics.shard_overdue[shard] =
+            head >= 0 && head < now ? static_cast<double>(now - head) / 1000.0 : 0.0;
+      });
     });
   }
+  trickle(std::move(looks));
   resync_timer.expires_after(std::max(options.resync * 5, Millis{1000}));
   resync_timer.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
     if (!error) self->resync();
