@@ -8,7 +8,8 @@
 # CLUSTER=1: over a 3-primary + 3-replica cluster instead (scripts/redis-cluster.sh, AOF), two
 # nodes, the producer on one and the workers on the other, no CPU pinning; Redis CPU and FCALLs
 # summed over the six redis-servers. DELAY=0: jobs put ready (the figures are then from the put
-# to the worker), default 1 s. RATE: jobs a second (default 1,000). SHARDS: the node's
+# to the worker), default 1 s. RATE: jobs a second (default 1,000). WORKERS: the workers
+# (default 2). SHARDS: the node's
 # --redis-shards (default 128). CALLGRIND=1 (one Redis only): redis-server runs under valgrind's
 # callgrind, and the Redis column counts its instructions per job over the run instead of its
 # CPU time (stable on a noisy machine; use a low RATE, such as 40, which callgrind can follow).
@@ -59,7 +60,7 @@ ticks_before=$(redis_ticks)
 stolen_before=$(stolen_ms)
 [ "${CALLGRIND:-0}" = 1 ] && callgrind_control -z "$redis_pid" >/dev/null
 late=$("${pin[@]}" "$loadgen" "${targets[@]}" --mode late --rate "${RATE:-1000}" \
-  --delay "${DELAY:-1}" --seconds "$seconds" --connections 2 --jitter on | head -1)
+  --delay "${DELAY:-1}" --seconds "$seconds" --connections "${WORKERS:-2}" --jitter on | head -1)
 stolen=$(( $(stolen_ms) - stolen_before ))
 ticks=$(( $(redis_ticks) - ticks_before ))
 calls=$(( $(fcalls) - calls_before ))

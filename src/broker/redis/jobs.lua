@@ -633,18 +633,22 @@ local function put_one(a, now, seq, shards, shard)
 end
 
 -- The best ready job of each tube named from ARGV[from] on, as head_of() gives it ('' for none,
--- or for a paused tube): what a node keeps of the shard, to try the best shard first.
+-- or for a paused tube): what a node keeps of the shard, to try the best shard first; and how
+-- many ready jobs each has here, up to DEPTH (the node sends that many reserves at once).
+local DEPTH = 8
 local function heads(from, now)
-  local out = {}
+  local out, depth = {}, {}
   for i = from, #ARGV do
-    local h = ''
+    local h, n = '', 0
     if tonumber(redis.call('HGET', P, ARGV[i]) or '0') <= now then
-      local member = first(R, ARGV[i], 1)[1]
-      if member then h = head_of(ARGV[i], member) end
+      local members = first(R, ARGV[i], DEPTH)
+      if members[1] then h = head_of(ARGV[i], members[1]) end
+      n = #members
     end
     out[#out + 1] = h
+    depth[#depth + 1] = n
   end
-  return out
+  return out, depth
 end
 
 -- The best ready job (its member of r, and its head) of the tubes ARGV[from..to] that are not
@@ -735,25 +739,30 @@ end
 
 -- reserve holder bound tube... : the best ready job of the tubes in this shard (best_ready()),
 -- unless bound (the best the node knows of in the other shards; '' for none) comes before it:
--- then {'worse', message, heads}. The reply is reply()'s and a sixth element, the tubes' heads()
--- after the reserve; 'notfound' carries them third.
+-- then {'worse', message, heads, depths}. The reply is reply()'s and a sixth and seventh element,
+-- the tubes' heads() and depths after the reserve; 'notfound' carries them third and fourth.
 ops.reserve = function()
   local now = now_ms()
   local best, best_head = best_ready(4, #ARGV, now)
-  if not best then return {'notfound', 'no ready job', heads(4, now)} end
+  if not best then
+    local h, d = heads(4, now)
+    return {'notfound', 'no ready job', h, d}
+  end
   if ARGV[3] ~= '' and before(ARGV[3], best_head) then
-    return {'worse', 'a better job in another shard', heads(4, now)}
+    local h, d = heads(4, now)
+    return {'worse', 'a better job in another shard', h, d}
   end
   local j = load(id_of(best))
   move(j, now, take(ARGV[2], now))
   local r = reply(j, now)
-  r[6] = heads(4, now)
+  r[6], r[7] = heads(4, now)
   return r
 end
 
--- probe tube...: {'ok', heads} of the tubes in this shard.
+-- probe tube...: {'ok', heads, depths} of the tubes in this shard.
 ops.probe = function()
-  return {'ok', heads(2, now_ms())}
+  local h, d = heads(2, now_ms())
+  return {'ok', h, d}
 end
 
 -- reserve_job holder id: any state but reserved.

@@ -227,6 +227,9 @@ struct Hint {
   std::vector<Head> heads;
   std::vector<std::uint32_t> generation;
   std::vector<std::uint32_t> trying;
+  // How many ready jobs the shard's last answer said it held, up to 8 (0: not said): so many
+  // reserves may go there at once (attempt()).
+  std::vector<std::uint32_t> depth;
 };
 
 struct Owned {
@@ -299,7 +302,8 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void notify_ready(std::uint32_t shard, const std::string& tube, const Head& head);
   void notify_readied(std::uint32_t shard, const Reply& readied);
   void learn(std::uint32_t shard, const std::vector<std::string>& tubes,
-             const std::vector<std::uint32_t>& generations, const Reply& heads);
+             const std::vector<std::uint32_t>& generations, const Reply& heads,
+             const Reply* depths);
   // Every shard's best of the tube unknown; an answer on its way must not undo that.
   void forget_heads(Hint& h) {
     for (std::uint32_t shard = 0; shard < shards; ++shard) forget_head(h, shard);
@@ -311,11 +315,16 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // A reserve of the tubes ended without its answer (an error, or its waiter went away): a
   // message it held back (notify_ready) goes to another waiter.
   void pass_on(const std::vector<std::string>& tubes);
-  [[nodiscard]] static Head best_of(const std::vector<const Hint*>& tubes, std::uint32_t shard);
+  // `untaken`: leaving out the tubes another reserve here is trying in the shard; with `deep`,
+  // only those that as many are trying as the shard last said it held ready jobs of.
+  [[nodiscard]] static Head best_of(const std::vector<const Hint*>& tubes, std::uint32_t shard,
+                                    bool untaken = false, bool deep = false);
   void wake(const std::string& tube, std::size_t count);
   void pump();
   void try_reserve(const std::shared_ptr<Waiter>& waiter);
   void attempt(const std::shared_ptr<Waiter>& waiter);
+  // Tries again the waiters that waited for a reserve call to the shard to answer.
+  void resume_deferred(std::uint32_t shard);
   void finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> result);
   void give_up(const std::shared_ptr<Waiter>& waiter);
   void keep_deadline(const std::shared_ptr<Waiter>& waiter);
@@ -387,6 +396,9 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
 
   std::unordered_map<std::string, Hint> hints;
   std::list<std::shared_ptr<Waiter>> waiters;
+  // Waiters (still trying) waiting for a reserve call of another to a shard to answer
+  // (attempt()): shard -> waiters.
+  std::unordered_map<std::uint32_t, std::vector<std::shared_ptr<Waiter>>> deferred;
   // Probe rounds under way, by what they ask (the tubes and shards): who waits for the next.
   std::unordered_map<std::string, std::vector<std::function<void(bool)>>> probing;
 
@@ -612,6 +624,7 @@ Hint& Core::hint(const std::string& tube) {
     it->second.heads.assign(shards, Head{});
     it->second.generation.assign(shards, 0);
     it->second.trying.assign(shards, 0);
+    it->second.depth.assign(shards, 0);
   }
   return it->second;
 }
@@ -643,14 +656,19 @@ void Core::notify_readied(std::uint32_t shard, const Reply& readied) {
 }
 
 // A shard's answer to a call made when the tubes' generations there were `generations`: its
-// heads of those tubes, in their order (as Head::parse() reads them).
+// heads of those tubes, in their order (as Head::parse() reads them), and how many ready jobs
+// each has there (`depths`, up to 8; nullptr if the answer lacks them).
 void Core::learn(std::uint32_t shard, const std::vector<std::string>& tubes,
-                 const std::vector<std::uint32_t>& generations, const Reply& heads) {
+                 const std::vector<std::uint32_t>& generations, const Reply& heads,
+                 const Reply* depths) {
   if (heads.elements.size() != tubes.size()) return;
+  if (depths != nullptr && depths->elements.size() != tubes.size()) depths = nullptr;
   for (std::size_t i = 0; i < tubes.size(); ++i) {
     Hint& h = hint(tubes[i]);
     h.heads[shard] = after_answer(h.heads[shard], Head::parse(heads.elements[i].str),
                                   h.generation[shard] != generations[i]);
+    h.depth[shard] =
+        depths == nullptr ? 0 : static_cast<std::uint32_t>(depths->elements[i].integer);
   }
 }
 
@@ -665,10 +683,14 @@ void Core::pass_on(const std::vector<std::string>& tubes) {
 }
 
 // The best job of the tubes in the shard, as known: unknown if any tube's is.
-Head Core::best_of(const std::vector<const Hint*>& tubes, std::uint32_t shard) {
+Head Core::best_of(const std::vector<const Hint*>& tubes, std::uint32_t shard, bool untaken,
+                   bool deep) {
   Head best;
   best.kind = Head::Kind::kNone;
   for (const Hint* h : tubes) {
+    if (untaken && h->trying[shard] >= (deep ? std::max<std::uint32_t>(1, h->depth[shard]) : 1)) {
+      continue;
+    }
     const Head& head = h->heads[shard];
     if (head.kind == Head::Kind::kUnknown) return head;
     if (head.known() && (!best.known() || head.before(best))) best = head;
@@ -747,11 +769,29 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
   std::optional<std::uint32_t> first;
   Head best;
   Head second;
+  // A shard whose best job another reserve of this node is taking is passed over: one more call
+  // there would find it gone, or find its next job worse than another shard's best and answer
+  // so (measured: one job at a time, every such call found none; draining a backlog with eight
+  // workers, seven calls a job). If no other shard is known to hold one, the waiter waits for an
+  // answer from that shard (`taken`), which says what it holds next. A shard that is the only
+  // one known to hold jobs of the tubes takes as many reserves at once as it last said it held.
+  std::optional<std::uint32_t> taken;
+  Head taken_head;
+  std::size_t holding = 0;
   for (std::uint32_t shard = 0; shard < shards; ++shard) {
-    const Head head = best_of(hinted, shard);
-    if (head.kind == Head::Kind::kUnknown) {
-      unknown.push_back(shard);
-    } else if (head.known() && (!first || head.before(best))) {
+    const Head all = best_of(hinted, shard);
+    if (all.kind == Head::Kind::kUnknown) unknown.push_back(shard);
+    if (all.known()) ++holding;
+  }
+  for (std::uint32_t shard = 0; shard < shards && holding > 0; ++shard) {
+    const Head all = best_of(hinted, shard);
+    if (!all.known()) continue;
+    const Head head = best_of(hinted, shard, true, holding == 1);
+    if ((!head.known() || all.before(head)) && (!taken || all.before(taken_head))) {
+      taken = shard;
+      taken_head = all;
+    }
+    if (head.known() && (!first || head.before(best))) {
       second = best;
       best = head;
       first = shard;
@@ -763,6 +803,10 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
     waiter->probed = true;
     return probe_shards(tubes, std::move(unknown),
                         [self = shared_from_this(), waiter](bool) { self->attempt(waiter); });
+  }
+  if (!first && taken) {
+    deferred[*taken].push_back(waiter);
+    return;
   }
   // A shard whose head a probe could not learn is tried when no known one is left.
   if (!first && !unknown.empty()) first = unknown[next_shard() % unknown.size()];
@@ -785,6 +829,12 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
        [self = shared_from_this(), waiter, shard, tubes,
         generations = std::move(generations)](Result<Reply> reply) {
          for (const auto& tube : tubes) --self->hint(tube).trying[shard];
+         // The waiters that waited for this answer try again once it is taken in (below).
+         const struct Resume {
+           Core& core;
+           std::uint32_t shard;
+           ~Resume() { core.resume_deferred(shard); }
+         } resume{*self, shard};
          if (!reply.is_ok()) {
            waiter->trying = false;
            self->finish(waiter, reply.status());
@@ -795,14 +845,20 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
          if (code == "worse" || code == "notfound") {
            // The shard holds nothing as good as the node thought (another node took it): it
            // now knows what the shard holds, and tries the best again.
-           if (elements.size() > 2) self->learn(shard, tubes, generations, elements[2]);
+           if (elements.size() > 2) {
+             self->learn(shard, tubes, generations, elements[2],
+                         elements.size() > 3 ? &elements[3] : nullptr);
+           }
            ++waiter->misses;
            return self->attempt(waiter);
          }
          waiter->trying = false;
          const Status status = status_of(reply.value());
          if (!status.is_ok()) return self->finish(waiter, status);
-         if (elements.size() > 5) self->learn(shard, tubes, generations, elements[5]);
+         if (elements.size() > 5) {
+           self->learn(shard, tubes, generations, elements[5],
+                       elements.size() > 6 ? &elements[6] : nullptr);
+         }
          self->finish(waiter, job_of(reply.value()));
          // This waiter is served: work it was woken for, or told of meanwhile, may be left (more
          // in this shard, or jobs in shards it did not get to): another waiter goes on.
@@ -823,6 +879,14 @@ std::size_t Core::waiting_here() const {
   return static_cast<std::size_t>(std::count_if(waiters.begin(), waiters.end(), [](const auto& w) {
     return !w->finished && (!w->trying || w->handed);
   }));
+}
+
+void Core::resume_deferred(std::uint32_t shard) {
+  const auto it = deferred.find(shard);
+  if (it == deferred.end()) return;
+  const auto waiting = std::move(it->second);
+  deferred.erase(it);
+  for (const auto& waiter : waiting) attempt(waiter);
 }
 
 void Core::report_waiting() {
@@ -937,7 +1001,9 @@ void Core::send_probes(const std::string& key, std::vector<std::string> tubes,
       self->call(shard, args, false,
                  [self, round, shard, generations = std::move(generations)](Result<Reply> reply) {
                    if (reply.is_ok() && reply.value().elements.size() > 1) {
-                     self->learn(shard, round->tubes, generations, reply.value().elements[1]);
+                     const auto& elements = reply.value().elements;
+                     self->learn(shard, round->tubes, generations, elements[1],
+                                 elements.size() > 2 ? &elements[2] : nullptr);
                    }
                    for (const auto& tube : round->tubes) {
                      if (self->hint(tube).heads[shard].kind != Head::Kind::kNone)
