@@ -7,10 +7,12 @@
 #   cross    the same cluster, WAIT on, two nodes: the producer on one, the workers on the other
 #            (lateness only: half the shards are the other node's, whose jobs reach the workers'
 #            node as a message on the shard's channel, from the shard's primary)
-# For each: fire lateness of 1 s delays at 1,000 jobs/s (WORKERS workers; also counted from when a
-# worker was free to take the job, which leaves out the workers' own queue), the put rate (4 connections,
-# 16 in flight each), and Redis's memory per pending job (100,000 jobs, 100-byte bodies, due in an
-# hour): used_memory over every primary, before and after, divided by the jobs.
+# For each: fire lateness of 1 s delays at 1,000 jobs/s (WORKERS workers; also counted from when
+# a worker was free to take the job, which leaves out the workers' own queue), the put rate (4
+# connections, 16 in flight each), the drain rate (20,000 ready jobs put first, then reserved and
+# deleted by 8 workers, one at a time each), and Redis's memory per pending job (100,000 jobs,
+# 100-byte bodies, due in an hour): used_memory over every primary, before and after, divided by
+# the jobs.
 # Prints a Markdown table. Ends what it started, by PID.
 set -euo pipefail
 seconds=${1:-5}
@@ -57,7 +59,10 @@ run() {  # NAME SEEDS [delayqd ARGS...]
   start_delayqd "$seeds" "$name-put" "$@"
   put=$("$loadgen" --port "$port" --mode put --connections 4 --depth 16 --seconds "$seconds")
   echo "$name put: $put" >&2
-  echo "| $name | $(echo "$late" | field p50) | $(echo "$late" | field p99) | $(echo "$late" | field handed_p99) | $stolen | $(echo "$put" | field ops/s) |"
+  start_delayqd "$seeds" "$name-drain" "$@"
+  drain=$("$loadgen" --port "$port" --mode drain --connections 8 --depth 1 --count 20000)
+  echo "$name drain: $drain" >&2
+  echo "| $name | $(echo "$late" | field p50) | $(echo "$late" | field p99) | $(echo "$late" | field handed_p99) | $stolen | $(echo "$put" | field ops/s) | $(echo "$drain" | field ops/s) |"
 }
 
 # Memory, on a Redis of its own that holds nothing else: 100,000 jobs due in an hour.
@@ -74,8 +79,8 @@ after=$(used_memory "127.0.0.1:$memory_port")
 echo "Redis memory per pending job (100-byte body, 100,000 jobs): $(( (after - before) / 100000 )) bytes"
 echo
 
-echo "| set-up | lateness p50 (us) | p99 (us) | p99 from a free worker (us) | CPU stolen meanwhile (ms) | puts/s |"
-echo "|---|---:|---:|---:|---:|---:|"
+echo "| set-up | lateness p50 (us) | p99 (us) | p99 from a free worker (us) | CPU stolen meanwhile (ms) | puts/s | drained/s |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
 single_port=$(free_port)
 redis-server --port "$single_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
   --daemonize no >"$work/single.log" 2>&1 &
@@ -93,4 +98,4 @@ late=$("$loadgen" --port "$producer_port" --worker-port "$port" --mode late --ra
   --seconds "$seconds" --connections "$workers" --jitter on)
 stolen=$(( $(stolen_ms) - stolen ))
 echo "cross late: $late" >&2
-echo "| cross | $(echo "$late" | field p50) | $(echo "$late" | field p99) | $(echo "$late" | field handed_p99) | $stolen | |"
+echo "| cross | $(echo "$late" | field p50) | $(echo "$late" | field p99) | $(echo "$late" | field handed_p99) | $stolen | | |"
