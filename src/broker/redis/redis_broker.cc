@@ -265,16 +265,19 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   std::uint32_t next_shard() { return static_cast<std::uint32_t>(rotor++ % shards); }
   // The calls the node makes for itself in bursts of one a shard (lease renewals every lease/3;
   // every 5 s, the overdue gauge's look and the look for lost messages), sent a few at a time
-  // (kTrickle every kTrickleGap), so that a burst never stands in a primary's queue in front of
-  // the calls clients wait for (firings, reserves, deletes), which share its connections. By
-  // time, not by answers: a primary that stops answering holds up no other's.
+  // (kTrickle every kTrickleGap, more when there are more than kTrickleSteps times that, so that
+  // a burst is sent within kTrickleSteps gaps), so that a burst never stands in a primary's
+  // queue in front of the calls clients wait for (firings, reserves, deletes), which share its
+  // connections. By time, not by answers: a primary that stops answering holds up no other's.
   static constexpr std::size_t kTrickle = 8;
+  static constexpr std::size_t kTrickleSteps = 64;
   static constexpr std::chrono::milliseconds kTrickleGap{2};
   void trickle(std::vector<std::function<void()>> sends) {
-    trickle_from(std::make_shared<std::vector<std::function<void()>>>(std::move(sends)), 0);
+    const std::size_t each = std::max(kTrickle, (sends.size() + kTrickleSteps - 1) / kTrickleSteps);
+    trickle_from(std::make_shared<std::vector<std::function<void()>>>(std::move(sends)), 0, each);
   }
   void trickle_from(const std::shared_ptr<std::vector<std::function<void()>>>& sends,
-                    std::size_t from);
+                    std::size_t from, std::size_t each);
 
   // --- puts: those made in one turn of the executor go together, one call per shard
   // (putmany), which spares Redis a script call per job. Keyless, groupless puts of a turn all
@@ -480,15 +483,15 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
 }
 
 void Core::trickle_from(const std::shared_ptr<std::vector<std::function<void()>>>& sends,
-                        std::size_t from) {
+                        std::size_t from, std::size_t each) {
   if (closed) return;
-  const std::size_t to = std::min(from + kTrickle, sends->size());
+  const std::size_t to = std::min(from + each, sends->size());
   for (std::size_t i = from; i < to; ++i) (*sends)[i]();
   if (to == sends->size()) return;
   auto timer = std::make_shared<asio::steady_timer>(io, kTrickleGap);
   timer->async_wait(
-      [self = shared_from_this(), sends, to, timer](const boost::system::error_code& error) {
-        if (!error) self->trickle_from(sends, to);
+      [self = shared_from_this(), sends, to, each, timer](const boost::system::error_code& error) {
+        if (!error) self->trickle_from(sends, to, each);
       });
 }
 
