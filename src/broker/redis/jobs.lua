@@ -159,10 +159,15 @@ local caller
 -- Set by fire, whose caller arms its timer from the answer: flush() publishes no 't'.
 local quiet
 
-local function load(id)
-  local field = fid(id)
+-- A record as this call left it, else as Redis holds it (false: none).
+local function stored(field)
   local rec = records[field]
   if rec == nil then rec = redis.call('HGET', J, field) end
+  return rec
+end
+
+local function load(id)
+  local rec = stored(fid(id))
   if not rec then return nil end
   local j = decode(rec)
   j.id = id
@@ -176,7 +181,7 @@ local function save(j) records[fid(j.id)] = encode(j) end
 -- the put (on the shard's Redis's clock) does.
 local function head_of(tube, member)
   local id = id_of(member)
-  local rec = records[fid(id)] or redis.call('HGET', J, fid(id))
+  local rec = stored(fid(id))
   local created = 0
   if rec then created = math.floor(select(6, record_head(rec, 6))) end
   return string.format('%d:%d:%d', tonumber(string.sub(member, #tube + 2, #tube + 11)), created, id)
@@ -253,6 +258,14 @@ end
 local function first_timer()
   local name = first_page()
   return name and string.sub(page(name), 1, TW)
+end
+
+-- A timer entry's job's due time to the microsecond (the entry's whole millisecond for a stray
+-- entry, whose job is gone or not due then).
+local function exact_time(entry)
+  local t, id = struct.unpack(ENTRY, entry)
+  local rec = stored(fid(id))
+  return rec and due_of_record(rec, t) or t
 end
 
 -- Page `name` (nil: none yet) holds `entries` now: written back, deleted when empty, named
@@ -434,10 +447,7 @@ local function flush()
   if leads and not quiet then
     local first = first_timer()
     if first and added[first] then
-      local t, id = struct.unpack(ENTRY, first)
-      local rec = records[fid(id)] or redis.call('HGET', J, fid(id))
-      local at = rec and due_of_record(rec, t) or t
-      redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. string.format('%d', at))
+      redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. string.format('%d', exact_time(first)))
     end
   end
   -- The best new ready job of each tube, against the best the shard holds before they are added:
@@ -1069,15 +1079,10 @@ ops.fire = function()
   write_lapses()
   if changed or not first then first = first_page() end
   first = first and string.sub(page(first), 1, TW)
-  local next_at
-  if first then
-    local t, id = struct.unpack(ENTRY, first)
-    local rec = records[fid(id)] or redis.call('HGET', J, fid(id))
-    next_at = rec and due_of_record(rec, t) or t
-  end
+  local next_at = first and exact_time(first)
   local lapse = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
   if lapse[1] then
-    local rec = records[lapse[1]] or redis.call('HGET', J, lapse[1])
+    local rec = stored(lapse[1])
     local deadline = rec and select(5, record_head(rec, 5))
     local at = deadline and deadline > 0 and deadline or tonumber(lapse[2])
     if not next_at or at < next_at then next_at = at end

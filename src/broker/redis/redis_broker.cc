@@ -305,8 +305,8 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void notify_ready(std::uint32_t shard, const std::string& tube, const Head& head);
   void notify_readied(std::uint32_t shard, const Reply& readied);
   void learn(std::uint32_t shard, const std::vector<std::string>& tubes,
-             const std::vector<std::uint32_t>& generations, const Reply& heads,
-             const Reply* depths);
+             const std::vector<std::uint32_t>& generations, const std::vector<Reply>& answer,
+             std::size_t at);
   // Every shard's best of the tube unknown; an answer on its way must not undo that.
   void forget_heads(Hint& h) {
     for (std::uint32_t shard = 0; shard < shards; ++shard) forget_head(h, shard);
@@ -337,6 +337,16 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void send_probes(const std::string& key, std::vector<std::string> tubes,
                    std::vector<std::uint32_t> which, std::vector<std::function<void(bool)>> dones,
                    bool trickled = false);
+  struct ProbeRound {
+    std::string key;
+    std::vector<std::string> tubes;
+    std::vector<std::uint32_t> which;
+    std::size_t left = 0;
+    bool found = false;
+    std::vector<std::function<void(bool)>> dones;
+  };
+  // One shard's probe call of a round, and what its answer teaches.
+  void probe_one(const std::shared_ptr<ProbeRound>& round, std::uint32_t shard);
   [[nodiscard]] std::vector<std::string> open_tubes(const Waiter& waiter) const;
   [[nodiscard]] std::vector<std::uint32_t> every_shard_number() const {
     std::vector<std::uint32_t> all(shards);
@@ -658,14 +668,17 @@ void Core::notify_readied(std::uint32_t shard, const Reply& readied) {
   }
 }
 
-// A shard's answer to a call made when the tubes' generations there were `generations`: its
-// heads of those tubes, in their order (as Head::parse() reads them), and how many ready jobs
-// each has there (`depths`, up to 8; nullptr if the answer lacks them).
+// A shard's answer to a call made when the tubes' generations there were `generations`: at
+// `at`, its heads of those tubes, in their order (as Head::parse() reads them), and after them
+// how many ready jobs each has there (up to 8).
 void Core::learn(std::uint32_t shard, const std::vector<std::string>& tubes,
-                 const std::vector<std::uint32_t>& generations, const Reply& heads,
-                 const Reply* depths) {
-  if (heads.elements.size() != tubes.size()) return;
-  if (depths != nullptr && depths->elements.size() != tubes.size()) depths = nullptr;
+                 const std::vector<std::uint32_t>& generations, const std::vector<Reply>& answer,
+                 std::size_t at) {
+  if (answer.size() <= at || answer[at].elements.size() != tubes.size()) return;
+  const Reply& heads = answer[at];
+  const Reply* depths = answer.size() > at + 1 && answer[at + 1].elements.size() == tubes.size()
+                            ? &answer[at + 1]
+                            : nullptr;
   for (std::size_t i = 0; i < tubes.size(); ++i) {
     Hint& h = hint(tubes[i]);
     h.heads[shard] = after_answer(h.heads[shard], Head::parse(heads.elements[i].str),
@@ -848,20 +861,14 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
          if (code == "worse" || code == "notfound") {
            // The shard holds nothing as good as the node thought (another node took it): it
            // now knows what the shard holds, and tries the best again.
-           if (elements.size() > 2) {
-             self->learn(shard, tubes, generations, elements[2],
-                         elements.size() > 3 ? &elements[3] : nullptr);
-           }
+           self->learn(shard, tubes, generations, elements, 2);
            ++waiter->misses;
            return self->attempt(waiter);
          }
          waiter->trying = false;
          const Status status = status_of(reply.value());
          if (!status.is_ok()) return self->finish(waiter, status);
-         if (elements.size() > 5) {
-           self->learn(shard, tubes, generations, elements[5],
-                       elements.size() > 6 ? &elements[6] : nullptr);
-         }
+         self->learn(shard, tubes, generations, elements, 5);
          self->finish(waiter, job_of(reply.value()));
          // This waiter is served: work it was woken for, or told of meanwhile, may be left (more
          // in this shard, or jobs in shards it did not get to): another waiter goes on.
@@ -977,17 +984,7 @@ void Core::send_probes(const std::string& key, std::vector<std::string> tubes,
                        std::vector<std::uint32_t> which,
                        std::vector<std::function<void(bool)>> dones, bool trickled) {
   probing[key];  // under way: who comes now waits for the next
-  std::vector<std::string> args = {"probe"};
-  args.insert(args.end(), tubes.begin(), tubes.end());
-  struct Round {
-    std::string key;
-    std::vector<std::string> tubes;
-    std::vector<std::uint32_t> which;
-    std::size_t left = 0;
-    bool found = false;
-    std::vector<std::function<void(bool)>> dones;
-  };
-  auto round = std::make_shared<Round>();
+  auto round = std::make_shared<ProbeRound>();
   round->key = key;
   round->tubes = std::move(tubes);
   round->which = std::move(which);
@@ -995,42 +992,42 @@ void Core::send_probes(const std::string& key, std::vector<std::string> tubes,
   round->dones = std::move(dones);
   std::vector<std::function<void()>> sends;
   for (const std::uint32_t shard : round->which) {
-    sends.emplace_back([self = shared_from_this(), round, shard, args] {
-      // The generations as the call leaves (a trickled one leaves later).
-      std::vector<std::uint32_t> generations;
-      for (const auto& tube : round->tubes) {
-        generations.push_back(self->hint(tube).generation[shard]);
-      }
-      self->call(shard, args, false,
-                 [self, round, shard, generations = std::move(generations)](Result<Reply> reply) {
-                   if (reply.is_ok() && reply.value().elements.size() > 1) {
-                     const auto& elements = reply.value().elements;
-                     self->learn(shard, round->tubes, generations, elements[1],
-                                 elements.size() > 2 ? &elements[2] : nullptr);
-                   }
-                   for (const auto& tube : round->tubes) {
-                     if (self->hint(tube).heads[shard].kind != Head::Kind::kNone)
-                       round->found = true;
-                   }
-                   if (--round->left > 0) return;
-                   // The callers that came meanwhile, and those that ask again from this round's
-                   // answers (still counted as waiting, so they join), go in the next round, sent
-                   // after all of them came.
-                   auto& waiting = self->probing[round->key];
-                   auto next = std::exchange(waiting, {});
-                   for (auto& done : round->dones) done(round->found);
-                   auto& again = self->probing[round->key];
-                   next.insert(next.end(), std::make_move_iterator(again.begin()),
-                               std::make_move_iterator(again.end()));
-                   self->probing.erase(round->key);
-                   if (!next.empty() && !self->closed) {
-                     self->send_probes(round->key, round->tubes, round->which, std::move(next));
-                   }
-                 });
-    });
+    sends.emplace_back(
+        [self = shared_from_this(), round, shard] { self->probe_one(round, shard); });
   }
   if (trickled) return trickle(std::move(sends));
   for (auto& send : sends) send();
+}
+
+void Core::probe_one(const std::shared_ptr<ProbeRound>& round, std::uint32_t shard) {
+  std::vector<std::string> args = {"probe"};
+  args.insert(args.end(), round->tubes.begin(), round->tubes.end());
+  // The generations as the call leaves (a trickled one leaves after the round began).
+  std::vector<std::uint32_t> generations;
+  for (const auto& tube : round->tubes) generations.push_back(hint(tube).generation[shard]);
+  call(shard, std::move(args), false,
+       [self = shared_from_this(), round, shard,
+        generations = std::move(generations)](Result<Reply> reply) {
+         if (reply.is_ok())
+           self->learn(shard, round->tubes, generations, reply.value().elements, 1);
+         for (const auto& tube : round->tubes) {
+           if (self->hint(tube).heads[shard].kind != Head::Kind::kNone) round->found = true;
+         }
+         if (--round->left > 0) return;
+         // The callers that came meanwhile, and those that ask again from this round's
+         // answers (still counted as waiting, so they join), go in the next round, sent after
+         // all of them came.
+         auto& waiting = self->probing[round->key];
+         auto next = std::exchange(waiting, {});
+         for (auto& done : round->dones) done(round->found);
+         auto& again = self->probing[round->key];
+         next.insert(next.end(), std::make_move_iterator(again.begin()),
+                     std::make_move_iterator(again.end()));
+         self->probing.erase(round->key);
+         if (!next.empty() && !self->closed) {
+           self->send_probes(round->key, round->tubes, round->which, std::move(next));
+         }
+       });
 }
 
 void Core::arm(const std::shared_ptr<Waiter>& waiter) {
