@@ -9,8 +9,8 @@
 # nodes, the producer on one and the workers on the other, no CPU pinning; Redis CPU and FCALLs
 # summed over the six redis-servers. DELAY=0: jobs put ready (the figures are then from the put
 # to the worker), default 1 s. RATE: jobs a second (default 1,000). WORKERS: the workers
-# (default 2). SHARDS: the node's
-# --redis-shards (default 128). CALLGRIND=1 (one Redis only): redis-server runs under valgrind's
+# (default 2). SHARDS: the node's --redis-shards (default 128). CALLGRIND=1 (one Redis only):
+# redis-server runs under valgrind's
 # callgrind, and the Redis column counts its instructions per job over the run instead of its
 # CPU time (stable on a noisy machine; use a low RATE, such as 40, which callgrind can follow).
 # Ends what it started, by PID.
