@@ -2,7 +2,7 @@
 // A job id is a 64-bit number, handed out in increasing order from 1 and never reused, across
 // restarts too; the engine stops at 2^48 - 1 (89 years of 100,000 puts a second). Times on the wire
 // and on disk are milliseconds since the Unix epoch (*_unix_ms); the lifecycle is drawn in
-// ../shared/DESIGN.md and docs/protocol.md.
+// docs/design/lifecycle.md and docs/protocol.md.
 #pragma once
 
 #include <chrono>

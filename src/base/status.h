@@ -25,7 +25,8 @@ enum class Code {
   kDraining,         // the server refuses new jobs (drain mode, before a shutdown)
   kNoSpace,          // the server refuses new jobs until its disk (or Redis) has room again
   kCorruption,       // data on disk fails its checks
-  kUnsupported,      // data on disk written by an unknown format version
+  kNotSupported,     // this broker (or store) cannot do this at all, by design
+  kUnknownFormat,    // stored data written by an unknown (newer) format version
   kIOError,          // the disk or the operating system failed
 };
 
@@ -53,8 +54,10 @@ enum class Code {
       return "no space";
     case Code::kCorruption:
       return "corruption";
-    case Code::kUnsupported:
-      return "unsupported";
+    case Code::kNotSupported:
+      return "not supported";
+    case Code::kUnknownFormat:
+      return "unknown format";
     case Code::kIOError:
       return "I/O error";
   }

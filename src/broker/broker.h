@@ -18,7 +18,7 @@
 // Order. Calls on one session take effect in the order they are made, each when it is made (a
 // `use` then a `put` puts into the tube used). A session destroyed with operations under way
 // never sees their completions (it may still have made their changes), its waiting reserves end,
-// and its reserved jobs are ready again (DESIGN.md, invariant 4).
+// and its reserved jobs are ready again (docs/design/lifecycle.md, invariant 4).
 #pragma once
 
 #include <chrono>
@@ -152,6 +152,7 @@ struct Update {
 
 // Errors every operation may complete with, beside its own: kInvalidArgument (a name or value
 // out of range, with a message for people), kIOError (the store failed: the server must stop).
+// kNotSupported: this broker cannot do the call at all (each call below names where).
 // kNotFound means no such job, key, tube or group; kConflict means the job exists but its state
 // or holder forbids the operation (beanstalkd's NOT_FOUND for its own verbs; HTTP's 409).
 class Session {
@@ -168,8 +169,10 @@ class Session {
   [[nodiscard]] virtual std::vector<std::string> watched() const = 0;
 
   // --- jobs
-  // put: errors kDraining (the server refuses new jobs), kLimit (ids or job slots exhausted),
-  // kConflict (replace, and the key's holder is reserved).
+  // put: errors kInvalidArgument (a name too long or a due time out of range: put_rules.h, the
+  // checks every broker makes), kDraining (the server refuses new jobs), kNoSpace (no room on the
+  // store's disk, or in Redis), kLimit (ids or job slots exhausted), kConflict (replace, and the
+  // key's holder is reserved; a job's url in a tube without a webhook).
   virtual void put(PutRequest request, Callback<PutResult> done) = 0;
   // reserve: the job with the best (priority, id) among the ready jobs of the tubes, now or as
   // soon as one is ready. Errors kTimedOut (the timeout passed, or cancel_reserve), kDeadlineSoon
@@ -230,13 +233,13 @@ class Session {
   // How many delayed jobs of a tube (of every tube: tube empty) come due between the edges,
   // each a delay from now or an absolute time; after taking delays from now and rounding down to
   // the resolution, they must ascend (kInvalidArgument). kNotFound if the tube does not exist;
-  // kUnsupported where the broker keeps no such counts (Redis). Visits no job: the local broker
+  // kNotSupported where the broker keeps no such counts (Redis). Visits no job: the local broker
   // keeps counts per tube and minute (docs/http-api.md says what that costs).
   virtual void due_counts(std::string tube, std::vector<Due> edges, Callback<DueCounts> done) = 0;
   // The first `limit` jobs of a tube in a state, in the order they will be served: ready by
   // priority then id, delayed by due time, reserved by TTR end, buried oldest first. Delayed and
   // reserved jobs are found by visiting those of every tube in that order, at most 100,000 of
-  // them (then complete is false). kNotFound if the tube does not exist; kUnsupported (Redis).
+  // them (then complete is false). kNotFound if the tube does not exist; kNotSupported (Redis).
   virtual void list_jobs(std::string tube, JobState state, std::size_t limit,
                          Callback<JobList> done) = 0;
 
@@ -254,7 +257,7 @@ class Session {
   // directory (absolute path, on the server's machine; its parent must exist): everything
   // acknowledged before the call is in it. A server started on the copy restores it. One backup
   // at a time: kConflict while another runs; kInvalidArgument for a relative path or one that
-  // exists; kUnsupported where the state is not the server's own (Redis: back up Redis).
+  // exists; kNotSupported where the state is not the server's own (Redis: back up Redis).
   virtual void backup(std::string dir, Callback<BackupResult> done) = 0;
 };
 
@@ -279,7 +282,8 @@ class Broker {
   // Drain mode (SIGUSR1, as beanstalkd): every put is refused with kDraining.
   virtual void set_draining(bool draining) = 0;
   [[nodiscard]] virtual bool draining() const = 0;
-  // Whether the server may be sent work: ok, kDraining, or kIOError when the store has failed.
+  // Whether the server may be sent work: ok, kDraining, kNoSpace (puts are refused until there
+  // is room), or kIOError when the store has failed.
   [[nodiscard]] virtual Status health() const = 0;
   // How long this broker has been serving (stats' uptime), on its own clock.
   [[nodiscard]] virtual Seconds uptime() const = 0;

@@ -7,7 +7,8 @@
 // the jobs of one tube; time passes in O(jobs due) over the hierarchical wheel. peek-delayed and
 // kicking delayed jobs walk the wheel in time order (O(jobs due before the tube's first)).
 // A pending delayed job costs ~63 bytes of RAM (docs/BENCHMARKS.md); bodies stay on disk.
-// Semantics follow beanstalkd 1.12 (docs/protocol.md); the lifecycle is in ../shared/DESIGN.md.
+// Semantics follow beanstalkd 1.12 (docs/protocol.md); the lifecycle is in
+// docs/design/lifecycle.md.
 #pragma once
 
 #include <array>
@@ -199,6 +200,7 @@ class Engine {
   // in milliseconds (rounded down) and in microseconds.
   [[nodiscard]] std::int64_t now() const;
   [[nodiscard]] std::int64_t now_us() const;
+  [[nodiscard]] const EngineOptions& options() const noexcept { return options_; }
   // The present and a time `delay` from it on the steady clock, which TTRs, reserve timeouts,
   // pauses and DEADLINE_SOON run on (never early, as due_in(); never moved by a wall step).
   [[nodiscard]] std::int64_t steady_now() const;

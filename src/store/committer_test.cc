@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "store/memory_store.h"
 #include "store/rocks_store.h"
 
 namespace delayq::store {

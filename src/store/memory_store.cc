@@ -1,4 +1,4 @@
-#include "store/store.h"
+#include "store/memory_store.h"
 
 namespace delayq::store {
 

@@ -134,9 +134,9 @@ Result<JobRecord> decode_record(JobId id, std::string_view bytes) {
   std::uint8_t version = 0;
   if (!in.get(version)) return corrupt("empty");
   if (version != kFormatVersion) {
-    return Status(Code::kUnsupported, "job record " + std::to_string(id) + " has format version " +
-                                          std::to_string(version) + ", this build reads " +
-                                          std::to_string(kFormatVersion));
+    return Status(Code::kUnknownFormat, "job record " + std::to_string(id) +
+                                            " has format version " + std::to_string(version) +
+                                            ", this build reads " + std::to_string(kFormatVersion));
   }
   JobRecord record;
   record.id = id;
@@ -179,8 +179,8 @@ double bits_double(std::uint64_t bits) {
 }
 
 Status unsupported(const std::string& what, std::uint8_t version) {
-  return {Code::kUnsupported, what + " has format version " + std::to_string(version) +
-                                  ", this build reads " + std::to_string(kFormatVersion)};
+  return {Code::kUnknownFormat, what + " has format version " + std::to_string(version) +
+                                    ", this build reads " + std::to_string(kFormatVersion)};
 }
 
 }  // namespace

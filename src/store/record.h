@@ -17,7 +17,7 @@
 namespace delayq::store {
 
 // Version written into every record, attachment and webhook value. A reader refuses any other
-// version with Code::kUnsupported rather than guess.
+// version with Code::kUnknownFormat rather than guess.
 inline constexpr std::uint8_t kFormatVersion = 1;
 // The store's format marker ("m:format"). 2 added attachments, webhooks and the record's flags
 // byte; 3 the flag JobRecord::due_inside; 4 moved attachments from the default column family
@@ -52,7 +52,7 @@ struct JobRecord {
 
 [[nodiscard]] std::string encode_record(const JobRecord& record);
 // Kinds of failure: kCorruption (too short, bad lengths, bad state, trailing bytes),
-// kUnsupported (another format version).
+// kUnknownFormat (another format version).
 [[nodiscard]] Result<JobRecord> decode_record(JobId id, std::string_view bytes);
 
 // A job's attachment (what push delivery keeps about it) and a tube's webhook, encoded the same

@@ -112,7 +112,7 @@ TEST(RecordTest, DeliveryAndWebhookRoundTripAndRefuseDamage) {
             Code::kCorruption);
   std::string newer = encoded;
   newer[0] = static_cast<char>(kFormatVersion + 1);
-  EXPECT_EQ(decode_webhook("t", newer).status().code(), Code::kUnsupported);
+  EXPECT_EQ(decode_webhook("t", newer).status().code(), Code::kUnknownFormat);
 }
 
 TEST(RecordTest, RoundTripsEveryField) {
@@ -205,7 +205,7 @@ TEST(RecordTest, OtherVersionIsUnsupportedAndNamesBothVersions) {
   bytes[0] = '\x02';
   auto decoded = decode_record(7, bytes);
   ASSERT_FALSE(decoded.is_ok());
-  EXPECT_EQ(decoded.code(), Code::kUnsupported) << decoded.status().to_string();
+  EXPECT_EQ(decoded.code(), Code::kUnknownFormat) << decoded.status().to_string();
   const std::string& message = decoded.status().message();
   EXPECT_NE(message.find("version 2"), std::string::npos) << message;
   EXPECT_NE(message.find("reads 1"), std::string::npos) << message;
@@ -213,7 +213,7 @@ TEST(RecordTest, OtherVersionIsUnsupportedAndNamesBothVersions) {
   // The version is checked first: a version-0 record of one byte is unsupported, not truncated.
   auto zero = decode_record(7, std::string(1, '\0'));
   ASSERT_FALSE(zero.is_ok());
-  EXPECT_EQ(zero.code(), Code::kUnsupported) << zero.status().to_string();
+  EXPECT_EQ(zero.code(), Code::kUnknownFormat) << zero.status().to_string();
 }
 
 TEST(RecordTest, EmptyTubeIsCorruption) {
@@ -248,7 +248,7 @@ TEST(RecordTest, RandomBytesNeverCrash) {
     if (decoded.is_ok()) {
       EXPECT_EQ(encode_record(decoded.value()), bytes) << "a decoded record must re-encode as-is";
     } else {
-      EXPECT_TRUE(decoded.code() == Code::kCorruption || decoded.code() == Code::kUnsupported)
+      EXPECT_TRUE(decoded.code() == Code::kCorruption || decoded.code() == Code::kUnknownFormat)
           << decoded.status().to_string();
     }
   }

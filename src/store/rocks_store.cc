@@ -197,9 +197,9 @@ Status RocksStore::load_meta() {
   const auto version = decode_u64(value);
   if (!version) return {Code::kCorruption, "unreadable format marker"};
   if (*version == 0 || *version > kStoreVersion) {
-    return {Code::kUnsupported, "store has format version " + std::to_string(*version) +
-                                    ", this build reads versions 1 to " +
-                                    std::to_string(kStoreVersion)};
+    return {Code::kUnknownFormat, "store has format version " + std::to_string(*version) +
+                                      ", this build reads versions 1 to " +
+                                      std::to_string(kStoreVersion)};
   }
   if (*version < kAttachmentsBesideBodies) {
     if (Status moved = move_attachments(); !moved.is_ok()) return moved;

@@ -1,5 +1,6 @@
 // store.h — where jobs live between restarts. One interface, two implementations: RocksStore
-// (rocks_store.h, the default: RocksDB in a data directory) and MemoryStore (tests only).
+// (rocks_store.h, the default: RocksDB in a data directory) and MemoryStore (memory_store.h, for
+// tests only, in a target of its own that no program links).
 // write() applies one or more WriteSets as one atomic batch; with sync it returns only once the
 // batch is on stable storage. scan() hands back every job record in id order for recovery.
 // A Store is used by one thread at a time (the committer's); it does no locking of its own, but
@@ -7,7 +8,6 @@
 #pragma once
 
 #include <functional>
-#include <map>
 #include <span>
 #include <string>
 
@@ -41,34 +41,10 @@ class Store {
   [[nodiscard]] virtual std::uint64_t estimated_jobs() const = 0;
   // Writes a consistent copy of everything written so far into `dir`, which must not exist;
   // opening the copy gives that state. Safe beside write() on another thread. Default:
-  // kUnsupported (a store kept in memory has nothing to copy to disk).
+  // kNotSupported (a store kept in memory has nothing to copy to disk).
   virtual Status checkpoint(const std::string& dir) {
-    return {Code::kUnsupported, "this store cannot copy itself to " + dir};
+    return {Code::kNotSupported, "this store cannot copy itself to " + dir};
   }
-};
-
-// A store in memory: for unit tests of what sits above the store. Loses everything on exit.
-class MemoryStore final : public Store {
- public:
-  Status write(std::span<const WriteSet* const> sets, bool sync) override;
-  Status sync() override { return Status::ok(); }
-  Status scan(const std::function<Status(JobRecord&&)>& visit) override;
-  Result<std::string> read_body(JobId id) override;
-  Result<Delivery> read_attachment(JobId id) override;
-  Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override;
-  Status scan_max_attempts(const std::function<Status(std::string, std::uint32_t)>& visit) override;
-  [[nodiscard]] JobId next_id() const override { return next_id_; }
-  [[nodiscard]] std::uint64_t estimated_jobs() const override { return records_.size(); }
-  [[nodiscard]] std::size_t records() const noexcept { return records_.size(); }
-  [[nodiscard]] std::size_t bodies() const noexcept { return bodies_.size(); }
-
- private:
-  std::map<JobId, std::string> records_;
-  std::map<JobId, std::string> bodies_;
-  std::map<JobId, std::string> attachments_;
-  std::map<std::string, std::string> webhooks_;
-  std::map<std::string, std::uint32_t> max_attempts_;
-  JobId next_id_ = 1;
 };
 
 }  // namespace delayq::store

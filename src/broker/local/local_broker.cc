@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "broker/put_rules.h"
+
 namespace delayq::local {
 namespace {
 
@@ -185,12 +187,14 @@ Result<JobId> LocalSession::resolve(const broker::JobRef& job) const {
 // --- jobs
 
 void LocalSession::put(broker::PutRequest request, Callback<broker::PutResult> done) {
-  if (node_.draining()) {
-    return finish_all<broker::PutResult>(
-        std::move(done), Status(Code::kDraining, "the server is draining: no new jobs"));
-  }
-  if (Status space = node_.space(); !space.is_ok()) {
-    return finish_all<broker::PutResult>(std::move(done), std::move(space));
+  const std::string tube = request.tube.empty() ? used() : request.tube;
+  broker::PutContext context;
+  context.max_name_bytes = engine().options().max_name_bytes;
+  context.draining = node_.draining();
+  context.space = node_.space();
+  context.tube_has_webhook = node_.webhooks().contains(tube);
+  if (Status bad = broker::check_put(request, tube, context); !bad.is_ok()) {
+    return finish_all<broker::PutResult>(std::move(done), std::move(bad));
   }
   engine::PutRequest put;
   put.tube = request.tube;
@@ -200,7 +204,7 @@ void LocalSession::put(broker::PutRequest request, Callback<broker::PutResult> d
   if (request.due.absolute) {
     put.due_unix_ms = request.due.ms;
   } else {
-    put.delay = broker::Millis{std::max<std::int64_t>(0, request.due.ms)};
+    put.delay = broker::Millis{request.due.ms};
   }
   put.ttr = request.ttr;
   put.body = request.body;
@@ -210,16 +214,6 @@ void LocalSession::put(broker::PutRequest request, Callback<broker::PutResult> d
   Delivery delivery;
   delivery.url = std::move(request.url);
   delivery.content_type = std::move(request.content_type);
-  if (!delivery.url.empty()) {
-    const std::string& tube = request.tube.empty() ? used() : request.tube;
-    if (!node_.webhooks().contains(tube)) {
-      return finish_all<broker::PutResult>(
-          std::move(done),
-          Status(Code::kConflict, "tube " + tube +
-                                      " has no webhook: a job's url overrides its tube's "
-                                      "webhook, so set one first"));
-    }
-  }
   if (!delivery.empty()) put.attachment = &delivery;
   auto result = engine().put(client_, put);
   if (!result.is_ok()) return finish_all<broker::PutResult>(std::move(done), result.status());

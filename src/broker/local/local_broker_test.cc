@@ -11,6 +11,7 @@
 #include <chrono>
 #include <optional>
 
+#include "store/memory_store.h"
 #include "support/gated_store.h"
 
 namespace delayq::local {

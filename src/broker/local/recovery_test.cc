@@ -6,6 +6,8 @@
 
 #include <vector>
 
+#include "store/memory_store.h"
+
 namespace delayq::local {
 namespace {
 

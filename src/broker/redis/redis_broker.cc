@@ -19,6 +19,7 @@
 #include <unordered_map>
 
 #include "base/names.h"
+#include "broker/put_rules.h"
 #include "broker/redis/jobs_lua.h"
 #include "broker/redis/layout.h"
 #include "redis/slot.h"
@@ -1596,7 +1597,7 @@ class RedisSession final : public broker::Session {
                   Callback<broker::DueCounts> done) override {
     post(std::move(done),
          Result<broker::DueCounts>(
-             Status(Code::kUnsupported,
+             Status(Code::kNotSupported,
                     "due counts: in Redis mode the shards keep no counts by due time, and counting "
                     "would visit every delayed job")));
   }
@@ -1604,14 +1605,14 @@ class RedisSession final : public broker::Session {
                  Callback<broker::JobList> done) override {
     post(std::move(done),
          Result<broker::JobList>(Status(
-             Code::kUnsupported,
+             Code::kNotSupported,
              "listing a tube's jobs: not in Redis mode (peek, or look a job up by id or key)")));
   }
   void backup(std::string dir, Callback<broker::BackupResult> done) override {
     post(std::move(done),
          Result<broker::BackupResult>(Status(
-             Code::kUnsupported, "backup: the jobs are in Redis, not in " + dir +
-                                     "'s server; back up Redis (RDB snapshots or the AOF)")));
+             Code::kNotSupported, "backup: the jobs are in Redis, not in " + dir +
+                                      "'s server; back up Redis (RDB snapshots or the AOF)")));
   }
 
  private:
@@ -1851,16 +1852,11 @@ std::vector<std::string> RedisSession::ref_args(const broker::JobRef& job) const
 
 void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> done) {
   const std::string tube = request.tube.empty() ? used_ : request.tube;
-  Status bad = check(tube);
-  if (bad.is_ok()) bad = check_name("key", request.key, core_->options.max_name_bytes);
-  if (bad.is_ok()) bad = check_name("group", request.group, core_->options.max_name_bytes);
-  if (bad.is_ok() && core_->draining)
-    bad = Status(Code::kDraining, "the server is draining: no new jobs");
-  if (bad.is_ok() && !request.url.empty() && !core_->webhook_map.contains(tube)) {
-    bad = Status(Code::kConflict, "tube " + tube +
-                                      " has no webhook: a job's url overrides its tube's webhook, "
-                                      "so set one first");
-  }
+  broker::PutContext context;
+  context.max_name_bytes = core_->options.max_name_bytes;
+  context.draining = core_->draining;
+  context.tube_has_webhook = core_->webhook_map.contains(tube);
+  Status bad = broker::check_put(request, tube, context);
   if (!bad.is_ok()) return post(std::move(done), Result<broker::PutResult>(bad));
   const std::uint32_t shard = !request.key.empty() ? shard_of_name(tube, request.key, core_->shards)
                               : !request.group.empty()
@@ -2489,10 +2485,10 @@ Status check_layout(Core& core, bool first_start, const Wait& wait) {
     if (!layout.value().is_nil()) {
       const auto version = to_int(layout.value().str);
       if (version == kLayout) return Status::ok();
-      return Status(Code::kUnsupported, "the cluster's jobs are stored in layout " +
-                                            layout.value().str + ", newer than this delayqd's (" +
-                                            std::to_string(kLayout) +
-                                            "): run a delayqd as new as the one that wrote them");
+      return Status(Code::kUnknownFormat, "the cluster's jobs are stored in layout " +
+                                              layout.value().str + ", newer than this delayqd's (" +
+                                              std::to_string(kLayout) +
+                                              "): run a delayqd as new as the one that wrote them");
     }
     auto time = ask(core.names.nodes, Command{"TIME"});
     if (!time.is_ok()) return time.status();

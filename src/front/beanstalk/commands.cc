@@ -5,7 +5,7 @@
 
 #include "front/beanstalk/conversation.h"
 #include "front/beanstalk/yaml.h"
-#include "front/webhook/rules.h"
+#include "webhook/rules.h"
 
 namespace delayq::front::beanstalk {
 namespace {

@@ -77,7 +77,8 @@ std::string status_reply(const Status& status, std::string_view conflict_word) {
       word = "DRAINING";
       break;
     case Code::kCorruption:
-    case Code::kUnsupported:
+    case Code::kNotSupported:
+    case Code::kUnknownFormat:
     case Code::kIOError:
       word = "INTERNAL_ERROR";
       break;

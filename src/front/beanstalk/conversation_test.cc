@@ -539,7 +539,8 @@ TEST_F(ConversationTest, EveryBrokerErrorReadsAsItsReplyWord) {
       {"put 1 0 1 2\r\nhi\r\n", Code::kNoSpace, "OUT_OF_MEMORY"},
       {"put 1 0 1 2\r\nhi\r\n", Code::kIOError, "INTERNAL_ERROR"},
       {"put 1 0 1 2\r\nhi\r\n", Code::kCorruption, "INTERNAL_ERROR"},
-      {"put 1 0 1 2\r\nhi\r\n", Code::kUnsupported, "INTERNAL_ERROR"},
+      {"put 1 0 1 2\r\nhi\r\n", Code::kNotSupported, "INTERNAL_ERROR"},
+      {"put 1 0 1 2\r\nhi\r\n", Code::kUnknownFormat, "INTERNAL_ERROR"},
       {"put 1 0 1 2\r\nhi\r\n", Code::kInvalidArgument, "BAD_FORMAT"},
       {"put 1 0 1 2\r\nhi\r\n", Code::kConflict, "NOT_FOUND"},  // beanstalkd has no CONFLICT
       {"putx 1 0 1 2 key=k replace\r\nhi\r\n", Code::kConflict, "CONFLICT"},

@@ -16,7 +16,7 @@
 #include "front/http/json.h"
 #include "front/http/request.h"
 #include "front/http/text.h"
-#include "front/webhook/rules.h"
+#include "webhook/rules.h"
 
 namespace delayq::front::http {
 namespace json = boost::json;
@@ -207,7 +207,7 @@ Response from_status(const Status& status) {
       return Api::error(503, "draining", status.message());
     case Code::kNoSpace:
       return Api::error(507, "no_space", status.message());
-    case Code::kUnsupported:
+    case Code::kNotSupported:
       return Api::error(501, "unsupported", status.message());
     default:
       return Api::error(500, "internal", status.message());
@@ -286,10 +286,6 @@ struct Api::Call {
 };
 
 // Shorthand: answer the error if a Result failed.
-#define DELAYQ_FIELD(var, expr) \
-  auto var = (expr);            \
-  if (!var.is_ok()) return call.reply(var.status())
-
 // One entry per route, in Route order (checked below), each naming its route.
 struct Api::Handlers {
   struct Entry {
@@ -462,8 +458,10 @@ void Api::put_job(Call& call) {
       !s.is_ok()) {
     return call.reply(s);
   }
-  DELAYQ_FIELD(text, call.body.string("body"));
-  DELAYQ_FIELD(encoded, call.body.string("body_base64"));
+  auto text = call.body.string("body");
+  if (!text.is_ok()) return call.reply(text.status());
+  auto encoded = call.body.string("body_base64");
+  if (!encoded.is_ok()) return call.reply(encoded.status());
   if (text.value() && encoded.value()) {
     return call.reply(error(400, "bad_request", "give body or body_base64, not both"));
   }
@@ -482,16 +480,23 @@ void Api::put_job(Call& call) {
                             "the job body is " + std::to_string(put.body.size()) +
                                 " bytes; at most " + std::to_string(options_.max_job_bytes)));
   }
-  DELAYQ_FIELD(delay, call.body.duration("delay"));
-  DELAYQ_FIELD(at, call.body.instant("at"));
+  auto delay = call.body.duration("delay");
+  if (!delay.is_ok()) return call.reply(delay.status());
+  auto at = call.body.instant("at");
+  if (!at.is_ok()) return call.reply(at.status());
   if (delay.value() && at.value()) {
     return call.reply(error(400, "bad_request", "give delay or at, not both"));
   }
-  DELAYQ_FIELD(priority, call.body.integer("priority", kMaxPriority));
-  DELAYQ_FIELD(ttr, call.body.duration("ttr"));
-  DELAYQ_FIELD(key, call.body.string("key"));
-  DELAYQ_FIELD(group, call.body.string("group"));
-  DELAYQ_FIELD(replace, call.body.boolean("replace"));
+  auto priority = call.body.integer("priority", kMaxPriority);
+  if (!priority.is_ok()) return call.reply(priority.status());
+  auto ttr = call.body.duration("ttr");
+  if (!ttr.is_ok()) return call.reply(ttr.status());
+  auto key = call.body.string("key");
+  if (!key.is_ok()) return call.reply(key.status());
+  auto group = call.body.string("group");
+  if (!group.is_ok()) return call.reply(group.status());
+  auto replace = call.body.boolean("replace");
+  if (!replace.is_ok()) return call.reply(replace.status());
   put.tube = call.params[0];
   put.priority = static_cast<std::uint32_t>(priority.value().value_or(1024));
   put.due = at.value() ? broker::Due::at(*at.value())
@@ -506,8 +511,10 @@ void Api::put_job(Call& call) {
   put.key = key.value().value_or("");
   put.group = group.value().value_or("");
   put.replace = replace.value();
-  DELAYQ_FIELD(url, call.body.string("url"));
-  DELAYQ_FIELD(content_type, call.body.string("content_type"));
+  auto url = call.body.string("url");
+  if (!url.is_ok()) return call.reply(url.status());
+  auto content_type = call.body.string("content_type");
+  if (!content_type.is_ok()) return call.reply(content_type.status());
   if (url.value()) {
     if (auto parsed = webhook::parse_url(*url.value()); !parsed.is_ok()) {
       return call.reply(error(400, "bad_request", "url: " + parsed.status().message()));
@@ -528,7 +535,8 @@ void Api::put_job(Call& call) {
 }
 
 void Api::get_job(Call& call) {
-  DELAYQ_FIELD(job, call.job());
+  auto job = call.job();
+  if (!job.is_ok()) return call.reply(job.status());
   session_->peek(job.value(), true, call.reply.then<broker::Job>([](const broker::Job& found) {
     return job_response(200, found.view, &found.body, &found.delivery);
   }));
@@ -538,9 +546,12 @@ void Api::patch_job(Call& call) {
   if (Status s = call.body.parse(call.text, {"delay", "at", "priority"}); !s.is_ok()) {
     return call.reply(s);
   }
-  DELAYQ_FIELD(delay, call.body.duration("delay"));
-  DELAYQ_FIELD(at, call.body.instant("at"));
-  DELAYQ_FIELD(priority, call.body.integer("priority", kMaxPriority));
+  auto delay = call.body.duration("delay");
+  if (!delay.is_ok()) return call.reply(delay.status());
+  auto at = call.body.instant("at");
+  if (!at.is_ok()) return call.reply(at.status());
+  auto priority = call.body.integer("priority", kMaxPriority);
+  if (!priority.is_ok()) return call.reply(priority.status());
   if (delay.value() && at.value()) {
     return call.reply(error(400, "bad_request", "give delay or at, not both"));
   }
@@ -548,7 +559,8 @@ void Api::patch_job(Call& call) {
     return call.reply(
         error(400, "bad_request", "nothing to change: give delay or at, and/or priority"));
   }
-  DELAYQ_FIELD(job, call.job());
+  auto job = call.job();
+  if (!job.is_ok()) return call.reply(job.status());
   broker::Update update;
   // A delay of 0 means now: the job is ready at once.
   if (at.value()) update.due = broker::Due::at(*at.value());
@@ -560,7 +572,8 @@ void Api::patch_job(Call& call) {
 }
 
 void Api::delete_job(Call& call) {
-  DELAYQ_FIELD(job, call.job());
+  auto job = call.job();
+  if (!job.is_ok()) return call.reply(job.status());
   session_->erase(job.value(), call.reply.then<JobId>([](JobId id) {
     json::object o;
     o["deleted"] = id;
@@ -579,9 +592,12 @@ void Api::release_job(Call& call) {
   if (Status s = call.body.parse(call.text, {"delay", "priority"}); !s.is_ok()) {
     return call.reply(s);
   }
-  DELAYQ_FIELD(delay, call.body.duration("delay"));
-  DELAYQ_FIELD(priority, call.body.integer("priority", kMaxPriority));
-  DELAYQ_FIELD(id, parse_id(call.params[0]));
+  auto delay = call.body.duration("delay");
+  if (!delay.is_ok()) return call.reply(delay.status());
+  auto priority = call.body.integer("priority", kMaxPriority);
+  if (!priority.is_ok()) return call.reply(priority.status());
+  auto id = parse_id(call.params[0]);
+  if (!id.is_ok()) return call.reply(id.status());
   broker::ReleaseRequest request;
   request.id = id.value();
   if (priority.value()) request.priority = static_cast<std::uint32_t>(*priority.value());
@@ -591,8 +607,10 @@ void Api::release_job(Call& call) {
 
 void Api::bury_job(Call& call) {
   if (Status s = call.body.parse(call.text, {"priority"}); !s.is_ok()) return call.reply(s);
-  DELAYQ_FIELD(priority, call.body.integer("priority", kMaxPriority));
-  DELAYQ_FIELD(id, parse_id(call.params[0]));
+  auto priority = call.body.integer("priority", kMaxPriority);
+  if (!priority.is_ok()) return call.reply(priority.status());
+  auto id = parse_id(call.params[0]);
+  if (!id.is_ok()) return call.reply(id.status());
   std::optional<std::uint32_t> asked;
   if (priority.value()) asked = static_cast<std::uint32_t>(*priority.value());
   session_->bury(id.value(), asked, call.reply.then<JobView>(job_view));
@@ -600,12 +618,14 @@ void Api::bury_job(Call& call) {
 
 void Api::touch_job(Call& call) {
   if (Status s = call.body.parse(call.text, {}); !s.is_ok()) return call.reply(s);
-  DELAYQ_FIELD(id, parse_id(call.params[0]));
+  auto id = parse_id(call.params[0]);
+  if (!id.is_ok()) return call.reply(id.status());
   session_->touch(id.value(), call.reply.then<JobView>(job_view));
 }
 
 void Api::kick_job(Call& call) {
-  DELAYQ_FIELD(id, parse_id(call.params[0]));
+  auto id = parse_id(call.params[0]);
+  if (!id.is_ok()) return call.reply(id.status());
   session_->kick_job(id.value(), call.reply.then<JobView>(job_view));
 }
 
@@ -650,8 +670,10 @@ void Api::reserve(Call& call) {
   if (Status s = call.body.parse(call.text, {"tubes", "timeout"}); !s.is_ok()) {
     return call.reply(s);
   }
-  DELAYQ_FIELD(timeout, call.body.duration("timeout"));
-  DELAYQ_FIELD(tubes, call.body.strings("tubes"));
+  auto timeout = call.body.duration("timeout");
+  if (!timeout.is_ok()) return call.reply(timeout.status());
+  auto tubes = call.body.strings("tubes");
+  if (!tubes.is_ok()) return call.reply(tubes.status());
   const Millis wait = timeout.value().value_or(Millis{0});
   if (wait > options_.max_reserve_timeout) {
     return call.reply(
@@ -739,7 +761,8 @@ void Api::get_tube(Call& call) {
 
 void Api::kick_tube(Call& call) {
   if (Status s = call.body.parse(call.text, {"bound"}); !s.is_ok()) return call.reply(s);
-  DELAYQ_FIELD(bound, call.body.integer("bound", kMaxPriority));
+  auto bound = call.body.integer("bound", kMaxPriority);
+  if (!bound.is_ok()) return call.reply(bound.status());
   session_->kick(call.params[0], static_cast<std::size_t>(bound.value().value_or(1)),
                  call.reply.then<std::size_t>([tube = call.params[0]](std::size_t kicked) {
                    json::object o;
@@ -751,7 +774,8 @@ void Api::kick_tube(Call& call) {
 
 void Api::patch_tube(Call& call) {
   if (Status s = call.body.parse(call.text, {"max_attempts"}); !s.is_ok()) return call.reply(s);
-  DELAYQ_FIELD(max_attempts, call.body.integer("max_attempts", 1'000'000));
+  auto max_attempts = call.body.integer("max_attempts", 1'000'000);
+  if (!max_attempts.is_ok()) return call.reply(max_attempts.status());
   if (!max_attempts.value()) {
     return call.reply(error(400, "bad_request",
                             "max_attempts: reservations before a job is buried, 0 for no limit"));
@@ -768,7 +792,8 @@ void Api::patch_tube(Call& call) {
 
 void Api::pause_tube(Call& call) {
   if (Status s = call.body.parse(call.text, {"delay"}); !s.is_ok()) return call.reply(s);
-  DELAYQ_FIELD(delay, call.body.duration("delay"));
+  auto delay = call.body.duration("delay");
+  if (!delay.is_ok()) return call.reply(delay.status());
   if (!delay.value()) {
     return call.reply(error(400, "bad_request", "delay: how long to pause, e.g. \"30s\""));
   }
@@ -951,7 +976,8 @@ Result<std::vector<broker::Due>> due_edges(std::string_view target) {
 }  // namespace
 
 void Api::due_counts(Call& call, std::string tube) {
-  DELAYQ_FIELD(edges, due_edges(call.target));
+  auto edges = due_edges(call.target);
+  if (!edges.is_ok()) return call.reply(edges.status());
   session_->due_counts(tube, std::move(edges).value(),
                        call.reply.then<broker::DueCounts>([tube](const broker::DueCounts& counts) {
                          json::object o;
@@ -1027,7 +1053,8 @@ void Api::list_jobs(Call& call) {
 
 void Api::backup(Call& call) {
   if (Status s = call.body.parse(call.text, {"dir"}); !s.is_ok()) return call.reply(s);
-  DELAYQ_FIELD(dir, call.body.string("dir"));
+  auto dir = call.body.string("dir");
+  if (!dir.is_ok()) return call.reply(dir.status());
   if (!dir.value() || dir.value()->empty()) {
     return call.reply(error(400, "bad_request",
                             "dir: the new directory to write the copy into, an absolute path"));

@@ -1065,7 +1065,7 @@ TEST_F(ApiTest, BackupPassesTheDirAndAnswersWhatWasCopied) {
   }
   // The broker's refusals: a bad directory, one backup at a time, a broker that cannot.
   const std::pair<Code, unsigned> refusals[] = {
-      {Code::kInvalidArgument, 400U}, {Code::kConflict, 409U}, {Code::kUnsupported, 501U}};
+      {Code::kInvalidArgument, 400U}, {Code::kConflict, 409U}, {Code::kNotSupported, 501U}};
   for (const auto& [code, status] : refusals) {
     Exchange refused = expect_call("POST", "/v1/admin/backup", R"({"dir":"/x"})", "backup dir=/x");
     last().fail(code);
@@ -1166,7 +1166,7 @@ TEST_F(ApiTest, DueCountsTakeEdgesFromNowOrInstantsAndAnswerEachBucket) {
   EXPECT_EQ(missing.response().status, 404U);
   Exchange redis = expect_call("GET", "/v1/due", "",
                                "due_counts tube= edges=+0,+60000,+3600000,+86400000,+604800000");
-  last().fail(Code::kUnsupported, "not in Redis mode");
+  last().fail(Code::kNotSupported, "not in Redis mode");
   EXPECT_EQ(redis.response().status, 501U);
 }
 

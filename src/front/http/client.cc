@@ -5,7 +5,7 @@
 #include <boost/beast/http.hpp>
 #include <cctype>
 
-#include "front/tls_peer.h"
+#include "webhook/tls_peer.h"
 
 namespace delayq::front::http {
 
@@ -105,7 +105,7 @@ Status Client::open(std::chrono::milliseconds timeout) {
     context_->set_verify_mode(boost::asio::ssl::verify_peer);
   }
   stream_ = std::make_unique<TlsStream>(std::move(*socket), *context_);
-  expect_peer(stream_->native_handle(), host_);
+  webhook::expect_peer(stream_->native_handle(), host_);
   bool finished = false;
   stream_->async_handshake(boost::asio::ssl::stream_base::client, [&](const beast::error_code& e) {
     error = e;

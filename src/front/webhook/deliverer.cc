@@ -6,6 +6,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "webhook/signature.h"
+
 namespace delayq::webhook {
 
 namespace asio = boost::asio;

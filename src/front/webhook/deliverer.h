@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "broker/broker.h"
-#include "front/webhook/sender.h"
+#include "webhook/sender.h"
 
 namespace delayq::webhook {
 

@@ -1,7 +1,8 @@
-// rules.h — the pure parts of push delivery: where a URL points, how long to wait before the
-// next attempt, what a Retry-After asks for, how a request is signed and how its due time is
-// written. No sockets, no clock of their own: the deliverer (deliverer.h) passes time in, and
-// unit tests check every rule against fixed inputs. The rules are stated in docs/webhooks.md.
+// rules.h — the pure parts of push delivery: where a URL points, what a header may hold, how
+// long to wait before the next attempt, what a Retry-After asks for and how a due time is
+// written. No sockets, no clock of their own, no OpenSSL: the front-ends check puts and webhooks
+// with them, and the deliverer (front/webhook/deliverer.h) passes time in. Unit tests check every
+// rule against fixed inputs; the rules are stated in docs/webhooks.md. Signatures: signature.h.
 #pragma once
 
 #include <chrono>
@@ -49,11 +50,6 @@ struct Url {
 // A Retry-After value: delay-seconds, or an HTTP date (then relative to now_unix_ms; a date in
 // the past is 0). nullopt if it is neither.
 [[nodiscard]] std::optional<Millis> retry_after(std::string_view value, std::int64_t now_unix_ms);
-
-// "t=<unix ms>,v1=<hex HMAC-SHA256 of "<t>.<body>">" with one v1 per secret, in their order.
-[[nodiscard]] std::string signature(const std::vector<std::string>& secrets,
-                                    std::int64_t now_unix_ms, std::string_view body);
-[[nodiscard]] std::string hmac_sha256_hex(std::string_view key, std::string_view message);
 
 // RFC 3339 in UTC with milliseconds: 2026-11-25T18:00:00.000Z.
 [[nodiscard]] std::string rfc3339_ms(std::int64_t unix_ms);

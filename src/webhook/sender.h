@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "front/webhook/rules.h"
+#include "webhook/rules.h"
 
 namespace delayq::webhook {
 

@@ -1,8 +1,9 @@
-#include "front/webhook/rules.h"
+#include "webhook/rules.h"
 
 #include <gtest/gtest.h>
 
 #include "support/seed.h"
+#include "webhook/signature.h"
 
 namespace delayq::webhook {
 namespace {

@@ -1,7 +1,4 @@
-#include "front/webhook/rules.h"
-
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include "webhook/rules.h"
 
 #include <algorithm>
 #include <boost/asio/ip/address_v6.hpp>
@@ -131,31 +128,6 @@ std::optional<Millis> retry_after(std::string_view value, std::int64_t now_unix_
   if (end == nullptr || *end != '\0') return std::nullopt;
   const std::int64_t at_ms = static_cast<std::int64_t>(timegm(&tm)) * 1000;
   return Millis{std::max<std::int64_t>(0, at_ms - now_unix_ms)};
-}
-
-std::string hmac_sha256_hex(std::string_view key, std::string_view message) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &size);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(size * 2);
-  for (unsigned int i = 0; i < size; ++i) {
-    hex.push_back(kHex[digest[i] >> 4U]);
-    hex.push_back(kHex[digest[i] & 15U]);
-  }
-  return hex;
-}
-
-std::string signature(const std::vector<std::string>& secrets, std::int64_t now_unix_ms,
-                      std::string_view body) {
-  const std::string t = std::to_string(now_unix_ms);
-  std::string message = t + ".";
-  message.append(body);
-  std::string out = "t=" + t;
-  for (const std::string& secret : secrets) out += ",v1=" + hmac_sha256_hex(secret, message);
-  return out;
 }
 
 std::string rfc3339_ms(std::int64_t unix_ms) {

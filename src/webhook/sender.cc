@@ -1,4 +1,4 @@
-#include "front/webhook/sender.h"
+#include "webhook/sender.h"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -9,7 +9,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
-#include "front/tls_peer.h"
+#include "webhook/tls_peer.h"
 
 namespace delayq::webhook {
 
@@ -134,7 +134,7 @@ void Sender::post(Request request, std::function<void(Response)> done) {
             }
             if (request.url.tls) {
               connection->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io_, tls_);
-              front::expect_peer(connection->tls->native_handle(), request.url.host);
+              expect_peer(connection->tls->native_handle(), request.url.host);
             } else {
               connection->plain = std::make_unique<beast::tcp_stream>(io_);
             }

@@ -1,7 +1,8 @@
 // tls_peer.h — who a TLS client expects at the other end: the name it asked for (sent as SNI,
 // and checked in the certificate by OpenSSL itself, so that a mismatch is reported as
 // X509_V_ERR_HOSTNAME_MISMATCH rather than as a bare failure), or the IP address it dialled.
-// Header-only; for targets that link OpenSSL (the webhook sender, the CLI's HTTP client).
+// Header-only; for targets that link OpenSSL (the webhook sender, the CLI's HTTP client, which
+// includes it from this layer below the front-ends).
 #pragma once
 
 #include <openssl/ssl.h>
@@ -10,7 +11,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <string>
 
-namespace delayq::front {
+namespace delayq::webhook {
 
 inline bool is_ip_literal(const std::string& host) {
   boost::system::error_code error;
@@ -30,4 +31,4 @@ inline void expect_peer(SSL* ssl, const std::string& host) {
   }
 }
 
-}  // namespace delayq::front
+}  // namespace delayq::webhook

@@ -1,0 +1,36 @@
+// memory_store.h — a Store kept in std::maps, for unit tests of what sits above the store (the
+// engine's recovery, the committer, the local broker). Loses everything on exit; sync() does
+// nothing. Its target, delayq_store_memory, is linked by tests only, never by delayqd.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "store/store.h"
+
+namespace delayq::store {
+
+class MemoryStore final : public Store {
+ public:
+  Status write(std::span<const WriteSet* const> sets, bool sync) override;
+  Status sync() override { return Status::ok(); }
+  Status scan(const std::function<Status(JobRecord&&)>& visit) override;
+  Result<std::string> read_body(JobId id) override;
+  Result<Delivery> read_attachment(JobId id) override;
+  Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override;
+  Status scan_max_attempts(const std::function<Status(std::string, std::uint32_t)>& visit) override;
+  [[nodiscard]] JobId next_id() const override { return next_id_; }
+  [[nodiscard]] std::uint64_t estimated_jobs() const override { return records_.size(); }
+  [[nodiscard]] std::size_t records() const noexcept { return records_.size(); }
+  [[nodiscard]] std::size_t bodies() const noexcept { return bodies_.size(); }
+
+ private:
+  std::map<JobId, std::string> records_;
+  std::map<JobId, std::string> bodies_;
+  std::map<JobId, std::string> attachments_;
+  std::map<std::string, std::string> webhooks_;
+  std::map<std::string, std::uint32_t> max_attempts_;
+  JobId next_id_ = 1;
+};
+
+}  // namespace delayq::store
