@@ -1,8 +1,17 @@
 #include "broker/put_rules.h"
 
+#include <algorithm>
 #include <string>
 
 namespace delayq::broker {
+namespace {
+
+// The longest delay a broker takes: the extensions' 100 years (kMaxDelayMs), or beanstalkd's own
+// put, whose delay is any number of seconds below 2^32 (136 years), whichever is longer.
+constexpr std::int64_t kLongestDelayMs =
+    std::max<std::int64_t>(kMaxDelayMs, std::int64_t{0xFFFF'FFFF} * 1000);
+
+}  // namespace
 
 Status check_due(const Due& due) {
   if (due.absolute) {
@@ -10,9 +19,9 @@ Status check_due(const Due& due) {
       return {Code::kInvalidArgument,
               "due time: Unix milliseconds from 0 to " + std::to_string(kLastDueUnixMs)};
     }
-  } else if (due.ms < 0 || due.ms > kMaxDelayMs) {
+  } else if (due.ms < 0 || due.ms > kLongestDelayMs) {
     return {Code::kInvalidArgument,
-            "delay: milliseconds from 0 to " + std::to_string(kMaxDelayMs) + " (100 years)"};
+            "delay: milliseconds from 0 to " + std::to_string(kLongestDelayMs)};
   }
   return Status::ok();
 }

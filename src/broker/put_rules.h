@@ -22,8 +22,9 @@ struct PutContext {
   bool tube_has_webhook = false;                      // else a job's own url is kConflict
 };
 
-// A due time within range: a delay from 0 to kMaxDelayMs, an absolute time from 0 to
-// kLastDueUnixMs (base/job.h). kInvalidArgument otherwise.
+// A due time within range: a delay from 0 to the longer of kMaxDelayMs and beanstalkd's
+// 2^32 - 1 seconds, an absolute time from 0 to kLastDueUnixMs (base/job.h). kInvalidArgument
+// otherwise.
 [[nodiscard]] Status check_due(const Due& due);
 
 // `tube` is the tube the put goes to (the request's, or the session's used tube). Errors:
