@@ -187,12 +187,14 @@ Result<JobId> LocalSession::resolve(const broker::JobRef& job) const {
 // --- jobs
 
 void LocalSession::put(broker::PutRequest request, Callback<broker::PutResult> done) {
-  const std::string tube = request.tube.empty() ? used() : request.tube;
+  // The used tube is copied, and the webhooks looked up, only where the put needs them.
+  std::string used_tube;
+  const std::string_view tube = request.tube.empty() ? (used_tube = used()) : request.tube;
   broker::PutContext context;
   context.max_name_bytes = engine().options().max_name_bytes;
   context.draining = node_.draining();
   context.space = node_.space();
-  context.tube_has_webhook = node_.webhooks().contains(tube);
+  context.tube_has_webhook = !request.url.empty() && node_.webhooks().contains(std::string(tube));
   if (Status bad = broker::check_put(request, tube, context); !bad.is_ok()) {
     return finish_all<broker::PutResult>(std::move(done), std::move(bad));
   }

@@ -1855,7 +1855,7 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
   broker::PutContext context;
   context.max_name_bytes = core_->options.max_name_bytes;
   context.draining = core_->draining;
-  context.tube_has_webhook = core_->webhook_map.contains(tube);
+  context.tube_has_webhook = !request.url.empty() && core_->webhook_map.contains(tube);
   Status bad = broker::check_put(request, tube, context);
   if (!bad.is_ok()) return post(std::move(done), Result<broker::PutResult>(bad));
   const std::uint32_t shard = !request.key.empty() ? shard_of_name(tube, request.key, core_->shards)
