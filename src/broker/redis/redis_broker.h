@@ -19,6 +19,8 @@
 
 #include "base/names.h"
 #include "broker/broker.h"
+#include "broker/redis/caller.h"
+#include "broker/redis/clock.h"
 #include "redis/client.h"
 
 namespace delayq::redis_broker {
@@ -62,6 +64,11 @@ class RedisBroker final : public broker::Broker {
   // the client's request timeout per step).
   static Result<std::unique_ptr<RedisBroker>> open(boost::asio::io_context& io,
                                                    RedisBrokerOptions options);
+  // The same over another Redis and clock (the unit tests' fakes); options.client is unused.
+  static Result<std::unique_ptr<RedisBroker>> open(boost::asio::io_context& io,
+                                                   RedisBrokerOptions options,
+                                                   std::unique_ptr<Caller> client,
+                                                   std::shared_ptr<Clock> clock);
   ~RedisBroker() override;
 
   [[nodiscard]] std::unique_ptr<broker::Session> open_session(

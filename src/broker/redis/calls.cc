@@ -1,0 +1,195 @@
+#include <boost/asio/post.hpp>
+
+#include "broker/redis/core.h"
+#include "redis/slot.h"
+
+namespace delayq::redis_broker {
+
+void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
+                std::function<void(Result<Reply>)> done) {
+  if (!pending_puts.empty()) flush_puts();
+  const std::vector<std::string> keys = shard_keys(names.prefix, shard);
+  const auto slot = redis::key_slot(keys.front());
+  std::vector<std::string_view> key_views(keys.begin(), keys.end());
+  std::vector<std::string_view> views(args.begin(), args.end());
+  views.push_back(node);  // jobs.lua's run() takes the caller last
+  redis::Request request;
+  request.slot = slot;
+  // Only puts make Redis hold more; every other call frees memory or keeps it level, and runs
+  // while Redis is over its maxmemory, so that workers can drain it and jobs still fire.
+  const bool grows = args.front() == "put" || args.front() == "putmany";
+  request.commands.push_back(script.call(key_views, views, !grows));
+  request.script = &script;
+  const bool wait = write && options.wait_for_replica && replicated(slot);
+  if (wait) {
+    // On a connection of their own (the client's), so that a replica that stops answering
+    // holds up only the calls that wait for it, not reserves, firings and leases.
+    request.replicas = 1;
+    request.replica_timeout = options.wait_timeout;
+  }
+  client->run(std::move(request), [self = shared_from_this(), shard, slot,
+                                   done = std::move(done)](Result<std::vector<Reply>> replies) {
+    if (self->closed) return;
+    // A WAIT that saw no replica: no WAIT to that primary for the next 5 s (then one tries
+    // again), or every write behind it would wait out its second too.
+    if (replies.is_ok() && replies.value().size() > 1 &&
+        replies.value()[1].type == ReplyType::kInteger && replies.value()[1].integer == 0) {
+      self->no_wait_until[self->client->primary_of(slot)] =
+          self->clock->steady_now() + Millis{5000};
+    }
+    if (!replies.is_ok()) {
+      // The call may have run without its answer coming back: what it made ready here, this
+      // node will not hear (it skips its own messages). Every tube's best in the shard is
+      // unknown: the next reserve asks, and waiting ones at the next look (resync).
+      for (auto& [tube, h] : self->hints) forget_head(h, shard);
+      // Redis could not be reached in time, or a connection broke: an error of the store, not a
+      // reserve's timeout.
+      return done(Status(Code::kIOError, "Redis: " + replies.status().message()));
+    }
+    Answer answer = split_answer(std::move(replies.value().front()));
+    if (answer.reply.is_error()) return done(error_status(answer.reply.str));
+    // The tubes whose best ready job the call made better: this node's waiting reserves learn
+    // of it now, not from the message (which it skips).
+    self->notify_readied(shard, answer.readied);
+    done(std::move(answer.reply));
+  });
+}
+
+void Core::trickle_from(const std::shared_ptr<std::vector<std::function<void()>>>& sends,
+                        std::size_t from, std::size_t each) {
+  if (closed) return;
+  const std::size_t to = std::min(from + each, sends->size());
+  for (std::size_t i = from; i < to; ++i) (*sends)[i]();
+  if (to == sends->size()) return;
+  std::shared_ptr<Timer> timer = clock->timer();
+  timer->expires_after(kTrickleGap);
+  timer->async_wait([self = shared_from_this(), sends, to, each, timer](bool expired) {
+    if (expired) self->trickle_from(sends, to, each);
+  });
+}
+
+std::uint32_t Core::burst_shard() {
+  if (!burst) burst = next_shard();
+  return *burst;
+}
+
+void Core::queue_put(std::uint32_t shard, std::vector<std::string> args,
+                     std::function<void(Result<Reply>)> done) {
+  pending_puts[shard].push_back({std::move(args), std::move(done)});
+  if (flush_posted) return;
+  flush_posted = true;
+  asio::post(io, [self = shared_from_this()] {
+    self->flush_posted = false;
+    if (!self->pending_puts.empty()) self->flush_puts();
+  });
+}
+
+void Core::flush_puts() {
+  constexpr std::size_t kMostPerCall = 100;  // bounds how long one script holds its shard
+  auto all = std::move(pending_puts);
+  pending_puts.clear();
+  burst.reset();
+  for (auto& [shard, puts] : all) {
+    for (std::size_t from = 0; from < puts.size(); from += kMostPerCall) {
+      const std::size_t count = std::min(kMostPerCall, puts.size() - from);
+      // The reserves waiting here for the tubes of the jobs put ready (no delay) are served by
+      // the call itself, as a firing's are: no second call between the put and the worker.
+      std::set<std::string> ready_tubes;
+      for (std::size_t i = from; i < from + count; ++i) {
+        const auto& job = puts[i].args;  // tube pri delay_or_at absolute ...
+        if (job[2] == "0" && job[3] == "0") ready_tubes.insert(job[0]);
+      }
+      std::vector<std::string> waiting;
+      const auto handed = ready_tubes.empty() ? std::vector<std::shared_ptr<Waiter>>{}
+                                              : handed_to_call(waiting, &ready_tubes);
+      if (count == 1) {
+        std::vector<std::string> args = {"put", std::to_string(shards), std::to_string(shard)};
+        args.insert(args.end(), puts[from].args.begin(), puts[from].args.end());
+        args.insert(args.end(), waiting.begin(), waiting.end());
+        call(shard, std::move(args), true,
+             [self = shared_from_this(), handed,
+              done = std::move(puts[from].done)](Result<Reply> reply) {
+               // {ok, id, due, replaced, now, served}
+               const Reply* served = reply.is_ok() && reply.value().elements.size() > 5
+                                         ? &reply.value().elements[5]
+                                         : nullptr;
+               self->after_handing(handed, served);
+               done(std::move(reply));
+             });
+        continue;
+      }
+      std::vector<std::string> args = {"putmany", std::to_string(shards), std::to_string(shard),
+                                       std::to_string(count)};
+      auto dones = std::make_shared<std::vector<std::function<void(Result<Reply>)>>>();
+      for (std::size_t i = from; i < from + count; ++i) {
+        args.insert(args.end(), puts[i].args.begin(), puts[i].args.end());
+        dones->push_back(std::move(puts[i].done));
+      }
+      args.insert(args.end(), waiting.begin(), waiting.end());
+      call(shard, std::move(args), true,
+           [self = shared_from_this(), handed, dones](Result<Reply> reply) {
+             if (!reply.is_ok() || reply.value().elements.size() != dones->size() + 3) {
+               const Status failed =
+                   reply.is_ok() ? Status(Code::kIOError, "Redis: a putmany reply of " +
+                                                              redis::describe(reply.value()))
+                                 : reply.status();
+               self->after_handing(handed, nullptr);
+               for (auto& done : *dones) done(failed);
+               return;
+             }
+             // {ok, now, <a put's reply>..., served}: each put that went in gets the present
+             // as a single put's reply has it.
+             auto& elements = reply.value().elements;
+             self->after_handing(handed, &elements.back());
+             for (std::size_t i = 0; i < dones->size(); ++i) {
+               Reply& one = elements[i + 2];
+               if (!one.elements.empty() && one.elements[0].str == "ok") {
+                 one.elements.push_back(elements[1]);
+               }
+               (*dones)[i](std::move(one));
+             }
+           });
+    }
+  }
+}
+
+bool Core::replicated(std::uint16_t slot) const {
+  const std::string primary = client->primary_of(slot);
+  const auto it = replicas.find(primary);
+  if (it == replicas.end() || it->second == 0) return false;
+  const auto off = no_wait_until.find(primary);
+  return off == no_wait_until.end() || off->second <= clock->steady_now();
+}
+
+// INFO replication on every primary, every 5 s: "connected_slaves:N" and each
+// "slaveK:...,state=online,...".
+void Core::check_replicas(std::function<void()> done) {
+  const auto primaries = client->primaries();
+  auto left = std::make_shared<std::size_t>(primaries.size());
+  auto finished = std::make_shared<std::function<void()>>(std::move(done));
+  auto self = shared_from_this();
+  const auto again = [self] {
+    self->replica_timer->expires_after(Millis{5000});
+    self->replica_timer->async_wait([self](bool expired) {
+      if (expired && !self->closed) self->check_replicas(nullptr);
+    });
+  };
+  if (primaries.empty()) {
+    if (*finished) (*finished)();
+    return again();
+  }
+  for (const auto& address : primaries) {
+    client->run_at(address, Command{"INFO", "replication"},
+                   [self, address = address, left, finished, again](Result<Reply> reply) {
+                     if (self->closed) return;
+                     int online = 0;
+                     if (reply.is_ok()) online = replicas_acknowledging(reply.value().str);
+                     self->replicas[address] = online;
+                     if (--*left > 0) return;
+                     if (*finished) (*finished)();
+                     again();
+                   });
+  }
+}
+
+}  // namespace delayq::redis_broker

@@ -1,0 +1,348 @@
+// core.h — the inside of the Redis broker, shared by its files: one Core per node, on the
+// io_context's thread, holding what the node knows (each tube's best ready job per shard, the
+// reserves waiting here, the shards it owns, the tubes' settings) and the calls that change it.
+// Its rooms, one file each:
+//   calls.cc        jobs.lua on a shard, replica WAIT, puts gathered per turn, the trickle
+//   waking.cc       reserves: waiting, trying shards, probe rounds, DEADLINE_SOON, timeouts
+//   leases.cc       heartbeats, leases and fencing, firing, the channels' messages, resync
+//   tube_config.cc  webhooks, pauses and max attempts as every node reads them
+//   session.cc      a client's session: tubes, job calls (session_admin.cc: tubes, the server)
+//   redis_broker.cc opening (checks, layouts, subscriptions) and the Broker surface
+// Redis is reached only through a Caller and time only through a Clock (caller.h, clock.h), so
+// the unit tests run a Core over a scripted Redis and a clock they move by hand.
+// The design: docs/redis-mode.md
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/names.h"
+#include "broker/redis/caller.h"
+#include "broker/redis/clock.h"
+#include "broker/redis/layout.h"
+#include "broker/redis/redis_broker.h"
+#include "broker/redis/replies.h"
+
+namespace delayq::redis_broker {
+namespace asio = boost::asio;
+using broker::Callback;
+using redis::Command;
+using redis::Reply;
+using redis::ReplyType;
+
+struct Pause {
+  std::int64_t until_unix_ms = 0;
+  std::int64_t seconds = 0;
+  std::uint64_t count = 0;
+};
+
+// What a session's reserves need of it: who it is in Redis, and the jobs it holds with their
+// TTR deadlines (for DEADLINE_SOON), kept by the session as replies come.
+struct SessionState {
+  std::string holder;  // "<node>/<n>", or "*/<name>" shared by the sessions of that name
+  bool alive = true;
+  struct Held {
+    SteadyTime deadline;
+    std::uint32_t reserves = 0;
+  };
+  std::map<JobId, Held> held;
+  // This session's puts, numbered as made (1, 2, ...); those Redis has not answered yet; and
+  // what waits until every put up to a number has been answered (HTTP shares one session among
+  // all requests: a reserve waits only for the puts made before it, never for later ones).
+  std::uint64_t puts_made = 0;
+  std::set<std::uint64_t> puts_open;
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> after_puts;
+  [[nodiscard]] bool puts_open_up_to(std::uint64_t mark) const {
+    return !puts_open.empty() && *puts_open.begin() <= mark;
+  }
+  std::uint64_t put_made() {
+    puts_open.insert(++puts_made);
+    return puts_made;
+  }
+  void put_done(std::uint64_t number) {
+    puts_open.erase(number);
+    std::vector<std::function<void()>> ready;
+    std::erase_if(after_puts, [&](auto& entry) {
+      if (puts_open_up_to(entry.first)) return false;
+      ready.push_back(std::move(entry.second));
+      return true;
+    });
+    for (auto& action : ready) action();
+  }
+
+  // When the first held job enters its last second (nullopt: none will), as of `now`.
+  [[nodiscard]] std::optional<SteadyTime> soon_at(SteadyTime now) const {
+    std::optional<SteadyTime> first;
+    for (const auto& [id, job] : held) {
+      if (job.deadline <= now) continue;  // lapsed: no longer held
+      const auto at = job.deadline - std::chrono::seconds(1);
+      if (!first || at < *first) first = at;
+    }
+    return first;
+  }
+  [[nodiscard]] bool deadline_soon(SteadyTime now) const {
+    const auto at = soon_at(now);
+    return at && *at <= now;
+  }
+  void hold(const broker::Job& job, SteadyTime now) {
+    // Jobs whose TTR lapsed are held no more (their worker may never say a word about them).
+    std::erase_if(held, [now](const auto& entry) { return entry.second.deadline <= now; });
+    const auto left = std::max<std::int64_t>(0, job.view.deadline_unix_ms - job.as_of_unix_ms);
+    held[job.view.id] = {now + Millis{left}, job.view.counters.reserves};
+  }
+};
+
+// A reserve waiting, or trying shards.
+struct Waiter {
+  std::shared_ptr<SessionState> session;
+  std::uint64_t ticket = 0;
+  std::vector<std::string> tubes;
+  bool watch_list = false;
+  std::optional<SteadyTime> deadline;
+  Callback<broker::Job> done;
+  std::unique_ptr<Timer> timer;
+  // At the deadline and a grace after it (keep_deadline()): answers TIMED_OUT even with calls
+  // still under way, which only an unreachable Redis keeps that long.
+  std::unique_ptr<Timer> late;
+  void stop_timers() {
+    if (timer) timer->cancel();
+    if (late) late->cancel();
+  }
+  bool trying = false;
+  bool again = false;        // a shard became worth trying while it tried
+  bool probed = false;       // this try asked the shards whose heads were unknown
+  std::uint32_t misses = 0;  // shards this try found with no job as good as the node thought
+  bool rescanned = false;    // let in every message sent before answering DEADLINE_SOON or
+                             // TIMED_OUT (give_up())
+  bool finished = false;
+  bool handed = false;  // carried by a firing or put under way: still waiting, as clients see
+  std::uint64_t puts_before = 0;  // the session's puts made before this reserve (SessionState)
+};
+
+// A tube's best ready job in each shard, as the node knows it (a reserve tries the shard with
+// the best first): set by the shards' answers and by messages. A generation per shard tells an
+// answer whether a message came while it was on its way (after_answer()). `trying` counts the
+// reserves of the tube under way in each shard: a message while one is wakes nobody more (its
+// answer says what the shard has left).
+struct Hint {
+  std::vector<Head> heads;
+  std::vector<std::uint32_t> generation;
+  std::vector<std::uint32_t> trying;
+  // How many ready jobs the shard's last answer said it held, up to 8 (0: not said): so many
+  // reserves may go there at once (attempt()).
+  std::vector<std::uint32_t> depth;
+};
+
+struct Owned {
+  std::int64_t epoch = 0;
+  std::unique_ptr<Timer> timer;
+  bool firing = false;
+  bool again = false;
+  // The last firing's answer was lost: the next hands no waiter a job (one it may have
+  // reserved for them is theirs until its TTR lapses, and must not happen over and over).
+  bool failed = false;
+};
+
+struct TubeUse {
+  std::uint64_t using_clients = 0;
+  std::uint64_t watching = 0;
+};
+
+struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
+  // Over `client` (client_caller(), or a test's fake) and `clock` (system_clock(), or a test's).
+  Core(asio::io_context& io_in, RedisBrokerOptions options_in, std::unique_ptr<Caller> client_in,
+       std::shared_ptr<Clock> clock_in);
+
+  // --- calls: jobs.lua on a shard (write: wait for a replica, as the options say)
+  void call(std::uint32_t shard, std::vector<std::string> args, bool write,
+            std::function<void(Result<Reply>)> done);
+  std::uint32_t next_shard() { return static_cast<std::uint32_t>(rotor++ % shards); }
+  // The calls the node makes for itself in bursts of one a shard (lease renewals every lease/3;
+  // every 5 s, the overdue gauge's look and the look for lost messages), sent a few at a time
+  // (kTrickle every kTrickleGap, more when there are more than kTrickleSteps times that, so that
+  // a burst is sent within kTrickleSteps gaps), so that a burst never stands in a primary's
+  // queue in front of the calls clients wait for (firings, reserves, deletes), which share its
+  // connections. By time, not by answers: a primary that stops answering holds up no other's.
+  static constexpr std::size_t kTrickle = 8;
+  static constexpr std::size_t kTrickleSteps = 64;
+  static constexpr std::chrono::milliseconds kTrickleGap{2};
+  void trickle(std::vector<std::function<void()>> sends) {
+    const std::size_t each = std::max(kTrickle, (sends.size() + kTrickleSteps - 1) / kTrickleSteps);
+    trickle_from(std::make_shared<std::vector<std::function<void()>>>(std::move(sends)), 0, each);
+  }
+  void trickle_from(const std::shared_ptr<std::vector<std::function<void()>>>& sends,
+                    std::size_t from, std::size_t each);
+
+  // --- puts: those made in one turn of the executor go together, one call per shard
+  // (putmany), which spares Redis a script call per job. Keyless, groupless puts of a turn all
+  // go to one shard (the next in turn) so that they can. Any other call sends what is gathered
+  // first, so that a session's calls still take effect in the order made.
+  struct PendingPut {
+    std::vector<std::string> args;  // the 9 of a job in jobs.lua's put
+    std::function<void(Result<Reply>)> done;
+  };
+  void queue_put(std::uint32_t shard, std::vector<std::string> args,
+                 std::function<void(Result<Reply>)> done);
+  void flush_puts();
+  std::uint32_t burst_shard();
+  std::map<std::uint32_t, std::vector<PendingPut>> pending_puts;
+  std::optional<std::uint32_t> burst;
+  bool flush_posted = false;
+
+  // Whether the primary of `slot` has a replica in sync, as INFO replication last said (CLUSTER
+  // SLOTS leaves out replicas that have not replicated a byte yet, so it cannot tell).
+  [[nodiscard]] bool replicated(std::uint16_t slot) const;
+  void check_replicas(std::function<void()> done);
+
+  // --- waking reserves
+  Hint& hint(const std::string& tube);
+  void notify_ready(std::uint32_t shard, const std::string& tube, const Head& head);
+  void notify_readied(std::uint32_t shard, const Reply& readied);
+  void learn(std::uint32_t shard, const std::vector<std::string>& tubes,
+             const std::vector<std::uint32_t>& generations, const std::vector<Reply>& answer,
+             std::size_t at);
+  // Every shard's best of the tube unknown; an answer on its way must not undo that.
+  void forget_heads(Hint& h) {
+    for (std::uint32_t shard = 0; shard < shards; ++shard) forget_head(h, shard);
+  }
+  static void forget_head(Hint& h, std::uint32_t shard) {
+    h.heads[shard] = Head{};
+    ++h.generation[shard];
+  }
+  // A reserve of the tubes ended without its answer (an error, or its waiter went away): a
+  // message it held back (notify_ready) goes to another waiter.
+  void pass_on(const std::vector<std::string>& tubes);
+  // `untaken`: leaving out the tubes another reserve here is trying in the shard; with `deep`,
+  // only those that as many are trying as the shard last said it held ready jobs of.
+  [[nodiscard]] static Head best_of(const std::vector<const Hint*>& tubes, std::uint32_t shard,
+                                    bool untaken = false, bool deep = false);
+  void wake(const std::string& tube, std::size_t count);
+  void pump();
+  void try_reserve(const std::shared_ptr<Waiter>& waiter);
+  void attempt(const std::shared_ptr<Waiter>& waiter);
+  // Tries again the waiters that waited for a reserve call to the shard to answer.
+  void resume_deferred(std::uint32_t shard);
+  void finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> result);
+  void give_up(const std::shared_ptr<Waiter>& waiter);
+  void keep_deadline(const std::shared_ptr<Waiter>& waiter);
+  void probe_shards(std::vector<std::string> tubes, std::vector<std::uint32_t> which,
+                    std::function<void(bool)> done, bool trickled = false);
+  // `trickled`: a round of the node's own (resync()), whose calls go a few at a time.
+  void send_probes(const std::string& key, std::vector<std::string> tubes,
+                   std::vector<std::uint32_t> which, std::vector<std::function<void(bool)>> dones,
+                   bool trickled = false);
+  struct ProbeRound {
+    std::string key;
+    std::vector<std::string> tubes;
+    std::vector<std::uint32_t> which;
+    std::size_t left = 0;
+    bool found = false;
+    std::vector<std::function<void(bool)>> dones;
+  };
+  // One shard's probe call of a round, and what its answer teaches.
+  void probe_one(const std::shared_ptr<ProbeRound>& round, std::uint32_t shard);
+  [[nodiscard]] std::vector<std::string> open_tubes(const Waiter& waiter) const;
+  [[nodiscard]] std::vector<std::uint32_t> every_shard_number() const {
+    std::vector<std::uint32_t> all(shards);
+    std::iota(all.begin(), all.end(), 0u);
+    return all;
+  }
+  void arm(const std::shared_ptr<Waiter>& waiter);
+  [[nodiscard]] bool paused(const std::string& tube) const;
+
+  // --- firing and leases
+  void lease_tick();
+  void heartbeat(bool over_memory);
+  void acquire(std::vector<std::uint32_t> candidates, std::size_t index, std::size_t want);
+  void fire(std::uint32_t shard);
+  // The reserves a firing or a put may hand jobs to (fire(), flush_puts()), marked as trying.
+  std::vector<std::shared_ptr<Waiter>> handed_to_call(std::vector<std::string>& args,
+                                                      const std::set<std::string>* only = nullptr);
+  // After that call: each waiter gets its job (`served`, a job reply or nil), or goes on.
+  void after_handing(const std::vector<std::shared_ptr<Waiter>>& handed, const Reply* served);
+  void arm_fire(std::uint32_t shard, std::chrono::microseconds delay);
+  void on_event(const std::string& payload);
+  void resync();
+  // A tube's webhook is delivered by one node: the owner of the shard its name hashes to, so
+  // that the webhook's rate and concurrency hold for the whole cluster. Its deliveries move
+  // with that shard's lease.
+  [[nodiscard]] std::uint32_t delivery_shard(const std::string& tube) const {
+    return shard_of_name(tube, "", shards);
+  }
+  // A lease was taken or lost: the deliverer hears of it if a webhook's deliveries move.
+  void ownership_changed(std::uint32_t shard);
+
+  // --- tube configuration
+  void load_conf(std::function<void(Status)> done);
+  void publish_conf();
+  void watch_pauses();
+
+  asio::io_context& io;
+  RedisBrokerOptions options;
+  std::unique_ptr<Caller> client;
+  std::shared_ptr<Clock> clock;
+  redis::Script script;
+  Names names;
+  std::uint32_t shards = 0;
+  std::string node;
+  std::string subscribe_refused;  // the SSUBSCRIBE error last logged (resync())
+  // When a job message last came on the node-wide channel: only nodes of an older version,
+  // from before the shard channels, send them there (give_up() then trusts no channel).
+  std::optional<SteadyTime> older_node_heard;
+  std::uint64_t sessions = 0;
+  std::uint64_t rotor = 0;
+  bool draining = false;
+  bool closed = false;
+  broker::Metrics metrics;
+
+  std::map<std::string, Webhook> webhook_map;
+  std::map<std::string, Pause> pauses;
+  std::set<std::string> ever_paused;  // every tube pauses has named
+  std::map<std::string, std::uint32_t> max_attempts;
+  std::function<void()> webhooks_handler;
+  std::map<std::string, TubeUse> uses;
+
+  std::unordered_map<std::string, Hint> hints;
+  std::list<std::shared_ptr<Waiter>> waiters;
+  // Waiters (still trying) waiting for a reserve call of another to a shard to answer
+  // (attempt()): shard -> waiters.
+  std::unordered_map<std::uint32_t, std::vector<std::shared_ptr<Waiter>>> deferred;
+  // Probe rounds under way, by what they ask (the tubes and shards): who waits for the next.
+  std::unordered_map<std::string, std::vector<std::function<void(bool)>>> probing;
+
+  std::map<std::uint32_t, Owned> owned;
+  std::set<std::string> live;  // as of the last heartbeat
+  SteadyTime last_heartbeat;   // the last one answered
+  bool out_of_memory = false;  // the last heartbeat was refused: Redis is over its maxmemory
+  std::map<std::string, int> replicas;  // primary -> replicas online
+  // primary -> until when writes do not WAIT for its replica (one did not answer in time)
+  std::map<std::string, SteadyTime> no_wait_until;
+  std::unique_ptr<Timer> replica_timer;
+  // How many of this node's reserves wait, as last told to Redis (names.waiting), and whether a
+  // report is due: reported 10 ms after a change, so that bursts cost one write.
+  std::size_t reported_waiting = 0;
+  bool report_due = false;
+  std::unique_ptr<Timer> report_timer;
+  void report_waiting();
+  [[nodiscard]] std::size_t waiting_here() const;
+  bool leasing = false;    // a lease_tick's calls are under way
+  bool resigned = false;   // closing: leases handed back, none renewed or taken again
+  bool announced = false;  // told the others this node joined (they rebalance at once)
+  std::unique_ptr<Timer> lease_timer;
+  std::unique_ptr<Timer> resync_timer;
+  std::unique_ptr<Timer> conf_timer;  // at the end of the first pause to end
+  SteadyTime started;
+};
+
+using Core = RedisBroker::Core;
+
+}  // namespace delayq::redis_broker

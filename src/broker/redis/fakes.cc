@@ -1,0 +1,325 @@
+#include "broker/redis/fakes.h"
+
+#include <msgpuck.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+
+#include "base/check.h"
+#include "broker/redis/layout.h"
+
+namespace delayq::redis_broker::testing {
+namespace {
+
+// A command's arguments, read back from its RESP encoding.
+std::vector<std::string> arguments(const redis::Command& command) {
+  std::string wire;
+  command.encode(wire);
+  redis::ReplyReader reader;
+  reader.feed(wire);
+  auto parsed = reader.next();
+  DELAYQ_CHECK(parsed.is_ok() && parsed.value().has_value());
+  std::vector<std::string> out;
+  for (auto& element : parsed.value()->elements) out.push_back(std::move(element.str));
+  return out;
+}
+
+}  // namespace
+
+bool Call::script() const {
+  return !commands.empty() && !commands[0].empty() && commands[0][0] == "FCALL";
+}
+
+bool Call::over_memory() const {
+  return script() && commands[0].size() > 1 && commands[0][1].ends_with("_oom");
+}
+
+std::vector<std::string> Call::keys() const {
+  if (!script() || commands[0].size() < 3) return {};
+  const auto count = static_cast<std::size_t>(std::stoul(commands[0][2]));
+  return {commands[0].begin() + 3, commands[0].begin() + 3 + static_cast<std::ptrdiff_t>(count)};
+}
+
+std::string Call::op() const {
+  if (commands.empty() || commands[0].empty()) return "";
+  if (!script()) return commands[0][0];
+  const std::size_t at = 3 + keys().size();
+  return at < commands[0].size() ? commands[0][at] : "";
+}
+
+std::vector<std::string> Call::args() const {
+  if (!script()) {
+    if (commands.empty() || commands[0].empty()) return {};
+    return {commands[0].begin() + 1, commands[0].end()};
+  }
+  const std::size_t at = 3 + keys().size() + 1;
+  if (commands[0].size() <= at) return {};
+  return {commands[0].begin() + static_cast<std::ptrdiff_t>(at), commands[0].end() - 1};
+}
+
+std::string Call::caller() const {
+  return script() ? commands[0].back() : "";
+}
+
+ScriptedRedis::ScriptedRedis(boost::asio::io_context& io) : io_(io) {}
+
+void ScriptedRedis::made(Call call) {
+  if (responder) {
+    if (auto answer = responder(call)) {
+      boost::asio::post(io_, [done = std::move(call.done), answer = std::move(*answer)]() mutable {
+        done(std::move(answer));
+      });
+      return;
+    }
+  }
+  calls.push_back(std::move(call));
+}
+
+std::optional<Call> ScriptedRedis::take(const std::string& op) {
+  const auto it =
+      std::find_if(calls.begin(), calls.end(), [&](const Call& c) { return c.op() == op; });
+  if (it == calls.end()) return std::nullopt;
+  Call call = std::move(*it);
+  calls.erase(it);
+  return call;
+}
+
+std::size_t ScriptedRedis::count(const std::string& op) const {
+  return static_cast<std::size_t>(
+      std::count_if(calls.begin(), calls.end(), [&](const Call& c) { return c.op() == op; }));
+}
+
+void ScriptedRedis::answer(Call& call, redis::Reply reply, redis::Reply readied) {
+  std::vector<redis::Reply> replies;
+  if (call.script() && !reply.is_error()) {
+    if (readied.type == redis::ReplyType::kNil) readied = reply::array({});
+    replies.push_back(reply::array({std::move(reply), std::move(readied)}));
+  } else {
+    replies.push_back(std::move(reply));
+  }
+  if (call.replicas > 0) replies.push_back(redis::Reply::number(call.replicas));
+  boost::asio::post(io_, [done = std::move(call.done), replies = std::move(replies)]() mutable {
+    done(std::move(replies));
+  });
+}
+
+void ScriptedRedis::fail(Call& call, Status why) {
+  boost::asio::post(
+      io_, [done = std::move(call.done), why = std::move(why)]() mutable { done(std::move(why)); });
+}
+
+void ScriptedRedis::publish_shard(std::size_t index, const std::string& payload) {
+  DELAYQ_CHECK(shard_message_ != nullptr);
+  boost::asio::post(io_, [this, index, payload] { shard_message_(index, payload); });
+}
+
+void ScriptedRedis::publish(const std::string& payload) {
+  DELAYQ_CHECK(message_ != nullptr);
+  boost::asio::post(io_, [this, payload] { message_(payload); });
+}
+
+void ScriptedRedis::answer_syncs(std::vector<bool> held) {
+  auto waiting = std::exchange(syncs_, {});
+  for (auto& done : waiting) {
+    boost::asio::post(io_, [done = std::move(done), held] { done(held); });
+  }
+}
+
+void ScriptedRedis::start(std::function<void(Status)> done) {
+  boost::asio::post(io_, [done = std::move(done)] { done(Status::ok()); });
+}
+
+void ScriptedRedis::run(redis::Request request, redis::Callback<std::vector<redis::Reply>> done) {
+  Call call;
+  call.slot = request.slot;
+  call.replicas = request.replicas;
+  for (const auto& command : request.commands) call.commands.push_back(arguments(command));
+  call.done = std::move(done);
+  made(std::move(call));
+}
+
+void ScriptedRedis::run(std::uint16_t slot, redis::Command command,
+                        redis::Callback<redis::Reply> done) {
+  Call call;
+  call.slot = slot;
+  call.commands.push_back(arguments(command));
+  call.done = [done = std::move(done)](Result<std::vector<redis::Reply>> replies) {
+    if (!replies.is_ok()) return done(replies.status());
+    done(std::move(replies.value().front()));
+  };
+  made(std::move(call));
+}
+
+void ScriptedRedis::run_at(const std::string& address, redis::Command command,
+                           redis::Callback<redis::Reply> done) {
+  Call call;
+  call.address = address;
+  call.commands.push_back(arguments(command));
+  call.done = [done = std::move(done)](Result<std::vector<redis::Reply>> replies) {
+    if (!replies.is_ok()) return done(replies.status());
+    done(std::move(replies.value().front()));
+  };
+  made(std::move(call));
+}
+
+void ScriptedRedis::subscribe(std::string /*channel*/, std::function<void(std::string)> message,
+                              std::function<void()> subscribed) {
+  message_ = std::move(message);
+  resubscribed = std::move(subscribed);
+}
+
+void ScriptedRedis::subscribe_shards(std::vector<std::string> channels,
+                                     std::function<void(std::size_t, std::string)> message,
+                                     std::function<void(std::size_t)> subscribed) {
+  shard_channels = std::move(channels);
+  subscribed_channels = shard_channels.size();
+  shard_message_ = std::move(message);
+  shard_resubscribed = std::move(subscribed);
+}
+
+void ScriptedRedis::sync_shards(std::function<void(std::vector<bool>)> done) {
+  syncs_.push_back(std::move(done));
+}
+
+namespace reply {
+
+redis::Reply array(std::vector<redis::Reply> elements) {
+  redis::Reply r;
+  r.type = redis::ReplyType::kArray;
+  r.elements = std::move(elements);
+  return r;
+}
+
+redis::Reply ok(std::vector<redis::Reply> rest) {
+  rest.insert(rest.begin(), redis::Reply::string("ok"));
+  return array(std::move(rest));
+}
+
+redis::Reply code(const std::string& code, const std::string& message) {
+  std::vector<redis::Reply> elements = {redis::Reply::string(code)};
+  if (!message.empty()) elements.push_back(redis::Reply::string(message));
+  return array(std::move(elements));
+}
+
+std::string record(const JobView& job, const std::string& body, const std::string& holder) {
+  std::string out;
+  char buffer[16];
+  const auto put = [&](char* end) { out.append(buffer, static_cast<std::size_t>(end - buffer)); };
+  put(mp_encode_uint(buffer, kLayout));
+  put(mp_encode_uint(buffer, job.attached ? 1 : 0));
+  put(mp_encode_uint(buffer, static_cast<std::uint64_t>(job.state)));
+  put(mp_encode_uint(buffer, job.priority));
+  put(mp_encode_uint(buffer, static_cast<std::uint64_t>(job.due_unix_ms)));
+  put(mp_encode_uint(buffer, static_cast<std::uint64_t>(job.deadline_unix_ms)));
+  put(mp_encode_uint(buffer, static_cast<std::uint64_t>(job.created_unix_ms)));
+  put(mp_encode_uint(buffer, static_cast<std::uint64_t>(job.delay_ms)));
+  put(mp_encode_uint(buffer, static_cast<std::uint64_t>(job.ttr.count())));
+  for (const std::uint32_t n : {job.counters.reserves, job.counters.timeouts, job.counters.releases,
+                                job.counters.buries, job.counters.kicks}) {
+    put(mp_encode_uint(buffer, n));
+  }
+  for (const std::string* text : {&job.tube, &job.key, &job.group, &holder}) {
+    put(mp_encode_strl(buffer, static_cast<std::uint32_t>(text->size())));
+    out.append(*text);
+  }
+  return out + body;
+}
+
+redis::Reply job(const JobView& view, std::int64_t now_unix_ms, const std::string& body) {
+  redis::Reply attachment;  // nil: no delivery
+  return ok({redis::Reply::string(std::to_string(view.id)),
+             redis::Reply::string(record(view, body)), attachment,
+             redis::Reply::string(std::to_string(now_unix_ms))});
+}
+
+}  // namespace reply
+
+// A timer of the manual clock: its expiry and the waits on it.
+struct ManualClock::Entry {
+  SteadyTime at{};
+  std::vector<std::function<void(bool)>> waits;
+};
+
+namespace {
+
+class ManualTimer final : public Timer {
+ public:
+  ManualTimer(boost::asio::io_context& io, const ManualClock& clock,
+              std::shared_ptr<ManualClock::Entry> entry)
+      : io_(io), clock_(clock), entry_(std::move(entry)) {}
+  ~ManualTimer() override { cancel(); }
+  void expires_at(SteadyTime at) override {
+    cancel();
+    entry_->at = at;
+  }
+  void expires_after(std::chrono::microseconds delay) override {
+    expires_at(clock_.steady_now() + delay);
+  }
+  void async_wait(std::function<void(bool)> done) override {
+    entry_->waits.push_back(std::move(done));
+  }
+  void cancel() override {
+    for (auto& done : std::exchange(entry_->waits, {})) {
+      boost::asio::post(io_, [done = std::move(done)] { done(false); });
+    }
+  }
+
+ private:
+  boost::asio::io_context& io_;
+  const ManualClock& clock_;
+  std::shared_ptr<ManualClock::Entry> entry_;
+};
+
+}  // namespace
+
+ManualClock::ManualClock(boost::asio::io_context& io, std::int64_t start_unix_ms)
+    : io_(io), unix_us_(start_unix_ms * 1000) {}
+
+std::unique_ptr<Timer> ManualClock::timer() {
+  auto entry = std::make_shared<Entry>();
+  std::erase_if(*entries_, [](const auto& weak) { return weak.expired(); });
+  entries_->push_back(entry);
+  return std::make_unique<ManualTimer>(io_, *this, std::move(entry));
+}
+
+void ManualClock::settle() {
+  io_.restart();
+  io_.poll();
+}
+
+std::size_t ManualClock::armed() const {
+  return static_cast<std::size_t>(std::count_if(entries_->begin(), entries_->end(), [](auto& w) {
+    const auto entry = w.lock();
+    return entry && !entry->waits.empty();
+  }));
+}
+
+void ManualClock::advance(std::chrono::microseconds by) {
+  DELAYQ_CHECK(by.count() >= 0);
+  const SteadyTime until = steady_ + by;
+  settle();
+  for (;;) {
+    // The earliest timer with waits, due by `until`.
+    std::shared_ptr<Entry> next;
+    for (const auto& weak : *entries_) {
+      auto entry = weak.lock();
+      if (entry && !entry->waits.empty() && entry->at <= until && (!next || entry->at < next->at)) {
+        next = std::move(entry);
+      }
+    }
+    if (!next) break;
+    if (next->at > steady_) {
+      unix_us_ += std::chrono::duration_cast<std::chrono::microseconds>(next->at - steady_).count();
+      steady_ = next->at;
+    }
+    for (auto& done : std::exchange(next->waits, {})) {
+      boost::asio::post(io_, [done = std::move(done)] { done(true); });
+    }
+    settle();
+  }
+  unix_us_ += std::chrono::duration_cast<std::chrono::microseconds>(until - steady_).count();
+  steady_ = until;
+  settle();
+}
+
+}  // namespace delayq::redis_broker::testing

@@ -1,0 +1,139 @@
+// fakes.h — a Redis and a clock for the Redis broker's unit tests (never linked into delayqd).
+// ScriptedRedis is a Caller that answers nothing by itself: each request waits in `calls` until
+// the test answers it (or a responder given by the test does), so a test decides what Redis
+// says, in which order, and which answers are lost. It delivers the channels' messages the test
+// publishes, and holds sync_shards() rounds until answered. ManualClock moves only when told,
+// firing due timers on the io_context as it passes them. Nothing here sleeps.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/job.h"
+#include "broker/redis/caller.h"
+#include "broker/redis/clock.h"
+
+namespace delayq::redis_broker::testing {
+
+// A request as the broker made it. For a jobs.lua call (FCALL), op() and args() are the
+// operation and what follows it (without the caller's name that the broker appends).
+struct Call {
+  std::uint16_t slot = 0;
+  std::string address;                             // run_at()'s node, else ""
+  std::vector<std::vector<std::string>> commands;  // each command's arguments
+  int replicas = 0;                                // the request's WAIT, if any
+  redis::Callback<std::vector<redis::Reply>> done;
+
+  [[nodiscard]] bool script() const;       // an FCALL of jobs.lua
+  [[nodiscard]] bool over_memory() const;  // the allow-oom registration (<name>_oom)
+  [[nodiscard]] std::vector<std::string> keys() const;
+  [[nodiscard]] std::string op() const;                 // jobs.lua's op; else the command name
+  [[nodiscard]] std::vector<std::string> args() const;  // after op(), without the caller
+  [[nodiscard]] std::string caller() const;             // the node that made a jobs.lua call
+};
+
+class ScriptedRedis final : public Caller {
+ public:
+  explicit ScriptedRedis(boost::asio::io_context& io);
+
+  // Calls not answered yet, oldest first.
+  std::deque<Call> calls;
+  // Runs for each call as it is made; an answer it gives completes the call (on the executor),
+  // nullopt leaves it in `calls`.
+  std::function<std::optional<Result<std::vector<redis::Reply>>>(const Call&)> responder;
+
+  // The oldest unanswered call whose op() is `op`, taken out of `calls`; nullopt if none.
+  std::optional<Call> take(const std::string& op);
+  // How many unanswered calls have op() `op`.
+  [[nodiscard]] std::size_t count(const std::string& op) const;
+  // Completes `call` on the executor with `reply` as its one command's reply (for a jobs.lua
+  // call, wrapped as jobs.lua wraps it: {reply, readied}); or with a failure.
+  void answer(Call& call, redis::Reply reply, redis::Reply readied = {});
+  void fail(Call& call, Status why);
+  // A message on shard channel `index`, or on the node-wide channel.
+  void publish_shard(std::size_t index, const std::string& payload);
+  void publish(const std::string& payload);
+  // sync_shards() rounds waiting, answered with each channel's `held`.
+  [[nodiscard]] std::size_t syncs_waiting() const { return syncs_.size(); }
+  void answer_syncs(std::vector<bool> held);
+
+  std::vector<std::string> primary_list = {"127.0.0.1:7000"};
+  std::string subscribe_error;
+  std::size_t subscribed_channels = 0;
+
+  void start(std::function<void(Status)> done) override;
+  void close() override { closed = true; }
+  void run(redis::Request request, redis::Callback<std::vector<redis::Reply>> done) override;
+  void run(std::uint16_t slot, redis::Command command, redis::Callback<redis::Reply> done) override;
+  void run_at(const std::string& address, redis::Command command,
+              redis::Callback<redis::Reply> done) override;
+  void subscribe(std::string channel, std::function<void(std::string)> message,
+                 std::function<void()> subscribed) override;
+  void subscribe_shards(std::vector<std::string> channels,
+                        std::function<void(std::size_t, std::string)> message,
+                        std::function<void(std::size_t)> subscribed) override;
+  void sync_shards(std::function<void(std::vector<bool>)> done) override;
+  [[nodiscard]] std::string shard_subscribe_error() const override { return subscribe_error; }
+  [[nodiscard]] std::size_t shard_channels_subscribed() const override {
+    return subscribed_channels;
+  }
+  [[nodiscard]] std::vector<std::string> primaries() const override { return primary_list; }
+  [[nodiscard]] std::string primary_of(std::uint16_t /*slot*/) const override {
+    return primary_list.empty() ? std::string() : primary_list.front();
+  }
+
+  bool closed = false;
+  std::vector<std::string> shard_channels;  // as subscribe_shards() named them
+  std::function<void()> resubscribed;       // subscribe()'s `subscribed`
+  std::function<void(std::size_t)> shard_resubscribed;
+
+ private:
+  void made(Call call);
+  boost::asio::io_context& io_;
+  std::function<void(std::string)> message_;
+  std::function<void(std::size_t, std::string)> shard_message_;
+  std::vector<std::function<void(std::vector<bool>)>> syncs_;
+};
+
+// Jobs.lua's replies, as the broker reads them.
+namespace reply {
+[[nodiscard]] redis::Reply array(std::vector<redis::Reply> elements);
+[[nodiscard]] redis::Reply ok(std::vector<redis::Reply> rest = {});  // {'ok', rest...}
+[[nodiscard]] redis::Reply code(const std::string& code, const std::string& message = "");
+// A job's record as jobs.lua packs it (layout 2), with the body behind it.
+[[nodiscard]] std::string record(const JobView& job, const std::string& body,
+                                 const std::string& holder = "");
+// {'ok', id, record, false, now} for a job in `state`.
+[[nodiscard]] redis::Reply job(const JobView& job, std::int64_t now_unix_ms,
+                               const std::string& body = "");
+}  // namespace reply
+
+class ManualClock final : public Clock {
+ public:
+  explicit ManualClock(boost::asio::io_context& io, std::int64_t start_unix_ms = 1'800'000'000'000);
+  [[nodiscard]] SteadyTime steady_now() const override { return steady_; }
+  [[nodiscard]] std::int64_t now_unix_ms() const override { return unix_us_ / 1000; }
+  [[nodiscard]] std::unique_ptr<Timer> timer() override;
+  // Time passes by `by`: each timer that comes due on the way fires in its order, its handlers
+  // run (io.poll()) at its expiry, so that what they arm within `by` fires too.
+  void advance(std::chrono::microseconds by);
+  // Runs what is ready on the io_context now, with no time passing.
+  void settle();
+  // Timers set and waited on now.
+  [[nodiscard]] std::size_t armed() const;
+
+  struct Entry;
+
+ private:
+  boost::asio::io_context& io_;
+  SteadyTime steady_{std::chrono::hours(1000)};
+  std::int64_t unix_us_;
+  std::shared_ptr<std::vector<std::weak_ptr<Entry>>> entries_ =
+      std::make_shared<std::vector<std::weak_ptr<Entry>>>();
+};
+
+}  // namespace delayq::redis_broker::testing

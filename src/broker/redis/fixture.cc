@@ -1,0 +1,129 @@
+#include "broker/redis/fixture.h"
+
+#include "broker/redis/layout.h"
+
+namespace delayq::redis_broker::testing {
+
+namespace {
+
+// The answers of a healthy cluster to what a node asks while it opens.
+std::optional<Result<std::vector<redis::Reply>>> opening_answer(const Call& call,
+                                                                std::uint32_t shards) {
+  const std::string op = call.op();
+  const auto args = call.args();
+  const auto one = [](redis::Reply r) {
+    return std::optional<Result<std::vector<redis::Reply>>>(std::vector<redis::Reply>{r});
+  };
+  if (op == "INFO" && !args.empty() && args[0] == "server") {
+    return one(redis::Reply::string("# Server\r\nredis_version:7.0.15\r\n"));
+  }
+  if (op == "INFO") {
+    return one(
+        redis::Reply::string("# Replication\r\nrole:master\r\nconnected_slaves:1\r\n"
+                             "slave0:ip=127.0.0.1,port=7001,state=online,offset=1,lag=0\r\n"));
+  }
+  if (op == "CONFIG" && args.size() == 2) {
+    return one(
+        reply::array({redis::Reply::string(args[1]),
+                      redis::Reply::string(args[1] == "appendonly" ? "yes" : "noeviction")}));
+  }
+  if (op == "HSETNX") return one(redis::Reply::number(1));
+  if (op == "HGET") return one(redis::Reply::string(std::to_string(shards)));
+  if (op == "HSET") return one(redis::Reply::number(1));
+  if (op == "HGETALL") return one(reply::array({}));
+  return std::nullopt;
+}
+
+}  // namespace
+
+void NodeTest::open_node(RedisBrokerOptions options, std::uint32_t shards) {
+  options.shards = shards;
+  auto fake = std::make_unique<ScriptedRedis>(io);
+  redis = fake.get();
+  redis->responder = [shards](const Call& call) { return opening_answer(call, shards); };
+  auto opened = RedisBroker::open(io, std::move(options), std::move(fake), clock);
+  ASSERT_TRUE(opened.is_ok()) << opened.status().to_string();
+  broker = std::move(opened).value();
+  redis->responder = nullptr;
+  settle();
+  // The overdue gauge's first look at every shard: nothing overdue. (The heartbeat stays
+  // unanswered: a test of leases answers it.)
+  answer_all("overdue", reply::ok({redis::Reply::string("-1"),
+                                   redis::Reply::string(std::to_string(clock->now_unix_ms()))}));
+  settle();
+}
+
+std::unique_ptr<broker::Session> NodeTest::session() {
+  broker::SessionOptions options;
+  options.watch_default = true;
+  return broker->open_session(options);
+}
+
+Call NodeTest::take(const std::string& op) {
+  auto call = redis->take(op);
+  if (!call) {
+    std::string made;
+    for (const auto& c : redis->calls) made += " " + c.op();
+    ADD_FAILURE() << "no " << op << " call; waiting:" << made;
+    return Call{};
+  }
+  return std::move(*call);
+}
+
+void NodeTest::answer_probe(Call& call, const std::vector<std::string>& heads,
+                            const std::vector<std::int64_t>& depths) {
+  std::vector<redis::Reply> h;
+  std::vector<redis::Reply> d;
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    h.push_back(redis::Reply::string(heads[i]));
+    d.push_back(redis::Reply::number(i < depths.size() ? depths[i] : (heads[i].empty() ? 0 : 1)));
+  }
+  redis->answer(call, reply::ok({reply::array(std::move(h)), reply::array(std::move(d))}));
+}
+
+std::uint32_t NodeTest::shard_of(const Call& call) {
+  const auto keys = call.keys();
+  if (keys.empty()) return 0;
+  const auto open = keys[0].find('{');
+  return static_cast<std::uint32_t>(std::stoul(keys[0].substr(open + 1)));
+}
+
+JobView NodeTest::ready_job(JobId id, const std::string& tube) const {
+  JobView job;
+  job.id = id;
+  job.tube = tube;
+  job.state = JobState::kReady;
+  job.priority = 1024;
+  job.created_unix_ms = clock->now_unix_ms() - 1000;
+  job.due_unix_ms = job.created_unix_ms;
+  job.ttr = std::chrono::seconds(60);
+  return job;
+}
+
+redis::Reply NodeTest::reserved(JobView job, const std::vector<std::string>& heads,
+                                const std::vector<std::int64_t>& depths) const {
+  job.state = JobState::kReserved;
+  job.deadline_unix_ms = clock->now_unix_ms() + job.ttr.count() * 1000;
+  ++job.counters.reserves;
+  redis::Reply r = reply::job(job, clock->now_unix_ms());
+  std::vector<redis::Reply> h;
+  std::vector<redis::Reply> d;
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    h.push_back(redis::Reply::string(heads[i]));
+    d.push_back(redis::Reply::number(i < depths.size() ? depths[i] : (heads[i].empty() ? 0 : 1)));
+  }
+  r.elements.push_back(reply::array(std::move(h)));
+  r.elements.push_back(reply::array(std::move(d)));
+  return r;
+}
+
+std::size_t NodeTest::answer_all(const std::string& op, const redis::Reply& reply) {
+  std::size_t answered = 0;
+  while (auto call = redis->take(op)) {
+    redis->answer(*call, reply);
+    ++answered;
+  }
+  return answered;
+}
+
+}  // namespace delayq::redis_broker::testing

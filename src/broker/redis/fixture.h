@@ -1,0 +1,73 @@
+// fixture.h — a Redis broker node over the unit tests' fakes (fakes.h): opened as delayqd opens
+// one, against a scripted Redis that answers the opening's questions as a healthy 7.x cluster of
+// one primary with a replica does, then answers nothing by itself. A test makes sessions, looks
+// at the calls the node made (redis), answers them in any order or loses them, publishes the
+// channels' messages and moves the clock (clock). Everything runs when the test says so
+// (settle(), clock->advance()); nothing sleeps.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "broker/redis/fakes.h"
+#include "broker/redis/redis_broker.h"
+
+namespace delayq::redis_broker::testing {
+
+class NodeTest : public ::testing::Test {
+ protected:
+  static constexpr std::uint32_t kShards = 4;
+
+  void SetUp() override { open_node(RedisBrokerOptions{}); }
+
+  // Opens the node with `options` (shards: kShards unless set otherwise by `shards`).
+  void open_node(RedisBrokerOptions options, std::uint32_t shards = kShards);
+
+  // Runs what is ready on the executor (completions, posted work), with no time passing.
+  void settle() { clock->settle(); }
+
+  // A session as a beanstalkd client's: using and watching "default".
+  std::unique_ptr<broker::Session> session();
+
+  // The result a callback got, once it got one.
+  template <typename T>
+  struct Outcome {
+    std::optional<Result<T>> result;
+    int calls = 0;
+    broker::Callback<T> callback() {
+      return [this](Result<T> r) {
+        ++calls;
+        result.emplace(std::move(r));
+      };
+    }
+    [[nodiscard]] bool done() const { return result.has_value(); }
+  };
+
+  // The next unanswered call with op(); fails the test (and returns an empty call) if none.
+  Call take(const std::string& op);
+  // Answers a probe of `tubes` in `call`'s shard: each tube's head ("" none) and depth.
+  void answer_probe(Call& call, const std::vector<std::string>& heads,
+                    const std::vector<std::int64_t>& depths = {});
+  // The shard a jobs.lua call went to (its keys' base, "dq:{s}").
+  [[nodiscard]] static std::uint32_t shard_of(const Call& call);
+  // A ready job of `tube` with id `id`, as a reserve's answer carries it.
+  [[nodiscard]] JobView ready_job(JobId id, const std::string& tube = "default") const;
+  // A reserve's answer: the job, reserved (deadline = now + ttr), then the tubes' heads after
+  // it and their depths.
+  [[nodiscard]] redis::Reply reserved(JobView job, const std::vector<std::string>& heads,
+                                      const std::vector<std::int64_t>& depths = {}) const;
+  // Answers every call of `op` waiting now with `reply` (how many it answered).
+  std::size_t answer_all(const std::string& op, const redis::Reply& reply);
+
+  boost::asio::io_context io;
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(io);
+  ScriptedRedis* redis = nullptr;  // owned by broker
+  std::unique_ptr<RedisBroker> broker;
+};
+
+}  // namespace delayq::redis_broker::testing

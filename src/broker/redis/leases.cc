@@ -1,0 +1,385 @@
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/post.hpp>
+#include <cmath>
+
+#include "broker/redis/core.h"
+#include "redis/slot.h"
+
+namespace delayq::redis_broker {
+
+void Core::lease_tick() {
+  if (closed || resigned || leasing) return;
+  leasing = true;
+  lease_timer->cancel();
+  heartbeat(false);
+}
+
+// The heartbeat, then the leases. Sent first as a call Redis refuses while over its maxmemory,
+// which is how the node learns that it is (puts then get OUT_OF_MEMORY, and /readyz says so),
+// and then again as one it runs anyway, so that the node stays alive and keeps its leases.
+void Core::heartbeat(bool over_memory) {
+  // A script request (not a bare command): a node lacking the library gets it and the
+  // heartbeat is sent again, rather than failing until the next tick.
+  redis::Request request;
+  request.slot = redis::key_slot(names.nodes);
+  request.commands.push_back(
+      script.call({names.nodes}, {"heartbeat", node, std::to_string(options.lease.count()), node},
+                  over_memory));
+  request.script = &script;
+  client->run(std::move(request), [self = shared_from_this(),
+                                   over_memory](Result<std::vector<Reply>> replies) {
+    if (self->closed || self->resigned) return;
+    Result<Reply> reply =
+        replies.is_ok() ? Result<Reply>(split_answer(std::move(replies.value().front())).reply)
+                        : Result<Reply>(replies.status());
+    if (!over_memory) {
+      self->out_of_memory =
+          reply.is_ok() && reply.value().is_error() && is_out_of_memory(reply.value().str);
+      if (self->out_of_memory) return self->heartbeat(true);
+    }
+    self->leasing = false;
+    if (reply.is_ok() && status_of(reply.value()).is_ok() && reply.value().elements.size() > 1) {
+      self->last_heartbeat = self->clock->steady_now();
+      self->live.clear();
+      for (const auto& name : reply.value().elements[1].elements) {
+        self->live.insert(name.str);
+      }
+      if (!self->announced) {
+        self->announced = true;
+        self->client->run(redis::key_slot(self->names.events),
+                          Command{"PUBLISH", self->names.events, "l"}, [](Result<Reply>) {});
+      }
+    }
+    const std::size_t alive = std::max<std::size_t>(1, self->live.size());
+    const std::size_t share = (self->shards + alive - 1) / alive;
+    // Renew what is held; a lease lost (fenced) stops its firing. No WAIT: a renewal that a
+    // failover loses only ends the lease sooner (another node takes it, and fencing stops this
+    // one), and one held up behind a replica that stopped answering would lose it here.
+    std::vector<std::function<void()>> renewals;
+    for (const auto& [shard, own] : self->owned) {
+      renewals.emplace_back([self, shard = shard, epoch = own.epoch] {
+        const auto mine = self->owned.find(shard);
+        if (self->resigned || mine == self->owned.end() || mine->second.epoch != epoch) return;
+        self->call(shard,
+                   {"renew", self->node, std::to_string(self->options.lease.count()),
+                    std::to_string(epoch)},
+                   false, [self, shard, epoch](Result<Reply> renewed) {
+                     const auto held = self->owned.find(shard);
+                     if (renewed.is_ok() && renewed.value().type == ReplyType::kArray &&
+                         !renewed.value().elements.empty() &&
+                         renewed.value().elements[0].str == "fenced" && held != self->owned.end() &&
+                         held->second.epoch == epoch) {
+                       spdlog::warn("shard {}: lease lost", shard);
+                       self->owned.erase(held);
+                       self->ownership_changed(shard);
+                     }
+                   });
+      });
+    }
+    self->trickle(std::move(renewals));
+    if (self->owned.size() > share) {
+      // Hand the surplus back, so that a node that joined gets its share.
+      std::size_t surplus = self->owned.size() - share;
+      while (surplus-- > 0) {
+        auto last = std::prev(self->owned.end());
+        const std::uint32_t shard = last->first;
+        self->call(shard, {"resign", self->node}, false, [](Result<Reply>) {});
+        self->owned.erase(last);
+        self->ownership_changed(shard);
+      }
+      // The others take them now rather than at their next renewal.
+      self->client->run(redis::key_slot(self->names.events),
+                        Command{"PUBLISH", self->names.events, "l"}, [](Result<Reply>) {});
+    } else if (self->owned.size() < share) {
+      std::vector<std::uint32_t> candidates;
+      const auto offset =
+          static_cast<std::uint32_t>(std::hash<std::string>{}(self->node) % self->shards);
+      for (std::uint32_t i = 0; i < self->shards; ++i) {
+        const std::uint32_t shard = (offset + i) % self->shards;
+        if (!self->owned.contains(shard)) candidates.push_back(shard);
+      }
+      self->acquire(std::move(candidates), 0, share - self->owned.size());
+    }
+    self->lease_timer->expires_after(self->options.lease / 3);
+    self->lease_timer->async_wait([self](bool expired) {
+      if (expired) self->lease_tick();
+    });
+  });
+}
+
+void Core::ownership_changed(std::uint32_t shard) {
+  const bool moves = std::any_of(webhook_map.begin(), webhook_map.end(), [&](const auto& entry) {
+    return delivery_shard(entry.first) == shard;
+  });
+  if (!moves) return;
+  // Posted: the handler starts and ends lanes, whose sessions call back into this core.
+  asio::post(io, [self = shared_from_this()] {
+    if (!self->closed && self->webhooks_handler) self->webhooks_handler();
+  });
+}
+
+void Core::acquire(std::vector<std::uint32_t> candidates, std::size_t index, std::size_t want) {
+  if (closed || resigned || want == 0 || index >= candidates.size()) return;
+  const std::uint32_t shard = candidates[index];
+  // No WAIT, as for renewals: a lease that a failover loses is taken again, and two owners of a
+  // shard fire nothing twice (the firing call moves each job once); waiting for a replica that
+  // stopped answering would hold up the firing of the shards still to be taken.
+  call(shard, {"acquire", node, std::to_string(options.lease.count())}, false,
+       [self = shared_from_this(), candidates = std::move(candidates), index, want,
+        shard](Result<Reply> reply) mutable {
+         if (self->closed) return;
+         const bool taken = reply.is_ok() && reply.value().type == ReplyType::kArray &&
+                            reply.value().elements.size() > 1 &&
+                            reply.value().elements[0].str == "ok";
+         if (self->resigned) {  // taken as the node closed: handed back at once
+           if (taken) self->call(shard, {"resign", self->node}, false, [](Result<Reply>) {});
+           return;
+         }
+         std::size_t still = want;
+         if (taken) {
+           Owned& own = self->owned[shard];
+           own.epoch = reply.value().elements[1].integer;
+           own.timer = self->clock->timer();
+           spdlog::debug("shard {}: owned, epoch {}", shard, own.epoch);
+           --still;
+           self->ownership_changed(shard);
+           self->fire(shard);
+         }
+         self->acquire(std::move(candidates), index + 1, still);
+       });
+}
+
+void Core::fire(std::uint32_t shard) {
+  auto it = owned.find(shard);
+  if (it == owned.end() || closed) return;
+  Owned& own = it->second;
+  if (own.firing) {
+    own.again = true;
+    return;
+  }
+  own.firing = true;
+  own.again = false;
+  std::vector<std::string> args = {"fire", std::to_string(own.epoch),
+                                   std::to_string(options.fire_batch)};
+  std::vector<std::shared_ptr<Waiter>> handed;
+  if (!own.failed) handed = handed_to_call(args);
+  // No WAIT: a firing a failover loses is done again by the shard's owner, from the due time.
+  call(shard, std::move(args), false,
+       [self = shared_from_this(), shard, handed = std::move(handed)](Result<Reply> reply) {
+         const bool served = reply.is_ok() && reply.value().elements.size() > 5 &&
+                             reply.value().elements[0].str == "ok";
+         self->after_handing(handed, served ? &reply.value().elements[5] : nullptr);
+         auto found = self->owned.find(shard);
+         if (found == self->owned.end()) return;
+         Owned& mine = found->second;
+         mine.firing = false;
+         mine.failed = !reply.is_ok();
+         if (reply.is_ok() && !reply.value().elements.empty() &&
+             reply.value().elements[0].str == "fenced") {
+           spdlog::warn("shard {}: fenced off: another node owns it", shard);
+           self->owned.erase(found);
+           self->ownership_changed(shard);
+           return;
+         }
+         if (!reply.is_ok() || reply.value().type != ReplyType::kArray ||
+             reply.value().elements.size() < 5) {
+           if (!reply.is_ok())
+             spdlog::warn("shard {}: firing failed: {}", shard, reply.status().to_string());
+           return self->arm_fire(shard, Millis{100});
+         }
+         const auto& elements = reply.value().elements;
+         for (const auto& late : elements[4].elements) {  // microseconds
+           self->metrics.fire_lateness.observe(static_cast<double>(to_int(late.str)) / 1e6);
+         }
+         const auto moved = elements[1].integer;
+         const double head = to_ms(elements[2].str, -1);
+         const double now = to_ms(elements[3].str, 0);
+         if (mine.again || moved >= static_cast<std::int64_t>(self->options.fire_batch)) {
+           return self->fire(shard);
+         }
+         // Until the next timer's microsecond by Redis's clock, counted from the call's present.
+         std::chrono::microseconds delay = self->options.resync;
+         if (head >= 0) {
+           const auto until =
+               static_cast<std::int64_t>(std::ceil(std::max(0.0, head - now) * 1000));
+           delay = std::min(delay, std::chrono::microseconds{until});
+         }
+         self->arm_fire(shard, delay);
+       });
+}
+
+// A reserve waiting here for tubes of which no shard is known to hold a ready job would be woken
+// by what a firing or a put makes ready, and then reserve it: one more round trip to Redis
+// between the due time (or the put) and the worker. So the call reserves for it: the longest
+// waiting first, a few at a time (each costs the call a look at its tubes), and only while
+// nothing is known elsewhere, so that one never gets a worse job than another shard holds.
+// Appends `holder n tube...` for each to `args` (jobs.lua's serve()); for a put, `only` the
+// waiters of the tubes it puts ready jobs in.
+std::vector<std::shared_ptr<Waiter>> Core::handed_to_call(std::vector<std::string>& args,
+                                                          const std::set<std::string>* only) {
+  constexpr std::size_t kMostWaiters = 8;
+  constexpr std::size_t kMostLooked = 32;  // waiters looked at, handed or not
+  constexpr std::size_t kMostTubes = 8;
+  std::vector<std::shared_ptr<Waiter>> handed;
+  std::unordered_map<std::string, bool> empty;  // tube -> no shard known to hold a ready job
+  std::size_t looked = 0;
+  for (const auto& waiter : waiters) {
+    if (handed.size() == kMostWaiters || looked == kMostLooked) break;
+    if (waiter->finished || waiter->trying) continue;
+    ++looked;
+    const auto tubes = open_tubes(*waiter);
+    if (tubes.empty() || tubes.size() > kMostTubes) continue;
+    if (only != nullptr && std::none_of(tubes.begin(), tubes.end(),
+                                        [&](const auto& tube) { return only->contains(tube); })) {
+      continue;
+    }
+    const bool nothing_known = std::all_of(tubes.begin(), tubes.end(), [&](const auto& tube) {
+      const auto [it, inserted] = empty.try_emplace(tube, false);
+      if (inserted) {
+        const Hint& h = hint(tube);
+        it->second = std::all_of(h.heads.begin(), h.heads.end(),
+                                 [](const Head& head) { return head.kind == Head::Kind::kNone; });
+      }
+      return it->second;
+    });
+    if (!nothing_known) continue;
+    waiter->trying = true;
+    waiter->handed = true;
+    waiter->again = false;
+    args.push_back(waiter->session->holder);
+    args.push_back(std::to_string(tubes.size()));
+    args.insert(args.end(), tubes.begin(), tubes.end());
+    handed.push_back(waiter);
+  }
+  return handed;
+}
+
+void Core::after_handing(const std::vector<std::shared_ptr<Waiter>>& handed, const Reply* served) {
+  for (std::size_t i = 0; i < handed.size(); ++i) {
+    const auto& waiter = handed[i];
+    waiter->trying = false;
+    waiter->handed = false;
+    const Reply* job =
+        served != nullptr && i < served->elements.size() ? &served->elements[i] : nullptr;
+    if (job != nullptr && job->type == ReplyType::kArray) {
+      // (A waiter that went away meanwhile: finish() undoes the reservation.)
+      finish(waiter, job_of(*job));
+    } else if (waiter->finished) {
+      pass_on(open_tubes(*waiter));
+    } else {
+      // What the node knows may have changed during the call: a try (which costs no call when
+      // no shard is known to hold a job of its tubes) goes by it, and waits again if need be.
+      try_reserve(waiter);
+    }
+  }
+}
+
+void Core::arm_fire(std::uint32_t shard, std::chrono::microseconds delay) {
+  auto it = owned.find(shard);
+  if (it == owned.end()) return;
+  it->second.timer->expires_after(delay);
+  it->second.timer->async_wait([self = shared_from_this(), shard](bool expired) {
+    if (expired) self->fire(shard);
+  });
+}
+
+// "r dq:{s} tube node head": tube's best ready job in shard s is now `head` (Head::parse()), by
+// a call of `node` (which learnt it from the call's answer and skips its own message). Nodes of
+// older versions sent "r dq:{s} tube [node]" when the tube's ready set stopped being empty: the
+// head is then unknown. "t dq:{s} ms": shard s has a timer earlier than it had. "c": a tube's
+// configuration changed. "l": a node gave leases up.
+void Core::on_event(const std::string& payload) {
+  if (payload == "c") {
+    load_conf([](Status) {});
+    return;
+  }
+  if (payload == "l") {
+    lease_tick();
+    return;
+  }
+  if (payload.size() < 4 || payload[1] != ' ') return;
+  const auto open = payload.find('{');
+  const auto close = payload.find('}', open);
+  if (open == std::string::npos || close == std::string::npos) return;
+  const auto shard = static_cast<std::uint32_t>(
+      to_int(std::string_view(payload).substr(open + 1, close - open - 1)));
+  const std::string rest = close + 2 <= payload.size() ? payload.substr(close + 2) : std::string();
+  if (payload[0] == 'r') {
+    const std::string_view fields(rest);
+    const auto space = fields.find(' ');
+    const std::string_view tube = fields.substr(0, space);
+    std::string_view from;
+    std::string_view head = "?";
+    if (space != std::string_view::npos) {
+      from = fields.substr(space + 1);
+      if (const auto second = from.find(' '); second != std::string_view::npos) {
+        head = from.substr(second + 1);
+        from = from.substr(0, second);
+      }
+    }
+    if (from == node) return;
+    notify_ready(shard, std::string(tube), Head::parse(head));
+  } else if (payload[0] == 't' && owned.contains(shard)) {
+    fire(shard);
+  }
+}
+
+void Core::resync() {
+  if (closed) return;
+  if (const auto refused = client->shard_subscribe_error(); refused != subscribe_refused) {
+    subscribe_refused = refused;
+    if (!refused.empty()) {
+      spdlog::warn(
+          "redis: the shard channels cannot be subscribed ({}): reserves here hear of jobs "
+          "made ready through other nodes only every 5 s (an ACL must allow the channels "
+          "{}:{{*}}:events)",
+          refused, options.prefix);
+    }
+  }
+  // Every tube a reserve waits for is looked for in every shard again (one probe round per
+  // tube, shared by its waiters): what a lost message hid, they find.
+  std::set<std::string> waited;
+  for (const auto& waiter : waiters) waited.insert(waiter->tubes.begin(), waiter->tubes.end());
+  // The hints of tubes no reserve here waits for, no session here watches and no webhook
+  // delivers go (a few KiB each): a node must not keep something for every tube it heard of.
+  std::erase_if(hints, [&](const auto& entry) {
+    const auto& [tube, h] = entry;
+    if (waited.contains(tube) || webhook_map.contains(tube)) return false;
+    if (const auto use = uses.find(tube); use != uses.end() && use->second.watching > 0) {
+      return false;
+    }
+    return std::all_of(h.trying.begin(), h.trying.end(), [](std::uint32_t n) { return n == 0; });
+  });
+  for (const auto& tube : waited) {
+    if (paused(tube)) continue;
+    probe_shards(
+        {tube}, every_shard_number(),
+        [self = shared_from_this()](bool found) {
+          if (found) self->pump();
+        },
+        true);
+  }
+  // Every shard's earliest timer, for the overdue gauge: seen from every node, so that a shard
+  // its owner stopped firing shows on the others' pages too.
+  metrics.shard_overdue.resize(shards);
+  std::vector<std::function<void()>> looks;
+  for (std::uint32_t shard = 0; shard < shards; ++shard) {
+    looks.emplace_back([self = shared_from_this(), shard] {
+      self->call(shard, {"overdue"}, false, [self, shard](Result<Reply> reply) {
+        if (!reply.is_ok() || reply.value().elements.size() < 3) return;
+        const auto head = to_int(reply.value().elements[1].str, -1);
+        const auto now = to_int(reply.value().elements[2].str);
+        self->metrics.shard_overdue[shard] =
+            head >= 0 && head < now ? static_cast<double>(now - head) / 1000.0 : 0.0;
+      });
+    });
+  }
+  trickle(std::move(looks));
+  resync_timer->expires_after(std::max(options.resync * 5, Millis{1000}));
+  resync_timer->async_wait([self = shared_from_this()](bool expired) {
+    if (expired) self->resync();
+  });
+}
+
+}  // namespace delayq::redis_broker

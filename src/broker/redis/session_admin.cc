@@ -1,0 +1,236 @@
+#include "broker/redis/session.h"
+#include "redis/slot.h"
+#include "store/record.h"
+
+namespace delayq::redis_broker {
+
+void RedisSession::pause_tube(std::string tube, broker::Seconds pause, Callback<TubeStats> done) {
+  if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<TubeStats>(s));
+  stats_tube(tube, [self = this, state = state_, tube, pause,
+                    done = std::move(done)](Result<TubeStats> exists) mutable {
+    if (!state->alive) return;
+    if (!exists.is_ok()) return done(exists.status());
+    self->pause_existing(tube, pause, std::move(done));
+  });
+}
+
+void RedisSession::pause_existing(const std::string& tube, broker::Seconds pause,
+                                  Callback<TubeStats> done) {
+  // The shards' scripts enforce it, on Redis's clock; the global entry is what stats show.
+  const auto seconds = pause.count();
+  every_shard(
+      {"pause", tube, std::to_string(seconds * 1000)}, true,
+      [core = core_, state = state_, tube, seconds, self = this,
+       done = std::move(done)](Result<std::vector<Reply>> replies) mutable {
+        if (!state->alive) return;
+        if (!replies.is_ok()) return done(replies.status());
+        Pause& p = core->pauses[tube];
+        p = {seconds == 0 ? 0 : core->clock->now_unix_ms() + seconds * 1000, seconds, p.count + 1};
+        core->watch_pauses();
+        core->client->run(
+            redis::key_slot(core->names.pauses),
+            Command{"HSET", core->names.pauses, tube,
+                    std::to_string(p.until_unix_ms) + " " + std::to_string(seconds) + " " +
+                        std::to_string(p.count)},
+            [core, state, tube, self, done = std::move(done)](Result<Reply> reply) mutable {
+              if (!state->alive) return;
+              if (!reply.is_ok()) return done(reply.status());
+              core->publish_conf();
+              self->stats_tube(tube, std::move(done));
+            });
+      });
+}
+
+void RedisSession::stats_tube(std::string tube, Callback<TubeStats> done) {
+  if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<TubeStats>(s));
+  tube_stats({tube},
+             [self = this, state = state_, tube, done = std::move(done)](Result<Sums> sums) {
+               if (!state->alive) return;
+               if (!sums.is_ok()) return done(sums.status());
+               TubeStats stats;
+               stats.name = tube;
+               if (const auto it = sums.value().tubes.find(tube); it != sums.value().tubes.end()) {
+                 stats = it->second;
+               }
+               stats = self->with_local(std::move(stats));
+               if (!self->exists(stats)) return done(Status(Code::kNotFound, "no such tube"));
+               done(std::move(stats));
+             });
+}
+
+void RedisSession::set_max_attempts(std::string tube, std::uint32_t max_attempts,
+                                    Callback<std::uint32_t> done) {
+  if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<std::uint32_t>(s));
+  // Every shard's scripts read it where they run; the global copy is what stats show.
+  every_shard(
+      {"max_attempts", tube, std::to_string(max_attempts)}, true,
+      [core = core_, state = state_, tube, max_attempts,
+       done = std::move(done)](Result<std::vector<Reply>> replies) mutable {
+        if (!replies.is_ok()) return done(replies.status());
+        Command command = max_attempts == 0 ? Command{"HDEL", core->names.max_attempts, tube}
+                                            : Command{"HSET", core->names.max_attempts, tube,
+                                                      std::to_string(max_attempts)};
+        if (max_attempts == 0)
+          core->max_attempts.erase(tube);
+        else
+          core->max_attempts[tube] = max_attempts;
+        core->client->run(redis::key_slot(core->names.max_attempts), std::move(command),
+                          [core, state, max_attempts, done = std::move(done)](Result<Reply> reply) {
+                            if (!state->alive) return;
+                            if (!reply.is_ok()) return done(reply.status());
+                            core->publish_conf();
+                            done(max_attempts);
+                          });
+      });
+}
+
+// A tube exists while it holds jobs or a client here uses, watches or waits for it (a reserve
+// naming it: an HTTP long-poll, a webhook's delivery); "default" always does.
+bool RedisSession::has_jobs(const TubeStats& stats) {
+  return stats.ready + stats.reserved + stats.delayed + stats.buried > 0;
+}
+
+// A tube with a webhook exists as long as the webhook does, as on a single delayqd.
+bool RedisSession::exists(const TubeStats& stats) const {
+  return has_jobs(stats) ||
+         stats.using_clients + stats.watching_clients + stats.waiting_clients > 0 ||
+         stats.name == "default" || core_->webhook_map.contains(stats.name);
+}
+
+std::vector<TubeStats> RedisSession::existing(Sums sums) const {
+  // Only tubes with jobs and tubes this node's clients name can exist (the shards also remember
+  // tubes long gone: with_local() is not spent on those).
+  std::set<std::string> named = {"default"};
+  for (const auto& [name, use] : core_->uses) named.insert(name);
+  for (const auto& [name, webhook] : core_->webhook_map) named.insert(name);
+  for (const auto& waiter : core_->waiters) {
+    named.insert(waiter->tubes.begin(), waiter->tubes.end());
+  }
+  for (const auto& name : named) sums.tubes.try_emplace(name).first->second.name = name;
+  std::vector<TubeStats> list;
+  for (auto& [name, stats] : sums.tubes) {
+    if (!has_jobs(stats) && !named.contains(name)) continue;
+    TubeStats local = with_local(std::move(stats));
+    if (exists(local)) list.push_back(std::move(local));
+  }
+  return list;
+}
+
+void RedisSession::list_tubes(Callback<std::vector<TubeStats>> done) {
+  tube_stats({}, [self = this, state = state_, done = std::move(done)](Result<Sums> sums) {
+    if (!state->alive) return;
+    if (!sums.is_ok()) return done(sums.status());
+    done(self->existing(std::move(sums).value()));
+  });
+}
+
+void RedisSession::stats(Callback<ServerStats> done) {
+  tube_stats({}, [self = this, state = state_, done = std::move(done)](Result<Sums> sums) mutable {
+    if (!state->alive) return;
+    if (!sums.is_ok()) return done(sums.status());
+    ServerStats stats;
+    stats.job_timeouts = sums.value().timeouts;
+    for (const auto& [name, t] : sums.value().tubes) {
+      stats.total_jobs += t.total_jobs;
+      stats.deletes += t.deletes;
+    }
+    for (const auto& t : self->existing(std::move(sums).value())) {
+      stats.urgent += t.urgent;
+      stats.ready += t.ready;
+      stats.reserved += t.reserved;
+      stats.delayed += t.delayed;
+      stats.buried += t.buried;
+      ++stats.tubes;
+    }
+    // Reserves waiting on every live node: this one's as it is, the others' as they last said.
+    auto core = self->core_;
+    core->client->run(redis::key_slot(core->names.waiting), Command{"HGETALL", core->names.waiting},
+                      [core, state, stats, done = std::move(done)](Result<Reply> reply) mutable {
+                        if (!state->alive) return;
+                        stats.waiting = core->waiting_here();
+                        if (reply.is_ok()) {
+                          const auto& e = reply.value().elements;
+                          for (std::size_t i = 0; i + 1 < e.size(); i += 2) {
+                            if (e[i].str != core->node && core->live.contains(e[i].str)) {
+                              stats.waiting += static_cast<std::uint64_t>(to_int(e[i + 1].str));
+                            }
+                          }
+                        }
+                        done(stats);
+                      });
+  });
+}
+
+void RedisSession::set_webhook(std::string tube, Webhook webhook, Callback<Webhook> done) {
+  if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<Webhook>(s));
+  core_->client->run(redis::key_slot(core_->names.webhooks),
+                     Command{"HSET", core_->names.webhooks, tube, store::encode_webhook(webhook)},
+                     [core = core_, state = state_, tube, webhook,
+                      done = std::move(done)](Result<Reply> reply) mutable {
+                       if (!reply.is_ok()) {
+                         if (state->alive) done(reply.status());
+                         return;
+                       }
+                       core->webhook_map[tube] = webhook;
+                       core->publish_conf();
+                       if (core->webhooks_handler) core->webhooks_handler();
+                       if (state->alive) done(std::move(webhook));
+                     });
+}
+
+void RedisSession::get_webhook(std::string tube, Callback<Webhook> done) {
+  const auto it = core_->webhook_map.find(tube);
+  if (it == core_->webhook_map.end()) {
+    return post(std::move(done),
+                Result<Webhook>(Status(Code::kNotFound, "tube " + tube + " has no webhook")));
+  }
+  post(std::move(done), Result<Webhook>(it->second));
+}
+
+void RedisSession::remove_webhook(std::string tube, Callback<Webhook> done) {
+  const auto it = core_->webhook_map.find(tube);
+  if (it == core_->webhook_map.end()) {
+    return post(std::move(done),
+                Result<Webhook>(Status(Code::kNotFound, "tube " + tube + " has no webhook")));
+  }
+  Webhook old = it->second;
+  core_->client->run(redis::key_slot(core_->names.webhooks),
+                     Command{"HDEL", core_->names.webhooks, tube},
+                     [core = core_, state = state_, tube, old,
+                      done = std::move(done)](Result<Reply> reply) mutable {
+                       if (!reply.is_ok()) {
+                         if (state->alive) done(reply.status());
+                         return;
+                       }
+                       core->webhook_map.erase(tube);
+                       core->publish_conf();
+                       if (core->webhooks_handler) core->webhooks_handler();
+                       if (state->alive) done(std::move(old));
+                     });
+}
+
+void RedisSession::note_attempt(JobId id, int status, std::string error, Callback<JobView> done) {
+  // The attempt's outcome joins what the job keeps (its URL and content type stay).
+  job_call(shard_of_id(id, core_->shards), {"peek", std::to_string(id), "", ""}, false,
+           [core = core_, state = state_, id, status, error = std::move(error),
+            done = std::move(done)](Result<broker::Job> job) mutable {
+             if (!job.is_ok()) return done(job.status());
+             Delivery delivery = std::move(job.value().delivery);
+             delivery.last_status = status;
+             delivery.last_error = std::move(error);
+             delivery.last_attempt_unix_ms = core->clock->now_unix_ms();
+             core->call(
+                 shard_of_id(id, core->shards),
+                 {"note", state->holder, std::to_string(id), store::encode_delivery(delivery)},
+                 true, [state, done = std::move(done)](Result<Reply> reply) {
+                   if (!state->alive) return;
+                   if (!reply.is_ok()) return done(reply.status());
+                   if (Status s = status_of(reply.value()); !s.is_ok()) return done(s);
+                   auto noted = job_of(reply.value());
+                   if (!noted.is_ok()) return done(noted.status());
+                   done(std::move(noted.value().view));
+                 });
+           });
+}
+
+}  // namespace delayq::redis_broker

@@ -1,0 +1,461 @@
+#include <algorithm>
+
+#include "broker/redis/core.h"
+#include "redis/slot.h"
+
+namespace delayq::redis_broker {
+
+Hint& Core::hint(const std::string& tube) {
+  auto [it, inserted] = hints.try_emplace(tube);
+  if (inserted) {
+    it->second.heads.assign(shards, Head{});
+    it->second.generation.assign(shards, 0);
+    it->second.trying.assign(shards, 0);
+    it->second.depth.assign(shards, 0);
+  }
+  return it->second;
+}
+
+// A tube's ready set in a shard gained a job better than its best (from a call's answer, or
+// another node's message). One waiting reserve goes to see, not all of them: at a job at a
+// time, every other would find nothing, a call each. A reserve that takes a job wakes two others
+// if its shard holds more, one if any shard may (attempt()), so a burst reaches every waiter in
+// a few rounds.
+void Core::notify_ready(std::uint32_t shard, const std::string& tube, const Head& head) {
+  if (shard >= shards) return;
+  const auto it = hints.find(tube);
+  // No reserve here has asked for the tube since its hint was dropped (resync()): the next one
+  // finds every shard's best unknown and asks them.
+  if (it == hints.end()) return;
+  Hint& h = it->second;
+  h.heads[shard] = after_message(h.heads[shard], head);
+  ++h.generation[shard];
+  if (h.trying[shard] == 0) wake(tube, 1);
+}
+
+// A call's answer lists the tubes whose best ready job in the shard it made better: {tube, head}.
+void Core::notify_readied(std::uint32_t shard, const Reply& readied) {
+  for (const auto& pair : readied.elements) {
+    if (pair.elements.size() == 2) {
+      notify_ready(shard, pair.elements[0].str, Head::parse(pair.elements[1].str));
+    }
+  }
+}
+
+// A shard's answer to a call made when the tubes' generations there were `generations`: at
+// `at`, its heads of those tubes, in their order (as Head::parse() reads them), and after them
+// how many ready jobs each has there (up to 8).
+void Core::learn(std::uint32_t shard, const std::vector<std::string>& tubes,
+                 const std::vector<std::uint32_t>& generations, const std::vector<Reply>& answer,
+                 std::size_t at) {
+  if (answer.size() <= at || answer[at].elements.size() != tubes.size()) return;
+  const Reply& heads = answer[at];
+  const Reply* depths = answer.size() > at + 1 && answer[at + 1].elements.size() == tubes.size()
+                            ? &answer[at + 1]
+                            : nullptr;
+  for (std::size_t i = 0; i < tubes.size(); ++i) {
+    Hint& h = hint(tubes[i]);
+    h.heads[shard] = after_answer(h.heads[shard], Head::parse(heads.elements[i].str),
+                                  h.generation[shard] != generations[i]);
+    h.depth[shard] =
+        depths == nullptr ? 0 : static_cast<std::uint32_t>(depths->elements[i].integer);
+  }
+}
+
+void Core::pass_on(const std::vector<std::string>& tubes) {
+  for (const auto& tube : tubes) {
+    const Hint& h = hint(tube);
+    if (std::any_of(h.heads.begin(), h.heads.end(),
+                    [](const Head& head) { return head.kind != Head::Kind::kNone; })) {
+      wake(tube, 1);
+    }
+  }
+}
+
+// The best job of the tubes in the shard, as known: unknown if any tube's is.
+Head Core::best_of(const std::vector<const Hint*>& tubes, std::uint32_t shard, bool untaken,
+                   bool deep) {
+  Head best;
+  best.kind = Head::Kind::kNone;
+  for (const Hint* h : tubes) {
+    if (untaken && h->trying[shard] >= (deep ? std::max<std::uint32_t>(1, h->depth[shard]) : 1)) {
+      continue;
+    }
+    const Head& head = h->heads[shard];
+    if (head.kind == Head::Kind::kUnknown) return head;
+    if (head.known() && (!best.known() || head.before(best))) best = head;
+  }
+  return best;
+}
+
+std::vector<std::string> Core::open_tubes(const Waiter& waiter) const {
+  std::vector<std::string> tubes;
+  for (const auto& tube : waiter.tubes) {
+    if (!paused(tube)) tubes.push_back(tube);
+  }
+  return tubes;
+}
+
+// Up to `count` reserves waiting on the tube try the shards that may hold jobs, the longest
+// waiting first; with none waiting idle, those trying other shards look again when done.
+void Core::wake(const std::string& tube, std::size_t count) {
+  if (paused(tube)) return;
+  // try_reserve may finish a waiter, which erases it: walk a copy.
+  const std::vector<std::shared_ptr<Waiter>> now(waiters.begin(), waiters.end());
+  for (const auto& waiter : now) {
+    if (count == 0) break;
+    if (waiter->finished ||
+        std::find(waiter->tubes.begin(), waiter->tubes.end(), tube) == waiter->tubes.end()) {
+      continue;
+    }
+    if (waiter->trying) {
+      waiter->again = true;
+      continue;
+    }
+    --count;
+    try_reserve(waiter);
+  }
+}
+
+bool Core::paused(const std::string& tube) const {
+  const auto it = pauses.find(tube);
+  return it != pauses.end() && it->second.until_unix_ms > clock->now_unix_ms();
+}
+
+void Core::pump() {
+  // try_reserve may finish a waiter, which erases it: walk a copy.
+  const std::vector<std::shared_ptr<Waiter>> now(waiters.begin(), waiters.end());
+  for (const auto& waiter : now) {
+    if (waiter->trying) {
+      waiter->again = true;
+    } else if (!waiter->finished) {
+      try_reserve(waiter);
+    }
+  }
+}
+
+void Core::try_reserve(const std::shared_ptr<Waiter>& waiter) {
+  waiter->trying = true;
+  waiter->again = false;
+  waiter->probed = false;
+  waiter->misses = 0;
+  attempt(waiter);
+}
+
+// One step of a try: the shard the node knows to hold the best job of the waiter's tubes is
+// asked for it, with the best known elsewhere as a bound (a shard whose best is worse, because
+// another node took what was known, answers so, and the next best is tried). Shards whose heads
+// are not known are asked first, all at once. Every answer tells the node what the shard has
+// left, so each miss corrects what it knew.
+void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
+  if (waiter->finished) {
+    waiter->trying = false;
+    return pass_on(open_tubes(*waiter));
+  }
+  const std::vector<std::string> tubes = open_tubes(*waiter);
+  std::vector<const Hint*> hinted;  // (an unordered_map's elements stay where they are)
+  for (const auto& tube : tubes) hinted.push_back(&hint(tube));
+  std::vector<std::uint32_t> unknown;
+  std::optional<std::uint32_t> first;
+  Head best;
+  Head second;
+  // A shard whose best job another reserve of this node is taking is passed over: one more call
+  // there would find it gone, or find its next job worse than another shard's best and answer
+  // so (measured: one job at a time, every such call found none; draining a backlog with eight
+  // workers, seven calls a job). If no other shard is known to hold one, the waiter waits for an
+  // answer from that shard (`taken`), which says what it holds next. A shard that is the only
+  // one known to hold jobs of the tubes takes as many reserves at once as it last said it held.
+  std::optional<std::uint32_t> taken;
+  Head taken_head;
+  std::size_t holding = 0;
+  for (std::uint32_t shard = 0; shard < shards; ++shard) {
+    const Head all = best_of(hinted, shard);
+    if (all.kind == Head::Kind::kUnknown) unknown.push_back(shard);
+    if (all.known()) ++holding;
+  }
+  for (std::uint32_t shard = 0; shard < shards && holding > 0; ++shard) {
+    const Head all = best_of(hinted, shard);
+    if (!all.known()) continue;
+    const Head head = best_of(hinted, shard, true, holding == 1);
+    if ((!head.known() || all.before(head)) && (!taken || all.before(taken_head))) {
+      taken = shard;
+      taken_head = all;
+    }
+    if (head.known() && (!first || head.before(best))) {
+      second = best;
+      best = head;
+      first = shard;
+    } else if (head.known() && (!second.known() || head.before(second))) {
+      second = head;
+    }
+  }
+  if (!unknown.empty() && !waiter->probed) {
+    waiter->probed = true;
+    return probe_shards(tubes, std::move(unknown),
+                        [self = shared_from_this(), waiter](bool) { self->attempt(waiter); });
+  }
+  if (!first && taken) {
+    deferred[*taken].push_back(waiter);
+    return;
+  }
+  // A shard whose head a probe could not learn is tried when no known one is left.
+  if (!first && !unknown.empty()) first = unknown[next_shard() % unknown.size()];
+  if (!first || waiter->misses > shards + 16) {
+    waiter->trying = false;
+    if (waiter->again) return try_reserve(waiter);
+    return give_up(waiter);
+  }
+  const std::uint32_t shard = *first;
+  std::vector<std::string> args = {"reserve", waiter->session->holder,
+                                   second.known() ? second.text() : ""};
+  std::vector<std::uint32_t> generations;
+  for (const auto& tube : tubes) {
+    generations.push_back(hint(tube).generation[shard]);
+    ++hint(tube).trying[shard];
+  }
+  args.insert(args.end(), tubes.begin(), tubes.end());
+  // No WAIT: a reservation a failover loses only hands the job out again (at least once).
+  call(shard, std::move(args), false,
+       [self = shared_from_this(), waiter, shard, tubes,
+        generations = std::move(generations)](Result<Reply> reply) {
+         for (const auto& tube : tubes) --self->hint(tube).trying[shard];
+         // The waiters that waited for this answer try again once it is taken in (below).
+         const struct Resume {
+           Core& core;
+           std::uint32_t shard;
+           ~Resume() { core.resume_deferred(shard); }
+         } resume{*self, shard};
+         if (!reply.is_ok()) {
+           waiter->trying = false;
+           self->finish(waiter, reply.status());
+           return self->pass_on(tubes);
+         }
+         const auto& elements = reply.value().elements;
+         const std::string& code = elements.empty() ? std::string() : elements[0].str;
+         if (code == "worse" || code == "notfound") {
+           // The shard holds nothing as good as the node thought (another node took it): it
+           // now knows what the shard holds, and tries the best again.
+           self->learn(shard, tubes, generations, elements, 2);
+           ++waiter->misses;
+           return self->attempt(waiter);
+         }
+         waiter->trying = false;
+         const Status status = status_of(reply.value());
+         if (!status.is_ok()) return self->finish(waiter, status);
+         self->learn(shard, tubes, generations, elements, 5);
+         self->finish(waiter, job_of(reply.value()));
+         // This waiter is served: work it was woken for, or told of meanwhile, may be left (more
+         // in this shard, or jobs in shards it did not get to): another waiter goes on.
+         for (const auto& tube : tubes) {
+           const Hint& h = self->hint(tube);
+           if (h.heads[shard].known()) {
+             self->wake(tube, 2);
+           } else if (std::any_of(h.heads.begin(), h.heads.end(), [](const Head& head) {
+                        return head.kind != Head::Kind::kNone;
+                      })) {
+             self->wake(tube, 1);
+           }
+         }
+       });
+}
+
+std::size_t Core::waiting_here() const {
+  return static_cast<std::size_t>(std::count_if(waiters.begin(), waiters.end(), [](const auto& w) {
+    return !w->finished && (!w->trying || w->handed);
+  }));
+}
+
+void Core::resume_deferred(std::uint32_t shard) {
+  const auto it = deferred.find(shard);
+  if (it == deferred.end()) return;
+  const auto waiting = std::move(it->second);
+  deferred.erase(it);
+  for (const auto& waiter : waiting) attempt(waiter);
+}
+
+void Core::report_waiting() {
+  if (report_due || closed) return;
+  report_due = true;
+  report_timer->expires_after(Millis{10});
+  report_timer->async_wait([self = shared_from_this()](bool expired) {
+    self->report_due = false;
+    if (!expired || self->closed) return;
+    const std::size_t now = self->waiting_here();
+    if (now == self->reported_waiting) return;
+    self->reported_waiting = now;
+    self->client->run(redis::key_slot(self->names.waiting),
+                      Command{"HSET", self->names.waiting, self->node, std::to_string(now)},
+                      [](Result<Reply>) {});
+  });
+}
+
+void Core::give_up(const std::shared_ptr<Waiter>& waiter) {
+  const bool soon = waiter->watch_list && waiter->session->deadline_soon(clock->steady_now());
+  const bool expired = waiter->deadline && *waiter->deadline <= clock->steady_now();
+  if ((soon || expired) && waiter->session->puts_open_up_to(waiter->puts_before)) {
+    // A reserve sees the jobs its connection put before it, as beanstalkd runs a connection's
+    // commands in order: it answers only once they are in Redis (their calls go on another
+    // connection, and may reach Redis after this reserve's look).
+    waiter->session->after_puts.emplace_back(waiter->puts_before,
+                                             [self = shared_from_this(), waiter] {
+                                               if (!waiter->finished && !waiter->trying)
+                                                 self->give_up(waiter);
+                                             });
+    return;
+  }
+  if ((soon || expired) && !waiter->rescanned) {
+    // About to answer DEADLINE_SOON or TIMED_OUT: the message of a job put through another node
+    // (its put answered before this reserve came) may be on its way here still. So first every
+    // message sent before now is let in (sync_shards(): a PING on each shard connection, not a
+    // call per shard), and the waiter tries again by what the node then knows; a shard whose
+    // channel did not hold throughout may hold a job not heard of, and is asked.
+    waiter->rescanned = true;
+    waiter->trying = true;
+    return client->sync_shards([self = shared_from_this(), waiter](std::vector<bool> held) {
+      // A node of an older version heard from in the last minute publishes on the node-wide
+      // channel, over the cluster bus, which the PINGs do not wait for: every shard is asked.
+      const bool older =
+          self->older_node_heard &&
+          self->clock->steady_now() - *self->older_node_heard < std::chrono::minutes(1);
+      for (std::uint32_t shard = 0; shard < self->shards; ++shard) {
+        if (!older && shard < held.size() && held[shard]) continue;
+        for (const auto& tube : self->open_tubes(*waiter)) forget_head(self->hint(tube), shard);
+      }
+      waiter->probed = false;
+      waiter->misses = 0;
+      self->attempt(waiter);
+    });
+  }
+  if (soon) return finish(waiter, Status(Code::kDeadlineSoon, "a reserved job's TTR is ending"));
+  if (expired) return finish(waiter, Status(Code::kTimedOut, "no job became ready in time"));
+  arm(waiter);
+  report_waiting();
+}
+
+// The shards `which` at once, in one round trip: the best ready job of each tube in each. Done
+// with whether any holds one. One round at a time asks the same question: a caller that comes
+// while one is under way waits for the next, sent when it ends (not for the one under way, which
+// was sent before the caller came and might not see a job put just before). So a thousand
+// reserves waiting on a tube cost one round, not a thousand, when every shard must be asked
+// (reserves of a tube the node knows nothing of yet, a resync's look), and while Redis is out of
+// reach each round's calls retry until their deadline.
+void Core::probe_shards(std::vector<std::string> tubes, std::vector<std::uint32_t> which,
+                        std::function<void(bool)> done, bool trickled) {
+  if (which.empty() || tubes.empty()) return done(false);
+  std::string key;
+  for (const auto& tube : tubes) key += tube + '\0';
+  key += '|';
+  for (const std::uint32_t shard : which) key += std::to_string(shard) + ',';
+  if (const auto under_way = probing.find(key); under_way != probing.end()) {
+    under_way->second.push_back(std::move(done));
+    return;
+  }
+  std::vector<std::function<void(bool)>> dones;
+  dones.push_back(std::move(done));
+  send_probes(key, std::move(tubes), std::move(which), std::move(dones), trickled);
+}
+
+void Core::send_probes(const std::string& key, std::vector<std::string> tubes,
+                       std::vector<std::uint32_t> which,
+                       std::vector<std::function<void(bool)>> dones, bool trickled) {
+  probing[key];  // under way: who comes now waits for the next
+  auto round = std::make_shared<ProbeRound>();
+  round->key = key;
+  round->tubes = std::move(tubes);
+  round->which = std::move(which);
+  round->left = round->which.size();
+  round->dones = std::move(dones);
+  std::vector<std::function<void()>> sends;
+  for (const std::uint32_t shard : round->which) {
+    sends.emplace_back(
+        [self = shared_from_this(), round, shard] { self->probe_one(round, shard); });
+  }
+  if (trickled) return trickle(std::move(sends));
+  for (auto& send : sends) send();
+}
+
+void Core::probe_one(const std::shared_ptr<ProbeRound>& round, std::uint32_t shard) {
+  std::vector<std::string> args = {"probe"};
+  args.insert(args.end(), round->tubes.begin(), round->tubes.end());
+  // The generations as the call leaves (a trickled one leaves after the round began).
+  std::vector<std::uint32_t> generations;
+  for (const auto& tube : round->tubes) generations.push_back(hint(tube).generation[shard]);
+  call(shard, std::move(args), false,
+       [self = shared_from_this(), round, shard,
+        generations = std::move(generations)](Result<Reply> reply) {
+         if (reply.is_ok())
+           self->learn(shard, round->tubes, generations, reply.value().elements, 1);
+         for (const auto& tube : round->tubes) {
+           if (self->hint(tube).heads[shard].kind != Head::Kind::kNone) round->found = true;
+         }
+         if (--round->left > 0) return;
+         // The callers that came meanwhile, and those that ask again from this round's
+         // answers (still counted as waiting, so they join), go in the next round, sent after
+         // all of them came.
+         auto& waiting = self->probing[round->key];
+         auto next = std::exchange(waiting, {});
+         for (auto& done : round->dones) done(round->found);
+         auto& again = self->probing[round->key];
+         next.insert(next.end(), std::make_move_iterator(again.begin()),
+                     std::make_move_iterator(again.end()));
+         self->probing.erase(round->key);
+         if (!next.empty() && !self->closed) {
+           self->send_probes(round->key, round->tubes, round->which, std::move(next));
+         }
+       });
+}
+
+void Core::arm(const std::shared_ptr<Waiter>& waiter) {
+  std::optional<SteadyClock::time_point> at = waiter->deadline;
+  if (waiter->watch_list) {
+    if (const auto soon = waiter->session->soon_at(clock->steady_now());
+        soon && (!at || *soon < *at))
+      at = soon;
+  }
+  if (!at) return;
+  if (!waiter->timer) waiter->timer = clock->timer();
+  waiter->timer->expires_at(*at);
+  waiter->timer->async_wait([self = shared_from_this(), waiter](bool expired) {
+    if (!expired || waiter->finished || waiter->trying) return;
+    self->give_up(waiter);
+  });
+}
+
+// A reserve's timeout is kept when Redis is out of reach: its calls (a try, a probe, the PINGs
+// before TIMED_OUT, the puts its connection made before it) retry for the client's request
+// timeout (10 s), so a grace after the deadline, it answers TIMED_OUT without them. A job one of
+// them reserves after all is released at once (finish()).
+void Core::keep_deadline(const std::shared_ptr<Waiter>& waiter) {
+  constexpr Millis kGrace{1000};
+  if (!waiter->deadline) return;
+  if (!waiter->late) waiter->late = clock->timer();
+  waiter->late->expires_at(*waiter->deadline + kGrace);
+  waiter->late->async_wait([self = shared_from_this(), waiter](bool expired) {
+    if (!expired || waiter->finished) return;
+    self->finish(waiter, Status(Code::kTimedOut, "no job became ready in time"));
+  });
+}
+
+void Core::finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> result) {
+  if (waiter->finished) {
+    // Cancelled while a script reserved a job for it: the reservation, which nobody got, is
+    // undone at once (uncounted: no attempt of the job was used).
+    if (result.is_ok()) {
+      const JobId id = result.value().view.id;
+      call(shard_of_id(id, shards),
+           {"release", waiter->session->holder, std::to_string(id), "", "",
+            std::to_string(result.value().view.counters.reserves), "1"},
+           true, [](Result<Reply>) {});
+    }
+    return;
+  }
+  waiter->finished = true;
+  waiter->stop_timers();
+  waiters.remove(waiter);
+  report_waiting();
+  if (result.is_ok()) waiter->session->hold(result.value(), clock->steady_now());
+  auto done = std::move(waiter->done);
+  if (waiter->session->alive) done(std::move(result));
+}
+
+}  // namespace delayq::redis_broker
