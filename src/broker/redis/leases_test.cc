@@ -1,0 +1,2 @@
+// leases_test.cc — (being written)
+#include <gtest/gtest.h>

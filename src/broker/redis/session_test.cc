@@ -1,0 +1,2 @@
+// session_test.cc — (being written)
+#include <gtest/gtest.h>
