@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """redis-put-cost.py [--callgrind | --whole] [--calls N] [--shards S] [--per-call J] [--keep] —
-what a put costs Redis, without delayqd or its load: loads src/broker/redis/jobs.lua into a
-fresh redis-server (Debian's, on a free loopback port, stopped by PID) and makes N putmany calls
+what a put costs Redis, without delayqd or its load: loads jobs.lua as the build assembles it
+(build/release/src/broker/redis/jobs.lua: `make build` first) into a fresh redis-server
+(Debian's, on a free loopback port, stopped by PID) and makes N putmany calls
 of J jobs each (default 24; 100-byte bodies due in an hour, spread over S shards), the arguments
 built as the node builds them (redis_broker.cc, layout.cc's new_record_tail). 24 is about what a
 node sends per call under bench/compare-bullmq.sh's put load (100,000 puts in 3,800 to 4,100
@@ -159,7 +160,10 @@ def main():
     if "--per-call" in args:
         per_call = int(args[args.index("--per-call") + 1])
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-    source = open(os.path.join(root, "src/broker/redis/jobs.lua")).read()
+    script = os.path.join(root, "build/release/src/broker/redis/jobs.lua")
+    if not os.path.exists(script):
+        sys.exit("redis-put-cost.py: " + script + " is missing: run `make build` first")
+    source = open(script).read()
     work = tempfile.mkdtemp(prefix="delayq-put-cost-")
     valgrind = ["--toggle-collect=fcallCommand"] if callgrind else \
         ["--instr-atstart=no"] if whole else []

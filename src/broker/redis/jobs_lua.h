@@ -1,4 +1,4 @@
-// jobs_lua.h — jobs.lua, the Redis broker's one script, compiled in (CMake reads the file).
+// jobs_lua.h — jobs.lua, the Redis broker's one script, compiled in (CMake assembles it from lua/).
 #pragma once
 
 #include <string_view>

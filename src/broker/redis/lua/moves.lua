@@ -1,0 +1,190 @@
+-- moves.lua — a call's end (flush(): the gathered writes and the messages) and a job's moves
+-- between states, reservations, due times, puts, heads and serving waiting reserves.
+
+local function remove_ready(member)
+  readies[member] = nil
+  redis.call('ZREM', R, member)
+end
+
+-- Runs cmd key with the flat list of arguments, a thousand pairs per call (Lua's stack bounds
+-- how many arguments one call can take).
+local function in_chunks(cmd, key, list)
+  for i = 1, #list, 2000 do redis.call(cmd, key, unpack(list, i, math.min(i + 1999, #list))) end
+end
+
+-- The reservations made in this call, into t. (No message tells the owner of one: a TTR is a
+-- whole number of seconds, at least one, and the owner looks at each of its shards at least
+-- every second (resync), so it learns of a reservation's end before it comes.)
+local function write_lapses()
+  local list, n = {}, 0
+  for member, at in pairs(lapses) do
+    list[n + 1] = string.format('%d', math.ceil(at)); list[n + 2] = member; n = n + 2
+  end
+  lapses = {}
+  in_chunks('ZADD', T, list)
+end
+
+local function flush()
+  local list, n = {}, 0
+  for field, rec in pairs(records) do list[n + 1] = field; list[n + 2] = rec; n = n + 2 end
+  in_chunks('HSET', J, list)
+  apply()
+  list, n = {}, 0
+  local gone = {}
+  for name in pairs(dirty) do
+    if pages[name] then list[n + 1] = name; list[n + 2] = pages[name]; n = n + 2
+    else gone[#gone + 1] = name end
+  end
+  in_chunks('HSET', TP, list)
+  if #gone > 0 then in_chunks('HDEL', TP, gone) end
+  write_lapses()
+  -- A due time this call added earlier than every other of the shard's delayed jobs: the owner
+  -- must re-arm. (A put appended after a page's entries cannot be. The owner, which fires at
+  -- once on the message, may find a reservation's end earlier still: it re-arms from that.)
+  if leads and not quiet then
+    local first = first_timer()
+    if first and added[first] then
+      redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. string.format('%d', exact_time(first)))
+    end
+  end
+  -- The best new ready job of each tube, against the best the shard holds before they are added:
+  -- where it is better, nodes learn of it, so that a reserve takes the best job of every shard.
+  local best = {}
+  list = {}
+  for member in pairs(readies) do
+    table.insert(list, 0); table.insert(list, member)
+    local tube = string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
+    if not best[tube] or member < best[tube] then best[tube] = member end
+  end
+  for tube, member in pairs(best) do
+    local head = first(R, tube, 1)[1]
+    if not head or member < head then
+      local h = head_of(tube, member)
+      redis.call('SPUBLISH', SEVENTS, 'r ' .. base .. ' ' .. tube .. ' ' .. (caller or '-') .. ' ' .. h)
+      table.insert(readied, {tube, h})
+    end
+  end
+  in_chunks('ZADD', R, list)
+  for name, by in pairs(counters) do
+    if by ~= 0 then redis.call('HINCRBY', C, name, by) end
+  end
+  list = {}
+  for tube in pairs(seen) do table.insert(list, tube) end
+  in_chunks('SADD', TUBES, list)
+end
+
+local function make_ready(tube, pri, id) readies[rmember(tube, pri, id)] = true end
+
+-- Takes the job out of wherever its state keeps it (not the record, key or group).
+local function unlink(j)
+  if j.state == DELAYED then
+    remove_timer(j.id, j.due); count(j.tube, 'd', -1)
+  elseif j.state == READY then
+    remove_ready(rmember(j.tube, j.pri, j.id))
+  elseif j.state == RESERVED then
+    local member = fid(j.id)
+    lapses[member] = nil
+    redis.call('ZREM', T, member)
+    count(j.tube, 'v', -1)
+  else
+    redis.call('ZREM', B, bmember(j.tube, j.id))
+  end
+end
+
+-- Puts the job where its (new) state keeps it.
+local function link(j, now)
+  if j.state == DELAYED then
+    add_timer(j.id, j.due); count(j.tube, 'd', 1)
+  elseif j.state == READY then
+    make_ready(j.tube, j.pri, j.id)
+  elseif j.state == RESERVED then
+    lapses[fid(j.id)] = j.deadline; count(j.tube, 'v', 1)
+  else
+    redis.call('ZADD', B, 0, bmember(j.tube, j.id))
+  end
+end
+
+-- A job changes state: out of where it was, changed, stored, and into where it is now kept.
+local function move(j, now, change)
+  unlink(j)
+  change(j)
+  save(j)
+  link(j, now)
+end
+
+-- A reservation starts: the job is the holder's until its TTR lapses.
+local function take(holder, now)
+  return function(j)
+    j.state = RESERVED; j.holder = holder; j.reserves = j.reserves + 1
+    j.deadline = now + j.ttr * 1000
+  end
+end
+
+local function kicked(now)
+  return function(j) j.state = READY; j.due = now; j.kicks = j.kicks + 1 end
+end
+
+-- A new due time, from a delay in ms (when, absolute = '0') or a Unix ms time: delayed if it is
+-- in the future, else ready now.
+local function due_of(when, absolute, now)
+  local due, delay
+  if absolute == '1' then due = when; delay = math.max(0, when - now)
+  elseif when <= 0 then due = now; delay = 0
+  else due = now + when; delay = when end
+  if due > now then return due, delay, DELAYED end
+  return now, delay, READY
+end
+
+local function schedule(j, when, absolute, now)
+  j.due, j.delay, j.state = due_of(when, absolute, now)
+end
+
+-- The first n delayed jobs of a tube, earliest due first. Delayed jobs of every tube share the
+-- timers, so this walks them in order: it costs the timers before the tube's n-th job.
+local function delayed_of(tube, n)
+  local found = {}
+  if n < 1 then return found end
+  each_timer(function(_, id)
+    local j = load(id)
+    if j and j.state == DELAYED and j.tube == tube then table.insert(found, j) end
+    return #found < n
+  end)
+  return found
+end
+
+local function erase(j)
+  unlink(j)
+  records[fid(j.id)] = nil
+  redis.call('HDEL', J, fid(j.id))
+  if j.flags % 2 == 1 then redis.call('HDEL', A, fid(j.id)) end
+  if j.key ~= '' then redis.call('HDEL', KI, j.tube .. '\0' .. j.key) end
+  if j.group ~= '' then redis.call('ZREM', G, gprefix(j.tube, j.group) .. pad(j.id)) end
+  count(j.tube, 'x', 1)
+end
+
+local function reply(j, now)
+  local attachment = false
+  if j.flags % 2 == 1 then attachment = redis.call('HGET', A, fid(j.id)) or false end
+  return {'ok', string.format('%d', j.id), encode(j), attachment, string.format('%d', now)}
+end
+
+-- A job id given by the caller: by id, or by tube and key (ARGV[i] = id or '', ARGV[i+1] tube,
+-- ARGV[i+2] key).
+local function find(i)
+  local id = tonumber(ARGV[i])
+  if ARGV[i] == '' then
+    id = tonumber(redis.call('HGET', KI, ARGV[i + 1] .. '\0' .. ARGV[i + 2]) or '')
+  end
+  if not id then return nil end
+  return load(id)
+end
+
+local function max_attempts(tube)
+  return tonumber(redis.call('HGET', M, tube) or '0')
+end
+
+-- A reservation ends without a delete or a bury: buried when it was the tube's last attempt.
+local function ends_in_bury(j)
+  local max = max_attempts(j.tube)
+  return max > 0 and j.reserves >= max
+end

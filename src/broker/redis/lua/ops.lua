@@ -1,0 +1,569 @@
+-- ops.lua — the operations, ops.<name> each, with its arguments and reply. Only what must run
+-- inside Redis is here (atomic on one shard, on Redis's clock: due times, TTRs, firing); a put's
+-- checks and limits run in the node first, as in the local broker (broker/put_rules.h).
+
+local ops = {}
+
+-- One put, its 9 arguments from ARGV[a]: tube pri delay_or_at absolute replace key group
+-- attachment tail, where tail is the new record after its times as the node packs it (the TTR,
+-- five zero counters, the tube, key and group, no holder, then the body); seq is the job's number
+-- in the shard, and its id seq * shards + shard. Replies {'ok', id, due, replaced id or 0}
+-- (integers), or {'exists', <reply() of the job holding the key>}, or {'conflict', why}.
+-- (A numeric argument is read as ARGV[i] + 0: tonumber() would convert the string twice.)
+local function put_one(a, now, seq, shards, shard)
+  local tube, key, group = ARGV[a], ARGV[a + 5], ARGV[a + 6]
+  local replaced = 0
+  if key ~= '' then
+    local holder = redis.call('HGET', KI, tube .. '\0' .. key)
+    if holder then
+      local old = load(tonumber(holder))
+      if ARGV[a + 4] ~= '1' then
+        local r = reply(old, now); r[1] = 'exists'; return r
+      end
+      if old.state == RESERVED then return {'conflict', 'the job holding the key is reserved'} end
+      erase(old)
+      replaced = old.id
+    end
+  end
+  -- The hot path: the new job's record and links are made from locals, without the table that
+  -- load() makes (save() and link() of such a table do the same), and the record from the
+  -- node's tail (encode() of such a table makes the same bytes).
+  local id = seq * shards + shard
+  local field = fid(id)
+  local pri = ARGV[a + 1] + 0
+  local due, delay, state = due_of(ARGV[a + 2] + 0, ARGV[a + 3], now)
+  local flags = 0
+  if ARGV[a + 7] ~= '' then
+    flags = 1
+    redis.call('HSET', A, field, ARGV[a + 7])
+  end
+  records[field] = cmsgpack.pack(LAYOUT, flags, state, pri, due, 0, now, delay) .. ARGV[a + 8]
+  if state == DELAYED then
+    add_timer(id, due); count(tube, 'd', 1)
+  else
+    make_ready(tube, pri, id)
+  end
+  if key ~= '' then redis.call('HSET', KI, tube .. '\0' .. key, field) end
+  if group ~= '' then redis.call('ZADD', G, 0, gprefix(tube, group) .. pad(id)) end
+  seen[tube] = true
+  count(tube, 'n', 1)
+  -- The caller knows the rest of the job: its id, due time and the present (which the call
+  -- answers once) are enough, and the body does not travel back.
+  return {'ok', id, due, replaced}
+end
+
+-- The best ready job of each tube named from ARGV[from] on, as head_of() gives it ('' for none,
+-- or for a paused tube): what a node keeps of the shard, to try the best shard first; and how
+-- many ready jobs each has here, up to DEPTH (the node sends that many reserves at once).
+local DEPTH = 8
+local function heads(from, now)
+  local out, depth = {}, {}
+  for i = from, #ARGV do
+    local h, n = '', 0
+    if tonumber(redis.call('HGET', P, ARGV[i]) or '0') <= now then
+      local members = first(R, ARGV[i], DEPTH)
+      if members[1] then h = head_of(ARGV[i], members[1]) end
+      n = #members
+    end
+    out[#out + 1] = h
+    depth[#depth + 1] = n
+  end
+  return out, depth
+end
+
+-- The best ready job (its member of r, and its head) of the tubes ARGV[from..to] that are not
+-- paused, in the order nodes compare heads (head_of(): priority, age, id). With `fresh` (tube ->
+-- members this call made ready, which reach r only at flush()), those count too while they are
+-- still ready.
+local function best_ready(from, to, now, fresh)
+  local best, best_head
+  for i = from, to do
+    local tube = ARGV[i]
+    if tonumber(redis.call('HGET', P, tube) or '0') <= now then
+      local member = first(R, tube, 1)[1]
+      for _, new in ipairs(fresh and fresh[tube] or {}) do
+        if readies[new] and (not member or new < member) then member = new end
+      end
+      if member then
+        local head = head_of(tube, member)
+        if not best or before(head, best_head) then best, best_head = member, head end
+      end
+    end
+  end
+  return best, best_head
+end
+
+-- The reserves waiting on the caller given from ARGV[i] on, as `holder n tube...` each: each is
+-- handed the best ready job of its tubes (best_ready()), the jobs this call made ready
+-- included, as a reserve would be. Answers reply() of each one's job, or false, in their order.
+-- So a job made ready for a waiting worker (by a firing, by a put) reaches it in one call, not
+-- that call and then a reserve.
+local function serve(i, now)
+  local served = {}
+  local fresh = {}  -- tube -> the members this call made ready
+  if i <= #ARGV then
+    for member in pairs(readies) do
+      local tube = string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
+      fresh[tube] = fresh[tube] or {}
+      table.insert(fresh[tube], member)
+    end
+  end
+  while i + 1 <= #ARGV do
+    local holder, n = ARGV[i], tonumber(ARGV[i + 1])
+    served[#served + 1] = false
+    for _ = 1, 3 do
+      local best = best_ready(i + 2, i + 1 + n, now, fresh)
+      if not best then break end
+      local j = load(id_of(best))
+      if j then
+        move(j, now, take(holder, now))
+        served[#served] = reply(j, now)
+        break
+      end
+      remove_ready(best) -- as read: a ready entry without its job
+    end
+    i = i + 2 + n
+  end
+  return served
+end
+
+-- put shards shard <9 arguments> [holder n tube...]...: one job, and the reserves given
+-- served (serve()); {'ok', id, due, replaced, now, served} or a refusal as put_one() answers it.
+ops.put = function()
+  local now = now_ms()
+  local r = put_one(4, now, redis.call('INCR', SEQ), ARGV[2] + 0, ARGV[3] + 0)
+  if r[1] == 'ok' then
+    r[5] = now
+    r[6] = serve(13, now)
+  end
+  return r
+end
+
+-- putmany shards shard n <9 arguments>... [holder n tube...]...: n jobs of one shard in one call
+-- (a node sends together the puts that arrive together), and the reserves given served;
+-- {'ok', now, <put_one()'s reply>..., served}. A put refused (exists, conflict) leaves its
+-- number unused.
+ops.putmany = function()
+  local now = now_ms()
+  local out = {'ok', now}
+  local n = ARGV[4] + 0
+  local shards, shard = ARGV[2] + 0, ARGV[3] + 0
+  local seq = redis.call('INCRBY', SEQ, n) - n
+  for a = 5, 4 + 9 * n, 9 do
+    seq = seq + 1
+    out[#out + 1] = put_one(a, now, seq, shards, shard)
+  end
+  out[#out + 1] = serve(5 + 9 * n, now)
+  return out
+end
+
+-- reserve holder bound tube... : the best ready job of the tubes in this shard (best_ready()),
+-- unless bound (the best the node knows of in the other shards; '' for none) comes before it:
+-- then {'worse', message, heads, depths}. The reply is reply()'s and a sixth and seventh element,
+-- the tubes' heads() and depths after the reserve; 'notfound' carries them third and fourth.
+ops.reserve = function()
+  local now = now_ms()
+  local best, best_head = best_ready(4, #ARGV, now)
+  if not best then
+    local h, d = heads(4, now)
+    return {'notfound', 'no ready job', h, d}
+  end
+  if ARGV[3] ~= '' and before(ARGV[3], best_head) then
+    local h, d = heads(4, now)
+    return {'worse', 'a better job in another shard', h, d}
+  end
+  local j = load(id_of(best))
+  move(j, now, take(ARGV[2], now))
+  local r = reply(j, now)
+  r[6], r[7] = heads(4, now)
+  return r
+end
+
+-- probe tube...: {'ok', heads, depths} of the tubes in this shard.
+ops.probe = function()
+  local h, d = heads(2, now_ms())
+  return {'ok', h, d}
+end
+
+-- reserve_job holder id: any state but reserved.
+ops.reserve_job = function()
+  local j = load(tonumber(ARGV[3]))
+  if not j or j.state == RESERVED then return {'notfound', 'no such job, or it is reserved'} end
+  local now = now_ms()
+  move(j, now, take(ARGV[2], now))
+  return reply(j, now)
+end
+
+-- erase holder id tube key: any job not reserved by another.
+ops.erase = function()
+  local j = find(3)
+  if not j then return {'notfound', 'no such job'} end
+  if j.state == RESERVED and j.holder ~= ARGV[2] then
+    return {'conflict', 'the job is reserved by another client'}
+  end
+  erase(j)
+  return {'ok', string.format('%d', j.id)}
+end
+
+-- A job this holder has reserved (and, when given, in this reservation).
+local function held(id, holder, reservation)
+  local j = load(id)
+  if not j then return nil, {'notfound', 'no such job'} end
+  if j.state ~= RESERVED or j.holder ~= holder then
+    return nil, {'conflict', 'the job is not reserved by this client'}
+  end
+  if reservation ~= '' and tonumber(reservation) ~= j.reserves then
+    return nil, {'conflict', 'the job was reserved again since'}
+  end
+  return j
+end
+
+-- release holder id pri(or '') delay_ms(or '') reservation(or '') [undo]. Without a delay the
+-- job is given back, as when its holder's connection closes: ready again (or buried, if its
+-- attempts are used), and neither its releases nor its delay change, as in beanstalkd. With undo
+-- '1', the reservation never reached a client (its reserve was cancelled while the call ran): it
+-- is taken back, uncounted, and the job is ready again whatever its attempts.
+ops.release = function()
+  local j, err = held(tonumber(ARGV[3]), ARGV[2], ARGV[6])
+  if not j then return err end
+  local now = now_ms()
+  unlink(j)
+  j.holder = ''; j.deadline = 0
+  if ARGV[4] ~= '' then j.pri = tonumber(ARGV[4]) end
+  -- A worker's release counts, also the one max-attempts turns into a bury (a closed
+  -- connection's give-back, without a delay, counts as neither release nor change of delay).
+  if ARGV[5] ~= '' then j.releases = j.releases + 1 end
+  local undo = ARGV[7] == '1'
+  if undo then j.reserves = j.reserves - 1 end
+  if not undo and ends_in_bury(j) then
+    j.state = BURIED; j.buries = j.buries + 1
+  elseif ARGV[5] == '' then
+    j.state = READY; j.due = now
+  else
+    local delay = tonumber(ARGV[5])
+    j.delay = delay
+    if delay > 0 then j.state = DELAYED; j.due = now + delay
+    else j.state = READY; j.due = now end
+  end
+  save(j)
+  link(j, now)
+  return reply(j, now)
+end
+
+-- bury holder id pri(or '')
+ops.bury = function()
+  local j, err = held(tonumber(ARGV[3]), ARGV[2], '')
+  if not j then return err end
+  local now = now_ms()
+  move(j, now, function()
+    j.holder = ''; j.deadline = 0; j.state = BURIED; j.buries = j.buries + 1
+    if ARGV[4] ~= '' then j.pri = tonumber(ARGV[4]) end
+  end)
+  return reply(j, now)
+end
+
+-- touch holder id
+ops.touch = function()
+  local j, err = held(tonumber(ARGV[3]), ARGV[2], '')
+  if not j then return err end
+  local now = now_ms()
+  move(j, now, function() j.deadline = now + j.ttr * 1000 end)
+  return reply(j, now)
+end
+
+-- peek id tube key
+ops.peek = function()
+  local j = find(2)
+  if not j then return {'notfound', 'no such job'} end
+  return reply(j, now_ms())
+end
+
+-- peek_next tube state: ready (best priority), buried (oldest), delayed (earliest due; walks the
+-- shard's timers in order, so it costs the timers before the tube's first delayed job).
+ops.peek_next = function()
+  local tube, state = ARGV[2], ARGV[3]
+  local now = now_ms()
+  if state == 'ready' or state == 'buried' then
+    local head = first(state == 'ready' and R or B, tube, 1)
+    if not head[1] then return {'notfound', 'none'} end
+    return reply(load(id_of(head[1])), now)
+  end
+  local j = delayed_of(tube, 1)[1]
+  if not j then return {'notfound', 'none'} end
+  return reply(j, now)
+end
+
+-- kick_job id: buried or delayed -> ready.
+ops.kick_job = function()
+  local j = load(tonumber(ARGV[2]))
+  if not j then return {'notfound', 'no such job'} end
+  if j.state ~= BURIED and j.state ~= DELAYED then return {'conflict', 'not buried or delayed'} end
+  local now = now_ms()
+  move(j, now, kicked(now))
+  return reply(j, now)
+end
+
+-- The first n buried (lowest id first) or delayed (earliest due first) jobs of the tube.
+local function kick_order(tube, state, n)
+  if state ~= 'buried' then return delayed_of(tube, n) end
+  local jobs = {}
+  for _, member in ipairs(first(B, tube, n)) do table.insert(jobs, load(id_of(member))) end
+  return jobs
+end
+
+-- kickable tube state n: the first n buried (state 'buried') or delayed jobs of the tube, in the
+-- order kick takes them: {'ok', {id, order}...}, the order being the id for a buried job and the
+-- due time for a delayed one. A node asks every shard, and kicks the first of all (n is at most
+-- 1,000: a larger kick takes more rounds).
+ops.kickable = function()
+  local out = {}
+  for _, j in ipairs(kick_order(ARGV[2], ARGV[3], tonumber(ARGV[4]))) do
+    table.insert(out, {fid(j.id), ARGV[3] == 'buried' and fid(j.id) or us(j.due)})
+  end
+  return {'ok', out}
+end
+
+-- kick tube state bound: up to bound buried (lowest id first) or delayed (earliest due) jobs.
+ops.kick = function()
+  local now = now_ms()
+  local jobs = kick_order(ARGV[2], ARGV[3], tonumber(ARGV[4]))
+  for _, j in ipairs(jobs) do move(j, now, kicked(now)) end
+  return {'ok', #jobs}
+end
+
+-- update id tube key due(or '') absolute pri(or '')
+ops.update = function()
+  local j = find(2)
+  if not j then return {'notfound', 'no such job'} end
+  local now = now_ms()
+  if ARGV[5] ~= '' then
+    if j.state ~= DELAYED and j.state ~= READY then
+      return {'conflict', 'only a delayed or ready job can be rescheduled'}
+    end
+    move(j, now, function()
+      schedule(j, tonumber(ARGV[5]), ARGV[6], now)
+      if ARGV[7] ~= '' then j.pri = tonumber(ARGV[7]) end
+    end)
+  elseif ARGV[7] ~= '' then
+    local pri = tonumber(ARGV[7])
+    if j.state == READY then
+      remove_ready(rmember(j.tube, j.pri, j.id))
+      readies[rmember(j.tube, pri, j.id)] = true
+    end
+    j.pri = pri
+    save(j)
+  end
+  return reply(j, now)
+end
+
+-- group tube group cancel(0/1) holder: the group's jobs; cancel deletes those not reserved.
+ops.group = function()
+  local prefix = gprefix(ARGV[2], ARGV[3])
+  local ids = {}
+  for _, member in ipairs(redis.call('ZRANGEBYLEX', G, '[' .. prefix, '[' .. prefix .. '9999999999999999')) do
+    table.insert(ids, string.sub(member, -16))
+  end
+  local out = {'ok'}
+  local deleted = 0
+  for _, member in ipairs(ids) do
+    local j = load(tonumber(member))
+    if j then
+      if ARGV[4] == '1' then
+        if j.state ~= RESERVED then erase(j); deleted = deleted + 1 end
+      else
+        table.insert(out, string.format('%d', j.id)); table.insert(out, encode(j))
+      end
+    end
+  end
+  if ARGV[4] == '1' then return {'ok', deleted} end
+  return out
+end
+
+-- note holder id attachment: keeps a delivery's outcome with the job.
+ops.note = function()
+  local j = load(tonumber(ARGV[3]))
+  if not j then return {'notfound', 'no such job'} end
+  redis.call('HSET', A, fid(j.id), ARGV[4])
+  if j.flags % 2 == 0 then j.flags = j.flags + 1; save(j) end
+  return reply(j, now_ms())
+end
+
+-- stats tube...: per tube, {name, ready, urgent, reserved, delayed, buried, total, deletes,
+-- timeouts}; with no
+-- tube, every tube of the shard.
+ops.stats = function()
+  local tubes = {}
+  for i = 2, #ARGV do table.insert(tubes, ARGV[i]) end
+  if #tubes == 0 then tubes = redis.call('SMEMBERS', TUBES) end
+  local out = {'ok'}
+  for _, tube in ipairs(tubes) do
+    local c = redis.call('HMGET', C, tube .. '\0v', tube .. '\0d', tube .. '\0n', tube .. '\0x',
+      tube .. '\0o')
+    local from, to = '[' .. tube .. '\0', '(' .. tube .. '\1'
+    table.insert(out, {tube, redis.call('ZLEXCOUNT', R, from, to),
+      redis.call('ZLEXCOUNT', R, from, '(' .. tube .. '\0' .. '0000001024'),
+      tonumber(c[1] or '0'), tonumber(c[2] or '0'), redis.call('ZLEXCOUNT', B, from, to),
+      tonumber(c[3] or '0'), tonumber(c[4] or '0'), tonumber(c[5] or '0')})
+  end
+  return out
+end
+
+-- pause tube ms: no job of the tube is reserved from this shard for ms (0 ends a pause).
+ops.pause = function()
+  if ARGV[3] == '0' then redis.call('HDEL', P, ARGV[2])
+  else redis.call('HSET', P, ARGV[2], now_ms() + tonumber(ARGV[3])) end
+  return {'ok'}
+end
+
+-- max_attempts tube n
+ops.max_attempts = function()
+  if ARGV[3] == '0' then redis.call('HDEL', M, ARGV[2])
+  else redis.call('HSET', M, ARGV[2], ARGV[3]) end
+  return {'ok'}
+end
+
+-- The time a job's timer stands for, to the microsecond: its TTR end if reserved (in t), else
+-- its due time (in the pages; both keep that time rounded up to the millisecond).
+local function timer_of(j)
+  if j.state == RESERVED then return j.deadline end
+  return j.due
+end
+
+-- fire epoch limit [holder n tube1..tuben]...: as the shard's owner (the epoch must be the
+-- lease's), moves due delayed jobs to ready and lapses reserved jobs past their TTR, at most
+-- `limit`; replies with how many, the next timer to the microsecond (or -1) and the present, by
+-- Redis's clock: never early by the only clock all nodes share. Timer entries keep whole
+-- milliseconds, rounded up; a job in the present millisecond moves only once its record's
+-- time has come. Then each holder given (a reserve waiting on the caller, for n tubes) is handed
+-- the best ready job of its tubes, as a reserve would be: the reply's sixth element has
+-- reply() of each one's job, or false, in their order. So a job due for a waiting worker reaches
+-- it in one call, not a firing and then a reserve.
+ops.fire = function()
+  if redis.call('GET', EPOCH) ~= ARGV[2] then return {'fenced', 'not the owner'} end
+  local now = now_ms()
+  local cut, limit = math.ceil(now), tonumber(ARGV[3])
+  local due = {} -- {time, id}: a delayed job's page entry; {false, id}: a reservation
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', T, '-inf', cut, 'LIMIT', 0, limit)) do
+    due[#due + 1] = {false, tonumber(member)}
+  end
+  local first = first_page() -- named at or before its first entry: read no page before due
+  if first and struct.unpack(ENTRY, first) <= cut and #due < limit then
+    each_timer(function(t, id)
+      if t > cut or #due >= limit then return false end
+      due[#due + 1] = {t, id}
+      return true
+    end, first)
+  end
+  local late = {}
+  local moved = 0
+  for _, timer in ipairs(due) do
+    local t, id = timer[1], timer[2]
+    local j = load(id)
+    -- As read: a timer without its job (or not of its state, or time), taken out.
+    if t and (not j or j.state ~= DELAYED or math.ceil(j.due) ~= t) then
+      note_timer(t, id, -1)
+    elseif not t and (not j or j.state ~= RESERVED) then
+      redis.call('ZREM', T, fid(id))
+    elseif timer_of(j) <= now then
+      moved = moved + 1
+      if j.state == DELAYED then
+        table.insert(late, string.format('%d', (now - j.due) * 1000)) -- microseconds
+      end
+      unlink(j)
+      if j.state == RESERVED then
+        j.timeouts = j.timeouts + 1; j.holder = ''; j.deadline = 0; count(j.tube, 'o', 1)
+        if ends_in_bury(j) then j.state = BURIED; j.buries = j.buries + 1
+        else j.state = READY; j.due = now end
+      else
+        j.state = READY
+      end
+      save(j)
+      link(j, now)
+    end
+  end
+  local served = serve(4, now)
+  -- The next timer, once what fire took out is gone and what it added (a reservation's TTR) is
+  -- in. The owner arms from this answer, so flush() publishes no 't' for it.
+  local changed = logged > 0
+  apply()
+  write_lapses()
+  if changed or not first then first = first_page() end
+  first = first and string.sub(page(first), 1, TW)
+  local next_at = first and exact_time(first)
+  local lapse = redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')
+  if lapse[1] then
+    local rec = stored(lapse[1])
+    local deadline = rec and select(5, record_head(rec, 5))
+    local at = deadline and deadline > 0 and deadline or tonumber(lapse[2])
+    if not next_at or at < next_at then next_at = at end
+  end
+  quiet = true
+  return {'ok', moved, next_at and us(next_at) or '-1', us(now), late, served}
+end
+
+-- overdue: the shard's earliest timer (or -1) and the present, by Redis's clock. Any node may
+-- ask: a timer far behind the present means nobody fires the shard.
+ops.overdue = function()
+  local first = first_timer()
+  local at = first and struct.unpack(ENTRY, first)
+  local lapse = tonumber(redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')[2])
+  if lapse and (not at or lapse < at) then at = lapse end
+  return {'ok', at and string.format('%d', at) or '-1', us(now_ms())}
+end
+
+-- upgrade from: of t's entries from rank `from` on (1,000 looked at), moves the delayed jobs'
+-- (layout 1 kept them there) into the pages, their records rewritten in layout 2, and leaves the
+-- reservations'; replies {'ok', the rank to go on from, or -1 once t holds nothing more to look
+-- at}. (Other records are rewritten when they next change: decode() reads both layouts.)
+ops.upgrade = function()
+  local from = tonumber(ARGV[2])
+  local old = redis.call('ZRANGE', T, from, from + 999)
+  if #old == 0 then return {'ok', -1} end
+  local gone, kept = {}, 0
+  for _, member in ipairs(old) do
+    local j = load(tonumber(member))
+    if j and j.state == DELAYED then
+      add_timer(j.id, j.due)
+      save(j)
+      gone[#gone + 1] = member
+    elseif j and j.state == RESERVED then
+      kept = kept + 1
+    else
+      gone[#gone + 1] = member -- a timer without its job
+    end
+  end
+  if #gone > 0 then in_chunks('ZREM', T, gone) end
+  return {'ok', from + kept}
+end
+
+-- acquire node lease_ms: takes the lease if free; replies with the new epoch, or 'fenced'.
+ops.acquire = function()
+  if not redis.call('SET', OWNER, ARGV[2], 'NX', 'PX', ARGV[3]) then
+    return {'fenced', redis.call('GET', OWNER) or ''}
+  end
+  return {'ok', redis.call('INCR', EPOCH)}
+end
+
+-- renew node lease_ms epoch
+ops.renew = function()
+  if redis.call('GET', OWNER) ~= ARGV[2] or redis.call('GET', EPOCH) ~= ARGV[4] then
+    return {'fenced', 'lost'}
+  end
+  redis.call('PEXPIRE', OWNER, ARGV[3])
+  return {'ok'}
+end
+
+-- heartbeat node lease_ms, with KEYS[1] = dq:nodes: this node lives for another lease; replies
+-- with every live node's name.
+ops.heartbeat = function()
+  local now = now_ms()
+  redis.call('ZADD', base, now + tonumber(ARGV[3]), ARGV[2])
+  redis.call('ZREMRANGEBYSCORE', base, '-inf', now)
+  return {'ok', redis.call('ZRANGE', base, 0, -1)}
+end
+
+-- resign node
+ops.resign = function()
+  if redis.call('GET', OWNER) == ARGV[2] then redis.call('DEL', OWNER) end
+  return {'ok'}
+end
