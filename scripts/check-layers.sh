@@ -25,6 +25,8 @@ RULES=(
   "redis:           redis base"
   # Push delivery's rules, signatures and sender, below the front-ends that share them.
   "webhook:         webhook base"
+  # Recurring schedules' expressions and zones (cron, intervals).
+  "schedule:        schedule base"
   # What the front-ends share: the TCP listener.
   "front:           front base"
   "front/beanstalk: front/beanstalk front webhook broker base"

@@ -27,6 +27,8 @@ packages=(
   libfmt-dev
   libhiredis-dev    # hiredis's RESP reader (the Redis client)
   libmsgpuck-dev    # msgpuck: reads the MessagePack records of Redis mode (jobs.lua)
+  libcctz-dev       # cctz: recurring schedules' time zones (src/schedule)
+  tzdata            # the tz database cctz reads (/usr/share/zoneinfo)
   python3           # bench/wheel_table.py (make bench)
   ca-certificates   # npm reaches its registry over https (the client test)
   faketime          # libfaketime: the clock-step test moves delayqd's wall clock while it runs
