@@ -1,7 +1,7 @@
-// scheduler_core.cc — the callers' side of SchedulerCore (scheduler_core.h): starting and
-// stopping, submitting records and changes to the inbox, and waking the timer thread, which
-// callers do only when it sleeps past what they queued (or once per kWakeBatch pushes). The
-// timer thread's side is in timer_thread.cc.
+// scheduler_core.cc — the callers' side of SchedulerCore (scheduler_core.h) that is not on
+// their hot path: starting and stopping, and waking the timer thread. Submitting records and
+// changes, and deciding to wake, are inline in the header, where Scheduler calls them. The timer
+// thread's side is in timer_thread.cc.
 #include "embedded/scheduler_core.h"
 
 #include <stdexcept>
@@ -51,57 +51,11 @@ SchedulerCore::~SchedulerCore() {
   }
 }
 
-Micros SchedulerCore::since_start(SchedulerClock::time_point due) const noexcept {
-  // Compared before subtracting: a time near time_point::min() or max() would overflow.
-  if (due <= start_) return Micros{0};
-  if (due - start_ >= kFarthest) return kFarthest;
-  return std::chrono::ceil<Micros>(due - start_);
-}
-
 // The timer thread reads the clock holding wake_mutex_ before it waits, so taking the mutex here
 // orders this notify after that read: either the read saw the move or the thread is waiting.
 void SchedulerCore::clock_moved() noexcept {
   { std::lock_guard lock(wake_mutex_); }
   wake_cv_.notify_one();
-}
-
-bool SchedulerCore::submit(TaskRecord* record, Micros due) {
-  if (closing_.load(std::memory_order_acquire)) return false;
-  inbox_.push(record);
-  if (sealed_.load(std::memory_order_seq_cst)) {
-    // Shutdown got past its last look at the inbox since the check above: nobody will take the
-    // record out, so drop it here, unless that last look saw it and settled it already. The
-    // destructor frees it.
-    settle(record, kDropped);
-    return true;
-  }
-  notify(due);
-  return true;
-}
-
-void SchedulerCore::queue_change(TaskRecord* record, Micros due) {
-  // Sequentially consistent, for notify()'s read. If the bit was set, the record is in the inbox
-  // already (whoever set it pushed it before releasing its claim) and the timer thread rereads
-  // the word after taking it out.
-  if ((record->refs_.fetch_or(kQueued, std::memory_order_seq_cst) & kQueued) == 0) {
-    inbox_.push(record);
-  }
-  // While a shutdown waits for pending tasks to run, a cancel may be what it waits for.
-  notify(closing_.load(std::memory_order_relaxed) ? Micros{0} : due);
-}
-
-// Wakes the timer thread if it sleeps past `due`, and every kWakeBatch-th time a thread calls
-// this while it sleeps, so the inbox is drained in batches rather than at the next due time.
-void SchedulerCore::notify(Micros due) {
-  thread_local std::size_t pushes = 0;
-  const Micros sleeping = sleeping_until_.load(std::memory_order_seq_cst);
-  if (sleeping == kAwake) return;  // it checks the inbox before it sleeps again
-  if (due >= sleeping && ++pushes < kWakeBatch) return;
-  pushes = 0;
-  // One caller wakes it; the others see kAwake.
-  Micros expected = sleeping;
-  if (!sleeping_until_.compare_exchange_strong(expected, kAwake, std::memory_order_seq_cst)) return;
-  wake_timer();
 }
 
 void SchedulerCore::wake_timer() {

@@ -12,8 +12,9 @@
 // Time inside the scheduler is Micros since the scheduler started (the wheel's convention: a
 // deadline is a duration from the caller's epoch), rounded up for due times and down for the
 // present (never early). Shutdown puts a marker in the inbox: records queued before it were
-// accepted, new records after it are dropped. Sources: scheduler_core.cc (submitting, waking,
-// shutdown), timer_thread.cc (the timer thread). The story: docs/embedded.md, "How it works".
+// accepted, new records after it are dropped. Sources: this header (submitting, inline for the
+// callers), scheduler_core.cc (waking, shutdown), timer_thread.cc (the timer thread). The story:
+// docs/embedded.md, "How it works".
 #pragma once
 
 #include <atomic>
@@ -27,6 +28,7 @@
 #include "delayq/scheduler.h"
 #include "embedded/inbox.h"
 #include "embedded/record_table.h"
+#include "embedded/task_record.h"
 #include "embedded/worker_pool.h"
 #include "wheel/timer.h"
 
@@ -122,5 +124,53 @@ class SchedulerCore {
   bool stopped_ = false;
   std::thread timer_;
 };
+
+// The callers' hot path, inline where Scheduler and TaskHandle call it (scheduler.cc): a task's
+// schedule or cancel is a push and, rarely, a wake.
+inline Micros SchedulerCore::since_start(SchedulerClock::time_point due) const noexcept {
+  // Compared before subtracting: a time near time_point::min() or max() would overflow.
+  if (due <= start_) return Micros{0};
+  if (due - start_ >= kFarthest) return kFarthest;
+  return std::chrono::ceil<Micros>(due - start_);
+}
+
+inline bool SchedulerCore::submit(TaskRecord* record, Micros due) {
+  if (closing_.load(std::memory_order_acquire)) return false;
+  inbox_.push(record);
+  if (sealed_.load(std::memory_order_seq_cst)) {
+    // Shutdown got past its last look at the inbox since the check above: nobody will take the
+    // record out, so drop it here, unless that last look saw it and settled it already. The
+    // destructor frees it.
+    settle(record, kDropped);
+    return true;
+  }
+  notify(due);
+  return true;
+}
+
+inline void SchedulerCore::queue_change(TaskRecord* record, Micros due) {
+  // Sequentially consistent, for notify()'s read. If the bit was set, the record is in the inbox
+  // already (whoever set it pushed it before releasing its claim) and the timer thread rereads
+  // the word after taking it out.
+  if ((record->refs_.fetch_or(kQueued, std::memory_order_seq_cst) & kQueued) == 0) {
+    inbox_.push(record);
+  }
+  // While a shutdown waits for pending tasks to run, a cancel may be what it waits for.
+  notify(closing_.load(std::memory_order_relaxed) ? Micros{0} : due);
+}
+
+// Wakes the timer thread if it sleeps past `due`, and every kWakeBatch-th time a thread calls
+// this while it sleeps, so the inbox is drained in batches rather than at the next due time.
+inline void SchedulerCore::notify(Micros due) {
+  thread_local std::size_t pushes = 0;
+  const Micros sleeping = sleeping_until_.load(std::memory_order_seq_cst);
+  if (sleeping == kAwake) return;  // it checks the inbox before it sleeps again
+  if (due >= sleeping && ++pushes < kWakeBatch) return;
+  pushes = 0;
+  // One caller wakes it; the others see kAwake.
+  Micros expected = sleeping;
+  if (!sleeping_until_.compare_exchange_strong(expected, kAwake, std::memory_order_seq_cst)) return;
+  wake_timer();
+}
 
 }  // namespace delayq::detail
