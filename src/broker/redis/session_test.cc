@@ -1,2 +1,1055 @@
-// session_test.cc — (being written)
+// session_test.cc — a client's calls on a node over a scripted Redis (fixture.h): which jobs.lua
+// call each makes, on which shard, with or without a replica's WAIT, how answers, refusals and
+// lost answers come back (calls.cc, session.cc, session_admin.cc), and how tubes' settings reach
+// every node (tube_config.cc). No process, no sleep: the test answers every call.
 #include <gtest/gtest.h>
+
+#include <boost/asio/post.hpp>
+#include <map>
+#include <optional>
+
+#include "base/names.h"
+#include "broker/redis/fixture.h"
+#include "broker/redis/layout.h"
+#include "broker/redis/replies.h"
+#include "store/record.h"
+
+namespace delayq::redis_broker::testing {
+namespace {
+
+using Calls = NodeTest;
+using Sessions = NodeTest;
+using TubeConfig = NodeTest;
+
+using redis::Reply;
+
+Reply text(const std::string& s) {
+  return Reply::string(s);
+}
+
+// A put of `body` into the session's used tube, ready at once.
+broker::PutRequest put_of(const std::string& body) {
+  broker::PutRequest request;
+  request.priority = 100;
+  request.ttr = std::chrono::seconds(30);
+  request.body = body;
+  return request;
+}
+
+// A single put's answer: {ok, id, due, replaced, now, served}.
+Reply put_answer(JobId id, std::int64_t due, JobId replaced, std::int64_t now) {
+  return reply::ok({Reply::number(static_cast<std::int64_t>(id)), Reply::number(due),
+                    Reply::number(static_cast<std::int64_t>(replaced)), Reply::number(now),
+                    reply::array({})});
+}
+
+// One put of a putmany's answer: {ok, id, due, replaced}.
+Reply one_put(JobId id, std::int64_t due) {
+  return reply::ok(
+      {Reply::number(static_cast<std::int64_t>(id)), Reply::number(due), Reply::number(0)});
+}
+
+// A tube's row of a stats answer: ready, urgent, reserved, delayed, buried, total, deletes,
+// timeouts.
+Reply stats_row(const std::string& tube, std::vector<std::int64_t> counts) {
+  std::vector<Reply> row = {text(tube)};
+  for (const auto n : counts) row.push_back(Reply::number(n));
+  return reply::array(std::move(row));
+}
+
+// A key of `tube` whose jobs live in `shard`.
+std::string key_in_shard(const std::string& tube, std::uint32_t shard, std::uint32_t shards) {
+  for (int i = 0;; ++i) {
+    std::string key = "k" + std::to_string(i);
+    if (shard_of_name(tube, key, shards) == shard) return key;
+  }
+}
+
+// Completes a write whose WAIT saw `acked` replicas (ScriptedRedis::answer says they all did).
+void answer_waited(boost::asio::io_context& io, Call& call, Reply reply, std::int64_t acked) {
+  std::vector<Reply> replies = {reply::array({std::move(reply), reply::array({})}),
+                                Reply::number(acked)};
+  boost::asio::post(io, [done = std::move(call.done), replies = std::move(replies)]() mutable {
+    done(std::move(replies));
+  });
+}
+
+// The oldest unanswered call of command `op` whose first argument is `first`.
+std::optional<Call> take_named(ScriptedRedis& redis, const std::string& op,
+                               const std::string& first) {
+  for (auto it = redis.calls.begin(); it != redis.calls.end(); ++it) {
+    const auto args = it->args();
+    if (it->op() == op && !args.empty() && args[0] == first) {
+      Call call = std::move(*it);
+      redis.calls.erase(it);
+      return call;
+    }
+  }
+  return std::nullopt;
+}
+
+// --- calls.cc: puts gathered per turn, WAIT, lost answers, error replies
+
+TEST_F(Calls, PutsMadeInOneTurnGoAsOnePutmanyToOneShard) {
+  auto s = session();
+  Outcome<broker::PutResult> a;
+  Outcome<broker::PutResult> b;
+  Outcome<broker::PutResult> c;
+  s->put(put_of("a"), a.callback());
+  s->put(put_of("b"), b.callback());
+  s->put(put_of("c"), c.callback());
+  EXPECT_EQ(redis->count("put") + redis->count("putmany"), 0U) << "a put sent inside the call";
+  settle();
+  EXPECT_EQ(redis->count("put"), 0U);
+  ASSERT_EQ(redis->count("putmany"), 1U);
+  Call many = take("putmany");
+  const auto args = many.args();
+  ASSERT_EQ(args.size(), 3U + 3 * 9) << "shards shard n, then 9 arguments a put";
+  EXPECT_EQ(args[0], std::to_string(kShards));
+  EXPECT_EQ(args[1], std::to_string(shard_of(many)));
+  EXPECT_EQ(args[2], "3");
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(args[3 + 9 * i], "default");
+    EXPECT_EQ(args[3 + 9 * i + 1], "100");
+  }
+  const std::uint32_t shard = shard_of(many);
+  const std::int64_t now = clock->now_unix_ms();
+  redis->answer(many,
+                reply::ok({Reply::number(now), one_put(4 + shard, now), one_put(8 + shard, now),
+                           one_put(12 + shard, now), reply::array({})}));
+  settle();
+  ASSERT_TRUE(a.done() && b.done() && c.done());
+  ASSERT_TRUE(a.result->is_ok()) << a.result->status().to_string();
+  EXPECT_EQ(a.result->value().job.id, 4 + shard);
+  EXPECT_EQ(b.result->value().job.id, 8 + shard);
+  EXPECT_EQ(c.result->value().job.id, 12 + shard);
+  EXPECT_EQ(c.result->value().job.created_unix_ms, now) << "the call's present, given to each";
+}
+
+TEST_F(Calls, KeylessPutsOfTheNextTurnGoToTheNextShard) {
+  auto s = session();
+  Outcome<broker::PutResult> first;
+  Outcome<broker::PutResult> second;
+  s->put(put_of("a"), first.callback());
+  settle();
+  s->put(put_of("b"), second.callback());
+  settle();
+  Call one = take("put");
+  Call two = take("put");
+  EXPECT_EQ(shard_of(two), (shard_of(one) + 1) % kShards);
+}
+
+TEST_F(Calls, ALonePutGoesAsPutAndItsAnswerBecomesThePutResult) {
+  auto s = session();
+  Outcome<broker::PutResult> got;
+  s->put(put_of("hello"), got.callback());
+  settle();
+  EXPECT_EQ(redis->count("putmany"), 0U);
+  Call put = take("put");
+  const auto args = put.args();
+  ASSERT_EQ(args.size(), 2U + 9);
+  EXPECT_EQ(args[0], std::to_string(kShards));
+  EXPECT_EQ(args[1], std::to_string(shard_of(put)));
+  // tube pri delay absolute replace key group attachment tail
+  EXPECT_EQ(std::vector<std::string>(args.begin() + 2, args.begin() + 10),
+            (std::vector<std::string>{"default", "100", "0", "0", "0", "", "", ""}));
+  EXPECT_EQ(args[10], new_record_tail(30, "default", "", "", "hello"));
+  const std::int64_t now = clock->now_unix_ms();
+  const JobId id = 40 + shard_of(put);
+  redis->answer(put, put_answer(id, now, 0, now));
+  EXPECT_FALSE(got.done());
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  const broker::PutResult& r = got.result->value();
+  EXPECT_TRUE(r.inserted);
+  EXPECT_EQ(r.replaced, 0U);
+  EXPECT_EQ(r.job.id, id);
+  EXPECT_EQ(r.job.state, JobState::kReady);
+  EXPECT_EQ(r.job.due_unix_ms, now);
+  EXPECT_EQ(r.job.created_unix_ms, now);
+  EXPECT_EQ(r.job.tube, "default");
+  EXPECT_EQ(r.job.priority, 100U);
+  EXPECT_EQ(r.job.ttr, std::chrono::seconds(30));
+  EXPECT_EQ(r.job.delay_ms, 0);
+}
+
+TEST_F(Calls, ADelayedPutWithReplaceIsAnsweredDelayedWithTheJobItReplaced) {
+  auto s = session();
+  Outcome<broker::PutResult> got;
+  auto request = put_of("x");
+  request.due = broker::Due::after(Millis{5000});
+  request.key = "order-1";
+  request.replace = true;
+  s->put(request, got.callback());
+  settle();
+  Call put = take("put");
+  const auto args = put.args();
+  ASSERT_EQ(args.size(), 11U);
+  EXPECT_EQ(args[4], "5000");
+  EXPECT_EQ(args[6], "1") << "replace";
+  EXPECT_EQ(args[7], "order-1");
+  const std::int64_t now = clock->now_unix_ms();
+  const JobId id = 20 + shard_of(put);
+  redis->answer(put, put_answer(id, now + 5000, 8 + shard_of(put), now));
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  EXPECT_EQ(got.result->value().job.state, JobState::kDelayed);
+  EXPECT_EQ(got.result->value().job.due_unix_ms, now + 5000);
+  EXPECT_EQ(got.result->value().job.delay_ms, 5000);
+  EXPECT_EQ(got.result->value().job.key, "order-1");
+  EXPECT_EQ(got.result->value().replaced, 8 + shard_of(put));
+}
+
+TEST_F(Calls, KeyedAndGroupedPutsGoOnTheirOwnToTheShardOfTheirName) {
+  auto s = session();
+  const std::string key = key_in_shard("default", 3, kShards);
+  const std::string group = key_in_shard("default", 1, kShards);
+  auto keyed = put_of("k");
+  keyed.key = key;
+  auto grouped = put_of("g");
+  grouped.group = group;
+  Outcome<broker::PutResult> a;
+  Outcome<broker::PutResult> b;
+  Outcome<broker::PutResult> c;
+  s->put(put_of("plain"), a.callback());
+  s->put(keyed, b.callback());
+  s->put(grouped, c.callback());
+  settle();
+  ASSERT_EQ(redis->count("put"), 3U) << "each alone in its shard";
+  std::map<std::uint32_t, std::vector<std::string>> by_shard;
+  while (auto put = redis->take("put")) by_shard[shard_of(*put)] = put->args();
+  ASSERT_EQ(by_shard.size(), 3U) << "the keyless put went to shard 1 or 3";
+  ASSERT_TRUE(by_shard.contains(3));
+  EXPECT_EQ(by_shard[3][7], key);
+  ASSERT_TRUE(by_shard.contains(1));
+  EXPECT_EQ(by_shard[1][8], group);
+}
+
+TEST_F(Calls, AKeyedPutWhoseKeyIsTakenAnswersTheJobHoldingIt) {
+  auto s = session();
+  auto request = put_of("x");
+  request.key = "order-1";
+  Outcome<broker::PutResult> got;
+  s->put(request, got.callback());
+  settle();
+  Call put = take("put");
+  EXPECT_EQ(shard_of(put), shard_of_name("default", "order-1", kShards));
+  JobView holder = ready_job(16 + shard_of(put));
+  holder.key = "order-1";
+  Reply exists = reply::job(holder, clock->now_unix_ms());
+  exists.elements[0] = text("exists");
+  redis->answer(put, exists);
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  EXPECT_FALSE(got.result->value().inserted);
+  EXPECT_EQ(got.result->value().job.id, holder.id);
+  EXPECT_EQ(got.result->value().job.key, "order-1");
+}
+
+TEST_F(Calls, APutItsChecksRefuseNeverReachesRedisAndIsAnsweredOnTheExecutor) {
+  auto s = session();
+  auto request = put_of("x");
+  request.tube = std::string(kDefaultMaxNameBytes + 1, 'a');
+  Outcome<broker::PutResult> got;
+  s->put(request, got.callback());
+  EXPECT_FALSE(got.done()) << "answered inside the call";
+  settle();
+  ASSERT_TRUE(got.done());
+  EXPECT_EQ(got.result->status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(redis->count("put"), 0U);
+  EXPECT_EQ(redis->count("putmany"), 0U);
+}
+
+TEST_F(Calls, WritesWaitForAReplicaAndReadsDoNot) {
+  auto s = session();
+  Outcome<broker::PutResult> put;
+  Outcome<JobId> erased;
+  Outcome<broker::Job> peeked;
+  s->put(put_of("x"), put.callback());
+  settle();
+  s->erase(broker::JobRef::by_id(6), erased.callback());
+  s->peek(broker::JobRef::by_id(7), true, peeked.callback());
+  EXPECT_EQ(take("put").replicas, 1);
+  EXPECT_EQ(take("erase").replicas, 1);
+  EXPECT_EQ(take("peek").replicas, 0);
+}
+
+TEST_F(Calls, NoWriteWaitsWhenWaitForReplicaIsOff) {
+  RedisBrokerOptions options;
+  options.wait_for_replica = false;
+  open_node(options);
+  auto s = session();
+  Outcome<JobId> erased;
+  s->erase(broker::JobRef::by_id(6), erased.callback());
+  EXPECT_EQ(take("erase").replicas, 0);
+}
+
+TEST_F(Calls, AWaitThatSawNoReplicaTurnsWaitOffForThatPrimaryForFiveSeconds) {
+  auto s = session();
+  const auto erase_waits = [&](JobId id) {
+    Outcome<JobId> erased;
+    s->erase(broker::JobRef::by_id(id), erased.callback());
+    Call call = take("erase");
+    const int replicas = call.replicas;
+    redis->answer(call, reply::ok({text(std::to_string(id))}));
+    settle();
+    return replicas;
+  };
+  Outcome<JobId> first;
+  s->erase(broker::JobRef::by_id(6), first.callback());
+  Call call = take("erase");
+  ASSERT_EQ(call.replicas, 1);
+  answer_waited(io, call, reply::ok({text("6")}), 0);
+  settle();
+  ASSERT_TRUE(first.done());
+  ASSERT_TRUE(first.result->is_ok()) << "answered all the same";
+  EXPECT_EQ(first.result->value(), 6U);
+  EXPECT_EQ(erase_waits(10), 0);
+  EXPECT_EQ(erase_waits(11), 0) << "every shard of that primary";
+  clock->advance(Millis{4999});
+  EXPECT_EQ(erase_waits(14), 0);
+  clock->advance(Millis{1});
+  EXPECT_EQ(erase_waits(18), 1);
+}
+
+TEST_F(Calls, ACallWhoseAnswerIsLostFailsWithIOErrorAndItsShardIsAskedAgain) {
+  auto waiting = session();
+  Outcome<broker::Job> w;
+  waiting->reserve({}, w.callback());
+  settle();
+  ASSERT_EQ(
+      answer_all("probe", reply::ok({reply::array({text("")}), reply::array({Reply::number(0)})})),
+      kShards);
+  settle();
+  auto s = session();
+  Outcome<JobId> erased;
+  s->erase(broker::JobRef::by_id(6), erased.callback());
+  Call erase = take("erase");
+  EXPECT_EQ(shard_of(erase), 2U);
+  redis->fail(erase, Status(Code::kTimedOut, "no reply within 10000 ms"));
+  settle();
+  ASSERT_TRUE(erased.done());
+  EXPECT_EQ(erased.result->status().code(), Code::kIOError) << "a store's error, not a timeout";
+  // The erase may have run: what it made ready here, this node would not hear of.
+  Outcome<broker::Job> next;
+  s->reserve({}, next.callback());
+  settle();
+  ASSERT_EQ(redis->count("probe"), 1U);
+  Call probe = take("probe");
+  EXPECT_EQ(shard_of(probe), 2U);
+  EXPECT_FALSE(w.done());
+}
+
+TEST_F(Calls, AnOomReplyIsNoSpaceAndAnyOtherErrorReplyAnIOError) {
+  auto s = session();
+  Outcome<broker::PutResult> put;
+  s->put(put_of("x"), put.callback());
+  settle();
+  Call call = take("put");
+  redis->answer(call, Reply::error("OOM command not allowed when used memory > 'maxmemory'."));
+  Outcome<JobId> erased;
+  s->erase(broker::JobRef::by_id(6), erased.callback());
+  Call erase = take("erase");
+  redis->answer(erase, Reply::error("ERR Error running script"));
+  settle();
+  ASSERT_TRUE(put.done());
+  EXPECT_EQ(put.result->status().code(), Code::kNoSpace);
+  ASSERT_TRUE(erased.done());
+  EXPECT_EQ(erased.result->status().code(), Code::kIOError);
+}
+
+TEST_F(Calls, NotFoundAndConflictRepliesKeepTheirCodes) {
+  auto s = session();
+  Outcome<JobId> erased;
+  Outcome<JobView> buried;
+  s->erase(broker::JobRef::by_id(6), erased.callback());
+  s->bury(7, std::nullopt, buried.callback());
+  Call erase = take("erase");
+  Call bury = take("bury");
+  redis->answer(erase, reply::code("notfound", "no such job"));
+  redis->answer(bury, reply::code("conflict", "the job is reserved by another client"));
+  settle();
+  ASSERT_TRUE(erased.done() && buried.done());
+  EXPECT_EQ(erased.result->status().code(), Code::kNotFound);
+  EXPECT_EQ(buried.result->status().code(), Code::kConflict);
+}
+
+// --- session.cc: job calls on the job's shard, holding, peeks, kicks, groups
+
+// A job reserved by the caller, as reserve_job and touch answer it.
+JobView reserved_view(JobView job, std::int64_t now) {
+  job.state = JobState::kReserved;
+  job.deadline_unix_ms = now + job.ttr.count() * 1000;
+  job.counters.reserves = 1;
+  return job;
+}
+
+TEST_F(Sessions, EraseByIdGoesToTheJobsShardAndAnswersItsId) {
+  auto s = session();
+  Outcome<JobId> erased;
+  s->erase(broker::JobRef::by_id(23), erased.callback());
+  Call call = take("erase");
+  EXPECT_EQ(shard_of(call), 23 % kShards);
+  const auto args = call.args();
+  ASSERT_EQ(args.size(), 4U);
+  EXPECT_TRUE(args[0].starts_with(broker->node_name() + "/")) << args[0];
+  EXPECT_EQ(std::vector<std::string>(args.begin() + 1, args.end()),
+            (std::vector<std::string>{"23", "", ""}));
+  redis->answer(call, reply::ok({text("23")}));
+  settle();
+  ASSERT_TRUE(erased.done());
+  ASSERT_TRUE(erased.result->is_ok()) << erased.result->status().to_string();
+  EXPECT_EQ(erased.result->value(), 23U);
+}
+
+TEST_F(Sessions, EraseByKeyGoesToTheShardOfItsTubeAndKey) {
+  auto s = session();
+  Outcome<JobId> erased;
+  const std::string key = key_in_shard("emails", 2, kShards);
+  s->erase(broker::JobRef::by_key("emails", key), erased.callback());
+  Call call = take("erase");
+  EXPECT_EQ(shard_of(call), 2U);
+  const auto args = call.args();
+  ASSERT_EQ(args.size(), 4U);
+  EXPECT_EQ(std::vector<std::string>(args.begin() + 1, args.end()),
+            (std::vector<std::string>{"", "emails", key}));
+  redis->answer(call, reply::ok({text("38")}));
+  settle();
+  ASSERT_TRUE(erased.done());
+  EXPECT_EQ(erased.result->value(), 38U);
+}
+
+TEST_F(Sessions, ReleaseBuryAndTouchGoToTheJobsShardAndAnswerWithTheJob) {
+  auto s = session();
+  Outcome<JobView> released;
+  Outcome<JobView> buried;
+  Outcome<JobView> touched;
+  broker::ReleaseRequest release;
+  release.id = 6;
+  release.priority = 5;
+  release.delay = Millis{2000};
+  s->release(release, released.callback());
+  s->bury(7, 9, buried.callback());
+  s->touch(9, touched.callback());
+  Call r = take("release");
+  Call b = take("bury");
+  Call t = take("touch");
+  EXPECT_EQ(shard_of(r), 2U);
+  EXPECT_EQ(shard_of(b), 3U);
+  EXPECT_EQ(shard_of(t), 1U);
+  const auto tail = [](const Call& call) {
+    const auto args = call.args();
+    return std::vector<std::string>(args.begin() + 1, args.end());
+  };
+  EXPECT_EQ(tail(r), (std::vector<std::string>{"6", "5", "2000", ""}));
+  EXPECT_EQ(tail(b), (std::vector<std::string>{"7", "9"}));
+  EXPECT_EQ(tail(t), (std::vector<std::string>{"9"}));
+  const std::int64_t now = clock->now_unix_ms();
+  JobView six = ready_job(6);
+  six.state = JobState::kDelayed;
+  six.priority = 5;
+  JobView seven = ready_job(7);
+  seven.state = JobState::kBuried;
+  seven.priority = 9;
+  redis->answer(r, reply::job(six, now));
+  redis->answer(b, reply::job(seven, now));
+  redis->answer(t, reply::job(reserved_view(ready_job(9), now), now));
+  settle();
+  ASSERT_TRUE(released.done() && buried.done() && touched.done());
+  ASSERT_TRUE(released.result->is_ok()) << released.result->status().to_string();
+  EXPECT_EQ(released.result->value().id, 6U);
+  EXPECT_EQ(released.result->value().state, JobState::kDelayed);
+  EXPECT_EQ(buried.result->value().id, 7U);
+  EXPECT_EQ(buried.result->value().state, JobState::kBuried);
+  EXPECT_EQ(touched.result->value().id, 9U);
+  EXPECT_EQ(touched.result->value().state, JobState::kReserved);
+}
+
+TEST_F(Sessions, ReserveJobHoldsTheJobAndTheSessionsEndReleasesWhatItStillHolds) {
+  auto s = session();
+  const std::int64_t now = clock->now_unix_ms();
+  std::string holder;
+  for (const JobId id : {JobId{10}, JobId{13}, JobId{7}}) {
+    Outcome<broker::Job> got;
+    s->reserve_job(id, got.callback());
+    Call call = take("reserve_job");
+    EXPECT_EQ(shard_of(call), id % kShards);
+    EXPECT_EQ(call.args()[1], std::to_string(id));
+    holder = call.args()[0];
+    redis->answer(call, reply::job(reserved_view(ready_job(id), now), now));
+    settle();
+    ASSERT_TRUE(got.done());
+    ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+    EXPECT_EQ(got.result->value().view.state, JobState::kReserved);
+  }
+  // One the session finished is no longer its to give back.
+  Outcome<JobId> erased;
+  s->erase(broker::JobRef::by_id(7), erased.callback());
+  Call erase = take("erase");
+  redis->answer(erase, reply::ok({text("7")}));
+  settle();
+  ASSERT_TRUE(erased.done());
+  s.reset();
+  ASSERT_EQ(redis->count("release"), 2U);
+  std::map<JobId, std::vector<std::string>> released;
+  while (auto call = redis->take("release")) {
+    EXPECT_EQ(shard_of(*call), to_int(call->args()[1]) % kShards);
+    released[static_cast<JobId>(to_int(call->args()[1]))] = call->args();
+  }
+  EXPECT_EQ(released[10], (std::vector<std::string>{holder, "10", "", "", "1"}));
+  EXPECT_EQ(released[13], (std::vector<std::string>{holder, "13", "", "", "1"}));
+}
+
+TEST_F(Sessions, AJobReserveJobDidNotGetIsNotReleasedAtTheSessionsEnd) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  s->reserve_job(10, got.callback());
+  Call call = take("reserve_job");
+  redis->answer(call, reply::code("conflict", "reserved by another client"));
+  settle();
+  ASSERT_TRUE(got.done());
+  EXPECT_EQ(got.result->status().code(), Code::kConflict);
+  s.reset();
+  EXPECT_EQ(redis->count("release"), 0U);
+}
+
+// Answers a peek_next of "default" in `state` on every shard: each shard's job, or none. How
+// many it answered. (`shard_of`: the fixture's.)
+std::size_t answer_peeks(ScriptedRedis& redis, std::uint32_t (*shard_of)(const Call&),
+                         const std::string& state, const std::map<std::uint32_t, JobView>& jobs,
+                         std::int64_t now) {
+  std::size_t answered = 0;
+  while (auto call = redis.take("peek_next")) {
+    EXPECT_EQ(call->args(), (std::vector<std::string>{"default", state}));
+    const auto it = jobs.find(shard_of(*call));
+    redis.answer(*call,
+                 it == jobs.end() ? reply::code("notfound", "none") : reply::job(it->second, now));
+    ++answered;
+  }
+  return answered;
+}
+
+TEST_F(Sessions, PeekNextOfReadyTakesTheBestPriorityThenTheOldestThenTheLowestId) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  s->peek_next("default", JobState::kReady, got.callback());
+  const std::int64_t now = clock->now_unix_ms();
+  JobView urgent_old = ready_job(5);  // shard 1: the oldest, of a worse priority
+  urgent_old.priority = 10;
+  urgent_old.created_unix_ms = now - 9000;
+  JobView later = ready_job(18);  // shard 2
+  later.priority = 5;
+  later.created_unix_ms = now - 1000;
+  JobView same_time = ready_job(7);  // shard 3: as old as 18, a lower id
+  same_time.priority = 5;
+  same_time.created_unix_ms = now - 1000;
+  ASSERT_EQ(
+      answer_peeks(*redis, &shard_of, "ready", {{1, urgent_old}, {2, later}, {3, same_time}}, now),
+      kShards);
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  EXPECT_EQ(got.result->value().view.id, 7U);
+}
+
+TEST_F(Sessions, PeekNextOfReadyTakesAnOlderJobOverALowerId) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  s->peek_next("default", JobState::kReady, got.callback());
+  const std::int64_t now = clock->now_unix_ms();
+  JobView low_id = ready_job(4);  // shard 0
+  low_id.created_unix_ms = now - 500;
+  JobView older = ready_job(9);  // shard 1
+  older.created_unix_ms = now - 800;
+  ASSERT_EQ(answer_peeks(*redis, &shard_of, "ready", {{0, low_id}, {1, older}}, now), kShards);
+  settle();
+  ASSERT_TRUE(got.done());
+  EXPECT_EQ(got.result->value().view.id, 9U);
+}
+
+TEST_F(Sessions, PeekNextOfBuriedTakesTheLowestIdAndOfDelayedTheEarliestDue) {
+  auto s = session();
+  const std::int64_t now = clock->now_unix_ms();
+  Outcome<broker::Job> buried;
+  s->peek_next("default", JobState::kBuried, buried.callback());
+  JobView three = ready_job(3);
+  three.state = JobState::kBuried;
+  three.created_unix_ms = now;  // the newest: age does not count
+  JobView five = ready_job(5);
+  five.state = JobState::kBuried;
+  JobView ten = ready_job(10);
+  ten.state = JobState::kBuried;
+  ASSERT_EQ(answer_peeks(*redis, &shard_of, "buried", {{3, three}, {1, five}, {2, ten}}, now),
+            kShards);
+  settle();
+  ASSERT_TRUE(buried.done());
+  EXPECT_EQ(buried.result->value().view.id, 3U);
+
+  Outcome<broker::Job> delayed;
+  s->peek_next("default", JobState::kDelayed, delayed.callback());
+  JobView d5 = ready_job(5);
+  d5.state = JobState::kDelayed;
+  d5.due_unix_ms = now + 3000;
+  JobView d6 = ready_job(6);
+  d6.state = JobState::kDelayed;
+  d6.due_unix_ms = now + 2000;
+  JobView d7 = ready_job(7);
+  d7.state = JobState::kDelayed;
+  d7.due_unix_ms = now + 2000;
+  ASSERT_EQ(answer_peeks(*redis, &shard_of, "delayed", {{1, d5}, {2, d6}, {3, d7}}, now), kShards);
+  settle();
+  ASSERT_TRUE(delayed.done());
+  EXPECT_EQ(delayed.result->value().view.id, 6U);
+}
+
+TEST_F(Sessions, PeekNextFindingNothingAnywhereIsNotFoundAndOfReservedIsRefused) {
+  auto s = session();
+  Outcome<broker::Job> none;
+  s->peek_next("default", JobState::kReady, none.callback());
+  ASSERT_EQ(answer_peeks(*redis, &shard_of, "ready", {}, clock->now_unix_ms()), kShards);
+  settle();
+  ASSERT_TRUE(none.done());
+  EXPECT_EQ(none.result->status().code(), Code::kNotFound);
+  Outcome<broker::Job> reserved;
+  s->peek_next("default", JobState::kReserved, reserved.callback());
+  EXPECT_FALSE(reserved.done()) << "answered inside the call";
+  settle();
+  ASSERT_TRUE(reserved.done());
+  EXPECT_EQ(reserved.result->status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(redis->count("peek_next"), 0U);
+}
+
+// A kickable answer: {ok, {id, order}...}.
+Reply kickable(const std::vector<std::pair<JobId, std::string>>& jobs) {
+  std::vector<Reply> pairs;
+  for (const auto& [id, order] : jobs) {
+    pairs.push_back(reply::array({text(std::to_string(id)), text(order)}));
+  }
+  return reply::ok({reply::array(std::move(pairs))});
+}
+
+TEST_F(Sessions, KickAsksEveryShardThenKicksTheFirstOfAllWhereTheyAre) {
+  auto s = session();
+  Outcome<std::size_t> kicked;
+  s->kick("default", 3, kicked.callback());
+  ASSERT_EQ(redis->count("kickable"), kShards);
+  EXPECT_EQ(redis->count("kick"), 0U);
+  std::map<std::uint32_t, Reply> lists = {{0, kickable({})},
+                                          {1, kickable({{1, "1"}, {5, "5"}})},
+                                          {2, kickable({{6, "6"}})},
+                                          {3, kickable({{3, "3"}, {7, "7"}})}};
+  while (auto call = redis->take("kickable")) {
+    EXPECT_EQ(call->args(), (std::vector<std::string>{"default", "buried", "3"}));
+    redis->answer(*call, lists[shard_of(*call)]);
+  }
+  settle();
+  // The first three of all are 1 and 5 (shard 1) and 3 (shard 3).
+  ASSERT_EQ(redis->count("kick"), 2U);
+  std::map<std::uint32_t, std::vector<std::string>> kicks;
+  while (auto call = redis->take("kick")) {
+    kicks[shard_of(*call)] = call->args();
+    EXPECT_EQ(call->replicas, 1) << "a write";
+    redis->answer(*call, reply::ok({Reply::number(shard_of(*call) == 1 ? 2 : 1)}));
+  }
+  EXPECT_EQ(kicks[1], (std::vector<std::string>{"default", "buried", "2"}));
+  EXPECT_EQ(kicks[3], (std::vector<std::string>{"default", "buried", "1"}));
+  EXPECT_FALSE(kicked.done());
+  settle();
+  ASSERT_TRUE(kicked.done());
+  ASSERT_TRUE(kicked.result->is_ok()) << kicked.result->status().to_string();
+  EXPECT_EQ(kicked.result->value(), 3U);
+}
+
+TEST_F(Sessions, KickWithNoBuriedJobAnywhereKicksTheEarliestDelayedOnes) {
+  auto s = session();
+  Outcome<std::size_t> kicked;
+  s->kick("default", 2, kicked.callback());
+  ASSERT_EQ(answer_all("kickable", kickable({})), kShards);
+  settle();
+  ASSERT_EQ(redis->count("kickable"), kShards);
+  const std::int64_t now = clock->now_unix_ms();
+  const auto at = [now](std::int64_t ms) { return std::to_string(now + ms); };
+  std::map<std::uint32_t, Reply> lists = {{0, kickable({{4, at(3000)}})},
+                                          {1, kickable({{5, at(1000)}, {9, at(4000)}})},
+                                          {2, kickable({})},
+                                          {3, kickable({{7, at(2000)}})}};
+  while (auto call = redis->take("kickable")) {
+    EXPECT_EQ(call->args(), (std::vector<std::string>{"default", "delayed", "2"}));
+    redis->answer(*call, lists[shard_of(*call)]);
+  }
+  settle();
+  std::map<std::uint32_t, std::vector<std::string>> kicks;
+  while (auto call = redis->take("kick")) {
+    kicks[shard_of(*call)] = call->args();
+    redis->answer(*call, reply::ok({Reply::number(1)}));
+  }
+  EXPECT_EQ(kicks.size(), 2U);
+  EXPECT_EQ(kicks[1], (std::vector<std::string>{"default", "delayed", "1"}));
+  EXPECT_EQ(kicks[3], (std::vector<std::string>{"default", "delayed", "1"}));
+  settle();
+  ASSERT_TRUE(kicked.done());
+  EXPECT_EQ(kicked.result->value(), 2U);
+}
+
+TEST_F(Sessions, ListGroupAsksEveryShardAndSortsTheJobsById) {
+  auto s = session();
+  Outcome<std::vector<JobView>> got;
+  s->list_group("default", "batch-7", got.callback());
+  ASSERT_EQ(redis->count("group"), kShards);
+  const auto entries = [this](std::vector<JobId> ids) {
+    std::vector<Reply> out = {text("ok")};
+    for (const JobId id : ids) {
+      JobView job = ready_job(id);
+      job.group = "batch-7";
+      out.push_back(text(std::to_string(id)));
+      out.push_back(text(reply::record(job, "body")));
+    }
+    return reply::array(std::move(out));
+  };
+  std::map<std::uint32_t, Reply> lists = {
+      {0, entries({})}, {1, entries({9, 5})}, {2, entries({6})}, {3, entries({3})}};
+  while (auto call = redis->take("group")) {
+    EXPECT_EQ(call->args(), (std::vector<std::string>{"default", "batch-7", "0"}));
+    EXPECT_EQ(call->replicas, 0) << "a read";
+    redis->answer(*call, lists[shard_of(*call)]);
+  }
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  std::vector<JobId> ids;
+  for (const auto& job : got.result->value()) ids.push_back(job.id);
+  EXPECT_EQ(ids, (std::vector<JobId>{3, 5, 6, 9}));
+  EXPECT_EQ(got.result->value().front().group, "batch-7");
+}
+
+// --- session_admin.cc: stats, tubes, what Redis mode cannot do
+
+TEST_F(Sessions, StatsSumsEveryShardAndCountsTheOtherLiveNodesWaiting) {
+  // The heartbeat tells who is alive: this node and one other.
+  Call heartbeat = take("heartbeat");
+  redis->answer(heartbeat,
+                reply::ok({reply::array({text(broker->node_name()), text("other:1:1")})}));
+  settle();
+  // One reserve waits here.
+  auto worker = session();
+  Outcome<broker::Job> waiting;
+  worker->reserve({}, waiting.callback());
+  settle();
+  answer_all("probe", reply::ok({reply::array({text("")}), reply::array({Reply::number(0)})}));
+  settle();
+
+  auto s = session();
+  Outcome<ServerStats> got;
+  s->stats(got.callback());
+  ASSERT_EQ(redis->count("stats"), kShards);
+  std::map<std::uint32_t, Reply> rows = {
+      {0, reply::ok({stats_row("default", {1, 1, 0, 2, 0, 10, 4, 1})})},
+      {1, reply::ok({stats_row("emails", {2, 0, 1, 0, 1, 7, 2, 0})})},
+      {2, reply::ok({stats_row("default", {3, 0, 1, 0, 0, 5, 1, 2}),
+                     stats_row("gone", {0, 0, 0, 0, 0, 9, 9, 0})})},
+      {3, reply::ok()}};
+  while (auto call = redis->take("stats")) {
+    EXPECT_TRUE(call->args().empty()) << "every tube";
+    redis->answer(*call, rows[shard_of(*call)]);
+  }
+  settle();
+  auto waiting_counts = take_named(*redis, "HGETALL", "dq:waiting");
+  ASSERT_TRUE(waiting_counts.has_value());
+  redis->answer(*waiting_counts,
+                reply::array({text(broker->node_name()), text("5"), text("other:1:1"), text("3"),
+                              text("gone:1:1"), text("7")}));
+  EXPECT_FALSE(got.done());
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  const ServerStats& stats = got.result->value();
+  EXPECT_EQ(stats.ready, 6U);
+  EXPECT_EQ(stats.urgent, 1U);
+  EXPECT_EQ(stats.reserved, 2U);
+  EXPECT_EQ(stats.delayed, 2U);
+  EXPECT_EQ(stats.buried, 1U);
+  EXPECT_EQ(stats.total_jobs, 31U);
+  EXPECT_EQ(stats.deletes, 16U);
+  EXPECT_EQ(stats.job_timeouts, 3U);
+  EXPECT_EQ(stats.tubes, 2U) << "default and emails; gone holds no job";
+  EXPECT_EQ(stats.waiting, 1U + 3U) << "this node's own, and the live other's";
+}
+
+TEST_F(Sessions, StatsTubeOfAnUnknownTubeIsNotFoundButDefaultAlwaysExists) {
+  broker::SessionOptions options;
+  options.watch_default = false;  // nobody here uses or watches "default"
+  auto s = broker->open_session(options);
+  Outcome<TubeStats> unknown;
+  s->stats_tube("old", unknown.callback());
+  ASSERT_EQ(redis->count("stats"), kShards);
+  while (auto call = redis->take("stats")) {
+    EXPECT_EQ(call->args(), std::vector<std::string>{"old"});
+    // Shard 1 remembers the tube's counts, but holds none of its jobs.
+    redis->answer(*call, shard_of(*call) == 1
+                             ? reply::ok({stats_row("old", {0, 0, 0, 0, 0, 5, 5, 0})})
+                             : reply::ok());
+  }
+  settle();
+  ASSERT_TRUE(unknown.done());
+  EXPECT_EQ(unknown.result->status().code(), Code::kNotFound);
+
+  Outcome<TubeStats> fallback;
+  s->stats_tube("default", fallback.callback());
+  ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
+  settle();
+  ASSERT_TRUE(fallback.done());
+  ASSERT_TRUE(fallback.result->is_ok()) << fallback.result->status().to_string();
+  EXPECT_EQ(fallback.result->value().name, "default");
+  EXPECT_EQ(fallback.result->value().ready, 0U);
+}
+
+TEST_F(Sessions, StatsTubeSumsTheTubesShardsWithThisNodesUsers) {
+  auto s = session();
+  Outcome<TubeStats> got;
+  s->stats_tube("default", got.callback());
+  while (auto call = redis->take("stats")) {
+    redis->answer(*call, shard_of(*call) == 3
+                             ? reply::ok()
+                             : reply::ok({stats_row("default", {2, 1, 1, 1, 0, 6, 3, 0})}));
+  }
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  EXPECT_EQ(got.result->value().ready, 6U);
+  EXPECT_EQ(got.result->value().urgent, 3U);
+  EXPECT_EQ(got.result->value().total_jobs, 18U);
+  EXPECT_EQ(got.result->value().deletes, 9U);
+  EXPECT_EQ(got.result->value().using_clients, 1U);
+  EXPECT_EQ(got.result->value().watching_clients, 1U);
+}
+
+TEST_F(Sessions, DueCountsListJobsAndBackupAreNotSupportedAndAnsweredOnTheExecutor) {
+  auto s = session();
+  const std::size_t before = redis->calls.size();
+  Outcome<broker::DueCounts> due;
+  Outcome<broker::JobList> jobs;
+  Outcome<broker::BackupResult> backup;
+  s->due_counts("default", {broker::Due::after(Millis{1000})}, due.callback());
+  s->list_jobs("default", JobState::kDelayed, 10, jobs.callback());
+  s->backup("/tmp/backup", backup.callback());
+  EXPECT_FALSE(due.done() || jobs.done() || backup.done()) << "answered inside the call";
+  settle();
+  ASSERT_TRUE(due.done() && jobs.done() && backup.done());
+  EXPECT_EQ(due.result->status().code(), Code::kNotSupported);
+  EXPECT_EQ(jobs.result->status().code(), Code::kNotSupported);
+  EXPECT_EQ(backup.result->status().code(), Code::kNotSupported);
+  EXPECT_EQ(redis->calls.size(), before) << "Redis asked nothing";
+}
+
+// --- pauses, webhooks, max attempts (session_admin.cc, tube_config.cc)
+
+// Answers a load of the tubes' settings (three HGETALLs): each hash's fields and values.
+void answer_conf(ScriptedRedis& redis, const std::vector<std::string>& webhooks,
+                 const std::vector<std::string>& pauses,
+                 const std::vector<std::string>& max_attempts) {
+  const auto hash = [](const std::vector<std::string>& flat) {
+    std::vector<Reply> out;
+    for (const auto& s : flat) out.push_back(Reply::string(s));
+    return reply::array(std::move(out));
+  };
+  for (const auto& [key, flat] :
+       {std::pair{"dq:webhooks", &webhooks}, std::pair{"dq:pauses", &pauses},
+        std::pair{"dq:max-attempts", &max_attempts}}) {
+    auto call = take_named(redis, "HGETALL", key);
+    ASSERT_TRUE(call.has_value()) << "no HGETALL of " << key;
+    redis.answer(*call, hash(*flat));
+  }
+}
+
+TEST_F(TubeConfig, PauseTubeSendsPauseToEveryShardThenRecordsAndAnnouncesIt) {
+  auto s = session();
+  Outcome<TubeStats> got;
+  s->pause_tube("default", std::chrono::seconds(30), got.callback());
+  // First: does the tube exist?
+  ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
+  settle();
+  ASSERT_EQ(redis->count("pause"), kShards);
+  while (auto call = redis->take("pause")) {
+    EXPECT_EQ(call->args(), (std::vector<std::string>{"default", "30000"}));
+    EXPECT_EQ(call->replicas, 1) << "a write";
+    redis->answer(*call, reply::ok());
+  }
+  settle();
+  const std::int64_t until = clock->now_unix_ms() + 30000;
+  auto record = take_named(*redis, "HSET", "dq:pauses");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->args(),
+            (std::vector<std::string>{"dq:pauses", "default", std::to_string(until) + " 30 1"}));
+  EXPECT_EQ(redis->count("PUBLISH"), 0U) << "announced before it is recorded";
+  redis->answer(*record, Reply::number(1));
+  settle();
+  auto announce = take_named(*redis, "PUBLISH", "dq:events");
+  ASSERT_TRUE(announce.has_value());
+  EXPECT_EQ(announce->args(), (std::vector<std::string>{"dq:events", "c"}));
+  ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  EXPECT_EQ(got.result->value().pause, std::chrono::seconds(30));
+  EXPECT_EQ(got.result->value().pause_left, Millis{30000});
+  EXPECT_EQ(got.result->value().pauses, 1U);
+}
+
+TEST_F(TubeConfig, PauseTubeOfATubeThatDoesNotExistIsNotFoundAndPausesNothing) {
+  auto s = session();
+  Outcome<TubeStats> got;
+  s->pause_tube("nosuch", std::chrono::seconds(30), got.callback());
+  ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
+  settle();
+  ASSERT_TRUE(got.done());
+  EXPECT_EQ(got.result->status().code(), Code::kNotFound);
+  EXPECT_EQ(redis->count("pause"), 0U);
+}
+
+TEST_F(TubeConfig, APausedTubeIsSkippedByReservesUntilItsPauseEnds) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  s->reserve({}, got.callback());
+  settle();
+  ASSERT_EQ(
+      answer_all("probe", reply::ok({reply::array({text("")}), reply::array({Reply::number(0)})})),
+      kShards);
+  settle();
+  // Another node paused "default" for 7 s.
+  redis->publish("c");
+  settle();
+  const std::int64_t until = clock->now_unix_ms() + 7000;
+  answer_conf(*redis, {}, {"default", std::to_string(until) + " 7 1"}, {});
+  settle();
+  // A job made ready meanwhile is left alone.
+  redis->publish_shard(1, "r dq:{1} default other:1:1 1024:1799999999000:5");
+  settle();
+  EXPECT_EQ(redis->count("reserve"), 0U);
+  EXPECT_EQ(redis->count("probe"), 0U);
+  clock->advance(Millis{6999});
+  EXPECT_EQ(redis->count("reserve"), 0U);
+  EXPECT_EQ(redis->count("probe"), 0U);
+  EXPECT_FALSE(got.done());
+  // The pause ends: every shard may hold jobs the reserves skipped.
+  clock->advance(Millis{1});
+  ASSERT_EQ(redis->count("probe"), kShards);
+  while (auto probe = redis->take("probe")) {
+    answer_probe(*probe, {shard_of(*probe) == 1 ? "1024:1799999999000:5" : ""});
+  }
+  settle();
+  Call reserve = take("reserve");
+  EXPECT_EQ(shard_of(reserve), 1U);
+  redis->answer(reserve, reserved(ready_job(5), {""}));
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  EXPECT_EQ(got.result->value().view.id, 5U);
+}
+
+Webhook a_webhook() {
+  Webhook webhook;
+  webhook.url = "https://example.com/jobs";
+  webhook.concurrency = 3;
+  return webhook;
+}
+
+TEST_F(TubeConfig, SetWebhookRecordsItAnnouncesItAndRunsTheWebhooksHandler) {
+  int changed = 0;
+  broker->on_webhooks_changed([&changed] { ++changed; });
+  auto s = session();
+  Outcome<Webhook> got;
+  s->set_webhook("emails", a_webhook(), got.callback());
+  auto record = take_named(*redis, "HSET", "dq:webhooks");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->args(), (std::vector<std::string>{"dq:webhooks", "emails",
+                                                      store::encode_webhook(a_webhook())}));
+  settle();
+  EXPECT_EQ(changed, 0) << "before Redis has it";
+  EXPECT_TRUE(broker->webhooks().empty());
+  redis->answer(*record, Reply::number(1));
+  settle();
+  EXPECT_EQ(changed, 1);
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  EXPECT_EQ(got.result->value(), a_webhook());
+  ASSERT_EQ(broker->webhooks().size(), 1U);
+  EXPECT_EQ(broker->webhooks()[0].first, "emails");
+  auto announce = take_named(*redis, "PUBLISH", "dq:events");
+  ASSERT_TRUE(announce.has_value());
+  EXPECT_EQ(announce->args()[1], "c");
+}
+
+TEST_F(TubeConfig, AConfMessageReloadsWebhooksPausesAndMaxAttempts) {
+  int changed = 0;
+  broker->on_webhooks_changed([&changed] { ++changed; });
+  redis->publish("c");
+  settle();
+  EXPECT_EQ(redis->count("HGETALL"), 3U);
+  const std::int64_t until = clock->now_unix_ms() + 60000;
+  const std::string encoded = store::encode_webhook(a_webhook());
+  answer_conf(*redis, {"emails", encoded}, {"default", std::to_string(until) + " 60 3"},
+              {"default", "5"});
+  settle();
+  EXPECT_EQ(changed, 1);
+  ASSERT_EQ(broker->webhooks().size(), 1U);
+  EXPECT_EQ(broker->webhooks()[0], std::pair(std::string("emails"), a_webhook()));
+
+  auto s = session();
+  Outcome<TubeStats> got;
+  s->stats_tube("default", got.callback());
+  ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  EXPECT_EQ(got.result->value().pauses, 3U);
+  EXPECT_EQ(got.result->value().pause, std::chrono::seconds(60));
+  EXPECT_EQ(got.result->value().pause_left, Millis{60000});
+  EXPECT_EQ(got.result->value().max_attempts, 5U);
+
+  // The same settings again: the webhooks did not change, and their handler is not run.
+  redis->publish("c");
+  settle();
+  answer_conf(*redis, {"emails", encoded}, {"default", std::to_string(until) + " 60 3"},
+              {"default", "5"});
+  settle();
+  EXPECT_EQ(changed, 1);
+}
+
+TEST_F(TubeConfig, SetMaxAttemptsTellsEveryShardThenRecordsItAndZeroRemovesIt) {
+  auto s = session();
+  Outcome<std::uint32_t> set;
+  s->set_max_attempts("default", 4, set.callback());
+  ASSERT_EQ(redis->count("max_attempts"), kShards);
+  while (auto call = redis->take("max_attempts")) {
+    EXPECT_EQ(call->args(), (std::vector<std::string>{"default", "4"}));
+    EXPECT_EQ(call->replicas, 1) << "a write";
+    redis->answer(*call, reply::ok());
+  }
+  settle();
+  auto record = take_named(*redis, "HSET", "dq:max-attempts");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->args(), (std::vector<std::string>{"dq:max-attempts", "default", "4"}));
+  redis->answer(*record, Reply::number(1));
+  settle();
+  ASSERT_TRUE(set.done());
+  EXPECT_EQ(set.result->value(), 4U);
+  EXPECT_TRUE(take_named(*redis, "PUBLISH", "dq:events").has_value());
+
+  Outcome<std::uint32_t> removed;
+  s->set_max_attempts("default", 0, removed.callback());
+  answer_all("max_attempts", reply::ok());
+  settle();
+  auto erase = take_named(*redis, "HDEL", "dq:max-attempts");
+  ASSERT_TRUE(erase.has_value());
+  EXPECT_EQ(erase->args(), (std::vector<std::string>{"dq:max-attempts", "default"}));
+  redis->answer(*erase, Reply::number(1));
+  settle();
+  ASSERT_TRUE(removed.done());
+  EXPECT_EQ(removed.result->value(), 0U);
+}
+
+}  // namespace
+}  // namespace delayq::redis_broker::testing
