@@ -2,7 +2,8 @@
 // keep-alive connections kept per origin and reused, TLS through OpenSSL with the system's CA
 // store (plus an optional CA file) and host-name verification, a deadline per request from the
 // first byte of connect to the last of the answer, and answers read up to a bound. Runs on the
-// deliverer's executor (Boost.Asio coroutines); not thread-safe. Used by deliverer.h only.
+// deliverer's executor (Boost.Asio coroutines); not thread-safe. The deliverer (deliverer.h)
+// calls it only through Poster, the one call it needs, so that its tests answer from a script.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -45,17 +46,26 @@ struct Response {
   std::string error;        // empty when an answer came
 };
 
-class Sender {
+// What push delivery POSTs through: the Sender below in delayqd, a scripted one in tests.
+class Poster {
+ public:
+  Poster() = default;
+  virtual ~Poster() = default;
+  Poster(const Poster&) = delete;
+  Poster& operator=(const Poster&) = delete;
+
+  // Sends `request`; `done` runs on the executor with the response, never inside this call.
+  // Destroying the poster abandons requests under way (their `done` never runs).
+  virtual void post(Request request, std::function<void(Response)> done) = 0;
+};
+
+class Sender final : public Poster {
  public:
   // kInvalidArgument if the CA file cannot be read.
   static Result<std::unique_ptr<Sender>> make(boost::asio::io_context& io, SenderOptions options);
-  ~Sender();
-  Sender(const Sender&) = delete;
-  Sender& operator=(const Sender&) = delete;
+  ~Sender() override;
 
-  // Sends `request`; `done` runs on the executor with the response, never inside this call.
-  // Destroying the Sender abandons requests under way (their `done` never runs).
-  void post(Request request, std::function<void(Response)> done);
+  void post(Request request, std::function<void(Response)> done) override;
 
  private:
   struct Connection;

@@ -73,6 +73,24 @@ void Call::misuse(std::string_view what) const {
   std::abort();
 }
 
+// --- FakeBroker: what sessions hold (before FakeSession, which wraps its callbacks with them)
+
+broker::Callback<broker::Job> FakeBroker::holding(std::size_t index,
+                                                  broker::Callback<broker::Job> done) {
+  return [this, index, done = std::move(done)](Result<broker::Job> job) {
+    if (job.is_ok()) sessions_[index].held.push_back(job.value().view.id);
+    done(std::move(job));
+  };
+}
+
+template <typename T>
+broker::Callback<T> FakeBroker::letting_go(std::size_t index, JobId id, broker::Callback<T> done) {
+  return [this, index, id, done = std::move(done)](Result<T> result) {
+    if (result.is_ok()) std::erase(sessions_[index].held, id);
+    done(std::move(result));
+  };
+}
+
 // --- FakeSession
 
 FakeSession::FakeSession(FakeBroker& broker, std::size_t index, broker::SessionOptions options)
@@ -130,7 +148,8 @@ std::uint64_t FakeSession::reserve(broker::ReserveRequest request,
   args += " timeout=" +
           (request.timeout ? std::to_string(request.timeout->count()) + "ms" : std::string("none"));
   const std::uint64_t ticket = broker_.reserves_found_ ? 0 : broker_.next_ticket_++;
-  record<broker::Job>("reserve", std::move(args), std::move(done), std::move(request), ticket);
+  record<broker::Job>("reserve", std::move(args), broker_.holding(index_, std::move(done)),
+                      std::move(request), ticket);
   return ticket;
 }
 
@@ -158,11 +177,13 @@ bool FakeSession::stop_waiting(std::uint64_t ticket) {
 }
 
 void FakeSession::reserve_job(JobId id, broker::Callback<broker::Job> done) {
-  record<broker::Job>("reserve_job", "id=" + std::to_string(id), std::move(done));
+  record<broker::Job>("reserve_job", "id=" + std::to_string(id),
+                      broker_.holding(index_, std::move(done)));
 }
 
 void FakeSession::erase(broker::JobRef job, broker::Callback<JobId> done) {
-  record<JobId>("erase", ref_text(job), std::move(done));
+  const JobId id = job.id;
+  record<JobId>("erase", ref_text(job), broker_.letting_go(index_, id, std::move(done)));
 }
 
 void FakeSession::release(broker::ReleaseRequest request, broker::Callback<JobView> done) {
@@ -170,13 +191,14 @@ void FakeSession::release(broker::ReleaseRequest request, broker::Callback<JobVi
   args += " pri=" + priority_text(request.priority);
   args += " delay=" + std::to_string(request.delay.count()) + "ms";
   if (request.reservation) args += " reservation=" + std::to_string(*request.reservation);
-  record<JobView>("release", std::move(args), std::move(done), request);
+  record<JobView>("release", std::move(args),
+                  broker_.letting_go(index_, request.id, std::move(done)), request);
 }
 
 void FakeSession::bury(JobId id, std::optional<std::uint32_t> priority,
                        broker::Callback<JobView> done) {
   record<JobView>("bury", "id=" + std::to_string(id) + " pri=" + priority_text(priority),
-                  std::move(done));
+                  broker_.letting_go(index_, id, std::move(done)));
 }
 
 void FakeSession::touch(JobId id, broker::Callback<JobView> done) {
@@ -302,7 +324,7 @@ FakeBroker::~FakeBroker() {
 std::unique_ptr<broker::Session> FakeBroker::open_session(broker::SessionOptions options) {
   const std::size_t index = sessions_.size();
   auto session = std::make_unique<FakeSession>(*this, index, options);
-  sessions_.push_back(SessionRecord{options, session.get()});
+  sessions_.push_back(SessionRecord{options, session.get(), {}});
   return session;
 }
 
@@ -372,9 +394,17 @@ const broker::SessionOptions& FakeBroker::options(std::size_t index) const {
   return sessions_[index].options;
 }
 
+const std::vector<JobId>& FakeBroker::held(std::size_t index) const {
+  static_cast<void>(options(index));  // aborts for a session never opened
+  return sessions_[index].held;
+}
+
 void FakeBroker::session_closed(std::size_t index) {
   sessions_[index].live = nullptr;
   ++sessions_closed_;
+  std::vector<JobId>& held = sessions_[index].held;
+  returned_.insert(returned_.end(), held.begin(), held.end());
+  held.clear();
   for (Call& call : calls_) {
     if (call.session() == index) call.drop();
   }

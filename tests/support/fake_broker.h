@@ -13,6 +13,9 @@
 //    a job or kTimedOut, as a broker that looks once more would.
 //  - Destroying a session drops its pending calls (their callbacks never run) and counts as a
 //    session closed.
+//  - The jobs a session's completed reserves gave it are held by it until a delete, release or
+//    bury of them completes without an error; destroying the session returns the ones it still
+//    holds, which a broker makes ready again (broker.h): held() and returned() list them.
 // Test-only: linked into unit tests (tests/CMakeLists.txt), never into a server.
 #pragma once
 
@@ -257,14 +260,24 @@ class FakeBroker : public broker::Broker {
   [[nodiscard]] FakeSession* session(std::size_t index) const;
   [[nodiscard]] const broker::SessionOptions& options(std::size_t index) const;
 
+  // The jobs session `index` holds now, in the order it reserved them; and those that sessions
+  // still held when they were destroyed (ready again, in a broker), in that order.
+  [[nodiscard]] const std::vector<JobId>& held(std::size_t index) const;
+  [[nodiscard]] const std::vector<JobId>& returned() const noexcept { return returned_; }
+
  private:
   friend class FakeSession;
 
   struct SessionRecord {
     broker::SessionOptions options;
     FakeSession* live = nullptr;
+    std::vector<JobId> held;
   };
   void session_closed(std::size_t index);
+  // A completion that gives session `index` a job, or takes one from it, as held() counts.
+  broker::Callback<broker::Job> holding(std::size_t index, broker::Callback<broker::Job> done);
+  template <typename T>
+  broker::Callback<T> letting_go(std::size_t index, JobId id, broker::Callback<T> done);
 
   std::deque<Call> calls_;
   std::vector<SessionRecord> sessions_;
@@ -272,6 +285,7 @@ class FakeBroker : public broker::Broker {
   std::vector<std::uint64_t> cancelled_;
   std::vector<std::uint64_t> stopped_;
   std::vector<std::size_t> posted_;  // indexes of cancelled reserves, for poll()
+  std::vector<JobId> returned_;
   std::uint64_t next_ticket_ = 1;
   bool reserves_found_ = false;
   bool draining_ = false;

@@ -4,21 +4,14 @@
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "webhook/signature.h"
 
 namespace delayq::webhook {
 
 namespace asio = boost::asio;
-using Clock = std::chrono::steady_clock;
 
 namespace {
-
-std::int64_t unix_ms() {
-  return std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string_view status_class(int status) {
   if (status >= 200 && status < 300) return "2xx";
@@ -42,7 +35,7 @@ class Deliverer::Lane {
         tube_(std::move(tube)),
         webhook_(std::move(webhook)),
         session_(owner.broker_.open_session({.watch_default = false, .holder = {}})),
-        timer_(owner.io_) {}
+        timer_(owner.clock_.timer()) {}
   ~Lane() {
     *alive_ = false;
     owner_.broker_.metrics().deliveries_in_flight -= in_flight_;
@@ -72,18 +65,18 @@ class Deliverer::Lane {
     std::uint32_t max_attempts;
     Backoff backoff;
   };
-  [[nodiscard]] Clock::duration interval() const {
-    return std::chrono::duration_cast<Clock::duration>(
+  [[nodiscard]] SteadyClock::duration interval() const {
+    return std::chrono::duration_cast<SteadyClock::duration>(
         std::chrono::duration<double>(1.0 / webhook_.rate));
   }
   // The rate's: no request starts before it (rate > 0).
-  [[nodiscard]] Clock::time_point next_start() const { return last_start_ + interval(); }
-  void pump_at(Clock::time_point when);
+  [[nodiscard]] SteadyTime next_start() const { return last_start_ + interval(); }
+  void pump_at(SteadyTime when);
   // Ends a pump_at() wait, if one is under way.
   void cancel_timer() {
     if (!timed_) return;
     ++timer_generation_;  // a wait already ended but not yet run must not pump as well
-    timer_.cancel();
+    timer_->cancel();
     timed_ = false;
     waiting_ = false;
   }
@@ -97,7 +90,7 @@ class Deliverer::Lane {
   void reserved(Result<broker::Job> job);
   void send(broker::Job job);
   void answered(const broker::Job& job, const Attempt& attempt, const Response& response,
-                Clock::time_point started);
+                SteadyTime started);
   void failed(const broker::Job& job, const Attempt& attempt, int status, std::string error,
               std::optional<Millis> wait);
   void finished(std::string_view outcome);
@@ -113,7 +106,7 @@ class Deliverer::Lane {
   std::string tube_;
   Webhook webhook_;
   std::unique_ptr<broker::Session> session_;
-  asio::steady_timer timer_;
+  std::unique_ptr<Timer> timer_;
   bool waiting_ = false;  // a reserve or the timer is under way
   bool timed_ = false;    // the timer is: pump_at()
   bool retiring_ = false;
@@ -121,7 +114,7 @@ class Deliverer::Lane {
   std::uint64_t reserve_ticket_ = 0;  // of the reserve under way, for retire() to cancel
   std::uint64_t timer_generation_ = 0;
   std::uint32_t in_flight_ = 0;
-  Clock::time_point last_start_{};  // the rate's schedule: when the latest request was due
+  SteadyTime last_start_{};  // the rate's schedule: when the latest request was due
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
@@ -129,7 +122,9 @@ void Deliverer::Lane::pump() {
   if (retiring_ || waiting_ || in_flight_ >= std::max<std::uint32_t>(1, webhook_.concurrency)) {
     return;
   }
-  if (webhook_.rate > 0 && Clock::now() < next_start()) return pump_at(next_start());
+  if (webhook_.rate > 0 && owner_.clock_.steady_now() < next_start()) {
+    return pump_at(next_start());
+  }
   waiting_ = true;
   reserve_ticket_ = session_->reserve(
       {{tube_}, std::nullopt},
@@ -145,13 +140,12 @@ void Deliverer::Lane::retire() {
 }
 
 // Waits until `when`, then pumps.
-void Deliverer::Lane::pump_at(Clock::time_point when) {
+void Deliverer::Lane::pump_at(SteadyTime when) {
   waiting_ = true;
   timed_ = true;
-  timer_.expires_at(when);
-  timer_.async_wait([this, alive = alive_,
-                     generation = timer_generation_](const boost::system::error_code& error) {
-    if (error || !*alive || generation != timer_generation_) return;
+  timer_->expires_at(when);
+  timer_->async_wait([this, alive = alive_, generation = timer_generation_](bool expired) {
+    if (!expired || !*alive || generation != timer_generation_) return;
     timed_ = false;
     waiting_ = false;
     pump();
@@ -165,13 +159,13 @@ void Deliverer::Lane::reserved(Result<broker::Job> job) {
   if (!job.is_ok()) {
     // Not a timeout (the reserve has none): the broker refused; try again in a second.
     spdlog::warn("webhook {}: reserve failed: {}", tube_, job.status().message());
-    return pump_at(Clock::now() + std::chrono::seconds(1));
+    return pump_at(owner_.clock_.steady_now() + std::chrono::seconds(1));
   }
   if (webhook_.rate > 0) {
     // Each start is due one interval after the one before, not after the moment it happened:
     // the timer's and the reserve's own delays would otherwise add up and lower the rate. After
     // an idle spell the schedule restarts from now, so no burst builds up.
-    const auto now = Clock::now();
+    const auto now = owner_.clock_.steady_now();
     const auto due = next_start();
     last_start_ = now - due > interval() ? now : due;
   }
@@ -187,7 +181,7 @@ void Deliverer::Lane::send(broker::Job job) {
   auto url = parse_url(target);
   if (!url.is_ok()) return failed(job, attempt, 0, url.status().message(), std::nullopt);
   const JobView& view = job.view;
-  const std::int64_t now_ms = unix_ms();
+  const std::int64_t now_ms = owner_.clock_.now_unix_ms();
   if (view.counters.reserves == 1) {
     owner_.broker_.metrics().delivery_lateness.observe(
         static_cast<double>(std::max<std::int64_t>(0, now_ms - view.due_unix_ms)) / 1000.0);
@@ -208,14 +202,14 @@ void Deliverer::Lane::send(broker::Job job) {
     request.headers.emplace_back("Delayq-Signature", signature(webhook_.secrets, now_ms, job.body));
   }
   request.body = job.body;
-  const auto started = Clock::now();
+  const auto started = owner_.clock_.steady_now();
   auto keeper = keep_reserved(view.id, view.ttr);
-  owner_.sender_->post(std::move(request),
-                       [this, alive = alive_, job = std::move(job), attempt, started,
-                        keeper = std::move(keeper)](const Response& response) {
-                         (void)keeper;  // held until the answer
-                         if (*alive) answered(job, attempt, response, started);
-                       });
+  owner_.poster_.post(std::move(request),
+                      [this, alive = alive_, job = std::move(job), attempt, started,
+                       keeper = std::move(keeper)](const Response& response) {
+                        (void)keeper;  // held until the answer
+                        if (*alive) answered(job, attempt, response, started);
+                      });
 }
 
 // A request may outlast the job's TTR (a TTR of 1 s, a webhook timeout of 10 s): then the job is
@@ -223,40 +217,44 @@ void Deliverer::Lane::send(broker::Job job) {
 // second time meanwhile. The loop ends when the Keeper goes, with the request's answer.
 class Deliverer::Keeper : public std::enable_shared_from_this<Keeper> {
  public:
-  Keeper(asio::io_context& io, broker::Session& session, JobId id, Clock::duration every,
-         std::shared_ptr<bool> alive)
-      : timer_(io), session_(session), id_(id), every_(every), alive_(std::move(alive)) {}
+  Keeper(std::unique_ptr<Timer> timer, broker::Session& session, JobId id,
+         std::chrono::microseconds every, std::shared_ptr<bool> alive)
+      : timer_(std::move(timer)),
+        session_(session),
+        id_(id),
+        every_(every),
+        alive_(std::move(alive)) {}
   void arm() {
-    timer_.expires_after(every_);
-    timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& error) {
+    timer_->expires_after(every_);
+    timer_->async_wait([weak = weak_from_this()](bool expired) {
       const auto self = weak.lock();
-      if (error || !self || !*self->alive_) return;  // answered, or the lane is gone
+      if (!expired || !self || !*self->alive_) return;  // answered, or the lane is gone
       self->session_.touch(self->id_, [](const Result<JobView>&) {});
       self->arm();
     });
   }
 
  private:
-  asio::steady_timer timer_;
+  std::unique_ptr<Timer> timer_;
   broker::Session& session_;
   JobId id_;
-  Clock::duration every_;
+  std::chrono::microseconds every_;
   std::shared_ptr<bool> alive_;
 };
 
 std::shared_ptr<Deliverer::Keeper> Deliverer::Lane::keep_reserved(JobId id,
                                                                   std::chrono::seconds ttr) {
   if (ttr > webhook_.timeout + std::chrono::seconds(1)) return nullptr;
-  const auto every = std::max<Clock::duration>(ttr / 2, std::chrono::milliseconds(250));
-  auto keeper = std::make_shared<Keeper>(owner_.io_, *session_, id, every, alive_);
+  const auto every = std::max<std::chrono::microseconds>(ttr / 2, std::chrono::milliseconds(250));
+  auto keeper = std::make_shared<Keeper>(owner_.clock_.timer(), *session_, id, every, alive_);
   keeper->arm();
   return keeper;
 }
 
 void Deliverer::Lane::answered(const broker::Job& job, const Attempt& attempt,
-                               const Response& response, Clock::time_point started) {
+                               const Response& response, SteadyTime started) {
   broker::Metrics& metrics = owner_.broker_.metrics();
-  const double took = std::chrono::duration<double>(Clock::now() - started).count();
+  const double took = std::chrono::duration<double>(owner_.clock_.steady_now() - started).count();
   metrics.delivery_latency.observe(took);
   spdlog::debug("webhook {}: job {} attempt {}: {} in {:.1f} ms", tube_, job.view.id,
                 job.view.counters.reserves,
@@ -277,7 +275,7 @@ void Deliverer::Lane::answered(const broker::Job& job, const Attempt& attempt,
   }
   std::optional<Millis> wait;
   if (response.status == 429 || response.status == 503) {
-    wait = retry_after(response.retry_after, unix_ms());
+    wait = retry_after(response.retry_after, owner_.clock_.now_unix_ms());
     if (wait) wait = std::min(*wait, kMaxRetryAfter);
   }
   std::string error = response.error;
@@ -324,8 +322,17 @@ void Deliverer::Lane::finished(std::string_view outcome) {
 
 // --- Deliverer
 
-Deliverer::Deliverer(asio::io_context& io, broker::Broker& broker, std::unique_ptr<Sender> sender)
-    : io_(io), broker_(broker), sender_(std::move(sender)) {}
+Deliverer::Deliverer(asio::io_context& io, broker::Broker& broker, Poster& poster, Clock& clock)
+    : io_(io), broker_(broker), poster_(poster), clock_(clock) {}
+
+Deliverer::Deliverer(asio::io_context& io, broker::Broker& broker, std::unique_ptr<Poster> poster,
+                     std::unique_ptr<Clock> clock)
+    : io_(io),
+      broker_(broker),
+      own_poster_(std::move(poster)),
+      own_clock_(std::move(clock)),
+      poster_(*own_poster_),
+      clock_(*own_clock_) {}
 
 Deliverer::~Deliverer() {
   *alive_ = false;
@@ -336,7 +343,8 @@ Result<std::unique_ptr<Deliverer>> Deliverer::make(asio::io_context& io, broker:
                                                    DelivererOptions options) {
   auto sender = Sender::make(io, std::move(options.sender));
   if (!sender.is_ok()) return sender.status();
-  return std::unique_ptr<Deliverer>(new Deliverer(io, broker, std::move(sender).value()));
+  return std::unique_ptr<Deliverer>(
+      new Deliverer(io, broker, std::move(sender).value(), system_clock(io)));
 }
 
 void Deliverer::start() {
