@@ -125,6 +125,13 @@ void ScriptedRedis::answer_syncs(std::vector<bool> held) {
   }
 }
 
+void ScriptedRedis::close() {
+  closed = true;
+  calls.clear();
+  syncs_.clear();
+  responder = nullptr;
+}
+
 void ScriptedRedis::start(std::function<void(Status)> done) {
   boost::asio::post(io_, [done = std::move(done)] { done(Status::ok()); });
 }
@@ -292,6 +299,14 @@ std::size_t ManualClock::armed() const {
     const auto entry = w.lock();
     return entry && !entry->waits.empty();
   }));
+}
+
+void ManualClock::drop_waits() {
+  for (const auto& weak : *entries_) {
+    if (const auto entry = weak.lock()) {
+      auto waits = std::exchange(entry->waits, {});  // destroyed after the entry is left alone
+    }
+  }
 }
 
 void ManualClock::advance(std::chrono::microseconds by) {

@@ -66,7 +66,9 @@ class ScriptedRedis final : public Caller {
   std::size_t subscribed_channels = 0;
 
   void start(std::function<void(Status)> done) override;
-  void close() override { closed = true; }
+  // Drops every call under way without answering it, as redis::Client::close() does (their
+  // completions hold the node: kept, they would keep it alive).
+  void close() override;
   void run(redis::Request request, redis::Callback<std::vector<redis::Reply>> done) override;
   void run(std::uint16_t slot, redis::Command command, redis::Callback<redis::Reply> done) override;
   void run_at(const std::string& address, redis::Command command,
@@ -125,6 +127,9 @@ class ManualClock final : public Clock {
   void settle();
   // Timers set and waited on now.
   [[nodiscard]] std::size_t armed() const;
+  // Drops every wait without calling it, as destroying an io_context drops the handlers it
+  // holds (a wait's handler may hold what owns its timer).
+  void drop_waits();
 
   struct Entry;
 

@@ -53,6 +53,16 @@ void NodeTest::open_node(RedisBrokerOptions options, std::uint32_t shards) {
   settle();
 }
 
+void NodeTest::TearDown() {
+  broker.reset();
+  redis = nullptr;
+  clock->drop_waits();
+  for (int round = 0; round < 100; ++round) {
+    io.restart();
+    if (io.poll() == 0) break;
+  }
+}
+
 std::unique_ptr<broker::Session> NodeTest::session() {
   broker::SessionOptions options;
   options.watch_default = true;

@@ -24,6 +24,8 @@ class NodeTest : public ::testing::Test {
   static constexpr std::uint32_t kShards = 4;
 
   void SetUp() override { open_node(RedisBrokerOptions{}); }
+  // Closes the node and runs what its closing posted, so that nothing of it outlives the test.
+  void TearDown() override;
 
   // Opens the node with `options` (shards: kShards unless set otherwise by `shards`).
   void open_node(RedisBrokerOptions options, std::uint32_t shards = kShards);
