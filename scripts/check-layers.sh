@@ -21,20 +21,22 @@ RULES=(
   "broker:          broker base"
   "broker/local:    broker/local broker engine store wheel base"
   # State lives in Redis; of the store, only the record codec.
-  "broker/redis:    broker/redis broker redis store/record.h base"
+  "broker/redis:    broker/redis broker redis timing store/record.h base"
   "redis:           redis base"
   # Push delivery's rules, signatures and sender, below the front-ends that share them.
   "webhook:         webhook base"
+  # The injected clock and timers of the parts on an event loop.
+  "timing:          timing base"
   # Recurring schedules' expressions and zones (cron, intervals).
   "schedule:        schedule base"
   # What the front-ends share: the TCP listener.
   "front:           front base"
   "front/beanstalk: front/beanstalk front webhook broker base"
   "front/http:      front/http front webhook broker base"
-  "front/webhook:   front/webhook front webhook broker base"
+  "front/webhook:   front/webhook front webhook broker timing base"
   # The programs: the top, over every layer of the server.
   "apps:            apps front front/beanstalk front/http front/webhook webhook broker"
-  "                 broker/local broker/redis redis engine store wheel base"
+  "                 broker/local broker/redis redis engine store wheel timing schedule base"
   # The embedded API's public header (installed): the standard library only.
   "include/delayq:  include/delayq"
   "embedded:        embedded include/delayq wheel base"

@@ -8,9 +8,9 @@
 //   tube_config.cc  webhooks, pauses and max attempts as every node reads them
 //   session.cc      a client's session: tubes, job calls (session_admin.cc: tubes, the server)
 //   redis_broker.cc opening (checks, layouts, subscriptions) and the Broker surface
-// Redis is reached only through a Caller and time only through a Clock (caller.h, clock.h), so
-// the unit tests run a Core over a scripted Redis and a clock they move by hand.
-// The design: docs/redis-mode.md
+// Redis is reached only through a Caller and time only through a Clock (caller.h, timing/clock.h),
+// so the unit tests run a Core over a scripted Redis and a clock they move by hand. The design:
+// docs/redis-mode.md
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -27,7 +27,6 @@
 
 #include "base/names.h"
 #include "broker/redis/caller.h"
-#include "broker/redis/clock.h"
 #include "broker/redis/layout.h"
 #include "broker/redis/redis_broker.h"
 #include "broker/redis/replies.h"
@@ -38,6 +37,10 @@ using broker::Callback;
 using redis::Command;
 using redis::Reply;
 using redis::ReplyType;
+using timing::Clock;
+using timing::SteadyClock;
+using timing::SteadyTime;
+using timing::Timer;
 
 struct Pause {
   std::int64_t until_unix_ms = 0;

@@ -1,9 +1,8 @@
-// fakes.h — a Redis and a clock for the Redis broker's unit tests (never linked into delayqd).
+// fakes.h — a Redis for the Redis broker's unit tests (never linked into delayqd).
 // ScriptedRedis is a Caller that answers nothing by itself: each request waits in `calls` until
 // the test answers it (or a responder given by the test does), so a test decides what Redis
 // says, in which order, and which answers are lost. It delivers the channels' messages the test
-// publishes, and holds sync_shards() rounds until answered. ManualClock moves only when told,
-// firing due timers on the io_context as it passes them. Nothing here sleeps.
+// publishes, and holds sync_shards() rounds until answered. Time: timing/manual_clock.h.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -15,7 +14,6 @@
 
 #include "base/job.h"
 #include "broker/redis/caller.h"
-#include "broker/redis/clock.h"
 
 namespace delayq::redis_broker::testing {
 
@@ -113,32 +111,5 @@ namespace reply {
 [[nodiscard]] redis::Reply job(const JobView& job, std::int64_t now_unix_ms,
                                const std::string& body = "");
 }  // namespace reply
-
-class ManualClock final : public Clock {
- public:
-  explicit ManualClock(boost::asio::io_context& io, std::int64_t start_unix_ms = 1'800'000'000'000);
-  [[nodiscard]] SteadyTime steady_now() const override { return steady_; }
-  [[nodiscard]] std::int64_t now_unix_ms() const override { return unix_us_ / 1000; }
-  [[nodiscard]] std::unique_ptr<Timer> timer() override;
-  // Time passes by `by`: each timer that comes due on the way fires in its order, its handlers
-  // run (io.poll()) at its expiry, so that what they arm within `by` fires too.
-  void advance(std::chrono::microseconds by);
-  // Runs what is ready on the io_context now, with no time passing.
-  void settle();
-  // Timers set and waited on now.
-  [[nodiscard]] std::size_t armed() const;
-  // Drops every wait without calling it, as destroying an io_context drops the handlers it
-  // holds (a wait's handler may hold what owns its timer).
-  void drop_waits();
-
-  struct Entry;
-
- private:
-  boost::asio::io_context& io_;
-  SteadyTime steady_{std::chrono::hours(1000)};
-  std::int64_t unix_us_;
-  std::shared_ptr<std::vector<std::weak_ptr<Entry>>> entries_ =
-      std::make_shared<std::vector<std::weak_ptr<Entry>>>();
-};
 
 }  // namespace delayq::redis_broker::testing

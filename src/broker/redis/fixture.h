@@ -16,6 +16,7 @@
 
 #include "broker/redis/fakes.h"
 #include "broker/redis/redis_broker.h"
+#include "timing/manual_clock.h"
 
 namespace delayq::redis_broker::testing {
 
@@ -67,7 +68,7 @@ class NodeTest : public ::testing::Test {
   std::size_t answer_all(const std::string& op, const redis::Reply& reply);
 
   boost::asio::io_context io;
-  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(io);
+  std::shared_ptr<timing::ManualClock> clock = std::make_shared<timing::ManualClock>(io);
   ScriptedRedis* redis = nullptr;  // owned by broker
   std::unique_ptr<RedisBroker> broker;
 };

@@ -123,7 +123,7 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
     return Status(Code::kInvalidArgument, "shards must be 1 to 16384");
   }
   auto client = client_caller(io.get_executor(), options.client);
-  return open(io, std::move(options), std::move(client), system_clock(io));
+  return open(io, std::move(options), std::move(client), timing::system_clock(io));
 }
 
 Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,

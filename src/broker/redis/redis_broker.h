@@ -20,8 +20,8 @@
 #include "base/names.h"
 #include "broker/broker.h"
 #include "broker/redis/caller.h"
-#include "broker/redis/clock.h"
 #include "redis/client.h"
+#include "timing/clock.h"
 
 namespace delayq::redis_broker {
 
@@ -68,7 +68,7 @@ class RedisBroker final : public broker::Broker {
   static Result<std::unique_ptr<RedisBroker>> open(boost::asio::io_context& io,
                                                    RedisBrokerOptions options,
                                                    std::unique_ptr<Caller> client,
-                                                   std::shared_ptr<Clock> clock);
+                                                   std::shared_ptr<timing::Clock> clock);
   ~RedisBroker() override;
 
   [[nodiscard]] std::unique_ptr<broker::Session> open_session(

@@ -65,13 +65,13 @@ class Deliverer::Lane {
     std::uint32_t max_attempts;
     Backoff backoff;
   };
-  [[nodiscard]] SteadyClock::duration interval() const {
-    return std::chrono::duration_cast<SteadyClock::duration>(
+  [[nodiscard]] timing::SteadyClock::duration interval() const {
+    return std::chrono::duration_cast<timing::SteadyClock::duration>(
         std::chrono::duration<double>(1.0 / webhook_.rate));
   }
   // The rate's: no request starts before it (rate > 0).
-  [[nodiscard]] SteadyTime next_start() const { return last_start_ + interval(); }
-  void pump_at(SteadyTime when);
+  [[nodiscard]] timing::SteadyTime next_start() const { return last_start_ + interval(); }
+  void pump_at(timing::SteadyTime when);
   // Ends a pump_at() wait, if one is under way.
   void cancel_timer() {
     if (!timed_) return;
@@ -90,7 +90,7 @@ class Deliverer::Lane {
   void reserved(Result<broker::Job> job);
   void send(broker::Job job);
   void answered(const broker::Job& job, const Attempt& attempt, const Response& response,
-                SteadyTime started);
+                timing::SteadyTime started);
   void failed(const broker::Job& job, const Attempt& attempt, int status, std::string error,
               std::optional<Millis> wait);
   void finished(std::string_view outcome);
@@ -106,7 +106,7 @@ class Deliverer::Lane {
   std::string tube_;
   Webhook webhook_;
   std::unique_ptr<broker::Session> session_;
-  std::unique_ptr<Timer> timer_;
+  std::unique_ptr<timing::Timer> timer_;
   bool waiting_ = false;  // a reserve or the timer is under way
   bool timed_ = false;    // the timer is: pump_at()
   bool retiring_ = false;
@@ -114,7 +114,7 @@ class Deliverer::Lane {
   std::uint64_t reserve_ticket_ = 0;  // of the reserve under way, for retire() to cancel
   std::uint64_t timer_generation_ = 0;
   std::uint32_t in_flight_ = 0;
-  SteadyTime last_start_{};  // the rate's schedule: when the latest request was due
+  timing::SteadyTime last_start_{};  // the rate's schedule: when the latest request was due
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
@@ -140,7 +140,7 @@ void Deliverer::Lane::retire() {
 }
 
 // Waits until `when`, then pumps.
-void Deliverer::Lane::pump_at(SteadyTime when) {
+void Deliverer::Lane::pump_at(timing::SteadyTime when) {
   waiting_ = true;
   timed_ = true;
   timer_->expires_at(when);
@@ -217,7 +217,7 @@ void Deliverer::Lane::send(broker::Job job) {
 // second time meanwhile. The loop ends when the Keeper goes, with the request's answer.
 class Deliverer::Keeper : public std::enable_shared_from_this<Keeper> {
  public:
-  Keeper(std::unique_ptr<Timer> timer, broker::Session& session, JobId id,
+  Keeper(std::unique_ptr<timing::Timer> timer, broker::Session& session, JobId id,
          std::chrono::microseconds every, std::shared_ptr<bool> alive)
       : timer_(std::move(timer)),
         session_(session),
@@ -235,7 +235,7 @@ class Deliverer::Keeper : public std::enable_shared_from_this<Keeper> {
   }
 
  private:
-  std::unique_ptr<Timer> timer_;
+  std::unique_ptr<timing::Timer> timer_;
   broker::Session& session_;
   JobId id_;
   std::chrono::microseconds every_;
@@ -252,7 +252,7 @@ std::shared_ptr<Deliverer::Keeper> Deliverer::Lane::keep_reserved(JobId id,
 }
 
 void Deliverer::Lane::answered(const broker::Job& job, const Attempt& attempt,
-                               const Response& response, SteadyTime started) {
+                               const Response& response, timing::SteadyTime started) {
   broker::Metrics& metrics = owner_.broker_.metrics();
   const double took = std::chrono::duration<double>(owner_.clock_.steady_now() - started).count();
   metrics.delivery_latency.observe(took);
@@ -322,11 +322,12 @@ void Deliverer::Lane::finished(std::string_view outcome) {
 
 // --- Deliverer
 
-Deliverer::Deliverer(asio::io_context& io, broker::Broker& broker, Poster& poster, Clock& clock)
+Deliverer::Deliverer(asio::io_context& io, broker::Broker& broker, Poster& poster,
+                     timing::Clock& clock)
     : io_(io), broker_(broker), poster_(poster), clock_(clock) {}
 
 Deliverer::Deliverer(asio::io_context& io, broker::Broker& broker, std::unique_ptr<Poster> poster,
-                     std::unique_ptr<Clock> clock)
+                     std::unique_ptr<timing::Clock> clock)
     : io_(io),
       broker_(broker),
       own_poster_(std::move(poster)),
@@ -344,7 +345,7 @@ Result<std::unique_ptr<Deliverer>> Deliverer::make(asio::io_context& io, broker:
   auto sender = Sender::make(io, std::move(options.sender));
   if (!sender.is_ok()) return sender.status();
   return std::unique_ptr<Deliverer>(
-      new Deliverer(io, broker, std::move(sender).value(), system_clock(io)));
+      new Deliverer(io, broker, std::move(sender).value(), timing::system_clock(io)));
 }
 
 void Deliverer::start() {

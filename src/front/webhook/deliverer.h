@@ -6,7 +6,7 @@
 // once (its concurrency and rate allow), so a job waits in its tube, ready and visible, not in
 // the deliverer. Made by delayqd; runs on the broker's executor. Rules: docs/webhooks.md
 // It reaches the receivers only through a Poster and time only through a Clock (sender.h,
-// clock.h), so its unit tests run it over a scripted poster and a clock they move by hand.
+// timing/clock.h), so its unit tests run it over a scripted poster and a clock they move by hand.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "broker/broker.h"
-#include "front/webhook/clock.h"
+#include "timing/clock.h"
 #include "webhook/sender.h"
 
 namespace delayq::webhook {
@@ -34,7 +34,8 @@ class Deliverer {
                                                  broker::Broker& broker, DelivererOptions options);
   // POSTs with `poster` and keeps time on `clock`, both the caller's (a test's script and its
   // hand-moved clock); they must outlive the deliverer.
-  Deliverer(boost::asio::io_context& io, broker::Broker& broker, Poster& poster, Clock& clock);
+  Deliverer(boost::asio::io_context& io, broker::Broker& broker, Poster& poster,
+            timing::Clock& clock);
   ~Deliverer();
   Deliverer(const Deliverer&) = delete;
   Deliverer& operator=(const Deliverer&) = delete;
@@ -49,16 +50,16 @@ class Deliverer {
   class Lane;
   class Keeper;
   Deliverer(boost::asio::io_context& io, broker::Broker& broker, std::unique_ptr<Poster> poster,
-            std::unique_ptr<Clock> clock);
+            std::unique_ptr<timing::Clock> clock);
   void refresh();
   void retired(Lane* lane);
 
   boost::asio::io_context& io_;
   broker::Broker& broker_;
   std::unique_ptr<Poster> own_poster_;  // make()'s; empty when the caller's
-  std::unique_ptr<Clock> own_clock_;
+  std::unique_ptr<timing::Clock> own_clock_;
   Poster& poster_;
-  Clock& clock_;
+  timing::Clock& clock_;
   std::map<std::string, std::unique_ptr<Lane>> lanes_;  // by tube
   // Lanes of tubes no longer delivered here, until their requests under way are answered.
   std::vector<std::unique_ptr<Lane>> retiring_;

@@ -33,6 +33,7 @@
 
 #include "support/fake_broker.h"
 #include "support/seed.h"
+#include "timing/manual_clock.h"
 #include "webhook/rules.h"
 #include "webhook/signature.h"
 
@@ -47,93 +48,9 @@ using namespace std::chrono_literals;
 constexpr std::int64_t kStartUnixMs = 1'795'326'973'000;  // Sun, 22 Nov 2026 05:56:13 GMT
 // Not the steady clock's epoch: a lane's rate schedule starts there, as it does on a real
 // steady clock, which reads far past it.
-const SteadyTime kSteadyStart = SteadyTime{} + 1h;
-
-// Steady and wall time that move only when the test says (set()). A wait whose expiry has come
-// is posted to the io_context then, as Asio's timers post their handlers, and runs when the test
-// runs the loop; setting, cancelling or destroying a timer posts its waits with false. Timers may
-// outlive the clock (a request's keeper lives in the poster's callback).
-class ManualClock final : public Clock {
- public:
-  explicit ManualClock(asio::io_context& io) : state_(std::make_shared<State>(io)) {}
-
-  [[nodiscard]] SteadyTime steady_now() const override { return state_->now; }
-  [[nodiscard]] std::int64_t now_unix_ms() const override {
-    return kStartUnixMs +
-           std::chrono::floor<std::chrono::milliseconds>(state_->now - kSteadyStart).count();
-  }
-  [[nodiscard]] std::unique_ptr<Timer> timer() override {
-    return std::make_unique<ManualTimer>(state_);
-  }
-
-  // The earliest expiry of a wait under way; nullopt if none waits.
-  [[nodiscard]] std::optional<SteadyTime> next_expiry() const {
-    std::optional<SteadyTime> next;
-    for (const ManualTimer* timer : state_->timers) {
-      if (timer->waiting() && (!next || timer->expiry() < *next)) next = timer->expiry();
-    }
-    return next;
-  }
-  // Time passes until `to` (never back); the waits whose expiry has come are posted.
-  void set(SteadyTime to) {
-    state_->now = std::max(state_->now, to);
-    for (ManualTimer* timer : state_->timers) timer->fire_if_due();
-  }
-
- private:
-  class ManualTimer;
-  struct State {
-    explicit State(asio::io_context& context) : io(context) {}
-    asio::io_context& io;
-    SteadyTime now = kSteadyStart;
-    std::set<ManualTimer*> timers;
-  };
-
-  class ManualTimer final : public Timer {
-   public:
-    explicit ManualTimer(std::shared_ptr<State> state) : state_(std::move(state)) {
-      state_->timers.insert(this);
-    }
-    ~ManualTimer() override {
-      cancel();
-      state_->timers.erase(this);
-    }
-    ManualTimer(const ManualTimer&) = delete;
-    ManualTimer& operator=(const ManualTimer&) = delete;
-
-    void expires_at(SteadyTime at) override {
-      end_waits(false);
-      expiry_ = at;
-    }
-    void expires_after(std::chrono::microseconds delay) override {
-      expires_at(state_->now + delay);
-    }
-    void async_wait(std::function<void(bool expired)> done) override {
-      waits_.push_back(std::move(done));
-      fire_if_due();  // an expiry already past completes at once, on the loop
-    }
-    void cancel() override { end_waits(false); }
-
-    [[nodiscard]] bool waiting() const { return !waits_.empty(); }
-    [[nodiscard]] SteadyTime expiry() const { return expiry_; }
-    void fire_if_due() {
-      if (expiry_ <= state_->now) end_waits(true);
-    }
-
-   private:
-    void end_waits(bool expired) {
-      for (auto& done : std::exchange(waits_, {})) {
-        asio::post(state_->io, [done = std::move(done), expired] { done(expired); });
-      }
-    }
-
-    std::shared_ptr<State> state_;
-    SteadyTime expiry_{};
-    std::vector<std::function<void(bool expired)>> waits_;
-  };
-
-  std::shared_ptr<State> state_;
-};
+using timing::SteadyClock;
+using timing::SteadyTime;
+constexpr SteadyTime kSteadyStart = timing::ManualClock::kSteadyStart;
 
 // A receiver played by the test: every request is kept with its callback until the test answers.
 class ScriptedPoster final : public Poster {
@@ -318,7 +235,7 @@ class DelivererTest : public ::testing::Test {
   }
 
   asio::io_context io_;
-  ManualClock clock_{io_};
+  timing::ManualClock clock_{io_, kStartUnixMs};
   ScriptedPoster poster_;
   FakeBroker broker_;
   std::unique_ptr<Deliverer> deliverer_;

@@ -1,8 +1,8 @@
-#include "broker/redis/clock.h"
+#include "timing/clock.h"
 
 #include <boost/asio/steady_timer.hpp>
 
-namespace delayq::redis_broker {
+namespace delayq::timing {
 namespace {
 
 class AsioTimer final : public Timer {
@@ -25,7 +25,7 @@ class SystemClock final : public Clock {
   explicit SystemClock(boost::asio::io_context& io) : io_(io) {}
   [[nodiscard]] SteadyTime steady_now() const override { return SteadyClock::now(); }
   [[nodiscard]] std::int64_t now_unix_ms() const override {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
+    return std::chrono::floor<std::chrono::milliseconds>(
                std::chrono::system_clock::now().time_since_epoch())
         .count();
   }
@@ -37,8 +37,8 @@ class SystemClock final : public Clock {
 
 }  // namespace
 
-std::shared_ptr<Clock> system_clock(boost::asio::io_context& io) {
-  return std::make_shared<SystemClock>(io);
+std::unique_ptr<Clock> system_clock(boost::asio::io_context& io) {
+  return std::make_unique<SystemClock>(io);
 }
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::timing
