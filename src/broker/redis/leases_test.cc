@@ -1,2 +1,715 @@
-// leases_test.cc — (being written)
+// leases_test.cc — a node's leases and firing over a scripted Redis (fixture.h): the heartbeat
+// and what its answer makes the node take, renew or hand back; when an owned shard is fired (at
+// once, at its next timer's microsecond, after a failure) and what a firing hands to the
+// reserves waiting here; and what the broker's surface says of it all (health(), delivers(),
+// close(), the webhooks' handler). No process, no sleep: the test answers every call and moves
+// the clock.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <set>
+
+#include "broker/redis/fixture.h"
+#include "broker/redis/layout.h"
+
+namespace delayq::redis_broker::testing {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+// Redis's clock in a firing's answer, as jobs.lua writes it (milliseconds, to the microsecond):
+// the node counts only from it to the next timer, so any present will do. Times here are
+// multiples of 1/8 ms, exact in a double.
+constexpr const char* kRedisNow = "1800000000000.000";
+constexpr microseconds kThird = milliseconds(5000) / 3;  // the default lease's third, 1666 ms
+
+class LeaseTest : public NodeTest {
+ protected:
+  // The shards in the order this node tries to take them: all of them, from a place its name
+  // picks (so that nodes starting together do not all ask for the same shard first).
+  [[nodiscard]] std::vector<std::uint32_t> rotation() const {
+    const std::uint32_t shards = broker->shards();
+    const auto offset =
+        static_cast<std::uint32_t>(std::hash<std::string>{}(broker->node_name()) % shards);
+    std::vector<std::uint32_t> order;
+    for (std::uint32_t i = 0; i < shards; ++i) order.push_back((offset + i) % shards);
+    return order;
+  }
+
+  // Answers the heartbeat waiting: this node lives, and `others`.
+  void answer_heartbeat(const std::vector<std::string>& others = {}) {
+    Call call = take("heartbeat");
+    std::vector<redis::Reply> names = {redis::Reply::string(broker->node_name())};
+    for (const auto& other : others) names.push_back(redis::Reply::string(other));
+    redis->answer(call, reply::ok({reply::array(std::move(names))}));
+    settle();
+  }
+
+  // Answers each acquire as it comes, granting epochs `epoch`, `epoch + 1`, ...; the shards
+  // taken, in order. Their firings wait.
+  std::vector<std::uint32_t> acquire_all(std::int64_t epoch = 1) {
+    std::vector<std::uint32_t> taken;
+    while (auto call = redis->take("acquire")) {
+      taken.push_back(shard_of(*call));
+      redis->answer(*call, reply::ok({redis::Reply::number(epoch++)}));
+      settle();
+    }
+    return taken;
+  }
+
+  // A firing's answer: `moved` jobs, the next timer at `next_at` ("-1": none), the reserves
+  // handed to it answered with `served`, and `late` (microseconds) for each delayed job fired.
+  static redis::Reply fired(std::int64_t moved = 0, const std::string& next_at = "-1",
+                            redis::Reply served = reply::array({}),
+                            const std::vector<std::string>& late = {}) {
+    std::vector<redis::Reply> lateness;
+    for (const auto& l : late) lateness.push_back(redis::Reply::string(l));
+    return reply::ok({redis::Reply::number(moved), redis::Reply::string(next_at),
+                      redis::Reply::string(kRedisNow), reply::array(std::move(lateness)),
+                      std::move(served)});
+  }
+
+  // Answers the oldest call of `op` waiting with `r`.
+  void answer_next(const std::string& op, const redis::Reply& r) {
+    auto call = redis->take(op);
+    ASSERT_TRUE(call) << "no " << op << " call";
+    redis->answer(*call, r);
+    settle();
+  }
+
+  // Answers every firing waiting with nothing moved and no timer.
+  void answer_fires() {
+    answer_all("fire", fired());
+    settle();
+  }
+
+  // The opening of a node alone: heartbeat, every shard taken (rotation()[i] with epoch i + 1)
+  // and fired, nothing due; the firings look again after resync.
+  void own_every_shard() {
+    answer_heartbeat();
+    take("PUBLISH");  // the node announced itself
+    ASSERT_EQ(acquire_all().size(), kShards);
+    answer_fires();
+    ASSERT_EQ(broker->owned_shards(), kShards);
+  }
+
+  // The epoch own_every_shard() took `shard` with.
+  [[nodiscard]] std::string epoch_of(std::uint32_t shard) const {
+    const auto order = rotation();
+    return std::to_string(std::find(order.begin(), order.end(), shard) - order.begin() + 1);
+  }
+
+  // A shard's timer message ('t'), as a call that gave the shard an earlier timer publishes it.
+  void timer_message(std::uint32_t shard) {
+    redis->publish_shard(shard, "t dq:{" + std::to_string(shard) + "} 1800000000500");
+    settle();
+  }
+
+  // A reserve of "default" waiting here, every shard having answered that it holds no job.
+  void wait_for_a_job(broker::Session& s, Outcome<broker::Job>& got) {
+    s.reserve({}, got.callback());
+    settle();
+    answer_empty_probes();
+    ASSERT_FALSE(got.done());
+  }
+  void answer_empty_probes() {
+    answer_all("probe", reply::ok({reply::array({redis::Reply::string("")}),
+                                   reply::array({redis::Reply::number(0)})}));
+    settle();
+  }
+
+  // The shards the waiting calls of `op` go to.
+  [[nodiscard]] std::multiset<std::uint32_t> shards_of(const std::string& op) const {
+    std::multiset<std::uint32_t> out;
+    for (const auto& call : redis->calls) {
+      if (call.op() == op) out.insert(shard_of(call));
+    }
+    return out;
+  }
+};
+
+using Leases = LeaseTest;
+using Firing = LeaseTest;
+
+// --- heartbeats and leases
+
+TEST_F(Leases, TheHeartbeatAfterOpenNamesTheNodeAndItsLeaseAndRunsOnlyWhileRedisHasRoom) {
+  ASSERT_EQ(redis->count("heartbeat"), 1U);
+  Call heartbeat = take("heartbeat");
+  EXPECT_EQ(heartbeat.keys(), std::vector<std::string>{"dq:nodes"});
+  EXPECT_EQ(heartbeat.args(), (std::vector<std::string>{broker->node_name(), "5000"}));
+  EXPECT_EQ(heartbeat.caller(), broker->node_name());
+  EXPECT_FALSE(heartbeat.over_memory());
+  EXPECT_EQ(redis->count("acquire"), 0U) << "a shard asked for before the heartbeat answered";
+}
+
+TEST_F(Leases, TheHeartbeatCarriesTheLeaseOfTheOptionsAndComesEveryThirdOfIt) {
+  RedisBrokerOptions options;
+  options.lease = milliseconds(3000);
+  open_node(options);
+  Call heartbeat = take("heartbeat");
+  EXPECT_EQ(heartbeat.args(), (std::vector<std::string>{broker->node_name(), "3000"}));
+  redis->answer(heartbeat, reply::ok({reply::array({redis::Reply::string(broker->node_name())})}));
+  settle();
+  clock->advance(milliseconds(1000) - microseconds(1));
+  EXPECT_EQ(redis->count("heartbeat"), 0U);
+  clock->advance(microseconds(1));
+  EXPECT_EQ(redis->count("heartbeat"), 1U);
+}
+
+TEST_F(Leases, TheFirstHeartbeatAnsweredAnnouncesTheNodeAndNoLaterOneDoes) {
+  answer_heartbeat();
+  Call announce = take("PUBLISH");
+  EXPECT_EQ(announce.args(), (std::vector<std::string>{"dq:events", "l"}));
+  acquire_all();
+  answer_fires();
+  clock->advance(kThird);
+  answer_heartbeat();
+  EXPECT_EQ(redis->count("PUBLISH"), 0U);
+}
+
+TEST_F(Leases, TheOnlyLiveNodeAcquiresEveryShardOneAtATimeInItsOwnRotation) {
+  answer_heartbeat();
+  std::vector<std::uint32_t> asked;
+  while (auto call = redis->take("acquire")) {
+    EXPECT_EQ(redis->count("acquire"), 0U) << "acquires sent side by side";
+    EXPECT_EQ(call->args(), (std::vector<std::string>{broker->node_name(), "5000"}));
+    asked.push_back(shard_of(*call));
+    redis->answer(*call, reply::ok({redis::Reply::number(1)}));
+    settle();
+  }
+  EXPECT_EQ(asked, rotation());
+  EXPECT_EQ(broker->owned_shards(), kShards);
+}
+
+TEST_F(Leases, OneOfTwoLiveNodesAcquiresHalfTheShards) {
+  answer_heartbeat({"other-node"});
+  const auto taken = acquire_all();
+  const auto order = rotation();
+  EXPECT_EQ(taken, (std::vector<std::uint32_t>{order[0], order[1]}));
+  EXPECT_EQ(broker->owned_shards(), kShards / 2);
+}
+
+TEST_F(Leases, AnAcquireRefusedMovesOnToTheNextShardOfTheRotation) {
+  answer_heartbeat({"other-node"});
+  const auto order = rotation();
+  Call first = take("acquire");
+  EXPECT_EQ(shard_of(first), order[0]);
+  redis->answer(first, reply::code("fenced", "other-node"));
+  settle();
+  EXPECT_EQ(redis->count("fire"), 0U) << "a shard refused is fired";
+  EXPECT_EQ(acquire_all(), (std::vector<std::uint32_t>{order[1], order[2]}));
+  EXPECT_EQ(broker->owned_shards(), 2U);
+}
+
+TEST_F(Leases, RenewalsGoEveryThirdOfTheLeaseWithEachShardsEpoch) {
+  own_every_shard();
+  clock->advance(kThird - microseconds(1));
+  EXPECT_EQ(redis->count("heartbeat"), 0U);
+  clock->advance(microseconds(1));
+  answer_heartbeat();
+  EXPECT_EQ(redis->count("acquire"), 0U) << "a node holding its share asks for more";
+  std::set<std::uint32_t> renewed;
+  while (auto call = redis->take("renew")) {
+    const std::uint32_t shard = shard_of(*call);
+    renewed.insert(shard);
+    EXPECT_EQ(call->args(),
+              (std::vector<std::string>{broker->node_name(), "5000", epoch_of(shard)}));
+  }
+  EXPECT_EQ(renewed.size(), kShards);
+}
+
+TEST_F(Leases, RenewalsOfManyShardsAreTrickledEightEveryTwoMilliseconds) {
+  constexpr std::uint32_t kMany = 40;
+  open_node({}, kMany);
+  answer_heartbeat();
+  ASSERT_EQ(acquire_all().size(), kMany);
+  answer_fires();
+  clock->advance(kThird);
+  answer_heartbeat();
+  EXPECT_EQ(redis->count("renew"), 8U);
+  clock->advance(milliseconds(2) - microseconds(1));
+  EXPECT_EQ(redis->count("renew"), 8U);
+  clock->advance(microseconds(1));
+  EXPECT_EQ(redis->count("renew"), 16U);
+  clock->advance(milliseconds(6));
+  EXPECT_EQ(redis->count("renew"), kMany);
+  const auto renewed = shards_of("renew");
+  EXPECT_EQ(std::set<std::uint32_t>(renewed.begin(), renewed.end()).size(), kMany)
+      << "a shard renewed twice";
+}
+
+TEST_F(Leases, ARenewalAnsweredFencedDropsTheShardAndTheNextHeartbeatAsksForItAgain) {
+  own_every_shard();
+  clock->advance(kThird);
+  answer_heartbeat();
+  Call lost = take("renew");
+  const std::uint32_t shard = shard_of(lost);
+  redis->answer(lost, reply::code("fenced", "lost"));
+  answer_all("renew", reply::ok());
+  settle();
+  EXPECT_EQ(broker->owned_shards(), kShards - 1);
+  answer_all("fire", fired());
+  timer_message(shard);
+  EXPECT_EQ(redis->count("fire"), 0U) << "a lost shard fired";
+  clock->advance(kThird);
+  answer_heartbeat();
+  Call again = take("acquire");
+  EXPECT_EQ(shard_of(again), shard);
+  EXPECT_EQ(redis->count("acquire"), 0U);
+}
+
+TEST_F(Leases, AFencedRenewalOfAnEarlierEpochLeavesTheLeaseTakenSinceAlone) {
+  own_every_shard();
+  clock->advance(kThird);
+  answer_heartbeat();
+  // Shard `s` is lost by a firing and taken again while its renewal of epoch 1 is under way.
+  const std::uint32_t s = rotation()[0];
+  std::optional<Call> old_renewal;
+  while (auto call = redis->take("renew")) {
+    if (shard_of(*call) == s) {
+      old_renewal = std::move(call);
+    } else {
+      redis->answer(*call, reply::ok());
+    }
+  }
+  ASSERT_TRUE(old_renewal);
+  answer_all("fire", fired());
+  timer_message(s);
+  Call firing = take("fire");
+  redis->answer(firing, reply::code("fenced", "not the owner"));
+  settle();
+  ASSERT_EQ(broker->owned_shards(), kShards - 1);
+  clock->advance(kThird);
+  answer_heartbeat();
+  Call retake = take("acquire");
+  ASSERT_EQ(shard_of(retake), s);
+  redis->answer(retake, reply::ok({redis::Reply::number(9)}));
+  settle();
+  ASSERT_EQ(broker->owned_shards(), kShards);
+  redis->answer(*old_renewal, reply::code("fenced", "lost"));
+  settle();
+  EXPECT_EQ(broker->owned_shards(), kShards) << "the lease of epoch 9 dropped";
+}
+
+TEST_F(Leases, ANodeHoldingMoreThanItsShareResignsTheSurplusAndPublishesL) {
+  own_every_shard();
+  clock->advance(kThird);
+  answer_heartbeat({"newcomer"});
+  // Two shards for each of two nodes: the highest two go back.
+  EXPECT_EQ(shards_of("resign"), (std::multiset<std::uint32_t>{2, 3}));
+  while (auto call = redis->take("resign")) {
+    EXPECT_EQ(call->args(), std::vector<std::string>{broker->node_name()});
+  }
+  EXPECT_EQ(broker->owned_shards(), kShards / 2);
+  Call freed = take("PUBLISH");
+  EXPECT_EQ(freed.args(), (std::vector<std::string>{"dq:events", "l"}));
+  EXPECT_EQ(redis->count("acquire"), 0U);
+}
+
+TEST_F(Leases, ALeasesMessageSendsTheHeartbeatAtOnceButNotBesideOneUnderWay) {
+  answer_heartbeat({"other-node"});
+  acquire_all();
+  answer_fires();
+  redis->publish("l");
+  settle();
+  ASSERT_EQ(redis->count("heartbeat"), 1U);
+  redis->publish("l");
+  settle();
+  EXPECT_EQ(redis->count("heartbeat"), 1U);
+  // The other node left: this one takes the shards it gave up.
+  answer_heartbeat();
+  EXPECT_EQ(acquire_all().size(), kShards / 2);
+}
+
+TEST_F(Leases, AHeartbeatLostStillRenewsTheLeasesHeldAndTriesAgainAThirdLater) {
+  own_every_shard();
+  clock->advance(kThird);
+  Call heartbeat = take("heartbeat");
+  redis->fail(heartbeat, Status(Code::kIOError, "no reply within 5000 ms"));
+  settle();
+  EXPECT_EQ(redis->count("renew"), kShards);
+  EXPECT_EQ(redis->count("acquire") + redis->count("resign"), 0U);
+  EXPECT_TRUE(broker->health().is_ok());
+  clock->advance(kThird);
+  EXPECT_EQ(redis->count("heartbeat"), 1U);
+}
+
+TEST_F(Leases, AHeartbeatRefusedForMemoryMarksTheNodeNoSpaceAndIsSentAgainAllowingOom) {
+  Call refused = take("heartbeat");
+  redis->answer(refused,
+                redis::Reply::error("OOM command not allowed when used memory > 'maxmemory'."));
+  settle();
+  EXPECT_EQ(broker->health().code(), Code::kNoSpace);
+  Call again = take("heartbeat");
+  EXPECT_TRUE(again.over_memory());
+  EXPECT_EQ(again.args(), (std::vector<std::string>{broker->node_name(), "5000"}));
+  redis->answer(again, reply::ok({reply::array({redis::Reply::string(broker->node_name())})}));
+  settle();
+  // The node lives on and takes its shards; it stays out of room until a heartbeat says so.
+  EXPECT_EQ(acquire_all().size(), kShards);
+  answer_fires();
+  EXPECT_EQ(broker->health().code(), Code::kNoSpace);
+  clock->advance(kThird);
+  Call next = take("heartbeat");
+  EXPECT_FALSE(next.over_memory());
+  redis->answer(next, reply::ok({reply::array({redis::Reply::string(broker->node_name())})}));
+  settle();
+  EXPECT_TRUE(broker->health().is_ok()) << broker->health().to_string();
+}
+
+TEST_F(Leases, HealthSaysIOErrorOnceNoHeartbeatIsAnsweredForAWholeLease) {
+  answer_heartbeat();
+  // The next heartbeat, at a third, is never answered.
+  clock->advance(milliseconds(5000));
+  EXPECT_EQ(redis->count("heartbeat"), 1U);
+  EXPECT_TRUE(broker->health().is_ok()) << broker->health().to_string();
+  clock->advance(microseconds(1));
+  const Status silent = broker->health();
+  EXPECT_EQ(silent.code(), Code::kIOError);
+  EXPECT_EQ(silent.message(), "Redis has not answered for 5 s");
+  answer_heartbeat();
+  EXPECT_TRUE(broker->health().is_ok()) << broker->health().to_string();
+}
+
+TEST_F(Leases, CloseResignsEveryShardAndLeavesTheNodesThenPublishesL) {
+  own_every_shard();
+  ASSERT_TRUE(broker->close().is_ok());
+  EXPECT_EQ(broker->owned_shards(), 0U);
+  EXPECT_EQ(shards_of("resign"), (std::multiset<std::uint32_t>{0, 1, 2, 3}));
+  Call leave = take("ZREM");
+  EXPECT_EQ(leave.args(), (std::vector<std::string>{"dq:nodes", broker->node_name()}));
+  EXPECT_EQ(take("HDEL").args(), (std::vector<std::string>{"dq:waiting", broker->node_name()}));
+  redis->answer(leave, redis::Reply::number(1));
+  for (int i = 0; i < 3; ++i) {
+    Call resign = take("resign");
+    EXPECT_EQ(resign.args(), std::vector<std::string>{broker->node_name()});
+    redis->answer(resign, reply::ok());
+  }
+  settle();
+  EXPECT_EQ(redis->count("PUBLISH"), 0U) << "leases said free before they are";
+  Call last = take("resign");
+  redis->answer(last, reply::ok());
+  settle();
+  EXPECT_EQ(take("PUBLISH").args(), (std::vector<std::string>{"dq:events", "l"}));
+}
+
+TEST_F(Leases, AfterCloseNoHeartbeatAndNoFiringIsSent) {
+  own_every_shard();
+  ASSERT_TRUE(broker->close().is_ok());
+  clock->advance(milliseconds(5000));
+  timer_message(0);
+  redis->publish("l");
+  settle();
+  EXPECT_EQ(redis->count("heartbeat"), 0U);
+  EXPECT_EQ(redis->count("fire"), 0U);
+  EXPECT_EQ(redis->count("renew"), 0U);
+}
+
+TEST_F(Leases, AShardTakenAsTheNodeClosesIsHandedBackAtOnce) {
+  answer_heartbeat();
+  Call acquire = take("acquire");
+  ASSERT_TRUE(broker->close().is_ok());
+  redis->answer(acquire, reply::ok({redis::Reply::number(3)}));
+  settle();
+  Call resign = take("resign");
+  EXPECT_EQ(shard_of(resign), shard_of(acquire));
+  EXPECT_EQ(broker->owned_shards(), 0U);
+  EXPECT_EQ(redis->count("fire"), 0U);
+  EXPECT_EQ(redis->count("acquire"), 0U);
+}
+
+TEST_F(Leases, DeliversFollowsTheLeaseOfTheTubesDeliveryShard) {
+  const std::string tube = "mail";
+  const std::uint32_t delivery = shard_of_name(tube, "", kShards);
+  answer_heartbeat();
+  while (auto call = redis->take("acquire")) {
+    EXPECT_FALSE(broker->delivers(tube));
+    const bool last = shard_of(*call) == delivery;
+    redis->answer(*call, reply::ok({redis::Reply::number(1)}));
+    settle();
+    if (last) break;
+  }
+  EXPECT_TRUE(broker->delivers(tube));
+  acquire_all();
+  std::optional<Call> firing;
+  while (auto call = redis->take("fire")) {
+    if (shard_of(*call) == delivery) firing = std::move(call);
+  }
+  ASSERT_TRUE(firing);
+  redis->answer(*firing, reply::code("fenced", "not the owner"));
+  settle();
+  EXPECT_FALSE(broker->delivers(tube));
+}
+
+TEST_F(Leases, TheWebhooksHandlerRunsWhenTheLeaseOfAWebhooksTubeMoves) {
+  int changes = 0;
+  broker->on_webhooks_changed([&] { ++changes; });
+  const std::string tube = "mail";
+  const std::uint32_t delivery = shard_of_name(tube, "", kShards);
+  auto s = session();
+  Webhook hook;
+  hook.url = "http://127.0.0.1:9/hook";
+  Outcome<Webhook> set;
+  s->set_webhook(tube, hook, set.callback());
+  settle();
+  Call write = take("HSET");
+  redis->answer(write, redis::Reply::number(1));
+  settle();
+  ASSERT_TRUE(set.done());
+  ASSERT_EQ(changes, 1);
+  answer_heartbeat();
+  while (auto call = redis->take("acquire")) {
+    const std::uint32_t shard = shard_of(*call);
+    redis->answer(*call, reply::ok({redis::Reply::number(1)}));
+    settle();
+    EXPECT_EQ(changes, shard == delivery ? 2 : 1) << "shard " << shard;
+    if (shard == delivery) break;
+  }
+  acquire_all();
+  EXPECT_EQ(changes, 2);
+  // Losing another shard moves no delivery; losing the tube's does.
+  for (const bool tubes : {false, true}) {
+    const auto it = std::find_if(redis->calls.begin(), redis->calls.end(), [&](const Call& c) {
+      return c.op() == "fire" && (shard_of(c) == delivery) == tubes;
+    });
+    ASSERT_NE(it, redis->calls.end());
+    Call firing = std::move(*it);
+    redis->calls.erase(it);
+    redis->answer(firing, reply::code("fenced", "not the owner"));
+    settle();
+    EXPECT_EQ(changes, tubes ? 3 : 2);
+  }
+}
+
+// --- firing
+
+TEST_F(Firing, AnAcquiredShardIsFiredAtOnceWithItsEpochAndTheBatch) {
+  answer_heartbeat();
+  Call acquire = take("acquire");
+  redis->answer(acquire, reply::ok({redis::Reply::number(42)}));
+  settle();
+  Call fire = take("fire");
+  EXPECT_EQ(shard_of(fire), shard_of(acquire));
+  EXPECT_EQ(fire.args(), (std::vector<std::string>{"42", "1000"}));
+  EXPECT_EQ(redis->count("acquire"), 1U) << "the next shard not asked for";
+}
+
+TEST_F(Firing, TheFiringBatchIsTheOptions) {
+  RedisBrokerOptions options;
+  options.fire_batch = 10;
+  open_node(options);
+  answer_heartbeat();
+  acquire_all(7);
+  EXPECT_EQ(take("fire").args(), (std::vector<std::string>{"7", "10"}));
+}
+
+TEST_F(Firing, TheNextTimerArmsTheFiringAtItsMicrosecond) {
+  own_every_shard();
+  timer_message(2);
+  Call fire = take("fire");
+  redis->answer(fire, fired(0, "1800000000250.125"));
+  clock->advance(microseconds(250'125 - 1));
+  EXPECT_EQ(redis->count("fire"), 0U) << "fired early";
+  clock->advance(microseconds(1));
+  ASSERT_EQ(redis->count("fire"), 1U);
+  EXPECT_EQ(shard_of(take("fire")), 2U);
+}
+
+TEST_F(Firing, AShardWithNoTimerIsFiredAgainAfterResync) {
+  own_every_shard();  // each answered "-1": no timer
+  clock->advance(milliseconds(1000) - microseconds(1));
+  EXPECT_EQ(redis->count("fire"), 0U);
+  clock->advance(microseconds(1));
+  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{0, 1, 2, 3}));
+}
+
+TEST_F(Firing, ATimerBeyondResyncIsLookedAtAfterResync) {
+  RedisBrokerOptions options;
+  options.resync = milliseconds(400);
+  open_node(options);
+  own_every_shard();
+  timer_message(1);
+  Call fire = take("fire");
+  redis->answer(fire, fired(0, "1800000003000.000"));  // 3 s away
+  clock->advance(milliseconds(400) - microseconds(1));
+  EXPECT_EQ(redis->count("fire"), 0U);
+  clock->advance(microseconds(1));
+  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{0, 1, 2, 3}));
+}
+
+TEST_F(Firing, AFiringThatMovedAFullBatchFiresAgainAtOnce) {
+  own_every_shard();
+  timer_message(3);
+  answer_next("fire", fired(1000, "1800000000000.000"));
+  settle();
+  Call again = take("fire");
+  EXPECT_EQ(shard_of(again), 3U);
+  redis->answer(again, fired(999, "1800000000100.000"));
+  settle();
+  EXPECT_EQ(redis->count("fire"), 0U) << "a batch not full fired again at once";
+}
+
+TEST_F(Firing, AMessageDuringAFiringFiresAgainOnceItAnswers) {
+  own_every_shard();
+  timer_message(1);
+  Call first = take("fire");
+  timer_message(1);
+  EXPECT_EQ(redis->count("fire"), 0U) << "two firings of a shard side by side";
+  redis->answer(first, fired());
+  settle();
+  Call again = take("fire");
+  EXPECT_EQ(shard_of(again), 1U);
+}
+
+TEST_F(Firing, AFailedFiringIsTriedAgainAfter100Milliseconds) {
+  own_every_shard();
+  timer_message(0);
+  Call lost = take("fire");
+  redis->fail(lost, Status(Code::kIOError, "connection reset"));
+  settle();
+  EXPECT_EQ(broker->owned_shards(), kShards);
+  clock->advance(milliseconds(100) - microseconds(1));
+  EXPECT_EQ(redis->count("fire"), 0U);
+  clock->advance(microseconds(1));
+  ASSERT_EQ(redis->count("fire"), 1U);
+  EXPECT_EQ(shard_of(take("fire")), 0U);
+}
+
+TEST_F(Firing, AFiringAnsweredWithSomethingElseIsTriedAgainAfter100Milliseconds) {
+  own_every_shard();
+  timer_message(0);
+  answer_next("fire", reply::ok({redis::Reply::number(0)}));
+  clock->advance(milliseconds(100) - microseconds(1));
+  EXPECT_EQ(redis->count("fire"), 0U);
+  clock->advance(microseconds(1));
+  EXPECT_EQ(redis->count("fire"), 1U);
+}
+
+TEST_F(Firing, AFencedFiringDropsTheShard) {
+  own_every_shard();
+  timer_message(1);
+  answer_next("fire", reply::code("fenced", "not the owner"));
+  settle();
+  EXPECT_EQ(broker->owned_shards(), kShards - 1);
+  clock->advance(milliseconds(1000));
+  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{0, 2, 3}));
+  answer_fires();
+  timer_message(1);
+  EXPECT_EQ(redis->count("fire"), 0U);
+}
+
+TEST_F(Firing, ATimerMessageFiresAnOwnedShardAtOnceAndIsIgnoredForAnother) {
+  answer_heartbeat({"other-node"});
+  acquire_all();
+  answer_fires();
+  const auto order = rotation();
+  timer_message(order[2]);
+  EXPECT_EQ(redis->count("fire"), 0U) << "a shard of another node fired";
+  timer_message(order[1]);
+  Call fire = take("fire");
+  EXPECT_EQ(shard_of(fire), order[1]);
+  EXPECT_EQ(fire.args(), (std::vector<std::string>{"2", "1000"}));
+}
+
+TEST_F(Firing, AShardChannelSubscribedAgainFiresTheShardIfOwned) {
+  answer_heartbeat({"other-node"});
+  acquire_all();
+  answer_fires();
+  const auto order = rotation();
+  redis->shard_resubscribed(order[3]);
+  settle();
+  EXPECT_EQ(redis->count("fire"), 0U);
+  redis->shard_resubscribed(order[0]);
+  settle();
+  EXPECT_EQ(shards_of("fire"), std::multiset<std::uint32_t>{order[0]});
+}
+
+TEST_F(Firing, TheEventsChannelSubscribedAgainFiresEveryShardOwned) {
+  answer_heartbeat({"other-node"});
+  acquire_all();
+  answer_fires();
+  redis->resubscribed();
+  settle();
+  const auto order = rotation();
+  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{order[0], order[1]}));
+}
+
+TEST_F(Firing, EachDelayedJobFiredIsCountedInTheFireLateness) {
+  own_every_shard();
+  const auto before = broker->metrics().fire_lateness.count();
+  timer_message(2);
+  answer_next("fire", fired(2, "-1", reply::array({}), {"2500", "1200000"}));
+  settle();
+  EXPECT_EQ(broker->metrics().fire_lateness.count(), before + 2);
+}
+
+TEST_F(Firing, AFiringHandsAWaitingReserveToItsCallAndAServedJobAnswersItWithNoReserve) {
+  own_every_shard();
+  auto s = session();
+  Outcome<broker::Job> got;
+  wait_for_a_job(*s, got);
+  timer_message(2);
+  Call fire = take("fire");
+  const auto args = fire.args();
+  ASSERT_EQ(args.size(), 5U);
+  EXPECT_TRUE(args[2].starts_with(broker->node_name() + "/")) << args[2];
+  EXPECT_EQ(std::vector<std::string>(args.begin() + 3, args.end()),
+            (std::vector<std::string>{"1", "default"}));
+  JobView job = ready_job(6);
+  job.state = JobState::kReserved;
+  job.deadline_unix_ms = clock->now_unix_ms() + 60'000;
+  job.counters.reserves = 1;
+  redis->answer(fire, fired(1, "-1", reply::array({reply::job(job, clock->now_unix_ms())})));
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  EXPECT_EQ(got.result->value().view.id, 6U);
+  EXPECT_EQ(got.calls, 1);
+  EXPECT_EQ(redis->count("reserve"), 0U);
+}
+
+TEST_F(Firing, AFiringThatServedNothingLeavesTheReserveWaiting) {
+  own_every_shard();
+  auto s = session();
+  Outcome<broker::Job> got;
+  wait_for_a_job(*s, got);
+  timer_message(2);
+  answer_next("fire", fired(0, "-1", reply::array({redis::Reply{}})));
+  settle();
+  EXPECT_FALSE(got.done());
+  EXPECT_EQ(redis->count("reserve") + redis->count("probe"), 0U);
+  // Still waiting: the next firing carries it again.
+  timer_message(3);
+  EXPECT_EQ(take("fire").args().size(), 5U);
+}
+
+TEST_F(Firing, AfterALostFiringTheNextOfTheShardHandsNoWaiterAJob) {
+  own_every_shard();
+  auto s = session();
+  Outcome<broker::Job> got;
+  wait_for_a_job(*s, got);
+  timer_message(2);
+  Call lost = take("fire");
+  ASSERT_EQ(lost.args().size(), 5U);
+  redis->fail(lost, Status(Code::kIOError, "connection reset"));
+  settle();
+  answer_empty_probes();  // the shard's heads, unknown after the lost call, asked again
+  clock->advance(milliseconds(100));
+  Call retry = take("fire");
+  EXPECT_EQ(shard_of(retry), 2U);
+  EXPECT_EQ(retry.args(), (std::vector<std::string>{epoch_of(2), "1000"}))
+      << "the job the lost call may have reserved for the waiter is handed out again";
+  redis->answer(retry, fired());
+  settle();
+  // That firing answered: the next hands the waiter again.
+  timer_message(2);
+  EXPECT_EQ(take("fire").args().size(), 5U);
+  EXPECT_FALSE(got.done());
+}
+
+}  // namespace
+}  // namespace delayq::redis_broker::testing
