@@ -29,6 +29,7 @@ RedisSession::~RedisSession() {
       waiter->finished = true;
       waiter->stop_timers();
       core_->waiters.remove(waiter);
+      core_->report_waiting();  // the other nodes' stats count it no more
     }
   }
   // Its reserved jobs are ready again at once (a job reserved again since is left alone).
@@ -302,6 +303,7 @@ bool RedisSession::cancel_reserve(std::uint64_t ticket) {
   waiter->finished = true;
   waiter->stop_timers();
   core_->waiters.remove(waiter);
+  core_->report_waiting();
   post(std::move(done), Result<broker::Job>(Status(Code::kTimedOut, "the reserve was cancelled")));
   return true;
 }

@@ -979,9 +979,8 @@ TEST_F(Waking, TheWaitingCountIsReportedTenMillisecondsAfterAChangeOneWriteForAB
   EXPECT_EQ(report.args(), (std::vector<std::string>{"dq:waiting", broker->node_name(), "2"}));
 }
 
-// Fails: cancel_reserve() never calls report_waiting(), so dq:waiting (which the other nodes'
-// stats sum) keeps counting the cancelled reserve until something else changes here.
-TEST_F(Waking, DISABLED_ACancelledReserveIsReportedAsNoLongerWaiting) {
+// dq:waiting, which the other nodes' stats sum, stops counting a cancelled reserve.
+TEST_F(Waking, ACancelledReserveIsReportedAsNoLongerWaiting) {
   auto s = session();
   Outcome<broker::Job> got;
   const auto ticket = s->reserve({}, got.callback());
@@ -998,9 +997,8 @@ TEST_F(Waking, DISABLED_ACancelledReserveIsReportedAsNoLongerWaiting) {
   EXPECT_EQ(report.args().back(), "0");
 }
 
-// Fails: a session's end takes its waiting reserve out without report_waiting(), so dq:waiting
-// keeps counting it until something else changes here.
-TEST_F(Waking, DISABLED_AClosedSessionsWaitingReserveIsReportedAsNoLongerWaiting) {
+// ... nor the waiting reserve of a session that ended.
+TEST_F(Waking, AClosedSessionsWaitingReserveIsReportedAsNoLongerWaiting) {
   auto s = session();
   Outcome<broker::Job> got;
   s->reserve({}, got.callback());
