@@ -34,6 +34,19 @@ std::optional<Result<std::vector<redis::Reply>>> opening_answer(const Call& call
   return std::nullopt;
 }
 
+// A shard's heads of some tubes and their depths, as jobs.lua answers them: a depth not given is
+// 1 for a head, 0 for none.
+std::pair<redis::Reply, redis::Reply> heads_and_depths(const std::vector<std::string>& heads,
+                                                       const std::vector<std::int64_t>& depths) {
+  std::vector<redis::Reply> h;
+  std::vector<redis::Reply> d;
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    h.push_back(redis::Reply::string(heads[i]));
+    d.push_back(redis::Reply::number(i < depths.size() ? depths[i] : (heads[i].empty() ? 0 : 1)));
+  }
+  return {reply::array(std::move(h)), reply::array(std::move(d))};
+}
+
 }  // namespace
 
 void NodeTest::open_node(RedisBrokerOptions options, std::uint32_t shards) {
@@ -57,10 +70,7 @@ void NodeTest::TearDown() {
   broker.reset();
   redis = nullptr;
   clock->drop_waits();
-  for (int round = 0; round < 100; ++round) {
-    io.restart();
-    if (io.poll() == 0) break;
-  }
+  settle();
 }
 
 std::unique_ptr<broker::Session> NodeTest::session() {
@@ -82,13 +92,8 @@ Call NodeTest::take(const std::string& op) {
 
 void NodeTest::answer_probe(Call& call, const std::vector<std::string>& heads,
                             const std::vector<std::int64_t>& depths) {
-  std::vector<redis::Reply> h;
-  std::vector<redis::Reply> d;
-  for (std::size_t i = 0; i < heads.size(); ++i) {
-    h.push_back(redis::Reply::string(heads[i]));
-    d.push_back(redis::Reply::number(i < depths.size() ? depths[i] : (heads[i].empty() ? 0 : 1)));
-  }
-  redis->answer(call, reply::ok({reply::array(std::move(h)), reply::array(std::move(d))}));
+  auto [h, d] = heads_and_depths(heads, depths);
+  redis->answer(call, reply::ok({std::move(h), std::move(d)}));
 }
 
 std::uint32_t NodeTest::shard_of(const Call& call) {
@@ -116,14 +121,9 @@ redis::Reply NodeTest::reserved(JobView job, const std::vector<std::string>& hea
   job.deadline_unix_ms = clock->now_unix_ms() + job.ttr.count() * 1000;
   ++job.counters.reserves;
   redis::Reply r = reply::job(job, clock->now_unix_ms());
-  std::vector<redis::Reply> h;
-  std::vector<redis::Reply> d;
-  for (std::size_t i = 0; i < heads.size(); ++i) {
-    h.push_back(redis::Reply::string(heads[i]));
-    d.push_back(redis::Reply::number(i < depths.size() ? depths[i] : (heads[i].empty() ? 0 : 1)));
-  }
-  r.elements.push_back(reply::array(std::move(h)));
-  r.elements.push_back(reply::array(std::move(d)));
+  auto [h, d] = heads_and_depths(heads, depths);
+  r.elements.push_back(std::move(h));
+  r.elements.push_back(std::move(d));
   return r;
 }
 
