@@ -39,66 +39,23 @@
 //          2    secret count, then per secret 2+n bytes
 #include "store/record.h"
 
-#include <array>
 #include <cstring>
 #include <limits>
 
+#include "base/bytes.h"
+
 namespace delayq::store {
 namespace {
+
+using bytes::put_le;
+using bytes::put_string;
+using bytes::Reader;
 
 constexpr std::size_t kFixedBytes = 54;
 // The record's flags.
 constexpr std::uint8_t kAttachedFlag = 1;
 constexpr std::uint8_t kDueInsideFlag = 2;
 constexpr std::uint8_t kKnownFlags = kAttachedFlag | kDueInsideFlag;
-
-// One append per value: the byte loop compiles to a single store.
-template <typename T>
-void put_le(std::string& out, T value) {
-  using U = std::make_unsigned_t<T>;
-  auto u = static_cast<U>(value);
-  std::array<char, sizeof(T)> bytes{};
-  for (char& byte : bytes) {
-    byte = static_cast<char>(u & 0xFFU);
-    u = static_cast<U>(u >> 8U);
-  }
-  out.append(bytes.data(), bytes.size());
-}
-
-void put_string(std::string& out, std::string_view text) {
-  DELAYQ_CHECK(text.size() <= std::numeric_limits<std::uint16_t>::max());
-  put_le(out, static_cast<std::uint16_t>(text.size()));
-  out.append(text);
-}
-
-class Reader {
- public:
-  explicit Reader(std::string_view bytes) : bytes_(bytes) {}
-  template <typename T>
-  bool get(T& value) {
-    using U = std::make_unsigned_t<T>;
-    if (bytes_.size() < sizeof(T)) return false;
-    U u = 0;
-    for (std::size_t i = 0; i < sizeof(T); ++i) {
-      u = static_cast<U>(
-          u | static_cast<U>(static_cast<U>(static_cast<unsigned char>(bytes_[i])) << (8 * i)));
-    }
-    value = static_cast<T>(u);
-    bytes_.remove_prefix(sizeof(T));
-    return true;
-  }
-  bool get_string(std::string& text) {
-    std::uint16_t size = 0;
-    if (!get(size) || bytes_.size() < size) return false;
-    text.assign(bytes_.substr(0, size));
-    bytes_.remove_prefix(size);
-    return true;
-  }
-  [[nodiscard]] bool done() const noexcept { return bytes_.empty(); }
-
- private:
-  std::string_view bytes_;
-};
 
 }  // namespace
 

@@ -1,0 +1,81 @@
+// bytes.h — little-endian integers and length-prefixed strings, for the formats delayq writes to
+// disk and to Redis (each drawn beside its own encoder: store/record.cc, schedule/codec.cc).
+// Writing appends to a std::string; Reader takes values off the front of a view and says false
+// when the bytes run out, leaving the caller to name what was corrupt.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "base/check.h"
+
+namespace delayq::bytes {
+
+// One append per value: the byte loop compiles to a single store.
+template <typename T>
+void put_le(std::string& out, T value) {
+  using U = std::make_unsigned_t<T>;
+  auto u = static_cast<U>(value);
+  std::array<char, sizeof(T)> bytes{};
+  for (char& byte : bytes) {
+    byte = static_cast<char>(u & 0xFFU);
+    u = static_cast<U>(u >> 8U);
+  }
+  out.append(bytes.data(), bytes.size());
+}
+
+// A string of at most 65,535 bytes, after its u16 length.
+inline void put_string(std::string& out, std::string_view text) {
+  DELAYQ_CHECK(text.size() <= std::numeric_limits<std::uint16_t>::max());
+  put_le(out, static_cast<std::uint16_t>(text.size()));
+  out.append(text);
+}
+
+// A string of any length up to 4 GiB, after its u32 length.
+inline void put_long_string(std::string& out, std::string_view text) {
+  DELAYQ_CHECK(text.size() <= std::numeric_limits<std::uint32_t>::max());
+  put_le(out, static_cast<std::uint32_t>(text.size()));
+  out.append(text);
+}
+
+class Reader {
+ public:
+  explicit Reader(std::string_view bytes) : bytes_(bytes) {}
+
+  template <typename T>
+  bool get(T& value) {
+    using U = std::make_unsigned_t<T>;
+    if (bytes_.size() < sizeof(T)) return false;
+    U u = 0;
+    for (std::size_t i = 0; i < sizeof(T); ++i) {
+      u = static_cast<U>(
+          u | static_cast<U>(static_cast<U>(static_cast<unsigned char>(bytes_[i])) << (8 * i)));
+    }
+    value = static_cast<T>(u);
+    bytes_.remove_prefix(sizeof(T));
+    return true;
+  }
+  bool get_string(std::string& text) { return get_sized<std::uint16_t>(text); }
+  bool get_long_string(std::string& text) { return get_sized<std::uint32_t>(text); }
+  [[nodiscard]] bool done() const noexcept { return bytes_.empty(); }
+  [[nodiscard]] std::size_t left() const noexcept { return bytes_.size(); }
+
+ private:
+  template <typename Size>
+  bool get_sized(std::string& text) {
+    Size size = 0;
+    if (!get(size) || bytes_.size() < size) return false;
+    text.assign(bytes_.substr(0, size));
+    bytes_.remove_prefix(size);
+    return true;
+  }
+
+  std::string_view bytes_;
+};
+
+}  // namespace delayq::bytes
