@@ -65,6 +65,21 @@ struct Options {
   std::vector<std::string> secrets;
   // admin backup
   std::string dir;
+  // schedule (--tube, --body, -p, --ttr, -g, --url, --content-type as put's)
+  std::string name;
+  std::string cron;
+  std::string every;
+  std::string tz;
+  std::string start_at;
+  std::string end_at;
+  std::optional<std::uint32_t> limit;
+  std::string jitter;
+  std::string misfire;
+  std::string max_lateness;
+  std::string overlap;
+  bool paused = false;
+  std::optional<std::uint32_t> count;
+  std::string after;
 };
 
 // Percent-encodes one path segment.
@@ -379,6 +394,79 @@ class Cli {
   int webhook_get() { return show("GET", webhook_target(), nullptr, false); }
   int webhook_rm() { return show("DELETE", webhook_target(), nullptr, false); }
 
+  // --- schedules (docs/schedules.md)
+  std::string schedule_target(std::string_view tail = {}) const {
+    return "/v1/schedules/" + segment(o_.name) + std::string(tail);
+  }
+  int schedule_set() {
+    json::object body;
+    body["tube"] = o_.tube;
+    if (!o_.cron.empty()) body["cron"] = o_.cron;
+    if (!o_.every.empty()) body["every"] = o_.every;
+    if (!o_.tz.empty()) body["tz"] = o_.tz;
+    if (delayq::front::http::valid_utf8(o_.body)) {
+      body["body"] = o_.body;
+    } else {
+      body["body_base64"] = delayq::front::http::base64_encode(o_.body);
+    }
+    if (o_.priority) body["priority"] = *o_.priority;
+    if (!o_.ttr.empty()) body["ttr"] = o_.ttr;
+    if (!o_.group.empty()) body["group"] = o_.group;
+    if (!o_.url.empty()) body["url"] = o_.url;
+    if (!o_.content_type.empty()) body["content_type"] = o_.content_type;
+    if (!o_.start_at.empty()) body["start_at"] = o_.start_at;
+    if (!o_.end_at.empty()) body["end_at"] = o_.end_at;
+    if (o_.limit) body["limit"] = *o_.limit;
+    if (!o_.jitter.empty()) body["jitter"] = o_.jitter;
+    if (!o_.misfire.empty()) body["misfire"] = o_.misfire;
+    if (!o_.max_lateness.empty()) body["max_lateness"] = o_.max_lateness;
+    if (!o_.overlap.empty()) body["overlap"] = o_.overlap;
+    if (o_.paused) body["paused"] = true;
+    return show("PUT", schedule_target(), &body, false);
+  }
+  int schedule_ls() {
+    ClientResponse response;
+    if (auto failed = call("GET", "/v1/schedules?limit=1000", nullptr, response)) return *failed;
+    if (o_.json_output) {
+      std::fputs(response.body.c_str(), stdout);
+      return 0;
+    }
+    std::printf("%-24s %-16s %-22s %-30s %7s %8s\n", "SCHEDULE", "TUBE", "WHEN", "NEXT", "RUNS",
+                "MISSED");
+    const json::value parsed = json::parse(response.body);
+    for (const auto& s : parsed.as_object().at("schedules").as_array()) {
+      const auto& o = s.as_object();
+      const std::string when = o.contains("cron") ? field(o, "cron") + " " + field(o, "tz")
+                                                  : "every " + field(o, "every");
+      const std::string next = o.at("next").is_null() ? (o.at("paused").as_bool() ? "paused" : "-")
+                                                      : field(o.at("next").as_object(), "at");
+      std::printf("%-24s %-16s %-22s %-30s %7s %8s\n", field(o, "name").c_str(),
+                  field(o, "tube").c_str(), when.c_str(), next.c_str(), field(o, "runs").c_str(),
+                  field(o, "misfires").c_str());
+    }
+    if (parsed.as_object().at("more").as_bool()) std::printf("(the first 1000 only)\n");
+    return 0;
+  }
+  int schedule_next() {
+    std::string target = schedule_target("/next?count=" + std::to_string(o_.count.value_or(10)));
+    if (!o_.after.empty()) target += "&after=" + segment(o_.after);
+    ClientResponse response;
+    if (auto failed = call("GET", target, nullptr, response)) return *failed;
+    if (o_.json_output) {
+      std::fputs(response.body.c_str(), stdout);
+      return 0;
+    }
+    const json::value parsed = json::parse(response.body);
+    for (const auto& run : parsed.as_object().at("runs").as_array()) {
+      std::printf("%s\n", field(run.as_object(), "at").c_str());
+    }
+    return 0;
+  }
+  int schedule_show(std::string_view method, std::string_view tail = {}) {
+    return show(method, schedule_target(tail), nullptr, false);
+  }
+  int schedule_trigger() { return show("POST", schedule_target("/trigger"), nullptr, true); }
+
   int group_rm() {
     return show("DELETE", "/v1/tubes/" + segment(o_.tube) + "/groups/" + segment(o_.group), nullptr,
                 false);
@@ -478,6 +566,43 @@ int main(int argc, char** argv) {
     command->add_option("tube", o.tube, "tube")->required();
   }
 
+  auto* schedule = app.add_subcommand("schedule", "recurring schedules (docs/schedules.md)");
+  schedule->require_subcommand(1);
+  auto* schedule_set =
+      schedule->add_subcommand("set", "create or replace a schedule: each run puts a job");
+  schedule_set->add_option("name", o.name, "the schedule's name")->required();
+  schedule_set->add_option("-t,--tube", o.tube, "the tube its runs go to")->capture_default_str();
+  auto* cron = schedule_set->add_option("--cron", o.cron, "cron expression, e.g. '0 9 * * MON'");
+  schedule_set->add_option("--every", o.every, "interval, e.g. 90s, 5m")->excludes(cron);
+  schedule_set->add_option("--tz", o.tz, "IANA time zone for --cron (default UTC)");
+  schedule_set->add_option("-b,--body", o.body, "each run's body");
+  schedule_set->add_option("-p,--priority", o.priority, "each run's priority (default 1024)");
+  schedule_set->add_option("--ttr", o.ttr, "each run's time to run (default 60s)");
+  schedule_set->add_option("-g,--group", o.group, "each run's group");
+  schedule_set->add_option("--url", o.url, "push delivery: POST each run here");
+  schedule_set->add_option("--content-type", o.content_type, "push delivery: the body's type");
+  schedule_set->add_option("--start-at", o.start_at, "no run before (RFC 3339)");
+  schedule_set->add_option("--end-at", o.end_at, "no run after (RFC 3339)");
+  schedule_set->add_option("--limit", o.limit, "at most this many runs");
+  schedule_set->add_option("--jitter", o.jitter, "each run later by a random [0, jitter]");
+  schedule_set->add_option("--misfire", o.misfire, "missed runs: skip, once (default), all");
+  schedule_set->add_option("--max-lateness", o.max_lateness, "catch up within this (default 1h)");
+  schedule_set->add_option("--overlap", o.overlap, "allow (default), skip, buffer_one");
+  schedule_set->add_flag("--paused", o.paused, "create it paused");
+  auto* schedule_ls = schedule->add_subcommand("ls", "list schedules with their next runs");
+  auto* schedule_get = schedule->add_subcommand("get", "show a schedule and its counts");
+  auto* schedule_rm = schedule->add_subcommand("rm", "delete a schedule (and its next run)");
+  auto* schedule_pause = schedule->add_subcommand("pause", "put no run until resumed");
+  auto* schedule_resume = schedule->add_subcommand("resume", "run again (missed runs: misfire)");
+  auto* schedule_trigger = schedule->add_subcommand("trigger", "one run now");
+  auto* schedule_next = schedule->add_subcommand("next", "the next run times, in its zone");
+  for (CLI::App* command : {schedule_get, schedule_rm, schedule_pause, schedule_resume,
+                            schedule_trigger, schedule_next}) {
+    command->add_option("name", o.name, "the schedule's name")->required();
+  }
+  schedule_next->add_option("-n,--count", o.count, "how many (default 10, at most 1000)");
+  schedule_next->add_option("--after", o.after, "from this instant (RFC 3339; default now)");
+
   auto* admin = app.add_subcommand("admin", "the server's administration");
   admin->require_subcommand(1);
   auto* backup = admin->add_subcommand(
@@ -511,5 +636,13 @@ int main(int argc, char** argv) {
   if (webhook_get->parsed()) return cli.webhook_get();
   if (webhook_rm->parsed()) return cli.webhook_rm();
   if (backup->parsed()) return cli.backup();
+  if (schedule_set->parsed()) return cli.schedule_set();
+  if (schedule_ls->parsed()) return cli.schedule_ls();
+  if (schedule_get->parsed()) return cli.schedule_show("GET");
+  if (schedule_rm->parsed()) return cli.schedule_show("DELETE");
+  if (schedule_pause->parsed()) return cli.schedule_show("POST", "/pause");
+  if (schedule_resume->parsed()) return cli.schedule_show("POST", "/resume");
+  if (schedule_trigger->parsed()) return cli.schedule_trigger();
+  if (schedule_next->parsed()) return cli.schedule_next();
   return kExitUsage;
 }

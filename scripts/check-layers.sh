@@ -18,10 +18,10 @@ RULES=(
   # The engine is pure logic: of the store, only the record codec (delayq_store_format).
   "engine:          engine store/record.h wheel base"
   # The contract the front-ends link, and nothing below it (architecture.md, Layers).
-  "broker:          broker base"
-  "broker/local:    broker/local broker engine store wheel base"
+  "broker:          broker schedule base"
+  "broker/local:    broker/local broker schedule engine store wheel base"
   # State lives in Redis; of the store, only the record codec.
-  "broker/redis:    broker/redis broker redis timing store/record.h base"
+  "broker/redis:    broker/redis broker schedule redis timing store/record.h base"
   "redis:           redis base"
   # Push delivery's rules, signatures and sender, below the front-ends that share them.
   "webhook:         webhook base"
@@ -32,7 +32,7 @@ RULES=(
   # What the front-ends share: the TCP listener.
   "front:           front base"
   "front/beanstalk: front/beanstalk front webhook broker base"
-  "front/http:      front/http front webhook broker base"
+  "front/http:      front/http front webhook broker schedule base"
   "front/webhook:   front/webhook front webhook broker timing base"
   # The programs: the top, over every layer of the server.
   "apps:            apps front front/beanstalk front/http front/webhook webhook broker"

@@ -37,6 +37,8 @@
 
 namespace delayq::broker {
 
+class Schedules;  // schedules.h
+
 using Millis = std::chrono::milliseconds;
 using Seconds = std::chrono::seconds;
 
@@ -289,6 +291,8 @@ class Broker {
   [[nodiscard]] virtual Seconds uptime() const = 0;
   // Operation counts, latency histograms and connections, for GET /metrics.
   [[nodiscard]] virtual Metrics& metrics() = 0;
+  // Recurring schedules (schedules.h): server-wide, as long-lived as the broker.
+  [[nodiscard]] virtual Schedules& schedules() = 0;
 
   // Every tube's webhook, by tube name; whether this node delivers a tube's jobs (on a single
   // node, every tube's; over Redis, each tube's on one node at a time, the one holding its

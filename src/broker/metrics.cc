@@ -236,6 +236,26 @@ std::string Metrics::render(std::span<const TubeStats> tubes, const ServerStats&
       append(out, "delayq_shard_overdue_seconds{{shard=\"{}\"}} {}\n", shard, shard_overdue[shard]);
     }
   }
+  if (schedules >= 0) {
+    append(out, "# HELP delayq_schedules Recurring schedules kept.\n");
+    append(out, "# TYPE delayq_schedules gauge\ndelayq_schedules {}\n", schedules);
+    append(out, "# HELP delayq_schedule_runs_total Runs put by schedules (jobs).\n");
+    append(out, "# TYPE delayq_schedule_runs_total counter\ndelayq_schedule_runs_total {}\n",
+           schedule_runs);
+    append(out,
+           "# HELP delayq_schedule_misfires_total Schedule instants missed and not run (server "
+           "down, schedule paused), by each schedule's misfire rule.\n");
+    append(out,
+           "# TYPE delayq_schedule_misfires_total counter\ndelayq_schedule_misfires_total {}\n",
+           schedule_misfires);
+    append(out,
+           "# HELP delayq_schedule_overlaps_skipped_total Schedule runs skipped because the "
+           "previous run's job still existed.\n");
+    append(out,
+           "# TYPE delayq_schedule_overlaps_skipped_total counter\n"
+           "delayq_schedule_overlaps_skipped_total {}\n",
+           schedule_overlaps);
+  }
   if (shard_channels_subscribed >= 0) {
     append(out,
            "# HELP delayq_shard_channels_subscribed Shards whose channel this node is subscribed "

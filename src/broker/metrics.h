@@ -77,6 +77,15 @@ class Metrics {
   // look). -1 otherwise.
   std::int64_t shard_channels_subscribed = -1;
 
+  // Recurring schedules, where the broker keeps them: how many there are (-1: it keeps none), and
+  // since the server started, the runs put, the instants missed and the runs skipped by overlap,
+  // all schedules together (each one's own counts are in the API: a label per schedule would
+  // make a series per schedule).
+  std::int64_t schedules = -1;
+  std::uint64_t schedule_runs = 0;
+  std::uint64_t schedule_misfires = 0;
+  std::uint64_t schedule_overlaps = 0;
+
   // One operation of a protocol ("beanstalk", "http") and how it ended. protocol, op and result
   // must outlive the Metrics (string literals, static tables): they are kept as views.
   void count_op(std::string_view protocol, std::string_view op, std::string_view result);

@@ -108,6 +108,10 @@ std::string show(OpKind kind) {
       return "erase-webhook";
     case OpKind::kMaxAttempts:
       return "max-attempts";
+    case OpKind::kSchedule:
+      return "schedule";
+    case OpKind::kEraseSchedule:
+      return "erase-schedule";
   }
   return "?";
 }
@@ -1121,7 +1125,10 @@ void Simulation::check_mutations() {
       case OpKind::kWebhook:
       case OpKind::kEraseWebhook:
       case OpKind::kMaxAttempts:
-        // The model's operations attach nothing and set no webhook (engine_test covers them).
+      case OpKind::kSchedule:
+      case OpKind::kEraseSchedule:
+        // The model's operations attach nothing and set no webhook (engine_test covers them);
+        // schedules are the broker's, never the engine's.
         FAIL() << where() << "unexpected " << show(op.kind);
     }
   }

@@ -24,7 +24,7 @@ Status check_fields(const Definition& d, std::size_t max_name_bytes) {
     return invalid("name: 1 to " + std::to_string(kMaxScheduleNameBytes) +
                    " bytes of letters, digits and -_.:");
   }
-  if (d.name.size() + 14 > max_name_bytes) {
+  if (d.name.size() + 16 > max_name_bytes) {  // "@" and up to 15 digits
     return invalid("name: a run's key (name@instant) would be longer than " +
                    std::to_string(max_name_bytes) + " bytes");
   }
@@ -109,6 +109,10 @@ Result<Compiled> compile(Definition definition, std::int64_t now_unix_ms,
                         ? Recurrence::every(definition.every, *definition.start_unix_ms)
                         : Recurrence::cron(definition.cron, definition.zone);
   if (!recurrence.is_ok()) return recurrence.status();
+  if (!definition.cron.empty() && !recurrence.value().next_after(now_unix_ms)) {
+    return Status(Code::kInvalidArgument,
+                  "cron: '" + definition.cron + "' matches no date in the next 10 years");
+  }
   return Compiled{std::move(definition), std::move(recurrence).value()};
 }
 
@@ -126,7 +130,10 @@ std::optional<RunOf> parse_run_key(std::string_view key) {
   const char* first = key.data() + at + 1;
   const char* last = key.data() + key.size();
   const auto [end, error] = std::from_chars(first, last, run.instant_unix_ms);
-  if (error != std::errc() || end != last || run.instant_unix_ms < 0) return std::nullopt;
+  if (error != std::errc() || end != last || run.instant_unix_ms < 0 ||
+      run.instant_unix_ms > kLastDueUnixMs) {
+    return std::nullopt;
+  }
   if (!std::all_of(run.name.begin(), run.name.end(), valid_name_char)) return std::nullopt;
   return run;
 }

@@ -146,8 +146,15 @@ Step step(const Compiled& schedule, State& state, std::int64_t now, const Enviro
   Step out;
   if (d.paused) return out;
   if (state.ahead_unix_ms && *state.ahead_unix_ms <= now) {
-    state.last_run_unix_ms = *state.ahead_unix_ms;
+    const std::int64_t ahead = *state.ahead_unix_ms;
     state.ahead_unix_ms.reset();
+    if (now - ahead > kOnTime.count() && env.withdraw(run_key(d.name, ahead))) {
+      // Missed like the instants after it: the misfire rule settles it with them.
+      --state.runs;
+      state.cursor_unix_ms = ahead - 1;
+    } else {
+      state.last_run_unix_ms = ahead;
+    }
   }
   if (state.ahead_unix_ms) {
     out.wake_unix_ms = *state.ahead_unix_ms;
@@ -200,6 +207,15 @@ void withdraw_ahead(State& state, std::int64_t now_unix_ms, bool deleted) {
     state.last_run_unix_ms = state.ahead_unix_ms;
   }
   state.ahead_unix_ms.reset();
+}
+
+std::vector<std::int64_t> upcoming(const Compiled& schedule, std::int64_t after_unix_ms,
+                                   std::size_t count) {
+  const Definition& d = schedule.definition;
+  if (d.start_unix_ms) after_unix_ms = std::max(after_unix_ms, *d.start_unix_ms - 1);
+  std::vector<std::int64_t> runs = schedule.recurrence.runs(after_unix_ms, count);
+  while (!runs.empty() && past_end(d, runs.back())) runs.pop_back();
+  return runs;
 }
 
 Run trigger(State& state, std::int64_t now_unix_ms) {

@@ -16,7 +16,9 @@
 //          put(i+1)     put(i+2)     ...
 //
 // An instant is missed when it is reached more than kOnTime late (the server was down, the
-// schedule paused, or the node overloaded); what then runs is the schedule's misfire rule.
+// schedule paused, or the node overloaded); what then runs is the schedule's misfire rule. A run
+// put ahead whose instant was missed so (the server was down through it) is withdrawn while its
+// job is still delayed, and settled by the rule with the others.
 // Costs: step() walks the instants since the cursor (up to kMaxCountedMisses of them).
 #pragma once
 
@@ -60,10 +62,12 @@ struct Run {
 };
 
 // What a broker supplies: whether a job with this key exists in the schedule's tube (in any
-// state), and a random draw in [0, bound] for jitter.
+// state); a random draw in [0, bound] for jitter; and the withdrawal of a run put ahead whose
+// instant was missed (its job deleted if no worker has had it: true if it was).
 struct Environment {
   std::function<bool(std::string_view key)> exists;
   std::function<std::int64_t(std::int64_t bound)> draw;
+  std::function<bool(std::string_view key)> withdraw;
 };
 
 struct Step {
@@ -90,10 +94,15 @@ struct Step {
                                                         std::int64_t now_unix_ms);
 void withdraw_ahead(State& state, std::int64_t now_unix_ms, bool deleted);
 
+// Up to `count` instants strictly after `after_unix_ms` that the schedule's span allows (start
+// and end; not its limit, pause or jitter): what GET .../next and a preview answer.
+[[nodiscard]] std::vector<std::int64_t> upcoming(const Compiled& schedule,
+                                                 std::int64_t after_unix_ms, std::size_t count);
+
 // One run now (POST .../trigger): key run_key(name, now), due now.
 [[nodiscard]] Run trigger(State& state, std::int64_t now_unix_ms);
 // The schedule's instants in [from, to], each a run due now; kInvalidArgument if there are more
-// than kMaxCatchUpRuns or the range is empty or backwards.
+// than kMaxCatchUpRuns or `to` is before `from`.
 [[nodiscard]] Result<std::vector<Run>> backfill(const Compiled& schedule, State& state,
                                                 std::int64_t from_unix_ms, std::int64_t to_unix_ms,
                                                 std::int64_t now_unix_ms);

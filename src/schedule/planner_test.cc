@@ -38,9 +38,15 @@ Definition every(std::chrono::milliseconds interval) {
 struct Jobs {
   std::set<std::string> keys;
   std::int64_t drawn = 0;  // what draw() answers
+  std::vector<std::string> withdrawn;
   Environment environment() {
     return {[this](std::string_view key) { return keys.contains(std::string(key)); },
-            [this](std::int64_t bound) { return std::min(drawn, bound); }};
+            [this](std::int64_t bound) { return std::min(drawn, bound); },
+            [this](std::string_view key) {
+              withdrawn.emplace_back(key);
+              keys.erase(std::string(key));
+              return true;
+            }};
   }
   void add(const Compiled& s, const Step& step) {
     for (const PlannedRun& run : step.put)
@@ -146,17 +152,32 @@ TEST(Planner, AllWithAllowRunsEveryMissedInstantUpToTheCap) {
   EXPECT_EQ(state.runs, kMaxCatchUpRuns + 2);
 }
 
-TEST(Planner, ARunPutAheadIsNotMissedByARestart) {
+TEST(Planner, ARunPutAheadSurvivesAShortRestart) {
   const Compiled s = compiled(every(std::chrono::seconds(10)));
   State state = start(s, kT0);
   Jobs jobs;
   (void)step(s, state, kT0, jobs.environment());
-  // Down from kT0 to kT0 + 25 s: the run of 10 s was on disk; 20 s was missed; once runs it.
+  // Down from kT0 to 10.5 s: the run of 10 s, on disk, is reached on time and fires.
+  const Step out = step(s, state, kT0 + 10'500, jobs.environment());
+  EXPECT_EQ(out.put, (std::vector<PlannedRun>{{kT0 + 20'000, kT0 + 20'000}}));
+  EXPECT_TRUE(jobs.withdrawn.empty());
+  EXPECT_EQ(state.last_run_unix_ms, kT0 + 10'000);
+  EXPECT_EQ(state.runs, 2U);
+}
+
+TEST(Planner, ARunPutAheadAndMissedIsSettledByTheMisfireRule) {
+  const Compiled s = compiled(every(std::chrono::seconds(10)));
+  State state = start(s, kT0);
+  Jobs jobs;
+  (void)step(s, state, kT0, jobs.environment());
+  // Down from kT0 to 25 s: the run of 10 s is withdrawn; 10 and 20 s were missed, and once runs
+  // the latest of them now.
   const Step out = step(s, state, kT0 + 25'000, jobs.environment());
+  EXPECT_EQ(jobs.withdrawn, std::vector<std::string>{run_key("s", kT0 + 10'000)});
   EXPECT_EQ(out.put,
             (std::vector<PlannedRun>{{kT0 + 20'000, kT0 + 25'000}, {kT0 + 30'000, kT0 + 30'000}}));
-  EXPECT_EQ(state.misfires, 0U);
-  EXPECT_EQ(state.runs, 3U);
+  EXPECT_EQ(state.misfires, 1U);
+  EXPECT_EQ(state.runs, 2U);
 }
 
 TEST(Planner, OverlapSkipRunsOnlyOnceThePreviousJobIsGone) {
@@ -295,8 +316,11 @@ TEST(Planner, EveryInstantIsSettledExactlyOnce) {
     std::int64_t now = kT0;
     for (int i = 0; i < 60; ++i) {
       const Step out = step(s, state, now, jobs.environment());
+      // A withdrawn run never ran: its instant may be put again.
+      for (const std::string& key : jobs.withdrawn) ever.erase(key);
+      jobs.withdrawn.clear();
       for (const PlannedRun& run : out.put) {
-        const std::string key = run_key(d.name, run.instant_unix_ms);
+        const std::string key = run_key(s.definition.name, run.instant_unix_ms);
         ASSERT_TRUE(ever.insert(key).second) << key << " put twice";
         ASSERT_GE(run.due_unix_ms, std::min(run.instant_unix_ms, now));
       }
@@ -307,8 +331,10 @@ TEST(Planner, EveryInstantIsSettledExactlyOnce) {
       const auto down = static_cast<std::int64_t>(random() % 30'000);
       now = random() % 4 == 0 ? now + down : out.wake_unix_ms.value_or(now + 1000) + late;
     }
-    for (const PlannedRun& run : step(s, state, now, jobs.environment()).put) {
-      ASSERT_TRUE(ever.insert(run_key(d.name, run.instant_unix_ms)).second);
+    const Step last = step(s, state, now, jobs.environment());
+    for (const std::string& key : jobs.withdrawn) ever.erase(key);
+    for (const PlannedRun& run : last.put) {
+      ASSERT_TRUE(ever.insert(run_key(s.definition.name, run.instant_unix_ms)).second);
     }
     // Every instant up to the cursor is a run, a misfire or an overlap; the buffered one and the
     // one put ahead are counted where they stand.
@@ -373,6 +399,10 @@ TEST(Definition, CompileRefusesWhatCannotRunNamingTheField) {
   bad = d;
   bad.every = {};
   bad.cron = "0 9 32 * *";
+  refused(bad, "cron");
+  bad = d;
+  bad.every = {};
+  bad.cron = "0 0 30 2 *";  // valid fields, but no 30 February
   refused(bad, "cron");
   bad = d;
   bad.zone = "Mars/Olympus";

@@ -123,9 +123,13 @@ std::vector<std::int64_t> Recurrence::runs(std::int64_t after_unix_ms, std::size
   return out;
 }
 
-std::string Recurrence::format(std::int64_t unix_ms) const {
+std::string Zone::format(std::int64_t unix_ms) const {
   const cctz::time_point<std::chrono::milliseconds> at{std::chrono::milliseconds(unix_ms)};
-  return cctz::format("%Y-%m-%dT%H:%M:%E3S%Ez", at, zone_.tz);
+  return cctz::format("%Y-%m-%dT%H:%M:%E3S%Ez", at, tz);
+}
+
+std::string Recurrence::format(std::int64_t unix_ms) const {
+  return zone_.format(unix_ms);
 }
 
 }  // namespace delayq::schedule

@@ -31,6 +31,8 @@ namespace delayq::schedule {
 // database does not have, and for anything that is not such a name ("localtime", paths).
 struct Zone {
   static Result<Zone> load(std::string_view name);
+  // An instant as RFC 3339 in this zone, with its offset ("2026-03-29T03:00:00.000+02:00").
+  [[nodiscard]] std::string format(std::int64_t unix_ms) const;
   std::string name;
   cctz::time_zone tz;
 };

@@ -114,6 +114,9 @@ class ProbeStore final : public Store {
       const std::function<Status(std::string, std::uint32_t)>& visit) override {
     return inner_.scan_max_attempts(visit);
   }
+  Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) override {
+    return inner_.scan_schedules(visit);
+  }
   Result<std::string> read_body(JobId id) override {
     std::lock_guard lock(mutex_);
     return inner_.read_body(id);
@@ -502,6 +505,9 @@ class GateStore final : public Store {
   Status scan_max_attempts(
       const std::function<Status(std::string, std::uint32_t)>& visit) override {
     return inner_.scan_max_attempts(visit);
+  }
+  Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) override {
+    return inner_.scan_schedules(visit);
   }
   Result<std::string> read_body(JobId id) override { return inner_.read_body(id); }
   [[nodiscard]] JobId next_id() const override { return inner_.next_id(); }

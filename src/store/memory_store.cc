@@ -35,6 +35,12 @@ Status MemoryStore::write(std::span<const WriteSet* const> sets, bool /*sync*/) 
             max_attempts_.erase(op.tube);
           }
           break;
+        case WriteSet::Kind::kSchedule:
+          schedules_[op.tube] = op.value;
+          break;
+        case WriteSet::Kind::kEraseSchedule:
+          schedules_.erase(op.tube);
+          break;
       }
     }
     if (set->next_id()) next_id_ = *set->next_id();
@@ -78,6 +84,13 @@ Status MemoryStore::scan_max_attempts(
     const std::function<Status(std::string, std::uint32_t)>& visit) {
   for (const auto& [tube, n] : max_attempts_) {
     if (Status s = visit(tube, n); !s.is_ok()) return s;
+  }
+  return Status::ok();
+}
+
+Status MemoryStore::scan_schedules(const std::function<Status(std::string, std::string)>& visit) {
+  for (const auto& [name, value] : schedules_) {
+    if (Status s = visit(name, value); !s.is_ok()) return s;
   }
   return Status::ok();
 }

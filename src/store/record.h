@@ -70,6 +70,9 @@ inline constexpr char kAttachmentPrefix = 'a';
 inline constexpr char kWebhookPrefix = 'w';
 // A tube's max_attempts (pull workers): this prefix, then the tube's name; u32 LE.
 inline constexpr char kMaxAttemptsPrefix = 't';
+// A recurring schedule: this prefix, then its name; the value is the schedule's own record
+// (schedule/codec.h), which the store keeps without reading.
+inline constexpr char kSchedulePrefix = 's';
 [[nodiscard]] std::optional<std::uint32_t> decode_u32(std::string_view bytes);
 inline constexpr std::string_view kFormatKey = "m:format";
 inline constexpr std::string_view kNextIdKey = "m:next_id";
@@ -82,7 +85,8 @@ class WriteSet {
  public:
   // kErase drops a job's record and body, kEraseAttachment its attachment; kWebhook,
   // kEraseWebhook and kMaxAttempts concern the tube named in `tube` (id 0); kMaxAttempts's value
-  // is the number, u32 little-endian, and 0 erases it.
+  // is the number, u32 little-endian, and 0 erases it. kSchedule and kEraseSchedule concern the
+  // schedule named in `tube`.
   enum class Kind : std::uint8_t {
     kRecord,
     kBody,
@@ -91,13 +95,15 @@ class WriteSet {
     kEraseAttachment,
     kWebhook,
     kEraseWebhook,
-    kMaxAttempts
+    kMaxAttempts,
+    kSchedule,
+    kEraseSchedule
   };
   struct Op {
     Kind kind;
     JobId id;
     std::string value;  // encoded record, body, attachment or webhook; empty for erasures
-    std::string tube;   // kWebhook and kEraseWebhook only
+    std::string tube;   // the tube, or the schedule, of the ops that name one (id 0)
   };
 
   void put_record(const JobRecord& record) {
@@ -121,6 +127,12 @@ class WriteSet {
     std::string value(4, '\0');
     for (std::size_t i = 0; i < 4; ++i) value[i] = static_cast<char>(max_attempts >> (8 * i));
     ops_.push_back({Kind::kMaxAttempts, 0, std::move(value), std::string(tube)});
+  }
+  void put_schedule(std::string_view name, std::string value) {
+    ops_.push_back({Kind::kSchedule, 0, std::move(value), std::string(name)});
+  }
+  void erase_schedule(std::string_view name) {
+    ops_.push_back({Kind::kEraseSchedule, 0, {}, std::string(name)});
   }
   // The id high-water mark: every id below it has been handed out.
   void set_next_id(JobId next_id) { next_id_ = next_id; }

@@ -284,6 +284,12 @@ Status RocksStore::write(std::span<const WriteSet* const> sets, bool sync) {
             batch.Put(kMaxAttemptsPrefix + op.tube, op.value);
           }
           break;
+        case WriteSet::Kind::kSchedule:
+          batch.Put(kSchedulePrefix + op.tube, op.value);
+          break;
+        case WriteSet::Kind::kEraseSchedule:
+          batch.Delete(kSchedulePrefix + op.tube);
+          break;
       }
     }
     if (set->next_id()) next_id = set->next_id();
@@ -384,6 +390,19 @@ Status RocksStore::scan_max_attempts(
     if (Status s = visit(std::string(key.substr(1)), *n); !s.is_ok()) return s;
   }
   return from_rocks(it->status(), "reading max_attempts");
+}
+
+Status RocksStore::scan_schedules(const std::function<Status(std::string, std::string)>& visit) {
+  rocksdb::ReadOptions options;
+  options.verify_checksums = true;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(options));
+  for (it->Seek(std::string(1, kSchedulePrefix)); it->Valid(); it->Next()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    if (key.empty() || key[0] != kSchedulePrefix) break;
+    Status s = visit(std::string(key.substr(1)), it->value().ToString());
+    if (!s.is_ok()) return s;
+  }
+  return from_rocks(it->status(), "reading schedules");
 }
 
 }  // namespace delayq::store

@@ -1,11 +1,11 @@
 // rocks_store.h — the default Store: RocksDB in a data directory.
 // One RocksDB database, keys by kind (record.h): "m:" meta, 'j'+id job records, 'w'+tube
-// webhooks and 't'+tube max_attempts in the default column family, 'b'+id bodies and 'a'+id
-// attachments in the "bodies" family, whose values live in blob files. Every write is one
-// WriteBatch through RocksDB's write-ahead log; sync writes fsync it, and RocksDB merges concurrent
-// writers into one fsync. open() refuses a directory that is not a delayq store, has another format
-// version, or whose log or tables fail their checksums, with a Status that names the problem
-// (docs/storage-format.md).
+// webhooks, 't'+tube max_attempts and 's'+name schedules in the default column family, 'b'+id
+// bodies and 'a'+id attachments in the "bodies" family, whose values live in blob files. Every
+// write is one WriteBatch through RocksDB's write-ahead log; sync writes fsync it, and RocksDB
+// merges concurrent writers into one fsync. open() refuses a directory that is not a delayq store,
+// has another format version, or whose log or tables fail their checksums, with a Status that names
+// the problem (docs/storage-format.md).
 #pragma once
 
 #include <cstddef>
@@ -59,6 +59,7 @@ class RocksStore final : public Store {
   Result<Delivery> read_attachment(JobId id) override;
   Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override;
   Status scan_max_attempts(const std::function<Status(std::string, std::uint32_t)>& visit) override;
+  Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) override;
   [[nodiscard]] JobId next_id() const override { return next_id_; }
   // What the open dropped of a damaged write-ahead log, for the log; "" if nothing.
   [[nodiscard]] const std::string& dropped() const { return dropped_; }

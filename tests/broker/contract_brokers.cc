@@ -51,6 +51,9 @@ class SharedMemoryStore final : public store::Store {
       const std::function<Status(std::string, std::uint32_t)>& visit) override {
     return inner_->scan_max_attempts(visit);
   }
+  Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) override {
+    return inner_->scan_schedules(visit);
+  }
   [[nodiscard]] JobId next_id() const override { return inner_->next_id(); }
   [[nodiscard]] std::uint64_t estimated_jobs() const override { return inner_->estimated_jobs(); }
 
@@ -118,7 +121,11 @@ class RedisState final : public ContractState {
     return std::unique_ptr<broker::Broker>(std::move(opened).value());
   }
   [[nodiscard]] Capabilities can() const override {
-    return {.due_counts = false, .list_jobs = false, .backup = false, .sequential_ids = false};
+    return {.due_counts = false,
+            .list_jobs = false,
+            .backup = false,
+            .sequential_ids = false,
+            .schedules = false};
   }
 
  private:

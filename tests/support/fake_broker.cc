@@ -410,4 +410,45 @@ void FakeBroker::session_closed(std::size_t index) {
   }
 }
 
+// --- schedules
+
+void FakeSchedules::set(schedule::Definition definition,
+                        broker::Callback<broker::ScheduleView> done) {
+  std::string args = "name=" + definition.name + " tube=" + definition.tube;
+  record<broker::ScheduleView>("schedule_set", std::move(args), std::move(done),
+                               std::move(definition));
+}
+
+void FakeSchedules::get(std::string name, broker::Callback<broker::ScheduleView> done) {
+  record<broker::ScheduleView>("schedule_get", "name=" + name, std::move(done));
+}
+
+void FakeSchedules::list(std::string after, std::size_t limit,
+                         broker::Callback<std::vector<broker::ScheduleView>> done) {
+  record<std::vector<broker::ScheduleView>>(
+      "schedule_list", "after=" + after + " limit=" + std::to_string(limit), std::move(done));
+}
+
+void FakeSchedules::remove(std::string name, broker::Callback<broker::ScheduleView> done) {
+  record<broker::ScheduleView>("schedule_remove", "name=" + name, std::move(done));
+}
+
+void FakeSchedules::pause(std::string name, bool paused,
+                          broker::Callback<broker::ScheduleView> done) {
+  record<broker::ScheduleView>(
+      "schedule_pause", "name=" + name + " paused=" + (paused ? "true" : "false"), std::move(done));
+}
+
+void FakeSchedules::trigger(std::string name, broker::Callback<broker::PutResult> done) {
+  record<broker::PutResult>("schedule_trigger", "name=" + name, std::move(done));
+}
+
+void FakeSchedules::backfill(std::string name, std::int64_t from_unix_ms, std::int64_t to_unix_ms,
+                             broker::Callback<std::vector<broker::PutResult>> done) {
+  record<std::vector<broker::PutResult>>("schedule_backfill",
+                                         "name=" + name + " from=" + std::to_string(from_unix_ms) +
+                                             " to=" + std::to_string(to_unix_ms),
+                                         std::move(done));
+}
+
 }  // namespace delayq::testing

@@ -11,6 +11,8 @@
 //    a real broker it does so later, on the executor: here when the test calls poll().
 //    stop_waiting() records the ticket and leaves the reserve pending: the test answers it, with
 //    a job or kTimedOut, as a broker that looks once more would.
+//  - The broker's schedules() records its calls the same way, as session kBrokerCalls
+//    ("schedule_set name=daily tube=reports").
 //  - Destroying a session drops its pending calls (their callbacks never run) and counts as a
 //    session closed.
 //  - The jobs a session's completed reserves gave it are held by it until a delete, release or
@@ -32,6 +34,7 @@
 #include <vector>
 
 #include "broker/broker.h"
+#include "broker/schedules.h"
 
 namespace delayq::testing {
 
@@ -104,6 +107,7 @@ class Call {
  private:
   friend class FakeSession;
   friend class FakeBroker;
+  friend class FakeSchedules;
 
   template <typename T>
   void arm(broker::Callback<T> done, std::any request) {
@@ -129,6 +133,29 @@ class Call {
 };
 
 class FakeBroker;
+
+// The session number of calls made through FakeBroker::schedules().
+inline constexpr std::size_t kBrokerCalls = ~std::size_t{0};
+
+// The broker's schedules, recorded as Calls (request<schedule::Definition>() for set).
+class FakeSchedules final : public broker::Schedules {
+ public:
+  explicit FakeSchedules(FakeBroker& broker) : broker_(broker) {}
+  void set(schedule::Definition definition, broker::Callback<broker::ScheduleView> done) override;
+  void get(std::string name, broker::Callback<broker::ScheduleView> done) override;
+  void list(std::string after, std::size_t limit,
+            broker::Callback<std::vector<broker::ScheduleView>> done) override;
+  void remove(std::string name, broker::Callback<broker::ScheduleView> done) override;
+  void pause(std::string name, bool paused, broker::Callback<broker::ScheduleView> done) override;
+  void trigger(std::string name, broker::Callback<broker::PutResult> done) override;
+  void backfill(std::string name, std::int64_t from_unix_ms, std::int64_t to_unix_ms,
+                broker::Callback<std::vector<broker::PutResult>> done) override;
+
+ private:
+  template <typename T>
+  void record(std::string op, std::string args, broker::Callback<T> done, std::any request = {});
+  FakeBroker& broker_;
+};
 
 // A session of the fake broker: its tubes kept for real, its operations recorded as Calls.
 class FakeSession : public broker::Session {
@@ -215,6 +242,7 @@ class FakeBroker : public broker::Broker {
   [[nodiscard]] Status health() const override;
   [[nodiscard]] broker::Seconds uptime() const override { return uptime_; }
   [[nodiscard]] broker::Metrics& metrics() override { return metrics_; }
+  [[nodiscard]] broker::Schedules& schedules() override { return schedules_; }
   Status close() override {
     closed_ = true;
     return Status::ok();
@@ -267,6 +295,7 @@ class FakeBroker : public broker::Broker {
 
  private:
   friend class FakeSession;
+  friend class FakeSchedules;
 
   struct SessionRecord {
     broker::SessionOptions options;
@@ -295,6 +324,7 @@ class FakeBroker : public broker::Broker {
   std::vector<std::pair<std::string, Webhook>> webhooks_;
   std::function<void()> on_webhooks_changed_;
   broker::Metrics metrics_;
+  FakeSchedules schedules_{*this};
 };
 
 template <typename T>
@@ -303,6 +333,13 @@ Call& FakeSession::record(std::string op, std::string args, broker::Callback<T> 
   Call& call = broker_.calls_.emplace_back(index_, std::move(op), std::move(args), ticket);
   call.arm<T>(std::move(done), std::move(request));
   return call;
+}
+
+template <typename T>
+void FakeSchedules::record(std::string op, std::string args, broker::Callback<T> done,
+                           std::any request) {
+  Call& call = broker_.calls_.emplace_back(kBrokerCalls, std::move(op), std::move(args), 0);
+  call.arm<T>(std::move(done), std::move(request));
 }
 
 // A tube whose counts are all different (1 to 11, in TubeStats' order, then max_attempts 12),

@@ -75,6 +75,9 @@ class GatedStore final : public store::Store {
       const std::function<Status(std::string, std::uint32_t)>& visit) override {
     return inner_->scan_max_attempts(visit);
   }
+  Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) override {
+    return inner_->scan_schedules(visit);
+  }
   Result<std::string> read_body(JobId id) override { return inner_->read_body(id); }
   [[nodiscard]] JobId next_id() const override { return inner_->next_id(); }
   [[nodiscard]] std::uint64_t estimated_jobs() const override { return inner_->estimated_jobs(); }

@@ -504,7 +504,7 @@ Result<std::unique_ptr<LocalBroker>> LocalBroker::open(boost::asio::io_context& 
                                                        const NodeOptions& options) {
   auto node = Node::open(io, options);
   if (!node.is_ok()) return node.status();
-  return std::unique_ptr<LocalBroker>(new LocalBroker(std::move(node).value()));
+  return over(std::move(node).value());
 }
 
 Result<std::unique_ptr<LocalBroker>> LocalBroker::open(boost::asio::io_context& io,
@@ -512,7 +512,15 @@ Result<std::unique_ptr<LocalBroker>> LocalBroker::open(boost::asio::io_context& 
                                                        std::unique_ptr<store::Store> store) {
   auto node = Node::open(io, options, std::move(store));
   if (!node.is_ok()) return node.status();
-  return std::unique_ptr<LocalBroker>(new LocalBroker(std::move(node).value()));
+  return over(std::move(node).value());
+}
+
+Result<std::unique_ptr<LocalBroker>> LocalBroker::over(std::unique_ptr<Node> node) {
+  std::unique_ptr<LocalBroker> broker(new LocalBroker(std::move(node)));
+  auto schedules = LocalSchedules::open(*broker->node_);
+  if (!schedules.is_ok()) return schedules.status();
+  broker->schedules_ = std::move(schedules).value();
+  return broker;
 }
 
 std::unique_ptr<broker::Session> LocalBroker::open_session(broker::SessionOptions options) {

@@ -13,6 +13,7 @@
 
 #include "broker/broker.h"
 #include "broker/local/node.h"
+#include "broker/local/schedules.h"
 
 namespace delayq::local {
 
@@ -33,6 +34,7 @@ class LocalBroker final : public broker::Broker {
   [[nodiscard]] Status health() const override;
   [[nodiscard]] broker::Seconds uptime() const override { return node_->uptime(); }
   [[nodiscard]] broker::Metrics& metrics() override { return node_->metrics(); }
+  [[nodiscard]] broker::Schedules& schedules() override { return *schedules_; }
   Status close() override { return node_->close(); }
   [[nodiscard]] std::vector<std::pair<std::string, Webhook>> webhooks() const override {
     return {node_->webhooks().begin(), node_->webhooks().end()};
@@ -48,7 +50,9 @@ class LocalBroker final : public broker::Broker {
 
  private:
   explicit LocalBroker(std::unique_ptr<Node> node) : node_(std::move(node)) {}
+  static Result<std::unique_ptr<LocalBroker>> over(std::unique_ptr<Node> node);
   std::unique_ptr<Node> node_;
+  std::unique_ptr<LocalSchedules> schedules_;  // after node_: goes first
 };
 
 }  // namespace delayq::local

@@ -81,6 +81,12 @@ Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const Node
         return Status::ok();
       });
   if (!limits.is_ok()) return limits;
+  Status schedules =
+      node->store_->scan_schedules([raw = node.get()](std::string name, std::string value) {
+        raw->stored_schedules_.emplace_back(std::move(name), std::move(value));
+        return Status::ok();
+      });
+  if (!schedules.is_ok()) return schedules;
   node->recovered_jobs_ = recovered.value().jobs;
   broker::Metrics& metrics = node->metrics_;
   node->committer_ = std::make_unique<store::Committer>(
@@ -328,6 +334,7 @@ void Node::turn() {
   in_turn_ = true;
   for (int round = 0; round < kMaxRounds; ++round) {
     run_ready();
+    if (ticker_ != nullptr) ticker_->tick();
     engine_->advance();
     deliver_wakeups();
     if (ready_.empty()) break;
@@ -417,7 +424,10 @@ void Node::on_committed(std::uint64_t seq, const Status& status) {
 
 // Sleeps until the engine's next wakeup; nothing to do means no timer at all.
 void Node::arm_timer() {
-  const auto next = engine_->next_wakeup_us();
+  auto next = engine_->next_wakeup_us();
+  if (const auto other = ticker_ != nullptr ? ticker_->next_wake_us() : std::nullopt; other) {
+    next = std::min(next.value_or(*other), *other);
+  }
   if (!next) {
     timer_.cancel();
     armed_for_.reset();

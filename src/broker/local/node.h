@@ -105,6 +105,23 @@ class Node {
   // Something was done to the engine: commit, deliver wakeups and re-arm the timer soon.
   void touched();
 
+  // What else a turn drives (the schedules): tick() runs in each turn before time passes in the
+  // engine, and next_wake_us() (Unix microseconds) joins the engine's wakeup in arming the timer.
+  class Ticker {
+   public:
+    virtual ~Ticker() = default;
+    virtual void tick() = 0;
+    [[nodiscard]] virtual std::optional<std::int64_t> next_wake_us() const = 0;
+  };
+  void set_ticker(Ticker* ticker) { ticker_ = ticker; }
+  // Changes of the node's own (not the engine's), committed in the engine's open batch: what is
+  // staged here becomes durable with, and never apart from, the engine's changes of this turn.
+  [[nodiscard]] store::WriteSet& staged() noexcept { return staged_; }
+  // The schedules' stored records, read at open (name, value), handed over once.
+  [[nodiscard]] std::vector<std::pair<std::string, std::string>> take_stored_schedules() {
+    return std::move(stored_schedules_);
+  }
+
   // Who hears about what. on_wakeup(wait): a waiting reserve ended. on_fatal: the store
   // failed; the node must stop.
   using WakeupHandler = std::function<void(const engine::ReserveResult&)>;
@@ -189,6 +206,8 @@ class Node {
   std::thread backup_thread_;  // the last backup's; joined before the next and at destruction
   void webhooks_changed();
   store::WriteSet staged_;  // the node's own changes (webhooks), committed with the engine's
+  Ticker* ticker_ = nullptr;
+  std::vector<std::pair<std::string, std::string>> stored_schedules_;
   std::map<std::uint64_t, Unsynced> unsynced_;
   // Job -> the latest batch not yet durable that changes it (the open batch included).
   std::unordered_map<JobId, std::uint64_t> batch_of_;

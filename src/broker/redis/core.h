@@ -30,6 +30,7 @@
 #include "broker/redis/layout.h"
 #include "broker/redis/redis_broker.h"
 #include "broker/redis/replies.h"
+#include "broker/redis/schedules.h"
 
 namespace delayq::redis_broker {
 namespace asio = boost::asio;
@@ -306,6 +307,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   bool draining = false;
   bool closed = false;
   broker::Metrics metrics;
+  std::unique_ptr<RedisSchedules> schedules = std::make_unique<RedisSchedules>(io);
 
   std::map<std::string, Webhook> webhook_map;
   std::map<std::string, Pause> pauses;

@@ -322,6 +322,10 @@ broker::Metrics& RedisBroker::metrics() {
   return core_->metrics;
 }
 
+broker::Schedules& RedisBroker::schedules() {
+  return *core_->schedules;
+}
+
 std::vector<std::pair<std::string, Webhook>> RedisBroker::webhooks() const {
   return {core_->webhook_map.begin(), core_->webhook_map.end()};
 }

@@ -78,6 +78,7 @@ class RedisBroker final : public broker::Broker {
   [[nodiscard]] Status health() const override;
   [[nodiscard]] broker::Seconds uptime() const override;
   [[nodiscard]] broker::Metrics& metrics() override;
+  [[nodiscard]] broker::Schedules& schedules() override;
   [[nodiscard]] std::vector<std::pair<std::string, Webhook>> webhooks() const override;
   [[nodiscard]] bool delivers(std::string_view tube) const override;
   void on_webhooks_changed(std::function<void()> handler) override;

@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 
+#include "front/http/api_call.h"
 #include "front/http/dashboard.h"
 #include "front/http/json.h"
 #include "front/http/request.h"
@@ -23,11 +24,9 @@ namespace json = boost::json;
 namespace beast = boost::beast;
 
 namespace {
-
-constexpr std::string_view kProtocol = "http";
 constexpr std::uint64_t kMaxPriority = std::numeric_limits<std::uint32_t>::max();
+}  // namespace
 
-// The status as a label of static storage, for metrics.
 std::string_view status_text(unsigned status) {
   static constexpr std::pair<unsigned, std::string_view> kKnown[] = {
       {200, "200"}, {201, "201"}, {204, "204"}, {400, "400"}, {401, "401"},
@@ -46,6 +45,8 @@ Response json_response(unsigned status, std::string body) {
   response.body += '\n';
   return response;
 }
+
+namespace {
 
 // A header name a webhook may set: an HTTP token, not one delayq writes itself.
 Status check_header_name(std::string_view name) {
@@ -192,7 +193,8 @@ const char* health_word(const Status& health) {
   }
 }
 
-// The one place a Status becomes an HTTP answer.
+}  // namespace
+
 Response from_status(const Status& status) {
   switch (status.code()) {
     case Code::kNotFound:
@@ -215,7 +217,7 @@ Response from_status(const Status& status) {
 }
 
 Response job_response(unsigned status, const JobView& job, const std::string* body,
-                      const Delivery* delivery = nullptr) {
+                      const Delivery* delivery) {
   Response response;
   response.status = status;
   response.body.reserve(512);
@@ -233,6 +235,8 @@ Result<JobId> parse_id(const std::string& text) {
   return id;
 }
 
+namespace {
+
 // The API lists tubes by name, whatever order the broker gives them in.
 std::vector<TubeStats> by_name(std::vector<TubeStats> tubes) {
   std::sort(tubes.begin(), tubes.end(),
@@ -241,49 +245,6 @@ std::vector<TubeStats> by_name(std::vector<TubeStats> tubes) {
 }
 
 }  // namespace
-
-// How a handler answers, once: counts the operation, then responds.
-class Api::Reply {
- public:
-  Reply(Api& api, std::string_view op, Respond respond)
-      : api_(&api), op_(op), respond_(std::move(respond)) {}
-  void operator()(Response response) const {
-    api_->broker_.metrics().count_op(kProtocol, op_, status_text(response.status));
-    respond_(std::move(response));
-  }
-  void operator()(const Status& status) const { (*this)(from_status(status)); }
-  // A completion that answers with `make(value)`, or the error.
-  template <typename T, typename Make>
-  broker::Callback<T> then(Make make) const {
-    return [reply = *this, make = std::move(make)](Result<T> result) {
-      if (!result.is_ok()) return reply(result.status());
-      reply(make(result.value()));
-    };
-  }
-
- private:
-  Api* api_;  // completions never outlive the Api: they die with its session
-  std::string_view op_;
-  Respond respond_;
-};
-
-// One routed request: its captures and its body, and how to answer it.
-struct Api::Call {
-  std::vector<std::string> params;
-  std::string_view text;
-  Body body;
-  Reply reply;
-  std::string_view target;   // with its query string
-  std::uint64_t ticket = 0;  // a reserve that waits
-
-  // The job the path names: /jobs/{id} or /tubes/{tube}/keys/{key}.
-  [[nodiscard]] Result<broker::JobRef> job() const {
-    if (params.size() == 2) return broker::JobRef::by_key(params[0], params[1]);
-    auto id = parse_id(params[0]);
-    if (!id.is_ok()) return id.status();
-    return broker::JobRef::by_id(id.value());
-  }
-};
 
 // Shorthand: answer the error if a Result failed.
 // One entry per route, in Route order (checked below), each naming its route.
@@ -323,6 +284,16 @@ struct Api::Handlers {
       {Route::kTubeDue, &Api::tube_due},
       {Route::kDue, &Api::due},
       {Route::kListJobs, &Api::list_jobs},
+      {Route::kPreviewSchedule, &Api::preview_schedule},
+      {Route::kPutSchedule, &Api::put_schedule},
+      {Route::kListSchedules, &Api::list_schedules},
+      {Route::kGetSchedule, &Api::get_schedule},
+      {Route::kDeleteSchedule, &Api::delete_schedule},
+      {Route::kPauseSchedule, &Api::pause_schedule},
+      {Route::kResumeSchedule, &Api::resume_schedule},
+      {Route::kTriggerSchedule, &Api::trigger_schedule},
+      {Route::kBackfillSchedule, &Api::backfill_schedule},
+      {Route::kNextRuns, &Api::next_runs},
   };
   static_assert(std::size(kTable) == static_cast<std::size_t>(Route::kCount));
   static constexpr bool in_route_order() {
@@ -437,7 +408,8 @@ std::uint64_t Api::handle(std::string_view method, std::string_view target, std:
             Reply(*this, route_name(found.route), std::move(respond)), target};
   for (const std::string& param : call.params) {
     if (!valid_utf8(param)) {
-      call.reply(error(400, "bad_request", "a tube, key or group in the path is not UTF-8"));
+      call.reply(error(400, "bad_request",
+                       "a name in the path (tube, key, group, schedule) is not UTF-8"));
       return 0;
     }
   }
@@ -449,6 +421,12 @@ Response Api::error(unsigned status, std::string_view code, std::string_view mes
   return json_response(status, error_json(code, message));
 }
 
+Response Api::too_large(std::size_t body_bytes) const {
+  return error(413, "too_large",
+               "the job body is " + std::to_string(body_bytes) + " bytes; at most " +
+                   std::to_string(options_.max_job_bytes));
+}
+
 // --- jobs ------------------------------------------------------------------------------------
 
 void Api::put_job(Call& call) {
@@ -458,27 +436,10 @@ void Api::put_job(Call& call) {
       !s.is_ok()) {
     return call.reply(s);
   }
-  auto text = call.body.string("body");
-  if (!text.is_ok()) return call.reply(text.status());
-  auto encoded = call.body.string("body_base64");
-  if (!encoded.is_ok()) return call.reply(encoded.status());
-  if (text.value() && encoded.value()) {
-    return call.reply(error(400, "bad_request", "give body or body_base64, not both"));
-  }
-  broker::PutRequest put;
-  if (encoded.value()) {
-    auto decoded = base64_decode(*encoded.value());
-    if (!decoded.is_ok()) {
-      return call.reply(error(400, "bad_request", "body_base64: " + decoded.status().message()));
-    }
-    put.body = std::move(decoded).value();
-  } else if (text.value()) {
-    put.body = std::move(*text.value());
-  }
-  if (put.body.size() > options_.max_job_bytes) {
-    return call.reply(error(413, "too_large",
-                            "the job body is " + std::to_string(put.body.size()) +
-                                " bytes; at most " + std::to_string(options_.max_job_bytes)));
+  auto job = read_job_fields(call.body);
+  if (!job.is_ok()) return call.reply(job.status());
+  if (job.value().body.size() > options_.max_job_bytes) {
+    return call.reply(too_large(job.value().body.size()));
   }
   auto delay = call.body.duration("delay");
   if (!delay.is_ok()) return call.reply(delay.status());
@@ -487,46 +448,22 @@ void Api::put_job(Call& call) {
   if (delay.value() && at.value()) {
     return call.reply(error(400, "bad_request", "give delay or at, not both"));
   }
-  auto priority = call.body.integer("priority", kMaxPriority);
-  if (!priority.is_ok()) return call.reply(priority.status());
-  auto ttr = call.body.duration("ttr");
-  if (!ttr.is_ok()) return call.reply(ttr.status());
   auto key = call.body.string("key");
   if (!key.is_ok()) return call.reply(key.status());
-  auto group = call.body.string("group");
-  if (!group.is_ok()) return call.reply(group.status());
   auto replace = call.body.boolean("replace");
   if (!replace.is_ok()) return call.reply(replace.status());
+  broker::PutRequest put;
   put.tube = call.params[0];
-  put.priority = static_cast<std::uint32_t>(priority.value().value_or(1024));
+  put.priority = job.value().priority;
   put.due = at.value() ? broker::Due::at(*at.value())
                        : broker::Due::after(delay.value().value_or(Millis{0}));
-  if (ttr.value()) {
-    const std::int64_t seconds = (ttr.value()->count() + 999) / 1000;
-    if (seconds > std::numeric_limits<std::uint32_t>::max()) {
-      return call.reply(error(400, "bad_request", "ttr: at most 4294967295 s"));
-    }
-    put.ttr = broker::Seconds{std::max<std::int64_t>(1, seconds)};
-  }
+  put.ttr = job.value().ttr;
+  put.body = std::move(job.value().body);
   put.key = key.value().value_or("");
-  put.group = group.value().value_or("");
+  put.group = std::move(job.value().group);
   put.replace = replace.value();
-  auto url = call.body.string("url");
-  if (!url.is_ok()) return call.reply(url.status());
-  auto content_type = call.body.string("content_type");
-  if (!content_type.is_ok()) return call.reply(content_type.status());
-  if (url.value()) {
-    if (auto parsed = webhook::parse_url(*url.value()); !parsed.is_ok()) {
-      return call.reply(error(400, "bad_request", "url: " + parsed.status().message()));
-    }
-    put.url = std::move(*url.value());
-  }
-  if (content_type.value()) {
-    if (Status s = webhook::check_header_value("content_type", *content_type.value()); !s.is_ok()) {
-      return call.reply(s);
-    }
-    put.content_type = std::move(*content_type.value());
-  }
+  put.url = std::move(job.value().url);
+  put.content_type = std::move(job.value().content_type);
   session_->put(std::move(put), call.reply.then<broker::PutResult>([](const auto& result) {
     Response response = job_response(result.inserted ? 201 : 200, result.job, nullptr);
     response.location = "/v1/jobs/" + std::to_string(result.job.id);

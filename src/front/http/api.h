@@ -85,6 +85,9 @@ class Api {
   struct Handlers;  // the table of handlers by route (api.cc)
   friend struct Handlers;
 
+  // 413: a job body longer than max_job_bytes.
+  [[nodiscard]] Response too_large(std::size_t body_bytes) const;
+
   void put_job(Call& call);
   void get_job(Call& call);
   void patch_job(Call& call);
@@ -113,6 +116,17 @@ class Api {
   void due(Call& call);
   void due_counts(Call& call, std::string tube);
   void list_jobs(Call& call);
+  // schedule_routes.cc
+  void preview_schedule(Call& call);
+  void put_schedule(Call& call);
+  void list_schedules(Call& call);
+  void get_schedule(Call& call);
+  void delete_schedule(Call& call);
+  void pause_schedule(Call& call);
+  void resume_schedule(Call& call);
+  void trigger_schedule(Call& call);
+  void backfill_schedule(Call& call);
+  void next_runs(Call& call);
 
   broker::Broker& broker_;
   ApiOptions options_;
@@ -128,7 +142,10 @@ class Api {
     bool gone = false;
   };
   std::unordered_map<std::uint64_t, std::shared_ptr<Wait>> waits_;
-  std::unique_ptr<broker::Session> session_;  // holds every HTTP reservation
+  std::unique_ptr<broker::Session> session_;                    // holds every HTTP reservation
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for guarded()
+  template <typename T>
+  [[nodiscard]] broker::Callback<T> guarded(broker::Callback<T> done) const;
 };
 
 }  // namespace delayq::front::http

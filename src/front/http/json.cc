@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "front/http/text.h"
+#include "schedule/definition.h"
 
 namespace delayq::front::http {
 namespace json = boost::json;
@@ -45,6 +46,13 @@ void append_job(std::string& out, const JobView& job, const std::string* body,
   if (!job.key.empty()) {
     out += R"(,"key":)";
     append_string(out, job.key);
+    // A schedule's run (docs/schedules.md): its schedule and instant, as its key says.
+    if (const auto run = schedule::parse_run_key(job.key)) {
+      out += R"(,"schedule":{"name":)";
+      append_string(out, run->name);
+      fmt::format_to(std::back_inserter(out), R"(,"instant":"{}","instant_unix_ms":{}}})",
+                     format_instant(run->instant_unix_ms), run->instant_unix_ms);
+    }
   }
   if (!job.group.empty()) {
     out += R"(,"group":)";

@@ -1,11 +1,14 @@
 #include "front/http/request.h"
 
+#include <limits>
+
 #include "base/job.h"
+#include "webhook/rules.h"
 
 namespace delayq::front::http {
 namespace json = boost::json;
 
-Status Body::parse(std::string_view text, std::initializer_list<std::string_view> allowed) {
+Status Body::parse(std::string_view text, std::span<const std::string_view> allowed) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return Status::ok();
   boost::system::error_code error;
   document_ = json::parse(text, error, json::storage_ptr(&resource_));
@@ -116,6 +119,58 @@ Result<std::optional<std::vector<std::string>>> Body::strings(std::string_view n
     out.emplace_back(item.as_string());
   }
   return Strings(std::move(out));
+}
+
+Result<JobFields> read_job_fields(const Body& body) {
+  JobFields job;
+  auto text = body.string("body");
+  if (!text.is_ok()) return text.status();
+  auto encoded = body.string("body_base64");
+  if (!encoded.is_ok()) return encoded.status();
+  if (text.value() && encoded.value()) {
+    return Status(Code::kInvalidArgument, "give body or body_base64, not both");
+  }
+  if (encoded.value()) {
+    auto decoded = base64_decode(*encoded.value());
+    if (!decoded.is_ok()) {
+      return Status(Code::kInvalidArgument, "body_base64: " + decoded.status().message());
+    }
+    job.body = std::move(decoded).value();
+  } else if (text.value()) {
+    job.body = std::move(*text.value());
+  }
+  auto priority = body.integer("priority", std::numeric_limits<std::uint32_t>::max());
+  if (!priority.is_ok()) return priority.status();
+  job.priority = static_cast<std::uint32_t>(priority.value().value_or(1024));
+  auto ttr = body.duration("ttr");
+  if (!ttr.is_ok()) return ttr.status();
+  if (ttr.value()) {
+    const std::int64_t seconds = (ttr.value()->count() + 999) / 1000;
+    if (seconds > std::numeric_limits<std::uint32_t>::max()) {
+      return Status(Code::kInvalidArgument, "ttr: at most 4294967295 s");
+    }
+    job.ttr = std::chrono::seconds{std::max<std::int64_t>(1, seconds)};
+  }
+  auto group = body.string("group");
+  if (!group.is_ok()) return group.status();
+  job.group = group.value().value_or("");
+  auto url = body.string("url");
+  if (!url.is_ok()) return url.status();
+  if (url.value()) {
+    if (auto parsed = webhook::parse_url(*url.value()); !parsed.is_ok()) {
+      return Status(Code::kInvalidArgument, "url: " + parsed.status().message());
+    }
+    job.url = std::move(*url.value());
+  }
+  auto content_type = body.string("content_type");
+  if (!content_type.is_ok()) return content_type.status();
+  if (content_type.value()) {
+    if (Status s = webhook::check_header_value("content_type", *content_type.value()); !s.is_ok()) {
+      return s;
+    }
+    job.content_type = std::move(*content_type.value());
+  }
+  return job;
 }
 
 }  // namespace delayq::front::http

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <boost/json.hpp>
+#include <chrono>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,7 +22,10 @@ namespace delayq::front::http {
 class Body {
  public:
   // Parses `text` and checks that every field is one of `allowed`.
-  Status parse(std::string_view text, std::initializer_list<std::string_view> allowed);
+  Status parse(std::string_view text, std::span<const std::string_view> allowed);
+  Status parse(std::string_view text, std::initializer_list<std::string_view> allowed) {
+    return parse(text, std::span<const std::string_view>(allowed.begin(), allowed.size()));
+  }
 
   [[nodiscard]] const boost::json::value* find(std::string_view name) const;
   Result<std::optional<std::string>> string(std::string_view name) const;
@@ -39,5 +44,19 @@ class Body {
   boost::json::value document_ = boost::json::value(boost::json::storage_ptr(&resource_));
   const boost::json::object* fields_ = nullptr;
 };
+
+// What a job is put with, as PUT /v1/tubes/{tube}/jobs and PUT /v1/schedules/{name} read it:
+// body or body_base64 (not both), priority (default 1024), ttr (rounded up to whole seconds, at
+// least 1 s; default 60 s), group, and for push delivery url and content_type. The body's size is
+// the caller's to check (it answers 413).
+struct JobFields {
+  std::string body;
+  std::uint32_t priority = 1024;
+  std::chrono::seconds ttr{60};
+  std::string group;
+  std::string url;
+  std::string content_type;
+};
+Result<JobFields> read_job_fields(const Body& body);
 
 }  // namespace delayq::front::http

@@ -42,6 +42,18 @@ constexpr std::array kRoutes = {
     RouteEntry{"GET", "/v1/tubes/{tube}/due", Route::kTubeDue, "tube_due"},
     RouteEntry{"GET", "/v1/due", Route::kDue, "due"},
     RouteEntry{"GET", "/v1/tubes/{tube}/jobs", Route::kListJobs, "list_jobs"},
+    // Before /v1/schedules/{name}: a POST here is a preview, not a schedule named "preview".
+    RouteEntry{"POST", "/v1/schedules/preview", Route::kPreviewSchedule, "preview_schedule"},
+    RouteEntry{"PUT", "/v1/schedules/{name}", Route::kPutSchedule, "put_schedule"},
+    RouteEntry{"GET", "/v1/schedules", Route::kListSchedules, "list_schedules"},
+    RouteEntry{"GET", "/v1/schedules/{name}", Route::kGetSchedule, "get_schedule"},
+    RouteEntry{"DELETE", "/v1/schedules/{name}", Route::kDeleteSchedule, "delete_schedule"},
+    RouteEntry{"POST", "/v1/schedules/{name}/pause", Route::kPauseSchedule, "pause_schedule"},
+    RouteEntry{"POST", "/v1/schedules/{name}/resume", Route::kResumeSchedule, "resume_schedule"},
+    RouteEntry{"POST", "/v1/schedules/{name}/trigger", Route::kTriggerSchedule, "trigger_schedule"},
+    RouteEntry{"POST", "/v1/schedules/{name}/backfill", Route::kBackfillSchedule,
+               "backfill_schedule"},
+    RouteEntry{"GET", "/v1/schedules/{name}/next", Route::kNextRuns, "next_runs"},
 };
 static_assert(kRoutes.size() == static_cast<std::size_t>(Route::kCount));
 

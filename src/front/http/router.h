@@ -46,6 +46,16 @@ enum class Route : std::uint8_t {
   kTubeDue,
   kDue,
   kListJobs,
+  kPreviewSchedule,
+  kPutSchedule,
+  kListSchedules,
+  kGetSchedule,
+  kDeleteSchedule,
+  kPauseSchedule,
+  kResumeSchedule,
+  kTriggerSchedule,
+  kBackfillSchedule,
+  kNextRuns,
   kCount  // not a route: how many there are
 };
 

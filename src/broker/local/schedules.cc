@@ -1,0 +1,304 @@
+#include "broker/local/schedules.h"
+
+#include <spdlog/spdlog.h>
+
+#include "schedule/codec.h"
+
+namespace delayq::local {
+namespace {
+
+using broker::Callback;
+using broker::ScheduleView;
+
+constexpr std::int64_t kNoSpaceRetryMs = 1000;  // a step refused for want of disk is retried
+
+Status no_schedule(const std::string& name) {
+  return {Code::kNotFound, "no schedule '" + name + "'"};
+}
+
+}  // namespace
+
+LocalSchedules::LocalSchedules(Node& node)
+    : node_(node), client_(node.engine().connect(/*watch_default=*/false)) {}
+
+LocalSchedules::~LocalSchedules() {
+  node_.set_ticker(nullptr);
+  engine().disconnect(client_);
+}
+
+Result<std::unique_ptr<LocalSchedules>> LocalSchedules::open(Node& node) {
+  std::unique_ptr<LocalSchedules> schedules(new LocalSchedules(node));
+  const std::int64_t now = schedules->now();
+  for (auto& [name, value] : node.take_stored_schedules()) {
+    auto record = schedule::decode(name, value);
+    if (!record.is_ok()) return record.status();
+    auto compiled = schedule::compile(std::move(record.value().definition), now,
+                                      node.engine().options().max_name_bytes);
+    if (!compiled.is_ok()) {
+      // Stored when it compiled: the tz database has changed under it. It stays on disk,
+      // untouched, for a server whose tz database knows its zone again.
+      spdlog::error("schedule '{}' cannot run and is left alone: {}", name,
+                    compiled.status().message());
+      continue;
+    }
+    Entry& entry = schedules->book_.put(std::move(compiled).value(), record.value().state);
+    schedules->book_.set_wake(entry, now);  // the first turn settles what came while down
+  }
+  node.metrics().schedules = static_cast<std::int64_t>(schedules->book_.size());
+  node.set_ticker(schedules.get());
+  node.touched();
+  return schedules;
+}
+
+// --- the turn
+
+void LocalSchedules::tick() {
+  const std::int64_t at = now();
+  for (const std::string& name : book_.due(at)) {
+    if (Entry* entry = book_.find(name); entry != nullptr) step(*entry);
+  }
+}
+
+std::optional<std::int64_t> LocalSchedules::next_wake_us() const {
+  const auto wake = book_.next_wake();
+  if (!wake) return std::nullopt;
+  return *wake * 1000;
+}
+
+void LocalSchedules::step(Entry& entry) {
+  const std::int64_t at = now();
+  if (!node_.space().is_ok()) {
+    // Runs are new jobs: none while the disk is short. Instants passed meanwhile are missed,
+    // and the misfire rule settles them once there is room.
+    book_.set_wake(entry, at + kNoSpaceRetryMs);
+    return;
+  }
+  const schedule::Compiled& s = entry.schedule;
+  const schedule::Environment environment{
+      [this, &s](std::string_view key) {
+        return engine().find_key(s.definition.tube, key).is_ok();
+      },
+      [this](std::int64_t bound) {
+        return std::uniform_int_distribution<std::int64_t>(0, bound)(random_);
+      },
+      // A late run put ahead: at a restart, recovery has made its job ready already, but no
+      // worker has had it.
+      [this, &s](std::string_view key) {
+        return delete_untaken(s.definition.tube, key, /*or_ready=*/true);
+      }};
+  const schedule::State before = entry.state;
+  const schedule::Step out = schedule::step(s, entry.state, at, environment);
+  count(before, entry.state);
+  for (const schedule::Run& run : out.put) {
+    if (auto put = put_run(s, run); !put.is_ok()) {
+      // Job ids or slots used up: the instant is missed, and counted so.
+      spdlog::error("schedule '{}': the run of {} could not be put: {}", s.definition.name,
+                    run.instant_unix_ms, put.status().to_string());
+      --entry.state.runs;
+      ++entry.state.misfires;
+    }
+  }
+  if (entry.state != before) persist(entry);
+  book_.set_wake(entry, out.wake_unix_ms);
+  node_.touched();
+}
+
+Result<broker::PutResult> LocalSchedules::put_run(const schedule::Compiled& schedule,
+                                                  const schedule::Run& run) {
+  const schedule::Definition& d = schedule.definition;
+  const std::string key = schedule::run_key(d.name, run.instant_unix_ms);
+  engine::PutRequest put;
+  put.tube = d.tube;
+  put.priority = d.priority;
+  put.due_unix_ms = run.due_unix_ms;
+  put.ttr = d.ttr;
+  put.body = d.body;
+  put.key = key;
+  put.group = d.group;
+  Delivery delivery{d.url, d.content_type, 0, {}, 0};
+  if (!delivery.empty()) put.attachment = &delivery;
+  auto result = engine().put(client_, put);
+  if (!result.is_ok()) return result.status();
+  auto view = engine().peek(result.value().id);
+  if (!view.is_ok()) return view.status();
+  return broker::PutResult{view.value(), result.value().inserted, result.value().replaced};
+}
+
+void LocalSchedules::withdraw(Entry& entry) {
+  const auto ahead = schedule::pending_ahead(entry.state, now());
+  if (!ahead) return;
+  const std::string key = schedule::run_key(entry.schedule.definition.name, *ahead);
+  schedule::withdraw_ahead(entry.state, now(),
+                           delete_untaken(entry.schedule.definition.tube, key, false));
+}
+
+bool LocalSchedules::delete_untaken(const std::string& tube, std::string_view key, bool or_ready) {
+  auto id = engine().find_key(tube, key);
+  if (!id.is_ok()) return true;  // gone already (a user deleted it): it will not run
+  auto job = engine().peek(id.value());
+  if (!job.is_ok()) return false;
+  const JobView& view = job.value();
+  const bool untaken = view.state == JobState::kDelayed ||
+                       (or_ready && view.state == JobState::kReady && view.counters.reserves == 0);
+  return untaken && engine().erase(client_, id.value()).is_ok();
+}
+
+Status LocalSchedules::check_put(const schedule::Definition& d) {
+  if (node_.draining()) return {Code::kDraining, "the server is draining: no new jobs"};
+  if (Status space = node_.space(); !space.is_ok()) return space;
+  if (!d.url.empty() && !node_.webhooks().contains(d.tube)) {
+    return {Code::kConflict, "url: tube '" + d.tube + "' has no webhook to deliver with"};
+  }
+  return Status::ok();
+}
+
+void LocalSchedules::count(const schedule::State& before, const schedule::State& after) {
+  broker::Metrics& metrics = node_.metrics();
+  metrics.schedules = static_cast<std::int64_t>(book_.size());
+  // A withdrawn run is taken back from `runs`: counted here only as runs grow.
+  if (after.runs > before.runs) metrics.schedule_runs += after.runs - before.runs;
+  metrics.schedule_misfires += after.misfires - before.misfires;
+  metrics.schedule_overlaps += after.overlaps - before.overlaps;
+}
+
+void LocalSchedules::persist(const Entry& entry) {
+  node_.staged().put_schedule(entry.schedule.definition.name,
+                              schedule::encode({entry.schedule.definition, entry.state}));
+}
+
+ScheduleView LocalSchedules::view(const Entry& entry) const {
+  const std::int64_t at = now();
+  return {entry.schedule.definition, entry.state,
+          schedule::next_run(entry.schedule, entry.state, at), at};
+}
+
+Result<LocalSchedules::Entry*> LocalSchedules::find(const std::string& name) {
+  Entry* entry = book_.find(name);
+  if (entry == nullptr) return no_schedule(name);
+  return entry;
+}
+
+template <typename T>
+void LocalSchedules::finish(Callback<T> done, Result<T> result) {
+  node_.when_durable(
+      node_.barrier(),
+      [done = std::move(done), result = std::move(result)]() mutable { done(std::move(result)); });
+  node_.touched();
+}
+
+// --- the contract
+
+void LocalSchedules::set(schedule::Definition definition, Callback<ScheduleView> done) {
+  auto compiled =
+      schedule::compile(std::move(definition), now(), engine().options().max_name_bytes);
+  if (!compiled.is_ok()) return finish<ScheduleView>(std::move(done), compiled.status());
+  const schedule::Definition& d = compiled.value().definition;
+  if (!d.url.empty() && !node_.webhooks().contains(d.tube)) {
+    return finish<ScheduleView>(
+        std::move(done),
+        Status(Code::kConflict, "url: tube '" + d.tube + "' has no webhook to deliver with"));
+  }
+  schedule::State state;
+  Entry* old = book_.find(d.name);
+  const bool created = old == nullptr;
+  if (old != nullptr) {
+    withdraw(*old);
+    state = schedule::start(compiled.value(), now(), &old->state);
+  } else {
+    state = schedule::start(compiled.value(), now());
+  }
+  Entry& entry = book_.put(std::move(compiled).value(), state);
+  persist(entry);
+  step(entry);
+  ScheduleView set = view(entry);
+  set.created = created;
+  finish<ScheduleView>(std::move(done), std::move(set));
+}
+
+void LocalSchedules::get(std::string name, Callback<ScheduleView> done) {
+  auto entry = find(name);
+  if (!entry.is_ok()) return finish<ScheduleView>(std::move(done), entry.status());
+  finish<ScheduleView>(std::move(done), view(*entry.value()));
+}
+
+void LocalSchedules::list(std::string after, std::size_t limit,
+                          Callback<std::vector<ScheduleView>> done) {
+  std::vector<ScheduleView> views;
+  for (const Entry* entry : book_.list(after, limit)) views.push_back(view(*entry));
+  finish<std::vector<ScheduleView>>(std::move(done), std::move(views));
+}
+
+void LocalSchedules::remove(std::string name, Callback<ScheduleView> done) {
+  auto found = find(name);
+  if (!found.is_ok()) return finish<ScheduleView>(std::move(done), found.status());
+  Entry& entry = *found.value();
+  withdraw(entry);
+  ScheduleView removed = view(entry);
+  removed.next_unix_ms.reset();
+  node_.staged().erase_schedule(name);
+  book_.erase(name);
+  node_.metrics().schedules = static_cast<std::int64_t>(book_.size());
+  finish<ScheduleView>(std::move(done), std::move(removed));
+}
+
+void LocalSchedules::pause(std::string name, bool paused, Callback<ScheduleView> done) {
+  auto found = find(name);
+  if (!found.is_ok()) return finish<ScheduleView>(std::move(done), found.status());
+  Entry& entry = *found.value();
+  if (entry.schedule.definition.paused != paused) {
+    if (paused) withdraw(entry);
+    entry.schedule.definition.paused = paused;
+    persist(entry);
+    step(entry);
+  }
+  finish<ScheduleView>(std::move(done), view(entry));
+}
+
+void LocalSchedules::trigger(std::string name, Callback<broker::PutResult> done) {
+  auto found = find(name);
+  if (!found.is_ok()) return finish<broker::PutResult>(std::move(done), found.status());
+  Entry& entry = *found.value();
+  if (Status refused = check_put(entry.schedule.definition); !refused.is_ok()) {
+    return finish<broker::PutResult>(std::move(done), std::move(refused));
+  }
+  const schedule::State before = entry.state;
+  const schedule::Run run = schedule::trigger(entry.state, now());
+  auto put = put_run(entry.schedule, run);
+  if (!put.is_ok() || !put.value().inserted) {  // no new job: as if not triggered
+    entry.state.runs = before.runs;
+    entry.state.last_run_unix_ms = before.last_run_unix_ms;
+  }
+  count(before, entry.state);
+  persist(entry);
+  finish<broker::PutResult>(std::move(done), std::move(put));
+}
+
+void LocalSchedules::backfill(std::string name, std::int64_t from_unix_ms, std::int64_t to_unix_ms,
+                              Callback<std::vector<broker::PutResult>> done) {
+  using Puts = std::vector<broker::PutResult>;
+  auto found = find(name);
+  if (!found.is_ok()) return finish<Puts>(std::move(done), found.status());
+  Entry& entry = *found.value();
+  if (Status refused = check_put(entry.schedule.definition); !refused.is_ok()) {
+    return finish<Puts>(std::move(done), std::move(refused));
+  }
+  const schedule::State before = entry.state;
+  auto runs = schedule::backfill(entry.schedule, entry.state, from_unix_ms, to_unix_ms, now());
+  if (!runs.is_ok()) return finish<Puts>(std::move(done), runs.status());
+  Puts puts;
+  for (const schedule::Run& run : runs.value()) {
+    auto put = put_run(entry.schedule, run);
+    if (!put.is_ok() || !put.value().inserted) --entry.state.runs;  // no new job
+    if (!put.is_ok()) {
+      count(before, entry.state);
+      persist(entry);
+      return finish<Puts>(std::move(done), put.status());
+    }
+    puts.push_back(std::move(put).value());
+  }
+  count(before, entry.state);
+  persist(entry);
+  finish<Puts>(std::move(done), std::move(puts));
+}
+
+}  // namespace delayq::local
