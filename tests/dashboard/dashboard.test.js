@@ -1,12 +1,15 @@
 // dashboard.test.js DELAYQD OUT_DIR — drives delayqd's web dashboard in headless Chromium
 // (Debian's /usr/bin/chromium, through playwright-core) against real delayqd processes on free
-// loopback ports. It puts jobs through the HTTP API, checks what each page shows, acts through
-// the page (reschedule, delete, cancel a group) and checks the result through the API. Writes a
-// screenshot of every page into OUT_DIR. Exit status 0 only if every check passed.
+// loopback ports. It puts jobs and schedules through the HTTP API, checks what each page shows,
+// acts through the page (reschedule, delete, cancel a group, pause and trigger a schedule) and
+// checks the result through the API; with redis-server at hand, it also opens the schedules page
+// of a node in Redis mode. Writes a screenshot of every page into OUT_DIR. Exit status 0 only if
+// every check passed.
 'use strict';
 
 const { spawn } = require('node:child_process');
 const http = require('node:http');
+const net = require('node:net');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -52,6 +55,33 @@ function stopServers() {
   }
 }
 
+// Starts redis-server (REDIS_SERVER, else Debian's) on a free loopback port; resolves with the
+// port once it answers PING, or with null when there is no redis-server.
+async function startRedis() {
+  const binary = process.env.REDIS_SERVER || '/usr/bin/redis-server';
+  if (!fs.existsSync(binary)) return null;
+  const port = await new Promise((resolve) => {
+    const probe = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port: free } = probe.address();
+      probe.close(() => resolve(free));
+    });
+  });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'delayq-dashboard-redis-'));
+  const child = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
+                               '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  servers.push({ child, dir });
+  const pong = () => new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1', () => socket.write('PING\r\n'));
+    socket.on('data', (data) => { socket.destroy(); resolve(String(data).startsWith('+PONG')); });
+    socket.on('error', () => resolve(false));
+  });
+  for (let i = 0; i < 100; i++) {
+    if (await pong()) return port;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('redis-server on port ' + port + ' did not answer PING');
+}
+
 async function call(base, method, route, body, token) {
   const headers = { 'Content-Type': 'application/json' };
   if (token) headers.Authorization = 'Bearer ' + token;
@@ -83,6 +113,12 @@ async function dueBars(page) {
     return c && c.dataset.buckets;
   });
   return JSON.parse(await canvas.getAttribute('data-buckets'));
+}
+
+// The texts of a schedule's row on the schedules page.
+async function scheduleCells(page, name) {
+  const cells = await page.locator('tr[data-schedule="' + name + '"] td').allTextContents();
+  return cells.map((text) => text.trim());
 }
 
 async function main() {
@@ -343,6 +379,121 @@ async function main() {
     await page.click('#error');
     assert.equal(await page.locator('#error').isHidden(), true);
   });
+
+  await check('the schedules page lists each schedule with its next run, and its next 5 runs',
+              async () => {
+    await page.goto(base + '/#/schedules');
+    await page.waitForSelector('[data-note]:text("no schedule")');
+    const set = (name, definition) => call(base, 'PUT', '/v1/schedules/' + name, definition);
+    assert.equal((await set('hourly-sync', { tube: 'sync', every: '1h' })).status, 201);
+    assert.equal((await set('paris-report', { tube: 'reports', cron: '0 9 * * *',
+                                              tz: 'Europe/Paris' })).status, 201);
+    const listed = await call(base, 'GET', '/v1/schedules');
+    assert.equal(listed.status, 200);
+    const api = Object.fromEntries(listed.body.schedules.map((s) => [s.name, s]));
+    await page.waitForSelector('tr[data-schedule="paris-report"]');
+    assert.equal((await page.locator('nav a.current').textContent()).trim(), 'Schedules');
+    const hourly = await scheduleCells(page, 'hourly-sync');
+    assert.deepEqual(hourly.slice(0, 3), ['hourly-sync', 'sync', 'every 1h']);
+    // The next run as the API gives it, and below it how far it is from now.
+    assert.ok(hourly[3].startsWith(api['hourly-sync'].next.at + ' in '), 'next run: ' + hourly[3]);
+    assert.match(hourly[3], / in (59 min|1 h)/);
+    assert.deepEqual(hourly.slice(4), ['never', String(api['hourly-sync'].runs), '0', '0', 'active',
+                                       'PauseTrigger']);
+    const paris = await scheduleCells(page, 'paris-report');
+    // The cron expression, and below it its zone.
+    assert.deepEqual(paris.slice(0, 3), ['paris-report', 'reports', '0 9 * * * Europe/Paris']);
+    // 09:00 Paris time, with the offset of the day (CET or CEST), as the API gives it.
+    assert.ok(paris[3].startsWith(api['paris-report'].next.at + ' in '), 'next run: ' + paris[3]);
+    assert.match(paris[3], /^\d{4}-\d\d-\d\dT09:00:00\.000\+0[12]:00 in /);
+    assert.equal(paris[8], 'active');
+    // A click on the name shows its next five runs, as GET .../next gives them.
+    await page.click('tr[data-schedule="paris-report"] td:first-child a');
+    await page.waitForSelector('[data-detail]:not([hidden]) ol[data-runs] li');
+    const next = (await call(base, 'GET', '/v1/schedules/paris-report/next?count=5')).body.runs;
+    assert.equal(next.length, 5);
+    const shown = await page.locator('ol[data-runs] li').allTextContents();
+    assert.equal(shown.length, 5);
+    shown.forEach((text, i) => assert.ok(text.startsWith(next[i].at + ' ('), text));
+    assert.equal(await page.locator('tr.selected').getAttribute('data-schedule'), 'paris-report');
+    assert.match(await page.locator('[data-detail] [data-facts]').textContent(),
+                 /time zoneEurope\/Paris/);
+    await shot('schedules');
+  });
+
+  await check('a schedule is paused from the page, after a confirmation (checked through the API)',
+              async () => {
+    await page.goto(base + '/#/schedules');
+    const row = 'tr[data-schedule="hourly-sync"]';
+    await page.click(row + ' [data-action="pause"]');
+    await page.waitForSelector('#confirm[open]');
+    assert.match(await page.locator('#confirm [data-message]').textContent(),
+                 /^Pause schedule hourly-sync\? No run is put while it is paused/);
+    await page.click('#confirm [data-ok]');
+    await page.waitForSelector(row + ' .pill:text-is("paused")');
+    await page.waitForSelector(row + ' [data-action="resume"]');
+    assert.equal((await scheduleCells(page, 'hourly-sync'))[3], '– (paused)');
+    const schedule = (await call(base, 'GET', '/v1/schedules/hourly-sync')).body;
+    assert.equal(schedule.paused, true);
+    assert.equal(schedule.next, null);
+    assert.equal(await page.locator('#error').isHidden(), true);
+    // The other one is untouched.
+    assert.equal((await call(base, 'GET', '/v1/schedules/paris-report')).body.paused, false);
+  });
+
+  await check('a schedule is triggered from the page: its runs grow, and its job is in its tube',
+              async () => {
+    const row = 'tr[data-schedule="paris-report"]';
+    const before = (await call(base, 'GET', '/v1/schedules/paris-report')).body.runs;
+    assert.equal((await scheduleCells(page, 'paris-report'))[5], String(before));
+    // Cancelled, it does nothing.
+    await page.click(row + ' [data-action="trigger"]');
+    await page.waitForSelector('#confirm[open]');
+    assert.match(await page.locator('#confirm [data-message]').textContent(),
+                 /^Trigger schedule paris-report now\? One job is put into tube reports/);
+    await page.click('#confirm button[value="cancel"]');
+    await page.waitForTimeout(500);
+    assert.equal((await call(base, 'GET', '/v1/schedules/paris-report')).body.runs, before);
+    await page.click(row + ' [data-action="trigger"]');
+    await page.waitForSelector('#confirm[open]');
+    await page.click('#confirm [data-ok]');
+    await page.waitForSelector(row + ' td:nth-child(6):text-is("' + (before + 1) + '")');
+    const schedule = (await call(base, 'GET', '/v1/schedules/paris-report')).body;
+    assert.equal(schedule.runs, before + 1);
+    assert.notEqual(schedule.last_run, null);
+    const last = (await scheduleCells(page, 'paris-report'))[4];
+    assert.ok(last.startsWith(schedule.last_run.at + ' ') && last.endsWith(' ago'), 'last run: ' + last);
+    const ready = (await call(base, 'GET', '/v1/tubes/reports/jobs?state=ready')).body.jobs;
+    const run = ready.filter((j) => j.key && j.key.startsWith('paris-report@'));
+    assert.equal(run.length, 1, 'ready jobs: ' + JSON.stringify(ready));
+    assert.equal(run[0].key, 'paris-report@' + schedule.last_run.unix_ms);
+    assert.match(await page.locator('[data-done]').textContent(),
+                 new RegExp('^Triggered paris-report: job ' + run[0].id + ' \\(key paris-report@\\d+\\)'));
+    assert.equal(await page.locator('#error').isHidden(), true);
+    await shot('schedules-acted');
+  });
+
+  // A node in Redis mode, which keeps no schedules: every schedule route answers 501.
+  const redisPort = await startRedis();
+  if (redisPort === null) {
+    console.log('skip the schedules page in Redis mode: no redis-server (set REDIS_SERVER)');
+  } else {
+    await check('in Redis mode the schedules page says the server keeps none, with no error',
+                async () => {
+      const redis = await startServer(['--redis', '127.0.0.1:' + redisPort]);
+      const answer = await call(redis.base, 'GET', '/v1/schedules');
+      assert.equal(answer.status, 501);
+      assert.equal(answer.body.error.code, 'unsupported');
+      await page.goto(redis.base + '/#/schedules');
+      await page.waitForSelector('[data-unsupported]:not([hidden])');
+      assert.match(await page.locator('[data-unsupported]').textContent(),
+                   /^This server keeps no schedules \(Redis mode\)/);
+      await page.waitForTimeout(2500);  // a refresh
+      assert.equal(await page.locator('#error').isHidden(), true, 'an error banner');
+      assert.equal(await page.locator('[data-schedules]').isHidden(), true);
+      await shot('schedules-redis');
+    });
+  }
 
   await check('the page made no request off this machine and raised no error', async () => {
     assert.deepEqual(outside, []);

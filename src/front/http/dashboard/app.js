@@ -1,7 +1,8 @@
-// app.js — the delayq dashboard: a page per hash route (#/, #/tubes, #/tubes/<name>, #/jobs),
-// each drawn from the HTTP API and refreshed every two seconds while "live" is on and the tab is
-// visible. Everything shown comes from the API with the user's bearer token, if the server wants
-// one; nothing is computed on the server for this page but what the API answers anyway.
+// app.js — the delayq dashboard: a page per hash route (#/, #/tubes, #/tubes/<name>,
+// #/schedules, #/jobs), each drawn from the HTTP API and refreshed every two seconds while "live"
+// is on and the tab is visible. Everything shown comes from the API with the user's bearer token,
+// if the server wants one; nothing is computed on the server for this page but what the API
+// answers anyway.
 'use strict';
 
 const REFRESH_MS = 2000;
@@ -99,14 +100,28 @@ function fmtTime(unixMs) {
   });
 }
 
+// A time from now: "in 2 h", "5 min 3 s ago".
+function fromNow(unixMs, nowMs) {
+  const delta = unixMs - nowMs;
+  return delta >= 0 ? 'in ' + fmtSpan(delta).trim() : fmtSpan(-delta).trim() + ' ago';
+}
+
 // A due time, absolute and from now: "Nov 26, 02:34:47 (in 2 h)".
 function fmtDue(unixMs, nowMs) {
-  const delta = unixMs - nowMs;
-  const relative = delta >= 0 ? 'in ' + fmtSpan(delta) : fmtSpan(-delta) + ' ago';
-  return fmtTime(unixMs) + ' (' + relative.trim() + ')';
+  return fmtTime(unixMs) + ' (' + fromNow(unixMs, nowMs) + ')';
+}
+
+// A schedule's time ({at, unix_ms}) as the API gives it, in the schedule's zone, and from now:
+// "2026-12-02T09:00:00.000+01:00 (in 2 h 30 min)".
+function fmtRun(run, nowMs) {
+  return run.at + ' (' + fromNow(run.unix_ms, nowMs) + ')';
 }
 
 // --- small DOM helpers -------------------------------------------------------------------------
+
+function setText(node, text) {
+  if (node.textContent !== text) node.textContent = text;
+}
 
 function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
@@ -664,6 +679,218 @@ function jobsPage(params) {
   return refresh;
 }
 
+// --- the schedules page ------------------------------------------------------------------------
+
+const SCHEDULES_PER_REQUEST = 1000;  // the most GET /v1/schedules lists at once
+const MAX_SCHEDULES = 5000;          // the most this page lists: five requests a refresh
+
+// A schedule's rule: "0 9 * * *" (in its zone), or "every 1h".
+function scheduleRule(s) {
+  return s.cron !== undefined ? s.cron : 'every ' + s.every;
+}
+
+// Why a schedule has no next run.
+function noNextRun(s, nowMs) {
+  if (s.paused) return '– (paused)';
+  if (s.limit !== null && s.runs >= s.limit) {
+    return 'none: its limit of ' + fmtCount(s.limit) + ' runs is reached';
+  }
+  if (s.end_at && s.end_at.unix_ms <= nowMs) return 'none: it ended ' + s.end_at.at;
+  return 'none to come';
+}
+
+// Every schedule, by name, following the API's pages up to MAX_SCHEDULES. more: some were left.
+async function listSchedules() {
+  const schedules = [];
+  for (let after = null; ;) {
+    const page = await api('/v1/schedules?limit=' + SCHEDULES_PER_REQUEST +
+                           (after === null ? '' : '&after=' + enc(after)));
+    schedules.push(...page.schedules);
+    if (!page.more || page.schedules.length === 0) return { schedules, more: false };
+    if (schedules.length >= MAX_SCHEDULES) return { schedules, more: true };
+    after = page.schedules[page.schedules.length - 1].name;
+  }
+}
+
+// #/schedules, #/schedules?name=<name>: every schedule with its next and last run and counts, to
+// pause, resume and trigger; the one named, with its rules and its next five runs.
+function schedulesPage(params) {
+  const root = instantiate('page-schedules');
+  const table = root.querySelector('[data-schedules]');
+  const bar = root.querySelector('[data-list-bar]');
+  const filter = root.querySelector('[data-filter]');
+  const note = root.querySelector('[data-note]');
+  const unsupported = root.querySelector('[data-unsupported]');
+  const done = root.querySelector('[data-done]');
+  const detail = root.querySelector('[data-detail]');
+  const selected = params.get('name');
+  const path = (name) => '/v1/schedules/' + enc(name);
+  let schedules = [];
+  let refresh;
+  const act = (message, run) => runAction(message, undefined, run, refresh);
+  // The actions name the schedule of their row, and say what the schedule shown when clicked
+  // will do (the page refreshes while the dialog is open).
+  const toggle = (s) => {
+    if (s.paused) {
+      return act('Resume schedule ' + s.name + '? The instants missed while it was paused go by ' +
+                 'its misfire rule (' + s.misfire + ').',
+                 () => api(path(s.name) + '/resume', { method: 'POST' }));
+    }
+    const ahead = s.overlap === 'allow' && s.next
+      ? ': its next run, put ahead into tube ' + s.tube + ' for ' + s.next.at +
+        ', is deleted if still delayed' : '';
+    return act('Pause schedule ' + s.name + '? No run is put while it is paused' + ahead + '.',
+               () => api(path(s.name) + '/pause', { method: 'POST' }));
+  };
+  const trigger = (s) => act(
+    'Trigger schedule ' + s.name + ' now? One job is put into tube ' + s.tube + ', due now' +
+    (s.paused ? ', though the schedule is paused' : '') + '.',
+    async () => {
+      const job = await api(path(s.name) + '/trigger', { method: 'POST' });
+      done.hidden = false;
+      done.replaceChildren('Triggered ' + s.name + ': job ',
+                           el('a', { href: '#/jobs?id=' + job.id, text: String(job.id) }),
+                           ' (key ' + job.key + ') in tube ',
+                           el('a', { href: '#/tubes/' + enc(job.tube), text: job.tube }), '.');
+    });
+  // Each schedule's row, kept across refreshes as on the tubes page: a refresh changes the text
+  // of the cells whose values changed, and the buttons stay the elements being clicked.
+  const rowsByName = new Map();
+  const rowOf = (name) => {
+    let row = rowsByName.get(name);
+    if (row) return row;
+    // A cell of two lines: the time as the API gives it, and below it how far from now; or a
+    // cron expression, and below it its zone.
+    const twoLines = () => {
+      const td = el('td', {}, el('span', { class: 'stamp' }), ' ', el('span', { class: 'muted below' }));
+      [td.stamp, td.below] = [td.firstChild, td.lastChild];
+      return td;
+    };
+    const parts = {
+      tube: el('a', { class: 'word' }), when: twoLines(), next: twoLines(), last: twoLines(),
+      runs: el('td', { class: 'num' }), misfires: el('td', { class: 'num' }),
+      overlaps: el('td', { class: 'num' }), state: el('span', { class: 'pill' }),
+      waiting: el('span', { class: 'muted' }), toggle: el('button'),
+      trigger: el('button', { 'data-action': 'trigger', text: 'Trigger' }),
+    };
+    row = el('tr', { 'data-schedule': name },
+             el('td', {}, el('a', { class: 'word', href: '#/schedules?name=' + enc(name), text: name })),
+             el('td', {}, parts.tube), parts.when, parts.next, parts.last, parts.runs,
+             parts.misfires, parts.overlaps, el('td', {}, parts.state, parts.waiting),
+             el('td', {}, el('span', { class: 'row-actions' }, parts.toggle, parts.trigger)));
+    parts.toggle.addEventListener('click', () => toggle(row.schedule));
+    parts.trigger.addEventListener('click', () => trigger(row.schedule));
+    row.parts = parts;
+    rowsByName.set(name, row);
+    return row;
+  };
+  const fill = (row, s, now) => {
+    const p = row.parts;
+    row.schedule = s;
+    setText(p.tube, s.tube);
+    p.tube.setAttribute('href', '#/tubes/' + enc(s.tube));
+    setText(p.when.stamp, scheduleRule(s));
+    p.when.stamp.classList.toggle('stamp', s.cron !== undefined);  // "every 1h30m" may wrap
+    setText(p.when.below, s.cron !== undefined ? s.tz : '');
+    const setRun = (td, run, none) => {
+      setText(td.stamp, run ? run.at : none);
+      setText(td.below, run ? fromNow(run.unix_ms, now) : '');
+    };
+    setRun(p.next, s.next, noNextRun(s, now));
+    setRun(p.last, s.last_run, 'never');
+    setText(p.runs, fmtCount(s.runs));
+    setText(p.misfires, fmtCount(s.misfires));
+    setText(p.overlaps, fmtCount(s.overlaps_skipped));
+    setText(p.state, s.paused ? 'paused' : 'active');
+    p.state.className = 'pill ' + (s.paused ? 'warn' : 'ok');
+    setText(p.waiting, s.waiting_run ? ' a run waits: ' + s.waiting_run.at : '');
+    p.toggle.dataset.action = s.paused ? 'resume' : 'pause';
+    setText(p.toggle, s.paused ? 'Resume' : 'Pause');
+    row.classList.toggle('selected', s.name === selected);
+    return row;
+  };
+  const draw = () => {
+    const wanted = filter.value.trim().toLowerCase();
+    const now = Date.now();
+    const rows = schedules
+      .filter((s) => s.name.toLowerCase().includes(wanted) || s.tube.toLowerCase().includes(wanted))
+      .map((s) => fill(rowOf(s.name), s, now));
+    const body = table.tBodies[0];
+    const shown = body.children;
+    if (shown.length !== rows.length || rows.some((row, i) => shown[i] !== row)) {
+      body.replaceChildren(...rows);
+    }
+  };
+  filter.addEventListener('input', draw);
+  // The schedule named in the address: its rules and next runs.
+  const showDetail = async () => {
+    detail.hidden = !selected;
+    if (!selected) return;
+    root.querySelector('[data-detail-name]').textContent = selected;
+    const list = root.querySelector('[data-runs]');
+    const runsNote = root.querySelector('[data-runs-note]');
+    let s = schedules.find((x) => x.name === selected), runs;
+    try {
+      if (!s) s = await api(path(selected));  // beyond the schedules listed
+      runs = (await api(path(selected) + '/next?count=5')).runs;
+    } catch (error) {
+      if (error.status !== 404) throw error;
+      facts(root.querySelector('[data-facts]'), [['', 'no such schedule: deleted, or never set']]);
+      list.replaceChildren();
+      runsNote.textContent = '';
+      return;
+    }
+    const now = Date.now();
+    const rows = [
+      ['tube', el('a', { href: '#/tubes/' + enc(s.tube), text: s.tube })],
+      ['when', scheduleRule(s)],
+      ['time zone', s.tz + (s.cron !== undefined ? '' : ' (only sets the offset of its times)')],
+      ['state', s.paused ? 'paused' : 'active'],
+      ['start', s.start_at ? s.start_at.at : 'none'],
+      ['end', s.end_at ? s.end_at.at : 'none'],
+      ['limit', s.limit === null ? 'none'
+                                 : fmtCount(s.runs) + ' of ' + fmtCount(s.limit) + ' runs put'],
+      ['jitter', s.jitter],
+      ['misfire', s.misfire + ' (up to ' + s.max_lateness + ' late)'],
+      ['overlap', s.overlap],
+    ];
+    if (s.waiting_run) rows.push(['waiting run', fmtRun(s.waiting_run, now)]);
+    rows.push(['job', 'priority ' + s.priority + ' · TTR ' + s.ttr +
+               (s.group ? ' · group ' + s.group : '') + (s.url ? ' · webhook URL ' + s.url : '')]);
+    facts(root.querySelector('[data-facts]'), rows);
+    runsNote.textContent = '(by its rule alone: ' +
+      (s.paused ? 'none runs while it is paused; ' : '') + 'limit and jitter not applied)';
+    list.replaceChildren(...(runs.length ? runs.map((run) => el('li', { text: fmtRun(run, now) }))
+                                        : [el('li', { text: 'none to come' })]));
+  };
+  refresh = async () => {
+    let listed;
+    try {
+      listed = await listSchedules();
+    } catch (error) {
+      if (error.status !== 501 || error.code !== 'unsupported') throw error;
+      // Redis mode: the schedule routes answer 501; nothing here is an error.
+      unsupported.hidden = false;
+      unsupported.textContent = 'This server keeps no schedules (Redis mode): recurring ' +
+        'schedules are kept by delayqd\'s local store only.';
+      bar.hidden = true;
+      table.parentNode.hidden = true;
+      detail.hidden = true;
+      return;
+    }
+    schedules = listed.schedules;
+    const names = new Set(schedules.map((s) => s.name));
+    for (const name of rowsByName.keys()) if (!names.has(name)) rowsByName.delete(name);
+    note.textContent = schedules.length === 0
+      ? 'no schedule: set one with PUT /v1/schedules/{name} or delayq schedule'
+      : fmtCount(schedules.length) + (schedules.length === 1 ? ' schedule' : ' schedules') +
+        (listed.more ? ' listed, the first by name: there are more' : '');
+    draw();
+    await showDetail();
+  };
+  return refresh;
+}
+
 // --- routing and refreshing --------------------------------------------------------------------
 
 let current = null;  // the page's refresh function
@@ -688,6 +915,9 @@ function route() {
       // a malformed escape: the name as it is
     }
     current = tubePage(name);
+  } else if (path === '/schedules') {
+    page = 'schedules';
+    current = schedulesPage(params);
   } else if (path === '/jobs') {
     page = 'jobs';
     current = jobsPage(params);
