@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "broker/put_rules.h"
 #include "schedule/codec.h"
 
 namespace delayq::local {
@@ -143,13 +144,18 @@ bool LocalSchedules::delete_untaken(const std::string& tube, std::string_view ke
   return untaken && engine().erase(client_, id.value()).is_ok();
 }
 
-Status LocalSchedules::check_put(const schedule::Definition& d) {
-  if (node_.draining()) return {Code::kDraining, "the server is draining: no new jobs"};
-  if (Status space = node_.space(); !space.is_ok()) return space;
-  if (!d.url.empty() && !node_.webhooks().contains(d.tube)) {
-    return {Code::kConflict, "url: tube '" + d.tube + "' has no webhook to deliver with"};
-  }
-  return Status::ok();
+Status LocalSchedules::check_put(const schedule::Definition& d, bool at_set) {
+  // A run is a put: the put's own checks, from their one source (names were checked by
+  // schedule::compile, and a due time now is in range). At set, only the url's.
+  broker::PutRequest request;
+  request.tube = d.tube;
+  request.url = d.url;
+  broker::PutContext context;
+  context.max_name_bytes = engine().options().max_name_bytes;
+  context.draining = !at_set && node_.draining();
+  context.space = at_set ? Status::ok() : node_.space();
+  context.tube_has_webhook = node_.webhooks().contains(d.tube);
+  return broker::check_put(request, d.tube, context);
 }
 
 void LocalSchedules::count(const schedule::State& before, const schedule::State& after) {
@@ -193,10 +199,8 @@ void LocalSchedules::set(schedule::Definition definition, Callback<ScheduleView>
       schedule::compile(std::move(definition), now(), engine().options().max_name_bytes);
   if (!compiled.is_ok()) return finish<ScheduleView>(std::move(done), compiled.status());
   const schedule::Definition& d = compiled.value().definition;
-  if (!d.url.empty() && !node_.webhooks().contains(d.tube)) {
-    return finish<ScheduleView>(
-        std::move(done),
-        Status(Code::kConflict, "url: tube '" + d.tube + "' has no webhook to deliver with"));
+  if (Status refused = check_put(d, /*at_set=*/true); !refused.is_ok()) {
+    return finish<ScheduleView>(std::move(done), std::move(refused));
   }
   schedule::State state;
   Entry* old = book_.find(d.name);
@@ -258,7 +262,7 @@ void LocalSchedules::trigger(std::string name, Callback<broker::PutResult> done)
   auto found = find(name);
   if (!found.is_ok()) return finish<broker::PutResult>(std::move(done), found.status());
   Entry& entry = *found.value();
-  if (Status refused = check_put(entry.schedule.definition); !refused.is_ok()) {
+  if (Status refused = check_put(entry.schedule.definition, /*at_set=*/false); !refused.is_ok()) {
     return finish<broker::PutResult>(std::move(done), std::move(refused));
   }
   const schedule::State before = entry.state;
@@ -279,7 +283,7 @@ void LocalSchedules::backfill(std::string name, std::int64_t from_unix_ms, std::
   auto found = find(name);
   if (!found.is_ok()) return finish<Puts>(std::move(done), found.status());
   Entry& entry = *found.value();
-  if (Status refused = check_put(entry.schedule.definition); !refused.is_ok()) {
+  if (Status refused = check_put(entry.schedule.definition, /*at_set=*/false); !refused.is_ok()) {
     return finish<Puts>(std::move(done), std::move(refused));
   }
   const schedule::State before = entry.state;

@@ -59,8 +59,9 @@ class LocalSchedules final : public broker::Schedules, public Node::Ticker {
   // Deletes the job with this key if no worker has had it: it is delayed, or (or_ready) ready
   // and never reserved. True if it is gone (or was not there).
   bool delete_untaken(const std::string& tube, std::string_view key, bool or_ready);
-  // What a trigger or backfill checks before putting runs, as a put's rules do.
-  Status check_put(const schedule::Definition& d);
+  // What a put of the schedule's runs is refused for (broker/put_rules.h); at_set: the url's
+  // webhook only (drain mode and free space are checked when runs are put).
+  Status check_put(const schedule::Definition& d, bool at_set);
   Result<broker::PutResult> put_run(const schedule::Compiled& schedule, const schedule::Run& run);
   void persist(const Entry& entry);
   // The metrics of a change of state (and the count of schedules).
