@@ -169,6 +169,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // --- calls: jobs.lua on a shard (write: wait for a replica, as the options say)
   void call(std::uint32_t shard, std::vector<std::string> args, bool write,
             std::function<void(Result<Reply>)> done);
+  // The shard of the next turn's keyless puts: turns take the shards in order.
   std::uint32_t next_shard() { return static_cast<std::uint32_t>(rotor++ % shards); }
   // The calls the node makes for itself in bursts of one a shard (lease renewals every lease/3;
   // every 5 s, the overdue gauge's look and the look for lost messages), sent a few at a time

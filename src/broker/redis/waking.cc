@@ -198,8 +198,9 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
     deferred[*taken].push_back(waiter);
     return;
   }
-  // A shard whose head a probe could not learn is tried when no known one is left.
-  if (!first && !unknown.empty()) first = unknown[next_shard() % unknown.size()];
+  // A shard whose head a probe could not learn is tried when no known one is left, a different
+  // one after each miss (not from the put turns' rotor: keyless puts take the shards in order).
+  if (!first && !unknown.empty()) first = unknown[waiter->misses % unknown.size()];
   if (!first || waiter->misses > shards + 16) {
     waiter->trying = false;
     if (waiter->again) return try_reserve(waiter);

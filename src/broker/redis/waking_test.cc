@@ -373,6 +373,35 @@ TEST_F(ProbeRounds, AShardWhoseProbeFailedIsTriedWhenNoOtherIsKnownToHoldAJob) {
   EXPECT_EQ(redis->count("probe"), 0U);
 }
 
+TEST_F(ProbeRounds, TryingAShardNoProbeCouldLearnLeavesTheKeylessPutTurnsInOrder) {
+  auto s = session();
+  broker::PutRequest put;
+  put.body = "x";
+  Outcome<broker::PutResult> first;
+  s->put(put, first.callback());
+  settle();
+  const std::uint32_t first_shard = shard_of(take("put"));
+  Outcome<broker::Job> got;
+  s->reserve({}, got.callback());
+  settle();
+  while (auto probe = redis->take("probe")) {
+    if (shard_of(*probe) == 3) {
+      redis->fail(*probe, Status(Code::kIOError, "connection reset"));
+    } else {
+      answer_probe(*probe, {""});
+    }
+  }
+  settle();
+  Call reserve = take("reserve");
+  miss(reserve, "notfound", {""});
+  settle();
+  Outcome<broker::PutResult> second;
+  s->put(put, second.callback());
+  settle();
+  EXPECT_EQ(shard_of(take("put")), (first_shard + 1) % kShards)
+      << "the reserve's pick of a shard moved the put turns on";
+}
+
 TEST_F(ProbeRounds, EveryFiveSecondsEveryTubeAReserveWaitsForIsProbedAgain) {
   auto s = session();
   Outcome<broker::Job> got;
