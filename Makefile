@@ -52,6 +52,11 @@ bench-engine: build
 bench-scheduler: build
 	@build/release/bench/scheduler_bench $(BENCH_ARGS)
 
+# The embedded scheduler against a naive ScheduledThreadPoolExecutor-style one at 10^4 and 10^6
+# pending tasks: schedule and cancel throughput, fire lateness, idle CPU (about two minutes).
+bench-scheduler: build
+	@build/release/bench/scheduler_bench $(BENCH_ARGS)
+
 # The unit and protocol tests again under AddressSanitizer + UndefinedBehaviorSanitizer (the
 # third-party client test, which installs from npm, runs once, in `make test`).
 asan-test: deps
