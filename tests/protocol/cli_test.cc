@@ -6,6 +6,7 @@
 #include <boost/json.hpp>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 
 #include "server_process.h"
 
@@ -234,9 +235,14 @@ TEST_F(CliTest, HttpsWithTheServersCertificateTrusted) {
       delayq_at("https://127.0.0.1:" + port, "--ca-file " + cert + " --json stats");
   EXPECT_EQ(trusted.status, 0) << trusted.out;
   EXPECT_TRUE(json_of(trusted).contains("version")) << trusted.out;
-  const Outcome by_name =
-      delayq_at("https://localhost:" + port, "put hello", "", "DELAYQ_CA_FILE=" + cert);
-  EXPECT_EQ(by_name.status, 0) << by_name.out;
+  if (resolves("localhost")) {
+    const Outcome by_name =
+        delayq_at("https://localhost:" + port, "put hello", "", "DELAYQ_CA_FILE=" + cert);
+    EXPECT_EQ(by_name.status, 0) << by_name.out;
+  } else {
+    std::cout << "this machine's resolver does not know localhost: the check by host name is "
+                 "left out\n";
+  }
   const Outcome untrusted = delayq_at("https://127.0.0.1:" + port, "stats");
   EXPECT_EQ(untrusted.status, 3) << untrusted.out;
   EXPECT_NE(untrusted.out.find("certificate"), std::string::npos) << untrusted.out;

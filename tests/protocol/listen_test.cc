@@ -49,6 +49,7 @@ void expect_served(const ServerProcess& server) {
 }
 
 TEST(ListenTest, HostNameIsResolvedAndTheAddressBoundIsPrinted) {
+  if (!resolves("localhost")) GTEST_SKIP() << "this machine's resolver does not know localhost";
   TempDir dir;
   ServerProcess server(dir.path() / "db", {"-l", "localhost", "--http", "localhost:0"});
   ASSERT_EQ(server.start(), "");

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -80,6 +81,15 @@ std::optional<std::size_t> announced_body(std::string_view line) {
 }
 
 }  // namespace
+
+bool resolves(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
+  ::freeaddrinfo(found);
+  return true;
+}
 
 std::int64_t millis_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration_cast<Millis>(to - from).count();

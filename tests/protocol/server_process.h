@@ -36,6 +36,10 @@ using Clock = std::chrono::steady_clock;
 // How long a reply may take before a test calls it missing. Generous, for sanitizer builds.
 inline constexpr Millis kReplyTimeout{5000};
 
+// Whether the system's resolver knows `host` (a bare root may have no /etc/hosts, and then no
+// "localhost"). A test whose point is a host name skips with this said when it does not.
+[[nodiscard]] bool resolves(const std::string& host);
+
 // Milliseconds from `from` to `to` (negative if `to` is earlier).
 [[nodiscard]] std::int64_t millis_between(Clock::time_point from, Clock::time_point to);
 

@@ -1101,12 +1101,14 @@ TEST_F(WebhookTlsTest, HttpsToAnUntrustedCertificateEndsBuried) {
 // Trusted, but issued to 127.0.0.1 alone: a URL naming "localhost", the same address, must not
 // be accepted with it.
 TEST_F(WebhookTlsTest, HttpsChecksTheHostName) {
+  if (!resolves("localhost")) GTEST_SKIP() << "this machine's resolver does not know localhost";
   Receiver receiver(always(200), identity_);
   ASSERT_EQ(start_server(trust(identity_)), "");
   expect_refused_at_handshake("misnamed", receiver.url("/", "localhost"), receiver);
 }
 
 TEST_F(WebhookTlsTest, HttpsToAHostNameSendsSni) {
+  if (!resolves("localhost")) GTEST_SKIP() << "this machine's resolver does not know localhost";
   TlsIdentity named;
   ASSERT_EQ(make_identity(dir_.path() / "named", "localhost", "DNS:localhost", named), "");
   Receiver receiver(always(200), named);
