@@ -21,6 +21,8 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -43,14 +45,23 @@ class SchedulerCore;
 class ManualSchedulerClock {
  public:
   // Default: SchedulerClock's epoch.
-  explicit ManualSchedulerClock(SchedulerClock::time_point start = {}) noexcept
-      : now_ns_(start.time_since_epoch().count()) {}
+  explicit ManualSchedulerClock(SchedulerClock::time_point start = {},
+                                std::chrono::system_clock::time_point wall_start = {}) noexcept
+      : now_ns_(start.time_since_epoch().count()),
+        start_(start.time_since_epoch().count()),
+        wall_start_(wall_start) {}
   ~ManualSchedulerClock();
   ManualSchedulerClock(const ManualSchedulerClock&) = delete;
   ManualSchedulerClock& operator=(const ManualSchedulerClock&) = delete;
 
   [[nodiscard]] SchedulerClock::time_point now() const noexcept {
     return SchedulerClock::time_point(SchedulerClock::duration(now_ns_.load()));
+  }
+  // The wall-clock time that goes with now(), for Scheduler::cron: `wall_start` (given to the
+  // constructor; default the Unix epoch) plus how far now() has moved since.
+  [[nodiscard]] std::chrono::system_clock::time_point wall_now() const noexcept {
+    return wall_start_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                             now() - SchedulerClock::time_point(SchedulerClock::duration(start_)));
   }
   // Moves now() forward by `by`; a step of zero or less changes nothing.
   void advance(SchedulerClock::duration by);
@@ -64,6 +75,8 @@ class ManualSchedulerClock {
   void wake_watchers();
 
   std::atomic<SchedulerClock::rep> now_ns_;
+  const SchedulerClock::rep start_;
+  const std::chrono::system_clock::time_point wall_start_;
   std::mutex mutex_;  // guards watchers_; held while they are woken, so unwatch() waits for that
   std::vector<detail::SchedulerCore*> watchers_;
 };
@@ -189,6 +202,16 @@ class TaskRecordOf final : public TaskRecord {
   };
 };
 
+class Recurring;  // recurring.cc
+
+// A task for every run of a recurring one: `task` is called again and again, so it is kept once,
+// shared by the runs (a move-only callable works too).
+template <typename F>
+[[nodiscard]] std::function<void()> repeatable(F&& task) {
+  auto kept = std::make_shared<std::decay_t<F>>(std::forward<F>(task));
+  return [kept] { (*kept)(); };
+}
+
 // A delay as it is added to the present: rounded up to the clock's resolution; below zero counts
 // as zero, beyond 100 years as 100 years (a due time that far out waits at the scheduler's
 // horizon, 100 years after its start, which steady_clock does not reach while a process runs).
@@ -248,6 +271,33 @@ class TaskHandle {
   detail::TaskRecord* record_ = nullptr;
 };
 
+// A caller's view of a recurring task (Scheduler::every, Scheduler::cron). Cheap to copy; any
+// thread may use it; it may outlive its Scheduler. A default-constructed handle refers to nothing.
+class RecurringHandle {
+ public:
+  RecurringHandle() noexcept = default;
+
+  // Stops the task: no run starts after this returns (a run under way finishes). True if it was
+  // still recurring; false if it had been cancelled, had no run left (a cron expression with no
+  // later date), or its scheduler had shut down.
+  bool cancel() noexcept;
+  // Whether a next run is scheduled.
+  [[nodiscard]] bool active() const noexcept;
+  // The next run's due time on the scheduler's clock; nullopt when not active.
+  [[nodiscard]] std::optional<SchedulerClock::time_point> next() const noexcept;
+  // Runs started so far, and the instants passed over because the run before them was still
+  // under way when they came (runs never overlap).
+  [[nodiscard]] std::uint64_t runs() const noexcept;
+  [[nodiscard]] std::uint64_t skipped() const noexcept;
+  [[nodiscard]] bool valid() const noexcept { return state_ != nullptr; }
+
+ private:
+  friend class Scheduler;
+  explicit RecurringHandle(std::shared_ptr<detail::Recurring> state) noexcept
+      : state_(std::move(state)) {}
+  std::shared_ptr<detail::Recurring> state_;
+};
+
 // The scheduler: a timer thread and SchedulerOptions::workers workers, started by the
 // constructor and stopped by shutdown() or the destructor. Thread-safe: every member may be
 // called from any thread, tasks included (except shutdown(), which must not run on a worker).
@@ -276,6 +326,39 @@ class Scheduler {
     return schedule_at(std::forward<F>(task), now() + detail::clamp_delay(delay));
   }
 
+  // Recurring tasks. Each run is a task as schedule() makes one, scheduled when the run before it
+  // ends, so runs never overlap: an instant that passes while a run is under way is skipped
+  // (RecurringHandle::skipped()) and the next run is at the first instant after the present. A
+  // run that throws goes to on_task_exception, as any task's exception, and the task recurs.
+  // At a shutdown, the next run is a pending task like any other (ShutdownMode says whether it
+  // runs); none comes after it.
+  //
+  // every: `task()` every `period` (more than zero, else std::invalid_argument), the first
+  // time `period` from now(): at now() + k * period, on the scheduler's clock.
+  template <typename F, typename Rep, typename Period>
+  RecurringHandle every(F&& task, std::chrono::duration<Rep, Period> period) {
+    static_assert(std::is_invocable_v<std::decay_t<F>&>, "a task is callable with no arguments");
+    return start_every(detail::repeatable(std::forward<F>(task)),
+                       std::chrono::ceil<SchedulerClock::duration>(period));
+  }
+  // cron: `task()` at each instant of a cron expression read in an IANA time zone, with the
+  // rules of delayqd's schedules (docs/schedules.md: five fields or six with seconds first,
+  // names, steps, @daily and the like; a local time skipped by a clock change runs at the first
+  // instant after it, one repeated runs once). The wait for each run is measured on the
+  // scheduler's clock from the wall clock at the moment it is scheduled (wall_now()): a step of
+  // the wall clock afterwards does not move it. Throws std::invalid_argument, with the reason,
+  // for an expression or a zone that is not valid.
+  template <typename F>
+  RecurringHandle cron(F&& task, std::string_view expression, std::string_view zone = "UTC") {
+    static_assert(std::is_invocable_v<std::decay_t<F>&>, "a task is callable with no arguments");
+    return start_cron(detail::repeatable(std::forward<F>(task)), expression, zone);
+  }
+  // The wall-clock time that goes with now(): std::chrono::system_clock::now(), or a
+  // ManualSchedulerClock's wall_now().
+  [[nodiscard]] std::chrono::system_clock::time_point wall_now() const noexcept {
+    return clock_ != nullptr ? clock_->wall_now() : std::chrono::system_clock::now();
+  }
+
   // Stops the scheduler: no new task is accepted, pending tasks are handled as `mode` says,
   // running and already-due tasks finish, then the threads are joined. Blocks until then.
   // Later calls (and the destructor) return at once. Must not be called from a task.
@@ -290,6 +373,9 @@ class Scheduler {
 
  private:
   TaskHandle submit(detail::TaskRecord* record, SchedulerClock::time_point due);
+  RecurringHandle start_every(std::function<void()> task, SchedulerClock::duration period);
+  RecurringHandle start_cron(std::function<void()> task, std::string_view expression,
+                             std::string_view zone);
 
   ShutdownMode default_shutdown_;
   const ManualSchedulerClock* clock_;

@@ -23,6 +23,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -1057,6 +1058,174 @@ TEST(SchedulerSlowTest, HashedClassicOnTheRealClock) {
   TaskHandle handle = scheduler.schedule_at([&] { ran = Clock::now(); }, due);
   EXPECT_EQ(handle.wait(), TaskState::kDone);
   EXPECT_GE(ran, due);
+}
+
+// --- recurring tasks: every() and cron()
+
+TEST(SchedulerRecurringTest, EveryRunsAtEachPeriodNeverEarly) {
+  ManualSchedulerClock clock;
+  std::mutex mutex;
+  std::vector<Clock::time_point> ran;
+  Counter runs;
+  Scheduler scheduler(on(clock, 1));  // after what its tasks touch: destroyed (joined) first
+  const Clock::time_point start = clock.now();
+  RecurringHandle every = scheduler.every(
+      [&] {
+        {
+          std::lock_guard lock(mutex);
+          ran.push_back(clock.now());
+        }
+        runs.add();
+      },
+      10s);
+  ASSERT_TRUE(every.active());
+  EXPECT_EQ(every.next(), start + 10s);
+  clock.advance_to(start + 10s - 1ns);
+  ASSERT_TRUE(pass(scheduler));
+  EXPECT_EQ(runs.value(), 0U);
+  for (int k = 1; k <= 3; ++k) {
+    clock.advance_to(start + k * 10s);
+    ASSERT_TRUE(runs.reaches(static_cast<std::size_t>(k)));
+    ASSERT_TRUE(eventually([&] { return every.next() == start + (k + 1) * 10s; }));
+  }
+  EXPECT_EQ(every.runs(), 3U);
+  EXPECT_EQ(every.skipped(), 0U);
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(ran.size(), 3U);
+  for (std::size_t i = 0; i < ran.size(); ++i) {
+    EXPECT_GE(ran[i], start + static_cast<int>(i + 1) * 10s) << "run " << i << " early";
+  }
+}
+
+TEST(SchedulerRecurringTest, RunsNeverOverlapAndInstantsPassedMeanwhileAreSkipped) {
+  ManualSchedulerClock clock;
+  Gate release;
+  Counter started;
+  std::atomic<int> running{0};
+  std::atomic<bool> overlapped{false};
+  Scheduler scheduler(on(clock, 2));
+  const Clock::time_point start = clock.now();
+  RecurringHandle every = scheduler.every(
+      [&] {
+        if (running.fetch_add(1) != 0) overlapped = true;
+        started.add();
+        if (started.value() == 1) release.wait();
+        running.fetch_sub(1);
+      },
+      10s);
+  clock.advance_to(start + 10s);
+  ASSERT_TRUE(started.reaches(1));
+  clock.advance_to(start + 45s);  // 20 s, 30 s and 40 s pass while the first run is under way
+  ASSERT_TRUE(pass(scheduler));
+  EXPECT_EQ(started.value(), 1U);
+  release.open();
+  ASSERT_TRUE(eventually([&] { return every.next() == start + 50s; }));
+  EXPECT_EQ(every.skipped(), 3U);
+  clock.advance_to(start + 50s);
+  ASSERT_TRUE(started.reaches(2));
+  EXPECT_FALSE(overlapped.load());
+}
+
+TEST(SchedulerRecurringTest, CancelStopsEveryLaterRun) {
+  ManualSchedulerClock clock;
+  Counter runs;
+  Scheduler scheduler(on(clock, 1));
+  const Clock::time_point start = clock.now();
+  RecurringHandle every = scheduler.every([&] { runs.add(); }, 1s);
+  clock.advance_to(start + 1s);
+  ASSERT_TRUE(runs.reaches(1));
+  ASSERT_TRUE(eventually([&] { return every.active(); }));
+  EXPECT_TRUE(every.cancel());
+  EXPECT_FALSE(every.active());
+  EXPECT_EQ(every.next(), std::nullopt);
+  EXPECT_FALSE(every.cancel()) << "a second cancel";
+  clock.advance_to(start + 10s);
+  ASSERT_TRUE(pass(scheduler));
+  EXPECT_EQ(runs.value(), 1U);
+  EXPECT_EQ(every.runs(), 1U);
+}
+
+TEST(SchedulerRecurringTest, ARunThatThrowsGoesToTheHandlerAndTheTaskRecurs) {
+  ManualSchedulerClock clock;
+  SchedulerOptions options = on(clock, 1);
+  Counter caught;
+  options.on_task_exception = [&](std::exception_ptr) { caught.add(); };
+  Scheduler scheduler(options);
+  const Clock::time_point start = clock.now();
+  RecurringHandle every = scheduler.every([] { throw std::runtime_error("boom"); }, 1s);
+  clock.advance_to(start + 1s);
+  ASSERT_TRUE(caught.reaches(1));
+  ASSERT_TRUE(eventually([&] { return every.next() == start + 2s; }));
+  clock.advance_to(start + 2s);
+  ASSERT_TRUE(caught.reaches(2));
+  EXPECT_EQ(every.runs(), 2U);
+}
+
+// 2026-03-29 in Europe/Paris: 02:00 CET becomes 03:00 CEST (01:00 UTC), so 02:30 does not
+// exist that day and runs at 03:00; the next day's 02:30 is 00:30 UTC.
+TEST(SchedulerRecurringTest, CronRunsAtTheZonesInstantsAcrossAClockChange) {
+  using std::chrono::sys_days;
+  const auto wall_start = sys_days{std::chrono::year{2026} / 3 / 29} + 30min;  // 00:30 UTC
+  ManualSchedulerClock clock({}, wall_start);
+  std::mutex mutex;
+  std::vector<std::chrono::system_clock::time_point> walls;
+  Counter runs;
+  Scheduler scheduler(on(clock, 1));
+  EXPECT_EQ(scheduler.wall_now(), wall_start);
+  RecurringHandle daily = scheduler.cron(
+      [&] {
+        {
+          std::lock_guard lock(mutex);
+          walls.push_back(scheduler.wall_now());
+        }
+        runs.add();
+      },
+      "30 2 * * *", "Europe/Paris");
+  const Clock::time_point start = clock.now();
+  EXPECT_EQ(daily.next(), start + 30min) << "02:30 skipped by the clock change runs at 03:00";
+  clock.advance_to(start + 30min - 1ns);
+  ASSERT_TRUE(pass(scheduler));
+  EXPECT_EQ(runs.value(), 0U);
+  clock.advance_to(start + 30min);
+  ASSERT_TRUE(runs.reaches(1));
+  ASSERT_TRUE(eventually([&] { return daily.next() == start + 24h; }));
+  clock.advance_to(start + 24h);
+  ASSERT_TRUE(runs.reaches(2));
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(walls.size(), 2U);
+  EXPECT_EQ(walls[0], sys_days{std::chrono::year{2026} / 3 / 29} + 1h);
+  EXPECT_EQ(walls[1], sys_days{std::chrono::year{2026} / 3 / 30} + 30min);
+}
+
+TEST(SchedulerRecurringTest, BadExpressionsZonesAndPeriodsThrowWithTheReason) {
+  ManualSchedulerClock clock;
+  Scheduler scheduler(on(clock, 1));
+  const auto reason = [&](auto&& make) -> std::string {
+    try {
+      make();
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "nothing thrown";
+  };
+  EXPECT_NE(reason([&] { scheduler.cron([] {}, "61 * * * *"); }).find("cron"), std::string::npos);
+  EXPECT_NE(reason([&] { scheduler.cron([] {}, "0 9 * * *", "Mars/Olympus"); }).find("Mars"),
+            std::string::npos);
+  EXPECT_NE(reason([&] { scheduler.every([] {}, 0s); }).find("period"), std::string::npos);
+}
+
+TEST(SchedulerRecurringTest, AShutdownEndsTheChain) {
+  ManualSchedulerClock clock;
+  Counter runs;
+  auto scheduler = std::make_unique<Scheduler>(on(clock, 1));
+  RecurringHandle every = scheduler->every([&] { runs.add(); }, 1s);
+  EXPECT_TRUE(every.active());
+  scheduler->shutdown(ShutdownMode::kDropPending);
+  EXPECT_FALSE(every.active());
+  EXPECT_FALSE(every.cancel());
+  scheduler.reset();
+  EXPECT_EQ(runs.value(), 0U);
+  EXPECT_FALSE(every.active()) << "the handle outlives its scheduler";
 }
 
 }  // namespace
