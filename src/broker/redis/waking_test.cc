@@ -56,6 +56,17 @@ class WakingTest : public NodeTest {
     }
     return answered;
   }
+  // Answers every probe waiting: shard `failed`'s with a connection reset, the others' with no
+  // job.
+  void fail_probes_of(std::uint32_t failed) {
+    while (auto probe = redis->take("probe")) {
+      if (shard_of(*probe) == failed) {
+        redis->fail(*probe, Status(Code::kIOError, "connection reset"));
+      } else {
+        answer_probe(*probe, {""});
+      }
+    }
+  }
   // Answers probe rounds, each saying no shard holds a job, until none is asked: every reserve
   // made so far waits.
   void rest() {
@@ -354,13 +365,7 @@ TEST_F(ProbeRounds, AShardWhoseProbeFailedIsTriedWhenNoOtherIsKnownToHoldAJob) {
   Outcome<broker::Job> got;
   s->reserve({}, got.callback());
   settle();
-  while (auto probe = redis->take("probe")) {
-    if (shard_of(*probe) == 3) {
-      redis->fail(*probe, Status(Code::kIOError, "connection reset"));
-    } else {
-      answer_probe(*probe, {""});
-    }
-  }
+  fail_probes_of(3);
   settle();
   Call reserve = take("reserve");
   EXPECT_EQ(shard_of(reserve), 3U);
@@ -384,13 +389,7 @@ TEST_F(ProbeRounds, TryingAShardNoProbeCouldLearnLeavesTheKeylessPutTurnsInOrder
   Outcome<broker::Job> got;
   s->reserve({}, got.callback());
   settle();
-  while (auto probe = redis->take("probe")) {
-    if (shard_of(*probe) == 3) {
-      redis->fail(*probe, Status(Code::kIOError, "connection reset"));
-    } else {
-      answer_probe(*probe, {""});
-    }
-  }
+  fail_probes_of(3);
   settle();
   Call reserve = take("reserve");
   miss(reserve, "notfound", {""});
