@@ -6,11 +6,14 @@ set -euo pipefail
 build=$1 source=$2 work=$3
 rm -rf "$work"
 # A plain install into a prefix, as a user without root would make it (cmake --install --prefix
-# "$HOME/.local"): run as root, the test makes it as nobody, so that a write outside the prefix
-# fails; nobody may write the one file cmake keeps in the build directory, its manifest.
+# "$HOME/.local"): run as root, the test makes it as nobody where nobody can read the build (a
+# checkout under /root it cannot), so that a write outside the prefix fails; nobody may write
+# the one file cmake keeps in the build directory, its manifest. Either way, the manifest must
+# name nothing outside the prefix (below).
 mkdir -p "$work/prefix"
 as_user=()
-if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1; then
+if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1 &&
+  runuser -u nobody -- test -r "$build/cmake_install.cmake"; then
   chown nobody "$work/prefix"
   touch "$build/install_manifest.txt"
   chmod 666 "$build/install_manifest.txt"
