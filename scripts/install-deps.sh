@@ -48,6 +48,7 @@ test_packages=(
   php-symfony-beanstalkd-messenger  # Symfony Messenger's beanstalkd transport
   ruby              # the Ruby client's scenario (tests/clients): beaneater, from Debian
   ruby-beaneater    # (which does not depend on ruby itself)
+  python3-pytest    # runs the Python client's tests (clients/python/tests)
 )
 [ "$mode" = all ] && packages+=("${test_packages[@]}")
 

@@ -1,0 +1,722 @@
+"""client.py — delayq.Client: one method per route of the HTTP API (docs/http-api.md).
+
+A Client is cheap to make and safe to share between threads: each thread talks over a
+kept-alive connection of its own (transport.py). Methods answer the dataclasses of models.py and
+raise the exceptions of errors.py, one per error code the server documents. Durations are
+timedeltas or the server's strings ("10m"); times are aware datetimes (times.py). A field left
+as None is not sent, so the server's default applies.
+
+    jobs        put, get_job, reschedule, delete_job, get_key, reschedule_key, delete_key
+    groups      list_group, cancel_group
+    reserving   reserve, release, bury, touch, kick_job; jobs() and worker()/work() on top
+    tubes       list_tubes, tube_stats, list_jobs, due_counts, set_max_attempts, kick,
+                pause_tube
+    webhooks    set_webhook, get_webhook, remove_webhook
+    schedules   set_schedule, get_schedule, list_schedules, schedules, remove_schedule,
+                pause_schedule, resume_schedule, trigger_schedule, backfill_schedule,
+                next_runs, preview_schedule
+    server      stats, health, ready, metrics, backup; request() for anything else
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import threading
+from datetime import datetime, timedelta
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from .errors import UnexpectedResponse
+from .models import (
+    Backup,
+    DueCounts,
+    Job,
+    JobList,
+    Schedule,
+    SchedulePage,
+    Stats,
+    TubeStats,
+    Webhook,
+    read_int,
+    runs_from_json,
+)
+from .times import Duration, encode_duration, parse_duration, unix_ms
+from .transport import Transport, segment
+from .worker import Worker
+
+Body = str | bytes
+"""A job body: text (sent as `body`) or bytes (sent as `body_base64`)."""
+
+
+def _body(fields: dict[str, Any], body: Body | None) -> None:
+    if body is None:
+        return
+    if isinstance(body, str):
+        fields["body"] = body
+    elif isinstance(body, (bytes, bytearray, memoryview)):
+        fields["body_base64"] = base64.b64encode(bytes(body)).decode("ascii")
+    else:
+        raise TypeError(f"body: str or bytes, not {type(body).__name__}")
+
+
+def _duration(fields: dict[str, Any], name: str, value: Duration | None) -> None:
+    if value is not None:
+        fields[name] = encode_duration(value, name)
+
+
+def _time(fields: dict[str, Any], name: str, value: datetime | None) -> None:
+    if value is not None:
+        fields[name] = unix_ms(value, name)
+
+
+def _integer(fields: dict[str, Any], name: str, value: int | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: an int, not {type(value).__name__}")
+    fields[name] = value
+
+
+def _wait_seconds(timeout: Duration | None) -> float:
+    """How long a long-poll may wait, for the read timeout; 0 for one the server will
+    refuse."""
+    if timeout is None:
+        return 0.0
+    if isinstance(timeout, timedelta):
+        return max(timeout.total_seconds(), 0.0)
+    try:
+        return parse_duration(timeout).total_seconds()
+    except ValueError:
+        return 0.0
+
+
+class Client:
+    """A client of one delayqd's HTTP API.
+
+    base_url   the server's HTTP address, http:// or https://, optionally with a path prefix
+               (behind a proxy); default delayqd's default, http://127.0.0.1:8080
+    token      a bearer token of the server's --http-token-file; default none
+    timeout    seconds (or a timedelta) to connect and to wait for each answer; a long-poll
+               reserve adds its own wait. Default 30 s
+    ca_file    PEM file of CAs to trust for https://, beside the system's; default none
+    headers    more headers for every request (a proxy's); default none
+    """
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8080",
+        token: str | None = None,
+        timeout: float | timedelta = 30.0,
+        *,
+        ca_file: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+        if seconds <= 0:
+            raise ValueError("timeout must be positive: every wait is bounded")
+        self.base_url = base_url
+        self.timeout = seconds
+        self._http = Transport(base_url, token=token, timeout=seconds, ca_file=ca_file,
+                               headers=headers)
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> Client:
+        """A client configured as the delayq CLI is: $DELAYQ_SERVER (default
+        http://127.0.0.1:8080), $DELAYQ_TOKEN, $DELAYQ_CA_FILE."""
+        kwargs.setdefault("base_url", os.environ.get("DELAYQ_SERVER", "http://127.0.0.1:8080"))
+        kwargs.setdefault("token", os.environ.get("DELAYQ_TOKEN") or None)
+        kwargs.setdefault("ca_file", os.environ.get("DELAYQ_CA_FILE") or None)
+        return cls(**kwargs)
+
+    def close(self) -> None:
+        """Closes the client's connections (a later call opens new ones)."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"delayq.Client({self.base_url!r})"
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        query: Mapping[str, str] | None = None,
+    ) -> Any:
+        """Any route, for what this client has no method for: the answer's JSON (None for a
+        204). Errors raise as for every method."""
+        return self._http.request(method, path, query=query, body=body).data
+
+    # -- jobs ----------------------------------------------------------------------------
+
+    def put(
+        self,
+        tube: str,
+        body: Body = "",
+        *,
+        delay: Duration | None = None,
+        at: datetime | None = None,
+        priority: int | None = None,
+        ttr: Duration | None = None,
+        key: str | None = None,
+        group: str | None = None,
+        replace: bool = False,
+        url: str | None = None,
+        content_type: str | None = None,
+    ) -> Job:
+        """Puts a job into `tube` (POST /v1/tubes/{tube}/jobs), durable when this returns.
+
+        delay or at   when it becomes ready (not both); default at once
+        priority      0 (most urgent) to 4294967295; default 1024
+        ttr           time to run once reserved; default 60 s
+        key           unique in the tube: if a job holds it, nothing is put and that job is
+                      answered with `existed` True (or, with replace=True, it is replaced)
+        group         tags the job for list_group()/cancel_group()
+        url, content_type   push delivery: this job's own URL (the tube needs a webhook) and
+                      the Content-Type it is POSTed with
+        Raises BadRequest, Conflict (replace of a reserved job; url without a webhook),
+        TooLarge, Draining, NoSpace, Limit.
+        """
+        fields: dict[str, Any] = {}
+        _body(fields, body)
+        _duration(fields, "delay", delay)
+        _time(fields, "at", at)
+        _integer(fields, "priority", priority)
+        _duration(fields, "ttr", ttr)
+        if key is not None:
+            fields["key"] = key
+        if group is not None:
+            fields["group"] = group
+        if replace:
+            fields["replace"] = True
+        if url is not None:
+            fields["url"] = url
+        if content_type is not None:
+            fields["content_type"] = content_type
+        answer = self._http.request("POST", f"/v1/tubes/{segment(tube)}/jobs", body=fields)
+        return Job.from_json(answer.data, existed=answer.status == 200)
+
+    def get_job(self, job_id: int) -> Job:
+        """The job, in any state, with its body (GET /v1/jobs/{id}). Raises NotFound."""
+        return Job.from_json(self._http.request("GET", f"/v1/jobs/{int(job_id)}").data)
+
+    def reschedule(
+        self,
+        job_id: int,
+        *,
+        delay: Duration | None = None,
+        at: datetime | None = None,
+        priority: int | None = None,
+    ) -> Job:
+        """A new due time (delay or at) and/or priority for a job (PATCH /v1/jobs/{id}).
+        A new due time needs a ready or delayed job: Conflict otherwise. Raises NotFound."""
+        return Job.from_json(self._http.request(
+            "PATCH", f"/v1/jobs/{int(job_id)}", body=_reschedule(delay, at, priority)).data)
+
+    def delete_job(self, job_id: int) -> int:
+        """Deletes a job that is ready, delayed, buried or reserved over HTTP
+        (DELETE /v1/jobs/{id}); answers its id. Raises NotFound, Conflict (a beanstalkd
+        connection holds it)."""
+        data = self._http.request("DELETE", f"/v1/jobs/{int(job_id)}").data
+        return read_int(data, "deleted", "delete")
+
+    def get_key(self, tube: str, key: str) -> Job:
+        """The job of `tube` holding `key`, with its body (GET /v1/tubes/{tube}/keys/{key}).
+        Raises NotFound."""
+        return Job.from_json(self._http.request("GET", self._key_path(tube, key)).data)
+
+    def reschedule_key(
+        self,
+        tube: str,
+        key: str,
+        *,
+        delay: Duration | None = None,
+        at: datetime | None = None,
+        priority: int | None = None,
+    ) -> Job:
+        """reschedule() for the job of `tube` holding `key` (PATCH .../keys/{key})."""
+        return Job.from_json(self._http.request(
+            "PATCH", self._key_path(tube, key), body=_reschedule(delay, at, priority)).data)
+
+    def delete_key(self, tube: str, key: str) -> int:
+        """Deletes the job of `tube` holding `key`, freeing the key; answers its id."""
+        data = self._http.request("DELETE", self._key_path(tube, key)).data
+        return read_int(data, "deleted", "delete")
+
+    @staticmethod
+    def _key_path(tube: str, key: str) -> str:
+        return f"/v1/tubes/{segment(tube)}/keys/{segment(key)}"
+
+    # -- groups --------------------------------------------------------------------------
+
+    def list_group(self, tube: str, group: str) -> list[Job]:
+        """Every job of the group, in any state, by id, without bodies (an unknown group: [])."""
+        data = self._http.request("GET", self._group_path(tube, group)).data
+        jobs = data.get("jobs") if isinstance(data, dict) else None
+        if not isinstance(jobs, list):
+            raise UnexpectedResponse(f"list_group: no jobs in {data!r}")
+        return [Job.from_json(job) for job in jobs]
+
+    def cancel_group(self, tube: str, group: str) -> int:
+        """Deletes every job of the group that is not reserved; answers how many."""
+        data = self._http.request("DELETE", self._group_path(tube, group)).data
+        return read_int(data, "cancelled", "cancel_group")
+
+    @staticmethod
+    def _group_path(tube: str, group: str) -> str:
+        return f"/v1/tubes/{segment(tube)}/groups/{segment(group)}"
+
+    # -- reserving -----------------------------------------------------------------------
+
+    def reserve(self, tubes: str | Sequence[str] = "default", *,
+                timeout: Duration | None = None) -> Job | None:
+        """Reserves the most urgent ready job of `tubes` (POST /v1/reserve), waiting up to
+        `timeout` (at most 1 h; default: answer at once) for one; None if none came. The job
+        is then held over HTTP: finish it with delete_job(), release(), bury(), or ask for
+        more time with touch(), before its TTR (`reserved_until`) lapses. Raises Stopping if
+        the server was told to stop during the wait."""
+        names = [tubes] if isinstance(tubes, str) else list(tubes)
+        fields: dict[str, Any] = {"tubes": names}
+        _duration(fields, "timeout", timeout)
+        answer = self._http.request("POST", "/v1/reserve", body=fields,
+                                    extra_wait=_wait_seconds(timeout))
+        if answer.status == 204:
+            return None
+        return Job.from_json(answer.data)
+
+    def release(self, job_id: int, *, delay: Duration | None = None,
+                priority: int | None = None) -> Job:
+        """Gives back a job reserved over HTTP: ready, or delayed for `delay`, with a new
+        priority if given (buried instead if the tube's max_attempts is used up). Raises
+        NotFound, Conflict (not reserved over HTTP)."""
+        fields: dict[str, Any] = {}
+        _duration(fields, "delay", delay)
+        _integer(fields, "priority", priority)
+        return Job.from_json(self._http.request(
+            "POST", f"/v1/jobs/{int(job_id)}/release", body=fields).data)
+
+    def bury(self, job_id: int, *, priority: int | None = None) -> Job:
+        """Sets aside a job reserved over HTTP until a kick or a delete. Raises NotFound,
+        Conflict."""
+        fields: dict[str, Any] = {}
+        _integer(fields, "priority", priority)
+        return Job.from_json(self._http.request(
+            "POST", f"/v1/jobs/{int(job_id)}/bury", body=fields).data)
+
+    def touch(self, job_id: int) -> Job:
+        """Restarts the TTR of a job reserved over HTTP; the answer has the new
+        `reserved_until`. Raises NotFound, Conflict."""
+        return Job.from_json(self._http.request("POST", f"/v1/jobs/{int(job_id)}/touch").data)
+
+    def kick_job(self, job_id: int) -> Job:
+        """Makes one buried or delayed job ready. Raises NotFound, Conflict (ready or
+        reserved)."""
+        return Job.from_json(self._http.request("POST", f"/v1/jobs/{int(job_id)}/kick").data)
+
+    def jobs(
+        self,
+        tubes: str | Sequence[str] = "default",
+        *,
+        wait: Duration = timedelta(seconds=20),
+        stop: threading.Event | None = None,
+        until_empty: bool = False,
+    ) -> Iterator[Job]:
+        """Yields reserved jobs of `tubes` one at a time, long-polling up to `wait` for each.
+        The caller finishes each job (delete_job(), release(), ...). Ends when `stop` is set
+        (checked between polls, so within `wait`), when the caller stops iterating, or, with
+        until_empty, at the first poll that finds no job."""
+        while stop is None or not stop.is_set():
+            job = self.reserve(tubes, timeout=wait)
+            if job is not None:
+                yield job
+            elif until_empty:
+                return
+
+    def worker(
+        self,
+        tubes: str | Sequence[str],
+        handler: Callable[[Job], object],
+        *,
+        concurrency: int = 1,
+        wait: timedelta = timedelta(seconds=5),
+        backoff_min: timedelta = timedelta(seconds=1),
+        backoff_max: timedelta = timedelta(minutes=10),
+        backoff_factor: float = 2.0,
+        drain_timeout: timedelta = timedelta(seconds=30),
+    ) -> Worker:
+        """A Worker (worker.py) that runs `handler` on the jobs of `tubes`: start it with
+        run() (blocking) or start(), end it with stop(). The options are Worker's."""
+        return Worker(self, tubes, handler, concurrency=concurrency, wait=wait,
+                      backoff_min=backoff_min, backoff_max=backoff_max,
+                      backoff_factor=backoff_factor, drain_timeout=drain_timeout)
+
+    def work(
+        self,
+        tubes: str | Sequence[str],
+        handler: Callable[[Job], object],
+        *,
+        concurrency: int = 1,
+        wait: timedelta = timedelta(seconds=5),
+        backoff_min: timedelta = timedelta(seconds=1),
+        backoff_max: timedelta = timedelta(minutes=10),
+        backoff_factor: float = 2.0,
+        drain_timeout: timedelta = timedelta(seconds=30),
+    ) -> None:
+        """Runs `handler` on the jobs of `tubes` in `concurrency` threads until Ctrl-C
+        (KeyboardInterrupt): deletes each job whose handler returned, releases with a
+        growing delay each whose handler raised, and touches a job whose handler runs past
+        half its TTR. To stop it from elsewhere, use worker(...).run() and its stop()."""
+        self.worker(tubes, handler, concurrency=concurrency, wait=wait,
+                    backoff_min=backoff_min, backoff_max=backoff_max,
+                    backoff_factor=backoff_factor, drain_timeout=drain_timeout).run()
+
+    # -- tubes ---------------------------------------------------------------------------
+
+    def list_tubes(self) -> list[TubeStats]:
+        """Every tube that exists, by name, with its counts."""
+        data = self._http.request("GET", "/v1/tubes").data
+        tubes = data.get("tubes") if isinstance(data, dict) else None
+        if not isinstance(tubes, list):
+            raise UnexpectedResponse(f"list_tubes: no tubes in {data!r}")
+        return [TubeStats.from_json(tube) for tube in tubes]
+
+    def tube_stats(self, tube: str) -> TubeStats:
+        """One tube's counts. Raises NotFound (looking does not create it)."""
+        return TubeStats.from_json(self._http.request("GET", f"/v1/tubes/{segment(tube)}").data)
+
+    def list_jobs(self, tube: str, state: str = "ready", *, limit: int | None = None) -> JobList:
+        """The tube's first jobs in `state` ("ready", "delayed", "reserved", "buried"), in
+        the order they will be served, without bodies; `limit` 1 to 1000, default 20. Raises
+        NotFound, Unsupported (Redis mode)."""
+        query = {"state": state}
+        if limit is not None:
+            query["limit"] = str(int(limit))
+        return JobList.from_json(
+            self._http.request("GET", f"/v1/tubes/{segment(tube)}/jobs", query=query).data)
+
+    def due_counts(
+        self,
+        tube: str | None = None,
+        *,
+        edges: Sequence[Duration | datetime] | None = None,
+    ) -> DueCounts:
+        """How many delayed jobs of `tube` (None: of every tube) come due between `edges`:
+        all durations from now, or all aware datetimes; default the server's 0s,1m,1h,1d,7d.
+        Raises NotFound, Unsupported (Redis mode)."""
+        query: dict[str, str] = {}
+        if edges:
+            times = [edge for edge in edges if isinstance(edge, datetime)]
+            durations = [edge for edge in edges if not isinstance(edge, datetime)]
+            if times and durations:
+                raise TypeError("edges: all durations or all datetimes, not both")
+            if times:
+                query["at"] = ",".join(str(unix_ms(edge, "edges")) for edge in times)
+            else:
+                query["in"] = ",".join(encode_duration(edge, "edges") for edge in durations)
+        path = "/v1/due" if tube is None else f"/v1/tubes/{segment(tube)}/due"
+        return DueCounts.from_json(self._http.request("GET", path, query=query).data)
+
+    def set_max_attempts(self, tube: str, max_attempts: int) -> int:
+        """Reservations each job of the tube gets before a failed one buries it (0: no
+        limit); durable, and kept while the tube does not exist. Answers the limit in force."""
+        fields: dict[str, Any] = {}
+        _integer(fields, "max_attempts", max_attempts)
+        data = self._http.request("PATCH", f"/v1/tubes/{segment(tube)}", body=fields).data
+        return read_int(data, "max_attempts", "set_max_attempts")
+
+    def kick(self, tube: str, bound: int = 1) -> int:
+        """Makes up to `bound` jobs of the tube ready: its buried jobs if it has any, else its
+        delayed ones, soonest first. Answers how many."""
+        fields: dict[str, Any] = {}
+        _integer(fields, "bound", bound)
+        data = self._http.request("POST", f"/v1/tubes/{segment(tube)}/kick", body=fields).data
+        return read_int(data, "kicked", "kick")
+
+    def pause_tube(self, tube: str, delay: Duration) -> timedelta:
+        """Hands out no job of the tube for `delay` (zero ends a pause); not durable.
+        Answers the pause in force, in whole seconds. Raises NotFound."""
+        fields: dict[str, Any] = {"delay": encode_duration(delay, "delay")}
+        data = self._http.request("POST", f"/v1/tubes/{segment(tube)}/pause", body=fields).data
+        return timedelta(seconds=read_int(data, "pause_s", "pause_tube"))
+
+    # -- webhooks ------------------------------------------------------------------------
+
+    def set_webhook(
+        self,
+        tube: str,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout: Duration | None = None,
+        max_attempts: int | None = None,
+        backoff_min: Duration | None = None,
+        backoff_max: Duration | None = None,
+        backoff_factor: float | None = None,
+        rate: float | None = None,
+        concurrency: int | None = None,
+        secrets: Sequence[str] | None = None,
+    ) -> Webhook:
+        """Sets the tube's webhook, replacing its previous one as a whole (an option left
+        out takes the server's default, not its former value). `secrets`: one or two
+        (while rotating) HMAC keys that sign every request (see verify_signature). Answers
+        the webhook in force; the secrets are shown only as their number."""
+        fields: dict[str, Any] = {"url": url}
+        if headers is not None:
+            fields["headers"] = dict(headers)
+        _duration(fields, "timeout", timeout)
+        _integer(fields, "max_attempts", max_attempts)
+        backoff: dict[str, Any] = {}
+        _duration(backoff, "min", backoff_min)
+        _duration(backoff, "max", backoff_max)
+        if backoff_factor is not None:
+            backoff["factor"] = float(backoff_factor)
+        if backoff:
+            fields["backoff"] = backoff
+        if rate is not None:
+            fields["rate"] = float(rate)
+        _integer(fields, "concurrency", concurrency)
+        if secrets is not None:
+            if isinstance(secrets, str):
+                raise TypeError("secrets: a list of one or two strings, not one string")
+            fields["secrets"] = list(secrets)
+        return Webhook.from_json(
+            self._http.request("PUT", f"/v1/tubes/{segment(tube)}/webhook", body=fields).data)
+
+    def get_webhook(self, tube: str) -> Webhook:
+        """The tube's webhook. Raises NotFound if it has none."""
+        return Webhook.from_json(
+            self._http.request("GET", f"/v1/tubes/{segment(tube)}/webhook").data)
+
+    def remove_webhook(self, tube: str) -> Webhook:
+        """Removes the tube's webhook and stops its delivery; answers the webhook removed.
+        Raises NotFound if it has none."""
+        return Webhook.from_json(
+            self._http.request("DELETE", f"/v1/tubes/{segment(tube)}/webhook").data)
+
+    # -- schedules -----------------------------------------------------------------------
+
+    def set_schedule(
+        self,
+        name: str,
+        tube: str,
+        *,
+        cron: str | None = None,
+        every: Duration | None = None,
+        tz: str | None = None,
+        body: Body | None = None,
+        priority: int | None = None,
+        ttr: Duration | None = None,
+        group: str | None = None,
+        url: str | None = None,
+        content_type: str | None = None,
+        start_at: datetime | None = None,
+        end_at: datetime | None = None,
+        limit: int | None = None,
+        jitter: Duration | None = None,
+        misfire: str | None = None,
+        max_lateness: Duration | None = None,
+        overlap: str | None = None,
+        paused: bool | None = None,
+    ) -> Schedule:
+        """Creates the schedule `name`, or replaces it as a whole (PUT /v1/schedules/{name}):
+        a job into `tube` at each instant of `cron` (in `tz`, default UTC) or of `every`.
+        misfire: "skip", "once" (default) or "all"; overlap: "allow" (default), "skip" or
+        "buffer_one". docs/schedules.md has the rules. Raises BadRequest, Conflict,
+        Unsupported (Redis mode)."""
+        fields = _schedule_fields(tube, cron, every, tz, body, priority, ttr, group, url,
+                                  content_type, start_at, end_at, limit, jitter, misfire,
+                                  max_lateness, overlap, paused)
+        return Schedule.from_json(
+            self._http.request("PUT", f"/v1/schedules/{segment(name)}", body=fields).data)
+
+    def get_schedule(self, name: str) -> Schedule:
+        """The schedule, with its next run and counts. Raises NotFound."""
+        return Schedule.from_json(self._http.request("GET", f"/v1/schedules/{segment(name)}").data)
+
+    def list_schedules(self, *, after: str | None = None, limit: int | None = None) -> SchedulePage:
+        """One page of schedules by name, those after `after`; `limit` 1 to 1000 (default
+        100). `more` says whether to ask again with after=<the last name>."""
+        query: dict[str, str] = {}
+        if after is not None:
+            query["after"] = after
+        if limit is not None:
+            query["limit"] = str(int(limit))
+        return SchedulePage.from_json(self._http.request("GET", "/v1/schedules", query=query).data)
+
+    def schedules(self, *, page_size: int = 100) -> Iterator[Schedule]:
+        """Every schedule, by name, a page at a time."""
+        after: str | None = None
+        while True:
+            page = self.list_schedules(after=after, limit=page_size)
+            yield from page.schedules
+            if not page.more or not page.schedules:
+                return
+            after = page.schedules[-1].name
+
+    def remove_schedule(self, name: str) -> Schedule:
+        """Deletes the schedule (and its run put ahead, if still delayed); answers it as it
+        was. Raises NotFound."""
+        return Schedule.from_json(
+            self._http.request("DELETE", f"/v1/schedules/{segment(name)}").data)
+
+    def pause_schedule(self, name: str) -> Schedule:
+        """Puts no run until resumed; the run put ahead is deleted if still delayed."""
+        return Schedule.from_json(
+            self._http.request("POST", f"/v1/schedules/{segment(name)}/pause").data)
+
+    def resume_schedule(self, name: str) -> Schedule:
+        """Runs again; the instants missed meanwhile go by the schedule's misfire rule."""
+        return Schedule.from_json(
+            self._http.request("POST", f"/v1/schedules/{segment(name)}/resume").data)
+
+    def trigger_schedule(self, name: str) -> Job:
+        """One run now, paused or not: a job keyed `<name>@<now in Unix ms>`, due now."""
+        answer = self._http.request("POST", f"/v1/schedules/{segment(name)}/trigger")
+        return Job.from_json(answer.data, existed=answer.status == 200)
+
+    def backfill_schedule(self, name: str, start: datetime, end: datetime) -> list[Job]:
+        """A run due now for each instant from `start` to `end`, both included (at most
+        1000); an instant whose job is still in the tube is answered, not put again."""
+        fields: dict[str, Any] = {}
+        _time(fields, "from", start)
+        _time(fields, "to", end)
+        data = self._http.request("POST", f"/v1/schedules/{segment(name)}/backfill",
+                                  body=fields).data
+        jobs = data.get("jobs") if isinstance(data, dict) else None
+        if not isinstance(jobs, list):
+            raise UnexpectedResponse(f"backfill_schedule: no jobs in {data!r}")
+        return [Job.from_json(job) for job in jobs]
+
+    def next_runs(self, name: str, *, count: int | None = None,
+                  after: datetime | None = None) -> list[datetime]:
+        """The schedule's next `count` instants (1 to 1000, default 10) strictly after `after`
+        (default now), as start_at and end_at allow."""
+        query: dict[str, str] = {}
+        if count is not None:
+            query["count"] = str(int(count))
+        if after is not None:
+            query["after"] = str(unix_ms(after, "after"))
+        return runs_from_json(
+            self._http.request("GET", f"/v1/schedules/{segment(name)}/next", query=query).data)
+
+    def preview_schedule(
+        self,
+        tube: str,
+        *,
+        cron: str | None = None,
+        every: Duration | None = None,
+        tz: str | None = None,
+        body: Body | None = None,
+        priority: int | None = None,
+        ttr: Duration | None = None,
+        group: str | None = None,
+        url: str | None = None,
+        content_type: str | None = None,
+        start_at: datetime | None = None,
+        end_at: datetime | None = None,
+        limit: int | None = None,
+        jitter: Duration | None = None,
+        misfire: str | None = None,
+        max_lateness: Duration | None = None,
+        overlap: str | None = None,
+        paused: bool | None = None,
+        count: int | None = None,
+        after: datetime | None = None,
+    ) -> list[datetime]:
+        """The instants a definition would run at, without setting it (also in Redis mode):
+        the arguments of set_schedule(), and `count` (1 to 1000, default 10) instants after
+        `after` (default now)."""
+        fields = _schedule_fields(tube, cron, every, tz, body, priority, ttr, group, url,
+                                  content_type, start_at, end_at, limit, jitter, misfire,
+                                  max_lateness, overlap, paused)
+        _integer(fields, "count", count)
+        _time(fields, "after", after)
+        return runs_from_json(self._http.request("POST", "/v1/schedules/preview", body=fields).data)
+
+    # -- server --------------------------------------------------------------------------
+
+    def stats(self) -> Stats:
+        """Server-wide counts (GET /v1/stats)."""
+        return Stats.from_json(self._http.request("GET", "/v1/stats").data)
+
+    def health(self) -> str:
+        """Liveness (GET /healthz): "ok" whenever the process answers."""
+        return _status(self._http.request("GET", "/healthz").data, "health")
+
+    def ready(self) -> str:
+        """Readiness (GET /readyz): "ready", or raises Draining, NoSpace, Unavailable or
+        Starting, the reason not to send this server new jobs."""
+        return _status(self._http.request("GET", "/readyz").data, "ready")
+
+    def metrics(self) -> str:
+        """The Prometheus text of GET /metrics."""
+        data = self._http.request("GET", "/metrics").data
+        if not isinstance(data, str):
+            raise UnexpectedResponse("metrics: not text")
+        return data
+
+    def backup(self, directory: str) -> Backup:
+        """Writes a consistent copy of the data directory into `directory`, a new absolute
+        path on the server's machine. Raises BadRequest, Conflict (one runs already),
+        Unsupported (Redis mode)."""
+        return Backup.from_json(
+            self._http.request("POST", "/v1/admin/backup", body={"dir": directory}).data)
+
+
+def _reschedule(delay: Duration | None, at: datetime | None, priority: int | None) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    _duration(fields, "delay", delay)
+    _time(fields, "at", at)
+    _integer(fields, "priority", priority)
+    return fields
+
+
+def _status(data: Any, what: str) -> str:
+    status = data.get("status") if isinstance(data, dict) else None
+    if not isinstance(status, str):
+        raise UnexpectedResponse(f"{what}: no status in {data!r}")
+    return status
+
+
+def _schedule_fields(
+    tube: str,
+    cron: str | None,
+    every: Duration | None,
+    tz: str | None,
+    body: Body | None,
+    priority: int | None,
+    ttr: Duration | None,
+    group: str | None,
+    url: str | None,
+    content_type: str | None,
+    start_at: datetime | None,
+    end_at: datetime | None,
+    limit: int | None,
+    jitter: Duration | None,
+    misfire: str | None,
+    max_lateness: Duration | None,
+    overlap: str | None,
+    paused: bool | None,
+) -> dict[str, Any]:
+    fields: dict[str, Any] = {"tube": tube}
+    strings = {"cron": cron, "tz": tz, "group": group, "url": url,
+               "content_type": content_type, "misfire": misfire, "overlap": overlap}
+    fields.update({name: value for name, value in strings.items() if value is not None})
+    _duration(fields, "every", every)
+    _body(fields, body)
+    _integer(fields, "priority", priority)
+    _duration(fields, "ttr", ttr)
+    _time(fields, "start_at", start_at)
+    _time(fields, "end_at", end_at)
+    _integer(fields, "limit", limit)
+    _duration(fields, "jitter", jitter)
+    _duration(fields, "max_lateness", max_lateness)
+    if paused is not None:
+        fields["paused"] = bool(paused)
+    return fields

@@ -1,0 +1,175 @@
+"""Jobs, keys and groups against the real server: put, get, reschedule, delete, by id and by
+(tube, key); list and cancel a group."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+import delayq
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def test_put_a_ready_job_and_get_it_with_its_body(client: delayq.Client, tube: str) -> None:
+    before = now()
+    job = client.put(tube, "hello", priority=10, ttr=timedelta(seconds=30))
+    assert (job.tube, job.state, job.priority) == (tube, "ready", 10)
+    assert job.ttr == timedelta(seconds=30) and job.delay == timedelta(0)
+    assert job.body is None and not job.existed
+    assert before - timedelta(seconds=1) <= job.created <= now() + timedelta(seconds=1)
+    got = client.get_job(job.id)
+    assert got.id == job.id and got.text == "hello" and got.state == "ready"
+
+
+def test_put_binary_bytes_and_json(client: delayq.Client, tube: str) -> None:
+    binary = client.put(tube, b"\x00\xff\x01\x80")
+    assert client.get_job(binary.id).body == b"\x00\xff\x01\x80"
+    text = client.put(tube, '{"user": 42}'.encode())
+    assert client.get_job(text.id).json() == {"user": 42}
+
+
+def test_put_with_a_delay_is_delayed_until_due(client: delayq.Client, tube: str) -> None:
+    before = now()
+    job = client.put(tube, "x", delay=timedelta(minutes=10))
+    assert job.state == "delayed" and job.delay == timedelta(minutes=10)
+    assert timedelta(minutes=9) < job.due - before < timedelta(minutes=11)
+    assert client.put(tube, "y", delay="1h30m").delay == timedelta(minutes=90)
+
+
+def test_put_at_an_aware_time_and_refuse_a_naive_one(client: delayq.Client, tube: str) -> None:
+    at = datetime(2031, 6, 1, 9, 30, 0, 250500, tzinfo=timezone(timedelta(hours=2)))
+    job = client.put(tube, "x", at=at)
+    assert job.state == "delayed"
+    # Fractions beyond the millisecond round up.
+    assert job.due == datetime(2031, 6, 1, 7, 30, 0, 251000, tzinfo=timezone.utc)
+    with pytest.raises(ValueError, match="naive"):
+        client.put(tube, "x", at=datetime(2031, 6, 1, 9, 30))
+    assert client.tube_stats(tube).total_jobs == 1  # the naive put sent nothing
+
+
+def test_a_time_not_in_the_future_makes_the_job_ready(client: delayq.Client, tube: str) -> None:
+    assert client.put(tube, "x", at=now() - timedelta(hours=1)).state == "ready"
+
+
+def test_a_key_makes_a_retried_put_harmless(client: delayq.Client, tube: str) -> None:
+    first = client.put(tube, "first", delay="1h", key="welcome:42")
+    again = client.put(tube, "second", key="welcome:42")
+    assert again.existed and again.id == first.id and again.state == "delayed"
+    assert client.get_key(tube, "welcome:42").text == "first"
+    replaced = client.put(tube, "third", key="welcome:42", replace=True)
+    assert not replaced.existed and replaced.id != first.id
+    with pytest.raises(delayq.NotFound):
+        client.get_job(first.id)
+    assert client.get_key(tube, "welcome:42").text == "third"
+
+
+def test_replace_of_a_reserved_holder_is_a_conflict(client: delayq.Client, tube: str) -> None:
+    job = client.put(tube, "x", key="k")
+    assert client.reserve(tube).id == job.id  # type: ignore[union-attr]
+    with pytest.raises(delayq.Conflict) as error:
+        client.put(tube, "y", key="k", replace=True)
+    assert error.value.status == 409 and error.value.code == "conflict"
+    assert client.get_key(tube, "k").id == job.id
+
+
+def test_a_url_needs_a_webhook_and_a_content_type_is_kept(client: delayq.Client, tube: str) -> None:
+    with pytest.raises(delayq.Conflict):
+        client.put(tube, "x", url="http://127.0.0.1:9/hook")
+    job = client.put(tube, "{}", content_type="application/json")
+    got = client.get_job(job.id)
+    assert got.content_type == "application/json" and got.url is None
+
+
+def test_names_with_slashes_spaces_and_non_ascii(client: delayq.Client, tube: str) -> None:
+    name = f"eu/{tube}"
+    key = "order 7/é%"
+    job = client.put(name, "x", key=key, group="user 42/β")
+    assert job.tube == name and job.key == key
+    assert client.get_key(name, key).id == job.id
+    assert [j.id for j in client.list_group(name, "user 42/β")] == [job.id]
+    assert client.delete_key(name, key) == job.id
+
+
+def test_reschedule_by_id(client: delayq.Client, tube: str) -> None:
+    job = client.put(tube, "x", delay="1h")
+    ready = client.reschedule(job.id, delay=timedelta(0))
+    assert ready.state == "ready" and ready.delay == timedelta(0)
+    at = now() + timedelta(days=2)
+    later = client.reschedule(job.id, at=at, priority=5)
+    assert later.state == "delayed" and later.priority == 5
+    assert abs(later.due - at) < timedelta(milliseconds=2)
+    with pytest.raises(delayq.BadRequest):
+        client.reschedule(job.id)  # no field
+    with pytest.raises(delayq.NotFound):
+        client.reschedule(10**12, delay="1s")
+
+
+def test_a_reserved_job_gets_a_priority_but_no_new_due_time(client: delayq.Client, tube: str) -> None:
+    job = client.put(tube, "x")
+    client.reserve(tube)
+    assert client.reschedule(job.id, priority=3).priority == 3
+    with pytest.raises(delayq.Conflict):
+        client.reschedule(job.id, delay="1m")
+    assert client.get_job(job.id).priority == 3
+
+
+def test_reschedule_get_and_delete_by_key(client: delayq.Client, tube: str) -> None:
+    job = client.put(tube, "mail", delay="48h", key="welcome:42")
+    now_ready = client.reschedule_key(tube, "welcome:42", delay="0s")
+    assert now_ready.id == job.id and now_ready.state == "ready"
+    assert client.reschedule_key(tube, "welcome:42", priority=1).priority == 1
+    assert client.get_key(tube, "welcome:42").text == "mail"
+    assert client.delete_key(tube, "welcome:42") == job.id
+    with pytest.raises(delayq.NotFound):
+        client.get_key(tube, "welcome:42")
+    with pytest.raises(delayq.NotFound):
+        client.reschedule_key(tube, "welcome:42", delay="1s")
+    with pytest.raises(delayq.NotFound):
+        client.delete_key(tube, "welcome:42")
+    assert not client.put(tube, "again", key="welcome:42").existed  # the key is free again
+
+
+def test_delete_a_job(client: delayq.Client, tube: str) -> None:
+    job = client.put(tube, "x", delay="1h")
+    assert client.delete_job(job.id) == job.id
+    with pytest.raises(delayq.NotFound):
+        client.get_job(job.id)
+    with pytest.raises(delayq.NotFound):
+        client.delete_job(job.id)
+
+
+def test_groups_list_every_state_and_cancel_leaves_reserved_jobs(client: delayq.Client, tube: str) -> None:
+    delayed = client.put(tube, "a", delay="1h", group="user:42")
+    ready = client.put(tube, "b", group="user:42")
+    client.put(tube, "other", group="user:7")
+    listed = client.list_group(tube, "user:42")
+    assert sorted(j.id for j in listed) == sorted([delayed.id, ready.id])
+    assert all(j.group == "user:42" and j.body is None for j in listed)
+    reserved = client.reserve(tube)
+    assert reserved is not None and reserved.group == "user:42"
+    assert client.cancel_group(tube, "user:42") == 1
+    assert [j.id for j in client.list_group(tube, "user:42")] == [reserved.id]
+    assert client.list_group(tube, "nobody") == [] and client.cancel_group(tube, "nobody") == 0
+    assert len(client.list_group(tube, "user:7")) == 1
+
+
+def test_refusals_of_a_put(client: delayq.Client, tube: str) -> None:
+    with pytest.raises(delayq.BadRequest):
+        client.put("-bad", "x")
+    with pytest.raises(delayq.BadRequest):
+        client.put(tube, "x", delay="soon")
+    with pytest.raises(delayq.BadRequest):
+        client.put(tube, "x", key="k" * 201)
+    with pytest.raises(delayq.TooLarge) as error:
+        client.put(tube, b"x" * 70000)
+    assert error.value.status == 413
+    with pytest.raises(TypeError):
+        client.put(tube, "x", priority=True)
+    with pytest.raises(TypeError):
+        client.put(tube, "x", delay=5)  # type: ignore[arg-type]
+    with pytest.raises(delayq.NotFound):
+        client.tube_stats(tube)  # nothing was put
