@@ -49,6 +49,7 @@ test_packages=(
   ruby              # the Ruby client's scenario (tests/clients): beaneater, from Debian
   ruby-beaneater    # (which does not depend on ruby itself)
   python3-pytest    # runs the Python client's tests (clients/python/tests)
+  node-typescript   # tsc: the TypeScript client's tests check its committed dist/ (clients/typescript)
 )
 [ "$mode" = all ] && packages+=("${test_packages[@]}")
 

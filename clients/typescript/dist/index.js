@@ -1,0 +1,13 @@
+// index.ts — delayq, the TypeScript client of delayqd's HTTP/JSON API (no dependencies).
+//   Client (client.ts): one async method per route; answers are the objects of models.ts.
+//   Errors (errors.ts): a class per error code, all extending DelayqError.
+//   Workers (worker.ts): client.jobs() iterates reserved jobs; client.work() runs a handler on each.
+//   Webhook receivers (webhooks.ts): verifySignature() and helpers for Node, Express and Web Requests.
+// README.md has examples; docs/http-api.md describes the server's side.
+export { Client } from "./client.js";
+export { BadRequestError, ConflictError, DelayqError, DrainingError, ForbiddenError, HeadersTooLargeError, InternalError, LimitError, MethodNotAllowedError, NoRouteError, NoSpaceError, NotFoundError, ServiceUnavailableError, StartingError, StoppingError, TooLargeError, TransportError, UnauthorizedError, UnavailableError, UnexpectedResponseError, UnsupportedError, WebhookSignatureError, errorFor, kErrorsByCode, } from "./errors.js";
+export { parseDuration } from "./times.js";
+export { signPayload, signatureProblem, verifyNodeRequest, verifyRequest, verifySignature, webhookListener, webhookMiddleware, } from "./webhooks.js";
+export { retryDelayMs } from "./worker.js";
+/** This client's version, which is the server's it was written for. */
+export const version = "0.1.0";

@@ -1,0 +1,163 @@
+// transport.ts — one HTTP exchange with delayqd over the global fetch: the URL, the bearer
+// token, a bounded wait, the JSON both ways, and error answers turned into exceptions
+// (errors.ts). Used by Client only. Every request has a deadline: the client's timeoutMs,
+// plus the server-side wait of a long-poll; a caller's AbortSignal ends it sooner.
+
+import { DelayqError, TransportError, UnexpectedResponseError, errorFor } from "./errors.js";
+
+/** The fetch function the client calls; the global one by default. */
+export type FetchFunction = (input: string, init: RequestInit) => Promise<Response>;
+
+export interface TransportOptions {
+  baseUrl: string;
+  token: string | undefined;
+  timeoutMs: number;
+  headers: Record<string, string>;
+  fetch: FetchFunction;
+}
+
+export interface RequestOptions {
+  /** Query parameters; undefined values are left out. */
+  query?: Record<string, string | number | undefined>;
+  /** The JSON body; none if undefined. */
+  body?: unknown;
+  /** Ends the request early; the promise then rejects with the signal's reason. */
+  signal?: AbortSignal | undefined;
+  /** Milliseconds the server may take beyond the usual timeout (a long-poll's wait). */
+  extraTimeoutMs?: number;
+}
+
+/** An answer: its status, and its JSON (text for a non-JSON answer, null for 204). */
+export interface Answer {
+  status: number;
+  data: unknown;
+  headers: Headers;
+}
+
+export class Transport {
+  readonly baseUrl: string;
+  readonly timeoutMs: number;
+  private readonly headers: Record<string, string>;
+  private readonly fetchFn: FetchFunction;
+
+  constructor(options: TransportOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.timeoutMs = options.timeoutMs;
+    this.headers = { accept: "application/json", ...options.headers };
+    if (options.token !== undefined) this.headers["authorization"] = `Bearer ${options.token}`;
+    this.fetchFn = options.fetch;
+  }
+
+  async request(method: string, path: string, options: RequestOptions = {}): Promise<Answer> {
+    const url = this.baseUrl + path + queryString(options.query);
+    const headers: Record<string, string> = { ...this.headers };
+    let body: string | undefined;
+    if (options.body !== undefined) {
+      body = JSON.stringify(options.body);
+      headers["content-type"] = "application/json";
+    }
+    const waitMs = this.timeoutMs + (options.extraTimeoutMs ?? 0);
+    const deadline = new Deadline(waitMs, options.signal);
+    try {
+      const response = await this.fetchFn(url, { method, headers, body, signal: deadline.signal });
+      const text = await response.text();
+      return readAnswer(method, path, response, text);
+    } catch (error) {
+      throw deadline.explain(error, `${method} ${path}`);
+    } finally {
+      deadline.clear();
+    }
+  }
+}
+
+function queryString(query: RequestOptions["query"]): string {
+  if (query === undefined) return "";
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) {
+    if (value !== undefined) params.append(name, String(value));
+  }
+  const text = params.toString();
+  return text === "" ? "" : `?${text}`;
+}
+
+// An AbortSignal that fires at the timeout or when the caller's signal does, and which of the
+// two it was. (AbortSignal.any is not in Node 18.)
+class Deadline {
+  readonly signal: AbortSignal;
+  private readonly controller = new AbortController();
+  private readonly timer: ReturnType<typeof setTimeout>;
+  private timedOut = false;
+  private readonly onAbort: () => void;
+
+  constructor(
+    private readonly waitMs: number,
+    private readonly callerSignal: AbortSignal | undefined,
+  ) {
+    this.signal = this.controller.signal;
+    this.onAbort = () => this.controller.abort(callerSignal?.reason);
+    if (callerSignal?.aborted) this.controller.abort(callerSignal.reason);
+    callerSignal?.addEventListener("abort", this.onAbort, { once: true });
+    this.timer = setTimeout(() => {
+      this.timedOut = true;
+      this.controller.abort();
+    }, waitMs);
+  }
+
+  clear(): void {
+    clearTimeout(this.timer);
+    this.callerSignal?.removeEventListener("abort", this.onAbort);
+  }
+
+  explain(error: unknown, what: string): unknown {
+    if (this.timedOut) return new TransportError(`${what}: no answer within ${this.waitMs} ms`);
+    if (error instanceof DelayqError) return error;
+    if (this.callerSignal?.aborted) return this.callerSignal.reason ?? error;
+    const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    return new TransportError(`${what}: ${reason}`, { cause: error });
+  }
+}
+
+function readAnswer(method: string, path: string, response: Response, text: string): Answer {
+  const { status, headers } = response;
+  const isJson = (headers.get("content-type") ?? "").startsWith("application/json");
+  let data: unknown = status === 204 ? null : text;
+  if (isJson && status !== 204) {
+    try {
+      data = JSON.parse(text);
+    } catch (error) {
+      throw new UnexpectedResponseError(`${method} ${path}: ${status} with a body that is not JSON`, {
+        status,
+        cause: error,
+      });
+    }
+  }
+  if (status >= 200 && status < 300) return { status, data, headers };
+  throw errorAnswer(method, path, status, data, headers);
+}
+
+function errorAnswer(
+  method: string,
+  path: string,
+  status: number,
+  data: unknown,
+  headers: Headers,
+): DelayqError {
+  const retryAfter = headers.get("retry-after");
+  const retryAfterMs = retryAfter !== null && /^\d+$/.test(retryAfter.trim()) ? Number(retryAfter) * 1000 : undefined;
+  const answer = isObject(data) ? data : {};
+  const error = isObject(answer["error"]) ? answer["error"] : undefined;
+  if (error === undefined || typeof error["code"] !== "string") {
+    return errorFor(status, undefined, `${method} ${path}: HTTP ${status}`, { retryAfterMs });
+  }
+  const { code, message, ...rest } = error;
+  const { error: _error, ...besides } = answer;
+  return errorFor(status, code, typeof message === "string" ? message : `HTTP ${status}`, {
+    retryAfterMs,
+    details: { ...rest, ...besides },
+  });
+}
+
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
