@@ -128,26 +128,20 @@ def main():
                      ("127.0.0.1:9000", f"127.0.0.1:{hook}"),
                      ("$PWD/build/release/apps", apps)]
 
-        def local(text):
-            for readme, here in addresses:
-                text = text.replace(readme, here)
+        def swap(text, pairs):
+            for old, new in pairs:
+                text = text.replace(old, new)
             return text
-
-        def as_readme(text):
-            for readme, here in addresses:
-                text = text.replace(here, readme)
-            return text
-
 
         script = "set +e\n"
         for n, (command, _) in enumerate(steps):
-            script += f"printf '\\n@@tour {n}\\n'\n{local(command)}\n"
+            script += f"printf '\\n@@tour {n}\\n'\n{swap(command, addresses)}\n"
         script += "printf '\\n@@tour end\\n'\n"
         env = dict(os.environ, DELAYQ_SERVER=f"http://127.0.0.1:{http}")
         env.pop("DELAYQ_TEST_REDIS_SEEDS_FILE", None)
         ran = subprocess.run(["bash", "-c", script], cwd=source, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, timeout=120)
-        printed = re.split(r"\n@@tour (?:\d+|end)\n", "\n" + as_readme(ran.stdout))
+        printed = re.split(r"\n@@tour (?:\d+|end)\n", "\n" + swap(ran.stdout, [(here, readme) for readme, here in addresses]))
         outputs = printed[1:len(steps) + 1]
         for (command, expected), got in zip(steps, outputs):
             got_lines = got.rstrip("\n").split("\n") if got.strip("\n") else []
