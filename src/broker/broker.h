@@ -1,5 +1,6 @@
 // broker.h — the one contract between the front-ends (beanstalkd, HTTP) and the state they serve.
-// A front-end opens a Session per client and calls it; a Broker implementation keeps the jobs:
+// A front-end opens a Session per client for its jobs, and an Admin for server-wide calls (tubes,
+// counts, webhooks, backups); a Broker implementation keeps the jobs:
 // broker/local/ on this machine (engine + RocksDB), and any other that implements this header.
 // The front-ends include nothing else of the broker layer (their CMake targets link only this
 // one), so adding a broker never touches a front-end. Architecture: docs/design/architecture.md
@@ -217,6 +218,20 @@ class Session {
                           Callback<std::vector<JobView>> done) = 0;
   virtual void cancel_group(std::string tube, std::string group, Callback<std::size_t> done) = 0;
 
+  // Keeps the outcome of a failed delivery attempt with a job (its URL and content type stay),
+  // where peek and stats-job show it; the session need not hold the job.
+  virtual void note_attempt(JobId id, int status, std::string error, Callback<JobView> done) = 0;
+};
+
+// Server-wide calls: tubes, the server's counts, push delivery's webhooks and backups; nothing
+// that is one client's. Opened like a session (Broker::open_admin) and bound by the same rules
+// (threads, durability, order; one destroyed with calls under way never sees their completions),
+// so that a front-end's connection can hold one and go away. Errors as a Session's, and each
+// call's own below.
+class Admin {
+ public:
+  virtual ~Admin() = default;
+
   // --- tubes and the server
   // pause_tube: no job of the tube is reserved for `pause` (0 ends a pause). kNotFound if the
   // tube does not exist.
@@ -251,11 +266,8 @@ class Session {
   virtual void set_webhook(std::string tube, Webhook webhook, Callback<Webhook> done) = 0;
   virtual void get_webhook(std::string tube, Callback<Webhook> done) = 0;
   virtual void remove_webhook(std::string tube, Callback<Webhook> done) = 0;
-  // Keeps the outcome of a failed delivery attempt with a job (its URL and content type stay),
-  // where peek and stats-job show it.
-  virtual void note_attempt(JobId id, int status, std::string error, Callback<JobView> done) = 0;
 
-  // --- administration. backup writes a consistent copy of the whole state into `dir`, a new
+  // --- backup: writes a consistent copy of the whole state into `dir`, a new
   // directory (absolute path, on the server's machine; its parent must exist): everything
   // acknowledged before the call is in it. A server started on the copy restores it. One backup
   // at a time: kConflict while another runs; kInvalidArgument for a relative path or one that
@@ -279,7 +291,9 @@ class Broker {
  public:
   virtual ~Broker() = default;
 
+  // A client's session; the server-wide calls (one handle per caller that may go away).
   [[nodiscard]] virtual std::unique_ptr<Session> open_session(SessionOptions options) = 0;
+  [[nodiscard]] virtual std::unique_ptr<Admin> open_admin() = 0;
 
   // Drain mode (SIGUSR1, as beanstalkd): every put is refused with kDraining.
   virtual void set_draining(bool draining) = 0;
@@ -298,7 +312,7 @@ class Broker {
   // node, every tube's; over Redis, each tube's on one node at a time, the one holding its
   // delivery); and who to call (on the executor, after the change is durable) each time what
   // these say may have changed (a webhook set or removed, a tube's delivery come or gone): the
-  // deliverer, which then reads them again. A tube's webhook is read through a Session too.
+  // deliverer, which then reads them again. A tube's webhook is read through an Admin too.
   [[nodiscard]] virtual std::vector<std::pair<std::string, Webhook>> webhooks() const = 0;
   [[nodiscard]] virtual bool delivers(std::string_view /*tube*/) const { return true; }
   virtual void on_webhooks_changed(std::function<void()> handler) = 0;

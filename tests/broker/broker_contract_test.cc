@@ -142,7 +142,7 @@ TEST_P(BrokerContract, ADueTimeOutOfRangeIsRefused) {
   auto accepted = put(s, last);
   ASSERT_TRUE(accepted.is_ok()) << accepted.status().to_string();
   EXPECT_EQ(accepted.value().job.due_unix_ms, kLastDueUnixMs);
-  ASSERT_TRUE(tube_becomes(s, "range", [](const TubeStats& t) { return t.total_jobs == 2; }));
+  ASSERT_TRUE(tube_becomes("range", [](const TubeStats& t) { return t.total_jobs == 2; }));
 }
 
 TEST_P(BrokerContract, ATakenKeyReturnsItsHolderUnlessReplaced) {
@@ -216,7 +216,8 @@ TEST_P(BrokerContract, AJobsOwnUrlNeedsItsTubesWebhook) {
 
   Webhook hook;
   hook.url = "http://127.0.0.1:9/tube";
-  auto set = call<Webhook>([&](auto done) { s.set_webhook("hooked", hook, std::move(done)); });
+  auto set =
+      call<Webhook>([&](auto done) { admin().set_webhook("hooked", hook, std::move(done)); });
   ASSERT_TRUE(set.is_ok()) << set.status().to_string();
   // The tube's jobs would be delivered by the server's deliverer, which no case runs: the job
   // stays where the broker put it.
@@ -305,7 +306,7 @@ TEST_P(BrokerContract, ReservesTakeTheBestPriorityFirst) {
   const JobView low = put_ok(producer, "prio", 50);
   const JobView high = put_ok(producer, "prio", 1);
   const JobView mid = put_ok(producer, "prio", 10);
-  ASSERT_TRUE(tube_becomes(producer, "prio", [](const TubeStats& t) { return t.ready == 3; }));
+  ASSERT_TRUE(tube_becomes("prio", [](const TubeStats& t) { return t.ready == 3; }));
   std::vector<JobId> order;
   for (int i = 0; i < 3; ++i) {
     auto got = reserve_waiting(worker, "prio");
@@ -544,7 +545,7 @@ TEST_P(BrokerContract, BuriedJobsAreKickedFirstThenDelayedOnes) {
   auto second = kick(s, "kick", 10);
   ASSERT_TRUE(second.is_ok());
   EXPECT_EQ(second.value(), 1U) << "the delayed job, once none is buried";
-  ASSERT_TRUE(tube_becomes(s, "kick", [](const TubeStats& t) { return t.ready == 2; }));
+  ASSERT_TRUE(tube_becomes("kick", [](const TubeStats& t) { return t.ready == 2; }));
 }
 
 TEST_P(BrokerContract, KickJobTakesABuriedOrDelayedJobOnly) {
@@ -664,14 +665,17 @@ TEST_P(BrokerContract, PeekNextFindsTheNextJobInEachState) {
 
 TEST_P(BrokerContract, APausedTubeHandsOutNothingUntilThePauseEnds) {
   Session& s = session();
-  auto missing = call<TubeStats>([&](auto done) { s.pause_tube("nope", 10s, std::move(done)); });
+  auto missing =
+      call<TubeStats>([&](auto done) { admin().pause_tube("nope", 10s, std::move(done)); });
   EXPECT_EQ(missing.code(), Code::kNotFound);
   const JobView job = put_ok(s, "paused");
-  auto paused = call<TubeStats>([&](auto done) { s.pause_tube("paused", 60s, std::move(done)); });
+  auto paused =
+      call<TubeStats>([&](auto done) { admin().pause_tube("paused", 60s, std::move(done)); });
   ASSERT_TRUE(paused.is_ok()) << paused.status().to_string();
   EXPECT_EQ(paused.value().pause, 60s);
   EXPECT_EQ(reserve(s, {"paused"}, 100ms).code(), Code::kTimedOut);
-  auto resumed = call<TubeStats>([&](auto done) { s.pause_tube("paused", 0s, std::move(done)); });
+  auto resumed =
+      call<TubeStats>([&](auto done) { admin().pause_tube("paused", 0s, std::move(done)); });
   ASSERT_TRUE(resumed.is_ok()) << resumed.status().to_string();
   auto got = reserve_waiting(s, "paused");
   ASSERT_TRUE(got.is_ok()) << got.status().to_string();
@@ -685,17 +689,18 @@ TEST_P(BrokerContract, TubeAndServerCountsFollowTheJobs) {
   const JobView to_bury = put_ok(s, "counted", 0);
   ASSERT_TRUE(reserve_waiting(s, "counted").is_ok());
   ASSERT_TRUE(bury(s, to_bury.id).is_ok());
-  ASSERT_TRUE(tube_becomes(s, "counted", [](const TubeStats& t) {
+  ASSERT_TRUE(tube_becomes("counted", [](const TubeStats& t) {
     return t.ready == 1 && t.delayed == 1 && t.buried == 1 && t.reserved == 0 && t.total_jobs == 3;
   }));
-  EXPECT_EQ(stats_tube(s, "no-such-tube").code(), Code::kNotFound);
-  auto server = call<ServerStats>([&](auto done) { s.stats(std::move(done)); });
+  EXPECT_EQ(stats_tube("no-such-tube").code(), Code::kNotFound);
+  auto server = call<ServerStats>([&](auto done) { admin().stats(std::move(done)); });
   ASSERT_TRUE(server.is_ok()) << server.status().to_string();
   EXPECT_GE(server.value().ready, 1U);
   EXPECT_GE(server.value().delayed, 1U);
   EXPECT_GE(server.value().buried, 1U);
 
-  auto tubes = call<std::vector<TubeStats>>([&](auto done) { s.list_tubes(std::move(done)); });
+  auto tubes =
+      call<std::vector<TubeStats>>([&](auto done) { admin().list_tubes(std::move(done)); });
   ASSERT_TRUE(tubes.is_ok()) << tubes.status().to_string();
   std::vector<std::string> names;
   for (const TubeStats& t : tubes.value()) names.push_back(t.name);
@@ -705,7 +710,8 @@ TEST_P(BrokerContract, TubeAndServerCountsFollowTheJobs) {
 
 TEST_P(BrokerContract, MaxAttemptsBuriesAJobAtItsLastReservation) {
   Session& s = session();
-  auto set = call<std::uint32_t>([&](auto done) { s.set_max_attempts("ma", 2, std::move(done)); });
+  auto set =
+      call<std::uint32_t>([&](auto done) { admin().set_max_attempts("ma", 2, std::move(done)); });
   ASSERT_TRUE(set.is_ok()) << set.status().to_string();
   EXPECT_EQ(set.value(), 2U);
   const JobView job = put_ok(s, "ma");
@@ -717,32 +723,31 @@ TEST_P(BrokerContract, MaxAttemptsBuriesAJobAtItsLastReservation) {
   auto second = release(s, job.id);
   ASSERT_TRUE(second.is_ok()) << second.status().to_string();
   EXPECT_EQ(second.value().state, JobState::kBuried) << "the second attempt was the last";
-  ASSERT_TRUE(tube_becomes(s, "ma", [](const TubeStats& t) { return t.max_attempts == 2; }));
+  ASSERT_TRUE(tube_becomes("ma", [](const TubeStats& t) { return t.max_attempts == 2; }));
 }
 
 // ---------------------------------------------------------------------------------------------
 // webhooks and delivery notes
 
 TEST_P(BrokerContract, AWebhookIsSetReadAndRemoved) {
-  Session& s = session();
-  EXPECT_EQ(call<Webhook>([&](auto done) { s.get_webhook("wh", std::move(done)); }).code(),
+  EXPECT_EQ(call<Webhook>([&](auto done) { admin().get_webhook("wh", std::move(done)); }).code(),
             Code::kNotFound);
   Webhook hook;
   hook.url = "https://example.invalid/hook";
   hook.headers = {{"X-Token", "t"}};
   hook.max_attempts = 3;
   hook.secrets = {"s1", "s2"};
-  auto set = call<Webhook>([&](auto done) { s.set_webhook("wh", hook, std::move(done)); });
+  auto set = call<Webhook>([&](auto done) { admin().set_webhook("wh", hook, std::move(done)); });
   ASSERT_TRUE(set.is_ok()) << set.status().to_string();
-  auto got = call<Webhook>([&](auto done) { s.get_webhook("wh", std::move(done)); });
+  auto got = call<Webhook>([&](auto done) { admin().get_webhook("wh", std::move(done)); });
   ASSERT_TRUE(got.is_ok()) << got.status().to_string();
   EXPECT_EQ(got.value(), hook);
   bool listed = false;
   for (const auto& [tube, w] : broker_->webhooks()) listed = listed || (tube == "wh" && w == hook);
   EXPECT_TRUE(listed) << "webhooks() does not list it";
-  auto removed = call<Webhook>([&](auto done) { s.remove_webhook("wh", std::move(done)); });
+  auto removed = call<Webhook>([&](auto done) { admin().remove_webhook("wh", std::move(done)); });
   ASSERT_TRUE(removed.is_ok()) << removed.status().to_string();
-  EXPECT_EQ(call<Webhook>([&](auto done) { s.remove_webhook("wh", std::move(done)); }).code(),
+  EXPECT_EQ(call<Webhook>([&](auto done) { admin().remove_webhook("wh", std::move(done)); }).code(),
             Code::kNotFound);
 }
 
@@ -767,7 +772,7 @@ TEST_P(BrokerContract, DueCountsAreCountedOrNotSupported) {
   put_ok(s, "due", 100, Due::after(30min));
   put_ok(s, "due", 100, Due::after(3h));
   auto counts = call<broker::DueCounts>([&](auto done) {
-    s.due_counts("due", {Due::after(1h), Due::after(2h)}, std::move(done));
+    admin().due_counts("due", {Due::after(1h), Due::after(2h)}, std::move(done));
   });
   if (!can_.due_counts) {
     EXPECT_EQ(counts.code(), Code::kNotSupported) << counts.status().to_string();
@@ -782,7 +787,7 @@ TEST_P(BrokerContract, ListJobsListsInServingOrderOrIsNotSupported) {
   const JobView second = put_ok(s, "lj", 5, Due::after(2h));
   const JobView first = put_ok(s, "lj", 9, Due::after(1h));
   auto list = call<broker::JobList>(
-      [&](auto done) { s.list_jobs("lj", JobState::kDelayed, 10, std::move(done)); });
+      [&](auto done) { admin().list_jobs("lj", JobState::kDelayed, 10, std::move(done)); });
   if (!can_.list_jobs) {
     EXPECT_EQ(list.code(), Code::kNotSupported) << list.status().to_string();
     return;
@@ -801,10 +806,10 @@ TEST_P(BrokerContract, ABackupIsMadeOrNotSupported) {
                    ("delayq-contract-backup-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   auto relative =
-      call<broker::BackupResult>([&](auto done) { s.backup("rel/dir", std::move(done)); });
+      call<broker::BackupResult>([&](auto done) { admin().backup("rel/dir", std::move(done)); });
   EXPECT_FALSE(relative.is_ok());
   auto made =
-      call<broker::BackupResult>([&](auto done) { s.backup(dir.string(), std::move(done)); });
+      call<broker::BackupResult>([&](auto done) { admin().backup(dir.string(), std::move(done)); });
   std::filesystem::remove_all(dir);
   if (!can_.backup) {
     EXPECT_EQ(made.code(), Code::kNotSupported) << made.status().to_string();
@@ -828,8 +833,9 @@ TEST_P(BrokerContract, EveryAcknowledgedChangeOutlivesTheBroker) {
   ASSERT_TRUE(bury(s, buried.id).is_ok());
   Webhook hook;
   hook.url = "http://127.0.0.1:9/";
-  ASSERT_TRUE(
-      call<Webhook>([&](auto done) { s.set_webhook("durable", hook, std::move(done)); }).is_ok());
+  ASSERT_TRUE(call<Webhook>([&](auto done) {
+                admin().set_webhook("durable", hook, std::move(done));
+              }).is_ok());
   restart();
 
   Session& after = session();
@@ -845,7 +851,7 @@ TEST_P(BrokerContract, EveryAcknowledgedChangeOutlivesTheBroker) {
   ASSERT_TRUE(b.is_ok()) << b.status().to_string();
   EXPECT_EQ(b.value().view.state, JobState::kBuried);
   ASSERT_TRUE(run_until([&] {
-    auto w = call<Webhook>([&](auto done) { after.get_webhook("durable", std::move(done)); });
+    auto w = call<Webhook>([&](auto done) { admin().get_webhook("durable", std::move(done)); });
     return w.is_ok() && w.value() == hook;
   }));
 }

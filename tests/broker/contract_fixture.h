@@ -51,6 +51,7 @@ class BrokerContract : public ::testing::TestWithParam<BrokerKind> {
   // Closes the broker (everything done is durable) and destroys it.
   void close() {
     sessions_.clear();
+    admin_.reset();
     if (broker_) {
       EXPECT_TRUE(broker_->close().is_ok());
       broker_.reset();
@@ -71,6 +72,11 @@ class BrokerContract : public ::testing::TestWithParam<BrokerKind> {
   Session& session(broker::SessionOptions options = {}) {
     sessions_.push_back(broker_->open_session(std::move(options)));
     return *sessions_.back();
+  }
+  // The broker's server-wide calls, through one handle opened at the first.
+  broker::Admin& admin() {
+    if (!admin_) admin_ = broker_->open_admin();
+    return *admin_;
   }
   void end_session(Session& s) {
     std::erase_if(sessions_, [&](const auto& p) { return p.get() == &s; });
@@ -175,14 +181,13 @@ class BrokerContract : public ::testing::TestWithParam<BrokerKind> {
   Result<JobView> update(Session& s, JobRef ref, broker::Update u) {
     return call<JobView>([&](auto done) { s.update(std::move(ref), u, std::move(done)); });
   }
-  Result<TubeStats> stats_tube(Session& s, const std::string& tube) {
-    return call<TubeStats>([&](auto done) { s.stats_tube(tube, std::move(done)); });
+  Result<TubeStats> stats_tube(const std::string& tube) {
+    return call<TubeStats>([&](auto done) { admin().stats_tube(tube, std::move(done)); });
   }
   // The tube's counts once `done` holds of them (Redis counts per shard, read by a round).
-  bool tube_becomes(Session& s, const std::string& tube,
-                    const std::function<bool(const TubeStats&)>& done) {
+  bool tube_becomes(const std::string& tube, const std::function<bool(const TubeStats&)>& done) {
     return run_until([&] {
-      auto stats = stats_tube(s, tube);
+      auto stats = stats_tube(tube);
       return stats.is_ok() && done(stats.value());
     });
   }
@@ -196,6 +201,7 @@ class BrokerContract : public ::testing::TestWithParam<BrokerKind> {
   Capabilities can_;
   std::unique_ptr<broker::Broker> broker_;
   std::vector<std::unique_ptr<Session>> sessions_;
+  std::unique_ptr<broker::Admin> admin_;
   bool inside_call_ = false;
 };
 

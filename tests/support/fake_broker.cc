@@ -241,27 +241,45 @@ void FakeSession::cancel_group(std::string tube, std::string group,
   record<std::size_t>("cancel_group", "tube=" + tube + " group=" + group, std::move(done));
 }
 
-void FakeSession::pause_tube(std::string tube, broker::Seconds pause,
-                             broker::Callback<TubeStats> done) {
+void FakeSession::note_attempt(JobId id, int status, std::string error,
+                               broker::Callback<JobView> done) {
+  std::string args = "id=" + std::to_string(id) + " status=" + std::to_string(status);
+  args += " error=" + error;
+  record<JobView>("note_attempt", std::move(args), std::move(done));
+}
+
+// --- FakeAdmin
+
+FakeAdmin::FakeAdmin(FakeBroker& broker) : broker_(broker) {
+  ++broker_.admins_opened_;
+}
+
+FakeAdmin::~FakeAdmin() {
+  ++broker_.admins_closed_;
+  for (Call* call : calls_) call->drop();
+}
+
+void FakeAdmin::pause_tube(std::string tube, broker::Seconds pause,
+                           broker::Callback<TubeStats> done) {
   record<TubeStats>("pause_tube", "tube=" + tube + " pause=" + std::to_string(pause.count()) + "s",
                     std::move(done));
 }
 
-void FakeSession::stats_tube(std::string tube, broker::Callback<TubeStats> done) {
+void FakeAdmin::stats_tube(std::string tube, broker::Callback<TubeStats> done) {
   record<TubeStats>("stats_tube", "tube=" + tube, std::move(done));
 }
 
-void FakeSession::list_tubes(broker::Callback<std::vector<TubeStats>> done) {
+void FakeAdmin::list_tubes(broker::Callback<std::vector<TubeStats>> done) {
   record<std::vector<TubeStats>>("list_tubes", "", std::move(done));
 }
 
-void FakeSession::stats(broker::Callback<ServerStats> done) {
+void FakeAdmin::stats(broker::Callback<ServerStats> done) {
   record<ServerStats>("stats", "", std::move(done));
 }
 
 // Edges as "+<delay ms>" or "@<unix ms>", comma-separated.
-void FakeSession::due_counts(std::string tube, std::vector<broker::Due> edges,
-                             broker::Callback<broker::DueCounts> done) {
+void FakeAdmin::due_counts(std::string tube, std::vector<broker::Due> edges,
+                           broker::Callback<broker::DueCounts> done) {
   std::string args = "tube=" + tube + " edges=";
   for (std::size_t i = 0; i < edges.size(); ++i) {
     if (i > 0) args += ',';
@@ -270,48 +288,46 @@ void FakeSession::due_counts(std::string tube, std::vector<broker::Due> edges,
   record<broker::DueCounts>("due_counts", std::move(args), std::move(done));
 }
 
-void FakeSession::list_jobs(std::string tube, JobState state, std::size_t limit,
-                            broker::Callback<broker::JobList> done) {
+void FakeAdmin::list_jobs(std::string tube, JobState state, std::size_t limit,
+                          broker::Callback<broker::JobList> done) {
   record<broker::JobList>("list_jobs",
                           "tube=" + tube + " state=" + std::string(state_name(state)) +
                               " limit=" + std::to_string(limit),
                           std::move(done));
 }
 
-void FakeSession::set_max_attempts(std::string tube, std::uint32_t max_attempts,
-                                   broker::Callback<std::uint32_t> done) {
+void FakeAdmin::set_max_attempts(std::string tube, std::uint32_t max_attempts,
+                                 broker::Callback<std::uint32_t> done) {
   record<std::uint32_t>("set_max_attempts", "tube=" + tube + " n=" + std::to_string(max_attempts),
                         std::move(done));
 }
 
-void FakeSession::set_webhook(std::string tube, Webhook webhook, broker::Callback<Webhook> done) {
+void FakeAdmin::set_webhook(std::string tube, Webhook webhook, broker::Callback<Webhook> done) {
   std::string args = "tube=" + tube + " url=" + webhook.url;
   record<Webhook>("set_webhook", std::move(args), std::move(done), std::move(webhook));
 }
 
-void FakeSession::get_webhook(std::string tube, broker::Callback<Webhook> done) {
+void FakeAdmin::get_webhook(std::string tube, broker::Callback<Webhook> done) {
   record<Webhook>("get_webhook", "tube=" + tube, std::move(done));
 }
 
-void FakeSession::remove_webhook(std::string tube, broker::Callback<Webhook> done) {
+void FakeAdmin::remove_webhook(std::string tube, broker::Callback<Webhook> done) {
   record<Webhook>("remove_webhook", "tube=" + tube, std::move(done));
 }
 
-void FakeSession::note_attempt(JobId id, int status, std::string error,
-                               broker::Callback<JobView> done) {
-  std::string args = "id=" + std::to_string(id) + " status=" + std::to_string(status);
-  args += " error=" + error;
-  record<JobView>("note_attempt", std::move(args), std::move(done));
-}
-
-void FakeSession::backup(std::string dir, broker::Callback<broker::BackupResult> done) {
+void FakeAdmin::backup(std::string dir, broker::Callback<broker::BackupResult> done) {
   record<broker::BackupResult>("backup", "dir=" + dir, std::move(done));
 }
 
 // --- FakeBroker
 
 FakeBroker::~FakeBroker() {
-  // A session outliving its broker would call into freed memory: a mistake in the test.
+  // A session or admin outliving its broker would call into freed memory: a mistake in the test.
+  if (admins_closed_ != admins_opened_) {
+    std::fprintf(stderr, "FakeBroker: destroyed before %zu of its admins\n",
+                 admins_opened_ - admins_closed_);
+    std::abort();
+  }
   for (const SessionRecord& record : sessions_) {
     if (record.live != nullptr) {
       std::fprintf(stderr, "FakeBroker: destroyed before its session %zu\n",
@@ -326,6 +342,10 @@ std::unique_ptr<broker::Session> FakeBroker::open_session(broker::SessionOptions
   auto session = std::make_unique<FakeSession>(*this, index, options);
   sessions_.push_back(SessionRecord{options, session.get(), {}});
   return session;
+}
+
+std::unique_ptr<broker::Admin> FakeBroker::open_admin() {
+  return std::make_unique<FakeAdmin>(*this);
 }
 
 Status FakeBroker::health() const {

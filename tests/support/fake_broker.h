@@ -12,7 +12,8 @@
 //    stop_waiting() records the ticket and leaves the reserve pending: the test answers it, with
 //    a job or kTimedOut, as a broker that looks once more would.
 //  - The broker's schedules() records its calls the same way, as session kBrokerCalls
-//    ("schedule_set name=daily tube=reports").
+//    ("schedule_set name=daily tube=reports"), and every Admin's as session kAdminCalls
+//    ("stats_tube tube=default"); destroying an Admin drops its pending calls.
 //  - Destroying a session drops its pending calls (their callbacks never run) and counts as a
 //    session closed.
 //  - The jobs a session's completed reserves gave it are held by it until a delete, release or
@@ -53,8 +54,9 @@ class Call {
   Call& operator=(const Call&) = delete;
 
   // The Session method's name: put reserve reserve_job erase release bury touch peek peek_next
-  // kick kick_job update list_group cancel_group pause_tube stats_tube list_tubes stats
-  // set_max_attempts set_webhook get_webhook remove_webhook note_attempt.
+  // kick kick_job update list_group cancel_group note_attempt; the Admin's: pause_tube stats_tube
+  // list_tubes stats due_counts list_jobs set_max_attempts set_webhook get_webhook remove_webhook
+  // backup; the Schedules' (schedule_set ...).
   [[nodiscard]] const std::string& op() const noexcept { return op_; }
   // The arguments, in fake_broker.cc's format, e.g. "id=7 pri=keep delay=0ms reservation=3".
   [[nodiscard]] const std::string& args() const noexcept { return args_; }
@@ -106,6 +108,7 @@ class Call {
 
  private:
   friend class FakeSession;
+  friend class FakeAdmin;
   friend class FakeBroker;
   friend class FakeSchedules;
 
@@ -195,23 +198,8 @@ class FakeSession : public broker::Session {
                   broker::Callback<std::vector<JobView>> done) override;
   void cancel_group(std::string tube, std::string group,
                     broker::Callback<std::size_t> done) override;
-  void pause_tube(std::string tube, broker::Seconds pause,
-                  broker::Callback<TubeStats> done) override;
-  void stats_tube(std::string tube, broker::Callback<TubeStats> done) override;
-  void list_tubes(broker::Callback<std::vector<TubeStats>> done) override;
-  void stats(broker::Callback<ServerStats> done) override;
-  void due_counts(std::string tube, std::vector<broker::Due> edges,
-                  broker::Callback<broker::DueCounts> done) override;
-  void list_jobs(std::string tube, JobState state, std::size_t limit,
-                 broker::Callback<broker::JobList> done) override;
-  void set_max_attempts(std::string tube, std::uint32_t max_attempts,
-                        broker::Callback<std::uint32_t> done) override;
-  void set_webhook(std::string tube, Webhook webhook, broker::Callback<Webhook> done) override;
-  void get_webhook(std::string tube, broker::Callback<Webhook> done) override;
-  void remove_webhook(std::string tube, broker::Callback<Webhook> done) override;
   void note_attempt(JobId id, int status, std::string error,
                     broker::Callback<JobView> done) override;
-  void backup(std::string dir, broker::Callback<broker::BackupResult> done) override;
 
  private:
   template <typename T>
@@ -226,6 +214,41 @@ class FakeSession : public broker::Session {
   std::optional<Status> next_error_;
 };
 
+// The session number of calls made through an Admin (any of them).
+inline constexpr std::size_t kAdminCalls = kBrokerCalls - 1;
+
+// An admin handle of the fake broker: its operations recorded as Calls of session kAdminCalls,
+// dropped when it is destroyed.
+class FakeAdmin final : public broker::Admin {
+ public:
+  explicit FakeAdmin(FakeBroker& broker);
+  ~FakeAdmin() override;
+  FakeAdmin(const FakeAdmin&) = delete;
+  FakeAdmin& operator=(const FakeAdmin&) = delete;
+
+  void pause_tube(std::string tube, broker::Seconds pause,
+                  broker::Callback<TubeStats> done) override;
+  void stats_tube(std::string tube, broker::Callback<TubeStats> done) override;
+  void list_tubes(broker::Callback<std::vector<TubeStats>> done) override;
+  void stats(broker::Callback<ServerStats> done) override;
+  void due_counts(std::string tube, std::vector<broker::Due> edges,
+                  broker::Callback<broker::DueCounts> done) override;
+  void list_jobs(std::string tube, JobState state, std::size_t limit,
+                 broker::Callback<broker::JobList> done) override;
+  void set_max_attempts(std::string tube, std::uint32_t max_attempts,
+                        broker::Callback<std::uint32_t> done) override;
+  void set_webhook(std::string tube, Webhook webhook, broker::Callback<Webhook> done) override;
+  void get_webhook(std::string tube, broker::Callback<Webhook> done) override;
+  void remove_webhook(std::string tube, broker::Callback<Webhook> done) override;
+  void backup(std::string dir, broker::Callback<broker::BackupResult> done) override;
+
+ private:
+  template <typename T>
+  void record(std::string op, std::string args, broker::Callback<T> done, std::any request = {});
+  FakeBroker& broker_;
+  std::vector<Call*> calls_;  // in the broker's deque, which never moves them
+};
+
 class FakeBroker : public broker::Broker {
  public:
   FakeBroker() = default;
@@ -236,6 +259,7 @@ class FakeBroker : public broker::Broker {
   // --- broker::Broker
   [[nodiscard]] std::unique_ptr<broker::Session> open_session(
       broker::SessionOptions options) override;
+  [[nodiscard]] std::unique_ptr<broker::Admin> open_admin() override;
   void set_draining(bool draining) override { draining_ = draining; }
   [[nodiscard]] bool draining() const override { return draining_; }
   // What set_health() set, if not ok; else kDraining while draining, else ok.
@@ -287,6 +311,9 @@ class FakeBroker : public broker::Broker {
   [[nodiscard]] std::size_t sessions_closed() const noexcept { return sessions_closed_; }
   [[nodiscard]] FakeSession* session(std::size_t index) const;
   [[nodiscard]] const broker::SessionOptions& options(std::size_t index) const;
+  // Admin handles opened, and those destroyed since.
+  [[nodiscard]] std::size_t admins_opened() const noexcept { return admins_opened_; }
+  [[nodiscard]] std::size_t admins_closed() const noexcept { return admins_closed_; }
 
   // The jobs session `index` holds now, in the order it reserved them; and those that sessions
   // still held when they were destroyed (ready again, in a broker), in that order.
@@ -295,6 +322,7 @@ class FakeBroker : public broker::Broker {
 
  private:
   friend class FakeSession;
+  friend class FakeAdmin;
   friend class FakeSchedules;
 
   struct SessionRecord {
@@ -311,6 +339,8 @@ class FakeBroker : public broker::Broker {
   std::deque<Call> calls_;
   std::vector<SessionRecord> sessions_;
   std::size_t sessions_closed_ = 0;
+  std::size_t admins_opened_ = 0;
+  std::size_t admins_closed_ = 0;
   std::vector<std::uint64_t> cancelled_;
   std::vector<std::uint64_t> stopped_;
   std::vector<std::size_t> posted_;  // indexes of cancelled reserves, for poll()
@@ -333,6 +363,14 @@ Call& FakeSession::record(std::string op, std::string args, broker::Callback<T> 
   Call& call = broker_.calls_.emplace_back(index_, std::move(op), std::move(args), ticket);
   call.arm<T>(std::move(done), std::move(request));
   return call;
+}
+
+template <typename T>
+void FakeAdmin::record(std::string op, std::string args, broker::Callback<T> done,
+                       std::any request) {
+  Call& call = broker_.calls_.emplace_back(kAdminCalls, std::move(op), std::move(args), 0);
+  call.arm<T>(std::move(done), std::move(request));
+  calls_.push_back(&call);
 }
 
 template <typename T>

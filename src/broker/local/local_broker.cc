@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "broker/local/completions.h"
 #include "broker/put_rules.h"
 
 namespace delayq::local {
@@ -45,43 +46,11 @@ class LocalSession final : public broker::Session {
   void list_group(std::string tube, std::string group,
                   Callback<std::vector<JobView>> done) override;
   void cancel_group(std::string tube, std::string group, Callback<std::size_t> done) override;
-  void pause_tube(std::string tube, broker::Seconds pause, Callback<TubeStats> done) override;
-  void stats_tube(std::string tube, Callback<TubeStats> done) override;
-  void set_max_attempts(std::string tube, std::uint32_t max_attempts,
-                        Callback<std::uint32_t> done) override;
-  void list_tubes(Callback<std::vector<TubeStats>> done) override;
-  void stats(Callback<ServerStats> done) override;
-  void due_counts(std::string tube, std::vector<broker::Due> edges,
-                  Callback<broker::DueCounts> done) override;
-  void list_jobs(std::string tube, JobState state, std::size_t limit,
-                 Callback<broker::JobList> done) override;
-  void set_webhook(std::string tube, Webhook webhook, Callback<Webhook> done) override;
-  void get_webhook(std::string tube, Callback<Webhook> done) override;
-  void remove_webhook(std::string tube, Callback<Webhook> done) override;
   void note_attempt(JobId id, int status, std::string error, Callback<JobView> done) override;
-  void backup(std::string dir, Callback<broker::BackupResult> done) override;
 
  private:
   [[nodiscard]] engine::Engine& engine() const { return node_.engine(); }
 
-  // Completes `done` with `result` once batch `batch` is durable; never if this session is gone.
-  template <typename T>
-  void finish(std::uint64_t batch, Callback<T> done, Result<T> result) {
-    node_.when_durable(
-        batch, [alive = alive(), done = std::move(done), result = std::move(result)]() mutable {
-          if (*alive) done(std::move(result));
-        });
-    node_.touched();
-  }
-  // A result about one job: it waits for that job's latest change (this call's included).
-  void finish_job(Callback<JobView> done, JobId id, Result<JobView> view) {
-    finish(view.is_ok() ? node_.batch_of(id) : node_.barrier(), std::move(done), std::move(view));
-  }
-  // Anything else (counts, lists, errors) waits for everything done so far.
-  template <typename T>
-  void finish_all(Callback<T> done, Result<T> result) {
-    finish(node_.barrier(), std::move(done), std::move(result));
-  }
   // The job with its body (unless `body` is false) and its attachment, or the error reading them.
   Result<broker::Job> read_job(const JobView& view, bool body);
   void finish_with_body(Callback<broker::Job> done, Result<JobView> view, bool body);
@@ -95,7 +64,7 @@ class LocalSession final : public broker::Session {
 
   Node& node_;
   ClientId client_ = 0;
-  // Reserves waiting, by ticket: the engine's WaitId. Made at the first wait (see alive_).
+  // Reserves waiting, by ticket: the engine's WaitId. Made at the first wait.
   using Waits = std::unordered_map<std::uint64_t, Callback<broker::Job>>;
   std::unique_ptr<Waits> waits_;
   // The waiting reserve of `ticket`'s completion, taken out; empty if it is not waiting.
@@ -107,20 +76,41 @@ class LocalSession final : public broker::Session {
     waits_->erase(it);
     return done;
   }
-  // Whether the session still exists, for completions that may outlive it. Made at the first
-  // call that needs it: an idle connection's session holds no allocation for it.
-  std::shared_ptr<bool> alive_;
-  const std::shared_ptr<bool>& alive() {
-    if (!alive_) alive_ = std::make_shared<bool>(true);
-    return alive_;
-  }
+  Completions completions_{node_};
+};
+
+// The server-wide calls: the engine's tubes and counts, the node's webhooks and backups.
+class LocalAdmin final : public broker::Admin {
+ public:
+  explicit LocalAdmin(Node& node) : node_(node) {}
+
+  void pause_tube(std::string tube, broker::Seconds pause, Callback<TubeStats> done) override;
+  void stats_tube(std::string tube, Callback<TubeStats> done) override;
+  void set_max_attempts(std::string tube, std::uint32_t max_attempts,
+                        Callback<std::uint32_t> done) override;
+  void list_tubes(Callback<std::vector<TubeStats>> done) override;
+  void stats(Callback<ServerStats> done) override;
+  void due_counts(std::string tube, std::vector<broker::Due> edges,
+                  Callback<broker::DueCounts> done) override;
+  void list_jobs(std::string tube, JobState state, std::size_t limit,
+                 Callback<broker::JobList> done) override;
+  void set_webhook(std::string tube, Webhook webhook, Callback<Webhook> done) override;
+  void get_webhook(std::string tube, Callback<Webhook> done) override;
+  void remove_webhook(std::string tube, Callback<Webhook> done) override;
+  void backup(std::string dir, Callback<broker::BackupResult> done) override;
+
+ private:
+  [[nodiscard]] engine::Engine& engine() const { return node_.engine(); }
+
+  Node& node_;
+  Completions completions_{node_};
 };
 
 LocalSession::LocalSession(Node& node, broker::SessionOptions options)
     : node_(node), client_(node.engine().connect(options.watch_default)) {}
 
 LocalSession::~LocalSession() {
-  if (alive_) *alive_ = false;
+  completions_.forget();
   if (waits_) {
     for (const auto& [ticket, done] : *waits_) node_.forget(ticket);
   }
@@ -160,15 +150,9 @@ Result<broker::Job> LocalSession::read_job(const JobView& view, bool body) {
 }
 
 void LocalSession::finish_with_body(Callback<broker::Job> done, Result<JobView> view, bool body) {
-  if (!view.is_ok()) return finish_all<broker::Job>(std::move(done), view.status());
-  finish(node_.batch_of(view.value().id), std::move(done), read_job(view.value(), body));
-}
-
-void LocalSession::backup(std::string dir, Callback<broker::BackupResult> done) {
-  node_.backup(std::move(dir),
-               [alive = alive(), done = std::move(done)](Result<broker::BackupResult> result) {
-                 if (*alive) done(std::move(result));
-               });
+  if (!view.is_ok()) return completions_.finish_all<broker::Job>(std::move(done), view.status());
+  completions_.finish(node_.batch_of(view.value().id), std::move(done),
+                      read_job(view.value(), body));
 }
 
 // kNotFound from the engine: no such job (said so), or a job this session cannot act on (the
@@ -196,7 +180,7 @@ void LocalSession::put(broker::PutRequest request, Callback<broker::PutResult> d
   context.space = node_.space();
   context.tube_has_webhook = !request.url.empty() && node_.webhooks().contains(std::string(tube));
   if (Status bad = broker::check_put(request, tube, context); !bad.is_ok()) {
-    return finish_all<broker::PutResult>(std::move(done), std::move(bad));
+    return completions_.finish_all<broker::PutResult>(std::move(done), std::move(bad));
   }
   engine::PutRequest put;
   put.tube = request.tube;
@@ -218,14 +202,17 @@ void LocalSession::put(broker::PutRequest request, Callback<broker::PutResult> d
   delivery.content_type = std::move(request.content_type);
   if (!delivery.empty()) put.attachment = &delivery;
   auto result = engine().put(client_, put);
-  if (!result.is_ok()) return finish_all<broker::PutResult>(std::move(done), result.status());
+  if (!result.is_ok())
+    return completions_.finish_all<broker::PutResult>(std::move(done), result.status());
   const engine::PutResult& r = result.value();
   auto view = engine().peek(r.id);
-  if (!view.is_ok()) return finish_all<broker::PutResult>(std::move(done), view.status());
+  if (!view.is_ok())
+    return completions_.finish_all<broker::PutResult>(std::move(done), view.status());
   std::uint64_t batch = node_.batch_of(r.id);
   if (r.replaced != 0) batch = std::max(batch, node_.batch_of(r.replaced));
-  finish(batch, std::move(done),
-         Result<broker::PutResult>(broker::PutResult{view.value(), r.inserted, r.replaced}));
+  completions_.finish(
+      batch, std::move(done),
+      Result<broker::PutResult>(broker::PutResult{view.value(), r.inserted, r.replaced}));
 }
 
 std::uint64_t LocalSession::reserve(broker::ReserveRequest request, Callback<broker::Job> done) {
@@ -235,7 +222,7 @@ std::uint64_t LocalSession::reserve(broker::ReserveRequest request, Callback<bro
   } else {
     auto named = engine().reserve_from(client_, request.tubes, request.timeout);
     if (!named.is_ok()) {
-      finish_all<broker::Job>(std::move(done), named.status());
+      completions_.finish_all<broker::Job>(std::move(done), named.status());
       return 0;
     }
     result = std::move(named).value();
@@ -247,9 +234,9 @@ std::uint64_t LocalSession::reserve(broker::ReserveRequest request, Callback<bro
   const engine::WaitId ticket = result.wait;
   if (!waits_) waits_ = std::make_unique<Waits>();
   waits_->emplace(ticket, std::move(done));
-  node_.on_wakeup(ticket, [this, alive = alive(), ticket](const engine::ReserveResult& later) {
-    if (*alive) woken(ticket, later);
-  });
+  node_.on_wakeup(ticket, completions_.guarded([this, ticket](const engine::ReserveResult& later) {
+    woken(ticket, later);
+  }));
   node_.touched();  // the node arms its timer for the wait's end
   return ticket;
 }
@@ -262,15 +249,17 @@ void LocalSession::woken(std::uint64_t ticket, const engine::ReserveResult& resu
 void LocalSession::reserved(Callback<broker::Job> done, const engine::ReserveResult& result) {
   switch (result.kind) {
     case Kind::kReserved:
-      return finish(node_.batch_of(result.job.id), std::move(done), read_job(result.job, true));
+      return completions_.finish(node_.batch_of(result.job.id), std::move(done),
+                                 read_job(result.job, true));
     case Kind::kDeadlineSoon:
-      return finish_all<broker::Job>(std::move(done),
-                                     Status(Code::kDeadlineSoon, "a reserved job's TTR is ending"));
+      return completions_.finish_all<broker::Job>(
+          std::move(done), Status(Code::kDeadlineSoon, "a reserved job's TTR is ending"));
     case Kind::kTimedOut:
     case Kind::kWaiting:
       break;
   }
-  finish_all<broker::Job>(std::move(done), Status(Code::kTimedOut, "no job became ready in time"));
+  completions_.finish_all<broker::Job>(std::move(done),
+                                       Status(Code::kTimedOut, "no job became ready in time"));
 }
 
 bool LocalSession::cancel_reserve(std::uint64_t ticket) {
@@ -288,12 +277,12 @@ void LocalSession::reserve_job(JobId id, Callback<broker::Job> done) {
 
 void LocalSession::erase(broker::JobRef job, Callback<JobId> done) {
   auto id = resolve(job);
-  if (!id.is_ok()) return finish_all<JobId>(std::move(done), id.status());
+  if (!id.is_ok()) return completions_.finish_all<JobId>(std::move(done), id.status());
   if (Status s = engine().erase(client_, id.value()); !s.is_ok()) {
-    return finish_all<JobId>(std::move(done),
-                             refine(s, id.value(), "is reserved by another client"));
+    return completions_.finish_all<JobId>(std::move(done),
+                                          refine(s, id.value(), "is reserved by another client"));
   }
-  finish(node_.batch_of(id.value()), std::move(done), Result<JobId>(id.value()));
+  completions_.finish(node_.batch_of(id.value()), std::move(done), Result<JobId>(id.value()));
 }
 
 void LocalSession::release(broker::ReleaseRequest request, Callback<JobView> done) {
@@ -301,37 +290,40 @@ void LocalSession::release(broker::ReleaseRequest request, Callback<JobView> don
   const auto view = engine().peek(id);
   if (request.reservation &&
       (!view.is_ok() || view.value().counters.reserves != *request.reservation)) {
-    return finish_all<JobView>(
+    return completions_.finish_all<JobView>(
         std::move(done),
         Status(Code::kConflict, "job " + std::to_string(id) + " is in another reservation"));
   }
   const std::uint32_t priority =
       request.priority.value_or(view.is_ok() ? view.value().priority : 0);
   if (Status s = engine().release(client_, id, priority, request.delay); !s.is_ok()) {
-    return finish_all<JobView>(std::move(done), refine(s, id, "is not reserved by this client"));
+    return completions_.finish_all<JobView>(std::move(done),
+                                            refine(s, id, "is not reserved by this client"));
   }
-  finish_job(std::move(done), id, engine().peek(id));
+  completions_.finish_job(std::move(done), id, engine().peek(id));
 }
 
 void LocalSession::bury(JobId id, std::optional<std::uint32_t> priority, Callback<JobView> done) {
   const auto view = engine().peek(id);
   const std::uint32_t own = view.is_ok() ? view.value().priority : 0;
   if (Status s = engine().bury(client_, id, priority.value_or(own)); !s.is_ok()) {
-    return finish_all<JobView>(std::move(done), refine(s, id, "is not reserved by this client"));
+    return completions_.finish_all<JobView>(std::move(done),
+                                            refine(s, id, "is not reserved by this client"));
   }
-  finish_job(std::move(done), id, engine().peek(id));
+  completions_.finish_job(std::move(done), id, engine().peek(id));
 }
 
 void LocalSession::touch(JobId id, Callback<JobView> done) {
   if (Status s = engine().touch(client_, id); !s.is_ok()) {
-    return finish_all<JobView>(std::move(done), refine(s, id, "is not reserved by this client"));
+    return completions_.finish_all<JobView>(std::move(done),
+                                            refine(s, id, "is not reserved by this client"));
   }
-  finish_job(std::move(done), id, engine().peek(id));
+  completions_.finish_job(std::move(done), id, engine().peek(id));
 }
 
 void LocalSession::peek(broker::JobRef job, bool with_body, Callback<broker::Job> done) {
   auto id = resolve(job);
-  if (!id.is_ok()) return finish_all<broker::Job>(std::move(done), id.status());
+  if (!id.is_ok()) return completions_.finish_all<broker::Job>(std::move(done), id.status());
   finish_with_body(std::move(done), engine().peek(id.value()), with_body);
 }
 
@@ -346,84 +338,104 @@ void LocalSession::peek_next(std::string tube, JobState state, Callback<broker::
     case JobState::kReserved:
       break;
   }
-  finish_all<broker::Job>(std::move(done),
-                          Status(Code::kInvalidArgument, "peek: ready, delayed or buried only"));
+  completions_.finish_all<broker::Job>(
+      std::move(done), Status(Code::kInvalidArgument, "peek: ready, delayed or buried only"));
 }
 
 void LocalSession::kick(std::string tube, std::size_t bound, Callback<std::size_t> done) {
-  finish_all(std::move(done), Result<std::size_t>(engine().kick(tube, bound)));
+  completions_.finish_all(std::move(done), Result<std::size_t>(engine().kick(tube, bound)));
 }
 
 void LocalSession::kick_job(JobId id, Callback<JobView> done) {
   if (Status s = engine().kick_job(id); !s.is_ok()) {
-    return finish_all<JobView>(std::move(done), refine(s, id, "is neither buried nor delayed"));
+    return completions_.finish_all<JobView>(std::move(done),
+                                            refine(s, id, "is neither buried nor delayed"));
   }
-  finish_job(std::move(done), id, engine().peek(id));
+  completions_.finish_job(std::move(done), id, engine().peek(id));
 }
 
 void LocalSession::update(broker::JobRef job, broker::Update update, Callback<JobView> done) {
   if (!update.due && !update.priority) {
-    return finish_all<JobView>(std::move(done),
-                               Status(Code::kInvalidArgument, "nothing to change"));
+    return completions_.finish_all<JobView>(std::move(done),
+                                            Status(Code::kInvalidArgument, "nothing to change"));
   }
   auto id = resolve(job);
-  if (!id.is_ok()) return finish_all<JobView>(std::move(done), id.status());
+  if (!id.is_ok()) return completions_.finish_all<JobView>(std::move(done), id.status());
   if (update.due) {
     const Status s = update.due->absolute
                          ? engine().reschedule(id.value(), update.due->ms)
                          : engine().reschedule_in(id.value(), broker::Millis{update.due->ms});
-    if (!s.is_ok()) return finish_all<JobView>(std::move(done), s);
+    if (!s.is_ok()) return completions_.finish_all<JobView>(std::move(done), s);
   }
   if (update.priority) {
     if (Status s = engine().set_priority(id.value(), *update.priority); !s.is_ok()) {
-      return finish_all<JobView>(std::move(done), s);
+      return completions_.finish_all<JobView>(std::move(done), s);
     }
   }
-  finish_job(std::move(done), id.value(), engine().peek(id.value()));
+  completions_.finish_job(std::move(done), id.value(), engine().peek(id.value()));
 }
 
 void LocalSession::list_group(std::string tube, std::string group,
                               Callback<std::vector<JobView>> done) {
-  finish_all(std::move(done), Result<std::vector<JobView>>(engine().list_group(tube, group)));
+  completions_.finish_all(std::move(done),
+                          Result<std::vector<JobView>>(engine().list_group(tube, group)));
 }
 
 void LocalSession::cancel_group(std::string tube, std::string group, Callback<std::size_t> done) {
-  finish_all(std::move(done), Result<std::size_t>(engine().cancel_group(tube, group)));
+  completions_.finish_all(std::move(done), Result<std::size_t>(engine().cancel_group(tube, group)));
+}
+
+void LocalSession::note_attempt(JobId id, int status, std::string error, Callback<JobView> done) {
+  auto view = engine().peek(id);
+  if (!view.is_ok()) return completions_.finish_all<JobView>(std::move(done), view.status());
+  Delivery delivery;
+  if (view.value().attached) {
+    auto kept = node_.attachment(id);
+    if (!kept.is_ok()) return completions_.finish_all<JobView>(std::move(done), kept.status());
+    delivery = std::move(kept).value();
+  }
+  delivery.last_status = status;
+  delivery.last_error = std::move(error);
+  delivery.last_attempt_unix_ms = engine().now();
+  if (Status s = engine().attach(id, delivery); !s.is_ok()) {
+    return completions_.finish_all<JobView>(std::move(done), s);
+  }
+  completions_.finish_job(std::move(done), id, engine().peek(id));
 }
 
 // --- tubes and the server
 
-void LocalSession::pause_tube(std::string tube, broker::Seconds pause, Callback<TubeStats> done) {
+void LocalAdmin::pause_tube(std::string tube, broker::Seconds pause, Callback<TubeStats> done) {
   if (Status s = engine().pause_tube(tube, pause); !s.is_ok()) {
-    return finish_all<TubeStats>(std::move(done), s);
+    return completions_.finish_all<TubeStats>(std::move(done), s);
   }
-  finish_all(std::move(done), engine().stats_tube(tube));
+  completions_.finish_all(std::move(done), engine().stats_tube(tube));
 }
 
-void LocalSession::stats_tube(std::string tube, Callback<TubeStats> done) {
-  finish_all(std::move(done), engine().stats_tube(tube));
+void LocalAdmin::stats_tube(std::string tube, Callback<TubeStats> done) {
+  completions_.finish_all(std::move(done), engine().stats_tube(tube));
 }
 
-void LocalSession::set_max_attempts(std::string tube, std::uint32_t max_attempts,
-                                    Callback<std::uint32_t> done) {
+void LocalAdmin::set_max_attempts(std::string tube, std::uint32_t max_attempts,
+                                  Callback<std::uint32_t> done) {
   if (Status s = engine().set_max_attempts(tube, max_attempts); !s.is_ok()) {
-    return finish_all<std::uint32_t>(std::move(done), s);
+    return completions_.finish_all<std::uint32_t>(std::move(done), s);
   }
-  finish_all(std::move(done), Result<std::uint32_t>(max_attempts));
+  completions_.finish_all(std::move(done), Result<std::uint32_t>(max_attempts));
 }
 
-void LocalSession::list_tubes(Callback<std::vector<TubeStats>> done) {
+void LocalAdmin::list_tubes(Callback<std::vector<TubeStats>> done) {
   std::vector<TubeStats> tubes;
   for (const std::string& name : engine().tubes()) {
     if (auto stats = engine().stats_tube(name); stats.is_ok()) {
       tubes.push_back(std::move(stats).value());
     }
   }
-  finish_all(std::move(done), Result<std::vector<TubeStats>>(std::move(tubes)));
+  completions_.finish_all(std::move(done), Result<std::vector<TubeStats>>(std::move(tubes)));
 }
 
-void LocalSession::due_counts(std::string tube, std::vector<broker::Due> edges,
-                              Callback<broker::DueCounts> done) {
+void LocalAdmin::due_counts(std::string tube, std::vector<broker::Due> edges,
+                            Callback<broker::DueCounts> done) {
   broker::DueCounts counts;
   counts.as_of_unix_ms = engine().now();
   counts.resolution = broker::Millis{engine::Engine::kDueBucketMs};
@@ -433,69 +445,58 @@ void LocalSession::due_counts(std::string tube, std::vector<broker::Due> edges,
         engine::TimeCounts::round_down(at, engine::Engine::kDueBucketMs));
   }
   auto jobs = engine().due_counts(tube, counts.edges_unix_ms);
-  if (!jobs.is_ok()) return finish_all<broker::DueCounts>(std::move(done), jobs.status());
+  if (!jobs.is_ok())
+    return completions_.finish_all<broker::DueCounts>(std::move(done), jobs.status());
   counts.jobs = std::move(jobs).value();
-  finish_all(std::move(done), Result<broker::DueCounts>(std::move(counts)));
+  completions_.finish_all(std::move(done), Result<broker::DueCounts>(std::move(counts)));
 }
 
-void LocalSession::list_jobs(std::string tube, JobState state, std::size_t limit,
-                             Callback<broker::JobList> done) {
+void LocalAdmin::list_jobs(std::string tube, JobState state, std::size_t limit,
+                           Callback<broker::JobList> done) {
   auto list = engine().list_jobs(tube, state, limit);
-  if (!list.is_ok()) return finish_all<broker::JobList>(std::move(done), list.status());
-  finish_all(std::move(done), Result<broker::JobList>(broker::JobList{std::move(list.value().jobs),
-                                                                      list.value().complete}));
+  if (!list.is_ok())
+    return completions_.finish_all<broker::JobList>(std::move(done), list.status());
+  completions_.finish_all(
+      std::move(done), Result<broker::JobList>(
+                           broker::JobList{std::move(list.value().jobs), list.value().complete}));
 }
 
-void LocalSession::stats(Callback<ServerStats> done) {
-  finish_all(std::move(done), Result<ServerStats>(engine().stats()));
+void LocalAdmin::stats(Callback<ServerStats> done) {
+  completions_.finish_all(std::move(done), Result<ServerStats>(engine().stats()));
 }
 
 // --- push delivery
 
-void LocalSession::set_webhook(std::string tube, Webhook webhook, Callback<Webhook> done) {
+void LocalAdmin::set_webhook(std::string tube, Webhook webhook, Callback<Webhook> done) {
   if (Status s = engine().check_tube_name(tube); !s.is_ok()) {
-    return finish_all<Webhook>(std::move(done), s);
+    return completions_.finish_all<Webhook>(std::move(done), s);
   }
   node_.set_webhook(tube, webhook);
-  finish_all(std::move(done), Result<Webhook>(std::move(webhook)));
+  completions_.finish_all(std::move(done), Result<Webhook>(std::move(webhook)));
 }
 
-void LocalSession::get_webhook(std::string tube, Callback<Webhook> done) {
+void LocalAdmin::get_webhook(std::string tube, Callback<Webhook> done) {
   const auto it = node_.webhooks().find(tube);
   if (it == node_.webhooks().end()) {
-    return finish_all<Webhook>(std::move(done),
-                               Status(Code::kNotFound, "tube " + tube + " has no webhook"));
+    return completions_.finish_all<Webhook>(
+        std::move(done), Status(Code::kNotFound, "tube " + tube + " has no webhook"));
   }
-  finish_all(std::move(done), Result<Webhook>(it->second));
+  completions_.finish_all(std::move(done), Result<Webhook>(it->second));
 }
 
-void LocalSession::remove_webhook(std::string tube, Callback<Webhook> done) {
+void LocalAdmin::remove_webhook(std::string tube, Callback<Webhook> done) {
   const auto it = node_.webhooks().find(tube);
   if (it == node_.webhooks().end()) {
-    return finish_all<Webhook>(std::move(done),
-                               Status(Code::kNotFound, "tube " + tube + " has no webhook"));
+    return completions_.finish_all<Webhook>(
+        std::move(done), Status(Code::kNotFound, "tube " + tube + " has no webhook"));
   }
   Webhook removed = it->second;
   node_.remove_webhook(tube);
-  finish_all(std::move(done), Result<Webhook>(std::move(removed)));
+  completions_.finish_all(std::move(done), Result<Webhook>(std::move(removed)));
 }
 
-void LocalSession::note_attempt(JobId id, int status, std::string error, Callback<JobView> done) {
-  auto view = engine().peek(id);
-  if (!view.is_ok()) return finish_all<JobView>(std::move(done), view.status());
-  Delivery delivery;
-  if (view.value().attached) {
-    auto kept = node_.attachment(id);
-    if (!kept.is_ok()) return finish_all<JobView>(std::move(done), kept.status());
-    delivery = std::move(kept).value();
-  }
-  delivery.last_status = status;
-  delivery.last_error = std::move(error);
-  delivery.last_attempt_unix_ms = engine().now();
-  if (Status s = engine().attach(id, delivery); !s.is_ok()) {
-    return finish_all<JobView>(std::move(done), s);
-  }
-  finish_job(std::move(done), id, engine().peek(id));
+void LocalAdmin::backup(std::string dir, Callback<broker::BackupResult> done) {
+  node_.backup(std::move(dir), completions_.guarded(std::move(done)));
 }
 
 }  // namespace
@@ -525,6 +526,10 @@ Result<std::unique_ptr<LocalBroker>> LocalBroker::over(std::unique_ptr<Node> nod
 
 std::unique_ptr<broker::Session> LocalBroker::open_session(broker::SessionOptions options) {
   return std::make_unique<LocalSession>(*node_, options);
+}
+
+std::unique_ptr<broker::Admin> LocalBroker::open_admin() {
+  return std::make_unique<LocalAdmin>(*node_);
 }
 
 Status LocalBroker::health() const {

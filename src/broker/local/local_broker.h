@@ -29,6 +29,7 @@ class LocalBroker final : public broker::Broker {
 
   [[nodiscard]] std::unique_ptr<broker::Session> open_session(
       broker::SessionOptions options) override;
+  [[nodiscard]] std::unique_ptr<broker::Admin> open_admin() override;
   void set_draining(bool draining) override { node_->set_draining(draining); }
   [[nodiscard]] bool draining() const override { return node_->draining(); }
   [[nodiscard]] Status health() const override;

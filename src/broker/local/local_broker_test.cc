@@ -238,7 +238,8 @@ TEST_F(LocalBrokerTest, DeleteAndCountsWaitForTheBatchThatHoldsThem) {
   producer->erase(broker::JobRef::by_id(job),
                   [&](Result<JobId> id) { deleted.emplace(std::move(id)); });
   std::optional<Result<ServerStats>> stats;
-  producer->stats([&](Result<ServerStats> s) { stats.emplace(std::move(s)); });
+  auto admin = broker_->open_admin();
+  admin->stats([&](Result<ServerStats> s) { stats.emplace(std::move(s)); });
   poll();
   ASSERT_TRUE(gate_->wait_held(10s));
   poll();
@@ -294,13 +295,13 @@ TEST_F(LocalBrokerTest, CancelledReserveCompletesTimedOut) {
 TEST_F(LocalBrokerTest, AWebhookCompletesOnceStoredAndThenTellsTheDeliverer) {
   int changes = 0;
   broker_->on_webhooks_changed([&changes] { ++changes; });
-  auto session = broker_->open_session({});
+  auto admin = broker_->open_admin();
   Webhook hook;
   hook.url = "http://127.0.0.1:9/in";
   hook.secrets = {"k1"};
   gate_->close_gate();
   std::optional<Result<Webhook>> set;
-  session->set_webhook("orders", hook, [&set](Result<Webhook> r) { set.emplace(std::move(r)); });
+  admin->set_webhook("orders", hook, [&set](Result<Webhook> r) { set.emplace(std::move(r)); });
   poll();
   EXPECT_FALSE(set.has_value()) << "completed before the webhook was durable";
   EXPECT_EQ(changes, 0);
@@ -322,13 +323,13 @@ TEST_F(LocalBrokerTest, AWebhookCompletesOnceStoredAndThenTellsTheDeliverer) {
   EXPECT_EQ(stored[0].second, hook);
 
   std::optional<Result<Webhook>> removed;
-  session->remove_webhook("orders", [&](Result<Webhook> r) { removed.emplace(std::move(r)); });
+  admin->remove_webhook("orders", [&](Result<Webhook> r) { removed.emplace(std::move(r)); });
   ASSERT_TRUE(run_until([&] { return removed.has_value(); }));
   EXPECT_TRUE(removed->is_ok());
   EXPECT_EQ(changes, 2);
   EXPECT_TRUE(broker_->webhooks().empty());
   std::optional<Result<Webhook>> again;
-  session->get_webhook("orders", [&](Result<Webhook> r) { again.emplace(std::move(r)); });
+  admin->get_webhook("orders", [&](Result<Webhook> r) { again.emplace(std::move(r)); });
   ASSERT_TRUE(run_until([&] { return again.has_value(); }));
   EXPECT_EQ(again->code(), Code::kNotFound);
 }
@@ -348,7 +349,8 @@ TEST_F(LocalBrokerTest, AJobKeepsItsUrlAndItsLastAttemptUntilItIsDeleted) {
   Webhook hook;
   hook.url = "http://127.0.0.1:9/tube";
   std::optional<Result<Webhook>> set;
-  session->set_webhook("calls", hook, [&](Result<Webhook> r) { set.emplace(std::move(r)); });
+  auto admin = broker_->open_admin();
+  admin->set_webhook("calls", hook, [&](Result<Webhook> r) { set.emplace(std::move(r)); });
   std::optional<Result<broker::PutResult>> put;
   session->put(request, [&](Result<broker::PutResult> r) { put.emplace(std::move(r)); });
   ASSERT_TRUE(run_until([&] { return put.has_value(); }));

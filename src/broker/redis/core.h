@@ -6,7 +6,8 @@
 //   waking.cc       reserves: waiting, trying shards, probe rounds, DEADLINE_SOON, timeouts
 //   leases.cc       heartbeats, leases and fencing, firing, the channels' messages, resync
 //   tube_config.cc  webhooks, pauses and max attempts as every node reads them
-//   session.cc      a client's session: tubes, job calls (session_admin.cc: tubes, the server)
+//   session.cc      a client's session: tubes, job calls (handle.cc: what it shares with admin.cc)
+//   admin.cc        the server-wide calls: tube and server stats, pauses, webhooks
 //   redis_broker.cc opening (checks, layouts, subscriptions) and the Broker surface
 // Redis is reached only through a Caller and time only through a Clock (caller.h, timing/clock.h),
 // so the unit tests run a Core over a scripted Redis and a clock they move by hand. The design:

@@ -451,10 +451,11 @@ TEST_F(Leases, TheWebhooksHandlerRunsWhenTheLeaseOfAWebhooksTubeMoves) {
   const std::string tube = "mail";
   const std::uint32_t delivery = shard_of_name(tube, "", kShards);
   auto s = session();
+  auto admin = broker->open_admin();
   Webhook hook;
   hook.url = "http://127.0.0.1:9/hook";
   Outcome<Webhook> set;
-  s->set_webhook(tube, hook, set.callback());
+  admin->set_webhook(tube, hook, set.callback());
   settle();
   Call write = take("HSET");
   redis->answer(write, redis::Reply::number(1));

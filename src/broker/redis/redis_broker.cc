@@ -6,6 +6,7 @@
 #include <random>
 #include <thread>
 
+#include "broker/redis/admin.h"
 #include "broker/redis/jobs_lua.h"
 #include "broker/redis/session.h"
 #include "redis/slot.h"
@@ -289,6 +290,10 @@ RedisBroker::~RedisBroker() {
 
 std::unique_ptr<broker::Session> RedisBroker::open_session(broker::SessionOptions options) {
   return std::make_unique<RedisSession>(core_, options);
+}
+
+std::unique_ptr<broker::Admin> RedisBroker::open_admin() {
+  return std::make_unique<RedisAdmin>(core_);
 }
 
 void RedisBroker::set_draining(bool draining) {

@@ -73,6 +73,7 @@ class RedisBroker final : public broker::Broker {
 
   [[nodiscard]] std::unique_ptr<broker::Session> open_session(
       broker::SessionOptions options) override;
+  [[nodiscard]] std::unique_ptr<broker::Admin> open_admin() override;
   void set_draining(bool draining) override;
   [[nodiscard]] bool draining() const override;
   [[nodiscard]] Status health() const override;

@@ -9,7 +9,7 @@
 namespace delayq::redis_broker {
 
 RedisSession::RedisSession(std::shared_ptr<Core> core, broker::SessionOptions options)
-    : core_(std::move(core)) {
+    : Handle(std::move(core)) {
   ++core_->sessions;
   // (A node's name is host:pid:n, never "*": the two kinds of holder never meet.)
   state_->holder = options.holder.empty() ? core_->node + "/" + std::to_string(core_->sessions)
@@ -108,83 +108,6 @@ Callback<broker::Job> RedisSession::view_of(Callback<JobView> done) {
     if (!job.is_ok()) return done(job.status());
     done(std::move(job.value().view));
   };
-}
-
-void RedisSession::every_shard(std::vector<std::string> args, bool write,
-                               std::function<void(Result<std::vector<Reply>>)> then) {
-  const std::uint32_t shards = core_->shards;
-  auto replies = std::make_shared<std::vector<Reply>>(shards);
-  auto left = std::make_shared<std::uint32_t>(shards);
-  auto failure = std::make_shared<std::optional<Status>>();
-  auto finish = std::make_shared<std::function<void(Result<std::vector<Reply>>)>>(std::move(then));
-  for (std::uint32_t shard = 0; shard < shards; ++shard) {
-    core_->call(shard, args, write,
-                [state = state_, replies, left, failure, finish, shard](Result<Reply> reply) {
-                  if (!reply.is_ok()) {
-                    if (!*failure) *failure = reply.status();
-                  } else if (Status s = status_of(reply.value());
-                             !s.is_ok() && s.code() != Code::kNotFound) {
-                    if (!*failure) *failure = s;
-                  } else {
-                    (*replies)[shard] = std::move(reply.value());
-                  }
-                  if (--*left > 0 || !state->alive) return;
-                  if (*failure) return (*finish)(**failure);
-                  (*finish)(std::move(*replies));
-                });
-  }
-}
-
-void RedisSession::tube_stats(std::vector<std::string> tubes,
-                              std::function<void(Result<Sums>)> then) {
-  std::vector<std::string> args = {"stats"};
-  args.insert(args.end(), tubes.begin(), tubes.end());
-  every_shard(std::move(args), false, [then = std::move(then)](Result<std::vector<Reply>> replies) {
-    if (!replies.is_ok()) return then(replies.status());
-    Sums sums;
-    for (const auto& reply : replies.value()) {
-      for (std::size_t i = 1; i < reply.elements.size(); ++i) {
-        const auto& row = reply.elements[i].elements;
-        if (row.size() < 9) continue;
-        TubeStats& t = sums.tubes[row[0].str];
-        t.name = row[0].str;
-        const auto n = [&](std::size_t k) { return static_cast<std::uint64_t>(row[k].integer); };
-        t.ready += n(1);
-        t.urgent += n(2);
-        t.reserved += n(3);
-        t.delayed += n(4);
-        t.buried += n(5);
-        t.total_jobs += n(6);
-        t.deletes += n(7);
-        sums.timeouts += n(8);
-      }
-    }
-    then(std::move(sums));
-  });
-}
-
-TubeStats RedisSession::with_local(TubeStats stats) const {
-  if (const auto it = core_->uses.find(stats.name); it != core_->uses.end()) {
-    stats.using_clients = it->second.using_clients;
-    stats.watching_clients = it->second.watching;
-  }
-  for (const auto& waiter : core_->waiters) {
-    if (std::find(waiter->tubes.begin(), waiter->tubes.end(), stats.name) != waiter->tubes.end()) {
-      ++stats.waiting_clients;
-    }
-  }
-  if (const auto it = core_->pauses.find(stats.name); it != core_->pauses.end()) {
-    stats.pauses = it->second.count;
-    const auto left = it->second.until_unix_ms - core_->clock->now_unix_ms();
-    if (left > 0) {
-      stats.pause = std::chrono::seconds(it->second.seconds);
-      stats.pause_left = Millis{left};
-    }
-  }
-  if (const auto it = core_->max_attempts.find(stats.name); it != core_->max_attempts.end()) {
-    stats.max_attempts = it->second;
-  }
-  return stats;
 }
 
 std::uint32_t RedisSession::shard_for(const std::string& tube, const broker::JobRef& job) const {
@@ -568,6 +491,30 @@ void RedisSession::cancel_group(std::string tube, std::string group, Callback<st
                 }
                 done(deleted);
               });
+}
+
+void RedisSession::note_attempt(JobId id, int status, std::string error, Callback<JobView> done) {
+  // The attempt's outcome joins what the job keeps (its URL and content type stay).
+  job_call(shard_of_id(id, core_->shards), {"peek", std::to_string(id), "", ""}, false,
+           [core = core_, state = state_, id, status, error = std::move(error),
+            done = std::move(done)](Result<broker::Job> job) mutable {
+             if (!job.is_ok()) return done(job.status());
+             Delivery delivery = std::move(job.value().delivery);
+             delivery.last_status = status;
+             delivery.last_error = std::move(error);
+             delivery.last_attempt_unix_ms = core->clock->now_unix_ms();
+             core->call(
+                 shard_of_id(id, core->shards),
+                 {"note", state->holder, std::to_string(id), store::encode_delivery(delivery)},
+                 true, [state, done = std::move(done)](Result<Reply> reply) {
+                   if (!state->alive) return;
+                   if (!reply.is_ok()) return done(reply.status());
+                   if (Status s = status_of(reply.value()); !s.is_ok()) return done(s);
+                   auto noted = job_of(reply.value());
+                   if (!noted.is_ok()) return done(noted.status());
+                   done(std::move(noted.value().view));
+                 });
+           });
 }
 
 }  // namespace delayq::redis_broker

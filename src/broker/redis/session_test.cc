@@ -1,6 +1,6 @@
 // session_test.cc — a client's calls on a node over a scripted Redis (fixture.h): which jobs.lua
 // call each makes, on which shard, with or without a replica's WAIT, how answers, refusals and
-// lost answers come back (calls.cc, session.cc, session_admin.cc), and how tubes' settings reach
+// lost answers come back (calls.cc, session.cc, admin.cc), and how tubes' settings reach
 // every node (tube_config.cc). No process, no sleep: the test answers every call.
 #include <gtest/gtest.h>
 
@@ -725,7 +725,7 @@ TEST_F(Sessions, ListGroupAsksEveryShardAndSortsTheJobsById) {
   EXPECT_EQ(got.result->value().front().group, "batch-7");
 }
 
-// --- session_admin.cc: stats, tubes, what Redis mode cannot do
+// --- admin.cc: stats, tubes, what Redis mode cannot do
 
 TEST_F(Sessions, StatsSumsEveryShardAndCountsTheOtherLiveNodesWaiting) {
   // The heartbeat tells who is alive: this node and one other.
@@ -742,8 +742,10 @@ TEST_F(Sessions, StatsSumsEveryShardAndCountsTheOtherLiveNodesWaiting) {
   settle();
 
   auto s = session();
+
+  auto admin = broker->open_admin();
   Outcome<ServerStats> got;
-  s->stats(got.callback());
+  admin->stats(got.callback());
   ASSERT_EQ(redis->count("stats"), kShards);
   std::map<std::uint32_t, Reply> rows = {
       {0, reply::ok({stats_row("default", {1, 1, 0, 2, 0, 10, 4, 1})})},
@@ -782,8 +784,9 @@ TEST_F(Sessions, StatsTubeOfAnUnknownTubeIsNotFoundButDefaultAlwaysExists) {
   broker::SessionOptions options;
   options.watch_default = false;  // nobody here uses or watches "default"
   auto s = broker->open_session(options);
+  auto admin = broker->open_admin();
   Outcome<TubeStats> unknown;
-  s->stats_tube("old", unknown.callback());
+  admin->stats_tube("old", unknown.callback());
   ASSERT_EQ(redis->count("stats"), kShards);
   while (auto call = redis->take("stats")) {
     EXPECT_EQ(call->args(), std::vector<std::string>{"old"});
@@ -797,7 +800,7 @@ TEST_F(Sessions, StatsTubeOfAnUnknownTubeIsNotFoundButDefaultAlwaysExists) {
   EXPECT_EQ(unknown.result->status().code(), Code::kNotFound);
 
   Outcome<TubeStats> fallback;
-  s->stats_tube("default", fallback.callback());
+  admin->stats_tube("default", fallback.callback());
   ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
   settle();
   ASSERT_TRUE(fallback.done());
@@ -808,8 +811,9 @@ TEST_F(Sessions, StatsTubeOfAnUnknownTubeIsNotFoundButDefaultAlwaysExists) {
 
 TEST_F(Sessions, StatsTubeSumsTheTubesShardsWithThisNodesUsers) {
   auto s = session();
+  auto admin = broker->open_admin();
   Outcome<TubeStats> got;
-  s->stats_tube("default", got.callback());
+  admin->stats_tube("default", got.callback());
   while (auto call = redis->take("stats")) {
     redis->answer(*call, shard_of(*call) == 3
                              ? reply::ok()
@@ -828,13 +832,14 @@ TEST_F(Sessions, StatsTubeSumsTheTubesShardsWithThisNodesUsers) {
 
 TEST_F(Sessions, DueCountsListJobsAndBackupAreNotSupportedAndAnsweredOnTheExecutor) {
   auto s = session();
+  auto admin = broker->open_admin();
   const std::size_t before = redis->calls.size();
   Outcome<broker::DueCounts> due;
   Outcome<broker::JobList> jobs;
   Outcome<broker::BackupResult> backup;
-  s->due_counts("default", {broker::Due::after(Millis{1000})}, due.callback());
-  s->list_jobs("default", JobState::kDelayed, 10, jobs.callback());
-  s->backup("/tmp/backup", backup.callback());
+  admin->due_counts("default", {broker::Due::after(Millis{1000})}, due.callback());
+  admin->list_jobs("default", JobState::kDelayed, 10, jobs.callback());
+  admin->backup("/tmp/backup", backup.callback());
   EXPECT_FALSE(due.done() || jobs.done() || backup.done()) << "answered inside the call";
   settle();
   ASSERT_TRUE(due.done() && jobs.done() && backup.done());
@@ -844,7 +849,7 @@ TEST_F(Sessions, DueCountsListJobsAndBackupAreNotSupportedAndAnsweredOnTheExecut
   EXPECT_EQ(redis->calls.size(), before) << "Redis asked nothing";
 }
 
-// --- pauses, webhooks, max attempts (session_admin.cc, tube_config.cc)
+// --- pauses, webhooks, max attempts (admin.cc, tube_config.cc)
 
 // Answers a load of the tubes' settings (three HGETALLs): each hash's fields and values.
 void answer_conf(ScriptedRedis& redis, const std::vector<std::string>& webhooks,
@@ -866,8 +871,9 @@ void answer_conf(ScriptedRedis& redis, const std::vector<std::string>& webhooks,
 
 TEST_F(TubeConfig, PauseTubeSendsPauseToEveryShardThenRecordsAndAnnouncesIt) {
   auto s = session();
+  auto admin = broker->open_admin();
   Outcome<TubeStats> got;
-  s->pause_tube("default", std::chrono::seconds(30), got.callback());
+  admin->pause_tube("default", std::chrono::seconds(30), got.callback());
   // First: does the tube exist?
   ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
   settle();
@@ -900,8 +906,9 @@ TEST_F(TubeConfig, PauseTubeSendsPauseToEveryShardThenRecordsAndAnnouncesIt) {
 
 TEST_F(TubeConfig, PauseTubeOfATubeThatDoesNotExistIsNotFoundAndPausesNothing) {
   auto s = session();
+  auto admin = broker->open_admin();
   Outcome<TubeStats> got;
-  s->pause_tube("nosuch", std::chrono::seconds(30), got.callback());
+  admin->pause_tube("nosuch", std::chrono::seconds(30), got.callback());
   ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
   settle();
   ASSERT_TRUE(got.done());
@@ -960,8 +967,9 @@ TEST_F(TubeConfig, SetWebhookRecordsItAnnouncesItAndRunsTheWebhooksHandler) {
   int changed = 0;
   broker->on_webhooks_changed([&changed] { ++changed; });
   auto s = session();
+  auto admin = broker->open_admin();
   Outcome<Webhook> got;
-  s->set_webhook("emails", a_webhook(), got.callback());
+  admin->set_webhook("emails", a_webhook(), got.callback());
   auto record = take_named(*redis, "HSET", "dq:webhooks");
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->args(), (std::vector<std::string>{"dq:webhooks", "emails",
@@ -998,8 +1006,10 @@ TEST_F(TubeConfig, AConfMessageReloadsWebhooksPausesAndMaxAttempts) {
   EXPECT_EQ(broker->webhooks()[0], std::pair(std::string("emails"), a_webhook()));
 
   auto s = session();
+
+  auto admin = broker->open_admin();
   Outcome<TubeStats> got;
-  s->stats_tube("default", got.callback());
+  admin->stats_tube("default", got.callback());
   ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
   settle();
   ASSERT_TRUE(got.done());
@@ -1020,8 +1030,9 @@ TEST_F(TubeConfig, AConfMessageReloadsWebhooksPausesAndMaxAttempts) {
 
 TEST_F(TubeConfig, SetMaxAttemptsTellsEveryShardThenRecordsItAndZeroRemovesIt) {
   auto s = session();
+  auto admin = broker->open_admin();
   Outcome<std::uint32_t> set;
-  s->set_max_attempts("default", 4, set.callback());
+  admin->set_max_attempts("default", 4, set.callback());
   ASSERT_EQ(redis->count("max_attempts"), kShards);
   while (auto call = redis->take("max_attempts")) {
     EXPECT_EQ(call->args(), (std::vector<std::string>{"default", "4"}));
@@ -1039,7 +1050,7 @@ TEST_F(TubeConfig, SetMaxAttemptsTellsEveryShardThenRecordsItAndZeroRemovesIt) {
   EXPECT_TRUE(take_named(*redis, "PUBLISH", "dq:events").has_value());
 
   Outcome<std::uint32_t> removed;
-  s->set_max_attempts("default", 0, removed.callback());
+  admin->set_max_attempts("default", 0, removed.callback());
   answer_all("max_attempts", reply::ok());
   settle();
   auto erase = take_named(*redis, "HDEL", "dq:max-attempts");

@@ -194,15 +194,15 @@ void Conversation::kick_job(const Command& command) {
 }
 
 void Conversation::pause_tube(const Command& command) {
-  session_->pause_tube(std::string(command.tube), broker::Seconds{command.pause_seconds},
-                       answer<TubeStats>([](const TubeStats&) { return word_only("PAUSED"); }));
+  admin().pause_tube(std::string(command.tube), broker::Seconds{command.pause_seconds},
+                     answer<TubeStats>([](const TubeStats&) { return word_only("PAUSED"); }));
 }
 
 void Conversation::max_attempts(const Command& command) {
-  session_->set_max_attempts(std::string(command.tube), command.max_attempts,
-                             answer<std::uint32_t>([](std::uint32_t n) {
-                               return "MAX_ATTEMPTS " + std::to_string(n) + "\r\n";
-                             }));
+  admin().set_max_attempts(std::string(command.tube), command.max_attempts,
+                           answer<std::uint32_t>([](std::uint32_t n) {
+                             return "MAX_ATTEMPTS " + std::to_string(n) + "\r\n";
+                           }));
 }
 
 void Conversation::quit(const Command&) {
@@ -218,9 +218,9 @@ void Conversation::stats_job(const Command& command) {
 }
 
 void Conversation::stats_tube(const Command& command) {
-  session_->stats_tube(std::string(command.tube), answer<TubeStats>([](const TubeStats& tube) {
-                         return yaml_reply(tube_yaml(tube));
-                       }));
+  admin().stats_tube(std::string(command.tube), answer<TubeStats>([](const TubeStats& tube) {
+                       return yaml_reply(tube_yaml(tube));
+                     }));
 }
 
 void Conversation::stats(const Command&) {
@@ -230,13 +230,13 @@ void Conversation::stats(const Command&) {
   facts.max_job_bytes = context_.limits.max_job_bytes;
   facts.uptime_seconds = static_cast<std::uint64_t>(context_.broker.uptime().count());
   facts.draining = context_.broker.draining();
-  session_->stats(answer<ServerStats>([tally = context_.tally, facts](const ServerStats& stats) {
+  admin().stats(answer<ServerStats>([tally = context_.tally, facts](const ServerStats& stats) {
     return yaml_reply(stats_yaml(stats, tally, facts));
   }));
 }
 
 void Conversation::list_tubes(const Command&) {
-  session_->list_tubes(answer<std::vector<TubeStats>>([](const std::vector<TubeStats>& tubes) {
+  admin().list_tubes(answer<std::vector<TubeStats>>([](const std::vector<TubeStats>& tubes) {
     std::vector<std::string> names;
     names.reserve(tubes.size());
     for (const TubeStats& tube : tubes) names.push_back(tube.name);

@@ -154,6 +154,7 @@ Conversation::Conversation(Context& context, Peer& peer)
 
 Conversation::~Conversation() {
   session_.reset();  // its reserved jobs are ready again; no completion of it runs any more
+  admin_.reset();
   --context_.tally.connections;
   if (producer_) --context_.tally.producers;
   if (worker_) --context_.tally.workers;

@@ -154,6 +154,12 @@ class Conversation {
   Context& context_;
   Peer& peer_;
   std::unique_ptr<broker::Session> session_;
+  // The server-wide calls (stats, tubes, pauses), opened at the first: most connections make none.
+  broker::Admin& admin() {
+    if (!admin_) admin_ = context_.broker.open_admin();
+    return *admin_;
+  }
+  std::unique_ptr<broker::Admin> admin_;
   std::string_view op_ = "none";  // the verb being run, for metrics (static storage)
   std::string in_;                // bytes received; those from begin_ on are not yet run
   std::size_t begin_ = 0;

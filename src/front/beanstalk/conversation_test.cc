@@ -791,7 +791,7 @@ TEST_F(ConversationTest, StatsHasEveryKeyInBeanstalkdsOrderWithTheFrontEndsCount
 
   other->send("stats\r\n");
   ASSERT_EQ(last().text(), "stats");
-  EXPECT_EQ(last().session(), 1U);
+  EXPECT_EQ(last().session(), testing::kAdminCalls) << "a server-wide call, through an Admin";
   last().complete(testing::sample_server_stats());
   const auto lines = mapping_of(document_of(other->take()));
 
@@ -1236,6 +1236,20 @@ TEST_F(ConversationTest, DestroyingTheConversationClosesItsSessionAndDropsItsCom
   EXPECT_EQ(context_.tally.total_connections, 1U);
   EXPECT_EQ(context_.tally.producers, 0U);
   EXPECT_EQ(context_.tally.workers, 0U);
+  EXPECT_EQ(fake_.admins_opened(), 0U) << "a connection that made no server-wide call opened one";
+}
+
+TEST_F(ConversationTest, DestroyingTheConversationDropsItsServerWideCallsToo) {
+  client_->send("stats-tube default\r\nlist-tubes\r\n");
+  ASSERT_EQ(fake_.call_count(), 2U);
+  EXPECT_EQ(fake_.call(0).text(), "stats_tube tube=default");
+  EXPECT_EQ(fake_.call(1).text(), "list_tubes");
+  EXPECT_EQ(fake_.admins_opened(), 1U) << "one Admin per connection, opened at its first call";
+  client_.reset();
+  EXPECT_EQ(fake_.admins_closed(), 1U);
+  EXPECT_EQ(fake_.call(0).state(), Call::State::kDropped);
+  EXPECT_EQ(fake_.call(1).state(), Call::State::kDropped);
+  EXPECT_EQ(fake_.pending_count(), 0U);
 }
 
 }  // namespace

@@ -323,7 +323,8 @@ Api::Api(broker::Broker& broker, ApiOptions options)
     : broker_(broker),
       options_(std::move(options)),
       session_(
-          broker.open_session(broker::SessionOptions{.watch_default = false, .holder = "http"})) {
+          broker.open_session(broker::SessionOptions{.watch_default = false, .holder = "http"})),
+      admin_(broker.open_admin()) {
   broker_.metrics().declare_protocol(kProtocol);
   for (const std::string& token : options_.tokens) token_digests_.push_back(sha256(token));
 }
@@ -667,7 +668,7 @@ void Api::undeliverable(JobId id, std::uint32_t token) {
 // --- tubes and the server --------------------------------------------------------------------
 
 void Api::list_tubes(Call& call) {
-  session_->list_tubes(call.reply.then<std::vector<TubeStats>>([this](const auto& listed) {
+  admin_->list_tubes(call.reply.then<std::vector<TubeStats>>([this](const auto& listed) {
     const std::vector<TubeStats> tubes = by_name(listed);
     std::map<std::string, std::string, std::less<>> urls;
     for (auto& [name, webhook] : broker_.webhooks()) urls.emplace(name, std::move(webhook.url));
@@ -691,7 +692,7 @@ void Api::list_tubes(Call& call) {
 }
 
 void Api::get_tube(Call& call) {
-  session_->stats_tube(call.params[0], call.reply.then<TubeStats>([](const TubeStats& tube) {
+  admin_->stats_tube(call.params[0], call.reply.then<TubeStats>([](const TubeStats& tube) {
     return json_response(200, json::serialize(tube_json(tube)));
   }));
 }
@@ -718,7 +719,7 @@ void Api::patch_tube(Call& call) {
                             "max_attempts: reservations before a job is buried, 0 for no limit"));
   }
   const auto n = static_cast<std::uint32_t>(*max_attempts.value());
-  session_->set_max_attempts(
+  admin_->set_max_attempts(
       call.params[0], n, call.reply.then<std::uint32_t>([tube = call.params[0]](std::uint32_t set) {
         json::object o;
         o["tube"] = tube;
@@ -735,13 +736,13 @@ void Api::pause_tube(Call& call) {
     return call.reply(error(400, "bad_request", "delay: how long to pause, e.g. \"30s\""));
   }
   const broker::Seconds seconds{(delay.value()->count() + 999) / 1000};
-  session_->pause_tube(call.params[0], seconds,
-                       call.reply.then<TubeStats>([seconds](const TubeStats& tube) {
-                         json::object o;
-                         o["tube"] = tube.name;
-                         o["pause_s"] = seconds.count();
-                         return json_response(200, json::serialize(o));
-                       }));
+  admin_->pause_tube(call.params[0], seconds,
+                     call.reply.then<TubeStats>([seconds](const TubeStats& tube) {
+                       json::object o;
+                       o["tube"] = tube.name;
+                       o["pause_s"] = seconds.count();
+                       return json_response(200, json::serialize(o));
+                     }));
 }
 
 // --- push delivery ---------------------------------------------------------------------------
@@ -749,26 +750,26 @@ void Api::pause_tube(Call& call) {
 void Api::put_webhook(Call& call) {
   auto hook = read_webhook(call.body, call.text);
   if (!hook.is_ok()) return call.reply(hook.status());
-  session_->set_webhook(call.params[0], std::move(hook).value(),
-                        call.reply.then<Webhook>([](const Webhook& set) {
-                          return json_response(200, json::serialize(webhook_json(set)));
-                        }));
+  admin_->set_webhook(call.params[0], std::move(hook).value(),
+                      call.reply.then<Webhook>([](const Webhook& set) {
+                        return json_response(200, json::serialize(webhook_json(set)));
+                      }));
 }
 
 void Api::get_webhook(Call& call) {
-  session_->get_webhook(call.params[0], call.reply.then<Webhook>([](const Webhook& found) {
+  admin_->get_webhook(call.params[0], call.reply.then<Webhook>([](const Webhook& found) {
     return json_response(200, json::serialize(webhook_json(found)));
   }));
 }
 
 void Api::delete_webhook(Call& call) {
-  session_->remove_webhook(call.params[0], call.reply.then<Webhook>([](const Webhook& removed) {
+  admin_->remove_webhook(call.params[0], call.reply.then<Webhook>([](const Webhook& removed) {
     return json_response(200, json::serialize(webhook_json(removed)));
   }));
 }
 
 void Api::stats(Call& call) {
-  session_->stats(call.reply.then<ServerStats>([this](const ServerStats& s) {
+  admin_->stats(call.reply.then<ServerStats>([this](const ServerStats& s) {
     json::object o;
     const broker::Metrics& metrics = broker_.metrics();
     o["version"] = options_.version;
@@ -817,9 +818,9 @@ void Api::stats(Call& call) {
 
 // The page needs the tubes and the server's counts: two calls, one after the other.
 void Api::metrics(Call& call) {
-  session_->list_tubes([this, reply = call.reply](Result<std::vector<TubeStats>> tubes) {
+  admin_->list_tubes([this, reply = call.reply](Result<std::vector<TubeStats>> tubes) {
     if (!tubes.is_ok()) return reply(tubes.status());
-    session_->stats(reply.then<ServerStats>(
+    admin_->stats(reply.then<ServerStats>(
         [this, tubes = by_name(std::move(tubes).value())](const ServerStats& server) {
           Response response;
           response.body = broker_.metrics().render(tubes, server);
@@ -915,30 +916,29 @@ Result<std::vector<broker::Due>> due_edges(std::string_view target) {
 void Api::due_counts(Call& call, std::string tube) {
   auto edges = due_edges(call.target);
   if (!edges.is_ok()) return call.reply(edges.status());
-  session_->due_counts(tube, std::move(edges).value(),
-                       call.reply.then<broker::DueCounts>([tube](const broker::DueCounts& counts) {
-                         json::object o;
-                         if (!tube.empty()) o["tube"] = tube;
-                         o["as_of_unix_ms"] = counts.as_of_unix_ms;
-                         o["resolution_ms"] = counts.resolution.count();
-                         std::uint64_t delayed = 0;
-                         json::array buckets;
-                         for (std::size_t i = 0; i < counts.jobs.size(); ++i) {
-                           json::object bucket;
-                           bucket["from_unix_ms"] = i == 0
-                                                        ? json::value(nullptr)
-                                                        : json::value(counts.edges_unix_ms[i - 1]);
-                           bucket["to_unix_ms"] = i < counts.edges_unix_ms.size()
-                                                      ? json::value(counts.edges_unix_ms[i])
-                                                      : json::value(nullptr);
-                           bucket["jobs"] = counts.jobs[i];
-                           delayed += counts.jobs[i];
-                           buckets.push_back(std::move(bucket));
-                         }
-                         o["delayed"] = delayed;
-                         o["buckets"] = std::move(buckets);
-                         return json_response(200, json::serialize(o));
-                       }));
+  admin_->due_counts(tube, std::move(edges).value(),
+                     call.reply.then<broker::DueCounts>([tube](const broker::DueCounts& counts) {
+                       json::object o;
+                       if (!tube.empty()) o["tube"] = tube;
+                       o["as_of_unix_ms"] = counts.as_of_unix_ms;
+                       o["resolution_ms"] = counts.resolution.count();
+                       std::uint64_t delayed = 0;
+                       json::array buckets;
+                       for (std::size_t i = 0; i < counts.jobs.size(); ++i) {
+                         json::object bucket;
+                         bucket["from_unix_ms"] = i == 0 ? json::value(nullptr)
+                                                         : json::value(counts.edges_unix_ms[i - 1]);
+                         bucket["to_unix_ms"] = i < counts.edges_unix_ms.size()
+                                                    ? json::value(counts.edges_unix_ms[i])
+                                                    : json::value(nullptr);
+                         bucket["jobs"] = counts.jobs[i];
+                         delayed += counts.jobs[i];
+                         buckets.push_back(std::move(bucket));
+                       }
+                       o["delayed"] = delayed;
+                       o["buckets"] = std::move(buckets);
+                       return json_response(200, json::serialize(o));
+                     }));
 }
 
 void Api::list_jobs(Call& call) {
@@ -972,18 +972,18 @@ void Api::list_jobs(Call& call) {
                 "unknown query parameter '" + name.substr(0, 64) + "' (state, limit)"));
     }
   }
-  session_->list_jobs(call.params[0], state, limit,
-                      call.reply.then<broker::JobList>([](const broker::JobList& list) {
-                        Response response;
-                        response.body = R"({"jobs":[)";
-                        for (std::size_t i = 0; i < list.jobs.size(); ++i) {
-                          if (i > 0) response.body += ',';
-                          append_job(response.body, list.jobs[i], nullptr);
-                        }
-                        response.body +=
-                            list.complete ? "],\"complete\":true}\n" : "],\"complete\":false}\n";
-                        return response;
-                      }));
+  admin_->list_jobs(call.params[0], state, limit,
+                    call.reply.then<broker::JobList>([](const broker::JobList& list) {
+                      Response response;
+                      response.body = R"({"jobs":[)";
+                      for (std::size_t i = 0; i < list.jobs.size(); ++i) {
+                        if (i > 0) response.body += ',';
+                        append_job(response.body, list.jobs[i], nullptr);
+                      }
+                      response.body +=
+                          list.complete ? "],\"complete\":true}\n" : "],\"complete\":false}\n";
+                      return response;
+                    }));
 }
 
 // --- administration --------------------------------------------------------------------------
@@ -996,15 +996,15 @@ void Api::backup(Call& call) {
     return call.reply(error(400, "bad_request",
                             "dir: the new directory to write the copy into, an absolute path"));
   }
-  session_->backup(*dir.value(),
-                   call.reply.then<broker::BackupResult>([](const broker::BackupResult& done) {
-                     json::object o;
-                     o["dir"] = done.dir;
-                     o["jobs"] = done.jobs;
-                     o["bytes"] = done.bytes;
-                     o["took_ms"] = done.took.count();
-                     return json_response(200, json::serialize(o));
-                   }));
+  admin_->backup(*dir.value(),
+                 call.reply.then<broker::BackupResult>([](const broker::BackupResult& done) {
+                   json::object o;
+                   o["dir"] = done.dir;
+                   o["jobs"] = done.jobs;
+                   o["bytes"] = done.bytes;
+                   o["took_ms"] = done.took.count();
+                   return json_response(200, json::serialize(o));
+                 }));
 }
 
 }  // namespace delayq::front::http

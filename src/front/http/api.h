@@ -143,6 +143,7 @@ class Api {
   };
   std::unordered_map<std::uint64_t, std::shared_ptr<Wait>> waits_;
   std::unique_ptr<broker::Session> session_;                    // holds every HTTP reservation
+  std::unique_ptr<broker::Admin> admin_;                        // tubes, stats, webhooks, backup
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for guarded()
   template <typename T>
   [[nodiscard]] broker::Callback<T> guarded(broker::Callback<T> done) const;

@@ -1,10 +1,14 @@
-#include "broker/redis/session.h"
+#include "broker/redis/admin.h"
+
+#include <algorithm>
+
+#include "broker/redis/replies.h"
 #include "redis/slot.h"
 #include "store/record.h"
 
 namespace delayq::redis_broker {
 
-void RedisSession::pause_tube(std::string tube, broker::Seconds pause, Callback<TubeStats> done) {
+void RedisAdmin::pause_tube(std::string tube, broker::Seconds pause, Callback<TubeStats> done) {
   if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<TubeStats>(s));
   stats_tube(tube, [self = this, state = state_, tube, pause,
                     done = std::move(done)](Result<TubeStats> exists) mutable {
@@ -14,8 +18,8 @@ void RedisSession::pause_tube(std::string tube, broker::Seconds pause, Callback<
   });
 }
 
-void RedisSession::pause_existing(const std::string& tube, broker::Seconds pause,
-                                  Callback<TubeStats> done) {
+void RedisAdmin::pause_existing(const std::string& tube, broker::Seconds pause,
+                                Callback<TubeStats> done) {
   // The shards' scripts enforce it, on Redis's clock; the global entry is what stats show.
   const auto seconds = pause.count();
   every_shard(
@@ -41,7 +45,7 @@ void RedisSession::pause_existing(const std::string& tube, broker::Seconds pause
       });
 }
 
-void RedisSession::stats_tube(std::string tube, Callback<TubeStats> done) {
+void RedisAdmin::stats_tube(std::string tube, Callback<TubeStats> done) {
   if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<TubeStats>(s));
   tube_stats({tube},
              [self = this, state = state_, tube, done = std::move(done)](Result<Sums> sums) {
@@ -58,8 +62,8 @@ void RedisSession::stats_tube(std::string tube, Callback<TubeStats> done) {
              });
 }
 
-void RedisSession::set_max_attempts(std::string tube, std::uint32_t max_attempts,
-                                    Callback<std::uint32_t> done) {
+void RedisAdmin::set_max_attempts(std::string tube, std::uint32_t max_attempts,
+                                  Callback<std::uint32_t> done) {
   if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<std::uint32_t>(s));
   // Every shard's scripts read it where they run; the global copy is what stats show.
   every_shard(
@@ -86,18 +90,18 @@ void RedisSession::set_max_attempts(std::string tube, std::uint32_t max_attempts
 
 // A tube exists while it holds jobs or a client here uses, watches or waits for it (a reserve
 // naming it: an HTTP long-poll, a webhook's delivery); "default" always does.
-bool RedisSession::has_jobs(const TubeStats& stats) {
+bool RedisAdmin::has_jobs(const TubeStats& stats) {
   return stats.ready + stats.reserved + stats.delayed + stats.buried > 0;
 }
 
 // A tube with a webhook exists as long as the webhook does, as on a single delayqd.
-bool RedisSession::exists(const TubeStats& stats) const {
+bool RedisAdmin::exists(const TubeStats& stats) const {
   return has_jobs(stats) ||
          stats.using_clients + stats.watching_clients + stats.waiting_clients > 0 ||
          stats.name == "default" || core_->webhook_map.contains(stats.name);
 }
 
-std::vector<TubeStats> RedisSession::existing(Sums sums) const {
+std::vector<TubeStats> RedisAdmin::existing(Sums sums) const {
   // Only tubes with jobs and tubes this node's clients name can exist (the shards also remember
   // tubes long gone: with_local() is not spent on those).
   std::set<std::string> named = {"default"};
@@ -116,7 +120,7 @@ std::vector<TubeStats> RedisSession::existing(Sums sums) const {
   return list;
 }
 
-void RedisSession::list_tubes(Callback<std::vector<TubeStats>> done) {
+void RedisAdmin::list_tubes(Callback<std::vector<TubeStats>> done) {
   tube_stats({}, [self = this, state = state_, done = std::move(done)](Result<Sums> sums) {
     if (!state->alive) return;
     if (!sums.is_ok()) return done(sums.status());
@@ -124,7 +128,7 @@ void RedisSession::list_tubes(Callback<std::vector<TubeStats>> done) {
   });
 }
 
-void RedisSession::stats(Callback<ServerStats> done) {
+void RedisAdmin::stats(Callback<ServerStats> done) {
   tube_stats({}, [self = this, state = state_, done = std::move(done)](Result<Sums> sums) mutable {
     if (!state->alive) return;
     if (!sums.is_ok()) return done(sums.status());
@@ -161,7 +165,7 @@ void RedisSession::stats(Callback<ServerStats> done) {
   });
 }
 
-void RedisSession::set_webhook(std::string tube, Webhook webhook, Callback<Webhook> done) {
+void RedisAdmin::set_webhook(std::string tube, Webhook webhook, Callback<Webhook> done) {
   if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<Webhook>(s));
   core_->client->run(redis::key_slot(core_->names.webhooks),
                      Command{"HSET", core_->names.webhooks, tube, store::encode_webhook(webhook)},
@@ -178,7 +182,7 @@ void RedisSession::set_webhook(std::string tube, Webhook webhook, Callback<Webho
                      });
 }
 
-void RedisSession::get_webhook(std::string tube, Callback<Webhook> done) {
+void RedisAdmin::get_webhook(std::string tube, Callback<Webhook> done) {
   const auto it = core_->webhook_map.find(tube);
   if (it == core_->webhook_map.end()) {
     return post(std::move(done),
@@ -187,7 +191,7 @@ void RedisSession::get_webhook(std::string tube, Callback<Webhook> done) {
   post(std::move(done), Result<Webhook>(it->second));
 }
 
-void RedisSession::remove_webhook(std::string tube, Callback<Webhook> done) {
+void RedisAdmin::remove_webhook(std::string tube, Callback<Webhook> done) {
   const auto it = core_->webhook_map.find(tube);
   if (it == core_->webhook_map.end()) {
     return post(std::move(done),
@@ -209,28 +213,56 @@ void RedisSession::remove_webhook(std::string tube, Callback<Webhook> done) {
                      });
 }
 
-void RedisSession::note_attempt(JobId id, int status, std::string error, Callback<JobView> done) {
-  // The attempt's outcome joins what the job keeps (its URL and content type stay).
-  job_call(shard_of_id(id, core_->shards), {"peek", std::to_string(id), "", ""}, false,
-           [core = core_, state = state_, id, status, error = std::move(error),
-            done = std::move(done)](Result<broker::Job> job) mutable {
-             if (!job.is_ok()) return done(job.status());
-             Delivery delivery = std::move(job.value().delivery);
-             delivery.last_status = status;
-             delivery.last_error = std::move(error);
-             delivery.last_attempt_unix_ms = core->clock->now_unix_ms();
-             core->call(
-                 shard_of_id(id, core->shards),
-                 {"note", state->holder, std::to_string(id), store::encode_delivery(delivery)},
-                 true, [state, done = std::move(done)](Result<Reply> reply) {
-                   if (!state->alive) return;
-                   if (!reply.is_ok()) return done(reply.status());
-                   if (Status s = status_of(reply.value()); !s.is_ok()) return done(s);
-                   auto noted = job_of(reply.value());
-                   if (!noted.is_ok()) return done(noted.status());
-                   done(std::move(noted.value().view));
-                 });
-           });
+void RedisAdmin::tube_stats(std::vector<std::string> tubes,
+                            std::function<void(Result<Sums>)> then) {
+  std::vector<std::string> args = {"stats"};
+  args.insert(args.end(), tubes.begin(), tubes.end());
+  every_shard(std::move(args), false, [then = std::move(then)](Result<std::vector<Reply>> replies) {
+    if (!replies.is_ok()) return then(replies.status());
+    Sums sums;
+    for (const auto& reply : replies.value()) {
+      for (std::size_t i = 1; i < reply.elements.size(); ++i) {
+        const auto& row = reply.elements[i].elements;
+        if (row.size() < 9) continue;
+        TubeStats& t = sums.tubes[row[0].str];
+        t.name = row[0].str;
+        const auto n = [&](std::size_t k) { return static_cast<std::uint64_t>(row[k].integer); };
+        t.ready += n(1);
+        t.urgent += n(2);
+        t.reserved += n(3);
+        t.delayed += n(4);
+        t.buried += n(5);
+        t.total_jobs += n(6);
+        t.deletes += n(7);
+        sums.timeouts += n(8);
+      }
+    }
+    then(std::move(sums));
+  });
+}
+
+TubeStats RedisAdmin::with_local(TubeStats stats) const {
+  if (const auto it = core_->uses.find(stats.name); it != core_->uses.end()) {
+    stats.using_clients = it->second.using_clients;
+    stats.watching_clients = it->second.watching;
+  }
+  for (const auto& waiter : core_->waiters) {
+    if (std::find(waiter->tubes.begin(), waiter->tubes.end(), stats.name) != waiter->tubes.end()) {
+      ++stats.waiting_clients;
+    }
+  }
+  if (const auto it = core_->pauses.find(stats.name); it != core_->pauses.end()) {
+    stats.pauses = it->second.count;
+    const auto left = it->second.until_unix_ms - core_->clock->now_unix_ms();
+    if (left > 0) {
+      stats.pause = std::chrono::seconds(it->second.seconds);
+      stats.pause_left = Millis{left};
+    }
+  }
+  if (const auto it = core_->max_attempts.find(stats.name); it != core_->max_attempts.end()) {
+    stats.max_attempts = it->second;
+  }
+  return stats;
 }
 
 }  // namespace delayq::redis_broker

@@ -1,0 +1,39 @@
+// handle.h — what a client's session and an admin handle on the Redis broker share: the node's
+// Core, the state that outlives them (SessionState), completions posted for later that do not run
+// once they are gone, and calls on every shard.
+#pragma once
+
+#include <boost/asio/post.hpp>
+
+#include "broker/redis/core.h"
+
+namespace delayq::redis_broker {
+
+class Handle {
+ protected:
+  explicit Handle(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+  ~Handle() { state_->alive = false; }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+
+  // Completes `done` later on the executor, unless the handle is gone by then.
+  template <typename T>
+  void post(Callback<T> done, Result<T> result) {
+    asio::post(core_->io,
+               [state = state_, done = std::move(done), result = std::move(result)]() mutable {
+                 if (state->alive) done(std::move(result));
+               });
+  }
+  // jobs.lua on every shard with `args`; `then` gets the replies by shard (a shard's kNotFound
+  // is a reply), or the first failure; not once the handle is gone.
+  void every_shard(std::vector<std::string> args, bool write,
+                   std::function<void(Result<std::vector<Reply>>)> then);
+  [[nodiscard]] Status check(const std::string& tube) const {
+    return check_tube_name(tube, core_->options.max_name_bytes);
+  }
+
+  std::shared_ptr<Core> core_;
+  std::shared_ptr<SessionState> state_ = std::make_shared<SessionState>();
+};
+
+}  // namespace delayq::redis_broker
