@@ -202,7 +202,8 @@ int main(int argc, char** argv) {
     put.body = body;
     put.priority = 1024;
     for (std::uint64_t i = 0; i < o.jobs; ++i) {
-      put.delay = engine::Millis{3'600'000 + static_cast<std::int64_t>(rng() % 172'800'000)};
+      put.due =
+          Due::after(engine::Millis{3'600'000 + static_cast<std::int64_t>(rng() % 172'800'000)});
       refill();
       check(engine->put(client, put).status(), "put");
       if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
@@ -221,7 +222,7 @@ int main(int argc, char** argv) {
     for (std::uint64_t i = 0; i < o.ops; ++i) {
       const JobId id = 1 + rng() % o.jobs;
       const std::int64_t due = engine->now() + 3'600'000 + static_cast<std::int64_t>(rng() % 1000);
-      check(engine->reschedule(id, due), "reschedule");
+      check(engine->reschedule(id, Due::at(due)), "reschedule");
       if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
     }
     pipeline.submit(*engine);
@@ -232,7 +233,7 @@ int main(int argc, char** argv) {
     check(engine->use(client, "work"), "use");
     check(engine->watch(client, "work").status(), "watch");
     check(engine->ignore(client, "default").status(), "ignore");
-    put.delay = engine::Millis{0};
+    put.due = Due::after(engine::Millis{0});
     for (std::uint64_t i = 0; i < o.ops; ++i) {
       check(engine->put(client, put).status(), "put");
       if ((i + 1) % o.batch == 0) pipeline.submit(*engine);

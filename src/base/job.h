@@ -20,6 +20,19 @@ using JobId = std::uint64_t;
 inline constexpr std::int64_t kMaxDelayMs = std::int64_t{100} * 365 * 24 * 3600 * 1000;
 inline constexpr std::int64_t kLastDueUnixMs = 253402300799999;  // 9999-12-31T23:59:59.999Z
 
+// When a job is due, as every layer takes it, from the protocol parsers to the engine: a delay
+// from the moment the server receives the call, or an absolute time. Either way the server
+// computes the due time itself, on its own clock; a delay of 0, or a time not in the future, means
+// ready at once.
+struct Due {
+  bool absolute = false;
+  std::int64_t ms = 0;  // absolute: Unix ms, 0 to kLastDueUnixMs; else a delay, 0 to kMaxDelayMs
+
+  static constexpr Due after(std::chrono::milliseconds delay) { return {false, delay.count()}; }
+  static constexpr Due at(std::int64_t unix_ms) { return {true, unix_ms}; }
+  friend bool operator==(const Due&, const Due&) = default;
+};
+
 // The order is part of the storage format (docs/storage-format.md): append only.
 enum class JobState : std::uint8_t { kDelayed = 0, kReady = 1, kReserved = 2, kBuried = 3 };
 inline constexpr std::uint8_t kJobStateCount = 4;

@@ -47,17 +47,6 @@ using Seconds = std::chrono::seconds;
 template <typename T>
 using Callback = std::function<void(Result<T>)>;
 
-// When a job is due: a delay from the moment the broker receives the call, or an absolute time.
-// Either way the broker computes the due time itself, on its own clock; a delay of 0, or a time
-// not in the future, means ready at once.
-struct Due {
-  bool absolute = false;
-  std::int64_t ms = 0;  // absolute: Unix ms, 0 to kLastDueUnixMs; else a delay, 0 to kMaxDelayMs
-
-  static Due after(Millis delay) { return {false, delay.count()}; }
-  static Due at(std::int64_t unix_ms) { return {true, unix_ms}; }
-};
-
 // A job named by its id, or by its tube and key (unique among the tube's jobs).
 struct JobRef {
   JobId id = 0;  // 0: by tube and key

@@ -669,7 +669,7 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
   // millisecond, as the due time is, it is also the job's creation time, so that its delay reads
   // back exactly as due - created.
   std::int64_t start = 0;
-  const DueTime after_delay = due_in(request.delay, &start);
+  const DueTime after_delay = due_in(Millis{request.due.absolute ? 0 : request.due.ms}, &start);
   const JobId id = next_id_++;
   next_id_dirty_ = true;
   const auto ttr = static_cast<std::uint32_t>(
@@ -677,9 +677,9 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
   const Slot slot = new_job(id, tube_no, start, request.priority, ttr, request.key, request.group);
   job(slot).due_unix_ms = now_ms;
   DueTime due{now_ms, 0};
-  if (request.due_unix_ms) {
-    due.unix_ms = *request.due_unix_ms;
-  } else if (request.delay.count() > 0) {
+  if (request.due.absolute) {
+    due.unix_ms = request.due.ms;
+  } else if (request.due.ms > 0) {
     due = after_delay;
   }
   if (due.unix_ms > now_ms) {
@@ -959,13 +959,10 @@ Result<JobView> Engine::peek_key(std::string_view name, std::string_view key) co
   return peek(id.value());
 }
 
-Status Engine::reschedule(JobId id, std::int64_t due_unix_ms, std::optional<Millis> delay) {
-  return reschedule(id, DueTime{due_unix_ms, 0}, delay);
-}
-
-Status Engine::reschedule_in(JobId id, Millis delay) {
-  if (delay.count() <= 0) return reschedule(id, DueTime{now(), 0}, Millis{0});
-  return reschedule(id, due_in(delay), delay);
+Status Engine::reschedule(JobId id, Due due) {
+  if (due.absolute) return reschedule(id, DueTime{due.ms, 0}, std::nullopt);
+  if (due.ms <= 0) return reschedule(id, DueTime{now(), 0}, Millis{0});
+  return reschedule(id, due_in(Millis{due.ms}), Millis{due.ms});
 }
 
 Status Engine::reschedule(JobId id, DueTime due, std::optional<Millis> delay) {

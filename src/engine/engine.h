@@ -57,10 +57,8 @@ struct EngineOptions {
 struct PutRequest {
   std::string_view tube;  // empty: the client's used tube
   std::uint32_t priority = 0;
-  // When the job becomes ready: due_unix_ms if set, else now + delay. A time not in the future
-  // makes the job ready at once.
-  Millis delay{0};
-  std::optional<std::int64_t> due_unix_ms;
+  // When the job becomes ready (a delay counts from the put's microsecond: due_in()).
+  Due due;
   Seconds ttr{60};  // 0 is taken as 1 s, as beanstalkd does
   std::string_view body;
   // A key is unique among the jobs of a tube. Putting a key that is taken returns the job that
@@ -163,11 +161,10 @@ class Engine {
   // to a new due time (kConflict for reserved or buried jobs).
   [[nodiscard]] Result<JobView> peek_key(std::string_view tube, std::string_view key) const;
   Result<JobId> find_key(std::string_view tube, std::string_view key) const;
-  // `delay`, if given, is what stats report as the job's delay (else due - now).
-  Status reschedule(JobId id, std::int64_t due_unix_ms, std::optional<Millis> delay = {});
-  // The same, due `delay` from now, counted as a put's delay is (see due_in()): from this
-  // microsecond; a delay <= 0 makes the job ready now.
-  Status reschedule_in(JobId id, Millis delay);
+  // A delay counts as a put's does (due_in()), from this microsecond, and is what stats report
+  // as the job's delay; for a time, the delay reported is due - now. A delay <= 0, or a time not
+  // in the future, makes the job ready now.
+  Status reschedule(JobId id, Due due);
   // A new priority for a job in any state (a ready job moves in its tube's order).
   Status set_priority(JobId id, std::uint32_t priority);
   // A tube's max_attempts (0: none, the default): a reservation of one of its jobs that ends

@@ -175,8 +175,7 @@ class Model {
     job.key = std::string(request.key);
     job.group = std::string(request.group);
     job.body = std::string(request.body);
-    const std::int64_t due =
-        request.due_unix_ms ? *request.due_unix_ms : now_ + request.delay.count();
+    const std::int64_t due = request.due.absolute ? request.due.ms : now_ + request.due.ms;
     if (due > now_) {
       job.state = JobState::kDelayed;
       job.due_unix_ms = due;

@@ -87,9 +87,6 @@ std::string show(Kind kind) {
   }
   return "?";
 }
-std::string show(const std::optional<std::int64_t>& t) {
-  return t ? std::to_string(*t) : std::string("none");
-}
 std::string show(OpKind kind) {
   switch (kind) {
     case OpKind::kRecord:
@@ -569,31 +566,33 @@ void Simulation::op_put() {
     case 3:
       break;  // ready at once
     case 4:
-      request.delay = Millis{random_.range(1, 20)};
+      request.due = Due::after(Millis{random_.range(1, 20)});
       break;
     case 5:
-      request.delay = Millis{random_.range(100, 3000)};
+      request.due = Due::after(Millis{random_.range(100, 3000)});
       break;
     case 6:
-      request.delay = Millis{random_.range(1000, 30000)};
+      request.due = Due::after(Millis{random_.range(1000, 30000)});
       break;
     case 7:
-      request.delay = Millis{1000};
+      request.due = Due::after(Millis{1000});
       break;
     case 8:
-      request.due_unix_ms = now - random_.range(0, 5000);
+      request.due = Due::at(now - random_.range(0, 5000));
       break;
     case 9:
-      request.due_unix_ms = now + random_.range(1, 5000);
+      request.due = Due::at(now + random_.range(1, 5000));
       break;
     case 10:
-      request.due_unix_ms = now + 1;
+      request.due = Due::at(now + 1);
       break;
     default:
-      request.due_unix_ms = now;
+      request.due = Due::at(now);
       break;
   }
-  if (random_.percent(1)) request.delay = Millis{-random_.range(1, 1000)};
+  if (random_.percent(1) && !request.due.absolute) {
+    request.due = Due::after(Millis{-random_.range(1, 1000)});
+  }
   static const std::vector<std::int64_t> kTtrs = {0, 1, 1, 1, 2, 2, 3, 5, 60, -1};
   request.ttr = Seconds{random_.pick(kTtrs)};
   std::string key;
@@ -607,10 +606,9 @@ void Simulation::op_put() {
   request.body = body;
 
   note("put c" + std::to_string(*c) + " tube=" + tube.substr(0, 20) +
-       " pri=" + std::to_string(request.priority) +
-       " delay=" + std::to_string(request.delay.count()) + " due=" + show(request.due_unix_ms) +
-       " ttr=" + std::to_string(request.ttr.count()) + " key=" + key.substr(0, 20) +
-       (request.replace ? " replace" : "") + " group=" + group.substr(0, 20));
+       " pri=" + std::to_string(request.priority) + " due=" + (request.due.absolute ? "@" : "+") +
+       std::to_string(request.due.ms) + " ttr=" + std::to_string(request.ttr.count()) + " key=" +
+       key.substr(0, 20) + (request.replace ? " replace" : "") + " group=" + group.substr(0, 20));
   const auto want = model_.put(*c, request);
   const auto got = engine_->put(*c, request);
   ASSERT_EQ(got.code(), want.code()) << where() << got.status().to_string();
@@ -838,7 +836,7 @@ void Simulation::op_reschedule() {
   const Model::Job* before = model_.find(id);
   const std::string from = before != nullptr ? show(before->state) : "none";
   const Status want = model_.reschedule(id, due);
-  const Status got = engine_->reschedule(id, due);
+  const Status got = engine_->reschedule(id, Due::at(due));
   ASSERT_EQ(got.code(), want.code()) << where() << got.to_string();
   count("reschedule." + (want.is_ok() ? from : std::string(code_name(want.code()))));
   settle("reschedule");
@@ -1442,7 +1440,7 @@ class EngineSimCase : public ::testing::Test {
  protected:
   JobId put(Millis delay, Seconds ttr = Seconds{60}) {
     PutRequest request;
-    request.delay = delay;
+    request.due = Due::after(delay);
     request.ttr = ttr;
     request.body = "body";
     auto result = engine.put(client, request);

@@ -14,7 +14,7 @@ class EngineTest : public ::testing::Test {
   JobId put(ClientId client, Millis delay, std::uint32_t priority = 100, std::string_view key = {},
             std::string_view group = {}) {
     PutRequest request;
-    request.delay = delay;
+    request.due = Due::after(delay);
     request.priority = priority;
     request.body = "body";
     request.key = key;
@@ -203,7 +203,7 @@ TEST_F(EngineTest, AKeyIsUniquePerTubeAndPutIsIdempotentUnlessReplacing) {
   const JobId first = put(producer, Millis{60000}, 100, "order:123");
   PutRequest again;
   again.key = "order:123";
-  again.delay = Millis{10};
+  again.due = Due::after(Millis{10});
   auto retry = engine.put(producer, again);
   ASSERT_TRUE(retry.is_ok());
   EXPECT_FALSE(retry.value().inserted);
@@ -238,18 +238,18 @@ TEST_F(EngineTest, AKeyIsUniquePerTubeAndPutIsIdempotentUnlessReplacing) {
 TEST_F(EngineTest, RescheduleMovesADelayedJobEarlierOrLater) {
   const JobId id = put(producer, Millis{4 * 3600 * 1000}, 100, "pet:7:feed");
   const std::int64_t start = clock.now_unix_ms();
-  ASSERT_TRUE(engine.reschedule(id, start + 2 * 3600 * 1000).is_ok());
+  ASSERT_TRUE(engine.reschedule(id, Due::at(start + 2 * 3600 * 1000)).is_ok());
   EXPECT_EQ(engine.peek_key("default", "pet:7:feed").value().due_unix_ms, start + 2 * 3600 * 1000);
   pass(Millis{2 * 3600 * 1000 - 1});
   EXPECT_EQ(state(id), JobState::kDelayed);
   pass(Millis{1});
   EXPECT_EQ(state(id), JobState::kReady);
-  ASSERT_TRUE(engine.reschedule(id, clock.now_unix_ms() + 100).is_ok());
+  ASSERT_TRUE(engine.reschedule(id, Due::at(clock.now_unix_ms() + 100)).is_ok());
   EXPECT_EQ(state(id), JobState::kDelayed);
-  ASSERT_TRUE(engine.reschedule(id, clock.now_unix_ms() - 100).is_ok());
+  ASSERT_TRUE(engine.reschedule(id, Due::at(clock.now_unix_ms() - 100)).is_ok());
   EXPECT_EQ(state(id), JobState::kReady);
   ASSERT_EQ(engine.reserve(worker, Millis{0}).job.id, id);
-  EXPECT_EQ(engine.reschedule(id, start).code(), Code::kConflict);
+  EXPECT_EQ(engine.reschedule(id, Due::at(start)).code(), Code::kConflict);
 }
 
 TEST_F(EngineTest, GroupsListAndCancelTheirJobs) {
@@ -599,7 +599,7 @@ TEST(EngineClockTest, DelaysCountFromTheMomentRoundedUpSoNothingIsEverEarly) {
   Engine engine(clock);
   const ClientId client = engine.connect();
   PutRequest request;
-  request.delay = Millis{1000};
+  request.due = Due::after(Millis{1000});
   const JobId id = engine.put(client, request).value().id;
   // Put at (now + 0.x) ms: due no earlier than a full second later, i.e. now + 1001.
   EXPECT_EQ(engine.peek(id).value().due_unix_ms, clock.now + 1001);
@@ -611,7 +611,7 @@ TEST(EngineClockTest, DelaysCountFromTheMomentRoundedUpSoNothingIsEverEarly) {
   engine.advance();
   EXPECT_EQ(engine.peek(id).value().state, JobState::kReady);
   // A put without a delay is ready at once all the same.
-  request.delay = Millis{0};
+  request.due = Due::after(Millis{0});
   const JobId now_job = engine.put(client, request).value().id;
   EXPECT_EQ(engine.peek(now_job).value().state, JobState::kReady);
 }
@@ -635,7 +635,7 @@ class EngineMicrosecondTest : public ::testing::Test {
  protected:
   JobId put(Millis delay, std::string_view tube = "default") {
     PutRequest request;
-    request.delay = delay;
+    request.due = Due::after(delay);
     request.body = "body";
     EXPECT_TRUE(engine.use(producer, tube).is_ok());
     return engine.put(producer, request).value().id;
@@ -699,7 +699,7 @@ TEST_F(EngineMicrosecondTest, JobsWithinTheirDueMillisecondAreDelayedJobsLikeAny
   EXPECT_EQ(engine.peek_delayed("default").value().id, first);
   EXPECT_EQ(engine.peek_delayed("other").value().id, other);
   ASSERT_TRUE(engine.erase(producer, gone).is_ok());
-  ASSERT_TRUE(engine.reschedule(moved, (base - 300) / 1000 + 60).is_ok());
+  ASSERT_TRUE(engine.reschedule(moved, Due::at((base - 300) / 1000 + 60)).is_ok());
   EXPECT_EQ(engine.kick("default", 1), 1U);
   EXPECT_EQ(state(first), JobState::kReady);
   at(base + 50'200);  // second's exact time
@@ -721,14 +721,14 @@ TEST_F(EngineMicrosecondTest, ARescheduleByDelayCountsFromTheMicrosecond) {
   const JobId id = put(Millis{60'000});
   clock.now_us += 250;
   const std::int64_t exact = clock.now_us + 100'000;
-  ASSERT_TRUE(engine.reschedule_in(id, Millis{100}).is_ok());
+  ASSERT_TRUE(engine.reschedule(id, Due::after(Millis{100})).is_ok());
   EXPECT_EQ(engine.peek(id).value().delay_ms, 100);
   EXPECT_EQ(engine.peek(id).value().due_unix_ms, exact / 1000);
   at(exact - 1);
   EXPECT_EQ(state(id), JobState::kDelayed);
   at(exact);
   EXPECT_EQ(state(id), JobState::kReady);
-  ASSERT_TRUE(engine.reschedule_in(id, Millis{0}).is_ok());
+  ASSERT_TRUE(engine.reschedule(id, Due::after(Millis{0})).is_ok());
   EXPECT_EQ(state(id), JobState::kReady);
 }
 

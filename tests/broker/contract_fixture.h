@@ -22,7 +22,6 @@ namespace delayq::testing {
 
 using namespace std::chrono_literals;
 using broker::Callback;
-using broker::Due;
 using broker::JobRef;
 using broker::PutRequest;
 using broker::PutResult;

@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
           engine.now() + 3'600'000 + static_cast<std::int64_t>(rng() % 86'400'000);
       if (dice < 6 || live.empty()) {
         engine::PutRequest request;
-        request.due_unix_ms = due;
+        request.due = Due::at(due);
         request.priority = static_cast<std::uint32_t>(rng() % 2000);
         const std::string body(rng() % 300, 'x');
         request.body = body;
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
           live.pop_back();
           intents += tag + "del " + std::to_string(id) + "\n";
         } else {
-          if (!engine.reschedule(id, due).is_ok()) return 1;
+          if (!engine.reschedule(id, Due::at(due)).is_ok()) return 1;
           intents += tag + "due " + std::to_string(id) + " " + std::to_string(due) + "\n";
         }
       }

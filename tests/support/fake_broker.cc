@@ -10,7 +10,7 @@ namespace {
 // The arguments' text: one `name=value` per argument, separated by single spaces. Times carry
 // their unit (ttr=60s, delay=2000ms); a due time reads +<ms>ms (a delay) or @<unix_ms>.
 
-std::string due_text(const broker::Due& due) {
+std::string due_text(const Due& due) {
   return due.absolute ? "@" + std::to_string(due.ms) : "+" + std::to_string(due.ms) + "ms";
 }
 
@@ -278,7 +278,7 @@ void FakeAdmin::stats(broker::Callback<ServerStats> done) {
 }
 
 // Edges as "+<delay ms>" or "@<unix ms>", comma-separated.
-void FakeAdmin::due_counts(std::string tube, std::vector<broker::Due> edges,
+void FakeAdmin::due_counts(std::string tube, std::vector<Due> edges,
                            broker::Callback<broker::DueCounts> done) {
   std::string args = "tube=" + tube + " edges=";
   for (std::size_t i = 0; i < edges.size(); ++i) {

@@ -231,7 +231,7 @@ class FakeAdmin final : public broker::Admin {
   void stats_tube(std::string tube, broker::Callback<TubeStats> done) override;
   void list_tubes(broker::Callback<std::vector<TubeStats>> done) override;
   void stats(broker::Callback<ServerStats> done) override;
-  void due_counts(std::string tube, std::vector<broker::Due> edges,
+  void due_counts(std::string tube, std::vector<Due> edges,
                   broker::Callback<broker::DueCounts> done) override;
   void list_jobs(std::string tube, JobState state, std::size_t limit,
                  broker::Callback<broker::JobList> done) override;

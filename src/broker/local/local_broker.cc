@@ -90,7 +90,7 @@ class LocalAdmin final : public broker::Admin {
                         Callback<std::uint32_t> done) override;
   void list_tubes(Callback<std::vector<TubeStats>> done) override;
   void stats(Callback<ServerStats> done) override;
-  void due_counts(std::string tube, std::vector<broker::Due> edges,
+  void due_counts(std::string tube, std::vector<Due> edges,
                   Callback<broker::DueCounts> done) override;
   void list_jobs(std::string tube, JobState state, std::size_t limit,
                  Callback<broker::JobList> done) override;
@@ -187,11 +187,7 @@ void LocalSession::put(broker::PutRequest request, Callback<broker::PutResult> d
   put.priority = request.priority;
   // A delay goes to the engine as it is, so that it counts from the job's creation and reads
   // back unchanged however long the call took to get there.
-  if (request.due.absolute) {
-    put.due_unix_ms = request.due.ms;
-  } else {
-    put.delay = broker::Millis{request.due.ms};
-  }
+  put.due = request.due;
   put.ttr = request.ttr;
   put.body = request.body;
   put.key = request.key;
@@ -362,10 +358,8 @@ void LocalSession::update(broker::JobRef job, broker::Update update, Callback<Jo
   auto id = resolve(job);
   if (!id.is_ok()) return completions_.finish_all<JobView>(std::move(done), id.status());
   if (update.due) {
-    const Status s = update.due->absolute
-                         ? engine().reschedule(id.value(), update.due->ms)
-                         : engine().reschedule_in(id.value(), broker::Millis{update.due->ms});
-    if (!s.is_ok()) return completions_.finish_all<JobView>(std::move(done), s);
+    if (Status s = engine().reschedule(id.value(), *update.due); !s.is_ok())
+      return completions_.finish_all<JobView>(std::move(done), s);
   }
   if (update.priority) {
     if (Status s = engine().set_priority(id.value(), *update.priority); !s.is_ok()) {
@@ -434,12 +428,12 @@ void LocalAdmin::list_tubes(Callback<std::vector<TubeStats>> done) {
   completions_.finish_all(std::move(done), Result<std::vector<TubeStats>>(std::move(tubes)));
 }
 
-void LocalAdmin::due_counts(std::string tube, std::vector<broker::Due> edges,
+void LocalAdmin::due_counts(std::string tube, std::vector<Due> edges,
                             Callback<broker::DueCounts> done) {
   broker::DueCounts counts;
   counts.as_of_unix_ms = engine().now();
   counts.resolution = broker::Millis{engine::Engine::kDueBucketMs};
-  for (const broker::Due& edge : edges) {
+  for (const Due& edge : edges) {
     const std::int64_t at = edge.absolute ? edge.ms : counts.as_of_unix_ms + edge.ms;
     counts.edges_unix_ms.push_back(
         engine::TimeCounts::round_down(at, engine::Engine::kDueBucketMs));

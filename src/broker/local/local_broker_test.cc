@@ -125,7 +125,7 @@ TEST_F(LocalBrokerTest, APutsDelayReadsBackAsGiven) {
     broker::PutRequest request;
     request.tube = "later";
     request.body = "body";
-    request.due = broker::Due::after(1h);
+    request.due = Due::after(1h);
     std::optional<Result<broker::PutResult>> done;
     producer->put(request, [&done](Result<broker::PutResult> r) { done.emplace(std::move(r)); });
     ASSERT_TRUE(run_until([&] { return done.has_value(); }));

@@ -20,7 +20,7 @@ TEST(RecoveryTest, ReportsItsProgressAndThenThatItIsDone) {
   for (std::uint64_t i = 0; i < kJobs; ++i) {
     engine::PutRequest put;
     put.tube = "t";
-    put.delay = std::chrono::hours(1);
+    put.due = Due::after(std::chrono::hours(1));
     ASSERT_TRUE(before.put(producer, put).is_ok());
   }
   const store::WriteSet written = before.take_mutations();

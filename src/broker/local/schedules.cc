@@ -111,7 +111,7 @@ Result<broker::PutResult> LocalSchedules::put_run(const schedule::Compiled& sche
   engine::PutRequest put;
   put.tube = d.tube;
   put.priority = d.priority;
-  put.due_unix_ms = run.due_unix_ms;
+  put.due = Due::at(run.due_unix_ms);
   put.ttr = d.ttr;
   put.body = d.body;
   put.key = key;

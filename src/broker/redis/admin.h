@@ -22,7 +22,7 @@ class RedisAdmin final : public broker::Admin, private Handle {
   void set_webhook(std::string tube, Webhook webhook, Callback<Webhook> done) override;
   void get_webhook(std::string tube, Callback<Webhook> done) override;
   void remove_webhook(std::string tube, Callback<Webhook> done) override;
-  void due_counts(std::string /*tube*/, std::vector<broker::Due> /*edges*/,
+  void due_counts(std::string /*tube*/, std::vector<Due> /*edges*/,
                   Callback<broker::DueCounts> done) override {
     post(std::move(done),
          Result<broker::DueCounts>(

@@ -178,7 +178,7 @@ TEST_F(Calls, ADelayedPutWithReplaceIsAnsweredDelayedWithTheJobItReplaced) {
   auto s = session();
   Outcome<broker::PutResult> got;
   auto request = put_of("x");
-  request.due = broker::Due::after(Millis{5000});
+  request.due = Due::after(Millis{5000});
   request.key = "order-1";
   request.replace = true;
   s->put(request, got.callback());
@@ -837,7 +837,7 @@ TEST_F(Sessions, DueCountsListJobsAndBackupAreNotSupportedAndAnsweredOnTheExecut
   Outcome<broker::DueCounts> due;
   Outcome<broker::JobList> jobs;
   Outcome<broker::BackupResult> backup;
-  admin->due_counts("default", {broker::Due::after(Millis{1000})}, due.callback());
+  admin->due_counts("default", {Due::after(Millis{1000})}, due.callback());
   admin->list_jobs("default", JobState::kDelayed, 10, jobs.callback());
   admin->backup("/tmp/backup", backup.callback());
   EXPECT_FALSE(due.done() || jobs.done() || backup.done()) << "answered inside the call";

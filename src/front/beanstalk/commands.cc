@@ -35,11 +35,6 @@ std::string yaml_reply(const std::string& yaml) {
   return "OK " + std::to_string(yaml.size()) + "\r\n" + yaml + "\r\n";
 }
 
-broker::Due due_of(const When& when) {
-  const auto ms = static_cast<std::int64_t>(when.ms);  // the parser keeps it within Due's limits
-  return when.absolute ? broker::Due::at(ms) : broker::Due::after(broker::Millis{ms});
-}
-
 }  // namespace
 
 broker::Callback<broker::Job> Conversation::answer_job(std::string_view word) {
@@ -51,7 +46,7 @@ broker::Callback<broker::Job> Conversation::answer_job(std::string_view word) {
 void Conversation::put(const Command& command) {
   broker::PutRequest request;
   request.priority = command.priority;
-  request.due = broker::Due::after(std::chrono::seconds{command.delay_seconds});
+  request.due = Due::after(std::chrono::seconds{command.delay_seconds});
   request.ttr = broker::Seconds{command.ttr_seconds};
   request.body = command.body;
   put_job(std::move(request), false);
@@ -60,7 +55,7 @@ void Conversation::put(const Command& command) {
 void Conversation::putx(const Command& command) {
   broker::PutRequest request;
   request.priority = command.priority;
-  request.due = due_of(command.when);
+  request.due = command.due;
   request.ttr = broker::Seconds{command.ttr_seconds};
   request.body = command.body;
   request.key = command.key;
@@ -256,14 +251,14 @@ void Conversation::list_tubes_watched(const Command&) {
 
 void Conversation::reschedule(const Command& command) {
   session_->update(
-      broker::JobRef::by_id(command.id), broker::Update{due_of(command.when), {}},
+      broker::JobRef::by_id(command.id), broker::Update{command.due, {}},
       answer<JobView>([](const JobView&) { return word_only("RESCHEDULED"); }, "CONFLICT"));
 }
 
 void Conversation::reschedule_key(const Command& command) {
   session_->update(
       broker::JobRef::by_key(std::string(command.tube), std::string(command.key)),
-      broker::Update{due_of(command.when), {}},
+      broker::Update{command.due, {}},
       answer<JobView>([](const JobView&) { return word_only("RESCHEDULED"); }, "CONFLICT"));
 }
 

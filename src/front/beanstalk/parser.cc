@@ -98,19 +98,18 @@ class Args {
   }
 
   // <ms> (a delay, at most 100 years) or @<unix_ms> (a time, at most 9999-12-31T23:59:59.999Z).
-  std::optional<When> when() noexcept {
+  std::optional<Due> due() noexcept {
     skip_spaces();
-    When when;
+    Due due;
     if (!rest_.empty() && rest_.front() == '@') {
-      when.absolute = true;
+      due.absolute = true;
       rest_.remove_prefix(1);
       if (rest_.empty() || !is_digit(rest_.front())) return std::nullopt;  // no space after '@'
     }
-    const auto ms =
-        number(static_cast<std::uint64_t>(when.absolute ? kLastDueUnixMs : kMaxDelayMs));
+    const auto ms = number(static_cast<std::uint64_t>(due.absolute ? kLastDueUnixMs : kMaxDelayMs));
     if (!ms) return std::nullopt;
-    when.ms = *ms;
-    return when;
+    due.ms = static_cast<std::int64_t>(*ms);  // within the limit just checked
+    return due;
   }
 
   [[nodiscard]] std::string_view rest() const noexcept { return rest_; }
@@ -266,12 +265,12 @@ Outcome parse_tube_and_token(Line& line, std::string_view& token) {
 //      [type=<content-type>]
 Outcome parse_putx(Line& line) {
   const auto priority = line.args.u32();
-  const auto when = line.args.when();
+  const auto due = line.args.due();
   const auto ttr = line.args.u32();
   const auto bytes = line.args.u32();
-  if (!priority || !when || !ttr || !bytes) return Outcome::kBadFormat;
+  if (!priority || !due || !ttr || !bytes) return Outcome::kBadFormat;
   line.command.priority = *priority;
-  line.command.when = *when;
+  line.command.due = *due;
   line.command.ttr_seconds = *ttr;
   line.body_bytes = *bytes;
   if (line.body_bytes > line.limits.max_job_bytes) return Outcome::kJobTooBig;
@@ -302,19 +301,19 @@ Outcome parse_putx(Line& line) {
 // reschedule <id> <when>
 Outcome parse_reschedule(Line& line) {
   const auto id = line.args.u64();
-  const auto when = line.args.when();
-  if (!id || !when) return Outcome::kBadFormat;
+  const auto due = line.args.due();
+  if (!id || !due) return Outcome::kBadFormat;
   line.command.id = *id;
-  line.command.when = *when;
+  line.command.due = *due;
   return ok_if_at_end(line);
 }
 
 // reschedule-key <tube> <key> <when>
 Outcome parse_reschedule_key(Line& line) {
   if (parse_tube_and_token(line, line.command.key) != Outcome::kOk) return Outcome::kBadFormat;
-  const auto when = line.args.when();
-  if (!when) return Outcome::kBadFormat;
-  line.command.when = *when;
+  const auto due = line.args.due();
+  if (!due) return Outcome::kBadFormat;
+  line.command.due = *due;
   return ok_if_at_end(line);
 }
 

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "base/job.h"
+
 namespace delayq::front::beanstalk {
 
 enum class Verb : std::uint8_t {
@@ -55,14 +57,6 @@ enum class Verb : std::uint8_t {
 };
 inline constexpr std::size_t kVerbCount = static_cast<std::size_t>(Verb::kMaxAttempts) + 1;
 
-// When an extension command wants a job due: `<ms>` is a delay in milliseconds from now,
-// `@<unix_ms>` an absolute time in milliseconds since the Unix epoch.
-struct When {
-  bool absolute = false;
-  std::uint64_t ms = 0;  // at most kMaxDelayMs, or kLastDueUnixMs if absolute (base/job.h)
-  friend bool operator==(const When&, const When&) = default;
-};
-
 // The command name on the wire: "put", "reserve-with-timeout", ...
 [[nodiscard]] std::string_view verb_name(Verb verb) noexcept;
 
@@ -83,7 +77,7 @@ struct Command {
   std::string_view tube;  // use watch ignore stats-tube pause-tube max-attempts, *-key, *-group
   std::string_view body;  // put, putx: exactly <bytes> bytes, without the \r\n
   // Extensions only.
-  When when;                      // putx reschedule reschedule-key
+  Due due;  // putx reschedule reschedule-key: `<ms>` a delay, `@<unix_ms>` a time (base/job.h)
   std::string_view key;           // putx (key=), reschedule-key delete-key peek-key
   std::string_view group;         // putx (group=), list-group cancel-group
   bool replace = false;           // putx (replace)

@@ -84,7 +84,7 @@ void PrintTo(const Event& event, std::ostream* os) {
       << " delay=" << c.delay_seconds << " ttr=" << c.ttr_seconds
       << " timeout=" << c.timeout_seconds << " bound=" << c.bound << " pause=" << c.pause_seconds
       << " tube='" << escaped(event.tube) << "' body='" << escaped(event.body) << "'"
-      << " when=" << (c.when.absolute ? "@" : "") << c.when.ms << " key='" << escaped(event.key)
+      << " when=" << (c.due.absolute ? "@" : "") << c.due.ms << " key='" << escaped(event.key)
       << "' group='" << escaped(event.group) << "'" << (c.replace ? " replace" : "")
       << (event.close ? " close" : "");
 }
@@ -672,11 +672,11 @@ void add_line_length_transcripts(std::vector<Transcript>& t) {
   t.push_back({"line limit 2", "\r\na\r\n\r\n", {kUnknown, kBad, kUnknown}, "", smallest});
 }
 
-Command putx(std::uint32_t pri, When when, std::uint32_t ttr, std::string_view body,
+Command putx(std::uint32_t pri, Due due, std::uint32_t ttr, std::string_view body,
              std::string_view key = {}, std::string_view group = {}, bool replace = false) {
   Command c = bare(Verb::kPutX);
   c.priority = pri;
-  c.when = when;
+  c.due = due;
   c.ttr_seconds = ttr;
   c.body = body;
   c.key = key;
@@ -684,10 +684,10 @@ Command putx(std::uint32_t pri, When when, std::uint32_t ttr, std::string_view b
   c.replace = replace;
   return c;
 }
-Command tube_key(Verb verb, std::string_view tube, std::string_view key, When when = {}) {
+Command tube_key(Verb verb, std::string_view tube, std::string_view key, Due due = {}) {
   Command c = with_tube(verb, tube);
   c.key = key;
-  c.when = when;
+  c.due = due;
   return c;
 }
 Command tube_group(Verb verb, std::string_view tube, std::string_view group) {
@@ -698,8 +698,8 @@ Command tube_group(Verb verb, std::string_view tube, std::string_view group) {
 
 // delayq's extensions: millisecond and absolute times, keys, groups.
 void add_extension_transcripts(std::vector<Transcript>& t) {
-  const When in_1500ms{false, 1500};
-  const When at{true, 1795000000123};
+  const Due in_1500ms = Due::after(std::chrono::milliseconds{1500});
+  const Due at = Due::at(1795000000123);
   t.push_back({"putx with a delay in ms",
                "putx 5 1500 30 3\r\nabc\r\n",
                {ok(putx(5, in_1500ms, 30, "abc"))}});
@@ -731,7 +731,7 @@ void add_extension_transcripts(std::vector<Transcript>& t) {
   t.push_back({"putx '@' alone", "putx 1 @ 60 0\r\n\r\n", {kBad, kUnknown}});
   t.push_back({"reschedule by id", "reschedule 7 250\r\n", {ok([] {
                  Command c = with_id(Verb::kReschedule, 7);
-                 c.when = {false, 250};
+                 c.due = Due::after(std::chrono::milliseconds{250});
                  return c;
                }())}});
   t.push_back({"reschedule by key",

@@ -456,8 +456,7 @@ void Api::put_job(Call& call) {
   broker::PutRequest put;
   put.tube = call.params[0];
   put.priority = job.value().priority;
-  put.due = at.value() ? broker::Due::at(*at.value())
-                       : broker::Due::after(delay.value().value_or(Millis{0}));
+  put.due = at.value() ? Due::at(*at.value()) : Due::after(delay.value().value_or(Millis{0}));
   put.ttr = job.value().ttr;
   put.body = std::move(job.value().body);
   put.key = key.value().value_or("");
@@ -501,8 +500,8 @@ void Api::patch_job(Call& call) {
   if (!job.is_ok()) return call.reply(job.status());
   broker::Update update;
   // A delay of 0 means now: the job is ready at once.
-  if (at.value()) update.due = broker::Due::at(*at.value());
-  if (delay.value()) update.due = broker::Due::after(*delay.value());
+  if (at.value()) update.due = Due::at(*at.value());
+  if (delay.value()) update.due = Due::after(*delay.value());
   if (priority.value()) update.priority = static_cast<std::uint32_t>(*priority.value());
   session_->update(job.value(), update, call.reply.then<JobView>([](const JobView& view) {
     return job_response(200, view, nullptr);
@@ -857,7 +856,7 @@ constexpr std::size_t kMaxListedJobs = 1000;
 
 // The edges of a due histogram from the query: in=<durations from now> or at=<instants>, each a
 // comma-separated list; neither: the overview's 0s,1m,1h,1d,7d.
-Result<std::vector<broker::Due>> due_edges(std::string_view target) {
+Result<std::vector<Due>> due_edges(std::string_view target) {
   const auto params = query_params(target);
   if (!params) return Status(Code::kInvalidArgument, "the query string has a malformed escape");
   std::optional<std::string> in, at;
@@ -876,7 +875,7 @@ Result<std::vector<broker::Due>> due_edges(std::string_view target) {
   std::string_view list = "0s,1m,1h,1d,7d";
   if (at) list = *at;
   if (in) list = *in;
-  std::vector<broker::Due> edges;
+  std::vector<Due> edges;
   while (!list.empty()) {
     const std::string_view item = list.substr(0, list.find(','));
     list.remove_prefix(std::min(list.size(), item.size() + 1));
@@ -887,7 +886,7 @@ Result<std::vector<broker::Due>> due_edges(std::string_view target) {
     if (relative) {
       auto delay = parse_duration(item);
       if (!delay.is_ok()) return Status(Code::kInvalidArgument, "in: " + delay.status().message());
-      edges.push_back(broker::Due::after(delay.value()));
+      edges.push_back(Due::after(delay.value()));
       continue;
     }
     std::int64_t unix_ms = 0;
@@ -897,7 +896,7 @@ Result<std::vector<broker::Due>> due_edges(std::string_view target) {
         return Status(Code::kInvalidArgument,
                       "at: Unix milliseconds from 0 to " + std::to_string(kLastDueUnixMs));
       }
-      edges.push_back(broker::Due::at(unix_ms));
+      edges.push_back(Due::at(unix_ms));
       continue;
     }
     auto instant = parse_instant(item);
@@ -905,7 +904,7 @@ Result<std::vector<broker::Due>> due_edges(std::string_view target) {
       return Status(Code::kInvalidArgument,
                     "at: " + instant.status().message() + " (or Unix milliseconds)");
     }
-    edges.push_back(broker::Due::at(instant.value()));
+    edges.push_back(Due::at(instant.value()));
   }
   if (edges.empty()) return Status(Code::kInvalidArgument, "give at least one edge");
   return edges;
