@@ -59,13 +59,16 @@ bench-engine: build
 bench-scheduler: build
 	@build/release/bench/scheduler_bench $(BENCH_ARGS)
 
-# The unit and protocol tests again under AddressSanitizer + UndefinedBehaviorSanitizer (the
-# third-party client test, which installs from npm, runs once, in `make test`; so does the time
-# zone reference check, whose time is Python's: schedule_test covers its code under ASan).
+# The unit, protocol and Redis tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# Run once, in `make test`, and not here: the client and browser tests (their time is npm's,
+# PHP's, Chromium's), the time zone reference check (Python's: schedule_test covers its code), and
+# the protocol suites' Redis-mode reruns (redis.*: the broker contract, the cluster tests and the
+# Redis broker's unit tests run its code under the sanitizers).
 asan-test: deps
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS)
-	@ctest --preset asan -L 'unit|protocol|redis' -LE client -E '^schedule_reference$$' -j $(JOBS)
+	@ctest --preset asan -L 'unit|protocol|redis' -LE 'client|browser' \
+	  -E '^(schedule_reference|redis\..+)$$' -j $(JOBS)
 
 # The embedded scheduler's tests (the ones whose names start with Scheduler) under
 # ThreadSanitizer; only their binary is built.

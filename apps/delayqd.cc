@@ -47,12 +47,12 @@ struct Flags {
   std::string http_listen = "127.0.0.1:8080";
   std::string http_token_file;
   bool http_explicit = false;
-  local::NodeOptions node;
+  broker::local::NodeOptions node;
   // --redis: the jobs live in Redis, shared with other delayqd nodes (docs/redis-mode.md).
   std::string redis;
-  redis_broker::RedisBrokerOptions redis_options;
+  broker::redis::RedisBrokerOptions redis_options;
   std::string redis_wait = "on";
-  webhook::DelivererOptions deliverer;
+  front::webhook::DelivererOptions deliverer;
   std::string fsync = "always";
   int verbose = 0;
 };
@@ -114,7 +114,7 @@ class RecoveryReporter {
  public:
   RecoveryReporter(boost::asio::io_context& io, front::http::Server* http) : io_(io), http_(http) {}
 
-  void operator()(const local::RecoveryProgress& p) {
+  void operator()(const broker::local::RecoveryProgress& p) {
     const std::string line =
         p.done ? fmt::format("{} jobs loaded in {:.1f} s ({:.0f} jobs/s)", p.jobs, seconds(p.took),
                              p.rate())
@@ -156,13 +156,13 @@ class RecoveryReporter {
 Result<std::unique_ptr<broker::Broker>> open_broker(boost::asio::io_context& io, const Flags& flags,
                                                     front::http::Server* http, int& exit_code) {
   if (!flags.redis.empty()) {
-    auto opened = redis_broker::RedisBroker::open(io, flags.redis_options);
+    auto opened = broker::redis::RedisBroker::open(io, flags.redis_options);
     if (!opened.is_ok()) return opened.status();
     return std::unique_ptr<broker::Broker>(std::move(opened).value());
   }
-  local::NodeOptions node = flags.node;
+  broker::local::NodeOptions node = flags.node;
   node.on_recovery = RecoveryReporter(io, http);
-  auto opened = local::LocalBroker::open(io, node);
+  auto opened = broker::local::LocalBroker::open(io, node);
   if (!opened.is_ok()) return opened.status();
   auto broker = std::move(opened).value();
   spdlog::info("data in {}: {} jobs recovered, durability {}", flags.node.data_dir,
@@ -267,7 +267,7 @@ int run(const Flags& flags) {
   }
 
   // Push delivery: the tubes with a webhook (docs/webhooks.md).
-  auto deliverer = webhook::Deliverer::make(io, *broker, flags.deliverer);
+  auto deliverer = front::webhook::Deliverer::make(io, *broker, flags.deliverer);
   if (!deliverer.is_ok()) {
     spdlog::critical("{}", deliverer.status().to_string());
     return 1;

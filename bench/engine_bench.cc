@@ -151,7 +151,7 @@ std::size_t restart(const Options& o, engine::Clock& clock) {
   auto reopened = store::RocksStore::open(o.dir, o.store);
   check(reopened.status(), "reopen");
   engine::Engine recovered(clock);
-  const auto result = local::recover(*reopened.value(), recovered);
+  const auto result = broker::local::recover(*reopened.value(), recovered);
   check(result.status(), "recover");
   const double seconds = since(start);
   std::printf("restart: %zu pending jobs back in %.2f s (%.0f jobs/s), engine %zu B/job\n",

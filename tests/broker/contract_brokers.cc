@@ -64,10 +64,10 @@ class SharedMemoryStore final : public store::Store {
 class LocalMemoryState final : public ContractState {
  public:
   Result<std::unique_ptr<broker::Broker>> open(boost::asio::io_context& io) override {
-    local::NodeOptions options;
+    broker::local::NodeOptions options;
     options.min_free_disk_bytes = 0;
     auto opened =
-        local::LocalBroker::open(io, options, std::make_unique<SharedMemoryStore>(store_));
+        broker::local::LocalBroker::open(io, options, std::make_unique<SharedMemoryStore>(store_));
     if (!opened.is_ok()) return opened.status();
     return std::unique_ptr<broker::Broker>(std::move(opened).value());
   }
@@ -89,10 +89,10 @@ class LocalRocksState final : public ContractState {
   }
   ~LocalRocksState() override { fs::remove_all(dir_); }
   Result<std::unique_ptr<broker::Broker>> open(boost::asio::io_context& io) override {
-    local::NodeOptions options;
+    broker::local::NodeOptions options;
     options.data_dir = (dir_ / "data").string();
     options.min_free_disk_bytes = 0;
-    auto opened = local::LocalBroker::open(io, options);
+    auto opened = broker::local::LocalBroker::open(io, options);
     if (!opened.is_ok()) return opened.status();
     return std::unique_ptr<broker::Broker>(std::move(opened).value());
   }
@@ -107,7 +107,7 @@ class RedisState final : public ContractState {
   RedisState(std::string seeds, std::string prefix)
       : seeds_(std::move(seeds)), prefix_(std::move(prefix)) {}
   Result<std::unique_ptr<broker::Broker>> open(boost::asio::io_context& io) override {
-    redis_broker::RedisBrokerOptions options;
+    broker::redis::RedisBrokerOptions options;
     for (std::size_t start = 0; start < seeds_.size();) {
       std::size_t comma = seeds_.find(',', start);
       if (comma == std::string::npos) comma = seeds_.size();
@@ -116,7 +116,7 @@ class RedisState final : public ContractState {
     }
     options.prefix = prefix_;
     options.shards = 16;  // several shards, so that jobs of one tube spread over them
-    auto opened = redis_broker::RedisBroker::open(io, options);
+    auto opened = broker::redis::RedisBroker::open(io, options);
     if (!opened.is_ok()) return opened.status();
     return std::unique_ptr<broker::Broker>(std::move(opened).value());
   }

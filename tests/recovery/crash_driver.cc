@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   }
   engine::SystemClock clock;
   engine::Engine engine(clock);
-  if (auto recovered = local::recover(*store.value(), engine); !recovered.is_ok()) {
+  if (auto recovered = broker::local::recover(*store.value(), engine); !recovered.is_ok()) {
     std::fprintf(stderr, "crash_driver: %s\n", recovered.status().to_string().c_str());
     return 1;
   }

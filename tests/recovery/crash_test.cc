@@ -132,7 +132,7 @@ TEST(CrashTest, EveryAcknowledgedChangeSurvivesSigkill) {
     ASSERT_TRUE(store.is_ok()) << "round " << round << ": " << store.status().to_string();
     engine::ManualClock clock(0);
     engine::Engine engine(clock);
-    auto recovered = local::recover(*store.value(), engine);
+    auto recovered = broker::local::recover(*store.value(), engine);
     ASSERT_TRUE(recovered.is_ok()) << recovered.status().to_string();
     const Jobs on_disk = recovered_jobs(engine);
 

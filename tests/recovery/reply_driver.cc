@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
   auto gated = std::make_unique<testing::GatedStore>(std::move(rocks).value());
   testing::GatedStore& gate = *gated;
   boost::asio::io_context io;
-  auto opened = local::LocalBroker::open(io, local::NodeOptions{}, std::move(gated));
+  auto opened =
+      broker::local::LocalBroker::open(io, broker::local::NodeOptions{}, std::move(gated));
   if (!opened.is_ok()) return 1;
   auto broker = std::move(opened).value();
   auto producer = broker->open_session({});

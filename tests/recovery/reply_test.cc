@@ -76,7 +76,7 @@ TEST(ReplyTest, RepliesWaitForWhatTheyReportAndNothingElseAcrossSigkill) {
     ASSERT_TRUE(store.is_ok()) << store.status().to_string();
     engine::ManualClock clock;
     engine::Engine engine(clock);
-    ASSERT_TRUE(local::recover(*store.value(), engine).is_ok());
+    ASSERT_TRUE(broker::local::recover(*store.value(), engine).is_ok());
     JobId durable = 0;
     bool durable_reserved = false;
     for (const Line& line : lines) {

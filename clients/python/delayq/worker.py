@@ -116,15 +116,22 @@ class Worker:
                                               daemon=True) for i in range(self._concurrency)]
             self._threads.append(threading.Thread(target=self._keep, name="delayq-keeper",
                                                   daemon=True))
-        for thread in self._threads:
-            thread.start()
+        try:
+            for thread in self._threads:
+                thread.start()
+        except KeyboardInterrupt:
+            # Threads not started never will be, and join() does not wait for them. The keeper
+            # starts last: while it has not, no loop is waited for.
+            with self._cond:
+                self._threads = [t for t in self._threads if t.ident is not None]
+            raise
 
     def run(self) -> None:
         """Starts and blocks until stop() has taken effect, or until KeyboardInterrupt, after
         which it stops, waits at most wait + drain_timeout for the handlers under way, and
         returns normally (a second KeyboardInterrupt is not caught)."""
-        self.start()
         try:
+            self.start()  # a KeyboardInterrupt may come while it starts the threads
             while not self.join(timedelta(seconds=0.2)):
                 pass
         except KeyboardInterrupt:

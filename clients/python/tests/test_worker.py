@@ -191,3 +191,24 @@ def test_worker_options_are_checked(client: delayq.Client) -> None:
         client.worker("t", lambda job: None, wait=timedelta(0))
     with pytest.raises(ValueError):
         client.worker("t", lambda job: None, backoff_factor=0.5)
+
+
+def test_an_interrupt_while_the_threads_start_stops_the_worker_and_run_returns(
+        client: delayq.Client, tube: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C can come while run() is still starting its threads (the first already working)."""
+    real_start = threading.Thread.start
+    started: list[str] = []
+
+    def start(thread: threading.Thread) -> None:
+        if started:
+            raise KeyboardInterrupt  # as a SIGINT would, in the main thread, at the second start
+        started.append(thread.name)
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    worker = client.worker(tube, lambda job: None, concurrency=2, wait=timedelta(seconds=1),
+                           drain_timeout=timedelta(seconds=1))
+    worker.run()  # returns normally, as after any Ctrl-C
+    assert started == ["delayq-worker-0"]
+    assert worker.stopping
+    assert worker.join(timedelta(seconds=5)), "the started thread did not end"

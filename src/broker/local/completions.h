@@ -9,7 +9,7 @@
 #include "broker/broker.h"
 #include "broker/local/node.h"
 
-namespace delayq::local {
+namespace delayq::broker::local {
 
 class Completions {
  public:
@@ -61,4 +61,4 @@ class Completions {
   std::shared_ptr<bool> alive_;
 };
 
-}  // namespace delayq::local
+}  // namespace delayq::broker::local

@@ -6,7 +6,7 @@
 #include "broker/local/completions.h"
 #include "broker/put_rules.h"
 
-namespace delayq::local {
+namespace delayq::broker::local {
 namespace {
 
 using broker::Callback;
@@ -533,4 +533,4 @@ Status LocalBroker::health() const {
   return Status::ok();
 }
 
-}  // namespace delayq::local
+}  // namespace delayq::broker::local

@@ -15,7 +15,7 @@
 #include "broker/local/node.h"
 #include "broker/local/schedules.h"
 
-namespace delayq::local {
+namespace delayq::broker::local {
 
 class LocalBroker final : public broker::Broker {
  public:
@@ -56,4 +56,4 @@ class LocalBroker final : public broker::Broker {
   std::unique_ptr<LocalSchedules> schedules_;  // after node_: goes first
 };
 
-}  // namespace delayq::local
+}  // namespace delayq::broker::local

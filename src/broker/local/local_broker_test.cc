@@ -14,7 +14,7 @@
 #include "store/memory_store.h"
 #include "support/gated_store.h"
 
-namespace delayq::local {
+namespace delayq::broker::local {
 namespace {
 
 using namespace std::chrono_literals;
@@ -472,4 +472,4 @@ TEST_F(LocalBrokerTest, TheDiskIsMeasuredAgainOnceWritesMayHaveUsedTheMargin) {
 }
 
 }  // namespace
-}  // namespace delayq::local
+}  // namespace delayq::broker::local

@@ -11,7 +11,7 @@
 
 #include "broker/local/recovery.h"
 
-namespace delayq::local {
+namespace delayq::broker::local {
 
 namespace {
 
@@ -453,4 +453,4 @@ Status Node::close() {
   return committer_->flush();
 }
 
-}  // namespace delayq::local
+}  // namespace delayq::broker::local

@@ -32,7 +32,7 @@
 #include "store/committer.h"
 #include "store/rocks_store.h"
 
-namespace delayq::local {
+namespace delayq::broker::local {
 
 struct NodeOptions {
   std::string data_dir = "var/delayq";  // Default: var/delayq (relative to the working dir).
@@ -223,4 +223,4 @@ class Node {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
-}  // namespace delayq::local
+}  // namespace delayq::broker::local

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace delayq::local {
+namespace delayq::broker::local {
 
 double RecoveryProgress::percent() const {
   if (done) return 100.0;
@@ -50,4 +50,4 @@ Result<RecoveryStats> recover(store::Store& store, engine::Engine& engine,
   return RecoveryStats{progress.jobs, progress.took};
 }
 
-}  // namespace delayq::local
+}  // namespace delayq::broker::local

@@ -13,7 +13,7 @@
 #include "engine/engine.h"
 #include "store/store.h"
 
-namespace delayq::local {
+namespace delayq::broker::local {
 
 struct RecoveryStats {
   std::uint64_t jobs = 0;
@@ -40,4 +40,4 @@ Result<RecoveryStats> recover(store::Store& store, engine::Engine& engine,
                               const RecoveryReport& report = {},
                               std::chrono::milliseconds every = std::chrono::milliseconds(100));
 
-}  // namespace delayq::local
+}  // namespace delayq::broker::local

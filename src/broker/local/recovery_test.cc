@@ -8,7 +8,7 @@
 
 #include "store/memory_store.h"
 
-namespace delayq::local {
+namespace delayq::broker::local {
 namespace {
 
 TEST(RecoveryTest, ReportsItsProgressAndThenThatItIsDone) {
@@ -60,4 +60,4 @@ TEST(RecoveryTest, AnEstimateBelowTheTruthNeverReadsAsDoneOrNegative) {
 }
 
 }  // namespace
-}  // namespace delayq::local
+}  // namespace delayq::broker::local

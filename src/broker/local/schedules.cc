@@ -5,7 +5,7 @@
 #include "broker/put_rules.h"
 #include "schedule/codec.h"
 
-namespace delayq::local {
+namespace delayq::broker::local {
 namespace {
 
 using broker::Callback;
@@ -305,4 +305,4 @@ void LocalSchedules::backfill(std::string name, std::int64_t from_unix_ms, std::
   finish<Puts>(std::move(done), std::move(puts));
 }
 
-}  // namespace delayq::local
+}  // namespace delayq::broker::local

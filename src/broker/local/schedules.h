@@ -18,7 +18,7 @@
 #include "broker/schedules.h"
 #include "schedule/book.h"
 
-namespace delayq::local {
+namespace delayq::broker::local {
 
 class LocalSchedules final : public broker::Schedules, public Node::Ticker {
  public:
@@ -76,4 +76,4 @@ class LocalSchedules final : public broker::Schedules, public Node::Ticker {
   std::mt19937_64 random_{std::random_device{}()};
 };
 
-}  // namespace delayq::local
+}  // namespace delayq::broker::local

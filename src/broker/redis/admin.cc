@@ -6,7 +6,7 @@
 #include "redis/slot.h"
 #include "store/record.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 
 void RedisAdmin::pause_tube(std::string tube, broker::Seconds pause, Callback<TubeStats> done) {
   if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<TubeStats>(s));
@@ -32,7 +32,7 @@ void RedisAdmin::pause_existing(const std::string& tube, broker::Seconds pause,
         p = {seconds == 0 ? 0 : core->clock->now_unix_ms() + seconds * 1000, seconds, p.count + 1};
         core->watch_pauses();
         core->client->run(
-            redis::key_slot(core->names.pauses),
+            delayq::redis::key_slot(core->names.pauses),
             Command{"HSET", core->names.pauses, tube,
                     std::to_string(p.until_unix_ms) + " " + std::to_string(seconds) + " " +
                         std::to_string(p.count)},
@@ -78,7 +78,7 @@ void RedisAdmin::set_max_attempts(std::string tube, std::uint32_t max_attempts,
           core->max_attempts.erase(tube);
         else
           core->max_attempts[tube] = max_attempts;
-        core->client->run(redis::key_slot(core->names.max_attempts), std::move(command),
+        core->client->run(delayq::redis::key_slot(core->names.max_attempts), std::move(command),
                           [core, state, max_attempts, done = std::move(done)](Result<Reply> reply) {
                             if (!state->alive) return;
                             if (!reply.is_ok()) return done(reply.status());
@@ -148,7 +148,8 @@ void RedisAdmin::stats(Callback<ServerStats> done) {
     }
     // Reserves waiting on every live node: this one's as it is, the others' as they last said.
     auto core = self->core_;
-    core->client->run(redis::key_slot(core->names.waiting), Command{"HGETALL", core->names.waiting},
+    core->client->run(delayq::redis::key_slot(core->names.waiting),
+                      Command{"HGETALL", core->names.waiting},
                       [core, state, stats, done = std::move(done)](Result<Reply> reply) mutable {
                         if (!state->alive) return;
                         stats.waiting = core->waiting_here();
@@ -167,7 +168,7 @@ void RedisAdmin::stats(Callback<ServerStats> done) {
 
 void RedisAdmin::set_webhook(std::string tube, Webhook webhook, Callback<Webhook> done) {
   if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<Webhook>(s));
-  core_->client->run(redis::key_slot(core_->names.webhooks),
+  core_->client->run(delayq::redis::key_slot(core_->names.webhooks),
                      Command{"HSET", core_->names.webhooks, tube, store::encode_webhook(webhook)},
                      [core = core_, state = state_, tube, webhook,
                       done = std::move(done)](Result<Reply> reply) mutable {
@@ -198,7 +199,7 @@ void RedisAdmin::remove_webhook(std::string tube, Callback<Webhook> done) {
                 Result<Webhook>(Status(Code::kNotFound, "tube " + tube + " has no webhook")));
   }
   Webhook old = it->second;
-  core_->client->run(redis::key_slot(core_->names.webhooks),
+  core_->client->run(delayq::redis::key_slot(core_->names.webhooks),
                      Command{"HDEL", core_->names.webhooks, tube},
                      [core = core_, state = state_, tube, old,
                       done = std::move(done)](Result<Reply> reply) mutable {
@@ -265,4 +266,4 @@ TubeStats RedisAdmin::with_local(TubeStats stats) const {
   return stats;
 }
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

@@ -7,7 +7,7 @@
 
 #include "broker/redis/handle.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 
 class RedisAdmin final : public broker::Admin, private Handle {
  public:
@@ -59,4 +59,4 @@ class RedisAdmin final : public broker::Admin, private Handle {
   [[nodiscard]] TubeStats with_local(TubeStats stats) const;
 };
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

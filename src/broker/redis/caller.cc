@@ -1,24 +1,25 @@
 #include "broker/redis/caller.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 namespace {
 
 class ClientCaller final : public Caller {
  public:
-  ClientCaller(boost::asio::any_io_executor executor, redis::ClientOptions options)
+  ClientCaller(boost::asio::any_io_executor executor, delayq::redis::ClientOptions options)
       : client_(std::move(executor), std::move(options)) {}
 
   void start(std::function<void(Status)> done) override { client_.start(std::move(done)); }
   void close() override { client_.close(); }
-  void run(redis::Request request, redis::Callback<std::vector<redis::Reply>> done) override {
+  void run(delayq::redis::Request request,
+           delayq::redis::Callback<std::vector<delayq::redis::Reply>> done) override {
     client_.run(std::move(request), std::move(done));
   }
-  void run(std::uint16_t slot, redis::Command command,
-           redis::Callback<redis::Reply> done) override {
+  void run(std::uint16_t slot, delayq::redis::Command command,
+           delayq::redis::Callback<delayq::redis::Reply> done) override {
     client_.run(slot, std::move(command), std::move(done));
   }
-  void run_at(const std::string& address, redis::Command command,
-              redis::Callback<redis::Reply> done) override {
+  void run_at(const std::string& address, delayq::redis::Command command,
+              delayq::redis::Callback<delayq::redis::Reply> done) override {
     client_.run_at(address, std::move(command), std::move(done));
   }
   void subscribe(std::string channel, std::function<void(std::string)> message,
@@ -45,14 +46,14 @@ class ClientCaller final : public Caller {
   }
 
  private:
-  redis::Client client_;
+  delayq::redis::Client client_;
 };
 
 }  // namespace
 
 std::unique_ptr<Caller> client_caller(boost::asio::any_io_executor executor,
-                                      redis::ClientOptions options) {
+                                      delayq::redis::ClientOptions options) {
   return std::make_unique<ClientCaller>(std::move(executor), std::move(options));
 }
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

@@ -1,9 +1,9 @@
 // caller.h — what the Redis broker asks of Redis, and nothing more: run a request on the primary
 // of a slot or at a node, subscribe to the channels, say where slots live. The real one is a
-// redis::Client (client_caller()); the broker's unit tests script a fake that answers each call
-// by hand, so that waiters, probe rounds, leases and lost answers are tested without a process.
-// Every member has the meaning redis/client.h gives it; completions run on the executor, never
-// inside the call.
+// delayq::redis::Client (client_caller()); the broker's unit tests script a fake that answers each
+// call by hand, so that waiters, probe rounds, leases and lost answers are tested without a
+// process. Every member has the meaning redis/client.h gives it; completions run on the executor,
+// never inside the call.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -16,7 +16,7 @@
 
 #include "redis/client.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 
 class Caller {
  public:
@@ -24,11 +24,12 @@ class Caller {
 
   virtual void start(std::function<void(Status)> done) = 0;
   virtual void close() = 0;
-  virtual void run(redis::Request request, redis::Callback<std::vector<redis::Reply>> done) = 0;
-  virtual void run(std::uint16_t slot, redis::Command command,
-                   redis::Callback<redis::Reply> done) = 0;
-  virtual void run_at(const std::string& address, redis::Command command,
-                      redis::Callback<redis::Reply> done) = 0;
+  virtual void run(delayq::redis::Request request,
+                   delayq::redis::Callback<std::vector<delayq::redis::Reply>> done) = 0;
+  virtual void run(std::uint16_t slot, delayq::redis::Command command,
+                   delayq::redis::Callback<delayq::redis::Reply> done) = 0;
+  virtual void run_at(const std::string& address, delayq::redis::Command command,
+                      delayq::redis::Callback<delayq::redis::Reply> done) = 0;
 
   virtual void subscribe(std::string channel, std::function<void(std::string)> message,
                          std::function<void()> subscribed) = 0;
@@ -43,8 +44,8 @@ class Caller {
   [[nodiscard]] virtual std::string primary_of(std::uint16_t slot) const = 0;
 };
 
-// A redis::Client on `executor`.
+// A delayq::redis::Client on `executor`.
 [[nodiscard]] std::unique_ptr<Caller> client_caller(boost::asio::any_io_executor executor,
-                                                    redis::ClientOptions options);
+                                                    delayq::redis::ClientOptions options);
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

@@ -3,17 +3,17 @@
 #include "broker/redis/core.h"
 #include "redis/slot.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 
 void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
                 std::function<void(Result<Reply>)> done) {
   if (!pending_puts.empty()) flush_puts();
   const std::vector<std::string> keys = shard_keys(names.prefix, shard);
-  const auto slot = redis::key_slot(keys.front());
+  const auto slot = delayq::redis::key_slot(keys.front());
   std::vector<std::string_view> key_views(keys.begin(), keys.end());
   std::vector<std::string_view> views(args.begin(), args.end());
   views.push_back(node);  // jobs.lua's run() takes the caller last
-  redis::Request request;
+  delayq::redis::Request request;
   request.slot = slot;
   // Only puts make Redis hold more; every other call frees memory or keeps it level, and runs
   // while Redis is over its maxmemory, so that workers can drain it and jobs still fire.
@@ -130,9 +130,10 @@ void Core::flush_puts() {
            [self = shared_from_this(), handed, dones](Result<Reply> reply) {
              if (!reply.is_ok() || reply.value().elements.size() != dones->size() + 3) {
                const Status failed =
-                   reply.is_ok() ? Status(Code::kIOError, "Redis: a putmany reply of " +
-                                                              redis::describe(reply.value()))
-                                 : reply.status();
+                   reply.is_ok()
+                       ? Status(Code::kIOError, "Redis: a putmany reply of " +
+                                                    delayq::redis::describe(reply.value()))
+                       : reply.status();
                self->after_handing(handed, nullptr);
                for (auto& done : *dones) done(failed);
                return;
@@ -192,4 +193,4 @@ void Core::check_replicas(std::function<void()> done) {
   }
 }
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

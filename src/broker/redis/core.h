@@ -33,12 +33,12 @@
 #include "broker/redis/replies.h"
 #include "broker/redis/schedules.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 namespace asio = boost::asio;
 using broker::Callback;
-using redis::Command;
-using redis::Reply;
-using redis::ReplyType;
+using delayq::redis::Command;
+using delayq::redis::Reply;
+using delayq::redis::ReplyType;
 using timing::Clock;
 using timing::SteadyClock;
 using timing::SteadyTime;
@@ -296,7 +296,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   RedisBrokerOptions options;
   std::unique_ptr<Caller> client;
   std::shared_ptr<Clock> clock;
-  redis::Script script;
+  delayq::redis::Script script;
   Names names;
   std::uint32_t shards = 0;
   std::string node;
@@ -352,4 +352,4 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
 
 using Core = RedisBroker::Core;
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

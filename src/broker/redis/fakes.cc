@@ -8,14 +8,14 @@
 #include "base/check.h"
 #include "broker/redis/layout.h"
 
-namespace delayq::redis_broker::testing {
+namespace delayq::broker::redis::testing {
 namespace {
 
 // A command's arguments, read back from its RESP encoding.
-std::vector<std::string> arguments(const redis::Command& command) {
+std::vector<std::string> arguments(const delayq::redis::Command& command) {
   std::string wire;
   command.encode(wire);
-  redis::ReplyReader reader;
+  delayq::redis::ReplyReader reader;
   reader.feed(wire);
   auto parsed = reader.next();
   DELAYQ_CHECK(parsed.is_ok() && parsed.value().has_value());
@@ -89,15 +89,15 @@ std::size_t ScriptedRedis::count(const std::string& op) const {
       std::count_if(calls.begin(), calls.end(), [&](const Call& c) { return c.op() == op; }));
 }
 
-void ScriptedRedis::answer(Call& call, redis::Reply reply, redis::Reply readied) {
-  std::vector<redis::Reply> replies;
+void ScriptedRedis::answer(Call& call, delayq::redis::Reply reply, delayq::redis::Reply readied) {
+  std::vector<delayq::redis::Reply> replies;
   if (call.script() && !reply.is_error()) {
-    if (readied.type == redis::ReplyType::kNil) readied = reply::array({});
+    if (readied.type == delayq::redis::ReplyType::kNil) readied = reply::array({});
     replies.push_back(reply::array({std::move(reply), std::move(readied)}));
   } else {
     replies.push_back(std::move(reply));
   }
-  if (call.replicas > 0) replies.push_back(redis::Reply::number(call.replicas));
+  if (call.replicas > 0) replies.push_back(delayq::redis::Reply::number(call.replicas));
   boost::asio::post(io_, [done = std::move(call.done), replies = std::move(replies)]() mutable {
     done(std::move(replies));
   });
@@ -136,7 +136,8 @@ void ScriptedRedis::start(std::function<void(Status)> done) {
   boost::asio::post(io_, [done = std::move(done)] { done(Status::ok()); });
 }
 
-void ScriptedRedis::run(redis::Request request, redis::Callback<std::vector<redis::Reply>> done) {
+void ScriptedRedis::run(delayq::redis::Request request,
+                        delayq::redis::Callback<std::vector<delayq::redis::Reply>> done) {
   Call call;
   call.slot = request.slot;
   call.replicas = request.replicas;
@@ -145,24 +146,24 @@ void ScriptedRedis::run(redis::Request request, redis::Callback<std::vector<redi
   made(std::move(call));
 }
 
-void ScriptedRedis::run(std::uint16_t slot, redis::Command command,
-                        redis::Callback<redis::Reply> done) {
+void ScriptedRedis::run(std::uint16_t slot, delayq::redis::Command command,
+                        delayq::redis::Callback<delayq::redis::Reply> done) {
   Call call;
   call.slot = slot;
   call.commands.push_back(arguments(command));
-  call.done = [done = std::move(done)](Result<std::vector<redis::Reply>> replies) {
+  call.done = [done = std::move(done)](Result<std::vector<delayq::redis::Reply>> replies) {
     if (!replies.is_ok()) return done(replies.status());
     done(std::move(replies.value().front()));
   };
   made(std::move(call));
 }
 
-void ScriptedRedis::run_at(const std::string& address, redis::Command command,
-                           redis::Callback<redis::Reply> done) {
+void ScriptedRedis::run_at(const std::string& address, delayq::redis::Command command,
+                           delayq::redis::Callback<delayq::redis::Reply> done) {
   Call call;
   call.address = address;
   call.commands.push_back(arguments(command));
-  call.done = [done = std::move(done)](Result<std::vector<redis::Reply>> replies) {
+  call.done = [done = std::move(done)](Result<std::vector<delayq::redis::Reply>> replies) {
     if (!replies.is_ok()) return done(replies.status());
     done(std::move(replies.value().front()));
   };
@@ -190,21 +191,21 @@ void ScriptedRedis::sync_shards(std::function<void(std::vector<bool>)> done) {
 
 namespace reply {
 
-redis::Reply array(std::vector<redis::Reply> elements) {
-  redis::Reply r;
-  r.type = redis::ReplyType::kArray;
+delayq::redis::Reply array(std::vector<delayq::redis::Reply> elements) {
+  delayq::redis::Reply r;
+  r.type = delayq::redis::ReplyType::kArray;
   r.elements = std::move(elements);
   return r;
 }
 
-redis::Reply ok(std::vector<redis::Reply> rest) {
-  rest.insert(rest.begin(), redis::Reply::string("ok"));
+delayq::redis::Reply ok(std::vector<delayq::redis::Reply> rest) {
+  rest.insert(rest.begin(), delayq::redis::Reply::string("ok"));
   return array(std::move(rest));
 }
 
-redis::Reply code(const std::string& code, const std::string& message) {
-  std::vector<redis::Reply> elements = {redis::Reply::string(code)};
-  if (!message.empty()) elements.push_back(redis::Reply::string(message));
+delayq::redis::Reply code(const std::string& code, const std::string& message) {
+  std::vector<delayq::redis::Reply> elements = {delayq::redis::Reply::string(code)};
+  if (!message.empty()) elements.push_back(delayq::redis::Reply::string(message));
   return array(std::move(elements));
 }
 
@@ -232,13 +233,13 @@ std::string record(const JobView& job, const std::string& body, const std::strin
   return out + body;
 }
 
-redis::Reply job(const JobView& view, std::int64_t now_unix_ms, const std::string& body) {
-  redis::Reply attachment;  // nil: no delivery
-  return ok({redis::Reply::string(std::to_string(view.id)),
-             redis::Reply::string(record(view, body)), attachment,
-             redis::Reply::string(std::to_string(now_unix_ms))});
+delayq::redis::Reply job(const JobView& view, std::int64_t now_unix_ms, const std::string& body) {
+  delayq::redis::Reply attachment;  // nil: no delivery
+  return ok({delayq::redis::Reply::string(std::to_string(view.id)),
+             delayq::redis::Reply::string(record(view, body)), attachment,
+             delayq::redis::Reply::string(std::to_string(now_unix_ms))});
 }
 
 }  // namespace reply
 
-}  // namespace delayq::redis_broker::testing
+}  // namespace delayq::broker::redis::testing

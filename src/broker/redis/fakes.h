@@ -15,7 +15,7 @@
 #include "base/job.h"
 #include "broker/redis/caller.h"
 
-namespace delayq::redis_broker::testing {
+namespace delayq::broker::redis::testing {
 
 // A request as the broker made it. For a jobs.lua call (FCALL), op() and args() are the
 // operation and what follows it (without the caller's name that the broker appends).
@@ -24,7 +24,7 @@ struct Call {
   std::string address;                             // run_at()'s node, else ""
   std::vector<std::vector<std::string>> commands;  // each command's arguments
   int replicas = 0;                                // the request's WAIT, if any
-  redis::Callback<std::vector<redis::Reply>> done;
+  delayq::redis::Callback<std::vector<delayq::redis::Reply>> done;
 
   [[nodiscard]] bool script() const;       // an FCALL of jobs.lua
   [[nodiscard]] bool over_memory() const;  // the allow-oom registration (<name>_oom)
@@ -42,7 +42,7 @@ class ScriptedRedis final : public Caller {
   std::deque<Call> calls;
   // Runs for each call as it is made; an answer it gives completes the call (on the executor),
   // nullopt leaves it in `calls`.
-  std::function<std::optional<Result<std::vector<redis::Reply>>>(const Call&)> responder;
+  std::function<std::optional<Result<std::vector<delayq::redis::Reply>>>(const Call&)> responder;
 
   // The oldest unanswered call whose op() is `op`, taken out of `calls`; nullopt if none.
   std::optional<Call> take(const std::string& op);
@@ -50,7 +50,7 @@ class ScriptedRedis final : public Caller {
   [[nodiscard]] std::size_t count(const std::string& op) const;
   // Completes `call` on the executor with `reply` as its one command's reply (for a jobs.lua
   // call, wrapped as jobs.lua wraps it: {reply, readied}); or with a failure.
-  void answer(Call& call, redis::Reply reply, redis::Reply readied = {});
+  void answer(Call& call, delayq::redis::Reply reply, delayq::redis::Reply readied = {});
   void fail(Call& call, Status why);
   // A message on shard channel `index`, or on the node-wide channel.
   void publish_shard(std::size_t index, const std::string& payload);
@@ -64,13 +64,15 @@ class ScriptedRedis final : public Caller {
   std::size_t subscribed_channels = 0;
 
   void start(std::function<void(Status)> done) override;
-  // Drops every call under way without answering it, as redis::Client::close() does (their
+  // Drops every call under way without answering it, as delayq::redis::Client::close() does (their
   // completions hold the node: kept, they would keep it alive).
   void close() override;
-  void run(redis::Request request, redis::Callback<std::vector<redis::Reply>> done) override;
-  void run(std::uint16_t slot, redis::Command command, redis::Callback<redis::Reply> done) override;
-  void run_at(const std::string& address, redis::Command command,
-              redis::Callback<redis::Reply> done) override;
+  void run(delayq::redis::Request request,
+           delayq::redis::Callback<std::vector<delayq::redis::Reply>> done) override;
+  void run(std::uint16_t slot, delayq::redis::Command command,
+           delayq::redis::Callback<delayq::redis::Reply> done) override;
+  void run_at(const std::string& address, delayq::redis::Command command,
+              delayq::redis::Callback<delayq::redis::Reply> done) override;
   void subscribe(std::string channel, std::function<void(std::string)> message,
                  std::function<void()> subscribed) override;
   void subscribe_shards(std::vector<std::string> channels,
@@ -101,15 +103,16 @@ class ScriptedRedis final : public Caller {
 
 // Jobs.lua's replies, as the broker reads them.
 namespace reply {
-[[nodiscard]] redis::Reply array(std::vector<redis::Reply> elements);
-[[nodiscard]] redis::Reply ok(std::vector<redis::Reply> rest = {});  // {'ok', rest...}
-[[nodiscard]] redis::Reply code(const std::string& code, const std::string& message = "");
+[[nodiscard]] delayq::redis::Reply array(std::vector<delayq::redis::Reply> elements);
+[[nodiscard]] delayq::redis::Reply ok(
+    std::vector<delayq::redis::Reply> rest = {});  // {'ok', rest...}
+[[nodiscard]] delayq::redis::Reply code(const std::string& code, const std::string& message = "");
 // A job's record as jobs.lua packs it (layout 2), with the body behind it.
 [[nodiscard]] std::string record(const JobView& job, const std::string& body,
                                  const std::string& holder = "");
 // {'ok', id, record, false, now} for a job in `state`.
-[[nodiscard]] redis::Reply job(const JobView& job, std::int64_t now_unix_ms,
-                               const std::string& body = "");
+[[nodiscard]] delayq::redis::Reply job(const JobView& job, std::int64_t now_unix_ms,
+                                       const std::string& body = "");
 }  // namespace reply
 
-}  // namespace delayq::redis_broker::testing
+}  // namespace delayq::broker::redis::testing

@@ -2,47 +2,49 @@
 
 #include "broker/redis/layout.h"
 
-namespace delayq::redis_broker::testing {
+namespace delayq::broker::redis::testing {
 
 namespace {
 
 // The answers of a healthy cluster to what a node asks while it opens.
-std::optional<Result<std::vector<redis::Reply>>> opening_answer(const Call& call,
-                                                                std::uint32_t shards) {
+std::optional<Result<std::vector<delayq::redis::Reply>>> opening_answer(const Call& call,
+                                                                        std::uint32_t shards) {
   const std::string op = call.op();
   const auto args = call.args();
-  const auto one = [](redis::Reply r) {
-    return std::optional<Result<std::vector<redis::Reply>>>(std::vector<redis::Reply>{r});
+  const auto one = [](delayq::redis::Reply r) {
+    return std::optional<Result<std::vector<delayq::redis::Reply>>>(
+        std::vector<delayq::redis::Reply>{r});
   };
   if (op == "INFO" && !args.empty() && args[0] == "server") {
-    return one(redis::Reply::string("# Server\r\nredis_version:7.0.15\r\n"));
+    return one(delayq::redis::Reply::string("# Server\r\nredis_version:7.0.15\r\n"));
   }
   if (op == "INFO") {
-    return one(
-        redis::Reply::string("# Replication\r\nrole:master\r\nconnected_slaves:1\r\n"
-                             "slave0:ip=127.0.0.1,port=7001,state=online,offset=1,lag=0\r\n"));
+    return one(delayq::redis::Reply::string(
+        "# Replication\r\nrole:master\r\nconnected_slaves:1\r\n"
+        "slave0:ip=127.0.0.1,port=7001,state=online,offset=1,lag=0\r\n"));
   }
   if (op == "CONFIG" && args.size() == 2) {
-    return one(
-        reply::array({redis::Reply::string(args[1]),
-                      redis::Reply::string(args[1] == "appendonly" ? "yes" : "noeviction")}));
+    return one(reply::array(
+        {delayq::redis::Reply::string(args[1]),
+         delayq::redis::Reply::string(args[1] == "appendonly" ? "yes" : "noeviction")}));
   }
-  if (op == "HSETNX") return one(redis::Reply::number(1));
-  if (op == "HGET") return one(redis::Reply::string(std::to_string(shards)));
-  if (op == "HSET") return one(redis::Reply::number(1));
+  if (op == "HSETNX") return one(delayq::redis::Reply::number(1));
+  if (op == "HGET") return one(delayq::redis::Reply::string(std::to_string(shards)));
+  if (op == "HSET") return one(delayq::redis::Reply::number(1));
   if (op == "HGETALL") return one(reply::array({}));
   return std::nullopt;
 }
 
 // A shard's heads of some tubes and their depths, as jobs.lua answers them: a depth not given is
 // 1 for a head, 0 for none.
-std::pair<redis::Reply, redis::Reply> heads_and_depths(const std::vector<std::string>& heads,
-                                                       const std::vector<std::int64_t>& depths) {
-  std::vector<redis::Reply> h;
-  std::vector<redis::Reply> d;
+std::pair<delayq::redis::Reply, delayq::redis::Reply> heads_and_depths(
+    const std::vector<std::string>& heads, const std::vector<std::int64_t>& depths) {
+  std::vector<delayq::redis::Reply> h;
+  std::vector<delayq::redis::Reply> d;
   for (std::size_t i = 0; i < heads.size(); ++i) {
-    h.push_back(redis::Reply::string(heads[i]));
-    d.push_back(redis::Reply::number(i < depths.size() ? depths[i] : (heads[i].empty() ? 0 : 1)));
+    h.push_back(delayq::redis::Reply::string(heads[i]));
+    d.push_back(
+        delayq::redis::Reply::number(i < depths.size() ? depths[i] : (heads[i].empty() ? 0 : 1)));
   }
   return {reply::array(std::move(h)), reply::array(std::move(d))};
 }
@@ -61,8 +63,9 @@ void NodeTest::open_node(RedisBrokerOptions options, std::uint32_t shards) {
   settle();
   // The overdue gauge's first look at every shard: nothing overdue. (The heartbeat stays
   // unanswered: a test of leases answers it.)
-  answer_all("overdue", reply::ok({redis::Reply::string("-1"),
-                                   redis::Reply::string(std::to_string(clock->now_unix_ms()))}));
+  answer_all("overdue",
+             reply::ok({delayq::redis::Reply::string("-1"),
+                        delayq::redis::Reply::string(std::to_string(clock->now_unix_ms()))}));
   settle();
 }
 
@@ -115,19 +118,19 @@ JobView NodeTest::ready_job(JobId id, const std::string& tube) const {
   return job;
 }
 
-redis::Reply NodeTest::reserved(JobView job, const std::vector<std::string>& heads,
-                                const std::vector<std::int64_t>& depths) const {
+delayq::redis::Reply NodeTest::reserved(JobView job, const std::vector<std::string>& heads,
+                                        const std::vector<std::int64_t>& depths) const {
   job.state = JobState::kReserved;
   job.deadline_unix_ms = clock->now_unix_ms() + job.ttr.count() * 1000;
   ++job.counters.reserves;
-  redis::Reply r = reply::job(job, clock->now_unix_ms());
+  delayq::redis::Reply r = reply::job(job, clock->now_unix_ms());
   auto [h, d] = heads_and_depths(heads, depths);
   r.elements.push_back(std::move(h));
   r.elements.push_back(std::move(d));
   return r;
 }
 
-std::size_t NodeTest::answer_all(const std::string& op, const redis::Reply& reply) {
+std::size_t NodeTest::answer_all(const std::string& op, const delayq::redis::Reply& reply) {
   std::size_t answered = 0;
   while (auto call = redis->take(op)) {
     redis->answer(*call, reply);
@@ -136,4 +139,4 @@ std::size_t NodeTest::answer_all(const std::string& op, const redis::Reply& repl
   return answered;
 }
 
-}  // namespace delayq::redis_broker::testing
+}  // namespace delayq::broker::redis::testing

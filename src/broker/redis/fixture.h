@@ -18,7 +18,7 @@
 #include "broker/redis/redis_broker.h"
 #include "timing/manual_clock.h"
 
-namespace delayq::redis_broker::testing {
+namespace delayq::broker::redis::testing {
 
 class NodeTest : public ::testing::Test {
  protected:
@@ -62,10 +62,10 @@ class NodeTest : public ::testing::Test {
   [[nodiscard]] JobView ready_job(JobId id, const std::string& tube = "default") const;
   // A reserve's answer: the job, reserved (deadline = now + ttr), then the tubes' heads after
   // it and their depths.
-  [[nodiscard]] redis::Reply reserved(JobView job, const std::vector<std::string>& heads,
-                                      const std::vector<std::int64_t>& depths = {}) const;
+  [[nodiscard]] delayq::redis::Reply reserved(JobView job, const std::vector<std::string>& heads,
+                                              const std::vector<std::int64_t>& depths = {}) const;
   // Answers every call of `op` waiting now with `reply` (how many it answered).
-  std::size_t answer_all(const std::string& op, const redis::Reply& reply);
+  std::size_t answer_all(const std::string& op, const delayq::redis::Reply& reply);
 
   boost::asio::io_context io;
   std::shared_ptr<timing::ManualClock> clock = std::make_shared<timing::ManualClock>(io);
@@ -73,4 +73,4 @@ class NodeTest : public ::testing::Test {
   std::unique_ptr<RedisBroker> broker;
 };
 
-}  // namespace delayq::redis_broker::testing
+}  // namespace delayq::broker::redis::testing

@@ -2,7 +2,7 @@
 
 #include "broker/redis/replies.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 
 void Handle::every_shard(std::vector<std::string> args, bool write,
                          std::function<void(Result<std::vector<Reply>>)> then) {
@@ -29,4 +29,4 @@ void Handle::every_shard(std::vector<std::string> args, bool write,
   }
 }
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

@@ -7,7 +7,7 @@
 
 #include "broker/redis/core.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 
 class Handle {
  protected:
@@ -36,4 +36,4 @@ class Handle {
   std::shared_ptr<SessionState> state_ = std::make_shared<SessionState>();
 };
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

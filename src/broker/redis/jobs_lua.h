@@ -3,6 +3,6 @@
 
 #include <string_view>
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 extern const std::string_view kJobsLua;
 }

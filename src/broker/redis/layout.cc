@@ -10,7 +10,7 @@
 
 #include "redis/slot.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 
 std::string shard_base(std::string_view prefix, std::uint32_t shard) {
   return std::string(prefix) + ":{" + std::to_string(shard) + "}";
@@ -49,7 +49,7 @@ std::uint32_t shard_of_name(std::string_view tube, std::string_view name, std::u
   joined.append(name);
   // CRC16 spreads names evenly enough over up to a few thousand shards; a second mix makes
   // names that differ only at the end land apart.
-  std::uint32_t hash = redis::crc16(joined);
+  std::uint32_t hash = delayq::redis::crc16(joined);
   hash = hash * 2654435761U;
   return (hash >> 8) % shards;
 }
@@ -223,4 +223,4 @@ Head after_answer(const Head& known, const Head& told, bool told_since) {
   return known;
 }
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

@@ -15,7 +15,7 @@
 #include "base/job.h"
 #include "base/status.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 
 // The base of shard s's keys: "<prefix>:{s}" ("dq:{s}" by default).
 [[nodiscard]] std::string shard_base(std::string_view prefix, std::uint32_t shard);
@@ -109,4 +109,4 @@ struct Head {
 // then the better of the two stands, and an unknown head stays unknown.
 [[nodiscard]] Head after_answer(const Head& known, const Head& told, bool told_since);
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

@@ -9,7 +9,7 @@
 
 #include "redis/slot.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 namespace {
 
 // What jobs.lua's cmsgpack.pack(2, 1, 0, 1024, 1764170000123.5, 0, 1764169990123.25, 10000)
@@ -29,7 +29,7 @@ TEST(RedisLayoutTest, AShardsChannelIsInItsKeysSlot) {
     const auto channel = shard_channel("dq", shard);
     EXPECT_EQ(channel, "dq:{" + std::to_string(shard) + "}:events");
     for (const auto& key : shard_keys("dq", shard)) {
-      EXPECT_EQ(redis::key_slot(channel), redis::key_slot(key)) << key;
+      EXPECT_EQ(delayq::redis::key_slot(channel), delayq::redis::key_slot(key)) << key;
     }
   }
 }
@@ -158,4 +158,4 @@ TEST(RedisHeadTest, AnAnswerReplacesWhatIsKnownUnlessAMessageCameMeanwhile) {
 }
 
 }  // namespace
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

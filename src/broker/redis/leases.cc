@@ -6,7 +6,7 @@
 #include "broker/redis/core.h"
 #include "redis/slot.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 
 void Core::lease_tick() {
   if (closed || resigned || leasing) return;
@@ -21,8 +21,8 @@ void Core::lease_tick() {
 void Core::heartbeat(bool over_memory) {
   // A script request (not a bare command): a node lacking the library gets it and the
   // heartbeat is sent again, rather than failing until the next tick.
-  redis::Request request;
-  request.slot = redis::key_slot(names.nodes);
+  delayq::redis::Request request;
+  request.slot = delayq::redis::key_slot(names.nodes);
   request.commands.push_back(
       script.call({names.nodes}, {"heartbeat", node, std::to_string(options.lease.count()), node},
                   over_memory));
@@ -47,7 +47,7 @@ void Core::heartbeat(bool over_memory) {
       }
       if (!self->announced) {
         self->announced = true;
-        self->client->run(redis::key_slot(self->names.events),
+        self->client->run(delayq::redis::key_slot(self->names.events),
                           Command{"PUBLISH", self->names.events, "l"}, [](Result<Reply>) {});
       }
     }
@@ -89,7 +89,7 @@ void Core::heartbeat(bool over_memory) {
         self->ownership_changed(shard);
       }
       // The others take them now rather than at their next renewal.
-      self->client->run(redis::key_slot(self->names.events),
+      self->client->run(delayq::redis::key_slot(self->names.events),
                         Command{"PUBLISH", self->names.events, "l"}, [](Result<Reply>) {});
     } else if (self->owned.size() < share) {
       std::vector<std::uint32_t> candidates;
@@ -382,4 +382,4 @@ void Core::resync() {
   });
 }
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

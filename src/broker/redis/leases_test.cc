@@ -14,7 +14,7 @@
 #include "broker/redis/fixture.h"
 #include "broker/redis/layout.h"
 
-namespace delayq::redis_broker::testing {
+namespace delayq::broker::redis::testing {
 namespace {
 
 using std::chrono::microseconds;
@@ -42,8 +42,8 @@ class LeaseTest : public NodeTest {
   // Answers the heartbeat waiting: this node lives, and `others`.
   void answer_heartbeat(const std::vector<std::string>& others = {}) {
     Call call = take("heartbeat");
-    std::vector<redis::Reply> names = {redis::Reply::string(broker->node_name())};
-    for (const auto& other : others) names.push_back(redis::Reply::string(other));
+    std::vector<delayq::redis::Reply> names = {delayq::redis::Reply::string(broker->node_name())};
+    for (const auto& other : others) names.push_back(delayq::redis::Reply::string(other));
     redis->answer(call, reply::ok({reply::array(std::move(names))}));
     settle();
   }
@@ -54,7 +54,7 @@ class LeaseTest : public NodeTest {
     std::vector<std::uint32_t> taken;
     while (auto call = redis->take("acquire")) {
       taken.push_back(shard_of(*call));
-      redis->answer(*call, reply::ok({redis::Reply::number(epoch++)}));
+      redis->answer(*call, reply::ok({delayq::redis::Reply::number(epoch++)}));
       settle();
     }
     return taken;
@@ -62,18 +62,18 @@ class LeaseTest : public NodeTest {
 
   // A firing's answer: `moved` jobs, the next timer at `next_at` ("-1": none), the reserves
   // handed to it answered with `served`, and `late` (microseconds) for each delayed job fired.
-  static redis::Reply fired(std::int64_t moved = 0, const std::string& next_at = "-1",
-                            redis::Reply served = reply::array({}),
-                            const std::vector<std::string>& late = {}) {
-    std::vector<redis::Reply> lateness;
-    for (const auto& l : late) lateness.push_back(redis::Reply::string(l));
-    return reply::ok({redis::Reply::number(moved), redis::Reply::string(next_at),
-                      redis::Reply::string(kRedisNow), reply::array(std::move(lateness)),
+  static delayq::redis::Reply fired(std::int64_t moved = 0, const std::string& next_at = "-1",
+                                    delayq::redis::Reply served = reply::array({}),
+                                    const std::vector<std::string>& late = {}) {
+    std::vector<delayq::redis::Reply> lateness;
+    for (const auto& l : late) lateness.push_back(delayq::redis::Reply::string(l));
+    return reply::ok({delayq::redis::Reply::number(moved), delayq::redis::Reply::string(next_at),
+                      delayq::redis::Reply::string(kRedisNow), reply::array(std::move(lateness)),
                       std::move(served)});
   }
 
   // Answers the oldest call of `op` waiting with `r`.
-  void answer_next(const std::string& op, const redis::Reply& r) {
+  void answer_next(const std::string& op, const delayq::redis::Reply& r) {
     auto call = redis->take(op);
     ASSERT_TRUE(call) << "no " << op << " call";
     redis->answer(*call, r);
@@ -116,8 +116,8 @@ class LeaseTest : public NodeTest {
     ASSERT_FALSE(got.done());
   }
   void answer_empty_probes() {
-    answer_all("probe", reply::ok({reply::array({redis::Reply::string("")}),
-                                   reply::array({redis::Reply::number(0)})}));
+    answer_all("probe", reply::ok({reply::array({delayq::redis::Reply::string("")}),
+                                   reply::array({delayq::redis::Reply::number(0)})}));
     settle();
   }
 
@@ -152,7 +152,8 @@ TEST_F(Leases, TheHeartbeatCarriesTheLeaseOfTheOptionsAndComesEveryThirdOfIt) {
   open_node(options);
   Call heartbeat = take("heartbeat");
   EXPECT_EQ(heartbeat.args(), (std::vector<std::string>{broker->node_name(), "3000"}));
-  redis->answer(heartbeat, reply::ok({reply::array({redis::Reply::string(broker->node_name())})}));
+  redis->answer(heartbeat,
+                reply::ok({reply::array({delayq::redis::Reply::string(broker->node_name())})}));
   settle();
   clock->advance(milliseconds(1000) - microseconds(1));
   EXPECT_EQ(redis->count("heartbeat"), 0U);
@@ -178,7 +179,7 @@ TEST_F(Leases, TheOnlyLiveNodeAcquiresEveryShardOneAtATimeInItsOwnRotation) {
     EXPECT_EQ(redis->count("acquire"), 0U) << "acquires sent side by side";
     EXPECT_EQ(call->args(), (std::vector<std::string>{broker->node_name(), "5000"}));
     asked.push_back(shard_of(*call));
-    redis->answer(*call, reply::ok({redis::Reply::number(1)}));
+    redis->answer(*call, reply::ok({delayq::redis::Reply::number(1)}));
     settle();
   }
   EXPECT_EQ(asked, rotation());
@@ -287,7 +288,7 @@ TEST_F(Leases, AFencedRenewalOfAnEarlierEpochLeavesTheLeaseTakenSinceAlone) {
   answer_heartbeat();
   Call retake = take("acquire");
   ASSERT_EQ(shard_of(retake), s);
-  redis->answer(retake, reply::ok({redis::Reply::number(9)}));
+  redis->answer(retake, reply::ok({delayq::redis::Reply::number(9)}));
   settle();
   ASSERT_EQ(broker->owned_shards(), kShards);
   redis->answer(*old_renewal, reply::code("fenced", "lost"));
@@ -340,14 +341,15 @@ TEST_F(Leases, AHeartbeatLostStillRenewsTheLeasesHeldAndTriesAgainAThirdLater) {
 
 TEST_F(Leases, AHeartbeatRefusedForMemoryMarksTheNodeNoSpaceAndIsSentAgainAllowingOom) {
   Call refused = take("heartbeat");
-  redis->answer(refused,
-                redis::Reply::error("OOM command not allowed when used memory > 'maxmemory'."));
+  redis->answer(refused, delayq::redis::Reply::error(
+                             "OOM command not allowed when used memory > 'maxmemory'."));
   settle();
   EXPECT_EQ(broker->health().code(), Code::kNoSpace);
   Call again = take("heartbeat");
   EXPECT_TRUE(again.over_memory());
   EXPECT_EQ(again.args(), (std::vector<std::string>{broker->node_name(), "5000"}));
-  redis->answer(again, reply::ok({reply::array({redis::Reply::string(broker->node_name())})}));
+  redis->answer(again,
+                reply::ok({reply::array({delayq::redis::Reply::string(broker->node_name())})}));
   settle();
   // The node lives on and takes its shards; it stays out of room until a heartbeat says so.
   EXPECT_EQ(acquire_all().size(), kShards);
@@ -356,7 +358,8 @@ TEST_F(Leases, AHeartbeatRefusedForMemoryMarksTheNodeNoSpaceAndIsSentAgainAllowi
   clock->advance(kThird);
   Call next = take("heartbeat");
   EXPECT_FALSE(next.over_memory());
-  redis->answer(next, reply::ok({reply::array({redis::Reply::string(broker->node_name())})}));
+  redis->answer(next,
+                reply::ok({reply::array({delayq::redis::Reply::string(broker->node_name())})}));
   settle();
   EXPECT_TRUE(broker->health().is_ok()) << broker->health().to_string();
 }
@@ -383,7 +386,7 @@ TEST_F(Leases, CloseResignsEveryShardAndLeavesTheNodesThenPublishesL) {
   Call leave = take("ZREM");
   EXPECT_EQ(leave.args(), (std::vector<std::string>{"dq:nodes", broker->node_name()}));
   EXPECT_EQ(take("HDEL").args(), (std::vector<std::string>{"dq:waiting", broker->node_name()}));
-  redis->answer(leave, redis::Reply::number(1));
+  redis->answer(leave, delayq::redis::Reply::number(1));
   for (int i = 0; i < 3; ++i) {
     Call resign = take("resign");
     EXPECT_EQ(resign.args(), std::vector<std::string>{broker->node_name()});
@@ -413,7 +416,7 @@ TEST_F(Leases, AShardTakenAsTheNodeClosesIsHandedBackAtOnce) {
   answer_heartbeat();
   Call acquire = take("acquire");
   ASSERT_TRUE(broker->close().is_ok());
-  redis->answer(acquire, reply::ok({redis::Reply::number(3)}));
+  redis->answer(acquire, reply::ok({delayq::redis::Reply::number(3)}));
   settle();
   Call resign = take("resign");
   EXPECT_EQ(shard_of(resign), shard_of(acquire));
@@ -429,7 +432,7 @@ TEST_F(Leases, DeliversFollowsTheLeaseOfTheTubesDeliveryShard) {
   while (auto call = redis->take("acquire")) {
     EXPECT_FALSE(broker->delivers(tube));
     const bool last = shard_of(*call) == delivery;
-    redis->answer(*call, reply::ok({redis::Reply::number(1)}));
+    redis->answer(*call, reply::ok({delayq::redis::Reply::number(1)}));
     settle();
     if (last) break;
   }
@@ -458,14 +461,14 @@ TEST_F(Leases, TheWebhooksHandlerRunsWhenTheLeaseOfAWebhooksTubeMoves) {
   admin->set_webhook(tube, hook, set.callback());
   settle();
   Call write = take("HSET");
-  redis->answer(write, redis::Reply::number(1));
+  redis->answer(write, delayq::redis::Reply::number(1));
   settle();
   ASSERT_TRUE(set.done());
   ASSERT_EQ(changes, 1);
   answer_heartbeat();
   while (auto call = redis->take("acquire")) {
     const std::uint32_t shard = shard_of(*call);
-    redis->answer(*call, reply::ok({redis::Reply::number(1)}));
+    redis->answer(*call, reply::ok({delayq::redis::Reply::number(1)}));
     settle();
     EXPECT_EQ(changes, shard == delivery ? 2 : 1) << "shard " << shard;
     if (shard == delivery) break;
@@ -491,7 +494,7 @@ TEST_F(Leases, TheWebhooksHandlerRunsWhenTheLeaseOfAWebhooksTubeMoves) {
 TEST_F(Firing, AnAcquiredShardIsFiredAtOnceWithItsEpochAndTheBatch) {
   answer_heartbeat();
   Call acquire = take("acquire");
-  redis->answer(acquire, reply::ok({redis::Reply::number(42)}));
+  redis->answer(acquire, reply::ok({delayq::redis::Reply::number(42)}));
   settle();
   Call fire = take("fire");
   EXPECT_EQ(shard_of(fire), shard_of(acquire));
@@ -583,7 +586,7 @@ TEST_F(Firing, AFailedFiringIsTriedAgainAfter100Milliseconds) {
 TEST_F(Firing, AFiringAnsweredWithSomethingElseIsTriedAgainAfter100Milliseconds) {
   own_every_shard();
   timer_message(0);
-  answer_next("fire", reply::ok({redis::Reply::number(0)}));
+  answer_next("fire", reply::ok({delayq::redis::Reply::number(0)}));
   clock->advance(milliseconds(100) - microseconds(1));
   EXPECT_EQ(redis->count("fire"), 0U);
   clock->advance(microseconds(1));
@@ -679,7 +682,7 @@ TEST_F(Firing, AFiringThatServedNothingLeavesTheReserveWaiting) {
   Outcome<broker::Job> got;
   wait_for_a_job(*s, got);
   timer_message(2);
-  answer_next("fire", fired(0, "-1", reply::array({redis::Reply{}})));
+  answer_next("fire", fired(0, "-1", reply::array({delayq::redis::Reply{}})));
   settle();
   EXPECT_FALSE(got.done());
   EXPECT_EQ(redis->count("reserve") + redis->count("probe"), 0U);
@@ -713,4 +716,4 @@ TEST_F(Firing, AfterALostFiringTheNextOfTheShardHandsNoWaiterAJob) {
 }
 
 }  // namespace
-}  // namespace delayq::redis_broker::testing
+}  // namespace delayq::broker::redis::testing

@@ -11,7 +11,7 @@
 #include "broker/redis/session.h"
 #include "redis/slot.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 
 Core::Core(asio::io_context& io_in, RedisBrokerOptions options_in,
            std::unique_ptr<Caller> client_in, std::shared_ptr<Clock> clock_in)
@@ -40,7 +40,7 @@ Status check_layout(Core& core, bool first_start, const Wait& wait) {
   // A command on the primary serving `key`'s slot.
   const auto ask = [&](const std::string& key, Command command) -> Result<Reply> {
     std::optional<Result<Reply>> answer;
-    core.client->run(redis::key_slot(key), std::move(command),
+    core.client->run(delayq::redis::key_slot(key), std::move(command),
                      [&](Result<Reply> r) { answer.emplace(std::move(r)); });
     wait(answer);
     if (answer->is_ok() && answer->value().is_error()) {
@@ -205,14 +205,15 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
   // The layout: the shard count is the first start's.
   std::optional<Result<Reply>> meta;
   core->client->run(
-      redis::key_slot(core->names.meta),
+      delayq::redis::key_slot(core->names.meta),
       Command{"HSETNX", core->names.meta, "shards", std::to_string(core->options.shards)},
       [&](Result<Reply> r) { meta.emplace(std::move(r)); });
   wait(meta);
   if (!meta->is_ok()) return meta->status();
   const bool first_start = meta->value().integer == 1;
   meta.reset();
-  core->client->run(redis::key_slot(core->names.meta), Command{"HGET", core->names.meta, "shards"},
+  core->client->run(delayq::redis::key_slot(core->names.meta),
+                    Command{"HGET", core->names.meta, "shards"},
                     [&](Result<Reply> r) { meta.emplace(std::move(r)); });
   wait(meta);
   if (!meta->is_ok()) return meta->status();
@@ -352,7 +353,7 @@ Status RedisBroker::close() {
   auto left = std::make_shared<std::size_t>(core_->owned.size() + 1);
   const auto announce = [core = core_, left](Result<Reply>) {
     if (--*left == 0) {
-      core->client->run(redis::key_slot(core->names.events),
+      core->client->run(delayq::redis::key_slot(core->names.events),
                         Command{"PUBLISH", core->names.events, "l"}, [](Result<Reply>) {});
     }
   };
@@ -360,9 +361,9 @@ Status RedisBroker::close() {
     own.timer->cancel();
     core_->call(shard, {"resign", core_->node}, false, announce);
   }
-  core_->client->run(redis::key_slot(core_->names.nodes),
+  core_->client->run(delayq::redis::key_slot(core_->names.nodes),
                      Command{"ZREM", core_->names.nodes, core_->node}, announce);
-  core_->client->run(redis::key_slot(core_->names.waiting),
+  core_->client->run(delayq::redis::key_slot(core_->names.waiting),
                      Command{"HDEL", core_->names.waiting, core_->node}, [](Result<Reply>) {});
   core_->owned.clear();
   return Status::ok();
@@ -378,4 +379,4 @@ std::size_t RedisBroker::owned_shards() const {
   return core_->owned.size();
 }
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

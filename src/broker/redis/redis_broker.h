@@ -23,13 +23,13 @@
 #include "redis/client.h"
 #include "timing/clock.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 
 using Millis = std::chrono::milliseconds;
 
 struct RedisBrokerOptions {
   // The Redis servers to start from, and the client's timeouts (redis/client.h).
-  redis::ClientOptions client;
+  delayq::redis::ClientOptions client;
   // What every key and the channel start with: deployments with different prefixes share a
   // Redis without seeing each other's jobs. Default: "dq".
   std::string prefix = "dq";
@@ -98,4 +98,4 @@ class RedisBroker final : public broker::Broker {
   std::shared_ptr<Core> core_;
 };
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

@@ -6,9 +6,9 @@
 #include "broker/redis/layout.h"
 #include "store/record.h"
 
-namespace delayq::redis_broker {
-using redis::Reply;
-using redis::ReplyType;
+namespace delayq::broker::redis {
+using delayq::redis::Reply;
+using delayq::redis::ReplyType;
 
 std::int64_t to_int(std::string_view text, std::int64_t fallback) {
   std::int64_t value = fallback;
@@ -58,7 +58,7 @@ Answer split_answer(Reply wrapped) {
 
 Status status_of(const Reply& reply) {
   if (reply.type != ReplyType::kArray || reply.elements.empty()) {
-    return {Code::kIOError, "Redis answered " + redis::describe(reply)};
+    return {Code::kIOError, "Redis answered " + delayq::redis::describe(reply)};
   }
   const std::string& code = reply.elements[0].str;
   if (code == "ok" || code == "exists") return Status::ok();
@@ -85,4 +85,4 @@ Result<broker::Job> job_of(const Reply& reply) {
   return job;
 }
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

@@ -11,7 +11,7 @@
 #include "broker/broker.h"
 #include "redis/reply.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 
 [[nodiscard]] std::int64_t to_int(std::string_view text, std::int64_t fallback = 0);
 // A time from jobs.lua: milliseconds, with their microseconds as a fraction.
@@ -26,13 +26,14 @@ namespace delayq::redis_broker {
 
 // jobs.lua answers {<the op's reply>, <readied>}; an error of the call itself is not wrapped.
 struct Answer {
-  redis::Reply reply;
-  redis::Reply readied;  // {tube, head} for each tube whose best ready job the call made better
+  delayq::redis::Reply reply;
+  delayq::redis::Reply
+      readied;  // {tube, head} for each tube whose best ready job the call made better
 };
-[[nodiscard]] Answer split_answer(redis::Reply wrapped);
+[[nodiscard]] Answer split_answer(delayq::redis::Reply wrapped);
 // A script's reply: {'ok', ...} or {'<error>', message}.
-[[nodiscard]] Status status_of(const redis::Reply& reply);
+[[nodiscard]] Status status_of(const delayq::redis::Reply& reply);
 // {'ok', id, record, attachment, now} -> a job.
-[[nodiscard]] Result<broker::Job> job_of(const redis::Reply& reply);
+[[nodiscard]] Result<broker::Job> job_of(const delayq::redis::Reply& reply);
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

@@ -2,7 +2,7 @@
 
 #include <boost/asio/post.hpp>
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 
 template <typename T>
 void RedisSchedules::refuse(broker::Callback<T> done) {
@@ -36,4 +36,4 @@ void RedisSchedules::backfill(std::string, std::int64_t, std::int64_t,
   refuse(std::move(done));
 }
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

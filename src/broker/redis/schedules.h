@@ -7,7 +7,7 @@
 
 #include "broker/schedules.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 
 class RedisSchedules final : public broker::Schedules {
  public:
@@ -29,4 +29,4 @@ class RedisSchedules final : public broker::Schedules {
   boost::asio::io_context& io_;
 };
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

@@ -6,7 +6,7 @@
 #include "broker/put_rules.h"
 #include "store/record.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 
 RedisSession::RedisSession(std::shared_ptr<Core> core, broker::SessionOptions options)
     : Handle(std::move(core)) {
@@ -517,4 +517,4 @@ void RedisSession::note_attempt(JobId id, int status, std::string error, Callbac
            });
 }
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

@@ -5,7 +5,7 @@
 
 #include "broker/redis/handle.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 
 class RedisSession final : public broker::Session, private Handle {
  public:
@@ -57,4 +57,4 @@ class RedisSession final : public broker::Session, private Handle {
   std::uint64_t next_ticket_ = 1;
 };
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

@@ -14,14 +14,14 @@
 #include "broker/redis/replies.h"
 #include "store/record.h"
 
-namespace delayq::redis_broker::testing {
+namespace delayq::broker::redis::testing {
 namespace {
 
 using Calls = NodeTest;
 using Sessions = NodeTest;
 using TubeConfig = NodeTest;
 
-using redis::Reply;
+using delayq::redis::Reply;
 
 Reply text(const std::string& s) {
   return Reply::string(s);
@@ -1063,4 +1063,4 @@ TEST_F(TubeConfig, SetMaxAttemptsTellsEveryShardThenRecordsItAndZeroRemovesIt) {
 }
 
 }  // namespace
-}  // namespace delayq::redis_broker::testing
+}  // namespace delayq::broker::redis::testing

@@ -2,7 +2,7 @@
 #include "redis/slot.h"
 #include "store/record.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 
 void Core::load_conf(std::function<void(Status)> done) {
   auto left = std::make_shared<int>(3);
@@ -12,7 +12,7 @@ void Core::load_conf(std::function<void(Status)> done) {
     if (--*left == 0) done(*failed);
   };
   auto self = shared_from_this();
-  client->run(redis::key_slot(names.webhooks), Command{"HGETALL", names.webhooks},
+  client->run(delayq::redis::key_slot(names.webhooks), Command{"HGETALL", names.webhooks},
               [self, step](Result<Reply> r) {
                 if (!r.is_ok()) return step(r.status());
                 std::map<std::string, Webhook> loaded;
@@ -26,7 +26,7 @@ void Core::load_conf(std::function<void(Status)> done) {
                 if (changed && self->webhooks_handler) self->webhooks_handler();
                 step(Status::ok());
               });
-  client->run(redis::key_slot(names.pauses), Command{"HGETALL", names.pauses},
+  client->run(delayq::redis::key_slot(names.pauses), Command{"HGETALL", names.pauses},
               [self, step](Result<Reply> r) {
                 if (!r.is_ok()) return step(r.status());
                 std::map<std::string, Pause> loaded;
@@ -44,7 +44,7 @@ void Core::load_conf(std::function<void(Status)> done) {
                 self->watch_pauses();
                 step(Status::ok());
               });
-  client->run(redis::key_slot(names.max_attempts), Command{"HGETALL", names.max_attempts},
+  client->run(delayq::redis::key_slot(names.max_attempts), Command{"HGETALL", names.max_attempts},
               [self, step](Result<Reply> r) {
                 if (!r.is_ok()) return step(r.status());
                 std::map<std::string, std::uint32_t> loaded;
@@ -85,8 +85,8 @@ void Core::watch_pauses() {
 }
 
 void Core::publish_conf() {
-  client->run(redis::key_slot(names.events), Command{"PUBLISH", names.events, "c"},
+  client->run(delayq::redis::key_slot(names.events), Command{"PUBLISH", names.events, "c"},
               [](Result<Reply>) {});
 }
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

@@ -3,7 +3,7 @@
 #include "broker/redis/core.h"
 #include "redis/slot.h"
 
-namespace delayq::redis_broker {
+namespace delayq::broker::redis {
 
 Hint& Core::hint(const std::string& tube) {
   auto [it, inserted] = hints.try_emplace(tube);
@@ -284,7 +284,7 @@ void Core::report_waiting() {
     const std::size_t now = self->waiting_here();
     if (now == self->reported_waiting) return;
     self->reported_waiting = now;
-    self->client->run(redis::key_slot(self->names.waiting),
+    self->client->run(delayq::redis::key_slot(self->names.waiting),
                       Command{"HSET", self->names.waiting, self->node, std::to_string(now)},
                       [](Result<Reply>) {});
   });
@@ -459,4 +459,4 @@ void Core::finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> res
   if (waiter->session->alive) done(std::move(result));
 }
 
-}  // namespace delayq::redis_broker
+}  // namespace delayq::broker::redis

@@ -13,11 +13,11 @@
 #include "broker/redis/fixture.h"
 #include "broker/redis/layout.h"
 
-namespace delayq::redis_broker::testing {
+namespace delayq::broker::redis::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using redis::Reply;
+using delayq::redis::Reply;
 
 class WakingTest : public NodeTest {
  protected:
@@ -208,8 +208,8 @@ TEST_F(Waking, AMessageOfAReadyJobWakesAWaitingReserve) {
   Outcome<broker::Job> got;
   s->reserve({}, got.callback());
   settle();
-  answer_all("probe", reply::ok({reply::array({redis::Reply::string("")}),
-                                 reply::array({redis::Reply::number(0)})}));
+  answer_all("probe", reply::ok({reply::array({delayq::redis::Reply::string("")}),
+                                 reply::array({delayq::redis::Reply::number(0)})}));
   settle();
   ASSERT_EQ(redis->count("reserve"), 0U);
   redis->publish_shard(3, "r dq:{3} default other-node 1024:1799999999500:7");
@@ -227,8 +227,8 @@ TEST_F(Waking, ANodesOwnMessageWakesNobody) {
   Outcome<broker::Job> got;
   s->reserve({}, got.callback());
   settle();
-  answer_all("probe", reply::ok({reply::array({redis::Reply::string("")}),
-                                 reply::array({redis::Reply::number(0)})}));
+  answer_all("probe", reply::ok({reply::array({delayq::redis::Reply::string("")}),
+                                 reply::array({delayq::redis::Reply::number(0)})}));
   settle();
   redis->publish_shard(1, "r dq:{1} default " + broker->node_name() + " 1024:1799999999500:5");
   settle();
@@ -243,8 +243,8 @@ TEST_F(Waking, AReserveWithATimeoutAnswersTimedOutAtItsDeadlineAfterLettingMessa
   request.timeout = std::chrono::seconds(2);
   s->reserve(request, got.callback());
   settle();
-  answer_all("probe", reply::ok({reply::array({redis::Reply::string("")}),
-                                 reply::array({redis::Reply::number(0)})}));
+  answer_all("probe", reply::ok({reply::array({delayq::redis::Reply::string("")}),
+                                 reply::array({delayq::redis::Reply::number(0)})}));
   clock->advance(std::chrono::milliseconds(1999));
   EXPECT_FALSE(got.done()) << "timed out early";
   EXPECT_EQ(redis->syncs_waiting(), 0U);
@@ -265,8 +265,8 @@ TEST_F(Waking, AShardWhoseChannelBrokeIsAskedAgainBeforeTimedOut) {
   request.timeout = std::chrono::seconds(1);
   s->reserve(request, got.callback());
   settle();
-  answer_all("probe", reply::ok({reply::array({redis::Reply::string("")}),
-                                 reply::array({redis::Reply::number(0)})}));
+  answer_all("probe", reply::ok({reply::array({delayq::redis::Reply::string("")}),
+                                 reply::array({delayq::redis::Reply::number(0)})}));
   clock->advance(std::chrono::seconds(1));
   std::vector<bool> held(kShards, true);
   held[1] = false;
@@ -1082,4 +1082,4 @@ TEST_F(DeadlineSoon, AReserveNamingItsTubesIsNotEndedByAHeldJobsLastSecond) {
 }
 
 }  // namespace
-}  // namespace delayq::redis_broker::testing
+}  // namespace delayq::broker::redis::testing

@@ -7,7 +7,7 @@
 
 #include "webhook/signature.h"
 
-namespace delayq::webhook {
+namespace delayq::front::webhook {
 
 namespace asio = boost::asio;
 
@@ -396,4 +396,4 @@ void Deliverer::retired(Lane* lane) {
   });
 }
 
-}  // namespace delayq::webhook
+}  // namespace delayq::front::webhook

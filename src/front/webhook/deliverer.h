@@ -20,7 +20,11 @@
 #include "timing/clock.h"
 #include "webhook/sender.h"
 
-namespace delayq::webhook {
+namespace delayq::front::webhook {
+
+// Push delivery's library (src/webhook/: requests, the sender, URLs, backoff): the deliverer's
+// vocabulary.
+using namespace delayq::webhook;
 
 struct DelivererOptions {
   SenderOptions sender;  // TLS CA file, response bound, idle connections: see sender.h
@@ -68,4 +72,4 @@ class Deliverer {
   bool running_ = false;
 };
 
-}  // namespace delayq::webhook
+}  // namespace delayq::front::webhook

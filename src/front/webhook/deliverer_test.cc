@@ -37,7 +37,7 @@
 #include "webhook/rules.h"
 #include "webhook/signature.h"
 
-namespace delayq::webhook {
+namespace delayq::front::webhook {
 namespace {
 
 namespace asio = boost::asio;
@@ -702,4 +702,4 @@ TEST_F(DelivererTest, ARetiringLaneSendsAJobItsCancelledReserveTook) {
 }
 
 }  // namespace
-}  // namespace delayq::webhook
+}  // namespace delayq::front::webhook
