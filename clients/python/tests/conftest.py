@@ -64,6 +64,15 @@ def gone(client: delayq.Client, job_id: int) -> bool:
     return False
 
 
+def deleted(client: delayq.Client, job_id: int) -> bool:
+    """Deletes the job; False while it is reserved by someone else (409), to be tried again."""
+    try:
+        client.delete_job(job_id)
+    except delayq.Conflict:
+        return False
+    return True
+
+
 @pytest.fixture(scope="session")
 def server() -> Iterator[Server]:
     with Server() as running:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable
 import pytest
 
 import delayq
-from conftest import gone, wait_for
+from conftest import deleted, gone, wait_for
 from receivers import WsgiHost
 from server import Server
 
@@ -110,14 +110,6 @@ def check_jobs(server: Server, client: delayq.Client) -> None:
     for job_id in ids:
         with pytest.raises(delayq.NotFound):
             client.get_job(job_id)
-
-
-def deleted(client: delayq.Client, job_id: int) -> bool:
-    try:
-        client.delete_job(job_id)
-    except delayq.Conflict:
-        return False
-    return True
 
 
 def check_receiver(server: Server, client: delayq.Client) -> None:
