@@ -1261,7 +1261,12 @@ Result<TubeStats> Engine::stats_tube(std::string_view name) const {
   s.deletes = t->deletes;
   s.pauses = t->pauses;
   s.pause = t->pause;
-  if (paused(*t)) s.pause_left = Millis{t->pause_until_steady_ms - steady_now()};
+  // The pause ends on the millisecond at or after the asked length (steady_after rounds up);
+  // what is left is never shown as more than was asked.
+  if (paused(*t)) {
+    s.pause_left = std::min(Millis{t->pause_until_steady_ms - steady_now()},
+                            std::chrono::duration_cast<Millis>(t->pause));
+  }
   if (!paused(*t)) s.pause = Seconds{0};
   if (const auto it = max_attempts_.find(name); it != max_attempts_.end()) {
     s.max_attempts = it->second;

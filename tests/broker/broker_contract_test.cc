@@ -673,6 +673,8 @@ TEST_P(BrokerContract, APausedTubeHandsOutNothingUntilThePauseEnds) {
       call<TubeStats>([&](auto done) { admin().pause_tube("paused", 60s, std::move(done)); });
   ASSERT_TRUE(paused.is_ok()) << paused.status().to_string();
   EXPECT_EQ(paused.value().pause, 60s);
+  EXPECT_LE(paused.value().pause_left, 60s) << "more time left than the pause asked";
+  EXPECT_GT(paused.value().pause_left, 50s);
   EXPECT_EQ(reserve(s, {"paused"}, 100ms).code(), Code::kTimedOut);
   auto resumed =
       call<TubeStats>([&](auto done) { admin().pause_tube("paused", 0s, std::move(done)); });
