@@ -462,13 +462,21 @@ void Api::put_job(Call& call) {
   put.key = key.value().value_or("");
   put.group = std::move(job.value().group);
   put.replace = replace.value();
+  // A job put with a URL or a content type answers with them, as GET /v1/jobs/{id} would (the
+  // job holding a key, when nothing was put, answers without: look it up for its own).
+  Delivery delivery;
+  delivery.url = job.value().url;
+  delivery.content_type = job.value().content_type;
   put.url = std::move(job.value().url);
   put.content_type = std::move(job.value().content_type);
-  session_->put(std::move(put), call.reply.then<broker::PutResult>([](const auto& result) {
-    Response response = job_response(result.inserted ? 201 : 200, result.job, nullptr);
-    response.location = "/v1/jobs/" + std::to_string(result.job.id);
-    return response;
-  }));
+  session_->put(
+      std::move(put),
+      call.reply.then<broker::PutResult>([delivery = std::move(delivery)](const auto& result) {
+        const Delivery* shown = result.inserted && !delivery.empty() ? &delivery : nullptr;
+        Response response = job_response(result.inserted ? 201 : 200, result.job, nullptr, shown);
+        response.location = "/v1/jobs/" + std::to_string(result.job.id);
+        return response;
+      }));
 }
 
 void Api::get_job(Call& call) {

@@ -477,6 +477,25 @@ TEST_F(ApiTest, PutWithATakenKeyAnswers200WithTheHolderAndItsLocation) {
   EXPECT_EQ(ops("put_job", "200"), 1U);
 }
 
+TEST_F(ApiTest, PutWithAUrlAndAContentTypeAnswersWithThem) {
+  Exchange put = expect_call(
+      "POST", "/v1/tubes/calls/jobs",
+      R"({"body":"{}","url":"https://example.com/own","content_type":"application/json"})",
+      "put tube=calls pri=1024 due=+0ms ttr=60s body={} url=https://example.com/own "
+      "type=application/json");
+  last().complete(broker::PutResult{sample_view(), true, 0});
+  const json::object job = body_of(put.response());
+  EXPECT_EQ(text(job, "url"), "https://example.com/own");
+  EXPECT_EQ(text(job, "content_type"), "application/json");
+
+  Exchange held = expect_call(
+      "POST", "/v1/tubes/calls/jobs", R"({"key":"k","url":"https://example.com/other"})",
+      "put tube=calls pri=1024 due=+0ms ttr=60s body= key=k url=https://example.com/other");
+  last().complete(broker::PutResult{sample_view(), false, 0});
+  EXPECT_FALSE(body_of(held.response()).contains("url"))
+      << "the key's holder answered with the URL of a put that did not happen";
+}
+
 TEST_F(ApiTest, PutRefusesABadBodyWith400BeforeAnyCall) {
   for (const char* body : {"{",
                            "[]",
