@@ -103,7 +103,7 @@ std::string field(const json::object& o, std::string_view name) {
   const json::value* v = o.if_contains(name);
   if (v == nullptr) return "";
   if (v->is_string()) return std::string(v->as_string());
-  return json::serialize(*v);
+  return delayq::front::http::to_text(*v);
 }
 
 void print_job(const json::object& job) {
@@ -186,7 +186,7 @@ class Cli {
       for (const auto& [name, value] : o) {
         std::printf("%s: %s\n", std::string(name).c_str(),
                     value.is_string() ? std::string(value.as_string()).c_str()
-                                      : json::serialize(value).c_str());
+                                      : delayq::front::http::to_text(value).c_str());
       }
     }
     return 0;

@@ -522,7 +522,7 @@ void Api::delete_job(Call& call) {
   session_->erase(job.value(), call.reply.then<JobId>([](JobId id) {
     json::object o;
     o["deleted"] = id;
-    return json_response(200, json::serialize(o));
+    return json_response(200, to_text(o));
   }));
 }
 
@@ -605,7 +605,7 @@ void Api::cancel_group(Call& call) {
             o["tube"] = tube;
             o["group"] = group;
             o["cancelled"] = cancelled;
-            return json_response(200, json::serialize(o));
+            return json_response(200, to_text(o));
           }));
 }
 
@@ -694,13 +694,13 @@ void Api::list_tubes(Call& call) {
     }
     json::object o;
     o["tubes"] = std::move(list);
-    return json_response(200, json::serialize(o));
+    return json_response(200, to_text(o));
   }));
 }
 
 void Api::get_tube(Call& call) {
   admin_->stats_tube(call.params[0], call.reply.then<TubeStats>([](const TubeStats& tube) {
-    return json_response(200, json::serialize(tube_json(tube)));
+    return json_response(200, to_text(tube_json(tube)));
   }));
 }
 
@@ -713,7 +713,7 @@ void Api::kick_tube(Call& call) {
                    json::object o;
                    o["tube"] = tube;
                    o["kicked"] = kicked;
-                   return json_response(200, json::serialize(o));
+                   return json_response(200, to_text(o));
                  }));
 }
 
@@ -731,7 +731,7 @@ void Api::patch_tube(Call& call) {
         json::object o;
         o["tube"] = tube;
         o["max_attempts"] = set;
-        return json_response(200, json::serialize(o));
+        return json_response(200, to_text(o));
       }));
 }
 
@@ -748,7 +748,7 @@ void Api::pause_tube(Call& call) {
                        json::object o;
                        o["tube"] = tube.name;
                        o["pause_s"] = seconds.count();
-                       return json_response(200, json::serialize(o));
+                       return json_response(200, to_text(o));
                      }));
 }
 
@@ -759,19 +759,19 @@ void Api::put_webhook(Call& call) {
   if (!hook.is_ok()) return call.reply(hook.status());
   admin_->set_webhook(call.params[0], std::move(hook).value(),
                       call.reply.then<Webhook>([](const Webhook& set) {
-                        return json_response(200, json::serialize(webhook_json(set)));
+                        return json_response(200, to_text(webhook_json(set)));
                       }));
 }
 
 void Api::get_webhook(Call& call) {
   admin_->get_webhook(call.params[0], call.reply.then<Webhook>([](const Webhook& found) {
-    return json_response(200, json::serialize(webhook_json(found)));
+    return json_response(200, to_text(webhook_json(found)));
   }));
 }
 
 void Api::delete_webhook(Call& call) {
   admin_->remove_webhook(call.params[0], call.reply.then<Webhook>([](const Webhook& removed) {
-    return json_response(200, json::serialize(webhook_json(removed)));
+    return json_response(200, to_text(webhook_json(removed)));
   }));
 }
 
@@ -819,7 +819,7 @@ void Api::stats(Call& call) {
     store["status"] = health_word(health);
     if (!health.is_ok()) store["message"] = health.message();
     o["health"] = std::move(store);
-    return json_response(200, json::serialize(o));
+    return json_response(200, to_text(o));
   }));
 }
 
@@ -944,7 +944,7 @@ void Api::due_counts(Call& call, std::string tube) {
                        }
                        o["delayed"] = delayed;
                        o["buckets"] = std::move(buckets);
-                       return json_response(200, json::serialize(o));
+                       return json_response(200, to_text(o));
                      }));
 }
 
@@ -1010,7 +1010,7 @@ void Api::backup(Call& call) {
                    o["jobs"] = done.jobs;
                    o["bytes"] = done.bytes;
                    o["took_ms"] = done.took.count();
-                   return json_response(200, json::serialize(o));
+                   return json_response(200, to_text(o));
                  }));
 }
 

@@ -1148,6 +1148,12 @@ TEST_F(ApiTest, StatsReportsFireLatenessPercentilesAndBuckets) {
   EXPECT_NEAR(field(as_object(buckets[1]), "le_ms").to_number<double>(), 1, 1e-9);
   EXPECT_TRUE(field(as_object(buckets.back()), "le_ms").is_null());
   EXPECT_EQ(number(as_object(buckets.back()), "jobs"), 1);
+  // Numbers as people write them, not Boost.JSON's 5E-1 and 1E0.
+  const std::string& text = stats.response().body;
+  EXPECT_NE(text.find(R"("buckets":[{"le_ms":0.5,"jobs":0},{"le_ms":1,"jobs":98})"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("E-"), std::string::npos) << text;
 }
 
 TEST_F(ApiTest, DueCountsTakeEdgesFromNowOrInstantsAndAnswerEachBucket) {

@@ -10,25 +10,6 @@
 namespace delayq::front::http {
 namespace json = boost::json;
 
-void append_string(std::string& out, std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  for (const char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      out += "\\u00";
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-}
-
 void append_job(std::string& out, const JobView& job, const std::string* body,
                 const Delivery* delivery) {
   fmt::format_to(std::back_inserter(out), R"({{"id":{},"tube":)", job.id);

@@ -10,11 +10,10 @@
 
 #include "base/job.h"
 #include "base/webhook.h"
+#include "front/http/text.h"
 
 namespace delayq::front::http {
 
-// A JSON string literal for `text` (UTF-8), appended to out.
-void append_string(std::string& out, std::string_view text);
 // A job as a JSON object, appended to out; body: the job's body, or null to leave it out;
 // delivery: what push delivery keeps about it, or null.
 void append_job(std::string& out, const JobView& job, const std::string* body,

@@ -148,7 +148,7 @@ json::object schedule_json(const broker::ScheduleView& view) {
 }
 
 Response schedule_response(unsigned status, const broker::ScheduleView& view) {
-  return json_response(status, json::serialize(schedule_json(view)));
+  return json_response(status, to_text(schedule_json(view)));
 }
 
 // count (1 to kMaxNext) and after (RFC 3339 or Unix ms; default now), from a query or a body.
@@ -205,7 +205,7 @@ Response runs_response(const schedule::Compiled& schedule, std::int64_t after, s
   for (const std::int64_t at : schedule::upcoming(schedule, after, count)) {
     runs.push_back(run_json(zone, at));
   }
-  return json_response(200, json::serialize(json::object{{"runs", std::move(runs)}}));
+  return json_response(200, to_text(json::object{{"runs", std::move(runs)}}));
 }
 
 }  // namespace
@@ -275,7 +275,7 @@ void Api::list_schedules(Call& call) {
                                  // A full page may have more after it: ask again with after=<the
                                  // last name>.
                                  o["more"] = views.size() == limit;
-                                 return json_response(200, json::serialize(o));
+                                 return json_response(200, to_text(o));
                                })));
 }
 

@@ -1,12 +1,15 @@
 #include "front/http/text.h"
 
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
 #include "base/job.h"
 
 namespace delayq::front::http {
+namespace json = boost::json;
+
 namespace {
 
 constexpr std::int64_t kMaxDurationMs = kMaxDelayMs;  // a TTR or a timeout too
@@ -316,6 +319,88 @@ bool valid_utf8(std::string_view bytes) noexcept {
     i += extra + 1;
   }
   return true;
+}
+
+void append_string(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      out += "\\u00";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+namespace {
+
+void write(std::string& out, const json::value& value);
+
+void write(std::string& out, const json::object& object) {
+  out += '{';
+  bool first = true;
+  for (const auto& [key, item] : object) {
+    if (!first) out += ',';
+    first = false;
+    append_string(out, key);
+    out += ':';
+    write(out, item);
+  }
+  out += '}';
+}
+
+void write(std::string& out, const json::value& value) {
+  switch (value.kind()) {
+    case json::kind::object:
+      return write(out, value.get_object());
+    case json::kind::array: {
+      out += '[';
+      bool first = true;
+      for (const json::value& item : value.get_array()) {
+        if (!first) out += ',';
+        first = false;
+        write(out, item);
+      }
+      out += ']';
+      return;
+    }
+    case json::kind::double_: {
+      const double number = value.get_double();
+      if (!std::isfinite(number)) break;  // Boost.JSON's own spelling (no JSON has one)
+      // The shortest text that reads back as the same double, plain where that is shorter.
+      char text[64];
+      const auto written = std::to_chars(text, text + sizeof text, number);
+      out.append(text, written.ptr);
+      return;
+    }
+    case json::kind::string:
+      return append_string(out, value.get_string());
+    default:
+      break;
+  }
+  out += json::serialize(value);
+}
+
+}  // namespace
+
+std::string to_text(const json::value& value) {
+  std::string out;
+  write(out, value);
+  return out;
+}
+
+std::string to_text(const json::object& object) {
+  std::string out;
+  write(out, object);
+  return out;
 }
 
 }  // namespace delayq::front::http

@@ -5,6 +5,7 @@
 // is here, small and tested. Every parser says what was wrong in its error.
 #pragma once
 
+#include <boost/json.hpp>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -15,6 +16,13 @@
 namespace delayq::front::http {
 
 using Millis = std::chrono::milliseconds;
+
+// A JSON string literal for `text` (UTF-8), appended to out.
+void append_string(std::string& out, std::string_view text);
+// JSON text for a tree, as boost::json::serialize writes it but for numbers with a fraction,
+// written as people write them (0.5, 2.5, 1000) where Boost.JSON writes 5E-1, 2.5E0, 1E3.
+[[nodiscard]] std::string to_text(const boost::json::value& value);
+[[nodiscard]] std::string to_text(const boost::json::object& object);
 
 // A duration: one or more <number><unit> with units d, h, m, s, ms (largest first, each at most
 // once: "1d2h", "90s", "250ms", "1.5s"), or digits alone meaning milliseconds. At most 100 years.
