@@ -1,6 +1,7 @@
 #include "front/http/text.h"
 
 #include <array>
+#include <boost/json.hpp>
 #include <charconv>
 #include <cmath>
 #include <cstdio>

@@ -1,11 +1,12 @@
 // text.h — the HTTP API's small text formats, pure functions: durations ("48h", "1h30m",
 // "1500ms", or a number of milliseconds), instants (RFC 3339 such as "2026-11-24T10:00:00Z" or
 // "...+02:00", with optional fractions of a second; or Unix milliseconds), base64 for bodies
-// that are not UTF-8, and UTF-8 validation. Boost has base64 only in a detail namespace, so it
-// is here, small and tested. Every parser says what was wrong in its error.
+// that are not UTF-8, UTF-8 validation, and JSON text (string literals, numbers as people write
+// them). Boost has base64 only in a detail namespace, so it is here, small and tested. Every
+// parser says what was wrong in its error.
 #pragma once
 
-#include <boost/json.hpp>
+#include <boost/json/fwd.hpp>
 #include <chrono>
 #include <cstdint>
 #include <string>
