@@ -34,6 +34,7 @@
 #include "front/http/server.h"
 #include "front/listener.h"
 #include "front/webhook/deliverer.h"
+#include "metrics/registry.h"
 #include "notify.h"
 #include "whole_number.h"
 
@@ -154,14 +155,18 @@ class RecoveryReporter {
 // The broker: Redis when --redis names servers, else the local store. `http`, listening already,
 // answers with recovery's progress while the local store loads.
 Result<std::unique_ptr<broker::Broker>> open_broker(boost::asio::io_context& io, const Flags& flags,
+                                                    metrics::Registry& metrics,
                                                     front::http::Server* http, int& exit_code) {
   if (!flags.redis.empty()) {
-    auto opened = broker::redis::RedisBroker::open(io, flags.redis_options);
+    broker::redis::RedisBrokerOptions redis = flags.redis_options;
+    redis.metrics = &metrics;
+    auto opened = broker::redis::RedisBroker::open(io, redis);
     if (!opened.is_ok()) return opened.status();
     return std::unique_ptr<broker::Broker>(std::move(opened).value());
   }
   broker::local::NodeOptions node = flags.node;
   node.on_recovery = RecoveryReporter(io, http);
+  node.metrics = &metrics;
   auto opened = broker::local::LocalBroker::open(io, node);
   if (!opened.is_ok()) return opened.status();
   auto broker = std::move(opened).value();
@@ -207,6 +212,7 @@ void raise_file_limit(const Flags& flags) {
 int run(const Flags& flags) {
   raise_file_limit(flags);
   boost::asio::io_context io;
+  metrics::Registry metrics;  // every layer's families, for GET /metrics
   int exit_code = 0;
   std::unique_ptr<broker::Broker> broker;  // outlives the front-ends, whose sessions it holds
   // HTTP on by default; if its default port is taken, the server runs without it (and says so),
@@ -227,7 +233,9 @@ int run(const Flags& flags) {
           "and delete every job (--http-token-file)",
           flags.http.address);
     }
-    http.emplace(io, flags.http);
+    front::http::ServerOptions options = flags.http;
+    options.metrics = &metrics;
+    http.emplace(io, std::move(options));
     if (Status s = http->start(); !s.is_ok()) {
       if (flags.http_explicit || !flags.http.tls_cert_file.empty() ||
           !flags.http.tls_key_file.empty()) {
@@ -252,7 +260,7 @@ int run(const Flags& flags) {
     }
     stopping(signal);
   });
-  auto opened = open_broker(io, flags, http ? &*http : nullptr, exit_code);
+  auto opened = open_broker(io, flags, metrics, http ? &*http : nullptr, exit_code);
   if (!opened.is_ok()) {
     spdlog::critical("cannot start: {}", opened.status().to_string());
     return 1;
@@ -260,14 +268,16 @@ int run(const Flags& flags) {
   broker = std::move(opened).value();
   if (io.stopped()) io.restart();
   if (http) http->serve(*broker);
-  front::beanstalk::Server server(io, *broker, flags.server);
+  front::beanstalk::ServerOptions beanstalk = flags.server;
+  beanstalk.metrics = &metrics;
+  front::beanstalk::Server server(io, *broker, std::move(beanstalk));
   if (Status s = server.start(); !s.is_ok()) {
     spdlog::critical("{}", s.to_string());
     return 1;
   }
 
   // Push delivery: the tubes with a webhook (docs/webhooks.md).
-  auto deliverer = front::webhook::Deliverer::make(io, *broker, flags.deliverer);
+  auto deliverer = front::webhook::Deliverer::make(io, *broker, metrics, flags.deliverer);
   if (!deliverer.is_ok()) {
     spdlog::critical("{}", deliverer.status().to_string());
     return 1;

@@ -13,15 +13,17 @@ set -euo pipefail
 # allows that header only. A row starting with a space continues the row above.
 RULES=(
   "base:            base"
+  # What a server counts for GET /metrics: every layer registers its families there.
+  "metrics:         metrics base"
   "wheel:           wheel base"
   "store:           store base"
   # The engine is pure logic: of the store, only the record codec (delayq_store_format).
   "engine:          engine store/record.h wheel base"
   # The contract the front-ends link, and nothing below it (architecture.md, Layers).
-  "broker:          broker schedule base"
-  "broker/local:    broker/local broker schedule engine store wheel base"
+  "broker:          broker schedule metrics base"
+  "broker/local:    broker/local broker schedule metrics engine store wheel base"
   # State lives in Redis; of the store, only the record codec.
-  "broker/redis:    broker/redis broker schedule redis timing store/record.h base"
+  "broker/redis:    broker/redis broker schedule metrics redis timing store/record.h base"
   "redis:           redis base"
   # Push delivery's rules, signatures and sender, below the front-ends that share them.
   "webhook:         webhook base"
@@ -29,14 +31,15 @@ RULES=(
   "timing:          timing base"
   # Recurring schedules' expressions and zones (cron, intervals).
   "schedule:        schedule base"
-  # What the front-ends share: the TCP listener.
-  "front:           front base"
-  "front/beanstalk: front/beanstalk front webhook broker base"
-  "front/http:      front/http front webhook broker schedule base"
-  "front/webhook:   front/webhook front webhook broker timing base"
+  # What the front-ends share: the TCP listener, the metrics families they count in.
+  "front:           front metrics base"
+  "front/beanstalk: front/beanstalk front webhook broker metrics base"
+  "front/http:      front/http front webhook broker schedule metrics base"
+  "front/webhook:   front/webhook front webhook broker timing metrics base"
   # The programs: the top, over every layer of the server.
   "apps:            apps front front/beanstalk front/http front/webhook webhook broker"
-  "                 broker/local broker/redis redis engine store wheel timing schedule base"
+  "                 broker/local broker/redis redis engine store wheel timing schedule metrics"
+  "                 base"
   # The embedded API's public header (installed): the standard library only.
   "include/delayq:  include/delayq"
   "embedded:        embedded include/delayq wheel schedule base"

@@ -34,7 +34,6 @@
 #include "base/job.h"
 #include "base/status.h"
 #include "base/webhook.h"
-#include "broker/metrics.h"
 
 namespace delayq::broker {
 
@@ -292,8 +291,6 @@ class Broker {
   [[nodiscard]] virtual Status health() const = 0;
   // How long this broker has been serving (stats' uptime), on its own clock.
   [[nodiscard]] virtual Seconds uptime() const = 0;
-  // Operation counts, latency histograms and connections, for GET /metrics.
-  [[nodiscard]] virtual Metrics& metrics() = 0;
   // Recurring schedules (schedules.h): server-wide, as long-lived as the broker.
   [[nodiscard]] virtual Schedules& schedules() = 0;
 

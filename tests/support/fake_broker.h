@@ -265,7 +265,6 @@ class FakeBroker : public broker::Broker {
   // What set_health() set, if not ok; else kDraining while draining, else ok.
   [[nodiscard]] Status health() const override;
   [[nodiscard]] broker::Seconds uptime() const override { return uptime_; }
-  [[nodiscard]] broker::Metrics& metrics() override { return metrics_; }
   [[nodiscard]] broker::Schedules& schedules() override { return schedules_; }
   Status close() override {
     closed_ = true;
@@ -353,7 +352,6 @@ class FakeBroker : public broker::Broker {
   bool closed_ = false;
   std::vector<std::pair<std::string, Webhook>> webhooks_;
   std::function<void()> on_webhooks_changed_;
-  broker::Metrics metrics_;
   FakeSchedules schedules_{*this};
 };
 

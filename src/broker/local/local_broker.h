@@ -34,7 +34,6 @@ class LocalBroker final : public broker::Broker {
   [[nodiscard]] bool draining() const override { return node_->draining(); }
   [[nodiscard]] Status health() const override;
   [[nodiscard]] broker::Seconds uptime() const override { return node_->uptime(); }
-  [[nodiscard]] broker::Metrics& metrics() override { return node_->metrics(); }
   [[nodiscard]] broker::Schedules& schedules() override { return *schedules_; }
   Status close() override { return node_->close(); }
   [[nodiscard]] std::vector<std::pair<std::string, Webhook>> webhooks() const override {

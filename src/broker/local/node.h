@@ -27,8 +27,8 @@
 #include "base/status.h"
 #include "broker/broker.h"
 #include "broker/local/recovery.h"
-#include "broker/metrics.h"
 #include "engine/engine.h"
+#include "metrics/registry.h"
 #include "store/committer.h"
 #include "store/rocks_store.h"
 
@@ -44,6 +44,9 @@ struct NodeOptions {
   RecoveryReport on_recovery;
   // The wall clock; null: the system's. Must outlive the node (tests drive their own).
   engine::Clock* clock = nullptr;
+  // Where the node registers its metrics families; null: a registry of its own, which nobody
+  // reads. Must outlive the node.
+  metrics::Registry* metrics = nullptr;
   // Free space kept on the file system of the data directory: below it, puts are refused
   // (kNoSpace) and the node is not ready until there is room again; reads, deletes and every
   // other change go on (they write little). The room is for RocksDB to flush its write buffers
@@ -143,8 +146,8 @@ class Node {
                                 1000};
   }
 
-  [[nodiscard]] broker::Metrics& metrics() noexcept { return metrics_; }
-  [[nodiscard]] const broker::Metrics& metrics() const noexcept { return metrics_; }
+  // Where the node's metrics are (NodeOptions::metrics, or its own).
+  [[nodiscard]] metrics::Registry& metrics() noexcept { return *metrics_; }
 
   // Copies the store into `dir` (see broker::Session::backup) once everything done so far is
   // durable, on a thread of its own so that the node goes on serving; `done` runs on this
@@ -190,7 +193,13 @@ class Node {
   std::uint64_t written_since_check_ = 0;
   bool disk_low_ = false;
   void measure_disk(std::chrono::steady_clock::time_point now);
-  broker::Metrics metrics_;
+  std::unique_ptr<metrics::Registry> own_metrics_;  // when the options give none
+  metrics::Registry* metrics_;
+  metrics::Histogram& fire_lateness_;
+  // Steps (one per turn of the event loop that changed something) per store write, and the time
+  // of a store write and its fsync, for batches that were fsynced.
+  metrics::Histogram& commit_batch_;
+  metrics::Histogram& fsync_;
   // Batches submitted and not yet durable: the jobs they change, and the bodies they put (the
   // store cannot serve those yet).
   struct Unsynced {

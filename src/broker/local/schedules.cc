@@ -20,7 +20,9 @@ Status no_schedule(const std::string& name) {
 }  // namespace
 
 LocalSchedules::LocalSchedules(Node& node)
-    : node_(node), client_(node.engine().connect(/*watch_default=*/false)) {}
+    : node_(node),
+      families_(node.metrics()),
+      client_(node.engine().connect(/*watch_default=*/false)) {}
 
 LocalSchedules::~LocalSchedules() {
   node_.set_ticker(nullptr);
@@ -45,7 +47,7 @@ Result<std::unique_ptr<LocalSchedules>> LocalSchedules::open(Node& node) {
     Entry& entry = schedules->book_.put(std::move(compiled).value(), record.value().state);
     schedules->book_.set_wake(entry, now);  // the first turn settles what came while down
   }
-  node.metrics().schedules = static_cast<std::int64_t>(schedules->book_.size());
+  schedules->families_.schedules.set({}, static_cast<std::int64_t>(schedules->book_.size()));
   node.set_ticker(schedules.get());
   node.touched();
   return schedules;
@@ -159,12 +161,13 @@ Status LocalSchedules::check_put(const schedule::Definition& d, bool at_set) {
 }
 
 void LocalSchedules::count(const schedule::State& before, const schedule::State& after) {
-  broker::Metrics& metrics = node_.metrics();
-  metrics.schedules = static_cast<std::int64_t>(book_.size());
+  families_.schedules.set({}, static_cast<std::int64_t>(book_.size()));
   // A withdrawn run is taken back from `runs`: counted here only as runs grow.
-  if (after.runs > before.runs) metrics.schedule_runs += after.runs - before.runs;
-  metrics.schedule_misfires += after.misfires - before.misfires;
-  metrics.schedule_overlaps += after.overlaps - before.overlaps;
+  if (after.runs > before.runs) {
+    families_.runs.add({}, static_cast<std::int64_t>(after.runs - before.runs));
+  }
+  families_.misfires.add({}, static_cast<std::int64_t>(after.misfires - before.misfires));
+  families_.overlaps.add({}, static_cast<std::int64_t>(after.overlaps - before.overlaps));
 }
 
 void LocalSchedules::persist(const Entry& entry) {
@@ -241,7 +244,7 @@ void LocalSchedules::remove(std::string name, Callback<ScheduleView> done) {
   removed.next_unix_ms.reset();
   node_.staged().erase_schedule(name);
   book_.erase(name);
-  node_.metrics().schedules = static_cast<std::int64_t>(book_.size());
+  families_.schedules.set({}, static_cast<std::int64_t>(book_.size()));
   finish<ScheduleView>(std::move(done), std::move(removed));
 }
 

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "broker/families.h"
 #include "broker/local/node.h"
 #include "broker/schedules.h"
 #include "schedule/book.h"
@@ -71,6 +72,7 @@ class LocalSchedules final : public broker::Schedules, public Node::Ticker {
   void finish(broker::Callback<T> done, Result<T> result);
 
   Node& node_;
+  broker::ScheduleFamilies families_;
   engine::ClientId client_ = 0;  // the engine client that puts and deletes runs
   schedule::Book book_;
   std::mt19937_64 random_{std::random_device{}()};

@@ -308,7 +308,12 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   std::uint64_t rotor = 0;
   bool draining = false;
   bool closed = false;
-  broker::Metrics metrics;
+  std::unique_ptr<metrics::Registry> own_metrics;  // when the options give none
+  metrics::Registry& registry;
+  metrics::Histogram& fire_lateness;
+  // Per shard, how far its earliest timer (a delayed job's due time, a reservation's TTR end) is
+  // behind the present, in seconds, 0 when none is; as this node last looked.
+  std::vector<double> shard_overdue;
   std::unique_ptr<RedisSchedules> schedules = std::make_unique<RedisSchedules>(io);
 
   std::map<std::string, Webhook> webhook_map;

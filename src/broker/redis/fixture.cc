@@ -53,6 +53,7 @@ std::pair<delayq::redis::Reply, delayq::redis::Reply> heads_and_depths(
 
 void NodeTest::open_node(RedisBrokerOptions options, std::uint32_t shards) {
   options.shards = shards;
+  options.metrics = &metrics;
   auto fake = std::make_unique<ScriptedRedis>(io);
   redis = fake.get();
   redis->responder = [shards](const Call& call) { return opening_answer(call, shards); };

@@ -67,6 +67,7 @@ class NodeTest : public ::testing::Test {
   // Answers every call of `op` waiting now with `reply` (how many it answered).
   std::size_t answer_all(const std::string& op, const delayq::redis::Reply& reply);
 
+  metrics::Registry metrics;  // outlives the node's core, which may outlive the node
   boost::asio::io_context io;
   std::shared_ptr<timing::ManualClock> clock = std::make_shared<timing::ManualClock>(io);
   ScriptedRedis* redis = nullptr;  // owned by broker

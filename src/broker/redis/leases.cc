@@ -190,7 +190,7 @@ void Core::fire(std::uint32_t shard) {
          }
          const auto& elements = reply.value().elements;
          for (const auto& late : elements[4].elements) {  // microseconds
-           self->metrics.fire_lateness.observe(static_cast<double>(to_int(late.str)) / 1e6);
+           self->fire_lateness.observe(static_cast<double>(to_int(late.str)) / 1e6);
          }
          const auto moved = elements[1].integer;
          const double head = to_ms(elements[2].str, -1);
@@ -362,7 +362,7 @@ void Core::resync() {
   }
   // Every shard's earliest timer, for the overdue gauge: seen from every node, so that a shard
   // its owner stopped firing shows on the others' pages too.
-  metrics.shard_overdue.resize(shards);
+  shard_overdue.resize(shards);
   std::vector<std::function<void()>> looks;
   for (std::uint32_t shard = 0; shard < shards; ++shard) {
     looks.emplace_back([self = shared_from_this(), shard] {
@@ -370,7 +370,7 @@ void Core::resync() {
         if (!reply.is_ok() || reply.value().elements.size() < 3) return;
         const auto head = to_int(reply.value().elements[1].str, -1);
         const auto now = to_int(reply.value().elements[2].str);
-        self->metrics.shard_overdue[shard] =
+        self->shard_overdue[shard] =
             head >= 0 && head < now ? static_cast<double>(now - head) / 1000.0 : 0.0;
       });
     });

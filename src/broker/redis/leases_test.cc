@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 
+#include "broker/families.h"
 #include "broker/redis/fixture.h"
 #include "broker/redis/layout.h"
 
@@ -644,11 +645,12 @@ TEST_F(Firing, TheEventsChannelSubscribedAgainFiresEveryShardOwned) {
 
 TEST_F(Firing, EachDelayedJobFiredIsCountedInTheFireLateness) {
   own_every_shard();
-  const auto before = broker->metrics().fire_lateness.count();
+  const metrics::Histogram& fire_lateness = *metrics.find_histogram(broker::kFireLateness);
+  const auto before = fire_lateness.count();
   timer_message(2);
   answer_next("fire", fired(2, "-1", reply::array({}), {"2500", "1200000"}));
   settle();
-  EXPECT_EQ(broker->metrics().fire_lateness.count(), before + 2);
+  EXPECT_EQ(fire_lateness.count(), before + 2);
 }
 
 TEST_F(Firing, AFiringHandsAWaitingReserveToItsCallAndAServedJobAnswersItWithNoReserve) {

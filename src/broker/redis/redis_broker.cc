@@ -6,6 +6,7 @@
 #include <random>
 #include <thread>
 
+#include "broker/families.h"
 #include "broker/redis/admin.h"
 #include "broker/redis/jobs_lua.h"
 #include "broker/redis/session.h"
@@ -20,7 +21,10 @@ Core::Core(asio::io_context& io_in, RedisBrokerOptions options_in,
       client(std::move(client_in)),
       clock(std::move(clock_in)),
       script(std::string(kJobsLua)),
-      names(options.prefix) {
+      names(options.prefix),
+      own_metrics(options.metrics == nullptr ? std::make_unique<metrics::Registry>() : nullptr),
+      registry(options.metrics != nullptr ? *options.metrics : *own_metrics),
+      fire_lateness(broker::fire_lateness(registry)) {
   last_heartbeat = started = clock->steady_now();
   replica_timer = clock->timer();
   report_timer = clock->timer();
@@ -322,11 +326,24 @@ Status RedisBroker::health() const {
 broker::Seconds RedisBroker::uptime() const {
   return std::chrono::duration_cast<broker::Seconds>(core_->clock->steady_now() - core_->started);
 }
-broker::Metrics& RedisBroker::metrics() {
-  core_->metrics.shard_channels_subscribed =
-      static_cast<std::int64_t>(core_->client->shard_channels_subscribed());
-  return core_->metrics;
-}
+RedisBroker::RedisBroker(std::shared_ptr<Core> core)
+    : core_(std::move(core)), shard_families_(core_->registry.collect([this](metrics::Page& page) {
+        page.family("delayq_shard_overdue_seconds",
+                    "How far a shard's earliest timer is behind the present (0: none is); one "
+                    "that keeps growing is not being fired.",
+                    "gauge");
+        for (std::size_t shard = 0; shard < core_->shard_overdue.size(); ++shard) {
+          page.sample("delayq_shard_overdue_seconds", {{"shard", std::to_string(shard)}},
+                      core_->shard_overdue[shard]);
+        }
+        page.family("delayq_shard_channels_subscribed",
+                    "Shards whose channel this node is subscribed to (of "
+                    "delayq_shard_overdue_seconds' shards): one that is not wakes reserves here "
+                    "late.",
+                    "gauge");
+        page.sample("delayq_shard_channels_subscribed",
+                    static_cast<std::int64_t>(core_->client->shard_channels_subscribed()));
+      })) {}
 
 broker::Schedules& RedisBroker::schedules() {
   return *core_->schedules;

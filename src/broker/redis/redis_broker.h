@@ -20,6 +20,7 @@
 #include "base/names.h"
 #include "broker/broker.h"
 #include "broker/redis/caller.h"
+#include "metrics/registry.h"
 #include "redis/client.h"
 #include "timing/clock.h"
 
@@ -55,6 +56,9 @@ struct RedisBrokerOptions {
   Millis resync{1000};
   // Longest tube name, key or group. Default: 200 bytes.
   std::size_t max_name_bytes = kDefaultMaxNameBytes;
+  // Where the broker registers its metrics families; null: a registry of its own, which nobody
+  // reads. Must outlive the broker.
+  metrics::Registry* metrics = nullptr;
 };
 
 class RedisBroker final : public broker::Broker {
@@ -78,7 +82,6 @@ class RedisBroker final : public broker::Broker {
   [[nodiscard]] bool draining() const override;
   [[nodiscard]] Status health() const override;
   [[nodiscard]] broker::Seconds uptime() const override;
-  [[nodiscard]] broker::Metrics& metrics() override;
   [[nodiscard]] broker::Schedules& schedules() override;
   [[nodiscard]] std::vector<std::pair<std::string, Webhook>> webhooks() const override;
   [[nodiscard]] bool delivers(std::string_view tube) const override;
@@ -94,8 +97,9 @@ class RedisBroker final : public broker::Broker {
   struct Core;
 
  private:
-  explicit RedisBroker(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+  explicit RedisBroker(std::shared_ptr<Core> core);
   std::shared_ptr<Core> core_;
+  metrics::Registry::Collector shard_families_;  // reads core_
 };
 
 }  // namespace delayq::broker::redis

@@ -8,7 +8,6 @@
 namespace delayq::front::beanstalk {
 namespace {
 
-constexpr std::string_view kProtocol = "beanstalk";
 // Replies queued for a client beyond this, or this many commands waiting for their replies,
 // stop the reading of its commands until it catches up.
 constexpr std::size_t kMaxQueuedReplyBytes = std::size_t{256} << 10;
@@ -22,7 +21,7 @@ Connection::Connection(Server& server, Socket socket)
 void Connection::start() {
   boost::system::error_code ignored;
   socket_.non_blocking(true, ignored);  // read_some after a wait must not block
-  server_.context().broker.metrics().connection_opened(kProtocol);
+  server_.context().counts.opened();
   // The conversation is this connection's: it never outlives it.
   conversation_.emplace(server_.context(), static_cast<Conversation::Peer&>(*this));
   read();
@@ -153,7 +152,7 @@ void Connection::close() {
   boost::system::error_code ignored;
   socket_.shutdown(Socket::shutdown_both, ignored);
   socket_.close(ignored);
-  server_.context().broker.metrics().connection_closed(kProtocol);
+  server_.context().counts.closed();
   conversation_.reset();  // its session goes: its reserved jobs are ready again
   server_.closed(shared_from_this());
 }

@@ -5,8 +5,6 @@
 namespace delayq::front::beanstalk {
 namespace {
 
-constexpr std::string_view kProtocol = "beanstalk";
-
 // The first word of a reply, as a view of static storage (metrics keep it); "other" if unknown.
 std::string_view static_reply_word(std::string_view reply) {
   static constexpr std::string_view kWords[] = {"INSERTED",
@@ -304,7 +302,7 @@ std::uint64_t Conversation::open_slot() {
 void Conversation::fill(std::uint64_t slot, std::string bytes) {
   DELAYQ_CHECK(slot >= first_slot_ && slot - first_slot_ < pending());
   Slot& s = slots_[head_ + (slot - first_slot_)];
-  context_.broker.metrics().count_op(kProtocol, s.op, static_reply_word(bytes));
+  context_.counts.op(s.op, static_reply_word(bytes));
   s.bytes = std::move(bytes);
   s.filled = true;
   emit();

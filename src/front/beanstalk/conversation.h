@@ -18,6 +18,7 @@
 
 #include "broker/broker.h"
 #include "front/beanstalk/parser.h"
+#include "front/families.h"
 
 namespace delayq::front::beanstalk {
 
@@ -34,6 +35,7 @@ struct Context {
   broker::Broker& broker;
   ParserLimits limits;
   Tally tally;
+  ProtocolCounts counts;  // "beanstalk" on the metrics page
 };
 
 class Conversation {

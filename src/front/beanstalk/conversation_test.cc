@@ -167,11 +167,12 @@ class ConversationTest : public ::testing::Test {
   Call& last() { return fake_.last(); }
   Conversation& conversation() { return client_->conversation(); }
   std::uint64_t ops(std::string_view op, std::string_view result) {
-    return fake_.metrics().ops("beanstalk", op, result);
+    return static_cast<std::uint64_t>(context_.counts.ops(op, result));
   }
 
   FakeBroker fake_;
-  Context context_{fake_, ParserLimits{}, Tally{}};
+  metrics::Registry metrics_;
+  Context context_{fake_, ParserLimits{}, Tally{}, ProtocolCounts(metrics_, "beanstalk")};
   std::unique_ptr<Client> client_ = std::make_unique<Client>(context_);
 };
 

@@ -6,7 +6,10 @@ namespace delayq::front::beanstalk {
 
 Server::Server(boost::asio::io_context& io, broker::Broker& broker, ServerOptions options)
     : options_(std::move(options)),
-      context_{broker, ParserLimits{}, Tally{}},
+      own_metrics_(options_.metrics == nullptr ? std::make_unique<metrics::Registry>() : nullptr),
+      context_{broker, ParserLimits{}, Tally{},
+               ProtocolCounts(options_.metrics != nullptr ? *options_.metrics : *own_metrics_,
+                              "beanstalk")},
       listener_(
           io, "", [this] { return connections_.size() >= options_.max_connections; },
           [this](Socket socket) {
@@ -18,7 +21,6 @@ Server::Server(boost::asio::io_context& io, broker::Broker& broker, ServerOption
           // client over the limit reads it as the answer to its first command.
           [] { return std::string("OUT_OF_MEMORY\r\n"); }) {
   context_.limits.max_job_bytes = options_.max_job_bytes;
-  broker.metrics().declare_protocol("beanstalk");
 }
 
 Server::~Server() {

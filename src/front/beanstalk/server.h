@@ -35,6 +35,9 @@ struct ServerOptions {
   // connection that trickles one (a slowloris) is closed once it sends more after it. Idle
   // connections and waiting reserves are not concerned. Default: 60 s.
   std::chrono::seconds command_timeout{60};
+  // Where the server counts its operations and connections; null: a registry of its own, which
+  // nobody reads. Must outlive the server.
+  metrics::Registry* metrics = nullptr;
 };
 
 class Connection;
@@ -63,6 +66,7 @@ class Server {
 
  private:
   ServerOptions options_;
+  std::unique_ptr<metrics::Registry> own_metrics_;  // when the options give none
   Context context_;
   Listener listener_;
   std::unordered_set<std::shared_ptr<Connection>> connections_;

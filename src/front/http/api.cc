@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 
+#include "broker/families.h"
 #include "front/http/api_call.h"
 #include "front/http/dashboard.h"
 #include "front/http/json.h"
@@ -319,13 +320,14 @@ std::array<unsigned char, 32> sha256(std::string_view text) {
 
 }  // namespace
 
-Api::Api(broker::Broker& broker, ApiOptions options)
+Api::Api(broker::Broker& broker, metrics::Registry& metrics, ApiOptions options)
     : broker_(broker),
+      metrics_(metrics),
+      counts_(metrics, kProtocol),
       options_(std::move(options)),
       session_(
           broker.open_session(broker::SessionOptions{.watch_default = false, .holder = "http"})),
       admin_(broker.open_admin()) {
-  broker_.metrics().declare_protocol(kProtocol);
   for (const std::string& token : options_.tokens) token_digests_.push_back(sha256(token));
 }
 
@@ -685,8 +687,10 @@ void Api::list_tubes(Call& call) {
       if (const auto url = urls.find(tube.name); url != urls.end()) {
         o["webhook_url"] = url->second;
         json::object deliveries;
-        for (const auto& [outcome, count] : broker_.metrics().deliveries(tube.name)) {
-          deliveries[outcome] = count;
+        if (const auto* counted = metrics_.find_counters(kWebhookDeliveries)) {
+          counted->for_each([&](std::span<const std::string_view> labels, std::int64_t count) {
+            if (labels[0] == tube.name) deliveries[labels[1]] = count;  // tube, outcome
+          });
         }
         o["webhook_deliveries"] = std::move(deliveries);
       }
@@ -778,7 +782,6 @@ void Api::delete_webhook(Call& call) {
 void Api::stats(Call& call) {
   admin_->stats(call.reply.then<ServerStats>([this](const ServerStats& s) {
     json::object o;
-    const broker::Metrics& metrics = broker_.metrics();
     o["version"] = options_.version;
     o["uptime_s"] = broker_.uptime().count();
     o["draining"] = broker_.draining();
@@ -794,15 +797,19 @@ void Api::stats(Call& call) {
     o["waiting"] = s.waiting;
     o["deletes"] = s.deletes;
     o["buries"] = s.buries;
-    o["fired"] = metrics.fire_lateness.count();
+    // The broker's histogram (broker/families.h); an empty one if it keeps none.
+    static const metrics::Histogram kNone({});
+    const metrics::Histogram* fire_lateness = metrics_.find_histogram(broker::kFireLateness);
+    const metrics::Histogram& fired = fire_lateness != nullptr ? *fire_lateness : kNone;
+    o["fired"] = fired.count();
     json::object lateness;
     for (const auto& [name, q] : {std::pair{"p50_ms", 0.5}, {"p90_ms", 0.9}, {"p99_ms", 0.99}}) {
-      const auto seconds = metrics.fire_lateness.quantile(q);
+      const auto seconds = fired.quantile(q);
       lateness[name] = seconds ? json::value(*seconds * 1000) : json::value(nullptr);
     }
     json::array buckets;
-    const auto& bounds = metrics.fire_lateness.bounds();
-    const auto counts = metrics.fire_lateness.buckets();
+    const auto& bounds = fired.bounds();
+    const auto counts = fired.buckets();
     for (std::size_t i = 0; i < counts.size(); ++i) {
       json::object bucket;
       bucket["le_ms"] = i < bounds.size() ? json::value(bounds[i] * 1000) : json::value(nullptr);
@@ -812,7 +819,9 @@ void Api::stats(Call& call) {
     lateness["buckets"] = std::move(buckets);
     o["fire_lateness"] = std::move(lateness);
     json::object connections;
-    for (const auto& [protocol, open] : metrics.open_connections()) connections[protocol] = open;
+    for (const auto& [protocol, open] : ProtocolCounts::open_connections(metrics_)) {
+      connections[protocol] = open;
+    }
     o["connections"] = std::move(connections);
     const Status health = broker_.health();
     json::object store;
@@ -823,6 +832,38 @@ void Api::stats(Call& call) {
   }));
 }
 
+namespace {
+
+// The broker's stats as the page's first families: jobs by tube and state, and its counts.
+void job_families(metrics::Page& page, std::span<const TubeStats> tubes,
+                  const ServerStats& server) {
+  page.family("delayq_jobs", "Jobs by tube and state.", "gauge");
+  for (const TubeStats& stats : tubes) {
+    const std::pair<std::string_view, std::uint64_t> counts[] = {{"ready", stats.ready},
+                                                                 {"delayed", stats.delayed},
+                                                                 {"reserved", stats.reserved},
+                                                                 {"buried", stats.buried}};
+    for (const auto& [state, value] : counts) {
+      page.sample("delayq_jobs", {{"tube", stats.name}, {"state", state}},
+                  static_cast<std::int64_t>(value));
+    }
+  }
+  const std::tuple<std::string_view, std::string_view, std::string_view, std::uint64_t> totals[] = {
+      {"delayq_jobs_created_total", "Jobs put since the data directory was created.", "counter",
+       server.next_id - 1},
+      {"delayq_job_timeouts_total", "Reservations whose TTR lapsed since the start.", "counter",
+       server.job_timeouts},
+      {"delayq_jobs_deleted_total", "Jobs deleted since the start.", "counter", server.deletes},
+      {"delayq_jobs_buried_total", "Jobs buried since the start.", "counter", server.buries},
+      {"delayq_waiting_clients", "Clients waiting in reserve.", "gauge", server.waiting}};
+  for (const auto& [name, help, type, value] : totals) {
+    page.family(name, help, type);
+    page.sample(name, static_cast<std::int64_t>(value));
+  }
+}
+
+}  // namespace
+
 // The page needs the tubes and the server's counts: two calls, one after the other.
 void Api::metrics(Call& call) {
   admin_->list_tubes([this, reply = call.reply](Result<std::vector<TubeStats>> tubes) {
@@ -830,7 +871,9 @@ void Api::metrics(Call& call) {
     admin_->stats(reply.then<ServerStats>(
         [this, tubes = by_name(std::move(tubes).value())](const ServerStats& server) {
           Response response;
-          response.body = broker_.metrics().render(tubes, server);
+          metrics::Page page(response.body);
+          job_families(page, tubes, server);
+          metrics_.render(page);
           response.content_type = "text/plain; version=0.0.4; charset=utf-8";
           return response;
         }));

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "broker/broker.h"
+#include "front/families.h"
 #include "front/http/router.h"
 
 namespace delayq::front::http {
@@ -52,7 +53,9 @@ struct Response {
 
 class Api {
  public:
-  Api(broker::Broker& broker, ApiOptions options);
+  // Counts its operations in `metrics`, and reads the broker's and push delivery's families
+  // there (/v1/stats, /v1/tubes, /metrics); it must outlive the Api.
+  Api(broker::Broker& broker, metrics::Registry& metrics, ApiOptions options);
   ~Api();
   Api(const Api&) = delete;
   Api& operator=(const Api&) = delete;
@@ -129,6 +132,8 @@ class Api {
   void next_runs(Call& call);
 
   broker::Broker& broker_;
+  metrics::Registry& metrics_;
+  ProtocolCounts counts_;  // "http"
   ApiOptions options_;
   // Long-polls waiting, by ticket. One whose client went away (cancel) answers nobody and
   // counts nothing.

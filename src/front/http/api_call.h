@@ -32,7 +32,7 @@ class Api::Reply {
   Reply(Api& api, std::string_view op, Respond respond)
       : api_(&api), op_(op), respond_(std::move(respond)) {}
   void operator()(Response response) const {
-    api_->broker_.metrics().count_op(kProtocol, op_, status_text(response.status));
+    api_->counts_.op(op_, status_text(response.status));
     respond_(std::move(response));
   }
   void operator()(const Status& status) const { (*this)(from_status(status)); }

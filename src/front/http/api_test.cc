@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "broker/families.h"
 #include "support/fake_broker.h"
 
 namespace delayq::front::http {
@@ -250,11 +251,15 @@ class ApiTest : public ::testing::Test {
   }
   Call& last() { return fake_.last(); }
   std::uint64_t ops(std::string_view op, std::string_view result) {
-    return fake_.metrics().ops("http", op, result);
+    return static_cast<std::uint64_t>(counts_.ops(op, result));
   }
 
+  metrics::Registry metrics_;
+  ProtocolCounts counts_{metrics_, "http"};  // the Api's
+  // The broker's histogram, as a broker registers it.
+  metrics::Histogram& fire_lateness_ = broker::fire_lateness(metrics_);
   FakeBroker fake_;
-  std::unique_ptr<Api> api_ = std::make_unique<Api>(fake_, options());
+  std::unique_ptr<Api> api_ = std::make_unique<Api>(fake_, metrics_, options());
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -271,7 +276,7 @@ TEST_F(ApiTest, OpensOneSessionThatWatchesNothing) {
 TEST_F(ApiTest, WithTokensEveryRouteButHealthWantsOneOfThem) {
   ApiOptions with_tokens = options();
   with_tokens.tokens = {"first-token", "second-token"};
-  api_ = std::make_unique<Api>(fake_, with_tokens);
+  api_ = std::make_unique<Api>(fake_, metrics_, with_tokens);
   const auto send_with = [this](std::string_view target, std::string_view authorization) {
     Exchange exchange;
     exchange.ticket = api_->handle(
@@ -306,7 +311,7 @@ TEST_F(ApiTest, WithTokensEveryRouteButHealthWantsOneOfThem) {
 TEST_F(ApiTest, WithTokensA401ComesBeforeAnythingElse) {
   ApiOptions with_tokens = options();
   with_tokens.tokens = {"the-token"};
-  api_ = std::make_unique<Api>(fake_, with_tokens);
+  api_ = std::make_unique<Api>(fake_, metrics_, with_tokens);
   struct Case {
     const char* method;
     const char* target;
@@ -982,9 +987,11 @@ TEST_F(ApiTest, ListTubesAnswersEveryTube) {
   Webhook hook;
   hook.url = "https://example.test/hook";
   fake_.set_webhooks({{"emails", hook}});
-  fake_.metrics().count_delivery("emails", "delivered");
-  fake_.metrics().count_delivery("emails", "delivered");
-  fake_.metrics().count_delivery("emails", "buried");
+  metrics::Counters& counted = metrics_.counters(kWebhookDeliveries, "Push deliveries.",
+                                                 metrics::Kind::kCounter, {"tube", "outcome"});
+  counted.add({"emails", "delivered"}, 2);
+  counted.add({"emails", "buried"});
+  counted.add({"other", "delivered"});
   Exchange list = expect_call("GET", "/v1/tubes", "", "list_tubes");
   last().complete(
       std::vector<TubeStats>{testing::sample_tube("default"), testing::sample_tube("emails")});
@@ -1119,8 +1126,7 @@ TEST_F(ApiTest, StatsAnswersTheServersCounts) {
   EXPECT_EQ(number(body, "fired"), 0);
   const json::object lateness = object_at(body, "fire_lateness");
   EXPECT_TRUE(field(lateness, "p99_ms").is_null()) << "nothing fired yet";
-  EXPECT_EQ(array_at(lateness, "buckets").size(),
-            fake_.metrics().fire_lateness.bounds().size() + 1);
+  EXPECT_EQ(array_at(lateness, "buckets").size(), fire_lateness_.bounds().size() + 1);
   EXPECT_EQ(number(object_at(body, "connections"), "http"), 0);
   EXPECT_EQ(text(object_at(body, "health"), "status"), "ok");
   EXPECT_EQ(body.size(), 19U) << json::serialize(body);
@@ -1132,9 +1138,9 @@ TEST_F(ApiTest, StatsAnswersTheServersCounts) {
 }
 
 TEST_F(ApiTest, StatsReportsFireLatenessPercentilesAndBuckets) {
-  for (int i = 0; i < 98; ++i) fake_.metrics().fire_lateness.observe(0.0007);  // 0.5 to 1 ms
-  fake_.metrics().fire_lateness.observe(0.003);                                // 2 to 5 ms
-  fake_.metrics().fire_lateness.observe(7);  // beyond the last bound, 5 s
+  for (int i = 0; i < 98; ++i) fire_lateness_.observe(0.0007);  // 0.5 to 1 ms
+  fire_lateness_.observe(0.003);                                // 2 to 5 ms
+  fire_lateness_.observe(7);                                    // beyond the last bound, 5 s
   Exchange stats = expect_call("GET", "/v1/stats", "", "stats");
   last().complete(testing::sample_server_stats());
   const json::object body = body_of(stats.response());
@@ -1236,7 +1242,7 @@ TEST_F(ApiTest, ListJobsNamesAStateAndALimit) {
 TEST_F(ApiTest, TheDashboardIsServedWithoutATokenAndHoldsNoData) {
   ApiOptions with_tokens = options();
   with_tokens.tokens = {"first-token"};
-  api_ = std::make_unique<Api>(fake_, with_tokens);
+  api_ = std::make_unique<Api>(fake_, metrics_, with_tokens);
   for (const auto& [target, type] :
        {std::pair{"/", "text/html; charset=utf-8"},
         std::pair{"/dashboard/app.js", "text/javascript; charset=utf-8"},

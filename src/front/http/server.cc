@@ -15,7 +15,6 @@
 namespace delayq::front::http {
 
 namespace beast = boost::beast;
-constexpr std::string_view kProtocol = "http";
 namespace bhttp = boost::beast::http;
 using boost::asio::ip::tcp;
 // TCP with Beast's timeouts, on the io_context's own executor (see front::Socket).
@@ -35,9 +34,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void start() {
     beast::error_code ignored;
     loopback_ = lowest().socket().local_endpoint(ignored).address().is_loopback();
-    // Counted from the broker's start: one opened while it starts is not counted at all.
-    counted_ = server_.serving();
-    if (counted_) server_.metrics().connection_opened(kProtocol);
+    server_.counts().opened();
     if (!tls_) return read();
     // The handshake gets the idle timeout too: a client that connects and says nothing goes.
     lowest().expires_after(server_.options().idle_timeout);
@@ -69,7 +66,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     beast::error_code ignored;
     lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
     lowest().socket().close(ignored);
-    if (counted_) server_.metrics().connection_closed(kProtocol);
+    server_.counts().closed();
     server_.closed(shared_from_this());
   }
 
@@ -365,7 +362,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool keep_alive_ = true;
   bool writing_ = false;
   bool closed_ = false;
-  bool counted_ = false;  // in the broker's connection metrics
 };
 
 Server::Server(boost::asio::io_context& io, broker::Broker& broker, ServerOptions options)
@@ -375,6 +371,9 @@ Server::Server(boost::asio::io_context& io, broker::Broker& broker, ServerOption
 
 Server::Server(boost::asio::io_context& io, ServerOptions options)
     : options_(std::move(options)),
+      own_metrics_(options_.metrics == nullptr ? std::make_unique<metrics::Registry>() : nullptr),
+      metrics_(options_.metrics != nullptr ? *options_.metrics : *own_metrics_),
+      counts_(metrics_, "http"),
       listener_(
           io, "HTTP ", [this] { return connections_.size() >= options_.max_connections; },
           [this](Socket socket) {
@@ -408,7 +407,7 @@ void Server::starting(std::string message, std::string progress_json) {
 
 void Server::serve(broker::Broker& broker) {
   broker_ = &broker;
-  api_ = std::make_unique<Api>(broker, options_.api);
+  api_ = std::make_unique<Api>(broker, metrics_, options_.api);
 }
 
 Response Server::starting_answer(std::string_view method, std::string_view target) const {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "broker/broker.h"
+#include "front/families.h"
 #include "front/http/api.h"
 #include "front/listener.h"
 
@@ -42,6 +43,9 @@ struct ServerOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   ApiOptions api;
+  // Where the server and its API count (operations, connections) and the API reads the other
+  // layers' counts (/v1/stats); null: a registry of its own. Must outlive the server.
+  metrics::Registry* metrics = nullptr;
 };
 
 class Connection;
@@ -76,13 +80,16 @@ class Server {
   void stop();
 
   [[nodiscard]] Api& api() { return *api_; }
-  [[nodiscard]] broker::Metrics& metrics() { return broker_->metrics(); }
+  [[nodiscard]] ProtocolCounts& counts() { return counts_; }
   [[nodiscard]] const ServerOptions& options() const noexcept { return options_; }
   void closed(const std::shared_ptr<Connection>& connection) { connections_.erase(connection); }
 
  private:
   broker::Broker* broker_ = nullptr;  // null until serve()
   ServerOptions options_;
+  std::unique_ptr<metrics::Registry> own_metrics_;  // when the options give none
+  metrics::Registry& metrics_;
+  ProtocolCounts counts_;
   std::unique_ptr<Api> api_;
   std::string starting_message_ = "the server is starting";
   std::string starting_progress_ = "{}";

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 
+#include "front/families.h"
 #include "webhook/signature.h"
 
 namespace delayq::front::webhook {
@@ -38,7 +39,7 @@ class Deliverer::Lane {
         timer_(owner.clock_.timer()) {}
   ~Lane() {
     *alive_ = false;
-    owner_.broker_.metrics().deliveries_in_flight -= in_flight_;
+    owner_.metrics_.in_flight.add({}, -static_cast<std::int64_t>(in_flight_));
     // Destroying the session ends its reserve and makes the jobs it holds ready again.
   }
   Lane(const Lane&) = delete;
@@ -170,7 +171,7 @@ void Deliverer::Lane::reserved(Result<broker::Job> job) {
     last_start_ = now - due > interval() ? now : due;
   }
   ++in_flight_;
-  ++owner_.broker_.metrics().deliveries_in_flight;
+  owner_.metrics_.in_flight.add({});
   send(std::move(job).value());
   pump();
 }
@@ -183,7 +184,7 @@ void Deliverer::Lane::send(broker::Job job) {
   const JobView& view = job.view;
   const std::int64_t now_ms = owner_.clock_.now_unix_ms();
   if (view.counters.reserves == 1) {
-    owner_.broker_.metrics().delivery_lateness.observe(
+    owner_.metrics_.lateness.observe(
         static_cast<double>(std::max<std::int64_t>(0, now_ms - view.due_unix_ms)) / 1000.0);
   }
   Request request;
@@ -253,14 +254,13 @@ std::shared_ptr<Deliverer::Keeper> Deliverer::Lane::keep_reserved(JobId id,
 
 void Deliverer::Lane::answered(const broker::Job& job, const Attempt& attempt,
                                const Response& response, timing::SteadyTime started) {
-  broker::Metrics& metrics = owner_.broker_.metrics();
   const double took = std::chrono::duration<double>(owner_.clock_.steady_now() - started).count();
-  metrics.delivery_latency.observe(took);
+  owner_.metrics_.latency.observe(took);
   spdlog::debug("webhook {}: job {} attempt {}: {} in {:.1f} ms", tube_, job.view.id,
                 job.view.counters.reserves,
                 response.status != 0 ? "HTTP " + std::to_string(response.status) : response.error,
                 took * 1000);
-  metrics.count_attempt(tube_, status_class(response.status));
+  owner_.metrics_.attempts.add({tube_, status_class(response.status)});
   if (response.status >= 200 && response.status < 300) {
     session_->erase(broker::JobRef::by_id(job.view.id),
                     guarded<JobId>([this, id = job.view.id](Result<JobId> erased) {
@@ -313,23 +313,41 @@ void Deliverer::Lane::failed(const broker::Job& job, const Attempt& attempt, int
 }
 
 void Deliverer::Lane::finished(std::string_view outcome) {
-  owner_.broker_.metrics().count_delivery(tube_, outcome);
+  owner_.metrics_.deliveries.add({tube_, outcome});
   --in_flight_;
-  --owner_.broker_.metrics().deliveries_in_flight;
+  owner_.metrics_.in_flight.add({}, -1);
   if (retiring_) return maybe_let_go();
   pump();
 }
 
 // --- Deliverer
 
-Deliverer::Deliverer(asio::io_context& io, broker::Broker& broker, Poster& poster,
-                     timing::Clock& clock)
-    : io_(io), broker_(broker), poster_(poster), clock_(clock) {}
+Deliverer::Families::Families(metrics::Registry& registry)
+    : deliveries(registry.counters(kWebhookDeliveries, "Push deliveries by tube and outcome.",
+                                   metrics::Kind::kCounter, {"tube", "outcome"})),
+      attempts(registry.counters("delayq_webhook_attempts_total",
+                                 "Push delivery attempts by tube and result.",
+                                 metrics::Kind::kCounter, {"tube", "result"})),
+      in_flight(registry.counters("delayq_webhook_in_flight", "Push delivery requests under way.",
+                                  metrics::Kind::kGauge)),
+      latency(registry.histogram(
+          "delayq_webhook_latency_seconds",
+          "From a push delivery request's start to its answer or failure.",
+          {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30})),
+      lateness(registry.histogram(
+          "delayq_webhook_lateness_seconds",
+          "From a job's due time to the start of its first delivery attempt.",
+          {0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 60})) {}
 
-Deliverer::Deliverer(asio::io_context& io, broker::Broker& broker, std::unique_ptr<Poster> poster,
-                     std::unique_ptr<timing::Clock> clock)
+Deliverer::Deliverer(asio::io_context& io, broker::Broker& broker, metrics::Registry& metrics,
+                     Poster& poster, timing::Clock& clock)
+    : io_(io), broker_(broker), metrics_(metrics), poster_(poster), clock_(clock) {}
+
+Deliverer::Deliverer(asio::io_context& io, broker::Broker& broker, metrics::Registry& metrics,
+                     std::unique_ptr<Poster> poster, std::unique_ptr<timing::Clock> clock)
     : io_(io),
       broker_(broker),
+      metrics_(metrics),
       own_poster_(std::move(poster)),
       own_clock_(std::move(clock)),
       poster_(*own_poster_),
@@ -341,11 +359,12 @@ Deliverer::~Deliverer() {
 }
 
 Result<std::unique_ptr<Deliverer>> Deliverer::make(asio::io_context& io, broker::Broker& broker,
+                                                   metrics::Registry& metrics,
                                                    DelivererOptions options) {
   auto sender = Sender::make(io, std::move(options.sender));
   if (!sender.is_ok()) return sender.status();
   return std::unique_ptr<Deliverer>(
-      new Deliverer(io, broker, std::move(sender).value(), timing::system_clock(io)));
+      new Deliverer(io, broker, metrics, std::move(sender).value(), timing::system_clock(io)));
 }
 
 void Deliverer::start() {

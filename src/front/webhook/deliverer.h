@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "broker/broker.h"
+#include "metrics/registry.h"
 #include "timing/clock.h"
 #include "webhook/sender.h"
 
@@ -32,14 +33,16 @@ struct DelivererOptions {
 
 class Deliverer {
  public:
-  // POSTs with a Sender made from `options`, on the system's clocks. kInvalidArgument if the
-  // sender cannot be made (an unreadable CA file).
+  // POSTs with a Sender made from `options`, on the system's clocks, and counts in `metrics`
+  // (which must outlive the deliverer). kInvalidArgument if the sender cannot be made (an
+  // unreadable CA file).
   static Result<std::unique_ptr<Deliverer>> make(boost::asio::io_context& io,
-                                                 broker::Broker& broker, DelivererOptions options);
+                                                 broker::Broker& broker, metrics::Registry& metrics,
+                                                 DelivererOptions options);
   // POSTs with `poster` and keeps time on `clock`, both the caller's (a test's script and its
-  // hand-moved clock); they must outlive the deliverer.
-  Deliverer(boost::asio::io_context& io, broker::Broker& broker, Poster& poster,
-            timing::Clock& clock);
+  // hand-moved clock); they must outlive the deliverer, as `metrics` must.
+  Deliverer(boost::asio::io_context& io, broker::Broker& broker, metrics::Registry& metrics,
+            Poster& poster, timing::Clock& clock);
   ~Deliverer();
   Deliverer(const Deliverer&) = delete;
   Deliverer& operator=(const Deliverer&) = delete;
@@ -53,13 +56,24 @@ class Deliverer {
  private:
   class Lane;
   class Keeper;
-  Deliverer(boost::asio::io_context& io, broker::Broker& broker, std::unique_ptr<Poster> poster,
-            std::unique_ptr<timing::Clock> clock);
+  Deliverer(boost::asio::io_context& io, broker::Broker& broker, metrics::Registry& metrics,
+            std::unique_ptr<Poster> poster, std::unique_ptr<timing::Clock> clock);
   void refresh();
   void retired(Lane* lane);
 
+  // What push delivery counts on the metrics page.
+  struct Families {
+    explicit Families(metrics::Registry& registry);
+    metrics::Counters& deliveries;  // what became of each: by tube and outcome
+    metrics::Counters& attempts;    // each attempt's result (2xx ... 5xx, error): by tube
+    metrics::Counters& in_flight;   // requests under way
+    metrics::Histogram& latency;    // from a request's start to its answer or failure
+    metrics::Histogram& lateness;   // from a job's due time to its first attempt's start
+  };
+
   boost::asio::io_context& io_;
   broker::Broker& broker_;
+  Families metrics_;
   std::unique_ptr<Poster> own_poster_;  // make()'s; empty when the caller's
   std::unique_ptr<timing::Clock> own_clock_;
   Poster& poster_;

@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "front/families.h"
 #include "support/fake_broker.h"
 #include "support/seed.h"
 #include "timing/manual_clock.h"
@@ -126,7 +127,7 @@ std::optional<std::string> header(const Request& request, std::string_view name)
 }
 
 // Observations in the bucket of `histogram` whose upper bound is `bound`.
-std::uint64_t in_bucket(const broker::Histogram& histogram, double bound) {
+std::uint64_t in_bucket(const metrics::Histogram& histogram, double bound) {
   const auto& bounds = histogram.bounds();
   const auto at = std::find(bounds.begin(), bounds.end(), bound);
   if (at == bounds.end()) {
@@ -141,7 +142,7 @@ class DelivererTest : public ::testing::Test {
   // Starts the deliverer with these webhooks (each tube's lane opens its session in this order).
   void start(std::vector<std::pair<std::string, Webhook>> webhooks) {
     broker_.set_webhooks(std::move(webhooks));
-    deliverer_ = std::make_unique<Deliverer>(io_, broker_, poster_, clock_);
+    deliverer_ = std::make_unique<Deliverer>(io_, broker_, metrics_, poster_, clock_);
     deliverer_->start();
     settle();
   }
@@ -206,10 +207,21 @@ class DelivererTest : public ::testing::Test {
     const std::vector<std::string> all = broker_.texts();
     return {all.begin() + static_cast<std::ptrdiff_t>(mark), all.end()};
   }
-  [[nodiscard]] std::map<std::string_view, std::uint64_t> outcomes() {
-    return broker_.metrics().deliveries("t");
+  // Tube t's deliveries by outcome, as the metrics page counts them.
+  [[nodiscard]] std::map<std::string, std::int64_t> outcomes() const {
+    std::map<std::string, std::int64_t> out;
+    metrics_.find_counters(kWebhookDeliveries)
+        ->for_each([&out](std::span<const std::string_view> labels, std::int64_t count) {
+          if (labels[0] == "t") out.emplace(labels[1], count);
+        });
+    return out;
   }
-  [[nodiscard]] std::int64_t in_flight() { return broker_.metrics().deliveries_in_flight; }
+  [[nodiscard]] std::int64_t in_flight() const {
+    return metrics_.find_counters("delayq_webhook_in_flight")->value({});
+  }
+  [[nodiscard]] const metrics::Histogram& histogram(std::string_view name) const {
+    return *metrics_.find_histogram(name);
+  }
 
   // Request `index`, for job `id`, fails with `response`: its outcome is noted (as `note`), then
   // the job is released; returns the release's request (the note and the release completed).
@@ -237,6 +249,7 @@ class DelivererTest : public ::testing::Test {
   asio::io_context io_;
   timing::ManualClock clock_{io_, kStartUnixMs};
   ScriptedPoster poster_;
+  metrics::Registry metrics_;
   FakeBroker broker_;
   std::unique_ptr<Deliverer> deliverer_;
 };
@@ -255,10 +268,11 @@ TEST_F(DelivererTest, ATwoHundredDeletesTheJob) {
   poster_.answer(0, status(204));
   settle();
   expect_and_complete<JobId>("erase id=7", 7);
-  EXPECT_EQ(outcomes(), (std::map<std::string_view, std::uint64_t>{{"delivered", 1}}));
+  EXPECT_EQ(outcomes(), (std::map<std::string, std::int64_t>{{"delivered", 1}}));
   EXPECT_EQ(in_flight(), 0);
   EXPECT_TRUE(broker_.held(0).empty());
-  EXPECT_EQ(in_bucket(broker_.metrics().delivery_latency, 0.5), 1U) << "0.3 s on the clock";
+  EXPECT_EQ(in_bucket(histogram("delayq_webhook_latency_seconds"), 0.5), 1U)
+      << "0.3 s on the clock";
 }
 
 TEST_F(DelivererTest, TheRequestCarriesTheJobAndIsSignedAtTheClocksTime) {
@@ -288,7 +302,7 @@ TEST_F(DelivererTest, TheRequestCarriesTheJobAndIsSignedAtTheClocksTime) {
       << signed_as.value_or("none");
   EXPECT_EQ(signed_as, signature({"s1", "s2"}, kStartUnixMs, "body of 7"));
   // Due 2.5 s before the clock's present: the first attempt's lateness.
-  EXPECT_EQ(in_bucket(broker_.metrics().delivery_lateness, 5), 1U);
+  EXPECT_EQ(in_bucket(histogram("delayq_webhook_lateness_seconds"), 5), 1U);
 
   // A job's own URL and content type win over the tube's.
   poster_.answer(0, status(200));
@@ -333,7 +347,7 @@ TEST_F(DelivererTest, AFailureReleasesTheJobWithBackoff) {
   EXPECT_GE(release.delay, 4500ms);
   EXPECT_LE(release.delay, 9000ms);
 
-  EXPECT_EQ(outcomes(), (std::map<std::string_view, std::uint64_t>{{"released", 3}}));
+  EXPECT_EQ(outcomes(), (std::map<std::string, std::int64_t>{{"released", 3}}));
   EXPECT_EQ(in_flight(), 0);
   EXPECT_TRUE(broker_.held(0).empty());
 }
@@ -413,8 +427,7 @@ TEST_F(DelivererTest, TheLastAllowedAttemptBuriesTheJobWithItsOutcome) {
                                    "note_attempt id=7 status=502 error=HTTP 502",
                                    "bury id=7 pri=keep",
                                }));
-  EXPECT_EQ(outcomes(),
-            (std::map<std::string_view, std::uint64_t>{{"buried", 1}, {"released", 1}}));
+  EXPECT_EQ(outcomes(), (std::map<std::string, std::int64_t>{{"buried", 1}, {"released", 1}}));
   EXPECT_EQ(in_flight(), 0);
   EXPECT_TRUE(broker_.held(0).empty());
 }
@@ -430,7 +443,7 @@ TEST_F(DelivererTest, AReleaseTheTubeBuriesCountsAsBuried) {
   ASSERT_EQ(broker_.last().op(), "release");
   broker_.last().complete(view_in(7, JobState::kBuried));
   settle();
-  EXPECT_EQ(outcomes(), (std::map<std::string_view, std::uint64_t>{{"buried", 1}}));
+  EXPECT_EQ(outcomes(), (std::map<std::string, std::int64_t>{{"buried", 1}}));
 }
 
 // --- limits
@@ -676,7 +689,7 @@ TEST_F(DelivererTest, RemovingAWebhookRetiresABusyLaneOnceItsRequestsAreDone) {
   EXPECT_EQ(pending("reserve"), 0U);
   EXPECT_EQ(broker_.sessions_closed(), 1U);
   EXPECT_TRUE(broker_.returned().empty());
-  EXPECT_EQ(outcomes(), (std::map<std::string_view, std::uint64_t>{{"delivered", 1}}));
+  EXPECT_EQ(outcomes(), (std::map<std::string, std::int64_t>{{"delivered", 1}}));
 }
 
 // A reserve cancelled too late, that had already taken a job, still delivers it before the lane
