@@ -14,6 +14,7 @@ namespace {
 
 using delayq::wheel::HierarchicalWheel;
 using delayq::wheel::Millis;
+using delayq::wheel::Time;
 using delayq::wheel::Timer;
 using delayq::wheel::TimerId;
 using delayq::wheel::TimerTable;
@@ -21,7 +22,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Job {
   std::string what;
-  Millis due;
+  Millis due;  // after the start: the wheel's times count from it
 };
 
 Millis since(Clock::time_point start) {
@@ -42,7 +43,7 @@ int main() {
   TimerTable timers(jobs.size());
   HierarchicalWheel wheel(timers);
   for (TimerId id = 0; id < jobs.size(); ++id) {
-    wheel.schedule(id, jobs[id].due);
+    wheel.schedule(id, Time{jobs[id].due});
     std::printf("%6lld ms  scheduled #%u for %5lld ms: %s\n",
                 static_cast<long long>(since(start).count()), id,
                 static_cast<long long>(jobs[id].due.count()), jobs[id].what.c_str());
@@ -50,14 +51,14 @@ int main() {
   std::printf("%6lld ms  the user rated order 1003 first: cancel #2 -> %s\n",
               static_cast<long long>(since(start).count()), wheel.cancel(2) ? "cancelled" : "gone");
   jobs[3].due = Millis{2'000};
-  wheel.reschedule(3, jobs[3].due);
+  wheel.reschedule(3, Time{jobs[3].due});
   std::printf("%6lld ms  a speed-up card moves #3 to %lld ms\n",
               static_cast<long long>(since(start).count()),
               static_cast<long long>(jobs[3].due.count()));
 
   while (const auto next = wheel.next_deadline()) {
-    std::this_thread::sleep_until(start + *next);
-    wheel.advance_to(since(start), [&](TimerId id) {
+    std::this_thread::sleep_until(start + next->time_since_epoch());
+    wheel.advance_to(Time{since(start)}, [&](TimerId id) {
       const Millis now = since(start);
       std::printf("%6lld ms  fired #%u (%lld ms late): %s\n", static_cast<long long>(now.count()),
                   id, static_cast<long long>((now - jobs[id].due).count()), jobs[id].what.c_str());

@@ -26,12 +26,14 @@ using delayq::wheel::HashedWheel;
 using delayq::wheel::HeapTimer;
 using delayq::wheel::HierarchicalWheel;
 using delayq::wheel::Millis;
+using delayq::wheel::Time;
+using delayq::wheel::time_at;
 using delayq::wheel::Timer;
 using delayq::wheel::TimerId;
 using delayq::wheel::TimerTable;
 using Clock = std::chrono::steady_clock;
 
-constexpr Millis kEpoch{1'700'000'000'000};
+constexpr Time kEpoch = time_at(1'700'000'000'000);
 constexpr Millis kHour{3'600'000};
 
 struct Hierarchical {
@@ -77,7 +79,7 @@ struct HashedMillis {
 
 // Deadlines uniform over the hour after kEpoch, and a random cancel order; built once per size.
 struct Workload {
-  std::vector<Millis> deadlines;
+  std::vector<Time> deadlines;
   std::vector<TimerId> shuffled;
 
   explicit Workload(std::size_t n) : deadlines(n), shuffled(n) {

@@ -1,11 +1,12 @@
 // micros_wheel.h — the timer queue of src/wheel/ that SchedulerOptions names, driven in
 // microseconds. The timer thread (timer_thread.cc) owns one, inside run_with_wheel().
 //
-// The queues take time as wheel::Millis, but they only ever divide a time's count by the tick's
-// count (wheel/timer.h: deadline_tick, now_tick, tick_time), so fed microsecond counts they are
-// microsecond queues: a 100 us tick is a tick of count 100. MicrosWheel is the one place where a
-// microsecond count crosses into a wheel::Millis (to_wheel_time, from_wheel_time); everything on
-// the scheduler's side of it is std::chrono::microseconds. Costs are the queue's own: O(1) for the
+// The queues count time in milliseconds (wheel::Time, wheel::Millis), but they only ever divide a
+// time's count by the tick's count (wheel/timer.h: deadline_tick, now_tick, tick_time), so fed
+// microsecond counts they are microsecond queues: a 100 us tick is a tick of count 100.
+// MicrosWheel is the one place where a microsecond count crosses into the queues' types
+// (to_wheel_time, to_wheel_tick, from_wheel_time); everything on the scheduler's side of it is
+// std::chrono::microseconds. Costs are the queue's own: O(1) for the
 // wheels, O(log n) for the heap. Timer thread only, like the queue.
 #pragma once
 
@@ -22,12 +23,15 @@
 
 namespace delayq::detail {
 
-// A time in microseconds as the queues take it, and back: the same count.
-[[nodiscard]] constexpr wheel::Millis to_wheel_time(std::chrono::microseconds time) noexcept {
-  return wheel::Millis{time.count()};
+// A time in microseconds as the queues take it, and back, and a tick: the same count.
+[[nodiscard]] constexpr wheel::Time to_wheel_time(std::chrono::microseconds time) noexcept {
+  return wheel::Time{wheel::Millis{time.count()}};
 }
-[[nodiscard]] constexpr std::chrono::microseconds from_wheel_time(wheel::Millis time) noexcept {
-  return std::chrono::microseconds{time.count()};
+[[nodiscard]] constexpr std::chrono::microseconds from_wheel_time(wheel::Time time) noexcept {
+  return std::chrono::microseconds{time.time_since_epoch().count()};
+}
+[[nodiscard]] constexpr wheel::Millis to_wheel_tick(std::chrono::microseconds tick) noexcept {
+  return wheel::Millis{tick.count()};
 }
 
 template <wheel::TimerQueue Queue>
@@ -61,7 +65,7 @@ template <typename Run>
 void run_with_wheel(const SchedulerOptions& options, wheel::TimerTable& timers, Run&& run) {
   using std::chrono::microseconds;
   const auto wheel_tick = [&](microseconds natural) {
-    return to_wheel_time(options.tick.count() > 0 ? options.tick : natural);
+    return to_wheel_tick(options.tick.count() > 0 ? options.tick : natural);
   };
   const auto wheel_start = to_wheel_time(microseconds{0});
   switch (options.wheel) {

@@ -33,9 +33,9 @@ Engine::Engine(Clock& clock, EngineOptions options)
     : clock_(clock),
       options_(options),
       latest_now_us_(clock.now_unix_us()),
-      wheel_(timers_,
-             wheel::HierarchicalWheelOptions{
-                 .tick = Millis{1}, .start = Millis{floor_div(latest_now_us_, kMicrosPerMilli)}}),
+      wheel_(timers_, wheel::HierarchicalWheelOptions{.tick = Millis{1},
+                                                      .start = wheel::time_at(floor_div(
+                                                          latest_now_us_, kMicrosPerMilli))}),
       index_([](const void* jobs,
                 Slot slot) { return (*static_cast<const JobTable*>(jobs))[slot].id(); },
              &jobs_) {
@@ -268,10 +268,10 @@ void Engine::enter_delayed(Slot slot, std::int64_t due_unix_ms, std::uint32_t la
   // microsecond to wait for; a whole millisecond (an overdue job recovered, or a due time given
   // in milliseconds) goes into the wheel's present, which the next advance() fires, as compact
   // as the rest of the wheel.
-  if (late_us > 0 && due_unix_ms <= wheel_.now().count()) {
+  if (late_us > 0 && due_unix_ms <= wheel_.now().time_since_epoch().count()) {
     imminent_.emplace(exact_due_us(slot), slot);
   } else {
-    wheel_.schedule(slot, Millis{due_unix_ms});
+    wheel_.schedule(slot, wheel::time_at(due_unix_ms));
   }
   count(slot, +1);
 }
@@ -507,7 +507,7 @@ template <typename Visit>
 void Engine::visit_delayed_in_order(Visit&& visit) const {
   bool done = false;
   for (const auto& entry : imminent_) done = visit(entry.second) || done;
-  const std::int64_t present = wheel_.now().count();
+  const std::int64_t present = wheel_.now().time_since_epoch().count();
   bool stop = false;
   wheel_.visit_in_order([&](wheel::TimerId id) {
     if (done) {  // imminent_ was enough: only the wheel's present may still hold an earlier job
@@ -1178,7 +1178,7 @@ void Engine::lapse(Slot slot) {
 void Engine::advance() {
   // Due times by the wall clock; TTRs and pauses by the steady one.
   const std::int64_t wall_us = now_us();
-  wheel_.advance_to(Millis{floor_div(wall_us, kMicrosPerMilli)},
+  wheel_.advance_to(wheel::time_at(floor_div(wall_us, kMicrosPerMilli)),
                     [this, wall_us](wheel::TimerId id) { on_timer(id, wall_us); });
   while (!imminent_.empty() && imminent_.begin()->first <= wall_us) {
     const Slot slot = imminent_.begin()->second;
@@ -1208,7 +1208,8 @@ std::optional<std::int64_t> Engine::next_wakeup_us() const {
     if (!when || t < *when) when = t;
   };
   if (!imminent_.empty()) consider(imminent_.begin()->first);
-  if (const auto deadline = wheel_.next_deadline()) consider(micros(deadline->count()));
+  if (const auto deadline = wheel_.next_deadline())
+    consider(micros(deadline->time_since_epoch().count()));
   // A steady time comes after as long on the wall clock as it reads now, not as the engine
   // holds it: after a step back the two differ, and the caller sleeps by the wall clock.
   std::optional<std::int64_t> steady;

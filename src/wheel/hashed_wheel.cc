@@ -17,7 +17,7 @@ HashedWheel::HashedWheel(TimerTable& timers, HashedWheelOptions options)
   now_tick_ = now_tick(options.start, tick_);
 }
 
-void HashedWheel::schedule(TimerId id, Millis deadline) {
+void HashedWheel::schedule(TimerId id, Time deadline) {
   const std::uint32_t generation = next_generation(*timers_, id);
   const std::uint64_t tick = deadline_tick(deadline, tick_);
   if (tick <= now_tick_) {
@@ -58,7 +58,7 @@ void HashedWheel::drop_stale() {
   epoch_drop_due_ = false;
 }
 
-bool HashedWheel::reschedule(TimerId id, Millis deadline) {
+bool HashedWheel::reschedule(TimerId id, Time deadline) {
   const bool was_scheduled = cancel(id);
   schedule(id, deadline);
   return was_scheduled;
@@ -87,7 +87,7 @@ void HashedWheel::skip_revolutions(std::uint64_t target) {
 }
 
 // O(n): a bucket mixes timers of many revolutions, so nothing short of a scan knows the earliest.
-std::optional<Millis> HashedWheel::next_deadline() const noexcept {
+std::optional<Time> HashedWheel::next_deadline() const noexcept {
   if (live_ == 0) return std::nullopt;
   for (const Entry& entry : due_) {
     if (is_live(entry)) return tick_time(now_tick_, tick_);

@@ -27,7 +27,7 @@ struct HashedWheelOptions {
   // Length of one tick (one bucket). Deadlines round up to it. Default: 1 s.
   Millis tick{1000};
   // Time the wheel starts at (its first now()). Default: 0.
-  Millis start{0};
+  Time start{};
   // Cancelled entries are dropped once they outnumber the live ones and number at least this
   // many, as in HierarchicalWheelOptions. Default: 4096.
   std::size_t min_sweep_entries = 4096;
@@ -37,17 +37,17 @@ class HashedWheel {
  public:
   explicit HashedWheel(TimerTable& timers, HashedWheelOptions options = {});
 
-  void schedule(TimerId id, Millis deadline);
+  void schedule(TimerId id, Time deadline);
   bool cancel(TimerId id);
-  bool reschedule(TimerId id, Millis deadline);
+  bool reschedule(TimerId id, Time deadline);
   template <typename Fire>
-  std::size_t advance_to(Millis now, Fire&& fire) noexcept;
+  std::size_t advance_to(Time now, Fire&& fire) noexcept;
 
-  [[nodiscard]] std::optional<Millis> next_deadline() const noexcept;
+  [[nodiscard]] std::optional<Time> next_deadline() const noexcept;
   [[nodiscard]] bool scheduled(TimerId id) const noexcept {
     return id < timers_->size() && (*timers_)[id].scheduled();
   }
-  [[nodiscard]] Millis now() const noexcept { return tick_time(now_tick_, tick_); }
+  [[nodiscard]] Time now() const noexcept { return tick_time(now_tick_, tick_); }
   [[nodiscard]] std::size_t size() const noexcept { return live_; }
   [[nodiscard]] std::size_t memory_bytes() const noexcept;
 
@@ -129,7 +129,7 @@ std::size_t HashedWheel::pass(std::uint32_t bucket_index, Fire& fire) {
 }
 
 template <typename Fire>
-std::size_t HashedWheel::advance_to(Millis now, Fire&& fire) noexcept {
+std::size_t HashedWheel::advance_to(Time now, Fire&& fire) noexcept {
   DELAYQ_CHECK(!advancing_);
   const std::uint64_t target = now_tick(now, tick_);
   if (target < now_tick_) return 0;

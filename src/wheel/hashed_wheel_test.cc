@@ -10,15 +10,15 @@ namespace {
 
 TEST(HashedWheelTest, TimersInOneBucketFireOnTheirOwnRevolution) {
   TimerTable timers(4);
-  HashedWheel wheel(timers, {.slots = 8, .tick = Millis{1}, .start = Millis{0}});
+  HashedWheel wheel(timers, {.slots = 8, .tick = Millis{1}, .start = time_at(0)});
   // All in bucket 3, one, two and three revolutions apart.
-  wheel.schedule(0, Millis{3});
-  wheel.schedule(1, Millis{11});
-  wheel.schedule(2, Millis{19});
-  wheel.schedule(3, Millis{27});
+  wheel.schedule(0, time_at(3));
+  wheel.schedule(1, time_at(11));
+  wheel.schedule(2, time_at(19));
+  wheel.schedule(3, time_at(27));
   for (std::int64_t t = 1; t <= 27; ++t) {
     std::vector<TimerId> fired;
-    wheel.advance_to(Millis{t}, [&](TimerId id) { fired.push_back(id); });
+    wheel.advance_to(time_at(t), [&](TimerId id) { fired.push_back(id); });
     if (t == 3 || t == 11 || t == 19 || t == 27) {
       EXPECT_EQ(fired, std::vector<TimerId>{static_cast<TimerId>((t - 3) / 8)}) << t;
     } else {
@@ -30,17 +30,17 @@ TEST(HashedWheelTest, TimersInOneBucketFireOnTheirOwnRevolution) {
 TEST(HashedWheelTest, DefaultIsTheClassicHourOfSeconds) {
   TimerTable timers(1);
   HashedWheel wheel(timers);
-  wheel.schedule(0, Millis{1'500});  // rounds up to the 2 s bucket
-  std::size_t fired = wheel.advance_to(Millis{1'999}, [](TimerId) {});
+  wheel.schedule(0, time_at(1'500));  // rounds up to the 2 s bucket
+  std::size_t fired = wheel.advance_to(time_at(1'999), [](TimerId) {});
   EXPECT_EQ(fired, 0U);
-  fired = wheel.advance_to(Millis{2'000}, [](TimerId) {});
+  fired = wheel.advance_to(time_at(2'000), [](TimerId) {});
   EXPECT_EQ(fired, 1U);
 }
 
 TEST(HashedWheelTest, JumpOfYearsSkipsWholeRevolutions) {
   TimerTable timers(2);
-  HashedWheel wheel(timers, {.slots = 16, .tick = Millis{1}, .start = Millis{0}});
-  const Millis ten_years{315'360'000'000};
+  HashedWheel wheel(timers, {.slots = 16, .tick = Millis{1}, .start = time_at(0)});
+  const Time ten_years = time_at(315'360'000'000);
   wheel.schedule(0, ten_years);
   wheel.schedule(1, ten_years + Millis{5});
   std::vector<TimerId> fired;

@@ -11,7 +11,7 @@ HeapTimer::HeapTimer(TimerTable& timers, HeapTimerOptions options)
   now_tick_ = now_tick(options.start, tick_);
 }
 
-void HeapTimer::schedule(TimerId id, Millis deadline) {
+void HeapTimer::schedule(TimerId id, Time deadline) {
   const std::uint32_t generation = next_generation(*timers_, id);
   heap_.push_back({std::max(deadline_tick(deadline, tick_), now_tick_), next_order_++, id});
   (*timers_)[id].generation = generation;
@@ -25,13 +25,13 @@ bool HeapTimer::cancel(TimerId id) {
   return true;
 }
 
-bool HeapTimer::reschedule(TimerId id, Millis deadline) {
+bool HeapTimer::reschedule(TimerId id, Time deadline) {
   const bool was_scheduled = cancel(id);
   schedule(id, deadline);
   return was_scheduled;
 }
 
-std::optional<Millis> HeapTimer::next_deadline() const noexcept {
+std::optional<Time> HeapTimer::next_deadline() const noexcept {
   if (heap_.empty() || heap_.front().tick > last_tick(tick_)) return std::nullopt;
   return tick_time(heap_.front().tick, tick_);
 }

@@ -19,24 +19,24 @@ struct HeapTimerOptions {
   // Length of one tick. Default: 1 ms.
   Millis tick{1};
   // Time the heap starts at (its first now()). Default: 0.
-  Millis start{0};
+  Time start{};
 };
 
 class HeapTimer {
  public:
   explicit HeapTimer(TimerTable& timers, HeapTimerOptions options = {});
 
-  void schedule(TimerId id, Millis deadline);
+  void schedule(TimerId id, Time deadline);
   bool cancel(TimerId id);
-  bool reschedule(TimerId id, Millis deadline);
+  bool reschedule(TimerId id, Time deadline);
   template <typename Fire>
-  std::size_t advance_to(Millis now, Fire&& fire) noexcept;
+  std::size_t advance_to(Time now, Fire&& fire) noexcept;
 
-  [[nodiscard]] std::optional<Millis> next_deadline() const noexcept;
+  [[nodiscard]] std::optional<Time> next_deadline() const noexcept;
   [[nodiscard]] bool scheduled(TimerId id) const noexcept {
     return id < timers_->size() && (*timers_)[id].scheduled();
   }
-  [[nodiscard]] Millis now() const noexcept { return tick_time(now_tick_, tick_); }
+  [[nodiscard]] Time now() const noexcept { return tick_time(now_tick_, tick_); }
   [[nodiscard]] std::size_t size() const noexcept { return heap_.size(); }
   [[nodiscard]] std::size_t memory_bytes() const noexcept {
     return heap_.capacity() * sizeof(Entry);
@@ -65,7 +65,7 @@ class HeapTimer {
 };
 
 template <typename Fire>
-std::size_t HeapTimer::advance_to(Millis now, Fire&& fire) noexcept {
+std::size_t HeapTimer::advance_to(Time now, Fire&& fire) noexcept {
   DELAYQ_CHECK(!advancing_);
   const std::uint64_t target = now_tick(now, tick_);
   if (target < now_tick_) return 0;

@@ -18,7 +18,7 @@ TEST(HeapTimerTest, CancelFromTheMiddleKeepsHeapOrder) {
   std::vector<std::int64_t> deadline(kTimers);
   for (TimerId id = 0; id < kTimers; ++id) {
     deadline[id] = 1 + static_cast<std::int64_t>(rng() % 1'000'000);
-    heap.schedule(id, Millis{deadline[id]});
+    heap.schedule(id, time_at(deadline[id]));
   }
   for (TimerId id = 0; id < kTimers; id += 3) EXPECT_TRUE(heap.cancel(id));
   for (TimerId id = 0; id < kTimers; ++id) {
@@ -27,7 +27,7 @@ TEST(HeapTimerTest, CancelFromTheMiddleKeepsHeapOrder) {
     }
   }
   std::int64_t last = 0;
-  std::size_t fired = heap.advance_to(Millis{1'000'000}, [&](TimerId id) {
+  std::size_t fired = heap.advance_to(time_at(1'000'000), [&](TimerId id) {
     EXPECT_NE(id % 3, 0U);
     EXPECT_GE(deadline[id], last);
     last = deadline[id];

@@ -46,7 +46,7 @@ HierarchicalWheel::~HierarchicalWheel() {
   }
 }
 
-void HierarchicalWheel::schedule(TimerId id, Millis deadline) {
+void HierarchicalWheel::schedule(TimerId id, Time deadline) {
   DELAYQ_CHECK(id < timers_->size());
   DELAYQ_CHECK(!scheduled(id));
   if (const std::size_t word = id / 64; word >= scheduled_.size()) {
@@ -75,7 +75,7 @@ bool HierarchicalWheel::cancel(TimerId id) {
   return true;
 }
 
-bool HierarchicalWheel::reschedule(TimerId id, Millis deadline) {
+bool HierarchicalWheel::reschedule(TimerId id, Time deadline) {
   const bool was_scheduled = cancel(id);
   schedule(id, deadline);
   return was_scheduled;
@@ -224,7 +224,7 @@ std::uint64_t HierarchicalWheel::next_event_tick() const noexcept {
   return slot_start(now_tick_, level, occupied_[level].first());
 }
 
-std::optional<Millis> HierarchicalWheel::next_deadline() const noexcept {
+std::optional<Time> HierarchicalWheel::next_deadline() const noexcept {
   if (live_ == 0) return std::nullopt;
   const std::uint64_t tick = std::max(next_event_tick(), now_tick_);
   if (tick > last_tick(tick_)) return std::nullopt;

@@ -29,7 +29,7 @@ struct HierarchicalWheelOptions {
   // Default: 1 ms.
   Millis tick{1};
   // Time the wheel starts at (its first now()). Default: 0.
-  Millis start{0};
+  Time start{};
   // Cancelled entries are swept once they outnumber the live ones and number at least this
   // many. Lower sweeps sooner (less memory, more sweeps); tests lower it to sweep often.
   // Default: 4096.
@@ -50,11 +50,11 @@ class HierarchicalWheel {
   HierarchicalWheel(const HierarchicalWheel&) = delete;
   HierarchicalWheel& operator=(const HierarchicalWheel&) = delete;
 
-  void schedule(TimerId id, Millis deadline);
+  void schedule(TimerId id, Time deadline);
   bool cancel(TimerId id);
-  bool reschedule(TimerId id, Millis deadline);
+  bool reschedule(TimerId id, Time deadline);
   template <typename Fire>
-  std::size_t advance_to(Millis now, Fire&& fire) noexcept;
+  std::size_t advance_to(Time now, Fire&& fire) noexcept;
 
   // Visits the scheduled timers slot by slot in order of time, calling visit(id) for each (in no
   // particular order within a slot: a level-L slot spans 256^L ticks), and stops after the first
@@ -63,14 +63,14 @@ class HierarchicalWheel {
   template <typename Visit>
   void visit_in_order(Visit&& visit) const;
 
-  [[nodiscard]] std::optional<Millis> next_deadline() const noexcept;
+  [[nodiscard]] std::optional<Time> next_deadline() const noexcept;
   // Whether timer `id` is scheduled. (The caller's Timer::scheduled() means nothing for this
   // wheel: cancel and firing leave the Timer as it was.)
   [[nodiscard]] bool scheduled(TimerId id) const noexcept {
     const std::size_t word = id / 64;
     return word < scheduled_.size() && ((scheduled_[word] >> (id % 64)) & 1U) != 0;
   }
-  [[nodiscard]] Millis now() const noexcept { return tick_time(now_tick_, tick_); }
+  [[nodiscard]] Time now() const noexcept { return tick_time(now_tick_, tick_); }
   [[nodiscard]] std::size_t size() const noexcept { return live_; }
   // Bytes the wheel holds beyond sizeof(*this): its blocks, in use or pooled, the level-0 run and
   // the bitmap of scheduled timers.
@@ -287,7 +287,7 @@ std::size_t HierarchicalWheel::fire_due(Fire& fire) {
 }
 
 template <typename Fire>
-std::size_t HierarchicalWheel::advance_to(Millis now, Fire&& fire) noexcept {
+std::size_t HierarchicalWheel::advance_to(Time now, Fire&& fire) noexcept {
   DELAYQ_CHECK(!advancing_);  // fire() must not advance the wheel it is called from
   const std::uint64_t target = now_tick(now, tick_);
   if (target < now_tick_) return 0;

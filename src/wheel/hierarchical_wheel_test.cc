@@ -14,7 +14,7 @@
 namespace delayq::wheel {
 namespace {
 
-std::size_t advance(HierarchicalWheel& wheel, Millis to, std::vector<TimerId>* fired = nullptr) {
+std::size_t advance(HierarchicalWheel& wheel, Time to, std::vector<TimerId>* fired = nullptr) {
   return wheel.advance_to(to, [&](TimerId id) {
     if (fired != nullptr) fired->push_back(id);
   });
@@ -33,12 +33,12 @@ TEST(HierarchicalWheelTest, EveryLevelCascadesDownToTheExactTick) {
     }
   }
   for (std::size_t i = 0; i < deadlines.size(); ++i) {
-    wheel.schedule(static_cast<TimerId>(i), Millis{deadlines[i]});
+    wheel.schedule(static_cast<TimerId>(i), time_at(deadlines[i]));
   }
   for (std::size_t i = 0; i < deadlines.size(); ++i) {
     std::vector<TimerId> fired;
-    EXPECT_EQ(advance(wheel, Millis{deadlines[i] - 1}, &fired), 0U) << deadlines[i];
-    EXPECT_EQ(advance(wheel, Millis{deadlines[i]}, &fired), 1U) << deadlines[i];
+    EXPECT_EQ(advance(wheel, time_at(deadlines[i] - 1), &fired), 0U) << deadlines[i];
+    EXPECT_EQ(advance(wheel, time_at(deadlines[i]), &fired), 1U) << deadlines[i];
     EXPECT_EQ(fired, std::vector<TimerId>{static_cast<TimerId>(i)});
   }
   EXPECT_EQ(wheel.size(), 0U);
@@ -46,13 +46,13 @@ TEST(HierarchicalWheelTest, EveryLevelCascadesDownToTheExactTick) {
 
 TEST(HierarchicalWheelTest, NextDeadlineLeadsToTheEarliestTimerInAFewWakeups) {
   TimerTable timers(1000);
-  HierarchicalWheel wheel(timers, {.tick = Millis{1}, .start = Millis{1'000'000}});
+  HierarchicalWheel wheel(timers, {.tick = Millis{1}, .start = time_at(1'000'000)});
   std::mt19937_64 rng(42);
   std::int64_t earliest = std::numeric_limits<std::int64_t>::max();
   for (TimerId id = 0; id < 1000; ++id) {
     const auto at = 1'000'001 + static_cast<std::int64_t>(rng() % 100'000'000'000);
     earliest = std::min(earliest, at);
-    wheel.schedule(id, Millis{at});
+    wheel.schedule(id, time_at(at));
   }
   // Each wakeup is the start of the slot holding the earliest timer, one level lower each time.
   std::size_t wakeups = 0;
@@ -60,11 +60,11 @@ TEST(HierarchicalWheelTest, NextDeadlineLeadsToTheEarliestTimerInAFewWakeups) {
   while (fired == 0) {
     const auto next = wheel.next_deadline();
     ASSERT_TRUE(next.has_value());
-    ASSERT_LE(next->count(), earliest);
+    ASSERT_LE(next->time_since_epoch().count(), earliest);
     ASSERT_LE(++wakeups, HierarchicalWheel::kLevels);
     fired = advance(wheel, *next);
   }
-  EXPECT_EQ(wheel.now(), Millis{earliest});
+  EXPECT_EQ(wheel.now(), time_at(earliest));
 }
 
 TEST(HierarchicalWheelTest, CancelledEntriesAreSweptOnceTheyOutnumberLiveOnes) {
@@ -72,7 +72,7 @@ TEST(HierarchicalWheelTest, CancelledEntriesAreSweptOnceTheyOutnumberLiveOnes) {
   TimerTable timers(kTimers);
   HierarchicalWheel wheel(timers);
   for (TimerId id = 0; id < kTimers; ++id) {
-    wheel.schedule(id, Millis{1'000 + static_cast<std::int64_t>(id) * 37});
+    wheel.schedule(id, time_at(1'000 + static_cast<std::int64_t>(id) * 37));
   }
   const std::size_t full = wheel.memory_bytes();
   for (TimerId id = 0; id < kTimers; id += 1) {
@@ -84,7 +84,7 @@ TEST(HierarchicalWheelTest, CancelledEntriesAreSweptOnceTheyOutnumberLiveOnes) {
   EXPECT_EQ(wheel.size(), kTimers / 10);
   EXPECT_LT(wheel.memory_bytes(), full / 2);
   std::vector<TimerId> fired;
-  advance(wheel, Millis{1'000 + std::int64_t{kTimers} * 37}, &fired);
+  advance(wheel, time_at(1'000 + std::int64_t{kTimers} * 37), &fired);
   ASSERT_EQ(fired.size(), kTimers / 10);
   for (std::size_t i = 0; i < fired.size(); ++i) EXPECT_EQ(fired[i], i * 10);
   EXPECT_EQ(wheel.stale_entries(), 0U);
@@ -98,33 +98,33 @@ TEST(HierarchicalWheelTest, SweepInsideALevelZeroWindowKeepsOrder) {
   constexpr std::int64_t kWindow = 256 * 10;  // level-1 slot 10: ticks 2560..2815
   TimerTable timers(kTimers + 100);
   HierarchicalWheel wheel(timers);
-  ReferenceQueue model(Millis{1}, Millis{0});
+  ReferenceQueue model(Millis{1}, time_at(0));
   std::mt19937_64 rng(11);
   const auto both = [&](auto&& op) {
     op(wheel);
     op(model);
   };
   for (TimerId id = 0; id < kTimers; ++id) {
-    const Millis at{kWindow + static_cast<std::int64_t>(rng() % 256)};
+    const Time at = time_at(kWindow + static_cast<std::int64_t>(rng() % 256));
     both([&](auto& q) { q.schedule(id, at); });
   }
   std::vector<TimerId> fired;
   std::vector<TimerId> expected;
-  advance(wheel, Millis{kWindow + 100}, &fired);
-  model.advance_to(Millis{kWindow + 100}, [&](TimerId id) { expected.push_back(id); });
+  advance(wheel, time_at(kWindow + 100), &fired);
+  model.advance_to(time_at(kWindow + 100), [&](TimerId id) { expected.push_back(id); });
   ASSERT_EQ(fired, expected);
   for (TimerId id = 0; id < kTimers; ++id) {
     if (id % 10 != 0) both([&](auto& q) { q.cancel(id); });
   }
   EXPECT_LT(wheel.stale_entries(), 4096U);  // swept
   for (TimerId id = kTimers; id < kTimers + 100; ++id) {
-    const Millis at{kWindow + 100 + static_cast<std::int64_t>(rng() % 156)};
+    const Time at = time_at(kWindow + 100 + static_cast<std::int64_t>(rng() % 156));
     both([&](auto& q) { q.schedule(id, at); });
   }
   fired.clear();
   expected.clear();
-  advance(wheel, Millis{kWindow + 256}, &fired);
-  model.advance_to(Millis{kWindow + 256}, [&](TimerId id) { expected.push_back(id); });
+  advance(wheel, time_at(kWindow + 256), &fired);
+  model.advance_to(time_at(kWindow + 256), [&](TimerId id) { expected.push_back(id); });
   EXPECT_EQ(fired, expected);
   EXPECT_EQ(wheel.size(), 0U);
   EXPECT_EQ(wheel.stale_entries(), 0U);
@@ -134,10 +134,10 @@ TEST(HierarchicalWheelTest, ADenseWindowDoesNotPinItsMemory) {
   constexpr TimerId kTimers = 100'000;
   TimerTable timers(kTimers + 1);
   HierarchicalWheel wheel(timers);
-  for (TimerId id = 0; id < kTimers; ++id) wheel.schedule(id, Millis{2'560 + id % 256});
-  EXPECT_EQ(advance(wheel, Millis{2'816}), kTimers);  // one level-0 window, laid out as a run
-  wheel.schedule(kTimers, Millis{100'000});
-  EXPECT_EQ(advance(wheel, Millis{100'000}), 1U);  // the next level-1 cascade gives the run back
+  for (TimerId id = 0; id < kTimers; ++id) wheel.schedule(id, time_at(2'560 + id % 256));
+  EXPECT_EQ(advance(wheel, time_at(2'816)), kTimers);  // one level-0 window, laid out as a run
+  wheel.schedule(kTimers, time_at(100'000));
+  EXPECT_EQ(advance(wheel, time_at(100'000)), 1U);  // the next level-1 cascade gives the run back
   EXPECT_LE(wheel.memory_bytes(), std::size_t{1} << 20);
 }
 
@@ -146,7 +146,7 @@ TEST(HierarchicalWheelTest, FirstSchedulesDoNotStartAGenerationEpoch) {
   // every timer's first schedule (that would be a full sweep at the first cancel after a fill).
   TimerTable timers(10'000);
   HierarchicalWheel wheel(timers);
-  for (TimerId id = 0; id < 10'000; ++id) wheel.schedule(id, Millis{1'000 + id});
+  for (TimerId id = 0; id < 10'000; ++id) wheel.schedule(id, time_at(1'000 + id));
   EXPECT_TRUE(wheel.cancel(0));
   EXPECT_EQ(wheel.stale_entries(), 1U);  // left in place, not swept
 }
@@ -154,12 +154,12 @@ TEST(HierarchicalWheelTest, FirstSchedulesDoNotStartAGenerationEpoch) {
 TEST(HierarchicalWheelTest, RescheduleManyTimesKeepsOneLiveEntry) {
   TimerTable timers(1);
   HierarchicalWheel wheel(timers);
-  for (int i = 0; i < 100'000; ++i) wheel.reschedule(0, Millis{5'000'000 - i});
+  for (int i = 0; i < 100'000; ++i) wheel.reschedule(0, time_at(5'000'000 - i));
   EXPECT_EQ(wheel.size(), 1U);
   EXPECT_LE(wheel.stale_entries(), 4096U);
   std::vector<TimerId> fired;
-  EXPECT_EQ(advance(wheel, Millis{4'900'000}, &fired), 0U);
-  EXPECT_EQ(advance(wheel, Millis{4'900'001}, &fired), 1U);
+  EXPECT_EQ(advance(wheel, time_at(4'900'000), &fired), 0U);
+  EXPECT_EQ(advance(wheel, time_at(4'900'001), &fired), 1U);
 }
 
 TEST(HierarchicalWheelTest, MemoryPerTimerAtAMillionTimers) {
@@ -168,13 +168,13 @@ TEST(HierarchicalWheelTest, MemoryPerTimerAtAMillionTimers) {
   HierarchicalWheel wheel(timers);
   std::mt19937_64 rng(7);
   for (TimerId id = 0; id < kTimers; ++id) {
-    wheel.schedule(id, Millis{1 + static_cast<std::int64_t>(rng() % 3'600'000)});
+    wheel.schedule(id, time_at(1 + static_cast<std::int64_t>(rng() % 3'600'000)));
   }
   const double bytes_per_timer =
       static_cast<double>(wheel.memory_bytes() + timers.size() * sizeof(Timer)) / kTimers;
   EXPECT_LE(bytes_per_timer, 32.0);
   // Blocks go back to the pool and, past a floor, to the heap as timers fire.
-  EXPECT_EQ(advance(wheel, Millis{3'600'000}), kTimers);
+  EXPECT_EQ(advance(wheel, time_at(3'600'000)), kTimers);
   EXPECT_LE(wheel.memory_bytes(), 1U << 20);
 }
 

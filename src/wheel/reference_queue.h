@@ -17,9 +17,9 @@ namespace delayq::wheel {
 
 class ReferenceQueue {
  public:
-  ReferenceQueue(Millis tick, Millis start) : tick_(tick), now_tick_(now_tick(start, tick)) {}
+  ReferenceQueue(Millis tick, Time start) : tick_(tick), now_tick_(now_tick(start, tick)) {}
 
-  void schedule(TimerId id, Millis deadline) {
+  void schedule(TimerId id, Time deadline) {
     const std::uint64_t tick = std::max(deadline_tick(deadline, tick_), now_tick_);
     where_.emplace(id, by_tick_.emplace(tick, id));
   }
@@ -32,14 +32,14 @@ class ReferenceQueue {
     return true;
   }
 
-  bool reschedule(TimerId id, Millis deadline) {
+  bool reschedule(TimerId id, Time deadline) {
     const bool was_scheduled = cancel(id);
     schedule(id, deadline);
     return was_scheduled;
   }
 
   template <typename Fire>
-  std::size_t advance_to(Millis now, Fire&& fire) {
+  std::size_t advance_to(Time now, Fire&& fire) {
     const std::uint64_t target = now_tick(now, tick_);
     if (target < now_tick_) return 0;
     std::size_t fired = 0;
@@ -57,11 +57,11 @@ class ReferenceQueue {
 
   // As the TimerQueue concept says: none when no timer can fire, which includes timers whose tick
   // lies beyond last_tick() (they sort last, so the first one decides).
-  [[nodiscard]] std::optional<Millis> next_deadline() const {
+  [[nodiscard]] std::optional<Time> next_deadline() const {
     if (by_tick_.empty() || by_tick_.begin()->first > last_tick(tick_)) return std::nullopt;
     return tick_time(by_tick_.begin()->first, tick_);
   }
-  [[nodiscard]] Millis now() const { return tick_time(now_tick_, tick_); }
+  [[nodiscard]] Time now() const { return tick_time(now_tick_, tick_); }
   [[nodiscard]] std::size_t size() const { return by_tick_.size(); }
   [[nodiscard]] bool scheduled(TimerId id) const { return where_.contains(id); }
 

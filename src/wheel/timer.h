@@ -8,9 +8,10 @@
 // timer's entry may still refer to its id), and never writes a Timer itself. A queue stores only
 // (tick, id, generation) entries in compact arrays: nothing per timer.
 //
-// Time: a deadline is a std::chrono::milliseconds count from the caller's epoch (the engine uses
-// the Unix epoch). A queue with a tick of k ms fires a timer at the first tick boundary at or after
-// its deadline: never early, at most one tick late. Time never runs backwards inside a queue.
+// Time: deadlines and the present are Time, points on the caller's timeline in milliseconds from
+// its epoch (the engine's: the Unix epoch); ticks are lengths, Millis. A queue with a tick of k ms
+// fires a timer at the first tick boundary at or after its deadline: never early, at most one tick
+// late. Time never runs backwards inside a queue, and a queue reads no clock: it is told the time.
 // Not thread-safe: one queue belongs to one thread. Algorithms: docs/design/timing-wheel.md
 #pragma once
 
@@ -27,6 +28,23 @@
 namespace delayq::wheel {
 
 using Millis = std::chrono::milliseconds;
+
+// The caller's clock, as the queues know it: a name for their times' epoch. They never read it
+// (now() is never defined); they are told the time by advance_to().
+struct Timeline {
+  using duration = Millis;
+  using rep = duration::rep;
+  using period = duration::period;
+  using time_point = std::chrono::time_point<Timeline, duration>;
+  static constexpr bool is_steady = true;
+  static time_point now() noexcept;
+};
+using Time = Timeline::time_point;
+
+// The Time `ms` milliseconds after the epoch.
+[[nodiscard]] constexpr Time time_at(std::int64_t ms) noexcept {
+  return Time{Millis{ms}};
+}
 
 // Index of a timer in the caller's TimerTable.
 using TimerId = std::uint32_t;
@@ -79,7 +97,7 @@ inline bool disarm(TimerTable& timers, TimerId id) {
   return true;
 }
 
-// The last tick advance_to() can reach: the last tick boundary at or before the largest Millis.
+// The last tick advance_to() can reach: the last tick boundary at or before the latest Time.
 // A timer whose deadline rounds up beyond it can never fire without firing early, so it never
 // fires, and next_deadline() does not offer it. With 1 ms ticks every deadline is reachable.
 [[nodiscard]] constexpr std::uint64_t last_tick(Millis tick) noexcept {
@@ -89,26 +107,26 @@ inline bool disarm(TimerTable& timers, TimerId id) {
 
 // Ticks are unsigned 64-bit counts of tick_ms since the caller's epoch; negative times map to 0.
 // A deadline rounds up (never early) and the present rounds down (never claims time not yet come).
-[[nodiscard]] constexpr std::uint64_t deadline_tick(Millis deadline, Millis tick) noexcept {
-  const auto ms = deadline.count();
+[[nodiscard]] constexpr std::uint64_t deadline_tick(Time deadline, Millis tick) noexcept {
+  const auto ms = deadline.time_since_epoch().count();
   if (ms <= 0) return 0;
   const auto k = static_cast<std::uint64_t>(tick.count());
   const auto u = static_cast<std::uint64_t>(ms);
   return u / k + (u % k != 0 ? 1 : 0);
 }
 
-[[nodiscard]] constexpr std::uint64_t now_tick(Millis now, Millis tick) noexcept {
-  const auto ms = now.count();
+[[nodiscard]] constexpr std::uint64_t now_tick(Time now, Millis tick) noexcept {
+  const auto ms = now.time_since_epoch().count();
   if (ms <= 0) return 0;
   return static_cast<std::uint64_t>(ms) / static_cast<std::uint64_t>(tick.count());
 }
 
-// Milliseconds of a tick boundary, saturating at the largest representable time.
-[[nodiscard]] constexpr Millis tick_time(std::uint64_t tick, Millis tick_size) noexcept {
+// The time of a tick boundary, saturating at the latest Time.
+[[nodiscard]] constexpr Time tick_time(std::uint64_t tick, Millis tick_size) noexcept {
   const auto k = static_cast<std::uint64_t>(tick_size.count());
   constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<Millis::rep>::max());
-  if (tick > kMax / k) return Millis{std::numeric_limits<Millis::rep>::max()};
-  return Millis{static_cast<Millis::rep>(tick * k)};
+  if (tick > kMax / k) return Time::max();
+  return Time{Millis{static_cast<Millis::rep>(tick * k)}};
 }
 
 // The interface every timer queue implements.
@@ -128,15 +146,15 @@ inline bool disarm(TimerTable& timers, TimerId id) {
 //                            it), so a caller can sleep until then and advance.
 //   size()                   timers scheduled.
 template <typename Q>
-concept TimerQueue = requires(Q q, const Q cq, TimerId id, Millis t) {
+concept TimerQueue = requires(Q q, const Q cq, TimerId id, Time t) {
   { q.schedule(id, t) } -> std::same_as<void>;
   { q.cancel(id) } -> std::same_as<bool>;
   { q.reschedule(id, t) } -> std::same_as<bool>;
   {
     q.advance_to(t, [](TimerId) {})
     } -> std::same_as<std::size_t>;
-  { cq.next_deadline() } -> std::same_as<std::optional<Millis>>;
-  { cq.now() } -> std::same_as<Millis>;
+  { cq.next_deadline() } -> std::same_as<std::optional<Time>>;
+  { cq.now() } -> std::same_as<Time>;
   { cq.size() } -> std::same_as<std::size_t>;
   { cq.scheduled(id) } -> std::same_as<bool>;
   { cq.memory_bytes() } -> std::same_as<std::size_t>;

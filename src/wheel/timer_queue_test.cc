@@ -20,8 +20,8 @@
 namespace delayq::wheel {
 namespace {
 
-constexpr Millis kEpoch{1'700'000'000'000};  // a Unix time in ms: realistic high bits
-constexpr Millis kMaxTime{std::numeric_limits<Millis::rep>::max()};
+constexpr Time kEpoch = time_at(1'700'000'000'000);  // a Unix time in ms: realistic high bits
+constexpr Time kMaxTime = Time::max();
 
 // One configuration of a queue under test. kOps random operations over kIds timer ids.
 template <typename Q, std::int64_t kTickMs, std::uint32_t kSlots = 0>
@@ -30,7 +30,7 @@ struct Config {
   static constexpr Millis kTick{kTickMs};
   static constexpr bool kExactNextDeadline = !std::is_same_v<Q, HierarchicalWheel>;
   // Sweeps of cancelled entries start at 16 of them, not 4096, so the random tests sweep often.
-  static Queue make(TimerTable& timers, Millis start) {
+  static Queue make(TimerTable& timers, Time start) {
     if constexpr (std::is_same_v<Q, HashedWheel>) {
       return Queue(timers,
                    {.slots = kSlots, .tick = kTick, .start = start, .min_sweep_entries = 16});
@@ -58,7 +58,7 @@ class Side {
   Side(Q& queue, Millis tick, std::size_t ids, std::uint64_t seed)
       : queue_(queue), tick_(tick), rng_(seed), due_(ids), pending_(ids, 0) {}
 
-  void schedule(TimerId id, Millis deadline) {
+  void schedule(TimerId id, Time deadline) {
     due_[id] = std::max(deadline, queue_.now());
     if (pending_[id]) {
       EXPECT_TRUE(queue_.reschedule(id, deadline));
@@ -78,7 +78,7 @@ class Side {
     return cancelled;
   }
 
-  std::size_t advance_to(Millis t) {
+  std::size_t advance_to(Time t) {
     fired_.clear();
     return queue_.advance_to(t, [this](TimerId id) { on_fire(id); });
   }
@@ -88,11 +88,11 @@ class Side {
 
  private:
   void on_fire(TimerId id) {
-    const Millis now = queue_.now();
+    const Time now = queue_.now();
     EXPECT_TRUE(pending_[id]) << "fired a timer that is not pending: " << id;
     EXPECT_FALSE(queue_.scheduled(id)) << "idle before its callback: " << id;
-    EXPECT_GE(now.count(), due_[id].count()) << "fired early: " << id;
-    EXPECT_LT(now.count() - due_[id].count(), tick_.count()) << "fired late: " << id;
+    EXPECT_GE((now - due_[id]).count(), 0) << "fired early: " << id;
+    EXPECT_LT((now - due_[id]).count(), tick_.count()) << "fired late: " << id;
     pending_[id] = 0;
     fired_.push_back(id);
     const auto ids = static_cast<std::uint32_t>(pending_.size());
@@ -116,7 +116,7 @@ class Side {
   Q& queue_;
   Millis tick_;
   std::mt19937_64 rng_;
-  std::vector<Millis> due_;
+  std::vector<Time> due_;
   std::vector<char> pending_;
   std::vector<TimerId> fired_;
 };
@@ -129,7 +129,7 @@ class TimerQueueTest : public ::testing::Test {
   Queue queue_ = C::make(timers_, kEpoch);
   std::vector<TimerId> fired_;
 
-  std::size_t advance_to(Millis t) {
+  std::size_t advance_to(Time t) {
     return queue_.advance_to(t, [this](TimerId id) { fired_.push_back(id); });
   }
 };
@@ -149,9 +149,9 @@ TYPED_TEST_SUITE(TimerQueueTest, Configs, ConfigNames);
 
 // A deadline for a random schedule: past, now, near, far, years ahead, near the 64-bit limit, or
 // the previous deadline again (equal deadlines must keep schedule order).
-Millis random_deadline(std::mt19937_64& rng, Millis now, Millis& previous) {
+Time random_deadline(std::mt19937_64& rng, Time now, Time& previous) {
   const auto r = [&](std::uint64_t n) { return static_cast<std::int64_t>(rng() % n); };
-  Millis deadline;
+  Time deadline;
   switch (rng() % 20) {
     case 0:
       deadline = now - Millis{1 + r(1'000'000)};
@@ -184,7 +184,7 @@ Millis random_deadline(std::mt19937_64& rng, Millis now, Millis& previous) {
       deadline = kMaxTime - Millis{r(1'000)};
       break;
     case 16:
-      deadline = Millis{-r(1'000)};
+      deadline = time_at(-r(1'000));
       break;  // before the epoch: due at once
     default:
       deadline = previous;
@@ -196,7 +196,7 @@ Millis random_deadline(std::mt19937_64& rng, Millis now, Millis& previous) {
 
 // Dense load: every timer within two seconds, a quarter of them on the previous deadline, and
 // time moving a few ticks at a time, so level-0 windows hold hundreds of timers at once.
-Millis dense_deadline(std::mt19937_64& rng, Millis now, Millis& previous) {
+Time dense_deadline(std::mt19937_64& rng, Time now, Time& previous) {
   if (rng() % 4 == 0 && previous >= now) return previous;
   previous = now + Millis{static_cast<std::int64_t>(rng() % 2'000)};
   return previous;
@@ -222,7 +222,7 @@ enum class Load { kSpread, kDense, kChurn };
 
 template <typename C>
 void run_against_reference(std::size_t ops, std::size_t ids, Load load = Load::kSpread) {
-  const auto deadline_for = [load](std::mt19937_64& rng, Millis now, Millis& previous) {
+  const auto deadline_for = [load](std::mt19937_64& rng, Time now, Time& previous) {
     return load == Load::kSpread ? random_deadline(rng, now, previous)
                                  : dense_deadline(rng, now, previous);
   };
@@ -236,8 +236,8 @@ void run_against_reference(std::size_t ops, std::size_t ids, Load load = Load::k
   ReferenceQueue model(C::kTick, kEpoch);
   Side<Queue> side(queue, C::kTick, ids, seed + 1);
   Side<ReferenceQueue> model_side(model, C::kTick, ids, seed + 1);
-  Millis previous = kEpoch;
-  Millis target = kEpoch;
+  Time previous = kEpoch;
+  Time target = kEpoch;
 
   for (std::size_t op = 0; op < ops && !::testing::Test::HasFailure(); ++op) {
     const auto id = static_cast<TimerId>(rng() % ids);
@@ -246,13 +246,13 @@ void run_against_reference(std::size_t ops, std::size_t ids, Load load = Load::k
       kind = kind < 25 ? 0 : kind < 55 ? 40 : kind < 90 ? 55 : kind < 98 ? 60 : 95;
     }
     if (kind < 40) {
-      const Millis deadline = deadline_for(rng, queue.now(), previous);
+      const Time deadline = deadline_for(rng, queue.now(), previous);
       side.schedule(id, deadline);
       model_side.schedule(id, deadline);
     } else if (kind < 55) {
       ASSERT_EQ(side.cancel(id), model_side.cancel(id)) << "op " << op;
     } else if (kind < 60) {
-      const Millis deadline = deadline_for(rng, queue.now(), previous);
+      const Time deadline = deadline_for(rng, queue.now(), previous);
       const bool was = model_side.pending(id);
       if (was) {  // reschedule proper; Side::schedule also covers it, this checks the result
         ASSERT_TRUE(queue.reschedule(id, deadline));
@@ -312,7 +312,7 @@ TYPED_TEST(TimerQueueTest, MatchesReferenceUnderCancelChurn) {
 }
 
 TYPED_TEST(TimerQueueTest, EqualDeadlinesFireInScheduleOrder) {
-  const Millis at = kEpoch + Millis{5'000};
+  const Time at = kEpoch + Millis{5'000};
   for (TimerId id : {7U, 3U, 9U, 1U}) this->queue_.schedule(id, at);
   this->queue_.schedule(5, at - Millis{1'000});
   EXPECT_EQ(this->advance_to(at + TypeParam::kTick - Millis{1}), 5U);
@@ -320,7 +320,7 @@ TYPED_TEST(TimerQueueTest, EqualDeadlinesFireInScheduleOrder) {
 }
 
 TYPED_TEST(TimerQueueTest, NeverFiresBeforeTheDeadline) {
-  const Millis at = kEpoch + Millis{123'456};
+  const Time at = kEpoch + Millis{123'456};
   this->queue_.schedule(1, at);
   EXPECT_EQ(this->advance_to(at - Millis{1}), 0U);
   EXPECT_TRUE(this->queue_.scheduled(1));
@@ -330,7 +330,7 @@ TYPED_TEST(TimerQueueTest, NeverFiresBeforeTheDeadline) {
 
 TYPED_TEST(TimerQueueTest, PastDeadlineFiresOnNextAdvanceEvenByZero) {
   this->queue_.schedule(2, kEpoch - Millis{10'000});
-  this->queue_.schedule(3, Millis{-5});
+  this->queue_.schedule(3, time_at(-5));
   EXPECT_EQ(this->queue_.next_deadline(), this->queue_.now());
   EXPECT_EQ(this->advance_to(this->queue_.now()), 2U);
   EXPECT_EQ(this->fired_, (std::vector<TimerId>{2, 3}));
@@ -348,7 +348,7 @@ TYPED_TEST(TimerQueueTest, CancelOfFiredOrIdleTimerReturnsFalse) {
 
 TYPED_TEST(TimerQueueTest, CallbackCancelsSchedulesAndReschedules) {
   auto& queue = this->queue_;
-  const Millis at = kEpoch + Millis{60'000};
+  const Time at = kEpoch + Millis{60'000};
   queue.schedule(1, at);
   queue.schedule(2, at);  // cancelled by 1's callback before its turn
   queue.schedule(3, at);
@@ -371,7 +371,7 @@ TYPED_TEST(TimerQueueTest, CallbackCancelsSchedulesAndReschedules) {
 }
 
 TYPED_TEST(TimerQueueTest, DeadlineNearTheLimitOfTime) {
-  const Millis at = kMaxTime - Millis{1};
+  const Time at = kMaxTime - Millis{1};
   this->queue_.schedule(8, at);
   this->queue_.schedule(9, kEpoch + Millis{1});
   EXPECT_EQ(this->advance_to(at - Millis{1}), 1U);
@@ -405,7 +405,7 @@ TYPED_TEST(TimerQueueTest, StaleEntryDoesNotFireAfterItsGenerationComesRoundAgai
 TYPED_TEST(TimerQueueTest, AdvancingBackwardsIsIgnored) {
   this->queue_.schedule(1, kEpoch + Millis{50'000});
   this->advance_to(kEpoch + Millis{40'000});
-  const Millis before = this->queue_.now();
+  const Time before = this->queue_.now();
   EXPECT_EQ(this->advance_to(kEpoch + Millis{10'000}), 0U);
   EXPECT_EQ(this->queue_.now(), before);
   EXPECT_EQ(this->advance_to(kEpoch + Millis{50'000}), 1U);
@@ -444,19 +444,19 @@ using TimerQueueDeathTest = TimerQueueTest<Hierarchical1ms>;
 TEST(TimerQueueDeathTest, SchedulingAScheduledTimerIsAProgrammingError) {
   TimerTable timers(2);
   HierarchicalWheel wheel(timers);
-  wheel.schedule(0, Millis{10});
-  EXPECT_DEATH(wheel.schedule(0, Millis{20}), "check failed");
-  EXPECT_DEATH(wheel.schedule(2, Millis{20}), "check failed");
+  wheel.schedule(0, time_at(10));
+  EXPECT_DEATH(wheel.schedule(0, time_at(20)), "check failed");
+  EXPECT_DEATH(wheel.schedule(2, time_at(20)), "check failed");
   HeapTimer heap(timers);
-  EXPECT_DEATH(heap.schedule(2, Millis{20}), "check failed");
+  EXPECT_DEATH(heap.schedule(2, time_at(20)), "check failed");
 }
 
 TEST(TimerQueueDeathTest, AdvancingFromInsideACallbackIsAProgrammingError) {
   TimerTable timers(1);
   HierarchicalWheel wheel(timers);
-  wheel.schedule(0, Millis{1});
+  wheel.schedule(0, time_at(1));
   EXPECT_DEATH(
-      wheel.advance_to(Millis{5}, [&](TimerId) { wheel.advance_to(Millis{6}, [](TimerId) {}); }),
+      wheel.advance_to(time_at(5), [&](TimerId) { wheel.advance_to(time_at(6), [](TimerId) {}); }),
       "check failed");
 }
 
