@@ -1,7 +1,7 @@
 // session_test.cc — a client's calls on a node over a scripted Redis (fixture.h): which jobs.lua
 // call each makes, on which shard, with or without a replica's WAIT, how answers, refusals and
-// lost answers come back (calls.cc, session.cc, admin.cc), and how tubes' settings reach
-// every node (tube_config.cc). No process, no sleep: the test answers every call.
+// lost answers come back (calls.cc, session.cc). Server-wide calls are in admin_test.cc. No
+// process, no sleep: the test answers every call.
 #include <gtest/gtest.h>
 
 #include <boost/asio/post.hpp>
@@ -12,14 +12,12 @@
 #include "broker/redis/fixture.h"
 #include "broker/redis/layout.h"
 #include "broker/redis/replies.h"
-#include "store/record.h"
 
 namespace delayq::broker::redis::testing {
 namespace {
 
 using Calls = NodeTest;
 using Sessions = NodeTest;
-using TubeConfig = NodeTest;
 
 using delayq::redis::Reply;
 
@@ -49,14 +47,6 @@ Reply one_put(JobId id, std::int64_t due) {
       {Reply::number(static_cast<std::int64_t>(id)), Reply::number(due), Reply::number(0)});
 }
 
-// A tube's row of a stats answer: ready, urgent, reserved, delayed, buried, total, deletes,
-// timeouts.
-Reply stats_row(const std::string& tube, std::vector<std::int64_t> counts) {
-  std::vector<Reply> row = {text(tube)};
-  for (const auto n : counts) row.push_back(Reply::number(n));
-  return reply::array(std::move(row));
-}
-
 // A key of `tube` whose jobs live in `shard`.
 std::string key_in_shard(const std::string& tube, std::uint32_t shard, std::uint32_t shards) {
   for (int i = 0;; ++i) {
@@ -72,20 +62,6 @@ void answer_waited(boost::asio::io_context& io, Call& call, Reply reply, std::in
   boost::asio::post(io, [done = std::move(call.done), replies = std::move(replies)]() mutable {
     done(std::move(replies));
   });
-}
-
-// The oldest unanswered call of command `op` whose first argument is `first`.
-std::optional<Call> take_named(ScriptedRedis& redis, const std::string& op,
-                               const std::string& first) {
-  for (auto it = redis.calls.begin(); it != redis.calls.end(); ++it) {
-    const auto args = it->args();
-    if (it->op() == op && !args.empty() && args[0] == first) {
-      Call call = std::move(*it);
-      redis.calls.erase(it);
-      return call;
-    }
-  }
-  return std::nullopt;
 }
 
 // --- calls.cc: puts gathered per turn, WAIT, lost answers, error replies
@@ -723,343 +699,6 @@ TEST_F(Sessions, ListGroupAsksEveryShardAndSortsTheJobsById) {
   for (const auto& job : got.result->value()) ids.push_back(job.id);
   EXPECT_EQ(ids, (std::vector<JobId>{3, 5, 6, 9}));
   EXPECT_EQ(got.result->value().front().group, "batch-7");
-}
-
-// --- admin.cc: stats, tubes, what Redis mode cannot do
-
-TEST_F(Sessions, StatsSumsEveryShardAndCountsTheOtherLiveNodesWaiting) {
-  // The heartbeat tells who is alive: this node and one other.
-  Call heartbeat = take("heartbeat");
-  redis->answer(heartbeat,
-                reply::ok({reply::array({text(broker->node_name()), text("other:1:1")})}));
-  settle();
-  // One reserve waits here.
-  auto worker = session();
-  Outcome<broker::Job> waiting;
-  worker->reserve({}, waiting.callback());
-  settle();
-  answer_all("probe", reply::ok({reply::array({text("")}), reply::array({Reply::number(0)})}));
-  settle();
-
-  auto s = session();
-
-  auto admin = broker->open_admin();
-  Outcome<ServerStats> got;
-  admin->stats(got.callback());
-  ASSERT_EQ(redis->count("stats"), kShards);
-  std::map<std::uint32_t, Reply> rows = {
-      {0, reply::ok({stats_row("default", {1, 1, 0, 2, 0, 10, 4, 1})})},
-      {1, reply::ok({stats_row("emails", {2, 0, 1, 0, 1, 7, 2, 0})})},
-      {2, reply::ok({stats_row("default", {3, 0, 1, 0, 0, 5, 1, 2}),
-                     stats_row("gone", {0, 0, 0, 0, 0, 9, 9, 0})})},
-      {3, reply::ok()}};
-  while (auto call = redis->take("stats")) {
-    EXPECT_TRUE(call->args().empty()) << "every tube";
-    redis->answer(*call, rows[shard_of(*call)]);
-  }
-  settle();
-  auto waiting_counts = take_named(*redis, "HGETALL", "dq:waiting");
-  ASSERT_TRUE(waiting_counts.has_value());
-  redis->answer(*waiting_counts,
-                reply::array({text(broker->node_name()), text("5"), text("other:1:1"), text("3"),
-                              text("gone:1:1"), text("7")}));
-  EXPECT_FALSE(got.done());
-  settle();
-  ASSERT_TRUE(got.done());
-  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
-  const ServerStats& stats = got.result->value();
-  EXPECT_EQ(stats.ready, 6U);
-  EXPECT_EQ(stats.urgent, 1U);
-  EXPECT_EQ(stats.reserved, 2U);
-  EXPECT_EQ(stats.delayed, 2U);
-  EXPECT_EQ(stats.buried, 1U);
-  EXPECT_EQ(stats.total_jobs, 31U);
-  EXPECT_EQ(stats.deletes, 16U);
-  EXPECT_EQ(stats.job_timeouts, 3U);
-  EXPECT_EQ(stats.tubes, 2U) << "default and emails; gone holds no job";
-  EXPECT_EQ(stats.waiting, 1U + 3U) << "this node's own, and the live other's";
-}
-
-TEST_F(Sessions, StatsTubeOfAnUnknownTubeIsNotFoundButDefaultAlwaysExists) {
-  broker::SessionOptions options;
-  options.watch_default = false;  // nobody here uses or watches "default"
-  auto s = broker->open_session(options);
-  auto admin = broker->open_admin();
-  Outcome<TubeStats> unknown;
-  admin->stats_tube("old", unknown.callback());
-  ASSERT_EQ(redis->count("stats"), kShards);
-  while (auto call = redis->take("stats")) {
-    EXPECT_EQ(call->args(), std::vector<std::string>{"old"});
-    // Shard 1 remembers the tube's counts, but holds none of its jobs.
-    redis->answer(*call, shard_of(*call) == 1
-                             ? reply::ok({stats_row("old", {0, 0, 0, 0, 0, 5, 5, 0})})
-                             : reply::ok());
-  }
-  settle();
-  ASSERT_TRUE(unknown.done());
-  EXPECT_EQ(unknown.result->status().code(), Code::kNotFound);
-
-  Outcome<TubeStats> fallback;
-  admin->stats_tube("default", fallback.callback());
-  ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
-  settle();
-  ASSERT_TRUE(fallback.done());
-  ASSERT_TRUE(fallback.result->is_ok()) << fallback.result->status().to_string();
-  EXPECT_EQ(fallback.result->value().name, "default");
-  EXPECT_EQ(fallback.result->value().ready, 0U);
-}
-
-TEST_F(Sessions, StatsTubeSumsTheTubesShardsWithThisNodesUsers) {
-  auto s = session();
-  auto admin = broker->open_admin();
-  Outcome<TubeStats> got;
-  admin->stats_tube("default", got.callback());
-  while (auto call = redis->take("stats")) {
-    redis->answer(*call, shard_of(*call) == 3
-                             ? reply::ok()
-                             : reply::ok({stats_row("default", {2, 1, 1, 1, 0, 6, 3, 0})}));
-  }
-  settle();
-  ASSERT_TRUE(got.done());
-  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
-  EXPECT_EQ(got.result->value().ready, 6U);
-  EXPECT_EQ(got.result->value().urgent, 3U);
-  EXPECT_EQ(got.result->value().total_jobs, 18U);
-  EXPECT_EQ(got.result->value().deletes, 9U);
-  EXPECT_EQ(got.result->value().using_clients, 1U);
-  EXPECT_EQ(got.result->value().watching_clients, 1U);
-}
-
-TEST_F(Sessions, DueCountsListJobsAndBackupAreNotSupportedAndAnsweredOnTheExecutor) {
-  auto s = session();
-  auto admin = broker->open_admin();
-  const std::size_t before = redis->calls.size();
-  Outcome<broker::DueCounts> due;
-  Outcome<broker::JobList> jobs;
-  Outcome<broker::BackupResult> backup;
-  admin->due_counts("default", {Due::after(Millis{1000})}, due.callback());
-  admin->list_jobs("default", JobState::kDelayed, 10, jobs.callback());
-  admin->backup("/tmp/backup", backup.callback());
-  EXPECT_FALSE(due.done() || jobs.done() || backup.done()) << "answered inside the call";
-  settle();
-  ASSERT_TRUE(due.done() && jobs.done() && backup.done());
-  EXPECT_EQ(due.result->status().code(), Code::kNotSupported);
-  EXPECT_EQ(jobs.result->status().code(), Code::kNotSupported);
-  EXPECT_EQ(backup.result->status().code(), Code::kNotSupported);
-  EXPECT_EQ(redis->calls.size(), before) << "Redis asked nothing";
-}
-
-// --- pauses, webhooks, max attempts (admin.cc, tube_config.cc)
-
-// Answers a load of the tubes' settings (three HGETALLs): each hash's fields and values.
-void answer_conf(ScriptedRedis& redis, const std::vector<std::string>& webhooks,
-                 const std::vector<std::string>& pauses,
-                 const std::vector<std::string>& max_attempts) {
-  const auto hash = [](const std::vector<std::string>& flat) {
-    std::vector<Reply> out;
-    for (const auto& s : flat) out.push_back(Reply::string(s));
-    return reply::array(std::move(out));
-  };
-  for (const auto& [key, flat] :
-       {std::pair{"dq:webhooks", &webhooks}, std::pair{"dq:pauses", &pauses},
-        std::pair{"dq:max-attempts", &max_attempts}}) {
-    auto call = take_named(redis, "HGETALL", key);
-    ASSERT_TRUE(call.has_value()) << "no HGETALL of " << key;
-    redis.answer(*call, hash(*flat));
-  }
-}
-
-TEST_F(TubeConfig, PauseTubeSendsPauseToEveryShardThenRecordsAndAnnouncesIt) {
-  auto s = session();
-  auto admin = broker->open_admin();
-  Outcome<TubeStats> got;
-  admin->pause_tube("default", std::chrono::seconds(30), got.callback());
-  // First: does the tube exist?
-  ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
-  settle();
-  ASSERT_EQ(redis->count("pause"), kShards);
-  while (auto call = redis->take("pause")) {
-    EXPECT_EQ(call->args(), (std::vector<std::string>{"default", "30000"}));
-    EXPECT_EQ(call->replicas, 1) << "a write";
-    redis->answer(*call, reply::ok());
-  }
-  settle();
-  const std::int64_t until = clock->now_unix_ms() + 30000;
-  auto record = take_named(*redis, "HSET", "dq:pauses");
-  ASSERT_TRUE(record.has_value());
-  EXPECT_EQ(record->args(),
-            (std::vector<std::string>{"dq:pauses", "default", std::to_string(until) + " 30 1"}));
-  EXPECT_EQ(redis->count("PUBLISH"), 0U) << "announced before it is recorded";
-  redis->answer(*record, Reply::number(1));
-  settle();
-  auto announce = take_named(*redis, "PUBLISH", "dq:events");
-  ASSERT_TRUE(announce.has_value());
-  EXPECT_EQ(announce->args(), (std::vector<std::string>{"dq:events", "c"}));
-  ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
-  settle();
-  ASSERT_TRUE(got.done());
-  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
-  EXPECT_EQ(got.result->value().pause, std::chrono::seconds(30));
-  EXPECT_EQ(got.result->value().pause_left, Millis{30000});
-  EXPECT_EQ(got.result->value().pauses, 1U);
-}
-
-TEST_F(TubeConfig, PauseTubeOfATubeThatDoesNotExistIsNotFoundAndPausesNothing) {
-  auto s = session();
-  auto admin = broker->open_admin();
-  Outcome<TubeStats> got;
-  admin->pause_tube("nosuch", std::chrono::seconds(30), got.callback());
-  ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
-  settle();
-  ASSERT_TRUE(got.done());
-  EXPECT_EQ(got.result->status().code(), Code::kNotFound);
-  EXPECT_EQ(redis->count("pause"), 0U);
-}
-
-TEST_F(TubeConfig, APausedTubeIsSkippedByReservesUntilItsPauseEnds) {
-  auto s = session();
-  Outcome<broker::Job> got;
-  s->reserve({}, got.callback());
-  settle();
-  ASSERT_EQ(
-      answer_all("probe", reply::ok({reply::array({text("")}), reply::array({Reply::number(0)})})),
-      kShards);
-  settle();
-  // Another node paused "default" for 7 s.
-  redis->publish("c");
-  settle();
-  const std::int64_t until = clock->now_unix_ms() + 7000;
-  answer_conf(*redis, {}, {"default", std::to_string(until) + " 7 1"}, {});
-  settle();
-  // A job made ready meanwhile is left alone.
-  redis->publish_shard(1, "r dq:{1} default other:1:1 1024:1799999999000:5");
-  settle();
-  EXPECT_EQ(redis->count("reserve"), 0U);
-  EXPECT_EQ(redis->count("probe"), 0U);
-  clock->advance(Millis{6999});
-  EXPECT_EQ(redis->count("reserve"), 0U);
-  EXPECT_EQ(redis->count("probe"), 0U);
-  EXPECT_FALSE(got.done());
-  // The pause ends: every shard may hold jobs the reserves skipped.
-  clock->advance(Millis{1});
-  ASSERT_EQ(redis->count("probe"), kShards);
-  while (auto probe = redis->take("probe")) {
-    answer_probe(*probe, {shard_of(*probe) == 1 ? "1024:1799999999000:5" : ""});
-  }
-  settle();
-  Call reserve = take("reserve");
-  EXPECT_EQ(shard_of(reserve), 1U);
-  redis->answer(reserve, reserved(ready_job(5), {""}));
-  settle();
-  ASSERT_TRUE(got.done());
-  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
-  EXPECT_EQ(got.result->value().view.id, 5U);
-}
-
-Webhook a_webhook() {
-  Webhook webhook;
-  webhook.url = "https://example.com/jobs";
-  webhook.concurrency = 3;
-  return webhook;
-}
-
-TEST_F(TubeConfig, SetWebhookRecordsItAnnouncesItAndRunsTheWebhooksHandler) {
-  int changed = 0;
-  broker->on_webhooks_changed([&changed] { ++changed; });
-  auto s = session();
-  auto admin = broker->open_admin();
-  Outcome<Webhook> got;
-  admin->set_webhook("emails", a_webhook(), got.callback());
-  auto record = take_named(*redis, "HSET", "dq:webhooks");
-  ASSERT_TRUE(record.has_value());
-  EXPECT_EQ(record->args(), (std::vector<std::string>{"dq:webhooks", "emails",
-                                                      store::encode_webhook(a_webhook())}));
-  settle();
-  EXPECT_EQ(changed, 0) << "before Redis has it";
-  EXPECT_TRUE(broker->webhooks().empty());
-  redis->answer(*record, Reply::number(1));
-  settle();
-  EXPECT_EQ(changed, 1);
-  ASSERT_TRUE(got.done());
-  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
-  EXPECT_EQ(got.result->value(), a_webhook());
-  ASSERT_EQ(broker->webhooks().size(), 1U);
-  EXPECT_EQ(broker->webhooks()[0].first, "emails");
-  auto announce = take_named(*redis, "PUBLISH", "dq:events");
-  ASSERT_TRUE(announce.has_value());
-  EXPECT_EQ(announce->args()[1], "c");
-}
-
-TEST_F(TubeConfig, AConfMessageReloadsWebhooksPausesAndMaxAttempts) {
-  int changed = 0;
-  broker->on_webhooks_changed([&changed] { ++changed; });
-  redis->publish("c");
-  settle();
-  EXPECT_EQ(redis->count("HGETALL"), 3U);
-  const std::int64_t until = clock->now_unix_ms() + 60000;
-  const std::string encoded = store::encode_webhook(a_webhook());
-  answer_conf(*redis, {"emails", encoded}, {"default", std::to_string(until) + " 60 3"},
-              {"default", "5"});
-  settle();
-  EXPECT_EQ(changed, 1);
-  ASSERT_EQ(broker->webhooks().size(), 1U);
-  EXPECT_EQ(broker->webhooks()[0], std::pair(std::string("emails"), a_webhook()));
-
-  auto s = session();
-
-  auto admin = broker->open_admin();
-  Outcome<TubeStats> got;
-  admin->stats_tube("default", got.callback());
-  ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
-  settle();
-  ASSERT_TRUE(got.done());
-  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
-  EXPECT_EQ(got.result->value().pauses, 3U);
-  EXPECT_EQ(got.result->value().pause, std::chrono::seconds(60));
-  EXPECT_EQ(got.result->value().pause_left, Millis{60000});
-  EXPECT_EQ(got.result->value().max_attempts, 5U);
-
-  // The same settings again: the webhooks did not change, and their handler is not run.
-  redis->publish("c");
-  settle();
-  answer_conf(*redis, {"emails", encoded}, {"default", std::to_string(until) + " 60 3"},
-              {"default", "5"});
-  settle();
-  EXPECT_EQ(changed, 1);
-}
-
-TEST_F(TubeConfig, SetMaxAttemptsTellsEveryShardThenRecordsItAndZeroRemovesIt) {
-  auto s = session();
-  auto admin = broker->open_admin();
-  Outcome<std::uint32_t> set;
-  admin->set_max_attempts("default", 4, set.callback());
-  ASSERT_EQ(redis->count("max_attempts"), kShards);
-  while (auto call = redis->take("max_attempts")) {
-    EXPECT_EQ(call->args(), (std::vector<std::string>{"default", "4"}));
-    EXPECT_EQ(call->replicas, 1) << "a write";
-    redis->answer(*call, reply::ok());
-  }
-  settle();
-  auto record = take_named(*redis, "HSET", "dq:max-attempts");
-  ASSERT_TRUE(record.has_value());
-  EXPECT_EQ(record->args(), (std::vector<std::string>{"dq:max-attempts", "default", "4"}));
-  redis->answer(*record, Reply::number(1));
-  settle();
-  ASSERT_TRUE(set.done());
-  EXPECT_EQ(set.result->value(), 4U);
-  EXPECT_TRUE(take_named(*redis, "PUBLISH", "dq:events").has_value());
-
-  Outcome<std::uint32_t> removed;
-  admin->set_max_attempts("default", 0, removed.callback());
-  answer_all("max_attempts", reply::ok());
-  settle();
-  auto erase = take_named(*redis, "HDEL", "dq:max-attempts");
-  ASSERT_TRUE(erase.has_value());
-  EXPECT_EQ(erase->args(), (std::vector<std::string>{"dq:max-attempts", "default"}));
-  redis->answer(*erase, Reply::number(1));
-  settle();
-  ASSERT_TRUE(removed.done());
-  EXPECT_EQ(removed.result->value(), 0U);
 }
 
 }  // namespace

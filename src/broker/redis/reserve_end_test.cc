@@ -1,0 +1,306 @@
+// reserve_end_test.cc — how a node's reserve ends, over a scripted Redis (waking_fixture.h):
+// cancelled, stopped, timed out, answered once; the waiting count it reports in dq:waiting; and
+// DEADLINE_SOON, a held job's TTR ending a reserve of the watch list. No process, no sleep: the
+// test answers every call.
+#include "broker/redis/waking_fixture.h"
+
+namespace delayq::broker::redis::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using delayq::redis::Reply;
+
+using Waking = WakingTest;
+using DeadlineSoon = WakingTest;
+
+// --- how a reserve ends: cancelled, stopped, timed out, answered once
+
+TEST_F(Waking, CancelReserveAnswersTimedOutOnTheExecutorAndReleasesAJobTakenMeanwhileUncounted) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  const auto ticket = s->reserve({}, got.callback());
+  settle();
+  answer_probes({{2, head(1024, 6)}});
+  settle();
+  Call reserve = take("reserve");
+  EXPECT_TRUE(s->cancel_reserve(ticket));
+  EXPECT_FALSE(got.done()) << "answered inside cancel_reserve()";
+  EXPECT_FALSE(s->cancel_reserve(ticket));
+  settle();
+  ASSERT_TRUE(got.done());
+  EXPECT_EQ(got.result->status().code(), Code::kTimedOut);
+  EXPECT_NE(got.result->status().message().find("cancelled"), std::string::npos);
+  // The script reserved job 6 for it all the same: nobody has it, so it is undone at once, with
+  // the flag that counts no release.
+  redis->answer(reserve, reserved(ready_job(6), {""}));
+  settle();
+  Call release = take("release");
+  EXPECT_EQ(shard_of(release), 2U);
+  EXPECT_EQ(release.args(), (std::vector<std::string>{holder(1), "6", "", "", "1", "1"}));
+  EXPECT_EQ(got.calls, 1);
+}
+
+TEST_F(Waking, AClosedSessionsReserveIsNeverAnsweredAndAJobTakenForItIsReleasedUncounted) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  s->reserve({}, got.callback());
+  settle();
+  answer_probes({{2, head(1024, 6)}});
+  settle();
+  Call reserve = take("reserve");
+  s.reset();
+  settle();
+  redis->answer(reserve, reserved(ready_job(6), {""}));
+  settle();
+  EXPECT_FALSE(got.done());
+  Call release = take("release");
+  EXPECT_EQ(release.args(), (std::vector<std::string>{holder(1), "6", "", "", "1", "1"}));
+}
+
+TEST_F(Waking, StopWaitingEndsAWaitingReserveWithTimedOutAfterLettingMessagesIn) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  const auto ticket = s->reserve({}, got.callback());
+  rest();
+  EXPECT_TRUE(s->stop_waiting(ticket));
+  EXPECT_FALSE(got.done());
+  settle();
+  EXPECT_EQ(redis->syncs_waiting(), 1U);
+  EXPECT_FALSE(got.done());
+  let_messages_in();
+  EXPECT_EQ(redis->count("probe"), 0U) << "every channel held: nothing to ask";
+  ASSERT_TRUE(got.done());
+  EXPECT_EQ(got.result->status().code(), Code::kTimedOut);
+}
+
+TEST_F(Waking, StopWaitingDuringATryLetsTheTryAnswerTheJobItFinds) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  const auto ticket = s->reserve({}, got.callback());
+  settle();
+  ASSERT_EQ(redis->count("probe"), kShards);
+  EXPECT_TRUE(s->stop_waiting(ticket));
+  settle();
+  EXPECT_EQ(redis->syncs_waiting(), 0U);
+  answer_probes({{1, head(1024, 5)}});
+  settle();
+  Call reserve = take("reserve");
+  redis->answer(reserve, reserved(ready_job(5), {""}));
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  EXPECT_EQ(id_of(got), 5U);
+}
+
+TEST_F(Waking, WithRedisSilentAReserveAnswersTimedOutOneSecondAfterItsDeadline) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  s->reserve(within(2s), got.callback());
+  settle();
+  ASSERT_EQ(redis->count("probe"), kShards);  // never answered, until after the end
+  clock->advance(2999ms);
+  EXPECT_FALSE(got.done());
+  clock->advance(1ms);
+  ASSERT_TRUE(got.done());
+  EXPECT_EQ(got.result->status().code(), Code::kTimedOut);
+  // The answers come at last, one shard holding a job: nobody goes for it on the reserve's behalf.
+  answer_probes({{1, head(1024, 5)}});
+  settle();
+  EXPECT_EQ(redis->count("reserve"), 0U);
+  EXPECT_EQ(got.calls, 1);
+}
+
+TEST_F(Waking, AReserveWithTimeoutZeroLooksAtEveryShardAndLetsMessagesInBeforeTimedOut) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  s->reserve(within(0ms), got.callback());
+  EXPECT_FALSE(got.done());
+  settle();
+  EXPECT_EQ(answer_probes(), kShards);
+  settle();
+  EXPECT_EQ(redis->syncs_waiting(), 1U);
+  EXPECT_FALSE(got.done());
+  let_messages_in();
+  ASSERT_TRUE(got.done());
+  EXPECT_EQ(got.result->status().code(), Code::kTimedOut);
+}
+
+TEST_F(Waking, ATimedOutReserveWaitsForThePutsItsSessionMadeBeforeIt) {
+  auto s = session();
+  std::vector<std::string> answered;
+  broker::PutRequest put;
+  put.body = "hello";
+  s->put(put, [&](Result<broker::PutResult> r) { answered.push_back(r.is_ok() ? "put" : "?"); });
+  s->reserve(within(1s), [&](Result<broker::Job> r) {
+    answered.push_back(!r.is_ok() && r.status().code() == Code::kTimedOut ? "timed out" : "?");
+  });
+  settle();
+  Call put_call = take("put");
+  answer_probes();
+  settle();
+  clock->advance(1s);
+  EXPECT_EQ(redis->syncs_waiting(), 0U) << "looked again before its session's put was answered";
+  clock->advance(500ms);
+  EXPECT_TRUE(answered.empty());
+  const auto now = Reply::number(clock->now_unix_ms());
+  redis->answer(put_call, reply::ok({Reply::number(8), now, Reply::number(0), now}));
+  settle();
+  EXPECT_EQ(redis->syncs_waiting(), 1U);
+  let_messages_in();
+  EXPECT_EQ(answered, (std::vector<std::string>{"put", "timed out"}));
+}
+
+TEST_F(Waking, ATimedOutReserveDoesNotWaitForPutsItsSessionMadeAfterIt) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  Outcome<broker::PutResult> put;
+  s->reserve(within(1s), got.callback());
+  broker::PutRequest request;
+  request.body = "hello";
+  s->put(request, put.callback());
+  settle();
+  EXPECT_EQ(redis->count("put"), 1U);
+  answer_probes();
+  settle();
+  clock->advance(1s);
+  EXPECT_EQ(redis->syncs_waiting(), 1U);
+  let_messages_in();
+  ASSERT_TRUE(got.done());
+  EXPECT_EQ(got.result->status().code(), Code::kTimedOut);
+  EXPECT_FALSE(put.done());
+}
+
+TEST_F(Waking, AReserveOfABadTubeNameIsRefusedOnTheExecutorAndAsksNothing) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  broker::ReserveRequest request;
+  request.tubes = {"-bad"};
+  EXPECT_EQ(s->reserve(request, got.callback()), 0U);
+  EXPECT_FALSE(got.done()) << "answered inside reserve()";
+  settle();
+  ASSERT_TRUE(got.done());
+  EXPECT_EQ(got.result->status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(got.calls, 1);
+  EXPECT_EQ(redis->count("probe"), 0U);
+}
+
+TEST_F(Waking, AServedReserveIsAnsweredOnceWhateverComesAfter) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  const auto ticket = s->reserve(within(1s), got.callback());
+  EXPECT_FALSE(got.done());
+  settle();
+  answer_probes({{1, head(1024, 5)}});
+  settle();
+  Call reserve = take("reserve");
+  redis->answer(reserve, reserved(ready_job(5), {""}));
+  settle();
+  ASSERT_TRUE(got.done());
+  clock->advance(3s);  // past its deadline and the grace after it
+  EXPECT_FALSE(s->cancel_reserve(ticket));
+  EXPECT_FALSE(s->stop_waiting(ticket));
+  settle();
+  EXPECT_EQ(got.calls, 1);
+  EXPECT_TRUE(got.result->is_ok());
+  EXPECT_EQ(redis->syncs_waiting(), 0U);
+}
+
+// --- the waiting count in dq:waiting
+
+TEST_F(Waking, TheWaitingCountIsReportedTenMillisecondsAfterAChangeOneWriteForABurst) {
+  auto s = session();
+  std::deque<Outcome<broker::Job>> got(3);
+  for (auto& one : got) s->reserve({}, one.callback());
+  rest();
+  clock->advance(9ms);
+  EXPECT_EQ(redis->count("HSET"), 0U);
+  clock->advance(1ms);
+  Call report = take("HSET");
+  EXPECT_EQ(report.args(), (std::vector<std::string>{"dq:waiting", broker->node_name(), "3"}));
+  EXPECT_EQ(redis->count("HSET"), 0U);
+  announce(1, head(1024, 5));
+  Call reserve = take("reserve");
+  redis->answer(reserve, reserved(ready_job(5), {""}));
+  settle();
+  ASSERT_TRUE(got[0].done());
+  clock->advance(10ms);
+  report = take("HSET");
+  EXPECT_EQ(report.args(), (std::vector<std::string>{"dq:waiting", broker->node_name(), "2"}));
+}
+
+// dq:waiting, which the other nodes' stats sum, stops counting a cancelled reserve.
+TEST_F(Waking, ACancelledReserveIsReportedAsNoLongerWaiting) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  const auto ticket = s->reserve({}, got.callback());
+  rest();
+  clock->advance(10ms);
+  ASSERT_EQ(redis->count("HSET"), 1U);
+  Call report = take("HSET");
+  EXPECT_EQ(report.args().back(), "1");
+  EXPECT_TRUE(s->cancel_reserve(ticket));
+  settle();
+  clock->advance(10ms);
+  ASSERT_EQ(redis->count("HSET"), 1U) << "the count went unreported";
+  report = take("HSET");
+  EXPECT_EQ(report.args().back(), "0");
+}
+
+// ... nor the waiting reserve of a session that ended.
+TEST_F(Waking, AClosedSessionsWaitingReserveIsReportedAsNoLongerWaiting) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  s->reserve({}, got.callback());
+  rest();
+  clock->advance(10ms);
+  ASSERT_EQ(redis->count("HSET"), 1U);
+  Call report = take("HSET");
+  EXPECT_EQ(report.args().back(), "1");
+  s.reset();
+  settle();
+  clock->advance(10ms);
+  ASSERT_EQ(redis->count("HSET"), 1U) << "the count went unreported";
+  report = take("HSET");
+  EXPECT_EQ(report.args().back(), "0");
+}
+
+// --- DEADLINE_SOON: a held job's TTR ends a reserve of the watch list
+
+TEST_F(DeadlineSoon, AWatchListReserveAnswersDeadlineSoonWhenAHeldJobEntersItsLastSecond) {
+  auto s = session();
+  hold(*s, 6, 2s);
+  Outcome<broker::Job> got;
+  s->reserve({}, got.callback());
+  settle();
+  EXPECT_EQ(redis->count("probe"), 0U);
+  clock->advance(999ms);
+  EXPECT_EQ(redis->syncs_waiting(), 0U);
+  EXPECT_FALSE(got.done());
+  clock->advance(1ms);
+  EXPECT_EQ(redis->syncs_waiting(), 1U);
+  EXPECT_FALSE(got.done());
+  let_messages_in();
+  ASSERT_TRUE(got.done());
+  EXPECT_EQ(got.result->status().code(), Code::kDeadlineSoon);
+}
+
+TEST_F(DeadlineSoon, AReserveNamingItsTubesIsNotEndedByAHeldJobsLastSecond) {
+  auto s = session();
+  hold(*s, 6, 2s);
+  Outcome<broker::Job> got;
+  s->reserve(within(1500ms, {"default"}), got.callback());
+  settle();
+  clock->advance(1000ms);
+  EXPECT_EQ(redis->syncs_waiting(), 0U);
+  clock->advance(499ms);
+  EXPECT_EQ(redis->syncs_waiting(), 0U);
+  EXPECT_FALSE(got.done());
+  clock->advance(1ms);
+  EXPECT_EQ(redis->syncs_waiting(), 1U);
+  let_messages_in();
+  ASSERT_TRUE(got.done());
+  EXPECT_EQ(got.result->status().code(), Code::kTimedOut);
+}
+
+}  // namespace
+}  // namespace delayq::broker::redis::testing
