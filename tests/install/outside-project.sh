@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# outside-project.sh BUILD_DIR SOURCE_DIR WORK_DIR — what a user of the embedded scheduler does:
-# `cmake --install` the build into a fresh prefix, then build examples/ as a project of its own
-# against it (find_package(delayq), delayq::embedded) and run one of its programs.
+# outside-project.sh BUILD_DIR SOURCE_DIR WORK_DIR — what a user of the embedded scheduler or the
+# client does: `cmake --install` the build into a fresh prefix, then build examples/ as a project
+# of its own against it (find_package(delayq), delayq::embedded, delayq::client) and run one of
+# its programs.
 set -euo pipefail
 build=$1 source=$2 work=$3
 rm -rf "$work"
@@ -21,7 +22,7 @@ if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1 &&
 fi
 "${as_user[@]}" cmake --install "$build" --prefix "$work/prefix" >"$work/install.log" 2>&1 ||
   { cat "$work/install.log"; exit 1; }
-for f in bin/delayqd bin/delayq include/delayq/scheduler.h; do
+for f in bin/delayqd bin/delayq include/delayq/scheduler.h include/delayq/client.h; do
   [ -e "$work/prefix/$f" ] || { echo "not installed: $f"; exit 1; }
 done
 # lib/ or, with the prefix /usr on Debian, lib/<multiarch>/: where find_package looks either way.
