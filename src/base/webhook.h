@@ -38,13 +38,18 @@ struct Webhook {
   friend bool operator==(const Webhook&, const Webhook&) = default;
 };
 
-// What a job keeps about its delivery: from its put, and the last failed attempt's outcome.
+// What a job keeps beside its body (its attachment): push delivery's settings from its put and
+// the last failed attempt's outcome, and the trace context it was put with.
 struct Delivery {
-  std::string url;           // empty: the tube's webhook
-  std::string content_type;  // empty: application/octet-stream
-  int last_status = 0;       // the HTTP status of the last failed attempt; 0: no answer
-  std::string last_error;    // why the last attempt failed; empty: none failed
+  std::string url{};           // empty: the tube's webhook
+  std::string content_type{};  // empty: application/octet-stream
+  int last_status = 0;         // the HTTP status of the last failed attempt; 0: no answer
+  std::string last_error{};    // why the last attempt failed; empty: none failed
   std::int64_t last_attempt_unix_ms = 0;
+  // W3C Trace Context of the put (checked by broker/put_rules.h): handed back with every
+  // reservation and sent with every push delivery attempt. Empty: none.
+  std::string traceparent{};
+  std::string tracestate{};
 
   friend bool operator==(const Delivery&, const Delivery&) = default;
   [[nodiscard]] bool empty() const noexcept { return *this == Delivery{}; }

@@ -84,6 +84,10 @@ struct PutRequest {
   // (kConflict if the tube has no webhook), and the Content-Type of its body. Empty: none.
   std::string url;
   std::string content_type;
+  // W3C Trace Context (put_rules.h's check_trace): kept with the job, handed back with every
+  // reservation and peek (Job::delivery) and sent with every push delivery attempt. Empty: none.
+  std::string traceparent;
+  std::string tracestate;
 };
 
 struct BackupResult {

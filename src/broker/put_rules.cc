@@ -11,7 +11,56 @@ namespace {
 constexpr std::int64_t kLongestDelayMs =
     std::max<std::int64_t>(kMaxDelayMs, std::int64_t{0xFFFF'FFFF} * 1000);
 
+bool lower_hex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+bool all_zeros(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c == '0'; });
+}
+
 }  // namespace
+
+Status check_trace(std::string_view traceparent, std::string_view tracestate) {
+  if (traceparent.empty()) {
+    if (tracestate.empty()) return Status::ok();
+    return {Code::kInvalidArgument, "tracestate: given without a traceparent"};
+  }
+  // VV-TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT-PPPPPPPPPPPPPPPP-FF: 55 characters.
+  const auto invalid = [](std::string_view why) {
+    return Status(Code::kInvalidArgument, "traceparent: " + std::string(why) +
+                                              " (W3C Trace Context: 00-<32 hex trace id>-<16 "
+                                              "hex parent id>-<2 hex flags>, in lower case)");
+  };
+  if (traceparent.size() < 55 || traceparent[2] != '-' || traceparent[35] != '-' ||
+      traceparent[52] != '-') {
+    return invalid("not in the form VV-TRACEID-PARENTID-FLAGS");
+  }
+  const std::string_view version = traceparent.substr(0, 2);
+  const std::string_view trace_id = traceparent.substr(3, 32);
+  const std::string_view parent_id = traceparent.substr(36, 16);
+  const std::string_view flags = traceparent.substr(53, 2);
+  if (!lower_hex(version) || !lower_hex(trace_id) || !lower_hex(parent_id) || !lower_hex(flags)) {
+    return invalid("not lower-case hexadecimal");
+  }
+  if (version == "ff") return invalid("version ff is not valid");
+  if (traceparent.size() > 55 && (version == "00" || traceparent[55] != '-')) {
+    return invalid("characters after the flags");
+  }
+  if (all_zeros(trace_id)) return invalid("the trace id is all zeros");
+  if (all_zeros(parent_id)) return invalid("the parent id is all zeros");
+  if (traceparent.size() > kMaxTracestateBytes) return invalid("longer than 512 bytes");
+  if (tracestate.size() > kMaxTracestateBytes) {
+    return {Code::kInvalidArgument,
+            "tracestate: longer than " + std::to_string(kMaxTracestateBytes) + " bytes"};
+  }
+  if (!std::all_of(tracestate.begin(), tracestate.end(),
+                   [](char c) { return c >= 0x20 && c <= 0x7E; })) {
+    return {Code::kInvalidArgument, "tracestate: printable ASCII only"};
+  }
+  return Status::ok();
+}
 
 Status check_due(const Due& due) {
   if (due.absolute) {
@@ -31,6 +80,7 @@ Status check_put(const PutRequest& request, std::string_view tube, const PutCont
   if (Status s = check_name("key", request.key, context.max_name_bytes); !s.is_ok()) return s;
   if (Status s = check_name("group", request.group, context.max_name_bytes); !s.is_ok()) return s;
   if (Status s = check_due(request.due); !s.is_ok()) return s;
+  if (Status s = check_trace(request.traceparent, request.tracestate); !s.is_ok()) return s;
   if (context.draining) return {Code::kDraining, "the server is draining: no new jobs"};
   if (!context.space.is_ok()) return context.space;
   if (!request.url.empty() && !context.tube_has_webhook) {

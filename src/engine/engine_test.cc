@@ -788,7 +788,7 @@ TEST_F(EngineMicrosecondTest, AStepBackNeverFiresAJobBeforeItsMicrosecond) {
 
 TEST_F(EngineTest, AnAttachmentIsWrittenWithItsJobAndErasedWithIt) {
   (void)engine.take_mutations();
-  const Delivery delivery{"http://h/x", "text/plain", 0, "", 0};
+  const Delivery delivery{.url = "http://h/x", .content_type = "text/plain"};
   PutRequest request;
   request.body = "b";
   request.attachment = &delivery;

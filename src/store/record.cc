@@ -143,13 +143,18 @@ Status unsupported(const std::string& what, std::uint8_t version) {
 }  // namespace
 
 std::string encode_delivery(const Delivery& delivery) {
+  const bool traced = !delivery.traceparent.empty() || !delivery.tracestate.empty();
   std::string out;
-  put_le(out, kFormatVersion);
+  put_le(out, traced ? kTracedAttachmentVersion : kFormatVersion);
   put_string(out, delivery.url);
   put_string(out, delivery.content_type);
   put_le(out, static_cast<std::int32_t>(delivery.last_status));
   put_le(out, delivery.last_attempt_unix_ms);
   put_string(out, delivery.last_error);
+  if (traced) {
+    put_string(out, delivery.traceparent);
+    put_string(out, delivery.tracestate);
+  }
   return out;
 }
 
@@ -158,12 +163,17 @@ Result<Delivery> decode_delivery(JobId id, std::string_view bytes) {
   Reader in(bytes);
   std::uint8_t version = 0;
   if (!in.get(version)) return Status(Code::kCorruption, what + ": empty");
-  if (version != kFormatVersion) return unsupported(what, version);
+  if (version != kFormatVersion && version != kTracedAttachmentVersion) {
+    return unsupported(what, version);
+  }
   Delivery delivery;
   std::int32_t status = 0;
-  const bool whole = in.get_string(delivery.url) && in.get_string(delivery.content_type) &&
-                     in.get(status) && in.get(delivery.last_attempt_unix_ms) &&
-                     in.get_string(delivery.last_error) && in.done();
+  const bool whole =
+      in.get_string(delivery.url) && in.get_string(delivery.content_type) && in.get(status) &&
+      in.get(delivery.last_attempt_unix_ms) && in.get_string(delivery.last_error) &&
+      (version == kFormatVersion ||
+       (in.get_string(delivery.traceparent) && in.get_string(delivery.tracestate))) &&
+      in.done();
   if (!whole) return Status(Code::kCorruption, what + ": truncated or trailing bytes");
   delivery.last_status = status;
   return delivery;

@@ -19,12 +19,16 @@ namespace delayq::store {
 // Version written into every record, attachment and webhook value. A reader refuses any other
 // version with Code::kUnknownFormat rather than guess.
 inline constexpr std::uint8_t kFormatVersion = 1;
+// An attachment with a trace context (Delivery::traceparent, tracestate) is written as version 2:
+// version 1's fields, then those two. One without is still written as version 1.
+inline constexpr std::uint8_t kTracedAttachmentVersion = 2;
 // The store's format marker ("m:format"). 2 added attachments, webhooks and the record's flags
 // byte; 3 the flag JobRecord::due_inside; 4 moved attachments from the default column family
-// to the bodies one (RocksStore moves them when it opens an older store). An older store means
+// to the bodies one (RocksStore moves them when it opens an older store); 5 attachments of
+// version 2 (kTracedAttachmentVersion). An older store means
 // the same under the newer version, and is marked with it when opened (so that an older build
 // refuses it instead of misreading it). Anything newer is refused.
-inline constexpr std::uint64_t kStoreVersion = 4;
+inline constexpr std::uint64_t kStoreVersion = 5;
 
 struct JobRecord {
   JobId id = 0;

@@ -90,10 +90,26 @@ TEST(RecordTest, RoundTripsTheFlagsAndReadsRecordsWithoutThem) {
 }
 
 TEST(RecordTest, DeliveryAndWebhookRoundTripAndRefuseDamage) {
-  const Delivery delivery{"https://a.example/x?y=1", "text/plain", 503, "HTTP 503",
-                          1'795'629'600'123};
+  Delivery delivery{.url = "https://a.example/x?y=1",
+                    .content_type = "text/plain",
+                    .last_status = 503,
+                    .last_error = "HTTP 503",
+                    .last_attempt_unix_ms = 1'795'629'600'123};
+  const std::string untraced = encode_delivery(delivery);
+  EXPECT_EQ(untraced[0], static_cast<char>(kFormatVersion)) << "no trace context: version 1";
+  EXPECT_EQ(decode_delivery(7, untraced).value(), delivery);
+  delivery.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  delivery.tracestate = "a=b";
   const std::string bytes = encode_delivery(delivery);
+  EXPECT_EQ(bytes[0], static_cast<char>(kTracedAttachmentVersion));
   EXPECT_EQ(decode_delivery(7, bytes).value(), delivery);
+  std::string as_version_one = bytes;
+  as_version_one[0] = static_cast<char>(kFormatVersion);
+  EXPECT_EQ(decode_delivery(7, as_version_one).status().code(), Code::kCorruption)
+      << "version 1 has no trace fields: trailing bytes";
+  std::string newer = bytes;
+  newer[0] = static_cast<char>(kTracedAttachmentVersion + 1);
+  EXPECT_EQ(decode_delivery(7, newer).status().code(), Code::kUnknownFormat);
   EXPECT_EQ(decode_delivery(7, bytes.substr(0, bytes.size() - 1)).status().code(),
             Code::kCorruption);
   EXPECT_EQ(decode_delivery(7, bytes + "x").status().code(), Code::kCorruption);
@@ -110,9 +126,9 @@ TEST(RecordTest, DeliveryAndWebhookRoundTripAndRefuseDamage) {
   EXPECT_EQ(decode_webhook("t", encoded).value(), hook);
   EXPECT_EQ(decode_webhook("t", encoded.substr(0, encoded.size() - 2)).status().code(),
             Code::kCorruption);
-  std::string newer = encoded;
-  newer[0] = static_cast<char>(kFormatVersion + 1);
-  EXPECT_EQ(decode_webhook("t", newer).status().code(), Code::kUnknownFormat);
+  std::string newer_hook = encoded;
+  newer_hook[0] = static_cast<char>(kFormatVersion + 1);
+  EXPECT_EQ(decode_webhook("t", newer_hook).status().code(), Code::kUnknownFormat);
 }
 
 TEST(RecordTest, RoundTripsEveryField) {

@@ -766,6 +766,47 @@ TEST_P(BrokerContract, AFailedAttemptIsKeptWithTheJob) {
   EXPECT_EQ(read.value().body, "body of attempts");
 }
 
+TEST_P(BrokerContract, APutsTraceContextIsKeptReservedWithTheJobAndSurvivesAnAttempt) {
+  Session& s = session();
+  PutRequest request;
+  request.tube = "traced";
+  request.body = "x";
+  request.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  request.tracestate = "congo=t61rcWkgMzE";
+  auto traced = put(s, request);
+  ASSERT_TRUE(traced.is_ok()) << traced.status().to_string();
+  const JobId id = traced.value().job.id;
+  auto read = peek(s, JobRef::by_id(id));
+  ASSERT_TRUE(read.is_ok()) << read.status().to_string();
+  EXPECT_EQ(read.value().delivery.traceparent, request.traceparent);
+  EXPECT_EQ(read.value().delivery.tracestate, request.tracestate);
+  auto noted = call<JobView>([&](auto done) { s.note_attempt(id, 500, "x", std::move(done)); });
+  ASSERT_TRUE(noted.is_ok()) << noted.status().to_string();
+  auto reserved = reserve(s, {"traced"});
+  ASSERT_TRUE(reserved.is_ok()) << reserved.status().to_string();
+  EXPECT_EQ(reserved.value().view.id, id);
+  EXPECT_EQ(reserved.value().delivery.traceparent, request.traceparent);
+  EXPECT_EQ(reserved.value().delivery.tracestate, request.tracestate);
+  EXPECT_EQ(reserved.value().delivery.last_status, 500);
+
+  for (const auto& [parent, state] : std::vector<std::pair<std::string, std::string>>{
+           {"", "a=b"},
+           {"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", ""},
+           {"00-00000000000000000000000000000000-00f067aa0ba902b7-01", ""},
+           {"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", ""},
+           {"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", ""},
+           {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x", ""},
+           {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", std::string(513, 'a')}}) {
+    request.traceparent = parent;
+    request.tracestate = state;
+    auto refused = put(s, request);
+    EXPECT_EQ(refused.code(), Code::kInvalidArgument) << parent << " / " << state.size();
+  }
+  request.traceparent = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-later";
+  request.tracestate.clear();
+  EXPECT_TRUE(put(s, request).is_ok()) << "a later version may carry more after the flags";
+}
+
 // ---------------------------------------------------------------------------------------------
 // What one broker cannot do, it says with kNotSupported; the others answer.
 

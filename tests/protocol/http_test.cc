@@ -90,6 +90,35 @@ std::string text(const json::object& o, std::string_view field) {
   return v != nullptr && v->is_string() ? std::string(v->as_string()) : "<missing>";
 }
 
+// A put's W3C trace context (its traceparent and tracestate headers) is kept with the job and
+// comes back with it, read or reserved, over either protocol; a malformed one is a 400.
+TEST_F(HttpTest, APutsTraceContextComesBackWithTheJob) {
+  const std::string parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  http_->set_header("traceparent", parent);
+  http_->set_header("tracestate", "rojo=00f067aa0ba902b7");
+  const json::object put = expect(201, "POST", "/v1/tubes/traced/jobs", R"({"body":"x"})");
+  http_->set_header("tracestate", "");
+  EXPECT_EQ(std::string(put.at("traceparent").as_string()), parent);
+  const std::int64_t id = put.at("id").as_int64();
+  const json::object got = expect(200, "GET", "/v1/jobs/" + std::to_string(id));
+  EXPECT_EQ(std::string(got.at("traceparent").as_string()), parent);
+  EXPECT_EQ(std::string(got.at("tracestate").as_string()), "rojo=00f067aa0ba902b7");
+
+  testing::Client beanstalk(server_->port());
+  const std::string stats = beanstalk.call("stats-job " + std::to_string(id) + "\r\n");
+  EXPECT_NE(stats.find("\ntraceparent: \"" + parent + "\"\n"), std::string::npos) << stats;
+
+  const json::object reserved =
+      expect(200, "POST", "/v1/reserve", R"({"tubes":["traced"],"timeout":"0s"})");
+  EXPECT_EQ(std::string(reserved.at("traceparent").as_string()), parent);
+
+  http_->set_header("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7");
+  const json::object refused = expect(400, "POST", "/v1/tubes/traced/jobs", R"({"body":"x"})");
+  http_->set_header("traceparent", "");
+  EXPECT_NE(json::serialize(refused).find("traceparent"), std::string::npos)
+      << json::serialize(refused);
+}
+
 TEST_F(HttpTest, PutGetDelete) {
   const ClientResponse created =
       call("POST", "/v1/tubes/orders/jobs", R"({"body":"cancel order 123","delay":"1h"})");

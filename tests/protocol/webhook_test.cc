@@ -540,10 +540,13 @@ TEST_F(WebhookTest, TwoHundredDeletesTheJob) {
   Receiver receiver;
   set_webhook("orders", {{"url", receiver.url("/hook")}});
   const std::int64_t before_put_ms = now_unix_ms();
+  constexpr std::string_view kTrace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  http_->set_header("traceparent", std::string(kTrace));
   const PutJob put_job = put("orders", {{"body", "cancel order 123"},
                                         {"delay", "200ms"},
                                         {"key", "order-123"},
                                         {"content_type", "text/plain"}});
+  http_->set_header("traceparent", "");
   EXPECT_GE(put_job.due_unix_ms, before_put_ms + 200);
 
   ASSERT_TRUE(receiver.wait_for_count(1, kDeliveryWait)) << "no request came";
@@ -569,6 +572,8 @@ TEST_F(WebhookTest, TwoHundredDeletesTheJob) {
   ASSERT_TRUE(due.has_value()) << "Delayq-Due: " << r.header("delayq-due");
   EXPECT_EQ(*due, put_job.due_unix_ms) << r.header("delayq-due") << " vs " << put_job.due;
   EXPECT_FALSE(r.has("delayq-signature")) << "no secrets, yet signed";
+  EXPECT_EQ(r.header("traceparent"), kTrace) << "the put's trace context";
+  EXPECT_FALSE(r.has("tracestate"));
 }
 
 TEST_F(WebhookTest, FailuresBackOffExponentially) {

@@ -137,6 +137,8 @@ void FakeSession::put(broker::PutRequest request, broker::Callback<broker::PutRe
   if (request.replace) args += " replace";
   if (!request.url.empty()) args += " url=" + request.url;
   if (!request.content_type.empty()) args += " type=" + request.content_type;
+  if (!request.traceparent.empty()) args += " traceparent=" + request.traceparent;
+  if (!request.tracestate.empty()) args += " tracestate=" + request.tracestate;
   record<broker::PutResult>("put", std::move(args), std::move(done), std::move(request));
 }
 

@@ -169,6 +169,8 @@ class Client:
         replace: bool = False,
         url: str | None = None,
         content_type: str | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> Job:
         """Puts a job into `tube` (POST /v1/tubes/{tube}/jobs), durable when this returns.
 
@@ -180,6 +182,8 @@ class Client:
         group         tags the job for list_group()/cancel_group()
         url, content_type   push delivery: this job's own URL (the tube needs a webhook) and
                       the Content-Type it is POSTed with
+        traceparent, tracestate   a W3C Trace Context kept with the job: Job.traceparent
+                      wherever the job is read or reserved, and sent with each push delivery
         Raises BadRequest, Conflict (replace of a reserved job; url without a webhook),
         TooLarge, Draining, NoSpace, Limit.
         """
@@ -199,7 +203,10 @@ class Client:
             fields["url"] = url
         if content_type is not None:
             fields["content_type"] = content_type
-        answer = self._http.request("POST", f"/v1/tubes/{segment(tube)}/jobs", body=fields)
+        trace = {name: value for name, value in
+                 (("traceparent", traceparent), ("tracestate", tracestate)) if value is not None}
+        answer = self._http.request("POST", f"/v1/tubes/{segment(tube)}/jobs", body=fields,
+                                    headers=trace)
         return Job.from_json(answer.data, existed=answer.status == 200)
 
     def get_job(self, job_id: int) -> Job:

@@ -193,6 +193,8 @@ class Job:
     last_attempt: datetime | None = None
     last_status: int | None = None
     last_error: str | None = None
+    traceparent: str | None = None
+    tracestate: str | None = None
     body: bytes | None = None
     existed: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
@@ -219,6 +221,8 @@ class Job:
             last_attempt=f.time_text_or_none("last_attempt"),
             last_status=f.integer_or_none("last_status"),
             last_error=f.string_or_none("last_error"),
+            traceparent=f.string_or_none("traceparent"),
+            tracestate=f.string_or_none("tracestate"),
             body=f.body(),
             existed=existed,
             extra=f.rest(),

@@ -153,10 +153,11 @@ class Transport:
         query: Mapping[str, str] | None = None,
         body: Mapping[str, Any] | None = None,
         extra_wait: float = 0.0,
+        headers: Mapping[str, str] | None = None,
     ) -> Response:
         """Sends one request and answers its status, headers and JSON; raises the DelayqError
         of an error answer, or TransportError when no answer came. `extra_wait` lengthens the
-        read timeout (a long-poll's own wait)."""
+        read timeout (a long-poll's own wait); `headers` are this request's own."""
         target = self._prefix + path
         if query:
             target += "?" + "&".join(f"{quote(k, safe='')}={quote(v, safe='')}"
@@ -164,7 +165,7 @@ class Transport:
         payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         if payload is None and method in ("POST", "PUT", "PATCH"):
             payload = b""
-        headers = dict(self._headers)
+        headers = {**self._headers, **(headers or {})}
         if payload:
             headers["Content-Type"] = "application/json"
         timeout = self._timeout + extra_wait

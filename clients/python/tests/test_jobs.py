@@ -84,6 +84,18 @@ def test_a_url_needs_a_webhook_and_a_content_type_is_kept(client: delayq.Client,
     assert got.content_type == "application/json" and got.url is None
 
 
+def test_a_trace_context_is_kept_and_comes_back_reserved(client: delayq.Client, tube: str) -> None:
+    parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    job = client.put(tube, "x", traceparent=parent, tracestate="rojo=1")
+    assert job.traceparent == parent and job.tracestate == "rojo=1"
+    assert client.get_job(job.id).traceparent == parent
+    reserved = client.reserve(tube, timeout=timedelta(0))
+    assert reserved is not None and reserved.id == job.id and reserved.traceparent == parent
+    with pytest.raises(delayq.BadRequest) as error:
+        client.put(tube, "x", traceparent="00-not-a-trace")
+    assert "traceparent" in str(error.value)
+
+
 def test_names_with_slashes_spaces_and_non_ascii(client: delayq.Client, tube: str) -> None:
     name = f"eu/{tube}"
     key = "order 7/é%"

@@ -38,6 +38,12 @@ export interface PutOptions extends WhenOptions {
     url?: string;
     /** Push delivery: the Content-Type the body is POSTed with. Default application/octet-stream. */
     contentType?: string;
+    /**
+     * A W3C Trace Context kept with the job: `job.traceparent` wherever the job is read or
+     * reserved, and sent with each push delivery attempt.
+     */
+    traceparent?: string;
+    tracestate?: string;
 }
 export interface RescheduleOptions extends WhenOptions {
     /** A new priority. */

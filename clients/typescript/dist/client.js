@@ -64,7 +64,10 @@ export class Client {
             fields["replace"] = true;
         text(fields, "url", options.url);
         text(fields, "content_type", options.contentType);
-        const answer = await this.http.request("POST", `/v1/tubes/${segment(tube)}/jobs`, { body: fields });
+        const answer = await this.http.request("POST", `/v1/tubes/${segment(tube)}/jobs`, {
+            body: fields,
+            headers: { traceparent: options.traceparent, tracestate: options.tracestate },
+        });
         return readJob(answer.data, answer.status === 200);
     }
     /** The job, in any state, with its body. Throws NotFoundError. */

@@ -45,6 +45,9 @@ export interface Job {
     /** HTTP status of the last failed attempt; 0 when no answer came. */
     lastStatus?: number;
     lastError?: string;
+    /** The W3C Trace Context the job was put with, if any. */
+    traceparent?: string;
+    tracestate?: string;
     /** The body as text, when its bytes are UTF-8 (only answers that carry the body: get, reserve). */
     body?: string;
     /** The body's bytes, UTF-8 or not (only answers that carry the body). */

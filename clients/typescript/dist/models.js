@@ -212,6 +212,8 @@ export function readJob(data, existed = false) {
         lastAttempt: f.timeOrUndefined("last_attempt"),
         lastStatus: f.numberOrNull("last_status") ?? undefined,
         lastError: f.stringOrUndefined("last_error"),
+        traceparent: f.stringOrUndefined("traceparent"),
+        tracestate: f.stringOrUndefined("tracestate"),
         ...f.body(),
     });
     // The RFC 3339 twins of the *_unix_ms fields say nothing more.

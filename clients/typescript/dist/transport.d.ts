@@ -16,6 +16,8 @@ export interface RequestOptions {
     signal?: AbortSignal | undefined;
     /** Milliseconds the server may take beyond the usual timeout (a long-poll's wait). */
     extraTimeoutMs?: number;
+    /** This request's own headers; undefined values are left out. */
+    headers?: Record<string, string | undefined>;
 }
 /** An answer: its status, and its JSON (text for a non-JSON answer, null for 204). */
 export interface Answer {

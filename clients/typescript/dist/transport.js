@@ -19,6 +19,10 @@ export class Transport {
     async request(method, path, options = {}) {
         const url = this.baseUrl + path + queryString(options.query);
         const headers = { ...this.headers };
+        for (const [name, value] of Object.entries(options.headers ?? {})) {
+            if (value !== undefined)
+                headers[name] = value;
+        }
         let body;
         if (options.body !== undefined) {
             body = JSON.stringify(options.body);

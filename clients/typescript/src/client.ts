@@ -56,6 +56,12 @@ export interface PutOptions extends WhenOptions {
   url?: string;
   /** Push delivery: the Content-Type the body is POSTed with. Default application/octet-stream. */
   contentType?: string;
+  /**
+   * A W3C Trace Context kept with the job: `job.traceparent` wherever the job is read or
+   * reserved, and sent with each push delivery attempt.
+   */
+  traceparent?: string;
+  tracestate?: string;
 }
 
 export interface RescheduleOptions extends WhenOptions {
@@ -225,7 +231,10 @@ export class Client {
     if (options.replace) fields["replace"] = true;
     text(fields, "url", options.url);
     text(fields, "content_type", options.contentType);
-    const answer = await this.http.request("POST", `/v1/tubes/${segment(tube)}/jobs`, { body: fields });
+    const answer = await this.http.request("POST", `/v1/tubes/${segment(tube)}/jobs`, {
+      body: fields,
+      headers: { traceparent: options.traceparent, tracestate: options.tracestate },
+    });
     return readJob(answer.data, answer.status === 200);
   }
 

@@ -60,6 +60,9 @@ export interface Job {
   /** HTTP status of the last failed attempt; 0 when no answer came. */
   lastStatus?: number;
   lastError?: string;
+  /** The W3C Trace Context the job was put with, if any. */
+  traceparent?: string;
+  tracestate?: string;
   /** The body as text, when its bytes are UTF-8 (only answers that carry the body: get, reserve). */
   body?: string;
   /** The body's bytes, UTF-8 or not (only answers that carry the body). */
@@ -449,6 +452,8 @@ export function readJob(data: unknown, existed = false): Job {
     lastAttempt: f.timeOrUndefined("last_attempt"),
     lastStatus: f.numberOrNull("last_status") ?? undefined,
     lastError: f.stringOrUndefined("last_error"),
+    traceparent: f.stringOrUndefined("traceparent"),
+    tracestate: f.stringOrUndefined("tracestate"),
     ...f.body(),
   });
   // The RFC 3339 twins of the *_unix_ms fields say nothing more.

@@ -25,6 +25,8 @@ export interface RequestOptions {
   signal?: AbortSignal | undefined;
   /** Milliseconds the server may take beyond the usual timeout (a long-poll's wait). */
   extraTimeoutMs?: number;
+  /** This request's own headers; undefined values are left out. */
+  headers?: Record<string, string | undefined>;
 }
 
 /** An answer: its status, and its JSON (text for a non-JSON answer, null for 204). */
@@ -51,6 +53,9 @@ export class Transport {
   async request(method: string, path: string, options: RequestOptions = {}): Promise<Answer> {
     const url = this.baseUrl + path + queryString(options.query);
     const headers: Record<string, string> = { ...this.headers };
+    for (const [name, value] of Object.entries(options.headers ?? {})) {
+      if (value !== undefined) headers[name] = value;
+    }
     let body: string | undefined;
     if (options.body !== undefined) {
       body = JSON.stringify(options.body);

@@ -79,6 +79,20 @@ describe("put", () => {
     assert.equal(got.contentType, "application/x-thing");
   });
 
+  test("a trace context is kept with the job and comes back reserved", async () => {
+    const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const job = await client.put("traced", "x", { traceparent, tracestate: "rojo=1" });
+    assert.equal(job.traceparent, traceparent);
+    assert.equal(job.tracestate, "rojo=1");
+    assert.equal((await client.getJob(job.id)).traceparent, traceparent);
+    const reserved = await client.reserve("traced");
+    assert.equal(reserved.id, job.id);
+    assert.equal(reserved.traceparent, traceparent);
+    const bad = await client.put("traced", "x", { traceparent: "00-nope" }).catch((e) => e);
+    assert.ok(bad instanceof BadRequestError, String(bad));
+    assert.match(bad.message, /traceparent/);
+  });
+
   test("a text body comes back as text and as bytes", async () => {
     const job = await client.put("text", "héllo ✓");
     const got = await client.getJob(job.id);

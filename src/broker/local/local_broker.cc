@@ -196,6 +196,8 @@ void LocalSession::put(broker::PutRequest request, Callback<broker::PutResult> d
   Delivery delivery;
   delivery.url = std::move(request.url);
   delivery.content_type = std::move(request.content_type);
+  delivery.traceparent = std::move(request.traceparent);
+  delivery.tracestate = std::move(request.tracestate);
   if (!delivery.empty()) put.attachment = &delivery;
   auto result = engine().put(client_, put);
   if (!result.is_ok())

@@ -118,7 +118,7 @@ Result<broker::PutResult> LocalSchedules::put_run(const schedule::Compiled& sche
   put.body = d.body;
   put.key = key;
   put.group = d.group;
-  Delivery delivery{d.url, d.content_type, 0, {}, 0};
+  Delivery delivery{.url = d.url, .content_type = d.content_type};
   if (!delivery.empty()) put.attachment = &delivery;
   auto result = engine().put(client_, put);
   if (!result.is_ok()) return result.status();

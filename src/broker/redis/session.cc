@@ -135,12 +135,12 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
                                   ? shard_of_name(tube, request.group, core_->shards)
                                   : core_->burst_shard();
   std::string attachment;
-  if (!request.url.empty() || !request.content_type.empty()) {
-    Delivery delivery;
-    delivery.url = std::move(request.url);
-    delivery.content_type = std::move(request.content_type);
-    attachment = store::encode_delivery(delivery);
-  }
+  Delivery delivery;
+  delivery.url = std::move(request.url);
+  delivery.content_type = std::move(request.content_type);
+  delivery.traceparent = std::move(request.traceparent);
+  delivery.tracestate = std::move(request.tracestate);
+  if (!delivery.empty()) attachment = store::encode_delivery(delivery);
   const auto ttr = std::max<std::int64_t>(1, request.ttr.count());
   const bool attached = !attachment.empty();
   std::string tail = new_record_tail(static_cast<std::uint32_t>(ttr), tube, request.key,

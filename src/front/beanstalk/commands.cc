@@ -68,6 +68,8 @@ void Conversation::putx(const Command& command) {
   }
   request.url = command.url;
   request.content_type = command.content_type;
+  request.traceparent = command.traceparent;  // checked by the broker's put rules
+  request.tracestate = command.tracestate;
   put_job(std::move(request), true);
 }
 

@@ -258,6 +258,33 @@ TEST_F(ConversationTest, PutxPassesMillisecondsKeyGroupAndReplace) {
   EXPECT_EQ(take(), "INSERTED 10\r\n");
 }
 
+TEST_F(ConversationTest, PutxPassesATraceContextAndStatsJobShowsIt) {
+  EXPECT_EQ(send_call("putx 1 0 1 1 traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-"
+                      "00f067aa0ba902b7-01 tracestate=v=1,w=2\r\nx\r\n"),
+            "put tube=default pri=1 due=+0ms ttr=1s body=x "
+            "traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01 "
+            "tracestate=v=1,w=2");
+  last().complete(inserted(9));
+  EXPECT_EQ(take(), "INSERTED 9\r\n");
+  // Given twice, or empty, an option makes the line BAD_FORMAT.
+  EXPECT_EQ(send_local("putx 1 0 1 1 traceparent=a traceparent=b\r\nx\r\n"),
+            "BAD_FORMAT\r\nUNKNOWN_COMMAND\r\n");  // the body, read as a line
+  EXPECT_EQ(send_local("putx 1 0 1 1 tracestate=\r\nx\r\n"), "BAD_FORMAT\r\nUNKNOWN_COMMAND\r\n");
+
+  EXPECT_EQ(send_call("stats-job 9\r\n"), "peek id=9 with_body=false");
+  broker::Job job;
+  job.view.id = 9;
+  job.delivery.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  job.delivery.tracestate = "v=1,w=2";
+  last().complete(job);
+  const std::string yaml = take();
+  EXPECT_NE(
+      yaml.find("\ntraceparent: \"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\"\n"),
+      std::string::npos)
+      << yaml;
+  EXPECT_NE(yaml.find("\ntracestate: \"v=1,w=2\"\n"), std::string::npos) << yaml;
+}
+
 TEST_F(ConversationTest, PutxWithATakenKeyRepliesExistsWithTheHoldersId) {
   EXPECT_EQ(send_call("putx 1 0 1 1 key=k\r\nx\r\n"),
             "put tube=default pri=1 due=+0ms ttr=1s body=x key=k");

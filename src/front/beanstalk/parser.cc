@@ -262,7 +262,7 @@ Outcome parse_tube_and_token(Line& line, std::string_view& token) {
 }
 
 // putx <pri> <when> <ttr> <bytes> [key=<key>] [group=<group>] [replace] [url=<url>]
-//      [type=<content-type>]
+//      [type=<content-type>] [traceparent=<traceparent>] [tracestate=<tracestate>]
 Outcome parse_putx(Line& line) {
   const auto priority = line.args.u32();
   const auto due = line.args.due();
@@ -290,6 +290,12 @@ Outcome parse_putx(Line& line) {
     } else if (option->starts_with("type=") && option->size() > 5 &&
                line.command.content_type.empty()) {
       line.command.content_type = option->substr(5);
+    } else if (option->starts_with("traceparent=") && option->size() > 12 &&
+               line.command.traceparent.empty()) {
+      line.command.traceparent = option->substr(12);
+    } else if (option->starts_with("tracestate=") && option->size() > 11 &&
+               line.command.tracestate.empty()) {
+      line.command.tracestate = option->substr(11);
     } else {
       return Outcome::kBadFormat;
     }

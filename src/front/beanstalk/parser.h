@@ -83,6 +83,8 @@ struct Command {
   bool replace = false;           // putx (replace)
   std::string_view url;           // putx (url=): push delivery's URL of the job's own
   std::string_view content_type;  // putx (type=): the body's Content-Type when delivered
+  std::string_view traceparent;   // putx (traceparent=, tracestate=): W3C Trace Context
+  std::string_view tracestate;
 
   friend bool operator==(const Command&, const Command&) = default;
 };

@@ -156,8 +156,8 @@ std::string job_yaml(const broker::Job& found) {
   line(yaml, "releases", job.counters.releases);
   line(yaml, "buries", job.counters.buries);
   line(yaml, "kicks", job.counters.kicks);
-  // delayq's push delivery, only when set: a job's own URL and Content-Type, and how its last
-  // failed attempt ended.
+  // delayq's push delivery, only when set: a job's own URL and Content-Type, how its last
+  // failed attempt ended, and the trace context it was put with.
   const Delivery& delivery = found.delivery;
   if (!delivery.url.empty()) line(yaml, "url", quoted(delivery.url));
   if (!delivery.content_type.empty()) line(yaml, "content-type", quoted(delivery.content_type));
@@ -165,6 +165,8 @@ std::string job_yaml(const broker::Job& found) {
     line(yaml, "last-status", static_cast<std::uint64_t>(std::max(0, delivery.last_status)));
     line(yaml, "last-error", quoted(delivery.last_error));
   }
+  if (!delivery.traceparent.empty()) line(yaml, "traceparent", quoted(delivery.traceparent));
+  if (!delivery.tracestate.empty()) line(yaml, "tracestate", quoted(delivery.tracestate));
   return yaml;
 }
 

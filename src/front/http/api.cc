@@ -366,10 +366,10 @@ bool Api::admits(const Match& found, std::string_view method, std::string_view t
 }
 
 std::uint64_t Api::handle(std::string_view method, std::string_view target, std::string_view body,
-                          Respond respond, std::string_view authorization) {
+                          Respond respond, const Headers& headers) {
   Match found = match(method, target);
   // Without a token nothing is told, not even whether a path exists.
-  if (!admits(found, method, target, authorization)) {
+  if (!admits(found, method, target, headers.authorization)) {
     Response response = error(
         401, "unauthorized", "this server wants Authorization: Bearer <token> (--http-token-file)");
     response.www_authenticate = "Bearer";
@@ -407,8 +407,12 @@ std::uint64_t Api::handle(std::string_view method, std::string_view target, std:
     Reply(*this, "unrouted", std::move(respond))(std::move(response));
     return 0;
   }
-  Call call{std::move(found.params), body, Body{},
-            Reply(*this, route_name(found.route), std::move(respond)), target};
+  Call call{std::move(found.params),
+            body,
+            Body{},
+            Reply(*this, route_name(found.route), std::move(respond)),
+            target,
+            headers};
   for (const std::string& param : call.params) {
     if (!valid_utf8(param)) {
       call.reply(error(400, "bad_request",
@@ -471,6 +475,10 @@ void Api::put_job(Call& call) {
   delivery.content_type = job.value().content_type;
   put.url = std::move(job.value().url);
   put.content_type = std::move(job.value().content_type);
+  put.traceparent = call.headers.traceparent;
+  put.tracestate = call.headers.tracestate;
+  delivery.traceparent = put.traceparent;
+  delivery.tracestate = put.tracestate;
   session_->put(
       std::move(put),
       call.reply.then<broker::PutResult>([delivery = std::move(delivery)](const auto& result) {

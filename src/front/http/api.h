@@ -51,6 +51,15 @@ struct Response {
   std::uint32_t reserved_token = 0;  // which reservation of it (its reserves count)
 };
 
+// The request's headers the API reads, each empty if absent. authorization: without a token
+// the API was given, every request but those Api::admits() lets in is answered 401, before
+// anything else. traceparent and tracestate: a put's W3C Trace Context, kept with the job.
+struct RequestHeaders {
+  std::string_view authorization{};
+  std::string_view traceparent{};
+  std::string_view tracestate{};
+};
+
 class Api {
  public:
   // Counts its operations in `metrics`, and reads the broker's and push delivery's families
@@ -65,10 +74,10 @@ class Api {
   // before it reaches the broker) or later, unless the Api is destroyed first. Returns 0, or
   // the ticket of a reserve waiting for a job, which cancel() ends: its client went away, so
   // respond is never called and the request counts nothing.
-  // authorization: the request's Authorization header, if any. Without a token the API was
-  // given, every request but those admits() lets in is answered 401, before anything else.
+  // The request's headers the API reads (RequestHeaders, above).
+  using Headers = RequestHeaders;
   std::uint64_t handle(std::string_view method, std::string_view target, std::string_view body,
-                       Respond respond, std::string_view authorization = {});
+                       Respond respond, const Headers& headers = {});
   // Whether a request may be run: the API has no tokens, the request carries one of them, or
   // it needs none (GET /healthz, GET /readyz, the dashboard's files). The server asks before it
   // reads a body: a request that will be refused is answered without it.

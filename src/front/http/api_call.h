@@ -57,7 +57,8 @@ struct Api::Call {
   std::string_view text;
   Body body;
   Reply reply;
-  std::string_view target;   // with its query string
+  std::string_view target;  // with its query string
+  Headers headers;
   std::uint64_t ticket = 0;  // a reserve that waits
 
   // The job the path names: /jobs/{id} or /tubes/{tube}/keys/{key}.

@@ -220,12 +220,15 @@ class ApiTest : public ::testing::Test {
     return options;
   }
 
-  Exchange send(std::string_view method, std::string_view target, std::string_view body = "") {
+  Exchange send(std::string_view method, std::string_view target, std::string_view body = "",
+                const Api::Headers& headers = {}) {
     Exchange exchange;
-    exchange.ticket =
-        api_->handle(method, target, body, [responses = exchange.responses](Response response) {
+    exchange.ticket = api_->handle(
+        method, target, body,
+        [responses = exchange.responses](Response response) {
           responses->push_back(std::move(response));
-        });
+        },
+        headers);
     return exchange;
   }
   // A request that must make exactly the broker call `call_text`, and wait for it.
@@ -282,7 +285,7 @@ TEST_F(ApiTest, WithTokensEveryRouteButHealthWantsOneOfThem) {
     exchange.ticket = api_->handle(
         "GET", target, "",
         [responses = exchange.responses](Response r) { responses->push_back(std::move(r)); },
-        authorization);
+        Api::Headers{.authorization = authorization});
     return exchange;
   };
   for (const char* wrong : {"", "Bearer", "Bearer ", "Bearer first-toke", "Bearer first-token ",
@@ -327,7 +330,7 @@ TEST_F(ApiTest, WithTokensA401ComesBeforeAnythingElse) {
     Exchange refused;
     refused.ticket = api_->handle(
         c.method, c.target, "",
-        [responses = refused.responses](Response r) { responses->push_back(std::move(r)); }, "");
+        [responses = refused.responses](Response r) { responses->push_back(std::move(r)); });
     ASSERT_TRUE(refused.answered());
     EXPECT_EQ(refused.response().status, 401U);
     EXPECT_EQ(fake_.call_count(), before);
@@ -335,7 +338,7 @@ TEST_F(ApiTest, WithTokensA401ComesBeforeAnythingElse) {
     allowed.ticket = api_->handle(
         c.method, c.target, "",
         [responses = allowed.responses](Response r) { responses->push_back(std::move(r)); },
-        "Bearer the-token");
+        Api::Headers{.authorization = "Bearer the-token"});
     if (c.with_token != 200) {
       EXPECT_EQ(allowed.response().status, c.with_token);
     }
@@ -499,6 +502,25 @@ TEST_F(ApiTest, PutWithAUrlAndAContentTypeAnswersWithThem) {
   last().complete(broker::PutResult{sample_view(), false, 0});
   EXPECT_FALSE(body_of(held.response()).contains("url"))
       << "the key's holder answered with the URL of a put that did not happen";
+}
+
+TEST_F(ApiTest, APutsTraceContextHeadersGoWithTheJobAndComeBackWithIt) {
+  constexpr std::string_view kParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  Exchange put = send("POST", "/v1/tubes/calls/jobs", R"({"body":"x"})",
+                      {.traceparent = kParent, .tracestate = "vendor=a,other=b"});
+  EXPECT_EQ(last().text(), "put tube=calls pri=1024 due=+0ms ttr=60s body=x traceparent=" +
+                               std::string(kParent) + " tracestate=vendor=a,other=b");
+  last().complete(broker::PutResult{sample_view(), true, 0});
+  const json::object job = body_of(put.response());
+  EXPECT_EQ(text(job, "traceparent"), kParent);
+  EXPECT_EQ(text(job, "tracestate"), "vendor=a,other=b");
+
+  Exchange get = expect_call("GET", "/v1/jobs/7", "", "peek id=7 with_body=true");
+  broker::Job found{sample_view(), "x", 0, {}};
+  found.delivery.traceparent = kParent;
+  last().complete(found);
+  EXPECT_EQ(text(body_of(get.response()), "traceparent"), kParent);
+  EXPECT_FALSE(body_of(get.response()).contains("tracestate"));
 }
 
 TEST_F(ApiTest, PutRefusesABadBodyWith400BeforeAnyCall) {

@@ -124,6 +124,14 @@ Status Client::open(std::chrono::milliseconds timeout) {
   return Status::ok();
 }
 
+void Client::set_header(std::string name, std::string value) {
+  if (value.empty()) {
+    headers_.erase(name);
+  } else {
+    headers_[std::move(name)] = std::move(value);
+  }
+}
+
 Result<ClientResponse> Client::request(std::string_view method, std::string_view target,
                                        std::string_view body, std::chrono::milliseconds timeout) {
   bhttp::request<bhttp::string_body> request(bhttp::string_to_verb(method), target, 11);
@@ -133,6 +141,7 @@ Result<ClientResponse> Client::request(std::string_view method, std::string_view
               port_ == (tls_ ? 443 : 80) ? host : host + ":" + std::to_string(port_));
   request.set(bhttp::field::user_agent, "delayq");
   if (!token_.empty()) request.set(bhttp::field::authorization, "Bearer " + token_);
+  for (const auto& [name, value] : headers_) request.set(name, value);
   if (!body.empty()) request.set(bhttp::field::content_type, "application/json");
   request.body() = std::string(body);
   request.prepare_payload();

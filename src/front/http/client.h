@@ -37,6 +37,9 @@ class Client {
   // TLS: the PEM file of the authorities to trust instead of the system's (a self-signed
   // server's own certificate, say). Read at the next connection.
   void set_ca_file(std::string path) { ca_file_ = std::move(path); }
+  // A header every later request carries (name, value), such as a put's traceparent; an empty
+  // value removes it.
+  void set_header(std::string name, std::string value);
 
   Result<ClientResponse> request(std::string_view method, std::string_view target,
                                  std::string_view body = {},
@@ -55,6 +58,7 @@ class Client {
   bool tls_ = false;
   std::string token_;
   std::string ca_file_;
+  std::map<std::string, std::string> headers_;
   boost::asio::io_context io_;
   std::unique_ptr<boost::asio::ip::tcp::socket> socket_;  // plain HTTP
   std::unique_ptr<boost::asio::ssl::context> context_;    // TLS

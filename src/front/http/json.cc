@@ -52,6 +52,14 @@ void append_job(std::string& out, const JobView& job, const std::string* body,
     out += R"(,"content_type":)";
     append_string(out, delivery->content_type);
   }
+  if (delivery != nullptr && !delivery->traceparent.empty()) {
+    out += R"(,"traceparent":)";
+    append_string(out, delivery->traceparent);
+  }
+  if (delivery != nullptr && !delivery->tracestate.empty()) {
+    out += R"(,"tracestate":)";
+    append_string(out, delivery->tracestate);
+  }
   if (delivery != nullptr && delivery->last_attempt_unix_ms != 0) {
     fmt::format_to(std::back_inserter(out), R"(,"last_attempt":"{}","last_status":{},)",
                    format_instant(delivery->last_attempt_unix_ms), delivery->last_status);

@@ -241,7 +241,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const std::uint64_t ticket = server_.api().handle(
         method_of(request), request.target(), request.body(),
         [self](Response response) { self->answer(std::move(response)); },
-        request[bhttp::field::authorization]);
+        Api::Headers{request[bhttp::field::authorization], request["traceparent"],
+                     request["tracestate"]});
     if (ticket != 0 && !answer_) {
       ticket_ = ticket;
       if (server_.is_stopping()) return stopping();  // it would wait past the end

@@ -199,6 +199,13 @@ void Deliverer::Lane::send(broker::Job job) {
   request.headers.emplace_back("Delayq-Tube", view.tube);
   if (!view.key.empty()) request.headers.emplace_back("Delayq-Key", header_key(view.key));
   request.headers.emplace_back("Delayq-Due", rfc3339_ms(view.due_unix_ms));
+  // The put's trace context, so that the receiver's span continues the producer's trace.
+  if (!job.delivery.traceparent.empty()) {
+    request.headers.emplace_back("traceparent", job.delivery.traceparent);
+    if (!job.delivery.tracestate.empty()) {
+      request.headers.emplace_back("tracestate", job.delivery.tracestate);
+    }
+  }
   if (!webhook_.secrets.empty()) {
     request.headers.emplace_back("Delayq-Signature", signature(webhook_.secrets, now_ms, job.body));
   }

@@ -316,6 +316,19 @@ TEST_F(DelivererTest, TheRequestCarriesTheJobAndIsSignedAtTheClocksTime) {
   EXPECT_EQ(poster_.request(1).url.origin(), "https://elsewhere.test:443");
   EXPECT_EQ(poster_.request(1).url.target, "/x?y=1");
   EXPECT_EQ(header(poster_.request(1), "Content-Type"), "application/json");
+  EXPECT_FALSE(header(poster_.request(1), "traceparent").has_value());
+}
+
+TEST_F(DelivererTest, TheRequestCarriesThePutsTraceContext) {
+  start({{"t", hook()}});
+  broker::Job job = job_of(7);
+  job.delivery.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  job.delivery.tracestate = "vendor=a";
+  give(job);
+  ASSERT_EQ(poster_.count(), 1U);
+  EXPECT_EQ(header(poster_.request(0), "traceparent"),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  EXPECT_EQ(header(poster_.request(0), "tracestate"), "vendor=a");
 }
 
 // Each failure is noted with the job, then the job released for its attempt's backoff: drawn
