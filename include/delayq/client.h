@@ -161,6 +161,8 @@ class Client {
   Task<Reply> call(std::string command, std::string_view body = {});
   Task<Reply> read_reply();
   Task<PutResult> put_line(std::string line, std::string body);
+  Task<std::optional<Job>> peek_line(std::string command);
+  static Job job_of(const Reply& reply, std::string_view word);
   Task<void> expect(std::string command, std::string_view word);
 
   boost::asio::any_io_executor executor_;

@@ -185,6 +185,14 @@ void Client::close() {
   for (Turn* turn : std::exchange(waiting_, {})) turn->timer.cancel();
 }
 
+// The job of a "<word> <id> <bytes>" reply and its body.
+Job Client::job_of(const Reply& reply, std::string_view word) {
+  if (reply.word != word || reply.args.size() != 2) {
+    fail(Errc::protocol, "expected " + std::string(word) + ", got " + reply.word);
+  }
+  return Job{number(reply.args[0]), reply.body};
+}
+
 Task<Client::Reply> Client::call(std::string command, std::string_view body) {
   std::shared_ptr<bool> open = open_;
   if (!*open) fail(Errc::not_connected, "not connected");
@@ -348,17 +356,14 @@ Task<void> Client::ignore(std::string tube) {
 }
 
 Task<Job> Client::reserve() {
-  const Reply reply = co_await call("reserve\r\n");
-  if (reply.word != "RESERVED" || reply.args.size() != 2) fail(Errc::protocol, reply.word);
-  co_return Job{number(reply.args[0]), reply.body};
+  co_return job_of(co_await call("reserve\r\n"), "RESERVED");
 }
 
 Task<std::optional<Job>> Client::reserve(Seconds timeout) {
   const Reply reply =
       co_await call("reserve-with-timeout " + std::to_string(whole_seconds(timeout)) + "\r\n");
   if (reply.word == "TIMED_OUT") co_return std::nullopt;
-  if (reply.word != "RESERVED" || reply.args.size() != 2) fail(Errc::protocol, reply.word);
-  co_return Job{number(reply.args[0]), reply.body};
+  co_return job_of(reply, "RESERVED");
 }
 
 Task<void> Client::erase(JobId id) {
@@ -388,22 +393,17 @@ Task<void> Client::kick_job(JobId id) {
 // --- reading --------------------------------------------------------------------------------
 
 Task<std::optional<Job>> Client::peek(JobId id) {
-  try {
-    const Reply reply = co_await call("peek " + std::to_string(id) + "\r\n");
-    if (reply.word != "FOUND" || reply.args.size() != 2) fail(Errc::protocol, reply.word);
-    co_return Job{number(reply.args[0]), reply.body};
-  } catch (const std::system_error& e) {
-    if (e.code() != Errc::not_found) throw;
-  }
-  co_return std::nullopt;
+  co_return co_await peek_line("peek " + std::to_string(id) + "\r\n");
 }
 
 Task<std::optional<Job>> Client::peek_key(std::string tube, std::string key) {
+  co_return co_await peek_line("peek-key " + token(tube, "tube") + " " + token(key, "key") +
+                               "\r\n");
+}
+
+Task<std::optional<Job>> Client::peek_line(std::string command) {
   try {
-    const Reply reply =
-        co_await call("peek-key " + token(tube, "tube") + " " + token(key, "key") + "\r\n");
-    if (reply.word != "FOUND" || reply.args.size() != 2) fail(Errc::protocol, reply.word);
-    co_return Job{number(reply.args[0]), reply.body};
+    co_return job_of(co_await call(std::move(command)), "FOUND");
   } catch (const std::system_error& e) {
     if (e.code() != Errc::not_found) throw;
   }

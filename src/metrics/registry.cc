@@ -195,57 +195,61 @@ struct Registry::Family {
   std::variant<std::unique_ptr<Histogram>, std::unique_ptr<Counters>, std::function<void(Page&)>>
       family;
   std::uint64_t collector = 0;  // a collector's id
+
+  // The family as a T; nullptr if it is of another sort.
+  template <typename T>
+  [[nodiscard]] T* as() const {
+    const auto* held = std::get_if<std::unique_ptr<T>>(&family);
+    return held == nullptr ? nullptr : held->get();
+  }
 };
 
 Registry::Registry() = default;
 Registry::~Registry() = default;
 
-Histogram& Registry::histogram(std::string_view name, std::string_view help,
-                               std::vector<double> bounds) {
+const Registry::Family* Registry::named(std::string_view name) const {
   for (const auto& f : families_) {
-    if (f->name != name) continue;
-    auto* h = std::get_if<std::unique_ptr<Histogram>>(&f->family);
-    DELAYQ_CHECK(h != nullptr && (*h)->bounds() == bounds);
-    return **h;
+    if (f->collector == 0 && f->name == name) return f.get();
   }
-  auto made = std::make_unique<Histogram>(std::move(bounds));
-  Histogram& histogram = *made;
+  return nullptr;
+}
+
+template <typename T>
+T& Registry::add(std::string_view name, std::string_view help, std::unique_ptr<T> made) {
+  T& family = *made;
   families_.push_back(
       std::make_unique<Family>(Family{std::string(name), std::string(help), std::move(made), 0}));
-  return histogram;
+  return family;
+}
+
+Histogram& Registry::histogram(std::string_view name, std::string_view help,
+                               std::vector<double> bounds) {
+  if (const Family* f = named(name)) {
+    Histogram* h = f->as<Histogram>();
+    DELAYQ_CHECK(h != nullptr && h->bounds() == bounds);
+    return *h;
+  }
+  return add(name, help, std::make_unique<Histogram>(std::move(bounds)));
 }
 
 Counters& Registry::counters(std::string_view name, std::string_view help, Kind kind,
                              std::vector<std::string> label_names) {
-  for (const auto& f : families_) {
-    if (f->name != name) continue;
-    auto* c = std::get_if<std::unique_ptr<Counters>>(&f->family);
-    DELAYQ_CHECK(c != nullptr && (*c)->kind() == kind && (*c)->label_names() == label_names);
-    return **c;
+  if (const Family* f = named(name)) {
+    Counters* c = f->as<Counters>();
+    DELAYQ_CHECK(c != nullptr && c->kind() == kind && c->label_names() == label_names);
+    return *c;
   }
-  auto made = std::make_unique<Counters>(kind, std::move(label_names));
-  Counters& counters = *made;
-  families_.push_back(
-      std::make_unique<Family>(Family{std::string(name), std::string(help), std::move(made), 0}));
-  return counters;
+  return add(name, help, std::make_unique<Counters>(kind, std::move(label_names)));
 }
 
 const Histogram* Registry::find_histogram(std::string_view name) const {
-  for (const auto& f : families_) {
-    if (f->name != name) continue;
-    const auto* h = std::get_if<std::unique_ptr<Histogram>>(&f->family);
-    return h == nullptr ? nullptr : h->get();
-  }
-  return nullptr;
+  const Family* f = named(name);
+  return f == nullptr ? nullptr : f->as<Histogram>();
 }
 
 const Counters* Registry::find_counters(std::string_view name) const {
-  for (const auto& f : families_) {
-    if (f->name != name) continue;
-    const auto* c = std::get_if<std::unique_ptr<Counters>>(&f->family);
-    return c == nullptr ? nullptr : c->get();
-  }
-  return nullptr;
+  const Family* f = named(name);
+  return f == nullptr ? nullptr : f->as<Counters>();
 }
 
 Registry::Collector Registry::collect(std::function<void(Page&)> write) {

@@ -139,6 +139,10 @@ class Registry {
 
  private:
   struct Family;
+  // The histogram or counters of this name; nullptr if none.
+  [[nodiscard]] const Family* named(std::string_view name) const;
+  template <typename T>
+  T& add(std::string_view name, std::string_view help, std::unique_ptr<T> made);
   std::vector<std::unique_ptr<Family>> families_;
   std::uint64_t next_collector_ = 1;
 };

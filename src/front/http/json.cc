@@ -44,21 +44,16 @@ void append_job(std::string& out, const JobView& job, const std::string* body,
       R"(,"counters":{{"reserves":{},"timeouts":{},"releases":{},"buries":{},"kicks":{}}})",
       job.counters.reserves, job.counters.timeouts, job.counters.releases, job.counters.buries,
       job.counters.kicks);
-  if (delivery != nullptr && !delivery->url.empty()) {
-    out += R"(,"url":)";
-    append_string(out, delivery->url);
-  }
-  if (delivery != nullptr && !delivery->content_type.empty()) {
-    out += R"(,"content_type":)";
-    append_string(out, delivery->content_type);
-  }
-  if (delivery != nullptr && !delivery->traceparent.empty()) {
-    out += R"(,"traceparent":)";
-    append_string(out, delivery->traceparent);
-  }
-  if (delivery != nullptr && !delivery->tracestate.empty()) {
-    out += R"(,"tracestate":)";
-    append_string(out, delivery->tracestate);
+  if (delivery != nullptr) {
+    // Each only when set.
+    for (const auto& [name, value] : {std::pair{R"(,"url":)", &delivery->url},
+                                      std::pair{R"(,"content_type":)", &delivery->content_type},
+                                      std::pair{R"(,"traceparent":)", &delivery->traceparent},
+                                      std::pair{R"(,"tracestate":)", &delivery->tracestate}}) {
+      if (value->empty()) continue;
+      out += name;
+      append_string(out, *value);
+    }
   }
   if (delivery != nullptr && delivery->last_attempt_unix_ms != 0) {
     fmt::format_to(std::back_inserter(out), R"(,"last_attempt":"{}","last_status":{},)",
