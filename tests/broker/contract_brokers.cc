@@ -121,11 +121,7 @@ class RedisState final : public ContractState {
     return std::unique_ptr<broker::Broker>(std::move(opened).value());
   }
   [[nodiscard]] Capabilities can() const override {
-    return {.due_counts = false,
-            .list_jobs = false,
-            .backup = false,
-            .sequential_ids = false,
-            .schedules = false};
+    return {.due_counts = false, .list_jobs = false, .backup = false, .sequential_ids = false};
   }
 
  private:

@@ -31,7 +31,6 @@
 #include "broker/redis/layout.h"
 #include "broker/redis/redis_broker.h"
 #include "broker/redis/replies.h"
-#include "broker/redis/schedules.h"
 
 namespace delayq::broker::redis {
 namespace asio = boost::asio;
@@ -314,7 +313,10 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // Per shard, how far its earliest timer (a delayed job's due time, a reservation's TTR end) is
   // behind the present, in seconds, 0 when none is; as this node last looked.
   std::vector<double> shard_overdue;
-  std::unique_ptr<RedisSchedules> schedules = std::make_unique<RedisSchedules>(io);
+  // Recurring schedules (schedules.h) hear here when a lease is taken or lost, and when a
+  // shard's channel says one of its schedules changed ('s').
+  std::function<void(std::uint32_t shard)> on_ownership;
+  std::function<void(std::uint32_t shard, std::string name)> on_schedule_changed;
 
   std::map<std::string, Webhook> webhook_map;
   std::map<std::string, Pause> pauses;

@@ -45,6 +45,7 @@ struct Names {
         pauses(given + ":pauses"),
         max_attempts(given + ":max-attempts"),
         waiting(given + ":waiting"),
+        schedules(given + ":schedules"),
         events(given + ":events") {}
   std::string prefix;
   std::string meta;          // hash: shards
@@ -53,6 +54,7 @@ struct Names {
   std::string pauses;        // hash: tube -> "<until unix ms> <seconds> <pauses so far>"
   std::string max_attempts;  // hash: tube -> n
   std::string waiting;       // hash: node -> reserves waiting there (stats' current-waiting)
+  std::string schedules;     // zset, score 0: every schedule's name (listing by name)
   std::string events;        // channel
 };
 // Letters, digits, '_' and '-', 1 to 64 of them.

@@ -109,6 +109,11 @@ void Core::heartbeat(bool over_memory) {
 }
 
 void Core::ownership_changed(std::uint32_t shard) {
+  if (on_ownership) {
+    asio::post(io, [self = shared_from_this(), shard] {
+      if (!self->closed && self->on_ownership) self->on_ownership(shard);
+    });
+  }
   const bool moves = std::any_of(webhook_map.begin(), webhook_map.end(), [&](const auto& entry) {
     return delivery_shard(entry.first) == shard;
   });
@@ -322,6 +327,8 @@ void Core::on_event(const std::string& payload) {
     notify_ready(shard, std::string(tube), Head::parse(head));
   } else if (payload[0] == 't' && owned.contains(shard)) {
     fire(shard);
+  } else if (payload[0] == 's' && owned.contains(shard) && on_schedule_changed) {
+    on_schedule_changed(shard, rest);
   }
 }
 

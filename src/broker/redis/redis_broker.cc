@@ -9,6 +9,7 @@
 #include "broker/families.h"
 #include "broker/redis/admin.h"
 #include "broker/redis/jobs_lua.h"
+#include "broker/redis/schedules.h"
 #include "broker/redis/session.h"
 #include "redis/slot.h"
 
@@ -282,6 +283,7 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
 }
 
 RedisBroker::~RedisBroker() {
+  schedules_->stop();
   core_->closed = true;
   core_->replica_timer->cancel();
   core_->report_timer->cancel();
@@ -327,7 +329,8 @@ broker::Seconds RedisBroker::uptime() const {
   return std::chrono::duration_cast<broker::Seconds>(core_->clock->steady_now() - core_->started);
 }
 RedisBroker::RedisBroker(std::shared_ptr<Core> core)
-    : core_(std::move(core)), shard_families_(core_->registry.collect([this](metrics::Page& page) {
+    : core_(std::move(core)),
+      shard_families_(core_->registry.collect([this](metrics::Page& page) {
         page.family("delayq_shard_overdue_seconds",
                     "How far a shard's earliest timer is behind the present (0: none is); one "
                     "that keeps growing is not being fired.",
@@ -343,10 +346,11 @@ RedisBroker::RedisBroker(std::shared_ptr<Core> core)
                     "gauge");
         page.sample("delayq_shard_channels_subscribed",
                     static_cast<std::int64_t>(core_->client->shard_channels_subscribed()));
-      })) {}
+      })),
+      schedules_(RedisSchedules::open(core_)) {}
 
 broker::Schedules& RedisBroker::schedules() {
-  return *core_->schedules;
+  return *schedules_;
 }
 
 std::vector<std::pair<std::string, Webhook>> RedisBroker::webhooks() const {

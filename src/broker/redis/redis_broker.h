@@ -61,6 +61,8 @@ struct RedisBrokerOptions {
   metrics::Registry* metrics = nullptr;
 };
 
+class RedisSchedules;
+
 class RedisBroker final : public broker::Broker {
  public:
   // Connects, reads the topology, refuses a Redis that may evict keys, creates or reads the
@@ -100,6 +102,7 @@ class RedisBroker final : public broker::Broker {
   explicit RedisBroker(std::shared_ptr<Core> core);
   std::shared_ptr<Core> core_;
   metrics::Registry::Collector shard_families_;  // reads core_
+  std::shared_ptr<RedisSchedules> schedules_;
 };
 
 }  // namespace delayq::broker::redis

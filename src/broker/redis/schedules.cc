@@ -1,39 +1,877 @@
 #include "broker/redis/schedules.h"
 
+#include <spdlog/spdlog.h>
+
 #include <boost/asio/post.hpp>
+#include <charconv>
+
+#include "broker/put_rules.h"
+#include "redis/slot.h"
 
 namespace delayq::broker::redis {
+namespace {
+
+using broker::Callback;
+using broker::ScheduleView;
+
+constexpr int kTries = 8;                // writes of one change that may meet another's
+constexpr std::int64_t kRetryMs = 1000;  // a step that Redis failed is tried again
+constexpr std::size_t kListBatch = 256;  // names read from the index at a time
+
+Status no_schedule(const std::string& name) {
+  return {Code::kNotFound, "no schedule '" + name + "'"};
+}
+
+// Reads an integer and the byte after it, which must be `end`.
+bool take_int(std::string_view& text, char end, std::int64_t& out) {
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  if (ec != std::errc() || ptr == text.data() + text.size() || *ptr != end) return false;
+  text.remove_prefix(static_cast<std::size_t>(ptr - text.data()) + 1);
+  return true;
+}
 
 template <typename T>
-void RedisSchedules::refuse(broker::Callback<T> done) {
-  boost::asio::post(io_, [done = std::move(done)] {
-    done(Status(Code::kNotSupported,
-                "recurring schedules are kept by the local store only, not in Redis mode"));
+void post_result(boost::asio::io_context& io, Callback<T> done, Result<T> result) {
+  boost::asio::post(io, [done = std::move(done), result = std::move(result)]() mutable {
+    done(std::move(result));
   });
 }
 
-void RedisSchedules::set(schedule::Definition, broker::Callback<broker::ScheduleView> done) {
-  refuse(std::move(done));
+}  // namespace
+
+// "<version>:<generation>:<n>:" then n runs "<instant>,<due>;", then the codec's bytes.
+std::string encode_stored(const StoredSchedule& stored) {
+  std::string out = std::to_string(stored.version) + ':' + stored.generation + ':' +
+                    std::to_string(stored.intent.size()) + ':';
+  for (const schedule::Run& run : stored.intent) {
+    out += std::to_string(run.instant_unix_ms) + ',' + std::to_string(run.due_unix_ms) + ';';
+  }
+  return out + schedule::encode(stored.record);
 }
-void RedisSchedules::get(std::string, broker::Callback<broker::ScheduleView> done) {
-  refuse(std::move(done));
+
+Result<StoredSchedule> decode_stored(std::string_view name, std::string_view bytes) {
+  const Status damaged(Code::kCorruption,
+                       "schedule '" + std::string(name) + "': a damaged record in Redis");
+  StoredSchedule stored;
+  std::int64_t version = 0;
+  std::int64_t runs = 0;
+  if (!take_int(bytes, ':', version) || version <= 0) return damaged;
+  stored.version = static_cast<std::uint64_t>(version);
+  const auto colon = bytes.find(':');
+  if (colon == std::string_view::npos) return damaged;
+  stored.generation = std::string(bytes.substr(0, colon));
+  bytes.remove_prefix(colon + 1);
+  if (!take_int(bytes, ':', runs) || runs < 0 ||
+      runs > static_cast<std::int64_t>(schedule::kMaxCatchUpRuns) + 2) {
+    return damaged;
+  }
+  for (std::int64_t i = 0; i < runs; ++i) {
+    schedule::Run run;
+    if (!take_int(bytes, ',', run.instant_unix_ms) || !take_int(bytes, ';', run.due_unix_ms)) {
+      return damaged;
+    }
+    stored.intent.push_back(run);
+  }
+  auto record = schedule::decode(name, bytes);
+  if (!record.is_ok()) return record.status();
+  stored.record = std::move(record).value();
+  return stored;
 }
-void RedisSchedules::list(std::string, std::size_t,
-                          broker::Callback<std::vector<broker::ScheduleView>> done) {
-  refuse(std::move(done));
+
+RedisSchedules::RedisSchedules(std::shared_ptr<Core> core)
+    : core_(std::move(core)), families_(core_->registry), timer_(core_->clock->timer()) {}
+
+RedisSchedules::~RedisSchedules() {
+  stop();
 }
-void RedisSchedules::remove(std::string, broker::Callback<broker::ScheduleView> done) {
-  refuse(std::move(done));
+
+std::shared_ptr<RedisSchedules> RedisSchedules::open(std::shared_ptr<Core> core) {
+  std::shared_ptr<RedisSchedules> schedules(new RedisSchedules(core));
+  Weak weak = schedules;
+  core->on_ownership = [weak](std::uint32_t shard) {
+    auto self = weak.lock();
+    if (!self || self->stopped_) return;
+    if (self->core_->owned.contains(shard)) {
+      self->load_shard(shard);
+    } else {
+      self->drop_shard(shard);
+    }
+  };
+  core->on_schedule_changed = [weak](std::uint32_t, std::string name) {
+    if (auto self = weak.lock(); self && !self->stopped_) self->reload(name);
+  };
+  for (const auto& [shard, own] : core->owned) schedules->load_shard(shard);
+  return schedules;
 }
-void RedisSchedules::pause(std::string, bool, broker::Callback<broker::ScheduleView> done) {
-  refuse(std::move(done));
+
+void RedisSchedules::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  timer_->cancel();
+  core_->on_ownership = nullptr;
+  core_->on_schedule_changed = nullptr;
 }
-void RedisSchedules::trigger(std::string, broker::Callback<broker::PutResult> done) {
-  refuse(std::move(done));
+
+std::uint32_t RedisSchedules::home(std::string_view name) const {
+  // Tube names are never empty: no job's key or group hashes as a schedule's name does.
+  return shard_of_name("", name, core_->shards);
 }
-void RedisSchedules::backfill(std::string, std::int64_t, std::int64_t,
-                              broker::Callback<std::vector<broker::PutResult>> done) {
-  refuse(std::move(done));
+
+// --- Redis
+
+void RedisSchedules::read(const std::string& name, std::function<void(Result<Stored>)> then) {
+  core_->call(home(name), {"schedule_get", name}, false,
+              [self = shared_from_this(), name, then = std::move(then)](Result<Reply> reply) {
+                if (!reply.is_ok()) return then(reply.status());
+                if (Status s = status_of(reply.value()); !s.is_ok()) return then(s);
+                const auto& e = reply.value().elements;
+                if (e.size() < 2 || e[1].str.empty()) return then(Stored{});
+                auto stored = decode_stored(name, e[1].str);
+                if (!stored.is_ok()) return then(stored.status());
+                then(Stored(std::move(stored).value()));
+              });
+}
+
+void RedisSchedules::save(const std::string& name, std::uint64_t expected,
+                          const StoredSchedule* next, bool announce,
+                          std::function<void(Status)> then) {
+  core_->call(home(name),
+              {"schedule_save", name, std::to_string(expected),
+               next != nullptr ? encode_stored(*next) : std::string(), announce ? "1" : "0"},
+              true, [self = shared_from_this(), then = std::move(then)](Result<Reply> reply) {
+                if (!reply.is_ok()) return then(reply.status());
+                then(status_of(reply.value()));
+              });
+}
+
+void RedisSchedules::put_runs(const StoredSchedule& stored, std::vector<schedule::Run> runs,
+                              std::size_t from, std::function<void(Status)> then) {
+  if (from == runs.size()) return then(Status::ok());
+  const schedule::Definition& d = stored.record.definition;
+  const schedule::Run run = runs[from];
+  broker::PutRequest request;
+  request.tube = d.tube;
+  request.priority = d.priority;
+  request.due = Due::at(run.due_unix_ms);
+  request.ttr = d.ttr;
+  request.body = d.body;
+  request.key = schedule::run_key(d.name, run.instant_unix_ms);
+  request.group = d.group;
+  request.url = d.url;
+  request.content_type = d.content_type;
+  const std::uint32_t shard = shard_of_name(d.tube, request.key, core_->shards);
+  std::vector<std::string> args = {
+      "putrun",          std::to_string(core_->shards),      std::to_string(shard), d.name,
+      stored.generation, std::to_string(run.instant_unix_ms)};
+  for (std::string& arg : put_arguments(request, d.tube)) args.push_back(std::move(arg));
+  core_->call(shard, std::move(args), true,
+              [self = shared_from_this(), stored, runs = std::move(runs), from,
+               then = std::move(then)](Result<Reply> reply) mutable {
+                if (!reply.is_ok()) return then(reply.status());
+                if (Status s = status_of(reply.value()); !s.is_ok()) return then(s);
+                self->put_runs(stored, std::move(runs), from + 1, std::move(then));
+              });
+}
+
+void RedisSchedules::commit(const std::string& name, std::uint64_t expected, StoredSchedule next,
+                            bool announce, std::function<void(Result<std::uint64_t>)> then) {
+  next.version = expected + 1;
+  auto written = std::make_shared<StoredSchedule>(std::move(next));
+  save(name, expected, written.get(), announce,
+       [self = shared_from_this(), name, written, then = std::move(then)](Status saved) mutable {
+         if (!saved.is_ok()) return then(saved);
+         if (written->intent.empty()) return then(written->version);
+         self->put_runs(*written, written->intent, 0,
+                        [self, name, written, then = std::move(then)](Status put) mutable {
+                          // Not put: the intent stays, and whoever steps the schedule next puts
+                          // them.
+                          if (!put.is_ok()) return then(put);
+                          const std::uint64_t with_intent = written->version;
+                          written->intent.clear();
+                          written->version = with_intent + 1;
+                          self->save(
+                              name, with_intent, written.get(), false,
+                              [written, then = std::move(then)](Status cleared) {
+                                // A conflict: another write came since, and read the intent (and
+                                // put its runs again, none twice). The runs are put either way.
+                                if (!cleared.is_ok() && cleared.code() != Code::kConflict) {
+                                  return then(cleared);
+                                }
+                                then(cleared.is_ok() ? written->version : written->version - 1);
+                              });
+                        });
+       });
+}
+
+void RedisSchedules::plan(std::shared_ptr<const schedule::Compiled> schedule,
+                          std::string generation, schedule::State state, std::int64_t at,
+                          std::shared_ptr<Facts> facts, std::function<void(Result<Plan>)> then) {
+  // The planner runs with what is known; the first question it asks that is not is answered by
+  // the job's shard, and the planner run again from the start, with the same present.
+  std::optional<std::pair<std::string, bool>> missing;  // key, withdraw
+  std::size_t draws = 0;
+  const schedule::Environment environment{
+      [&](std::string_view key) {
+        if (auto it = facts->exists.find(key); it != facts->exists.end()) return it->second;
+        if (!missing) missing.emplace(std::string(key), false);
+        return false;
+      },
+      [&](std::int64_t bound) {
+        if (draws == facts->draws.size()) {
+          facts->draws.push_back(std::uniform_int_distribution<std::int64_t>(0, bound)(random_));
+        }
+        return facts->draws[draws++];
+      },
+      [&](std::string_view key) {
+        if (auto it = facts->withdrawn.find(key); it != facts->withdrawn.end()) return it->second;
+        if (!missing) missing.emplace(std::string(key), true);
+        return false;
+      }};
+  Plan out;
+  out.state = state;
+  out.step = schedule::step(*schedule, out.state, at, environment);
+  if (!missing) return then(std::move(out));
+
+  const schedule::Definition& d = schedule->definition;
+  const std::string key = missing->first;
+  const std::uint32_t shard = shard_of_name(d.tube, key, core_->shards);
+  auto again = [self = shared_from_this(), schedule, generation, state, at, facts,
+                then = std::move(then)](Result<bool> fact, bool withdraw,
+                                        std::string asked) mutable {
+    if (!fact.is_ok()) return then(fact.status());
+    (withdraw ? facts->withdrawn : facts->exists)[asked] = fact.value();
+    self->plan(std::move(schedule), std::move(generation), std::move(state), at, std::move(facts),
+               std::move(then));
+  };
+  if (missing->second) {
+    // A run put ahead and reached late: withdrawn only if no worker has had it. Gone, it ran
+    // (its shard's owner fired it while this schedule's was away) or a user deleted it.
+    const auto run = schedule::parse_run_key(key);
+    StoredSchedule probe;
+    probe.record.definition.name = d.name;
+    probe.record.definition.tube = d.tube;
+    probe.generation = generation;
+    unrun(probe, run ? run->instant_unix_ms : 0, /*or_ready=*/true,
+          [again = std::move(again), key](Result<std::string> outcome) mutable {
+            if (!outcome.is_ok()) return again(outcome.status(), true, key);
+            again(outcome.value() == "deleted", true, key);
+          });
+    return;
+  }
+  core_->call(shard, {"peek", "", d.tube, key}, false,
+              [again = std::move(again), key](Result<Reply> reply) mutable {
+                if (!reply.is_ok()) return again(reply.status(), false, key);
+                const Status s = status_of(reply.value());
+                if (!s.is_ok() && s.code() != Code::kNotFound) return again(s, false, key);
+                again(s.is_ok(), false, key);
+              });
+}
+
+void RedisSchedules::unrun(const StoredSchedule& stored, std::int64_t instant, bool or_ready,
+                           std::function<void(Result<std::string>)> then) {
+  const schedule::Definition& d = stored.record.definition;
+  const std::string key = schedule::run_key(d.name, instant);
+  core_->call(shard_of_name(d.tube, key, core_->shards),
+              {"unrun", d.name, stored.generation, std::to_string(instant), d.tube, key,
+               or_ready ? "1" : "0"},
+              true, [self = shared_from_this(), then = std::move(then)](Result<Reply> reply) {
+                if (!reply.is_ok()) return then(reply.status());
+                if (Status s = status_of(reply.value()); !s.is_ok()) return then(s);
+                const auto& e = reply.value().elements;
+                if (e.size() < 2) return then(Status(Code::kIOError, "Redis: a short reply"));
+                then(e[1].str);
+              });
+}
+
+// --- the owner's turn
+
+void RedisSchedules::load_shard(std::uint32_t shard) {
+  core_->call(
+      shard, {"schedule_all"}, false, [self = shared_from_this(), shard](Result<Reply> reply) {
+        if (self->stopped_ || !self->core_->owned.contains(shard)) return;
+        if (!reply.is_ok() || !status_of(reply.value()).is_ok()) {
+          // Its schedules wait for the next look: retried until the lease goes.
+          spdlog::warn(
+              "redis: the schedules of shard {} could not be read: {}", shard,
+              reply.is_ok() ? status_of(reply.value()).to_string() : reply.status().to_string());
+          std::shared_ptr<Timer> timer = self->core_->clock->timer();
+          timer->expires_after(Millis{kRetryMs});
+          timer->async_wait([self, shard, timer](bool expired) {
+            if (expired && !self->stopped_ && self->core_->owned.contains(shard)) {
+              self->load_shard(shard);
+            }
+          });
+          return;
+        }
+        const auto& e = reply.value().elements;
+        if (e.size() < 2) return;
+        const auto& pairs = e[1].elements;
+        for (std::size_t i = 0; i + 1 < pairs.size(); i += 2) {
+          const std::string& name = pairs[i].str;
+          auto stored = decode_stored(name, pairs[i + 1].str);
+          if (!stored.is_ok()) {
+            spdlog::error("schedule '{}' cannot run and is left alone: {}", name,
+                          stored.status().to_string());
+            continue;
+          }
+          if (const auto it = self->mine_.find(name); it != self->mine_.end() && it->second.busy) {
+            continue;  // loaded already, and stepping
+          }
+          self->adopt(name, shard, std::move(stored).value());
+        }
+        self->arm();
+      });
+}
+
+void RedisSchedules::drop_shard(std::uint32_t shard) {
+  std::vector<std::string> names;
+  for (const auto& [name, mine] : mine_) {
+    if (mine.shard == shard) names.push_back(name);
+  }
+  for (const std::string& name : names) forget(name);
+  families_.schedules.set({}, static_cast<std::int64_t>(book_.size()));
+  arm();
+}
+
+void RedisSchedules::reload(const std::string& name) {
+  read(name, [self = shared_from_this(), name](Result<Stored> stored) {
+    if (self->stopped_) return;
+    const std::uint32_t shard = self->home(name);
+    if (!self->core_->owned.contains(shard)) return;
+    if (!stored.is_ok()) {
+      // Tried again at its next wake (step() reads it again while it is stale).
+      spdlog::warn("schedule '{}' could not be read again: {}", name, stored.status().to_string());
+      if (auto it = self->mine_.find(name); it != self->mine_.end()) it->second.stale = true;
+      return;
+    }
+    if (!stored.value()) {
+      self->forget(name);
+    } else {
+      self->adopt(name, shard, std::move(*stored.value()));
+    }
+    self->families_.schedules.set({}, static_cast<std::int64_t>(self->book_.size()));
+    self->arm();
+  });
+}
+
+void RedisSchedules::adopt(const std::string& name, std::uint32_t shard, StoredSchedule stored) {
+  auto compiled =
+      schedule::compile(std::move(stored.record.definition), now(), core_->options.max_name_bytes);
+  if (!compiled.is_ok()) {
+    // Stored when it compiled: this node's tz database does not know its zone. It stays in
+    // Redis, untouched, for a node whose database does.
+    spdlog::error("schedule '{}' cannot run here and is left alone: {}", name,
+                  compiled.status().message());
+    forget(name);
+    return;
+  }
+  Mine& mine = mine_[name];
+  mine.shard = shard;
+  mine.version = stored.version;
+  mine.generation = std::move(stored.generation);
+  mine.intent = std::move(stored.intent);
+  mine.loaded = ++loads_;
+  mine.busy = false;
+  mine.stale = false;
+  schedule::Book::Entry& entry = book_.put(std::move(compiled).value(), stored.record.state);
+  book_.set_wake(entry, now());
+  families_.schedules.set({}, static_cast<std::int64_t>(book_.size()));
+}
+
+void RedisSchedules::forget(const std::string& name) {
+  book_.erase(name);
+  mine_.erase(name);
+}
+
+void RedisSchedules::arm() {
+  if (stopped_) return;
+  const auto wake = book_.next_wake();
+  if (!wake) {
+    timer_->cancel();
+    return;
+  }
+  const std::int64_t in = std::max<std::int64_t>(0, *wake - now());
+  timer_->expires_after(Millis{in});
+  timer_->async_wait([self = shared_from_this()](bool expired) {
+    if (expired && !self->stopped_) self->tick();
+  });
+}
+
+void RedisSchedules::tick() {
+  for (const std::string& name : book_.due(now())) step(name);
+  arm();
+}
+
+void RedisSchedules::step(const std::string& name) {
+  schedule::Book::Entry* entry = book_.find(name);
+  const auto it = mine_.find(name);
+  if (entry == nullptr || it == mine_.end() || it->second.busy) return;
+  Mine& mine = it->second;
+  if (mine.stale) {
+    book_.set_wake(*entry, now() + kRetryMs);  // until the read answers
+    return reload(name);
+  }
+  mine.busy = true;
+  book_.set_wake(*entry, std::nullopt);  // set again when the step is done
+  const std::uint64_t loaded = mine.loaded;
+  StoredSchedule current;
+  current.version = mine.version;
+  current.generation = mine.generation;
+  current.record = {entry->schedule.definition, entry->state};
+  if (!mine.intent.empty()) {
+    // A step whose end was not seen: its runs put again (none twice), then the intent cleared.
+    current.intent = mine.intent;
+    auto held = std::make_shared<StoredSchedule>(current);
+    put_runs(*held, held->intent, 0, [self = shared_from_this(), name, loaded, held](Status put) {
+      if (!put.is_ok()) return self->stepped(name, loaded, self->now() + kRetryMs);
+      held->intent.clear();
+      held->version = held->version + 1;
+      self->save(name, held->version - 1, held.get(), false,
+                 [self, name, loaded, held](Status cleared) {
+                   const auto found = self->mine_.find(name);
+                   if (found == self->mine_.end() || found->second.loaded != loaded) return;
+                   if (cleared.code() == Code::kConflict) return self->reload(name);
+                   if (!cleared.is_ok()) {
+                     found->second.stale = true;
+                     return self->stepped(name, loaded, self->now() + kRetryMs);
+                   }
+                   found->second.version = held->version;
+                   found->second.intent.clear();
+                   self->stepped(name, loaded, self->now());
+                 });
+    });
+    return;
+  }
+  const std::int64_t at = now();
+  auto compiled = std::make_shared<const schedule::Compiled>(entry->schedule);
+  plan(compiled, current.generation, current.record.state, at, std::make_shared<Facts>(),
+       [self = shared_from_this(), name, loaded, at,
+        current = std::move(current)](Result<Plan> planned) mutable {
+         if (!planned.is_ok()) {
+           spdlog::warn("schedule '{}': {}", name, planned.status().to_string());
+           return self->stepped(name, loaded, at + kRetryMs);
+         }
+         Plan& p = planned.value();
+         if (p.state == current.record.state && p.step.put.empty()) {
+           return self->stepped(name, loaded, p.step.wake_unix_ms);
+         }
+         const schedule::State before = current.record.state;
+         StoredSchedule next = current;
+         next.record.state = p.state;
+         next.intent = p.step.put;
+         const std::uint64_t expected = current.version;
+         self->commit(name, expected, std::move(next), false,
+                      [self, name, loaded, before, after = p.state,
+                       wake = p.step.wake_unix_ms](Result<std::uint64_t> written) {
+                        const auto found = self->mine_.find(name);
+                        if (found == self->mine_.end() || found->second.loaded != loaded) return;
+                        if (written.code() == Code::kConflict) return self->reload(name);
+                        if (!written.is_ok()) {
+                          spdlog::warn("schedule '{}': {}", name, written.status().to_string());
+                          // Written with its intent, or not at all: read again before the next.
+                          found->second.stale = true;
+                          return self->stepped(name, loaded, self->now() + kRetryMs);
+                        }
+                        schedule::Book::Entry* stepped_entry = self->book_.find(name);
+                        if (stepped_entry == nullptr) return;
+                        stepped_entry->state = after;
+                        found->second.version = written.value();
+                        self->count(before, after);
+                        self->stepped(name, loaded, wake);
+                      });
+       });
+}
+
+void RedisSchedules::stepped(const std::string& name, std::uint64_t loaded,
+                             std::optional<std::int64_t> wake) {
+  const auto it = mine_.find(name);
+  schedule::Book::Entry* entry = book_.find(name);
+  if (it == mine_.end() || it->second.loaded != loaded || entry == nullptr) return;
+  it->second.busy = false;
+  book_.set_wake(*entry, wake);
+  arm();
+}
+
+void RedisSchedules::count(const schedule::State& before, const schedule::State& after) {
+  if (after.runs > before.runs) {
+    families_.runs.add({}, static_cast<std::int64_t>(after.runs - before.runs));
+  }
+  if (after.misfires > before.misfires) {
+    families_.misfires.add({}, static_cast<std::int64_t>(after.misfires - before.misfires));
+  }
+  if (after.overlaps > before.overlaps) {
+    families_.overlaps.add({}, static_cast<std::int64_t>(after.overlaps - before.overlaps));
+  }
+}
+
+// --- changes, from any node
+
+void RedisSchedules::change(const std::string& name, bool create, Change how, int tries,
+                            std::function<void(Result<StoredSchedule>, bool created)> then) {
+  read(name, [self = shared_from_this(), name, create, how = std::move(how), tries,
+              then = std::move(then)](Result<Stored> stored) mutable {
+    if (!stored.is_ok()) return then(stored.status(), false);
+    if (!stored.value() && !create) return then(no_schedule(name), false);
+    const bool created = !stored.value();
+    auto held =
+        std::make_shared<StoredSchedule>(created ? StoredSchedule{} : std::move(*stored.value()));
+    // A step whose end nobody saw: its runs put first (none twice), so that what it put ahead
+    // is there to be withdrawn.
+    std::vector<schedule::Run> intent = std::move(held->intent);
+    held->intent.clear();
+    self->put_runs(*held, std::move(intent), 0,
+                   [self, name, create, how = std::move(how), tries, then = std::move(then), held,
+                    created](Status put) mutable {
+                     if (!put.is_ok()) return then(put, created);
+                     const schedule::State before = held->record.state;
+                     how(held, [self, name, create, how, tries, then = std::move(then), held,
+                                created, before](Result<Plan> planned) mutable {
+                       if (!planned.is_ok()) return then(planned.status(), created);
+                       StoredSchedule next = *held;
+                       next.record.state = planned.value().state;
+                       next.intent = planned.value().step.put;
+                       const std::uint64_t expected = held->version;
+                       self->commit(
+                           name, expected, next, /*announce=*/true,
+                           [self, name, create, how = std::move(how), tries, then = std::move(then),
+                            next, created, before](Result<std::uint64_t> written) mutable {
+                             if (written.code() == Code::kConflict && tries > 1) {
+                               return self->change(name, create, std::move(how), tries - 1,
+                                                   std::move(then));
+                             }
+                             if (!written.is_ok()) return then(written.status(), created);
+                             self->count(before, next.record.state);
+                             next.version = written.value();
+                             next.intent.clear();
+                             then(std::move(next), created);
+                           });
+                     });
+                   });
+  });
+}
+
+void RedisSchedules::withdraw(std::shared_ptr<StoredSchedule> stored,
+                              std::function<void(Status)> then) {
+  const auto ahead = schedule::pending_ahead(stored->record.state, now());
+  if (!ahead) return then(Status::ok());
+  unrun(*stored, *ahead, /*or_ready=*/false,
+        [self = shared_from_this(), stored, then = std::move(then)](Result<std::string> outcome) {
+          if (!outcome.is_ok()) return then(outcome.status());
+          // Gone before its instant: a user deleted it, and it will not run.
+          schedule::withdraw_ahead(stored->record.state, self->now(),
+                                   outcome.value() == "deleted" || outcome.value() == "gone");
+          then(Status::ok());
+        });
+}
+
+ScheduleView RedisSchedules::view(const StoredSchedule& stored) const {
+  const std::int64_t at = now();
+  ScheduleView out{stored.record.definition, stored.record.state, std::nullopt, at};
+  auto compiled = schedule::compile(stored.record.definition, at, core_->options.max_name_bytes);
+  if (compiled.is_ok()) out.next_unix_ms = schedule::next_run(compiled.value(), out.state, at);
+  return out;
+}
+
+Status RedisSchedules::check_put(const schedule::Definition& d, bool at_set) const {
+  // A run is a put: the put's own checks, from their one source. At set, only the url's.
+  broker::PutRequest request;
+  request.tube = d.tube;
+  request.url = d.url;
+  broker::PutContext context;
+  context.max_name_bytes = core_->options.max_name_bytes;
+  context.draining = !at_set && core_->draining;
+  context.tube_has_webhook = core_->webhook_map.contains(d.tube);
+  return broker::check_put(request, d.tube, context);
+}
+
+void RedisSchedules::set(schedule::Definition definition, Callback<ScheduleView> done) {
+  auto compiled = schedule::compile(std::move(definition), now(), core_->options.max_name_bytes);
+  if (!compiled.is_ok())
+    return post_result<ScheduleView>(core_->io, std::move(done), compiled.status());
+  if (Status refused = check_put(compiled.value().definition, /*at_set=*/true); !refused.is_ok()) {
+    return post_result<ScheduleView>(core_->io, std::move(done), std::move(refused));
+  }
+  auto schedule = std::make_shared<const schedule::Compiled>(std::move(compiled).value());
+  const std::string name = schedule->definition.name;
+  Change how = [self = shared_from_this(), schedule](std::shared_ptr<StoredSchedule> stored,
+                                                     std::function<void(Result<Plan>)> planned) {
+    const bool created = stored->version == 0;
+    self->withdraw(stored, [self, schedule, stored, created,
+                            planned = std::move(planned)](Status withdrawn) mutable {
+      if (!withdrawn.is_ok()) return planned(withdrawn);
+      const std::int64_t at = self->now();
+      schedule::State state = created ? schedule::start(*schedule, at)
+                                      : schedule::start(*schedule, at, &stored->record.state);
+      stored->record.definition = schedule->definition;
+      // A new generation: marks left by the runs of what this replaces do not hold for its own.
+      char generation[17];
+      std::snprintf(generation, sizeof generation, "%016llx",
+                    static_cast<unsigned long long>(self->random_()));
+      stored->generation = generation;
+      stored->record.state = state;
+      self->plan(schedule, stored->generation, state, at, std::make_shared<Facts>(),
+                 std::move(planned));
+    });
+  };
+  // Listed before it is stored: the index holds every stored name (and perhaps a name whose
+  // set failed, which listing skips).
+  core_->client->run(
+      delayq::redis::key_slot(core_->names.schedules),
+      Command{"ZADD", core_->names.schedules, "0", name},
+      [self = shared_from_this(), name, how = std::move(how),
+       done = std::move(done)](Result<Reply> added) mutable {
+        if (!added.is_ok()) return done(added.status());
+        self->change(name, /*create=*/true, std::move(how), kTries,
+                     [self, done = std::move(done)](Result<StoredSchedule> stored, bool created) {
+                       if (!stored.is_ok()) return done(stored.status());
+                       ScheduleView out = self->view(stored.value());
+                       out.created = created;
+                       done(std::move(out));
+                     });
+      });
+}
+
+void RedisSchedules::get(std::string name, Callback<ScheduleView> done) {
+  read(name, [self = shared_from_this(), name, done = std::move(done)](Result<Stored> stored) {
+    if (!stored.is_ok()) return done(stored.status());
+    if (!stored.value()) return done(no_schedule(name));
+    done(self->view(*stored.value()));
+  });
+}
+
+void RedisSchedules::list(std::string after, std::size_t limit,
+                          Callback<std::vector<ScheduleView>> done) {
+  list_from(std::move(after), limit, std::make_shared<std::vector<ScheduleView>>(),
+            std::move(done));
+}
+
+void RedisSchedules::list_from(std::string after, std::size_t limit,
+                               std::shared_ptr<std::vector<ScheduleView>> views,
+                               Callback<std::vector<ScheduleView>> done) {
+  if (views->size() >= limit) return done(std::move(*views));
+  const std::size_t want = std::min(kListBatch, limit - views->size());
+  core_->client->run(
+      delayq::redis::key_slot(core_->names.schedules),
+      Command{"ZRANGEBYLEX", core_->names.schedules, after.empty() ? "-" : "(" + after, "+",
+              "LIMIT", "0", std::to_string(want)},
+      [self = shared_from_this(), limit, want, views,
+       done = std::move(done)](Result<Reply> listed) mutable {
+        if (!listed.is_ok()) return done(listed.status());
+        std::vector<std::string> names;
+        for (const Reply& name : listed.value().elements) names.push_back(name.str);
+        if (names.empty()) return done(std::move(*views));
+        // The records, one call per shard that holds some.
+        std::map<std::uint32_t, std::vector<std::string>> by_shard;
+        for (const std::string& name : names) by_shard[self->home(name)].push_back(name);
+        auto found = std::make_shared<std::map<std::string, StoredSchedule>>();
+        auto left = std::make_shared<std::size_t>(by_shard.size());
+        auto failed = std::make_shared<Status>();
+        auto finish = [self, limit, want, views, names, found, failed,
+                       done = std::move(done)]() mutable {
+          if (!failed->is_ok()) return done(*failed);
+          for (const std::string& name : names) {
+            if (auto it = found->find(name); it != found->end() && views->size() < limit) {
+              views->push_back(self->view(it->second));
+            }
+          }
+          // Fewer than asked for: the index has no more. Else read on after the last name.
+          if (names.size() < want) return done(std::move(*views));
+          self->list_from(names.back(), limit, views, std::move(done));
+        };
+        auto shared_finish = std::make_shared<decltype(finish)>(std::move(finish));
+        for (auto& [shard, some] : by_shard) {
+          std::vector<std::string> args = {"schedule_get"};
+          args.insert(args.end(), some.begin(), some.end());
+          self->core_->call(shard, std::move(args), false,
+                            [some, found, left, failed, shared_finish](Result<Reply> reply) {
+                              if (!reply.is_ok()) {
+                                *failed = reply.status();
+                              } else if (Status s = status_of(reply.value()); !s.is_ok()) {
+                                *failed = s;
+                              } else {
+                                const auto& e = reply.value().elements;
+                                for (std::size_t i = 0; i < some.size() && i + 1 < e.size(); ++i) {
+                                  if (e[i + 1].str.empty()) continue;  // set, then failed or gone
+                                  auto stored = decode_stored(some[i], e[i + 1].str);
+                                  if (stored.is_ok()) {
+                                    found->emplace(some[i], std::move(stored).value());
+                                  }
+                                }
+                              }
+                              if (--*left == 0) (*shared_finish)();
+                            });
+        }
+      });
+}
+
+void RedisSchedules::remove(std::string name, Callback<ScheduleView> done) {
+  read(name, [self = shared_from_this(), name,
+              done = std::move(done)](Result<Stored> stored) mutable {
+    if (!stored.is_ok()) return done(stored.status());
+    if (!stored.value()) return done(no_schedule(name));
+    auto held = std::make_shared<StoredSchedule>(std::move(*stored.value()));
+    std::vector<schedule::Run> intent = std::move(held->intent);
+    held->intent.clear();
+    self->put_runs(*held, std::move(intent), 0,
+                   [self, name, held, done = std::move(done)](Status put) mutable {
+                     if (!put.is_ok()) return done(put);
+                     self->withdraw(held, [self, name, held,
+                                           done = std::move(done)](Status withdrawn) mutable {
+                       if (!withdrawn.is_ok()) return done(withdrawn);
+                       self->save(name, held->version, nullptr, /*announce=*/true,
+                                  [self, name, held, done = std::move(done)](Status saved) mutable {
+                                    // Changed meanwhile: removed by reading it again (a step came
+                                    // between).
+                                    if (saved.code() == Code::kConflict)
+                                      return self->remove(name, std::move(done));
+                                    if (!saved.is_ok()) return done(saved);
+                                    ScheduleView removed = self->view(*held);
+                                    removed.next_unix_ms.reset();
+                                    self->core_->client->run(
+                                        delayq::redis::key_slot(self->core_->names.schedules),
+                                        Command{"ZREM", self->core_->names.schedules, name},
+                                        [removed = std::move(removed), done = std::move(done)](
+                                            Result<Reply>) mutable { done(std::move(removed)); });
+                                  });
+                     });
+                   });
+  });
+}
+
+void RedisSchedules::pause(std::string name, bool paused, Callback<ScheduleView> done) {
+  Change how = [self = shared_from_this(), paused](std::shared_ptr<StoredSchedule> stored,
+                                                   std::function<void(Result<Plan>)> planned) {
+    auto next = [self, stored, paused, planned = std::move(planned)](Status withdrawn) mutable {
+      if (!withdrawn.is_ok()) return planned(withdrawn);
+      stored->record.definition.paused = paused;
+      auto compiled = schedule::compile(stored->record.definition, self->now(),
+                                        self->core_->options.max_name_bytes);
+      if (!compiled.is_ok()) return planned(compiled.status());
+      // Resumed: the instants missed meanwhile settled by the misfire rule, the next put ahead.
+      self->plan(std::make_shared<const schedule::Compiled>(std::move(compiled).value()),
+                 stored->generation, stored->record.state, self->now(), std::make_shared<Facts>(),
+                 std::move(planned));
+    };
+    if (paused && !stored->record.definition.paused) return self->withdraw(stored, std::move(next));
+    next(Status::ok());
+  };
+  change(name, /*create=*/false, std::move(how), kTries,
+         [self = shared_from_this(), done = std::move(done)](Result<StoredSchedule> stored, bool) {
+           if (!stored.is_ok()) return done(stored.status());
+           done(self->view(stored.value()));
+         });
+}
+
+void RedisSchedules::put_direct(std::shared_ptr<const schedule::Definition> d,
+                                std::vector<schedule::Run> runs,
+                                std::shared_ptr<std::vector<broker::PutResult>> puts,
+                                std::function<void(Status)> then) {
+  if (puts->size() == runs.size()) return then(Status::ok());
+  const schedule::Run run = runs[puts->size()];
+  broker::PutRequest request;
+  request.tube = d->tube;
+  request.priority = d->priority;
+  request.due = Due::at(run.due_unix_ms);
+  request.ttr = d->ttr;
+  request.body = d->body;
+  request.key = schedule::run_key(d->name, run.instant_unix_ms);
+  request.group = d->group;
+  request.url = d->url;
+  request.content_type = d->content_type;
+  if (!session_) {
+    // Made at the first: a session counts among the node's (its holder's number).
+    broker::SessionOptions options;
+    options.watch_default = false;
+    session_ = std::make_unique<RedisSession>(core_, options);
+  }
+  session_->put(std::move(request),
+                [self = shared_from_this(), d, runs = std::move(runs), puts,
+                 then = std::move(then)](Result<broker::PutResult> put) mutable {
+                  if (!put.is_ok()) return then(put.status());
+                  puts->push_back(std::move(put).value());
+                  self->put_direct(std::move(d), std::move(runs), std::move(puts), std::move(then));
+                });
+}
+
+void RedisSchedules::recount(const std::string& name, std::uint64_t runs,
+                             std::optional<std::int64_t> last_run, int tries) {
+  read(name, [self = shared_from_this(), name, runs, last_run, tries](Result<Stored> stored) {
+    if (!stored.is_ok() || !stored.value()) return;  // gone: nothing to count
+    StoredSchedule next = std::move(*stored.value());
+    const schedule::State before = next.record.state;
+    next.record.state.runs += runs;
+    if (last_run) {
+      next.record.state.last_run_unix_ms =
+          std::max(next.record.state.last_run_unix_ms.value_or(*last_run), *last_run);
+    }
+    const std::uint64_t expected = next.version;
+    next.version = expected + 1;
+    self->save(
+        name, expected, &next, /*announce=*/true,
+        [self, name, runs, last_run, tries, before, after = next.record.state](Status saved) {
+          if (saved.code() == Code::kConflict && tries > 1) {
+            return self->recount(name, runs, last_run, tries - 1);
+          }
+          if (!saved.is_ok()) {
+            spdlog::warn("schedule '{}': its runs could not be counted: {}", name,
+                         saved.to_string());
+            return;
+          }
+          self->count(before, after);
+        });
+  });
+}
+
+void RedisSchedules::trigger(std::string name, Callback<broker::PutResult> done) {
+  read(name,
+       [self = shared_from_this(), name, done = std::move(done)](Result<Stored> stored) mutable {
+         if (!stored.is_ok()) return done(stored.status());
+         if (!stored.value()) return done(no_schedule(name));
+         const schedule::Definition& d = stored.value()->record.definition;
+         if (Status refused = self->check_put(d, /*at_set=*/false); !refused.is_ok()) {
+           return done(refused);
+         }
+         schedule::State state = stored.value()->record.state;
+         const schedule::Run run = schedule::trigger(state, self->now());
+         auto puts = std::make_shared<std::vector<broker::PutResult>>();
+         self->put_direct(std::make_shared<const schedule::Definition>(d), {run}, puts,
+                          [self, name, run, puts, done = std::move(done)](Status put) mutable {
+                            if (!put.is_ok()) return done(put);
+                            // No new job: as if not triggered.
+                            if (puts->front().inserted)
+                              self->recount(name, 1, run.instant_unix_ms, kTries);
+                            done(std::move(puts->front()));
+                          });
+       });
+}
+
+void RedisSchedules::backfill(std::string name, std::int64_t from_unix_ms, std::int64_t to_unix_ms,
+                              Callback<std::vector<broker::PutResult>> done) {
+  using Puts = std::vector<broker::PutResult>;
+  read(name, [self = shared_from_this(), name, from_unix_ms, to_unix_ms,
+              done = std::move(done)](Result<Stored> stored) mutable {
+    if (!stored.is_ok()) return done(stored.status());
+    if (!stored.value()) return done(no_schedule(name));
+    const schedule::Definition& d = stored.value()->record.definition;
+    if (Status refused = self->check_put(d, /*at_set=*/false); !refused.is_ok()) {
+      return done(refused);
+    }
+    auto compiled = schedule::compile(d, self->now(), self->core_->options.max_name_bytes);
+    if (!compiled.is_ok()) return done(compiled.status());
+    schedule::State state = stored.value()->record.state;
+    auto runs = schedule::backfill(compiled.value(), state, from_unix_ms, to_unix_ms, self->now());
+    if (!runs.is_ok()) return done(runs.status());
+    auto puts = std::make_shared<Puts>();
+    self->put_direct(std::make_shared<const schedule::Definition>(d), runs.value(), puts,
+                     [self, name, puts, done = std::move(done)](Status put) mutable {
+                       const auto inserted = static_cast<std::uint64_t>(std::count_if(
+                           puts->begin(), puts->end(),
+                           [](const broker::PutResult& one) { return one.inserted; }));
+                       if (inserted > 0) self->recount(name, inserted, std::nullopt, kTries);
+                       if (!put.is_ok()) return done(put);
+                       done(std::move(*puts));
+                     });
+  });
 }
 
 }  // namespace delayq::broker::redis

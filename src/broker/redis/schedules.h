@@ -1,17 +1,59 @@
-// schedules.h — recurring schedules in Redis mode (broker/schedules.h). This mode does not keep
-// schedules: every call completes with kNotSupported, on the executor. docs/schedules.md says so
-// where users look; the local broker keeps them.
+// schedules.h — recurring schedules in Redis mode (broker/schedules.h), with the planner's rules
+// (schedule/planner.h) as the local broker runs them. A schedule's record lives in the shard its
+// name hashes to; the node that owns that shard steps it on time (a schedule::Book of the
+// schedules of its shards, loaded when it takes a lease). Any node may change a schedule (set,
+// pause, remove, trigger, backfill): every write of a record names the version it read, and one
+// that finds another fails and reads again, so two nodes never both move a schedule on.
+//
+// A step is made in three writes: the record with its new state and the runs it puts (its
+// intent); each run put into its own shard by putrun, which leaves a mark there; the record
+// without the intent. A node that finds an intent (after a crash, or a lost answer) puts its runs
+// again, and the marks keep any from being put twice (jobs.lua, schedules.lua). What the planner
+// asks of the jobs (whether the previous run's job exists; the withdrawal of a late run put
+// ahead) is asked of their shards first, and the planner run again with the answers.
+// Everything runs on the broker's executor. Design: docs/redis-mode.md, "Schedules".
 #pragma once
 
-#include <boost/asio/io_context.hpp>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
 
+#include "broker/families.h"
+#include "broker/redis/core.h"
+#include "broker/redis/session.h"
 #include "broker/schedules.h"
+#include "schedule/book.h"
+#include "schedule/codec.h"
 
 namespace delayq::broker::redis {
 
-class RedisSchedules final : public broker::Schedules {
+// A schedule's record in Redis: the codec's bytes (schedule/codec.h), after a header with what
+// Redis mode adds: the version every write names, the generation its runs' marks carry (new at
+// each set), and the runs of a step not yet known to be put.
+struct StoredSchedule {
+  std::uint64_t version = 0;  // 0: not stored
+  std::string generation;
+  std::vector<schedule::Run> intent;
+  schedule::Record record;
+};
+[[nodiscard]] std::string encode_stored(const StoredSchedule& stored);
+[[nodiscard]] Result<StoredSchedule> decode_stored(std::string_view name, std::string_view bytes);
+
+class RedisSchedules final : public broker::Schedules,
+                             public std::enable_shared_from_this<RedisSchedules> {
  public:
-  explicit RedisSchedules(boost::asio::io_context& io) : io_(io) {}
+  // Hooks itself to the core (leases, the shards' 's' messages) and loads the schedules of the
+  // shards the node owns already.
+  static std::shared_ptr<RedisSchedules> open(std::shared_ptr<Core> core);
+  ~RedisSchedules() override;
+  RedisSchedules(const RedisSchedules&) = delete;
+  RedisSchedules& operator=(const RedisSchedules&) = delete;
+  // Stops stepping (the broker closes): the timer and the hooks.
+  void stop();
 
   void set(schedule::Definition definition, broker::Callback<broker::ScheduleView> done) override;
   void get(std::string name, broker::Callback<broker::ScheduleView> done) override;
@@ -24,9 +66,98 @@ class RedisSchedules final : public broker::Schedules {
                 broker::Callback<std::vector<broker::PutResult>> done) override;
 
  private:
-  template <typename T>
-  void refuse(broker::Callback<T> done);
-  boost::asio::io_context& io_;
+  explicit RedisSchedules(std::shared_ptr<Core> core);
+  using Stored = std::optional<StoredSchedule>;  // nullopt: no such schedule
+  using Weak = std::weak_ptr<RedisSchedules>;
+
+  // A schedule this node steps, beside its Book entry.
+  struct Mine {
+    std::uint32_t shard = 0;
+    std::uint64_t version = 0;
+    std::string generation;
+    std::vector<schedule::Run> intent;
+    std::uint64_t loaded = 0;  // which load of it this is: a step of an older one is dropped
+    bool busy = false;         // a step is under way
+    bool stale = false;        // a write's end was not seen: read it again before stepping
+  };
+  // What the planner asked of the jobs, answered by their shards; and its random draws, kept
+  // so that running it again draws the same.
+  struct Facts {
+    std::map<std::string, bool, std::less<>> exists;
+    std::map<std::string, bool, std::less<>> withdrawn;
+    std::vector<std::int64_t> draws;
+  };
+  struct Plan {
+    schedule::State state;
+    schedule::Step step;
+  };
+
+  [[nodiscard]] std::uint32_t home(std::string_view name) const;
+  [[nodiscard]] std::int64_t now() const { return core_->clock->now_unix_ms(); }
+
+  // --- Redis
+  void read(const std::string& name, std::function<void(Result<Stored>)> then);
+  // Writes `next` over the version `expected` (0: none), announced to the shard's owner or not.
+  void save(const std::string& name, std::uint64_t expected, const StoredSchedule* next,
+            bool announce, std::function<void(Status)> then);
+  // Puts the runs in order (putrun), each at most once.
+  void put_runs(const StoredSchedule& stored, std::vector<schedule::Run> runs, std::size_t from,
+                std::function<void(Status)> then);
+  // The record with its intent, the runs, the record without it; completes with the version
+  // written last. kConflict: another write came first (nothing was put).
+  void commit(const std::string& name, std::uint64_t expected, StoredSchedule next, bool announce,
+              std::function<void(Result<std::uint64_t>)> then);
+  // The planner's step, its questions answered by the shards first.
+  void plan(std::shared_ptr<const schedule::Compiled> schedule, std::string generation,
+            schedule::State state, std::int64_t at, std::shared_ptr<Facts> facts,
+            std::function<void(Result<Plan>)> then);
+  // Withdraws the run put ahead (if its job is still delayed; or_ready: or ready and never
+  // reserved): deleted, taken, or gone (its job is not there).
+  void unrun(const StoredSchedule& stored, std::int64_t instant, bool or_ready,
+             std::function<void(Result<std::string>)> then);
+
+  // --- the owner's turn
+  void load_shard(std::uint32_t shard);
+  void drop_shard(std::uint32_t shard);
+  void reload(const std::string& name);
+  // Takes in a stored schedule this node steps (the shard is owned); wakes it now.
+  void adopt(const std::string& name, std::uint32_t shard, StoredSchedule stored);
+  void forget(const std::string& name);
+  void step(const std::string& name);
+  void stepped(const std::string& name, std::uint64_t loaded, std::optional<std::int64_t> wake);
+  void arm();
+  void tick();
+
+  // --- changes from any node: read, change, write, again on a conflict (up to kTries)
+  using Change =
+      std::function<void(std::shared_ptr<StoredSchedule>, std::function<void(Result<Plan>)>)>;
+  void change(const std::string& name, bool create, Change how, int tries,
+              std::function<void(Result<StoredSchedule>, bool created)> then);
+  // The run put ahead, withdrawn for a pause, a replacement or a removal.
+  void withdraw(std::shared_ptr<StoredSchedule> stored, std::function<void(Status)> then);
+  [[nodiscard]] broker::ScheduleView view(const StoredSchedule& stored) const;
+  Status check_put(const schedule::Definition& d, bool at_set) const;
+  void count(const schedule::State& before, const schedule::State& after);
+  // Trigger and backfill: the runs put as a client puts them, then the counts written.
+  void put_direct(std::shared_ptr<const schedule::Definition> d, std::vector<schedule::Run> runs,
+                  std::shared_ptr<std::vector<broker::PutResult>> puts,
+                  std::function<void(Status)> then);
+  // Trigger's and backfill's runs counted in the stored state (read, change, write).
+  void recount(const std::string& name, std::uint64_t runs, std::optional<std::int64_t> last_run,
+               int tries);
+  void list_from(std::string after, std::size_t limit,
+                 std::shared_ptr<std::vector<broker::ScheduleView>> views,
+                 broker::Callback<std::vector<broker::ScheduleView>> done);
+
+  std::shared_ptr<Core> core_;
+  std::unique_ptr<RedisSession> session_;  // trigger's and backfill's puts (made at the first)
+  broker::ScheduleFamilies families_;
+  schedule::Book book_;
+  std::map<std::string, Mine, std::less<>> mine_;
+  std::uint64_t loads_ = 0;
+  std::unique_ptr<Timer> timer_;
+  bool stopped_ = false;
+  std::mt19937_64 random_{std::random_device{}()};
 };
 
 }  // namespace delayq::broker::redis

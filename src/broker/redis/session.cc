@@ -120,6 +120,28 @@ std::vector<std::string> RedisSession::ref_args(const broker::JobRef& job) const
   return {"", job.tube, job.key};
 }
 
+std::vector<std::string> put_arguments(broker::PutRequest& request, const std::string& tube) {
+  std::string attachment;
+  Delivery delivery;
+  delivery.url = std::move(request.url);
+  delivery.content_type = std::move(request.content_type);
+  delivery.traceparent = std::move(request.traceparent);
+  delivery.tracestate = std::move(request.tracestate);
+  if (!delivery.empty()) attachment = store::encode_delivery(delivery);
+  const auto ttr = std::max<std::int64_t>(1, request.ttr.count());
+  std::string tail = new_record_tail(static_cast<std::uint32_t>(ttr), tube, request.key,
+                                     request.group, request.body);
+  return {tube,
+          std::to_string(request.priority),
+          std::to_string(request.due.ms),
+          request.due.absolute ? "1" : "0",
+          request.replace ? "1" : "0",
+          request.key,
+          request.group,
+          std::move(attachment),
+          std::move(tail)};
+}
+
 // --- jobs
 
 void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> done) {
@@ -134,23 +156,12 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
                               : !request.group.empty()
                                   ? shard_of_name(tube, request.group, core_->shards)
                                   : core_->burst_shard();
-  std::string attachment;
-  Delivery delivery;
-  delivery.url = std::move(request.url);
-  delivery.content_type = std::move(request.content_type);
-  delivery.traceparent = std::move(request.traceparent);
-  delivery.tracestate = std::move(request.tracestate);
-  if (!delivery.empty()) attachment = store::encode_delivery(delivery);
   const auto ttr = std::max<std::int64_t>(1, request.ttr.count());
-  const bool attached = !attachment.empty();
-  std::string tail = new_record_tail(static_cast<std::uint32_t>(ttr), tube, request.key,
-                                     request.group, request.body);
+  std::vector<std::string> args = put_arguments(request, tube);
+  const bool attached = !args[7].empty();
   const std::uint64_t number = state_->put_made();
   core_->queue_put(
-      shard,
-      {tube, std::to_string(request.priority), std::to_string(request.due.ms),
-       request.due.absolute ? "1" : "0", request.replace ? "1" : "0", request.key, request.group,
-       std::move(attachment), std::move(tail)},
+      shard, std::move(args),
       [state = state_, number, tube, priority = request.priority, due = request.due, ttr,
        key = request.key, group = request.group, attached,
        done = std::move(done)](Result<Reply> reply) {

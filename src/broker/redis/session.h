@@ -7,6 +7,11 @@
 
 namespace delayq::broker::redis {
 
+// The 9 arguments of jobs.lua's put of `request` into `tube`, whose checks (broker/put_rules.h)
+// have passed; its url, content type and trace context move into the attachment.
+[[nodiscard]] std::vector<std::string> put_arguments(broker::PutRequest& request,
+                                                     const std::string& tube);
+
 class RedisSession final : public broker::Session, private Handle {
  public:
   RedisSession(std::shared_ptr<Core> core, broker::SessionOptions options);

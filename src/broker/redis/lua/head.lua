@@ -2,7 +2,7 @@
 -- at build time from src/broker/redis/lua/ (head, record, writes, timers, moves, ops, run). Loaded
 -- into Redis as a function library (redis::Script adds the name and registers run()), so that
 -- what is defined here is made once per load, not at every call.
--- Called as FCALL <name> 16 <the shard's keys> <op> <args...> <node>: every key of the shard, always
+-- Called as FCALL <name> 19 <the shard's keys> <op> <args...> <node>: every key of the shard, always
 -- all of them and in this order, so that Redis sees every key a call may touch. They share
 -- the shard's hash tag, "<prefix>:{<shard>}" (the prefix is "dq" unless configured), hence one
 -- slot, which the shard's channel "<prefix>:{<shard>}:events" shares (sharded pub/sub); and while a slot migrates, Redis runs a script only
@@ -25,6 +25,9 @@
 --  13 owner, 14 epoch   the shard's lease (firing) and its fencing number
 --  15 ti     zset    the timer pages' index, score 0, member: each page's name
 --  16 tp     hash    timer pages: name -> the page's entries, in order
+--  17 s      hash    schedules whose names hash here: name -> record (schedules.lua)
+--  18 sm     hash    schedule name -> "<generation>:<instant>", its latest run put here
+--  19 st     zset    the same names by when their mark was last set (ms)
 -- (The heartbeat op alone is called with the one key <prefix>:nodes.)
 --
 -- Timers: every delayed job by its due time (reserved jobs by their TTR's end: t), as 13-byte
@@ -50,6 +53,7 @@
 -- 'r' and 't' go there with SPUBLISH, which reaches the nodes subscribed on the shard's primary
 -- only, without crossing the cluster bus to every node as a classic PUBLISH does.
 local ARGV, base, SEVENTS, SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH, TI, TP
+local S, SM, ST
 local LAYOUT = 2  -- a record's first object
 local FIELDS = 18 -- and its objects before the body
 local V1 = '>BBI4ddddI4I4I4I4I4I4I4c0I4c0I4c0I4c0' -- a layout 1 record, before the body

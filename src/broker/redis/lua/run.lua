@@ -8,6 +8,7 @@ local function run(keys, args)
   SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH, TI, TP = keys[1], keys[2], keys[3],
     keys[4], keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12], keys[13],
     keys[14], keys[15], keys[16]
+  S, SM, ST = keys[17], keys[18], keys[19]
   clock, clock_ms, quiet, leads = nil, nil, false, false
   readied, records, readies, counters, seen, names = {}, {}, {}, {}, {}, {}
   log, moves, logged, ordered, last_t, last_id = {}, {}, 0, true, nil, nil
