@@ -161,8 +161,8 @@ void RedisSchedules::put_runs(const StoredSchedule& stored, std::vector<schedule
   request.content_type = d.content_type;
   const std::uint32_t shard = shard_of_name(d.tube, request.key, core_->shards);
   std::vector<std::string> args = {
-      "putrun",          std::to_string(core_->shards),      std::to_string(shard), d.name,
-      stored.generation, std::to_string(run.instant_unix_ms)};
+      "putrun",          std::to_string(core_->shards),       std::to_string(shard),         d.name,
+      stored.generation, std::to_string(run.instant_unix_ms), std::to_string(stored.version)};
   for (std::string& arg : put_arguments(request, d.tube)) args.push_back(std::move(arg));
   core_->call(shard, std::move(args), true,
               [self = shared_from_this(), stored, runs = std::move(runs), from,
@@ -204,8 +204,9 @@ void RedisSchedules::commit(const std::string& name, std::uint64_t expected, Sto
 }
 
 void RedisSchedules::plan(std::shared_ptr<const schedule::Compiled> schedule,
-                          std::string generation, schedule::State state, std::int64_t at,
-                          std::shared_ptr<Facts> facts, std::function<void(Result<Plan>)> then) {
+                          std::string generation, std::uint64_t version, schedule::State state,
+                          std::int64_t at, std::shared_ptr<Facts> facts,
+                          std::function<void(Result<Plan>)> then) {
   // The planner runs with what is known; the first question it asks that is not is answered by
   // the job's shard, and the planner run again from the start, with the same present.
   std::optional<std::pair<std::string, bool>> missing;  // key, withdraw
@@ -235,13 +236,13 @@ void RedisSchedules::plan(std::shared_ptr<const schedule::Compiled> schedule,
   const schedule::Definition& d = schedule->definition;
   const std::string key = missing->first;
   const std::uint32_t shard = shard_of_name(d.tube, key, core_->shards);
-  auto again = [self = shared_from_this(), schedule, generation, state, at, facts,
+  auto again = [self = shared_from_this(), schedule, generation, version, state, at, facts,
                 then = std::move(then)](Result<bool> fact, bool withdraw,
                                         std::string asked) mutable {
     if (!fact.is_ok()) return then(fact.status());
     (withdraw ? facts->withdrawn : facts->exists)[asked] = fact.value();
-    self->plan(std::move(schedule), std::move(generation), std::move(state), at, std::move(facts),
-               std::move(then));
+    self->plan(std::move(schedule), std::move(generation), version, std::move(state), at,
+               std::move(facts), std::move(then));
   };
   if (missing->second) {
     // A run put ahead and reached late: withdrawn only if no worker has had it. Gone, it ran
@@ -251,6 +252,7 @@ void RedisSchedules::plan(std::shared_ptr<const schedule::Compiled> schedule,
     probe.record.definition.name = d.name;
     probe.record.definition.tube = d.tube;
     probe.generation = generation;
+    probe.version = version;
     unrun(probe, run ? run->instant_unix_ms : 0, /*or_ready=*/true,
           [again = std::move(again), key](Result<std::string> outcome) mutable {
             if (!outcome.is_ok()) return again(outcome.status(), true, key);
@@ -272,8 +274,8 @@ void RedisSchedules::unrun(const StoredSchedule& stored, std::int64_t instant, b
   const schedule::Definition& d = stored.record.definition;
   const std::string key = schedule::run_key(d.name, instant);
   core_->call(shard_of_name(d.tube, key, core_->shards),
-              {"unrun", d.name, stored.generation, std::to_string(instant), d.tube, key,
-               or_ready ? "1" : "0"},
+              {"unrun", d.name, stored.generation, std::to_string(instant),
+               std::to_string(stored.version), d.tube, key, or_ready ? "1" : "0"},
               true, [self = shared_from_this(), then = std::move(then)](Result<Reply> reply) {
                 if (!reply.is_ok()) return then(reply.status());
                 if (Status s = status_of(reply.value()); !s.is_ok()) return then(s);
@@ -444,7 +446,10 @@ void RedisSchedules::step(const std::string& name) {
   }
   const std::int64_t at = now();
   auto compiled = std::make_shared<const schedule::Compiled>(entry->schedule);
-  plan(compiled, current.generation, current.record.state, at, std::make_shared<Facts>(),
+  // (Copied first: the continuation below takes `current` over.)
+  std::string generation = current.generation;
+  const schedule::State state = current.record.state;
+  plan(compiled, std::move(generation), current.version, state, at, std::make_shared<Facts>(),
        [self = shared_from_this(), name, loaded, at,
         current = std::move(current)](Result<Plan> planned) mutable {
          if (!planned.is_ok()) {
@@ -609,8 +614,8 @@ void RedisSchedules::set(schedule::Definition definition, Callback<ScheduleView>
                     static_cast<unsigned long long>(self->random_()));
       stored->generation = generation;
       stored->record.state = state;
-      self->plan(schedule, stored->generation, state, at, std::make_shared<Facts>(),
-                 std::move(planned));
+      self->plan(schedule, stored->generation, stored->version, state, at,
+                 std::make_shared<Facts>(), std::move(planned));
     });
   };
   // Listed before it is stored: the index holds every stored name (and perhaps a name whose
@@ -749,8 +754,8 @@ void RedisSchedules::pause(std::string name, bool paused, Callback<ScheduleView>
       if (!compiled.is_ok()) return planned(compiled.status());
       // Resumed: the instants missed meanwhile settled by the misfire rule, the next put ahead.
       self->plan(std::make_shared<const schedule::Compiled>(std::move(compiled).value()),
-                 stored->generation, stored->record.state, self->now(), std::make_shared<Facts>(),
-                 std::move(planned));
+                 stored->generation, stored->version, stored->record.state, self->now(),
+                 std::make_shared<Facts>(), std::move(planned));
     };
     if (paused && !stored->record.definition.paused) return self->withdraw(stored, std::move(next));
     next(Status::ok());

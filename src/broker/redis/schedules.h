@@ -109,8 +109,8 @@ class RedisSchedules final : public broker::Schedules,
               std::function<void(Result<std::uint64_t>)> then);
   // The planner's step, its questions answered by the shards first.
   void plan(std::shared_ptr<const schedule::Compiled> schedule, std::string generation,
-            schedule::State state, std::int64_t at, std::shared_ptr<Facts> facts,
-            std::function<void(Result<Plan>)> then);
+            std::uint64_t version, schedule::State state, std::int64_t at,
+            std::shared_ptr<Facts> facts, std::function<void(Result<Plan>)> then);
   // Withdraws the run put ahead (if its job is still delayed; or_ready: or ready and never
   // reserved): deleted, taken, or gone (its job is not there).
   void unrun(const StoredSchedule& stored, std::int64_t instant, bool or_ready,

@@ -2,10 +2,11 @@
 -- lives in the shard its name hashes to, in s (name -> "<version>:<generation>:<runs>:<codec>",
 -- written by the node, which alone reads past the version); its runs are jobs put into the
 -- shards their keys hash to, by putrun, which leaves in that shard a mark per schedule (sm:
--- name -> "<generation>:<instant>", the latest run of it put here; st: the same names by when,
--- so that marks untouched for a day go). Runs of a schedule are put in the order of their
--- instants, so a run at or before its mark here was put already: a node that puts again the runs
--- of a step whose end it did not see (a crash, a lost answer) puts none twice.
+-- name -> "<generation>:<instant>:<version>", the latest run of it put here; st: the same names by when,
+-- so that marks untouched for a day go; the version is that of the record whose step put it).
+-- Runs of a schedule are put in the order of their instants, so a run at or before its mark
+-- here was put already: a node that puts again the runs of a step whose end it did not see (a
+-- crash, a lost answer) puts none twice.
 
 local MARK_LIFE = 86400000  -- ms: a mark not renewed for so long is dropped
 local MARK_TRIM = 4         -- stale marks dropped per putrun
@@ -37,12 +38,16 @@ end
 
 local function mark_of(name)
   local mark = redis.call('HGET', SM, name)
-  if not mark then return nil, nil end
-  local generation, instant = string.match(mark, '^(.*):(%-?%d+)$')
-  return generation, tonumber(instant)
+  if not mark then return nil, nil, nil end
+  local generation, instant, version = string.match(mark, '^(.*):(%-?%d+):(%d+)$')
+  return generation, tonumber(instant), tonumber(version)
+end
+local function set_mark(name, generation, instant, version)
+  redis.call('HSET', SM, name, generation .. ':' .. string.format('%d', instant) .. ':' .. version)
 end
 
--- putrun shards shard name generation instant <9 arguments of a put>: one run of a schedule,
+-- putrun shards shard name generation instant version <9 arguments of a put>: one run of a
+-- schedule, put by the step of the record's version `version`,
 -- put unless its mark here says it was (reply {'ok', 'marked'}), or a job holds its key
 -- ({'ok', 'exists'}); else {'ok', 'put', id}. The put never replaces.
 ops.putrun = function()
@@ -50,9 +55,9 @@ ops.putrun = function()
   local name, generation, instant = ARGV[4], ARGV[5], ARGV[6] + 0
   local g, i = mark_of(name)
   if g == generation and instant <= i then return {'ok', 'marked'} end
-  local r = put_one(7, now, redis.call('INCR', SEQ), ARGV[2] + 0, ARGV[3] + 0)
+  local r = put_one(8, now, redis.call('INCR', SEQ), ARGV[2] + 0, ARGV[3] + 0)
   if r[1] ~= 'ok' and r[1] ~= 'exists' then return r end
-  redis.call('HSET', SM, name, generation .. ':' .. ARGV[6])
+  set_mark(name, generation, instant, ARGV[7])
   redis.call('ZADD', ST, now, name)
   for _, stale in ipairs(redis.call('ZRANGEBYSCORE', ST, '-inf', now - MARK_LIFE, 'LIMIT', 0, MARK_TRIM)) do
     redis.call('HDEL', SM, stale)
@@ -62,21 +67,28 @@ ops.putrun = function()
   return {'ok', 'put', r[2]}
 end
 
--- unrun name generation instant tube key or_ready: withdraws a run put ahead, if no worker has
--- had it: delayed, or (or_ready '1') ready and never reserved. {'ok', 'deleted'} (its mark here
--- lowered, so that the same instant may be put again), {'ok', 'taken'}, or {'ok', 'gone'}.
+-- unrun name generation instant version tube key or_ready: withdraws a run put ahead, by a node
+-- that planned from the record's version `version`, if no worker has had it: delayed, or
+-- (or_ready '1') ready and never reserved. {'ok', 'deleted'} (its mark here lowered, so that the
+-- same instant may be put again), {'ok', 'taken'}, or {'ok', 'gone'}. Two nodes may step a
+-- schedule at once (a lease changing hands; only one's write wins): a run withdrawn already
+-- (its job gone, its mark below it) answers 'deleted' to both, and a run put again by a later
+-- version's step than the asker's is left alone ('taken').
 ops.unrun = function()
-  local name, generation, instant = ARGV[2], ARGV[3], ARGV[4] + 0
-  local id = tonumber(redis.call('HGET', KI, ARGV[5] .. '\0' .. ARGV[6]) or '')
+  local name, generation, instant, version = ARGV[2], ARGV[3], ARGV[4] + 0, ARGV[5] + 0
+  local g, i, v = mark_of(name)
+  local mine = g == generation
+  local id = tonumber(redis.call('HGET', KI, ARGV[6] .. '\0' .. ARGV[7]) or '')
   local j = id and load(id)
-  if not j then return {'ok', 'gone'} end
-  if not (j.state == DELAYED or (ARGV[7] == '1' and j.state == READY and j.reserves == 0)) then
+  if not j then
+    if mine and i < instant then return {'ok', 'deleted'} end
+    return {'ok', 'gone'}
+  end
+  if mine and i >= instant and v > version then return {'ok', 'taken'} end
+  if not (j.state == DELAYED or (ARGV[8] == '1' and j.state == READY and j.reserves == 0)) then
     return {'ok', 'taken'}
   end
   erase(j)
-  local g, i = mark_of(name)
-  if g == generation and i >= instant then
-    redis.call('HSET', SM, name, generation .. ':' .. string.format('%d', instant - 1))
-  end
+  if mine and i >= instant then set_mark(name, generation, instant - 1, v) end
   return {'ok', 'deleted'}
 end

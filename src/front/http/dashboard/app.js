@@ -720,7 +720,6 @@ function schedulesPage(params) {
   const bar = root.querySelector('[data-list-bar]');
   const filter = root.querySelector('[data-filter]');
   const note = root.querySelector('[data-note]');
-  const unsupported = root.querySelector('[data-unsupported]');
   const done = root.querySelector('[data-done]');
   const detail = root.querySelector('[data-detail]');
   const selected = params.get('name');
@@ -864,20 +863,7 @@ function schedulesPage(params) {
                                         : [el('li', { text: 'none to come' })]));
   };
   refresh = async () => {
-    let listed;
-    try {
-      listed = await listSchedules();
-    } catch (error) {
-      if (error.status !== 501 || error.code !== 'unsupported') throw error;
-      // Redis mode: the schedule routes answer 501; nothing here is an error.
-      unsupported.hidden = false;
-      unsupported.textContent = 'This server keeps no schedules (Redis mode): recurring ' +
-        'schedules are kept by delayqd\'s local store only.';
-      bar.hidden = true;
-      table.parentNode.hidden = true;
-      detail.hidden = true;
-      return;
-    }
+    const listed = await listSchedules();
     schedules = listed.schedules;
     const names = new Set(schedules.map((s) => s.name));
     for (const name of rowsByName.keys()) if (!names.has(name)) rowsByName.delete(name);
