@@ -29,7 +29,6 @@ struct Capabilities {
   bool list_jobs = true;
   bool backup = true;
   bool sequential_ids = true;  // ids 1, 2, 3, ... in the order of puts
-  bool schedules = true;       // recurring schedules (broker/schedules.h)
 };
 
 // One test's state, and brokers opened over it.

@@ -2,7 +2,7 @@
 // (its instantiation is broker_contract_test.cc's). Runs are real jobs with keys
 // "<name>@<instant>": the cases read them the way a worker would, across a restart too. Schedules
 // here run every second or two, so a case takes a few seconds of real time; which runs came is
-// asserted, never how late. A broker that keeps no schedules must say kNotSupported (can_).
+// asserted, never how late.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -44,13 +44,6 @@ class ScheduleContract : public BrokerContract {
   Result<ScheduleView> remove(const std::string& name) {
     return call<ScheduleView>([&](auto done) { schedules().remove(name, std::move(done)); });
   }
-  // Whether this broker keeps schedules; if not, that it says so.
-  bool supported() {
-    if (can_.schedules) return true;
-    auto refused = get("any");
-    EXPECT_EQ(refused.code(), Code::kNotSupported) << refused.status().to_string();
-    return false;
-  }
   // Reserves and deletes the next run that comes, returning its instant (from its key).
   std::int64_t take_run(Session& worker, const std::string& tube, const std::string& name) {
     auto job = reserve_waiting(worker, tube);
@@ -63,17 +56,7 @@ class ScheduleContract : public BrokerContract {
   }
 };
 
-TEST_P(BrokerContract, SchedulesAreRefusedOrKeptAsTheBrokerSays) {
-  // The suite's own cases are ScheduleContract's, below; this one ties the broker's
-  // Capabilities to its answer.
-  auto got = call<ScheduleView>(
-      [&](auto done) { broker_->schedules().get("nothing-here", std::move(done)); });
-  EXPECT_EQ(got.code(), can_.schedules ? Code::kNotFound : Code::kNotSupported)
-      << got.status().to_string();
-}
-
 TEST_P(ScheduleContract, ASetScheduleReadsBackWithItsNextRunPutAhead) {
-  if (!supported()) return;
   Definition d = every_second("heartbeat", "beats");
   d.start_unix_ms = wall_ms() + 60'000;  // nothing runs during the case
   d.priority = 5;
@@ -100,7 +83,6 @@ TEST_P(ScheduleContract, ASetScheduleReadsBackWithItsNextRunPutAhead) {
 }
 
 TEST_P(ScheduleContract, BadDefinitionsAreRefusedNamingTheField) {
-  if (!supported()) return;
   Definition d = every_second("bad", "t");
   d.every = {};
   d.cron = "0 9 31 2-13 *";
@@ -120,7 +102,6 @@ TEST_P(ScheduleContract, BadDefinitionsAreRefusedNamingTheField) {
 
 // Every instant of a one-second schedule comes once, across a restart: none lost, none doubled.
 TEST_P(ScheduleContract, EachRunComesOnceAcrossARestart) {
-  if (!supported()) return;
   ASSERT_TRUE(set(every_second("tick", "ticks")).is_ok());
   std::vector<std::int64_t> instants;
   {
@@ -142,7 +123,6 @@ TEST_P(ScheduleContract, EachRunComesOnceAcrossARestart) {
 // Down through the run put ahead: it is missed, as the instants after it, and the misfire rule
 // (skip here) settles them all.
 TEST_P(ScheduleContract, ARunPutAheadAndMissedWhileDownIsSettledByTheMisfireRule) {
-  if (!supported()) return;
   Definition d = every_second("late", "late");
   d.misfire = schedule::Misfire::kSkip;
   auto made = set(d);
@@ -162,7 +142,6 @@ TEST_P(ScheduleContract, ARunPutAheadAndMissedWhileDownIsSettledByTheMisfireRule
 }
 
 TEST_P(ScheduleContract, PauseWithdrawsTheRunPutAheadAndResumeGoesOn) {
-  if (!supported()) return;
   Definition d = every_second("paused", "p");
   d.every = 2s;
   d.misfire = schedule::Misfire::kSkip;
@@ -184,7 +163,6 @@ TEST_P(ScheduleContract, PauseWithdrawsTheRunPutAheadAndResumeGoesOn) {
 }
 
 TEST_P(ScheduleContract, RemoveDeletesTheScheduleAndTheRunPutAhead) {
-  if (!supported()) return;
   Definition d = every_second("gone", "g");
   d.every = 60s;
   auto made = set(d);
@@ -192,14 +170,39 @@ TEST_P(ScheduleContract, RemoveDeletesTheScheduleAndTheRunPutAhead) {
   ASSERT_TRUE(remove("gone").is_ok());
   EXPECT_EQ(get("gone").code(), Code::kNotFound);
   EXPECT_EQ(remove("gone").code(), Code::kNotFound);
+  EXPECT_EQ(pause("never-set", true).code(), Code::kNotFound);
   Session& s = session();
   EXPECT_EQ(
       peek(s, JobRef::by_key("g", schedule::run_key("gone", *made.value().next_unix_ms))).code(),
       Code::kNotFound);
 }
 
+TEST_P(ScheduleContract, ASetOverAScheduleWithdrawsTheRunItPutAheadAndPutsItsOwn) {
+  Definition d = every_second("moved", "mv");
+  d.every = 60s;
+  auto first = set(d);
+  ASSERT_TRUE(first.is_ok());
+  ASSERT_TRUE(first.value().next_unix_ms);
+  d.every = 90s;
+  d.body = "second";
+  auto second = set(d);
+  ASSERT_TRUE(second.is_ok()) << second.status().to_string();
+  EXPECT_FALSE(second.value().created);
+  ASSERT_TRUE(second.value().next_unix_ms);
+  ASSERT_NE(*second.value().next_unix_ms, *first.value().next_unix_ms);
+  EXPECT_EQ(second.value().state.runs, 1U) << "the withdrawn run is not counted";
+  Session& s = session();
+  EXPECT_EQ(
+      peek(s, JobRef::by_key("mv", schedule::run_key("moved", *first.value().next_unix_ms)))
+          .code(),
+      Code::kNotFound);
+  auto ahead =
+      peek(s, JobRef::by_key("mv", schedule::run_key("moved", *second.value().next_unix_ms)));
+  ASSERT_TRUE(ahead.is_ok()) << ahead.status().to_string();
+  EXPECT_EQ(ahead.value().body, "second");
+}
+
 TEST_P(ScheduleContract, TriggerAndBackfillPutRunsDueNow) {
-  if (!supported()) return;
   Definition d = every_second("manual", "m");
   d.every = 60s;
   d.start_unix_ms = (wall_ms() / 60'000 - 10) * 60'000;  // ten minutes ago, on the minute
@@ -230,7 +233,6 @@ TEST_P(ScheduleContract, TriggerAndBackfillPutRunsDueNow) {
 }
 
 TEST_P(ScheduleContract, OverlapSkipRunsNothingWhileThePreviousRunsJobExists) {
-  if (!supported()) return;
   Definition d = every_second("single", "one");
   d.overlap = schedule::Overlap::kSkip;
   ASSERT_TRUE(set(d).is_ok());
@@ -245,7 +247,6 @@ TEST_P(ScheduleContract, OverlapSkipRunsNothingWhileThePreviousRunsJobExists) {
 }
 
 TEST_P(ScheduleContract, ListingIsByNameAndPaged) {
-  if (!supported()) return;
   for (const char* name : {"c", "a", "b"}) {
     Definition d = every_second(name, "list");
     d.every = 3600s;

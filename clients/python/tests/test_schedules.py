@@ -1,6 +1,5 @@
-"""Schedules: set, get, list, next, preview, pause, resume, trigger, backfill, remove. The
-local store keeps schedules; in Redis mode every route but the preview answers 501
-(docs/schedules.md), which the last tests check."""
+"""Schedules: set, get, list, next, preview, pause, resume, trigger, backfill, remove; the same
+in both modes."""
 
 from __future__ import annotations
 
@@ -11,17 +10,14 @@ from typing import Callable
 import pytest
 
 import delayq
-from conftest import local_only, redis_only
 
 UTC = timezone.utc
-no_schedules = local_only("keeps no schedules: the routes answer 501 unsupported")
 
 
 def name() -> str:
     return f"s-{uuid.uuid4().hex[:10]}"
 
 
-@no_schedules
 def test_set_and_get_an_interval_schedule(client: delayq.Client, tube: str) -> None:
     n = name()
     start = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
@@ -42,7 +38,6 @@ def test_set_and_get_an_interval_schedule(client: delayq.Client, tube: str) -> N
     client.remove_schedule(n)
 
 
-@no_schedules
 def test_a_cron_schedule_puts_its_next_run_ahead(client: delayq.Client, tube: str) -> None:
     n = name()
     schedule = client.set_schedule(n, tube, cron="0 3 * * *", tz="Europe/Paris", body="daily")
@@ -66,7 +61,6 @@ def test_a_cron_schedule_puts_its_next_run_ahead(client: delayq.Client, tube: st
         client.get_schedule(n)
 
 
-@no_schedules
 def test_pause_resume_and_trigger(client: delayq.Client, tube: str) -> None:
     n = name()
     client.set_schedule(n, tube, every="1h", body="tick")
@@ -83,7 +77,6 @@ def test_pause_resume_and_trigger(client: delayq.Client, tube: str) -> None:
     client.remove_schedule(n)
 
 
-@no_schedules
 def test_backfill_puts_one_run_per_instant_once(client: delayq.Client, tube: str) -> None:
     n = name()
     client.set_schedule(n, tube, cron="0 * * * *", body="hourly")
@@ -100,7 +93,6 @@ def test_backfill_puts_one_run_per_instant_once(client: delayq.Client, tube: str
     client.remove_schedule(n)
 
 
-@no_schedules
 def test_list_schedules_a_page_at_a_time(client: delayq.Client, tube: str) -> None:
     prefix = name()
     names = [f"{prefix}-{i}" for i in range(3)]
@@ -116,7 +108,6 @@ def test_list_schedules_a_page_at_a_time(client: delayq.Client, tube: str) -> No
         client.remove_schedule(n)
 
 
-@no_schedules
 def test_schedule_refusals(client: delayq.Client, tube: str) -> None:
     with pytest.raises(delayq.BadRequest):
         client.set_schedule(name(), tube, cron="0 9 32 * *")
@@ -143,19 +134,3 @@ def test_preview_without_setting_anything(client: delayq.Client, tube: str) -> N
         "2026-03-29T10:00:00+02:00", "2026-03-30T10:00:00+02:00"]
     with pytest.raises(delayq.BadRequest):
         client.preview_schedule(tube, cron="not cron")
-
-
-@redis_only
-def test_redis_mode_answers_unsupported_for_every_schedule_route_but_the_preview(
-        client: delayq.Client, tube: str) -> None:
-    n = name()
-    calls: list[Callable[[], object]] = [lambda: client.set_schedule(n, tube, every="1h"), lambda: client.get_schedule(n),
-             lambda: client.list_schedules(), lambda: client.remove_schedule(n),
-             lambda: client.pause_schedule(n), lambda: client.resume_schedule(n),
-             lambda: client.trigger_schedule(n), lambda: client.next_runs(n),
-             lambda: client.backfill_schedule(n, datetime(2030, 1, 1, tzinfo=UTC),
-                                              datetime(2030, 1, 2, tzinfo=UTC))]
-    for call in calls:
-        with pytest.raises(delayq.Unsupported) as error:
-            call()
-        assert error.value.status == 501

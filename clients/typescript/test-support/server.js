@@ -18,7 +18,6 @@ export const redisMode = Boolean(process.env.DELAYQ_TEST_REDIS_SEEDS_FILE);
 
 /** Why a test is skipped in Redis mode (docs/redis-mode.md "What differs from a single delayqd"). */
 export const kRedisSkips = {
-  schedules: redisMode && "Redis mode keeps no schedules: every schedule route but the preview answers 501 unsupported",
   listJobs: redisMode && "Redis mode cannot list a tube's jobs (GET /v1/tubes/{tube}/jobs answers 501 unsupported)",
   dueCounts: redisMode && "Redis mode keeps no counts by due time (GET /v1/due answers 501 unsupported)",
   backup: redisMode && "Redis mode has no data directory to back up (POST /v1/admin/backup answers 501 unsupported)",

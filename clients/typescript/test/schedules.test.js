@@ -4,8 +4,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { BadRequestError, Client, NotFoundError, UnsupportedError } from "delayq";
-import { kRedisSkips, redisMode, startServer } from "../test-support/server.js";
+import { BadRequestError, Client, NotFoundError } from "delayq";
+import { startServer } from "../test-support/server.js";
 
 let server;
 let client;
@@ -17,10 +17,8 @@ before(async () => {
 
 after(() => server?.stop());
 
-const skip = kRedisSkips.schedules;
-
 describe("schedules", () => {
-  test("setSchedule with cron: every field comes back", { skip }, async () => {
+  test("setSchedule with cron: every field comes back", async () => {
     const schedule = await client.setSchedule("nightly-report", "reports", {
       cron: "0 3 * * *",
       tz: "Europe/Paris",
@@ -57,7 +55,7 @@ describe("schedules", () => {
     assert.deepEqual(again, schedule);
   });
 
-  test("an every schedule puts its next run ahead, keyed by its instant", { skip }, async () => {
+  test("an every schedule puts its next run ahead, keyed by its instant", async () => {
     const schedule = await client.setSchedule("hourly", "ticks", { every: "1h", body: "tick" });
     assert.equal(schedule.everyMs, 3_600_000);
     assert.ok(schedule.startAt instanceof Date);
@@ -70,7 +68,7 @@ describe("schedules", () => {
     assert.equal(run.schedule.instant.getTime(), schedule.next.getTime());
   });
 
-  test("listSchedules pages by name; schedules() walks every page", { skip }, async () => {
+  test("listSchedules pages by name; schedules() walks every page", async () => {
     for (const name of ["page-a", "page-b", "page-c"]) await client.setSchedule(name, "pages", { every: "1d" });
     const first = await client.listSchedules({ limit: 2 });
     assert.equal(first.schedules.length, 2);
@@ -84,7 +82,7 @@ describe("schedules", () => {
     assert.deepEqual(names, [...names].sort());
   });
 
-  test("pause, resume, trigger", { skip }, async () => {
+  test("pause, resume, trigger", async () => {
     await client.setSchedule("pausable", "pausing", { every: "1h" });
     const paused = await client.pauseSchedule("pausable");
     assert.equal(paused.paused, true);
@@ -102,7 +100,7 @@ describe("schedules", () => {
     assert.equal(resumed.lastRun.getTime(), triggered.schedule.instant.getTime());
   });
 
-  test("backfill puts one run per instant, and answers the runs standing when asked again", { skip }, async () => {
+  test("backfill puts one run per instant, and answers the runs standing when asked again", async () => {
     const startAt = new Date(Math.floor(Date.now() / 60_000) * 60_000 - 10 * 60_000);
     await client.setSchedule("minutely", "backfilled", { every: "1m", startAt, body: "b" });
     const to = new Date(startAt.getTime() + 2 * 60_000);
@@ -116,7 +114,7 @@ describe("schedules", () => {
     assert.deepEqual(again.map((job) => job.id), jobs.map((job) => job.id));
   });
 
-  test("nextRuns", { skip }, async () => {
+  test("nextRuns", async () => {
     const startAt = new Date("2030-01-01T00:00:00Z");
     await client.setSchedule("future", "later", { every: "15m", startAt });
     const runs = await client.nextRuns("future", { count: 3, after: new Date("2030-01-01T00:10:00Z") });
@@ -131,7 +129,7 @@ describe("schedules", () => {
     await assert.rejects(client.nextRuns("no-such-schedule"), NotFoundError);
   });
 
-  test("removeSchedule answers it as it was, and it is gone", { skip }, async () => {
+  test("removeSchedule answers it as it was, and it is gone", async () => {
     await client.setSchedule("doomed", "gone", { every: "1h" });
     const removed = await client.removeSchedule("doomed");
     assert.equal(removed.name, "doomed");
@@ -140,7 +138,7 @@ describe("schedules", () => {
     await assert.rejects(client.removeSchedule("doomed"), NotFoundError);
   });
 
-  test("errors: a bad cron, a bad name, cron and every both", { skip }, async () => {
+  test("errors: a bad cron, a bad name, cron and every both", async () => {
     const bad = await client.setSchedule("bad", "x", { cron: "0 9 32 * *" }).catch((e) => e);
     assert.ok(bad instanceof BadRequestError);
     assert.match(bad.message, /day of month/);
@@ -165,13 +163,4 @@ describe("schedules", () => {
     const cron = await client.previewSchedule("x", { cron: "0 9 * * *", tz: "Europe/Paris", after: new Date("2026-03-28T12:00:00Z"), count: 2 });
     assert.deepEqual(cron.map((d) => d.toISOString()), ["2026-03-29T07:00:00.000Z", "2026-03-30T07:00:00.000Z"]);
   });
-
-  // Only in Redis mode: a server with a data directory keeps schedules (tested above).
-  if (redisMode) {
-    test("in Redis mode, the schedule routes but the preview answer UnsupportedError", async () => {
-      await assert.rejects(client.setSchedule("x", "x", { every: "1h" }), UnsupportedError);
-      await assert.rejects(client.listSchedules(), UnsupportedError);
-      await assert.rejects(client.getSchedule("x"), UnsupportedError);
-    });
-  }
 });
