@@ -1,8 +1,6 @@
 // schedule_test — recurring schedules through the real delayqd: every /v1/schedules route and its
 // errors over HTTP, then kill -9 during the runs of a one-second schedule, again and again, with a
-// worker taking every run: each instant comes (none lost) and none comes again after its job was
-// deleted (none doubled). A run that was reserved when the server died comes back, as any
-// reserved job does; that is delivery at least once, not a second run.
+// worker taking every run (run_counter.h): none lost, none doubled.
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
@@ -14,6 +12,7 @@
 #include <thread>
 
 #include "front/http/client.h"
+#include "run_counter.h"
 #include "server_process.h"
 
 namespace delayq::testing {
@@ -131,31 +130,6 @@ TEST_F(ScheduleTest, EveryRouteAndItsErrors) {
   error_message(404, "DELETE", "/v1/schedules/minutely", "");
 }
 
-// A worker that reserves and deletes runs over HTTP, remembering what it saw.
-struct Worker {
-  std::map<std::int64_t, int> reserved;  // instant -> times reserved
-  std::set<std::int64_t> deleted;
-  std::vector<std::string> doubled;
-
-  // One reserve (and delete); false if the server did not answer (it is down).
-  bool take(front::http::Client& http) {
-    auto response =
-        http.request("POST", "/v1/reserve", R"({"tubes":["ticks"],"timeout":"2s"})", Millis{4000});
-    if (!response.is_ok()) return false;
-    if (response.value().status == 204) return true;
-    if (response.value().status != 200) return false;
-    const json::object job = json::parse(response.value().body).as_object();
-    const std::string key(job.at("key").as_string());
-    const std::int64_t instant = std::stoll(key.substr(key.find('@') + 1));
-    if (deleted.contains(instant)) doubled.push_back(key);
-    ++reserved[instant];
-    auto erased =
-        http.request("DELETE", "/v1/jobs/" + std::to_string(number(job, "id")), "", Millis{4000});
-    if (erased.is_ok() && erased.value().status == 200) deleted.insert(instant);
-    return erased.is_ok();
-  }
-};
-
 TEST_F(ScheduleTest, Kill9DuringRunsLosesNoRunAndDoublesNone) {
   // A TTR of 2 s: in Redis mode a run reserved when its node died comes back when its TTR
   // lapses (not at the restart), within the drain below.
@@ -164,7 +138,7 @@ TEST_F(ScheduleTest, Kill9DuringRunsLosesNoRunAndDoublesNone) {
   const std::uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 random(seed);
-  Worker worker;
+  RunCounter worker{.tube = "ticks"};
   constexpr int kKills = 3;
   for (int round = 0; round <= kKills; ++round) {
     // Work for 1.5 to 3 s, then kill -9 (not after the last round) and start again.
@@ -177,30 +151,8 @@ TEST_F(ScheduleTest, Kill9DuringRunsLosesNoRunAndDoublesNone) {
     ASSERT_EQ(server_->start(), "");
     connect();
   }
-  // Drain the runs put to catch up and the last second's (in Redis mode the dead nodes'
-  // leases run out first, so the catch-up may be long; and runs of different shards come in
-  // the order their nodes learn of them), until every instant up to one due after now has
-  // come, or for 60 runs; then look at the instants.
-  const std::int64_t now_ms =
-      std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
-  const auto caught_up = [&] {
-    if (worker.reserved.empty() || worker.reserved.rbegin()->first <= now_ms) return false;
-    const std::int64_t first = worker.reserved.begin()->first;
-    const std::int64_t last = worker.reserved.rbegin()->first;
-    return static_cast<std::int64_t>(worker.reserved.size()) == (last - first) / 1000 + 1;
-  };
-  for (int i = 0; i < 60 && !caught_up(); ++i) ASSERT_TRUE(worker.take(*http_));
-  EXPECT_TRUE(worker.doubled.empty())
-      << "a run came again after its job was deleted: " << worker.doubled.front();
-  ASSERT_GE(worker.reserved.size(), 6U);
-  std::int64_t previous = worker.reserved.begin()->first;
-  for (const auto& [instant, times] : worker.reserved) {
-    if (instant == previous) continue;
-    EXPECT_EQ(instant - previous, 1000)
-        << "runs between " << previous << " and " << instant << " were lost";
-    previous = instant;
-  }
+  worker.drain(*http_);
+  worker.check(6);
   const json::object tick = expect(200, "GET", "/v1/schedules/tick");
   EXPECT_EQ(number(tick, "misfires"), 0);
 }
