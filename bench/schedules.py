@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""schedules.py [DELAYQD] [--lateness-schedules N] [--seconds S] [--stored N] -- recurring
-schedules on one delayqd (local store, `--fsync always`, a scratch data directory).
+"""schedules.py [DELAYQD] [--lateness-schedules N] [--seconds S] [--stored N] [--redis] --
+recurring schedules on one delayqd: local store (`--fsync always`, a scratch data directory), or
+with --redis a node over a redis-server of the script's own (Debian's, on a free loopback port,
+no persistence, stopped by its PID; the jobs under a fresh prefix each phase).
 
 Three phases, each on a fresh server started on free loopback ports and stopped by its PID:
   lateness  N schedules (default 1,000) `every 1s`, run for S seconds (default 20) after a 3 s
@@ -9,7 +11,8 @@ Three phases, each on a fresh server started on free loopback ports and stopped 
             the window, as p50/p99 interpolated inside the buckets as Prometheus's
             histogram_quantile() does, and the runs put per second (delayq_schedule_runs_total).
   stored    --stored schedules (default 100,000) `0 9 * * *` in five zones, put over 32 HTTP
-            connections: RSS per schedule (each one's run put ahead included: a delayed job).
+            connections: RSS per schedule (each one's run put ahead included: a delayed job);
+            with --redis also Redis's used_memory per schedule.
   reads     on that server: GET /v1/schedules?limit=100 from the middle of the names, GET
             .../{name}/next?count=10, POST /v1/schedules/preview (count 10), each 50 times on one
             kept-alive connection; the median and the largest, in ms.
@@ -21,6 +24,7 @@ import http.client
 import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -31,9 +35,57 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from overload import rss_kib  # this directory's
 
 
+REDIS = None  # (process, port) with --redis
+PHASES = iter(range(1000))
+
+
+def redis_command(port, *words):
+    """One command to the script's redis-server; its reply's bytes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(("*%d\r\n" % len(words) + "".join(
+            "$%d\r\n%s\r\n" % (len(w), w) for w in words)).encode())
+        reply = b""
+        while b"\r\n" not in reply:
+            reply += conn.recv(65536)
+        head, _, rest = reply.partition(b"\r\n")
+        if head.startswith(b"$") and int(head[1:]) >= 0:
+            while len(rest) < int(head[1:]) + 2:
+                rest += conn.recv(65536)
+            return rest[:int(head[1:])]
+        reply = head
+        return reply
+
+
+def start_redis():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            if redis_command(port, "PING").startswith(b"+PONG"):
+                return process, port
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    sys.exit("redis-server did not answer")
+
+
+def redis_used_memory():
+    info = redis_command(REDIS[1], "INFO", "memory").decode()
+    return int(info.split("used_memory:")[1].split("\r\n")[0])
+
+
 def start(binary, data):
+    store = ["-b", data]
+    if REDIS is not None:
+        store = ["--redis", f"127.0.0.1:{REDIS[1]}", "--redis-prefix",
+                 f"bench{os.getpid()}-{next(PHASES)}"]
     server = subprocess.Popen(
-        [binary, "-p", "0", "--http", "127.0.0.1:0", "-b", data, "--min-free-disk", "0"],
+        [binary, "-p", "0", "--http", "127.0.0.1:0", "--min-free-disk", "0"] + store,
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     http_port = None
     deadline = time.time() + 30
@@ -128,6 +180,7 @@ def stored_and_reads(binary, n):
         call(conn, "GET", "/v1/stats")
         time.sleep(0.5)
         before = rss_kib(server.pid)
+        redis_before = redis_used_memory() if REDIS else 0
         started = time.time()
 
         def put_some(first):  # every 32nd schedule from `first`, over a connection of its own
@@ -144,6 +197,9 @@ def stored_and_reads(binary, n):
         after = rss_kib(server.pid)
         print(f"stored: {n} schedules put in {took:.1f} s ({n / took:.0f}/s), RSS "
               f"{(after - before) * 1024 / n:.0f} B per schedule (its run put ahead included)")
+        if REDIS:
+            print(f"stored: Redis used_memory {(redis_used_memory() - redis_before) / n:.0f} B "
+                  f"per schedule (its record, its name in the index, its run put ahead)")
         middle = f"report-{n // 2:07d}"
         reads = {
             "list 100": ("GET", f"/v1/schedules?limit=100&after={middle}", None),
@@ -171,9 +227,18 @@ def main():
     parser.add_argument("--lateness-schedules", type=int, default=1000)
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--stored", type=int, default=100_000)
+    parser.add_argument("--redis", action="store_true")
     args = parser.parse_args()
-    lateness(args.binary, args.lateness_schedules, args.seconds)
-    stored_and_reads(args.binary, args.stored)
+    global REDIS
+    if args.redis:
+        REDIS = start_redis()
+    try:
+        lateness(args.binary, args.lateness_schedules, args.seconds)
+        stored_and_reads(args.binary, args.stored)
+    finally:
+        if REDIS:
+            REDIS[0].terminate()
+            REDIS[0].wait()
 
 
 if __name__ == "__main__":
