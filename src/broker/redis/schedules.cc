@@ -287,15 +287,31 @@ void RedisSchedules::unrun(const StoredSchedule& stored, std::int64_t instant, b
 
 // --- the owner's turn
 
+void RedisSchedules::warn(const std::string& what) {
+  const SteadyTime now = core_->clock->steady_now();
+  if (warned_ && now - *warned_ < kWarnEvery) {
+    ++unwarned_;
+    return;
+  }
+  if (unwarned_ > 0) {
+    spdlog::warn("redis: {} (and {} more such warnings of schedules since the last)", what,
+                 unwarned_);
+  } else {
+    spdlog::warn("redis: {}", what);
+  }
+  warned_ = now;
+  unwarned_ = 0;
+}
+
 void RedisSchedules::load_shard(std::uint32_t shard) {
   core_->call(
       shard, {"schedule_all"}, false, [self = shared_from_this(), shard](Result<Reply> reply) {
         if (self->stopped_ || !self->core_->owned.contains(shard)) return;
         if (!reply.is_ok() || !status_of(reply.value()).is_ok()) {
           // Its schedules wait for the next look: retried until the lease goes.
-          spdlog::warn(
-              "redis: the schedules of shard {} could not be read: {}", shard,
-              reply.is_ok() ? status_of(reply.value()).to_string() : reply.status().to_string());
+          self->warn(fmt::format(
+              "the schedules of shard {} could not be read: {}", shard,
+              reply.is_ok() ? status_of(reply.value()).to_string() : reply.status().to_string()));
           std::shared_ptr<Timer> timer = self->core_->clock->timer();
           timer->expires_after(Millis{kRetryMs});
           timer->async_wait([self, shard, timer](bool expired) {
@@ -342,7 +358,8 @@ void RedisSchedules::reload(const std::string& name) {
     if (!self->core_->owned.contains(shard)) return;
     if (!stored.is_ok()) {
       // Tried again at its next wake (step() reads it again while it is stale).
-      spdlog::warn("schedule '{}' could not be read again: {}", name, stored.status().to_string());
+      self->warn(fmt::format("schedule '{}' could not be read again: {}", name,
+                             stored.status().to_string()));
       if (auto it = self->mine_.find(name); it != self->mine_.end()) it->second.stale = true;
       return;
     }
@@ -453,7 +470,7 @@ void RedisSchedules::step(const std::string& name) {
        [self = shared_from_this(), name, loaded, at,
         current = std::move(current)](Result<Plan> planned) mutable {
          if (!planned.is_ok()) {
-           spdlog::warn("schedule '{}': {}", name, planned.status().to_string());
+           self->warn(fmt::format("schedule '{}': {}", name, planned.status().to_string()));
            return self->stepped(name, loaded, at + kRetryMs);
          }
          Plan& p = planned.value();
@@ -465,25 +482,26 @@ void RedisSchedules::step(const std::string& name) {
          next.record.state = p.state;
          next.intent = p.step.put;
          const std::uint64_t expected = current.version;
-         self->commit(name, expected, std::move(next), false,
-                      [self, name, loaded, before, after = p.state,
-                       wake = p.step.wake_unix_ms](Result<std::uint64_t> written) {
-                        const auto found = self->mine_.find(name);
-                        if (found == self->mine_.end() || found->second.loaded != loaded) return;
-                        if (written.code() == Code::kConflict) return self->reload(name);
-                        if (!written.is_ok()) {
-                          spdlog::warn("schedule '{}': {}", name, written.status().to_string());
-                          // Written with its intent, or not at all: read again before the next.
-                          found->second.stale = true;
-                          return self->stepped(name, loaded, self->now() + kRetryMs);
-                        }
-                        schedule::Book::Entry* stepped_entry = self->book_.find(name);
-                        if (stepped_entry == nullptr) return;
-                        stepped_entry->state = after;
-                        found->second.version = written.value();
-                        self->count(before, after);
-                        self->stepped(name, loaded, wake);
-                      });
+         self->commit(
+             name, expected, std::move(next), false,
+             [self, name, loaded, before, after = p.state,
+              wake = p.step.wake_unix_ms](Result<std::uint64_t> written) {
+               const auto found = self->mine_.find(name);
+               if (found == self->mine_.end() || found->second.loaded != loaded) return;
+               if (written.code() == Code::kConflict) return self->reload(name);
+               if (!written.is_ok()) {
+                 self->warn(fmt::format("schedule '{}': {}", name, written.status().to_string()));
+                 // Written with its intent, or not at all: read again before the next.
+                 found->second.stale = true;
+                 return self->stepped(name, loaded, self->now() + kRetryMs);
+               }
+               schedule::Book::Entry* stepped_entry = self->book_.find(name);
+               if (stepped_entry == nullptr) return;
+               stepped_entry->state = after;
+               found->second.version = written.value();
+               self->count(before, after);
+               self->stepped(name, loaded, wake);
+             });
        });
 }
 

@@ -117,6 +117,10 @@ class RedisSchedules final : public broker::Schedules,
              std::function<void(Result<std::string>)> then);
 
   // --- the owner's turn
+  // A warning, at most one every kWarnEvery (Redis out of reach fails every schedule's step,
+  // each second), with a count of those left out.
+  static constexpr std::chrono::seconds kWarnEvery{10};
+  void warn(const std::string& what);
   void load_shard(std::uint32_t shard);
   void drop_shard(std::uint32_t shard);
   void reload(const std::string& name);
@@ -157,6 +161,8 @@ class RedisSchedules final : public broker::Schedules,
   std::uint64_t loads_ = 0;
   std::unique_ptr<Timer> timer_;
   bool stopped_ = false;
+  std::optional<SteadyTime> warned_;
+  std::uint64_t unwarned_ = 0;
   std::mt19937_64 random_{std::random_device{}()};
 };
 
