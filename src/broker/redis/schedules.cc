@@ -22,6 +22,21 @@ Status no_schedule(const std::string& name) {
   return {Code::kNotFound, "no schedule '" + name + "'"};
 }
 
+// The put of a schedule's run: a job keyed by its instant, due at the run's due time.
+broker::PutRequest run_request(const schedule::Definition& d, const schedule::Run& run) {
+  broker::PutRequest request;
+  request.tube = d.tube;
+  request.priority = d.priority;
+  request.due = Due::at(run.due_unix_ms);
+  request.ttr = d.ttr;
+  request.body = d.body;
+  request.key = schedule::run_key(d.name, run.instant_unix_ms);
+  request.group = d.group;
+  request.url = d.url;
+  request.content_type = d.content_type;
+  return request;
+}
+
 // Reads an integer and the byte after it, which must be `end`.
 bool take_int(std::string_view& text, char end, std::int64_t& out) {
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
@@ -149,16 +164,7 @@ void RedisSchedules::put_runs(const StoredSchedule& stored, std::vector<schedule
   if (from == runs.size()) return then(Status::ok());
   const schedule::Definition& d = stored.record.definition;
   const schedule::Run run = runs[from];
-  broker::PutRequest request;
-  request.tube = d.tube;
-  request.priority = d.priority;
-  request.due = Due::at(run.due_unix_ms);
-  request.ttr = d.ttr;
-  request.body = d.body;
-  request.key = schedule::run_key(d.name, run.instant_unix_ms);
-  request.group = d.group;
-  request.url = d.url;
-  request.content_type = d.content_type;
+  broker::PutRequest request = run_request(d, run);
   const std::uint32_t shard = shard_of_name(d.tube, request.key, core_->shards);
   std::vector<std::string> args = {
       "putrun",          std::to_string(core_->shards),       std::to_string(shard),         d.name,
@@ -790,17 +796,7 @@ void RedisSchedules::put_direct(std::shared_ptr<const schedule::Definition> d,
                                 std::shared_ptr<std::vector<broker::PutResult>> puts,
                                 std::function<void(Status)> then) {
   if (puts->size() == runs.size()) return then(Status::ok());
-  const schedule::Run run = runs[puts->size()];
-  broker::PutRequest request;
-  request.tube = d->tube;
-  request.priority = d->priority;
-  request.due = Due::at(run.due_unix_ms);
-  request.ttr = d->ttr;
-  request.body = d->body;
-  request.key = schedule::run_key(d->name, run.instant_unix_ms);
-  request.group = d->group;
-  request.url = d->url;
-  request.content_type = d->content_type;
+  broker::PutRequest request = run_request(*d, runs[puts->size()]);
   if (!session_) {
     // Made at the first: a session counts among the node's (its holder's number).
     broker::SessionOptions options;
