@@ -15,9 +15,12 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
   views.push_back(node);  // jobs.lua's run() takes the caller last
   delayq::redis::Request request;
   request.slot = slot;
-  // Only puts make Redis hold more; every other call frees memory or keeps it level, and runs
-  // while Redis is over its maxmemory, so that workers can drain it and jobs still fire.
-  const bool grows = args.front() == "put" || args.front() == "putmany";
+  // Only puts (a schedule's runs and records among them) make Redis hold more; every other call
+  // frees memory or keeps it level, and runs while Redis is over its maxmemory, so that workers
+  // can drain it and jobs still fire.
+  const std::string& op = args.front();
+  const bool grows = op == "put" || op == "putmany" || op == "putrun" ||
+                     (op == "schedule_save" && args.size() > 3 && !args[3].empty());
   request.commands.push_back(script.call(key_views, views, !grows));
   request.script = &script;
   const bool wait = write && options.wait_for_replica && replicated(slot);
