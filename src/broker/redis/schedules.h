@@ -11,7 +11,8 @@
 // again, and the marks keep any from being put twice (jobs.lua, schedules.lua). What the planner
 // asks of the jobs (whether the previous run's job exists; the withdrawal of a late run put
 // ahead) is asked of their shards first, and the planner run again with the answers.
-// Everything runs on the broker's executor. Design: docs/redis-mode.md, "Schedules".
+// Everything runs on the broker's executor. The owner's turn is schedules.cc; the changes from
+// any node, schedule_changes.cc. Design: docs/redis-mode.md, "Schedules".
 #pragma once
 
 #include <cstdint>
@@ -42,6 +43,9 @@ struct StoredSchedule {
 };
 [[nodiscard]] std::string encode_stored(const StoredSchedule& stored);
 [[nodiscard]] Result<StoredSchedule> decode_stored(std::string_view name, std::string_view bytes);
+// The put of a schedule's run: a job keyed by its instant, due at the run's due time.
+[[nodiscard]] broker::PutRequest run_request(const schedule::Definition& d,
+                                             const schedule::Run& run);
 
 class RedisSchedules final : public broker::Schedules,
                              public std::enable_shared_from_this<RedisSchedules> {
