@@ -1,7 +1,8 @@
 // cpp_client_test.cc — the C++ client (include/delayq/client.h) against the real delayqd: binary
 // bodies, keys, groups, due times (never early), every error a call maps, calls from several
 // coroutines on one client taking turns, close() during a waiting reserve, and the worker loop
-// (deletes, releases with backoff, touches a slow handler, stops). Every wait is bounded.
+// (deletes, releases with backoff, touches a slow handler, stops); and docs/clients.md's snippet,
+// as written. Every wait is bounded.
 #include <gtest/gtest.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -301,6 +302,30 @@ TEST_F(CppClientTest, AWorkerRefusesOptionsItCannotRunWith) {
                    {.port = server_.port(), .backoff_min = 10s, .backoff_max = 1s},
                    [](const Job&) -> Task<void> { co_return; });
   EXPECT_THROW(run(backwards.run()), std::invalid_argument);
+}
+
+// docs/clients.md's C++ snippet, as the page shows it: its first ```cpp block, taken at configure
+// time (tests/CMakeLists.txt), with its port, 11300, made the test server's. It puts a reminder
+// 48 h ahead by key, then moves it by that key to `new_time`.
+Task<PutResult> clients_md_snippet(std::string body, std::uint16_t port, SystemTime new_time) {
+#include "clients_md_snippet.inc"
+  co_return put;
+}
+
+TEST_F(CppClientTest, TheSnippetOfDocsClientsMdRunsAsWritten) {
+  const SystemTime new_time = std::chrono::system_clock::now() + 72h;
+  const PutResult put = run(clients_md_snippet("rate your order 1001", server_.port(), new_time));
+  EXPECT_TRUE(put.inserted);
+  const Stats stats = run([&]() -> Task<Stats> {
+    auto client = co_await connected();
+    co_return co_await client->stats_job(put.id);
+  }());
+  EXPECT_EQ(stats.at("tube"), "reminders");
+  EXPECT_EQ(stats.at("state"), "delayed");
+  // Moved from 48 h to 72 h ahead by its key (time-left in whole seconds).
+  const long long left = std::stoll(stats.at("time-left"));
+  EXPECT_GE(left, 72 * 3600 - 5);
+  EXPECT_LE(left, 72 * 3600);
 }
 
 }  // namespace
