@@ -838,8 +838,19 @@ TEST(RedisFullTest, PutsAreRefusedWhileRedisIsOverItsMaxmemoryAndPassAgainAfter)
   ASSERT_TRUE(inserted_id(producer.call(put_command("before"))));
   const auto delayed = inserted_id(producer.call("put 0 2 60 7\r\ndelayed\r\n"));
   ASSERT_TRUE(delayed);
+  // A schedule's status line for a request of its own.
+  const auto set_schedule = [&](const std::string& name) {
+    const std::string body = R"({"tube":"beats","every":"1s"})";
+    Client http(server->http_port());
+    EXPECT_TRUE(http.send("PUT /v1/schedules/" + name + " HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                          std::to_string(body.size()) + "\r\n\r\n" + body));
+    return http.read_line(Millis{15000}).value_or("");
+  };
+  ASSERT_EQ(set_schedule("beat"), "HTTP/1.1 201 Created\r\n");
   ASSERT_EQ(call(redis.port(), {"CONFIG", "SET", "maxmemory", "1"}).str, "OK");
   EXPECT_EQ(producer.call(put_command("refused"), Millis{15000}), "OUT_OF_MEMORY\r\n");
+  // A schedule's set is a put too; its runs wait (their steps are refused and tried again).
+  EXPECT_EQ(set_schedule("refused"), "HTTP/1.1 507 Insufficient Storage\r\n");
   // Everything but a put goes on, so that workers drain Redis: reserves, deletes, and the
   // firing of jobs falling due (the delayed job, after its 2 s).
   Client worker(server->port());
@@ -856,6 +867,13 @@ TEST(RedisFullTest, PutsAreRefusedWhileRedisIsOverItsMaxmemoryAndPassAgainAfter)
   EXPECT_TRUE(inserted_id(producer.call(put_command("after"))));
   const std::string reserved = producer.call("reserve-with-timeout 0\r\n", Millis{15000});
   EXPECT_EQ(reserved.rfind("RESERVED ", 0), 0U) << reserved;
+  // With room again, the schedule's runs come on: two of them, the first perhaps the one put
+  // ahead before Redis was full (firing went on meanwhile), the second put by a step since.
+  EXPECT_EQ(worker.call("watch beats\r\n"), "WATCHING 2\r\n");
+  EXPECT_EQ(worker.call("ignore default\r\n"), "WATCHING 1\r\n");
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(take_one(worker, 10)) << "run " << i << " of the schedule did not come";
+  }
 }
 
 }  // namespace
