@@ -419,41 +419,38 @@ void RedisSchedules::step(const std::string& name) {
   }
   mine.busy = true;
   book_.set_wake(*entry, std::nullopt);  // set again when the step is done
-  const std::uint64_t loaded = mine.loaded;
   StoredSchedule current;
   current.version = mine.version;
   current.generation = mine.generation;
+  current.intent = mine.intent;
   current.record = {entry->schedule.definition, entry->state};
-  if (!mine.intent.empty()) {
-    // A step whose end was not seen: its runs put again (none twice), then the intent cleared.
-    current.intent = mine.intent;
-    auto held = std::make_shared<StoredSchedule>(current);
-    put_runs(*held, held->intent, 0, [self = shared_from_this(), name, loaded, held](Status put) {
-      if (!put.is_ok()) return self->stepped(name, loaded, self->now() + kRetryMs);
-      held->intent.clear();
-      held->version = held->version + 1;
-      self->save(name, held->version - 1, held.get(), false,
-                 [self, name, loaded, held](Status cleared) {
-                   const auto found = self->mine_.find(name);
-                   if (found == self->mine_.end() || found->second.loaded != loaded) return;
-                   if (cleared.code() == Code::kConflict) return self->reload(name);
-                   if (!cleared.is_ok()) {
-                     found->second.stale = true;
-                     return self->stepped(name, loaded, self->now() + kRetryMs);
-                   }
-                   found->second.version = held->version;
-                   found->second.intent.clear();
-                   self->stepped(name, loaded, self->now());
+  if (!current.intent.empty()) return replay(name, mine.loaded, std::move(current));
+  advance(name, mine.loaded, std::move(current),
+          std::make_shared<const schedule::Compiled>(entry->schedule));
+}
+
+void RedisSchedules::replay(const std::string& name, std::uint64_t loaded, StoredSchedule current) {
+  auto held = std::make_shared<StoredSchedule>(std::move(current));
+  put_runs(*held, held->intent, 0, [self = shared_from_this(), name, loaded, held](Status put) {
+    if (!put.is_ok()) return self->stepped(name, loaded, self->now() + kRetryMs);
+    StoredSchedule cleared = *held;
+    cleared.intent.clear();
+    const schedule::State state = cleared.record.state;
+    self->commit(name, held->version, std::move(cleared), false,
+                 [self, name, loaded, state](Result<std::uint64_t> written) {
+                   self->written(name, loaded, state, state, self->now(), written);
                  });
-    });
-    return;
-  }
+  });
+}
+
+void RedisSchedules::advance(const std::string& name, std::uint64_t loaded, StoredSchedule current,
+                             std::shared_ptr<const schedule::Compiled> compiled) {
   const std::int64_t at = now();
-  auto compiled = std::make_shared<const schedule::Compiled>(entry->schedule);
-  // (Copied first: the continuation below takes `current` over.)
+  // (Copied first: the continuation takes `current` over.)
   std::string generation = current.generation;
   const schedule::State state = current.record.state;
-  plan(compiled, std::move(generation), current.version, state, at, std::make_shared<Facts>(),
+  const std::uint64_t version = current.version;
+  plan(std::move(compiled), std::move(generation), version, state, at, std::make_shared<Facts>(),
        [self = shared_from_this(), name, loaded, at,
         current = std::move(current)](Result<Plan> planned) mutable {
          if (!planned.is_ok()) {
@@ -461,35 +458,40 @@ void RedisSchedules::step(const std::string& name) {
            return self->stepped(name, loaded, at + kRetryMs);
          }
          Plan& p = planned.value();
-         if (p.state == current.record.state && p.step.put.empty()) {
+         const schedule::State before = current.record.state;
+         if (p.state == before && p.step.put.empty()) {
            return self->stepped(name, loaded, p.step.wake_unix_ms);
          }
-         const schedule::State before = current.record.state;
-         StoredSchedule next = current;
-         next.record.state = p.state;
-         next.intent = p.step.put;
          const std::uint64_t expected = current.version;
-         self->commit(
-             name, expected, std::move(next), false,
-             [self, name, loaded, before, after = p.state,
-              wake = p.step.wake_unix_ms](Result<std::uint64_t> written) {
-               const auto found = self->mine_.find(name);
-               if (found == self->mine_.end() || found->second.loaded != loaded) return;
-               if (written.code() == Code::kConflict) return self->reload(name);
-               if (!written.is_ok()) {
-                 self->warn(fmt::format("schedule '{}': {}", name, written.status().to_string()));
-                 // Written with its intent, or not at all: read again before the next.
-                 found->second.stale = true;
-                 return self->stepped(name, loaded, self->now() + kRetryMs);
-               }
-               schedule::Book::Entry* stepped_entry = self->book_.find(name);
-               if (stepped_entry == nullptr) return;
-               stepped_entry->state = after;
-               found->second.version = written.value();
-               self->count(before, after);
-               self->stepped(name, loaded, wake);
-             });
+         current.record.state = p.state;
+         current.intent = std::move(p.step.put);
+         self->commit(name, expected, std::move(current), false,
+                      [self, name, loaded, before, after = p.state,
+                       wake = p.step.wake_unix_ms](Result<std::uint64_t> written) {
+                        self->written(name, loaded, before, after, wake, written);
+                      });
        });
+}
+
+void RedisSchedules::written(const std::string& name, std::uint64_t loaded,
+                             const schedule::State& before, const schedule::State& after,
+                             std::optional<std::int64_t> wake,
+                             const Result<std::uint64_t>& version) {
+  const auto found = mine_.find(name);
+  schedule::Book::Entry* entry = book_.find(name);
+  if (found == mine_.end() || found->second.loaded != loaded || entry == nullptr) return;
+  if (version.code() == Code::kConflict) return reload(name);
+  if (!version.is_ok()) {
+    warn(fmt::format("schedule '{}': {}", name, version.status().to_string()));
+    // Written with its intent, or not at all: read again before the next step.
+    found->second.stale = true;
+    return stepped(name, loaded, now() + kRetryMs);
+  }
+  entry->state = after;
+  found->second.version = version.value();
+  found->second.intent.clear();
+  count(before, after);
+  stepped(name, loaded, wake);
 }
 
 void RedisSchedules::stepped(const std::string& name, std::uint64_t loaded,

@@ -132,6 +132,17 @@ class RedisSchedules final : public broker::Schedules,
   void adopt(const std::string& name, std::uint32_t shard, StoredSchedule stored);
   void forget(const std::string& name);
   void step(const std::string& name);
+  // A step whose end was not seen: its runs put again (none twice), then the record written
+  // without them.
+  void replay(const std::string& name, std::uint64_t loaded, StoredSchedule current);
+  // The planner's step to now, written (commit()).
+  void advance(const std::string& name, std::uint64_t loaded, StoredSchedule current,
+               std::shared_ptr<const schedule::Compiled> compiled);
+  // A step's write answered (the version written, or why not): the state taken in, or read
+  // again (a conflict, or an end not seen).
+  void written(const std::string& name, std::uint64_t loaded, const schedule::State& before,
+               const schedule::State& after, std::optional<std::int64_t> wake,
+               const Result<std::uint64_t>& version);
   void stepped(const std::string& name, std::uint64_t loaded, std::optional<std::int64_t> wake);
   void arm();
   void tick();
