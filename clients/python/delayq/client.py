@@ -534,8 +534,7 @@ class Client:
         """Creates the schedule `name`, or replaces it as a whole (PUT /v1/schedules/{name}):
         a job into `tube` at each instant of `cron` (in `tz`, default UTC) or of `every`.
         misfire: "skip", "once" (default) or "all"; overlap: "allow" (default), "skip" or
-        "buffer_one". docs/schedules.md has the rules. Raises BadRequest, Conflict,
-        Unsupported (Redis mode)."""
+        "buffer_one". docs/schedules.md has the rules. Raises BadRequest, Conflict."""
         fields = _schedule_fields(tube, cron, every, tz, body, priority, ttr, group, url,
                                   content_type, start_at, end_at, limit, jitter, misfire,
                                   max_lateness, overlap, paused)

@@ -443,7 +443,7 @@ export class Client {
     return readWebhook((await this.http.request("DELETE", webhookPath(tube))).data);
   }
 
-  // -- schedules (UnsupportedError in Redis mode, but previewSchedule) --------------------------
+  // -- schedules ---------------------------------------------------------------------------------
 
   /** Creates the schedule `name`, or replaces it as a whole: a job into `tube` at each instant of `cron` or `every`. */
   async setSchedule(name: string, tube: string, options: ScheduleOptions): Promise<Schedule> {
