@@ -80,7 +80,8 @@ void RedisSchedules::withdraw(std::shared_ptr<StoredSchedule> stored,
                               std::function<void(Status)> then) {
   const auto ahead = schedule::pending_ahead(stored->record.state, now());
   if (!ahead) return then(Status::ok());
-  unrun(*stored, *ahead, /*or_ready=*/false,
+  unrun(stored->record.definition, stored->generation, stored->version, *ahead,
+        /*or_ready=*/false,
         [self = shared_from_this(), stored, then = std::move(then)](Result<std::string> outcome) {
           if (!outcome.is_ok()) return then(outcome.status());
           // Gone before its instant: a user deleted it, and it will not run.

@@ -4,8 +4,6 @@
 
 #include <charconv>
 
-#include "redis/slot.h"
-
 namespace delayq::broker::redis {
 namespace {
 
@@ -235,12 +233,7 @@ void RedisSchedules::plan(std::shared_ptr<const schedule::Compiled> schedule,
     // A run put ahead and reached late: withdrawn only if no worker has had it. Gone, it ran
     // (its shard's owner fired it while this schedule's was away) or a user deleted it.
     const auto run = schedule::parse_run_key(key);
-    StoredSchedule probe;
-    probe.record.definition.name = d.name;
-    probe.record.definition.tube = d.tube;
-    probe.generation = generation;
-    probe.version = version;
-    unrun(probe, run ? run->instant_unix_ms : 0, /*or_ready=*/true,
+    unrun(d, generation, version, run ? run->instant_unix_ms : 0, /*or_ready=*/true,
           [again = std::move(again), key](Result<std::string> outcome) mutable {
             if (!outcome.is_ok()) return again(outcome.status(), true, key);
             again(outcome.value() == "deleted", true, key);
@@ -256,13 +249,13 @@ void RedisSchedules::plan(std::shared_ptr<const schedule::Compiled> schedule,
               });
 }
 
-void RedisSchedules::unrun(const StoredSchedule& stored, std::int64_t instant, bool or_ready,
+void RedisSchedules::unrun(const schedule::Definition& d, const std::string& generation,
+                           std::uint64_t version, std::int64_t instant, bool or_ready,
                            std::function<void(Result<std::string>)> then) {
-  const schedule::Definition& d = stored.record.definition;
   const std::string key = schedule::run_key(d.name, instant);
   core_->call(shard_of_name(d.tube, key, core_->shards),
-              {"unrun", d.name, stored.generation, std::to_string(instant),
-               std::to_string(stored.version), d.tube, key, or_ready ? "1" : "0"},
+              {"unrun", d.name, generation, std::to_string(instant), std::to_string(version),
+               d.tube, key, or_ready ? "1" : "0"},
               true, [self = shared_from_this(), then = std::move(then)](Result<Reply> reply) {
                 if (!reply.is_ok()) return then(reply.status());
                 if (Status s = status_of(reply.value()); !s.is_ok()) return then(s);

@@ -115,10 +115,11 @@ class RedisSchedules final : public broker::Schedules,
   void plan(std::shared_ptr<const schedule::Compiled> schedule, std::string generation,
             std::uint64_t version, schedule::State state, std::int64_t at,
             std::shared_ptr<Facts> facts, std::function<void(Result<Plan>)> then);
-  // Withdraws the run put ahead (if its job is still delayed; or_ready: or ready and never
-  // reserved): deleted, taken, or gone (its job is not there).
-  void unrun(const StoredSchedule& stored, std::int64_t instant, bool or_ready,
-             std::function<void(Result<std::string>)> then);
+  // Withdraws the run of `d` at `instant` put ahead (if its job is still delayed; or_ready: or
+  // ready and never reserved), as planned from the record's `version` of `generation`:
+  // deleted, taken, or gone (its job is not there).
+  void unrun(const schedule::Definition& d, const std::string& generation, std::uint64_t version,
+             std::int64_t instant, bool or_ready, std::function<void(Result<std::string>)> then);
 
   // --- the owner's turn
   // A warning, at most one every kWarnEvery (Redis out of reach fails every schedule's step,
