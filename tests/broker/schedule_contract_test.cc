@@ -193,8 +193,7 @@ TEST_P(ScheduleContract, ASetOverAScheduleWithdrawsTheRunItPutAheadAndPutsItsOwn
   EXPECT_EQ(second.value().state.runs, 1U) << "the withdrawn run is not counted";
   Session& s = session();
   EXPECT_EQ(
-      peek(s, JobRef::by_key("mv", schedule::run_key("moved", *first.value().next_unix_ms)))
-          .code(),
+      peek(s, JobRef::by_key("mv", schedule::run_key("moved", *first.value().next_unix_ms))).code(),
       Code::kNotFound);
   auto ahead =
       peek(s, JobRef::by_key("mv", schedule::run_key("moved", *second.value().next_unix_ms)));
