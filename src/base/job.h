@@ -81,6 +81,24 @@ struct JobView {
   bool attached = false;  // the job has an attachment (its Delivery), read with its body
 };
 
+// A tube's flow control (docs/flow-control.md): which of its ready jobs a reserve may take,
+// by their group. Jobs with no group are never held back. All off: the tube's order is
+// beanstalkd's, (priority, id).
+struct FlowSettings {
+  // At most this many jobs of one group reserved at once (webhook deliveries count); 0: none.
+  std::uint32_t group_concurrency = 0;
+  // Groups take turns among ready jobs of the best priority (the one served longest ago first).
+  bool fair = false;
+  // At most rate_jobs reserves of one group per rate_period, in a token bucket of rate_burst
+  // (the reserves a group may take at once after a quiet spell); rate_jobs 0: none.
+  std::uint32_t rate_jobs = 0;
+  std::chrono::milliseconds rate_period{1000};
+  std::uint32_t rate_burst = 1;
+
+  [[nodiscard]] bool any() const noexcept { return group_concurrency != 0 || fair || rate_jobs; }
+  friend bool operator==(const FlowSettings&, const FlowSettings&) = default;
+};
+
 // One tube's counts, as beanstalkd's stats-tube reports them.
 struct TubeStats {
   std::string name;
@@ -95,6 +113,11 @@ struct TubeStats {
   // ready; a job back from a lapsed TTR, a lost worker or a kick from buried keeps that earlier
   // time); 0 with no ready job. Second resolution.
   std::chrono::milliseconds oldest_ready_age{0};
+  // Flow control: the settings, groups whose ready jobs are held back (at their concurrency or
+  // over their rate), and groups with a ready job that may be taken now (each waiting its turn
+  // under fair).
+  FlowSettings flow;
+  std::uint64_t groups_held = 0, groups_ready = 0;
 };
 
 // The jobs and tubes of a whole server. Connections, producers, workers and command counters

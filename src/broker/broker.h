@@ -140,6 +140,25 @@ struct ReleaseRequest {
   std::optional<std::uint32_t> reservation;
 };
 
+// A change to a tube's flow control (FlowSettings, docs/flow-control.md): each field set
+// replaces the tube's, the others stay.
+struct FlowChange {
+  std::optional<std::uint32_t> group_concurrency{};
+  std::optional<bool> fair{};
+  std::optional<std::uint32_t> rate_jobs{};
+  std::optional<Millis> rate_period{};
+  std::optional<std::uint32_t> rate_burst{};
+
+  [[nodiscard]] FlowSettings applied_to(FlowSettings flow) const {
+    if (group_concurrency) flow.group_concurrency = *group_concurrency;
+    if (fair) flow.fair = *fair;
+    if (rate_jobs) flow.rate_jobs = *rate_jobs;
+    if (rate_period) flow.rate_period = *rate_period;
+    if (rate_burst) flow.rate_burst = *rate_burst;
+    return flow;
+  }
+};
+
 struct Update {
   std::optional<Due> due;                 // reschedule: delayed or ready jobs only (kConflict)
   std::optional<std::uint32_t> priority;  // any state; a ready job moves in its tube's order
@@ -234,6 +253,11 @@ class Admin {
   // need not exist; stats_tube shows it. Completes with the number set.
   virtual void set_max_attempts(std::string tube, std::uint32_t max_attempts,
                                 Callback<std::uint32_t> done) = 0;
+  // Flow control (docs/flow-control.md): applies the change to the tube's settings (all off ends
+  // it). The tube need not exist; stats_tube shows them. Completes with the settings now in
+  // force. kInvalidArgument for a rate period of 0 or a burst of 0; kNotSupported (Redis: a
+  // group's jobs are spread over the shards of their keys, so no one place may count them).
+  virtual void set_flow(std::string tube, FlowChange change, Callback<FlowSettings> done) = 0;
   // Every tube that exists (has jobs, users or watchers, or is "default"), in the broker's
   // order: the local broker's is beanstalkd's (each appended when made, a dropped one's place
   // taken by the last), the Redis broker's by name. A front-end that wants another sorts.

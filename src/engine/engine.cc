@@ -227,15 +227,22 @@ void Engine::leave(Slot slot) {
     case JobState::kDelayed:
       if (!wheel_.cancel(slot)) imminent_.erase({exact_due_us(slot), slot});
       break;
-    case JobState::kReady:
-      heap_remove(tube(j.tube), timers_[slot].position);
+    case JobState::kReady: {
+      Tube& t = tube(j.tube);
+      if (t.flow) {
+        flow_remove(j.tube, slot);
+      } else {
+        heap_remove(t.ready, nullptr, timers_[slot].position);
+      }
       break;
+    }
     case JobState::kReserved: {
       const auto it = reservations_.find(slot);
       ttrs_.erase({it->second.deadline_steady_ms, slot});
       auto& held = client(it->second.client).reserved;
       held.erase(std::find(held.begin(), held.end(), slot));
       reservations_.erase(it);
+      if (tube(j.tube).flow) flow_freed(slot);
       break;
     }
     case JobState::kBuried:
@@ -246,7 +253,12 @@ void Engine::leave(Slot slot) {
 
 void Engine::enter_ready(Slot slot) {
   job(slot).set_state(JobState::kReady);
-  heap_push(tube(job(slot).tube), slot);
+  Tube& t = tube(job(slot).tube);
+  if (t.flow) {
+    flow_push(job(slot).tube, slot);
+  } else {
+    heap_push(t.ready, nullptr, slot);
+  }
   count(slot, +1);
   ready_changed(job(slot).tube);
 }
@@ -291,6 +303,7 @@ void Engine::enter_reserved(Slot slot, ClientId client_id) {
   client(client_id).reserved.push_back(slot);
   ++extra(slot).counters.reserves;
   count(slot, +1);
+  if (tube(j.tube).flow) flow_refresh(j.tube, group_of(slot));
 }
 
 void Engine::enter_buried(Slot slot) {
@@ -345,49 +358,60 @@ bool Engine::ready_less(Slot a, Slot b) const {
   return x.id() < y.id();
 }
 
-void Engine::heap_set(Tube& t, std::size_t position, Slot slot) {
-  t.ready[position] = slot;
+bool Engine::heap_less(const Flow* fair, Slot a, Slot b) const {
+  if (fair == nullptr) return ready_less(a, b);
+  const Job& x = job(a);
+  const Job& y = job(b);
+  if (x.priority != y.priority) return x.priority < y.priority;
+  const std::uint64_t turn_a = fair->groups.find(group_of(a))->second.start;
+  const std::uint64_t turn_b = fair->groups.find(group_of(b))->second.start;
+  if (turn_a != turn_b) return turn_a < turn_b;
+  return x.id() < y.id();
+}
+
+void Engine::heap_set(std::vector<Slot>& heap, std::size_t position, Slot slot) {
+  heap[position] = slot;
   timers_[slot].position = static_cast<std::uint32_t>(position);
 }
 
-void Engine::heap_sift_up(Tube& t, std::size_t position) {
-  const Slot slot = t.ready[position];
+void Engine::heap_sift_up(std::vector<Slot>& heap, const Flow* fair, std::size_t position) {
+  const Slot slot = heap[position];
   while (position > 0) {
     const std::size_t parent = (position - 1) / 2;
-    if (!ready_less(slot, t.ready[parent])) break;
-    heap_set(t, position, t.ready[parent]);
+    if (!heap_less(fair, slot, heap[parent])) break;
+    heap_set(heap, position, heap[parent]);
     position = parent;
   }
-  heap_set(t, position, slot);
+  heap_set(heap, position, slot);
 }
 
-void Engine::heap_sift_down(Tube& t, std::size_t position) {
-  const Slot slot = t.ready[position];
-  const std::size_t size = t.ready.size();
+void Engine::heap_sift_down(std::vector<Slot>& heap, const Flow* fair, std::size_t position) {
+  const Slot slot = heap[position];
+  const std::size_t size = heap.size();
   for (;;) {
     std::size_t child = 2 * position + 1;
     if (child >= size) break;
-    if (child + 1 < size && ready_less(t.ready[child + 1], t.ready[child])) ++child;
-    if (!ready_less(t.ready[child], slot)) break;
-    heap_set(t, position, t.ready[child]);
+    if (child + 1 < size && heap_less(fair, heap[child + 1], heap[child])) ++child;
+    if (!heap_less(fair, heap[child], slot)) break;
+    heap_set(heap, position, heap[child]);
     position = child;
   }
-  heap_set(t, position, slot);
+  heap_set(heap, position, slot);
 }
 
-void Engine::heap_push(Tube& t, Slot slot) {
-  t.ready.push_back(slot);
-  heap_sift_up(t, t.ready.size() - 1);
+void Engine::heap_push(std::vector<Slot>& heap, const Flow* fair, Slot slot) {
+  heap.push_back(slot);
+  heap_sift_up(heap, fair, heap.size() - 1);
 }
 
-void Engine::heap_remove(Tube& t, std::size_t position) {
-  DELAYQ_CHECK(position < t.ready.size());
-  const Slot last = t.ready.back();
-  t.ready.pop_back();
-  if (position == t.ready.size()) return;
-  heap_set(t, position, last);
-  heap_sift_up(t, position);
-  heap_sift_down(t, timers_[last].position);
+void Engine::heap_remove(std::vector<Slot>& heap, const Flow* fair, std::size_t position) {
+  DELAYQ_CHECK(position < heap.size());
+  const Slot last = heap.back();
+  heap.pop_back();
+  if (position == heap.size()) return;
+  heap_set(heap, position, last);
+  heap_sift_up(heap, fair, position);
+  heap_sift_down(heap, fair, timers_[last].position);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -450,6 +474,10 @@ Result<Engine::TubeNo> Engine::tube_ref(std::string_view name) {
   tubes_[no]->order = tube_order_.size();
   tube_by_name_.emplace(tubes_[no]->name, no);
   tube_order_.push_back(no);
+  if (const auto flow = flows_.find(name); flow != flows_.end()) {
+    tubes_[no]->flow = std::make_unique<Flow>();
+    tubes_[no]->flow->settings = flow->second;
+  }
   return no;
 }
 
@@ -709,6 +737,7 @@ std::optional<Engine::Slot> Engine::best_ready(std::span<const TubeNo> tubes) co
 }
 
 ReserveResult Engine::hand_out(ClientId client_id, Slot slot) {
+  if (tube(job(slot).tube).flow) flow_taken(slot);
   leave(slot);
   enter_reserved(slot, client_id);
   return ReserveResult{ReserveResult::Kind::kReserved, view(slot)};
@@ -785,6 +814,7 @@ Result<JobView> Engine::reserve_job(ClientId client_id, JobId id) {
   }
   const Slot slot = *found;
   const bool was_ready = job(slot).state() == JobState::kReady;
+  if (tube(job(slot).tube).flow) flow_taken(slot);
   leave(slot);
   enter_reserved(slot, client_id);
   // A reserved job comes back ready after a restart; one taken from the delayed or buried list
@@ -802,6 +832,7 @@ Status Engine::erase(ClientId client_id, JobId id) {
   tube(job(*found).tube).deletes++;
   ++deletes_;
   destroy(*found);
+  dispatch();  // a reservation ended: flow control may free its group's next job
   return Status::ok();
 }
 
@@ -813,7 +844,10 @@ Status Engine::release(ClientId client_id, JobId id, std::uint32_t priority, Mil
   j.priority = priority;
   Extra& more = extra(slot);
   more.counters.releases++;
-  if (bury_if_attempts_used(slot)) return Status::ok();  // its last attempt: the dead letter
+  if (bury_if_attempts_used(slot)) {  // its last attempt: the dead letter
+    dispatch();
+    return Status::ok();
+  }
   more.delay_ms = std::max<std::int64_t>(0, delay.count());
   const std::int64_t now_ms = now();
   if (delay.count() > 0) {
@@ -837,6 +871,7 @@ Status Engine::bury(ClientId client_id, JobId id, std::uint32_t priority) {
   ++buries_;
   enter_buried(slot);
   persist(slot);
+  dispatch();
   return Status::ok();
 }
 
@@ -920,8 +955,14 @@ Result<JobView> Engine::peek(JobId id) const {
 
 Result<JobView> Engine::peek_ready(std::string_view name) const {
   const Tube* t = find_tube(name);
-  if (t == nullptr || t->ready.empty()) return Status(Code::kNotFound, "no ready job");
-  return view(t->ready.front());
+  if (t == nullptr || t->counts[static_cast<int>(JobState::kReady)] == 0) {
+    return Status(Code::kNotFound, "no ready job");
+  }
+  if (!t->ready.empty()) return view(t->ready.front());
+  // Every group with ready jobs is held back by flow control: the best of them.
+  const auto held = all_ready(*t);
+  return view(*std::min_element(held.begin(), held.end(),
+                                [this](Slot a, Slot b) { return ready_less(a, b); }));
 }
 
 Result<JobView> Engine::peek_delayed(std::string_view name) const {
@@ -1168,6 +1209,7 @@ void Engine::lapse(Slot slot) {
   auto& held = client(it->second.client).reserved;
   held.erase(std::find(held.begin(), held.end(), slot));
   reservations_.erase(it);
+  if (tube(job(slot).tube).flow) flow_freed(slot);
   count(slot, -1);
   extra(slot).counters.timeouts++;
   ++job_timeouts_;
@@ -1196,6 +1238,7 @@ void Engine::advance() {
     ready_changed(pauses_.begin()->second);
     pauses_.erase(pauses_.begin());
   }
+  expire_flow_timers();
   // Jobs that became ready go to their waiters before waits end: a wait whose timeout (or
   // DEADLINE_SOON margin) falls on the same millisecond as a due job gets the job, as beanstalkd.
   dispatch();
@@ -1219,6 +1262,7 @@ std::optional<std::int64_t> Engine::next_wakeup_us() const {
   if (!ttrs_.empty()) consider_steady(ttrs_.begin()->first);
   if (!pauses_.empty()) consider_steady(pauses_.begin()->first);
   if (!alarms_.empty()) consider_steady(alarms_.begin()->first);
+  if (!flow_timers_.empty()) consider_steady(std::get<0>(*flow_timers_.begin()));
   if (steady) {
     consider(
         micros(later(clock_.now_unix_ms(), std::max<std::int64_t>(0, *steady - steady_now()))));
@@ -1275,6 +1319,16 @@ Result<TubeStats> Engine::stats_tube(std::string_view name) const {
   if (const auto since = t->ready_since.earliest()) {
     s.oldest_ready_age = Millis{std::max<std::int64_t>(0, now() - *since)};
   }
+  if (const auto flow = flows_.find(name); flow != flows_.end()) s.flow = flow->second;
+  if (t->flow) {
+    for (const auto& [group, state] : t->flow->groups) {
+      if (state.head != kNoSlot) {
+        s.groups_ready++;
+      } else if (!state.waiting.empty()) {
+        s.groups_held++;
+      }
+    }
+  }
   return s;
 }
 
@@ -1288,6 +1342,15 @@ Result<Engine::JobList> Engine::list_jobs(std::string_view name, JobState state,
   std::vector<Slot> slots;
   switch (state) {
     case JobState::kReady: {
+      if (t.flow) {
+        // Held-back groups' jobs too, by (priority, id): O(ready jobs).
+        slots = all_ready(t);
+        const std::size_t n = std::min(limit, slots.size());
+        std::partial_sort(slots.begin(), slots.begin() + static_cast<std::ptrdiff_t>(n),
+                          slots.end(), [this](Slot a, Slot b) { return ready_less(a, b); });
+        slots.resize(n);
+        break;
+      }
       // Best first through the heap: a parent is served before its children.
       const auto worse = [this, &t](std::size_t a, std::size_t b) {
         return ready_less(t.ready[b], t.ready[a]);

@@ -23,6 +23,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -172,6 +173,12 @@ class Engine {
   // it was the job's max_attempts-th. Kept whether the tube exists or not; persisted.
   Status set_max_attempts(std::string_view tube, std::uint32_t max_attempts);
   void restore_max_attempts(std::string_view tube, std::uint32_t max_attempts);
+  // A tube's flow control (docs/flow-control.md): which ready jobs a reserve may take, by their
+  // group. Kept whether the tube exists or not; persisted. Setting it sorts the tube's ready jobs
+  // anew, O(its ready and reserved jobs), and starts every group's turns and rate afresh.
+  Status set_flow(std::string_view tube, const FlowSettings& flow);
+  [[nodiscard]] FlowSettings flow(std::string_view tube) const;
+  void restore_flow(std::string_view tube, const FlowSettings& flow);
   // ok, or kInvalidArgument: what tube names allow (beanstalkd's characters and length).
   [[nodiscard]] Status check_tube_name(std::string_view name) const;
   // A tube served from outside the engine (a webhook delivers its jobs) is kept: it exists, with
@@ -310,9 +317,34 @@ class Engine {
     ClientId client = 0;
     std::int64_t deadline_steady_ms = 0;  // when its TTR lapses, on the steady clock
   };
+  // Flow control's state of one group of a tube (flow.cc). A ready job of a tube with flow
+  // control is in its group's `waiting` heap, or it is the group's head: the one job of the
+  // group in the tube's heap, there while the group may be served (below its concurrency, within
+  // its rate). So the tube's heap holds only jobs a reserve may take, and every reserve, wait
+  // and peek reads it as it would without flow control.
+  struct FlowGroup {
+    std::vector<Slot> waiting;  // binary heap by (priority, id)
+    Slot head = kNoSlot;
+    bool limited = true;  // false: the jobs with no group, which nothing holds back
+    std::uint32_t reserved = 0;
+    // fair: the head's turn (its start in virtual time), and the end of the group's last turn
+    std::uint64_t start = 0, finish = 0;
+    // rate: a token bucket, as filled at tokens_at (steady ms)
+    double tokens = 0;
+    std::int64_t tokens_at = 0;
+    std::int64_t timer_at = 0;  // its entry in flow_timers_, 0 if none
+  };
+  struct Flow {
+    FlowSettings settings;
+    StringMap<FlowGroup> groups;     // "" holds the jobs with no group
+    std::uint64_t virtual_time = 0;  // fair: the start of the turn served last
+  };
   struct Tube {
     std::string name;
-    std::vector<Slot> ready;               // binary heap by (priority, id)
+    // Binary heap by (priority, id); with flow control, of its groups' heads, and under fair by
+    // (priority, the head's turn, id).
+    std::vector<Slot> ready;
+    std::unique_ptr<Flow> flow;            // none: no flow control
     std::map<std::uint64_t, Slot> buried;  // by bury order
     StringMap<Slot> keys;
     StringMap<std::unordered_set<Slot>> groups;
@@ -403,13 +435,35 @@ class Engine {
   // says it is buried now (it then is: buries counted, persisted).
   bool bury_if_attempts_used(Slot slot);
 
-  // ready heaps
+  // ready heaps: a tube's, or a flow group's waiting jobs (fair: nullptr); `fair` orders a fair
+  // tube's heads by their turn.
   [[nodiscard]] bool ready_less(Slot a, Slot b) const;
-  void heap_set(Tube& tube, std::size_t position, Slot slot);
-  void heap_push(Tube& tube, Slot slot);
-  void heap_remove(Tube& tube, std::size_t position);
-  void heap_sift_up(Tube& tube, std::size_t position);
-  void heap_sift_down(Tube& tube, std::size_t position);
+  [[nodiscard]] bool heap_less(const Flow* fair, Slot a, Slot b) const;
+  void heap_set(std::vector<Slot>& heap, std::size_t position, Slot slot);
+  void heap_push(std::vector<Slot>& heap, const Flow* fair, Slot slot);
+  void heap_remove(std::vector<Slot>& heap, const Flow* fair, std::size_t position);
+  void heap_sift_up(std::vector<Slot>& heap, const Flow* fair, std::size_t position);
+  void heap_sift_down(std::vector<Slot>& heap, const Flow* fair, std::size_t position);
+  [[nodiscard]] static const Flow* fair_of(const Tube& t) {
+    return t.flow && t.flow->settings.fair ? t.flow.get() : nullptr;
+  }
+
+  // flow control (flow.cc)
+  [[nodiscard]] std::string_view group_of(Slot slot) const;
+  FlowGroup& flow_group(Flow& flow, Slot slot);
+  [[nodiscard]] bool may_serve(const Flow& flow, FlowGroup& group);
+  void refill(const Flow& flow, FlowGroup& group);
+  void flow_push(TubeNo no, Slot slot);    // a job of the tube became ready
+  void flow_remove(TubeNo no, Slot slot);  // a ready job leaves the ready state
+  void flow_taken(Slot slot);              // a job of a flow tube is being reserved
+  void flow_freed(Slot slot);              // a reservation of a flow tube's job ended
+  // Puts the group's head in the tube's heap or takes it out, as may_serve() says now; drops the
+  // group when nothing of it is left to remember.
+  void flow_refresh(TubeNo no, std::string_view name);
+  void arm_flow_timer(TubeNo no, std::string_view name, FlowGroup& group, std::int64_t at);
+  void rebuild_flow(TubeNo no, const FlowSettings* flow);
+  void expire_flow_timers();
+  [[nodiscard]] std::vector<Slot> all_ready(const Tube& t) const;
 
   // tubes
   Result<TubeNo> tube_ref(std::string_view name);  // finds or creates
@@ -472,6 +526,10 @@ class Engine {
   std::set<std::pair<std::int64_t, TubeNo>> pauses_;  // by end, on the steady clock
   std::set<std::pair<std::int64_t, Slot>> ttrs_;      // reserved jobs by TTR end, steady
   StringMap<std::uint32_t> max_attempts_;             // by tube name, never 0
+  StringMap<FlowSettings> flows_;                     // by tube name, each with any() on
+  // Flow groups to look at again (a rate's next token, a bucket full again), on the steady
+  // clock: (when, tube, group).
+  std::set<std::tuple<std::int64_t, TubeNo, std::string>> flow_timers_;
 
   std::unordered_map<ClientId, Client> clients_;
   ClientId next_client_ = 1;

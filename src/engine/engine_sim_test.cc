@@ -105,6 +105,8 @@ std::string show(OpKind kind) {
       return "erase-webhook";
     case OpKind::kMaxAttempts:
       return "max-attempts";
+    case OpKind::kFlow:
+      return "flow";
     case OpKind::kSchedule:
       return "schedule";
     case OpKind::kEraseSchedule:
@@ -1123,6 +1125,7 @@ void Simulation::check_mutations() {
       case OpKind::kWebhook:
       case OpKind::kEraseWebhook:
       case OpKind::kMaxAttempts:
+      case OpKind::kFlow:
       case OpKind::kSchedule:
       case OpKind::kEraseSchedule:
         // The model's operations attach nothing and set no webhook (engine_test covers them);

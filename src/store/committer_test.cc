@@ -114,6 +114,9 @@ class ProbeStore final : public Store {
       const std::function<Status(std::string, std::uint32_t)>& visit) override {
     return inner_.scan_max_attempts(visit);
   }
+  Status scan_flows(const std::function<Status(std::string, FlowSettings)>& visit) override {
+    return inner_.scan_flows(visit);
+  }
   Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) override {
     return inner_.scan_schedules(visit);
   }
@@ -505,6 +508,9 @@ class GateStore final : public Store {
   Status scan_max_attempts(
       const std::function<Status(std::string, std::uint32_t)>& visit) override {
     return inner_.scan_max_attempts(visit);
+  }
+  Status scan_flows(const std::function<Status(std::string, FlowSettings)>& visit) override {
+    return inner_.scan_flows(visit);
   }
   Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) override {
     return inner_.scan_schedules(visit);

@@ -35,6 +35,13 @@ Status MemoryStore::write(std::span<const WriteSet* const> sets, bool /*sync*/) 
             max_attempts_.erase(op.tube);
           }
           break;
+        case WriteSet::Kind::kFlow:
+          if (op.value.empty()) {
+            flows_.erase(op.tube);
+          } else {
+            flows_[op.tube] = op.value;
+          }
+          break;
         case WriteSet::Kind::kSchedule:
           schedules_[op.tube] = op.value;
           break;
@@ -84,6 +91,15 @@ Status MemoryStore::scan_max_attempts(
     const std::function<Status(std::string, std::uint32_t)>& visit) {
   for (const auto& [tube, n] : max_attempts_) {
     if (Status s = visit(tube, n); !s.is_ok()) return s;
+  }
+  return Status::ok();
+}
+
+Status MemoryStore::scan_flows(const std::function<Status(std::string, FlowSettings)>& visit) {
+  for (const auto& [tube, bytes] : flows_) {
+    auto flow = decode_flow(tube, bytes);
+    if (!flow.is_ok()) return flow.status();
+    if (Status s = visit(tube, flow.value()); !s.is_ok()) return s;
   }
   return Status::ok();
 }

@@ -19,6 +19,7 @@ class MemoryStore final : public Store {
   Result<Delivery> read_attachment(JobId id) override;
   Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override;
   Status scan_max_attempts(const std::function<Status(std::string, std::uint32_t)>& visit) override;
+  Status scan_flows(const std::function<Status(std::string, FlowSettings)>& visit) override;
   Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) override;
   [[nodiscard]] JobId next_id() const override { return next_id_; }
   [[nodiscard]] std::uint64_t estimated_jobs() const override { return records_.size(); }
@@ -31,6 +32,7 @@ class MemoryStore final : public Store {
   std::map<JobId, std::string> attachments_;
   std::map<std::string, std::string> webhooks_;
   std::map<std::string, std::uint32_t> max_attempts_;
+  std::map<std::string, std::string> flows_;
   std::map<std::string, std::string> schedules_;
   JobId next_id_ = 1;
 };

@@ -37,6 +37,15 @@
 //          8    backoff min ms, 8 backoff max ms (signed), 8 backoff factor (double bits)
 //          2    header count, then per header 2+n name, 2+n value
 //          2    secret count, then per secret 2+n bytes
+//
+// A tube's flow control (kFlowPrefix + tube name):
+//
+//   0      1    version (1)
+//   1      4    group_concurrency (0 = none)
+//   5      1    fair (0 or 1)
+//   6      4    rate_jobs (0 = none)
+//   10     4    rate_period_ms
+//   14     4    rate_burst
 #include "store/record.h"
 
 #include <cstring>
@@ -229,6 +238,36 @@ Result<Webhook> decode_webhook(std::string_view tube, std::string_view bytes) {
   webhook.backoff = {std::chrono::milliseconds(min), std::chrono::milliseconds(max),
                      bits_double(factor)};
   return webhook;
+}
+
+std::string encode_flow(const FlowSettings& flow) {
+  std::string out;
+  put_le(out, kFormatVersion);
+  put_le(out, flow.group_concurrency);
+  put_le(out, static_cast<std::uint8_t>(flow.fair ? 1 : 0));
+  put_le(out, flow.rate_jobs);
+  put_le(out, static_cast<std::uint32_t>(flow.rate_period.count()));
+  put_le(out, flow.rate_burst);
+  return out;
+}
+
+Result<FlowSettings> decode_flow(std::string_view tube, std::string_view bytes) {
+  const std::string what = "flow control of tube " + std::string(tube);
+  Reader in(bytes);
+  std::uint8_t version = 0;
+  if (!in.get(version)) return Status(Code::kCorruption, what + ": empty");
+  if (version != kFormatVersion) return unsupported(what, version);
+  FlowSettings flow;
+  std::uint8_t fair = 0;
+  std::uint32_t period = 0;
+  if (!(in.get(flow.group_concurrency) && in.get(fair) && in.get(flow.rate_jobs) &&
+        in.get(period) && in.get(flow.rate_burst) && in.done()) ||
+      fair > 1 || period == 0 || flow.rate_burst == 0) {
+    return Status(Code::kCorruption, what + ": truncated, trailing or out-of-range bytes");
+  }
+  flow.fair = fair == 1;
+  flow.rate_period = std::chrono::milliseconds(period);
+  return flow;
 }
 
 std::optional<std::uint32_t> decode_u32(std::string_view bytes) {

@@ -65,6 +65,9 @@ struct JobRecord {
 [[nodiscard]] Result<Delivery> decode_delivery(JobId id, std::string_view bytes);
 [[nodiscard]] std::string encode_webhook(const Webhook& webhook);
 [[nodiscard]] Result<Webhook> decode_webhook(std::string_view tube, std::string_view bytes);
+// A tube's flow control settings (drawn in record.cc). Errors as decode_record's.
+[[nodiscard]] std::string encode_flow(const FlowSettings& flow);
+[[nodiscard]] Result<FlowSettings> decode_flow(std::string_view tube, std::string_view bytes);
 
 // Keys: one byte of kind, then the job id big-endian so that RocksDB orders jobs by id.
 inline constexpr char kJobPrefix = 'j';
@@ -74,6 +77,8 @@ inline constexpr char kAttachmentPrefix = 'a';
 inline constexpr char kWebhookPrefix = 'w';
 // A tube's max_attempts (pull workers): this prefix, then the tube's name; u32 LE.
 inline constexpr char kMaxAttemptsPrefix = 't';
+// A tube's flow control: this prefix, then the tube's name; encode_flow()'s bytes.
+inline constexpr char kFlowPrefix = 'f';
 // A recurring schedule: this prefix, then its name; the value is the schedule's own record
 // (schedule/codec.h), which the store keeps without reading.
 inline constexpr char kSchedulePrefix = 's';
@@ -89,8 +94,8 @@ class WriteSet {
  public:
   // kErase drops a job's record and body, kEraseAttachment its attachment; kWebhook,
   // kEraseWebhook and kMaxAttempts concern the tube named in `tube` (id 0); kMaxAttempts's value
-  // is the number, u32 little-endian, and 0 erases it. kSchedule and kEraseSchedule concern the
-  // schedule named in `tube`.
+  // is the number, u32 little-endian, and 0 erases it; kFlow's is encode_flow()'s, and settings
+  // with nothing on erase it. kSchedule and kEraseSchedule concern the schedule named in `tube`.
   enum class Kind : std::uint8_t {
     kRecord,
     kBody,
@@ -100,6 +105,7 @@ class WriteSet {
     kWebhook,
     kEraseWebhook,
     kMaxAttempts,
+    kFlow,
     kSchedule,
     kEraseSchedule
   };
@@ -131,6 +137,10 @@ class WriteSet {
     std::string value(4, '\0');
     for (std::size_t i = 0; i < 4; ++i) value[i] = static_cast<char>(max_attempts >> (8 * i));
     ops_.push_back({Kind::kMaxAttempts, 0, std::move(value), std::string(tube)});
+  }
+  void put_flow(std::string_view tube, const FlowSettings& flow) {
+    ops_.push_back(
+        {Kind::kFlow, 0, flow.any() ? encode_flow(flow) : std::string(), std::string(tube)});
   }
   void put_schedule(std::string_view name, std::string value) {
     ops_.push_back({Kind::kSchedule, 0, std::move(value), std::string(name)});

@@ -284,6 +284,13 @@ Status RocksStore::write(std::span<const WriteSet* const> sets, bool sync) {
             batch.Put(kMaxAttemptsPrefix + op.tube, op.value);
           }
           break;
+        case WriteSet::Kind::kFlow:
+          if (op.value.empty()) {
+            batch.Delete(kFlowPrefix + op.tube);
+          } else {
+            batch.Put(kFlowPrefix + op.tube, op.value);
+          }
+          break;
         case WriteSet::Kind::kSchedule:
           batch.Put(kSchedulePrefix + op.tube, op.value);
           break;
@@ -390,6 +397,19 @@ Status RocksStore::scan_max_attempts(
     if (Status s = visit(std::string(key.substr(1)), *n); !s.is_ok()) return s;
   }
   return from_rocks(it->status(), "reading max_attempts");
+}
+
+Status RocksStore::scan_flows(const std::function<Status(std::string, FlowSettings)>& visit) {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(std::string(1, kFlowPrefix)); it->Valid(); it->Next()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    if (key.empty() || key[0] != kFlowPrefix) break;
+    std::string tube(key.substr(1));
+    auto flow = decode_flow(tube, std::string_view(it->value().data(), it->value().size()));
+    if (!flow.is_ok()) return flow.status();
+    if (Status s = visit(std::move(tube), flow.value()); !s.is_ok()) return s;
+  }
+  return from_rocks(it->status(), "reading flow control");
 }
 
 Status RocksStore::scan_schedules(const std::function<Status(std::string, std::string)>& visit) {

@@ -59,6 +59,7 @@ class RocksStore final : public Store {
   Result<Delivery> read_attachment(JobId id) override;
   Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override;
   Status scan_max_attempts(const std::function<Status(std::string, std::uint32_t)>& visit) override;
+  Status scan_flows(const std::function<Status(std::string, FlowSettings)>& visit) override;
   Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) override;
   [[nodiscard]] JobId next_id() const override { return next_id_; }
   // What the open dropped of a damaged write-ahead log, for the log; "" if nothing.

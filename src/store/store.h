@@ -35,6 +35,8 @@ class Store {
   // Calls visit(tube, max_attempts) for every tube that has one (never 0), by tube name.
   virtual Status scan_max_attempts(
       const std::function<Status(std::string, std::uint32_t)>& visit) = 0;
+  // Calls visit(tube, flow) for every tube with flow control on, by tube name.
+  virtual Status scan_flows(const std::function<Status(std::string, FlowSettings)>& visit) = 0;
   // Calls visit(name, value) for every schedule, by name; the value is read by schedule/codec.h.
   virtual Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) = 0;
   // The id high-water mark as of the last write (1 for a new store).

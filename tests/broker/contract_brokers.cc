@@ -51,6 +51,9 @@ class SharedMemoryStore final : public store::Store {
       const std::function<Status(std::string, std::uint32_t)>& visit) override {
     return inner_->scan_max_attempts(visit);
   }
+  Status scan_flows(const std::function<Status(std::string, FlowSettings)>& visit) override {
+    return inner_->scan_flows(visit);
+  }
   Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) override {
     return inner_->scan_schedules(visit);
   }
@@ -121,7 +124,11 @@ class RedisState final : public ContractState {
     return std::unique_ptr<broker::Broker>(std::move(opened).value());
   }
   [[nodiscard]] Capabilities can() const override {
-    return {.due_counts = false, .list_jobs = false, .backup = false, .sequential_ids = false};
+    return {.due_counts = false,
+            .list_jobs = false,
+            .backup = false,
+            .sequential_ids = false,
+            .flow_control = false};
   }
 
  private:

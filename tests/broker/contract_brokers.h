@@ -29,6 +29,7 @@ struct Capabilities {
   bool list_jobs = true;
   bool backup = true;
   bool sequential_ids = true;  // ids 1, 2, 3, ... in the order of puts
+  bool flow_control = true;    // Admin::set_flow
 };
 
 // One test's state, and brokers opened over it.

@@ -304,6 +304,18 @@ void FakeAdmin::set_max_attempts(std::string tube, std::uint32_t max_attempts,
                         std::move(done));
 }
 
+void FakeAdmin::set_flow(std::string tube, broker::FlowChange change,
+                         broker::Callback<FlowSettings> done) {
+  const FlowSettings flow = change.applied_to({});
+  record<FlowSettings>("set_flow",
+                       "tube=" + tube + " concurrency=" + std::to_string(flow.group_concurrency) +
+                           " fair=" + (flow.fair ? "1" : "0") +
+                           " rate=" + std::to_string(flow.rate_jobs) + "/" +
+                           std::to_string(flow.rate_period.count()) + "ms" +
+                           " burst=" + std::to_string(flow.rate_burst),
+                       std::move(done), flow);
+}
+
 void FakeAdmin::set_webhook(std::string tube, Webhook webhook, broker::Callback<Webhook> done) {
   std::string args = "tube=" + tube + " url=" + webhook.url;
   record<Webhook>("set_webhook", std::move(args), std::move(done), std::move(webhook));

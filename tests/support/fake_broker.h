@@ -55,8 +55,8 @@ class Call {
 
   // The Session method's name: put reserve reserve_job erase release bury touch peek peek_next
   // kick kick_job update list_group cancel_group note_attempt; the Admin's: pause_tube stats_tube
-  // list_tubes stats due_counts list_jobs set_max_attempts set_webhook get_webhook remove_webhook
-  // backup; the Schedules' (schedule_set ...).
+  // list_tubes stats due_counts list_jobs set_max_attempts set_flow set_webhook get_webhook
+  // remove_webhook backup; the Schedules' (schedule_set ...).
   [[nodiscard]] const std::string& op() const noexcept { return op_; }
   // The arguments, in fake_broker.cc's format, e.g. "id=7 pri=keep delay=0ms reservation=3".
   [[nodiscard]] const std::string& args() const noexcept { return args_; }
@@ -237,6 +237,8 @@ class FakeAdmin final : public broker::Admin {
                  broker::Callback<broker::JobList> done) override;
   void set_max_attempts(std::string tube, std::uint32_t max_attempts,
                         broker::Callback<std::uint32_t> done) override;
+  void set_flow(std::string tube, broker::FlowChange change,
+                broker::Callback<FlowSettings> done) override;
   void set_webhook(std::string tube, Webhook webhook, broker::Callback<Webhook> done) override;
   void get_webhook(std::string tube, broker::Callback<Webhook> done) override;
   void remove_webhook(std::string tube, broker::Callback<Webhook> done) override;
@@ -399,6 +401,13 @@ inline TubeStats sample_tube(std::string name) {
   tube.pause_left = std::chrono::milliseconds{89'992};
   tube.max_attempts = 12;
   tube.oldest_ready_age = std::chrono::milliseconds{13'000};
+  tube.flow = {.group_concurrency = 14,
+               .fair = true,
+               .rate_jobs = 15,
+               .rate_period = std::chrono::milliseconds{60'000},
+               .rate_burst = 16};
+  tube.groups_held = 17;
+  tube.groups_ready = 18;
   return tube;
 }
 

@@ -75,6 +75,9 @@ class GatedStore final : public store::Store {
       const std::function<Status(std::string, std::uint32_t)>& visit) override {
     return inner_->scan_max_attempts(visit);
   }
+  Status scan_flows(const std::function<Status(std::string, FlowSettings)>& visit) override {
+    return inner_->scan_flows(visit);
+  }
   Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) override {
     return inner_->scan_schedules(visit);
   }

@@ -88,6 +88,7 @@ class LocalAdmin final : public broker::Admin {
   void stats_tube(std::string tube, Callback<TubeStats> done) override;
   void set_max_attempts(std::string tube, std::uint32_t max_attempts,
                         Callback<std::uint32_t> done) override;
+  void set_flow(std::string tube, broker::FlowChange change, Callback<FlowSettings> done) override;
   void list_tubes(Callback<std::vector<TubeStats>> done) override;
   void stats(Callback<ServerStats> done) override;
   void due_counts(std::string tube, std::vector<Due> edges,
@@ -418,6 +419,15 @@ void LocalAdmin::set_max_attempts(std::string tube, std::uint32_t max_attempts,
     return completions_.finish_all<std::uint32_t>(std::move(done), s);
   }
   completions_.finish_all(std::move(done), Result<std::uint32_t>(max_attempts));
+}
+
+void LocalAdmin::set_flow(std::string tube, broker::FlowChange change,
+                          Callback<FlowSettings> done) {
+  const FlowSettings flow = change.applied_to(engine().flow(tube));
+  if (Status s = engine().set_flow(tube, flow); !s.is_ok()) {
+    return completions_.finish_all<FlowSettings>(std::move(done), s);
+  }
+  completions_.finish_all(std::move(done), Result<FlowSettings>(flow));
 }
 
 void LocalAdmin::list_tubes(Callback<std::vector<TubeStats>> done) {

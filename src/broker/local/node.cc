@@ -91,6 +91,11 @@ Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const Node
         return Status::ok();
       });
   if (!limits.is_ok()) return limits;
+  Status flows = node->store_->scan_flows([raw = node.get()](std::string tube, FlowSettings flow) {
+    raw->engine_->restore_flow(tube, flow);
+    return Status::ok();
+  });
+  if (!flows.is_ok()) return flows;
   Status schedules =
       node->store_->scan_schedules([raw = node.get()](std::string name, std::string value) {
         raw->stored_schedules_.emplace_back(std::move(name), std::move(value));

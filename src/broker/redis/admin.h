@@ -37,6 +37,15 @@ class RedisAdmin final : public broker::Admin, private Handle {
              Code::kNotSupported,
              "listing a tube's jobs: not in Redis mode (peek, or look a job up by id or key)")));
   }
+  void set_flow(std::string tube, broker::FlowChange /*change*/,
+                Callback<FlowSettings> done) override {
+    post(std::move(done),
+         Result<FlowSettings>(Status(
+             Code::kNotSupported,
+             "flow control of tube " + tube +
+                 ": not in Redis mode yet (a group's jobs with keys live in their keys' shards, "
+                 "so no one shard may count or order the group)")));
+  }
   void backup(std::string dir, Callback<broker::BackupResult> done) override {
     post(std::move(done),
          Result<broker::BackupResult>(Status(

@@ -188,6 +188,16 @@ std::string tube_yaml(const TubeStats& t) {
   line(yaml, "pause-time-left", static_cast<std::uint64_t>(seconds_until(t.pause_left.count(), 0)));
   // delayq's extension, only when set: beanstalkd's keys first and alone otherwise.
   if (t.max_attempts != 0) line(yaml, "max-attempts", std::uint64_t{t.max_attempts});
+  if (t.flow.any()) {
+    line(yaml, "group-concurrency", std::uint64_t{t.flow.group_concurrency});
+    line(yaml, "fair", std::uint64_t{t.flow.fair ? 1U : 0U});
+    line(yaml, "group-rate-jobs", std::uint64_t{t.flow.rate_jobs});
+    line(yaml, "group-rate-period-ms",
+         static_cast<std::uint64_t>(std::max<std::int64_t>(0, t.flow.rate_period.count())));
+    line(yaml, "group-burst", std::uint64_t{t.flow.rate_burst});
+    line(yaml, "groups-held", t.groups_held);
+    line(yaml, "groups-ready", t.groups_ready);
+  }
   return yaml;
 }
 

@@ -729,22 +729,94 @@ void Api::kick_tube(Call& call) {
                  }));
 }
 
+namespace {
+
+// The flow control fields of PATCH /v1/tubes/{tube}; nullopt when none is given.
+Result<std::optional<broker::FlowChange>> read_flow_change(const Body& body) {
+  broker::FlowChange change;
+  bool any = false;
+  if (const json::value* v = body.find("group_concurrency"); v != nullptr) {
+    any = true;
+    if (v->is_null()) {
+      change.group_concurrency = 0;
+    } else {
+      auto n = body.integer("group_concurrency", 1'000'000);
+      if (!n.is_ok()) return n.status();
+      change.group_concurrency = static_cast<std::uint32_t>(n.value().value_or(0));
+    }
+  }
+  if (body.find("fair") != nullptr) {
+    any = true;
+    auto fair = body.boolean("fair");
+    if (!fair.is_ok()) return fair.status();
+    change.fair = fair.value();
+  }
+  if (const json::value* v = body.find("group_rate"); v != nullptr) {
+    any = true;
+    if (v->is_null() || (v->is_string() && v->as_string().empty())) {
+      change.rate_jobs = 0;
+    } else {
+      auto text = body.string("group_rate");
+      if (!text.is_ok()) return text.status();
+      auto rate = parse_rate(*text.value());
+      if (!rate.is_ok())
+        return Status(Code::kInvalidArgument, "group_rate: " + rate.status().message());
+      change.rate_jobs = rate.value().jobs;
+      change.rate_period = rate.value().period;
+    }
+  }
+  if (body.find("group_burst") != nullptr) {
+    any = true;
+    auto burst = body.integer("group_burst", 1'000'000);
+    if (!burst.is_ok()) return burst.status();
+    if (burst.value().value_or(0) == 0) {
+      return Status(Code::kInvalidArgument, "group_burst: 1 to 1,000,000");
+    }
+    change.rate_burst = static_cast<std::uint32_t>(*burst.value());
+  }
+  if (!any) return std::optional<broker::FlowChange>();
+  return std::optional<broker::FlowChange>(change);
+}
+
+}  // namespace
+
 void Api::patch_tube(Call& call) {
-  if (Status s = call.body.parse(call.text, {"max_attempts"}); !s.is_ok()) return call.reply(s);
+  if (Status s = call.body.parse(
+          call.text, {"max_attempts", "group_concurrency", "fair", "group_rate", "group_burst"});
+      !s.is_ok()) {
+    return call.reply(s);
+  }
   auto max_attempts = call.body.integer("max_attempts", 1'000'000);
   if (!max_attempts.is_ok()) return call.reply(max_attempts.status());
-  if (!max_attempts.value()) {
+  auto flow = read_flow_change(call.body);
+  if (!flow.is_ok()) return call.reply(flow.status());
+  if (!max_attempts.value() && !flow.value()) {
     return call.reply(error(400, "bad_request",
-                            "max_attempts: reservations before a job is buried, 0 for no limit"));
+                            "give max_attempts, group_concurrency, fair, group_rate or "
+                            "group_burst (docs/http-api.md)"));
   }
-  const auto n = static_cast<std::uint32_t>(*max_attempts.value());
-  admin_->set_max_attempts(
-      call.params[0], n, call.reply.then<std::uint32_t>([tube = call.params[0]](std::uint32_t set) {
-        json::object o;
-        o["tube"] = tube;
-        o["max_attempts"] = set;
-        return json_response(200, to_text(o));
-      }));
+  const std::string tube = call.params[0];
+  // Flow control first, then max_attempts: each is one call, and the answer has both.
+  const auto set_attempts = [this, tube, max_attempts = max_attempts.value(),
+                             reply = call.reply](const json::object& o) {
+    if (!max_attempts) return reply(json_response(200, to_text(o)));
+    admin_->set_max_attempts(tube, static_cast<std::uint32_t>(*max_attempts),
+                             reply.then<std::uint32_t>([o](std::uint32_t set) {
+                               json::object out = o;
+                               out["max_attempts"] = set;
+                               return json_response(200, to_text(out));
+                             }));
+  };
+  json::object o;
+  o["tube"] = tube;
+  if (!flow.value()) return set_attempts(o);
+  admin_->set_flow(
+      tube, *flow.value(),
+      [set_attempts, o = std::move(o), reply = call.reply](Result<FlowSettings> settings) mutable {
+        if (!settings.is_ok()) return reply(settings.status());
+        put_flow_json(o, settings.value());
+        set_attempts(o);
+      });
 }
 
 void Api::pause_tube(Call& call) {

@@ -208,7 +208,13 @@ void expect_sample_tube(const json::object& tube, std::string_view name) {
   EXPECT_EQ(number(tube, "pause_left_ms"), 89'992);
   EXPECT_EQ(number(tube, "max_attempts"), 12);
   EXPECT_EQ(number(tube, "oldest_ready_age_ms"), 13'000);
-  EXPECT_EQ(tube.size(), 15U) << json::serialize(tube);
+  EXPECT_EQ(number(tube, "group_concurrency"), 14);
+  EXPECT_EQ(tube.at("fair"), json::value(true));
+  EXPECT_EQ(text(tube, "group_rate"), "15/1m");
+  EXPECT_EQ(number(tube, "group_burst"), 16);
+  EXPECT_EQ(number(tube, "groups_held"), 17);
+  EXPECT_EQ(number(tube, "groups_ready"), 18);
+  EXPECT_EQ(tube.size(), 21U) << json::serialize(tube);
 }
 
 class ApiTest : public ::testing::Test {
@@ -1071,6 +1077,33 @@ TEST_F(ApiTest, PatchTubeSetsMaxAttempts) {
               "set_max_attempts tube=emails n=0");
   for (const char* body : {"", "{}", R"({"max_attempts":null})", R"({"max_attempts":-1})",
                            R"({"max_attempts":"3"})", R"({"attempts":3})"}) {
+    SCOPED_TRACE(body);
+    EXPECT_EQ(expect_local("PATCH", "/v1/tubes/emails", body).status, 400U);
+  }
+}
+
+TEST_F(ApiTest, PatchTubeSetsFlowControlThenMaxAttempts) {
+  Exchange patch = expect_call(
+      "PATCH", "/v1/tubes/emails",
+      R"({"group_concurrency":1,"fair":true,"group_rate":"10/s","group_burst":5,"max_attempts":2})",
+      "set_flow tube=emails concurrency=1 fair=1 rate=10/1000ms burst=5");
+  last().complete(FlowSettings{.group_concurrency = 1,
+                               .fair = true,
+                               .rate_jobs = 10,
+                               .rate_period = std::chrono::milliseconds{1000},
+                               .rate_burst = 5});
+  EXPECT_EQ(last().text(), "set_max_attempts tube=emails n=2");
+  last().complete(std::uint32_t{2});
+  EXPECT_EQ(patch.response().status, 200U);
+  EXPECT_EQ(patch.response().body,
+            "{\"tube\":\"emails\",\"group_concurrency\":1,\"fair\":true,\"group_rate\":\"10/1s\","
+            "\"group_burst\":5,\"max_attempts\":2}\n");
+  // null turns a setting off; a rate of another period
+  expect_call("PATCH", "/v1/tubes/emails", R"({"group_concurrency":null,"group_rate":"600/1m"})",
+              "set_flow tube=emails concurrency=0 fair=0 rate=600/60000ms burst=1");
+  for (const char* body :
+       {R"({"group_rate":"fast"})", R"({"group_rate":"0/s"})", R"({"group_rate":"10/0ms"})",
+        R"({"group_burst":0})", R"({"fair":"yes"})", R"({"group_concurrency":-1})"}) {
     SCOPED_TRACE(body);
     EXPECT_EQ(expect_local("PATCH", "/v1/tubes/emails", body).status, 400U);
   }

@@ -117,7 +117,21 @@ json::object tube_json(const TubeStats& t) {
   o["pause_left_ms"] = t.pause_left.count();
   o["max_attempts"] = t.max_attempts;
   o["oldest_ready_age_ms"] = t.oldest_ready_age.count();
+  put_flow_json(o, t.flow);
+  o["groups_held"] = t.groups_held;
+  o["groups_ready"] = t.groups_ready;
   return o;
+}
+
+void put_flow_json(json::object& out, const FlowSettings& flow) {
+  out["group_concurrency"] = flow.group_concurrency;
+  out["fair"] = flow.fair;
+  if (flow.rate_jobs == 0) {
+    out["group_rate"] = nullptr;
+  } else {
+    out["group_rate"] = format_rate({flow.rate_jobs, flow.rate_period});
+  }
+  out["group_burst"] = flow.rate_burst;
 }
 
 std::string error_json(std::string_view code, std::string_view message) {

@@ -21,6 +21,8 @@ void append_job(std::string& out, const JobView& job, const std::string* body,
 // A tube's webhook as PUT /v1/tubes/{tube}/webhook takes it (durations as text, e.g. "10s").
 [[nodiscard]] boost::json::object webhook_json(const Webhook& webhook);
 [[nodiscard]] boost::json::object tube_json(const TubeStats& tube);
+// A tube's flow control as PATCH /v1/tubes/{tube} takes it (group_rate null when off).
+void put_flow_json(boost::json::object& out, const FlowSettings& flow);
 // {"error":{"code":...,"message":...}}; a message that is not UTF-8 has its high bytes as '?'.
 [[nodiscard]] std::string error_json(std::string_view code, std::string_view message);
 

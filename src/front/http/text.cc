@@ -103,6 +103,34 @@ Result<Millis> parse_duration(std::string_view text) {
   return Millis{static_cast<std::int64_t>(std::ceil(total))};
 }
 
+Result<Rate> parse_rate(std::string_view text) {
+  const Status bad(Code::kInvalidArgument,
+                   "a rate is <jobs>/<duration>, e.g. \"10/s\" or \"600/1m\", not \"" +
+                       std::string(text) + "\"");
+  const std::size_t slash = text.find('/');
+  if (slash == std::string_view::npos || slash == 0) return bad;
+  std::uint64_t jobs = 0;
+  for (const char c : text.substr(0, slash)) {
+    if (c < '0' || c > '9' || jobs > 1'000'000) return bad;
+    jobs = jobs * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (jobs == 0 || jobs > 1'000'000) {
+    return Status(Code::kInvalidArgument, "a rate's jobs: 1 to 1,000,000");
+  }
+  std::string period(text.substr(slash + 1));
+  if (!period.empty() && period[0] >= 'a' && period[0] <= 'z') period.insert(0, "1");
+  auto duration = parse_duration(period);
+  if (!duration.is_ok()) return bad;
+  if (duration.value() < Millis{1} || duration.value() > Millis{86'400'000}) {
+    return Status(Code::kInvalidArgument, "a rate's period: 1ms to 1d");
+  }
+  return Rate{static_cast<std::uint32_t>(jobs), duration.value()};
+}
+
+std::string format_rate(Rate rate) {
+  return std::to_string(rate.jobs) + "/" + format_duration(rate.period);
+}
+
 Result<std::int64_t> parse_instant(std::string_view text) {
   auto bad = [&text](std::string_view why) {
     return Status(Code::kInvalidArgument,

@@ -31,6 +31,15 @@ Result<Millis> parse_duration(std::string_view text);
 // A duration as parse_duration reads it, in whole units from the largest: "1h", "1m30s",
 // "1s500ms", "0ms".
 std::string format_duration(Millis duration);
+// A rate, "<jobs>/<duration>": "10/s", "600/1m", "1/1500ms" (a unit alone means one of it).
+// jobs 1 to 1,000,000; the duration as parse_duration reads it, at least 1 ms and at most a day.
+struct Rate {
+  std::uint32_t jobs = 0;
+  Millis period{0};
+};
+Result<Rate> parse_rate(std::string_view text);
+// "10/1s", "600/1m", "1/1s500ms": what parse_rate reads back.
+std::string format_rate(Rate rate);
 // An instant in RFC 3339 ("2026-11-24T10:00:00Z", "2026-11-24T10:00:00.250+02:00", a space for
 // the T is accepted), as Unix milliseconds (fractions beyond the millisecond are rounded up, so
 // a due time is never early). Years 1970-9999.

@@ -1,0 +1,146 @@
+// flow_contract_test — flow control through the broker contract (Admin::set_flow, and reserves
+// that it orders), for every broker of the contract suite: group concurrency, fair turns, a rate
+// per group, and the settings across a restart. A broker that cannot do it answers kNotSupported
+// (Capabilities::flow_control) and the case checks that instead.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "broker/contract_fixture.h"
+
+namespace delayq::testing {
+namespace {
+
+constexpr std::string_view kTimedOut = "(timed out)";
+
+class FlowContract : public BrokerContract {
+ protected:
+  Result<FlowSettings> set_flow(const std::string& tube, broker::FlowChange change) {
+    return call<FlowSettings>(
+        [&](auto done) { admin().set_flow(tube, std::move(change), std::move(done)); });
+  }
+  // Sets it, or checks that the broker says it cannot; false then, and the case ends.
+  bool flow_on(const std::string& tube, broker::FlowChange change) {
+    auto set = set_flow(tube, std::move(change));
+    if (!can_.flow_control) {
+      EXPECT_EQ(set.code(), Code::kNotSupported) << set.status().to_string();
+      return false;
+    }
+    EXPECT_TRUE(set.is_ok()) << set.status().to_string();
+    return set.is_ok();
+  }
+  // The group of the job a reserve takes at once ("" for none), or "(timed out)".
+  std::string take_group(Session& s, const std::string& tube, std::vector<JobId>* held = nullptr) {
+    auto got = reserve(s, {tube});
+    if (!got.is_ok()) {
+      EXPECT_EQ(got.code(), Code::kTimedOut) << got.status().to_string();
+      return std::string(kTimedOut);
+    }
+    if (held != nullptr) held->push_back(got.value().view.id);
+    return got.value().view.group;
+  }
+};
+
+TEST_P(FlowContract, AGroupAtItsConcurrencyWaitsWhileOthersAreServedUntilItsSlotIsFreed) {
+  if (!flow_on("gc", {.group_concurrency = 1})) return;
+  Session& producer = session();
+  Session& worker = session();
+  put_ok(producer, "gc", 100, {}, {}, "a");
+  put_ok(producer, "gc", 100, {}, {}, "a");
+  put_ok(producer, "gc", 100, {}, {}, "b");
+  std::vector<JobId> held;
+  EXPECT_EQ(take_group(worker, "gc", &held), "a");
+  EXPECT_EQ(take_group(worker, "gc", &held), "b");
+  EXPECT_EQ(take_group(worker, "gc"), kTimedOut) << "a's second job is held back";
+  const TubeStats stats = stats_tube("gc").value();
+  EXPECT_EQ(stats.ready, 1U);
+  EXPECT_EQ(stats.groups_held, 1U);
+  EXPECT_EQ(stats.flow.group_concurrency, 1U);
+  // A reserve that waits gets a's next job as soon as a's reservation ends.
+  Session& waiter = session();
+  auto out = std::make_shared<std::optional<Result<broker::Job>>>();
+  (void)waiter.reserve({{"gc"}, std::chrono::milliseconds(kWait)}, expect_once<broker::Job>(out));
+  ASSERT_TRUE(release(worker, held[0]).is_ok());
+  // The released job and the held one are both a's: the waiter takes one, the other waits.
+  ASSERT_TRUE(run_until([&] { return out->has_value(); }));
+  ASSERT_TRUE(out->value().is_ok()) << out->value().status().to_string();
+  EXPECT_EQ(out->value().value().view.group, "a");
+  EXPECT_EQ(take_group(worker, "gc"), kTimedOut);
+}
+
+TEST_P(FlowContract, DeletedBuriedAndLostReservationsFreeTheirSlot) {
+  if (!flow_on("free", {.group_concurrency = 1})) return;
+  Session& producer = session();
+  for (int i = 0; i < 4; ++i) put_ok(producer, "free", 100, {}, {}, "g");
+  Session& worker = session();
+  std::vector<JobId> held;
+  ASSERT_EQ(take_group(worker, "free", &held), "g");
+  ASSERT_TRUE(erase(worker, JobRef::by_id(held.back())).is_ok());
+  ASSERT_EQ(take_group(worker, "free", &held), "g");
+  ASSERT_TRUE(bury(worker, held.back()).is_ok());
+  Session& lost = session();
+  ASSERT_EQ(take_group(lost, "free", &held), "g");
+  EXPECT_EQ(take_group(worker, "free"), kTimedOut);
+  end_session(lost);   // its reservation ends: the job is ready again, and the slot free
+  bool taken = false;  // run_until asks once more at the end: the reserve is made until it takes
+  ASSERT_TRUE(run_until([&] { return taken || (taken = take_group(worker, "free") == "g"); }));
+  EXPECT_EQ(take_group(worker, "free"), kTimedOut);
+}
+
+TEST_P(FlowContract, FairTurnsServeAGroupWithOneJobBetweenAnotherGroupsThousands) {
+  if (!flow_on("fair", {.fair = true})) return;
+  Session& producer = session();
+  for (int i = 0; i < 50; ++i) put_ok(producer, "fair", 100, {}, {}, "big");
+  for (int i = 0; i < 3; ++i) put_ok(producer, "fair", 100, {}, {}, "small");
+  Session& worker = session();
+  std::vector<std::string> order;
+  for (int i = 0; i < 7; ++i) order.push_back(take_group(worker, "fair"));
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"big", "small", "big", "small", "big", "small", "big"}));
+}
+
+TEST_P(FlowContract, ARateHoldsAGroupsNextJobButNotOtherGroups) {
+  // One job an hour per group: the second of a group is not served within the test.
+  if (!flow_on("rate", {.rate_jobs = 1, .rate_period = std::chrono::hours(1)})) return;
+  Session& producer = session();
+  put_ok(producer, "rate", 100, {}, {}, "a");
+  put_ok(producer, "rate", 100, {}, {}, "a");
+  put_ok(producer, "rate", 100, {}, {}, "b");
+  put_ok(producer, "rate", 100);  // no group: not limited
+  put_ok(producer, "rate", 100);
+  Session& worker = session();
+  std::vector<std::string> got;
+  for (int i = 0; i < 5; ++i) got.push_back(take_group(worker, "rate"));
+  EXPECT_EQ(got, (std::vector<std::string>{"a", "b", "", "", std::string(kTimedOut)}));
+  EXPECT_EQ(stats_tube("rate").value().ready, 1U);
+}
+
+TEST_P(FlowContract, SettingsAreKeptAcrossARestartAndOffRestoresTheOrder) {
+  if (!flow_on("keep", {.group_concurrency = 2, .fair = true})) return;
+  auto changed = set_flow("keep", {.rate_jobs = 5, .rate_burst = 3});
+  ASSERT_TRUE(changed.is_ok());
+  EXPECT_EQ(changed.value().group_concurrency, 2U) << "a change keeps what it does not name";
+  EXPECT_TRUE(changed.value().fair);
+  EXPECT_EQ(changed.value().rate_jobs, 5U);
+  EXPECT_EQ(changed.value().rate_burst, 3U);
+  Session& producer = session();
+  put_ok(producer, "keep", 100, {}, {}, "a");
+  restart();
+  const TubeStats stats = stats_tube("keep").value();
+  EXPECT_EQ(stats.flow, changed.value());
+  auto off = set_flow("keep", {.group_concurrency = 0, .fair = false, .rate_jobs = 0});
+  ASSERT_TRUE(off.is_ok());
+  EXPECT_FALSE(off.value().any());
+  EXPECT_FALSE(stats_tube("keep").value().flow.any());
+  auto bad = set_flow("keep", {.rate_jobs = 1, .rate_period = std::chrono::milliseconds(0)});
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Brokers, FlowContract,
+                         ::testing::Values(BrokerKind::kLocalMemory, BrokerKind::kLocalRocks,
+                                           BrokerKind::kRedis, BrokerKind::kRedisCluster),
+                         [](const auto& brokers) { return kind_name(brokers.param); });
+
+}  // namespace
+}  // namespace delayq::testing
