@@ -80,6 +80,13 @@ struct PutRequest {
   std::string key;
   std::string group;
   bool replace = false;
+  // Debounce (docs/flow-control.md), with a key: a delayed or ready job holding the key takes
+  // this put's body and fields and is due `debounce` from now, but never later than `max_wait`
+  // after its first put (its created time, which it keeps, as it keeps its id); a buried holder
+  // is replaced; a reserved one is kConflict. No holder: a new job due in `debounce`. `due` and
+  // `replace` are then not read.
+  std::optional<Millis> debounce;
+  std::optional<Millis> max_wait;
   // Push delivery (docs/webhooks.md): a URL of the job's own, in place of its tube's webhook's
   // (kConflict if the tube has no webhook), and the Content-Type of its body. Empty: none.
   std::string url;
@@ -115,9 +122,10 @@ struct JobList {
 };
 
 struct PutResult {
-  JobView job;           // the job put, or the one holding its key
-  bool inserted = true;  // false: the key was taken, nothing was put
-  JobId replaced = 0;    // the job deleted to make way, 0 if none
+  JobView job;             // the job put, or the one holding its key
+  bool inserted = true;    // false: the key was taken, nothing was put
+  JobId replaced = 0;      // the job deleted to make way, 0 if none
+  bool debounced = false;  // a pending job moved (job.created_unix_ms: its first put)
 };
 
 struct ReserveRequest {

@@ -75,11 +75,33 @@ Status check_due(const Due& due) {
   return Status::ok();
 }
 
+Status check_debounce(const PutRequest& request) {
+  if (!request.debounce) {
+    if (request.max_wait) return {Code::kInvalidArgument, "max_wait: only with a debounce"};
+    return Status::ok();
+  }
+  if (request.key.empty()) return {Code::kInvalidArgument, "debounce: only with a key"};
+  if (request.replace) return {Code::kInvalidArgument, "debounce and replace: one or the other"};
+  if (request.due.absolute || request.due.ms != 0) {
+    return {Code::kInvalidArgument, "debounce: the due time is the debounce, give no other"};
+  }
+  if (!check_due(Due::after(*request.debounce)).is_ok()) {
+    return {Code::kInvalidArgument,
+            "debounce: milliseconds from 0 to " + std::to_string(kLongestDelayMs)};
+  }
+  if (request.max_wait && !check_due(Due::after(*request.max_wait)).is_ok()) {
+    return {Code::kInvalidArgument,
+            "max_wait: milliseconds from 0 to " + std::to_string(kLongestDelayMs)};
+  }
+  return Status::ok();
+}
+
 Status check_put(const PutRequest& request, std::string_view tube, const PutContext& context) {
   if (Status s = check_tube_name(tube, context.max_name_bytes); !s.is_ok()) return s;
   if (Status s = check_name("key", request.key, context.max_name_bytes); !s.is_ok()) return s;
   if (Status s = check_name("group", request.group, context.max_name_bytes); !s.is_ok()) return s;
   if (Status s = check_due(request.due); !s.is_ok()) return s;
+  if (Status s = check_debounce(request); !s.is_ok()) return s;
   if (Status s = check_trace(request.traceparent, request.tracestate); !s.is_ok()) return s;
   if (context.draining) return {Code::kDraining, "the server is draining: no new jobs"};
   if (!context.space.is_ok()) return context.space;

@@ -36,6 +36,10 @@ struct PutContext {
 inline constexpr std::size_t kMaxTracestateBytes = 512;
 [[nodiscard]] Status check_trace(std::string_view traceparent, std::string_view tracestate);
 
+// A debounce (PutRequest::debounce): with a key, without replace or a due time of its own, each
+// duration from 0 to the longest delay. kInvalidArgument naming the field otherwise.
+[[nodiscard]] Status check_debounce(const PutRequest& request);
+
 // `tube` is the tube the put goes to (the request's, or the session's used tube). Errors:
 // kInvalidArgument, kDraining, kNoSpace, kConflict (see PutContext).
 [[nodiscard]] Status check_put(const PutRequest& request, std::string_view tube,

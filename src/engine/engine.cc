@@ -678,17 +678,28 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
     tube_no = no.value();
   }
   PutResult result;
+  const bool debounce = request.debounce.has_value() && !request.key.empty();
+  JobId keep_id = 0;          // debounced: the holder's id, which the job keeps
+  std::int64_t first_ms = 0;  // debounced: the holder's first put
+  JobCounters counters;
   if (!request.key.empty()) {
     Tube& t = tube(tube_no);
     if (const auto held = t.keys.find(request.key); held != t.keys.end()) {
       const Slot holder = held->second;
-      if (!request.replace) return PutResult{job(holder).id(), false, 0};
+      if (!request.replace && !debounce) return PutResult{job(holder).id(), false, 0, false};
       if (job(holder).state() == JobState::kReserved) {
         return Status(Code::kConflict, "the job holding the key is reserved");
       }
-      result.replaced = job(holder).id();
-      t.deletes++;
-      ++deletes_;
+      if (debounce && job(holder).state() != JobState::kBuried) {
+        keep_id = job(holder).id();
+        first_ms = job(holder).created_unix_ms();
+        if (const Extra* more = extra_if(holder)) counters = more->counters;
+        result.debounced = true;
+      } else {
+        result.replaced = job(holder).id();
+        t.deletes++;
+        ++deletes_;
+      }
       destroy(holder, /*drop_tube=*/false);  // the new job goes into it
     }
   }
@@ -697,15 +708,27 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
   // millisecond, as the due time is, it is also the job's creation time, so that its delay reads
   // back exactly as due - created.
   std::int64_t start = 0;
-  const DueTime after_delay = due_in(Millis{request.due.absolute ? 0 : request.due.ms}, &start);
-  const JobId id = next_id_++;
-  next_id_dirty_ = true;
+  const Millis delay =
+      debounce ? *request.debounce : Millis{request.due.absolute ? 0 : request.due.ms};
+  const DueTime after_delay = due_in(delay, &start);
+  const JobId id = keep_id != 0 ? keep_id : next_id_++;
+  if (keep_id == 0) next_id_dirty_ = true;
   const auto ttr = static_cast<std::uint32_t>(
       std::clamp<Seconds::rep>(request.ttr.count(), 0, std::numeric_limits<std::uint32_t>::max()));
-  const Slot slot = new_job(id, tube_no, start, request.priority, ttr, request.key, request.group);
+  if (keep_id == 0) first_ms = start;
+  const Slot slot =
+      new_job(id, tube_no, first_ms, request.priority, ttr, request.key, request.group);
   job(slot).due_unix_ms = now_ms;
   DueTime due{now_ms, 0};
-  if (request.due.absolute) {
+  if (debounce) {
+    due = after_delay;
+    // Never past the first put + max_wait: a stream of puts cannot hold the job back for ever.
+    if (request.max_wait && later(first_ms, request.max_wait->count()) < due.unix_ms) {
+      due = {later(first_ms, request.max_wait->count()), 0};
+    }
+    if (!counters.zero()) extra(slot).counters = counters;
+    if (keep_id != 0) extra(slot).delay_ms = std::max<std::int64_t>(0, due.unix_ms - now_ms);
+  } else if (request.due.absolute) {
     due.unix_ms = request.due.ms;
   } else if (request.due.ms > 0) {
     due = after_delay;
@@ -715,8 +738,10 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
   } else {
     enter_ready(slot);
   }
-  ++total_jobs_;
-  tube(tube_no).total_jobs++;
+  if (keep_id == 0) {
+    ++total_jobs_;
+    tube(tube_no).total_jobs++;
+  }
   if (request.attachment != nullptr) extra(slot).attached = true;
   persist(slot);
   mutations_.put_body(id, request.body);

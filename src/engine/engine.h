@@ -68,14 +68,18 @@ struct PutRequest {
   std::string_view key;
   std::string_view group;
   bool replace = false;
+  // Debounce (broker.h's PutRequest): with a key; `due` and `replace` are then not read.
+  std::optional<Millis> debounce;
+  std::optional<Millis> max_wait;
   // Set: kept with the job, on disk only, and read with its body (push delivery's facts).
   const Delivery* attachment = nullptr;
 };
 
 struct PutResult {
   JobId id = 0;
-  bool inserted = true;  // false: the key was taken and id is the job that holds it
-  JobId replaced = 0;    // the job deleted to make way, 0 if none
+  bool inserted = true;    // false: the key was taken and id is the job that holds it
+  JobId replaced = 0;      // the job deleted to make way, 0 if none
+  bool debounced = false;  // the key's pending holder took the put: id is its id
 };
 
 using delayq::JobView;

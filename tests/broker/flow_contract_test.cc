@@ -4,6 +4,7 @@
 // (Capabilities::flow_control) and the case checks that instead.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,75 @@ TEST_P(FlowContract, SettingsAreKeptAcrossARestartAndOffRestoresTheOrder) {
   EXPECT_FALSE(stats_tube("keep").value().flow.any());
   auto bad = set_flow("keep", {.rate_jobs = 1, .rate_period = std::chrono::milliseconds(0)});
   EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+}
+
+// Debounce is a put's: every broker does it (it needs only the key's holder, in one place).
+TEST_P(FlowContract, ADebouncedPutMovesThePendingJobButNeverPastItsFirstPutPlusMaxWait) {
+  Session& s = session();
+  const auto debounced_put = [&](std::string body, std::chrono::milliseconds debounce,
+                                 std::optional<std::chrono::milliseconds> max_wait) {
+    PutRequest request;
+    request.tube = "deb";
+    request.key = "k";
+    request.body = std::move(body);
+    request.priority = 7;
+    request.debounce = debounce;
+    request.max_wait = max_wait;
+    return put(s, std::move(request));
+  };
+  auto first = debounced_put("first", 1h, 90min);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  EXPECT_TRUE(first.value().inserted);
+  EXPECT_FALSE(first.value().debounced);
+  const JobView job = first.value().job;
+  EXPECT_EQ(job.state, JobState::kDelayed);
+  EXPECT_NEAR(static_cast<double>(job.due_unix_ms - job.created_unix_ms), 3'600'000, 1);
+
+  auto second = debounced_put("second", 1h, 90min);
+  ASSERT_TRUE(second.is_ok()) << second.status().to_string();
+  EXPECT_TRUE(second.value().debounced);
+  EXPECT_EQ(second.value().job.id, job.id) << "the same job, moved";
+  EXPECT_NEAR(static_cast<double>(second.value().job.created_unix_ms),
+              static_cast<double>(job.created_unix_ms), 1)
+      << "its first put";
+  EXPECT_EQ(peek(s, JobRef::by_key("deb", "k")).value().body, "second");
+
+  // Three hours would pass the first put + 90 min: the due time stops there.
+  auto third = debounced_put("third", 3h, 90min);
+  ASSERT_TRUE(third.is_ok()) << third.status().to_string();
+  EXPECT_TRUE(third.value().debounced);
+  auto held = peek(s, JobRef::by_key("deb", "k"));
+  ASSERT_TRUE(held.is_ok());
+  EXPECT_EQ(held.value().body, "third");
+  EXPECT_NEAR(
+      static_cast<double>(held.value().view.due_unix_ms - held.value().view.created_unix_ms),
+      5'400'000, 1);
+  EXPECT_EQ(stats_tube("deb").value().total_jobs, 1U) << "a debounce puts no new job";
+
+  // Ready at once, reserved: a worker is on it, so a debounce is refused.
+  ASSERT_TRUE(debounced_put("now", 0ms, std::nullopt).is_ok());
+  auto taken = reserve(s, {"deb"});
+  ASSERT_TRUE(taken.is_ok()) << taken.status().to_string();
+  EXPECT_EQ(taken.value().view.id, job.id);
+  EXPECT_EQ(taken.value().body, "now");
+  EXPECT_EQ(debounced_put("late", 1h, std::nullopt).code(), Code::kConflict);
+  // Buried: replaced by a new job.
+  ASSERT_TRUE(bury(s, job.id).is_ok());
+  auto fresh = debounced_put("fresh", 1h, std::nullopt);
+  ASSERT_TRUE(fresh.is_ok()) << fresh.status().to_string();
+  EXPECT_FALSE(fresh.value().debounced);
+  EXPECT_EQ(fresh.value().replaced, job.id);
+  EXPECT_NE(fresh.value().job.id, job.id);
+
+  // What a debounce needs: a key, no due time or replace of its own.
+  PutRequest keyless;
+  keyless.tube = "deb";
+  keyless.debounce = 1s;
+  EXPECT_EQ(put(s, keyless).code(), Code::kInvalidArgument);
+  PutRequest both = keyless;
+  both.key = "k2";
+  both.due = Due::after(5s);
+  EXPECT_EQ(put(s, both).code(), Code::kInvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Brokers, FlowContract,

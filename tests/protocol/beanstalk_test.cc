@@ -1337,6 +1337,22 @@ TEST_F(BeanstalkTest, PipelinedCommandsAreAnsweredInOrder) {
   EXPECT_TRUE(client_->silent_for(Millis{100}));
 }
 
+TEST_F(BeanstalkTest, PutxDebounceMovesThePendingJobKeepingItsId) {
+  const auto first = inserted_id(client_->call("putx 3 0 60 2 key=doc debounce=60000\r\nv1\r\n"));
+  ASSERT_TRUE(first);
+  const std::string id = std::to_string(*first);
+  EXPECT_EQ(client_->call("putx 3 0 60 2 key=doc debounce=60000 max-wait=600000\r\nv2\r\n"),
+            "DEBOUNCED " + id + "\r\n");
+  EXPECT_EQ(client_->call("peek " + id + "\r\n"), job_reply("FOUND", *first, "v2"));
+  EXPECT_EQ(stats(*client_, "stats-job " + id + "\r\n")["state"], "delayed");
+  // Debounced to now: ready at once, and reserved, a worker is on it: CONFLICT.
+  EXPECT_EQ(client_->call("putx 3 0 60 2 key=doc debounce=0\r\nv3\r\n"),
+            "DEBOUNCED " + id + "\r\n");
+  EXPECT_EQ(client_->call("reserve-with-timeout 5\r\n"), job_reply("RESERVED", *first, "v3"));
+  EXPECT_EQ(client_->call("putx 3 0 60 2 key=doc debounce=0\r\nv4\r\n"), "CONFLICT\r\n");
+  EXPECT_EQ(stats(*client_, "stats-tube default\r\n")["total-jobs"], "1");
+}
+
 TEST_F(BeanstalkTest, CommandSplitAcrossManySmallWrites) {
   const std::string body = "hello\r\nwor";
   const std::string transcript = put_command(body, 1, 0, 10) + "peek-ready\r\n";

@@ -292,6 +292,34 @@ TEST_F(RestartTest, MaxAttemptsBuriesAfterTheLastFailedReservationAndSurvivesARe
   EXPECT_FALSE(parse_yaml(c->call("stats-tube flaky\r\n")).has("max-attempts"));
 }
 
+// Flow control's settings are on disk; its counts are not, and need not be: a reservation does
+// not outlive a restart (its job is ready again), so every group starts with none reserved.
+TEST_F(RestartTest, FlowControlSurvivesAKillAndItsCountsStartExact) {
+  {
+    auto c = connect();
+    EXPECT_EQ(c->call("flow-tube fc concurrency=1 fair=1\r\n"), "FLOW 1 1 0/1000 1\r\n");
+    EXPECT_EQ(c->call("use fc\r\n"), "USING fc\r\n");
+    EXPECT_EQ(c->call("watch fc\r\n"), "WATCHING 2\r\n");
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_TRUE(inserted_id(c->call("putx 0 0 60 1 group=a\r\nx\r\n")).has_value());
+    }
+    EXPECT_TRUE(c->call("reserve-with-timeout 0\r\n").starts_with("RESERVED "));
+    EXPECT_EQ(c->call("reserve-with-timeout 0\r\n"), "TIMED_OUT\r\n");
+    EXPECT_EQ(server_.kill9(), "killed by signal 9");
+  }
+  ASSERT_EQ(server_.start(), "");
+  auto c = connect();
+  const Yaml tube = parse_yaml(c->call("stats-tube fc\r\n"));
+  EXPECT_EQ(tube["group-concurrency"], "1");
+  EXPECT_EQ(tube["fair"], "1");
+  EXPECT_EQ(tube["current-jobs-ready"], "3");
+  EXPECT_EQ(tube["groups-ready"], "1");
+  EXPECT_EQ(c->call("watch fc\r\n"), "WATCHING 2\r\n");
+  EXPECT_TRUE(c->call("reserve-with-timeout 0\r\n").starts_with("RESERVED "));
+  EXPECT_EQ(c->call("reserve-with-timeout 0\r\n"), "TIMED_OUT\r\n") << "still one at a time";
+  EXPECT_EQ(parse_yaml(c->call("stats-tube fc\r\n"))["groups-held"], "1");
+}
+
 TEST_F(RestartTest, IdsAreNotReusedAfterEveryJobIsDeleted) {
   {
     auto c = connect();

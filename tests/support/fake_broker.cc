@@ -135,6 +135,8 @@ void FakeSession::put(broker::PutRequest request, broker::Callback<broker::PutRe
   if (!request.key.empty()) args += " key=" + request.key;
   if (!request.group.empty()) args += " group=" + request.group;
   if (request.replace) args += " replace";
+  if (request.debounce) args += " debounce=" + std::to_string(request.debounce->count()) + "ms";
+  if (request.max_wait) args += " max_wait=" + std::to_string(request.max_wait->count()) + "ms";
   if (!request.url.empty()) args += " url=" + request.url;
   if (!request.content_type.empty()) args += " type=" + request.content_type;
   if (!request.traceparent.empty()) args += " traceparent=" + request.traceparent;

@@ -194,6 +194,8 @@ void LocalSession::put(broker::PutRequest request, Callback<broker::PutResult> d
   put.key = request.key;
   put.group = request.group;
   put.replace = request.replace;
+  put.debounce = request.debounce;
+  put.max_wait = request.max_wait;
   Delivery delivery;
   delivery.url = std::move(request.url);
   delivery.content_type = std::move(request.content_type);
@@ -209,9 +211,9 @@ void LocalSession::put(broker::PutRequest request, Callback<broker::PutResult> d
     return completions_.finish_all<broker::PutResult>(std::move(done), view.status());
   std::uint64_t batch = node_.batch_of(r.id);
   if (r.replaced != 0) batch = std::max(batch, node_.batch_of(r.replaced));
-  completions_.finish(
-      batch, std::move(done),
-      Result<broker::PutResult>(broker::PutResult{view.value(), r.inserted, r.replaced}));
+  completions_.finish(batch, std::move(done),
+                      Result<broker::PutResult>(
+                          broker::PutResult{view.value(), r.inserted, r.replaced, r.debounced}));
 }
 
 std::uint64_t LocalSession::reserve(broker::ReserveRequest request, Callback<broker::Job> done) {

@@ -147,7 +147,8 @@ void Core::flush_puts() {
              self->after_handing(handed, &elements.back());
              for (std::size_t i = 0; i < dones->size(); ++i) {
                Reply& one = elements[i + 2];
-               if (!one.elements.empty() && one.elements[0].str == "ok") {
+               if (!one.elements.empty() &&
+                   (one.elements[0].str == "ok" || one.elements[0].str == "debounced")) {
                  one.elements.push_back(elements[1]);
                }
                (*dones)[i](std::move(one));

@@ -61,7 +61,7 @@ Status status_of(const Reply& reply) {
     return {Code::kIOError, "Redis answered " + delayq::redis::describe(reply)};
   }
   const std::string& code = reply.elements[0].str;
-  if (code == "ok" || code == "exists") return Status::ok();
+  if (code == "ok" || code == "exists" || code == "debounced") return Status::ok();
   const std::string message = reply.elements.size() > 1 ? reply.elements[1].str : code;
   if (code == "notfound") return {Code::kNotFound, message};
   if (code == "conflict") return {Code::kConflict, message};

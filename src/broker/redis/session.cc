@@ -131,11 +131,17 @@ std::vector<std::string> put_arguments(broker::PutRequest& request, const std::s
   const auto ttr = std::max<std::int64_t>(1, request.ttr.count());
   std::string tail = new_record_tail(static_cast<std::uint32_t>(ttr), tube, request.key,
                                      request.group, request.body);
+  // A debounce rides in replace's place: 'd<debounce>:<max_wait>' (ops.lua's put_one).
+  std::string replace = request.replace ? "1" : "0";
+  if (request.debounce && !request.key.empty()) {
+    replace = "d" + std::to_string(request.debounce->count()) + ":" +
+              (request.max_wait ? std::to_string(request.max_wait->count()) : "");
+  }
   return {tube,
           std::to_string(request.priority),
-          std::to_string(request.due.ms),
+          std::to_string(request.debounce ? request.debounce->count() : request.due.ms),
           request.due.absolute ? "1" : "0",
-          request.replace ? "1" : "0",
+          std::move(replace),
           request.key,
           request.group,
           std::move(attachment),
@@ -160,43 +166,46 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
   std::vector<std::string> args = put_arguments(request, tube);
   const bool attached = !args[7].empty();
   const std::uint64_t number = state_->put_made();
-  core_->queue_put(
-      shard, std::move(args),
-      [state = state_, number, tube, priority = request.priority, due = request.due, ttr,
-       key = request.key, group = request.group, attached,
-       done = std::move(done)](Result<Reply> reply) {
-        state->put_done(number);
-        if (!state->alive) return;
-        if (!reply.is_ok()) return done(reply.status());
-        if (Status s = status_of(reply.value()); !s.is_ok()) return done(s);
-        const auto& e = reply.value().elements;
-        broker::PutResult result;
-        if (e[0].str == "exists") {
-          auto holder = job_of(reply.value());
-          if (!holder.is_ok()) return done(holder.status());
-          result.job = std::move(holder.value().view);
-          result.inserted = false;
-          return done(std::move(result));
-        }
-        if (e.size() < 5) return done(Status(Code::kIOError, "Redis: a short put reply"));
-        // The script answers the id, the due time, the job it replaced and its present (as
-        // integers); the rest the put said.
-        JobView& job = result.job;
-        job.id = static_cast<JobId>(e[1].integer);
-        job.due_unix_ms = e[2].integer;
-        job.created_unix_ms = e[4].integer;
-        job.state = job.due_unix_ms > job.created_unix_ms ? JobState::kDelayed : JobState::kReady;
-        job.delay_ms = due.absolute ? std::max<std::int64_t>(0, due.ms - job.created_unix_ms)
-                                    : std::max<std::int64_t>(0, due.ms);
-        job.tube = tube;
-        job.priority = priority;
-        job.ttr = std::chrono::seconds(ttr);
-        job.key = key;
-        job.group = group;
-        job.attached = attached;
-        result.replaced = static_cast<JobId>(e[3].integer);
-        done(std::move(result));
-      });
+  core_->queue_put(shard, std::move(args),
+                   [state = state_, number, tube, priority = request.priority, due = request.due,
+                    ttr, debounce = request.debounce.has_value(), key = request.key,
+                    group = request.group, attached, done = std::move(done)](Result<Reply> reply) {
+                     state->put_done(number);
+                     if (!state->alive) return;
+                     if (!reply.is_ok()) return done(reply.status());
+                     if (Status s = status_of(reply.value()); !s.is_ok()) return done(s);
+                     const auto& e = reply.value().elements;
+                     broker::PutResult result;
+                     if (e[0].str == "exists") {
+                       auto holder = job_of(reply.value());
+                       if (!holder.is_ok()) return done(holder.status());
+                       result.job = std::move(holder.value().view);
+                       result.inserted = false;
+                       return done(std::move(result));
+                     }
+                     if (e.size() < 5)
+                       return done(Status(Code::kIOError, "Redis: a short put reply"));
+                     // The script answers the id, the due time, the job it replaced (a debounce:
+                     // the job's first put) and its present (as integers); the rest the put said.
+                     JobView& job = result.job;
+                     job.id = static_cast<JobId>(e[1].integer);
+                     job.due_unix_ms = e[2].integer;
+                     const std::int64_t now = e[4].integer;
+                     result.debounced = e[0].str == "debounced";
+                     job.created_unix_ms = result.debounced ? e[3].integer : now;
+                     job.state = job.due_unix_ms > now ? JobState::kDelayed : JobState::kReady;
+                     job.delay_ms = due.absolute ? std::max<std::int64_t>(0, due.ms - now)
+                                    : debounce   ? std::max<std::int64_t>(0, job.due_unix_ms - now)
+                                                 : std::max<std::int64_t>(0, due.ms);
+                     job.tube = tube;
+                     job.priority = priority;
+                     job.ttr = std::chrono::seconds(ttr);
+                     job.key = key;
+                     job.group = group;
+                     job.attached = attached;
+                     if (!result.debounced) result.replaced = static_cast<JobId>(e[3].integer);
+                     done(std::move(result));
+                   });
 }
 
 std::uint64_t RedisSession::reserve(broker::ReserveRequest request, Callback<broker::Job> done) {

@@ -61,6 +61,12 @@ void Conversation::putx(const Command& command) {
   request.key = command.key;
   request.group = command.group;
   request.replace = command.replace;
+  if (command.debounce_ms) {
+    request.debounce = broker::Millis{static_cast<std::int64_t>(*command.debounce_ms)};
+  }
+  if (command.max_wait_ms) {
+    request.max_wait = broker::Millis{static_cast<std::int64_t>(*command.max_wait_ms)};
+  }
   if ((!command.url.empty() && !webhook::parse_url(command.url).is_ok()) ||
       (!command.content_type.empty() &&
        !webhook::check_header_value("type", command.content_type).is_ok())) {
@@ -79,7 +85,9 @@ void Conversation::put_job(broker::PutRequest request, bool extension) {
   mark_producer();
   session_->put(std::move(request), answer<broker::PutResult>(
                                         [](const broker::PutResult& put) {
-                                          return word_id(put.inserted ? "INSERTED" : "EXISTS",
+                                          return word_id(put.debounced  ? "DEBOUNCED"
+                                                         : put.inserted ? "INSERTED"
+                                                                        : "EXISTS",
                                                          put.job.id);
                                         },
                                         extension ? "CONFLICT" : "NOT_FOUND"));
@@ -200,6 +208,23 @@ void Conversation::max_attempts(const Command& command) {
                            answer<std::uint32_t>([](std::uint32_t n) {
                              return "MAX_ATTEMPTS " + std::to_string(n) + "\r\n";
                            }));
+}
+
+void Conversation::flow_tube(const Command& command) {
+  const FlowOptions& given = command.flow;
+  broker::FlowChange change;
+  change.group_concurrency = given.concurrency;
+  change.fair = given.fair;
+  change.rate_jobs = given.rate_jobs;
+  if (given.rate_period_ms) change.rate_period = broker::Millis{*given.rate_period_ms};
+  change.rate_burst = given.burst;
+  admin().set_flow(std::string(command.tube), change,
+                   answer<FlowSettings>([](const FlowSettings& flow) {
+                     return "FLOW " + std::to_string(flow.group_concurrency) + " " +
+                            (flow.fair ? "1" : "0") + " " + std::to_string(flow.rate_jobs) + "/" +
+                            std::to_string(flow.rate_period.count()) + " " +
+                            std::to_string(flow.rate_burst) + "\r\n";
+                   }));
 }
 
 void Conversation::quit(const Command&) {

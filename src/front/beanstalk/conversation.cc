@@ -128,6 +128,7 @@ struct Conversation::Handlers {
       {Verb::kListGroup, &Conversation::list_group, false},
       {Verb::kCancelGroup, &Conversation::cancel_group, false},
       {Verb::kMaxAttempts, &Conversation::max_attempts, false},
+      {Verb::kFlowTube, &Conversation::flow_tube, false},
   };
   static_assert(std::size(kTable) == kVerbCount);
   static constexpr bool in_verb_order() {

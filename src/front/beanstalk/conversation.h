@@ -150,6 +150,7 @@ class Conversation {
   void list_group(const Command& command);
   void cancel_group(const Command& command);
   void max_attempts(const Command& command);
+  void flow_tube(const Command& command);
   void start_reserve(std::optional<broker::Millis> timeout);
   void put_job(broker::PutRequest request, bool extension);
 

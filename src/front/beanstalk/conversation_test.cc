@@ -258,6 +258,51 @@ TEST_F(ConversationTest, PutxPassesMillisecondsKeyGroupAndReplace) {
   EXPECT_EQ(take(), "INSERTED 10\r\n");
 }
 
+TEST_F(ConversationTest, PutxDebouncesAndAnswersDebouncedWhenAPendingJobMoved) {
+  EXPECT_EQ(send_call("putx 5 0 60 2 key=doc:1 debounce=30000 max-wait=120000\r\nv2\r\n"),
+            "put tube=default pri=5 due=+0ms ttr=60s body=v2 key=doc:1 debounce=30000ms "
+            "max_wait=120000ms");
+  broker::PutResult moved = inserted(9);
+  moved.debounced = true;
+  last().complete(moved);
+  EXPECT_EQ(take(), "DEBOUNCED 9\r\n");
+  EXPECT_EQ(send_call("putx 5 0 60 2 key=doc:2 debounce=0\r\nv1\r\n"),
+            "put tube=default pri=5 due=+0ms ttr=60s body=v1 key=doc:2 debounce=0ms");
+  last().complete(inserted(10));
+  EXPECT_EQ(take(), "INSERTED 10\r\n");
+  // A debounce needs a key, is the due time, and is not a replace; max-wait needs a debounce.
+  for (const char* line :
+       {"putx 5 0 60 1 debounce=10\r\n", "putx 5 10 60 1 key=k debounce=10\r\n",
+        "putx 5 0 60 1 key=k replace debounce=10\r\n", "putx 5 0 60 1 key=k max-wait=10\r\n",
+        "putx 5 0 60 1 key=k debounce=1x\r\n", "putx 5 0 60 1 key=k debounce=1 debounce=2\r\n"}) {
+    SCOPED_TRACE(line);
+    EXPECT_EQ(send_local(line), "BAD_FORMAT\r\n");
+    (void)send_local("x\r\n");  // the body line, read as a command
+  }
+}
+
+TEST_F(ConversationTest, FlowTubeSetsWhatItNamesAndAnswersTheSettings) {
+  EXPECT_EQ(send_call("flow-tube emails concurrency=1 fair=1 rate=10/1000 burst=5\r\n"),
+            "set_flow tube=emails concurrency=1 fair=1 rate=10/1000ms burst=5");
+  last().complete(FlowSettings{.group_concurrency = 1,
+                               .fair = true,
+                               .rate_jobs = 10,
+                               .rate_period = std::chrono::milliseconds{1000},
+                               .rate_burst = 5});
+  EXPECT_EQ(take(), "FLOW 1 1 10/1000 5\r\n");
+  EXPECT_EQ(send_call("flow-tube emails fair=0\r\n"),
+            "set_flow tube=emails concurrency=0 fair=0 rate=0/1000ms burst=1");
+  last().complete(FlowSettings{});
+  EXPECT_EQ(take(), "FLOW 0 0 0/1000 1\r\n");
+  for (const char* line :
+       {"flow-tube emails fair=2\r\n", "flow-tube emails rate=10\r\n",
+        "flow-tube emails rate=10/0\r\n", "flow-tube emails burst=0\r\n",
+        "flow-tube emails concurrency=1 concurrency=2\r\n", "flow-tube emails colour=red\r\n"}) {
+    SCOPED_TRACE(line);
+    EXPECT_EQ(send_local(line), "BAD_FORMAT\r\n");
+  }
+}
+
 TEST_F(ConversationTest, PutxPassesATraceContextAndStatsJobShowsIt) {
   EXPECT_EQ(send_call("putx 1 0 1 1 traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-"
                       "00f067aa0ba902b7-01 tracestate=v=1,w=2\r\nx\r\n"),
@@ -774,7 +819,14 @@ TEST_F(ConversationTest, StatsTubeYamlIsInBeanstalkdsOrder) {
                              "cmd-pause-tube: 11\n"
                              "pause: 90\n"
                              "pause-time-left: 89\n"
-                             "max-attempts: 12\n"));
+                             "max-attempts: 12\n"
+                             "group-concurrency: 14\n"
+                             "fair: 1\n"
+                             "group-rate-jobs: 15\n"
+                             "group-rate-period-ms: 60000\n"
+                             "group-burst: 16\n"
+                             "groups-held: 17\n"
+                             "groups-ready: 18\n"));
 }
 
 TEST_F(ConversationTest, ListTubesListsTheNamesTheBrokerGives) {

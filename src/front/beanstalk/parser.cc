@@ -261,8 +261,17 @@ Outcome parse_tube_and_token(Line& line, std::string_view& token) {
   return Outcome::kOk;
 }
 
+// Digits alone, at most `max`: the value of an option such as debounce=<ms>.
+std::optional<std::uint64_t> option_number(std::string_view text, std::uint64_t max) {
+  Args args(text);
+  const auto value = args.number(max);
+  if (!value || !args.at_end() || text.empty() || !is_digit(text.front())) return std::nullopt;
+  return value;
+}
+
 // putx <pri> <when> <ttr> <bytes> [key=<key>] [group=<group>] [replace] [url=<url>]
 //      [type=<content-type>] [traceparent=<traceparent>] [tracestate=<tracestate>]
+//      [debounce=<ms>] [max-wait=<ms>]
 Outcome parse_putx(Line& line) {
   const auto priority = line.args.u32();
   const auto due = line.args.due();
@@ -296,11 +305,61 @@ Outcome parse_putx(Line& line) {
     } else if (option->starts_with("tracestate=") && option->size() > 11 &&
                line.command.tracestate.empty()) {
       line.command.tracestate = option->substr(11);
+    } else if (option->starts_with("debounce=") && !line.command.debounce_ms) {
+      line.command.debounce_ms =
+          option_number(option->substr(9), static_cast<std::uint64_t>(kMaxDelayMs));
+      if (!line.command.debounce_ms) return Outcome::kBadFormat;
+    } else if (option->starts_with("max-wait=") && !line.command.max_wait_ms) {
+      line.command.max_wait_ms =
+          option_number(option->substr(9), static_cast<std::uint64_t>(kMaxDelayMs));
+      if (!line.command.max_wait_ms) return Outcome::kBadFormat;
     } else {
       return Outcome::kBadFormat;
     }
   }
   if (line.command.replace && line.command.key.empty()) return Outcome::kBadFormat;
+  // A debounce needs a key, and is the due time: <when> 0, no replace.
+  if (line.command.max_wait_ms && !line.command.debounce_ms) return Outcome::kBadFormat;
+  if (line.command.debounce_ms &&
+      (line.command.key.empty() || line.command.replace || line.command.due != Due{})) {
+    return Outcome::kBadFormat;
+  }
+  return Outcome::kOk;
+}
+
+// flow-tube <tube> [concurrency=<n>] [fair=<0|1>] [rate=<jobs>/<ms>] [burst=<n>]
+Outcome parse_flow_tube(Line& line) {
+  const auto name = line.args.name_run();
+  if (!name || !is_valid_tube(*name, line.limits.max_tube_name_bytes)) return Outcome::kBadFormat;
+  line.command.tube = *name;
+  FlowOptions& flow = line.command.flow;
+  constexpr std::uint64_t kMost = 1'000'000;
+  while (!line.args.at_end()) {
+    const auto option = line.args.token();
+    if (!option) return Outcome::kBadFormat;
+    if (option->starts_with("concurrency=") && !flow.concurrency) {
+      const auto n = option_number(option->substr(12), kMost);
+      if (!n) return Outcome::kBadFormat;
+      flow.concurrency = static_cast<std::uint32_t>(*n);
+    } else if ((*option == "fair=0" || *option == "fair=1") && !flow.fair) {
+      flow.fair = *option == "fair=1";
+    } else if (option->starts_with("rate=") && !flow.rate_jobs) {
+      const std::string_view rate = option->substr(5);
+      const std::size_t slash = rate.find('/');
+      if (slash == std::string_view::npos) return Outcome::kBadFormat;
+      const auto jobs = option_number(rate.substr(0, slash), kMost);
+      const auto period = option_number(rate.substr(slash + 1), 86'400'000);
+      if (!jobs || !period || *period == 0) return Outcome::kBadFormat;
+      flow.rate_jobs = static_cast<std::uint32_t>(*jobs);
+      flow.rate_period_ms = static_cast<std::uint32_t>(*period);
+    } else if (option->starts_with("burst=") && !flow.burst) {
+      const auto n = option_number(option->substr(6), kMost);
+      if (!n || *n == 0) return Outcome::kBadFormat;
+      flow.burst = static_cast<std::uint32_t>(*n);
+    } else {
+      return Outcome::kBadFormat;
+    }
+  }
   return Outcome::kOk;
 }
 
@@ -349,6 +408,7 @@ constexpr std::array kVerbs = {
     VerbEntry{"cancel-group", Verb::kCancelGroup, true, parse_tube_group, true},
     VerbEntry{"delete", Verb::kDelete, true, parse_id},
     VerbEntry{"delete-key", Verb::kDeleteKey, true, parse_tube_key, true},
+    VerbEntry{"flow-tube", Verb::kFlowTube, true, parse_flow_tube, true},
     VerbEntry{"ignore", Verb::kIgnore, true, parse_tube},
     VerbEntry{"kick", Verb::kKick, true, parse_kick},
     VerbEntry{"kick-job", Verb::kKickJob, true, parse_id},

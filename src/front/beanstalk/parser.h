@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "base/job.h"
@@ -54,8 +55,9 @@ enum class Verb : std::uint8_t {
   kListGroup,
   kCancelGroup,
   kMaxAttempts,
+  kFlowTube,
 };
-inline constexpr std::size_t kVerbCount = static_cast<std::size_t>(Verb::kMaxAttempts) + 1;
+inline constexpr std::size_t kVerbCount = static_cast<std::size_t>(Verb::kFlowTube) + 1;
 
 // The command name on the wire: "put", "reserve-with-timeout", ...
 [[nodiscard]] std::string_view verb_name(Verb verb) noexcept;
@@ -64,6 +66,17 @@ inline constexpr std::size_t kVerbCount = static_cast<std::size_t>(Verb::kMaxAtt
 // Numbers are as sent: the broker applies beanstalkd's adjustments (ttr 0 -> 1 for put; a pause
 // of 0 ends a pause, as beanstalkd's 0 -> 1 ns does; prot.c dispatch_cmd, OP_PUT and
 // OP_PAUSE_TUBE).
+// flow-tube's options, each as given (nullopt: not given).
+struct FlowOptions {
+  std::optional<std::uint32_t> concurrency;  // concurrency=<n>, 0 off
+  std::optional<bool> fair;                  // fair=<0|1>
+  std::optional<std::uint32_t> rate_jobs;    // rate=<jobs>/<ms>, 0/<anything> off
+  std::optional<std::uint32_t> rate_period_ms;
+  std::optional<std::uint32_t> burst;  // burst=<n>, n >= 1
+
+  friend bool operator==(const FlowOptions&, const FlowOptions&) = default;
+};
+
 struct Command {
   Verb verb = Verb::kPut;
   std::uint64_t id = 0;             // delete release bury touch peek reserve-job kick-job stats-job
@@ -74,7 +87,8 @@ struct Command {
   std::uint32_t bound = 0;            // kick
   std::uint32_t pause_seconds = 0;    // pause-tube
   std::uint32_t max_attempts = 0;     // max-attempts
-  std::string_view tube;  // use watch ignore stats-tube pause-tube max-attempts, *-key, *-group
+  // use watch ignore stats-tube pause-tube max-attempts flow-tube, *-key, *-group
+  std::string_view tube;
   std::string_view body;  // put, putx: exactly <bytes> bytes, without the \r\n
   // Extensions only.
   Due due;  // putx reschedule reschedule-key: `<ms>` a delay, `@<unix_ms>` a time (base/job.h)
@@ -85,6 +99,9 @@ struct Command {
   std::string_view content_type;  // putx (type=): the body's Content-Type when delivered
   std::string_view traceparent;   // putx (traceparent=, tracestate=): W3C Trace Context
   std::string_view tracestate;
+  std::optional<std::uint64_t> debounce_ms;  // putx (debounce=, max-wait=): a debounce
+  std::optional<std::uint64_t> max_wait_ms;
+  FlowOptions flow;  // flow-tube
 
   friend bool operator==(const Command&, const Command&) = default;
 };

@@ -49,9 +49,9 @@ bool is_name(std::string_view name, const ParserLimits& limits) {
 // The line limit parse() applies: beanstalkd's, or the extension verbs' when the line starts
 // with one of them and a space within beanstalkd's limit.
 std::size_t line_limit(std::string_view rest, const ParserLimits& limits) {
-  constexpr std::string_view kExtensions[] = {"putx",         "reschedule",  "reschedule-key",
-                                              "delete-key",   "peek-key",    "list-group",
-                                              "cancel-group", "max-attempts"};
+  constexpr std::string_view kExtensions[] = {"putx",         "reschedule",   "reschedule-key",
+                                              "delete-key",   "peek-key",     "list-group",
+                                              "cancel-group", "max-attempts", "flow-tube"};
   const std::size_t space = rest.substr(0, limits.max_line_bytes).find(' ');
   if (space == std::string_view::npos) return limits.max_line_bytes;
   const std::string_view verb = rest.substr(0, space);
@@ -121,11 +121,11 @@ void check(std::string_view rest, const Parsed& p, const ParserLimits& limits) {
   FUZZ_CHECK(c.body.empty() || c.body.data() == rest.data() + line_bytes);
   if (is_put(c)) FUZZ_CHECK(c.body.size() + line_bytes + 2 == p.consumed);
   if (!c.tube.empty()) FUZZ_CHECK(is_name(c.tube, limits));
-  const bool named = c.verb == Verb::kUse || c.verb == Verb::kWatch || c.verb == Verb::kIgnore ||
-                     c.verb == Verb::kStatsTube || c.verb == Verb::kPauseTube ||
-                     c.verb == Verb::kRescheduleKey || c.verb == Verb::kDeleteKey ||
-                     c.verb == Verb::kPeekKey || c.verb == Verb::kListGroup ||
-                     c.verb == Verb::kCancelGroup || c.verb == Verb::kMaxAttempts;
+  const bool named =
+      c.verb == Verb::kUse || c.verb == Verb::kWatch || c.verb == Verb::kIgnore ||
+      c.verb == Verb::kStatsTube || c.verb == Verb::kPauseTube || c.verb == Verb::kRescheduleKey ||
+      c.verb == Verb::kDeleteKey || c.verb == Verb::kPeekKey || c.verb == Verb::kListGroup ||
+      c.verb == Verb::kCancelGroup || c.verb == Verb::kMaxAttempts || c.verb == Verb::kFlowTube;
   FUZZ_CHECK(named != c.tube.empty());
   FUZZ_CHECK(c.timeout_seconds <= 2147483647U);
   FUZZ_CHECK(rest.find('\0') >= line_end);  // a NUL in the line is never a command

@@ -437,9 +437,9 @@ Response Api::too_large(std::size_t body_bytes) const {
 // --- jobs ------------------------------------------------------------------------------------
 
 void Api::put_job(Call& call) {
-  if (Status s =
-          call.body.parse(call.text, {"body", "body_base64", "delay", "at", "priority", "ttr",
-                                      "key", "group", "replace", "url", "content_type"});
+  if (Status s = call.body.parse(
+          call.text, {"body", "body_base64", "delay", "at", "priority", "ttr", "key", "group",
+                      "replace", "debounce", "max_wait", "url", "content_type"});
       !s.is_ok()) {
     return call.reply(s);
   }
@@ -459,6 +459,13 @@ void Api::put_job(Call& call) {
   if (!key.is_ok()) return call.reply(key.status());
   auto replace = call.body.boolean("replace");
   if (!replace.is_ok()) return call.reply(replace.status());
+  auto debounce = call.body.duration("debounce");
+  if (!debounce.is_ok()) return call.reply(debounce.status());
+  auto max_wait = call.body.duration("max_wait");
+  if (!max_wait.is_ok()) return call.reply(max_wait.status());
+  if (debounce.value() && (delay.value() || at.value())) {
+    return call.reply(error(400, "bad_request", "give debounce, or delay or at, not both"));
+  }
   broker::PutRequest put;
   put.tube = call.params[0];
   put.priority = job.value().priority;
@@ -468,6 +475,8 @@ void Api::put_job(Call& call) {
   put.key = key.value().value_or("");
   put.group = std::move(job.value().group);
   put.replace = replace.value();
+  put.debounce = debounce.value();
+  put.max_wait = max_wait.value();
   // A job put with a URL or a content type answers with them, as GET /v1/jobs/{id} would (the
   // job holding a key, when nothing was put, answers without: look it up for its own).
   Delivery delivery;
@@ -483,7 +492,13 @@ void Api::put_job(Call& call) {
       std::move(put),
       call.reply.then<broker::PutResult>([delivery = std::move(delivery)](const auto& result) {
         const Delivery* shown = result.inserted && !delivery.empty() ? &delivery : nullptr;
-        Response response = job_response(result.inserted ? 201 : 200, result.job, nullptr, shown);
+        const bool created = result.inserted && !result.debounced;
+        Response response = job_response(created ? 201 : 200, result.job, nullptr, shown);
+        if (result.debounced) {
+          // The job object's last field, before "}\n": a pending job moved; its "created" is
+          // its first put.
+          response.body.insert(response.body.size() - 2, R"(,"debounced":true)");
+        }
         response.location = "/v1/jobs/" + std::to_string(result.job.id);
         return response;
       }));

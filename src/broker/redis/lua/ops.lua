@@ -7,37 +7,67 @@ local ops = {}
 -- One put, its 9 arguments from ARGV[a]: tube pri delay_or_at absolute replace key group
 -- attachment tail, where tail is the new record after its times as the node packs it (the TTR,
 -- five zero counters, the tube, key and group, no holder, then the body); seq is the job's number
--- in the shard, and its id seq * shards + shard. Replies {'ok', id, due, replaced id or 0}
--- (integers), or {'exists', <reply() of the job holding the key>}, or {'conflict', why}.
+-- in the shard, and its id seq * shards + shard. replace is '0', '1', or for a debounce
+-- 'd<debounce ms>:<max_wait ms, or nothing>'. Replies {'ok', id, due, replaced id or 0}
+-- (integers), or {'debounced', id, due, first put} (a pending holder took the put, keeping its
+-- id, its first put and its counters), or {'exists', <reply() of the job holding the key>}, or
+-- {'conflict', why}.
 -- (A numeric argument is read as ARGV[i] + 0: tonumber() would convert the string twice.)
 local function put_one(a, now, seq, shards, shard)
   local tube, key, group = ARGV[a], ARGV[a + 5], ARGV[a + 6]
-  local replaced = 0
+  local replace = ARGV[a + 4]
+  local replaced, kept = 0, nil
+  local debounce, max_wait
+  if #replace > 1 then
+    local colon = string.find(replace, ':', 2, true)
+    debounce = tonumber(string.sub(replace, 2, colon - 1))
+    max_wait = tonumber(string.sub(replace, colon + 1))
+  end
   if key ~= '' then
     local holder = redis.call('HGET', KI, tube .. '\0' .. key)
     if holder then
       local old = load(tonumber(holder))
-      if ARGV[a + 4] ~= '1' then
+      if replace == '0' then
         local r = reply(old, now); r[1] = 'exists'; return r
       end
       if old.state == RESERVED then return {'conflict', 'the job holding the key is reserved'} end
       erase(old)
-      replaced = old.id
+      if debounce and old.state ~= BURIED then
+        kept = old
+        count(tube, 'x', -1)  -- moved, not deleted
+      else
+        replaced = old.id
+      end
     end
   end
   -- The hot path: the new job's record and links are made from locals, without the table that
   -- load() makes (save() and link() of such a table do the same), and the record from the
   -- node's tail (encode() of such a table makes the same bytes).
-  local id = seq * shards + shard
+  local id = kept and kept.id or seq * shards + shard
   local field = fid(id)
   local pri = ARGV[a + 1] + 0
-  local due, delay, state = due_of(ARGV[a + 2] + 0, ARGV[a + 3], now)
+  local due, delay, state
+  local created = kept and kept.created or now
+  if debounce then
+    local at = now + debounce
+    if max_wait and created + max_wait < at then at = created + max_wait end
+    due, delay, state = due_of(at, '1', now)
+  else
+    due, delay, state = due_of(ARGV[a + 2] + 0, ARGV[a + 3], now)
+  end
   local flags = 0
   if ARGV[a + 7] ~= '' then
     flags = 1
     redis.call('HSET', A, field, ARGV[a + 7])
   end
-  records[field] = cmsgpack.pack(LAYOUT, flags, state, pri, due, 0, now, delay) .. ARGV[a + 8]
+  records[field] = cmsgpack.pack(LAYOUT, flags, state, pri, due, 0, created, delay) .. ARGV[a + 8]
+  if kept then
+    -- The tail's counters are zeros: the job keeps its own.
+    local j = load(id)
+    j.reserves, j.timeouts, j.releases, j.buries, j.kicks =
+      kept.reserves, kept.timeouts, kept.releases, kept.buries, kept.kicks
+    save(j)
+  end
   if state == DELAYED then
     add_timer(id, due); count(tube, 'd', 1)
   else
@@ -46,6 +76,7 @@ local function put_one(a, now, seq, shards, shard)
   if key ~= '' then redis.call('HSET', KI, tube .. '\0' .. key, field) end
   if group ~= '' then redis.call('ZADD', G, 0, gprefix(tube, group) .. pad(id)) end
   seen[tube] = true
+  if kept then return {'debounced', id, due, created} end
   count(tube, 'n', 1)
   -- The caller knows the rest of the job: its id, due time and the present (which the call
   -- answers once) are enough, and the body does not travel back.
@@ -132,7 +163,7 @@ end
 ops.put = function()
   local now = now_ms()
   local r = put_one(4, now, redis.call('INCR', SEQ), ARGV[2] + 0, ARGV[3] + 0)
-  if r[1] == 'ok' then
+  if r[1] == 'ok' or r[1] == 'debounced' then
     r[5] = now
     r[6] = serve(13, now)
   end
