@@ -1347,6 +1347,7 @@ Result<TubeStats> Engine::stats_tube(std::string_view name) const {
   if (const auto flow = flows_.find(name); flow != flows_.end()) s.flow = flow->second;
   if (t->flow) {
     for (const auto& [group, state] : t->flow->groups) {
+      if (!state.limited) continue;  // the jobs with no group are no group
       if (state.head != kNoSlot) {
         s.groups_ready++;
       } else if (!state.waiting.empty()) {

@@ -49,6 +49,7 @@ TEST_F(FlowTest, AGroupAtItsConcurrencyWaitsReadyWhileOtherGroupsAreServed) {
   const JobId a2 = put("a");
   const JobId b1 = put("b");
   const JobId none = put("");
+  EXPECT_EQ(engine.stats_tube("t").value().groups_ready, 2U) << "a and b; no group is none";
   EXPECT_EQ(take(worker), a1);
   EXPECT_EQ(take(worker), b1);    // a2 is held back: a has one reserved
   EXPECT_EQ(take(worker), none);  // no group: never limited

@@ -11,7 +11,7 @@ signatures of push deliveries. README.md has examples.
 """
 
 from ._version import __version__
-from .client import Body, Client
+from .client import KEEP, Body, Client, Keep
 from .errors import (
     BadRequest,
     Conflict,
@@ -42,6 +42,7 @@ from .models import (
     DueBucket,
     DueCounts,
     FireLateness,
+    FlowSettings,
     Health,
     Job,
     JobList,
@@ -59,6 +60,7 @@ from .worker import Worker
 
 __all__ = [
     "__version__",
+    "KEEP",
     "AsgiVerifier",
     "Backoff",
     "Backup",
@@ -73,12 +75,14 @@ __all__ = [
     "DueCounts",
     "Duration",
     "FireLateness",
+    "FlowSettings",
     "Forbidden",
     "HeadersTooLarge",
     "Health",
     "Internal",
     "Job",
     "JobList",
+    "Keep",
     "LatenessBucket",
     "Limit",
     "MethodNotAllowed",

@@ -4,13 +4,14 @@ A Client is cheap to make and safe to share between threads: each thread talks o
 kept-alive connection of its own (transport.py). Methods answer the dataclasses of models.py and
 raise the exceptions of errors.py, one per error code the server documents. Durations are
 timedeltas or the server's strings ("10m"); times are aware datetimes (times.py). A field left
-as None is not sent, so the server's default applies.
+as None is not sent, so the server's default applies; set_flow() alone differs: there None turns
+a setting off, and KEEP, its default, leaves one as it is.
 
     jobs        put, get_job, reschedule, delete_job, get_key, reschedule_key, delete_key
     groups      list_group, cancel_group
     reserving   reserve, release, bury, touch, kick_job; jobs() and worker()/work() on top
-    tubes       list_tubes, tube_stats, list_jobs, due_counts, set_max_attempts, kick,
-                pause_tube
+    tubes       list_tubes, tube_stats, list_jobs, due_counts, set_max_attempts, set_flow,
+                kick, pause_tube
     webhooks    set_webhook, get_webhook, remove_webhook
     schedules   set_schedule, get_schedule, list_schedules, schedules, remove_schedule,
                 pause_schedule, resume_schedule, trigger_schedule, backfill_schedule,
@@ -21,15 +22,17 @@ as None is not sent, so the server's default applies.
 from __future__ import annotations
 
 import base64
+import enum
 import os
 import threading
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Final, Iterator, Mapping, Sequence
 
 from .errors import UnexpectedResponse
 from .models import (
     Backup,
     DueCounts,
+    FlowSettings,
     Job,
     JobList,
     Schedule,
@@ -46,6 +49,20 @@ from .worker import Worker
 
 Body = str | bytes
 """A job body: text (sent as `body`) or bytes (sent as `body_base64`)."""
+
+
+class Keep(enum.Enum):
+    """The type of KEEP."""
+
+    KEEP = "KEEP"
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Final = Keep.KEEP
+"""set_flow()'s default for each setting: leave it as it is. None cannot say this, since None
+turns a setting off."""
 
 
 def _body(fields: dict[str, Any], body: Body | None) -> None:
@@ -167,6 +184,8 @@ class Client:
         key: str | None = None,
         group: str | None = None,
         replace: bool = False,
+        debounce: Duration | None = None,
+        max_wait: Duration | None = None,
         url: str | None = None,
         content_type: str | None = None,
         traceparent: str | None = None,
@@ -180,12 +199,18 @@ class Client:
         key           unique in the tube: if a job holds it, nothing is put and that job is
                       answered with `existed` True (or, with replace=True, it is replaced)
         group         tags the job for list_group()/cancel_group()
+        debounce      with a key, instead of delay or at and replace: if a delayed or ready job
+                      holds the key, it takes this put's body and fields and is due `debounce`
+                      from now, answered with `debounced` True (same id); a buried holder is
+                      replaced; otherwise a new job is due in `debounce`
+        max_wait      with debounce: a moved job is never due later than its first put plus
+                      this
         url, content_type   push delivery: this job's own URL (the tube needs a webhook) and
                       the Content-Type it is POSTed with
         traceparent, tracestate   a W3C Trace Context kept with the job: Job.traceparent
                       wherever the job is read or reserved, and sent with each push delivery
-        Raises BadRequest, Conflict (replace of a reserved job; url without a webhook),
-        TooLarge, Draining, NoSpace, Limit.
+        Raises BadRequest, Conflict (replace or debounce of a reserved job; url without a
+        webhook), TooLarge, Draining, NoSpace, Limit.
         """
         fields: dict[str, Any] = {}
         _body(fields, body)
@@ -199,6 +224,8 @@ class Client:
             fields["group"] = group
         if replace:
             fields["replace"] = True
+        _duration(fields, "debounce", debounce)
+        _duration(fields, "max_wait", max_wait)
         if url is not None:
             fields["url"] = url
         if content_type is not None:
@@ -436,6 +463,50 @@ class Client:
         _integer(fields, "max_attempts", max_attempts)
         data = self._http.request("PATCH", f"/v1/tubes/{segment(tube)}", body=fields).data
         return read_int(data, "max_attempts", "set_max_attempts")
+
+    def set_flow(
+        self,
+        tube: str,
+        *,
+        group_concurrency: int | None | Keep = KEEP,
+        fair: bool | Keep = KEEP,
+        group_rate: str | None | Keep = KEEP,
+        group_burst: int | Keep = KEEP,
+    ) -> FlowSettings:
+        """Sets the tube's flow control over the groups of its jobs (PATCH /v1/tubes/{tube});
+        durable, and kept while the tube does not exist. Only the settings given change: each
+        defaults to KEEP (leave it as it is), since None already means "off".
+
+        group_concurrency   at most this many jobs of one group reserved at once (webhook
+                            deliveries count), up to 1000000; None or 0 turns it off
+        fair                True: groups take turns among the ready jobs of the best priority
+        group_rate          at most <jobs> reserves of one group per <duration>: "10/s",
+                            "600/1m", "1/1500ms"; None turns it off
+        group_burst         the reserves a group may take at once after a quiet spell, 1 to
+                            1000000 (the server's default 1)
+        Answers the settings in force, group_rate as the server writes it ("10/1s"). Raises
+        TypeError if no setting is given, BadRequest, Unsupported (Redis mode)."""
+        fields: dict[str, Any] = {}
+        if group_concurrency is None:
+            fields["group_concurrency"] = None
+        elif group_concurrency is not KEEP:
+            _integer(fields, "group_concurrency", group_concurrency)
+        if fair is not KEEP:
+            if not isinstance(fair, bool):
+                raise TypeError(f"fair: a bool, not {type(fair).__name__}")
+            fields["fair"] = fair
+        if group_rate is None or isinstance(group_rate, str):
+            fields["group_rate"] = group_rate
+        elif group_rate is not KEEP:
+            raise TypeError(f"group_rate: a string such as '10/s', not {type(group_rate).__name__}")
+        if group_burst is not KEEP:
+            if group_burst is None:
+                raise TypeError("group_burst: an int from 1; it cannot be turned off")
+            _integer(fields, "group_burst", group_burst)
+        if not fields:
+            raise TypeError("set_flow: give group_concurrency, fair, group_rate or group_burst")
+        return FlowSettings.from_json(
+            self._http.request("PATCH", f"/v1/tubes/{segment(tube)}", body=fields).data)
 
     def kick(self, tube: str, bound: int = 1) -> int:
         """Makes up to `bound` jobs of the tube ready: its buried jobs if it has any, else its

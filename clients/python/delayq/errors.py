@@ -112,8 +112,8 @@ class Internal(DelayqError):
 
 
 class Unsupported(DelayqError):
-    """501 unsupported: the route is not served in this mode (backups, job lists and due counts
-    in Redis mode)."""
+    """501 unsupported: the route is not served in this mode (backups, job lists, due counts and
+    flow control in Redis mode)."""
 
     code = "unsupported"
 

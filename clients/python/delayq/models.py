@@ -65,6 +65,10 @@ class _Fields:
     def boolean(self, name: str) -> bool:
         return bool(self._take(name, bool, True))
 
+    def boolean_or_none(self, name: str) -> bool | None:
+        value = self._take(name, bool, False)
+        return None if value is None else bool(value)
+
     def obj(self, name: str, read: Callable[[Any], T]) -> T:
         return read(self._take(name, dict, True))
 
@@ -172,7 +176,9 @@ class Job:
     ready (for the other states, when it last became ready); `delay` the delay it was last
     put, released or rescheduled with. `body` is there only in the answers that carry it (get,
     get by key, reserve); `text` and `json()` read it. `existed` is True when a put found its
-    key held and created nothing: this is then the job that holds the key.
+    key held and created nothing: this is then the job that holds the key. `debounced` is True
+    when a put with a debounce found its key held by a pending job and moved it: the same id
+    and `created` (its first put), with the put's body and fields and a new due time.
     """
 
     id: int
@@ -197,11 +203,14 @@ class Job:
     tracestate: str | None = None
     body: bytes | None = None
     existed: bool = False
+    debounced: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Any, *, existed: bool = False) -> Job:
         f = _Fields(data, "job")
+        # A debounced put answers 200 too, but it did take the put's body and fields.
+        debounced = f.boolean_or_none("debounced") or False
         job = cls(
             id=f.integer("id"),
             tube=f.string("tube"),
@@ -224,7 +233,8 @@ class Job:
             traceparent=f.string_or_none("traceparent"),
             tracestate=f.string_or_none("tracestate"),
             body=f.body(),
-            existed=existed,
+            existed=existed and not debounced,
+            debounced=debounced,
             extra=f.rest(),
         )
         # The RFC 3339 twins of the *_unix_ms fields say nothing more.
@@ -265,8 +275,10 @@ class JobList:
 @dataclass(frozen=True, slots=True)
 class TubeStats:
     """A tube's counts. `pause` is the pause in force (zero if none), `pause_left` how much of
-    it is left; `webhook_url` and `webhook_deliveries` only in list_tubes() for a tube with a
-    webhook."""
+    it is left. `group_concurrency`, `fair`, `group_rate` and `group_burst` are its flow control
+    (FlowSettings); `groups_held` counts the groups whose ready jobs are held back by
+    concurrency or rate, `groups_ready` those with a job that may be taken now. `webhook_url`
+    and `webhook_deliveries` only in list_tubes() for a tube with a webhook."""
 
     name: str
     ready: int
@@ -282,6 +294,12 @@ class TubeStats:
     pause: timedelta
     pause_left: timedelta
     max_attempts: int
+    group_concurrency: int
+    fair: bool
+    group_rate: str | None
+    group_burst: int
+    groups_held: int
+    groups_ready: int
     oldest_ready_age: timedelta = timedelta(0)
     webhook_url: str | None = None
     webhook_deliveries: dict[str, int] = field(default_factory=dict)
@@ -305,11 +323,38 @@ class TubeStats:
             pause=timedelta(seconds=f.integer("pause_s")),
             pause_left=f.ms("pause_left_ms"),
             max_attempts=f.integer("max_attempts"),
+            group_concurrency=f.integer("group_concurrency"),
+            fair=f.boolean("fair"),
+            group_rate=f.string_or_none("group_rate"),
+            group_burst=f.integer("group_burst"),
+            groups_held=f.integer("groups_held"),
+            groups_ready=f.integer("groups_ready"),
             oldest_ready_age=timedelta(milliseconds=f.integer_or_none("oldest_ready_age_ms") or 0),
             webhook_url=f.string_or_none("webhook_url"),
             webhook_deliveries={k: int(v) for k, v in f.mapping("webhook_deliveries").items()},
             extra=f.rest(),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class FlowSettings:
+    """A tube's flow control, as set_flow() answers it. `group_concurrency`: at most this many
+    jobs of one group reserved at once (0: off). `fair`: groups take turns among the ready jobs
+    of the best priority. `group_rate`: at most so many reserves of one group per duration, as
+    the server writes it ("10/1s"; None: off), from a bucket of `group_burst` reserves."""
+
+    tube: str
+    group_concurrency: int
+    fair: bool
+    group_rate: str | None
+    group_burst: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Any) -> FlowSettings:
+        f = _Fields(data, "flow")
+        return cls(f.string("tube"), f.integer("group_concurrency"), f.boolean("fair"),
+                   f.string_or_none("group_rate"), f.integer("group_burst"), f.rest())
 
 
 @dataclass(frozen=True, slots=True)

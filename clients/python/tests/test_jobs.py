@@ -76,6 +76,44 @@ def test_replace_of_a_reserved_holder_is_a_conflict(client: delayq.Client, tube:
     assert client.get_key(tube, "k").id == job.id
 
 
+def test_a_debounce_moves_the_pending_holder_of_its_key(client: delayq.Client, tube: str) -> None:
+    first = client.put(tube, "first", key="k", debounce="1h")
+    assert first.state == "delayed" and not first.debounced and not first.existed
+    assert timedelta(minutes=59) < first.due - now() <= timedelta(hours=1)
+    moved = client.put(tube, "second", key="k", debounce=timedelta(hours=2), priority=7)
+    assert moved.debounced and not moved.existed
+    assert moved.id == first.id and moved.created == first.created
+    assert timedelta(minutes=119) < moved.due - now() <= timedelta(hours=2)
+    got = client.get_job(first.id)
+    assert got.text == "second" and got.priority == 7 and not got.debounced
+    stats = client.tube_stats(tube)
+    assert (stats.ready, stats.delayed) == (0, 1)
+    for bad in ({"debounce": "1m"}, {"key": "k", "debounce": "1m", "delay": "1m"},
+                {"key": "k", "debounce": "1m", "replace": True}, {"key": "k", "max_wait": "1m"}):
+        with pytest.raises(delayq.BadRequest):
+            client.put(tube, "x", **bad)  # type: ignore[arg-type]
+
+
+def test_max_wait_caps_how_far_a_debounce_moves_a_job(client: delayq.Client, tube: str) -> None:
+    first = client.put(tube, "a", key="k", debounce="10m", max_wait="30m")
+    moved = client.put(tube, "b", key="k", debounce="1h", max_wait="30m")
+    assert moved.debounced and moved.id == first.id
+    assert abs(moved.due - (first.created + timedelta(minutes=30))) <= timedelta(milliseconds=1)
+
+
+def test_a_debounce_replaces_a_buried_holder_and_conflicts_with_a_reserved_one(
+        client: delayq.Client, tube: str) -> None:
+    held = client.put(tube, "x", key="k")
+    reserved = client.reserve(tube, timeout=timedelta(0))
+    assert reserved is not None and reserved.id == held.id
+    with pytest.raises(delayq.Conflict):
+        client.put(tube, "y", key="k", debounce="1m")
+    client.bury(held.id)
+    replaced = client.put(tube, "z", key="k", debounce="1m")
+    assert replaced.id != held.id and not replaced.debounced and replaced.state == "delayed"
+    assert client.get_key(tube, "k").text == "z"
+
+
 def test_a_url_needs_a_webhook_and_a_content_type_is_kept(client: delayq.Client, tube: str) -> None:
     with pytest.raises(delayq.Conflict):
         client.put(tube, "x", url="http://127.0.0.1:9/hook")

@@ -1,5 +1,5 @@
-"""Tubes: list, stats, pause, max_attempts, kick (test_reserve), the job list and the due
-counts (local store only: Redis mode answers 501 for those two)."""
+"""Tubes: list, stats, pause, max_attempts, kick (test_reserve), flow control, the job list
+and the due counts (local store only: Redis mode answers 501 for those three)."""
 
 from __future__ import annotations
 
@@ -68,6 +68,60 @@ def test_max_attempts_buries_after_the_last_allowed_reservation(client: delayq.C
     assert client.set_max_attempts(tube, 0) == 0
     with pytest.raises(delayq.BadRequest):
         client.set_max_attempts(tube, 1000001)
+
+
+@local_only("flow control answers 501 unsupported")
+def test_set_flow_changes_only_the_settings_given(client: delayq.Client, tube: str) -> None:
+    flow = client.set_flow(tube, group_concurrency=2, fair=True, group_rate="10/s", group_burst=3)
+    assert flow == delayq.FlowSettings(tube, 2, True, "10/1s", 3)
+    client.put(tube, "x", group="g")  # the settings were kept while the tube did not exist
+    stats = client.tube_stats(tube)
+    assert (stats.group_concurrency, stats.fair, stats.group_rate, stats.group_burst) == (2, True, "10/1s", 3)
+    assert (stats.groups_held, stats.groups_ready) == (0, 1) and stats.extra == {}
+    listed = {t.name: t for t in client.list_tubes()}[tube]
+    assert listed.group_rate == "10/1s" and listed.extra == {}
+    off = client.set_flow(tube, group_concurrency=None, group_rate=None)
+    assert off == delayq.FlowSettings(tube, 0, True, None, 3)
+    assert client.set_flow(tube, fair=False, group_rate="1/1500ms").group_rate == "1/1s500ms"
+    assert client.set_flow(tube, group_concurrency=0).group_concurrency == 0
+    for bad in ({"group_burst": 0}, {"group_rate": "fast"}, {"group_concurrency": 1000001}):
+        with pytest.raises(delayq.BadRequest):
+            client.set_flow(tube, **bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        client.set_flow(tube)
+    with pytest.raises(TypeError):
+        client.set_flow(tube, group_burst=None)  # type: ignore[arg-type]
+    assert client.tube_stats(tube).group_rate == "1/1s500ms"
+
+
+@local_only("flow control answers 501 unsupported")
+def test_group_concurrency_holds_back_a_groups_second_job(client: delayq.Client, tube: str) -> None:
+    client.set_flow(tube, group_concurrency=1)
+    first = client.put(tube, "a1", group="a")
+    second = client.put(tube, "a2", group="a")
+    other = client.put(tube, "b1", group="b")
+    assert client.tube_stats(tube).groups_ready == 2
+    taken = client.reserve(tube, timeout=timedelta(0))
+    assert taken is not None and taken.id == first.id
+    # a2 is next by id, but group a has a job reserved: b1 comes instead.
+    taken = client.reserve(tube, timeout=timedelta(0))
+    assert taken is not None and taken.id == other.id
+    assert client.reserve(tube, timeout=timedelta(0)) is None
+    stats = client.tube_stats(tube)
+    assert (stats.ready, stats.groups_held, stats.groups_ready) == (1, 1, 0)
+    client.delete_job(first.id)
+    taken = client.reserve(tube, timeout=timedelta(0))
+    assert taken is not None and taken.id == second.id
+
+
+@redis_only
+def test_redis_mode_answers_unsupported_for_flow_control(client: delayq.Client, tube: str) -> None:
+    with pytest.raises(delayq.Unsupported) as error:
+        client.set_flow(tube, group_concurrency=1)
+    assert error.value.status == 501
+    client.put(tube, "x", group="a")
+    stats = client.tube_stats(tube)
+    assert (stats.group_concurrency, stats.fair, stats.group_rate) == (0, False, None)
 
 
 @local_only("GET /v1/tubes/{tube}/jobs answers 501 unsupported")

@@ -76,6 +76,12 @@ def test_a_job_is_read_with_its_types_and_keeps_unknown_fields() -> None:
         job.text
 
 
+def test_a_debounced_put_is_read_as_debounced_not_existed() -> None:
+    job = delayq.Job.from_json(dict(JOB, debounced=True), existed=True)  # its 200
+    assert job.debounced and not job.existed and "debounced" not in job.extra
+    assert not delayq.Job.from_json(JOB).debounced
+
+
 def test_an_answer_without_a_needed_field_is_an_unexpected_response() -> None:
     broken = dict(JOB)
     del broken["tube"]

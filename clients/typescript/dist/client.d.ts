@@ -1,4 +1,4 @@
-import type { Backup, DueCounts, Job, JobList, JobState, Schedule, SchedulePage, Stats, TubeStats, Webhook } from "./models.js";
+import type { Backup, DueCounts, FlowSettings, Job, JobList, JobState, Schedule, SchedulePage, Stats, TubeStats, Webhook } from "./models.js";
 import type { Duration } from "./times.js";
 import type { FetchFunction } from "./transport.js";
 import type { JobsOptions, WorkHandler, WorkOptions, WorkStats } from "./worker.js";
@@ -34,6 +34,15 @@ export interface PutOptions extends WhenOptions {
     group?: string;
     /** With `key`: delete the job that holds it and put this one in its place. */
     replace?: boolean;
+    /**
+     * With `key`, instead of `delay`, `at` and `replace`: if a delayed or ready job holds the key,
+     * it takes this put's body and fields and is due `debounce` from now, answered with
+     * `debounced` true (same id); a buried holder is replaced; otherwise a new job is due in
+     * `debounce`. A reserved holder: ConflictError.
+     */
+    debounce?: Duration;
+    /** With `debounce`: a moved job is never due later than its first put plus this. */
+    maxWait?: Duration;
     /** Push delivery: POST this job here instead of to the tube's webhook (the tube needs one). */
     url?: string;
     /** Push delivery: the Content-Type the body is POSTed with. Default application/octet-stream. */
@@ -66,6 +75,17 @@ export interface ListJobsOptions {
     state?: JobState;
     /** 1 to 1000. Default 20. */
     limit?: number;
+}
+/** The settings setFlow() changes; one left out (undefined) stays as it is. */
+export interface FlowOptions {
+    /** At most this many jobs of one group reserved at once (webhook deliveries count), up to 1000000; null or 0: off. */
+    groupConcurrency?: number | null;
+    /** true: groups take turns among the ready jobs of the best priority. */
+    fair?: boolean;
+    /** At most <jobs> reserves of one group per <duration>: "10/s", "600/1m", "1/1500ms"; null: off. */
+    groupRate?: string | null;
+    /** The reserves a group may take at once after a quiet spell, 1 to 1000000 (the server's default 1). */
+    groupBurst?: number;
 }
 export interface DueCountsOptions {
     /** Edges: all durations from now, or all Dates. Default the server's 0s,1m,1h,1d,7d. */
@@ -156,7 +176,8 @@ export declare class Client {
     }): Promise<unknown>;
     /**
      * Puts a job into `tube` (POST /v1/tubes/{tube}/jobs), durable when the promise resolves.
-     * A key already held answers that job, with `existed` true (unless `replace`).
+     * A key already held answers that job, with `existed` true (unless `replace`), or, with
+     * `debounce`, moves it (`debounced` true).
      * Throws BadRequestError, ConflictError, TooLargeError, DrainingError, NoSpaceError, LimitError.
      */
     put(tube: string, body?: Body, options?: PutOptions): Promise<Job>;
@@ -221,6 +242,13 @@ export declare class Client {
     dueCounts(tube?: string | null, options?: DueCountsOptions): Promise<DueCounts>;
     /** Reservations each job of the tube gets before a failed one buries it (0: no limit); resolves to the limit in force. */
     setMaxAttempts(tube: string, maxAttempts: number): Promise<number>;
+    /**
+     * Sets the tube's flow control over the groups of its jobs (PATCH /v1/tubes/{tube}); durable,
+     * and kept while the tube does not exist. Only the settings given change. Resolves to the
+     * settings in force. Throws TypeError if none is given, BadRequestError, UnsupportedError
+     * (Redis mode).
+     */
+    setFlow(tube: string, options: FlowOptions): Promise<FlowSettings>;
     /** Makes up to `bound` jobs of the tube ready: its buried jobs if any, else its delayed ones. Resolves to how many. */
     kick(tube: string, bound?: number): Promise<number>;
     /** Hands out no job of the tube for `delay` (0 ends a pause). Resolves to the pause in force, in ms (whole seconds). */

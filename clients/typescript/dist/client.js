@@ -4,7 +4,7 @@
 // errors.ts), and reads the answer into the objects of models.ts. Nothing is retried here:
 // a put with a key is safe to retry, the rest is the caller's to decide. The workers (jobs(),
 // work()) are in worker.ts. Routes, fields and answers: docs/http-api.md.
-import { readBackup, readDueCounts, readJob, readJobList, readJobs, readNumber, readRuns, readSchedule, readSchedulePage, readStats, readString, readTubeList, readTubeStats, readWebhook } from "./models.js";
+import { readBackup, readDueCounts, readFlowSettings, readJob, readJobList, readJobs, readNumber, readRuns, readSchedule, readSchedulePage, readStats, readString, readTubeList, readTubeStats, readWebhook } from "./models.js";
 import { durationMs, encodeDuration, encodeTime } from "./times.js";
 import { Transport } from "./transport.js";
 import { jobs, work } from "./worker.js";
@@ -49,7 +49,8 @@ export class Client {
     // -- jobs ----------------------------------------------------------------------------------
     /**
      * Puts a job into `tube` (POST /v1/tubes/{tube}/jobs), durable when the promise resolves.
-     * A key already held answers that job, with `existed` true (unless `replace`).
+     * A key already held answers that job, with `existed` true (unless `replace`), or, with
+     * `debounce`, moves it (`debounced` true).
      * Throws BadRequestError, ConflictError, TooLargeError, DrainingError, NoSpaceError, LimitError.
      */
     async put(tube, body = "", options = {}) {
@@ -62,6 +63,8 @@ export class Client {
         text(fields, "group", options.group);
         if (options.replace)
             fields["replace"] = true;
+        duration(fields, "debounce", options.debounce);
+        duration(fields, "max_wait", options.maxWait);
         text(fields, "url", options.url);
         text(fields, "content_type", options.contentType);
         const answer = await this.http.request("POST", `/v1/tubes/${segment(tube)}/jobs`, {
@@ -208,6 +211,34 @@ export class Client {
         integer(fields, "max_attempts", maxAttempts);
         const data = (await this.http.request("PATCH", `/v1/tubes/${segment(tube)}`, { body: fields })).data;
         return readNumber(data, "max_attempts", "max attempts");
+    }
+    /**
+     * Sets the tube's flow control over the groups of its jobs (PATCH /v1/tubes/{tube}); durable,
+     * and kept while the tube does not exist. Only the settings given change. Resolves to the
+     * settings in force. Throws TypeError if none is given, BadRequestError, UnsupportedError
+     * (Redis mode).
+     */
+    async setFlow(tube, options) {
+        const fields = {};
+        if (options.groupConcurrency === null)
+            fields["group_concurrency"] = null;
+        else
+            integer(fields, "group_concurrency", options.groupConcurrency);
+        if (options.fair !== undefined) {
+            if (typeof options.fair !== "boolean")
+                throw new TypeError("fair: a boolean");
+            fields["fair"] = options.fair;
+        }
+        if (options.groupRate === null)
+            fields["group_rate"] = null;
+        else
+            text(fields, "group_rate", options.groupRate);
+        if (options.groupBurst === null)
+            throw new TypeError("groupBurst: an integer from 1; it cannot be turned off");
+        integer(fields, "group_burst", options.groupBurst);
+        if (Object.keys(fields).length === 0)
+            throw new TypeError("setFlow: give groupConcurrency, fair, groupRate or groupBurst");
+        return readFlowSettings((await this.http.request("PATCH", `/v1/tubes/${segment(tube)}`, { body: fields })).data);
     }
     /** Makes up to `bound` jobs of the tube ready: its buried jobs if any, else its delayed ones. Resolves to how many. */
     async kick(tube, bound = 1) {

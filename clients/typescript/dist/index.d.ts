@@ -1,8 +1,8 @@
 export { Client } from "./client.js";
-export type { Body, ClientOptions, DueCountsOptions, ListJobsOptions, ListSchedulesOptions, NextRunsOptions, PreviewOptions, PutOptions, ReleaseOptions, RescheduleOptions, ReserveOptions, ScheduleOptions, Tubes, WebhookOptions, WhenOptions, } from "./client.js";
+export type { Body, ClientOptions, DueCountsOptions, FlowOptions, ListJobsOptions, ListSchedulesOptions, NextRunsOptions, PreviewOptions, PutOptions, ReleaseOptions, RescheduleOptions, ReserveOptions, ScheduleOptions, Tubes, WebhookOptions, WhenOptions, } from "./client.js";
 export { BadRequestError, ConflictError, DelayqError, DrainingError, ForbiddenError, HeadersTooLargeError, InternalError, LimitError, MethodNotAllowedError, NoRouteError, NoSpaceError, NotFoundError, ServiceUnavailableError, StartingError, StoppingError, TooLargeError, TransportError, UnauthorizedError, UnavailableError, UnexpectedResponseError, UnsupportedError, WebhookSignatureError, errorFor, kErrorsByCode, } from "./errors.js";
 export type { DelayqErrorOptions } from "./errors.js";
-export type { Backup, DueBucket, DueCounts, FireLateness, Job, JobCounters, JobList, JobState, Schedule, SchedulePage, ScheduleRun, Stats, TubeStats, Webhook, WebhookBackoff, } from "./models.js";
+export type { Backup, DueBucket, DueCounts, FireLateness, FlowSettings, Job, JobCounters, JobList, JobState, Schedule, SchedulePage, ScheduleRun, Stats, TubeStats, Webhook, WebhookBackoff, } from "./models.js";
 export { parseDuration } from "./times.js";
 export type { Duration } from "./times.js";
 export type { FetchFunction } from "./transport.js";

@@ -54,6 +54,11 @@ export interface Job {
     bytes?: Uint8Array;
     /** True when a put found its key held and created nothing: this is the job that holds it. */
     existed: boolean;
+    /**
+     * True when a put with a debounce found its key held by a pending job and moved it: the same
+     * id and `created` (its first put), with the put's body and fields and a new due time.
+     */
+    debounced: boolean;
     /** Fields this client does not know, as sent. */
     extra: Record<string, unknown>;
 }
@@ -82,11 +87,34 @@ export interface TubeStats {
     pauseLeftMs: number;
     /** Reservations before a failed one buries the job; 0 if no limit. */
     maxAttempts: number;
+    /** Flow control (setFlow): at most this many jobs of one group reserved at once; 0 if off. */
+    groupConcurrency: number;
+    /** Flow control: groups take turns among the ready jobs of the best priority. */
+    fair: boolean;
+    /** Flow control: at most so many reserves of one group per duration ("10/1s"); null if off. */
+    groupRate: string | null;
+    /** Flow control: the reserves a group may take at once after a quiet spell. */
+    groupBurst: number;
+    /** Groups whose ready jobs are held back by concurrency or rate. */
+    groupsHeld: number;
+    /** Groups with a job that may be taken now. */
+    groupsReady: number;
     oldestReadyAgeMs: number;
     /** listTubes() only, for a tube with a webhook. */
     webhookUrl?: string;
     /** listTubes() only: deliveries on this node by outcome (delivered, released, buried). */
     webhookDeliveries?: Record<string, number>;
+    extra: Record<string, unknown>;
+}
+/** A tube's flow control, as setFlow() answers it; the fields as TubeStats' of the same names. */
+export interface FlowSettings {
+    tube: string;
+    /** 0 if off. */
+    groupConcurrency: number;
+    fair: boolean;
+    /** As the server writes it ("10/1s"); null if off. */
+    groupRate: string | null;
+    groupBurst: number;
     extra: Record<string, unknown>;
 }
 /** Delayed jobs due from `from` (null: since ever) up to `to` (null: for ever). */
@@ -219,6 +247,7 @@ export declare function readJob(data: unknown, existed?: boolean): Job;
 export declare function readJobList(data: unknown): JobList;
 export declare function readTubeStats(data: unknown): TubeStats;
 export declare function readTubeList(data: unknown): TubeStats[];
+export declare function readFlowSettings(data: unknown): FlowSettings;
 export declare function readDueCounts(data: unknown): DueCounts;
 export declare function readWebhook(data: unknown): Webhook;
 export declare function readSchedule(data: unknown): Schedule;

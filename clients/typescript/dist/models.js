@@ -62,6 +62,14 @@ class Fields {
             throw this.wrong(name, value, "a boolean");
         return value;
     }
+    booleanOrUndefined(name) {
+        const value = this.take(name);
+        if (value === undefined || value === null)
+            return undefined;
+        if (typeof value !== "boolean")
+            throw this.wrong(name, value, "a boolean");
+        return value;
+    }
     object(name, read) {
         const value = this.take(name);
         if (!isObject(value))
@@ -187,6 +195,8 @@ function readScheduleRun(data) {
 }
 export function readJob(data, existed = false) {
     const f = new Fields(data, "job");
+    // A debounced put answers 200 too, but it did take the put's body and fields.
+    const debounced = f.booleanOrUndefined("debounced") ?? false;
     const job = {
         id: f.number("id"),
         tube: f.string("tube"),
@@ -197,7 +207,8 @@ export function readJob(data, existed = false) {
         ttrMs: f.number("ttr_ms"),
         created: f.time("created"),
         counters: f.object("counters", readCounters),
-        existed,
+        existed: existed && !debounced,
+        debounced,
         extra: {},
     };
     const reservedUntil = f.numberOrNull("reserved_until_unix_ms");
@@ -242,6 +253,12 @@ export function readTubeStats(data) {
         pauseMs: f.number("pause_s") * 1000,
         pauseLeftMs: f.number("pause_left_ms"),
         maxAttempts: f.number("max_attempts"),
+        groupConcurrency: f.number("group_concurrency"),
+        fair: f.boolean("fair"),
+        groupRate: f.stringOrUndefined("group_rate") ?? null,
+        groupBurst: f.number("group_burst"),
+        groupsHeld: f.number("groups_held"),
+        groupsReady: f.number("groups_ready"),
         oldestReadyAgeMs: f.numberOrNull("oldest_ready_age_ms") ?? 0,
         webhookUrl: f.stringOrUndefined("webhook_url"),
         webhookDeliveries: f.counts("webhook_deliveries"),
@@ -250,6 +267,17 @@ export function readTubeStats(data) {
 }
 export function readTubeList(data) {
     return new Fields(data, "tube list").array("tubes", readTubeStats);
+}
+export function readFlowSettings(data) {
+    const f = new Fields(data, "flow");
+    return {
+        tube: f.string("tube"),
+        groupConcurrency: f.number("group_concurrency"),
+        fair: f.boolean("fair"),
+        groupRate: f.stringOrUndefined("group_rate") ?? null,
+        groupBurst: f.number("group_burst"),
+        extra: f.rest(),
+    };
 }
 function readDueBucket(data) {
     const f = new Fields(data, "due bucket");

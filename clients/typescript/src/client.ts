@@ -5,10 +5,10 @@
 // a put with a key is safe to retry, the rest is the caller's to decide. The workers (jobs(),
 // work()) are in worker.ts. Routes, fields and answers: docs/http-api.md.
 
-import { readBackup, readDueCounts, readJob, readJobList, readJobs, readNumber, readRuns, readSchedule,
-  readSchedulePage, readStats, readString, readTubeList, readTubeStats, readWebhook } from "./models.js";
-import type { Backup, DueCounts, Job, JobList, JobState, Schedule, SchedulePage, Stats, TubeStats,
-  Webhook } from "./models.js";
+import { readBackup, readDueCounts, readFlowSettings, readJob, readJobList, readJobs, readNumber, readRuns,
+  readSchedule, readSchedulePage, readStats, readString, readTubeList, readTubeStats, readWebhook } from "./models.js";
+import type { Backup, DueCounts, FlowSettings, Job, JobList, JobState, Schedule, SchedulePage, Stats,
+  TubeStats, Webhook } from "./models.js";
 import { durationMs, encodeDuration, encodeTime } from "./times.js";
 import type { Duration } from "./times.js";
 import { Transport } from "./transport.js";
@@ -52,6 +52,15 @@ export interface PutOptions extends WhenOptions {
   group?: string;
   /** With `key`: delete the job that holds it and put this one in its place. */
   replace?: boolean;
+  /**
+   * With `key`, instead of `delay`, `at` and `replace`: if a delayed or ready job holds the key,
+   * it takes this put's body and fields and is due `debounce` from now, answered with
+   * `debounced` true (same id); a buried holder is replaced; otherwise a new job is due in
+   * `debounce`. A reserved holder: ConflictError.
+   */
+  debounce?: Duration;
+  /** With `debounce`: a moved job is never due later than its first put plus this. */
+  maxWait?: Duration;
   /** Push delivery: POST this job here instead of to the tube's webhook (the tube needs one). */
   url?: string;
   /** Push delivery: the Content-Type the body is POSTed with. Default application/octet-stream. */
@@ -88,6 +97,18 @@ export interface ListJobsOptions {
   state?: JobState;
   /** 1 to 1000. Default 20. */
   limit?: number;
+}
+
+/** The settings setFlow() changes; one left out (undefined) stays as it is. */
+export interface FlowOptions {
+  /** At most this many jobs of one group reserved at once (webhook deliveries count), up to 1000000; null or 0: off. */
+  groupConcurrency?: number | null;
+  /** true: groups take turns among the ready jobs of the best priority. */
+  fair?: boolean;
+  /** At most <jobs> reserves of one group per <duration>: "10/s", "600/1m", "1/1500ms"; null: off. */
+  groupRate?: string | null;
+  /** The reserves a group may take at once after a quiet spell, 1 to 1000000 (the server's default 1). */
+  groupBurst?: number;
 }
 
 export interface DueCountsOptions {
@@ -217,7 +238,8 @@ export class Client {
 
   /**
    * Puts a job into `tube` (POST /v1/tubes/{tube}/jobs), durable when the promise resolves.
-   * A key already held answers that job, with `existed` true (unless `replace`).
+   * A key already held answers that job, with `existed` true (unless `replace`), or, with
+   * `debounce`, moves it (`debounced` true).
    * Throws BadRequestError, ConflictError, TooLargeError, DrainingError, NoSpaceError, LimitError.
    */
   async put(tube: string, body: Body = "", options: PutOptions = {}): Promise<Job> {
@@ -229,6 +251,8 @@ export class Client {
     text(fields, "key", options.key);
     text(fields, "group", options.group);
     if (options.replace) fields["replace"] = true;
+    duration(fields, "debounce", options.debounce);
+    duration(fields, "max_wait", options.maxWait);
     text(fields, "url", options.url);
     text(fields, "content_type", options.contentType);
     const answer = await this.http.request("POST", `/v1/tubes/${segment(tube)}/jobs`, {
@@ -393,6 +417,28 @@ export class Client {
     integer(fields, "max_attempts", maxAttempts);
     const data = (await this.http.request("PATCH", `/v1/tubes/${segment(tube)}`, { body: fields })).data;
     return readNumber(data, "max_attempts", "max attempts");
+  }
+
+  /**
+   * Sets the tube's flow control over the groups of its jobs (PATCH /v1/tubes/{tube}); durable,
+   * and kept while the tube does not exist. Only the settings given change. Resolves to the
+   * settings in force. Throws TypeError if none is given, BadRequestError, UnsupportedError
+   * (Redis mode).
+   */
+  async setFlow(tube: string, options: FlowOptions): Promise<FlowSettings> {
+    const fields: Fields = {};
+    if (options.groupConcurrency === null) fields["group_concurrency"] = null;
+    else integer(fields, "group_concurrency", options.groupConcurrency);
+    if (options.fair !== undefined) {
+      if (typeof options.fair !== "boolean") throw new TypeError("fair: a boolean");
+      fields["fair"] = options.fair;
+    }
+    if (options.groupRate === null) fields["group_rate"] = null;
+    else text(fields, "group_rate", options.groupRate);
+    if (options.groupBurst === null) throw new TypeError("groupBurst: an integer from 1; it cannot be turned off");
+    integer(fields, "group_burst", options.groupBurst);
+    if (Object.keys(fields).length === 0) throw new TypeError("setFlow: give groupConcurrency, fair, groupRate or groupBurst");
+    return readFlowSettings((await this.http.request("PATCH", `/v1/tubes/${segment(tube)}`, { body: fields })).data);
   }
 
   /** Makes up to `bound` jobs of the tube ready: its buried jobs if any, else its delayed ones. Resolves to how many. */

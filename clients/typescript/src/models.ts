@@ -69,6 +69,11 @@ export interface Job {
   bytes?: Uint8Array;
   /** True when a put found its key held and created nothing: this is the job that holds it. */
   existed: boolean;
+  /**
+   * True when a put with a debounce found its key held by a pending job and moved it: the same
+   * id and `created` (its first put), with the put's body and fields and a new due time.
+   */
+  debounced: boolean;
   /** Fields this client does not know, as sent. */
   extra: Record<string, unknown>;
 }
@@ -99,11 +104,35 @@ export interface TubeStats {
   pauseLeftMs: number;
   /** Reservations before a failed one buries the job; 0 if no limit. */
   maxAttempts: number;
+  /** Flow control (setFlow): at most this many jobs of one group reserved at once; 0 if off. */
+  groupConcurrency: number;
+  /** Flow control: groups take turns among the ready jobs of the best priority. */
+  fair: boolean;
+  /** Flow control: at most so many reserves of one group per duration ("10/1s"); null if off. */
+  groupRate: string | null;
+  /** Flow control: the reserves a group may take at once after a quiet spell. */
+  groupBurst: number;
+  /** Groups whose ready jobs are held back by concurrency or rate. */
+  groupsHeld: number;
+  /** Groups with a job that may be taken now. */
+  groupsReady: number;
   oldestReadyAgeMs: number;
   /** listTubes() only, for a tube with a webhook. */
   webhookUrl?: string;
   /** listTubes() only: deliveries on this node by outcome (delivered, released, buried). */
   webhookDeliveries?: Record<string, number>;
+  extra: Record<string, unknown>;
+}
+
+/** A tube's flow control, as setFlow() answers it; the fields as TubeStats' of the same names. */
+export interface FlowSettings {
+  tube: string;
+  /** 0 if off. */
+  groupConcurrency: number;
+  fair: boolean;
+  /** As the server writes it ("10/1s"); null if off. */
+  groupRate: string | null;
+  groupBurst: number;
   extra: Record<string, unknown>;
 }
 
@@ -293,6 +322,13 @@ class Fields {
     return value;
   }
 
+  booleanOrUndefined(name: string): boolean | undefined {
+    const value = this.take(name);
+    if (value === undefined || value === null) return undefined;
+    if (typeof value !== "boolean") throw this.wrong(name, value, "a boolean");
+    return value;
+  }
+
   object<T>(name: string, read: (data: unknown) => T): T {
     const value = this.take(name);
     if (!isObject(value)) throw this.wrong(name, value, "an object");
@@ -428,6 +464,8 @@ function readScheduleRun(data: unknown): ScheduleRun {
 
 export function readJob(data: unknown, existed = false): Job {
   const f = new Fields(data, "job");
+  // A debounced put answers 200 too, but it did take the put's body and fields.
+  const debounced = f.booleanOrUndefined("debounced") ?? false;
   const job: Job = {
     id: f.number("id"),
     tube: f.string("tube"),
@@ -438,7 +476,8 @@ export function readJob(data: unknown, existed = false): Job {
     ttrMs: f.number("ttr_ms"),
     created: f.time("created"),
     counters: f.object("counters", readCounters),
-    existed,
+    existed: existed && !debounced,
+    debounced,
     extra: {},
   };
   const reservedUntil = f.numberOrNull("reserved_until_unix_ms");
@@ -484,6 +523,12 @@ export function readTubeStats(data: unknown): TubeStats {
     pauseMs: f.number("pause_s") * 1000,
     pauseLeftMs: f.number("pause_left_ms"),
     maxAttempts: f.number("max_attempts"),
+    groupConcurrency: f.number("group_concurrency"),
+    fair: f.boolean("fair"),
+    groupRate: f.stringOrUndefined("group_rate") ?? null,
+    groupBurst: f.number("group_burst"),
+    groupsHeld: f.number("groups_held"),
+    groupsReady: f.number("groups_ready"),
     oldestReadyAgeMs: f.numberOrNull("oldest_ready_age_ms") ?? 0,
     webhookUrl: f.stringOrUndefined("webhook_url"),
     webhookDeliveries: f.counts("webhook_deliveries"),
@@ -493,6 +538,18 @@ export function readTubeStats(data: unknown): TubeStats {
 
 export function readTubeList(data: unknown): TubeStats[] {
   return new Fields(data, "tube list").array("tubes", readTubeStats);
+}
+
+export function readFlowSettings(data: unknown): FlowSettings {
+  const f = new Fields(data, "flow");
+  return {
+    tube: f.string("tube"),
+    groupConcurrency: f.number("group_concurrency"),
+    fair: f.boolean("fair"),
+    groupRate: f.stringOrUndefined("group_rate") ?? null,
+    groupBurst: f.number("group_burst"),
+    extra: f.rest(),
+  };
 }
 
 function readDueBucket(data: unknown): DueBucket {

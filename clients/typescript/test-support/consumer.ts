@@ -20,6 +20,7 @@ import {
 import type {
   Backup,
   DueCounts,
+  FlowSettings,
   Job,
   JobList,
   Schedule,
@@ -34,6 +35,7 @@ import type {
 export async function everyMethod(client: Client): Promise<void> {
   const job: Job = await client.put("emails", "hi", { delay: "10m", priority: 5, key: "k", group: "g", replace: true });
   const bytes: Job = await client.put("emails", new Uint8Array([1, 2]), { at: new Date(), ttr: 30_000, contentType: "a/b" });
+  const debounced: boolean = (await client.put("emails", "x", { key: "k", debounce: "1m", maxWait: 600_000 })).debounced;
   const id: number = job.id + bytes.id;
   const due: Date = job.due;
   const text: string | undefined = job.body;
@@ -68,6 +70,9 @@ export async function everyMethod(client: Client): Promise<void> {
   const counts: DueCounts = await client.dueCounts(null, { edges: ["1h", 60_000] });
   await client.dueCounts("t", { edges: [new Date()] });
   const limit: number = await client.setMaxAttempts("t", 3);
+  const flow: FlowSettings = await client.setFlow("t", { groupConcurrency: null, fair: true, groupRate: "10/s", groupBurst: 2 });
+  const flowRate: string | null = flow.groupRate;
+  const held: number = tube.groupsHeld + tube.groupsReady + tube.groupConcurrency;
   const kicked: number = await client.kick("t", 10);
   const pauseMs: number = await client.pauseTube("t", "1m");
   const webhook: Webhook = await client.setWebhook("t", "http://h/", { secrets: ["a", "b"], backoff: { min: "1s", factor: 1.5 }, rate: 2 });
@@ -90,6 +95,7 @@ export async function everyMethod(client: Client): Promise<void> {
   const metrics: string = await client.metrics();
   const backup: Backup = await client.backup("/tmp/x");
   const anything: unknown = await client.request("GET", "/v1/stats", { query: { a: 1 } });
+  void [debounced, flowRate, held];
   void [group, cancelled, stats, tubes, tube, list, counts, limit, kicked, pauseMs, webhook, schedule, page, run,
     backfilled, next, preview, server, health, ready, metrics, backup, anything];
 }

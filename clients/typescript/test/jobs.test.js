@@ -65,6 +65,50 @@ describe("put", () => {
     assert.equal((await client.getKey("emails", "replace-me")).body, "new");
   });
 
+  test("a debounce moves the pending holder of its key", async () => {
+    const first = await client.put("debounced", "first", { key: "k", debounce: "1h" });
+    assert.equal(first.state, "delayed");
+    assert.equal(first.debounced, false);
+    assert.equal(first.existed, false);
+    const moved = await client.put("debounced", "second", { key: "k", debounce: 2 * 3600 * 1000, priority: 7 });
+    assert.equal(moved.debounced, true);
+    assert.equal(moved.existed, false);
+    assert.equal(moved.id, first.id);
+    assert.equal(moved.created.getTime(), first.created.getTime());
+    assert.ok(moved.due.getTime() - first.due.getTime() > 3_500_000, "due an hour later");
+    assert.equal("debounced" in moved.extra, false);
+    const got = await client.getJob(first.id);
+    assert.equal(got.body, "second");
+    assert.equal(got.priority, 7);
+    assert.equal(got.debounced, false);
+    for (const bad of [{ debounce: "1m" }, { key: "k", debounce: "1m", delay: "1m" },
+      { key: "k", debounce: "1m", replace: true }, { key: "k", maxWait: "1m" }]) {
+      await assert.rejects(client.put("debounced", "x", bad), BadRequestError);
+    }
+    await client.deleteJob(first.id);
+  });
+
+  test("maxWait caps how far a debounce moves a job", async () => {
+    const first = await client.put("debounced", "a", { key: "capped", debounce: "10m", maxWait: "30m" });
+    const moved = await client.put("debounced", "b", { key: "capped", debounce: "1h", maxWait: "30m" });
+    assert.equal(moved.debounced, true);
+    assert.equal(moved.id, first.id);
+    assert.ok(Math.abs(moved.due.getTime() - (first.created.getTime() + 30 * 60_000)) <= 1);
+    await client.deleteJob(first.id);
+  });
+
+  test("a debounce replaces a buried holder and conflicts with a reserved one", async () => {
+    const held = await client.put("debounce-held", "x", { key: "k" });
+    assert.equal((await client.reserve("debounce-held")).id, held.id);
+    await assert.rejects(client.put("debounce-held", "y", { key: "k", debounce: "1m" }), ConflictError);
+    await client.bury(held.id);
+    const replaced = await client.put("debounce-held", "z", { key: "k", debounce: "1m" });
+    assert.notEqual(replaced.id, held.id);
+    assert.equal(replaced.debounced, false);
+    assert.equal(replaced.state, "delayed");
+    assert.equal((await client.getKey("debounce-held", "k")).body, "z");
+  });
+
   test("an absolute time, a priority, a TTR, a content type and bytes", async () => {
     const at = new Date(Date.now() + 3_600_000);
     const bytes = new Uint8Array([0x00, 0xff, 0x01, 0x80]);

@@ -28,13 +28,13 @@ const kRuntimeExports = [
 
 const kTypeExports = [
   "Backoff", "Backup", "Body", "ClientOptions", "DelayqErrorOptions", "DueBucket", "DueCounts",
-  "DueCountsOptions", "Duration", "FetchFunction", "FireLateness", "HeadersLike", "Job", "JobCounters",
-  "JobList", "JobState", "JobsOptions", "ListJobsOptions", "ListSchedulesOptions", "NextRunsOptions",
-  "NodeRequestLike", "NodeResponseLike", "PreviewOptions", "PutOptions", "ReceiverOptions",
-  "ReleaseOptions", "RescheduleOptions", "ReserveOptions", "Schedule", "ScheduleOptions",
-  "SchedulePage", "ScheduleRun", "Secret", "Stats", "Tubes", "TubeStats", "VerifyOptions", "Webhook",
-  "WebhookBackoff", "WebhookDelivery", "WebhookOptions", "WhenOptions", "WorkContext", "WorkHandler",
-  "WorkOptions", "WorkStats",
+  "DueCountsOptions", "Duration", "FetchFunction", "FireLateness", "FlowOptions", "FlowSettings",
+  "HeadersLike", "Job", "JobCounters", "JobList", "JobState", "JobsOptions", "ListJobsOptions",
+  "ListSchedulesOptions", "NextRunsOptions", "NodeRequestLike", "NodeResponseLike", "PreviewOptions",
+  "PutOptions", "ReceiverOptions", "ReleaseOptions", "RescheduleOptions", "ReserveOptions", "Schedule",
+  "ScheduleOptions", "SchedulePage", "ScheduleRun", "Secret", "Stats", "Tubes", "TubeStats",
+  "VerifyOptions", "Webhook", "WebhookBackoff", "WebhookDelivery", "WebhookOptions", "WhenOptions",
+  "WorkContext", "WorkHandler", "WorkOptions", "WorkStats",
 ];
 
 function which(program) {

@@ -1,5 +1,5 @@
-// tubes.test.js — tubes (list, stats, jobs, due counts, max attempts, pause, kick), webhooks'
-// settings, the server's stats, health, readiness, metrics and backup, and the raw request().
+// tubes.test.js — tubes (list, stats, jobs, due counts, max attempts, flow control, pause, kick),
+// webhooks' settings, the server's stats, health, readiness, metrics and backup, and the raw request().
 
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
@@ -34,6 +34,10 @@ describe("tubes", () => {
     assert.equal(stats.totalJobs, 3);
     assert.equal(stats.pauseMs, 0);
     assert.equal(stats.maxAttempts, 0);
+    assert.deepEqual(
+      [stats.groupConcurrency, stats.fair, stats.groupRate, stats.groupBurst, stats.groupsHeld, stats.groupsReady],
+      [0, false, null, 1, 0, 0],
+    );
     assert.equal(typeof stats.oldestReadyAgeMs, "number");
     assert.deepEqual(stats.extra, {});
     const tubes = await client.listTubes();
@@ -99,6 +103,47 @@ describe("tubes", () => {
     assert.equal(job.body, "x");
     await client.deleteJob(job.id);
     await assert.rejects(client.pauseTube("never-made", "1s"), NotFoundError);
+  });
+});
+
+describe("flow control", () => {
+  test("setFlow changes only the settings given; tubeStats shows them", { skip: kRedisSkips.flow }, async () => {
+    const set = await client.setFlow("flowed", { groupConcurrency: 2, fair: true, groupRate: "10/s", groupBurst: 3 });
+    assert.deepEqual(set, { tube: "flowed", groupConcurrency: 2, fair: true, groupRate: "10/1s", groupBurst: 3, extra: {} });
+    await client.put("flowed", "x", { group: "g" }); // the settings were kept while the tube did not exist
+    const stats = await client.tubeStats("flowed");
+    assert.deepEqual(
+      [stats.groupConcurrency, stats.fair, stats.groupRate, stats.groupBurst, stats.groupsHeld, stats.groupsReady],
+      [2, true, "10/1s", 3, 0, 1],
+    );
+    assert.deepEqual(stats.extra, {});
+    assert.equal((await client.listTubes()).find((t) => t.name === "flowed").groupRate, "10/1s");
+    const off = await client.setFlow("flowed", { groupConcurrency: null, groupRate: null });
+    assert.deepEqual(off, { tube: "flowed", groupConcurrency: 0, fair: true, groupRate: null, groupBurst: 3, extra: {} });
+    assert.equal((await client.setFlow("flowed", { fair: false, groupRate: "1/1500ms" })).groupRate, "1/1s500ms");
+    assert.equal((await client.setFlow("flowed", { groupConcurrency: 0 })).groupConcurrency, 0);
+    await assert.rejects(client.setFlow("flowed", { groupBurst: 0 }), BadRequestError);
+    await assert.rejects(client.setFlow("flowed", { groupRate: "fast" }), BadRequestError);
+    await assert.rejects(client.setFlow("flowed", { groupConcurrency: 1_000_001 }), BadRequestError);
+    await assert.rejects(client.setFlow("flowed", {}), TypeError);
+    await assert.rejects(client.setFlow("flowed", { groupBurst: null }), TypeError);
+    assert.equal((await client.tubeStats("flowed")).groupRate, "1/1s500ms");
+  });
+
+  test("groupConcurrency holds back a group's second job", { skip: kRedisSkips.flow }, async () => {
+    await client.setFlow("held", { groupConcurrency: 1 });
+    const first = await client.put("held", "a1", { group: "a" });
+    const second = await client.put("held", "a2", { group: "a" });
+    const other = await client.put("held", "b1", { group: "b" });
+    assert.equal((await client.tubeStats("held")).groupsReady, 2);
+    assert.equal((await client.reserve("held", { timeout: 0 })).id, first.id);
+    // a2 is next by id, but group a has a job reserved: b1 comes instead.
+    assert.equal((await client.reserve("held", { timeout: 0 })).id, other.id);
+    assert.equal(await client.reserve("held", { timeout: 0 }), null);
+    const stats = await client.tubeStats("held");
+    assert.deepEqual([stats.ready, stats.groupsHeld, stats.groupsReady], [1, 1, 0]);
+    await client.deleteJob(first.id);
+    assert.equal((await client.reserve("held", { timeout: 0 })).id, second.id);
   });
 });
 
@@ -186,6 +231,7 @@ describe("server", () => {
     await assert.rejects(client.listJobs("default"), UnsupportedError);
     await assert.rejects(client.dueCounts(), UnsupportedError);
     await assert.rejects(client.backup(join(server.dataDir, "b")), UnsupportedError);
+    await assert.rejects(client.setFlow("default", { groupConcurrency: 1 }), UnsupportedError);
   });
 
   test("request() reaches any route", async () => {
