@@ -131,6 +131,26 @@ TEST(RecordTest, DeliveryAndWebhookRoundTripAndRefuseDamage) {
   EXPECT_EQ(decode_webhook("t", newer_hook).status().code(), Code::kUnknownFormat);
 }
 
+TEST(RecordTest, FlowSettingsRoundTripAndBadBytesAreRefused) {
+  const FlowSettings flow{.group_concurrency = 3,
+                          .fair = true,
+                          .rate_jobs = 10,
+                          .rate_period = std::chrono::milliseconds(1500),
+                          .rate_burst = 4};
+  const std::string bytes = encode_flow(flow);
+  EXPECT_EQ(bytes.size(), 18U);
+  EXPECT_EQ(decode_flow("t", bytes).value(), flow);
+  EXPECT_EQ(decode_flow("t", bytes.substr(0, 17)).status().code(), Code::kCorruption);
+  EXPECT_EQ(decode_flow("t", bytes + "x").status().code(), Code::kCorruption);
+  std::string unfair = bytes;
+  unfair[5] = 2;
+  EXPECT_EQ(decode_flow("t", unfair).status().code(), Code::kCorruption);
+  std::string newer = bytes;
+  newer[0] = static_cast<char>(kFormatVersion + 1);
+  EXPECT_EQ(decode_flow("t", newer).status().code(), Code::kUnknownFormat);
+  EXPECT_EQ(decode_flow("t", "").status().code(), Code::kCorruption);
+}
+
 TEST(RecordTest, RoundTripsEveryField) {
   expect_round_trip(full_record());
 }
