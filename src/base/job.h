@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -94,8 +96,15 @@ struct FlowSettings {
   std::uint32_t rate_jobs = 0;
   std::chrono::milliseconds rate_period{1000};
   std::uint32_t rate_burst = 1;
+  // fair: a group's turns in proportion to its weight (1 to kMaxGroupWeight; a group not named
+  // has 1), at most kMaxGroupWeights named.
+  std::map<std::string, std::uint32_t, std::less<>> group_weights{};
 
-  [[nodiscard]] bool any() const noexcept { return group_concurrency != 0 || fair || rate_jobs; }
+  static constexpr std::uint32_t kMaxGroupWeight = 1000;
+  static constexpr std::size_t kMaxGroupWeights = 1000;
+  [[nodiscard]] bool any() const noexcept {
+    return group_concurrency != 0 || fair || rate_jobs != 0 || !group_weights.empty();
+  }
   friend bool operator==(const FlowSettings&, const FlowSettings&) = default;
 };
 

@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -156,8 +157,17 @@ struct FlowChange {
   std::optional<std::uint32_t> rate_jobs{};
   std::optional<Millis> rate_period{};
   std::optional<std::uint32_t> rate_burst{};
+  // Weights to set, by group; 0 (or 1, the default) removes a group's.
+  std::map<std::string, std::uint32_t> group_weights{};
 
   [[nodiscard]] FlowSettings applied_to(FlowSettings flow) const {
+    for (const auto& [group, weight] : group_weights) {
+      if (weight <= 1) {
+        flow.group_weights.erase(group);
+      } else {
+        flow.group_weights[group] = weight;
+      }
+    }
     if (group_concurrency) flow.group_concurrency = *group_concurrency;
     if (fair) flow.fair = *fair;
     if (rate_jobs) flow.rate_jobs = *rate_jobs;

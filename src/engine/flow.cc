@@ -9,8 +9,8 @@
 // O(log groups + log jobs of the group), and held-back groups cost nothing until they are freed.
 //
 // Fair turns are start-time fair queueing: a head's turn is max(the virtual time, the end of its
-// group's last turn), a turn lasts 1 / weight (all weights are 1 for now), and serving a head
-// moves the virtual time to its turn. Groups therefore alternate, however many jobs each holds,
+// group's last turn), a turn lasts 1 / the group's weight, and serving a head moves the virtual
+// time to its turn. Groups therefore alternate, however many jobs each holds,
 // and a group that comes back after a quiet spell starts at the present, not with credit.
 #include <algorithm>
 #include <cmath>
@@ -20,7 +20,9 @@
 namespace delayq::engine {
 namespace {
 
-constexpr std::uint64_t kTurn = 1;
+// A turn of weight 1, in virtual time; divisible by every weight up to 16, so that small weights
+// share turns exactly.
+constexpr std::uint64_t kTurn = 720'720;
 
 }  // namespace
 
@@ -97,7 +99,9 @@ void Engine::flow_taken(Slot slot) {
   group.reserved++;
   if (flow.settings.fair && group.head == slot) {
     flow.virtual_time = std::max(flow.virtual_time, group.start);
-    group.finish = group.start + kTurn;
+    const auto weight = flow.settings.group_weights.find(group_of(slot));
+    group.finish =
+        group.start + kTurn / (weight == flow.settings.group_weights.end() ? 1 : weight->second);
   }
   if (group.limited && flow.settings.rate_jobs != 0) {
     refill(flow, group);
@@ -232,8 +236,25 @@ Status Engine::set_flow(std::string_view name, const FlowSettings& flow) {
   if (flow.rate_period.count() <= 0 || flow.rate_burst == 0) {
     return {Code::kInvalidArgument, "a rate needs a period above 0 and a burst of at least 1"};
   }
-  restore_flow(name, flow);
-  mutations_.put_flow(name, flow);
+  if (flow.group_weights.size() > FlowSettings::kMaxGroupWeights) {
+    return {Code::kInvalidArgument, "group_weights: at most " +
+                                        std::to_string(FlowSettings::kMaxGroupWeights) +
+                                        " groups are weighted in a tube"};
+  }
+  for (const auto& [group, weight] : flow.group_weights) {
+    if (Status s = check_name("group", group); !s.is_ok() || group.empty()) {
+      return {Code::kInvalidArgument, "group_weights: a group name of 1 to " +
+                                          std::to_string(options_.max_name_bytes) + " bytes"};
+    }
+    if (weight < 1 || weight > FlowSettings::kMaxGroupWeight) {
+      return {Code::kInvalidArgument, "group_weights: a weight of 1 to " +
+                                          std::to_string(FlowSettings::kMaxGroupWeight)};
+    }
+  }
+  FlowSettings normal = flow;  // a weight of 1 is every group's: not kept
+  std::erase_if(normal.group_weights, [](const auto& entry) { return entry.second == 1; });
+  restore_flow(name, normal);
+  mutations_.put_flow(name, normal);
   dispatch();
   return Status::ok();
 }

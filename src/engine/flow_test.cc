@@ -121,6 +121,22 @@ TEST_F(FlowTest, FairTurnsAlternateGroupsHoweverManyJobsEachHolds) {
   (void)b2;
 }
 
+TEST_F(FlowTest, AWeightedGroupGetsTurnsInProportion) {
+  set({.fair = true, .group_weights = {{"gold", 3}}});
+  for (int i = 0; i < 20; ++i) {
+    put("gold");
+    put("plain");
+  }
+  std::map<std::string, int> served;
+  for (int i = 0; i < 16; ++i) served[group_of(take(worker))]++;
+  EXPECT_EQ(served["gold"], 12);
+  EXPECT_EQ(served["plain"], 4);
+  // Out of range: refused, and what was set stays.
+  EXPECT_EQ(engine.set_flow("t", {.fair = true, .group_weights = {{"gold", 1001}}}).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(engine.flow("t").group_weights.at("gold"), 3U);
+}
+
 TEST_F(FlowTest, FairTurnsComeAfterPriority) {
   set({.fair = true});
   put("a", 10);

@@ -46,6 +46,7 @@
 //   6      4    rate_jobs (0 = none)
 //   10     4    rate_period_ms
 //   14     4    rate_burst
+//   18     2    group weights, n; then n times: 2+len group name, 4 weight (2 to 1000)
 #include "store/record.h"
 
 #include <cstring>
@@ -248,6 +249,11 @@ std::string encode_flow(const FlowSettings& flow) {
   put_le(out, flow.rate_jobs);
   put_le(out, static_cast<std::uint32_t>(flow.rate_period.count()));
   put_le(out, flow.rate_burst);
+  put_le(out, static_cast<std::uint16_t>(flow.group_weights.size()));
+  for (const auto& [group, weight] : flow.group_weights) {
+    put_string(out, group);
+    put_le(out, weight);
+  }
   return out;
 }
 
@@ -260,9 +266,17 @@ Result<FlowSettings> decode_flow(std::string_view tube, std::string_view bytes) 
   FlowSettings flow;
   std::uint8_t fair = 0;
   std::uint32_t period = 0;
-  if (!(in.get(flow.group_concurrency) && in.get(fair) && in.get(flow.rate_jobs) &&
-        in.get(period) && in.get(flow.rate_burst) && in.done()) ||
-      fair > 1 || period == 0 || flow.rate_burst == 0) {
+  std::uint16_t weights = 0;
+  bool whole = in.get(flow.group_concurrency) && in.get(fair) && in.get(flow.rate_jobs) &&
+               in.get(period) && in.get(flow.rate_burst) && in.get(weights);
+  for (std::uint16_t i = 0; whole && i < weights; ++i) {
+    std::string group;
+    std::uint32_t weight = 0;
+    whole = in.get_string(group) && in.get(weight) && weight >= 2 &&
+            weight <= FlowSettings::kMaxGroupWeight;
+    flow.group_weights.emplace(std::move(group), weight);
+  }
+  if (!whole || !in.done() || fair > 1 || period == 0 || flow.rate_burst == 0) {
     return Status(Code::kCorruption, what + ": truncated, trailing or out-of-range bytes");
   }
   flow.fair = fair == 1;

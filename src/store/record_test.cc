@@ -136,11 +136,13 @@ TEST(RecordTest, FlowSettingsRoundTripAndBadBytesAreRefused) {
                           .fair = true,
                           .rate_jobs = 10,
                           .rate_period = std::chrono::milliseconds(1500),
-                          .rate_burst = 4};
+                          .rate_burst = 4,
+                          .group_weights = {{"vip", 5}, {"gold", 2}}};
   const std::string bytes = encode_flow(flow);
-  EXPECT_EQ(bytes.size(), 18U);
+  EXPECT_EQ(bytes.size(), 20U + (2 + 3 + 4) + (2 + 4 + 4));
   EXPECT_EQ(decode_flow("t", bytes).value(), flow);
-  EXPECT_EQ(decode_flow("t", bytes.substr(0, 17)).status().code(), Code::kCorruption);
+  EXPECT_EQ(decode_flow("t", bytes.substr(0, bytes.size() - 1)).status().code(),
+            Code::kCorruption);
   EXPECT_EQ(decode_flow("t", bytes + "x").status().code(), Code::kCorruption);
   std::string unfair = bytes;
   unfair[5] = 2;

@@ -4,6 +4,7 @@
 // (Capabilities::flow_control) and the case checks that instead.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -101,6 +102,20 @@ TEST_P(FlowContract, FairTurnsServeAGroupWithOneJobBetweenAnotherGroupsThousands
             (std::vector<std::string>{"big", "small", "big", "small", "big", "small", "big"}));
 }
 
+TEST_P(FlowContract, AWeightedGroupTakesTurnsInProportion) {
+  if (!flow_on("weighted", {.fair = true, .group_weights = {{"gold", 2}}})) return;
+  Session& producer = session();
+  for (int i = 0; i < 6; ++i) {
+    put_ok(producer, "weighted", 100, {}, {}, "gold");
+    put_ok(producer, "weighted", 100, {}, {}, "plain");
+  }
+  Session& worker = session();
+  std::map<std::string, int> served;
+  for (int i = 0; i < 9; ++i) served[take_group(worker, "weighted")]++;
+  EXPECT_EQ(served["gold"], 6);
+  EXPECT_EQ(served["plain"], 3);
+}
+
 TEST_P(FlowContract, ARateHoldsAGroupsNextJobButNotOtherGroups) {
   // One job an hour per group: the second of a group is not served within the test.
   if (!flow_on("rate", {.rate_jobs = 1, .rate_period = std::chrono::hours(1)})) return;
@@ -119,8 +134,9 @@ TEST_P(FlowContract, ARateHoldsAGroupsNextJobButNotOtherGroups) {
 
 TEST_P(FlowContract, SettingsAreKeptAcrossARestartAndOffRestoresTheOrder) {
   if (!flow_on("keep", {.group_concurrency = 2, .fair = true})) return;
-  auto changed = set_flow("keep", {.rate_jobs = 5, .rate_burst = 3});
+  auto changed = set_flow("keep", {.rate_jobs = 5, .rate_burst = 3, .group_weights = {{"vip", 3}}});
   ASSERT_TRUE(changed.is_ok());
+  EXPECT_EQ(changed.value().group_weights.at("vip"), 3U);
   EXPECT_EQ(changed.value().group_concurrency, 2U) << "a change keeps what it does not name";
   EXPECT_TRUE(changed.value().fair);
   EXPECT_EQ(changed.value().rate_jobs, 5U);
@@ -130,7 +146,10 @@ TEST_P(FlowContract, SettingsAreKeptAcrossARestartAndOffRestoresTheOrder) {
   restart();
   const TubeStats stats = stats_tube("keep").value();
   EXPECT_EQ(stats.flow, changed.value());
-  auto off = set_flow("keep", {.group_concurrency = 0, .fair = false, .rate_jobs = 0});
+  auto off = set_flow("keep", {.group_concurrency = 0,
+                               .fair = false,
+                               .rate_jobs = 0,
+                               .group_weights = {{"vip", 1}}});
   ASSERT_TRUE(off.is_ok());
   EXPECT_FALSE(off.value().any());
   EXPECT_FALSE(stats_tube("keep").value().flow.any());

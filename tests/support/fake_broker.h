@@ -405,7 +405,8 @@ inline TubeStats sample_tube(std::string name) {
                .fair = true,
                .rate_jobs = 15,
                .rate_period = std::chrono::milliseconds{60'000},
-               .rate_burst = 16};
+               .rate_burst = 16,
+               .group_weights = {{"vip", 19}}};
   tube.groups_held = 17;
   tube.groups_ready = 18;
   return tube;

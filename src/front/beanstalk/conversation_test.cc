@@ -290,6 +290,11 @@ TEST_F(ConversationTest, FlowTubeSetsWhatItNamesAndAnswersTheSettings) {
                                .rate_period = std::chrono::milliseconds{1000},
                                .rate_burst = 5});
   EXPECT_EQ(take(), "FLOW 1 1 10/1000 5\r\n");
+  EXPECT_EQ(send_call("flow-tube emails weight=vip:5 weight=old:1\r\n"),
+            "set_flow tube=emails concurrency=0 fair=0 rate=0/1000ms burst=1 weight=old:1 "
+            "weight=vip:5");
+  last().complete(FlowSettings{.group_weights = {{"vip", 5}}});
+  EXPECT_EQ(take(), "FLOW 0 0 0/1000 1\r\n");
   EXPECT_EQ(send_call("flow-tube emails fair=0\r\n"),
             "set_flow tube=emails concurrency=0 fair=0 rate=0/1000ms burst=1");
   last().complete(FlowSettings{});
@@ -297,7 +302,9 @@ TEST_F(ConversationTest, FlowTubeSetsWhatItNamesAndAnswersTheSettings) {
   for (const char* line :
        {"flow-tube emails fair=2\r\n", "flow-tube emails rate=10\r\n",
         "flow-tube emails rate=10/0\r\n", "flow-tube emails burst=0\r\n",
-        "flow-tube emails concurrency=1 concurrency=2\r\n", "flow-tube emails colour=red\r\n"}) {
+        "flow-tube emails concurrency=1 concurrency=2\r\n", "flow-tube emails colour=red\r\n",
+        "flow-tube emails weight=vip\r\n", "flow-tube emails weight=vip:1001\r\n",
+        "flow-tube emails weight=:2\r\n"}) {
     SCOPED_TRACE(line);
     EXPECT_EQ(send_local(line), "BAD_FORMAT\r\n");
   }
@@ -825,6 +832,7 @@ TEST_F(ConversationTest, StatsTubeYamlIsInBeanstalkdsOrder) {
                              "group-rate-jobs: 15\n"
                              "group-rate-period-ms: 60000\n"
                              "group-burst: 16\n"
+                             "group-weights: 1\n"
                              "groups-held: 17\n"
                              "groups-ready: 18\n"));
 }

@@ -328,6 +328,7 @@ Outcome parse_putx(Line& line) {
 }
 
 // flow-tube <tube> [concurrency=<n>] [fair=<0|1>] [rate=<jobs>/<ms>] [burst=<n>]
+//           [weight=<group>:<n>]...
 Outcome parse_flow_tube(Line& line) {
   const auto name = line.args.name_run();
   if (!name || !is_valid_tube(*name, line.limits.max_tube_name_bytes)) return Outcome::kBadFormat;
@@ -352,6 +353,16 @@ Outcome parse_flow_tube(Line& line) {
       if (!jobs || !period || *period == 0) return Outcome::kBadFormat;
       flow.rate_jobs = static_cast<std::uint32_t>(*jobs);
       flow.rate_period_ms = static_cast<std::uint32_t>(*period);
+    } else if (option->starts_with("weight=") && flow.weights.size() < 1000) {
+      const std::string_view text = option->substr(7);
+      const std::size_t colon = text.rfind(':');
+      if (colon == std::string_view::npos || colon == 0 ||
+          !is_valid_key(text.substr(0, colon), line.limits.max_key_bytes)) {
+        return Outcome::kBadFormat;
+      }
+      const auto n = option_number(text.substr(colon + 1), 1000);
+      if (!n || *n == 0) return Outcome::kBadFormat;
+      flow.weights.emplace_back(text.substr(0, colon), static_cast<std::uint32_t>(*n));
     } else if (option->starts_with("burst=") && !flow.burst) {
       const auto n = option_number(option->substr(6), kMost);
       if (!n || *n == 0) return Outcome::kBadFormat;

@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 #include <string_view>
 
 #include "base/job.h"
@@ -73,6 +75,8 @@ struct FlowOptions {
   std::optional<std::uint32_t> rate_jobs;    // rate=<jobs>/<ms>, 0/<anything> off
   std::optional<std::uint32_t> rate_period_ms;
   std::optional<std::uint32_t> burst;  // burst=<n>, n >= 1
+  // weight=<group>:<n>, n 1 to 1000 (1: the default, which removes the group's)
+  std::vector<std::pair<std::string_view, std::uint32_t>> weights;
 
   friend bool operator==(const FlowOptions&, const FlowOptions&) = default;
 };

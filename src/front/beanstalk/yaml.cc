@@ -195,6 +195,7 @@ std::string tube_yaml(const TubeStats& t) {
     line(yaml, "group-rate-period-ms",
          static_cast<std::uint64_t>(std::max<std::int64_t>(0, t.flow.rate_period.count())));
     line(yaml, "group-burst", std::uint64_t{t.flow.rate_burst});
+    line(yaml, "group-weights", std::uint64_t{t.flow.group_weights.size()});
     line(yaml, "groups-held", t.groups_held);
     line(yaml, "groups-ready", t.groups_ready);
   }

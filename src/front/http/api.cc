@@ -789,6 +789,23 @@ Result<std::optional<broker::FlowChange>> read_flow_change(const Body& body) {
     }
     change.rate_burst = static_cast<std::uint32_t>(*burst.value());
   }
+  if (const json::value* v = body.find("group_weights"); v != nullptr) {
+    any = true;
+    const Status bad(Code::kInvalidArgument,
+                     "group_weights: an object of group -> weight (1 to 1000, or null for 1)");
+    if (!v->is_object()) return bad;
+    for (const auto& [group, weight] : v->as_object()) {
+      std::uint32_t n = 1;
+      if (weight.is_int64() && weight.as_int64() >= 1 && weight.as_int64() <= 1000) {
+        n = static_cast<std::uint32_t>(weight.as_int64());
+      } else if (weight.is_uint64() && weight.as_uint64() >= 1 && weight.as_uint64() <= 1000) {
+        n = static_cast<std::uint32_t>(weight.as_uint64());
+      } else if (!weight.is_null()) {
+        return bad;
+      }
+      change.group_weights[std::string(group)] = n;
+    }
+  }
   if (!any) return std::optional<broker::FlowChange>();
   return std::optional<broker::FlowChange>(change);
 }
@@ -797,7 +814,8 @@ Result<std::optional<broker::FlowChange>> read_flow_change(const Body& body) {
 
 void Api::patch_tube(Call& call) {
   if (Status s = call.body.parse(
-          call.text, {"max_attempts", "group_concurrency", "fair", "group_rate", "group_burst"});
+          call.text, {"max_attempts", "group_concurrency", "fair", "group_rate", "group_burst",
+                      "group_weights"});
       !s.is_ok()) {
     return call.reply(s);
   }

@@ -214,7 +214,8 @@ void expect_sample_tube(const json::object& tube, std::string_view name) {
   EXPECT_EQ(number(tube, "group_burst"), 16);
   EXPECT_EQ(number(tube, "groups_held"), 17);
   EXPECT_EQ(number(tube, "groups_ready"), 18);
-  EXPECT_EQ(tube.size(), 21U) << json::serialize(tube);
+  EXPECT_EQ(tube.at("group_weights"), json::value(json::object{{"vip", 19}}));
+  EXPECT_EQ(tube.size(), 22U) << json::serialize(tube);
 }
 
 class ApiTest : public ::testing::Test {
@@ -562,7 +563,7 @@ TEST_F(ApiTest, AnUnknownFieldIsNamedWithTheFieldsTheEndpointTakes) {
   const Response response = expect_local("POST", "/v1/tubes/emails/jobs", R"({"dealy":1})");
   EXPECT_EQ(error_message_of(response),
             "unknown field 'dealy' (this endpoint takes: body, body_base64, delay, at, priority, "
-            "ttr, key, group, replace, url, content_type)");
+            "ttr, key, group, replace, debounce, max_wait, url, content_type)");
 }
 
 TEST_F(ApiTest, PutRefusesABodyOverTheLimitWith413) {
@@ -1097,13 +1098,18 @@ TEST_F(ApiTest, PatchTubeSetsFlowControlThenMaxAttempts) {
   EXPECT_EQ(patch.response().status, 200U);
   EXPECT_EQ(patch.response().body,
             "{\"tube\":\"emails\",\"group_concurrency\":1,\"fair\":true,\"group_rate\":\"10/1s\","
-            "\"group_burst\":5,\"max_attempts\":2}\n");
+            "\"group_burst\":5,\"group_weights\":{},\"max_attempts\":2}\n");
+  expect_call("PATCH", "/v1/tubes/emails", R"({"group_weights":{"vip":4,"old":null}})",
+              "set_flow tube=emails concurrency=0 fair=0 rate=0/1000ms burst=1 weight=old:1 "
+              "weight=vip:4");
   // null turns a setting off; a rate of another period
   expect_call("PATCH", "/v1/tubes/emails", R"({"group_concurrency":null,"group_rate":"600/1m"})",
               "set_flow tube=emails concurrency=0 fair=0 rate=600/60000ms burst=1");
   for (const char* body :
        {R"({"group_rate":"fast"})", R"({"group_rate":"0/s"})", R"({"group_rate":"10/0ms"})",
-        R"({"group_burst":0})", R"({"fair":"yes"})", R"({"group_concurrency":-1})"}) {
+        R"({"group_burst":0})", R"({"fair":"yes"})", R"({"group_concurrency":-1})",
+        R"({"group_weights":{"vip":0}})", R"({"group_weights":{"vip":1001}})",
+        R"({"group_weights":["vip"]})"}) {
     SCOPED_TRACE(body);
     EXPECT_EQ(expect_local("PATCH", "/v1/tubes/emails", body).status, 400U);
   }

@@ -132,6 +132,9 @@ void put_flow_json(json::object& out, const FlowSettings& flow) {
     out["group_rate"] = format_rate({flow.rate_jobs, flow.rate_period});
   }
   out["group_burst"] = flow.rate_burst;
+  json::object weights;
+  for (const auto& [group, weight] : flow.group_weights) weights[group] = weight;
+  out["group_weights"] = std::move(weights);
 }
 
 std::string error_json(std::string_view code, std::string_view message) {
