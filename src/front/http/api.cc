@@ -813,9 +813,8 @@ Result<std::optional<broker::FlowChange>> read_flow_change(const Body& body) {
 }  // namespace
 
 void Api::patch_tube(Call& call) {
-  if (Status s = call.body.parse(
-          call.text, {"max_attempts", "group_concurrency", "fair", "group_rate", "group_burst",
-                      "group_weights"});
+  if (Status s = call.body.parse(call.text, {"max_attempts", "group_concurrency", "fair",
+                                             "group_rate", "group_burst", "group_weights"});
       !s.is_ok()) {
     return call.reply(s);
   }
@@ -960,6 +959,16 @@ void job_families(metrics::Page& page, std::span<const TubeStats> tubes,
       page.sample("delayq_jobs", {{"tube", stats.name}, {"state", state}},
                   static_cast<std::int64_t>(value));
     }
+  }
+  page.family("delayq_tube_groups",
+              "Groups of a tube with flow control: held back, or with a job that may be taken.",
+              "gauge");
+  for (const TubeStats& stats : tubes) {
+    if (!stats.flow.any()) continue;
+    page.sample("delayq_tube_groups", {{"tube", stats.name}, {"state", "held"}},
+                static_cast<std::int64_t>(stats.groups_held));
+    page.sample("delayq_tube_groups", {{"tube", stats.name}, {"state", "ready"}},
+                static_cast<std::int64_t>(stats.groups_ready));
   }
   const std::tuple<std::string_view, std::string_view, std::string_view, std::uint64_t> totals[] = {
       {"delayq_jobs_created_total", "Jobs put since the data directory was created.", "counter",

@@ -1331,7 +1331,12 @@ TEST_F(ApiTest, MetricsAsksForTheTubesThenTheStatsAndRendersThePage) {
   tube.name = "emails";
   tube.ready = 3;
   tube.buried = 2;
-  last().complete(std::vector<TubeStats>{tube});
+  TubeStats flowing;
+  flowing.name = "flowing";
+  flowing.flow.group_concurrency = 1;
+  flowing.groups_held = 4;
+  flowing.groups_ready = 5;
+  last().complete(std::vector<TubeStats>{tube, flowing});
   ASSERT_EQ(fake_.call_count(), 2U);
   EXPECT_EQ(last().text(), "stats");  // the second call, made by the first one's completion
   EXPECT_FALSE(metrics.answered());
@@ -1349,11 +1354,15 @@ TEST_F(ApiTest, MetricsAsksForTheTubesThenTheStatsAndRendersThePage) {
         "delayq_jobs{tube=\"emails\",state=\"buried\"} 2\n",
         "delayq_jobs{tube=\"emails\",state=\"delayed\"} 0\n", "delayq_jobs_created_total 9\n",
         "delayq_job_timeouts_total 4\n", "delayq_waiting_clients 1\n",
+        "delayq_tube_groups{tube=\"flowing\",state=\"held\"} 4\n",
+        "delayq_tube_groups{tube=\"flowing\",state=\"ready\"} 5\n",
         "delayq_operations_total{protocol=\"http\",op=\"healthz\",result=\"200\"} "
         "1\n",
         "delayq_connections{protocol=\"http\"} 0\n"}) {
     EXPECT_NE(response.body.find(line), std::string::npos) << line << "in:\n" << response.body;
   }
+  EXPECT_EQ(response.body.find("delayq_tube_groups{tube=\"emails\""), std::string::npos)
+      << "a tube without flow control has no such series";
   EXPECT_EQ(ops("metrics", "200"), 1U);
 }
 
