@@ -94,6 +94,21 @@ def _integer(fields: dict[str, Any], name: str, value: int | None) -> None:
     fields[name] = value
 
 
+def _weights(weights: Mapping[str, int | None]) -> dict[str, int | None]:
+    if weights is None:
+        raise TypeError("group_weights: None cannot reset every group; name each: {group: None}")
+    if not isinstance(weights, Mapping):
+        raise TypeError(f"group_weights: a mapping group -> weight, not {type(weights).__name__}")
+    out: dict[str, int | None] = {}
+    for group, weight in weights.items():
+        if not isinstance(group, str):
+            raise TypeError(f"group_weights: a group name is a str, not {type(group).__name__}")
+        if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int)):
+            raise TypeError(f"group_weights[{group!r}]: an int or None, not {weight!r}")
+        out[group] = weight
+    return out
+
+
 def _wait_seconds(timeout: Duration | None) -> float:
     """How long a long-poll may wait, for the read timeout; 0 for one the server will
     refuse."""
@@ -472,6 +487,7 @@ class Client:
         fair: bool | Keep = KEEP,
         group_rate: str | None | Keep = KEEP,
         group_burst: int | Keep = KEEP,
+        group_weights: Mapping[str, int | None] | Keep = KEEP,
     ) -> FlowSettings:
         """Sets the tube's flow control over the groups of its jobs (PATCH /v1/tubes/{tube});
         durable, and kept while the tube does not exist. Only the settings given change: each
@@ -484,6 +500,9 @@ class Client:
                             "600/1m", "1/1500ms"; None turns it off
         group_burst         the reserves a group may take at once after a quiet spell, 1 to
                             1000000 (the server's default 1)
+        group_weights       under fair, turns in proportion to weight: group -> 1 to 1000, or
+                            None (or 1) to set a group back to the default 1; only the
+                            groups named change
         Answers the settings in force, group_rate as the server writes it ("10/1s"). Raises
         TypeError if no setting is given, BadRequest, Unsupported (Redis mode)."""
         fields: dict[str, Any] = {}
@@ -503,8 +522,11 @@ class Client:
             if group_burst is None:
                 raise TypeError("group_burst: an int from 1; it cannot be turned off")
             _integer(fields, "group_burst", group_burst)
+        if group_weights is not KEEP:
+            fields["group_weights"] = _weights(group_weights)
         if not fields:
-            raise TypeError("set_flow: give group_concurrency, fair, group_rate or group_burst")
+            raise TypeError(
+                "set_flow: give group_concurrency, fair, group_rate, group_burst or group_weights")
         return FlowSettings.from_json(
             self._http.request("PATCH", f"/v1/tubes/{segment(tube)}", body=fields).data)
 

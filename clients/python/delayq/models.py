@@ -83,6 +83,14 @@ class _Fields:
         value = self._take(name, dict, False)
         return {} if value is None else dict(value)
 
+    def integers(self, name: str) -> dict[str, int]:
+        """An object of name -> int; {} if absent."""
+        value = self.mapping(name)
+        for key, item in value.items():
+            if isinstance(item, bool) or not isinstance(item, int):
+                raise UnexpectedResponse(f"{self._what}: field {name!r} has {key!r}: {item!r}")
+        return value
+
     def ms(self, name: str) -> timedelta:
         return timedelta(milliseconds=self.integer(name))
 
@@ -275,10 +283,10 @@ class JobList:
 @dataclass(frozen=True, slots=True)
 class TubeStats:
     """A tube's counts. `pause` is the pause in force (zero if none), `pause_left` how much of
-    it is left. `group_concurrency`, `fair`, `group_rate` and `group_burst` are its flow control
-    (FlowSettings); `groups_held` counts the groups whose ready jobs are held back by
-    concurrency or rate, `groups_ready` those with a job that may be taken now. `webhook_url`
-    and `webhook_deliveries` only in list_tubes() for a tube with a webhook."""
+    it is left. `group_concurrency`, `fair`, `group_rate`, `group_burst` and `group_weights` are
+    its flow control (FlowSettings); `groups_held` counts the groups whose ready jobs are held
+    back by concurrency or rate, `groups_ready` those with a job that may be taken now.
+    `webhook_url` and `webhook_deliveries` only in list_tubes() for a tube with a webhook."""
 
     name: str
     ready: int
@@ -298,6 +306,7 @@ class TubeStats:
     fair: bool
     group_rate: str | None
     group_burst: int
+    group_weights: dict[str, int]
     groups_held: int
     groups_ready: int
     oldest_ready_age: timedelta = timedelta(0)
@@ -327,6 +336,7 @@ class TubeStats:
             fair=f.boolean("fair"),
             group_rate=f.string_or_none("group_rate"),
             group_burst=f.integer("group_burst"),
+            group_weights=f.integers("group_weights"),
             groups_held=f.integer("groups_held"),
             groups_ready=f.integer("groups_ready"),
             oldest_ready_age=timedelta(milliseconds=f.integer_or_none("oldest_ready_age_ms") or 0),
@@ -341,20 +351,24 @@ class FlowSettings:
     """A tube's flow control, as set_flow() answers it. `group_concurrency`: at most this many
     jobs of one group reserved at once (0: off). `fair`: groups take turns among the ready jobs
     of the best priority. `group_rate`: at most so many reserves of one group per duration, as
-    the server writes it ("10/1s"; None: off), from a bucket of `group_burst` reserves."""
+    the server writes it ("10/1s"; None: off), from a bucket of `group_burst` reserves.
+    `group_weights`: under `fair`, a group of weight 3 gets three turns for one of weight 1;
+    only the groups whose weight is not 1 are named ({}: none)."""
 
     tube: str
     group_concurrency: int
     fair: bool
     group_rate: str | None
     group_burst: int
+    group_weights: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Any) -> FlowSettings:
         f = _Fields(data, "flow")
         return cls(f.string("tube"), f.integer("group_concurrency"), f.boolean("fair"),
-                   f.string_or_none("group_rate"), f.integer("group_burst"), f.rest())
+                   f.string_or_none("group_rate"), f.integer("group_burst"),
+                   f.integers("group_weights"), f.rest())
 
 
 @dataclass(frozen=True, slots=True)

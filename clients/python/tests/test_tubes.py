@@ -26,7 +26,7 @@ def test_tube_stats_count_each_state(client: delayq.Client, tube: str) -> None:
     assert stats.name == tube
     assert (stats.ready, stats.delayed, stats.reserved, stats.buried) == (1, 1, 1, 1)
     assert stats.urgent == 0 and stats.total_jobs == 4 and stats.deletes == 0
-    assert stats.pause == timedelta(0) and stats.max_attempts == 0
+    assert stats.pause == timedelta(0) and stats.max_attempts == 0 and stats.group_weights == {}
     listed = {t.name: t for t in client.list_tubes()}
     assert listed[tube].buried == 1 and listed[tube].total_jobs == 4
     assert "default" in listed
@@ -95,6 +95,27 @@ def test_set_flow_changes_only_the_settings_given(client: delayq.Client, tube: s
 
 
 @local_only("flow control answers 501 unsupported")
+def test_set_flow_changes_only_the_group_weights_named(client: delayq.Client, tube: str) -> None:
+    client.put(tube, "x", group="gold")
+    weighted = client.set_flow(tube, fair=True, group_weights={"gold": 3, "silver": 2})
+    assert weighted == delayq.FlowSettings(tube, 0, True, None, 1, {"gold": 3, "silver": 2})
+    assert client.tube_stats(tube).group_weights == {"gold": 3, "silver": 2}
+    listed = {t.name: t for t in client.list_tubes()}[tube]
+    assert listed.group_weights == {"gold": 3, "silver": 2} and listed.extra == {}
+    # None and 1 both set a group back to the default, which the server then leaves unnamed.
+    assert client.set_flow(tube, group_weights={"gold": None}).group_weights == {"silver": 2}
+    assert client.set_flow(tube, group_weights={"silver": 1}).group_weights == {}
+    assert client.tube_stats(tube).group_weights == {}
+    for weight in (0, 1001):
+        with pytest.raises(delayq.BadRequest):
+            client.set_flow(tube, group_weights={"gold": weight})
+    for bad in ({"gold": "3"}, {"gold": True}, None, ["gold"]):
+        with pytest.raises(TypeError):
+            client.set_flow(tube, group_weights=bad)  # type: ignore[arg-type]
+    assert client.tube_stats(tube).group_weights == {}
+
+
+@local_only("flow control answers 501 unsupported")
 def test_group_concurrency_holds_back_a_groups_second_job(client: delayq.Client, tube: str) -> None:
     client.set_flow(tube, group_concurrency=1)
     first = client.put(tube, "a1", group="a")
@@ -121,7 +142,7 @@ def test_redis_mode_answers_unsupported_for_flow_control(client: delayq.Client, 
     assert error.value.status == 501
     client.put(tube, "x", group="a")
     stats = client.tube_stats(tube)
-    assert (stats.group_concurrency, stats.fair, stats.group_rate) == (0, False, None)
+    assert (stats.group_concurrency, stats.fair, stats.group_rate, stats.group_weights) == (0, False, None, {})
 
 
 @local_only("GET /v1/tubes/{tube}/jobs answers 501 unsupported")

@@ -86,6 +86,8 @@ export interface FlowOptions {
     groupRate?: string | null;
     /** The reserves a group may take at once after a quiet spell, 1 to 1000000 (the server's default 1). */
     groupBurst?: number;
+    /** Under `fair`, turns in proportion to weight: group → 1 to 1000, or null (or 1) for the default 1; only the groups named change. */
+    groupWeights?: Record<string, number | null>;
 }
 export interface DueCountsOptions {
     /** Edges: all durations from now, or all Dates. Default the server's 0s,1m,1h,1d,7d. */

@@ -236,8 +236,11 @@ export class Client {
         if (options.groupBurst === null)
             throw new TypeError("groupBurst: an integer from 1; it cannot be turned off");
         integer(fields, "group_burst", options.groupBurst);
-        if (Object.keys(fields).length === 0)
-            throw new TypeError("setFlow: give groupConcurrency, fair, groupRate or groupBurst");
+        if (options.groupWeights !== undefined)
+            fields["group_weights"] = weights(options.groupWeights);
+        if (Object.keys(fields).length === 0) {
+            throw new TypeError("setFlow: give groupConcurrency, fair, groupRate, groupBurst or groupWeights");
+        }
         return readFlowSettings((await this.http.request("PATCH", `/v1/tubes/${segment(tube)}`, { body: fields })).data);
     }
     /** Makes up to `bound` jobs of the tube ready: its buried jobs if any, else its delayed ones. Resolves to how many. */
@@ -439,6 +442,18 @@ function integer(fields, name, value) {
     if (!Number.isSafeInteger(value))
         throw new TypeError(`${name}: an integer, not ${String(value)}`);
     fields[name] = value;
+}
+function weights(value) {
+    if (value === null)
+        throw new TypeError("groupWeights: null cannot reset every group; give { group: null } for each");
+    if (typeof value !== "object" || Array.isArray(value))
+        throw new TypeError("groupWeights: an object of group → weight");
+    for (const [group, weight] of Object.entries(value)) {
+        if (weight !== null && !Number.isSafeInteger(weight)) {
+            throw new TypeError(`groupWeights[${JSON.stringify(group)}]: an integer or null, not ${String(weight)}`);
+        }
+    }
+    return { ...value };
 }
 function text(fields, name, value) {
     if (value === undefined)

@@ -95,6 +95,8 @@ export interface TubeStats {
     groupRate: string | null;
     /** Flow control: the reserves a group may take at once after a quiet spell. */
     groupBurst: number;
+    /** Flow control: under `fair`, weight 3 gets three turns for weight 1's one; groups of weight 1 unnamed ({} if none). */
+    groupWeights: Record<string, number>;
     /** Groups whose ready jobs are held back by concurrency or rate. */
     groupsHeld: number;
     /** Groups with a job that may be taken now. */
@@ -115,6 +117,8 @@ export interface FlowSettings {
     /** As the server writes it ("10/1s"); null if off. */
     groupRate: string | null;
     groupBurst: number;
+    /** Only groups not of weight 1; {} if none. */
+    groupWeights: Record<string, number>;
     extra: Record<string, unknown>;
 }
 /** Delayed jobs due from `from` (null: since ever) up to `to` (null: for ever). */

@@ -257,6 +257,7 @@ export function readTubeStats(data) {
         fair: f.boolean("fair"),
         groupRate: f.stringOrUndefined("group_rate") ?? null,
         groupBurst: f.number("group_burst"),
+        groupWeights: f.counts("group_weights") ?? {},
         groupsHeld: f.number("groups_held"),
         groupsReady: f.number("groups_ready"),
         oldestReadyAgeMs: f.numberOrNull("oldest_ready_age_ms") ?? 0,
@@ -276,6 +277,7 @@ export function readFlowSettings(data) {
         fair: f.boolean("fair"),
         groupRate: f.stringOrUndefined("group_rate") ?? null,
         groupBurst: f.number("group_burst"),
+        groupWeights: f.counts("group_weights") ?? {},
         extra: f.rest(),
     };
 }

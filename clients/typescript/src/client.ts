@@ -109,6 +109,8 @@ export interface FlowOptions {
   groupRate?: string | null;
   /** The reserves a group may take at once after a quiet spell, 1 to 1000000 (the server's default 1). */
   groupBurst?: number;
+  /** Under `fair`, turns in proportion to weight: group → 1 to 1000, or null (or 1) for the default 1; only the groups named change. */
+  groupWeights?: Record<string, number | null>;
 }
 
 export interface DueCountsOptions {
@@ -437,7 +439,10 @@ export class Client {
     else text(fields, "group_rate", options.groupRate);
     if (options.groupBurst === null) throw new TypeError("groupBurst: an integer from 1; it cannot be turned off");
     integer(fields, "group_burst", options.groupBurst);
-    if (Object.keys(fields).length === 0) throw new TypeError("setFlow: give groupConcurrency, fair, groupRate or groupBurst");
+    if (options.groupWeights !== undefined) fields["group_weights"] = weights(options.groupWeights);
+    if (Object.keys(fields).length === 0) {
+      throw new TypeError("setFlow: give groupConcurrency, fair, groupRate, groupBurst or groupWeights");
+    }
     return readFlowSettings((await this.http.request("PATCH", `/v1/tubes/${segment(tube)}`, { body: fields })).data);
   }
 
@@ -658,6 +663,17 @@ function integer(fields: Fields, name: string, value: number | undefined): void 
   if (value === undefined) return;
   if (!Number.isSafeInteger(value)) throw new TypeError(`${name}: an integer, not ${String(value)}`);
   fields[name] = value;
+}
+
+function weights(value: Record<string, number | null> | null): Record<string, number | null> {
+  if (value === null) throw new TypeError("groupWeights: null cannot reset every group; give { group: null } for each");
+  if (typeof value !== "object" || Array.isArray(value)) throw new TypeError("groupWeights: an object of group → weight");
+  for (const [group, weight] of Object.entries(value)) {
+    if (weight !== null && !Number.isSafeInteger(weight)) {
+      throw new TypeError(`groupWeights[${JSON.stringify(group)}]: an integer or null, not ${String(weight)}`);
+    }
+  }
+  return { ...value };
 }
 
 function text(fields: Fields, name: string, value: string | undefined): void {

@@ -112,6 +112,8 @@ export interface TubeStats {
   groupRate: string | null;
   /** Flow control: the reserves a group may take at once after a quiet spell. */
   groupBurst: number;
+  /** Flow control: under `fair`, weight 3 gets three turns for weight 1's one; groups of weight 1 unnamed ({} if none). */
+  groupWeights: Record<string, number>;
   /** Groups whose ready jobs are held back by concurrency or rate. */
   groupsHeld: number;
   /** Groups with a job that may be taken now. */
@@ -133,6 +135,8 @@ export interface FlowSettings {
   /** As the server writes it ("10/1s"); null if off. */
   groupRate: string | null;
   groupBurst: number;
+  /** Only groups not of weight 1; {} if none. */
+  groupWeights: Record<string, number>;
   extra: Record<string, unknown>;
 }
 
@@ -527,6 +531,7 @@ export function readTubeStats(data: unknown): TubeStats {
     fair: f.boolean("fair"),
     groupRate: f.stringOrUndefined("group_rate") ?? null,
     groupBurst: f.number("group_burst"),
+    groupWeights: f.counts("group_weights") ?? {},
     groupsHeld: f.number("groups_held"),
     groupsReady: f.number("groups_ready"),
     oldestReadyAgeMs: f.numberOrNull("oldest_ready_age_ms") ?? 0,
@@ -548,6 +553,7 @@ export function readFlowSettings(data: unknown): FlowSettings {
     fair: f.boolean("fair"),
     groupRate: f.stringOrUndefined("group_rate") ?? null,
     groupBurst: f.number("group_burst"),
+    groupWeights: f.counts("group_weights") ?? {},
     extra: f.rest(),
   };
 }

@@ -72,6 +72,8 @@ export async function everyMethod(client: Client): Promise<void> {
   const limit: number = await client.setMaxAttempts("t", 3);
   const flow: FlowSettings = await client.setFlow("t", { groupConcurrency: null, fair: true, groupRate: "10/s", groupBurst: 2 });
   const flowRate: string | null = flow.groupRate;
+  const weighted: Record<string, number> = (await client.setFlow("t", { groupWeights: { gold: 3, old: null } })).groupWeights;
+  const tubeWeights: Record<string, number> = tube.groupWeights;
   const held: number = tube.groupsHeld + tube.groupsReady + tube.groupConcurrency;
   const kicked: number = await client.kick("t", 10);
   const pauseMs: number = await client.pauseTube("t", "1m");
@@ -95,7 +97,7 @@ export async function everyMethod(client: Client): Promise<void> {
   const metrics: string = await client.metrics();
   const backup: Backup = await client.backup("/tmp/x");
   const anything: unknown = await client.request("GET", "/v1/stats", { query: { a: 1 } });
-  void [debounced, flowRate, held];
+  void [debounced, flowRate, weighted, tubeWeights, held];
   void [group, cancelled, stats, tubes, tube, list, counts, limit, kicked, pauseMs, webhook, schedule, page, run,
     backfilled, next, preview, server, health, ready, metrics, backup, anything];
 }

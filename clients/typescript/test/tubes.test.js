@@ -35,8 +35,8 @@ describe("tubes", () => {
     assert.equal(stats.pauseMs, 0);
     assert.equal(stats.maxAttempts, 0);
     assert.deepEqual(
-      [stats.groupConcurrency, stats.fair, stats.groupRate, stats.groupBurst, stats.groupsHeld, stats.groupsReady],
-      [0, false, null, 1, 0, 0],
+      [stats.groupConcurrency, stats.fair, stats.groupRate, stats.groupBurst, stats.groupWeights, stats.groupsHeld, stats.groupsReady],
+      [0, false, null, 1, {}, 0, 0],
     );
     assert.equal(typeof stats.oldestReadyAgeMs, "number");
     assert.deepEqual(stats.extra, {});
@@ -109,7 +109,7 @@ describe("tubes", () => {
 describe("flow control", () => {
   test("setFlow changes only the settings given; tubeStats shows them", { skip: kRedisSkips.flow }, async () => {
     const set = await client.setFlow("flowed", { groupConcurrency: 2, fair: true, groupRate: "10/s", groupBurst: 3 });
-    assert.deepEqual(set, { tube: "flowed", groupConcurrency: 2, fair: true, groupRate: "10/1s", groupBurst: 3, extra: {} });
+    assert.deepEqual(set, { tube: "flowed", groupConcurrency: 2, fair: true, groupRate: "10/1s", groupBurst: 3, groupWeights: {}, extra: {} });
     await client.put("flowed", "x", { group: "g" }); // the settings were kept while the tube did not exist
     const stats = await client.tubeStats("flowed");
     assert.deepEqual(
@@ -119,7 +119,7 @@ describe("flow control", () => {
     assert.deepEqual(stats.extra, {});
     assert.equal((await client.listTubes()).find((t) => t.name === "flowed").groupRate, "10/1s");
     const off = await client.setFlow("flowed", { groupConcurrency: null, groupRate: null });
-    assert.deepEqual(off, { tube: "flowed", groupConcurrency: 0, fair: true, groupRate: null, groupBurst: 3, extra: {} });
+    assert.deepEqual(off, { tube: "flowed", groupConcurrency: 0, fair: true, groupRate: null, groupBurst: 3, groupWeights: {}, extra: {} });
     assert.equal((await client.setFlow("flowed", { fair: false, groupRate: "1/1500ms" })).groupRate, "1/1s500ms");
     assert.equal((await client.setFlow("flowed", { groupConcurrency: 0 })).groupConcurrency, 0);
     await assert.rejects(client.setFlow("flowed", { groupBurst: 0 }), BadRequestError);
@@ -128,6 +128,29 @@ describe("flow control", () => {
     await assert.rejects(client.setFlow("flowed", {}), TypeError);
     await assert.rejects(client.setFlow("flowed", { groupBurst: null }), TypeError);
     assert.equal((await client.tubeStats("flowed")).groupRate, "1/1s500ms");
+  });
+
+  test("setFlow changes only the group weights named; null resets one", { skip: kRedisSkips.flow }, async () => {
+    await client.put("weighted", "x", { group: "gold" });
+    const set = await client.setFlow("weighted", { fair: true, groupWeights: { gold: 3, silver: 2 } });
+    assert.deepEqual(set, {
+      tube: "weighted", groupConcurrency: 0, fair: true, groupRate: null, groupBurst: 1,
+      groupWeights: { gold: 3, silver: 2 }, extra: {},
+    });
+    const stats = await client.tubeStats("weighted");
+    assert.deepEqual([stats.groupWeights, stats.extra], [{ gold: 3, silver: 2 }, {}]);
+    const listed = (await client.listTubes()).find((t) => t.name === "weighted");
+    assert.deepEqual([listed.groupWeights, listed.extra], [{ gold: 3, silver: 2 }, {}]);
+    // null and 1 both set a group back to the default, which the server then leaves unnamed.
+    assert.deepEqual((await client.setFlow("weighted", { groupWeights: { gold: null } })).groupWeights, { silver: 2 });
+    assert.deepEqual((await client.setFlow("weighted", { groupWeights: { silver: 1 } })).groupWeights, {});
+    assert.deepEqual((await client.tubeStats("weighted")).groupWeights, {});
+    await assert.rejects(client.setFlow("weighted", { groupWeights: { gold: 0 } }), BadRequestError);
+    await assert.rejects(client.setFlow("weighted", { groupWeights: { gold: 1001 } }), BadRequestError);
+    for (const bad of [{ gold: "3" }, { gold: 1.5 }, null, ["gold"]]) {
+      await assert.rejects(client.setFlow("weighted", { groupWeights: bad }), TypeError);
+    }
+    assert.deepEqual((await client.tubeStats("weighted")).groupWeights, {});
   });
 
   test("groupConcurrency holds back a group's second job", { skip: kRedisSkips.flow }, async () => {
