@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -46,6 +47,8 @@ struct Options {
   std::string key;
   std::string group;
   bool replace = false;
+  std::string debounce;  // with key: move the key's pending job instead (docs/flow-control.md)
+  std::string max_wait;  // with debounce: never later than this after its first put
   // get, rm, reschedule
   std::uint64_t id = 0;
   // reserve
@@ -65,6 +68,12 @@ struct Options {
   std::vector<std::string> secrets;
   // admin backup
   std::string dir;
+  // tube set (empty: unchanged; also --max-attempts)
+  std::string group_concurrency;  // a whole number, or "off"
+  std::string fair;               // "on" or "off"
+  std::string group_rate;         // "<jobs>/<period>", or "off"
+  std::optional<std::uint32_t> group_burst;
+  std::vector<std::string> weights;  // "group=N"
   // schedule (--tube, --body, -p, --ttr, -g, --url, --content-type as put's)
   std::string name;
   std::string cron;
@@ -122,6 +131,51 @@ void print_job(const json::object& job) {
   if (job.contains("body_base64")) {
     std::printf("  body      (base64) %s\n", field(job, "body_base64").c_str());
   }
+}
+
+// A count the API gives as a number, 0 meaning none: "off" then.
+std::string or_off(const json::object& o, std::string_view name) {
+  const std::string text = field(o, name);
+  return text.empty() || text == "0" || text == "null" ? "off" : text;
+}
+
+// A tube's flow control settings (docs/flow-control.md), as PATCH and GET /v1/tubes/{tube}
+// give them.
+void print_flow(const json::object& o) {
+  std::printf("  group concurrency  %s\n", or_off(o, "group_concurrency").c_str());
+  std::printf("  fair               %s\n", field(o, "fair") == "true" ? "on" : "off");
+  const std::string rate = or_off(o, "group_rate");
+  std::printf("  group rate         %s\n",
+              rate == "off" ? "off" : (rate + ", burst " + field(o, "group_burst")).c_str());
+  std::string weights;
+  if (const json::value* w = o.if_contains("group_weights"); w != nullptr && w->is_object()) {
+    for (const auto& [group, weight] : w->as_object()) {
+      weights += (weights.empty() ? "" : ", ") + std::string(group) + "=" +
+                 delayq::front::http::to_text(weight);
+    }
+  }
+  std::printf("  group weights      %s\n", weights.empty() ? "none" : weights.c_str());
+}
+
+void print_tube(const json::object& t) {
+  std::printf("tube %s\n", field(t, "name").c_str());
+  std::printf("  jobs               %s ready (%s urgent), %s delayed, %s reserved, %s buried\n",
+              field(t, "ready").c_str(), field(t, "urgent").c_str(), field(t, "delayed").c_str(),
+              field(t, "reserved").c_str(), field(t, "buried").c_str());
+  std::printf("  since the start    %s put, %s deleted\n", field(t, "total_jobs").c_str(),
+              field(t, "deletes").c_str());
+  std::printf("  workers            %s waiting, %s watching, %s using\n",
+              field(t, "waiting").c_str(), field(t, "watching").c_str(), field(t, "using").c_str());
+  const std::int64_t left_ms = t.at("pause_left_ms").to_number<std::int64_t>();
+  std::printf("  paused             %s\n",
+              left_ms > 0 ? (std::to_string((left_ms + 999) / 1000) + " s left").c_str() : "no");
+  if (field(t, "ready") != "0") {
+    std::printf("  oldest ready       %s ms\n", field(t, "oldest_ready_age_ms").c_str());
+  }
+  std::printf("  max attempts       %s\n", or_off(t, "max_attempts").c_str());
+  print_flow(t);
+  std::printf("  groups             %s held, %s ready\n", field(t, "groups_held").c_str(),
+              field(t, "groups_ready").c_str());
 }
 
 class Cli {
@@ -221,9 +275,27 @@ class Cli {
     if (!o_.key.empty()) body["key"] = o_.key;
     if (!o_.group.empty()) body["group"] = o_.group;
     if (o_.replace) body["replace"] = true;
+    if (!o_.debounce.empty()) body["debounce"] = o_.debounce;
+    if (!o_.max_wait.empty()) body["max_wait"] = o_.max_wait;
     if (!o_.url.empty()) body["url"] = o_.url;
     if (!o_.content_type.empty()) body["content_type"] = o_.content_type;
-    return show("POST", "/v1/tubes/" + segment(o_.tube) + "/jobs", &body, true);
+    ClientResponse response;
+    if (auto failed = call("POST", "/v1/tubes/" + segment(o_.tube) + "/jobs", &body, response)) {
+      return *failed;
+    }
+    if (o_.json_output) {
+      std::fputs(response.body.c_str(), stdout);
+      return 0;
+    }
+    const json::object job = json::parse(response.body).as_object();
+    // A debounce moved the job already holding the key: no new job, and its first put stays.
+    if (const json::value* d = job.if_contains("debounced");
+        d != nullptr && d->is_bool() && d->as_bool()) {
+      std::printf("job %s debounced (first put %s)\n", field(job, "id").c_str(),
+                  field(job, "created").c_str());
+    }
+    print_job(job);
+    return 0;
   }
   int get() {
     if (int bad = need_id_or_key()) return bad;
@@ -467,12 +539,98 @@ class Cli {
   }
   int schedule_trigger() { return show("POST", schedule_target("/trigger"), nullptr, true); }
 
+  // --- a tube's settings (docs/flow-control.md)
+  // The PATCH body of `tube set`'s options; an exit code when one is malformed. The values'
+  // ranges are the server's to check.
+  std::optional<int> tube_change(json::object& body) const {
+    if (!o_.group_concurrency.empty()) {
+      if (o_.group_concurrency == "off") {
+        body["group_concurrency"] = nullptr;
+      } else if (auto n = whole(o_.group_concurrency)) {
+        body["group_concurrency"] = *n;
+      } else {
+        return usage("--group-concurrency wants a number or off, not '" + o_.group_concurrency +
+                     "'");
+      }
+    }
+    if (!o_.fair.empty()) body["fair"] = o_.fair == "on";
+    if (!o_.group_rate.empty()) {
+      if (o_.group_rate == "off") {
+        body["group_rate"] = nullptr;
+      } else {
+        body["group_rate"] = o_.group_rate;
+      }
+    }
+    if (o_.group_burst) body["group_burst"] = *o_.group_burst;
+    json::object weights;
+    for (const std::string& weight : o_.weights) {
+      // The last '=': a group's name may hold one, a weight never does.
+      const auto equals = weight.rfind('=');
+      const auto n = equals == std::string::npos ? std::nullopt : whole(weight.substr(equals + 1));
+      if (equals == 0 || !n) return usage("--weight wants group=N, not '" + weight + "'");
+      weights[weight.substr(0, equals)] = *n;
+    }
+    if (!weights.empty()) body["group_weights"] = std::move(weights);
+    if (o_.max_attempts) body["max_attempts"] = *o_.max_attempts;
+    if (body.empty()) {
+      return usage(
+          "give one or more of --group-concurrency, --fair, --group-rate, --group-burst, "
+          "--weight, --max-attempts");
+    }
+    return std::nullopt;
+  }
+  int tube_set() {
+    json::object body;
+    if (auto bad = tube_change(body)) return *bad;
+    ClientResponse response;
+    if (auto failed = call("PATCH", "/v1/tubes/" + segment(o_.tube), &body, response)) {
+      return *failed;
+    }
+    if (o_.json_output) {
+      std::fputs(response.body.c_str(), stdout);
+      return 0;
+    }
+    // The answer has the flow settings only if some were given, max_attempts only if given.
+    const json::object o = json::parse(response.body).as_object();
+    std::printf("tube %s\n", field(o, "tube").c_str());
+    if (o.contains("group_concurrency")) print_flow(o);
+    if (o.contains("max_attempts")) {
+      std::printf("  max attempts       %s\n", or_off(o, "max_attempts").c_str());
+    }
+    return 0;
+  }
+  int tube_show() {
+    ClientResponse response;
+    if (auto failed = call("GET", "/v1/tubes/" + segment(o_.tube), nullptr, response)) {
+      return *failed;
+    }
+    if (o_.json_output) {
+      std::fputs(response.body.c_str(), stdout);
+    } else {
+      print_tube(json::parse(response.body).as_object());
+    }
+    return 0;
+  }
+
   int group_rm() {
     return show("DELETE", "/v1/tubes/" + segment(o_.tube) + "/groups/" + segment(o_.group), nullptr,
                 false);
   }
 
  private:
+  static std::optional<std::uint64_t> whole(std::string_view text) {
+    std::uint64_t value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || error != std::errc{} || end != text.data() + text.size()) {
+      return std::nullopt;
+    }
+    return value;
+  }
+  static int usage(const std::string& message) {
+    std::fprintf(stderr, "delayq: %s\n", message.c_str());
+    return kExitUsage;
+  }
+
   Options& o_;
   std::unique_ptr<Client> client_;
 };
@@ -500,12 +658,23 @@ int main(int argc, char** argv) {
   put->add_option("body", o.body, "the job's body")->required();
   put->add_option("-t,--tube", o.tube, "tube")->capture_default_str();
   auto* in = put->add_option("--in", o.in, "delay: 48h, 10m, 1h30m, 1500ms");
-  put->add_option("--at", o.at, "due time: RFC 3339, e.g. 2026-11-24T10:00:00Z")->excludes(in);
+  auto* at =
+      put->add_option("--at", o.at, "due time: RFC 3339, e.g. 2026-11-24T10:00:00Z")->excludes(in);
   put->add_option("-p,--priority", o.priority, "priority, 0 most urgent (default 1024)");
   put->add_option("--ttr", o.ttr, "time to run once reserved, e.g. 60s (default 60s)");
-  put->add_option("-k,--key", o.key, "business key, unique in the tube (idempotent put)");
-  put->add_flag("--replace", o.replace, "with --key: replace the job holding the key");
-  put->add_option("-g,--group", o.group, "group, to list or cancel jobs together");
+  auto* key =
+      put->add_option("-k,--key", o.key, "business key, unique in the tube (idempotent put)");
+  auto* replace =
+      put->add_flag("--replace", o.replace, "with --key: replace the job holding the key");
+  put->add_option("-g,--group", o.group,
+                  "group, to list or cancel jobs together, and for a tube's flow control");
+  auto* debounce = put->add_option(
+      "--debounce", o.debounce,
+      "with --key: move the key's pending job to this from now (new body), e.g. 10s");
+  debounce->needs(key)->excludes(in)->excludes(at)->excludes(replace);
+  put->add_option("--max-wait", o.max_wait,
+                  "with --debounce: never later than this after the job's first put, e.g. 1m")
+      ->needs(debounce);
   put->add_option("--url", o.url, "push delivery: POST the job here, not to its tube's webhook");
   put->add_option("--content-type", o.content_type,
                   "push delivery: the body's Content-Type (default application/octet-stream)");
@@ -545,6 +714,37 @@ int main(int argc, char** argv) {
     command->add_option("group", o.group, "group")->required();
     command->add_option("-t,--tube", o.tube, "tube")->capture_default_str();
   }
+
+  auto* tube = app.add_subcommand("tube", "a tube's settings and counts (docs/flow-control.md)");
+  tube->require_subcommand(1);
+  auto* tube_set = tube->add_subcommand(
+      "set", "set a tube's flow control and max attempts; prints the settings in force");
+  tube_set->add_option("tube", o.tube, "tube")->required();
+  tube_set
+      ->add_option("--group-concurrency", o.group_concurrency,
+                   "at most N jobs of one group reserved at once; off for no limit")
+      ->type_name("N|off");
+  tube_set->add_option("--fair", o.fair, "groups take turns: on or off")
+      ->check(CLI::IsMember({"on", "off"}));
+  tube_set
+      ->add_option("--group-rate", o.group_rate,
+                   "reserves per group and period, e.g. 10/s, 600/1m; off for no limit")
+      ->type_name("RATE|off");
+  // Digits only (CLI11 reads "-1" as 2^32 - 1); the server checks the range.
+  tube_set
+      ->add_option("--group-burst", o.group_burst, "reserves a group may take at once (default 1)")
+      ->check(delayq::apps::whole_number(0, UINT32_MAX).description(""))
+      ->type_name("N");
+  tube_set
+      ->add_option("--weight", o.weights,
+                   "GROUP gets N turns to an unweighted group's one (default 1); "
+                   "repeat for several")
+      ->type_name("GROUP=N");
+  tube_set->add_option("--max-attempts", o.max_attempts,
+                       "reservations before a job is buried; 0 for no limit");
+  auto* tube_show =
+      tube->add_subcommand("show", "a tube's counts, flow control and groups held back");
+  tube_show->add_option("tube", o.tube, "tube")->required();
 
   auto* webhook = app.add_subcommand("webhook", "a tube's push delivery (docs/webhooks.md)");
   webhook->require_subcommand(1);
@@ -632,6 +832,8 @@ int main(int argc, char** argv) {
   }
   if (group_ls->parsed()) return cli.group_ls();
   if (group_rm->parsed()) return cli.group_rm();
+  if (tube_set->parsed()) return cli.tube_set();
+  if (tube_show->parsed()) return cli.tube_show();
   if (webhook_set->parsed()) return cli.webhook_set();
   if (webhook_get->parsed()) return cli.webhook_get();
   if (webhook_rm->parsed()) return cli.webhook_rm();

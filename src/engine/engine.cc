@@ -1368,18 +1368,12 @@ Result<Engine::JobList> Engine::list_jobs(std::string_view name, JobState state,
   std::vector<Slot> slots;
   switch (state) {
     case JobState::kReady: {
-      if (t.flow) {
-        // Held-back groups' jobs too, by (priority, id): O(ready jobs).
-        slots = all_ready(t);
-        const std::size_t n = std::min(limit, slots.size());
-        std::partial_sort(slots.begin(), slots.begin() + static_cast<std::ptrdiff_t>(n),
-                          slots.end(), [this](Slot a, Slot b) { return ready_less(a, b); });
-        slots.resize(n);
-        break;
-      }
-      // Best first through the heap: a parent is served before its children.
-      const auto worse = [this, &t](std::size_t a, std::size_t b) {
-        return ready_less(t.ready[b], t.ready[a]);
+      // Best first through the heap: a parent is served before its children. With flow
+      // control the heap holds the jobs a reserve may take now, by the tube's order (fair
+      // turns included).
+      const Flow* fair = fair_of(t);
+      const auto worse = [this, &t, fair](std::size_t a, std::size_t b) {
+        return heap_less(fair, t.ready[b], t.ready[a]);
       };
       std::vector<std::size_t> frontier;
       if (!t.ready.empty()) frontier.push_back(0);
@@ -1394,6 +1388,17 @@ Result<Engine::JobList> Engine::list_jobs(std::string_view name, JobState state,
             std::push_heap(frontier.begin(), frontier.end(), worse);
           }
         }
+      }
+      if (t.flow && slots.size() < limit) {
+        // Then the jobs behind their group's head or held back, by (priority, id): O(them).
+        std::vector<Slot> rest;
+        for (const auto& [group_name, group] : t.flow->groups) {
+          rest.insert(rest.end(), group.waiting.begin(), group.waiting.end());
+        }
+        const std::size_t n = std::min(limit - slots.size(), rest.size());
+        std::partial_sort(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(n), rest.end(),
+                          [this](Slot a, Slot b) { return ready_less(a, b); });
+        slots.insert(slots.end(), rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(n));
       }
       break;
     }

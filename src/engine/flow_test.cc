@@ -62,6 +62,15 @@ TEST_F(FlowTest, AGroupAtItsConcurrencyWaitsReadyWhileOtherGroupsAreServed) {
   EXPECT_EQ(stats.flow.group_concurrency, 1U);
   // peek-ready shows the held job rather than nothing, as the ready count says there is one.
   EXPECT_EQ(engine.peek_ready("t").value().id, a2);
+  // Listed after the jobs a reserve may take now, in the order a reserve takes them.
+  const JobId c1 = put("c");
+  const JobId a3 = put("a");
+  const auto listed = engine.list_jobs("t", JobState::kReady, 10).value().jobs;
+  ASSERT_EQ(listed.size(), 3U);
+  EXPECT_EQ(listed[0].id, c1);
+  EXPECT_EQ(listed[1].id, a2);
+  EXPECT_EQ(listed[2].id, a3);
+  EXPECT_EQ(take(worker), c1);
   ASSERT_TRUE(engine.erase(worker, a1).is_ok());
   EXPECT_EQ(take(worker), a2);
 }

@@ -281,6 +281,51 @@ async function main() {
     await shot('tube');
   });
 
+  await check('a tube page shows its flow control, and its groups held back and ready', async () => {
+    // The orders tube has no flow control: no panel, no group counts.
+    await page.goto(base + '/#/tubes/orders');
+    await page.waitForSelector('[data-cards] .card');
+    assert.equal(await page.locator('[data-flow]').isHidden(), true);
+    assert.equal(await page.getByTestId('card-groups-held').count(), 0);
+    const flow = await call(base, 'PATCH', '/v1/tubes/flow', {
+      group_concurrency: 1, fair: true, group_rate: '10/s', group_burst: 5,
+      group_weights: { gold: 3, silver: 2 },
+    });
+    assert.equal(flow.status, 200, JSON.stringify(flow.body));
+    // Two jobs of customer:1 and one of customer:2; a reserve takes customer:1's first, so that
+    // customer:1 is at its concurrency (held back) and customer:2 may be served (ready).
+    for (const group of ['customer:1', 'customer:1', 'customer:2']) {
+      assert.equal((await put('flow', { body: 'for ' + group, group })).status, 201);
+    }
+    const taken = await call(base, 'POST', '/v1/reserve', { tubes: ['flow'], timeout: '0s' });
+    assert.equal(taken.body.group, 'customer:1');
+    const tube = (await call(base, 'GET', '/v1/tubes/flow')).body;
+    assert.equal(tube.groups_held, 1);
+    assert.equal(tube.groups_ready, 1);
+    await page.goto(base + '/#/tubes/flow');
+    await page.waitForSelector('[data-flow]:not([hidden]) [data-flow-facts] dt');
+    const value = async (id) => (await page.getByTestId(id).locator('.value').textContent()).trim();
+    assert.equal(await value('card-groups-held'), '1');
+    assert.equal(await value('card-groups-ready'), '1');
+    const terms = await page.locator('[data-flow-facts] dt').allTextContents();
+    const values = await page.locator('[data-flow-facts] dd').allTextContents();
+    assert.deepEqual(Object.fromEntries(terms.map((term, i) => [term, values[i]])), {
+      'group concurrency': 'at most 1 reserved per group',
+      'fair turns': 'on',
+      'rate per group': '10/1s, burst 5',
+      'weighted groups': '2',
+    });
+    await shot('tube-flow');
+    // Every setting off again: the panel and the group counts go with the next refresh.
+    const off = await call(base, 'PATCH', '/v1/tubes/flow', {
+      group_concurrency: null, fair: false, group_rate: null,
+      group_weights: { gold: null, silver: null },
+    });
+    assert.equal(off.status, 200, JSON.stringify(off.body));
+    await page.waitForSelector('[data-flow][hidden]', { state: 'attached' });
+    assert.equal(await page.getByTestId('card-groups-held').count(), 0);
+  });
+
   await check('the inspector finds a job by key and reschedules it (checked through the API)',
               async () => {
     await page.goto(base + '/#/jobs');

@@ -157,6 +157,106 @@ TEST_F(CliTest, WebhookSetGetRm) {
   EXPECT_NE(bad.out.find("bad_request"), std::string::npos) << bad.out;
 }
 
+// `tube set` sends a tube's flow control (docs/flow-control.md) and prints what is in force;
+// `tube show` and a reserve see it at work: a group at its concurrency is held back.
+TEST_F(CliTest, TubeSetAndShowFlowControl) {
+  Outcome set = delayq(
+      "tube set emails --group-concurrency 1 --fair on --group-rate 10/s --group-burst 5 "
+      "--weight gold=3 --weight silver=2 --max-attempts 4");
+  ASSERT_EQ(set.status, 0) << set.out;
+  EXPECT_EQ(set.out,
+            "tube emails\n"
+            "  group concurrency  1\n"
+            "  fair               on\n"
+            "  group rate         10/1s, burst 5\n"
+            "  group weights      gold=3, silver=2\n"
+            "  max attempts       4\n");
+  ASSERT_EQ(delayq("put --tube emails --group customer:42 first").status, 0);
+  ASSERT_EQ(delayq("put --tube emails --group customer:42 second").status, 0);
+  Outcome taken = delayq("--json reserve --tube emails");
+  ASSERT_EQ(taken.status, 0) << taken.out;
+  EXPECT_EQ(json_of(taken).at("body").as_string(), "first");
+  EXPECT_EQ(delayq("reserve --tube emails").status, 4);  // its group is at its concurrency
+
+  // Through GET /v1/tubes/{tube}: the settings as set, and the group held back.
+  const json::object tube = json_of(delayq("--json tube show emails"));
+  EXPECT_EQ(tube.at("group_concurrency").as_int64(), 1);
+  EXPECT_EQ(tube.at("fair").as_bool(), true);
+  EXPECT_EQ(tube.at("group_rate").as_string(), "10/1s");
+  EXPECT_EQ(tube.at("group_burst").as_int64(), 5);
+  EXPECT_EQ(tube.at("group_weights").as_object().at("gold").as_int64(), 3);
+  EXPECT_EQ(tube.at("max_attempts").as_int64(), 4);
+  EXPECT_EQ(tube.at("groups_held").as_int64(), 1);
+  EXPECT_EQ(tube.at("groups_ready").as_int64(), 0);
+  Outcome shown = delayq("tube show emails");
+  ASSERT_EQ(shown.status, 0) << shown.out;
+  EXPECT_TRUE(
+      shown.out.starts_with("tube emails\n  jobs               1 ready (0 urgent), 0 "
+                            "delayed, 1 reserved, 0 buried\n"))
+      << shown.out;
+  EXPECT_NE(shown.out.find("  group rate         10/1s, burst 5\n"), std::string::npos)
+      << shown.out;
+  EXPECT_NE(shown.out.find("  groups             1 held, 0 ready\n"), std::string::npos)
+      << shown.out;
+
+  // Off again: the held job is served.
+  Outcome off =
+      delayq("--json tube set emails --group-concurrency off --fair off --group-rate off");
+  ASSERT_EQ(off.status, 0) << off.out;
+  EXPECT_EQ(json_of(off).at("group_concurrency").as_int64(), 0);
+  EXPECT_TRUE(json_of(off).at("group_rate").is_null());
+  EXPECT_FALSE(json_of(off).contains("max_attempts"));
+  Outcome next = delayq("--json reserve --tube emails");
+  ASSERT_EQ(next.status, 0) << next.out;
+  EXPECT_EQ(json_of(next).at("body").as_string(), "second");
+
+  EXPECT_EQ(delayq("tube set emails").status, 2);                // nothing to set
+  EXPECT_EQ(delayq("tube set emails --weight gold").status, 2);  // no =N
+  EXPECT_EQ(delayq("tube set emails --group-concurrency many").status, 2);
+  EXPECT_EQ(delayq("tube set emails --fair maybe").status, 2);
+  Outcome refused = delayq("tube set emails --group-rate fast");
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_NE(refused.out.find("delayq: bad_request: group_rate:"), std::string::npos) << refused.out;
+  EXPECT_EQ(delayq("tube show nothing-here").status, 1);
+}
+
+// A put with --debounce moves the pending job holding its key, never past its first put +
+// --max-wait, and says so.
+TEST_F(CliTest, PutDebounceMovesTheKeysPendingJob) {
+  Outcome first = delayq("--json put --tube index --key doc:42 --debounce 10s --max-wait 1m v1");
+  ASSERT_EQ(first.status, 0) << first.out;
+  const json::object job = json_of(first);
+  EXPECT_EQ(job.at("state").as_string(), "delayed");
+  EXPECT_FALSE(job.contains("debounced"));
+  const std::string id = std::to_string(job.at("id").to_number<std::uint64_t>());
+  const std::string created(job.at("created").as_string());
+
+  Outcome second = delayq("put --tube index --key doc:42 --debounce 10s --max-wait 1m v2");
+  ASSERT_EQ(second.status, 0) << second.out;
+  EXPECT_TRUE(second.out.starts_with("job " + id + " debounced (first put " + created + ")\n"))
+      << second.out;
+  EXPECT_EQ(json_of(delayq("--json get " + id)).at("body").as_string(), "v2");
+
+  // A debounce of an hour stops at the first put + 1 minute: 50 s after the first due time.
+  Outcome capped = delayq("--json put --tube index --key doc:42 --debounce 1h --max-wait 1m v3");
+  ASSERT_EQ(capped.status, 0) << capped.out;
+  const json::object moved = json_of(capped);
+  EXPECT_EQ(moved.at("debounced").as_bool(), true);
+  EXPECT_EQ(moved.at("created").as_string(), created);
+  const std::int64_t later = moved.at("due_unix_ms").to_number<std::int64_t>() -
+                             job.at("due_unix_ms").to_number<std::int64_t>();
+  EXPECT_LE(later, 50'000);
+  EXPECT_GE(later, 49'000);
+  // Moved, not put again.
+  const json::object tube = json_of(delayq("--json tube show index"));
+  EXPECT_EQ(tube.at("total_jobs").as_int64(), 1);
+  EXPECT_EQ(tube.at("delayed").as_int64(), 1);
+
+  EXPECT_EQ(delayq("put --tube index --debounce 10s x").status, 2);  // no key
+  EXPECT_EQ(delayq("put --tube index -k k --debounce 10s --in 1s x").status, 2);
+  EXPECT_EQ(delayq("put --tube index -k k --max-wait 1m x").status, 2);  // no debounce
+}
+
 TEST_F(CliTest, ATokenFileLocksTheApiAndDelayqTokenOpensIt) {
   const auto tokens = dir_.path() / "tokens";
   {

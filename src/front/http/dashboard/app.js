@@ -474,6 +474,19 @@ function tubesPage() {
   };
 }
 
+// A tube's flow control settings (docs/flow-control.md) as [name, value] facts; none when every
+// setting is off.
+function flowFacts(t) {
+  const weighted = Object.keys(t.group_weights || {}).length;
+  if (!t.group_concurrency && !t.fair && !t.group_rate && !weighted) return [];
+  return [
+    ['group concurrency', t.group_concurrency ? 'at most ' + fmtCount(t.group_concurrency) + ' reserved per group' : 'off'],
+    ['fair turns', t.fair ? 'on' : 'off'],
+    ['rate per group', t.group_rate ? t.group_rate + ', burst ' + fmtCount(t.group_burst) : 'off'],
+    ['weighted groups', weighted ? fmtCount(weighted) : 'none'],
+  ];
+}
+
 function tubePage(name) {
   const root = instantiate('page-tube');
   root.querySelector('[data-name]').textContent = name;
@@ -482,6 +495,7 @@ function tubePage(name) {
   const tabs = root.querySelectorAll('[data-state]');
   const jobs = root.querySelector('[data-jobs] tbody');
   const note = root.querySelector('[data-jobs-note]');
+  const flow = root.querySelector('[data-flow]');
   let refresh;
   tabs.forEach((tab) => tab.addEventListener('click', () => {
     state = tab.dataset.state;
@@ -508,17 +522,24 @@ function tubePage(name) {
     } catch (error) {
       if (error.status !== 404) throw error;
       root.querySelector('[data-cards]').replaceChildren(card('state', 'no such tube (it has no jobs)', 'card-missing'));
+      flow.hidden = true;
       jobs.replaceChildren();
       note.textContent = '';
       await due.refresh();  // says "no such tube" and empties the chart
       return;
     }
+    // Groups held back and groups ready count only under flow control: shown with it.
+    const flowSettings = flowFacts(t);
     root.querySelector('[data-cards]').replaceChildren(
       card('ready', fmtCount(t.ready)), card('delayed', fmtCount(t.delayed)),
       card('reserved', fmtCount(t.reserved)), card('buried', fmtCount(t.buried)),
       card('waiting workers', fmtCount(t.waiting), 'card-waiting'),
       card('paused', t.pause_left_ms > 0 ? fmtSpan(t.pause_left_ms) + ' left' : 'no'),
-      card('oldest ready', t.ready ? fmtSpan(t.oldest_ready_age_ms) : '–'));
+      card('oldest ready', t.ready ? fmtSpan(t.oldest_ready_age_ms) : '–'),
+      ...(flowSettings.length ? [card('groups held back', fmtCount(t.groups_held), 'card-groups-held'),
+                                 card('groups ready', fmtCount(t.groups_ready), 'card-groups-ready')] : []));
+    flow.hidden = flowSettings.length === 0;
+    facts(flow.querySelector('[data-flow-facts]'), flowSettings);
     tabs.forEach((tab) => tab.classList.toggle('current', tab.dataset.state === state));
     try {
       const list = await api('/v1/tubes/' + enc(name) + '/jobs?state=' + state + '&limit=50');
