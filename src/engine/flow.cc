@@ -24,6 +24,12 @@ namespace {
 // share turns exactly.
 constexpr std::uint64_t kTurn = 720'720;
 
+// A rate's tokens per millisecond.
+double per_ms(const FlowSettings& settings) {
+  return static_cast<double>(settings.rate_jobs) /
+         static_cast<double>(settings.rate_period.count());
+}
+
 }  // namespace
 
 std::string_view Engine::group_of(Slot slot) const {
@@ -47,10 +53,9 @@ Engine::FlowGroup& Engine::flow_group(Flow& flow, Slot slot) {
 void Engine::refill(const Flow& flow, FlowGroup& group) {
   const std::int64_t now = steady_now();
   if (now <= group.tokens_at) return;
-  const double per_ms = static_cast<double>(flow.settings.rate_jobs) /
-                        static_cast<double>(flow.settings.rate_period.count());
-  group.tokens = std::min(static_cast<double>(flow.settings.rate_burst),
-                          group.tokens + per_ms * static_cast<double>(now - group.tokens_at));
+  group.tokens =
+      std::min(static_cast<double>(flow.settings.rate_burst),
+               group.tokens + per_ms(flow.settings) * static_cast<double>(now - group.tokens_at));
   group.tokens_at = now;
 }
 
@@ -148,21 +153,17 @@ void Engine::flow_refresh(TubeNo no, std::string_view name) {
       flow.groups.erase(it);
       return;
     }
-    const double per_ms = static_cast<double>(flow.settings.rate_jobs) /
-                          static_cast<double>(flow.settings.rate_period.count());
-    arm_flow_timer(
-        no, name, group,
-        group.tokens_at + static_cast<std::int64_t>(std::ceil((burst - group.tokens) / per_ms)));
+    arm_flow_timer(no, name, group,
+                   group.tokens_at + static_cast<std::int64_t>(std::ceil((burst - group.tokens) /
+                                                                         per_ms(flow.settings))));
   } else if (rated && group.head == kNoSlot && !group.waiting.empty() &&
              (flow.settings.group_concurrency == 0 ||
               group.reserved < flow.settings.group_concurrency)) {
     // Held back by the rate alone: looked at again when its next token comes.
-    const double per_ms = static_cast<double>(flow.settings.rate_jobs) /
-                          static_cast<double>(flow.settings.rate_period.count());
     arm_flow_timer(no, name, group,
-                   group.tokens_at +
-                       std::max<std::int64_t>(
-                           1, static_cast<std::int64_t>(std::ceil((1.0 - group.tokens) / per_ms))));
+                   group.tokens_at + std::max<std::int64_t>(
+                                         1, static_cast<std::int64_t>(std::ceil(
+                                                (1.0 - group.tokens) / per_ms(flow.settings)))));
   }
 }
 
@@ -247,8 +248,8 @@ Status Engine::set_flow(std::string_view name, const FlowSettings& flow) {
                                           std::to_string(options_.max_name_bytes) + " bytes"};
     }
     if (weight < 1 || weight > FlowSettings::kMaxGroupWeight) {
-      return {Code::kInvalidArgument, "group_weights: a weight of 1 to " +
-                                          std::to_string(FlowSettings::kMaxGroupWeight)};
+      return {Code::kInvalidArgument,
+              "group_weights: a weight of 1 to " + std::to_string(FlowSettings::kMaxGroupWeight)};
     }
   }
   FlowSettings normal = flow;  // a weight of 1 is every group's: not kept
