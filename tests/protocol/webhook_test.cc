@@ -881,6 +881,33 @@ TEST_F(WebhookTest, SlowReceiverDoesNotDelayOtherTubes) {
   EXPECT_EQ(slow.max_in_flight(), 1) << describe(a);
 }
 
+// Flow control holds push delivery as it holds workers: with group_concurrency 1, a group's
+// next job goes out only once its request before was answered, while other groups go on.
+TEST_F(WebhookTest, GroupConcurrencyHoldsAGroupsDeliveriesToOneAtATime) {
+  Receiver receiver(always(200, Millis{300}));
+  set_webhook("tenants", {{"url", receiver.url("/hook")}, {"concurrency", 4}});
+  expect(200, "PATCH", "/v1/tubes/tenants", R"({"group_concurrency":1})");
+  for (int i = 0; i < 3; ++i) {
+    for (const char* group : {"a", "b"}) {
+      put("tenants", {{"body", std::string(group) + std::to_string(i)}, {"group", group}});
+    }
+  }
+  ASSERT_TRUE(receiver.wait_for_count(6, kDeliveryWait)) << describe(receiver.requests());
+  const std::vector<Received> got = receiver.requests();
+  EXPECT_EQ(receiver.max_in_flight(), 2) << "one request per group, for all 4 the webhook allows";
+  for (const char group : {'a', 'b'}) {
+    std::vector<Received> of_group;
+    for (const Received& r : got) {
+      if (!r.body.empty() && r.body[0] == group) of_group.push_back(r);
+    }
+    ASSERT_EQ(of_group.size(), 3u) << describe(got);
+    for (std::size_t i = 1; i < of_group.size(); ++i) {
+      EXPECT_GE(millis_between(of_group[i - 1].arrived, of_group[i].arrived), 300)
+          << group << ": a request before the one before it was answered: " << describe(got);
+    }
+  }
+}
+
 TEST_F(WebhookTest, WebhookSurvivesARestart) {
   Receiver receiver;
   const json::object set =
