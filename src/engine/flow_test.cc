@@ -218,58 +218,97 @@ TEST_F(FlowTest, SettingALimitCountsTheReservationsAlreadyHeld) {
 }
 
 // Random puts, reserves, deletes, releases, buries, kicks, disconnects and passing time on a
-// tube with a concurrency of 2 and fair turns: no group ever holds more than 2, the ready and
-// reserved counts are what the jobs say, and once every worker is gone each job can be taken.
-TEST_F(FlowTest, ARandomWalkNeverExceedsTheLimitAndLosesNoJob) {
-  set({.group_concurrency = 2, .fair = true});
-  std::mt19937 random(7);
-  std::vector<ClientId> workers;
-  for (int i = 0; i < 4; ++i) workers.push_back(engine.connect());
-  std::map<JobId, ClientId> held;
-  std::vector<JobId> all;
-  for (int step = 0; step < 20'000; ++step) {
-    const int what = static_cast<int>(random() % 10);
-    const ClientId w = workers[random() % workers.size()];
-    if (what < 3) {
-      all.push_back(put(std::string(1, static_cast<char>('a' + random() % 5)),
-                        static_cast<std::uint32_t>(random() % 3)));
-    } else if (what < 6) {
-      if (const JobId id = take(w)) held[id] = w;
-    } else if (what == 6 && !held.empty()) {
-      auto it = std::next(held.begin(), static_cast<long>(random() % held.size()));
-      ASSERT_TRUE(engine.erase(it->second, it->first).is_ok());
-      std::erase(all, it->first);
-      held.erase(it);
-    } else if (what == 7 && !held.empty()) {
-      auto it = std::next(held.begin(), static_cast<long>(random() % held.size()));
-      ASSERT_TRUE(random() % 2 ? engine.release(it->second, it->first, 1, Millis{0}).is_ok()
-                               : engine.bury(it->second, it->first, 1).is_ok());
-      held.erase(it);
-    } else if (what == 8) {
-      engine.kick("t", 3);
-    } else if (random() % 20 == 0) {
-      engine.disconnect(w);
-      std::erase_if(held, [w](const auto& entry) { return entry.second == w; });
-      std::replace(workers.begin(), workers.end(), w, engine.connect());
+// tube with `flow`: no group ever holds more than `limit`, the reserved count is what the
+// workers hold, and once every worker is gone (and, under a rate, time has passed) every job
+// can be taken. Under a rate, no group takes more reserves than its bucket allows.
+class FlowWalk : public FlowTest {
+ protected:
+  void walk(const FlowSettings& flow, int limit) {
+    set(flow);
+    std::mt19937 random(7);
+    std::vector<ClientId> workers;
+    for (int i = 0; i < 4; ++i) workers.push_back(engine.connect());
+    std::map<JobId, ClientId> held;
+    std::vector<JobId> all;
+    std::map<std::string, std::vector<std::int64_t>> reserved_at;  // by group, steady ms
+    for (int step = 0; step < 20'000; ++step) {
+      const int what = static_cast<int>(random() % 11);
+      const ClientId w = workers[random() % workers.size()];
+      if (what < 3) {
+        all.push_back(put(std::string(1, static_cast<char>('a' + random() % 5)),
+                          static_cast<std::uint32_t>(random() % 3)));
+      } else if (what < 6) {
+        if (const JobId id = take(w)) {
+          held[id] = w;
+          reserved_at[group_of(id)].push_back(engine.steady_now());
+        }
+      } else if (what == 6 && !held.empty()) {
+        auto it = std::next(held.begin(), static_cast<long>(random() % held.size()));
+        ASSERT_TRUE(engine.erase(it->second, it->first).is_ok());
+        std::erase(all, it->first);
+        held.erase(it);
+      } else if (what == 7 && !held.empty()) {
+        auto it = std::next(held.begin(), static_cast<long>(random() % held.size()));
+        ASSERT_TRUE(random() % 2 ? engine.release(it->second, it->first, 1, Millis{0}).is_ok()
+                                 : engine.bury(it->second, it->first, 1).is_ok());
+        held.erase(it);
+      } else if (what == 8) {
+        engine.kick("t", 3);
+      } else if (what == 9) {
+        pass(Millis{static_cast<std::int64_t>(random() % 50)});
+      } else if (random() % 20 == 0) {
+        engine.disconnect(w);
+        std::erase_if(held, [w](const auto& entry) { return entry.second == w; });
+        std::replace(workers.begin(), workers.end(), w, engine.connect());
+      }
+      std::map<std::string, int> per_group;
+      for (const auto& [id, holder] : held) {
+        if (const std::string g = group_of(id); !g.empty()) {
+          ASSERT_LE(++per_group[g], limit) << g;
+        }
+      }
+      const auto stats = engine.stats_tube("t");  // gone while it holds nothing
+      ASSERT_EQ(stats.is_ok() ? stats.value().reserved : 0U, held.size());
     }
-    std::map<std::string, int> per_group;
-    for (const auto& [id, holder] : held) {
-      if (const std::string g = group_of(id); !g.empty()) {
-        ASSERT_LE(++per_group[g], 2) << g;
+    if (flow.rate_jobs != 0) {
+      // In any window of a period, a group takes at most burst + the period's reserves.
+      const std::int64_t period = flow.rate_period.count();
+      for (const auto& [group, times] : reserved_at) {
+        if (group.empty()) continue;
+        for (std::size_t a = 0, b = 0; b < times.size(); ++b) {
+          while (times[b] - times[a] >= period) ++a;
+          ASSERT_LE(b - a + 1, flow.rate_burst + flow.rate_jobs) << group << " at " << times[b];
+        }
       }
     }
-    const auto stats = engine.stats_tube("t");  // gone while it holds nothing
-    ASSERT_EQ(stats.is_ok() ? stats.value().reserved : 0U, held.size());
+    for (const ClientId w : workers) engine.disconnect(w);
+    engine.kick("t", all.size());
+    const ClientId last = engine.connect();
+    std::size_t taken = 0;
+    for (int round = 0; round < 100'000 && taken < all.size(); ++round) {
+      if (const JobId id = take(last)) {
+        ASSERT_TRUE(engine.erase(last, id).is_ok());
+        ++taken;
+      } else {
+        pass(Millis{10});  // a rate's next token
+      }
+    }
+    EXPECT_EQ(taken, all.size());
   }
-  for (const ClientId w : workers) engine.disconnect(w);
-  engine.kick("t", all.size());
-  const ClientId last = engine.connect();
-  std::size_t taken = 0;
-  while (const JobId id = take(last)) {
-    ASSERT_TRUE(engine.erase(last, id).is_ok());
-    ++taken;
-  }
-  EXPECT_EQ(taken, all.size());
+};
+
+TEST_F(FlowWalk, ConcurrencyAndFairTurns) {
+  walk({.group_concurrency = 2, .fair = true}, 2);
+}
+
+TEST_F(FlowWalk, ARateWithConcurrencyAndWeights) {
+  walk({.group_concurrency = 3,
+        .fair = true,
+        .rate_jobs = 5,
+        .rate_period = Millis{100},
+        .rate_burst = 2,
+        .group_weights = {{"a", 4}}},
+       3);
 }
 
 }  // namespace
