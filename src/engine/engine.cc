@@ -358,58 +358,71 @@ bool Engine::ready_less(Slot a, Slot b) const {
   return x.id() < y.id();
 }
 
-bool Engine::heap_less(const Flow* fair, Slot a, Slot b) const {
-  if (fair == nullptr) return ready_less(a, b);
+// Without fair turns every turn is 0, and the order is ready_less()'s.
+bool Engine::heap_less(Slot a, std::uint64_t turn_a, Slot b, std::uint64_t turn_b) const {
   const Job& x = job(a);
   const Job& y = job(b);
   if (x.priority != y.priority) return x.priority < y.priority;
-  const std::uint64_t turn_a = fair->groups.find(group_of(a))->second.start;
-  const std::uint64_t turn_b = fair->groups.find(group_of(b))->second.start;
   if (turn_a != turn_b) return turn_a < turn_b;
   return x.id() < y.id();
 }
 
-void Engine::heap_set(std::vector<Slot>& heap, std::size_t position, Slot slot) {
+void Engine::heap_set(std::vector<Slot>& heap, Flow* fair, std::size_t position, Slot slot,
+                      std::uint64_t turn) {
   heap[position] = slot;
+  if (fair != nullptr) fair->turns[position] = turn;
   timers_[slot].position = static_cast<std::uint32_t>(position);
 }
 
-void Engine::heap_sift_up(std::vector<Slot>& heap, const Flow* fair, std::size_t position) {
+void Engine::heap_sift_up(std::vector<Slot>& heap, Flow* fair, std::size_t position) {
+  const auto turn_at = [fair](std::size_t i) { return fair != nullptr ? fair->turns[i] : 0; };
   const Slot slot = heap[position];
+  const std::uint64_t turn = turn_at(position);
   while (position > 0) {
     const std::size_t parent = (position - 1) / 2;
-    if (!heap_less(fair, slot, heap[parent])) break;
-    heap_set(heap, position, heap[parent]);
+    if (!heap_less(slot, turn, heap[parent], turn_at(parent))) break;
+    heap_set(heap, fair, position, heap[parent], turn_at(parent));
     position = parent;
   }
-  heap_set(heap, position, slot);
+  heap_set(heap, fair, position, slot, turn);
 }
 
-void Engine::heap_sift_down(std::vector<Slot>& heap, const Flow* fair, std::size_t position) {
+void Engine::heap_sift_down(std::vector<Slot>& heap, Flow* fair, std::size_t position) {
+  const auto turn_at = [fair](std::size_t i) { return fair != nullptr ? fair->turns[i] : 0; };
   const Slot slot = heap[position];
+  const std::uint64_t turn = turn_at(position);
   const std::size_t size = heap.size();
   for (;;) {
     std::size_t child = 2 * position + 1;
     if (child >= size) break;
-    if (child + 1 < size && heap_less(fair, heap[child + 1], heap[child])) ++child;
-    if (!heap_less(fair, heap[child], slot)) break;
-    heap_set(heap, position, heap[child]);
+    if (child + 1 < size &&
+        heap_less(heap[child + 1], turn_at(child + 1), heap[child], turn_at(child))) {
+      ++child;
+    }
+    if (!heap_less(heap[child], turn_at(child), slot, turn)) break;
+    heap_set(heap, fair, position, heap[child], turn_at(child));
     position = child;
   }
-  heap_set(heap, position, slot);
+  heap_set(heap, fair, position, slot, turn);
 }
 
-void Engine::heap_push(std::vector<Slot>& heap, const Flow* fair, Slot slot) {
+void Engine::heap_push(std::vector<Slot>& heap, Flow* fair, Slot slot, std::uint64_t turn) {
   heap.push_back(slot);
+  if (fair != nullptr) fair->turns.push_back(turn);
   heap_sift_up(heap, fair, heap.size() - 1);
 }
 
-void Engine::heap_remove(std::vector<Slot>& heap, const Flow* fair, std::size_t position) {
+void Engine::heap_remove(std::vector<Slot>& heap, Flow* fair, std::size_t position) {
   DELAYQ_CHECK(position < heap.size());
   const Slot last = heap.back();
   heap.pop_back();
+  std::uint64_t last_turn = 0;
+  if (fair != nullptr) {
+    last_turn = fair->turns.back();
+    fair->turns.pop_back();
+  }
   if (position == heap.size()) return;
-  heap_set(heap, position, last);
+  heap_set(heap, fair, position, last, last_turn);
   heap_sift_up(heap, fair, position);
   heap_sift_down(heap, fair, timers_[last].position);
 }
@@ -1373,7 +1386,8 @@ Result<Engine::JobList> Engine::list_jobs(std::string_view name, JobState state,
       // turns included).
       const Flow* fair = fair_of(t);
       const auto worse = [this, &t, fair](std::size_t a, std::size_t b) {
-        return heap_less(fair, t.ready[b], t.ready[a]);
+        return fair != nullptr ? heap_less(t.ready[b], fair->turns[b], t.ready[a], fair->turns[a])
+                               : ready_less(t.ready[b], t.ready[a]);
       };
       std::vector<std::size_t> frontier;
       if (!t.ready.empty()) frontier.push_back(0);

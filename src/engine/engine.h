@@ -342,6 +342,9 @@ class Engine {
     FlowSettings settings;
     StringMap<FlowGroup> groups;     // "" holds the jobs with no group
     std::uint64_t virtual_time = 0;  // fair: the start of the turn served last
+    // fair: the turn of each head in the tube's heap, beside it (turns[i] is ready[i]'s), so
+    // that comparing two heads looks nothing up.
+    std::vector<std::uint64_t> turns;
   };
   struct Tube {
     std::string name;
@@ -439,16 +442,18 @@ class Engine {
   // says it is buried now (it then is: buries counted, persisted).
   bool bury_if_attempts_used(Slot slot);
 
-  // ready heaps: a tube's, or a flow group's waiting jobs (fair: nullptr); `fair` orders a fair
-  // tube's heads by their turn.
+  // ready heaps: a tube's, or a flow group's waiting jobs (fair: nullptr). With `fair`, the
+  // heap is a fair tube's, of heads ordered by (priority, turn, id), their turns kept beside
+  // them in fair->turns; `turn` is the turn of the head pushed.
   [[nodiscard]] bool ready_less(Slot a, Slot b) const;
-  [[nodiscard]] bool heap_less(const Flow* fair, Slot a, Slot b) const;
-  void heap_set(std::vector<Slot>& heap, std::size_t position, Slot slot);
-  void heap_push(std::vector<Slot>& heap, const Flow* fair, Slot slot);
-  void heap_remove(std::vector<Slot>& heap, const Flow* fair, std::size_t position);
-  void heap_sift_up(std::vector<Slot>& heap, const Flow* fair, std::size_t position);
-  void heap_sift_down(std::vector<Slot>& heap, const Flow* fair, std::size_t position);
-  [[nodiscard]] static const Flow* fair_of(const Tube& t) {
+  [[nodiscard]] bool heap_less(Slot a, std::uint64_t turn_a, Slot b, std::uint64_t turn_b) const;
+  void heap_set(std::vector<Slot>& heap, Flow* fair, std::size_t position, Slot slot,
+                std::uint64_t turn);
+  void heap_push(std::vector<Slot>& heap, Flow* fair, Slot slot, std::uint64_t turn = 0);
+  void heap_remove(std::vector<Slot>& heap, Flow* fair, std::size_t position);
+  void heap_sift_up(std::vector<Slot>& heap, Flow* fair, std::size_t position);
+  void heap_sift_down(std::vector<Slot>& heap, Flow* fair, std::size_t position);
+  [[nodiscard]] static Flow* fair_of(const Tube& t) {
     return t.flow && t.flow->settings.fair ? t.flow.get() : nullptr;
   }
 

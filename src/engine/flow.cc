@@ -72,14 +72,14 @@ void Engine::flow_push(TubeNo no, Slot slot) {
   Tube& t = tube(no);
   Flow& flow = *t.flow;
   FlowGroup& group = flow_group(flow, slot);
-  const Flow* fair = fair_of(t);
+  Flow* fair = fair_of(t);
   if (group.head != kNoSlot && ready_less(slot, group.head)) {
     // The new job is the group's best: it takes the head's place, with the head's turn.
     const Slot old = group.head;
     heap_remove(t.ready, fair, timers_[old].position);
     heap_push(group.waiting, nullptr, old);
     group.head = slot;
-    heap_push(t.ready, fair, slot);
+    heap_push(t.ready, fair, slot, group.start);
     return;
   }
   heap_push(group.waiting, nullptr, slot);
@@ -128,14 +128,14 @@ void Engine::flow_refresh(TubeNo no, std::string_view name) {
   const auto it = flow.groups.find(name);
   if (it == flow.groups.end()) return;
   FlowGroup& group = it->second;
-  const Flow* fair = fair_of(t);
+  Flow* fair = fair_of(t);
   const bool serve = may_serve(flow, group);
   if (serve && group.head == kNoSlot && !group.waiting.empty()) {
     const Slot next = group.waiting.front();
     heap_remove(group.waiting, nullptr, 0);
     group.head = next;
     group.start = std::max(flow.virtual_time, group.finish);
-    heap_push(t.ready, fair, next);
+    heap_push(t.ready, fair, next, group.start);
     ready_changed(no);
   } else if (!serve && group.head != kNoSlot) {
     const Slot head = group.head;
