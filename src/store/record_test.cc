@@ -141,8 +141,7 @@ TEST(RecordTest, FlowSettingsRoundTripAndBadBytesAreRefused) {
   const std::string bytes = encode_flow(flow);
   EXPECT_EQ(bytes.size(), 20U + (2 + 3 + 4) + (2 + 4 + 4));
   EXPECT_EQ(decode_flow("t", bytes).value(), flow);
-  EXPECT_EQ(decode_flow("t", bytes.substr(0, bytes.size() - 1)).status().code(),
-            Code::kCorruption);
+  EXPECT_EQ(decode_flow("t", bytes.substr(0, bytes.size() - 1)).status().code(), Code::kCorruption);
   EXPECT_EQ(decode_flow("t", bytes + "x").status().code(), Code::kCorruption);
   std::string unfair = bytes;
   unfair[5] = 2;

@@ -146,10 +146,9 @@ TEST_P(FlowContract, SettingsAreKeptAcrossARestartAndOffRestoresTheOrder) {
   restart();
   const TubeStats stats = stats_tube("keep").value();
   EXPECT_EQ(stats.flow, changed.value());
-  auto off = set_flow("keep", {.group_concurrency = 0,
-                               .fair = false,
-                               .rate_jobs = 0,
-                               .group_weights = {{"vip", 1}}});
+  auto off = set_flow(
+      "keep",
+      {.group_concurrency = 0, .fair = false, .rate_jobs = 0, .group_weights = {{"vip", 1}}});
   ASSERT_TRUE(off.is_ok());
   EXPECT_FALSE(off.value().any());
   EXPECT_FALSE(stats_tube("keep").value().flow.any());

@@ -309,11 +309,10 @@ void FakeAdmin::set_max_attempts(std::string tube, std::uint32_t max_attempts,
 void FakeAdmin::set_flow(std::string tube, broker::FlowChange change,
                          broker::Callback<FlowSettings> done) {
   const FlowSettings flow = change.applied_to({});
-  std::string args = "tube=" + tube + " concurrency=" + std::to_string(flow.group_concurrency) +
-                     " fair=" + (flow.fair ? "1" : "0") + " rate=" +
-                     std::to_string(flow.rate_jobs) + "/" +
-                     std::to_string(flow.rate_period.count()) + "ms" +
-                     " burst=" + std::to_string(flow.rate_burst);
+  std::string args =
+      "tube=" + tube + " concurrency=" + std::to_string(flow.group_concurrency) +
+      " fair=" + (flow.fair ? "1" : "0") + " rate=" + std::to_string(flow.rate_jobs) + "/" +
+      std::to_string(flow.rate_period.count()) + "ms" + " burst=" + std::to_string(flow.rate_burst);
   for (const auto& [group, weight] : change.group_weights) {
     args += " weight=" + group + ":" + std::to_string(weight);
   }

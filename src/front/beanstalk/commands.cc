@@ -218,7 +218,8 @@ void Conversation::flow_tube(const Command& command) {
   change.rate_jobs = given.rate_jobs;
   if (given.rate_period_ms) change.rate_period = broker::Millis{*given.rate_period_ms};
   change.rate_burst = given.burst;
-  for (const auto& [group, weight] : given.weights) change.group_weights[std::string(group)] = weight;
+  for (const auto& [group, weight] : given.weights)
+    change.group_weights[std::string(group)] = weight;
   admin().set_flow(std::string(command.tube), change,
                    answer<FlowSettings>([](const FlowSettings& flow) {
                      return "FLOW " + std::to_string(flow.group_concurrency) + " " +
