@@ -179,7 +179,7 @@ class Engine {
   void restore_max_attempts(std::string_view tube, std::uint32_t max_attempts);
   // A tube's flow control (docs/flow-control.md): which ready jobs a reserve may take, by their
   // group. Kept whether the tube exists or not; persisted. Setting it sorts the tube's ready jobs
-  // anew, O(its ready and reserved jobs), and starts every group's turns and rate afresh.
+  // anew, O(its ready jobs + every reserved job), and starts every group's turns and rate afresh.
   Status set_flow(std::string_view tube, const FlowSettings& flow);
   [[nodiscard]] FlowSettings flow(std::string_view tube) const;
   void restore_flow(std::string_view tube, const FlowSettings& flow);
