@@ -352,10 +352,7 @@ Status Engine::check_reserved_by(ClientId client_id, JobId id, Slot* slot) const
 // which the wheel leaves to us (a ready job holds no timer).
 
 bool Engine::ready_less(Slot a, Slot b) const {
-  const Job& x = job(a);
-  const Job& y = job(b);
-  if (x.priority != y.priority) return x.priority < y.priority;
-  return x.id() < y.id();
+  return heap_less(a, 0, b, 0);
 }
 
 // Without fair turns every turn is 0, and the order is ready_less()'s.
@@ -998,7 +995,7 @@ Result<JobView> Engine::peek_ready(std::string_view name) const {
   }
   if (!t->ready.empty()) return view(t->ready.front());
   // Every group with ready jobs is held back by flow control: the best of them.
-  const auto held = all_ready(*t);
+  const auto held = behind_heads(*t);
   return view(*std::min_element(held.begin(), held.end(),
                                 [this](Slot a, Slot b) { return ready_less(a, b); }));
 }
@@ -1357,8 +1354,8 @@ Result<TubeStats> Engine::stats_tube(std::string_view name) const {
   if (const auto since = t->ready_since.earliest()) {
     s.oldest_ready_age = Millis{std::max<std::int64_t>(0, now() - *since)};
   }
-  if (const auto flow = flows_.find(name); flow != flows_.end()) s.flow = flow->second;
   if (t->flow) {
+    s.flow = t->flow->settings;
     for (const auto& [group, state] : t->flow->groups) {
       if (!state.limited) continue;  // the jobs with no group are no group
       if (state.head != kNoSlot) {
@@ -1405,10 +1402,7 @@ Result<Engine::JobList> Engine::list_jobs(std::string_view name, JobState state,
       }
       if (t.flow && slots.size() < limit) {
         // Then the jobs behind their group's head or held back, by (priority, id): O(them).
-        std::vector<Slot> rest;
-        for (const auto& [group_name, group] : t.flow->groups) {
-          rest.insert(rest.end(), group.waiting.begin(), group.waiting.end());
-        }
+        std::vector<Slot> rest = behind_heads(t);
         const std::size_t n = std::min(limit - slots.size(), rest.size());
         std::partial_sort(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(n), rest.end(),
                           [this](Slot a, Slot b) { return ready_less(a, b); });

@@ -472,7 +472,8 @@ class Engine {
   void arm_flow_timer(TubeNo no, std::string_view name, FlowGroup& group, std::int64_t at);
   void rebuild_flow(TubeNo no, const FlowSettings* flow);
   void expire_flow_timers();
-  [[nodiscard]] std::vector<Slot> all_ready(const Tube& t) const;
+  // A flow tube's ready jobs that are not in its heap (behind their group's head, or held back).
+  [[nodiscard]] std::vector<Slot> behind_heads(const Tube& t) const;
 
   // tubes
   Result<TubeNo> tube_ref(std::string_view name);  // finds or creates

@@ -188,8 +188,8 @@ void Engine::expire_flow_timers() {
   }
 }
 
-std::vector<Engine::Slot> Engine::all_ready(const Tube& t) const {
-  std::vector<Slot> slots(t.ready);
+std::vector<Engine::Slot> Engine::behind_heads(const Tube& t) const {
+  std::vector<Slot> slots;
   if (t.flow) {
     for (const auto& [name, group] : t.flow->groups) {
       slots.insert(slots.end(), group.waiting.begin(), group.waiting.end());
@@ -201,7 +201,8 @@ std::vector<Engine::Slot> Engine::all_ready(const Tube& t) const {
 // Sorts the tube's ready jobs anew under `flow` (none: one heap), counting its reservations.
 void Engine::rebuild_flow(TubeNo no, const FlowSettings* flow) {
   Tube& t = tube(no);
-  const std::vector<Slot> ready = all_ready(t);
+  std::vector<Slot> ready = behind_heads(t);
+  ready.insert(ready.end(), t.ready.begin(), t.ready.end());
   if (t.flow) {
     for (const auto& [name, group] : t.flow->groups) {
       if (group.timer_at != 0) flow_timers_.erase({group.timer_at, no, name});

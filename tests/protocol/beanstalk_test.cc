@@ -1351,6 +1351,14 @@ TEST_F(BeanstalkTest, PutxDebounceMovesThePendingJobKeepingItsId) {
   EXPECT_EQ(client_->call("reserve-with-timeout 5\r\n"), job_reply("RESERVED", *first, "v3"));
   EXPECT_EQ(client_->call("putx 3 0 60 2 key=doc debounce=0\r\nv4\r\n"), "CONFLICT\r\n");
   EXPECT_EQ(stats(*client_, "stats-tube default\r\n")["total-jobs"], "1");
+  // A debounce needs a key, and is the due time: refused once the body has been read.
+  for (const char* line :
+       {"putx 5 0 60 1 debounce=10\r\nx\r\n", "putx 5 10 60 1 key=k debounce=10\r\nx\r\n",
+        "putx 5 0 60 1 key=k replace debounce=10\r\nx\r\n",
+        "putx 5 0 60 1 key=k max-wait=10\r\nx\r\n"}) {
+    EXPECT_EQ(client_->call(line), "BAD_FORMAT\r\n") << line;
+  }
+  EXPECT_EQ(stats(*client_, "stats-tube default\r\n")["total-jobs"], "1");
 }
 
 TEST_F(BeanstalkTest, CommandSplitAcrossManySmallWrites) {

@@ -271,10 +271,11 @@ TEST_F(ConversationTest, PutxDebouncesAndAnswersDebouncedWhenAPendingJobMoved) {
   last().complete(inserted(10));
   EXPECT_EQ(take(), "INSERTED 10\r\n");
   // A debounce needs a key, is the due time, and is not a replace; max-wait needs a debounce.
+  // What a debounce needs (a key, no due time or replace) the broker's put rules check
+  // (BeanstalkTest.PutxDebounceMovesThePendingJobKeepingItsId); the line's own form, here.
   for (const char* line :
-       {"putx 5 0 60 1 debounce=10\r\n", "putx 5 10 60 1 key=k debounce=10\r\n",
-        "putx 5 0 60 1 key=k replace debounce=10\r\n", "putx 5 0 60 1 key=k max-wait=10\r\n",
-        "putx 5 0 60 1 key=k debounce=1x\r\n", "putx 5 0 60 1 key=k debounce=1 debounce=2\r\n"}) {
+       {"putx 5 0 60 1 key=k debounce=1x\r\n", "putx 5 0 60 1 key=k debounce=1 debounce=2\r\n",
+        "putx 5 0 60 1 key=k max-wait=\r\n"}) {
     SCOPED_TRACE(line);
     EXPECT_EQ(send_local(line), "BAD_FORMAT\r\n");
     (void)send_local("x\r\n");  // the body line, read as a command

@@ -318,12 +318,8 @@ Outcome parse_putx(Line& line) {
     }
   }
   if (line.command.replace && line.command.key.empty()) return Outcome::kBadFormat;
-  // A debounce needs a key, and is the due time: <when> 0, no replace.
-  if (line.command.max_wait_ms && !line.command.debounce_ms) return Outcome::kBadFormat;
-  if (line.command.debounce_ms &&
-      (line.command.key.empty() || line.command.replace || line.command.due != Due{})) {
-    return Outcome::kBadFormat;
-  }
+  // What a debounce needs (a key, <when> 0, no replace) is the put rules' to check, once the
+  // body has been read, as for every broker.
   return Outcome::kOk;
 }
 
