@@ -11,8 +11,10 @@ Three phases, each on a fresh server started on free loopback ports and stopped 
             the window, as p50/p99 interpolated inside the buckets as Prometheus's
             histogram_quantile() does, and the runs put per second (delayq_schedule_runs_total).
   stored    --stored schedules (default 100,000) `0 9 * * *` in five zones, put over 32 HTTP
-            connections: RSS per schedule (each one's run put ahead included: a delayed job);
-            with --redis also Redis's used_memory per schedule.
+            connections: RSS per schedule (a run is put 10 s before its instant, so unless the
+            run is at 09:00 in one of the zones, none has a job yet); with --redis also Redis's
+            used_memory per schedule. Then the server is restarted (local store only) and the
+            RSS per schedule measured again, against a fresh server's.
   reads     on that server: GET /v1/schedules?limit=100 from the middle of the names, GET
             .../{name}/next?count=10, POST /v1/schedules/preview (count 10), each 50 times on one
             kept-alive connection; the median and the largest, in ms.
@@ -196,10 +198,10 @@ def stored_and_reads(binary, n):
         time.sleep(1)
         after = rss_kib(server.pid)
         print(f"stored: {n} schedules put in {took:.1f} s ({n / took:.0f}/s), RSS "
-              f"{(after - before) * 1024 / n:.0f} B per schedule (its run put ahead included)")
+              f"{(after - before) * 1024 / n:.0f} B per schedule")
         if REDIS:
             print(f"stored: Redis used_memory {(redis_used_memory() - redis_before) / n:.0f} B "
-                  f"per schedule (its record, its name in the index, its run put ahead)")
+                  f"per schedule (its record, its name in the index)")
         middle = f"report-{n // 2:07d}"
         reads = {
             "list 100": ("GET", f"/v1/schedules?limit=100&after={middle}", None),
@@ -216,9 +218,33 @@ def stored_and_reads(binary, n):
                 times.append((time.perf_counter() - t0) * 1000)
             print(f"reads: {name}: median {statistics.median(times):.2f} ms, "
                   f"largest {max(times):.2f} ms ({n} schedules stored)")
+        if not REDIS:
+            stop(server)
+            restarted(binary, data, n)
     finally:
         stop(server)
         shutil.rmtree(data, ignore_errors=True)
+
+
+def restarted(binary, data, n):
+    """The RSS of a server restarted over `n` stored schedules, less a fresh server's, per schedule;
+    and the time from its start to its first answer (/v1/stats)."""
+    rss = {}
+    for which, directory in (("fresh", data + "/fresh"), ("restarted", data + "/db")):
+        started = time.time()
+        server, port = start(binary, directory)
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            call(conn, "GET", "/v1/stats")
+            took = time.time() - started
+            time.sleep(1)
+            rss[which] = rss_kib(server.pid)
+            if which == "restarted":
+                print(f"restart: first answer {took:.2f} s after the start; RSS "
+                      f"{(rss['restarted'] - rss['fresh']) * 1024 / n:.0f} B per schedule "
+                      f"over a fresh server's")
+        finally:
+            stop(server)
 
 
 def main():

@@ -169,16 +169,35 @@ Step step(const Compiled& schedule, State& state, std::int64_t now, const Enviro
       offer.run(instant, jittered(d, env, instant));
     state.cursor_unix_ms = now;
   }
-  if (state.buffered_unix_ms) out.wake_unix_ms = now + kBufferPoll.count();
-  if (limit_reached(d, state)) return out;
-  const auto next = schedule.recurrence.next_after(state.cursor_unix_ms);
-  if (!next || past_end(d, *next)) return out;
-  if (d.overlap == Overlap::kAllow) {
-    offer.put(*next, jittered(d, env, *next), /*ahead=*/true);
-    state.cursor_unix_ms = *next;
+  if (d.overlap == Overlap::kAllow && !limit_reached(d, state)) {
+    const auto next = schedule.recurrence.next_after(state.cursor_unix_ms);
+    if (next && !past_end(d, *next) && *next - now <= kLead.count()) {
+      offer.put(*next, jittered(d, env, *next), /*ahead=*/true);
+      state.cursor_unix_ms = *next;
+    }
   }
-  out.wake_unix_ms = std::min(out.wake_unix_ms.value_or(*next), *next);
+  if (!state.buffered_unix_ms) {
+    out.wake_unix_ms = wake(schedule, state);
+    return out;
+  }
+  // buffer_one: look again soon whether the previous run's job is gone, or at the next instant.
+  out.wake_unix_ms = now + kBufferPoll.count();
+  const auto next = schedule.recurrence.next_after(state.cursor_unix_ms);
+  if (!limit_reached(d, state) && next && !past_end(d, *next)) {
+    out.wake_unix_ms = std::min(*out.wake_unix_ms, *next);
+  }
   return out;
+}
+
+std::optional<std::int64_t> wake(const Compiled& schedule, const State& state) {
+  const Definition& d = schedule.definition;
+  if (d.paused) return std::nullopt;
+  if (state.ahead_unix_ms) return state.ahead_unix_ms;
+  if (state.buffered_unix_ms) return state.cursor_unix_ms;  // past: at once
+  if (limit_reached(d, state)) return std::nullopt;
+  const auto next = schedule.recurrence.next_after(state.cursor_unix_ms);
+  if (!next || past_end(d, *next)) return std::nullopt;
+  return d.overlap == Overlap::kAllow ? *next - kLead.count() : *next;
 }
 
 std::optional<std::int64_t> next_run(const Compiled& schedule, const State& state,

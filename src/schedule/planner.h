@@ -7,13 +7,15 @@
 //
 // A schedule's instants, one by one, are each settled exactly once: run (a job keyed
 // run_key(name, instant)), missed (counted in `misfires`), or skipped by overlap (`overlaps`).
-// `cursor` is the latest settled instant. With overlap "allow", the next run is put as soon as
-// the previous instant has come, as a delayed job due at its instant plus jitter: it fires with
-// the precision of any job, and a restart finds it on disk. With "skip" and "buffer_one" the run
-// is put at its instant, once the previous run's job is known to be gone.
+// `cursor` is the latest settled instant. With overlap "allow", the next run is put kLead before
+// its instant (or as the previous instant comes, if that is later), as a delayed job due at its
+// instant plus jitter: it fires with the precision of any job, and a restart finds it on disk.
+// Until then a schedule holds no job: a million schedules a day apart hold the few due within
+// kLead. With "skip" and "buffer_one" the run is put at its instant, once the previous run's job
+// is known to be gone.
 //
-//   time ──●────────────●────────────●──▶   allow: at each ●, the next ● is put, due then
-//          put(i+1)     put(i+2)     ...
+//   time ──●────────────|──●────────────|──●──▶   allow: kLead before each ●, that ● is put
+//                       put(i+1)        put(i+2)
 //
 // An instant is missed when it is reached more than kOnTime late (the server was down, the
 // schedule paused, or the node overloaded); what then runs is the schedule's misfire rule. A run
@@ -35,6 +37,9 @@ namespace delayq::schedule {
 
 // A run reached within this of its instant is on time; later, it is missed.
 inline constexpr Millis kOnTime{1000};
+// allow: how long before its instant a run is put ahead, as a delayed job. It covers a step that
+// comes late (a busy node, Redis slow to answer) without the run firing late.
+inline constexpr Millis kLead{10'000};
 // buffer_one: how often a run waiting behind the previous one looks whether that job is gone.
 inline constexpr Millis kBufferPoll{250};
 // A catch-up counts at most this many missed instants; beyond it, `misfires` is a lower bound.
@@ -83,6 +88,9 @@ struct Step {
 // run ahead (allow), and says when to come back. Cheap when nothing is due.
 [[nodiscard]] Step step(const Compiled& schedule, State& state, std::int64_t now_unix_ms,
                         const Environment& environment);
+// When step() next has something to do for this state (nullopt: nothing by time; at or before
+// now: at once). What a step answers as its wake, and what a restart wakes a stored schedule at.
+[[nodiscard]] std::optional<std::int64_t> wake(const Compiled& schedule, const State& state);
 // The next instant that will run, as shown to users (nullopt: paused, ended, or none comes).
 [[nodiscard]] std::optional<std::int64_t> next_run(const Compiled& schedule, const State& state,
                                                    std::int64_t now_unix_ms);

@@ -79,7 +79,7 @@ TEST(Planner, JitterMovesTheDueTimeNotTheInstant) {
   State state = start(s, kT0);
   Jobs jobs;
   jobs.drawn = 99'999;  // more than the jitter: held to it
-  const Step out = step(s, state, kT0, jobs.environment());
+  const Step out = step(s, state, kT0 + 60'000 - kLead.count(), jobs.environment());
   EXPECT_EQ(out.put, (std::vector<PlannedRun>{{kT0 + 60'000, kT0 + 65'000}}));
 }
 
@@ -246,7 +246,8 @@ TEST(Planner, AStartInTheFutureRunsFirstAtTheStart) {
   const Compiled s = compiled(d);
   State state = start(s, kT0);
   Jobs jobs;
-  EXPECT_EQ(step(s, state, kT0, jobs.environment()).put,
+  EXPECT_EQ(step(s, state, kT0, jobs.environment()).wake_unix_ms, kT0 + 60'000 - kLead.count());
+  EXPECT_EQ(step(s, state, kT0 + 60'000 - kLead.count(), jobs.environment()).put,
             (std::vector<PlannedRun>{{kT0 + 60'000, kT0 + 60'000}}));
 }
 
@@ -293,9 +294,43 @@ TEST(Planner, CronRunsFollowTheZone) {
   const Compiled s = compiled(d);
   State state = start(s, kT0);
   Jobs jobs;
-  // 09:00 in Paris on 16 January 2027 is 08:00 UTC.
-  EXPECT_EQ(step(s, state, kT0, jobs.environment()).put,
-            (std::vector<PlannedRun>{{kT0 + 86'400'000, kT0 + 86'400'000}}));
+  // 09:00 in Paris on 16 January 2027 is 08:00 UTC; it is put kLead before.
+  const std::int64_t nine = kT0 + 86'400'000;
+  EXPECT_EQ(step(s, state, kT0, jobs.environment()).wake_unix_ms, nine - kLead.count());
+  EXPECT_EQ(step(s, state, nine - kLead.count(), jobs.environment()).put,
+            (std::vector<PlannedRun>{{nine, nine}}));
+}
+
+// A run far ahead is put kLead before its instant, not before: until then the schedule holds no
+// job. A step that comes late still puts it, up to its instant.
+TEST(Planner, AllowPutsARunOnlyKLeadAheadOfItsInstant) {
+  const Compiled s = compiled(every(std::chrono::hours(1)));
+  State state = start(s, kT0);
+  Jobs jobs;
+  const std::int64_t first = kT0 + 3'600'000;
+  const std::int64_t at = first - kLead.count();
+  Step out = step(s, state, kT0, jobs.environment());
+  EXPECT_TRUE(out.put.empty());
+  EXPECT_EQ(out.wake_unix_ms, at);
+  EXPECT_EQ(wake(s, state), at);
+  EXPECT_FALSE(state.ahead_unix_ms);
+  EXPECT_EQ(next_run(s, state, kT0), first);
+  EXPECT_TRUE(step(s, state, at - 1, jobs.environment()).put.empty());
+  out = step(s, state, at + 5'000, jobs.environment());  // 5 s late: still ahead
+  EXPECT_EQ(out.put, (std::vector<PlannedRun>{{first, first}}));
+  EXPECT_EQ(state.ahead_unix_ms, first);
+  EXPECT_EQ(out.wake_unix_ms, first);
+  EXPECT_EQ(wake(s, state), first);
+  EXPECT_EQ(state.runs, 1U);
+  // Its instant comes: it becomes the last run, and the next is put kLead before its own.
+  out = step(s, state, first, jobs.environment());
+  EXPECT_TRUE(out.put.empty());
+  EXPECT_EQ(state.last_run_unix_ms, first);
+  EXPECT_EQ(out.wake_unix_ms, first + 3'600'000 - kLead.count());
+  // Paused: no wake; a restart's wake of a stored state is where step() would come back.
+  Compiled paused = s;
+  paused.definition.paused = true;
+  EXPECT_EQ(wake(paused, state), std::nullopt);
 }
 
 // A random walk of steps, downtimes, deletions and pauses: every instant the schedule reaches is
@@ -305,7 +340,8 @@ TEST(Planner, EveryInstantIsSettledExactlyOnce) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 random(seed);
   for (int round = 0; round < 200; ++round) {
-    Definition d = every(std::chrono::seconds(1 + random() % 5));
+    // Up to 30 s apart: some runs are put at the previous instant, some kLead before their own.
+    Definition d = every(std::chrono::seconds(1 + random() % 30));
     d.misfire = static_cast<Misfire>(random() % 3);
     d.overlap = static_cast<Overlap>(random() % 3);
     d.max_lateness = std::chrono::seconds(random() % 20);
@@ -323,6 +359,7 @@ TEST(Planner, EveryInstantIsSettledExactlyOnce) {
         const std::string key = run_key(s.definition.name, run.instant_unix_ms);
         ASSERT_TRUE(ever.insert(key).second) << key << " put twice";
         ASSERT_GE(run.due_unix_ms, std::min(run.instant_unix_ms, now));
+        ASSERT_LE(run.instant_unix_ms - now, kLead.count()) << key << " put too far ahead";
       }
       jobs.add(s, out);
       if (random() % 3 == 0) jobs.keys.clear();  // workers finished

@@ -120,6 +120,9 @@ class ProbeStore final : public Store {
   Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) override {
     return inner_.scan_schedules(visit);
   }
+  Result<std::optional<std::string>> read_schedule(std::string_view name) override {
+    return inner_.read_schedule(name);
+  }
   Result<std::string> read_body(JobId id) override {
     std::lock_guard lock(mutex_);
     return inner_.read_body(id);
@@ -514,6 +517,9 @@ class GateStore final : public Store {
   }
   Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) override {
     return inner_.scan_schedules(visit);
+  }
+  Result<std::optional<std::string>> read_schedule(std::string_view name) override {
+    return inner_.read_schedule(name);
   }
   Result<std::string> read_body(JobId id) override { return inner_.read_body(id); }
   [[nodiscard]] JobId next_id() const override { return inner_.next_id(); }

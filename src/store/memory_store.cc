@@ -3,6 +3,7 @@
 namespace delayq::store {
 
 Status MemoryStore::write(std::span<const WriteSet* const> sets, bool /*sync*/) {
+  const std::lock_guard lock(mutex_);
   for (const WriteSet* set : sets) {
     for (const WriteSet::Op& op : set->ops()) {
       switch (op.kind) {
@@ -65,12 +66,14 @@ Status MemoryStore::scan(const std::function<Status(JobRecord&&)>& visit) {
 }
 
 Result<std::string> MemoryStore::read_body(JobId id) {
+  const std::lock_guard lock(mutex_);
   const auto it = bodies_.find(id);
   if (it == bodies_.end()) return Status(Code::kNotFound, "no body for job " + std::to_string(id));
   return it->second;
 }
 
 Result<Delivery> MemoryStore::read_attachment(JobId id) {
+  const std::lock_guard lock(mutex_);
   const auto it = attachments_.find(id);
   if (it == attachments_.end()) {
     return Status(Code::kNotFound, "no attachment for job " + std::to_string(id));
@@ -109,6 +112,13 @@ Status MemoryStore::scan_schedules(const std::function<Status(std::string, std::
     if (Status s = visit(name, value); !s.is_ok()) return s;
   }
   return Status::ok();
+}
+
+Result<std::optional<std::string>> MemoryStore::read_schedule(std::string_view name) {
+  const std::lock_guard lock(mutex_);
+  const auto it = schedules_.find(std::string(name));
+  if (it == schedules_.end()) return std::optional<std::string>();
+  return std::optional<std::string>(it->second);
 }
 
 }  // namespace delayq::store

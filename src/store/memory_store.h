@@ -1,9 +1,11 @@
 // memory_store.h — a Store kept in std::maps, for unit tests of what sits above the store (the
 // engine's recovery, the committer, the local broker). Loses everything on exit; sync() does
-// nothing. Its target, delayq_store_memory, is linked by tests only, never by delayqd.
+// nothing. Its target, delayq_store_memory, is linked by tests only, never by delayqd. Its reads
+// of one job or schedule may run beside write() on another thread, as RocksStore's may.
 #pragma once
 
 #include <map>
+#include <mutex>
 #include <string>
 
 #include "store/store.h"
@@ -21,6 +23,7 @@ class MemoryStore final : public Store {
   Status scan_max_attempts(const std::function<Status(std::string, std::uint32_t)>& visit) override;
   Status scan_flows(const std::function<Status(std::string, FlowSettings)>& visit) override;
   Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) override;
+  Result<std::optional<std::string>> read_schedule(std::string_view name) override;
   [[nodiscard]] JobId next_id() const override { return next_id_; }
   [[nodiscard]] std::uint64_t estimated_jobs() const override { return records_.size(); }
   [[nodiscard]] std::size_t records() const noexcept { return records_.size(); }
@@ -35,6 +38,7 @@ class MemoryStore final : public Store {
   std::map<std::string, std::string> flows_;
   std::map<std::string, std::string> schedules_;
   JobId next_id_ = 1;
+  std::mutex mutex_;  // write() against the point reads
 };
 
 }  // namespace delayq::store

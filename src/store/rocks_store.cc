@@ -425,4 +425,13 @@ Status RocksStore::scan_schedules(const std::function<Status(std::string, std::s
   return from_rocks(it->status(), "reading schedules");
 }
 
+Result<std::optional<std::string>> RocksStore::read_schedule(std::string_view name) {
+  std::string value;
+  const rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), kSchedulePrefix + std::string(name), &value);
+  if (s.IsNotFound()) return std::optional<std::string>();
+  if (!s.ok()) return from_rocks(s, "reading schedule '" + std::string(name) + "'");
+  return std::optional<std::string>(std::move(value));
+}
+
 }  // namespace delayq::store

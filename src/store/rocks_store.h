@@ -61,6 +61,7 @@ class RocksStore final : public Store {
   Status scan_max_attempts(const std::function<Status(std::string, std::uint32_t)>& visit) override;
   Status scan_flows(const std::function<Status(std::string, FlowSettings)>& visit) override;
   Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) override;
+  Result<std::optional<std::string>> read_schedule(std::string_view name) override;
   [[nodiscard]] JobId next_id() const override { return next_id_; }
   // What the open dropped of a damaged write-ahead log, for the log; "" if nothing.
   [[nodiscard]] const std::string& dropped() const { return dropped_; }

@@ -8,8 +8,10 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 #include "store/record.h"
@@ -39,6 +41,8 @@ class Store {
   virtual Status scan_flows(const std::function<Status(std::string, FlowSettings)>& visit) = 0;
   // Calls visit(name, value) for every schedule, by name; the value is read by schedule/codec.h.
   virtual Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) = 0;
+  // One schedule's value (nullopt: none). Safe beside write() on another thread.
+  virtual Result<std::optional<std::string>> read_schedule(std::string_view name) = 0;
   // The id high-water mark as of the last write (1 for a new store).
   [[nodiscard]] virtual JobId next_id() const = 0;
   // About how many jobs the store holds, for sizing indexes before a scan; may be off either way.

@@ -58,7 +58,8 @@ class ScheduleContract : public BrokerContract {
 
 TEST_P(ScheduleContract, ASetScheduleReadsBackWithItsNextRunPutAhead) {
   Definition d = every_second("heartbeat", "beats");
-  d.start_unix_ms = wall_ms() + 60'000;  // nothing runs during the case
+  // Within kLead, so put ahead; nothing runs during the case.
+  d.start_unix_ms = wall_ms() + schedule::kLead.count() - 2'000;
   d.priority = 5;
   d.group = "team:1";
   auto made = set(d);
@@ -80,6 +81,23 @@ TEST_P(ScheduleContract, ASetScheduleReadsBackWithItsNextRunPutAhead) {
   EXPECT_EQ(run.value().view.priority, 5U);
   EXPECT_EQ(run.value().view.group, "team:1");
   EXPECT_EQ(run.value().body, "run");
+}
+
+// A run further off than kLead has no job yet: a schedule costs nothing in the tube until then.
+TEST_P(ScheduleContract, ARunFurtherOffThanTheLeadHasNoJobYet) {
+  Definition d = every_second("later", "lt");
+  d.start_unix_ms = wall_ms() + schedule::kLead.count() + 60'000;
+  auto made = set(d);
+  ASSERT_TRUE(made.is_ok()) << made.status().to_string();
+  ASSERT_TRUE(made.value().next_unix_ms);
+  EXPECT_EQ(*made.value().next_unix_ms, *d.start_unix_ms);
+  EXPECT_EQ(made.value().state.runs, 0U);
+  Session& s = session();
+  EXPECT_EQ(peek(s, JobRef::by_key("lt", schedule::run_key("later", *d.start_unix_ms))).code(),
+            Code::kNotFound);
+  auto again = get("later");
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(again.value().next_unix_ms, d.start_unix_ms);
 }
 
 TEST_P(ScheduleContract, BadDefinitionsAreRefusedNamingTheField) {
@@ -179,11 +197,11 @@ TEST_P(ScheduleContract, RemoveDeletesTheScheduleAndTheRunPutAhead) {
 
 TEST_P(ScheduleContract, ASetOverAScheduleWithdrawsTheRunItPutAheadAndPutsItsOwn) {
   Definition d = every_second("moved", "mv");
-  d.every = 60s;
+  d.every = 8s;  // within kLead: each set puts its first run ahead
   auto first = set(d);
   ASSERT_TRUE(first.is_ok());
   ASSERT_TRUE(first.value().next_unix_ms);
-  d.every = 90s;
+  d.every = 9s;
   d.body = "second";
   auto second = set(d);
   ASSERT_TRUE(second.is_ok()) << second.status().to_string();

@@ -81,6 +81,9 @@ class GatedStore final : public store::Store {
   Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) override {
     return inner_->scan_schedules(visit);
   }
+  Result<std::optional<std::string>> read_schedule(std::string_view name) override {
+    return inner_->read_schedule(name);
+  }
   Result<std::string> read_body(JobId id) override { return inner_->read_body(id); }
   [[nodiscard]] JobId next_id() const override { return inner_->next_id(); }
   [[nodiscard]] std::uint64_t estimated_jobs() const override { return inner_->estimated_jobs(); }

@@ -38,27 +38,37 @@ def test_set_and_get_an_interval_schedule(client: delayq.Client, tube: str) -> N
     client.remove_schedule(n)
 
 
-def test_a_cron_schedule_puts_its_next_run_ahead(client: delayq.Client, tube: str) -> None:
+def test_a_cron_schedule_follows_its_zone(client: delayq.Client, tube: str) -> None:
     n = name()
     schedule = client.set_schedule(n, tube, cron="0 3 * * *", tz="Europe/Paris", body="daily")
     assert schedule.cron == "0 3 * * *" and schedule.tz == "Europe/Paris"
-    assert schedule.next is not None and schedule.runs == 1
+    # Its run is put 10 s before its instant: none yet.
+    assert schedule.next is not None and schedule.runs == 0
     assert (schedule.next.hour, schedule.next.minute) == (3, 0)  # Paris time, its offset kept
-    ahead = client.get_key(tube, f"{n}@{int(schedule.next.timestamp() * 1000)}")
-    assert ahead.state == "delayed" and ahead.text == "daily" and ahead.due == schedule.next
-    assert ahead.schedule is not None and ahead.schedule.name == n
+    with pytest.raises(delayq.NotFound):
+        client.get_key(tube, f"{n}@{int(schedule.next.timestamp() * 1000)}")
     runs = client.next_runs(n, count=3)
     assert runs[0] == schedule.next and all((r.hour, r.minute) == (3, 0) for r in runs)
     assert all(timedelta(hours=23) <= b - a <= timedelta(hours=25) for a, b in zip(runs, runs[1:]))
     after = datetime(2031, 7, 1, tzinfo=UTC)
     summer = client.next_runs(n, count=1, after=after)[0]
     assert summer.utcoffset() == timedelta(hours=2) and summer.hour == 3
-    gone = client.remove_schedule(n)
-    assert gone.next is None
-    with pytest.raises(delayq.NotFound):
-        client.get_key(tube, ahead.key or "")
+    assert client.remove_schedule(n).next is None
     with pytest.raises(delayq.NotFound):
         client.get_schedule(n)
+
+
+def test_a_run_within_ten_seconds_waits_as_a_delayed_job(client: delayq.Client, tube: str) -> None:
+    n = name()
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=8)
+    schedule = client.set_schedule(n, tube, every="1h", start_at=start, body="soon")
+    assert schedule.next == start and schedule.runs == 1
+    ahead = client.get_key(tube, f"{n}@{int(start.timestamp() * 1000)}")
+    assert ahead.state == "delayed" and ahead.text == "soon" and ahead.due == start
+    assert ahead.schedule is not None and ahead.schedule.name == n
+    assert client.remove_schedule(n).next is None
+    with pytest.raises(delayq.NotFound):  # withdrawn with its schedule
+        client.get_key(tube, ahead.key or "")
 
 
 def test_pause_resume_and_trigger(client: delayq.Client, tube: str) -> None:

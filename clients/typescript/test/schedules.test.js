@@ -55,12 +55,17 @@ describe("schedules", () => {
     assert.deepEqual(again, schedule);
   });
 
-  test("an every schedule puts its next run ahead, keyed by its instant", async () => {
-    const schedule = await client.setSchedule("hourly", "ticks", { every: "1h", body: "tick" });
+  test("an every schedule puts its next run ahead, 10 s before its instant, keyed by it", async () => {
+    const later = await client.setSchedule("later", "ticks", { every: "1h" });
+    assert.ok(later.startAt instanceof Date);
+    assert.equal(later.next.getTime(), later.startAt.getTime() + 3_600_000);
+    assert.equal(later.runs, 0, "an hour off: no job yet");
+    await client.removeSchedule("later");
+    const startAt = new Date(Math.floor(Date.now() / 1000) * 1000 + 8000);
+    const schedule = await client.setSchedule("hourly", "ticks", { every: "1h", body: "tick", startAt });
     assert.equal(schedule.everyMs, 3_600_000);
-    assert.ok(schedule.startAt instanceof Date);
     assert.equal(schedule.runs, 1);
-    assert.equal(schedule.next.getTime(), schedule.startAt.getTime() + 3_600_000);
+    assert.equal(schedule.next.getTime(), startAt.getTime());
     const run = await client.getKey("ticks", `hourly@${schedule.next.getTime()}`);
     assert.equal(run.state, "delayed");
     assert.equal(run.body, "tick");

@@ -96,12 +96,6 @@ Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const Node
     return Status::ok();
   });
   if (!flows.is_ok()) return flows;
-  Status schedules =
-      node->store_->scan_schedules([raw = node.get()](std::string name, std::string value) {
-        raw->stored_schedules_.emplace_back(std::move(name), std::move(value));
-        return Status::ok();
-      });
-  if (!schedules.is_ok()) return schedules;
   node->recovered_jobs_ = recovered.value().jobs;
   node->committer_ = std::make_unique<store::Committer>(
       *node->store_, options.durability,
@@ -136,6 +130,25 @@ const std::string* Node::unstored(JobId id, store::WriteSet::Kind kind) {
     if (const auto it = values.find(id); it != values.end()) return &it->second;
   }
   return nullptr;
+}
+
+Status Node::scan_schedules(const std::function<Status(std::string, std::string)>& visit) {
+  return store_->scan_schedules(visit);
+}
+
+// Newest first, as unstored(): this turn's staged changes, then the batches not yet written.
+Result<std::optional<std::string>> Node::schedule(std::string_view name) {
+  const auto& staged = staged_.ops();
+  for (auto op = staged.rbegin(); op != staged.rend(); ++op) {
+    if (op->tube != name) continue;
+    if (op->kind == store::WriteSet::Kind::kSchedule) return std::optional<std::string>(op->value);
+    if (op->kind == store::WriteSet::Kind::kEraseSchedule) return std::optional<std::string>();
+  }
+  for (auto batch = unsynced_.rbegin(); batch != unsynced_.rend(); ++batch) {
+    const auto& written = batch->second.schedules;
+    if (const auto it = written.find(name); it != written.end()) return it->second;
+  }
+  return store_->read_schedule(name);
 }
 
 Result<std::string> Node::body(JobId id) {
@@ -399,6 +412,8 @@ void Node::commit() {
   for (const store::WriteSet::Op& op : set.ops()) {
     if (op.kind == store::WriteSet::Kind::kBody) unsynced.bodies.emplace(op.id, op.value);
     if (op.kind == store::WriteSet::Kind::kAttachment) unsynced.attachments[op.id] = op.value;
+    if (op.kind == store::WriteSet::Kind::kSchedule) unsynced.schedules[op.tube] = op.value;
+    if (op.kind == store::WriteSet::Kind::kEraseSchedule) unsynced.schedules[op.tube].reset();
   }
   committer_->submit(std::move(set), [this, seq, alive = alive_](const Status& status) {
     // On the committer's thread: hop back to the node's.

@@ -120,10 +120,10 @@ class Node {
   // Changes of the node's own (not the engine's), committed in the engine's open batch: what is
   // staged here becomes durable with, and never apart from, the engine's changes of this turn.
   [[nodiscard]] store::WriteSet& staged() noexcept { return staged_; }
-  // The schedules' stored records, read at open (name, value), handed over once.
-  [[nodiscard]] std::vector<std::pair<std::string, std::string>> take_stored_schedules() {
-    return std::move(stored_schedules_);
-  }
+  // Calls visit(name, value) for every stored schedule, by name (the schedules' open).
+  Status scan_schedules(const std::function<Status(std::string, std::string)>& visit);
+  // A schedule's record as last written, staged or not yet durable included (nullopt: none).
+  [[nodiscard]] Result<std::optional<std::string>> schedule(std::string_view name);
 
   // Who hears about what. on_wakeup(wait): a waiting reserve ended. on_fatal: the store
   // failed; the node must stop.
@@ -206,6 +206,8 @@ class Node {
     std::vector<JobId> jobs;
     std::unordered_map<JobId, std::string> bodies;
     std::unordered_map<JobId, std::string> attachments;  // encoded
+    // Schedules written (nullopt: erased), by name.
+    std::map<std::string, std::optional<std::string>, std::less<>> schedules;
   };
   // The newest value of a job's op of kind `kind` not yet in the store, if any.
   const std::string* unstored(JobId id, store::WriteSet::Kind kind);
@@ -216,7 +218,6 @@ class Node {
   void webhooks_changed();
   store::WriteSet staged_;  // the node's own changes (webhooks), committed with the engine's
   Ticker* ticker_ = nullptr;
-  std::vector<std::pair<std::string, std::string>> stored_schedules_;
   std::map<std::uint64_t, Unsynced> unsynced_;
   // Job -> the latest batch not yet durable that changes it (the open batch included).
   std::unordered_map<JobId, std::uint64_t> batch_of_;

@@ -11,7 +11,8 @@ namespace {
 using broker::Callback;
 using broker::ScheduleView;
 
-constexpr std::int64_t kNoSpaceRetryMs = 1000;  // a step refused for want of disk is retried
+constexpr std::size_t kStepsPerTurn = 1000;
+constexpr std::int64_t kRetryMs = 1000;  // a step refused for want of disk or a read is retried
 
 Status no_schedule(const std::string& name) {
   return {Code::kNotFound, "no schedule '" + name + "'"};
@@ -32,7 +33,7 @@ LocalSchedules::~LocalSchedules() {
 Result<std::unique_ptr<LocalSchedules>> LocalSchedules::open(Node& node) {
   std::unique_ptr<LocalSchedules> schedules(new LocalSchedules(node));
   const std::int64_t now = schedules->now();
-  for (auto& [name, value] : node.take_stored_schedules()) {
+  Status read = node.scan_schedules([&](std::string name, std::string value) {
     auto record = schedule::decode(name, value);
     if (!record.is_ok()) return record.status();
     auto compiled = schedule::compile(std::move(record.value().definition), now,
@@ -42,11 +43,13 @@ Result<std::unique_ptr<LocalSchedules>> LocalSchedules::open(Node& node) {
       // untouched, for a server whose tz database knows its zone again.
       spdlog::error("schedule '{}' cannot run and is left alone: {}", name,
                     compiled.status().message());
-      continue;
+      return Status::ok();
     }
-    Entry& entry = schedules->book_.put(std::move(compiled).value(), record.value().state);
-    schedules->book_.set_wake(entry, now);  // the first turn settles what came while down
-  }
+    // What came while the server was down is due at once, and settled in the first turn.
+    schedules->book_.set(name, schedule::wake(compiled.value(), record.value().state));
+    return Status::ok();
+  });
+  if (!read.is_ok()) return read;
   schedules->families_.schedules.set({}, static_cast<std::int64_t>(schedules->book_.size()));
   node.set_ticker(schedules.get());
   node.touched();
@@ -56,10 +59,9 @@ Result<std::unique_ptr<LocalSchedules>> LocalSchedules::open(Node& node) {
 // --- the turn
 
 void LocalSchedules::tick() {
-  const std::int64_t at = now();
-  for (const std::string& name : book_.due(at)) {
-    if (Entry* entry = book_.find(name); entry != nullptr) step(*entry);
-  }
+  // A bounded number a turn: a restart that finds a million due settles them over many turns,
+  // each its own batch, with the server's other work between them.
+  for (const std::string& name : book_.due(now(), kStepsPerTurn)) step(name);
 }
 
 std::optional<std::int64_t> LocalSchedules::next_wake_us() const {
@@ -68,12 +70,25 @@ std::optional<std::int64_t> LocalSchedules::next_wake_us() const {
   return *wake * 1000;
 }
 
+void LocalSchedules::step(const std::string& name) {
+  auto entry = find(name);
+  if (entry.is_ok()) return step(entry.value());
+  if (entry.code() == Code::kNotFound) {
+    book_.erase(name);
+    return;
+  }
+  spdlog::error("schedule '{}' cannot run: {}", name, entry.status().to_string());
+  // A read that failed is tried again; a record that cannot run is left alone.
+  book_.set(name, entry.code() == Code::kIOError ? std::optional(now() + kRetryMs) : std::nullopt);
+}
+
 void LocalSchedules::step(Entry& entry) {
   const std::int64_t at = now();
+  const std::string& name = entry.schedule.definition.name;
   if (!node_.space().is_ok()) {
     // Runs are new jobs: none while the disk is short. Instants passed meanwhile are missed,
     // and the misfire rule settles them once there is room.
-    book_.set_wake(entry, at + kNoSpaceRetryMs);
+    book_.set(name, at + kRetryMs);
     return;
   }
   const schedule::Compiled& s = entry.schedule;
@@ -95,14 +110,14 @@ void LocalSchedules::step(Entry& entry) {
   for (const schedule::Run& run : out.put) {
     if (auto put = put_run(s, run); !put.is_ok()) {
       // Job ids or slots used up: the instant is missed, and counted so.
-      spdlog::error("schedule '{}': the run of {} could not be put: {}", s.definition.name,
-                    run.instant_unix_ms, put.status().to_string());
+      spdlog::error("schedule '{}': the run of {} could not be put: {}", name, run.instant_unix_ms,
+                    put.status().to_string());
       --entry.state.runs;
       ++entry.state.misfires;
     }
   }
   if (entry.state != before) persist(entry);
-  book_.set_wake(entry, out.wake_unix_ms);
+  book_.set(name, out.wake_unix_ms);
   node_.touched();
 }
 
@@ -181,10 +196,17 @@ ScheduleView LocalSchedules::view(const Entry& entry) const {
           schedule::next_run(entry.schedule, entry.state, at), at};
 }
 
-Result<LocalSchedules::Entry*> LocalSchedules::find(const std::string& name) {
-  Entry* entry = book_.find(name);
-  if (entry == nullptr) return no_schedule(name);
-  return entry;
+Result<LocalSchedules::Entry> LocalSchedules::find(const std::string& name) {
+  if (!book_.contains(name)) return no_schedule(name);
+  auto bytes = node_.schedule(name);
+  if (!bytes.is_ok()) return bytes.status();
+  if (!bytes.value()) return no_schedule(name);
+  auto record = schedule::decode(name, *bytes.value());
+  if (!record.is_ok()) return record.status();
+  auto compiled = schedule::compile(std::move(record.value().definition), now(),
+                                    engine().options().max_name_bytes);
+  if (!compiled.is_ok()) return compiled.status();
+  return Entry{std::move(compiled).value(), record.value().state};
 }
 
 template <typename T>
@@ -205,18 +227,22 @@ void LocalSchedules::set(schedule::Definition definition, Callback<ScheduleView>
   if (Status refused = check_put(d, /*at_set=*/true); !refused.is_ok()) {
     return finish<ScheduleView>(std::move(done), std::move(refused));
   }
-  schedule::State state;
-  Entry* old = book_.find(d.name);
-  const bool created = old == nullptr;
-  if (old != nullptr) {
-    withdraw(*old);
-    state = schedule::start(compiled.value(), now(), &old->state);
-  } else {
-    state = schedule::start(compiled.value(), now());
+  schedule::State state = schedule::start(compiled.value(), now());
+  bool created = true;
+  if (book_.contains(d.name)) {
+    auto old = find(d.name);
+    if (old.is_ok()) {
+      withdraw(old.value());
+      state = schedule::start(compiled.value(), now(), &old.value().state);
+      created = false;
+    } else if (old.code() == Code::kIOError) {
+      return finish<ScheduleView>(std::move(done), old.status());
+    }  // else a record that cannot run: replaced, as if new
   }
-  Entry& entry = book_.put(std::move(compiled).value(), state);
+  Entry entry{std::move(compiled).value(), state};
   persist(entry);
   step(entry);
+  families_.schedules.set({}, static_cast<std::int64_t>(book_.size()));
   ScheduleView set = view(entry);
   set.created = created;
   finish<ScheduleView>(std::move(done), std::move(set));
@@ -225,20 +251,26 @@ void LocalSchedules::set(schedule::Definition definition, Callback<ScheduleView>
 void LocalSchedules::get(std::string name, Callback<ScheduleView> done) {
   auto entry = find(name);
   if (!entry.is_ok()) return finish<ScheduleView>(std::move(done), entry.status());
-  finish<ScheduleView>(std::move(done), view(*entry.value()));
+  finish<ScheduleView>(std::move(done), view(entry.value()));
 }
 
 void LocalSchedules::list(std::string after, std::size_t limit,
                           Callback<std::vector<ScheduleView>> done) {
   std::vector<ScheduleView> views;
-  for (const Entry* entry : book_.list(after, limit)) views.push_back(view(*entry));
+  for (const std::string& name : book_.list(after, limit)) {
+    auto entry = find(name);
+    if (!entry.is_ok()) {
+      return finish<std::vector<ScheduleView>>(std::move(done), entry.status());
+    }
+    views.push_back(view(entry.value()));
+  }
   finish<std::vector<ScheduleView>>(std::move(done), std::move(views));
 }
 
 void LocalSchedules::remove(std::string name, Callback<ScheduleView> done) {
   auto found = find(name);
   if (!found.is_ok()) return finish<ScheduleView>(std::move(done), found.status());
-  Entry& entry = *found.value();
+  Entry& entry = found.value();
   withdraw(entry);
   ScheduleView removed = view(entry);
   removed.next_unix_ms.reset();
@@ -251,7 +283,7 @@ void LocalSchedules::remove(std::string name, Callback<ScheduleView> done) {
 void LocalSchedules::pause(std::string name, bool paused, Callback<ScheduleView> done) {
   auto found = find(name);
   if (!found.is_ok()) return finish<ScheduleView>(std::move(done), found.status());
-  Entry& entry = *found.value();
+  Entry& entry = found.value();
   if (entry.schedule.definition.paused != paused) {
     if (paused) withdraw(entry);
     entry.schedule.definition.paused = paused;
@@ -264,7 +296,7 @@ void LocalSchedules::pause(std::string name, bool paused, Callback<ScheduleView>
 void LocalSchedules::trigger(std::string name, Callback<broker::PutResult> done) {
   auto found = find(name);
   if (!found.is_ok()) return finish<broker::PutResult>(std::move(done), found.status());
-  Entry& entry = *found.value();
+  Entry& entry = found.value();
   if (Status refused = check_put(entry.schedule.definition, /*at_set=*/false); !refused.is_ok()) {
     return finish<broker::PutResult>(std::move(done), std::move(refused));
   }
@@ -285,7 +317,7 @@ void LocalSchedules::backfill(std::string name, std::int64_t from_unix_ms, std::
   using Puts = std::vector<broker::PutResult>;
   auto found = find(name);
   if (!found.is_ok()) return finish<Puts>(std::move(done), found.status());
-  Entry& entry = *found.value();
+  Entry& entry = found.value();
   if (Status refused = check_put(entry.schedule.definition, /*at_set=*/false); !refused.is_ok()) {
     return finish<Puts>(std::move(done), std::move(refused));
   }

@@ -1,6 +1,7 @@
 // schedules.h — recurring schedules on this machine: broker/schedules.h over the node. The
-// schedules live in a schedule::Book in memory and in RocksDB (store::kSchedulePrefix); the
-// node's turn ticks them. A schedule's step puts its runs through the engine, as an internal
+// schedules live in RocksDB (store::kSchedulePrefix), read when one steps or is shown (the node's
+// writes not yet durable first); in memory, a schedule::Book holds each one's name and wake, and
+// the node's turn ticks them. A schedule's step puts its runs through the engine, as an internal
 // client, and stages its new record in the same batch: a run is on disk exactly when the state
 // that counts it is, so a kill -9 at any moment neither loses nor doubles a run. Runs the
 // planner (schedule/planner.h) and nothing of its own about which instants run.
@@ -23,7 +24,7 @@ namespace delayq::broker::local {
 
 class LocalSchedules final : public broker::Schedules, public Node::Ticker {
  public:
-  // Takes the node's stored schedules (Node::take_stored_schedules()) and ticks with its turns.
+  // Reads the node's stored schedules (Node::scan_schedules()) and ticks with its turns.
   // Errors: a record of an unknown format version (kUnknownFormat) or damaged (kCorruption).
   static Result<std::unique_ptr<LocalSchedules>> open(Node& node);
   ~LocalSchedules() override;
@@ -47,12 +48,19 @@ class LocalSchedules final : public broker::Schedules, public Node::Ticker {
 
  private:
   explicit LocalSchedules(Node& node);
-  using Entry = schedule::Book::Entry;
+  // A schedule as stored, compiled.
+  struct Entry {
+    schedule::Compiled schedule;
+    schedule::State state;
+  };
 
   [[nodiscard]] engine::Engine& engine() const { return node_.engine(); }
   [[nodiscard]] std::int64_t now() const { return engine().now(); }
   [[nodiscard]] broker::ScheduleView view(const Entry& entry) const;
-  Result<Entry*> find(const std::string& name);
+  // The schedule's record, read (kNotFound: no schedule of that name).
+  Result<Entry> find(const std::string& name);
+  // The due schedule's step, if it can be read.
+  void step(const std::string& name);
   // Moves the schedule on to now: its runs put, its record staged, its next wake set.
   void step(Entry& entry);
   // A run put ahead whose instant has not come is deleted, if its job is still delayed.

@@ -8,6 +8,7 @@ namespace delayq::broker::redis {
 namespace {
 
 constexpr std::int64_t kRetryMs = 1000;  // a step that Redis failed is tried again
+constexpr std::size_t kStepsAtOnce = 1000;
 
 // Reads an integer and the byte after it, which must be `end`.
 bool take_int(std::string_view& text, char end, std::int64_t& out) {
@@ -304,86 +305,60 @@ void RedisSchedules::load_shard(std::uint32_t shard) {
         const auto& e = reply.value().elements;
         if (e.size() < 2) return;
         const auto& pairs = e[1].elements;
+        const std::int64_t at = self->now();
         for (std::size_t i = 0; i + 1 < pairs.size(); i += 2) {
           const std::string& name = pairs[i].str;
+          if (self->steps_.contains(name)) continue;  // loaded already, and stepping
           auto stored = decode_stored(name, pairs[i + 1].str);
           if (!stored.is_ok()) {
             spdlog::error("schedule '{}' cannot run and is left alone: {}", name,
                           stored.status().to_string());
             continue;
           }
-          if (const auto it = self->mine_.find(name); it != self->mine_.end() && it->second.busy) {
-            continue;  // loaded already, and stepping
+          auto compiled = schedule::compile(std::move(stored.value().record.definition), at,
+                                            self->core_->options.max_name_bytes);
+          if (!compiled.is_ok()) {
+            // Stored when it compiled: this node's tz database does not know its zone. It stays
+            // in Redis, untouched, for a node whose database does.
+            spdlog::error("schedule '{}' cannot run here and is left alone: {}", name,
+                          compiled.status().message());
+            continue;
           }
-          self->adopt(name, shard, std::move(stored).value());
+          // A step whose end was not seen is finished at once; the rest wake when they are due.
+          self->book_.set(name, stored.value().intent.empty()
+                                    ? schedule::wake(compiled.value(), stored.value().record.state)
+                                    : std::optional(at));
         }
+        self->families_.schedules.set({}, static_cast<std::int64_t>(self->book_.size()));
         self->arm();
       });
 }
 
 void RedisSchedules::drop_shard(std::uint32_t shard) {
-  std::vector<std::string> names;
-  for (const auto& [name, mine] : mine_) {
-    if (mine.shard == shard) names.push_back(name);
+  for (const std::string& name : book_.list("", book_.size())) {
+    if (home(name) == shard) forget(name);
   }
-  for (const std::string& name : names) forget(name);
   families_.schedules.set({}, static_cast<std::int64_t>(book_.size()));
   arm();
 }
 
 void RedisSchedules::reload(const std::string& name) {
-  read(name, [self = shared_from_this(), name](Result<Stored> stored) {
-    if (self->stopped_) return;
-    const std::uint32_t shard = self->home(name);
-    if (!self->core_->owned.contains(shard)) return;
-    if (!stored.is_ok()) {
-      // Tried again at its next wake (step() reads it again while it is stale).
-      self->warn(fmt::format("schedule '{}' could not be read again: {}", name,
-                             stored.status().to_string()));
-      if (auto it = self->mine_.find(name); it != self->mine_.end()) it->second.stale = true;
-      return;
-    }
-    if (!stored.value()) {
-      self->forget(name);
-    } else {
-      self->adopt(name, shard, std::move(*stored.value()));
-    }
-    self->families_.schedules.set({}, static_cast<std::int64_t>(self->book_.size()));
-    self->arm();
-  });
-}
-
-void RedisSchedules::adopt(const std::string& name, std::uint32_t shard, StoredSchedule stored) {
-  auto compiled =
-      schedule::compile(std::move(stored.record.definition), now(), core_->options.max_name_bytes);
-  if (!compiled.is_ok()) {
-    // Stored when it compiled: this node's tz database does not know its zone. It stays in
-    // Redis, untouched, for a node whose database does.
-    spdlog::error("schedule '{}' cannot run here and is left alone: {}", name,
-                  compiled.status().message());
-    forget(name);
-    return;
-  }
-  Mine& mine = mine_[name];
-  mine.shard = shard;
-  mine.version = stored.version;
-  mine.generation = std::move(stored.generation);
-  mine.intent = std::move(stored.intent);
-  mine.loaded = ++loads_;
-  mine.busy = false;
-  mine.stale = false;
-  schedule::Book::Entry& entry = book_.put(std::move(compiled).value(), stored.record.state);
-  book_.set_wake(entry, now());
+  if (!core_->owned.contains(home(name))) return;
+  // A step under way read the record before the change: its answers are dropped (its write
+  // fails on the version, or came first and the change read it).
+  steps_.erase(name);
+  book_.set(name, now());
   families_.schedules.set({}, static_cast<std::int64_t>(book_.size()));
+  arm();
 }
 
 void RedisSchedules::forget(const std::string& name) {
   book_.erase(name);
-  mine_.erase(name);
+  steps_.erase(name);
 }
 
 void RedisSchedules::arm() {
-  if (stopped_) return;
+  if (stopped_ || steps_.size() >= kStepsAtOnce) return;  // armed again as a step ends
   const auto wake = book_.next_wake();
   if (!wake) {
     timer_->cancel();
@@ -397,46 +372,64 @@ void RedisSchedules::arm() {
 }
 
 void RedisSchedules::tick() {
-  for (const std::string& name : book_.due(now())) step(name);
+  // A bounded number under way at once (each reads its record first); the rest as they end.
+  const std::size_t room = kStepsAtOnce - std::min(steps_.size(), kStepsAtOnce);
+  for (const std::string& name : book_.due(now(), room)) step(name);
   arm();
 }
 
-void RedisSchedules::step(const std::string& name) {
-  schedule::Book::Entry* entry = book_.find(name);
-  const auto it = mine_.find(name);
-  if (entry == nullptr || it == mine_.end() || it->second.busy) return;
-  Mine& mine = it->second;
-  if (mine.stale) {
-    book_.set_wake(*entry, now() + kRetryMs);  // until the read answers
-    return reload(name);
-  }
-  mine.busy = true;
-  book_.set_wake(*entry, std::nullopt);  // set again when the step is done
-  StoredSchedule current;
-  current.version = mine.version;
-  current.generation = mine.generation;
-  current.intent = mine.intent;
-  current.record = {entry->schedule.definition, entry->state};
-  if (!current.intent.empty()) return replay(name, mine.loaded, std::move(current));
-  advance(name, mine.loaded, std::move(current),
-          std::make_shared<const schedule::Compiled>(entry->schedule));
+bool RedisSchedules::stepping(const std::string& name, std::uint64_t number) const {
+  const auto it = steps_.find(name);
+  return !stopped_ && it != steps_.end() && it->second == number;
 }
 
-void RedisSchedules::replay(const std::string& name, std::uint64_t loaded, StoredSchedule current) {
+void RedisSchedules::step(const std::string& name) {
+  if (!book_.contains(name) || steps_.contains(name)) return;
+  const std::uint64_t number = ++step_numbers_;
+  steps_[name] = number;
+  book_.set(name, std::nullopt);  // set again when the step is done
+  read(name, [self = shared_from_this(), name, number](Result<Stored> stored) {
+    if (!self->stepping(name, number)) return;
+    if (!stored.is_ok()) {
+      self->warn(
+          fmt::format("schedule '{}' could not be read: {}", name, stored.status().to_string()));
+      return self->stepped(name, number, self->now() + kRetryMs);
+    }
+    if (!stored.value()) {  // removed (its owner hears of it too)
+      self->forget(name);
+      self->families_.schedules.set({}, static_cast<std::int64_t>(self->book_.size()));
+      return self->arm();
+    }
+    StoredSchedule current = std::move(*stored.value());
+    if (!current.intent.empty()) return self->replay(name, number, std::move(current));
+    auto compiled = schedule::compile(current.record.definition, self->now(),
+                                      self->core_->options.max_name_bytes);
+    if (!compiled.is_ok()) {
+      spdlog::error("schedule '{}' cannot run here and is left alone: {}", name,
+                    compiled.status().message());
+      return self->stepped(name, number, std::nullopt);
+    }
+    self->advance(name, number, std::move(current),
+                  std::make_shared<const schedule::Compiled>(std::move(compiled).value()));
+  });
+}
+
+void RedisSchedules::replay(const std::string& name, std::uint64_t number, StoredSchedule current) {
   auto held = std::make_shared<StoredSchedule>(std::move(current));
-  put_runs(*held, held->intent, 0, [self = shared_from_this(), name, loaded, held](Status put) {
-    if (!put.is_ok()) return self->stepped(name, loaded, self->now() + kRetryMs);
+  put_runs(*held, held->intent, 0, [self = shared_from_this(), name, number, held](Status put) {
+    if (!put.is_ok()) return self->stepped(name, number, self->now() + kRetryMs);
     StoredSchedule cleared = *held;
     cleared.intent.clear();
     const schedule::State state = cleared.record.state;
     self->commit(name, held->version, std::move(cleared), false,
-                 [self, name, loaded, state](Result<std::uint64_t> written) {
-                   self->written(name, loaded, state, state, self->now(), written);
+                 [self, name, number, state](Result<std::uint64_t> written) {
+                   // Then a step of its own, at once.
+                   self->written(name, number, state, state, self->now(), written);
                  });
   });
 }
 
-void RedisSchedules::advance(const std::string& name, std::uint64_t loaded, StoredSchedule current,
+void RedisSchedules::advance(const std::string& name, std::uint64_t number, StoredSchedule current,
                              std::shared_ptr<const schedule::Compiled> compiled) {
   const std::int64_t at = now();
   // (Copied first: the continuation takes `current` over.)
@@ -444,56 +437,49 @@ void RedisSchedules::advance(const std::string& name, std::uint64_t loaded, Stor
   const schedule::State state = current.record.state;
   const std::uint64_t version = current.version;
   plan(std::move(compiled), std::move(generation), version, state, at, std::make_shared<Facts>(),
-       [self = shared_from_this(), name, loaded, at,
+       [self = shared_from_this(), name, number, at,
         current = std::move(current)](Result<Plan> planned) mutable {
          if (!planned.is_ok()) {
            self->warn(fmt::format("schedule '{}': {}", name, planned.status().to_string()));
-           return self->stepped(name, loaded, at + kRetryMs);
+           return self->stepped(name, number, at + kRetryMs);
          }
          Plan& p = planned.value();
          const schedule::State before = current.record.state;
          if (p.state == before && p.step.put.empty()) {
-           return self->stepped(name, loaded, p.step.wake_unix_ms);
+           return self->stepped(name, number, p.step.wake_unix_ms);
          }
          const std::uint64_t expected = current.version;
          current.record.state = p.state;
          current.intent = std::move(p.step.put);
          self->commit(name, expected, std::move(current), false,
-                      [self, name, loaded, before, after = p.state,
+                      [self, name, number, before, after = p.state,
                        wake = p.step.wake_unix_ms](Result<std::uint64_t> written) {
-                        self->written(name, loaded, before, after, wake, written);
+                        self->written(name, number, before, after, wake, written);
                       });
        });
 }
 
-void RedisSchedules::written(const std::string& name, std::uint64_t loaded,
+void RedisSchedules::written(const std::string& name, std::uint64_t number,
                              const schedule::State& before, const schedule::State& after,
                              std::optional<std::int64_t> wake,
                              const Result<std::uint64_t>& version) {
-  const auto found = mine_.find(name);
-  schedule::Book::Entry* entry = book_.find(name);
-  if (found == mine_.end() || found->second.loaded != loaded || entry == nullptr) return;
-  if (version.code() == Code::kConflict) return reload(name);
+  if (!stepping(name, number)) return;
+  // Another write came first: step again from what it wrote.
+  if (version.code() == Code::kConflict) return stepped(name, number, now());
   if (!version.is_ok()) {
+    // Written with its intent, or not at all: the next step reads which.
     warn(fmt::format("schedule '{}': {}", name, version.status().to_string()));
-    // Written with its intent, or not at all: read again before the next step.
-    found->second.stale = true;
-    return stepped(name, loaded, now() + kRetryMs);
+    return stepped(name, number, now() + kRetryMs);
   }
-  entry->state = after;
-  found->second.version = version.value();
-  found->second.intent.clear();
   count(before, after);
-  stepped(name, loaded, wake);
+  stepped(name, number, wake);
 }
 
-void RedisSchedules::stepped(const std::string& name, std::uint64_t loaded,
+void RedisSchedules::stepped(const std::string& name, std::uint64_t number,
                              std::optional<std::int64_t> wake) {
-  const auto it = mine_.find(name);
-  schedule::Book::Entry* entry = book_.find(name);
-  if (it == mine_.end() || it->second.loaded != loaded || entry == nullptr) return;
-  it->second.busy = false;
-  book_.set_wake(*entry, wake);
+  if (!stepping(name, number)) return;
+  steps_.erase(name);
+  book_.set(name, wake);
   arm();
 }
 

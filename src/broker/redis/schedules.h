@@ -3,7 +3,8 @@
 // name hashes to; the node that owns that shard steps it on time (a schedule::Book of the
 // schedules of its shards, loaded when it takes a lease). Any node may change a schedule (set,
 // pause, remove, trigger, backfill): every write of a record names the version it read, and one
-// that finds another fails and reads again, so two nodes never both move a schedule on.
+// that finds another fails and reads again, so two nodes never both move a schedule on. The
+// owner keeps only each schedule's name and wake; a step reads the record first.
 //
 // A step is made in three writes: the record with its new state and the runs it puts (its
 // intent); each run put into its own shard by putrun, which leaves a mark there; the record
@@ -74,16 +75,6 @@ class RedisSchedules final : public broker::Schedules,
   using Stored = std::optional<StoredSchedule>;  // nullopt: no such schedule
   using Weak = std::weak_ptr<RedisSchedules>;
 
-  // A schedule this node steps, beside its Book entry.
-  struct Mine {
-    std::uint32_t shard = 0;
-    std::uint64_t version = 0;
-    std::string generation;
-    std::vector<schedule::Run> intent;
-    std::uint64_t loaded = 0;  // which load of it this is: a step of an older one is dropped
-    bool busy = false;         // a step is under way
-    bool stale = false;        // a write's end was not seen: read it again before stepping
-  };
   // What the planner asked of the jobs, answered by their shards; and its random draws, kept
   // so that running it again draws the same.
   struct Facts {
@@ -128,23 +119,25 @@ class RedisSchedules final : public broker::Schedules,
   void warn(const std::string& what);
   void load_shard(std::uint32_t shard);
   void drop_shard(std::uint32_t shard);
+  // Another node changed the schedule: it steps at once (its record read again).
   void reload(const std::string& name);
-  // Takes in a stored schedule this node steps (the shard is owned); wakes it now.
-  void adopt(const std::string& name, std::uint32_t shard, StoredSchedule stored);
   void forget(const std::string& name);
+  // A step: the record read, then its runs put again if a step's end was not seen (replay), or
+  // the planner's step to now written (advance). `number` tells it from a later step of the
+  // same schedule (its answers are then dropped).
   void step(const std::string& name);
   // A step whose end was not seen: its runs put again (none twice), then the record written
   // without them.
-  void replay(const std::string& name, std::uint64_t loaded, StoredSchedule current);
-  // The planner's step to now, written (commit()).
-  void advance(const std::string& name, std::uint64_t loaded, StoredSchedule current,
+  void replay(const std::string& name, std::uint64_t number, StoredSchedule current);
+  void advance(const std::string& name, std::uint64_t number, StoredSchedule current,
                std::shared_ptr<const schedule::Compiled> compiled);
-  // A step's write answered (the version written, or why not): the state taken in, or read
-  // again (a conflict, or an end not seen).
-  void written(const std::string& name, std::uint64_t loaded, const schedule::State& before,
+  // A step's write answered (the version written, or why not): counted, and the next wake set
+  // (at once after a conflict: another write came first).
+  void written(const std::string& name, std::uint64_t number, const schedule::State& before,
                const schedule::State& after, std::optional<std::int64_t> wake,
                const Result<std::uint64_t>& version);
-  void stepped(const std::string& name, std::uint64_t loaded, std::optional<std::int64_t> wake);
+  [[nodiscard]] bool stepping(const std::string& name, std::uint64_t number) const;
+  void stepped(const std::string& name, std::uint64_t number, std::optional<std::int64_t> wake);
   void arm();
   void tick();
 
@@ -173,8 +166,9 @@ class RedisSchedules final : public broker::Schedules,
   std::unique_ptr<RedisSession> session_;  // trigger's and backfill's puts (made at the first)
   broker::ScheduleFamilies families_;
   schedule::Book book_;
-  std::map<std::string, Mine, std::less<>> mine_;
-  std::uint64_t loads_ = 0;
+  // The steps under way, by schedule: each step's number.
+  std::map<std::string, std::uint64_t, std::less<>> steps_;
+  std::uint64_t step_numbers_ = 0;
   std::unique_ptr<Timer> timer_;
   bool stopped_ = false;
   std::optional<SteadyTime> warned_;

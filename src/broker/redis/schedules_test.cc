@@ -1,9 +1,10 @@
 // schedules_test.cc — recurring schedules in Redis mode (schedules.h) over a scripted Redis
 // (fixture.h): what the owner of a schedule's shard does when it takes the lease and finds a
 // step whose end nobody saw, when its write meets another's, when a run put ahead is reached
-// late, and when the shard's channel says a schedule changed. The answers are the test's; the
-// Lua side of the same (marks, withdrawals) runs against real Redis in the contract suite
-// (tests/broker/schedule_contract_test.cc) and the kill -9 test (tests/protocol/schedule_test.cc).
+// late, and when the shard's channel says a schedule changed. Each step reads the record first.
+// The answers are the test's; the Lua side of the same (marks, withdrawals) runs against real
+// Redis in the contract suite (tests/broker/schedule_contract_test.cc) and the kill -9 test
+// (tests/protocol/schedule_test.cc).
 #include "broker/redis/schedules.h"
 
 #include <gtest/gtest.h>
@@ -48,6 +49,13 @@ class ScheduleTest : public NodeTest {
     EXPECT_EQ(loads, kShards);
     settle();
   }
+  // Answers the read a step makes first with `stored`.
+  void answer_read(const StoredSchedule& stored) {
+    Call read = take("schedule_get");
+    EXPECT_EQ(read.args(), (std::vector<std::string>{"tick"}));
+    redis->answer(read, reply::ok({Reply::string(encode_stored(stored))}));
+    settle();
+  }
   // A one-second schedule of tube "ticks" at version `version`, its run put ahead at `ahead`.
   static StoredSchedule every_second(std::uint64_t version, std::int64_t ahead) {
     StoredSchedule stored;
@@ -76,6 +84,7 @@ TEST_F(ScheduleTest, AStepWhoseEndNobodySawIsPutAgainThenClearedWhenTheLeaseIsTa
   StoredSchedule stored = every_second(7, kNow + 1000);
   stored.intent = {{kNow + 1000, kNow + 1000}};
   answer_loads("tick", stored);
+  answer_read(stored);  // due at once: the step reads the record first
 
   // Its run put again, marked with the version that holds the intent, in the run's own shard.
   Call put = take("putrun");
@@ -107,9 +116,10 @@ TEST_F(ScheduleTest, AStepWhoseEndNobodySawIsPutAgainThenClearedWhenTheLeaseIsTa
 TEST_F(ScheduleTest, AtItsInstantTheNextRunIsWrittenAsIntentPutThenCleared) {
   own_every_shard();
   answer_loads("tick", every_second(3, kNow + 1000));
-  EXPECT_EQ(redis->count("schedule_save"), 0U);
+  EXPECT_EQ(redis->count("schedule_save") + redis->count("schedule_get"), 0U);
   clock->advance(std::chrono::milliseconds(1000));
   settle();
+  answer_read(every_second(3, kNow + 1000));
 
   Call intent = take("schedule_save");
   EXPECT_EQ(intent.args().at(1), "3");
@@ -139,17 +149,18 @@ TEST_F(ScheduleTest, AStepWhoseWriteMeetsAnotherPutsNothingAndReadsTheScheduleAg
   answer_loads("tick", every_second(3, kNow + 1000));
   clock->advance(std::chrono::milliseconds(1000));
   settle();
+  answer_read(every_second(3, kNow + 1000));
   Call intent = take("schedule_save");
   redis->answer(intent, reply::code("conflict", "the schedule changed meanwhile"));
   settle();
   EXPECT_EQ(redis->count("putrun"), 0U);
-  Call read = take("schedule_get");
-  EXPECT_EQ(read.args(), (std::vector<std::string>{"tick"}));
-  // Another node moved it on: its version is what the next write names.
-  redis->answer(read, reply::ok({Reply::string(encode_stored(every_second(9, kNow + 2000)))}));
-  settle();
+  // Stepped again at once, from what the other write left: another node moved it on.
+  answer_read(every_second(9, kNow + 2000));
+  EXPECT_EQ(redis->count("schedule_save"), 0U) << "nothing to do before its run put ahead";
   clock->advance(std::chrono::milliseconds(1000));
   settle();
+  answer_read(every_second(9, kNow + 2000));
+  // Its version is what the next write names.
   Call next = take("schedule_save");
   EXPECT_EQ(next.args().at(1), "9");
 }
@@ -159,6 +170,7 @@ TEST_F(ScheduleTest, ARunPutAheadReachedLateIsWithdrawnThenSettledByTheMisfireRu
   // The node was away: the run put ahead, due a second after the start, is reached 3.5 s late.
   clock->advance(std::chrono::milliseconds(4500));
   answer_loads("tick", every_second(3, kNow + 1000));
+  answer_read(every_second(3, kNow + 1000));
 
   Call unrun = take("unrun");
   const std::string key = schedule::run_key("tick", kNow + 1000);
@@ -184,6 +196,7 @@ TEST_F(ScheduleTest, ARunPutAheadThatAWorkerTookIsCountedAsRun) {
   own_every_shard();
   clock->advance(std::chrono::milliseconds(4500));
   answer_loads("tick", every_second(3, kNow + 1000));
+  answer_read(every_second(3, kNow + 1000));
   Call unrun = take("unrun");
   redis->answer(unrun, reply::ok({Reply::string("taken")}));
   settle();

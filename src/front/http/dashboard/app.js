@@ -757,8 +757,8 @@ function schedulesPage(params) {
                  () => api(path(s.name) + '/resume', { method: 'POST' }));
     }
     const ahead = s.overlap === 'allow' && s.next
-      ? ': its next run, put ahead into tube ' + s.tube + ' for ' + s.next.at +
-        ', is deleted if still delayed' : '';
+      ? ': its next run, if already put ahead into tube ' + s.tube + ' (10 s before ' +
+        s.next.at + '), is deleted if still delayed' : '';
     return act('Pause schedule ' + s.name + '? No run is put while it is paused' + ahead + '.',
                () => api(path(s.name) + '/pause', { method: 'POST' }));
   };
