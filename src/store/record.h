@@ -25,10 +25,11 @@ inline constexpr std::uint8_t kTracedAttachmentVersion = 2;
 // The store's format marker ("m:format"). 2 added attachments, webhooks and the record's flags
 // byte; 3 the flag JobRecord::due_inside; 4 moved attachments from the default column family
 // to the bodies one (RocksStore moves them when it opens an older store); 5 attachments of
-// version 2 (kTracedAttachmentVersion). An older store means
-// the same under the newer version, and is marked with it when opened (so that an older build
-// refuses it instead of misreading it). Anything newer is refused.
-inline constexpr std::uint64_t kStoreVersion = 5;
+// version 2 (kTracedAttachmentVersion); 6 moved schedules to the bodies family too (read while
+// the server runs). An older store means the same under the newer version, and is marked with it
+// when opened (so that an older build refuses it instead of misreading it). Anything newer is
+// refused.
+inline constexpr std::uint64_t kStoreVersion = 6;
 
 struct JobRecord {
   JobId id = 0;

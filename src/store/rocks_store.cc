@@ -53,8 +53,10 @@ RocksStore::~RocksStore() {
 
 namespace {
 
-// The store version that keeps attachments in the bodies family (move_attachments()).
+// The store versions that keep attachments, then schedules, in the bodies family
+// (move_to_bodies()).
 constexpr std::uint64_t kAttachmentsBesideBodies = 4;
+constexpr std::uint64_t kSchedulesBesideBodies = 6;
 
 // Options both column families share. Each gets half the write buffer budget.
 rocksdb::ColumnFamilyOptions family_options(const RocksStoreOptions& options,
@@ -117,8 +119,8 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
   // (docs/BENCHMARKS.md, "What a job costs RocksDB").
   records.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
   rocksdb::ColumnFamilyOptions bodies = family_options(options, cache);
-  // Bodies and attachments are read back while the server runs: a skip list, whose inserts of
-  // growing ids a per-prefix hint places at the end of their range.
+  // Bodies, attachments and schedules are read back while the server runs: a skip list, whose
+  // inserts of growing ids a per-prefix hint places at the end of their range.
   bodies.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(1));
   // A read of a job put long ago, whose body is in a table file by now, asks a bloom filter
   // of 2 % of the memtable's size instead of searching the memtable's skip list first.
@@ -202,7 +204,12 @@ Status RocksStore::load_meta() {
                                       std::to_string(kStoreVersion)};
   }
   if (*version < kAttachmentsBesideBodies) {
-    if (Status moved = move_attachments(); !moved.is_ok()) return moved;
+    if (Status moved = move_to_bodies(kAttachmentPrefix, "attachments"); !moved.is_ok()) {
+      return moved;
+    }
+  }
+  if (*version < kSchedulesBesideBodies) {
+    if (Status moved = move_to_bodies(kSchedulePrefix, "schedules"); !moved.is_ok()) return moved;
   }
   if (*version < kStoreVersion) {  // the upgrade: every older store reads as this version
     rocksdb::WriteOptions sync;
@@ -219,34 +226,29 @@ Status RocksStore::load_meta() {
   return Status::ok();
 }
 
-// Up to version 3, attachments were kept in the default family. Moved in synced batches of
-// 1,000, each atomic: after a crash the marker still says 3, and the next open moves the rest.
-Status RocksStore::move_attachments() {
+// Up to version 3, attachments were kept in the default family, and up to 5 schedules. Moved in
+// synced batches of 1,000, each atomic: after a crash the marker still says the old version, and
+// the next open moves the rest.
+Status RocksStore::move_to_bodies(char prefix, const std::string& what) {
   constexpr std::size_t kPerBatch = 1000;
+  const std::string moving = "moving " + what;
   rocksdb::WriteOptions sync;
   sync.sync = true;
   rocksdb::WriteBatch batch;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), records_));
-  for (it->Seek(std::string(1, kAttachmentPrefix)); it->Valid(); it->Next()) {
+  for (it->Seek(std::string(1, prefix)); it->Valid(); it->Next()) {
     const rocksdb::Slice key = it->key();
-    if (key.size() == 0 || key[0] != kAttachmentPrefix) break;
-    if (Status s = from_rocks(batch.Put(bodies_, key, it->value()), "moving attachments");
-        !s.is_ok()) {
-      return s;
-    }
-    if (Status s = from_rocks(batch.Delete(records_, key), "moving attachments"); !s.is_ok()) {
-      return s;
-    }
+    if (key.size() == 0 || key[0] != prefix) break;
+    if (Status s = from_rocks(batch.Put(bodies_, key, it->value()), moving); !s.is_ok()) return s;
+    if (Status s = from_rocks(batch.Delete(records_, key), moving); !s.is_ok()) return s;
     if (batch.Count() >= 2 * kPerBatch) {
-      if (Status s = from_rocks(db_->Write(sync, &batch), "moving attachments"); !s.is_ok()) {
-        return s;
-      }
+      if (Status s = from_rocks(db_->Write(sync, &batch), moving); !s.is_ok()) return s;
       batch.Clear();
     }
   }
-  if (Status s = from_rocks(it->status(), "reading attachments to move"); !s.is_ok()) return s;
+  if (Status s = from_rocks(it->status(), "reading " + what + " to move"); !s.is_ok()) return s;
   if (batch.Count() == 0) return Status::ok();
-  return from_rocks(db_->Write(sync, &batch), "moving attachments");
+  return from_rocks(db_->Write(sync, &batch), moving);
 }
 
 Status RocksStore::write(std::span<const WriteSet* const> sets, bool sync) {
@@ -292,10 +294,10 @@ Status RocksStore::write(std::span<const WriteSet* const> sets, bool sync) {
           }
           break;
         case WriteSet::Kind::kSchedule:
-          batch.Put(kSchedulePrefix + op.tube, op.value);
+          batch.Put(bodies_, kSchedulePrefix + op.tube, op.value);
           break;
         case WriteSet::Kind::kEraseSchedule:
-          batch.Delete(kSchedulePrefix + op.tube);
+          batch.Delete(bodies_, kSchedulePrefix + op.tube);
           break;
       }
     }
@@ -415,7 +417,7 @@ Status RocksStore::scan_flows(const std::function<Status(std::string, FlowSettin
 Status RocksStore::scan_schedules(const std::function<Status(std::string, std::string)>& visit) {
   rocksdb::ReadOptions options;
   options.verify_checksums = true;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(options));
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(options, bodies_));
   for (it->Seek(std::string(1, kSchedulePrefix)); it->Valid(); it->Next()) {
     const std::string_view key(it->key().data(), it->key().size());
     if (key.empty() || key[0] != kSchedulePrefix) break;
@@ -428,7 +430,7 @@ Status RocksStore::scan_schedules(const std::function<Status(std::string, std::s
 Result<std::optional<std::string>> RocksStore::read_schedule(std::string_view name) {
   std::string value;
   const rocksdb::Status s =
-      db_->Get(rocksdb::ReadOptions(), kSchedulePrefix + std::string(name), &value);
+      db_->Get(rocksdb::ReadOptions(), bodies_, kSchedulePrefix + std::string(name), &value);
   if (s.IsNotFound()) return std::optional<std::string>();
   if (!s.ok()) return from_rocks(s, "reading schedule '" + std::string(name) + "'");
   return std::optional<std::string>(std::move(value));

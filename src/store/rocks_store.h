@@ -1,7 +1,7 @@
 // rocks_store.h — the default Store: RocksDB in a data directory.
 // One RocksDB database, keys by kind (record.h): "m:" meta, 'j'+id job records, 'w'+tube
-// webhooks, 't'+tube max_attempts and 's'+name schedules in the default column family, 'b'+id
-// bodies and 'a'+id attachments in the "bodies" family, whose values live in blob files. Every
+// webhooks and 't'+tube max_attempts in the default column family, 'b'+id bodies, 'a'+id
+// attachments and 's'+name schedules in the "bodies" family, whose values live in blob files. Every
 // write is one WriteBatch through RocksDB's write-ahead log; sync writes fsync it, and RocksDB
 // merges concurrent writers into one fsync. open() refuses a directory that is not a delayq store,
 // has another format version, or whose log or tables fail their checksums, with a Status that names
@@ -74,7 +74,8 @@ class RocksStore final : public Store {
  private:
   RocksStore(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> families);
   Status load_meta();
-  Status move_attachments();
+  // Moves the default family's keys of `prefix` to the bodies family (an older store's layout).
+  Status move_to_bodies(char prefix, const std::string& what);
 
   std::unique_ptr<rocksdb::DB> db_;
   // The default family: meta keys, job records, webhooks and max_attempts, all read only when

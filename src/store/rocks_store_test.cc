@@ -399,6 +399,59 @@ TEST(RocksStoreTest, AVersionThreeStoresAttachmentsAreMovedWhenOpened) {
   delete raw;
 }
 
+// Up to version 5, schedules were kept in the default family, whose vector memtable RocksDB sorts
+// at every read. Opening such a store moves them beside the bodies, where a read of one is cheap.
+TEST(RocksStoreTest, AVersionFiveStoresSchedulesAreMovedWhenOpened) {
+  TempDir tmp;
+  const std::string dir = tmp.sub("db");
+  constexpr int kSchedules = 2'100;  // more than one batch of the move
+  const auto name_of = [](int i) { return "s-" + std::to_string(i); };
+  {
+    auto store = must_open(dir);
+    ASSERT_NE(store, nullptr);
+  }
+  {
+    // What a version 5 build left: every schedule in the default family.
+    std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+        {rocksdb::kDefaultColumnFamilyName, {}}, {std::string(kBodiesFamily), {}}};
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open({}, dir, families, &handles, &raw).ok());
+    rocksdb::WriteBatch batch;
+    for (int i = 0; i < kSchedules; ++i) {
+      ASSERT_TRUE(batch.Put(handles[0], kSchedulePrefix + name_of(i), "record " + name_of(i)).ok());
+    }
+    ASSERT_TRUE(raw->Write({}, &batch).ok());
+    for (auto* handle : handles) (void)raw->DestroyColumnFamilyHandle(handle);
+    delete raw;
+  }
+  set_marker(dir, 5);
+  auto store = must_open(dir);
+  ASSERT_NE(store, nullptr);
+  int scanned = 0;
+  ASSERT_TRUE(store
+                  ->scan_schedules([&](std::string name, std::string value) {
+                    EXPECT_EQ(value, "record " + name);
+                    ++scanned;
+                    return Status::ok();
+                  })
+                  .is_ok());
+  EXPECT_EQ(scanned, kSchedules);
+  auto one = store->read_schedule(name_of(1234));
+  ASSERT_TRUE(one.is_ok()) << one.status().to_string();
+  EXPECT_EQ(one.value(), std::optional<std::string>("record " + name_of(1234)));
+  auto none = store->read_schedule("nobody");
+  ASSERT_TRUE(none.is_ok());
+  EXPECT_EQ(none.value(), std::nullopt);
+  // A write after the move lands where the reads look.
+  WriteSet set;
+  set.put_schedule(name_of(1), "changed");
+  set.erase_schedule(name_of(2));
+  ASSERT_TRUE(write(*store, {&set}, /*sync=*/true).is_ok());
+  EXPECT_EQ(store->read_schedule(name_of(1)).value(), std::optional<std::string>("changed"));
+  EXPECT_EQ(store->read_schedule(name_of(2)).value(), std::nullopt);
+}
+
 TEST(RocksStoreTest, ScanIsInNumericIdOrder) {
   TempDir tmp;
   const std::string dir = tmp.sub("db");
