@@ -7,7 +7,9 @@
 Client (client.py) has a method per route; its answers are the dataclasses of models.py; its
 errors the classes of errors.py, all under DelayqError. Worker (worker.py) runs handlers on
 reserved jobs. verify_signature, WsgiVerifier and AsgiVerifier (webhooks.py) check the
-signatures of push deliveries. README.md has examples.
+signatures of push deliveries. With OpenTelemetry installed, puts carry the current span's
+trace context and Worker runs each handler in a span continuing the job's (tracing.py).
+README.md has examples.
 """
 
 from ._version import __version__

@@ -44,6 +44,7 @@ from .models import (
     runs_from_json,
 )
 from .times import Duration, encode_duration, parse_duration, unix_ms
+from .tracing import caller_trace_headers
 from .transport import Transport, segment
 from .worker import Worker
 
@@ -223,7 +224,9 @@ class Client:
         url, content_type   push delivery: this job's own URL (the tube needs a webhook) and
                       the Content-Type it is POSTed with
         traceparent, tracestate   a W3C Trace Context kept with the job: Job.traceparent
-                      wherever the job is read or reserved, and sent with each push delivery
+                      wherever the job is read or reserved, and sent with each push delivery;
+                      default, when neither is given: the current span's, if OpenTelemetry
+                      is installed (tracing.py)
         Raises BadRequest, Conflict (replace or debounce of a reserved job; url without a
         webhook), TooLarge, Draining, NoSpace, Limit.
         """
@@ -245,8 +248,11 @@ class Client:
             fields["url"] = url
         if content_type is not None:
             fields["content_type"] = content_type
-        trace = {name: value for name, value in
-                 (("traceparent", traceparent), ("tracestate", tracestate)) if value is not None}
+        if traceparent is None and tracestate is None:
+            trace = caller_trace_headers()
+        else:
+            given = (("traceparent", traceparent), ("tracestate", tracestate))
+            trace = {name: value for name, value in given if value is not None}
         answer = self._http.request("POST", f"/v1/tubes/{segment(tube)}/jobs", body=fields,
                                     headers=trace)
         return Job.from_json(answer.data, existed=answer.status == 200)

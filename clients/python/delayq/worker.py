@@ -16,6 +16,9 @@ min(backoff_max, backoff_min * backoff_factor ** (n - 1)), the webhooks' rule, s
 failing together do not all come back at once. A tube's max_attempts (set_max_attempts) turns
 the release of a job's last allowed attempt into a bury, on the server.
 
+Tracing: with OpenTelemetry installed, each handler runs in a span continuing the job's trace
+(tracing.py).
+
 Stopping: stop() (from any thread, a handler included) ends the reserves waiting (it
 half-closes their connections: the server then ends the long-poll and takes no job for it) and
 lets each thread finish the job in hand; KeyboardInterrupt in run() calls stop(). Nothing
@@ -38,6 +41,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from .errors import Conflict, DelayqError, NotFound
 from .models import Job
+from .tracing import processing
 
 if TYPE_CHECKING:
     from .client import Client
@@ -231,7 +235,8 @@ class Worker:
             self._cond.notify_all()
         succeeded = False
         try:
-            self._handler(job)
+            with processing(job):
+                self._handler(job)
             succeeded = True
         except Exception:
             log.exception("job %d (tube %s): the handler raised", job.id, job.tube)

@@ -49,7 +49,8 @@ export interface PutOptions extends WhenOptions {
     contentType?: string;
     /**
      * A W3C Trace Context kept with the job: `job.traceparent` wherever the job is read or
-     * reserved, and sent with each push delivery attempt.
+     * reserved, and sent with each push delivery attempt. Default, when neither is given: the
+     * active span's, if @opentelemetry/api is installed (tracing.ts).
      */
     traceparent?: string;
     tracestate?: string;

@@ -6,6 +6,7 @@
 // work()) are in worker.ts. Routes, fields and answers: docs/http-api.md.
 import { readBackup, readDueCounts, readFlowSettings, readJob, readJobList, readJobs, readNumber, readRuns, readSchedule, readSchedulePage, readStats, readString, readTubeList, readTubeStats, readWebhook } from "./models.js";
 import { durationMs, encodeDuration, encodeTime } from "./times.js";
+import { callerTraceHeaders } from "./tracing.js";
 import { Transport } from "./transport.js";
 import { jobs, work } from "./worker.js";
 // A long-poll is cut into waits of at most this, below undici's 300 s headers timeout, which
@@ -67,9 +68,11 @@ export class Client {
         duration(fields, "max_wait", options.maxWait);
         text(fields, "url", options.url);
         text(fields, "content_type", options.contentType);
+        const given = options.traceparent !== undefined || options.tracestate !== undefined;
+        const trace = given ? options : await callerTraceHeaders();
         const answer = await this.http.request("POST", `/v1/tubes/${segment(tube)}/jobs`, {
             body: fields,
-            headers: { traceparent: options.traceparent, tracestate: options.tracestate },
+            headers: { traceparent: trace.traceparent, tracestate: trace.tracestate },
         });
         return readJob(answer.data, answer.status === 200);
     }

@@ -14,12 +14,16 @@
 // the rule webhooks follow, so that jobs failing together do not all come back at once. A
 // tube's max_attempts (setMaxAttempts) turns the release of a job's last attempt into a bury.
 //
+// Tracing: with @opentelemetry/api installed, each handler runs in a span continuing the job's
+// trace (tracing.ts); jobs() starts none.
+//
 // Stopping: when `signal` aborts, the reserves waiting are cut off (the server then takes no
 // job for them) and no new job is taken; work() waits at most drainTimeoutMs for the handlers
 // still running, then resolves. Errors reaching the server are reported to onError and the
 // reserve is tried again after a pause growing from 0.5 s to 30 s; an error that retrying
 // cannot cure (a bad tube name, a wrong token) stops the loops and rejects work().
 import { ConflictError, InternalError, NotFoundError, ServiceUnavailableError, TransportError } from "./errors.js";
+import { processJob } from "./tracing.js";
 const kDefaultWaitMs = 20000;
 const kMaxWaitMs = 3600000;
 export async function* jobs(client, tubes, options = {}) {
@@ -106,7 +110,7 @@ async function runJob(client, job, handler, backoff, stats, onError) {
     const lease = new Lease(client, job, stats, onError);
     let succeeded = false;
     try {
-        await handler(job, { signal: lease.signal, touch: () => lease.touch() });
+        await processJob(job, () => handler(job, { signal: lease.signal, touch: () => lease.touch() }));
         succeeded = true;
         stats.handled += 1;
     }

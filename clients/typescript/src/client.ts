@@ -11,6 +11,7 @@ import type { Backup, DueCounts, FlowSettings, Job, JobList, JobState, Schedule,
   TubeStats, Webhook } from "./models.js";
 import { durationMs, encodeDuration, encodeTime } from "./times.js";
 import type { Duration } from "./times.js";
+import { callerTraceHeaders } from "./tracing.js";
 import { Transport } from "./transport.js";
 import type { FetchFunction } from "./transport.js";
 import { jobs, work } from "./worker.js";
@@ -67,7 +68,8 @@ export interface PutOptions extends WhenOptions {
   contentType?: string;
   /**
    * A W3C Trace Context kept with the job: `job.traceparent` wherever the job is read or
-   * reserved, and sent with each push delivery attempt.
+   * reserved, and sent with each push delivery attempt. Default, when neither is given: the
+   * active span's, if @opentelemetry/api is installed (tracing.ts).
    */
   traceparent?: string;
   tracestate?: string;
@@ -257,9 +259,11 @@ export class Client {
     duration(fields, "max_wait", options.maxWait);
     text(fields, "url", options.url);
     text(fields, "content_type", options.contentType);
+    const given = options.traceparent !== undefined || options.tracestate !== undefined;
+    const trace = given ? options : await callerTraceHeaders();
     const answer = await this.http.request("POST", `/v1/tubes/${segment(tube)}/jobs`, {
       body: fields,
-      headers: { traceparent: options.traceparent, tracestate: options.tracestate },
+      headers: { traceparent: trace.traceparent, tracestate: trace.tracestate },
     });
     return readJob(answer.data, answer.status === 200);
   }

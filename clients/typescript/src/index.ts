@@ -3,6 +3,8 @@
 //   Errors (errors.ts): a class per error code, all extending DelayqError.
 //   Workers (worker.ts): client.jobs() iterates reserved jobs; client.work() runs a handler on each.
 //   Webhook receivers (webhooks.ts): verifySignature() and helpers for Node, Express and Web Requests.
+//   Tracing (tracing.ts): with @opentelemetry/api installed, puts carry the active span's trace
+//   context and work() runs each handler in a span continuing the job's; nothing to export.
 // README.md has examples; docs/http-api.md describes the server's side.
 
 export { Client } from "./client.js";

@@ -14,6 +14,9 @@
 // the rule webhooks follow, so that jobs failing together do not all come back at once. A
 // tube's max_attempts (setMaxAttempts) turns the release of a job's last attempt into a bury.
 //
+// Tracing: with @opentelemetry/api installed, each handler runs in a span continuing the job's
+// trace (tracing.ts); jobs() starts none.
+//
 // Stopping: when `signal` aborts, the reserves waiting are cut off (the server then takes no
 // job for them) and no new job is taken; work() waits at most drainTimeoutMs for the handlers
 // still running, then resolves. Errors reaching the server are reported to onError and the
@@ -22,6 +25,7 @@
 
 import { ConflictError, InternalError, NotFoundError, ServiceUnavailableError, TransportError } from "./errors.js";
 import type { Job } from "./models.js";
+import { processJob } from "./tracing.js";
 
 // What the loops need of Client (client.ts), kept narrow so that the two files do not tangle.
 interface WorkerClient {
@@ -180,7 +184,7 @@ async function runJob(
   const lease = new Lease(client, job, stats, onError);
   let succeeded = false;
   try {
-    await handler(job, { signal: lease.signal, touch: () => lease.touch() });
+    await processJob(job, () => handler(job, { signal: lease.signal, touch: () => lease.touch() }));
     succeeded = true;
     stats.handled += 1;
   } catch (error) {

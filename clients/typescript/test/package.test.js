@@ -1,5 +1,6 @@
 // package.test.js — the package as npm and TypeScript see it: package.json's promises (ESM,
-// exports, types, Node >= 18, no dependency), every exported name present at run time and
+// exports, types, Node >= 18, no dependency but an optional @opentelemetry/api, devDependencies
+// pinned as package-lock.json has them), every exported name present at run time and
 // declared in dist/index.d.ts, and, where tsc is installed (Debian's node-typescript), dist/
 // being exactly what src/ compiles to and a program using every method type-checking.
 
@@ -60,9 +61,28 @@ test("package.json: ESM only, exports with types, Node >= 18, no dependency, ver
   assert.deepEqual(manifest.exports["."], { types: "./dist/index.d.ts", default: "./dist/index.js" });
   assert.equal(manifest.engines.node, ">=18");
   assert.equal(manifest.dependencies, undefined);
-  assert.equal(manifest.devDependencies, undefined);
-  assert.equal(manifest.peerDependencies, undefined);
+  assert.equal(manifest.optionalDependencies, undefined);
   assert.equal(delayq.version, manifest.version);
+});
+
+test("@opentelemetry/api is an optional peer, imported only at run time (tracing.ts)", () => {
+  assert.deepEqual(Object.keys(manifest.peerDependencies), ["@opentelemetry/api"]);
+  assert.deepEqual(manifest.peerDependenciesMeta, { "@opentelemetry/api": { optional: true } });
+  for (const file of readdirSync(join(packageDir, "dist")).filter((f) => f.endsWith(".js"))) {
+    const code = readFileSync(join(packageDir, "dist", file), "utf8");
+    assert.doesNotMatch(code, /^\s*import\b[^;(]*["']@opentelemetry\//m, `${file} imports no OpenTelemetry statically`);
+  }
+});
+
+test("devDependencies are pinned, and package-lock.json has them so", () => {
+  const lock = JSON.parse(readFileSync(join(packageDir, "package-lock.json"), "utf8"));
+  assert.equal(lock.name, manifest.name);
+  assert.deepEqual(lock.packages[""].devDependencies, manifest.devDependencies);
+  assert.deepEqual(lock.packages[""].peerDependencies, manifest.peerDependencies);
+  for (const [name, version] of Object.entries(manifest.devDependencies)) {
+    assert.match(version, /^\d+\.\d+\.\d+$/, `${name} pinned to one version`);
+    assert.equal(lock.packages[`node_modules/${name}`]?.version, version, `${name} locked at ${version}`);
+  }
 });
 
 test("every runtime export is there, and nothing else", () => {
