@@ -203,6 +203,8 @@ def stored_and_reads(binary, n):
             print(f"stored: Redis used_memory {(redis_used_memory() - redis_before) / n:.0f} B "
                   f"per schedule (its record, its name in the index)")
         middle = f"report-{n // 2:07d}"
+        conn.close()  # idle through the puts: the server may have closed it
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         reads = {
             "list 100": ("GET", f"/v1/schedules?limit=100&after={middle}", None),
             "next 10": ("GET", f"/v1/schedules/{middle}/next?count=10", None),
@@ -259,7 +261,8 @@ def main():
     if args.redis:
         REDIS = start_redis()
     try:
-        lateness(args.binary, args.lateness_schedules, args.seconds)
+        if args.lateness_schedules > 0:  # 0: the stored phase alone
+            lateness(args.binary, args.lateness_schedules, args.seconds)
         stored_and_reads(args.binary, args.stored)
     finally:
         if REDIS:
