@@ -12,6 +12,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -293,17 +294,27 @@ TEST(RocksStoreTest, AttachmentsAndWebhooksSurviveReopenAndGoWhenErased) {
 }
 
 // Rewrites the store's format marker behind its back, as another build would have left it.
-void set_marker(const std::string& dir, std::uint64_t version) {
+// Opens the directory's RocksDB as it is (handles: [0] the default family, [1] the bodies one),
+// for a test to write an older build's layout or look under the store; closes it after `use`.
+using Families = std::vector<rocksdb::ColumnFamilyHandle*>;
+void with_raw(const std::string& dir,
+              const std::function<void(rocksdb::DB&, const Families&)>& use) {
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {{rocksdb::kDefaultColumnFamilyName, {}},
                                                            {std::string(kBodiesFamily), {}}};
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  Families handles;
   rocksdb::DB* raw = nullptr;
   ASSERT_TRUE(rocksdb::DB::Open({}, dir, families, &handles, &raw).ok());
-  std::string bytes(8, '\0');
-  for (std::size_t i = 0; i < 8; ++i) bytes[i] = static_cast<char>((version >> (8 * i)) & 0xFFU);
-  EXPECT_TRUE(raw->Put({}, std::string(kFormatKey), bytes).ok());
+  use(*raw, handles);
   for (auto* handle : handles) (void)raw->DestroyColumnFamilyHandle(handle);
   delete raw;
+}
+
+void set_marker(const std::string& dir, std::uint64_t version) {
+  with_raw(dir, [&](rocksdb::DB& raw, const Families&) {
+    std::string bytes(8, '\0');
+    for (std::size_t i = 0; i < 8; ++i) bytes[i] = static_cast<char>((version >> (8 * i)) & 0xFFU);
+    EXPECT_TRUE(raw.Put({}, std::string(kFormatKey), bytes).ok());
+  });
 }
 
 TEST(RocksStoreTest, AVersionOneStoreIsUpgradedAndANewerOneRefused) {
@@ -347,14 +358,9 @@ TEST(RocksStoreTest, AVersionThreeStoresAttachmentsAreMovedWhenOpened) {
     const WriteSet jobs = put_jobs(1, kJobs, 10);
     ASSERT_TRUE(write(*store, {&jobs}, /*sync=*/true).is_ok());
   }
-  {
-    // What a version 3 build left, attachments in the default family, after a move cut short
-    // by a crash: job 1's already beside its body.
-    std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-        {rocksdb::kDefaultColumnFamilyName, {}}, {std::string(kBodiesFamily), {}}};
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    rocksdb::DB* raw = nullptr;
-    ASSERT_TRUE(rocksdb::DB::Open({}, dir, families, &handles, &raw).ok());
+  // What a version 3 build left, attachments in the default family, after a move cut short by a
+  // crash: job 1's already beside its body.
+  with_raw(dir, [&](rocksdb::DB& raw, const Families& handles) {
     rocksdb::WriteBatch batch;
     ASSERT_TRUE(
         batch.Put(handles[1], job_key(kAttachmentPrefix, 1), encode_delivery(delivery_of(1))).ok());
@@ -363,10 +369,8 @@ TEST(RocksStoreTest, AVersionThreeStoresAttachmentsAreMovedWhenOpened) {
           batch.Put(handles[0], job_key(kAttachmentPrefix, id), encode_delivery(delivery_of(id)))
               .ok());
     }
-    ASSERT_TRUE(raw->Write({}, &batch).ok());
-    for (auto* handle : handles) (void)raw->DestroyColumnFamilyHandle(handle);
-    delete raw;
-  }
+    ASSERT_TRUE(raw.Write({}, &batch).ok());
+  });
   set_marker(dir, 3);
   {
     auto store = must_open(dir);
@@ -380,23 +384,16 @@ TEST(RocksStoreTest, AVersionThreeStoresAttachmentsAreMovedWhenOpened) {
     ASSERT_TRUE(records.is_ok()) << records.status().to_string();
     EXPECT_EQ(records.value().size(), kJobs);
   }
-  // Nothing is left in the default family, and the marker says 4.
-  std::vector<rocksdb::ColumnFamilyDescriptor> families = {{rocksdb::kDefaultColumnFamilyName, {}},
-                                                           {std::string(kBodiesFamily), {}}};
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* raw = nullptr;
-  ASSERT_TRUE(rocksdb::DB::Open({}, dir, families, &handles, &raw).ok());
-  {
-    std::unique_ptr<rocksdb::Iterator> it(raw->NewIterator({}, handles[0]));
+  // Nothing is left in the default family, and the marker says this build's version.
+  with_raw(dir, [&](rocksdb::DB& raw, const Families& handles) {
+    std::unique_ptr<rocksdb::Iterator> it(raw.NewIterator({}, handles[0]));
     it->Seek(std::string(1, kAttachmentPrefix));
     EXPECT_TRUE(!it->Valid() || it->key()[0] != kAttachmentPrefix);
     std::string marker;
-    ASSERT_TRUE(raw->Get({}, handles[0], std::string(kFormatKey), &marker).ok());
-    // This build's version, u64 little-endian: 4 moved the attachments, later ones change nothing.
+    ASSERT_TRUE(raw.Get({}, handles[0], std::string(kFormatKey), &marker).ok());
+    // u64 little-endian: 4 moved the attachments, later ones change nothing of theirs.
     EXPECT_EQ(marker, std::string(1, static_cast<char>(kStoreVersion)) + std::string(7, '\0'));
-  }
-  for (auto* handle : handles) (void)raw->DestroyColumnFamilyHandle(handle);
-  delete raw;
+  });
 }
 
 // Up to version 5, schedules were kept in the default family, whose vector memtable RocksDB sorts
@@ -410,21 +407,14 @@ TEST(RocksStoreTest, AVersionFiveStoresSchedulesAreMovedWhenOpened) {
     auto store = must_open(dir);
     ASSERT_NE(store, nullptr);
   }
-  {
-    // What a version 5 build left: every schedule in the default family.
-    std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-        {rocksdb::kDefaultColumnFamilyName, {}}, {std::string(kBodiesFamily), {}}};
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    rocksdb::DB* raw = nullptr;
-    ASSERT_TRUE(rocksdb::DB::Open({}, dir, families, &handles, &raw).ok());
+  // What a version 5 build left: every schedule in the default family.
+  with_raw(dir, [&](rocksdb::DB& raw, const Families& handles) {
     rocksdb::WriteBatch batch;
     for (int i = 0; i < kSchedules; ++i) {
       ASSERT_TRUE(batch.Put(handles[0], kSchedulePrefix + name_of(i), "record " + name_of(i)).ok());
     }
-    ASSERT_TRUE(raw->Write({}, &batch).ok());
-    for (auto* handle : handles) (void)raw->DestroyColumnFamilyHandle(handle);
-    delete raw;
-  }
+    ASSERT_TRUE(raw.Write({}, &batch).ok());
+  });
   set_marker(dir, 5);
   auto store = must_open(dir);
   ASSERT_NE(store, nullptr);
@@ -450,6 +440,12 @@ TEST(RocksStoreTest, AVersionFiveStoresSchedulesAreMovedWhenOpened) {
   ASSERT_TRUE(write(*store, {&set}, /*sync=*/true).is_ok());
   EXPECT_EQ(store->read_schedule(name_of(1)).value(), std::optional<std::string>("changed"));
   EXPECT_EQ(store->read_schedule(name_of(2)).value(), std::nullopt);
+  store.reset();
+  with_raw(dir, [&](rocksdb::DB& raw, const Families& handles) {
+    std::unique_ptr<rocksdb::Iterator> it(raw.NewIterator({}, handles[0]));
+    it->Seek(std::string(1, kSchedulePrefix));
+    EXPECT_TRUE(!it->Valid() || it->key()[0] != kSchedulePrefix) << "left in the default family";
+  });
 }
 
 TEST(RocksStoreTest, ScanIsInNumericIdOrder) {
