@@ -90,12 +90,22 @@ struct PutOptions {
   bool replace = false;             // with a key: replace the job that holds it
   std::string_view url{};           // push delivery to this URL (the tube's webhook's)
   std::string_view content_type{};  // the Content-Type push delivery sends
+  // A W3C Trace Context kept with the job: stats-job shows it, push delivery sends it.
+  std::string_view traceparent{};
+  std::string_view tracestate{};  // only with a traceparent
+  // With a key, and `due` left at 0: coalesce puts of that key. A delayed or ready job holding it
+  // takes this put's body and becomes due `debounce` from now, but never later than its first
+  // put + `max_wait`; with none, a new job due in `debounce` (docs/flow-control.md).
+  std::optional<Millis> debounce{};
+  std::optional<Millis> max_wait{};
 };
 
 struct PutResult {
   JobId id = 0;
-  // false: a job of the tube already held the key (and replace was not asked); id is that job's.
+  // false: a job of the tube already held the key (and replace was not asked), or a debounce
+  // moved it; id is that job's.
   bool inserted = true;
+  bool debounced = false;  // debounce moved the pending job `id` that held the key
 };
 
 struct Job {

@@ -308,6 +308,10 @@ Task<PutResult> Client::put(std::string_view body, PutOptions options) {
     if (options.replace) line += " replace";
     option(" url=", options.url, "url");
     option(" type=", options.content_type, "content type");
+    option(" traceparent=", options.traceparent, "traceparent");
+    option(" tracestate=", options.tracestate, "tracestate");
+    if (options.debounce) line += " debounce=" + std::to_string(options.debounce->count());
+    if (options.max_wait) line += " max-wait=" + std::to_string(options.max_wait->count());
     line += "\r\n";
   } catch (const std::system_error&) {
     return rethrow<PutResult>(std::current_exception());
@@ -317,10 +321,11 @@ Task<PutResult> Client::put(std::string_view body, PutOptions options) {
 
 Task<PutResult> Client::put_line(std::string line, std::string body) {
   const Reply reply = co_await call(std::move(line), body);
-  if ((reply.word != "INSERTED" && reply.word != "EXISTS") || reply.args.size() != 1) {
+  if ((reply.word != "INSERTED" && reply.word != "EXISTS" && reply.word != "DEBOUNCED") ||
+      reply.args.size() != 1) {
     fail(Errc::protocol, "a put answered " + reply.word);
   }
-  co_return PutResult{number(reply.args[0]), reply.word == "INSERTED"};
+  co_return PutResult{number(reply.args[0]), reply.word == "INSERTED", reply.word == "DEBOUNCED"};
 }
 
 Task<void> Client::reschedule(JobId id, Due due) {

@@ -131,6 +131,39 @@ TEST_F(CppClientTest, AKeyedPutAnswersTheJobHoldingTheKeyUnlessItReplacesIt) {
   }());
 }
 
+TEST_F(CppClientTest, APutCarriesItsTraceContextAndADebounceMovesTheKeysJob) {
+  run([&]() -> Task<void> {
+    auto client = co_await connected();
+    constexpr std::string_view kParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const PutResult traced = co_await client->put(
+        "t", {.due = Due::after(1h), .traceparent = kParent, .tracestate = "vendor=1"});
+    const Stats stats = co_await client->stats_job(traced.id);
+    EXPECT_EQ(stats.at("traceparent"), kParent);
+    EXPECT_EQ(stats.at("tracestate"), "vendor=1");
+
+    const PutOptions coalesce{.key = "sync:7", .debounce = 10min, .max_wait = 1h};
+    const PutResult first = co_await client->put("first", coalesce);
+    EXPECT_TRUE(first.inserted);
+    EXPECT_FALSE(first.debounced);
+    const PutResult second = co_await client->put("second", coalesce);
+    EXPECT_FALSE(second.inserted);
+    EXPECT_TRUE(second.debounced);
+    EXPECT_EQ(second.id, first.id);
+    const std::optional<Job> held = co_await client->peek_key("default", "sync:7");
+    EXPECT_TRUE(held.has_value());
+    if (held) {
+      EXPECT_EQ(held->body, "second");
+    }
+    // A debounce needs its key.
+    try {
+      (void)co_await client->put("x", {.debounce = 1s});
+      ADD_FAILURE() << "a debounce without a key was taken";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), make_error_code(Errc::bad_format));
+    }
+  }());
+}
+
 TEST_F(CppClientTest, ADelayedJobIsNeverReservedBeforeItsDueTime) {
   run([&]() -> Task<void> {
     auto client = co_await connected();
