@@ -28,7 +28,8 @@ try {
 } catch {
   // not installed: the tests that need it are skipped, saying why
 }
-const noOtel = otel === undefined && "the devDependencies are not installed (npm ci in clients/typescript)";
+const noOtel =
+  otel === undefined && "the devDependencies are not installed (tests/support/run-typescript-client.sh installs them)";
 
 let server;
 let client;
