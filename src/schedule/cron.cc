@@ -16,6 +16,15 @@ struct Field {
   std::array<const char*, 13> names;  // by value from `min`; nullptr past the last
 };
 
+// The first value at or after `from` whose bit is set; nullopt if none.
+template <std::size_t N>
+std::optional<int> next_set(const std::bitset<N>& bits, int from) {
+  for (auto i = static_cast<std::size_t>(from); i < N; ++i) {
+    if (bits[i]) return static_cast<int>(i);
+  }
+  return std::nullopt;
+}
+
 constexpr Field kSecond{"second", 0, 59, {}};
 constexpr Field kMinute{"minute", 0, 59, {}};
 constexpr Field kHour{"hour", 0, 23, {}};
@@ -202,23 +211,41 @@ bool Cron::matches(const cctz::civil_second& at) const {
          seconds_[static_cast<std::size_t>(at.second())];
 }
 
+// Within a day, the next hour, minute and second that match are found in the bitsets, not
+// stepped to one by one (from 09:00:01, "0 9 * * *" looks at tomorrow next, not at 3,500
+// seconds of today).
 std::optional<cctz::civil_second> Cron::next(const cctz::civil_second& from) const {
   const auto limit = from.year() + 10;
   cctz::civil_second at = from;
   while (at.year() <= limit) {
     if (!months_[static_cast<std::size_t>(at.month())]) {
       at = cctz::civil_second(cctz::civil_month(at) + 1);
-    } else if (!day_matches(cctz::civil_day(at))) {
-      at = cctz::civil_second(cctz::civil_day(at) + 1);
-    } else if (!hours_[static_cast<std::size_t>(at.hour())]) {
-      at = cctz::civil_second(cctz::civil_hour(at) + 1);
-    } else if (!minutes_[static_cast<std::size_t>(at.minute())]) {
-      at = cctz::civil_second(cctz::civil_minute(at) + 1);
-    } else if (!seconds_[static_cast<std::size_t>(at.second())]) {
-      at += 1;
-    } else {
-      return at;
+      continue;
     }
+    if (!day_matches(cctz::civil_day(at))) {
+      at = cctz::civil_second(cctz::civil_day(at) + 1);
+      continue;
+    }
+    const auto hour = next_set(hours_, at.hour());
+    if (!hour) {
+      at = cctz::civil_second(cctz::civil_day(at) + 1);
+      continue;
+    }
+    if (*hour != at.hour()) at = cctz::civil_second(at.year(), at.month(), at.day(), *hour, 0, 0);
+    const auto minute = next_set(minutes_, at.minute());
+    if (!minute) {
+      at = cctz::civil_second(cctz::civil_hour(at) + 1);
+      continue;
+    }
+    if (*minute != at.minute()) {
+      at = cctz::civil_second(at.year(), at.month(), at.day(), at.hour(), *minute, 0);
+    }
+    const auto second = next_set(seconds_, at.second());
+    if (!second) {
+      at = cctz::civil_second(cctz::civil_minute(at) + 1);
+      continue;
+    }
+    return cctz::civil_second(at.year(), at.month(), at.day(), at.hour(), at.minute(), *second);
   }
   return std::nullopt;
 }
