@@ -2,6 +2,7 @@
 
 #include <boost/asio/post.hpp>
 #include <cmath>
+#include <limits>
 
 #include "broker/redis/core.h"
 #include "redis/slot.h"
@@ -40,10 +41,28 @@ void Core::heartbeat(bool over_memory) {
     }
     self->leasing = false;
     if (reply.is_ok() && status_of(reply.value()).is_ok() && reply.value().elements.size() > 1) {
-      self->last_heartbeat = self->clock->steady_now();
+      const SteadyTime now = self->clock->steady_now();
+      // Unheard of for longer than a lease, this node may have been taken for gone (below, by
+      // the others): its count of waiting reserves is said again.
+      if (now - self->last_heartbeat > self->options.lease) {
+        self->reported_waiting = std::numeric_limits<std::size_t>::max();
+        self->report_waiting();
+      }
+      self->last_heartbeat = now;
+      const std::set<std::string> before = std::move(self->live);
       self->live.clear();
       for (const auto& name : reply.value().elements[1].elements) {
         self->live.insert(name.str);
+      }
+      // A node whose lease lapsed left dq:nodes: its count in dq:waiting goes too. Every node
+      // that saw it live deletes it; twice is harmless.
+      Command gone{"HDEL", self->names.waiting};
+      for (const std::string& name : before) {
+        if (!self->live.contains(name)) gone.arg(name);
+      }
+      if (gone.size() > 2) {
+        self->client->run(delayq::redis::key_slot(self->names.waiting), std::move(gone),
+                          [](Result<Reply>) {});
       }
       if (!self->announced) {
         self->announced = true;

@@ -173,6 +173,38 @@ TEST_F(Leases, TheFirstHeartbeatAnsweredAnnouncesTheNodeAndNoLaterOneDoes) {
   EXPECT_EQ(redis->count("PUBLISH"), 0U);
 }
 
+// dq:waiting holds each node's count of waiting reserves (the stats sum them): a node that
+// leaves dq:nodes (its lease lapsed: it crashed) has its count deleted by the nodes that saw it.
+TEST_F(Leases, ANodeGoneFromTheHeartbeatHasItsCountOfWaitingReservesDeleted) {
+  answer_heartbeat({"node-b", "node-c"});
+  acquire_all();
+  answer_fires();
+  clock->advance(kThird);
+  answer_heartbeat({"node-c"});
+  Call gone = take("HDEL");
+  EXPECT_EQ(gone.args(), (std::vector<std::string>{"dq:waiting", "node-b"}));
+  clock->advance(kThird);
+  answer_heartbeat({"node-c"});
+  EXPECT_EQ(redis->count("HDEL"), 0U) << "deleted once, when seen gone";
+}
+
+// A node unheard of for longer than its lease may have had its count deleted by the others: it
+// says it again, though it has not changed.
+TEST_F(Leases, AHeartbeatAnsweredAfterMoreThanALeaseSaysTheWaitingCountAgain) {
+  answer_heartbeat();
+  acquire_all();
+  answer_fires();
+  clock->advance(kThird);
+  Call late = take("heartbeat");
+  clock->advance(milliseconds(5001));
+  redis->answer(late,
+                reply::ok({reply::array({delayq::redis::Reply::string(broker->node_name())})}));
+  settle();
+  clock->advance(milliseconds(10));
+  Call said = take("HSET");
+  EXPECT_EQ(said.args(), (std::vector<std::string>{"dq:waiting", broker->node_name(), "0"}));
+}
+
 TEST_F(Leases, TheOnlyLiveNodeAcquiresEveryShardOneAtATimeInItsOwnRotation) {
   answer_heartbeat();
   std::vector<std::uint32_t> asked;
