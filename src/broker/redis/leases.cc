@@ -9,6 +9,33 @@
 
 namespace delayq::broker::redis {
 
+// Two looks a sweep apart: a node that has just started, and reported its count before its
+// first heartbeat, is live at the second.
+void Core::sweep_waiting() {
+  client->run(delayq::redis::key_slot(names.waiting), Command{"HGETALL", names.waiting},
+              [self = shared_from_this()](Result<Reply> reply) {
+                if (self->closed || !reply.is_ok() || reply.value().type != ReplyType::kArray) {
+                  return;
+                }
+                std::set<std::string> not_live;
+                Command stale{"HDEL", self->names.waiting};
+                const auto& e = reply.value().elements;
+                for (std::size_t i = 0; i + 1 < e.size(); i += 2) {
+                  if (self->live.contains(e[i].str)) continue;
+                  if (self->not_live_waiting.contains(e[i].str)) {
+                    stale.arg(e[i].str);
+                  } else {
+                    not_live.insert(e[i].str);
+                  }
+                }
+                self->not_live_waiting = std::move(not_live);
+                if (stale.size() > 2) {
+                  self->client->run(delayq::redis::key_slot(self->names.waiting), std::move(stale),
+                                    [](Result<Reply>) {});
+                }
+              });
+}
+
 void Core::lease_tick() {
   if (closed || resigned || leasing) return;
   leasing = true;
@@ -63,6 +90,10 @@ void Core::heartbeat(bool over_memory) {
       if (gone.size() > 2) {
         self->client->run(delayq::redis::key_slot(self->names.waiting), std::move(gone),
                           [](Result<Reply>) {});
+      }
+      if (++self->heartbeats_since_sweep >= kSweepEvery) {
+        self->heartbeats_since_sweep = 0;
+        self->sweep_waiting();
       }
       if (!self->announced) {
         self->announced = true;

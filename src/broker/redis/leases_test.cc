@@ -188,6 +188,36 @@ TEST_F(Leases, ANodeGoneFromTheHeartbeatHasItsCountOfWaitingReservesDeleted) {
   EXPECT_EQ(redis->count("HDEL"), 0U) << "deleted once, when seen gone";
 }
 
+// A node that died while no node saw it go (all were down) leaves its count in dq:waiting: every
+// 30 heartbeats the counts of nodes not live are looked for, and one found at two looks in a row
+// is deleted. A node that has just started is live by the second look.
+TEST_F(Leases, ACountOfANodeNotLiveAtTwoLooksInARowIsDeleted) {
+  using delayq::redis::Reply;
+  answer_heartbeat();
+  acquire_all();
+  answer_fires();
+  for (int i = 1; i < 30; ++i) {
+    clock->advance(kThird);
+    answer_heartbeat();
+  }
+  Call look = take("HGETALL");
+  EXPECT_EQ(look.args(), std::vector<std::string>{"dq:waiting"});
+  redis->answer(look, reply::array({Reply::string("ghost"), Reply::string("3"),
+                                    Reply::string("node-new"), Reply::string("1"),
+                                    Reply::string(broker->node_name()), Reply::string("0")}));
+  settle();
+  EXPECT_EQ(redis->count("HDEL"), 0U) << "deleted at the first look";
+  for (int i = 0; i < 30; ++i) {
+    clock->advance(kThird);
+    answer_heartbeat({"node-new"});
+  }
+  Call again = take("HGETALL");
+  redis->answer(again, reply::array({Reply::string("ghost"), Reply::string("3"),
+                                     Reply::string("node-new"), Reply::string("1")}));
+  settle();
+  EXPECT_EQ(take("HDEL").args(), (std::vector<std::string>{"dq:waiting", "ghost"}));
+}
+
 // A node unheard of for longer than its lease may have had its count deleted by the others: it
 // says it again, though it has not changed.
 TEST_F(Leases, AHeartbeatAnsweredAfterMoreThanALeaseSaysTheWaitingCountAgain) {
