@@ -32,21 +32,18 @@ LocalSchedules::~LocalSchedules() {
 
 Result<std::unique_ptr<LocalSchedules>> LocalSchedules::open(Node& node) {
   std::unique_ptr<LocalSchedules> schedules(new LocalSchedules(node));
-  const std::int64_t now = schedules->now();
   Status read = node.scan_schedules([&](std::string name, std::string value) {
-    auto record = schedule::decode(name, value);
-    if (!record.is_ok()) return record.status();
-    auto compiled = schedule::compile(std::move(record.value().definition), now,
-                                      node.engine().options().max_name_bytes);
-    if (!compiled.is_ok()) {
+    auto entry = schedules->entry_of(name, value);
+    if (entry.code() == Code::kInvalidArgument) {
       // Stored when it compiled: the tz database has changed under it. It stays on disk,
       // untouched, for a server whose tz database knows its zone again.
       spdlog::error("schedule '{}' cannot run and is left alone: {}", name,
-                    compiled.status().message());
+                    entry.status().message());
       return Status::ok();
     }
+    if (!entry.is_ok()) return entry.status();
     // What came while the server was down is due at once, and settled in the first turn.
-    schedules->book_.set(name, schedule::wake(compiled.value(), record.value().state));
+    schedules->book_.set(name, schedule::wake(entry.value().schedule, entry.value().state));
     return Status::ok();
   });
   if (!read.is_ok()) return read;
@@ -201,7 +198,12 @@ Result<LocalSchedules::Entry> LocalSchedules::find(const std::string& name) {
   auto bytes = node_.schedule(name);
   if (!bytes.is_ok()) return bytes.status();
   if (!bytes.value()) return no_schedule(name);
-  auto record = schedule::decode(name, *bytes.value());
+  return entry_of(name, *bytes.value());
+}
+
+Result<LocalSchedules::Entry> LocalSchedules::entry_of(const std::string& name,
+                                                       std::string_view bytes) const {
+  auto record = schedule::decode(name, bytes);
   if (!record.is_ok()) return record.status();
   auto compiled = schedule::compile(std::move(record.value().definition), now(),
                                     engine().options().max_name_bytes);

@@ -59,6 +59,9 @@ class LocalSchedules final : public broker::Schedules, public Node::Ticker {
   [[nodiscard]] broker::ScheduleView view(const Entry& entry) const;
   // The schedule's record, read (kNotFound: no schedule of that name).
   Result<Entry> find(const std::string& name);
+  // A stored record, decoded (kUnknownFormat, kCorruption) and compiled (kInvalidArgument: it
+  // cannot run here, as when the tz database no longer knows its zone).
+  [[nodiscard]] Result<Entry> entry_of(const std::string& name, std::string_view bytes) const;
   // The due schedule's step, if it can be read.
   void step(const std::string& name);
   // Moves the schedule on to now: its runs put, its record staged, its next wake set.

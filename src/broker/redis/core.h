@@ -347,11 +347,12 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   bool report_due = false;
   std::unique_ptr<Timer> report_timer;
   void report_waiting();
-  // Every kSweepEvery heartbeats, the counts in names.waiting of nodes not live are looked for;
-  // one not live at two looks in a row is deleted (a node that died while no node saw it go).
+  // Every kSweepEvery heartbeats, and at one that sees a node leave, the counts in
+  // names.waiting of nodes not live are looked for; one not live at two looks in a row is
+  // deleted (a node that crashed, seen or not).
   static constexpr int kSweepEvery = 30;
   int heartbeats_since_sweep = 0;
-  std::set<std::string> not_live_waiting;  // found at the last look
+  std::set<std::string> not_live_waiting;  // found at the last look, or seen leaving since
   void sweep_waiting();
   [[nodiscard]] std::size_t waiting_here() const;
   bool leasing = false;    // a lease_tick's calls are under way

@@ -9,8 +9,9 @@
 
 namespace delayq::broker::redis {
 
-// Two looks a sweep apart: a node that has just started, and reported its count before its
-// first heartbeat, is live at the second.
+// A count is deleted when its node is not live at two looks in a row (a heartbeat that sees the
+// node leave is one): a node that has just started, and reported its count before its first
+// heartbeat, is live by the second.
 void Core::sweep_waiting() {
   client->run(delayq::redis::key_slot(names.waiting), Command{"HGETALL", names.waiting},
               [self = shared_from_this()](Result<Reply> reply) {
@@ -81,17 +82,14 @@ void Core::heartbeat(bool over_memory) {
       for (const auto& name : reply.value().elements[1].elements) {
         self->live.insert(name.str);
       }
-      // A node whose lease lapsed left dq:nodes: its count in dq:waiting goes too. Every node
-      // that saw it live deletes it; twice is harmless.
-      Command gone{"HDEL", self->names.waiting};
+      // A node whose lease lapsed left dq:nodes: seen leaving counts as a first look, and its
+      // count in dq:waiting goes at the sweep, now. Every node that saw it live deletes it;
+      // twice is harmless.
+      bool left = false;
       for (const std::string& name : before) {
-        if (!self->live.contains(name)) gone.arg(name);
+        if (!self->live.contains(name)) left = self->not_live_waiting.insert(name).second || left;
       }
-      if (gone.size() > 2) {
-        self->client->run(delayq::redis::key_slot(self->names.waiting), std::move(gone),
-                          [](Result<Reply>) {});
-      }
-      if (++self->heartbeats_since_sweep >= kSweepEvery) {
+      if (left || ++self->heartbeats_since_sweep >= kSweepEvery) {
         self->heartbeats_since_sweep = 0;
         self->sweep_waiting();
       }

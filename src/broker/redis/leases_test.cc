@@ -174,18 +174,27 @@ TEST_F(Leases, TheFirstHeartbeatAnsweredAnnouncesTheNodeAndNoLaterOneDoes) {
 }
 
 // dq:waiting holds each node's count of waiting reserves (the stats sum them): a node that
-// leaves dq:nodes (its lease lapsed: it crashed) has its count deleted by the nodes that saw it.
+// leaves dq:nodes (its lease lapsed: it crashed) has its count deleted by the nodes that see it
+// go, at once.
 TEST_F(Leases, ANodeGoneFromTheHeartbeatHasItsCountOfWaitingReservesDeleted) {
   answer_heartbeat({"node-b", "node-c"});
   acquire_all();
   answer_fires();
   clock->advance(kThird);
   answer_heartbeat({"node-c"});
+  // Seen leaving is a first look; the counts are looked at at once, and node-b's deleted.
+  Call look = take("HGETALL");
+  EXPECT_EQ(look.args(), std::vector<std::string>{"dq:waiting"});
+  redis->answer(
+      look,
+      reply::array({delayq::redis::Reply::string("node-b"), delayq::redis::Reply::string("2"),
+                    delayq::redis::Reply::string("node-c"), delayq::redis::Reply::string("0")}));
+  settle();
   Call gone = take("HDEL");
   EXPECT_EQ(gone.args(), (std::vector<std::string>{"dq:waiting", "node-b"}));
   clock->advance(kThird);
   answer_heartbeat({"node-c"});
-  EXPECT_EQ(redis->count("HDEL"), 0U) << "deleted once, when seen gone";
+  EXPECT_EQ(redis->count("HGETALL") + redis->count("HDEL"), 0U) << "deleted once, when seen gone";
 }
 
 // A node that died while no node saw it go (all were down) leaves its count in dq:waiting: every
