@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/job.h"
 #include "base/status.h"
 
 namespace delayq {
@@ -36,6 +37,29 @@ inline constexpr std::size_t kDefaultMaxNameBytes = 200;
   if (name.empty() || name.front() == '-' ||
       !std::all_of(name.begin(), name.end(), valid_tube_char)) {
     return {Code::kInvalidArgument, "bad tube name"};
+  }
+  return Status::ok();
+}
+
+// A tube's flow control settings (docs/flow-control.md), as every broker takes them.
+[[nodiscard]] inline Status check_flow(const FlowSettings& flow, std::size_t max_name_bytes) {
+  if (flow.rate_period.count() <= 0 || flow.rate_burst == 0) {
+    return {Code::kInvalidArgument, "a rate needs a period above 0 and a burst of at least 1"};
+  }
+  if (flow.group_weights.size() > FlowSettings::kMaxGroupWeights) {
+    return {Code::kInvalidArgument, "group_weights: at most " +
+                                        std::to_string(FlowSettings::kMaxGroupWeights) +
+                                        " groups are weighted in a tube"};
+  }
+  for (const auto& [group, weight] : flow.group_weights) {
+    if (!check_name("group", group, max_name_bytes).is_ok() || group.empty()) {
+      return {Code::kInvalidArgument,
+              "group_weights: a group name of 1 to " + std::to_string(max_name_bytes) + " bytes"};
+    }
+    if (weight < 1 || weight > FlowSettings::kMaxGroupWeight) {
+      return {Code::kInvalidArgument,
+              "group_weights: a weight of 1 to " + std::to_string(FlowSettings::kMaxGroupWeight)};
+    }
   }
   return Status::ok();
 }

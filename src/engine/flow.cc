@@ -235,24 +235,7 @@ void Engine::rebuild_flow(TubeNo no, const FlowSettings* flow) {
 
 Status Engine::set_flow(std::string_view name, const FlowSettings& flow) {
   if (Status s = check_tube_name(name); !s.is_ok()) return s;
-  if (flow.rate_period.count() <= 0 || flow.rate_burst == 0) {
-    return {Code::kInvalidArgument, "a rate needs a period above 0 and a burst of at least 1"};
-  }
-  if (flow.group_weights.size() > FlowSettings::kMaxGroupWeights) {
-    return {Code::kInvalidArgument, "group_weights: at most " +
-                                        std::to_string(FlowSettings::kMaxGroupWeights) +
-                                        " groups are weighted in a tube"};
-  }
-  for (const auto& [group, weight] : flow.group_weights) {
-    if (Status s = check_name("group", group); !s.is_ok() || group.empty()) {
-      return {Code::kInvalidArgument, "group_weights: a group name of 1 to " +
-                                          std::to_string(options_.max_name_bytes) + " bytes"};
-    }
-    if (weight < 1 || weight > FlowSettings::kMaxGroupWeight) {
-      return {Code::kInvalidArgument,
-              "group_weights: a weight of 1 to " + std::to_string(FlowSettings::kMaxGroupWeight)};
-    }
-  }
+  if (Status s = check_flow(flow, options_.max_name_bytes); !s.is_ok()) return s;
   FlowSettings normal = flow;  // a weight of 1 is every group's: not kept
   std::erase_if(normal.group_weights, [](const auto& entry) { return entry.second == 1; });
   restore_flow(name, normal);

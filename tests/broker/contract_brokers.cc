@@ -127,11 +127,7 @@ class RedisState final : public ContractState {
     return std::unique_ptr<broker::Broker>(std::move(opened).value());
   }
   [[nodiscard]] Capabilities can() const override {
-    return {.due_counts = false,
-            .list_jobs = false,
-            .backup = false,
-            .sequential_ids = false,
-            .flow_control = false};
+    return {.due_counts = false, .list_jobs = false, .backup = false, .sequential_ids = false};
   }
 
  private:

@@ -1,5 +1,5 @@
 """Tubes: list, stats, pause, max_attempts, kick (test_reserve), flow control, the job list
-and the due counts (local store only: Redis mode answers 501 for those three)."""
+and the due counts (local store only: Redis mode answers 501 for those two)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,6 @@ def test_max_attempts_buries_after_the_last_allowed_reservation(client: delayq.C
         client.set_max_attempts(tube, 1000001)
 
 
-@local_only("flow control answers 501 unsupported")
 def test_set_flow_changes_only_the_settings_given(client: delayq.Client, tube: str) -> None:
     flow = client.set_flow(tube, group_concurrency=2, fair=True, group_rate="10/s", group_burst=3)
     assert flow == delayq.FlowSettings(tube, 2, True, "10/1s", 3)
@@ -94,10 +93,9 @@ def test_set_flow_changes_only_the_settings_given(client: delayq.Client, tube: s
     assert client.tube_stats(tube).group_rate == "1/1s500ms"
 
 
-@local_only("flow control answers 501 unsupported")
 def test_set_flow_changes_only_the_group_weights_named(client: delayq.Client, tube: str) -> None:
-    client.put(tube, "x", group="gold")
     weighted = client.set_flow(tube, fair=True, group_weights={"gold": 3, "silver": 2})
+    client.put(tube, "x", group="gold")
     assert weighted == delayq.FlowSettings(tube, 0, True, None, 1, {"gold": 3, "silver": 2})
     assert client.tube_stats(tube).group_weights == {"gold": 3, "silver": 2}
     listed = {t.name: t for t in client.list_tubes()}[tube]
@@ -115,7 +113,6 @@ def test_set_flow_changes_only_the_group_weights_named(client: delayq.Client, tu
     assert client.tube_stats(tube).group_weights == {}
 
 
-@local_only("flow control answers 501 unsupported")
 def test_group_concurrency_holds_back_a_groups_second_job(client: delayq.Client, tube: str) -> None:
     client.set_flow(tube, group_concurrency=1)
     first = client.put(tube, "a1", group="a")
@@ -136,11 +133,14 @@ def test_group_concurrency_holds_back_a_groups_second_job(client: delayq.Client,
 
 
 @redis_only
-def test_redis_mode_answers_unsupported_for_flow_control(client: delayq.Client, tube: str) -> None:
-    with pytest.raises(delayq.Unsupported) as error:
-        client.set_flow(tube, group_concurrency=1)
-    assert error.value.status == 501
+def test_redis_mode_sets_flow_control_only_before_a_tubes_first_job(
+    client: delayq.Client, tube: str
+) -> None:
+    # Flow control keeps all of a tube's jobs in one shard there.
     client.put(tube, "x", group="a")
+    with pytest.raises(delayq.Conflict) as error:
+        client.set_flow(tube, group_concurrency=1)
+    assert "before its first job" in str(error.value)
     stats = client.tube_stats(tube)
     assert (stats.group_concurrency, stats.fair, stats.group_rate, stats.group_weights) == (0, False, None, {})
 

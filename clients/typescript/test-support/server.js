@@ -21,7 +21,6 @@ export const kRedisSkips = {
   listJobs: redisMode && "Redis mode cannot list a tube's jobs (GET /v1/tubes/{tube}/jobs answers 501 unsupported)",
   dueCounts: redisMode && "Redis mode keeps no counts by due time (GET /v1/due answers 501 unsupported)",
   backup: redisMode && "Redis mode has no data directory to back up (POST /v1/admin/backup answers 501 unsupported)",
-  flow: redisMode && "Redis mode has no flow control (PATCH /v1/tubes/{tube} answers 501 unsupported for its fields)",
 };
 
 /**

@@ -88,6 +88,75 @@ void RedisAdmin::set_max_attempts(std::string tube, std::uint32_t max_attempts,
       });
 }
 
+// A tube with flow control lives whole in its home shard (flow.lua). The settings go to every
+// shard's f first: a shard that holds jobs of a tube not yet pinned refuses, and then what the
+// others took is taken back. Then the global copy, which nodes route by and stats show.
+void RedisAdmin::set_flow(std::string tube, broker::FlowChange change,
+                          Callback<FlowSettings> done) {
+  if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<FlowSettings>(s));
+  core_->client->run(
+      delayq::redis::key_slot(core_->names.flows), Command{"HGET", core_->names.flows, tube},
+      [self = this, state = state_, tube, change = std::move(change),
+       done = std::move(done)](Result<Reply> reply) mutable {
+        if (!state->alive) return;
+        if (!reply.is_ok()) return done(reply.status());
+        FlowSettings current;
+        const bool pinned = reply.value().type == ReplyType::kString;
+        if (pinned) {
+          auto stored = store::decode_flow(tube, reply.value().str);
+          if (!stored.is_ok()) return done(stored.status());
+          if (stored.value().any()) current = std::move(stored).value();
+        }
+        FlowSettings flow = change.applied_to(std::move(current));
+        if (Status s = check_flow(flow, self->core_->options.max_name_bytes); !s.is_ok()) {
+          return done(s);
+        }
+        self->pin(tube, std::move(flow), pinned, std::move(done));
+      });
+}
+
+void RedisAdmin::pin(const std::string& tube, FlowSettings flow, bool pinned,
+                     Callback<FlowSettings> done) {
+  std::vector<std::string> args = {"flow",
+                                   tube,
+                                   std::to_string(core_->home_of(tube)),
+                                   std::to_string(flow.group_concurrency),
+                                   flow.fair ? "1" : "0",
+                                   std::to_string(flow.rate_jobs),
+                                   std::to_string(flow.rate_period.count()),
+                                   std::to_string(flow.rate_burst)};
+  for (const auto& [group, weight] : flow.group_weights) {
+    args.push_back(group);
+    args.push_back(std::to_string(weight));
+  }
+  every_shard(std::move(args), true,
+              [self = this, core = core_, state = state_, tube, flow, pinned,
+               done = std::move(done)](Result<std::vector<Reply>> replies) mutable {
+                if (!replies.is_ok()) {
+                  if (pinned) return state->alive ? done(replies.status()) : void();
+                  // Taken back where it was set (each shard only while it holds no job of the
+                  // tube).
+                  return self->every_shard(
+                      {"unflow", tube}, true,
+                      [state, failed = replies.status(), done = std::move(done)](auto) mutable {
+                        if (state->alive) done(failed);
+                      });
+                }
+                core->client->run(
+                    delayq::redis::key_slot(core->names.flows),
+                    Command{"HSET", core->names.flows, tube, store::encode_flow(flow)},
+                    [core, state, tube, flow, done = std::move(done)](Result<Reply> reply) {
+                      if (!reply.is_ok()) {
+                        if (state->alive) done(reply.status());
+                        return;
+                      }
+                      core->flows[tube] = flow;
+                      core->publish_conf();
+                      if (state->alive) done(flow);
+                    });
+              });
+}
+
 // A tube exists while it holds jobs or a client here uses, watches or waits for it (a reserve
 // naming it: an HTTP long-poll, a webhook's delivery); "default" always does.
 bool RedisAdmin::has_jobs(const TubeStats& stats) {
@@ -227,7 +296,9 @@ void RedisAdmin::tube_stats(std::vector<std::string> tubes,
         if (row.size() < 9) continue;
         TubeStats& t = sums.tubes[row[0].str];
         t.name = row[0].str;
-        const auto n = [&](std::size_t k) { return static_cast<std::uint64_t>(row[k].integer); };
+        const auto n = [&](std::size_t k) {
+          return k < row.size() ? static_cast<std::uint64_t>(row[k].integer) : 0;
+        };
         t.ready += n(1);
         t.urgent += n(2);
         t.reserved += n(3);
@@ -236,6 +307,8 @@ void RedisAdmin::tube_stats(std::vector<std::string> tubes,
         t.total_jobs += n(6);
         t.deletes += n(7);
         sums.timeouts += n(8);
+        t.groups_held += n(9);
+        t.groups_ready += n(10);
       }
     }
     then(std::move(sums));
@@ -262,6 +335,9 @@ TubeStats RedisAdmin::with_local(TubeStats stats) const {
   }
   if (const auto it = core_->max_attempts.find(stats.name); it != core_->max_attempts.end()) {
     stats.max_attempts = it->second;
+  }
+  if (const auto it = core_->flows.find(stats.name); it != core_->flows.end() && it->second.any()) {
+    stats.flow = it->second;
   }
   return stats;
 }

@@ -37,15 +37,7 @@ class RedisAdmin final : public broker::Admin, private Handle {
              Code::kNotSupported,
              "listing a tube's jobs: not in Redis mode (peek, or look a job up by id or key)")));
   }
-  void set_flow(std::string tube, broker::FlowChange /*change*/,
-                Callback<FlowSettings> done) override {
-    post(std::move(done),
-         Result<FlowSettings>(Status(
-             Code::kNotSupported,
-             "flow control of tube " + tube +
-                 ": not in Redis mode yet (a group's jobs with keys live in their keys' shards, "
-                 "so no one shard may count or order the group)")));
-  }
+  void set_flow(std::string tube, broker::FlowChange change, Callback<FlowSettings> done) override;
   void backup(std::string dir, Callback<broker::BackupResult> done) override {
     post(std::move(done),
          Result<broker::BackupResult>(Status(
@@ -55,6 +47,7 @@ class RedisAdmin final : public broker::Admin, private Handle {
 
  private:
   void pause_existing(const std::string& tube, broker::Seconds pause, Callback<TubeStats> done);
+  void pin(const std::string& tube, FlowSettings flow, bool pinned, Callback<FlowSettings> done);
   // Tube stats summed over every shard; `tubes` empty: every tube with jobs.
   struct Sums {
     std::map<std::string, TubeStats> tubes;

@@ -30,32 +30,54 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
     request.replicas = 1;
     request.replica_timeout = options.wait_timeout;
   }
-  client->run(std::move(request), [self = shared_from_this(), shard, slot,
-                                   done = std::move(done)](Result<std::vector<Reply>> replies) {
-    if (self->closed) return;
-    // A WAIT that saw no replica: no WAIT to that primary for the next 5 s (then one tries
-    // again), or every write behind it would wait out its second too.
-    if (replies.is_ok() && replies.value().size() > 1 &&
-        replies.value()[1].type == ReplyType::kInteger && replies.value()[1].integer == 0) {
-      self->no_wait_until[self->client->primary_of(slot)] =
-          self->clock->steady_now() + Millis{5000};
-    }
-    if (!replies.is_ok()) {
-      // The call may have run without its answer coming back: what it made ready here, this
-      // node will not hear (it skips its own messages). Every tube's best in the shard is
-      // unknown: the next reserve asks, and waiting ones at the next look (resync).
-      for (auto& [tube, h] : self->hints) forget_head(h, shard);
-      // Redis could not be reached in time, or a connection broke: an error of the store, not a
-      // reserve's timeout.
-      return done(Status(Code::kIOError, "Redis: " + replies.status().message()));
-    }
-    Answer answer = split_answer(std::move(replies.value().front()));
-    if (answer.reply.is_error()) return done(error_status(answer.reply.str));
-    // The tubes whose best ready job the call made better: this node's waiting reserves learn
-    // of it now, not from the message (which it skips).
-    self->notify_readied(shard, answer.readied);
-    done(std::move(answer.reply));
-  });
+  // The calls that may be answered 'moved' (a put, or a lookup by key, of a tube that lives
+  // in another shard) keep their arguments until the answer, to go there.
+  const bool may_move = op == "put" || op == "putrun" || op == "erase" || op == "peek" ||
+                        op == "update" || op == "unrun";
+  std::vector<std::string> kept;
+  if (may_move) kept = std::move(args);
+  client->run(
+      std::move(request), [self = shared_from_this(), shard, slot, write, args = std::move(kept),
+                           done = std::move(done)](Result<std::vector<Reply>> replies) mutable {
+        if (self->closed) return;
+        // A WAIT that saw no replica: no WAIT to that primary for the next 5 s (then one tries
+        // again), or every write behind it would wait out its second too.
+        if (replies.is_ok() && replies.value().size() > 1 &&
+            replies.value()[1].type == ReplyType::kInteger && replies.value()[1].integer == 0) {
+          self->no_wait_until[self->client->primary_of(slot)] =
+              self->clock->steady_now() + Millis{5000};
+        }
+        if (!replies.is_ok()) {
+          // The call may have run without its answer coming back: what it made ready here, this
+          // node will not hear (it skips its own messages). Every tube's best in the shard is
+          // unknown: the next reserve asks, and waiting ones at the next look (resync).
+          for (auto& [tube, h] : self->hints) forget_head(h, shard);
+          // Redis could not be reached in time, or a connection broke: an error of the store, not a
+          // reserve's timeout.
+          return done(Status(Code::kIOError, "Redis: " + replies.status().message()));
+        }
+        Answer answer = split_answer(std::move(replies.value().front()));
+        if (answer.reply.is_error()) return done(error_status(answer.reply.str));
+        if (!args.empty() && answer.reply.type == ReplyType::kArray &&
+            answer.reply.elements.size() == 2 && answer.reply.elements[0].str == "moved") {
+          // The tube lives in another shard since this node last read its settings (flow.lua):
+          // the call goes there, and a put takes its id there ("put[run] shards shard ...").
+          self->moved();
+          const auto home = static_cast<std::uint32_t>(to_int(answer.reply.elements[1].str));
+          if (home >= self->shards || home == shard) {
+            return done(Status(Code::kIOError,
+                               "Redis: a call moved to shard " + answer.reply.elements[1].str));
+          }
+          if ((args[0] == "put" || args[0] == "putrun") && args.size() > 2) {
+            args[2] = std::to_string(home);
+          }
+          return self->call(home, std::move(args), write, std::move(done));
+        }
+        // The tubes whose best ready job the call made better: this node's waiting reserves learn
+        // of it now, not from the message (which it skips).
+        self->notify_readied(shard, answer.readied);
+        done(std::move(answer.reply));
+      });
 }
 
 void Core::trickle_from(const std::shared_ptr<std::vector<std::function<void()>>>& sends,
@@ -123,35 +145,45 @@ void Core::flush_puts() {
       }
       std::vector<std::string> args = {"putmany", std::to_string(shards), std::to_string(shard),
                                        std::to_string(count)};
-      auto dones = std::make_shared<std::vector<std::function<void(Result<Reply>)>>>();
+      // Kept until the answer: a put that the shard answers 'moved' goes to the tube's home.
+      auto sent = std::make_shared<std::vector<PendingPut>>();
       for (std::size_t i = from; i < from + count; ++i) {
         args.insert(args.end(), puts[i].args.begin(), puts[i].args.end());
-        dones->push_back(std::move(puts[i].done));
+        sent->push_back(std::move(puts[i]));
       }
       args.insert(args.end(), waiting.begin(), waiting.end());
       call(shard, std::move(args), true,
-           [self = shared_from_this(), handed, dones](Result<Reply> reply) {
-             if (!reply.is_ok() || reply.value().elements.size() != dones->size() + 3) {
+           [self = shared_from_this(), handed, sent](Result<Reply> reply) {
+             if (!reply.is_ok() || reply.value().elements.size() != sent->size() + 3) {
                const Status failed =
                    reply.is_ok()
                        ? Status(Code::kIOError, "Redis: a putmany reply of " +
                                                     delayq::redis::describe(reply.value()))
                        : reply.status();
                self->after_handing(handed, nullptr);
-               for (auto& done : *dones) done(failed);
+               for (auto& put : *sent) put.done(failed);
                return;
              }
              // {ok, now, <a put's reply>..., served}: each put that went in gets the present
              // as a single put's reply has it.
              auto& elements = reply.value().elements;
              self->after_handing(handed, &elements.back());
-             for (std::size_t i = 0; i < dones->size(); ++i) {
+             for (std::size_t i = 0; i < sent->size(); ++i) {
                Reply& one = elements[i + 2];
+               PendingPut& put = (*sent)[i];
+               if (one.elements.size() == 2 && one.elements[0].str == "moved") {
+                 self->moved();
+                 const auto home = static_cast<std::uint32_t>(to_int(one.elements[1].str));
+                 if (home < self->shards) {
+                   self->queue_put(home, std::move(put.args), std::move(put.done));
+                   continue;
+                 }
+               }
                if (!one.elements.empty() &&
                    (one.elements[0].str == "ok" || one.elements[0].str == "debounced")) {
                  one.elements.push_back(elements[1]);
                }
-               (*dones)[i](std::move(one));
+               put.done(std::move(one));
              }
            });
     }

@@ -286,6 +286,19 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // A lease was taken or lost: the deliverer hears of it if a webhook's deliveries move.
   void ownership_changed(std::uint32_t shard);
 
+  // --- flow control: a tube with settings lives whole in its home shard (flow.lua), where one
+  // script sees each group's reservations and turns; every shard's f says so.
+  [[nodiscard]] std::uint32_t home_of(const std::string& tube) const {
+    return shard_of_name(tube, "", shards);
+  }
+  // The shard where a job of the tube with this key lives, or would.
+  [[nodiscard]] std::uint32_t key_shard(const std::string& tube, const std::string& key) const {
+    return flows.contains(tube) ? home_of(tube) : shard_of_name(tube, key, shards);
+  }
+  // A call answered 'moved' (a tube pinned since this node last read the settings): the
+  // settings are read again.
+  void moved();
+
   // --- tube configuration
   void load_conf(std::function<void(Status)> done);
   void publish_conf();
@@ -322,6 +335,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   std::map<std::string, Pause> pauses;
   std::set<std::string> ever_paused;  // every tube pauses has named
   std::map<std::string, std::uint32_t> max_attempts;
+  std::map<std::string, FlowSettings, std::less<>> flows;  // every pinned tube's
   std::function<void()> webhooks_handler;
   std::map<std::string, TubeUse> uses;
 

@@ -46,6 +46,7 @@ struct Names {
         max_attempts(given + ":max-attempts"),
         waiting(given + ":waiting"),
         schedules(given + ":schedules"),
+        flows(given + ":flows"),
         events(given + ":events") {}
   std::string prefix;
   std::string meta;          // hash: shards
@@ -55,6 +56,7 @@ struct Names {
   std::string max_attempts;  // hash: tube -> n
   std::string waiting;       // hash: node -> reserves waiting there (stats' current-waiting)
   std::string schedules;     // zset, score 0: every schedule's name (listing by name)
+  std::string flows;         // hash: tube -> flow control settings (store::encode_flow)
   std::string events;        // channel
 };
 // Letters, digits, '_' and '-', 1 to 64 of them.

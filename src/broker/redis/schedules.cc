@@ -145,7 +145,7 @@ void RedisSchedules::put_runs(const StoredSchedule& stored, std::vector<schedule
   const schedule::Definition& d = stored.record.definition;
   const schedule::Run run = runs[from];
   broker::PutRequest request = run_request(d, run);
-  const std::uint32_t shard = shard_of_name(d.tube, request.key, core_->shards);
+  const std::uint32_t shard = core_->key_shard(d.tube, request.key);
   std::vector<std::string> args = {
       "putrun",          std::to_string(core_->shards),       std::to_string(shard),         d.name,
       stored.generation, std::to_string(run.instant_unix_ms), std::to_string(stored.version)};
@@ -221,7 +221,7 @@ void RedisSchedules::plan(std::shared_ptr<const schedule::Compiled> schedule,
 
   const schedule::Definition& d = schedule->definition;
   const std::string key = missing->first;
-  const std::uint32_t shard = shard_of_name(d.tube, key, core_->shards);
+  const std::uint32_t shard = core_->key_shard(d.tube, key);
   auto again = [self = shared_from_this(), schedule, generation, version, state, at, facts,
                 then = std::move(then)](Result<bool> fact, bool withdraw,
                                         std::string asked) mutable {
@@ -254,7 +254,7 @@ void RedisSchedules::unrun(const schedule::Definition& d, const std::string& gen
                            std::uint64_t version, std::int64_t instant, bool or_ready,
                            std::function<void(Result<std::string>)> then) {
   const std::string key = schedule::run_key(d.name, instant);
-  core_->call(shard_of_name(d.tube, key, core_->shards),
+  core_->call(core_->key_shard(d.tube, key),
               {"unrun", d.name, generation, std::to_string(instant), std::to_string(version),
                d.tube, key, or_ready ? "1" : "0"},
               true, [self = shared_from_this(), then = std::move(then)](Result<Reply> reply) {

@@ -112,7 +112,7 @@ Callback<broker::Job> RedisSession::view_of(Callback<JobView> done) {
 
 std::uint32_t RedisSession::shard_for(const std::string& tube, const broker::JobRef& job) const {
   if (job.id != 0) return shard_of_id(job.id, core_->shards);
-  return shard_of_name(tube, job.key, core_->shards);
+  return core_->key_shard(tube, job.key);
 }
 
 std::vector<std::string> RedisSession::ref_args(const broker::JobRef& job) const {
@@ -158,9 +158,10 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
   context.tube_has_webhook = !request.url.empty() && core_->webhook_map.contains(tube);
   Status bad = broker::check_put(request, tube, context);
   if (!bad.is_ok()) return post(std::move(done), Result<broker::PutResult>(bad));
-  const std::uint32_t shard = !request.key.empty() ? shard_of_name(tube, request.key, core_->shards)
-                              : !request.group.empty()
-                                  ? shard_of_name(tube, request.group, core_->shards)
+  const std::uint32_t shard =
+      core_->flows.contains(tube) ? core_->home_of(tube)
+      : !request.key.empty()      ? shard_of_name(tube, request.key, core_->shards)
+      : !request.group.empty()    ? shard_of_name(tube, request.group, core_->shards)
                                   : core_->burst_shard();
   const auto ttr = std::max<std::int64_t>(1, request.ttr.count());
   std::vector<std::string> args = put_arguments(request, tube);

@@ -5,7 +5,7 @@
 namespace delayq::broker::redis {
 
 void Core::load_conf(std::function<void(Status)> done) {
-  auto left = std::make_shared<int>(3);
+  auto left = std::make_shared<int>(4);
   auto failed = std::make_shared<Status>();
   auto step = [left, failed, done](Status status) {
     if (!status.is_ok()) *failed = std::move(status);
@@ -55,6 +55,22 @@ void Core::load_conf(std::function<void(Status)> done) {
                 self->max_attempts = std::move(loaded);
                 step(Status::ok());
               });
+  client->run(delayq::redis::key_slot(names.flows), Command{"HGETALL", names.flows},
+              [self, step](Result<Reply> r) {
+                if (!r.is_ok()) return step(r.status());
+                std::map<std::string, FlowSettings, std::less<>> loaded;
+                for (std::size_t i = 0; i + 1 < r.value().elements.size(); i += 2) {
+                  const auto& tube = r.value().elements[i].str;
+                  auto flow = store::decode_flow(tube, r.value().elements[i + 1].str);
+                  if (flow.is_ok()) loaded.emplace(tube, std::move(flow).value());
+                }
+                self->flows = std::move(loaded);
+                step(Status::ok());
+              });
+}
+
+void Core::moved() {
+  load_conf([](Status) {});
 }
 
 // When a pause ends, every shard may have ready jobs of its tube that reserves skipped (and a

@@ -73,19 +73,25 @@ local function flush()
   in_chunks('SADD', TUBES, list)
 end
 
-local function make_ready(tube, pri, id) readies[rmember(tube, pri, id)] = true end
+-- A job becomes ready: in r, or for a pinned tube in its group's jobs (then flow_refresh()).
+local function make_ready(tube, pri, id, group)
+  if flow_here(tube) then flow_in(tube, group, pri, id)
+  else readies[rmember(tube, pri, id)] = true end
+end
 
 -- Takes the job out of wherever its state keeps it (not the record, key or group).
 local function unlink(j)
   if j.state == DELAYED then
     remove_timer(j.id, j.due); count(j.tube, 'd', -1)
   elseif j.state == READY then
-    remove_ready(rmember(j.tube, j.pri, j.id))
+    if flow_here(j.tube) then flow_out(j.tube, j.group, j.pri, j.id)
+    else remove_ready(rmember(j.tube, j.pri, j.id)) end
   elseif j.state == RESERVED then
     local member = fid(j.id)
     lapses[member] = nil
     redis.call('ZREM', T, member)
     count(j.tube, 'v', -1)
+    if flow_here(j.tube) then flow_freed(j, now_ms()) end
   else
     redis.call('ZREM', B, bmember(j.tube, j.id))
   end
@@ -93,15 +99,18 @@ end
 
 -- Puts the job where its (new) state keeps it.
 local function link(j, now)
+  local pinned = flow_here(j.tube)
   if j.state == DELAYED then
     add_timer(j.id, j.due); count(j.tube, 'd', 1)
   elseif j.state == READY then
-    make_ready(j.tube, j.pri, j.id)
+    make_ready(j.tube, j.pri, j.id, j.group)
   elseif j.state == RESERVED then
     lapses[fid(j.id)] = j.deadline; count(j.tube, 'v', 1)
+    if pinned then flow_taken(j, now) end
   else
     redis.call('ZADD', B, 0, bmember(j.tube, j.id))
   end
+  if pinned then flow_refresh(j.tube, j.group, now) end
 end
 
 -- A job changes state: out of where it was, changed, stored, and into where it is now kept.
@@ -160,6 +169,7 @@ local function erase(j)
   if j.key ~= '' then redis.call('HDEL', KI, j.tube .. '\0' .. j.key) end
   if j.group ~= '' then redis.call('ZREM', G, gprefix(j.tube, j.group) .. pad(j.id)) end
   count(j.tube, 'x', 1)
+  if flow_here(j.tube) then flow_refresh(j.tube, j.group, now_ms()) end
 end
 
 local function reply(j, now)
@@ -173,6 +183,8 @@ end
 local function find(i)
   local id = tonumber(ARGV[i])
   if ARGV[i] == '' then
+    moved_to = flow_elsewhere(ARGV[i + 1])
+    if moved_to then return nil end
     id = tonumber(redis.call('HGET', KI, ARGV[i + 1] .. '\0' .. ARGV[i + 2]) or '')
   end
   if not id then return nil end

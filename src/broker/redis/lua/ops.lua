@@ -15,6 +15,8 @@ local ops = {}
 -- (A numeric argument is read as ARGV[i] + 0: tonumber() would convert the string twice.)
 local function put_one(a, now, seq, shards, shard)
   local tube, key, group = ARGV[a], ARGV[a + 5], ARGV[a + 6]
+  local home = flow_elsewhere(tube)
+  if home then return {'moved', string.format('%d', home)} end
   local replace = ARGV[a + 4]
   local replaced, kept = 0, nil
   local debounce, max_wait
@@ -71,10 +73,11 @@ local function put_one(a, now, seq, shards, shard)
   if state == DELAYED then
     add_timer(id, due); count(tube, 'd', 1)
   else
-    make_ready(tube, pri, id)
+    make_ready(tube, pri, id, group)
   end
   if key ~= '' then redis.call('HSET', KI, tube .. '\0' .. key, field) end
   if group ~= '' then redis.call('ZADD', G, 0, gprefix(tube, group) .. pad(id)) end
+  if state ~= DELAYED and flow_here(tube) then flow_refresh(tube, group, now) end
   seen[tube] = true
   if kept then return {'debounced', id, due, created} end
   count(tube, 'n', 1)
@@ -377,7 +380,9 @@ ops.update = function()
     end)
   elseif ARGV[7] ~= '' then
     local pri = tonumber(ARGV[7])
-    if j.state == READY then
+    if j.state == READY and flow_here(j.tube) then
+      move(j, now, function() j.pri = pri end)
+    elseif j.state == READY then
       remove_ready(rmember(j.tube, j.pri, j.id))
       readies[rmember(j.tube, pri, j.id)] = true
     end
@@ -431,12 +436,65 @@ ops.stats = function()
     local c = redis.call('HMGET', C, tube .. '\0v', tube .. '\0d', tube .. '\0n', tube .. '\0x',
       tube .. '\0o')
     local from, to = '[' .. tube .. '\0', '(' .. tube .. '\1'
-    table.insert(out, {tube, redis.call('ZLEXCOUNT', R, from, to),
-      redis.call('ZLEXCOUNT', R, from, '(' .. tube .. '\0' .. '0000001024'),
+    local ready, urgent
+    local held, servable = 0, 0
+    if flow_here(tube) then
+      local q = redis.call('HMGET', C, tube .. '\0q', tube .. '\0u')
+      ready, urgent = tonumber(q[1] or '0'), tonumber(q[2] or '0')
+      each_group(tube, function(group, raw)
+        if group == '' then return end -- the jobs with no group are no group
+        local _, _, _, head = cmsgpack.unpack(raw)
+        if head ~= '' then
+          servable = servable + 1
+        else
+          local gp = gprefix(tube, group)
+          if redis.call('ZRANGEBYLEX', FW, '[' .. gp, '(' .. gp .. ':', 'LIMIT', 0, 1)[1] then
+            held = held + 1
+          end
+        end
+      end)
+    else
+      ready = redis.call('ZLEXCOUNT', R, from, to)
+      urgent = redis.call('ZLEXCOUNT', R, from, '(' .. tube .. '\0' .. '0000001024')
+    end
+    table.insert(out, {tube, ready, urgent,
       tonumber(c[1] or '0'), tonumber(c[2] or '0'), redis.call('ZLEXCOUNT', B, from, to),
-      tonumber(c[3] or '0'), tonumber(c[4] or '0'), tonumber(c[5] or '0')})
+      tonumber(c[3] or '0'), tonumber(c[4] or '0'), tonumber(c[5] or '0'), held, servable})
   end
   return out
+end
+
+-- flow tube home conc fair rate period burst [group weight]...: the tube's flow control
+-- settings, and its home shard, kept in this shard's f. The first time (the tube not yet
+-- pinned), only where the shard holds no job of the tube: {'conflict', why} otherwise, and the
+-- node takes back what it set elsewhere (unflow). In the home shard, every group is looked at
+-- again under the new settings.
+ops.flow = function()
+  local tube, home = ARGV[2], ARGV[3] + 0
+  local old = flow_entry(tube)
+  if not old and holds_jobs(tube) then
+    return {'conflict', 'the tube has jobs; flow control in Redis mode keeps all of a tube\'s jobs in one shard, so it is set on a tube before its first job'}
+  end
+  if old and old.home ~= home then return {'conflict', 'the tube lives in shard ' .. old.home} end
+  local e = {home = home, conc = ARGV[4] + 0, fair = ARGV[5] == '1', rate = ARGV[6] + 0,
+             period = ARGV[7] + 0, burst = ARGV[8] + 0, weights = {}}
+  for i = 9, #ARGV - 1, 2 do e.weights[ARGV[i]] = ARGV[i + 1] + 0 end
+  redis.call('HSET', F, tube, cmsgpack.pack(e))
+  flows[tube] = e
+  if home == this_shard() and old then
+    local groups = {}
+    each_group(tube, function(group) groups[#groups + 1] = group end)
+    local now = now_ms()
+    for _, group in ipairs(groups) do flow_refresh(tube, group, now) end
+  end
+  return {'ok'}
+end
+
+-- unflow tube: takes back a first flow that another shard refused (only while this shard holds
+-- no job of the tube).
+ops.unflow = function()
+  if not holds_jobs(ARGV[2]) then redis.call('HDEL', F, ARGV[2]) end
+  return {'ok'}
 end
 
 -- pause tube ms: no job of the tube is reserved from this shard for ms (0 ends a pause).

@@ -75,6 +75,8 @@ end
 -- (its job gone, its mark below it) answers 'deleted' to both, and a run put again by a later
 -- version's step than the asker's is left alone ('taken').
 ops.unrun = function()
+  moved_to = flow_elsewhere(ARGV[6])
+  if moved_to then return {'ok', 'gone'} end
   local name, generation, instant, version = ARGV[2], ARGV[3], ARGV[4] + 0, ARGV[5] + 0
   local g, i, v = mark_of(name)
   local mine = g == generation

@@ -1,0 +1,184 @@
+-- flow.lua — flow control (docs/flow-control.md): group concurrency, fair turns and a rate per
+-- group, for the tubes pinned to one shard. A tube with flow control keeps every job in its home
+-- shard, so that one script sees each group's reservations and turns whole; every shard's f says
+-- where the tube lives, and a put or a lookup by key that reaches another answers 'moved'.
+--
+-- In the home shard a pinned tube's ready jobs are kept per group: all in fw, and each group that
+-- may be served now has its best job, its head, in r as well, so that a reserve takes the best
+-- head as it takes any tube's best job. A head's member of r is tube \0 priority(10) \0 turn(16)
+-- \0 id(16): under fair turns, heads of one priority are taken by turn (start-time fair queueing,
+-- as the local engine: a head's turn is max(the tube's virtual time, the end of its group's last
+-- turn), a turn lasts KTURN / the group's weight), else the turn is 0 and the order is (priority,
+-- id) as in any tube. So a reserve costs O(log groups), and a held-back group costs nothing
+-- until one of its reservations ends.
+--
+--  20 f   hash  tube -> cmsgpack {home, conc, fair, rate, period (ms), burst, weights}
+--  21 fg  hash  tube \0 group -> cmsgpack (reserved, start, finish, head, tokens, tokens_at),
+--               kept while the group has ready or reserved jobs (or a bucket not yet full);
+--               tube \1 -> the tube's virtual time
+--  22 fw  zset  ready jobs of pinned tubes, score 0, member: tube \0 len(group)(3) group
+--               priority(10) id(16)
+-- and in c, tube \0 q and tube \0 u: a pinned tube's ready and urgent jobs (r holds only heads).
+
+local F, FG, FW
+local KTURN = 720720 -- a turn of weight 1, divisible by every weight up to 16
+local flows          -- tube -> its f entry, or false: read once per call
+local was_head       -- id -> the turn it held as its group's head, when a call took it out of r
+local moved_to       -- set by a lookup that belongs to another shard: run() answers 'moved'
+
+local function this_shard() return tonumber(string.match(base, '{(%d+)}$')) end
+
+local function flow_entry(tube)
+  local e = flows[tube]
+  if e == nil then
+    local raw = redis.call('HGET', F, tube)
+    e = raw and cmsgpack.unpack(raw) or false
+    flows[tube] = e
+  end
+  return e
+end
+
+-- The settings of a tube pinned here (nil for any other).
+local function flow_here(tube)
+  local e = flow_entry(tube)
+  if e and e.home == this_shard() then return e end
+  return nil
+end
+
+-- The home shard of a tube pinned to another (nil if here, or not pinned).
+local function flow_elsewhere(tube)
+  local e = flow_entry(tube)
+  if e and e.home ~= this_shard() then return e.home end
+  return nil
+end
+
+local function gfield(tube, group) return tube .. '\0' .. group end
+local function wmember(tube, group, pri, id)
+  return gprefix(tube, group) .. string.format('%010d', pri) .. pad(id)
+end
+
+local function group_state(tube, group, s, now)
+  local raw = redis.call('HGET', FG, gfield(tube, group))
+  local g = {}
+  if raw then
+    g.reserved, g.start, g.finish, g.head, g.tokens, g.at = cmsgpack.unpack(raw)
+  else
+    g.reserved, g.start, g.finish, g.head, g.tokens, g.at = 0, 0, 0, '', s.burst, now
+  end
+  return g
+end
+
+local function save_group(tube, group, g)
+  redis.call('HSET', FG, gfield(tube, group),
+    cmsgpack.pack(g.reserved, g.start, g.finish, g.head, g.tokens, g.at))
+end
+
+local function virtual_time(tube) return tonumber(redis.call('HGET', FG, tube .. '\1') or '0') end
+
+-- A rate's bucket, filled up to the present (Redis's clock).
+local function refill(s, g, now)
+  if s.rate == 0 or now <= g.at then return end
+  g.tokens = math.min(s.burst, g.tokens + s.rate / s.period * (now - g.at))
+  g.at = now
+end
+
+local function may_serve(s, g, group, now)
+  if group == '' then return true end -- the jobs with no group: nothing holds them back
+  if s.conc > 0 and g.reserved >= s.conc then return false end
+  if s.rate == 0 then return true end
+  refill(s, g, now)
+  return g.tokens >= 1
+end
+
+local function unready(member)
+  readies[member] = nil
+  redis.call('ZREM', R, member)
+end
+
+-- Puts the group's head in r (its best ready job, with its turn) if it may be served, else
+-- takes it out; and forgets a group with nothing left.
+local function flow_refresh(tube, group, now)
+  local s = flow_here(tube)
+  local g = group_state(tube, group, s, now)
+  local gp = gprefix(tube, group)
+  local best = redis.call('ZRANGEBYLEX', FW, '[' .. gp, '(' .. gp .. ':', 'LIMIT', 0, 1)[1]
+  local want = ''
+  if best and may_serve(s, g, group, now) then
+    if g.head == '' then g.start = math.max(virtual_time(tube), g.finish) end
+    want = tube .. '\0' .. string.sub(best, #gp + 1, #gp + 10) .. '\0' ..
+      string.format('%016d', s.fair and g.start or 0) .. '\0' .. string.sub(best, -16)
+  end
+  if want ~= g.head then
+    if g.head ~= '' then unready(g.head) end
+    if want ~= '' then readies[want] = true end
+    g.head = want
+  end
+  if not best and g.reserved == 0 and (s.rate == 0 or g.tokens >= s.burst) then
+    redis.call('HDEL', FG, gfield(tube, group))
+  else
+    save_group(tube, group, g)
+  end
+end
+
+-- A job of a pinned tube becomes ready, or stops being (flow_refresh() follows, in link()).
+local function flow_in(tube, group, pri, id)
+  redis.call('ZADD', FW, 0, wmember(tube, group, pri, id))
+  count(tube, 'q', 1)
+  if pri < 1024 then count(tube, 'u', 1) end
+end
+
+local function flow_out(tube, group, pri, id)
+  redis.call('ZREM', FW, wmember(tube, group, pri, id))
+  count(tube, 'q', -1)
+  if pri < 1024 then count(tube, 'u', -1) end
+  local s = flow_here(tube)
+  local g = group_state(tube, group, s, now_ms())
+  if g.head ~= '' and id_of(g.head) == id then
+    was_head[id] = g.start
+    unready(g.head)
+    g.head = ''
+    save_group(tube, group, g)
+  end
+end
+
+-- A reservation of a pinned tube's job starts: it counts against its group; taken as the group's
+-- head, it ends the group's turn.
+local function flow_taken(j, now)
+  local s = flow_here(j.tube)
+  local g = group_state(j.tube, j.group, s, now)
+  g.reserved = g.reserved + 1
+  local start = was_head[j.id]
+  if s.fair and start then
+    if start > virtual_time(j.tube) then redis.call('HSET', FG, j.tube .. '\1', string.format('%d', start)) end
+    g.finish = start + math.floor(KTURN / ((s.weights or {})[j.group] or 1))
+  end
+  if j.group ~= '' and s.rate ~= 0 then
+    refill(s, g, now)
+    g.tokens = g.tokens - 1 -- a reserve by id may take a job over the rate: the bucket owes it
+  end
+  save_group(j.tube, j.group, g)
+end
+
+local function flow_freed(j, now)
+  local s = flow_here(j.tube)
+  local g = group_state(j.tube, j.group, s, now)
+  if g.reserved > 0 then g.reserved = g.reserved - 1 end
+  save_group(j.tube, j.group, g)
+end
+
+-- Whether the shard holds any job of the tube.
+local function holds_jobs(tube)
+  local c = redis.call('HMGET', C, tube .. '\0d', tube .. '\0v', tube .. '\0q')
+  for i = 1, 3 do if tonumber(c[i] or '0') > 0 then return true end end
+  return first(R, tube, 1)[1] ~= nil or first(B, tube, 1)[1] ~= nil
+end
+
+-- Every group of a pinned tube with state here, as (group, its fg entry).
+local function each_group(tube, visit)
+  local cursor = '0'
+  repeat
+    local page = redis.call('HSCAN', FG, cursor, 'MATCH', tube .. '\0*', 'COUNT', 1000)
+    cursor = page[1]
+    for i = 1, #page[2], 2 do visit(string.sub(page[2][i], #tube + 2), page[2][i + 1]) end
+  until cursor == '0'
+end
