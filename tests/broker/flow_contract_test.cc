@@ -132,6 +132,26 @@ TEST_P(FlowContract, ARateHoldsAGroupsNextJobButNotOtherGroups) {
   EXPECT_EQ(stats_tube("rate").value().ready, 1U);
 }
 
+TEST_P(FlowContract, AReserveWaitingOnAGroupHeldByItsRateGetsItsJobWhenTheNextTokenComes) {
+  // Five a second with a burst of one: a group's next job may be taken 200 ms after the last.
+  if (!flow_on("paced", {.rate_jobs = 5, .rate_period = std::chrono::seconds(1)})) return;
+  Session& producer = session();
+  put_ok(producer, "paced", 100, {}, {}, "a");
+  put_ok(producer, "paced", 100, {}, {}, "a");
+  Session& worker = session();
+  const auto first = std::chrono::steady_clock::now();
+  ASSERT_EQ(take_group(worker, "paced"), "a");
+  Session& waiter = session();
+  auto out = std::make_shared<std::optional<Result<broker::Job>>>();
+  (void)waiter.reserve({{"paced"}, std::chrono::milliseconds(kWait)},
+                       expect_once<broker::Job>(out));
+  ASSERT_TRUE(run_until([&] { return out->has_value(); })) << "nothing woke the waiting reserve";
+  ASSERT_TRUE(out->value().is_ok()) << out->value().status().to_string();
+  EXPECT_EQ(out->value().value().view.group, "a");
+  // Not before the token: the rate holds (a bound on order, not on speed).
+  EXPECT_GE(std::chrono::steady_clock::now() - first, std::chrono::milliseconds(150));
+}
+
 TEST_P(FlowContract, SettingsAreKeptAcrossARestartAndOffRestoresTheOrder) {
   if (!flow_on("keep", {.group_concurrency = 2, .fair = true})) return;
   auto changed = set_flow("keep", {.rate_jobs = 5, .rate_burst = 3, .group_weights = {{"vip", 3}}});

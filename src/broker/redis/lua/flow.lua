@@ -18,13 +18,17 @@
 --               tube \1 -> the tube's virtual time
 --  22 fw  zset  ready jobs of pinned tubes, score 0, member: tube \0 len(group)(3) group
 --               priority(10) id(16)
+--  23 fz  zset  tube \0 group by when its rate's next token comes (ms), for a group held back by
+--               its rate alone, or by when its bucket is full again, for one with nothing left:
+--               the shard's owner looks at it again then (fire), as at a due time
 -- and in c, tube \0 q and tube \0 u: a pinned tube's ready and urgent jobs (r holds only heads).
 
-local F, FG, FW
+local F, FG, FW, FZ
 local KTURN = 720720 -- a turn of weight 1, divisible by every weight up to 16
 local flows          -- tube -> its f entry, or false: read once per call
 local was_head       -- id -> the turn it held as its group's head, when a call took it out of r
 local moved_to       -- set by a lookup that belongs to another shard: run() answers 'moved'
+local fz_lead        -- a time this call put first in fz: flush() tells the owner ('t')
 
 local function this_shard() return tonumber(string.match(base, '{(%d+)}$')) end
 
@@ -87,7 +91,12 @@ local function may_serve(s, g, group, now)
   if s.conc > 0 and g.reserved >= s.conc then return false end
   if s.rate == 0 then return true end
   refill(s, g, now)
-  return g.tokens >= 1
+  return g.tokens >= 1 - 1e-9
+end
+
+-- When a bucket holds `tokens` (from g.tokens at g.at), in whole ms, at least 1 ms from now.
+local function tokens_at(s, g, tokens, now)
+  return math.max(now + 1, math.ceil(g.at + (tokens - g.tokens) * s.period / s.rate))
 end
 
 local function unready(member)
@@ -113,12 +122,45 @@ local function flow_refresh(tube, group, now)
     if want ~= '' then readies[want] = true end
     g.head = want
   end
-  if not best and g.reserved == 0 and (s.rate == 0 or g.tokens >= s.burst) then
+  local empty = not best and g.reserved == 0
+  if s.rate ~= 0 and group ~= '' then
+    -- Held back by its rate alone, or emptied with a bucket not yet full: looked at again then.
+    local at
+    if empty then
+      refill(s, g, now)
+      if g.tokens < s.burst then at = tokens_at(s, g, s.burst, now) end
+    elseif want == '' and best and (s.conc == 0 or g.reserved < s.conc) then
+      at = tokens_at(s, g, 1, now)
+    end
+    local member = gfield(tube, group)
+    if at then
+      redis.call('ZADD', FZ, at, member)
+      local lead = redis.call('ZRANGE', FZ, 0, 0)[1]
+      if lead == member then fz_lead = at end
+    else
+      redis.call('ZREM', FZ, member)
+    end
+    if at and empty then save_group(tube, group, g); return end
+  end
+  if empty then
     redis.call('HDEL', FG, gfield(tube, group))
   else
     save_group(tube, group, g)
   end
 end
+
+-- The owner's look at the groups whose time in fz has come (at most `limit`).
+local function flow_wakes(now, limit)
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', FZ, '-inf', math.floor(now), 'LIMIT', 0, limit)) do
+    redis.call('ZREM', FZ, member)
+    local zero = string.find(member, '\0', 1, true)
+    local tube = string.sub(member, 1, zero - 1)
+    if flow_here(tube) then flow_refresh(tube, string.sub(member, zero + 1), now) end
+  end
+end
+
+-- fz's first time (nil for none).
+local function first_wake() return tonumber(redis.call('ZRANGE', FZ, 0, 0, 'WITHSCORES')[2]) end
 
 -- A job of a pinned tube becomes ready, or stops being (flow_refresh() follows, in link()).
 local function flow_in(tube, group, pri, id)

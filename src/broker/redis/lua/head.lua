@@ -2,7 +2,7 @@
 -- at build time from src/broker/redis/lua/ (head, record, writes, timers, flow, moves, ops,
 -- schedules, run). Loaded into Redis as a function library (redis::Script adds the name and
 -- registers run()), so that what is defined here is made once per load, not at every call.
--- Called as FCALL <name> 22 <the shard's keys> <op> <args...> <node>: every key of the shard, always
+-- Called as FCALL <name> 23 <the shard's keys> <op> <args...> <node>: every key of the shard, always
 -- all of them and in this order, so that Redis sees every key a call may touch. They share
 -- the shard's hash tag, "<prefix>:{<shard>}" (the prefix is "dq" unless configured), hence one
 -- slot, which the shard's channel "<prefix>:{<shard>}:events" shares (sharded pub/sub); and while a slot migrates, Redis runs a script only
@@ -28,7 +28,7 @@
 --  17 s      hash    schedules whose names hash here: name -> record (schedules.lua)
 --  18 sm     hash    schedule name -> "<generation>:<instant>", its latest run put here
 --  19 st     zset    the same names by when their mark was last set (ms)
---  20 f, 21 fg, 22 fw   flow control of the tubes pinned to one shard (flow.lua)
+--  20 f, 21 fg, 22 fw, 23 fz   flow control of the tubes pinned to one shard (flow.lua)
 -- (The heartbeat op alone is called with the one key <prefix>:nodes.)
 --
 -- Timers: every delayed job by its due time (reserved jobs by their TTR's end: t), as 13-byte

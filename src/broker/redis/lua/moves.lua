@@ -41,6 +41,10 @@ local function flush()
   -- A due time this call added earlier than every other of the shard's delayed jobs: the owner
   -- must re-arm. (A put appended after a page's entries cannot be. The owner, which fires at
   -- once on the message, may find a reservation's end earlier still: it re-arms from that.)
+  -- A group's rate wake (flow.lua) that came first: the owner fires then, as for a timer.
+  if fz_lead and not quiet then
+    redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. string.format('%d', fz_lead))
+  end
   if leads and not quiet then
     local first = first_timer()
     if first and added[first] then

@@ -531,6 +531,7 @@ ops.fire = function()
   if redis.call('GET', EPOCH) ~= ARGV[2] then return {'fenced', 'not the owner'} end
   local now = now_ms()
   local cut, limit = math.ceil(now), tonumber(ARGV[3])
+  flow_wakes(now, limit)
   local due = {} -- {time, id}: a delayed job's page entry; {false, id}: a reservation
   for _, member in ipairs(redis.call('ZRANGEBYSCORE', T, '-inf', cut, 'LIMIT', 0, limit)) do
     due[#due + 1] = {false, tonumber(member)}
@@ -586,6 +587,8 @@ ops.fire = function()
     local at = deadline and deadline > 0 and deadline or tonumber(lapse[2])
     if not next_at or at < next_at then next_at = at end
   end
+  local wake = first_wake()
+  if wake and (not next_at or wake < next_at) then next_at = wake end
   quiet = true
   return {'ok', moved, next_at and us(next_at) or '-1', us(now), late, served}
 end

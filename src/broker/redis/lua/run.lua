@@ -9,8 +9,8 @@ local function run(keys, args)
     keys[4], keys[5], keys[6], keys[7], keys[8], keys[9], keys[10], keys[11], keys[12], keys[13],
     keys[14], keys[15], keys[16]
   S, SM, ST = keys[17], keys[18], keys[19]
-  F, FG, FW = keys[20], keys[21], keys[22]
-  flows, was_head, moved_to = {}, {}, nil
+  F, FG, FW, FZ = keys[20], keys[21], keys[22], keys[23]
+  flows, was_head, moved_to, fz_lead = {}, {}, nil, nil
   clock, clock_ms, quiet, leads = nil, nil, false, false
   readied, records, readies, counters, seen, names = {}, {}, {}, {}, {}, {}
   log, moves, logged, ordered, last_t, last_id = {}, {}, 0, true, nil, nil
