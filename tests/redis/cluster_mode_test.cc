@@ -6,7 +6,8 @@
 // (DELAYQ_TEST_CLUSTER_SEEDS_FILE, from scripts/redis-cluster.sh); the failover test starts one
 // of its own with the same script, since it kills a primary. A shard nobody fires shows on the
 // overdue gauge of /metrics until a live node takes it. A one-second schedule runs on while
-// either node is killed with SIGKILL, again and again: no run lost, none doubled.
+// either node is killed with SIGKILL, again and again: no run lost, none doubled. Group
+// concurrency holds across the nodes, and a killed node's reservations free their groups.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -467,6 +468,100 @@ TEST_F(ClusterModeTest, ADeadNodesCountOfWaitingReservesIsDeleted) {
   const auto gone = Clock::now() + 12s;
   while (!counts().empty() && Clock::now() < gone) std::this_thread::sleep_for(100ms);
   EXPECT_EQ(counts(), "") << "the dead node's count is still there";
+}
+
+// The body of a RESERVED reply ("RESERVED <id> <bytes>\r\n<body>\r\n").
+std::string body_of(const std::string& reply) {
+  const auto from = reply.find("\r\n") + 2;
+  return reply.substr(from, reply.size() - from - 2);
+}
+
+// Group concurrency holds across nodes: a tube with flow control lives in one shard, whose
+// scripts count each group's reservations, so workers on both nodes never hold two jobs of a
+// group. A node killed with a job reserved frees its group's slot once the reservation lapses,
+// and the counts end exact.
+TEST_F(ClusterModeTest, GroupConcurrencyHoldsAcrossNodesAndAKilledNodesSlotIsFreedAtItsTtr) {
+  ASSERT_NO_FATAL_FAILURE(start_two_nodes());
+  const std::uint64_t seed = test_seed();
+  std::mt19937_64 random(seed);
+  Client& on_a = *on_a_;
+  Client& on_b = *on_b_;
+  ASSERT_EQ(on_a.call("flow-tube fc concurrency=1\r\n"), "FLOW 1 0 0/1000 1\r\n");
+  // B may not have heard of the settings yet: its puts reach the tube's shard all the same.
+  for (Client* c : {&on_a, &on_b}) ASSERT_EQ(c->call("use fc\r\n"), "USING fc\r\n");
+  constexpr int kGroups = 4;
+  constexpr int kEach = 10;
+  for (int i = 0; i < kEach; ++i) {
+    for (int g = 0; g < kGroups; ++g) {
+      Client& producer = (i + g) % 2 == 0 ? on_a : on_b;
+      const std::string group = "g" + std::to_string(g);
+      ASSERT_TRUE(
+          inserted_id(producer.call("putx 0 0 60 2 group=" + group + "\r\n" + group + "\r\n")));
+    }
+  }
+  // Four workers, two on each node, each holding at most one job at a time.
+  std::vector<std::unique_ptr<Client>> workers;
+  for (int w = 0; w < 4; ++w) {
+    workers.push_back(std::make_unique<Client>(w < 2 ? a_->port() : b_->port()));
+    ASSERT_EQ(workers.back()->call("watch fc\r\n"), "WATCHING 2\r\n");
+  }
+  std::vector<std::optional<std::pair<std::uint64_t, std::string>>> holding(workers.size());
+  std::set<std::string> held;
+  int deleted = 0;
+  const auto give_up = Clock::now() + 60s;
+  while (deleted < kGroups * kEach && Clock::now() < give_up) {
+    for (std::size_t w = 0; w < workers.size(); ++w) {
+      if (holding[w]) continue;
+      const std::string reply = workers[w]->call("reserve-with-timeout 0\r\n");
+      if (reply.rfind("RESERVED ", 0) != 0) continue;
+      const std::string group = body_of(reply);
+      EXPECT_TRUE(held.insert(group).second)
+          << "two jobs of group " << group << " reserved at once (seed " << seed << ")";
+      holding[w] = {std::stoull(reply.substr(9)), group};
+    }
+    std::vector<std::size_t> busy;
+    for (std::size_t w = 0; w < workers.size(); ++w) {
+      if (holding[w]) busy.push_back(w);
+    }
+    if (busy.empty()) continue;
+    const std::size_t w = busy[random() % busy.size()];
+    ASSERT_EQ(workers[w]->call("delete " + std::to_string(holding[w]->first) + "\r\n"),
+              "DELETED\r\n");
+    held.erase(holding[w]->second);
+    holding[w].reset();
+    ++deleted;
+  }
+  ASSERT_EQ(deleted, kGroups * kEach);
+
+  // A job of group k reserved through B, with a TTR of 2 s, and B killed.
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(inserted_id(on_a.call("putx 0 0 2 1 group=k\r\nk\r\n")));
+  }
+  ASSERT_EQ(on_b.call("watch fc\r\n"), "WATCHING 2\r\n");
+  ASSERT_EQ(on_b.call("reserve-with-timeout 5\r\n").rfind("RESERVED ", 0), 0U);
+  ASSERT_EQ(b_->kill9(), "killed by signal 9");
+  ASSERT_EQ(on_a.call("watch fc\r\n"), "WATCHING 2\r\n");
+  EXPECT_EQ(on_a.call("reserve-with-timeout 0\r\n"), "TIMED_OUT\r\n") << "k's slot is taken";
+  // Its reservation lapses (at 2 s, or when A holds the shard after B's lease, 5 s): then
+  // one k job, and the other only once that one is deleted.
+  std::vector<std::uint64_t> taken;
+  for (int i = 0; i < 2; ++i) {
+    const std::string reply = on_a.call("reserve-with-timeout 20\r\n", Millis{25000});
+    ASSERT_EQ(reply.rfind("RESERVED ", 0), 0U) << reply;
+    EXPECT_EQ(body_of(reply), "k");
+    taken.push_back(std::stoull(reply.substr(9)));
+    if (i == 0) {
+      EXPECT_EQ(on_a.call("reserve-with-timeout 0\r\n"), "TIMED_OUT\r\n");
+    }
+    ASSERT_EQ(on_a.call("delete " + std::to_string(taken.back()) + "\r\n"), "DELETED\r\n");
+  }
+  EXPECT_NE(taken[0], taken[1]);
+  auto stats = parse_yaml(on_a.call("stats-tube fc\r\n"));
+  EXPECT_EQ(stats["current-jobs-ready"], "0");
+  EXPECT_EQ(stats["current-jobs-reserved"], "0");
+  EXPECT_EQ(stats["groups-held"], "0");
+  EXPECT_EQ(stats["groups-ready"], "0");
+  EXPECT_EQ(stats["group-concurrency"], "1");
 }
 
 // Two nodes share the shards out; `jobs` jobs go in through the first, due from 1.5 s on,

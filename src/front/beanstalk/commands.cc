@@ -221,12 +221,14 @@ void Conversation::flow_tube(const Command& command) {
   for (const auto& [group, weight] : given.weights)
     change.group_weights[std::string(group)] = weight;
   admin().set_flow(std::string(command.tube), change,
-                   answer<FlowSettings>([](const FlowSettings& flow) {
-                     return "FLOW " + std::to_string(flow.group_concurrency) + " " +
-                            (flow.fair ? "1" : "0") + " " + std::to_string(flow.rate_jobs) + "/" +
-                            std::to_string(flow.rate_period.count()) + " " +
-                            std::to_string(flow.rate_burst) + "\r\n";
-                   }));
+                   answer<FlowSettings>(
+                       [](const FlowSettings& flow) {
+                         return "FLOW " + std::to_string(flow.group_concurrency) + " " +
+                                (flow.fair ? "1" : "0") + " " + std::to_string(flow.rate_jobs) +
+                                "/" + std::to_string(flow.rate_period.count()) + " " +
+                                std::to_string(flow.rate_burst) + "\r\n";
+                       },
+                       "CONFLICT"));
 }
 
 void Conversation::quit(const Command&) {
