@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""flow.py [DELAYQD] [--phase fair|concurrency|check|rate|all] [--jobs N] [--seconds S] -- flow
-control (fair turns, group concurrency, a rate per group) over the beanstalkd protocol, measured.
+"""flow.py [DELAYQD] [--phase fair|concurrency|check|rate|all] [--jobs N] [--seconds S] [--redis]
+-- flow control (fair turns, group concurrency, a rate per group) over the beanstalkd protocol,
+measured.
 
 Each phase runs on a fresh delayqd (default build/release/apps/delayqd) on a free loopback port
 (no HTTP listener), with a scratch data directory and `--fsync always`, the default and the mode
-schedules.py measures the local store in: every put and delete is answered after its fsync. The
-server is stopped by its PID. Producers pipeline their `putx` commands, 1,000 at a time.
+schedules.py measures the local store in: every put and delete is answered after its fsync; or
+with --redis a node over a redis-server of the script's own (redis_server.py; a fresh prefix
+each phase). The server is stopped by its PID. Producers pipeline their `putx` commands, 1,000
+at a time.
 
   fair         Tenant A puts 10,000 jobs (group=A), then tenant B 10 (group=B), all ready. Four
                worker connections take turns, one reserve + delete at a time, until all 10,010
@@ -40,6 +43,12 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from redis_server import redis_command, start_redis, stop_redis  # this directory's
+
+REDIS = None  # (process, port) with --redis
+PHASES = iter(range(1000))
+
 RESERVE = b"reserve-with-timeout 1\r\n"
 
 
@@ -47,9 +56,13 @@ RESERVE = b"reserve-with-timeout 1\r\n"
 def delayqd(binary):
     """A fresh delayqd; yields its beanstalkd port, then stops it by its PID."""
     data = tempfile.mkdtemp(prefix="delayq-flow-")
+    store = ["-b", data + "/db", "--fsync", "always"]
+    if REDIS is not None:
+        store = ["--redis", f"127.0.0.1:{REDIS[1]}", "--redis-prefix",
+                 f"flow{os.getpid()}-{next(PHASES)}"]
     server = subprocess.Popen(
-        [binary, "-p", "0", "--http", "off", "-b", data + "/db", "--fsync", "always",
-         "--min-free-disk", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        [binary, "-p", "0", "--http", "off", "--min-free-disk", "0"] + store,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         line = server.stdout.readline().decode()  # "" if it exits first
         if "listening on" not in line:
@@ -233,6 +246,15 @@ class InFlight:
         return count
 
 
+def redis_cpu_seconds():
+    """Redis's CPU time so far (user + system, INFO cpu); 0 without --redis."""
+    if REDIS is None:
+        return 0.0
+    info = redis_command(REDIS[1], "INFO", "cpu").decode()
+    return sum(float(info.split(f"{field}:")[1].split("\r\n")[0])
+               for field in ("used_cpu_user", "used_cpu_sys"))
+
+
 def concurrency_phase(binary, jobs, workers=8, groups=100, hold=0.0, name="concurrency"):
     rates = {}
     for limited in (True, False):
@@ -254,15 +276,19 @@ def concurrency_phase(binary, jobs, workers=8, groups=100, hold=0.0, name="concu
                 return tracker.more() and time.monotonic() < deadline
 
             cpu, start = cpu_seconds(pid), time.perf_counter()
+            redis_cpu = redis_cpu_seconds()
             ends = run_workers(workers, port, tube, keep_going, tracker.job)
             took = max(e for e in ends if e is not None) - start
             cpu = cpu_seconds(pid) - cpu
+            redis_cpu = redis_cpu_seconds() - redis_cpu
             rates[limited] = tracker.taken / took
             print(f"{name}: {tube} ({'concurrency=1' if limited else 'no flow control'}), "
                   f"{workers} workers, {groups} groups: {tracker.taken} of {jobs} jobs in "
                   f"{took:.1f} s, {rates[limited]:.0f} jobs/s, server CPU "
-                  f"{cpu * 1e6 / tracker.taken:.0f} us per job; two jobs of one group held at "
-                  f"once: {tracker.violations} (spans overlapping: {tracker.overlaps()})")
+                  f"{cpu * 1e6 / tracker.taken:.0f} us per job"
+                  + (f", Redis CPU {redis_cpu * 1e6 / tracker.taken:.0f} us per job" if REDIS else "")
+                  + f"; two jobs of one group held at once: {tracker.violations} "
+                  f"(spans overlapping: {tracker.overlaps()})")
     print(f"{name}: limited / unlimited jobs/s: {rates[True] / rates[False]:.3f}")
 
 
@@ -308,15 +334,23 @@ def main():
                         default="all")
     parser.add_argument("--jobs", type=int, default=100_000, help="concurrency phase's jobs")
     parser.add_argument("--seconds", type=int, default=20, help="rate phase's length")
+    parser.add_argument("--redis", action="store_true")
     args = parser.parse_args()
-    if args.phase in ("fair", "all"):
-        fair_phase(args.binary)
-    if args.phase in ("concurrency", "all"):
-        concurrency_phase(args.binary, args.jobs)
-    if args.phase in ("check", "all"):
-        concurrency_phase(args.binary, 10_000, hold=0.001, name="check")
-    if args.phase in ("rate", "all"):
-        rate_phase(args.binary, args.seconds)
+    global REDIS
+    if args.redis:
+        REDIS = start_redis()
+    try:
+        if args.phase in ("fair", "all"):
+            fair_phase(args.binary)
+        if args.phase in ("concurrency", "all"):
+            concurrency_phase(args.binary, args.jobs)
+        if args.phase in ("check", "all"):
+            concurrency_phase(args.binary, 10_000, hold=0.001, name="check")
+        if args.phase in ("rate", "all"):
+            rate_phase(args.binary, args.seconds)
+    finally:
+        if REDIS:
+            stop_redis(REDIS)
 
 
 if __name__ == "__main__":

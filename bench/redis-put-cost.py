@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""redis-put-cost.py [--callgrind | --whole] [--calls N] [--shards S] [--per-call J] [--keep] —
-what a put costs Redis, without delayqd or its load: loads jobs.lua as the build assembles it
-(build/release/src/broker/redis/jobs.lua: `make build` first) into a fresh redis-server
+"""redis-put-cost.py [--callgrind | --whole] [--calls N] [--shards S] [--per-call J] [--keep]
+[--lua FILE] — what a put costs Redis, without delayqd or its load: loads jobs.lua as the build
+assembles it (build/release/src/broker/redis/jobs.lua: `make build` first; or FILE, such as an
+older commit's, assembled by hand, for a before and after) into a fresh redis-server
 (Debian's, on a free loopback port, stopped by PID) and makes N putmany calls
 of J jobs each (default 24; 100-byte bodies due in an hour, spread over S shards), the arguments
 built as the node builds them (redis_broker.cc, layout.cc's new_record_tail). 24 is about what a
@@ -137,7 +138,8 @@ def putmany_calls(conn, calls, shards, first=0, per_call=JOBS_PER_CALL):
             base = f"dq:{{{shard}}}"
             keys = [base + suffix for suffix in
                     (":seq", ":j", ":a", ":t", ":r", ":b", ":k", ":g", ":c", ":m", ":p",
-                     ":tubes", ":owner", ":epoch", ":ti", ":tp")]
+                     ":tubes", ":owner", ":epoch", ":ti", ":tp", ":s", ":sm", ":st", ":f",
+                     ":fg", ":fw", ":fz")]
             requests.append(command("FCALL", "cost", len(keys), *keys, "putmany", 128, shard, per_call,
                                     *(job * per_call), "bench"))
         conn.sock.sendall(b"".join(requests))
@@ -161,6 +163,8 @@ def main():
         per_call = int(args[args.index("--per-call") + 1])
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     script = os.path.join(root, "build/release/src/broker/redis/jobs.lua")
+    if "--lua" in args:
+        script = args[args.index("--lua") + 1]
     if not os.path.exists(script):
         sys.exit("redis-put-cost.py: " + script + " is missing: run `make build` first")
     source = open(script).read()

@@ -35,45 +35,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from overload import rss_kib  # this directory's
+from redis_server import redis_command, start_redis, stop_redis  # this directory's
 
 
 REDIS = None  # (process, port) with --redis
 PHASES = iter(range(1000))
-
-
-def redis_command(port, *words):
-    """One command to the script's redis-server; its reply's bytes."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
-        conn.sendall(("*%d\r\n" % len(words) + "".join(
-            "$%d\r\n%s\r\n" % (len(w), w) for w in words)).encode())
-        reply = b""
-        while b"\r\n" not in reply:
-            reply += conn.recv(65536)
-        head, _, rest = reply.partition(b"\r\n")
-        if head.startswith(b"$") and int(head[1:]) >= 0:
-            while len(rest) < int(head[1:]) + 2:
-                rest += conn.recv(65536)
-            return rest[:int(head[1:])]
-        reply = head
-        return reply
-
-
-def start_redis():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        try:
-            if redis_command(port, "PING").startswith(b"+PONG"):
-                return process, port
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    sys.exit("redis-server did not answer")
 
 
 def redis_used_memory():
@@ -266,8 +232,7 @@ def main():
         stored_and_reads(args.binary, args.stored)
     finally:
         if REDIS:
-            REDIS[0].terminate()
-            REDIS[0].wait()
+            stop_redis(REDIS)
 
 
 if __name__ == "__main__":

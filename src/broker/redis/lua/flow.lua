@@ -29,8 +29,14 @@ local flows          -- tube -> its f entry, or false: read once per call
 local was_head       -- id -> the turn it held as its group's head, when a call took it out of r
 local moved_to       -- set by a lookup that belongs to another shard: run() answers 'moved'
 local fz_lead        -- a time this call put first in fz: flush() tells the owner ('t')
+local gstates        -- tube \0 group -> its state, as read and changed in this call
+local gdirty         -- tube \0 group -> true: to write (or delete) at flush()
 
-local function this_shard() return tonumber(string.match(base, '{(%d+)}$')) end
+local shard_here -- this shard's number, read from base once per call
+local function this_shard()
+  if not shard_here then shard_here = tonumber(string.match(base, '{(%d+)}$')) end
+  return shard_here
+end
 
 local function flow_entry(tube)
   local e = flows[tube]
@@ -44,14 +50,16 @@ end
 
 -- The settings of a tube pinned here (nil for any other).
 local function flow_here(tube)
-  local e = flow_entry(tube)
+  local e = flows[tube]
+  if e == nil then e = flow_entry(tube) end
   if e and e.home == this_shard() then return e end
   return nil
 end
 
 -- The home shard of a tube pinned to another (nil if here, or not pinned).
 local function flow_elsewhere(tube)
-  local e = flow_entry(tube)
+  local e = flows[tube]
+  if e == nil then e = flow_entry(tube) end
   if e and e.home ~= this_shard() then return e.home end
   return nil
 end
@@ -61,20 +69,45 @@ local function wmember(tube, group, pri, id)
   return gprefix(tube, group) .. string.format('%010d', pri) .. pad(id)
 end
 
+-- A group's state as this call left it (read once per call; written back by flow_flush()).
 local function group_state(tube, group, s, now)
-  local raw = redis.call('HGET', FG, gfield(tube, group))
-  local g = {}
+  local field = gfield(tube, group)
+  local g = gstates[field]
+  if g and not g.gone then return g end
+  local raw = not g and redis.call('HGET', FG, field)
+  g = {}
   if raw then
     g.reserved, g.start, g.finish, g.head, g.tokens, g.at = cmsgpack.unpack(raw)
   else
     g.reserved, g.start, g.finish, g.head, g.tokens, g.at = 0, 0, 0, '', s.burst, now
   end
+  gstates[field] = g
   return g
 end
 
 local function save_group(tube, group, g)
-  redis.call('HSET', FG, gfield(tube, group),
-    cmsgpack.pack(g.reserved, g.start, g.finish, g.head, g.tokens, g.at))
+  g.gone = nil
+  gdirty[gfield(tube, group)] = true
+end
+
+local function forget_group(tube, group, g)
+  g.gone = true
+  gdirty[gfield(tube, group)] = true
+end
+
+local function flow_flush()
+  local list, gone = {}, {}
+  for field in pairs(gdirty) do
+    local g = gstates[field]
+    if g.gone then
+      gone[#gone + 1] = field
+    else
+      list[#list + 1] = field
+      list[#list + 1] = cmsgpack.pack(g.reserved, g.start, g.finish, g.head, g.tokens, g.at)
+    end
+  end
+  for i = 1, #list, 2000 do redis.call('HSET', FG, unpack(list, i, math.min(i + 1999, #list))) end
+  for i = 1, #gone, 4000 do redis.call('HDEL', FG, unpack(gone, i, math.min(i + 3999, #gone))) end
 end
 
 local function virtual_time(tube) return tonumber(redis.call('HGET', FG, tube .. '\1') or '0') end
@@ -143,7 +176,7 @@ local function flow_refresh(tube, group, now)
     if at and empty then save_group(tube, group, g); return end
   end
   if empty then
-    redis.call('HDEL', FG, gfield(tube, group))
+    forget_group(tube, group, g)
   else
     save_group(tube, group, g)
   end

@@ -25,6 +25,7 @@ local function write_lapses()
 end
 
 local function flush()
+  flow_flush()
   local list, n = {}, 0
   for field, rec in pairs(records) do list[n + 1] = field; list[n + 2] = rec; n = n + 2 end
   in_chunks('HSET', J, list)

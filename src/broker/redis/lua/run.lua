@@ -10,7 +10,8 @@ local function run(keys, args)
     keys[14], keys[15], keys[16]
   S, SM, ST = keys[17], keys[18], keys[19]
   F, FG, FW, FZ = keys[20], keys[21], keys[22], keys[23]
-  flows, was_head, moved_to, fz_lead = {}, {}, nil, nil
+  flows, was_head, moved_to, fz_lead, gstates, gdirty = {}, {}, nil, nil, {}, {}
+  shard_here = nil
   clock, clock_ms, quiet, leads = nil, nil, false, false
   readied, records, readies, counters, seen, names = {}, {}, {}, {}, {}, {}
   log, moves, logged, ordered, last_t, last_id = {}, {}, 0, true, nil, nil
