@@ -21,7 +21,8 @@
 --  23 fz  zset  tube \0 group by when its rate's next token comes (ms), for a group held back by
 --               its rate alone, or by when its bucket is full again, for one with nothing left:
 --               the shard's owner looks at it again then (fire), as at a due time
--- and in c, tube \0 q and tube \0 u: a pinned tube's ready and urgent jobs (r holds only heads).
+-- and in c, tube \0 u: a pinned tube's urgent ready jobs (r holds only heads; its ready jobs are
+-- counted in fw).
 
 local F, FG, FW, FZ
 local KTURN = 720720 -- a turn of weight 1, divisible by every weight up to 16
@@ -143,10 +144,16 @@ local function flow_refresh(tube, group, now)
   local s = flow_here(tube)
   local g = group_state(tube, group, s, now)
   local gp = gprefix(tube, group)
-  local best = redis.call('ZRANGEBYLEX', FW, '[' .. gp, '(' .. gp .. ':', 'LIMIT', 0, 1)[1]
+  local serve = may_serve(s, g, group, now)
+  -- The group's best ready job: not needed by a group held back by its reservations alone
+  -- (the common case just after a reserve), which keeps no head and is not empty.
+  local best
+  if serve or g.reserved == 0 or s.rate ~= 0 then
+    best = redis.call('ZRANGEBYLEX', FW, '[' .. gp, '(' .. gp .. ':', 'LIMIT', 0, 1)[1]
+  end
   local want = ''
-  if best and may_serve(s, g, group, now) then
-    if g.head == '' then g.start = math.max(virtual_time(tube), g.finish) end
+  if best and serve then
+    if g.head == '' then g.start = s.fair and math.max(virtual_time(tube), g.finish) or 0 end
     want = tube .. '\0' .. string.sub(best, #gp + 1, #gp + 10) .. '\0' ..
       string.format('%016d', s.fair and g.start or 0) .. '\0' .. string.sub(best, -16)
   end
@@ -198,13 +205,11 @@ local function first_wake() return tonumber(redis.call('ZRANGE', FZ, 0, 0, 'WITH
 -- A job of a pinned tube becomes ready, or stops being (flow_refresh() follows, in link()).
 local function flow_in(tube, group, pri, id)
   redis.call('ZADD', FW, 0, wmember(tube, group, pri, id))
-  count(tube, 'q', 1)
   if pri < 1024 then count(tube, 'u', 1) end
 end
 
 local function flow_out(tube, group, pri, id)
   redis.call('ZREM', FW, wmember(tube, group, pri, id))
-  count(tube, 'q', -1)
   if pri < 1024 then count(tube, 'u', -1) end
   local s = flow_here(tube)
   local g = group_state(tube, group, s, now_ms())
@@ -243,9 +248,9 @@ end
 
 -- Whether the shard holds any job of the tube.
 local function holds_jobs(tube)
-  local c = redis.call('HMGET', C, tube .. '\0d', tube .. '\0v', tube .. '\0q')
-  for i = 1, 3 do if tonumber(c[i] or '0') > 0 then return true end end
-  return first(R, tube, 1)[1] ~= nil or first(B, tube, 1)[1] ~= nil
+  local c = redis.call('HMGET', C, tube .. '\0d', tube .. '\0v')
+  for i = 1, 2 do if tonumber(c[i] or '0') > 0 then return true end end
+  return first(R, tube, 1)[1] ~= nil or first(B, tube, 1)[1] ~= nil or first(FW, tube, 1)[1] ~= nil
 end
 
 -- Every group of a pinned tube with state here, as (group, its fg entry).

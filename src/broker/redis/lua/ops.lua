@@ -439,8 +439,8 @@ ops.stats = function()
     local ready, urgent
     local held, servable = 0, 0
     if flow_here(tube) then
-      local q = redis.call('HMGET', C, tube .. '\0q', tube .. '\0u')
-      ready, urgent = tonumber(q[1] or '0'), tonumber(q[2] or '0')
+      ready = redis.call('ZLEXCOUNT', FW, from, to)
+      urgent = tonumber(redis.call('HGET', C, tube .. '\0u') or '0')
       each_group(tube, function(group, raw)
         if group == '' then return end -- the jobs with no group are no group
         local _, _, _, head = cmsgpack.unpack(raw)
