@@ -175,7 +175,8 @@ TEST_F(Sessions, DueCountsListJobsAndBackupAreNotSupportedAndAnsweredOnTheExecut
 // Answers a load of the tubes' settings (three HGETALLs): each hash's fields and values.
 void answer_conf(ScriptedRedis& redis, const std::vector<std::string>& webhooks,
                  const std::vector<std::string>& pauses,
-                 const std::vector<std::string>& max_attempts) {
+                 const std::vector<std::string>& max_attempts,
+                 const std::vector<std::string>& flows = {}) {
   const auto hash = [](const std::vector<std::string>& flat) {
     std::vector<Reply> out;
     for (const auto& s : flat) out.push_back(Reply::string(s));
@@ -183,7 +184,7 @@ void answer_conf(ScriptedRedis& redis, const std::vector<std::string>& webhooks,
   };
   for (const auto& [key, flat] :
        {std::pair{"dq:webhooks", &webhooks}, std::pair{"dq:pauses", &pauses},
-        std::pair{"dq:max-attempts", &max_attempts}}) {
+        std::pair{"dq:max-attempts", &max_attempts}, std::pair{"dq:flows", &flows}}) {
     auto call = take_named(redis, "HGETALL", key);
     ASSERT_TRUE(call.has_value()) << "no HGETALL of " << key;
     redis.answer(*call, hash(*flat));
@@ -311,16 +312,18 @@ TEST_F(TubeConfig, SetWebhookRecordsItAnnouncesItAndRunsTheWebhooksHandler) {
   EXPECT_EQ(announce->args()[1], "c");
 }
 
-TEST_F(TubeConfig, AConfMessageReloadsWebhooksPausesAndMaxAttempts) {
+TEST_F(TubeConfig, AConfMessageReloadsWebhooksPausesMaxAttemptsAndFlowControl) {
   int changed = 0;
   broker->on_webhooks_changed([&changed] { ++changed; });
   redis->publish("c");
   settle();
-  EXPECT_EQ(redis->count("HGETALL"), 3U);
+  EXPECT_EQ(redis->count("HGETALL"), 4U);
   const std::int64_t until = clock->now_unix_ms() + 60000;
   const std::string encoded = store::encode_webhook(a_webhook());
+  FlowSettings flow;
+  flow.group_concurrency = 2;
   answer_conf(*redis, {"emails", encoded}, {"default", std::to_string(until) + " 60 3"},
-              {"default", "5"});
+              {"default", "5"}, {"default", store::encode_flow(flow)});
   settle();
   EXPECT_EQ(changed, 1);
   ASSERT_EQ(broker->webhooks().size(), 1U);
@@ -339,12 +342,13 @@ TEST_F(TubeConfig, AConfMessageReloadsWebhooksPausesAndMaxAttempts) {
   EXPECT_EQ(got.result->value().pause, std::chrono::seconds(60));
   EXPECT_EQ(got.result->value().pause_left, Millis{60000});
   EXPECT_EQ(got.result->value().max_attempts, 5U);
+  EXPECT_EQ(got.result->value().flow, flow);
 
   // The same settings again: the webhooks did not change, and their handler is not run.
   redis->publish("c");
   settle();
   answer_conf(*redis, {"emails", encoded}, {"default", std::to_string(until) + " 60 3"},
-              {"default", "5"});
+              {"default", "5"}, {"default", store::encode_flow(flow)});
   settle();
   EXPECT_EQ(changed, 1);
 }
