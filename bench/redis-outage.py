@@ -106,15 +106,18 @@ def main():
         puts = []
         put_conn = connect(port)
         next_put = began
+        sampled = 0.0
         while time.monotonic() < end:
-            peak = max(peak, rss_kib(node.pid))
+            if time.monotonic() - sampled >= 0.1:
+                peak, sampled = max(peak, rss_kib(node.pid)), time.monotonic()
             if time.monotonic() >= next_put and len(puts) < args.outage:
                 # Sent without waiting: its answer is read below, with the reserves'.
-                put_conn.settimeout(0.05)
+                put_conn.settimeout(1)
                 put_conn.sendall(b"put 0 0 60 1\r\np\r\n")
+                put_conn.setblocking(False)
                 puts.append([time.monotonic(), None, None])
                 next_put += 1
-            for key, _ in selector.select(timeout=0.1):
+            for key, _ in selector.select(timeout=0.01):
                 sock = key.fileobj
                 try:
                     data = sock.recv(4096)
@@ -132,7 +135,7 @@ def main():
                             entry[1], entry[2] = line.decode(errors="replace"), \
                                 time.monotonic() - entry[0]
                             break
-            except (socket.timeout, BlockingIOError):
+            except (socket.timeout, BlockingIOError, InterruptedError):
                 pass
         print(f"outage of {args.outage} s ({'SIGKILL' if args.kill else 'SIGSTOP'}): RSS peak "
               f"{peak} KiB, {peak - waiting_rss} KiB over the RSS with the reserves waiting "

@@ -110,6 +110,41 @@ TEST_F(Waking, WithRedisSilentAReserveAnswersTimedOutOneSecondAfterItsDeadline) 
   EXPECT_EQ(got.calls, 1);
 }
 
+// No heartbeat answered for more than half a lease: Redis is out of reach, and a reserve
+// answers TIMED_OUT at its deadline, with no grace for calls that will not come back.
+TEST_F(Waking, WithNoHeartbeatForHalfALeaseAReserveAnswersTimedOutAtItsDeadline) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  s->reserve(within(4s), got.callback());
+  settle();
+  ASSERT_EQ(redis->count("probe"), kShards);  // never answered
+  clock->advance(3999ms);
+  EXPECT_FALSE(got.done());
+  clock->advance(1ms);
+  ASSERT_TRUE(got.done());
+  EXPECT_EQ(got.result->status().code(), Code::kTimedOut);
+}
+
+// A reserve call that fails while Redis is out of reach does not end a reserve whose timeout is
+// still to come: it waits on, and answers TIMED_OUT at its time.
+TEST_F(Waking, WithRedisOutOfReachAFailedReserveCallWaitsOnUntilItsTimeout) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  s->reserve(within(10s), got.callback());
+  rest();
+  clock->advance(3s);  // no heartbeat answered since the start: more than half the 5 s lease
+  announce(1, head(1024, 5));
+  Call taking = take("reserve");
+  redis->fail(taking, Status(Code::kIOError, "no answer in time"));
+  settle();
+  EXPECT_FALSE(got.done()) << "answered " << got.result->status().to_string();
+  clock->advance(7s);
+  settle();
+  ASSERT_TRUE(got.done());
+  EXPECT_EQ(got.result->status().code(), Code::kTimedOut);
+  EXPECT_EQ(got.calls, 1);
+}
+
 TEST_F(Waking, AReserveWithTimeoutZeroLooksAtEveryShardAndLetsMessagesInBeforeTimedOut) {
   auto s = session();
   Outcome<broker::Job> got;

@@ -228,7 +228,16 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
          } resume{*self, shard};
          if (!reply.is_ok()) {
            waiter->trying = false;
-           self->finish(waiter, reply.status());
+           // Redis out of reach (no heartbeat answered for half a lease): a reserve with a
+           // timeout still to come waits on, and answers TIMED_OUT at it (keep_deadline()),
+           // or its job once Redis is back. Other failures are answered.
+           const auto now = self->clock->steady_now();
+           if (waiter->deadline && now < *waiter->deadline &&
+               now - self->last_heartbeat > self->options.lease / 2) {
+             self->arm(waiter);
+           } else {
+             self->finish(waiter, reply.status());
+           }
            return self->pass_on(tubes);
          }
          const auto& elements = reply.value().elements;
@@ -424,15 +433,27 @@ void Core::arm(const std::shared_ptr<Waiter>& waiter) {
 
 // A reserve's timeout is kept when Redis is out of reach: its calls (a try, a probe, the PINGs
 // before TIMED_OUT, the puts its connection made before it) retry for the client's request
-// timeout (10 s), so a grace after the deadline, it answers TIMED_OUT without them. A job one of
-// them reserves after all is released at once (finish()).
+// timeout (10 s), so it answers TIMED_OUT without them: at its deadline when no heartbeat has
+// been answered for more than half a lease (Redis is out of reach: nothing will come), else a
+// grace after it (the PINGs before TIMED_OUT, on a loaded node). A job one of them reserves
+// after all is released at once (finish()).
 void Core::keep_deadline(const std::shared_ptr<Waiter>& waiter) {
-  constexpr Millis kGrace{1000};
+  static constexpr Millis kGrace{1000};
   if (!waiter->deadline) return;
   if (!waiter->late) waiter->late = clock->timer();
-  waiter->late->expires_at(*waiter->deadline + kGrace);
+  waiter->late->expires_at(*waiter->deadline);
   waiter->late->async_wait([self = shared_from_this(), waiter](bool expired) {
     if (!expired || waiter->finished) return;
+    const auto now = self->clock->steady_now();
+    if (now - self->last_heartbeat <= self->options.lease / 2 && now < *waiter->deadline + kGrace) {
+      waiter->late->expires_at(*waiter->deadline + kGrace);
+      waiter->late->async_wait([self, waiter](bool again) {
+        if (again && !waiter->finished) {
+          self->finish(waiter, Status(Code::kTimedOut, "no job became ready in time"));
+        }
+      });
+      return;
+    }
     self->finish(waiter, Status(Code::kTimedOut, "no job became ready in time"));
   });
 }
