@@ -344,8 +344,15 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // Waiters (still trying) waiting for a reserve call of another to a shard to answer
   // (attempt()): shard -> waiters.
   std::unordered_map<std::uint32_t, std::vector<std::shared_ptr<Waiter>>> deferred;
-  // Probe rounds under way, by what they ask (the tubes and shards): who waits for the next.
-  std::unordered_map<std::string, std::vector<std::function<void(bool)>>> probing;
+  // Probe rounds under way, by the tubes they ask: who waits for the next, and the shards it
+  // will ask (each that one of them asked for). By the tubes alone, not the shards too: while
+  // Redis is out of reach each failed call makes one more shard unknown, and rounds keyed by
+  // their shards would each start one of their own.
+  struct NextProbe {
+    std::vector<std::function<void(bool)>> dones;
+    std::set<std::uint32_t> which;
+  };
+  std::unordered_map<std::string, NextProbe> probing;
 
   std::map<std::uint32_t, Owned> owned;
   std::set<std::string> live;  // as of the last heartbeat

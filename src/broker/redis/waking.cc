@@ -343,9 +343,10 @@ void Core::give_up(const std::shared_ptr<Waiter>& waiter) {
 }
 
 // The shards `which` at once, in one round trip: the best ready job of each tube in each. Done
-// with whether any holds one. One round at a time asks the same question: a caller that comes
+// with whether any holds one. One round at a time asks about the same tubes: a caller that comes
 // while one is under way waits for the next, sent when it ends (not for the one under way, which
-// was sent before the caller came and might not see a job put just before). So a thousand
+// was sent before the caller came and might not see a job put just before), and which asks every
+// shard its callers asked for. So a thousand
 // reserves waiting on a tube cost one round, not a thousand, when every shard must be asked
 // (reserves of a tube the node knows nothing of yet, a resync's look), and while Redis is out of
 // reach each round's calls retry until their deadline.
@@ -354,10 +355,9 @@ void Core::probe_shards(std::vector<std::string> tubes, std::vector<std::uint32_
   if (which.empty() || tubes.empty()) return done(false);
   std::string key;
   for (const auto& tube : tubes) key += tube + '\0';
-  key += '|';
-  for (const std::uint32_t shard : which) key += std::to_string(shard) + ',';
   if (const auto under_way = probing.find(key); under_way != probing.end()) {
-    under_way->second.push_back(std::move(done));
+    under_way->second.dones.push_back(std::move(done));
+    under_way->second.which.insert(which.begin(), which.end());
     return;
   }
   std::vector<std::function<void(bool)>> dones;
@@ -402,15 +402,17 @@ void Core::probe_one(const std::shared_ptr<ProbeRound>& round, std::uint32_t sha
          // The callers that came meanwhile, and those that ask again from this round's
          // answers (still counted as waiting, so they join), go in the next round, sent after
          // all of them came.
-         auto& waiting = self->probing[round->key];
-         auto next = std::exchange(waiting, {});
+         auto next = std::exchange(self->probing[round->key], {});
          for (auto& done : round->dones) done(round->found);
          auto& again = self->probing[round->key];
-         next.insert(next.end(), std::make_move_iterator(again.begin()),
-                     std::make_move_iterator(again.end()));
+         next.dones.insert(next.dones.end(), std::make_move_iterator(again.dones.begin()),
+                           std::make_move_iterator(again.dones.end()));
+         next.which.insert(again.which.begin(), again.which.end());
          self->probing.erase(round->key);
-         if (!next.empty() && !self->closed) {
-           self->send_probes(round->key, round->tubes, round->which, std::move(next));
+         if (!next.dones.empty() && !self->closed) {
+           self->send_probes(round->key, round->tubes,
+                             std::vector<std::uint32_t>(next.which.begin(), next.which.end()),
+                             std::move(next.dones));
          }
        });
 }
