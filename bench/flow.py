@@ -44,6 +44,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from overload import stop_process  # this directory's
 from redis_server import redis_command, start_redis, stop_redis  # this directory's
 
 REDIS = None  # (process, port) with --redis
@@ -69,12 +70,7 @@ def delayqd(binary):
             sys.exit("delayqd did not say its port")
         yield server.pid, int(line.strip().rsplit(":", 1)[1])
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server)
         shutil.rmtree(data, ignore_errors=True)
 
 

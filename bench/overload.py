@@ -97,6 +97,16 @@ def raise_file_limit(needed, name):
     if hard < needed:
         sys.exit(f"{name}: the file limit ({hard}) is below {needed}")
 
+def stop_process(process, timeout=30):
+    """Ends a server started by a script: SIGTERM, then SIGKILL if it is not gone in time."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -27,7 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from overload import raise_file_limit, rss_kib  # this directory's
+from overload import raise_file_limit, rss_kib, stop_process  # this directory's
 from redis_server import start_redis, stop_redis  # this directory's
 
 
@@ -174,12 +174,7 @@ def main():
             delayed = [line for line in text.splitlines() if line.startswith("current-jobs-delayed")]
             print(f"acknowledged delayed puts before the outage: 100; now {delayed}")
     finally:
-        node.terminate()
-        try:
-            node.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            node.kill()
-            node.wait()
+        stop_process(node)
         if redis[0].poll() is None:
             os.kill(redis[0].pid, signal.SIGCONT)
         stop_redis(redis)

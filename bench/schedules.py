@@ -34,7 +34,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from overload import rss_kib  # this directory's
+from overload import rss_kib, stop_process  # this directory's
 from redis_server import redis_command, start_redis, stop_redis  # this directory's
 
 
@@ -65,15 +65,6 @@ def start(binary, data):
         server.kill()
         sys.exit("delayqd did not say its HTTP port")
     return server, http_port
-
-
-def stop(server):
-    server.terminate()
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
 
 
 def call(conn, method, path, body=None):
@@ -135,7 +126,7 @@ def lateness(binary, n, seconds):
               f"{(runs_after - runs_before) / seconds:.0f} runs/s, fire lateness "
               f"p50 {p50 * 1e6:.0f} us, p99 {p99 * 1e6:.0f} us")
     finally:
-        stop(server)
+        stop_process(server)
         shutil.rmtree(data, ignore_errors=True)
 
 
@@ -187,10 +178,10 @@ def stored_and_reads(binary, n):
             print(f"reads: {name}: median {statistics.median(times):.2f} ms, "
                   f"largest {max(times):.2f} ms ({n} schedules stored)")
         if not REDIS:
-            stop(server)
+            stop_process(server)
             restarted(binary, data, n)
     finally:
-        stop(server)
+        stop_process(server)
         shutil.rmtree(data, ignore_errors=True)
 
 
@@ -212,7 +203,7 @@ def restarted(binary, data, n):
                       f"{(rss['restarted'] - rss['fresh']) * 1024 / n:.0f} B per schedule "
                       f"over a fresh server's")
         finally:
-            stop(server)
+            stop_process(server)
 
 
 def main():

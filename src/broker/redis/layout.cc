@@ -24,8 +24,8 @@ std::vector<std::string> shard_keys(std::string_view prefix, std::uint32_t shard
   const std::string base = shard_base(prefix, shard);
   std::vector<std::string> keys;
   for (const char* suffix :
-       {":seq",   ":j",     ":a",     ":t",  ":r",  ":b", ":k",  ":g",  ":c", ":m",  ":p",
-        ":tubes", ":owner", ":epoch", ":ti", ":tp", ":s", ":sm", ":st", ":f", ":fg", ":fw", ":fz"}) {
+       {":seq",   ":j",     ":a",  ":t",  ":r", ":b",  ":k",  ":g", ":c",  ":m",  ":p", ":tubes",
+        ":owner", ":epoch", ":ti", ":tp", ":s", ":sm", ":st", ":f", ":fg", ":fw", ":fz"}) {
     keys.push_back(base + suffix);
   }
   return keys;
