@@ -510,7 +510,8 @@ class Client:
                             None (or 1) to set a group back to the default 1; only the
                             groups named change
         Answers the settings in force, group_rate as the server writes it ("10/1s"). Raises
-        TypeError if no setting is given, BadRequest, Unsupported (Redis mode)."""
+        TypeError if no setting is given, BadRequest, Conflict (Redis mode: first settings of a
+        tube that already has jobs)."""
         fields: dict[str, Any] = {}
         if group_concurrency is None:
             fields["group_concurrency"] = None

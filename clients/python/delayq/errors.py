@@ -86,7 +86,8 @@ class MethodNotAllowed(DelayqError):
 
 class Conflict(DelayqError):
     """409 conflict: the job is in a state the request cannot act on, a `url` was given for a
-    tube without a webhook, or a backup is already running."""
+    tube without a webhook, a backup is already running, or (Redis mode) a tube's first flow
+    control settings came after its first job."""
 
     code = "conflict"
 
@@ -112,8 +113,8 @@ class Internal(DelayqError):
 
 
 class Unsupported(DelayqError):
-    """501 unsupported: the route is not served in this mode (backups, job lists, due counts and
-    flow control in Redis mode)."""
+    """501 unsupported: the route is not served in this mode (backups, job lists and due counts in
+    Redis mode)."""
 
     code = "unsupported"
 

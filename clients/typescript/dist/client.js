@@ -218,8 +218,8 @@ export class Client {
     /**
      * Sets the tube's flow control over the groups of its jobs (PATCH /v1/tubes/{tube}); durable,
      * and kept while the tube does not exist. Only the settings given change. Resolves to the
-     * settings in force. Throws TypeError if none is given, BadRequestError, UnsupportedError
-     * (Redis mode).
+     * settings in force. Throws TypeError if none is given, BadRequestError, ConflictError (Redis
+     * mode: the first settings of a tube that already has jobs).
      */
     async setFlow(tube, options) {
         const fields = {};

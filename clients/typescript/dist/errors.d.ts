@@ -67,7 +67,7 @@ export declare class HeadersTooLargeError extends DelayqError {
 export declare class InternalError extends DelayqError {
     static readonly code: string;
 }
-/** 501 unsupported: not served in this mode (backups, job lists, due counts and flow control in Redis mode), or an unknown method. */
+/** 501 unsupported: not served in this mode (backups, job lists and due counts in Redis mode), or an unknown method. */
 export declare class UnsupportedError extends DelayqError {
     static readonly code: string;
 }

@@ -69,7 +69,7 @@ export class HeadersTooLargeError extends DelayqError {
 export class InternalError extends DelayqError {
     static code = "internal";
 }
-/** 501 unsupported: not served in this mode (backups, job lists, due counts and flow control in Redis mode), or an unknown method. */
+/** 501 unsupported: not served in this mode (backups, job lists and due counts in Redis mode), or an unknown method. */
 export class UnsupportedError extends DelayqError {
     static code = "unsupported";
 }
