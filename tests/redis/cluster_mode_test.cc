@@ -447,22 +447,18 @@ TEST_F(ClusterModeTest, AWebhooksDeliveriesMoveToALiveNodeWhenItsNodeDies) {
 // A node's count of waiting reserves (dq:waiting, which `stats` sums over the live nodes) goes
 // when the node dies: the other deletes it once the dead node's lease has lapsed.
 TEST_F(ClusterModeTest, ADeadNodesCountOfWaitingReservesIsDeleted) {
-  const auto prefix = unique_prefix(dir_);
-  auto a = node(dir_, seeds_, prefix);
-  auto b = node(dir_, seeds_, prefix);
-  ASSERT_EQ(a->start(), "");
-  ASSERT_EQ(b->start(), "");
+  ASSERT_NO_FATAL_FAILURE(start_two_nodes());
   const std::string port =
       seeds_.substr(seeds_.find(':') + 1, seeds_.find(',') - seeds_.find(':') - 1);
   const auto counts = [&] {
-    return read_line_of_command("redis-cli -c -p " + port + " hvals " + prefix + ":waiting");
+    return read_line_of_command("redis-cli -c -p " + port + " hvals " + unique_prefix(dir_) +
+                                ":waiting");
   };
-  Client worker(a->port());
-  ASSERT_TRUE(worker.send("reserve-with-timeout 60\r\n"));
+  ASSERT_TRUE(on_a_->send("reserve-with-timeout 60\r\n"));
   const auto said = Clock::now() + 5s;
   while (counts() != "1" && Clock::now() < said) std::this_thread::sleep_for(50ms);
   ASSERT_EQ(counts(), "1") << "the waiting reserve was not counted";
-  a->kill9();
+  a_->kill9();
   // The lease is 5 s, the other's heartbeat comes every third of it; 5 s more for a loaded
   // machine.
   const auto gone = Clock::now() + 12s;

@@ -239,6 +239,13 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> result);
   void give_up(const std::shared_ptr<Waiter>& waiter);
   void keep_deadline(const std::shared_ptr<Waiter>& waiter);
+  // The waiter's `late` timer at `at`: TIMED_OUT then (keep_deadline()).
+  void arm_late(const std::shared_ptr<Waiter>& waiter, SteadyTime at);
+  // No heartbeat answered for more than half a lease: Redis is taken as out of reach, and
+  // reserves stop waiting for calls that will not come back.
+  [[nodiscard]] bool out_of_reach() const {
+    return clock->steady_now() - last_heartbeat > options.lease / 2;
+  }
   void probe_shards(std::vector<std::string> tubes, std::vector<std::uint32_t> which,
                     std::function<void(bool)> done, bool trickled = false);
   // `trickled`: a round of the node's own (resync()), whose calls go a few at a time.

@@ -231,9 +231,8 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
            // Redis out of reach (no heartbeat answered for half a lease): a reserve with a
            // timeout still to come waits on, and answers TIMED_OUT at it (keep_deadline()),
            // or its job once Redis is back. Other failures are answered.
-           const auto now = self->clock->steady_now();
-           if (waiter->deadline && now < *waiter->deadline &&
-               now - self->last_heartbeat > self->options.lease / 2) {
+           if (waiter->deadline && self->clock->steady_now() < *waiter->deadline &&
+               self->out_of_reach()) {
              self->arm(waiter);
            } else {
              self->finish(waiter, reply.status());
@@ -440,21 +439,19 @@ void Core::arm(const std::shared_ptr<Waiter>& waiter) {
 // grace after it (the PINGs before TIMED_OUT, on a loaded node). A job one of them reserves
 // after all is released at once (finish()).
 void Core::keep_deadline(const std::shared_ptr<Waiter>& waiter) {
-  static constexpr Millis kGrace{1000};
   if (!waiter->deadline) return;
   if (!waiter->late) waiter->late = clock->timer();
-  waiter->late->expires_at(*waiter->deadline);
+  arm_late(waiter, *waiter->deadline);
+}
+
+void Core::arm_late(const std::shared_ptr<Waiter>& waiter, SteadyTime at) {
+  static constexpr Millis kGrace{1000};
+  waiter->late->expires_at(at);
   waiter->late->async_wait([self = shared_from_this(), waiter](bool expired) {
     if (!expired || waiter->finished) return;
-    const auto now = self->clock->steady_now();
-    if (now - self->last_heartbeat <= self->options.lease / 2 && now < *waiter->deadline + kGrace) {
-      waiter->late->expires_at(*waiter->deadline + kGrace);
-      waiter->late->async_wait([self, waiter](bool again) {
-        if (again && !waiter->finished) {
-          self->finish(waiter, Status(Code::kTimedOut, "no job became ready in time"));
-        }
-      });
-      return;
+    const auto grace_end = *waiter->deadline + kGrace;
+    if (self->clock->steady_now() < grace_end && !self->out_of_reach()) {
+      return self->arm_late(waiter, grace_end);
     }
     self->finish(waiter, Status(Code::kTimedOut, "no job became ready in time"));
   });

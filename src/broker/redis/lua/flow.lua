@@ -51,16 +51,14 @@ end
 
 -- The settings of a tube pinned here (nil for any other).
 local function flow_here(tube)
-  local e = flows[tube]
-  if e == nil then e = flow_entry(tube) end
+  local e = flow_entry(tube)
   if e and e.home == this_shard() then return e end
   return nil
 end
 
 -- The home shard of a tube pinned to another (nil if here, or not pinned).
 local function flow_elsewhere(tube)
-  local e = flows[tube]
-  if e == nil then e = flow_entry(tube) end
+  local e = flow_entry(tube)
   if e and e.home ~= this_shard() then return e.home end
   return nil
 end
@@ -68,6 +66,11 @@ end
 local function gfield(tube, group) return tube .. '\0' .. group end
 local function wmember(tube, group, pri, id)
   return gprefix(tube, group) .. string.format('%010d', pri) .. pad(id)
+end
+-- The group's best ready job (its member of fw), or nil.
+local function group_best(tube, group)
+  local gp = gprefix(tube, group)
+  return redis.call('ZRANGEBYLEX', FW, '[' .. gp, '(' .. gp .. ':', 'LIMIT', 0, 1)[1]
 end
 
 -- A group's state as this call left it (read once per call; written back by flow_flush()).
@@ -143,18 +146,16 @@ end
 local function flow_refresh(tube, group, now)
   local s = flow_here(tube)
   local g = group_state(tube, group, s, now)
-  local gp = gprefix(tube, group)
   local serve = may_serve(s, g, group, now)
   -- The group's best ready job: not needed by a group held back by its reservations alone
   -- (the common case just after a reserve), which keeps no head and is not empty.
   local best
-  if serve or g.reserved == 0 or s.rate ~= 0 then
-    best = redis.call('ZRANGEBYLEX', FW, '[' .. gp, '(' .. gp .. ':', 'LIMIT', 0, 1)[1]
-  end
+  if serve or g.reserved == 0 or s.rate ~= 0 then best = group_best(tube, group) end
   local want = ''
   if best and serve then
     if g.head == '' then g.start = s.fair and math.max(virtual_time(tube), g.finish) or 0 end
-    want = tube .. '\0' .. string.sub(best, #gp + 1, #gp + 10) .. '\0' ..
+    local gp = #gprefix(tube, group)
+    want = tube .. '\0' .. string.sub(best, gp + 1, gp + 10) .. '\0' ..
       string.format('%016d', s.fair and g.start or 0) .. '\0' .. string.sub(best, -16)
   end
   if want ~= g.head then
@@ -230,7 +231,7 @@ local function flow_taken(j, now)
   local start = was_head[j.id]
   if s.fair and start then
     if start > virtual_time(j.tube) then redis.call('HSET', FG, j.tube .. '\1', string.format('%d', start)) end
-    g.finish = start + math.floor(KTURN / ((s.weights or {})[j.group] or 1))
+    g.finish = start + math.floor(KTURN / (s.weights[j.group] or 1))
   end
   if j.group ~= '' and s.rate ~= 0 then
     refill(s, g, now)

@@ -380,14 +380,12 @@ ops.update = function()
     end)
   elseif ARGV[7] ~= '' then
     local pri = tonumber(ARGV[7])
-    if j.state == READY and flow_here(j.tube) then
-      move(j, now, function() j.pri = pri end)
-    elseif j.state == READY then
-      remove_ready(rmember(j.tube, j.pri, j.id))
-      readies[rmember(j.tube, pri, j.id)] = true
+    if j.state == READY then
+      move(j, now, function() j.pri = pri end) -- to its new place among the ready
+    else
+      j.pri = pri
+      save(j)
     end
-    j.pri = pri
-    save(j)
   end
   return reply(j, now)
 end
@@ -446,11 +444,8 @@ ops.stats = function()
         local _, _, _, head = cmsgpack.unpack(raw)
         if head ~= '' then
           servable = servable + 1
-        else
-          local gp = gprefix(tube, group)
-          if redis.call('ZRANGEBYLEX', FW, '[' .. gp, '(' .. gp .. ':', 'LIMIT', 0, 1)[1] then
-            held = held + 1
-          end
+        elseif group_best(tube, group) then
+          held = held + 1
         end
       end)
     else
