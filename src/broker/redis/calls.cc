@@ -58,20 +58,13 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
         }
         Answer answer = split_answer(std::move(replies.value().front()));
         if (answer.reply.is_error()) return done(error_status(answer.reply.str));
-        if (!args.empty() && answer.reply.type == ReplyType::kArray &&
-            answer.reply.elements.size() == 2 && answer.reply.elements[0].str == "moved") {
-          // The tube lives in another shard since this node last read its settings (flow.lua):
-          // the call goes there, and a put takes its id there ("put[run] shards shard ...").
-          self->moved();
-          const auto home = static_cast<std::uint32_t>(to_int(answer.reply.elements[1].str));
-          if (home >= self->shards || home == shard) {
-            return done(Status(Code::kIOError,
-                               "Redis: a call moved to shard " + answer.reply.elements[1].str));
-          }
+        if (const auto home = args.empty() ? std::nullopt : self->moved_to(answer.reply, shard)) {
+          // The tube lives in another shard (flow.lua): the call goes there, and a put takes its
+          // id there ("put[run] shards shard ...").
           if ((args[0] == "put" || args[0] == "putrun") && args.size() > 2) {
-            args[2] = std::to_string(home);
+            args[2] = std::to_string(*home);
           }
-          return self->call(home, std::move(args), write, std::move(done));
+          return self->call(*home, std::move(args), write, std::move(done));
         }
         // The tubes whose best ready job the call made better: this node's waiting reserves learn
         // of it now, not from the message (which it skips).
@@ -153,7 +146,7 @@ void Core::flush_puts() {
       }
       args.insert(args.end(), waiting.begin(), waiting.end());
       call(shard, std::move(args), true,
-           [self = shared_from_this(), handed, sent](Result<Reply> reply) {
+           [self = shared_from_this(), handed, sent, shard](Result<Reply> reply) {
              if (!reply.is_ok() || reply.value().elements.size() != sent->size() + 3) {
                const Status failed =
                    reply.is_ok()
@@ -171,13 +164,9 @@ void Core::flush_puts() {
              for (std::size_t i = 0; i < sent->size(); ++i) {
                Reply& one = elements[i + 2];
                PendingPut& put = (*sent)[i];
-               if (one.elements.size() == 2 && one.elements[0].str == "moved") {
-                 self->moved();
-                 const auto home = static_cast<std::uint32_t>(to_int(one.elements[1].str));
-                 if (home < self->shards) {
-                   self->queue_put(home, std::move(put.args), std::move(put.done));
-                   continue;
-                 }
+               if (const auto home = self->moved_to(one, shard)) {
+                 self->queue_put(*home, std::move(put.args), std::move(put.done));
+                 continue;
                }
                if (!one.elements.empty() &&
                    (one.elements[0].str == "ok" || one.elements[0].str == "debounced")) {

@@ -302,9 +302,10 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   [[nodiscard]] std::uint32_t key_shard(const std::string& tube, const std::string& key) const {
     return flows.contains(tube) ? home_of(tube) : shard_of_name(tube, key, shards);
   }
-  // A call answered 'moved' (a tube pinned since this node last read the settings): the
-  // settings are read again.
-  void moved();
+  // The home shard a call's answer sends it to ({'moved', home}: a tube pinned since this node
+  // last read the settings, which it then reads again); nullopt for any other answer, or for a
+  // home that is no other shard (the answer then stands, as an error).
+  std::optional<std::uint32_t> moved_to(const Reply& answer, std::uint32_t shard);
 
   // --- tube configuration
   void load_conf(std::function<void(Status)> done);

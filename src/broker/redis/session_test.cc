@@ -225,6 +225,34 @@ TEST_F(Calls, AKeyedPutWhoseKeyIsTakenAnswersTheJobHoldingIt) {
   EXPECT_EQ(got.result->value().job.key, "order-1");
 }
 
+// A shard that says the tube lives elsewhere (flow control pinned it there since this node
+// read the settings): the put goes to that shard, with its id taken there, and the node reads
+// the settings again.
+TEST_F(Calls, APutAnsweredMovedGoesToTheTubesHomeShardAndTheSettingsAreReadAgain) {
+  auto s = session();
+  auto request = put_of("x");
+  request.key = "order-1";
+  Outcome<broker::PutResult> got;
+  s->put(request, got.callback());
+  settle();
+  Call put = take("put");
+  const std::uint32_t first = shard_of(put);
+  const std::uint32_t home = (first + 1) % kShards;
+  const auto reloads = redis->count("HGETALL");
+  redis->answer(put, reply::array({text("moved"), text(std::to_string(home))}));
+  settle();
+  EXPECT_EQ(redis->count("HGETALL"), reloads + 4) << "the tubes' settings are read again";
+  Call again = take("put");
+  EXPECT_EQ(shard_of(again), home);
+  EXPECT_EQ(again.args()[1], std::to_string(home)) << "the id is taken in the home shard";
+  EXPECT_FALSE(got.done());
+  redis->answer(again, put_answer(kShards + home, clock->now_unix_ms(), 0, clock->now_unix_ms()));
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  EXPECT_EQ(got.result->value().job.id, kShards + home);
+}
+
 TEST_F(Calls, APutItsChecksRefuseNeverReachesRedisAndIsAnsweredOnTheExecutor) {
   auto s = session();
   auto request = put_of("x");

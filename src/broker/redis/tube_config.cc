@@ -69,8 +69,15 @@ void Core::load_conf(std::function<void(Status)> done) {
               });
 }
 
-void Core::moved() {
+std::optional<std::uint32_t> Core::moved_to(const Reply& answer, std::uint32_t shard) {
+  if (answer.type != ReplyType::kArray || answer.elements.size() != 2 ||
+      answer.elements[0].str != "moved") {
+    return std::nullopt;
+  }
   load_conf([](Status) {});
+  const auto home = static_cast<std::uint32_t>(to_int(answer.elements[1].str));
+  if (home >= shards || home == shard) return std::nullopt;
+  return home;
 }
 
 // When a pause ends, every shard may have ready jobs of its tube that reserves skipped (and a
