@@ -230,14 +230,11 @@ TEST_F(Calls, AKeyedPutWhoseKeyIsTakenAnswersTheJobHoldingIt) {
 // the settings again.
 TEST_F(Calls, APutAnsweredMovedGoesToTheTubesHomeShardAndTheSettingsAreReadAgain) {
   auto s = session();
-  auto request = put_of("x");
-  request.key = "order-1";
   Outcome<broker::PutResult> got;
-  s->put(request, got.callback());
+  s->put(put_of("x"), got.callback());
   settle();
   Call put = take("put");
-  const std::uint32_t first = shard_of(put);
-  const std::uint32_t home = (first + 1) % kShards;
+  const std::uint32_t home = (shard_of(put) + 1) % kShards;
   const auto reloads = redis->count("HGETALL");
   redis->answer(put, reply::array({text("moved"), text(std::to_string(home))}));
   settle();
