@@ -122,11 +122,12 @@ struct Waiter {
     if (late) late->cancel();
   }
   bool trying = false;
-  bool again = false;        // a shard became worth trying while it tried
-  bool probed = false;       // this try asked the shards whose heads were unknown
-  std::uint32_t misses = 0;  // shards this try found with no job as good as the node thought
-  bool rescanned = false;    // let in every message sent before answering DEADLINE_SOON or
-                             // TIMED_OUT (give_up())
+  bool again = false;           // a shard became worth trying while it tried
+  bool probed = false;          // this try asked the shards whose heads were unknown
+  std::uint64_t probed_at = 0;  // then, as Core::looks_again counted
+  std::uint32_t misses = 0;     // shards this try found with no job as good as the node thought
+  bool rescanned = false;       // let in every message sent before answering DEADLINE_SOON or
+                                // TIMED_OUT (give_up())
   bool finished = false;
   bool handed = false;  // carried by a firing or put under way: still waiting, as clients see
   std::uint64_t puts_before = 0;  // the session's puts made before this reserve (SessionState)
@@ -348,6 +349,11 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   std::map<std::string, TubeUse> uses;
 
   std::unordered_map<std::string, Hint> hints;
+  // Counts the times every tube's heads in some shard were made unknown because messages may
+  // have been missed (a channel subscribed, at the start too, or again; a pause ended), not
+  // because a call failed: a try that probed before looks again (attempt()), where after a
+  // failed probe it tries the unknown shards in turn.
+  std::uint64_t looks_again = 0;
   std::list<std::shared_ptr<Waiter>> waiters;
   // Waiters (still trying) waiting for a reserve call of another to a shard to answer
   // (attempt()): shard -> waiters.

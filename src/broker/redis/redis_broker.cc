@@ -253,6 +253,7 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
         if (!self) return;
         // Messages may have been lost while unsubscribed: look everywhere again.
         for (auto& [tube, h] : self->hints) self->forget_heads(h);
+        ++self->looks_again;
         self->pump();
         for (auto& [shard, own] : self->owned) self->fire(shard);
       });
@@ -271,6 +272,7 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
         // The shard's messages may have been lost while unsubscribed: look there again.
         const auto shard = static_cast<std::uint32_t>(index);
         for (auto& [tube, h] : self->hints) Core::forget_head(h, shard);
+        ++self->looks_again;
         self->pump();
         if (self->owned.contains(shard)) self->fire(shard);
       });

@@ -102,7 +102,10 @@ void Core::watch_pauses() {
   // ended must be looked at again.
   for (const auto& [tube, pause] : pauses) ever_paused.insert(tube);
   for (auto& [tube, h] : hints) {
-    if (!paused(tube) && ever_paused.contains(tube)) forget_heads(h);
+    if (!paused(tube) && ever_paused.contains(tube)) {
+      forget_heads(h);
+      ++looks_again;
+    }
   }
   pump();
 }

@@ -189,8 +189,11 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
       second = head;
     }
   }
-  if (!unknown.empty() && !waiter->probed) {
+  // Shards made unknown since this try's probe (a channel subscribed meanwhile) are asked again:
+  // tried blindly, the first would hand out its best whatever the others hold.
+  if (!unknown.empty() && (!waiter->probed || waiter->probed_at != looks_again)) {
     waiter->probed = true;
+    waiter->probed_at = looks_again;
     return probe_shards(tubes, std::move(unknown),
                         [self = shared_from_this(), waiter](bool) { self->attempt(waiter); });
   }

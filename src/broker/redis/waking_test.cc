@@ -590,6 +590,38 @@ TEST_F(Waking, AResubscribedShardChannelMakesItsHeadsUnknownAndAWaitingReservePr
   EXPECT_EQ(shard_of(reserve), 2U);
 }
 
+// A node's channels are subscribed after its start, and under load their confirmations can come
+// while a reserve's probes are answered: the shard whose head that made unknown is asked again,
+// not passed over for a worse job known elsewhere.
+TEST_F(Waking, AShardChannelSubscribedDuringAReservesProbeRoundIsProbedAgainBeforeAnyReserve) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  s->reserve({}, got.callback());
+  settle();
+  std::optional<Call> last;
+  while (auto probe = redis->take("probe")) {
+    const std::uint32_t shard = shard_of(*probe);
+    if (shard == 3) {
+      last = std::move(*probe);
+      continue;
+    }
+    answer_probe(*probe, {shard == 1 ? head(50, 16) : shard == 2 ? head(1, 17) : ""});
+  }
+  ASSERT_TRUE(last.has_value());
+  redis->shard_resubscribed(2);
+  answer_probe(*last, {""});
+  settle();
+  EXPECT_EQ(redis->count("reserve"), 0U) << "a reserve before the unknown shard was asked";
+  Call probe = take("probe");
+  EXPECT_EQ(shard_of(probe), 2U);
+  answer_probe(probe, {head(1, 17)});
+  settle();
+  Call reserve = take("reserve");
+  EXPECT_EQ(shard_of(reserve), 2U);
+  ASSERT_GE(reserve.args().size(), 2U);
+  EXPECT_EQ(reserve.args()[1], head(50, 16)) << "the best known elsewhere, as the bound";
+}
+
 TEST_F(Waking, AnOlderNodesMessageWithoutAHeadMakesTheHeadUnknownAndWakesAWaiter) {
   auto s = session();
   Outcome<broker::Job> got;
