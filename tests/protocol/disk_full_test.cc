@@ -126,6 +126,7 @@ TEST(DiskFullTest, ADiskShortOfItsReserveRefusesPutsUntilThereIsRoomAndLosesNoth
   const auto ready = get("GET", "/readyz");
   EXPECT_EQ(ready.status, 503U);
   EXPECT_NE(ready.body.find("\"no_space\""), std::string::npos) << ready.body;
+  EXPECT_NE(get("GET", "/metrics").body.find("\ndelayq_store_full 1\n"), std::string::npos);
   // Workers go on: reserve, delete; reads too.
   const std::string reserved = client.call("reserve-with-timeout 0\r\n");
   ASSERT_EQ(reserved.rfind("RESERVED ", 0), 0U) << reserved;
@@ -141,6 +142,7 @@ TEST(DiskFullTest, ADiskShortOfItsReserveRefusesPutsUntilThereIsRoomAndLosesNoth
     if (!back) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ASSERT_TRUE(back) << "still not ready 10 s after the disk grew";
+  EXPECT_NE(get("GET", "/metrics").body.find("\ndelayq_store_full 0\n"), std::string::npos);
   ASSERT_TRUE(inserted_id(client.call(put_command(body, 0, 3600))));
   ++delayed;
 

@@ -995,6 +995,12 @@ void Api::metrics(Call& call) {
           Response response;
           metrics::Page page(response.body);
           job_families(page, tubes, server);
+          page.family("delayq_store_full",
+                      "1 while the store refuses new jobs for want of room (the data "
+                      "directory's disk below --min-free-disk, or Redis out of memory), else 0.",
+                      "gauge");
+          page.sample("delayq_store_full",
+                      std::int64_t{broker_.health().code() == Code::kNoSpace ? 1 : 0});
           metrics_.render(page);
           response.content_type = "text/plain; version=0.0.4; charset=utf-8";
           return response;

@@ -1353,7 +1353,7 @@ TEST_F(ApiTest, MetricsAsksForTheTubesThenTheStatsAndRendersThePage) {
        {"# TYPE delayq_jobs gauge\n", "delayq_jobs{tube=\"emails\",state=\"ready\"} 3\n",
         "delayq_jobs{tube=\"emails\",state=\"buried\"} 2\n",
         "delayq_jobs{tube=\"emails\",state=\"delayed\"} 0\n", "delayq_jobs_created_total 9\n",
-        "delayq_job_timeouts_total 4\n", "delayq_waiting_clients 1\n",
+        "delayq_job_timeouts_total 4\n", "delayq_waiting_clients 1\n", "delayq_store_full 0\n",
         "delayq_tube_groups{tube=\"flowing\",state=\"held\"} 4\n",
         "delayq_tube_groups{tube=\"flowing\",state=\"ready\"} 5\n",
         "delayq_operations_total{protocol=\"http\",op=\"healthz\",result=\"200\"} "
