@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """flow.py [DELAYQD] [--phase fair|concurrency|check|rate|all] [--jobs N] [--seconds S] [--redis]
+[--callgrind]
 -- flow control (fair turns, group concurrency, a rate per group) over the beanstalkd protocol,
 measured.
 
@@ -28,6 +29,11 @@ at a time.
   rate         A tube with rate=10/1000 (burst 1), 10 groups of 400 ready jobs, 4 workers for S
                seconds (default 20): each group's reserves per second, from its first reserve
                (the bucket's burst of one) to its last, as (reserves - 1) / (last - first).
+With --callgrind (implies --redis and the concurrency phase; use a smaller --jobs, such as
+5,000): each tube's run gets a redis-server of its own under valgrind's callgrind, counting only
+while the workers run, and the node has 4 shards (--redis-shards 4: few idle shards' calls in the
+count); prints Redis's instructions per job on each tube and their ratio, a figure that does not
+vary with the machine's load as Redis's CPU time does.
 Every loop is bounded. Prints one line per figure.
 """
 import argparse
@@ -45,9 +51,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from overload import stop_process  # this directory's
-from redis_server import redis_command, start_redis, stop_redis  # this directory's
+from redis_server import collect, instructions, redis_command, start_redis, stop_redis
 
 REDIS = None  # (process, port) with --redis
+CALLGRIND = None  # with --callgrind: a scratch directory for callgrind's files
 PHASES = iter(range(1000))
 
 RESERVE = b"reserve-with-timeout 1\r\n"
@@ -61,6 +68,8 @@ def delayqd(binary):
     if REDIS is not None:
         store = ["--redis", f"127.0.0.1:{REDIS[1]}", "--redis-prefix",
                  f"flow{os.getpid()}-{next(PHASES)}"]
+        if CALLGRIND:
+            store += ["--redis-shards", "4"]
     server = subprocess.Popen(
         [binary, "-p", "0", "--http", "off", "--min-free-disk", "0"] + store,
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -252,8 +261,13 @@ def redis_cpu_seconds():
 
 
 def concurrency_phase(binary, jobs, workers=8, groups=100, hold=0.0, name="concurrency"):
-    rates = {}
+    global REDIS
+    rates, counted = {}, {}
     for limited in (True, False):
+        if CALLGRIND:
+            out = f"{CALLGRIND}/{'limited' if limited else 'unlimited'}.callgrind"
+            REDIS = start_redis(callgrind=[f"--callgrind-out-file={out}", "--instr-atstart=no"],
+                                work=CALLGRIND)
         with delayqd(binary) as (pid, port):
             tube = "limited" if limited else "unlimited"
             if limited:
@@ -273,7 +287,11 @@ def concurrency_phase(binary, jobs, workers=8, groups=100, hold=0.0, name="concu
 
             cpu, start = cpu_seconds(pid), time.perf_counter()
             redis_cpu = redis_cpu_seconds()
+            if CALLGRIND:
+                collect(REDIS[0], True)
             ends = run_workers(workers, port, tube, keep_going, tracker.job)
+            if CALLGRIND:
+                collect(REDIS[0], False)
             took = max(e for e in ends if e is not None) - start
             cpu = cpu_seconds(pid) - cpu
             redis_cpu = redis_cpu_seconds() - redis_cpu
@@ -285,7 +303,19 @@ def concurrency_phase(binary, jobs, workers=8, groups=100, hold=0.0, name="concu
                   + (f", Redis CPU {redis_cpu * 1e6 / tracker.taken:.0f} us per job" if REDIS else "")
                   + f"; two jobs of one group held at once: {tracker.violations} "
                   f"(spans overlapping: {tracker.overlaps()})")
+        if CALLGRIND:
+            stats = redis_command(REDIS[1], "INFO", "commandstats").decode()
+            print(f"{name}: {tube}: Redis commands per job, its put included: " + ", ".join(
+                f"{line.split(':')[0][8:]} {int(line.split('calls=')[1].split(',')[0]) / jobs:.2f}"
+                for line in stats.split("\r\n") if line.startswith("cmdstat_")))
+            stop_redis(REDIS)
+            counted[limited] = instructions(out) / tracker.taken
+            print(f"{name}: {tube}: {counted[limited]:,.0f} instructions of Redis per job "
+                  f"(callgrind, all of redis-server while the workers ran)")
     print(f"{name}: limited / unlimited jobs/s: {rates[True] / rates[False]:.3f}")
+    if CALLGRIND:
+        print(f"{name}: Redis instructions per job, limited / unlimited: "
+              f"{counted[True] / counted[False]:.3f}")
 
 
 def rate_phase(binary, seconds, groups=10, per_group=400, workers=4):
@@ -331,8 +361,16 @@ def main():
     parser.add_argument("--jobs", type=int, default=100_000, help="concurrency phase's jobs")
     parser.add_argument("--seconds", type=int, default=20, help="rate phase's length")
     parser.add_argument("--redis", action="store_true")
+    parser.add_argument("--callgrind", action="store_true")
     args = parser.parse_args()
-    global REDIS
+    global REDIS, CALLGRIND
+    if args.callgrind:
+        CALLGRIND = tempfile.mkdtemp(prefix="delayq-flow-callgrind-")
+        try:
+            concurrency_phase(args.binary, args.jobs)
+        finally:
+            shutil.rmtree(CALLGRIND, ignore_errors=True)
+        return
     if args.redis:
         REDIS = start_redis()
     try:

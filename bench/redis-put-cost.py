@@ -24,104 +24,23 @@ first, so that their sorted sets are past Redis's small encoding (a listpack of 
 entries, where each insert walks the list), as with compare-bullmq.sh's 100,000 jobs. --keep
 leaves callgrind's files (for callgrind_annotate) and says where."""
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 
-from overload import free_port, wait_port
+from redis_server import (SHARD_KEYS, Connection, collect, command, instructions, read_reply,
+                          record_tail, start_redis, stop_redis)
 
 JOBS_PER_CALL = 24  # --per-call sets another number
 
 
-def command(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for arg in args:
-        arg = arg if isinstance(arg, bytes) else str(arg).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(arg), arg))
-    return b"".join(out)
-
-
-def read_reply(stream):
-    line = stream.readline()
-    kind, rest = line[:1], line[1:-2]
-    if kind == b"-":
-        sys.exit(f"redis-put-cost: Redis answered {rest.decode()}")
-    if kind in (b"+", b":"):
-        return rest
-    if kind == b"$":
-        size = int(rest)
-        return None if size < 0 else stream.read(size + 2)[:-2]
-    if kind == b"*":
-        return [read_reply(stream) for _ in range(max(int(rest), 0))]
-    sys.exit(f"redis-put-cost: an unexpected reply {line!r}")
-
-
-def record_tail(ttr, tube, key, group, body):
-    """As layout.cc's new_record_tail: MessagePack unsigned integers and strings, then the body
-    (small values only: a TTR below 128 and names below 32 bytes)."""
-    assert ttr < 128 and all(len(name) < 32 for name in (tube, key, group))
-    def text(value):
-        return bytes([0xa0 | len(value)]) + value
-    return bytes([ttr, 0, 0, 0, 0, 0]) + text(tube) + text(key) + text(group) + text(b"") + body
-
-
-def start_redis(work, name, valgrind):
-    """A redis-server on a free loopback port, under valgrind's callgrind when `valgrind` names
-    its options; returns (process, port, callgrind output file)."""
-    port = free_port()
+def start(work, name, valgrind):
+    """A redis-server (redis_server.py), under callgrind when `valgrind` names its options;
+    (process, port, callgrind's output file)."""
     out = f"{work}/{name}.callgrind"
-    prefix = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + valgrind \
-        if valgrind else []
-    server = subprocess.Popen(prefix + ["redis-server", "--port", str(port), "--bind",
-                                        "127.0.0.1", "--save", "", "--appendonly", "no",
-                                        "--dir", work, "--dbfilename", name + ".rdb"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if not wait_port(port, time.time() + 60):
-        server.kill()
-        sys.exit("redis-put-cost: redis-server did not listen")
-    return server, port, out
-
-
-def stop(server):
-    server.terminate()
-    server.wait(timeout=300)
-
-
-def instructions(out):
-    """The instructions a callgrind output file counted."""
-    annotate = subprocess.run(["callgrind_annotate", out], capture_output=True, text=True,
-                              check=True).stdout
-    total = next(line for line in annotate.splitlines() if "PROGRAM TOTALS" in line)
-    return int(total.split()[0].replace(",", ""))
-
-
-def collect(server, on):
-    """Turns callgrind's counting on or off in a running redis-server (started with
-    --instr-atstart=no)."""
-    subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(server.pid)],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-
-
-class Connection:
-    def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port))
-        self.stream = self.sock.makefile("rb")
-
-    def ask(self, *words):
-        self.sock.sendall(command(*words))
-        return read_reply(self.stream)
-
-    def used_memory(self):
-        info = self.ask("INFO", "memory").decode()
-        return int(next(line.split(":")[1] for line in info.split("\r\n")
-                        if line.startswith("used_memory:")))
-
-    def fcall_usec(self):
-        stats = self.ask("INFO", "commandstats").decode()
-        fcall = next(line for line in stats.split("\r\n") if line.startswith("cmdstat_fcall:"))
-        return int(fcall.split("usec=")[1].split(",")[0])
+    process, port = start_redis(callgrind=[f"--callgrind-out-file={out}"] + valgrind
+                                if valgrind else None, work=work)
+    return process, port, out
 
 
 def putmany_calls(conn, calls, shards, first=0, per_call=JOBS_PER_CALL):
@@ -136,10 +55,7 @@ def putmany_calls(conn, calls, shards, first=0, per_call=JOBS_PER_CALL):
         for i in range(batch):
             shard = (done + i) % shards
             base = f"dq:{{{shard}}}"
-            keys = [base + suffix for suffix in
-                    (":seq", ":j", ":a", ":t", ":r", ":b", ":k", ":g", ":c", ":m", ":p",
-                     ":tubes", ":owner", ":epoch", ":ti", ":tp", ":s", ":sm", ":st", ":f",
-                     ":fg", ":fw", ":fz")]
+            keys = [base + suffix for suffix in SHARD_KEYS]
             requests.append(command("FCALL", "cost", len(keys), *keys, "putmany", 128, shard, per_call,
                                     *(job * per_call), "bench"))
         conn.sock.sendall(b"".join(requests))
@@ -173,7 +89,7 @@ def main():
         ["--instr-atstart=no"] if whole else []
     puts = calls * per_call
     try:
-        server, port, out = start_redis(work, "delayq", valgrind)
+        server, port, out = start(work, "delayq", valgrind)
         try:
             conn = Connection(port)
             conn.ask("FUNCTION", "LOAD", "#!lua name=cost\n" + source +
@@ -194,7 +110,7 @@ def main():
                   f"{(conn.used_memory() - before) // puts} bytes per job")
             conn.sock.close()
         finally:
-            stop(server)
+            stop_redis((server, port))
         if callgrind:
             print(f"callgrind: {instructions(out) // puts} instructions per put inside FCALL")
         if not whole:
@@ -206,7 +122,7 @@ def main():
         if not os.path.isdir(os.path.join(bullmq_dir, "node_modules", "bullmq")):
             subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=bullmq_dir,
                            stdout=subprocess.DEVNULL, check=True)
-        server, port, out = start_redis(work, "bullmq", valgrind)
+        server, port, out = start(work, "bullmq", valgrind)
         try:
             def adds(n):
                 subprocess.run(["node", "bench.js", "add", str(port)], cwd=bullmq_dir,
@@ -217,7 +133,7 @@ def main():
             adds(puts)
             collect(server, False)
         finally:
-            stop(server)
+            stop_redis((server, port))
         bullmq = instructions(out) / puts
         print(f"callgrind: {bullmq:,.0f} instructions of Redis per BullMQ add of the same jobs; "
               f"delayq / BullMQ = {delayq / bullmq:.2f}")
