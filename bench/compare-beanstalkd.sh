@@ -7,7 +7,9 @@
 # ratios, lateness of delayed jobs and CPU per fired job (delayqd under each durability mode),
 # RSS per pending delayed job.
 # Usage: bench/compare-beanstalkd.sh [SECONDS_PER_RUN] (default 5). SECTIONS picks tables
-# (default "rates late rss"). Installs beanstalkd if missing.
+# (default "rates late rss"). DELAYQD_ALT=PATH adds another delayqd binary (the same code
+# built another way, such as against another RocksDB) to the rates, beside the first in each
+# round, with both one's server CPU per operation. Installs beanstalkd if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-5}"
@@ -42,6 +44,8 @@ start() {
   case $name in
     delayqd) taskset -c 0 "$delayqd" -p "$port" -b "$work/delayq-$port" --http off \
                >/dev/null 2>&1 & ;;
+    delayqd_alt) taskset -c 0 "$DELAYQD_ALT" -p "$port" -b "$work/delayq-$port" --http off \
+                   >/dev/null 2>&1 & ;;
     delayqd_interval) taskset -c 0 "$delayqd" -p "$port" -b "$work/delayq-$port" --http off \
                         --fsync interval:50 >/dev/null 2>&1 & ;;
     delayqd_none) taskset -c 0 "$delayqd" -p "$port" -b "$work/delayq-$port" --http off \
@@ -63,14 +67,24 @@ load() {  # load NAME ARGS... -> the loadgen line on stdout
 }
 rate() { sed -E 's/.*ops\/s=([0-9]+).*/\1/'; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 
 servers=(delayqd binlog memory)
 if [[ " $sections " == *" rates "* ]]; then
+rated=("${servers[@]}")
+[ -n "${DELAYQD_ALT:-}" ] && rated=(delayqd delayqd_alt binlog memory)
 echo "## Rates (ops/s), each the mean of two alternating runs of ${seconds} s"
 echo
-echo "| load | delayqd (fsync always) | beanstalkd binlog | beanstalkd memory | vs binlog | vs memory |"
-echo "|---|---:|---:|---:|---:|---:|"
+if [ -n "${DELAYQD_ALT:-}" ]; then
+  echo "delayqd_alt: $DELAYQD_ALT"
+  echo
+  echo "| load | delayqd (fsync always) | delayqd_alt | alt / delayqd | CPU per op, delayqd / alt (us) | beanstalkd binlog | beanstalkd memory | vs binlog | alt vs binlog |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+else
+  echo "| load | delayqd (fsync always) | beanstalkd binlog | beanstalkd memory | vs binlog | vs memory |"
+  echo "|---|---:|---:|---:|---:|---:|"
+fi
 # Pipelined loads at two concurrencies: 64 and 256 commands in flight. delayqd's replies wait
 # for an fsync, so at a given number in flight its rate is bounded by the fsync's latency;
 # beanstalkd acknowledges before its binlog reaches the disk and is bounded by its one CPU.
@@ -80,20 +94,33 @@ loads=("put --connections 4 --depth 16"
        "drain --connections 16 --depth 16 --count 200000"
        "work --connections 1")
 for spec in "${loads[@]}"; do
-  declare -A sum=()
+  declare -A sum=() ticks=() ops=()
   for round in 1 2; do
-    for name in "${servers[@]}"; do
+    for name in "${rated[@]}"; do
       start "$name"
+      pid_var="pid_$name"; before=$(cpu_ticks "${!pid_var}")
       # shellcheck disable=SC2086
       line=$(load "$name" --mode $spec --seconds "$seconds")
+      ticks[$name]=$(( ${ticks[$name]:-0} + $(cpu_ticks "${!pid_var}") - before ))
+      ops[$name]=$(( ${ops[$name]:-0} + $(echo "$line" | sed -E 's/.*ops=([0-9]+).*/\1/') ))
       echo "$name: $line" >&2
       sum[$name]=$(( ${sum[$name]:-0} + $(echo "$line" | rate) ))
       stop "$name"
     done
   done
   d=$(( sum[delayqd] / 2 )); b=$(( sum[binlog] / 2 )); m=$(( sum[memory] / 2 ))
-  ratios=$(python3 -c "print(f'{$d/max($b,1):.2f}x | {$d/max($m,1):.2f}x')")
-  echo "| ${spec%% *} (${spec#* }) | $d | $b | $m | $ratios |"
+  if [ -n "${DELAYQD_ALT:-}" ]; then
+    a=$(( sum[delayqd_alt] / 2 ))
+    cells=$(python3 -c "
+cpu = lambda t, n: t / $hz * 1e6 / max(n, 1)
+print(f'{$a/max($d,1):.2f}x | {cpu(${ticks[delayqd]}, ${ops[delayqd]}):.2f} / '
+      f'{cpu(${ticks[delayqd_alt]}, ${ops[delayqd_alt]}):.2f} | $b | $m | {$d/max($b,1):.2f}x | '
+      f'{$a/max($b,1):.2f}x')")
+    echo "| ${spec%% *} (${spec#* }) | $d | $a | $cells |"
+  else
+    ratios=$(python3 -c "print(f'{$d/max($b,1):.2f}x | {$d/max($m,1):.2f}x')")
+    echo "| ${spec%% *} (${spec#* }) | $d | $b | $m | $ratios |"
+  fi
 done
 fi
 
@@ -107,7 +134,6 @@ echo "most every 50 ms), none."
 echo
 echo "| server | lateness p50 (us) | p99 (us) | max (us) | server CPU per fired job (us) |"
 echo "|---|---:|---:|---:|---:|"
-hz=$(getconf CLK_TCK)
 for name in delayqd delayqd_interval delayqd_none binlog memory; do
   start "$name"
   pid_var="pid_$name"; before=$(cpu_ticks "${!pid_var}")
