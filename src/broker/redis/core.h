@@ -275,7 +275,14 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // --- firing and leases
   void lease_tick();
   void heartbeat(bool over_memory);
-  void acquire(std::vector<std::uint32_t> candidates, std::size_t index, std::size_t want);
+  // Takes free shards of `candidates`, one call at a time from `index`, until the node holds its
+  // share (share(), as of the latest heartbeat: a node that joined meanwhile lowers it).
+  void acquire(std::vector<std::uint32_t> candidates, std::size_t index);
+  // The shards each live node should fire: all of them over the live nodes, rounded up.
+  [[nodiscard]] std::size_t share() const {
+    const std::size_t alive = std::max<std::size_t>(1, live.size());
+    return (shards + alive - 1) / alive;
+  }
   void fire(std::uint32_t shard);
   // The reserves a firing or a put may hand jobs to (fire(), flush_puts()), marked as trying.
   std::vector<std::shared_ptr<Waiter>> handed_to_call(std::vector<std::string>& args,
@@ -391,6 +398,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void sweep_waiting();
   [[nodiscard]] std::size_t waiting_here() const;
   bool leasing = false;    // a lease_tick's calls are under way
+  bool walking = false;    // acquire() is under way: one walk at a time
   bool resigned = false;   // closing: leases handed back, none renewed or taken again
   bool announced = false;  // told the others this node joined (they rebalance at once)
   std::unique_ptr<Timer> lease_timer;

@@ -99,8 +99,7 @@ void Core::heartbeat(bool over_memory) {
                           Command{"PUBLISH", self->names.events, "l"}, [](Result<Reply>) {});
       }
     }
-    const std::size_t alive = std::max<std::size_t>(1, self->live.size());
-    const std::size_t share = (self->shards + alive - 1) / alive;
+    const std::size_t share = self->share();
     // Renew what is held; a lease lost (fenced) stops its firing. No WAIT: a renewal that a
     // failover loses only ends the lease sooner (another node takes it, and fencing stops this
     // one), and one held up behind a replica that stopped answering would lose it here.
@@ -139,7 +138,10 @@ void Core::heartbeat(bool over_memory) {
       // The others take them now rather than at their next renewal.
       self->client->run(delayq::redis::key_slot(self->names.events),
                         Command{"PUBLISH", self->names.events, "l"}, [](Result<Reply>) {});
-    } else if (self->owned.size() < share) {
+    } else if (self->owned.size() < share && !self->walking) {
+      // A walk under way reads the share again at each step: a second one beside it would
+      // take more than the share when a node joined meanwhile.
+      self->walking = true;
       std::vector<std::uint32_t> candidates;
       const auto offset =
           static_cast<std::uint32_t>(std::hash<std::string>{}(self->node) % self->shards);
@@ -147,7 +149,7 @@ void Core::heartbeat(bool over_memory) {
         const std::uint32_t shard = (offset + i) % self->shards;
         if (!self->owned.contains(shard)) candidates.push_back(shard);
       }
-      self->acquire(std::move(candidates), 0, share - self->owned.size());
+      self->acquire(std::move(candidates), 0);
     }
     self->lease_timer->expires_after(self->options.lease / 3);
     self->lease_timer->async_wait([self](bool expired) {
@@ -172,14 +174,17 @@ void Core::ownership_changed(std::uint32_t shard) {
   });
 }
 
-void Core::acquire(std::vector<std::uint32_t> candidates, std::size_t index, std::size_t want) {
-  if (closed || resigned || want == 0 || index >= candidates.size()) return;
+void Core::acquire(std::vector<std::uint32_t> candidates, std::size_t index) {
+  if (closed || resigned || owned.size() >= share() || index >= candidates.size()) {
+    walking = false;
+    return;
+  }
   const std::uint32_t shard = candidates[index];
   // No WAIT, as for renewals: a lease that a failover loses is taken again, and two owners of a
   // shard fire nothing twice (the firing call moves each job once); waiting for a replica that
   // stopped answering would hold up the firing of the shards still to be taken.
   call(shard, {"acquire", node, std::to_string(options.lease.count())}, false,
-       [self = shared_from_this(), candidates = std::move(candidates), index, want,
+       [self = shared_from_this(), candidates = std::move(candidates), index,
         shard](Result<Reply> reply) mutable {
          if (self->closed) return;
          const bool taken = reply.is_ok() && reply.value().type == ReplyType::kArray &&
@@ -187,19 +192,18 @@ void Core::acquire(std::vector<std::uint32_t> candidates, std::size_t index, std
                             reply.value().elements[0].str == "ok";
          if (self->resigned) {  // taken as the node closed: handed back at once
            if (taken) self->call(shard, {"resign", self->node}, false, [](Result<Reply>) {});
+           self->walking = false;
            return;
          }
-         std::size_t still = want;
          if (taken) {
            Owned& own = self->owned[shard];
            own.epoch = reply.value().elements[1].integer;
            own.timer = self->clock->timer();
            spdlog::debug("shard {}: owned, epoch {}", shard, own.epoch);
-           --still;
            self->ownership_changed(shard);
            self->fire(shard);
          }
-         self->acquire(std::move(candidates), index + 1, still);
+         self->acquire(std::move(candidates), index + 1);
        });
 }
 

@@ -266,6 +266,23 @@ TEST_F(Leases, OneOfTwoLiveNodesAcquiresHalfTheShards) {
   EXPECT_EQ(broker->owned_shards(), kShards / 2);
 }
 
+// Nodes started together: the first to be answered sees itself alone and walks towards every
+// shard. When another announces itself, the walk under way stops at the new share, and the
+// heartbeat that brings the news starts no second walk beside it.
+TEST_F(Leases, AWalkUnderWayStopsAtTheShareOnceAnotherNodeJoins) {
+  answer_heartbeat();
+  take("PUBLISH");  // the node announced itself
+  answer_next("acquire", reply::ok({delayq::redis::Reply::number(1)}));
+  ASSERT_EQ(redis->count("acquire"), 1U);
+  redis->publish("l");  // another node joined
+  settle();
+  answer_heartbeat({"newcomer"});
+  EXPECT_EQ(redis->count("acquire"), 1U) << "a second walk beside the first";
+  acquire_all(2);
+  EXPECT_EQ(broker->owned_shards(), kShards / 2);
+  EXPECT_EQ(redis->count("resign"), 0U);
+}
+
 TEST_F(Leases, AnAcquireRefusedMovesOnToTheNextShardOfTheRotation) {
   answer_heartbeat({"other-node"});
   const auto order = rotation();
