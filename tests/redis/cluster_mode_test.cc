@@ -979,6 +979,10 @@ TEST(RedisFullTest, PutsAreRefusedWhileRedisIsOverItsMaxmemoryAndPassAgainAfter)
       http.send("POST /v1/tubes/default/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"));
   EXPECT_EQ(http.read_line(Millis{15000}).value_or(""), "HTTP/1.1 507 Insufficient Storage\r\n");
   EXPECT_TRUE(wait_for_status(server->http_port(), "/readyz", "503"));  // at the next heartbeat
+  const auto metrics = front::http::Client("127.0.0.1", server->http_port())
+                           .request("GET", "/metrics", "", Millis{4000});
+  ASSERT_TRUE(metrics.is_ok()) << metrics.status().to_string();
+  EXPECT_NE(metrics.value().body.find("\ndelayq_store_full 1\n"), std::string::npos);
   ASSERT_EQ(call(redis.port(), {"CONFIG", "SET", "maxmemory", "0"}).str, "OK");
   EXPECT_TRUE(wait_for_status(server->http_port(), "/readyz", "200"));
   EXPECT_TRUE(inserted_id(producer.call(put_command("after"))));
