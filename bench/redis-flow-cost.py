@@ -21,8 +21,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from redis_server import (SHARD_KEYS, Connection, collect, instructions, record_tail,  # noqa: E402
-                          start_redis, stop_redis)
+from redis_server import (SHARD_KEYS, Connection, collect, instructions,  # this directory's
+                          record_tail, start_redis, stop_redis)
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                       "build/release/src/broker/redis/jobs.lua")

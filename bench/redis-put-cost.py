@@ -108,7 +108,7 @@ def main():
             print(f"{puts} puts in {calls} calls over {shards} shards: "
                   f"{conn.fcall_usec() / puts:.2f} us per put inside FCALL, "
                   f"{(conn.used_memory() - before) // puts} bytes per job")
-            conn.sock.close()
+            conn.close()
         finally:
             stop_redis((server, port))
         if callgrind:

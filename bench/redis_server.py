@@ -7,23 +7,6 @@ import sys
 import time
 
 
-def redis_command(port, *words):
-    """One command to the script's redis-server; its reply's bytes."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
-        conn.sendall(("*%d\r\n" % len(words) + "".join(
-            "$%d\r\n%s\r\n" % (len(w), w) for w in words)).encode())
-        reply = b""
-        while b"\r\n" not in reply:
-            reply += conn.recv(65536)
-        head, _, rest = reply.partition(b"\r\n")
-        if head.startswith(b"$") and int(head[1:]) >= 0:
-            while len(rest) < int(head[1:]) + 2:
-                rest += conn.recv(65536)
-            return rest[:int(head[1:])]
-        reply = head
-        return reply
-
-
 def start_redis(port=None, callgrind=None, work=None):
     """A redis-server on `port` (default: a free one); (process, port). With `callgrind` (a list
     of valgrind's options, such as --callgrind-out-file=...), under valgrind's callgrind; `work`
@@ -41,7 +24,7 @@ def start_redis(port=None, callgrind=None, work=None):
     deadline = time.time() + (60 if callgrind is not None else 10)
     while time.time() < deadline:
         try:
-            if redis_command(port, "PING").startswith(b"+PONG"):
+            if redis_command(port, "PING") == b"PONG":
                 return process, port
         except OSError:
             time.sleep(0.05)
@@ -107,9 +90,16 @@ def record_tail(ttr, tube, key, group, body):
 
 
 class Connection:
-    def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port))
+    """A connection to a redis-server on loopback; ask() sends one command and reads its reply
+    (an error reply ends the script)."""
+
+    def __init__(self, port, timeout=None):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.stream = self.sock.makefile("rb")
+
+    def close(self):
+        self.stream.close()
+        self.sock.close()
 
     def ask(self, *words):
         self.sock.sendall(command(*words))
@@ -124,3 +114,12 @@ class Connection:
         stats = self.ask("INFO", "commandstats").decode()
         fcall = next(line for line in stats.split("\r\n") if line.startswith("cmdstat_fcall:"))
         return int(fcall.split("usec=")[1].split(",")[0])
+
+
+def redis_command(port, *words):
+    """One command to the redis-server on `port`, on a connection of its own; its reply."""
+    conn = Connection(port, timeout=10)
+    try:
+        return conn.ask(*words)
+    finally:
+        conn.close()
