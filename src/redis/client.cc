@@ -23,7 +23,9 @@ Script::Script(std::string source) : name_("delayq_") {
   // a library that registers differently is another library.
   const std::string registrations =
       "redis.register_function('NAME', run)\n"
-      "redis.register_function{function_name='NAME_oom', callback=run, flags={'allow-oom'}}\n";
+      "redis.register_function{function_name='NAME_oom', callback=run, flags={'allow-oom'}}\n"
+      "redis.register_function{function_name='NAME_slots', callback=run,\n"
+      "  flags={'allow-oom', 'allow-cross-slot-keys'}}\n";
   const std::string named = source + "\n" + registrations;
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int size = 0;
@@ -47,7 +49,17 @@ bool Script::missing(const Reply& error) {
 
 Command Script::call(const std::vector<std::string_view>& keys,
                      const std::vector<std::string_view>& args, bool over_memory) const {
-  Command command{"FCALL", over_memory ? name_ + "_oom" : name_};
+  return call_as(over_memory ? name_ + "_oom" : name_, keys, args);
+}
+
+Command Script::call_across_slots(const std::vector<std::string_view>& keys,
+                                  const std::vector<std::string_view>& args) const {
+  return call_as(name_ + "_slots", keys, args);
+}
+
+Command Script::call_as(const std::string& function, const std::vector<std::string_view>& keys,
+                        const std::vector<std::string_view>& args) {
+  Command command{"FCALL", function};
   command.arg(static_cast<std::int64_t>(keys.size()));
   for (const auto key : keys) command.arg(key);
   for (const auto value : args) command.arg(value);
@@ -942,6 +954,10 @@ std::size_t Client::shard_channels_subscribed() const {
   return static_cast<std::size_t>(
       std::count_if(impl_->shard_channels.begin(), impl_->shard_channels.end(),
                     [](const auto& entry) { return entry.subscribed; }));
+}
+
+bool Client::shard_channel_subscribed(std::size_t index) const {
+  return index < impl_->shard_channels.size() && impl_->shard_channels[index].subscribed;
 }
 
 bool Client::standalone() const noexcept {

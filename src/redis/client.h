@@ -51,10 +51,18 @@ class Script {
   [[nodiscard]] Command call(const std::vector<std::string_view>& keys,
                              const std::vector<std::string_view>& args,
                              bool over_memory = false) const;
+  // The same as registered with allow-oom and allow-cross-slot-keys (<name>_slots): the script
+  // may touch keys of any slot the node serves, beside `keys` (which route the call and must
+  // share a slot). Keys of a slot it does not serve are an error for the script to catch.
+  [[nodiscard]] Command call_across_slots(const std::vector<std::string_view>& keys,
+                                          const std::vector<std::string_view>& args) const;
   // Whether `error` says the function is not loaded on the node that answered.
   [[nodiscard]] static bool missing(const Reply& error);
 
  private:
+  [[nodiscard]] static Command call_as(const std::string& function,
+                                       const std::vector<std::string_view>& keys,
+                                       const std::vector<std::string_view>& args);
   std::string library_;
   std::string name_;
 };
@@ -167,6 +175,8 @@ class Client {
   // How many of the channels given to subscribe_shards() are subscribed now (their SSUBSCRIBE
   // answered, on the node it went to).
   [[nodiscard]] std::size_t shard_channels_subscribed() const;
+  // Whether channel `index` of subscribe_shards() is subscribed now.
+  [[nodiscard]] bool shard_channel_subscribed(std::size_t index) const;
 
   // Whether the server is a single Redis without cluster support.
   [[nodiscard]] bool standalone() const noexcept;

@@ -1068,8 +1068,7 @@ TEST(RedisOverdueTest, AShardNobodyFiresShowsAsOverdueUntilItIsFiredAgain) {
 }
 
 // How many FCALLs of operation `op` (a quoted argument: "\"reserve\"") a MONITOR connection
-// shows within `window`. (Bounded by time, not by a pause in the stream: every owned shard is
-// fired at least once a second, which keeps the stream going.)
+// shows within `window`. (Bounded by time, not by a pause in the stream.)
 int calls_seen(Client& monitor, std::string_view op, Millis window = Millis{1000}) {
   int calls = 0;
   for (const auto until = Clock::now() + window; Clock::now() < until;) {
@@ -1303,6 +1302,33 @@ TEST_F(RedisWakeTest, ABurstReachesEveryWaitingReserveWithoutTheFiveSecondLook) 
     EXPECT_EQ(served, kWorkers) << "workers served within 1.5 s of the burst, round " << round;
     std::this_thread::sleep_until(round_start + 2500ms);
   }
+}
+
+// An owner fires an idle shard only at the look it takes every five seconds: within 4.5 s, once
+// the node has taken every shard, at most one firing per shard (one a second each before). A
+// reservation's end is told to the owner, which fires it then: a job whose TTR of 1 s lapses
+// reaches the next worker well within a second of it (at the five-second look before).
+TEST_F(RedisWakeTest, AnIdleShardIsFiredOnlyAtTheFiveSecondLookAndATtrLapsesAtItsEnd) {
+  constexpr int kShards = 128;
+  std::this_thread::sleep_for(1s);  // the leases taken, one at a time, each fired as taken
+  Client monitor(redis_.port());
+  ASSERT_EQ(monitor.call("MONITOR\r\n"), "+OK\r\n");
+  EXPECT_LE(calls_seen(monitor, "\"fire\"", Millis{4500}), kShards + 8)
+      << "firings of " << kShards << " idle shards in 4.5 s";
+
+  Client producer(server_->port());
+  Client holder(server_->port());
+  Client next(server_->port());
+  ASSERT_TRUE(inserted_id(producer.call("put 0 0 1 1\r\nx\r\n")));
+  const std::string reserved = holder.call("reserve-with-timeout 5\r\n");
+  const auto taken = Clock::now();
+  ASSERT_EQ(reserved.rfind("RESERVED ", 0), 0U) << reserved;
+  const std::string again = next.call("reserve-with-timeout 10\r\n", Millis{15000});
+  const auto lapsed = Clock::now();
+  EXPECT_EQ(again, reserved);
+  EXPECT_LT(lapsed - taken, 1700ms)
+      << "a TTR of 1 s lapsed after " << std::chrono::duration_cast<Millis>(lapsed - taken).count()
+      << " ms";
 }
 
 // --- layout 2: timers in pages, MessagePack records; the upgrade from layout 1

@@ -172,12 +172,13 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
             std::function<void(Result<Reply>)> done);
   // The shard of the next turn's keyless puts: turns take the shards in order.
   std::uint32_t next_shard() { return static_cast<std::uint32_t>(rotor++ % shards); }
-  // The calls the node makes for itself in bursts of one a shard (lease renewals every lease/3;
-  // every 5 s, the overdue gauge's look and the look for lost messages), sent a few at a time
-  // (kTrickle every kTrickleGap, more when there are more than kTrickleSteps times that, so that
-  // a burst is sent within kTrickleSteps gaps), so that a burst never stands in a primary's
-  // queue in front of the calls clients wait for (firings, reserves, deletes), which share its
-  // connections. By time, not by answers: a primary that stops answering holds up no other's.
+  // The calls the node makes for itself in bursts (lease renewals every lease/3, one call per
+  // primary and 512 shards; every 5 s, one a shard, the overdue gauge's look and the look for
+  // lost messages), sent a few at a time (kTrickle every kTrickleGap, more when there are more
+  // than kTrickleSteps times that, so that a burst is sent within kTrickleSteps gaps), so that a
+  // burst never stands in a primary's queue in front of the calls clients wait for (firings,
+  // reserves, deletes), which share its connections. By time, not by answers: a primary that
+  // stops answering holds up no other's.
   static constexpr std::size_t kTrickle = 8;
   static constexpr std::size_t kTrickleSteps = 64;
   static constexpr std::chrono::milliseconds kTrickleGap{2};
@@ -283,6 +284,12 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
     const std::size_t alive = std::max<std::size_t>(1, live.size());
     return (shards + alive - 1) / alive;
   }
+  // Renews the leases held, at the epochs held: one call per primary for the shards it serves
+  // (at most kRenewedPerCall a call), each shard such a call did not renew by a call of its own.
+  static constexpr std::size_t kRenewedPerCall = 512;
+  void renew_held();
+  void renew_together(std::vector<std::pair<std::uint32_t, std::int64_t>> held);
+  void renew(std::uint32_t shard, std::int64_t epoch);
   void fire(std::uint32_t shard);
   // The reserves a firing or a put may hand jobs to (fire(), flush_puts()), marked as trying.
   std::vector<std::shared_ptr<Waiter>> handed_to_call(std::vector<std::string>& args,

@@ -180,7 +180,6 @@ void ScriptedRedis::subscribe_shards(std::vector<std::string> channels,
                                      std::function<void(std::size_t, std::string)> message,
                                      std::function<void(std::size_t)> subscribed) {
   shard_channels = std::move(channels);
-  subscribed_channels = shard_channels.size();
   shard_message_ = std::move(message);
   shard_resubscribed = std::move(subscribed);
 }

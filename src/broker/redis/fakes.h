@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,7 @@ class ScriptedRedis final : public Caller {
 
   std::vector<std::string> primary_list = {"127.0.0.1:7000"};
   std::string subscribe_error;
-  std::size_t subscribed_channels = 0;
+  std::set<std::size_t> unsubscribed;  // shard channels not subscribed now, by index
 
   void start(std::function<void(Status)> done) override;
   // Drops every call under way without answering it, as delayq::redis::Client::close() does (their
@@ -81,7 +82,10 @@ class ScriptedRedis final : public Caller {
   void sync_shards(std::function<void(std::vector<bool>)> done) override;
   [[nodiscard]] std::string shard_subscribe_error() const override { return subscribe_error; }
   [[nodiscard]] std::size_t shard_channels_subscribed() const override {
-    return subscribed_channels;
+    return shard_channels.size() - unsubscribed.size();
+  }
+  [[nodiscard]] bool shard_channel_subscribed(std::size_t index) const override {
+    return index < shard_channels.size() && !unsubscribed.contains(index);
   }
   [[nodiscard]] std::vector<std::string> primaries() const override { return primary_list; }
   [[nodiscard]] std::string primary_of(std::uint16_t /*slot*/) const override {

@@ -3,6 +3,7 @@
 #include <boost/asio/post.hpp>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "broker/redis/core.h"
 #include "redis/slot.h"
@@ -100,31 +101,7 @@ void Core::heartbeat(bool over_memory) {
       }
     }
     const std::size_t share = self->share();
-    // Renew what is held; a lease lost (fenced) stops its firing. No WAIT: a renewal that a
-    // failover loses only ends the lease sooner (another node takes it, and fencing stops this
-    // one), and one held up behind a replica that stopped answering would lose it here.
-    std::vector<std::function<void()>> renewals;
-    for (const auto& [shard, own] : self->owned) {
-      renewals.emplace_back([self, shard = shard, epoch = own.epoch] {
-        const auto mine = self->owned.find(shard);
-        if (self->resigned || mine == self->owned.end() || mine->second.epoch != epoch) return;
-        self->call(shard,
-                   {"renew", self->node, std::to_string(self->options.lease.count()),
-                    std::to_string(epoch)},
-                   false, [self, shard, epoch](Result<Reply> renewed) {
-                     const auto held = self->owned.find(shard);
-                     if (renewed.is_ok() && renewed.value().type == ReplyType::kArray &&
-                         !renewed.value().elements.empty() &&
-                         renewed.value().elements[0].str == "fenced" && held != self->owned.end() &&
-                         held->second.epoch == epoch) {
-                       spdlog::warn("shard {}: lease lost", shard);
-                       self->owned.erase(held);
-                       self->ownership_changed(shard);
-                     }
-                   });
-      });
-    }
-    self->trickle(std::move(renewals));
+    self->renew_held();
     if (self->owned.size() > share) {
       // Hand the surplus back, so that a node that joined gets its share.
       std::size_t surplus = self->owned.size() - share;
@@ -156,6 +133,86 @@ void Core::heartbeat(bool over_memory) {
       if (expired) self->lease_tick();
     });
   });
+}
+
+// No WAIT for renewals: one that a failover loses only ends the lease sooner (another node takes
+// it, and fencing stops this one), and one held up behind a replica that stopped answering would
+// lose it here.
+void Core::renew_held() {
+  std::map<std::string, std::vector<std::pair<std::uint32_t, std::int64_t>>> by_primary;
+  for (const auto& [shard, own] : owned) {
+    const auto slot = delayq::redis::key_slot(shard_base(names.prefix, shard));
+    by_primary[client->primary_of(slot)].emplace_back(shard, own.epoch);
+  }
+  std::vector<std::function<void()>> renewals;
+  for (auto& [primary, held] : by_primary) {
+    for (std::size_t from = 0; from < held.size(); from += kRenewedPerCall) {
+      const auto to = std::min(held.size(), from + kRenewedPerCall);
+      renewals.emplace_back([self = shared_from_this(),
+                             part = std::vector(held.begin() + static_cast<std::ptrdiff_t>(from),
+                                                held.begin() + static_cast<std::ptrdiff_t>(to))] {
+        self->renew_together(part);
+      });
+    }
+  }
+  trickle(std::move(renewals));
+}
+
+void Core::renew_together(std::vector<std::pair<std::uint32_t, std::int64_t>> held) {
+  std::erase_if(held, [&](const auto& entry) {
+    const auto mine = owned.find(entry.first);
+    return mine == owned.end() || mine->second.epoch != entry.second;
+  });
+  if (resigned || held.empty()) return;
+  const std::string first_owner = shard_base(names.prefix, held.front().first) + ":owner";
+  std::vector<std::string> args = {"renew_all", node, std::to_string(options.lease.count())};
+  for (const auto& [shard, epoch] : held) {
+    args.push_back(shard_base(names.prefix, shard));
+    args.push_back(std::to_string(epoch));
+  }
+  args.push_back(node);  // jobs.lua's run() takes the caller last
+  const std::vector<std::string_view> views(args.begin(), args.end());
+  delayq::redis::Request request;
+  request.slot = delayq::redis::key_slot(first_owner);
+  request.commands.push_back(script.call_across_slots({first_owner}, views));
+  request.script = &script;
+  client->run(std::move(request), [self = shared_from_this(),
+                                   held = std::move(held)](Result<std::vector<Reply>> replies) {
+    if (self->closed || self->resigned) return;
+    // {'ok', {1 or 0 for each shard}}: those not renewed (fenced, or served elsewhere since the
+    // map was read, a slot migrating) are renewed one by one, as they would be without it.
+    if (replies.is_ok() && !replies.value().empty()) {
+      const Answer answer = split_answer(std::move(replies.value().front()));
+      const Reply& reply = answer.reply;
+      if (reply.type == ReplyType::kArray && reply.elements.size() > 1 &&
+          reply.elements[0].str == "ok" && reply.elements[1].elements.size() == held.size()) {
+        for (std::size_t i = 0; i < held.size(); ++i) {
+          if (reply.elements[1].elements[i].integer != 1) {
+            self->renew(held[i].first, held[i].second);
+          }
+        }
+        return;
+      }
+    }
+    for (const auto& [shard, epoch] : held) self->renew(shard, epoch);
+  });
+}
+
+// A lease lost (fenced) stops its firing.
+void Core::renew(std::uint32_t shard, std::int64_t epoch) {
+  const auto mine = owned.find(shard);
+  if (resigned || mine == owned.end() || mine->second.epoch != epoch) return;
+  call(shard, {"renew", node, std::to_string(options.lease.count()), std::to_string(epoch)}, false,
+       [self = shared_from_this(), shard, epoch](Result<Reply> renewed) {
+         const auto held = self->owned.find(shard);
+         if (renewed.is_ok() && renewed.value().type == ReplyType::kArray &&
+             !renewed.value().elements.empty() && renewed.value().elements[0].str == "fenced" &&
+             held != self->owned.end() && held->second.epoch == epoch) {
+           spdlog::warn("shard {}: lease lost", shard);
+           self->owned.erase(held);
+           self->ownership_changed(shard);
+         }
+       });
 }
 
 void Core::ownership_changed(std::uint32_t shard) {
@@ -252,16 +309,26 @@ void Core::fire(std::uint32_t shard) {
          const auto moved = elements[1].integer;
          const double head = to_ms(elements[2].str, -1);
          const double now = to_ms(elements[3].str, 0);
+         if (shard < self->shard_overdue.size()) {
+           self->shard_overdue[shard] = head >= 0 && head < now ? (now - head) / 1000.0 : 0.0;
+         }
          if (mine.again || moved >= static_cast<std::int64_t>(self->options.fire_batch)) {
            return self->fire(shard);
          }
          // Until the next timer's microsecond by Redis's clock, counted from the call's present.
-         std::chrono::microseconds delay = self->options.resync;
-         if (head >= 0) {
-           const auto until =
-               static_cast<std::int64_t>(std::ceil(std::max(0.0, head - now) * 1000));
-           delay = std::min(delay, std::chrono::microseconds{until});
+         // A timer made earlier meanwhile (a put, a reservation) is told on the shard's channel:
+         // while that is not subscribed, the owner looks every resync instead.
+         const bool told = self->client->shard_channel_subscribed(shard);
+         if (head < 0 && told) {  // until a message, or the periodic look (resync())
+           mine.timer->cancel();
+           return;
          }
+         std::chrono::microseconds delay = std::chrono::microseconds::max();
+         if (head >= 0) {
+           delay = std::chrono::microseconds{
+               static_cast<std::int64_t>(std::ceil(std::max(0.0, head - now) * 1000))};
+         }
+         if (!told) delay = std::min<std::chrono::microseconds>(delay, self->options.resync);
          self->arm_fire(shard, delay);
        });
 }
@@ -420,11 +487,14 @@ void Core::resync() {
         true);
   }
   // Every shard's earliest timer, for the overdue gauge: seen from every node, so that a shard
-  // its owner stopped firing shows on the others' pages too.
+  // its owner stopped firing shows on the others' pages too. The owner fires its own shards
+  // instead (their gauge is the firing's answer): the bound on what a lost message, or a call
+  // from a node of an older version, which tells no reservation's end, can delay.
   shard_overdue.resize(shards);
   std::vector<std::function<void()>> looks;
   for (std::uint32_t shard = 0; shard < shards; ++shard) {
     looks.emplace_back([self = shared_from_this(), shard] {
+      if (self->owned.contains(shard)) return self->fire(shard);
       self->call(shard, {"overdue"}, false, [self, shard](Result<Reply> reply) {
         if (!reply.is_ok() || reply.value().elements.size() < 3) return;
         const auto head = to_int(reply.value().elements[1].str, -1);

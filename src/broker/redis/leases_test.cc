@@ -295,51 +295,88 @@ TEST_F(Leases, AnAcquireRefusedMovesOnToTheNextShardOfTheRotation) {
   EXPECT_EQ(broker->owned_shards(), 2U);
 }
 
-TEST_F(Leases, RenewalsGoEveryThirdOfTheLeaseWithEachShardsEpoch) {
+// renew_all's answer: for each shard named, whether it was renewed.
+delayq::redis::Reply renewed_all(const std::vector<bool>& renewed) {
+  std::vector<delayq::redis::Reply> each;
+  for (const bool r : renewed) each.push_back(delayq::redis::Reply::number(r ? 1 : 0));
+  return reply::ok({reply::array(std::move(each))});
+}
+
+TEST_F(Leases, RenewalsGoEveryThirdOfTheLeaseInOneCallWithEachShardsEpoch) {
   own_every_shard();
   clock->advance(kThird - microseconds(1));
   EXPECT_EQ(redis->count("heartbeat"), 0U);
   clock->advance(microseconds(1));
   answer_heartbeat();
   EXPECT_EQ(redis->count("acquire"), 0U) << "a node holding its share asks for more";
-  std::set<std::uint32_t> renewed;
-  while (auto call = redis->take("renew")) {
-    const std::uint32_t shard = shard_of(*call);
-    renewed.insert(shard);
-    EXPECT_EQ(call->args(),
-              (std::vector<std::string>{broker->node_name(), "5000", epoch_of(shard)}));
+  Call call = take("renew_all");
+  // Allowed to touch the other shards' keys, beside the one key that routes it.
+  EXPECT_TRUE(call.commands[0][1].ends_with("_slots")) << call.commands[0][1];
+  EXPECT_EQ(call.keys(), std::vector<std::string>{"dq:{0}:owner"});
+  std::vector<std::string> expected = {broker->node_name(), "5000"};
+  for (std::uint32_t shard = 0; shard < kShards; ++shard) {
+    expected.push_back("dq:{" + std::to_string(shard) + "}");
+    expected.push_back(epoch_of(shard));
   }
-  EXPECT_EQ(renewed.size(), kShards);
+  EXPECT_EQ(call.args(), expected);
+  redis->answer(call, renewed_all({true, true, true, true}));
+  settle();
+  EXPECT_EQ(redis->count("renew") + redis->count("renew_all"), 0U);
+  EXPECT_EQ(broker->owned_shards(), kShards);
 }
 
-TEST_F(Leases, RenewalsOfManyShardsAreTrickledEightEveryTwoMilliseconds) {
-  constexpr std::uint32_t kMany = 40;
+TEST_F(Leases, RenewalsOfManyShardsGoAtMost512ACallEachShardOnce) {
+  constexpr std::uint32_t kMany = 1100;
   open_node({}, kMany);
   answer_heartbeat();
   ASSERT_EQ(acquire_all().size(), kMany);
   answer_fires();
   clock->advance(kThird);
   answer_heartbeat();
-  EXPECT_EQ(redis->count("renew"), 8U);
-  clock->advance(milliseconds(2) - microseconds(1));
-  EXPECT_EQ(redis->count("renew"), 8U);
-  clock->advance(microseconds(1));
-  EXPECT_EQ(redis->count("renew"), 16U);
-  clock->advance(milliseconds(6));
-  EXPECT_EQ(redis->count("renew"), kMany);
-  const auto renewed = shards_of("renew");
-  EXPECT_EQ(std::set<std::uint32_t>(renewed.begin(), renewed.end()).size(), kMany)
-      << "a shard renewed twice";
+  std::vector<std::size_t> sizes;
+  std::set<std::string> named;
+  while (auto call = redis->take("renew_all")) {
+    const auto args = call->args();
+    sizes.push_back((args.size() - 2) / 2);
+    for (std::size_t i = 2; i < args.size(); i += 2) named.insert(args[i]);
+  }
+  EXPECT_EQ(sizes, (std::vector<std::size_t>{512, 512, 76}));
+  EXPECT_EQ(named.size(), kMany) << "a shard renewed twice";
+}
+
+TEST_F(Leases, AShardTheCallDidNotRenewIsRenewedByACallOfItsOwn) {
+  own_every_shard();
+  clock->advance(kThird);
+  answer_heartbeat();
+  answer_next("renew_all", renewed_all({true, false, true, true}));
+  Call own = take("renew");
+  EXPECT_EQ(shard_of(own), 1U);
+  EXPECT_EQ(own.args(), (std::vector<std::string>{broker->node_name(), "5000", epoch_of(1)}));
+  redis->answer(own, reply::ok());
+  settle();
+  EXPECT_EQ(redis->count("renew") + redis->count("renew_all"), 0U);
+  EXPECT_EQ(broker->owned_shards(), kShards);
+}
+
+TEST_F(Leases, ARenewalOfManyThatFailsIsSentAgainAsOneCallAShard) {
+  own_every_shard();
+  clock->advance(kThird);
+  answer_heartbeat();
+  Call together = take("renew_all");
+  redis->fail(together, Status(Code::kIOError, "connection reset"));
+  settle();
+  EXPECT_EQ(shards_of("renew"), (std::multiset<std::uint32_t>{0, 1, 2, 3}));
 }
 
 TEST_F(Leases, ARenewalAnsweredFencedDropsTheShardAndTheNextHeartbeatAsksForItAgain) {
   own_every_shard();
   clock->advance(kThird);
   answer_heartbeat();
+  answer_next("renew_all", renewed_all({true, true, false, true}));
   Call lost = take("renew");
   const std::uint32_t shard = shard_of(lost);
+  EXPECT_EQ(shard, 2U);
   redis->answer(lost, reply::code("fenced", "lost"));
-  answer_all("renew", reply::ok());
   settle();
   EXPECT_EQ(broker->owned_shards(), kShards - 1);
   answer_all("fire", fired());
@@ -358,15 +395,12 @@ TEST_F(Leases, AFencedRenewalOfAnEarlierEpochLeavesTheLeaseTakenSinceAlone) {
   answer_heartbeat();
   // Shard `s` is lost by a firing and taken again while its renewal of epoch 1 is under way.
   const std::uint32_t s = rotation()[0];
-  std::optional<Call> old_renewal;
-  while (auto call = redis->take("renew")) {
-    if (shard_of(*call) == s) {
-      old_renewal = std::move(call);
-    } else {
-      redis->answer(*call, reply::ok());
-    }
-  }
+  std::vector<bool> renewed(kShards, true);
+  renewed[s] = false;
+  answer_next("renew_all", renewed_all(renewed));
+  std::optional<Call> old_renewal = redis->take("renew");
   ASSERT_TRUE(old_renewal);
+  ASSERT_EQ(shard_of(*old_renewal), s);
   answer_all("fire", fired());
   timer_message(s);
   Call firing = take("fire");
@@ -421,7 +455,7 @@ TEST_F(Leases, AHeartbeatLostStillRenewsTheLeasesHeldAndTriesAgainAThirdLater) {
   Call heartbeat = take("heartbeat");
   redis->fail(heartbeat, Status(Code::kIOError, "no reply within 5000 ms"));
   settle();
-  EXPECT_EQ(redis->count("renew"), kShards);
+  EXPECT_EQ(redis->count("renew_all"), 1U);
   EXPECT_EQ(redis->count("acquire") + redis->count("resign"), 0U);
   EXPECT_TRUE(broker->health().is_ok());
   clock->advance(kThird);
@@ -612,26 +646,60 @@ TEST_F(Firing, TheNextTimerArmsTheFiringAtItsMicrosecond) {
   EXPECT_EQ(shard_of(take("fire")), 2U);
 }
 
-TEST_F(Firing, AShardWithNoTimerIsFiredAgainAfterResync) {
+TEST_F(Firing, AShardWithNoTimerIsFiredAgainOnlyAtTheLookEveryFiveResyncs) {
   own_every_shard();  // each answered "-1": no timer
-  clock->advance(milliseconds(1000) - microseconds(1));
+  clock->advance(milliseconds(5000) - microseconds(1));
   EXPECT_EQ(redis->count("fire"), 0U);
+  EXPECT_EQ(redis->count("overdue"), 0U) << "the owner asks its own shards' timers";
   clock->advance(microseconds(1));
   EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{0, 1, 2, 3}));
 }
 
-TEST_F(Firing, ATimerBeyondResyncIsLookedAtAfterResync) {
+TEST_F(Firing, WhileAShardsChannelIsNotSubscribedItsOwnerLooksEveryResync) {
   RedisBrokerOptions options;
   options.resync = milliseconds(400);
   open_node(options);
   own_every_shard();
-  timer_message(1);
-  Call fire = take("fire");
-  redis->answer(fire, fired(0, "1800000003000.000"));  // 3 s away
+  redis->unsubscribed = {1};
+  for (const std::uint32_t shard : {1U, 2U}) {
+    timer_message(shard);
+    answer_next("fire", fired(0, "1800000001500.000"));  // 1.5 s away
+  }
   clock->advance(milliseconds(400) - microseconds(1));
   EXPECT_EQ(redis->count("fire"), 0U);
   clock->advance(microseconds(1));
-  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{1}));
+  answer_next("fire", fired(0, "1800000001100.000"));  // 1.1 s away: 700 ms after this answer
+  clock->advance(milliseconds(400));
+  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{1}));
+  answer_next("fire", fired(0, "1800000000300.000"));  // 300 ms away
+  clock->advance(milliseconds(300) - microseconds(1));
+  EXPECT_EQ(redis->count("fire"), 0U);
+  clock->advance(microseconds(1));
+  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{1}));
+}
+
+TEST_F(Firing, TheOwnersFiringSetsItsShardsOverdueGaugeAndOthersAreAskedEveryFiveResyncs) {
+  answer_heartbeat({"other-node"});
+  acquire_all();
+  answer_fires();
+  const auto order = rotation();
+  timer_message(order[0]);
+  Call fire = take("fire");
+  std::vector<delayq::redis::Reply> fields = {
+      delayq::redis::Reply::number(0), delayq::redis::Reply::string("1799999997500.000"),
+      delayq::redis::Reply::string(kRedisNow), reply::array({}), reply::array({})};
+  redis->answer(fire, reply::ok(std::move(fields)));  // a batch left 2.5 s behind
+  settle();
+  clock->advance(milliseconds(5000));
+  EXPECT_EQ(shards_of("overdue"), (std::multiset<std::uint32_t>{order[2], order[3]}));
+  std::string page;
+  metrics::Page out(page);
+  metrics.render(out);
+  EXPECT_NE(
+      page.find("delayq_shard_overdue_seconds{shard=\"" + std::to_string(order[0]) + "\"} 2.5"),
+      std::string::npos)
+      << page;
 }
 
 TEST_F(Firing, AFiringThatMovedAFullBatchFiresAgainAtOnce) {
@@ -688,7 +756,7 @@ TEST_F(Firing, AFencedFiringDropsTheShard) {
   answer_next("fire", reply::code("fenced", "not the owner"));
   settle();
   EXPECT_EQ(broker->owned_shards(), kShards - 1);
-  clock->advance(milliseconds(1000));
+  clock->advance(milliseconds(5000));
   EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{0, 2, 3}));
   answer_fires();
   timer_message(1);

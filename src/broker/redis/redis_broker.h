@@ -49,10 +49,11 @@ struct RedisBrokerOptions {
   // At most this many jobs fired by one script (bounds how long a script holds its shard).
   // Default: 1000.
   std::uint32_t fire_batch = 1000;
-  // How often an owner checks its shards even if told nothing, and waiting reserves look at
-  // every shard again: the bound on what a lost notification can delay. Default: 1 s. At most
-  // 1 s: no message tells an owner of a new reservation, whose end (at least a second away, as
-  // TTRs are) it learns at its next look.
+  // How often an owner looks at a shard whose channel it is not subscribed to (no message tells
+  // it of an earlier timer there). Every five of it (at least 1 s), every node looks at every
+  // shard: an owner fires its own, the others ask each for its earliest timer (the overdue
+  // gauge), and waiting reserves ask every shard again: the bound on what a lost message can
+  // delay. Default: 1 s.
   Millis resync{1000};
   // Longest tube name, key or group. Default: 200 bytes.
   std::size_t max_name_bytes = kDefaultMaxNameBytes;

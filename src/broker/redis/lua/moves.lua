@@ -12,16 +12,29 @@ local function in_chunks(cmd, key, list)
   for i = 1, #list, 2000 do redis.call(cmd, key, unpack(list, i, math.min(i + 1999, #list))) end
 end
 
--- The reservations made in this call, into t. (No message tells the owner of one: a TTR is a
--- whole number of seconds, at least one, and the owner looks at each of its shards at least
--- every second (resync), so it learns of a reservation's end before it comes.)
+-- The time the shard's owner will look at it next, as its latest firing answered (ARMED, a field
+-- of c; absent: at its periodic look only). A timer this call made earlier than that is told to
+-- the owner ('t'), which fires then; ARMED takes that time, so that the calls after this one tell
+-- it nothing more until it has fired.
+local function tell_owner(at)
+  local ms = math.ceil(at)
+  local armed = tonumber(redis.call('HGET', C, ARMED))
+  if armed and armed <= ms then return end
+  redis.call('HSET', C, ARMED, string.format('%d', ms))
+  redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. string.format('%d', ms))
+end
+
+-- The reservations made in this call, into t; the earliest end told to the owner (not by fire,
+-- whose caller arms from its answer).
 local function write_lapses()
-  local list, n = {}, 0
+  local list, n, earliest = {}, 0, nil
   for member, at in pairs(lapses) do
     list[n + 1] = string.format('%d', math.ceil(at)); list[n + 2] = member; n = n + 2
+    if not earliest or at < earliest then earliest = at end
   end
   lapses = {}
   in_chunks('ZADD', T, list)
+  if earliest and not quiet then tell_owner(earliest) end
 end
 
 local function flush()
@@ -43,14 +56,10 @@ local function flush()
   -- must re-arm. (A put appended after a page's entries cannot be. The owner, which fires at
   -- once on the message, may find a reservation's end earlier still: it re-arms from that.)
   -- A group's rate wake (flow.lua) that came first: the owner fires then, as for a timer.
-  if fz_lead and not quiet then
-    redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. string.format('%d', fz_lead))
-  end
+  if fz_lead and not quiet then tell_owner(fz_lead) end
   if leads and not quiet then
     local first = first_timer()
-    if first and added[first] then
-      redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. string.format('%d', exact_time(first)))
-    end
+    if first and added[first] then tell_owner(exact_time(first)) end
   end
   -- The best new ready job of each tube, against the best the shard holds before they are added:
   -- where it is better, nodes learn of it, so that a reserve takes the best job of every shard.

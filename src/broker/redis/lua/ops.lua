@@ -571,6 +571,7 @@ ops.fire = function()
   -- in. The owner arms from this answer, so flush() publishes no 't' for it.
   local changed = logged > 0
   apply()
+  quiet = true
   write_lapses()
   if changed or not first then first = first_page() end
   first = first and string.sub(page(first), 1, TW)
@@ -584,7 +585,8 @@ ops.fire = function()
   end
   local wake = first_wake()
   if wake and (not next_at or wake < next_at) then next_at = wake end
-  quiet = true
+  if next_at then redis.call('HSET', C, ARMED, string.format('%d', math.ceil(next_at)))
+  else redis.call('HDEL', C, ARMED) end
   return {'ok', moved, next_at and us(next_at) or '-1', us(now), late, served}
 end
 
@@ -638,6 +640,24 @@ ops.renew = function()
   end
   redis.call('PEXPIRE', OWNER, ARGV[3])
   return {'ok'}
+end
+
+-- renew_all node lease_ms [base epoch]...: renew for each shard named by its keys' base
+-- ("dq:{s}"), in one call. KEYS[1] is the first one's owner key; the others are in other slots,
+-- which the registration this is called by allows (allow-cross-slot-keys) as long as this Redis
+-- serves them: a key it does not serve is an error, caught here. Replies with 1 for each shard
+-- renewed and 0 for each not (fenced, or not served here): its node renews those one by one.
+ops.renew_all = function()
+  local out = {}
+  for i = 4, #ARGV - 1, 2 do
+    local b, renewed = ARGV[i], 0
+    if redis.pcall('GET', b .. ':owner') == ARGV[2] and redis.pcall('GET', b .. ':epoch') == ARGV[i + 1]
+        and redis.pcall('PEXPIRE', b .. ':owner', ARGV[3]) == 1 then
+      renewed = 1
+    end
+    out[#out + 1] = renewed
+  end
+  return {'ok', out}
 end
 
 -- heartbeat node lease_ms, with KEYS[1] = dq:nodes: this node lives for another lease; replies
