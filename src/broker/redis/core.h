@@ -150,6 +150,7 @@ struct Hint {
 struct Owned {
   std::int64_t epoch = 0;
   std::unique_ptr<Timer> timer;
+  std::optional<SteadyTime> armed_at;  // when `timer` fires the shard, if it is armed
   bool firing = false;
   bool again = false;
   // The last firing's answer was lost: the next hands no waiter a job (one it may have
@@ -285,11 +286,18 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
     return (shards + alive - 1) / alive;
   }
   // Renews the leases held, at the epochs held: one call per primary for the shards it serves
-  // (at most kRenewedPerCall a call), each shard such a call did not renew by a call of its own.
-  static constexpr std::size_t kRenewedPerCall = 512;
+  // (at most kShardsPerCall a call, which bounds how long one script holds its Redis), each
+  // shard such a call did not renew by a call of its own.
+  static constexpr std::size_t kShardsPerCall = 512;
   void renew_held();
   void renew_together(std::vector<std::pair<std::uint32_t, std::int64_t>> held);
   void renew(std::uint32_t shard, std::int64_t epoch);
+  // Every shard's earliest timer, the same way (look_all): the overdue gauge, and for a shard
+  // held, a firing if it is due or its timer armed earlier if the owner's is later. A shard such
+  // a call could not look at is asked by a call of its own (look_alone()).
+  void look_together(std::vector<std::uint32_t> part);
+  void look_alone(std::uint32_t shard);
+  void looked(std::uint32_t shard, std::int64_t earliest_ms, double now_ms);
   void fire(std::uint32_t shard);
   // The reserves a firing or a put may hand jobs to (fire(), flush_puts()), marked as trying.
   std::vector<std::shared_ptr<Waiter>> handed_to_call(std::vector<std::string>& args,

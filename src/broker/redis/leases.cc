@@ -146,8 +146,8 @@ void Core::renew_held() {
   }
   std::vector<std::function<void()>> renewals;
   for (auto& [primary, held] : by_primary) {
-    for (std::size_t from = 0; from < held.size(); from += kRenewedPerCall) {
-      const auto to = std::min(held.size(), from + kRenewedPerCall);
+    for (std::size_t from = 0; from < held.size(); from += kShardsPerCall) {
+      const auto to = std::min(held.size(), from + kShardsPerCall);
       renewals.emplace_back([self = shared_from_this(),
                              part = std::vector(held.begin() + static_cast<std::ptrdiff_t>(from),
                                                 held.begin() + static_cast<std::ptrdiff_t>(to))] {
@@ -320,6 +320,7 @@ void Core::fire(std::uint32_t shard) {
          // while that is not subscribed, the owner looks every resync instead.
          const bool told = self->client->shard_channel_subscribed(shard);
          if (head < 0 && told) {  // until a message, or the periodic look (resync())
+           mine.armed_at.reset();
            mine.timer->cancel();
            return;
          }
@@ -402,10 +403,77 @@ void Core::after_handing(const std::vector<std::shared_ptr<Waiter>>& handed, con
 void Core::arm_fire(std::uint32_t shard, std::chrono::microseconds delay) {
   auto it = owned.find(shard);
   if (it == owned.end()) return;
+  it->second.armed_at = clock->steady_now() + delay;
   it->second.timer->expires_after(delay);
   it->second.timer->async_wait([self = shared_from_this(), shard](bool expired) {
-    if (expired) self->fire(shard);
+    if (!expired) return;
+    if (auto mine = self->owned.find(shard); mine != self->owned.end()) {
+      mine->second.armed_at.reset();
+    }
+    self->fire(shard);
   });
+}
+
+void Core::look_together(std::vector<std::uint32_t> part) {
+  if (closed || part.empty()) return;
+  const std::string first_owner = shard_base(names.prefix, part.front()) + ":owner";
+  std::vector<std::string> args = {"look_all"};
+  for (const auto shard : part) args.push_back(shard_base(names.prefix, shard));
+  args.push_back(node);  // jobs.lua's run() takes the caller last
+  const std::vector<std::string_view> views(args.begin(), args.end());
+  delayq::redis::Request request;
+  request.slot = delayq::redis::key_slot(first_owner);
+  request.commands.push_back(script.call_across_slots({first_owner}, views));
+  request.script = &script;
+  client->run(std::move(request), [self = shared_from_this(),
+                                   part = std::move(part)](Result<std::vector<Reply>> replies) {
+    if (self->closed) return;
+    if (replies.is_ok() && !replies.value().empty()) {
+      const Answer answer = split_answer(std::move(replies.value().front()));
+      const Reply& reply = answer.reply;
+      if (reply.type == ReplyType::kArray && reply.elements.size() > 2 &&
+          reply.elements[0].str == "ok" && reply.elements[1].elements.size() == part.size()) {
+        const double now = to_ms(reply.elements[2].str, 0);
+        for (std::size_t i = 0; i < part.size(); ++i) {
+          const auto earliest = to_int(reply.elements[1].elements[i].str, -2);
+          if (earliest == -2) {
+            self->look_alone(part[i]);
+          } else {
+            self->looked(part[i], earliest, now);
+          }
+        }
+        return;
+      }
+    }
+    for (const auto shard : part) self->look_alone(shard);
+  });
+}
+
+void Core::look_alone(std::uint32_t shard) {
+  if (owned.contains(shard)) return fire(shard);
+  call(shard, {"overdue"}, false, [self = shared_from_this(), shard](Result<Reply> reply) {
+    if (!reply.is_ok() || reply.value().elements.size() < 3) return;
+    const auto head = to_int(reply.value().elements[1].str, -1);
+    const auto now = to_int(reply.value().elements[2].str);
+    self->shard_overdue[shard] =
+        head >= 0 && head < now ? static_cast<double>(now - head) / 1000.0 : 0.0;
+  });
+}
+
+void Core::looked(std::uint32_t shard, std::int64_t earliest_ms, double now_ms) {
+  const auto earliest = static_cast<double>(earliest_ms);
+  if (shard < shard_overdue.size()) {
+    shard_overdue[shard] = earliest_ms >= 0 && earliest < now_ms ? (now_ms - earliest) / 1000.0 : 0;
+  }
+  const auto mine = owned.find(shard);
+  if (mine == owned.end() || earliest_ms < 0) return;
+  if (earliest <= now_ms) return fire(shard);
+  const std::chrono::microseconds in{
+      static_cast<std::int64_t>(std::ceil((earliest - now_ms) * 1000))};
+  if (!mine->second.firing &&
+      (!mine->second.armed_at || *mine->second.armed_at > clock->steady_now() + in)) {
+    arm_fire(shard, in);
+  }
 }
 
 // "r dq:{s} tube node head": tube's best ready job in shard s is now `head` (Head::parse()), by
@@ -463,8 +531,6 @@ void Core::resync() {
           refused, options.prefix);
     }
   }
-  // Every tube a reserve waits for is looked for in every shard again (one probe round per
-  // tube, shared by its waiters): what a lost message hid, they find.
   std::set<std::string> waited;
   for (const auto& waiter : waiters) waited.insert(waiter->tubes.begin(), waiter->tubes.end());
   // The hints of tubes no reserve here waits for, no session here watches and no webhook
@@ -477,32 +543,52 @@ void Core::resync() {
     }
     return std::all_of(h.trying.begin(), h.trying.end(), [](std::uint32_t n) { return n == 0; });
   });
-  for (const auto& tube : waited) {
-    if (paused(tube)) continue;
-    probe_shards(
-        {tube}, every_shard_number(),
-        [self = shared_from_this()](bool found) {
-          if (found) self->pump();
-        },
-        true);
+  // Every tube a reserve waits for is looked for again (one probe round per tube, shared by its
+  // waiters) in each shard whose channel the PINGs cannot vouch for (sync_shards(), as a poll
+  // about to time out does): what a lost message hid, they find. A channel that broke was
+  // subscribed again meanwhile, which made its shard's best unknown already.
+  if (!waited.empty()) {
+    client->sync_shards([self = shared_from_this(), waited](std::vector<bool> held) {
+      if (self->closed) return;
+      const bool older =
+          self->older_node_heard &&
+          self->clock->steady_now() - *self->older_node_heard < std::chrono::minutes(1);
+      std::vector<std::uint32_t> which;
+      for (std::uint32_t shard = 0; shard < self->shards; ++shard) {
+        if (older || shard >= held.size() || !held[shard]) which.push_back(shard);
+      }
+      if (which.empty()) return;
+      for (const auto& tube : waited) {
+        if (self->paused(tube)) continue;
+        self->probe_shards(
+            {tube}, which,
+            [self](bool found) {
+              if (found) self->pump();
+            },
+            true);
+      }
+    });
   }
   // Every shard's earliest timer, for the overdue gauge: seen from every node, so that a shard
-  // its owner stopped firing shows on the others' pages too. The owner fires its own shards
-  // instead (their gauge is the firing's answer): the bound on what a lost message, or a call
-  // from a node of an older version, which tells no reservation's end, can delay.
+  // its owner stopped firing shows on the others' pages too. For the shards it owns, the bound
+  // on what a lost message, or a call from a node of an older version (which tells no
+  // reservation's end), can delay. One call per primary and 512 shards.
   shard_overdue.resize(shards);
-  std::vector<std::function<void()>> looks;
+  std::map<std::string, std::vector<std::uint32_t>> by_primary;
   for (std::uint32_t shard = 0; shard < shards; ++shard) {
-    looks.emplace_back([self = shared_from_this(), shard] {
-      if (self->owned.contains(shard)) return self->fire(shard);
-      self->call(shard, {"overdue"}, false, [self, shard](Result<Reply> reply) {
-        if (!reply.is_ok() || reply.value().elements.size() < 3) return;
-        const auto head = to_int(reply.value().elements[1].str, -1);
-        const auto now = to_int(reply.value().elements[2].str);
-        self->shard_overdue[shard] =
-            head >= 0 && head < now ? static_cast<double>(now - head) / 1000.0 : 0.0;
+    by_primary[client->primary_of(delayq::redis::key_slot(shard_base(names.prefix, shard)))]
+        .push_back(shard);
+  }
+  std::vector<std::function<void()>> looks;
+  for (auto& [primary, all] : by_primary) {
+    for (std::size_t from = 0; from < all.size(); from += kShardsPerCall) {
+      const auto to = std::min(all.size(), from + kShardsPerCall);
+      looks.emplace_back([self = shared_from_this(),
+                          part = std::vector(all.begin() + static_cast<std::ptrdiff_t>(from),
+                                             all.begin() + static_cast<std::ptrdiff_t>(to))] {
+        self->look_together(part);
       });
-    });
+    }
   }
   trickle(std::move(looks));
   resync_timer->expires_after(std::max(options.resync * 5, Millis{1000}));

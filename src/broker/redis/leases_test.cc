@@ -81,6 +81,22 @@ class LeaseTest : public NodeTest {
     settle();
   }
 
+  // The latest five-second look (look_all), taken out; looks before it stay unanswered.
+  std::optional<Call> latest_look() {
+    std::optional<Call> latest;
+    while (auto call = redis->take("look_all")) latest = std::move(call);
+    return latest;
+  }
+  // Answers `look` with each shard's earliest timer in whole milliseconds ("-1": none, "-2":
+  // not served there), Redis's present being kRedisNow.
+  void answer_look(Call& look, const std::vector<std::string>& times) {
+    std::vector<delayq::redis::Reply> each;
+    for (const auto& t : times) each.push_back(delayq::redis::Reply::string(t));
+    redis->answer(
+        look, reply::ok({reply::array(std::move(each)), delayq::redis::Reply::string(kRedisNow)}));
+    settle();
+  }
+
   // Answers every firing waiting with nothing moved and no timer.
   void answer_fires() {
     answer_all("fire", fired());
@@ -646,13 +662,74 @@ TEST_F(Firing, TheNextTimerArmsTheFiringAtItsMicrosecond) {
   EXPECT_EQ(shard_of(take("fire")), 2U);
 }
 
-TEST_F(Firing, AShardWithNoTimerIsFiredAgainOnlyAtTheLookEveryFiveResyncs) {
-  own_every_shard();  // each answered "-1": no timer
+TEST_F(Firing, TheFiveSecondLookAsksEveryShardInOneCallAndFiresAnOwnedOneOnlyWhenDue) {
+  own_every_shard();  // each answered "-1": no timer, nothing armed
+  latest_look();      // the node's first, at its start
   clock->advance(milliseconds(5000) - microseconds(1));
-  EXPECT_EQ(redis->count("fire"), 0U);
-  EXPECT_EQ(redis->count("overdue"), 0U) << "the owner asks its own shards' timers";
+  EXPECT_FALSE(latest_look()) << "a look before five seconds";
   clock->advance(microseconds(1));
-  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{0, 1, 2, 3}));
+  auto look = latest_look();
+  ASSERT_TRUE(look);
+  EXPECT_TRUE(look->commands[0][1].ends_with("_slots")) << look->commands[0][1];
+  EXPECT_EQ(look->args(), (std::vector<std::string>{"dq:{0}", "dq:{1}", "dq:{2}", "dq:{3}"}));
+  EXPECT_EQ(redis->count("fire") + redis->count("overdue"), 0U);
+  // Shard 1's timer is due (a message lost), 2's in 300 ms; 3 was not looked at there.
+  answer_look(*look, {"-1", "1800000000000", "1800000000300", "-2"});
+  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{1, 3}));
+  answer_fires();
+  clock->advance(milliseconds(300) - microseconds(1));
+  EXPECT_EQ(redis->count("fire"), 0U);
+  clock->advance(microseconds(1));
+  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{2}));
+}
+
+TEST_F(Firing, ALookArmsAnOwnersTimerEarlierButNeverLater) {
+  own_every_shard();
+  timer_message(0);
+  answer_next("fire", fired(0, "1800000007000.000"));  // shard 0 armed at 7 s
+  clock->advance(milliseconds(5000));
+  auto look = latest_look();
+  ASSERT_TRUE(look);
+  // Shard 0's earliest timer at 6 s (a message lost), shard 1's at 8 s (nothing armed for it).
+  answer_look(*look, {"1800000001000", "1800000003000", "-1", "-1"});
+  EXPECT_EQ(redis->count("fire"), 0U);
+  clock->advance(milliseconds(1000) - microseconds(1));
+  EXPECT_EQ(redis->count("fire"), 0U);
+  clock->advance(microseconds(1));
+  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{0}));
+  answer_fires();
+  clock->advance(milliseconds(2000) - microseconds(1));
+  EXPECT_EQ(redis->count("fire"), 0U) << "fired at the timer the look replaced";
+  clock->advance(microseconds(1));
+  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{1}));
+}
+
+TEST_F(Firing, TheFiveSecondLookSetsEveryShardsOverdueGaugeAndOneThatFailsAsksEachAlone) {
+  answer_heartbeat({"other-node"});
+  acquire_all();
+  answer_fires();
+  const auto order = rotation();
+  clock->advance(milliseconds(5000));
+  auto look = latest_look();
+  ASSERT_TRUE(look);
+  std::vector<std::string> times(kShards, "-1");
+  times[order[2]] = "1799999997500";  // another node's shard, left 2.5 s behind
+  answer_look(*look, times);
+  EXPECT_EQ(redis->count("fire") + redis->count("overdue"), 0U);
+  std::string page;
+  metrics::Page out(page);
+  metrics.render(out);
+  EXPECT_NE(
+      page.find("delayq_shard_overdue_seconds{shard=\"" + std::to_string(order[2]) + "\"} 2.5"),
+      std::string::npos)
+      << page;
+  clock->advance(milliseconds(5000));
+  look = latest_look();
+  ASSERT_TRUE(look);
+  redis->fail(*look, Status(Code::kIOError, "connection reset"));
+  settle();
+  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{order[0], order[1]}));
+  EXPECT_EQ(shards_of("overdue"), (std::multiset<std::uint32_t>{order[2], order[3]}));
 }
 
 TEST_F(Firing, WhileAShardsChannelIsNotSubscribedItsOwnerLooksEveryResync) {
@@ -677,29 +754,6 @@ TEST_F(Firing, WhileAShardsChannelIsNotSubscribedItsOwnerLooksEveryResync) {
   EXPECT_EQ(redis->count("fire"), 0U);
   clock->advance(microseconds(1));
   EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{1}));
-}
-
-TEST_F(Firing, TheOwnersFiringSetsItsShardsOverdueGaugeAndOthersAreAskedEveryFiveResyncs) {
-  answer_heartbeat({"other-node"});
-  acquire_all();
-  answer_fires();
-  const auto order = rotation();
-  timer_message(order[0]);
-  Call fire = take("fire");
-  std::vector<delayq::redis::Reply> fields = {
-      delayq::redis::Reply::number(0), delayq::redis::Reply::string("1799999997500.000"),
-      delayq::redis::Reply::string(kRedisNow), reply::array({}), reply::array({})};
-  redis->answer(fire, reply::ok(std::move(fields)));  // a batch left 2.5 s behind
-  settle();
-  clock->advance(milliseconds(5000));
-  EXPECT_EQ(shards_of("overdue"), (std::multiset<std::uint32_t>{order[2], order[3]}));
-  std::string page;
-  metrics::Page out(page);
-  metrics.render(out);
-  EXPECT_NE(
-      page.find("delayq_shard_overdue_seconds{shard=\"" + std::to_string(order[0]) + "\"} 2.5"),
-      std::string::npos)
-      << page;
 }
 
 TEST_F(Firing, AFiringThatMovedAFullBatchFiresAgainAtOnce) {
@@ -757,6 +811,9 @@ TEST_F(Firing, AFencedFiringDropsTheShard) {
   settle();
   EXPECT_EQ(broker->owned_shards(), kShards - 1);
   clock->advance(milliseconds(5000));
+  auto look = latest_look();
+  ASSERT_TRUE(look);
+  answer_look(*look, std::vector<std::string>(kShards, "1800000000000"));  // all due
   EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{0, 2, 3}));
   answer_fires();
   timer_message(1);

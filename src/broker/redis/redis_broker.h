@@ -50,9 +50,9 @@ struct RedisBrokerOptions {
   // Default: 1000.
   std::uint32_t fire_batch = 1000;
   // How often an owner looks at a shard whose channel it is not subscribed to (no message tells
-  // it of an earlier timer there). Every five of it (at least 1 s), every node looks at every
-  // shard: an owner fires its own, the others ask each for its earliest timer (the overdue
-  // gauge), and waiting reserves ask every shard again: the bound on what a lost message can
+  // it of an earlier timer there). Every five of it (at least 1 s), every node asks every shard
+  // for its earliest timer (the overdue gauge; an owner fires what is due), and waiting reserves
+  // ask the shards whose channels may have lost messages: the bound on what a lost message can
   // delay. Default: 1 s.
   Millis resync{1000};
   // Longest tube name, key or group. Default: 200 bytes.

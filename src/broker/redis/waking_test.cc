@@ -262,15 +262,29 @@ TEST_F(ProbeRounds, TryingAShardNoProbeCouldLearnLeavesTheKeylessPutTurnsInOrder
       << "the reserve's pick of a shard moved the put turns on";
 }
 
-TEST_F(ProbeRounds, EveryFiveSecondsEveryTubeAReserveWaitsForIsProbedAgain) {
+TEST_F(ProbeRounds, EveryFiveSecondsTheShardsThePingsCannotVouchForAreProbedAgain) {
   auto s = session();
   Outcome<broker::Job> got;
   s->reserve({}, got.callback());
   rest();
   clock->advance(4999ms);
-  EXPECT_EQ(redis->count("probe"), 0U);
+  EXPECT_EQ(redis->syncs_waiting(), 0U);
   clock->advance(1ms);
-  ASSERT_EQ(redis->count("probe"), kShards);
+  // Every message sent before now let in first (a PING per primary), then only the shards whose
+  // channel did not hold throughout are asked, for every tube a reserve waits for.
+  EXPECT_EQ(redis->count("probe"), 0U);
+  ASSERT_EQ(redis->syncs_waiting(), 1U);
+  redis->answer_syncs(std::vector<bool>(kShards, true));
+  settle();
+  EXPECT_EQ(redis->count("probe"), 0U);
+  clock->advance(5s);
+  ASSERT_EQ(redis->syncs_waiting(), 1U);
+  std::vector<bool> held(kShards, true);
+  held[3] = false;
+  redis->answer_syncs(held);
+  settle();
+  ASSERT_EQ(redis->count("probe"), 1U);
+  ASSERT_EQ(shard_of(redis->calls.back()), 3U);
   // A job whose message was lost is found, and the waiter goes for it.
   answer_probes({{3, head(1024, 7)}});
   settle();
@@ -291,6 +305,8 @@ TEST_F(ProbeRoundsOf20Shards, AReservesRoundGoesAtOnceAndAResyncsEightEveryTwoMi
   answer_probes();
   settle();
   clock->advance(5s);
+  redis->answer_syncs(std::vector<bool>(20, false));  // no channel vouched for
+  settle();
   EXPECT_EQ(redis->count("probe"), 8U);
   clock->advance(1ms);
   EXPECT_EQ(redis->count("probe"), 8U);

@@ -600,6 +600,31 @@ ops.overdue = function()
   return {'ok', at and string.format('%d', at) or '-1', us(now_ms())}
 end
 
+-- look_all [base]...: for each shard named by its keys' base ("dq:{s}"), in one call (as
+-- renew_all, through the registration that allows other slots' keys), its earliest timer in whole
+-- milliseconds: a delayed job's (its first page's first entry), a reservation's end, a group's
+-- rate wake; -1 for none, -2 for a shard this Redis does not serve. Replies {'ok', times, the
+-- present}.
+ops.look_all = function()
+  local out = {}
+  for i = 2, #ARGV do
+    local b = ARGV[i]
+    local ok, at = pcall(function()
+      local earliest
+      local name = redis.call('ZRANGE', b .. ':ti', 0, 0)[1]
+      local entries = name and redis.call('HGET', b .. ':tp', name)
+      if entries and #entries >= TW then earliest = struct.unpack(ENTRY, entries) end
+      for _, key in ipairs({':t', ':fz'}) do
+        local first = tonumber(redis.call('ZRANGE', b .. key, 0, 0, 'WITHSCORES')[2])
+        if first and (not earliest or first < earliest) then earliest = first end
+      end
+      return earliest and math.ceil(earliest) or -1
+    end)
+    out[#out + 1] = ok and string.format('%d', at) or '-2'
+  end
+  return {'ok', out, us(now_ms())}
+end
+
 -- upgrade from: of t's entries from rank `from` on (1,000 looked at), moves the delayed jobs'
 -- (layout 1 kept them there) into the pages, their records rewritten in layout 2, and leaves the
 -- reservations'; replies {'ok', the rank to go on from, or -1 once t holds nothing more to look
