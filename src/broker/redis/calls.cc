@@ -50,7 +50,8 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
         if (!replies.is_ok()) {
           // The call may have run without its answer coming back: what it made ready here, this
           // node will not hear (it skips its own messages). Every tube's best in the shard is
-          // unknown: the next reserve asks, and waiting ones at the next look (resync).
+          // unknown: the next reserve asks, and waiting ones at the next five-second look (resync()
+          // probes the shards whose best is unknown).
           for (auto& [tube, h] : self->hints) forget_head(h, shard);
           // Redis could not be reached in time, or a connection broke: an error of the store, not a
           // reserve's timeout.

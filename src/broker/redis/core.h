@@ -173,13 +173,14 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
             std::function<void(Result<Reply>)> done);
   // The shard of the next turn's keyless puts: turns take the shards in order.
   std::uint32_t next_shard() { return static_cast<std::uint32_t>(rotor++ % shards); }
-  // The calls the node makes for itself in bursts (lease renewals every lease/3, one call per
-  // primary and 512 shards; every 5 s, one a shard, the overdue gauge's look and the look for
-  // lost messages), sent a few at a time (kTrickle every kTrickleGap, more when there are more
-  // than kTrickleSteps times that, so that a burst is sent within kTrickleSteps gaps), so that a
-  // burst never stands in a primary's queue in front of the calls clients wait for (firings,
-  // reserves, deletes), which share its connections. By time, not by answers: a primary that
-  // stops answering holds up no other's.
+  // The calls the node makes for itself in bursts (every lease/3 the renewals, every 5 s the look
+  // at every shard's earliest timer, each one call per primary and 512 shards; every 5 s the
+  // probes for lost messages; a call a shard where one of those could not serve it), sent a few
+  // at a time (kTrickle every kTrickleGap, more when there are more than kTrickleSteps times
+  // that, so that a burst is sent within kTrickleSteps gaps), so that a burst never stands in a
+  // primary's queue in front of the calls clients wait for (firings, reserves, deletes), which
+  // share its connections. By time, not by answers: a primary that stops answering holds up no
+  // other's.
   static constexpr std::size_t kTrickle = 8;
   static constexpr std::size_t kTrickleSteps = 64;
   static constexpr std::chrono::milliseconds kTrickleGap{2};

@@ -180,21 +180,26 @@ void Core::renew_together(std::vector<std::pair<std::uint32_t, std::int64_t>> he
                                    held = std::move(held)](Result<std::vector<Reply>> replies) {
     if (self->closed || self->resigned) return;
     // {'ok', {1 or 0 for each shard}}: those not renewed (fenced, or served elsewhere since the
-    // map was read, a slot migrating) are renewed one by one, as they would be without it.
+    // map was read, a slot migrating) are renewed one by one, as they would be without it, a
+    // few at a time (trickle()), as is every shard when the call failed.
+    std::vector<std::function<void()>> alone;
+    const auto renew_alone = [&](std::uint32_t shard, std::int64_t epoch) {
+      alone.emplace_back([self, shard, epoch] { self->renew(shard, epoch); });
+    };
+    bool answered = false;
     if (replies.is_ok() && !replies.value().empty()) {
       const Answer answer = split_answer(std::move(replies.value().front()));
       const Reply& reply = answer.reply;
-      if (reply.type == ReplyType::kArray && reply.elements.size() > 1 &&
-          reply.elements[0].str == "ok" && reply.elements[1].elements.size() == held.size()) {
-        for (std::size_t i = 0; i < held.size(); ++i) {
-          if (reply.elements[1].elements[i].integer != 1) {
-            self->renew(held[i].first, held[i].second);
-          }
-        }
-        return;
+      answered = reply.type == ReplyType::kArray && reply.elements.size() > 1 &&
+                 reply.elements[0].str == "ok" && reply.elements[1].elements.size() == held.size();
+      for (std::size_t i = 0; answered && i < held.size(); ++i) {
+        if (reply.elements[1].elements[i].integer != 1) renew_alone(held[i].first, held[i].second);
       }
     }
-    for (const auto& [shard, epoch] : held) self->renew(shard, epoch);
+    if (!answered) {
+      for (const auto& [shard, epoch] : held) renew_alone(shard, epoch);
+    }
+    self->trickle(std::move(alone));
   });
 }
 
@@ -434,18 +439,24 @@ void Core::look_together(std::vector<std::uint32_t> part) {
       if (reply.type == ReplyType::kArray && reply.elements.size() > 2 &&
           reply.elements[0].str == "ok" && reply.elements[1].elements.size() == part.size()) {
         const double now = to_ms(reply.elements[2].str, 0);
+        std::vector<std::function<void()>> alone;
         for (std::size_t i = 0; i < part.size(); ++i) {
           const auto earliest = to_int(reply.elements[1].elements[i].str, -2);
           if (earliest == -2) {
-            self->look_alone(part[i]);
+            alone.emplace_back([self, shard = part[i]] { self->look_alone(shard); });
           } else {
             self->looked(part[i], earliest, now);
           }
         }
-        return;
+        return self->trickle(std::move(alone));
       }
     }
-    for (const auto shard : part) self->look_alone(shard);
+    // A few at a time (trickle()): the primary that failed to answer may be busy.
+    std::vector<std::function<void()>> alone;
+    for (const auto shard : part) {
+      alone.emplace_back([self, shard] { self->look_alone(shard); });
+    }
+    self->trickle(std::move(alone));
   });
 }
 
@@ -531,6 +542,13 @@ void Core::resync() {
           refused, options.prefix);
     }
   }
+  // An owned shard whose channel is not subscribed (it broke since the shard's last firing) is
+  // looked at every resync, as fire() arms it.
+  for (auto& [shard, own] : owned) {
+    if (!own.armed_at && !own.firing && !client->shard_channel_subscribed(shard)) {
+      arm_fire(shard, options.resync);
+    }
+  }
   std::set<std::string> waited;
   for (const auto& waiter : waiters) waited.insert(waiter->tubes.begin(), waiter->tubes.end());
   // The hints of tubes no reserve here waits for, no session here watches and no webhook
@@ -553,9 +571,13 @@ void Core::resync() {
       const bool older =
           self->older_node_heard &&
           self->clock->steady_now() - *self->older_node_heard < std::chrono::minutes(1);
+      // And each shard whose best is unknown (a call's answer lost): no message will tell.
       std::vector<std::uint32_t> which;
       for (std::uint32_t shard = 0; shard < self->shards; ++shard) {
-        if (older || shard >= held.size() || !held[shard]) which.push_back(shard);
+        const bool unknown = std::any_of(waited.begin(), waited.end(), [&](const auto& tube) {
+          return self->hint(tube).heads[shard].kind == Head::Kind::kUnknown;
+        });
+        if (older || unknown || shard >= held.size() || !held[shard]) which.push_back(shard);
       }
       if (which.empty()) return;
       for (const auto& tube : waited) {

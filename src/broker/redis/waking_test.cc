@@ -296,6 +296,30 @@ TEST_F(ProbeRounds, EveryFiveSecondsTheShardsThePingsCannotVouchForAreProbedAgai
   EXPECT_EQ(id_of(got), 7U);
 }
 
+TEST_F(ProbeRounds, AShardWhoseBestALostAnswerMadeUnknownIsProbedAtTheFiveSecondLook) {
+  auto worker = session();
+  Outcome<broker::Job> got;
+  worker->reserve({}, got.callback());
+  rest();
+  // A put whose answer is lost: what it made ready, if anything, no message will tell this node.
+  auto producer = session();
+  Outcome<broker::PutResult> put;
+  broker::PutRequest request;
+  request.body = "later";
+  request.due = Due::after(Millis{10000});
+  producer->put(request, put.callback());
+  settle();
+  Call lost = take("put");
+  const std::uint32_t shard = shard_of(lost);
+  redis->fail(lost, Status(Code::kIOError, "connection reset"));
+  settle();
+  clock->advance(5s);
+  redis->answer_syncs(std::vector<bool>(kShards, true));  // every channel held
+  settle();
+  ASSERT_EQ(redis->count("probe"), 1U);
+  EXPECT_EQ(shard_of(redis->calls.back()), shard);
+}
+
 TEST_F(ProbeRoundsOf20Shards, AReservesRoundGoesAtOnceAndAResyncsEightEveryTwoMilliseconds) {
   auto s = session();
   Outcome<broker::Job> got;
