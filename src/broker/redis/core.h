@@ -31,6 +31,7 @@
 #include "broker/redis/layout.h"
 #include "broker/redis/redis_broker.h"
 #include "broker/redis/replies.h"
+#include "redis/slot.h"
 
 namespace delayq::broker::redis {
 namespace asio = boost::asio;
@@ -290,6 +291,31 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // (at most kShardsPerCall a call, which bounds how long one script holds its Redis), each
   // shard such a call did not renew by a call of its own.
   static constexpr std::size_t kShardsPerCall = 512;
+  // `items` in parts of at most kShardsPerCall, each part's shards (shard_of(item)) served by one
+  // primary, as the map says now: what one call across slots may cover.
+  template <typename T, typename ShardOf>
+  [[nodiscard]] std::vector<std::vector<T>> per_primary(const std::vector<T>& items,
+                                                        ShardOf shard_of) const {
+    std::map<std::string, std::vector<T>> by_primary;
+    for (const T& item : items) {
+      by_primary[client->primary_of(
+                     delayq::redis::key_slot(shard_base(names.prefix, shard_of(item))))]
+          .push_back(item);
+    }
+    std::vector<std::vector<T>> parts;
+    for (auto& [primary, all] : by_primary) {
+      for (std::size_t from = 0; from < all.size(); from += kShardsPerCall) {
+        const auto to = std::min(all.size(), from + kShardsPerCall);
+        parts.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(from),
+                           all.begin() + static_cast<std::ptrdiff_t>(to));
+      }
+    }
+    return parts;
+  }
+  // jobs.lua's `args` on the shards named in them, through the registration that may touch keys
+  // of other slots, routed by `first`'s owner key; done with the op's reply.
+  void call_across_slots(std::uint32_t first, std::vector<std::string> args,
+                         std::function<void(Result<Reply>)> done);
   void renew_held();
   void renew_together(std::vector<std::pair<std::uint32_t, std::int64_t>> held);
   void renew(std::uint32_t shard, std::int64_t epoch);

@@ -139,23 +139,30 @@ void Core::heartbeat(bool over_memory) {
 // it, and fencing stops this one), and one held up behind a replica that stopped answering would
 // lose it here.
 void Core::renew_held() {
-  std::map<std::string, std::vector<std::pair<std::uint32_t, std::int64_t>>> by_primary;
-  for (const auto& [shard, own] : owned) {
-    const auto slot = delayq::redis::key_slot(shard_base(names.prefix, shard));
-    by_primary[client->primary_of(slot)].emplace_back(shard, own.epoch);
-  }
+  std::vector<std::pair<std::uint32_t, std::int64_t>> held;
+  for (const auto& [shard, own] : owned) held.emplace_back(shard, own.epoch);
   std::vector<std::function<void()>> renewals;
-  for (auto& [primary, held] : by_primary) {
-    for (std::size_t from = 0; from < held.size(); from += kShardsPerCall) {
-      const auto to = std::min(held.size(), from + kShardsPerCall);
-      renewals.emplace_back([self = shared_from_this(),
-                             part = std::vector(held.begin() + static_cast<std::ptrdiff_t>(from),
-                                                held.begin() + static_cast<std::ptrdiff_t>(to))] {
-        self->renew_together(part);
-      });
-    }
+  for (auto& part : per_primary(held, [](const auto& entry) { return entry.first; })) {
+    renewals.emplace_back(
+        [self = shared_from_this(), part = std::move(part)] { self->renew_together(part); });
   }
   trickle(std::move(renewals));
+}
+
+void Core::call_across_slots(std::uint32_t first, std::vector<std::string> args,
+                             std::function<void(Result<Reply>)> done) {
+  const std::string first_owner = shard_base(names.prefix, first) + ":owner";
+  args.push_back(node);  // jobs.lua's run() takes the caller last
+  const std::vector<std::string_view> views(args.begin(), args.end());
+  delayq::redis::Request request;
+  request.slot = delayq::redis::key_slot(first_owner);
+  request.commands.push_back(script.call_across_slots({first_owner}, views));
+  request.script = &script;
+  client->run(std::move(request), [done = std::move(done)](Result<std::vector<Reply>> replies) {
+    if (!replies.is_ok()) return done(replies.status());
+    if (replies.value().empty()) return done(Status(Code::kIOError, "Redis: no reply"));
+    done(split_answer(std::move(replies.value().front())).reply);
+  });
 }
 
 void Core::renew_together(std::vector<std::pair<std::uint32_t, std::int64_t>> held) {
@@ -164,43 +171,38 @@ void Core::renew_together(std::vector<std::pair<std::uint32_t, std::int64_t>> he
     return mine == owned.end() || mine->second.epoch != entry.second;
   });
   if (resigned || held.empty()) return;
-  const std::string first_owner = shard_base(names.prefix, held.front().first) + ":owner";
   std::vector<std::string> args = {"renew_all", node, std::to_string(options.lease.count())};
   for (const auto& [shard, epoch] : held) {
     args.push_back(shard_base(names.prefix, shard));
     args.push_back(std::to_string(epoch));
   }
-  args.push_back(node);  // jobs.lua's run() takes the caller last
-  const std::vector<std::string_view> views(args.begin(), args.end());
-  delayq::redis::Request request;
-  request.slot = delayq::redis::key_slot(first_owner);
-  request.commands.push_back(script.call_across_slots({first_owner}, views));
-  request.script = &script;
-  client->run(std::move(request), [self = shared_from_this(),
-                                   held = std::move(held)](Result<std::vector<Reply>> replies) {
-    if (self->closed || self->resigned) return;
-    // {'ok', {1 or 0 for each shard}}: those not renewed (fenced, or served elsewhere since the
-    // map was read, a slot migrating) are renewed one by one, as they would be without it, a
-    // few at a time (trickle()), as is every shard when the call failed.
-    std::vector<std::function<void()>> alone;
-    const auto renew_alone = [&](std::uint32_t shard, std::int64_t epoch) {
-      alone.emplace_back([self, shard, epoch] { self->renew(shard, epoch); });
-    };
-    bool answered = false;
-    if (replies.is_ok() && !replies.value().empty()) {
-      const Answer answer = split_answer(std::move(replies.value().front()));
-      const Reply& reply = answer.reply;
-      answered = reply.type == ReplyType::kArray && reply.elements.size() > 1 &&
-                 reply.elements[0].str == "ok" && reply.elements[1].elements.size() == held.size();
-      for (std::size_t i = 0; answered && i < held.size(); ++i) {
-        if (reply.elements[1].elements[i].integer != 1) renew_alone(held[i].first, held[i].second);
-      }
-    }
-    if (!answered) {
-      for (const auto& [shard, epoch] : held) renew_alone(shard, epoch);
-    }
-    self->trickle(std::move(alone));
-  });
+  const std::uint32_t first = held.front().first;
+  call_across_slots(first, std::move(args),
+                    [self = shared_from_this(), held = std::move(held)](Result<Reply> reply) {
+                      if (self->closed || self->resigned) return;
+                      // {'ok', {1 or 0 for each shard}}: those not renewed (fenced, or served
+                      // elsewhere since the map was read, a slot migrating) are renewed one by one,
+                      // as they would be without it, a few at a time (trickle()), as is every shard
+                      // when the call failed.
+                      std::vector<std::function<void()>> alone;
+                      const auto renew_alone = [&](std::uint32_t shard, std::int64_t epoch) {
+                        alone.emplace_back([self, shard, epoch] { self->renew(shard, epoch); });
+                      };
+                      const bool answered =
+                          reply.is_ok() && reply.value().type == ReplyType::kArray &&
+                          reply.value().elements.size() > 1 &&
+                          reply.value().elements[0].str == "ok" &&
+                          reply.value().elements[1].elements.size() == held.size();
+                      for (std::size_t i = 0; answered && i < held.size(); ++i) {
+                        if (reply.value().elements[1].elements[i].integer != 1) {
+                          renew_alone(held[i].first, held[i].second);
+                        }
+                      }
+                      if (!answered) {
+                        for (const auto& [shard, epoch] : held) renew_alone(shard, epoch);
+                      }
+                      self->trickle(std::move(alone));
+                    });
 }
 
 // A lease lost (fenced) stops its firing.
@@ -421,43 +423,37 @@ void Core::arm_fire(std::uint32_t shard, std::chrono::microseconds delay) {
 
 void Core::look_together(std::vector<std::uint32_t> part) {
   if (closed || part.empty()) return;
-  const std::string first_owner = shard_base(names.prefix, part.front()) + ":owner";
   std::vector<std::string> args = {"look_all"};
   for (const auto shard : part) args.push_back(shard_base(names.prefix, shard));
-  args.push_back(node);  // jobs.lua's run() takes the caller last
-  const std::vector<std::string_view> views(args.begin(), args.end());
-  delayq::redis::Request request;
-  request.slot = delayq::redis::key_slot(first_owner);
-  request.commands.push_back(script.call_across_slots({first_owner}, views));
-  request.script = &script;
-  client->run(std::move(request), [self = shared_from_this(),
-                                   part = std::move(part)](Result<std::vector<Reply>> replies) {
-    if (self->closed) return;
-    if (replies.is_ok() && !replies.value().empty()) {
-      const Answer answer = split_answer(std::move(replies.value().front()));
-      const Reply& reply = answer.reply;
-      if (reply.type == ReplyType::kArray && reply.elements.size() > 2 &&
-          reply.elements[0].str == "ok" && reply.elements[1].elements.size() == part.size()) {
-        const double now = to_ms(reply.elements[2].str, 0);
-        std::vector<std::function<void()>> alone;
-        for (std::size_t i = 0; i < part.size(); ++i) {
-          const auto earliest = to_int(reply.elements[1].elements[i].str, -2);
-          if (earliest == -2) {
-            alone.emplace_back([self, shard = part[i]] { self->look_alone(shard); });
-          } else {
-            self->looked(part[i], earliest, now);
+  const std::uint32_t first = part.front();
+  call_across_slots(
+      first, std::move(args),
+      [self = shared_from_this(), part = std::move(part)](Result<Reply> answer) {
+        if (self->closed) return;
+        if (answer.is_ok()) {
+          const Reply& reply = answer.value();
+          if (reply.type == ReplyType::kArray && reply.elements.size() > 2 &&
+              reply.elements[0].str == "ok" && reply.elements[1].elements.size() == part.size()) {
+            const double now = to_ms(reply.elements[2].str, 0);
+            std::vector<std::function<void()>> alone;
+            for (std::size_t i = 0; i < part.size(); ++i) {
+              const auto earliest = to_int(reply.elements[1].elements[i].str, -2);
+              if (earliest == -2) {
+                alone.emplace_back([self, shard = part[i]] { self->look_alone(shard); });
+              } else {
+                self->looked(part[i], earliest, now);
+              }
+            }
+            return self->trickle(std::move(alone));
           }
         }
-        return self->trickle(std::move(alone));
-      }
-    }
-    // A few at a time (trickle()): the primary that failed to answer may be busy.
-    std::vector<std::function<void()>> alone;
-    for (const auto shard : part) {
-      alone.emplace_back([self, shard] { self->look_alone(shard); });
-    }
-    self->trickle(std::move(alone));
-  });
+        // A few at a time (trickle()): the primary that failed to answer may be busy.
+        std::vector<std::function<void()>> alone;
+        for (const auto shard : part) {
+          alone.emplace_back([self, shard] { self->look_alone(shard); });
+        }
+        self->trickle(std::move(alone));
+      });
 }
 
 void Core::look_alone(std::uint32_t shard) {
@@ -596,21 +592,10 @@ void Core::resync() {
   // on what a lost message, or a call from a node of an older version (which tells no
   // reservation's end), can delay. One call per primary and 512 shards.
   shard_overdue.resize(shards);
-  std::map<std::string, std::vector<std::uint32_t>> by_primary;
-  for (std::uint32_t shard = 0; shard < shards; ++shard) {
-    by_primary[client->primary_of(delayq::redis::key_slot(shard_base(names.prefix, shard)))]
-        .push_back(shard);
-  }
   std::vector<std::function<void()>> looks;
-  for (auto& [primary, all] : by_primary) {
-    for (std::size_t from = 0; from < all.size(); from += kShardsPerCall) {
-      const auto to = std::min(all.size(), from + kShardsPerCall);
-      looks.emplace_back([self = shared_from_this(),
-                          part = std::vector(all.begin() + static_cast<std::ptrdiff_t>(from),
-                                             all.begin() + static_cast<std::ptrdiff_t>(to))] {
-        self->look_together(part);
-      });
-    }
+  for (auto& part : per_primary(every_shard_number(), [](std::uint32_t shard) { return shard; })) {
+    looks.emplace_back(
+        [self = shared_from_this(), part = std::move(part)] { self->look_together(part); });
   }
   trickle(std::move(looks));
   resync_timer->expires_after(std::max(options.resync * 5, Millis{1000}));
