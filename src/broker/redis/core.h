@@ -325,6 +325,14 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void look_together(std::vector<std::uint32_t> part);
   void look_alone(std::uint32_t shard);
   void looked(std::uint32_t shard, std::int64_t earliest_ms, double now_ms);
+  // The overdue gauge of `shard`: how far its earliest timer (< 0: none) is behind the present,
+  // both in milliseconds on Redis's clock.
+  void set_overdue(std::uint32_t shard, double earliest_ms, double now_ms) {
+    if (shard < shard_overdue.size()) {
+      shard_overdue[shard] =
+          earliest_ms >= 0 && earliest_ms < now_ms ? (now_ms - earliest_ms) / 1000 : 0.0;
+    }
+  }
   void fire(std::uint32_t shard);
   // The reserves a firing or a put may hand jobs to (fire(), flush_puts()), marked as trying.
   std::vector<std::shared_ptr<Waiter>> handed_to_call(std::vector<std::string>& args,
@@ -374,6 +382,11 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // When a job message last came on the node-wide channel: only nodes of an older version,
   // from before the shard channels, send them there (give_up() then trusts no channel).
   std::optional<SteadyTime> older_node_heard;
+  // A node of an older version heard from in the last minute: it publishes on the node-wide
+  // channel, over the cluster bus, which the shard connections' PINGs do not wait for.
+  [[nodiscard]] bool older_node_recent() const {
+    return older_node_heard && clock->steady_now() - *older_node_heard < std::chrono::minutes(1);
+  }
   std::uint64_t sessions = 0;
   std::uint64_t rotor = 0;
   bool draining = false;

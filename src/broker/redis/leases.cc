@@ -316,9 +316,7 @@ void Core::fire(std::uint32_t shard) {
          const auto moved = elements[1].integer;
          const double head = to_ms(elements[2].str, -1);
          const double now = to_ms(elements[3].str, 0);
-         if (shard < self->shard_overdue.size()) {
-           self->shard_overdue[shard] = head >= 0 && head < now ? (now - head) / 1000.0 : 0.0;
-         }
+         self->set_overdue(shard, head, now);
          if (mine.again || moved >= static_cast<std::int64_t>(self->options.fire_batch)) {
            return self->fire(shard);
          }
@@ -331,12 +329,12 @@ void Core::fire(std::uint32_t shard) {
            mine.timer->cancel();
            return;
          }
-         std::chrono::microseconds delay = std::chrono::microseconds::max();
+         std::chrono::microseconds delay = self->options.resync;
          if (head >= 0) {
-           delay = std::chrono::microseconds{
+           const std::chrono::microseconds until{
                static_cast<std::int64_t>(std::ceil(std::max(0.0, head - now) * 1000))};
+           delay = told ? until : std::min(until, delay);
          }
-         if (!told) delay = std::min<std::chrono::microseconds>(delay, self->options.resync);
          self->arm_fire(shard, delay);
        });
 }
@@ -460,18 +458,14 @@ void Core::look_alone(std::uint32_t shard) {
   if (owned.contains(shard)) return fire(shard);
   call(shard, {"overdue"}, false, [self = shared_from_this(), shard](Result<Reply> reply) {
     if (!reply.is_ok() || reply.value().elements.size() < 3) return;
-    const auto head = to_int(reply.value().elements[1].str, -1);
-    const auto now = to_int(reply.value().elements[2].str);
-    self->shard_overdue[shard] =
-        head >= 0 && head < now ? static_cast<double>(now - head) / 1000.0 : 0.0;
+    self->set_overdue(shard, static_cast<double>(to_int(reply.value().elements[1].str, -1)),
+                      to_ms(reply.value().elements[2].str, 0));
   });
 }
 
 void Core::looked(std::uint32_t shard, std::int64_t earliest_ms, double now_ms) {
   const auto earliest = static_cast<double>(earliest_ms);
-  if (shard < shard_overdue.size()) {
-    shard_overdue[shard] = earliest_ms >= 0 && earliest < now_ms ? (now_ms - earliest) / 1000.0 : 0;
-  }
+  set_overdue(shard, earliest, now_ms);
   const auto mine = owned.find(shard);
   if (mine == owned.end() || earliest_ms < 0) return;
   if (earliest <= now_ms) return fire(shard);
@@ -564,9 +558,7 @@ void Core::resync() {
   if (!waited.empty()) {
     client->sync_shards([self = shared_from_this(), waited](std::vector<bool> held) {
       if (self->closed) return;
-      const bool older =
-          self->older_node_heard &&
-          self->clock->steady_now() - *self->older_node_heard < std::chrono::minutes(1);
+      const bool older = self->older_node_recent();
       // And each shard whose best is unknown (a call's answer lost): no message will tell.
       std::vector<std::uint32_t> which;
       for (std::uint32_t shard = 0; shard < self->shards; ++shard) {

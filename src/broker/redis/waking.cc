@@ -324,11 +324,8 @@ void Core::give_up(const std::shared_ptr<Waiter>& waiter) {
     waiter->rescanned = true;
     waiter->trying = true;
     return client->sync_shards([self = shared_from_this(), waiter](std::vector<bool> held) {
-      // A node of an older version heard from in the last minute publishes on the node-wide
-      // channel, over the cluster bus, which the PINGs do not wait for: every shard is asked.
-      const bool older =
-          self->older_node_heard &&
-          self->clock->steady_now() - *self->older_node_heard < std::chrono::minutes(1);
+      // A node of an older version heard from lately: every shard is asked.
+      const bool older = self->older_node_recent();
       for (std::uint32_t shard = 0; shard < self->shards; ++shard) {
         if (!older && shard < held.size() && held[shard]) continue;
         for (const auto& tube : self->open_tubes(*waiter)) forget_head(self->hint(tube), shard);

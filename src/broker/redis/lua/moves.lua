@@ -24,8 +24,7 @@ local function tell_owner(at)
   redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. string.format('%d', ms))
 end
 
--- The reservations made in this call, into t; the earliest end told to the owner (not by fire,
--- whose caller arms from its answer).
+-- The reservations made in this call, into t; returns the earliest end (nil: none).
 local function write_lapses()
   local list, n, earliest = {}, 0, nil
   for member, at in pairs(lapses) do
@@ -34,7 +33,7 @@ local function write_lapses()
   end
   lapses = {}
   in_chunks('ZADD', T, list)
-  if earliest and not quiet then tell_owner(earliest) end
+  return earliest
 end
 
 local function flush()
@@ -51,15 +50,19 @@ local function flush()
   end
   in_chunks('HSET', TP, list)
   if #gone > 0 then in_chunks('HDEL', TP, gone) end
-  write_lapses()
-  -- A due time this call added earlier than every other of the shard's delayed jobs: the owner
-  -- must re-arm. (A put appended after a page's entries cannot be. The owner, which fires at
-  -- once on the message, may find a reservation's end earlier still: it re-arms from that.)
-  -- A group's rate wake (flow.lua) that came first: the owner fires then, as for a timer.
-  if fz_lead and not quiet then tell_owner(fz_lead) end
-  if leads and not quiet then
-    local first = first_timer()
-    if first and added[first] then tell_owner(exact_time(first)) end
+  -- The earliest timer this call made, told to the owner (not by fire, whose caller arms from
+  -- its answer): a reservation's end; a group's rate wake (flow.lua) that came first in fz; a due
+  -- time earlier than every other of the shard's delayed jobs (a put appended after a page's
+  -- entries cannot be).
+  local earliest = write_lapses()
+  if not quiet then
+    if fz_lead and (not earliest or fz_lead < earliest) then earliest = fz_lead end
+    local first = leads and first_timer()
+    if first and added[first] then
+      local at = exact_time(first)
+      if not earliest or at < earliest then earliest = at end
+    end
+    if earliest then tell_owner(earliest) end
   end
   -- The best new ready job of each tube, against the best the shard holds before they are added:
   -- where it is better, nodes learn of it, so that a reserve takes the best job of every shard.

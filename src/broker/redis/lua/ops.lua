@@ -590,36 +590,34 @@ ops.fire = function()
   return {'ok', moved, next_at and us(next_at) or '-1', us(now), late, served}
 end
 
+-- The earliest timer of the shard whose keys start with `b` ("dq:{s}"), in whole milliseconds
+-- (-1: none): a delayed job's (its first page's first entry), a reservation's end, a group's
+-- rate wake. Reads the keys by name, so that look_all can ask it of other shards.
+local function earliest_timer(b)
+  local earliest
+  local name = redis.call('ZRANGE', b .. ':ti', 0, 0)[1]
+  local entries = name and redis.call('HGET', b .. ':tp', name)
+  if entries and #entries >= TW then earliest = struct.unpack(ENTRY, entries) end
+  for _, key in ipairs({':t', ':fz'}) do
+    local first = tonumber(redis.call('ZRANGE', b .. key, 0, 0, 'WITHSCORES')[2])
+    if first and (not earliest or first < earliest) then earliest = first end
+  end
+  return earliest and math.ceil(earliest) or -1
+end
+
 -- overdue: the shard's earliest timer (or -1) and the present, by Redis's clock. Any node may
 -- ask: a timer far behind the present means nobody fires the shard.
 ops.overdue = function()
-  local first = first_timer()
-  local at = first and struct.unpack(ENTRY, first)
-  local lapse = tonumber(redis.call('ZRANGE', T, 0, 0, 'WITHSCORES')[2])
-  if lapse and (not at or lapse < at) then at = lapse end
-  return {'ok', at and string.format('%d', at) or '-1', us(now_ms())}
+  return {'ok', string.format('%d', earliest_timer(base)), us(now_ms())}
 end
 
--- look_all [base]...: for each shard named by its keys' base ("dq:{s}"), in one call (as
--- renew_all, through the registration that allows other slots' keys), its earliest timer in whole
--- milliseconds: a delayed job's (its first page's first entry), a reservation's end, a group's
--- rate wake; -1 for none, -2 for a shard this Redis does not serve. Replies {'ok', times, the
--- present}.
+-- look_all [base]...: overdue's timer for each shard named by its keys' base, in one call (as
+-- renew_all, through the registration that allows other slots' keys); -2 for a shard this Redis
+-- does not serve. Replies {'ok', times, the present}.
 ops.look_all = function()
   local out = {}
   for i = 2, #ARGV do
-    local b = ARGV[i]
-    local ok, at = pcall(function()
-      local earliest
-      local name = redis.call('ZRANGE', b .. ':ti', 0, 0)[1]
-      local entries = name and redis.call('HGET', b .. ':tp', name)
-      if entries and #entries >= TW then earliest = struct.unpack(ENTRY, entries) end
-      for _, key in ipairs({':t', ':fz'}) do
-        local first = tonumber(redis.call('ZRANGE', b .. key, 0, 0, 'WITHSCORES')[2])
-        if first and (not earliest or first < earliest) then earliest = first end
-      end
-      return earliest and math.ceil(earliest) or -1
-    end)
+    local ok, at = pcall(earliest_timer, ARGV[i])
     out[#out + 1] = ok and string.format('%d', at) or '-2'
   end
   return {'ok', out, us(now_ms())}
