@@ -32,6 +32,13 @@ namespace delayq::testing {
 
 using Millis = std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
+// A job's due time is kept on the wall clock (src/engine/clock.h): a delay of 1 s given at wall
+// time W makes the job due when the wall clock says W + 1 s. Where the wall clock steps forward
+// (an NTP step, a hypervisor's time sync under load), that moment comes sooner on the steady
+// clock. So checks that a job came no earlier than its due time read this clock, as the server
+// does; checks that it came not too late, and everything the server counts on the steady clock
+// (TTRs, pauses, reserve timeouts), read Clock.
+using WallClock = std::chrono::system_clock;
 
 // How long a reply may take before a test calls it missing. Generous, for sanitizer builds.
 inline constexpr Millis kReplyTimeout{5000};
