@@ -141,12 +141,10 @@ void Core::heartbeat(bool over_memory) {
 void Core::renew_held() {
   std::vector<std::pair<std::uint32_t, std::int64_t>> held;
   for (const auto& [shard, own] : owned) held.emplace_back(shard, own.epoch);
-  std::vector<std::function<void()>> renewals;
+  new_round_across_slots("renew_all");
   for (auto& part : per_primary(held, [](const auto& entry) { return entry.first; })) {
-    renewals.emplace_back(
-        [self = shared_from_this(), part = std::move(part)] { self->renew_together(part); });
+    renew_together(std::move(part));
   }
-  trickle(std::move(renewals));
 }
 
 void Core::call_across_slots(std::uint32_t first, std::vector<std::string> args,
@@ -158,11 +156,40 @@ void Core::call_across_slots(std::uint32_t first, std::vector<std::string> args,
   request.slot = delayq::redis::key_slot(first_owner);
   request.commands.push_back(script.call_across_slots({first_owner}, views));
   request.script = &script;
-  client->run(std::move(request), [done = std::move(done)](Result<std::vector<Reply>> replies) {
-    if (!replies.is_ok()) return done(replies.status());
-    if (replies.value().empty()) return done(Status(Code::kIOError, "Redis: no reply"));
-    done(split_answer(std::move(replies.value().front())).reply);
-  });
+  Lane lane{client->primary_of(request.slot), args.front()};
+  auto send = [self = shared_from_this(), lane, request = std::move(request),
+               done = std::move(done)]() mutable {
+    self->client->run(std::move(request),
+                      [self, lane, done = std::move(done)](Result<std::vector<Reply>> replies) {
+                        if (!replies.is_ok()) {
+                          done(replies.status());
+                        } else if (replies.value().empty()) {
+                          done(Status(Code::kIOError, "Redis: no reply"));
+                        } else {
+                          done(split_answer(std::move(replies.value().front())).reply);
+                        }
+                        self->next_across_slots(lane);
+                      });
+  };
+  AcrossSlots& calls = across_slots[lane];
+  if (calls.busy) {
+    calls.waiting.emplace_back(std::move(send));
+    return;
+  }
+  calls.busy = true;
+  send();
+}
+
+void Core::next_across_slots(const Lane& lane) {
+  const auto it = across_slots.find(lane);
+  if (it == across_slots.end()) return;
+  if (closed || it->second.waiting.empty()) {
+    across_slots.erase(it);
+    return;
+  }
+  auto send = std::move(it->second.waiting.front());
+  it->second.waiting.pop_front();
+  send();
 }
 
 void Core::renew_together(std::vector<std::pair<std::uint32_t, std::int64_t>> held) {
@@ -367,9 +394,7 @@ std::vector<std::shared_ptr<Waiter>> Core::handed_to_call(std::vector<std::strin
     const bool nothing_known = std::all_of(tubes.begin(), tubes.end(), [&](const auto& tube) {
       const auto [it, inserted] = empty.try_emplace(tube, false);
       if (inserted) {
-        const Hint& h = hint(tube);
-        it->second = std::all_of(h.heads.begin(), h.heads.end(),
-                                 [](const Head& head) { return head.kind == Head::Kind::kNone; });
+        it->second = !hint(tube).any();
       }
       return it->second;
     });
@@ -563,7 +588,7 @@ void Core::resync() {
       std::vector<std::uint32_t> which;
       for (std::uint32_t shard = 0; shard < self->shards; ++shard) {
         const bool unknown = std::any_of(waited.begin(), waited.end(), [&](const auto& tube) {
-          return self->hint(tube).heads[shard].kind == Head::Kind::kUnknown;
+          return self->hint(tube).head(shard).kind == Head::Kind::kUnknown;
         });
         if (older || unknown || shard >= held.size() || !held[shard]) which.push_back(shard);
       }
@@ -582,14 +607,12 @@ void Core::resync() {
   // Every shard's earliest timer, for the overdue gauge: seen from every node, so that a shard
   // its owner stopped firing shows on the others' pages too. For the shards it owns, the bound
   // on what a lost message, or a call from a node of an older version (which tells no
-  // reservation's end), can delay. One call per primary and 512 shards.
+  // reservation's end), can delay. One call per primary and kShardsPerCall shards.
   shard_overdue.resize(shards);
-  std::vector<std::function<void()>> looks;
+  new_round_across_slots("look_all");
   for (auto& part : per_primary(every_shard_number(), [](std::uint32_t shard) { return shard; })) {
-    looks.emplace_back(
-        [self = shared_from_this(), part = std::move(part)] { self->look_together(part); });
+    look_together(std::move(part));
   }
-  trickle(std::move(looks));
   resync_timer->expires_after(std::max(options.resync * 5, Millis{1000}));
   resync_timer->async_wait([self = shared_from_this()](bool expired) {
     if (expired) self->resync();

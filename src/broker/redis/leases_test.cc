@@ -82,9 +82,14 @@ class LeaseTest : public NodeTest {
   }
 
   // The latest five-second look (look_all), taken out; looks before it stay unanswered.
+  // The look_all call under way at the latest; any before it are answered "no timer" (a node
+  // sends the next once the one before was answered).
   std::optional<Call> latest_look() {
     std::optional<Call> latest;
-    while (auto call = redis->take("look_all")) latest = std::move(call);
+    while (auto call = redis->take("look_all")) {
+      if (latest) answer_look(*latest, std::vector<std::string>(latest->args().size(), "-1"));
+      latest = std::move(call);
+    }
     return latest;
   }
   // Answers `look` with each shard's earliest timer in whole milliseconds ("-1": none, "-2":
@@ -341,7 +346,7 @@ TEST_F(Leases, RenewalsGoEveryThirdOfTheLeaseInOneCallWithEachShardsEpoch) {
   EXPECT_EQ(broker->owned_shards(), kShards);
 }
 
-TEST_F(Leases, RenewalsOfManyShardsGoAtMost512ACallEachShardOnce) {
+TEST_F(Leases, RenewalsOfManyShardsGoAtMost64ACallOneAtATimeEachShardOnce) {
   constexpr std::uint32_t kMany = 1100;
   open_node({}, kMany);
   answer_heartbeat();
@@ -352,12 +357,19 @@ TEST_F(Leases, RenewalsOfManyShardsGoAtMost512ACallEachShardOnce) {
   std::vector<std::size_t> sizes;
   std::set<std::string> named;
   while (auto call = redis->take("renew_all")) {
+    EXPECT_EQ(redis->count("renew_all"), 0U) << "a second call to the primary before an answer";
     const auto args = call->args();
-    sizes.push_back((args.size() - 2) / 2);
+    const std::size_t size = (args.size() - 2) / 2;
+    sizes.push_back(size);
     for (std::size_t i = 2; i < args.size(); i += 2) named.insert(args[i]);
+    redis->answer(*call, renewed_all(std::vector<bool>(size, true)));
+    settle();
   }
-  EXPECT_EQ(sizes, (std::vector<std::size_t>{512, 512, 76}));
+  std::vector<std::size_t> expected(kMany / 64, 64);
+  expected.push_back(kMany % 64);
+  EXPECT_EQ(sizes, expected);
   EXPECT_EQ(named.size(), kMany) << "a shard renewed twice";
+  EXPECT_EQ(redis->count("renew"), 0U);
 }
 
 TEST_F(Leases, AShardTheCallDidNotRenewIsRenewedByACallOfItsOwn) {
@@ -664,7 +676,9 @@ TEST_F(Firing, TheNextTimerArmsTheFiringAtItsMicrosecond) {
 
 TEST_F(Firing, TheFiveSecondLookAsksEveryShardInOneCallAndFiresAnOwnedOneOnlyWhenDue) {
   own_every_shard();  // each answered "-1": no timer, nothing armed
-  latest_look();      // the node's first, at its start
+  auto first = latest_look();  // the node's first, at its start
+  ASSERT_TRUE(first);
+  answer_look(*first, std::vector<std::string>(kShards, "-1"));
   clock->advance(milliseconds(5000) - microseconds(1));
   EXPECT_FALSE(latest_look()) << "a look before five seconds";
   clock->advance(microseconds(1));
@@ -681,6 +695,28 @@ TEST_F(Firing, TheFiveSecondLookAsksEveryShardInOneCallAndFiresAnOwnedOneOnlyWhe
   EXPECT_EQ(redis->count("fire"), 0U);
   clock->advance(microseconds(1));
   EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{2}));
+}
+
+TEST_F(Firing, LooksGoOneCallAtATimeAndANewRoundDropsTheCallsOfTheOneBeforeNotYetSent) {
+  constexpr std::uint32_t kMany = 200;  // four calls a round: 64, 64, 64, 8
+  open_node({}, kMany);
+  auto first = redis->take("look_all");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->args().size(), 64U);
+  EXPECT_EQ(redis->count("look_all"), 0U) << "a second call before the first was answered";
+  clock->advance(milliseconds(5000));  // the next round, with the first call still unanswered
+  EXPECT_EQ(redis->count("look_all"), 0U);
+  answer_look(*first, std::vector<std::string>(64, "-1"));
+  std::size_t calls = 0;
+  std::set<std::string> named;
+  while (auto call = redis->take("look_all")) {
+    EXPECT_EQ(redis->count("look_all"), 0U) << "a second call before an answer";
+    ++calls;
+    for (const auto& shard : call->args()) named.insert(shard);
+    answer_look(*call, std::vector<std::string>(call->args().size(), "-1"));
+  }
+  EXPECT_EQ(calls, 4U) << "the first round's calls not yet sent went too";
+  EXPECT_EQ(named.size(), kMany);
 }
 
 TEST_F(Firing, ALookArmsAnOwnersTimerEarlierButNeverLater) {

@@ -6,14 +6,7 @@
 namespace delayq::broker::redis {
 
 Hint& Core::hint(const std::string& tube) {
-  auto [it, inserted] = hints.try_emplace(tube);
-  if (inserted) {
-    it->second.heads.assign(shards, Head{});
-    it->second.generation.assign(shards, 0);
-    it->second.trying.assign(shards, 0);
-    it->second.depth.assign(shards, 0);
-  }
-  return it->second;
+  return hints.try_emplace(tube, shards).first->second;
 }
 
 // A tube's ready set in a shard gained a job better than its best (from a call's answer, or
@@ -28,7 +21,7 @@ void Core::notify_ready(std::uint32_t shard, const std::string& tube, const Head
   // finds every shard's best unknown and asks them.
   if (it == hints.end()) return;
   Hint& h = it->second;
-  h.heads[shard] = after_message(h.heads[shard], head);
+  h.set(shard, after_message(h.head(shard), head));
   ++h.generation[shard];
   if (h.trying[shard] == 0) wake(tube, 1);
 }
@@ -55,8 +48,8 @@ void Core::learn(std::uint32_t shard, const std::vector<std::string>& tubes,
                             : nullptr;
   for (std::size_t i = 0; i < tubes.size(); ++i) {
     Hint& h = hint(tubes[i]);
-    h.heads[shard] = after_answer(h.heads[shard], Head::parse(heads.elements[i].str),
-                                  h.generation[shard] != generations[i]);
+    h.set(shard, after_answer(h.head(shard), Head::parse(heads.elements[i].str),
+                              h.generation[shard] != generations[i]));
     h.depth[shard] =
         depths == nullptr ? 0 : static_cast<std::uint32_t>(depths->elements[i].integer);
   }
@@ -64,11 +57,7 @@ void Core::learn(std::uint32_t shard, const std::vector<std::string>& tubes,
 
 void Core::pass_on(const std::vector<std::string>& tubes) {
   for (const auto& tube : tubes) {
-    const Hint& h = hint(tube);
-    if (std::any_of(h.heads.begin(), h.heads.end(),
-                    [](const Head& head) { return head.kind != Head::Kind::kNone; })) {
-      wake(tube, 1);
-    }
+    if (hint(tube).any()) wake(tube, 1);
   }
 }
 
@@ -81,7 +70,7 @@ Head Core::best_of(const std::vector<const Hint*>& tubes, std::uint32_t shard, b
     if (untaken && h->trying[shard] >= (deep ? std::max<std::uint32_t>(1, h->depth[shard]) : 1)) {
       continue;
     }
-    const Head& head = h->heads[shard];
+    const Head& head = h->head(shard);
     if (head.kind == Head::Kind::kUnknown) return head;
     if (head.known() && (!best.known() || head.before(best))) best = head;
   }
@@ -167,15 +156,19 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
   // one known to hold jobs of the tubes takes as many reserves at once as it last said it held.
   std::optional<std::uint32_t> taken;
   Head taken_head;
-  std::size_t holding = 0;
-  for (std::uint32_t shard = 0; shard < shards; ++shard) {
+  // The shards where some tube's best is a job or unknown: the others have none to give.
+  std::vector<std::uint64_t> may_hold((shards + 63) / 64, 0);
+  for (const Hint* h : hinted) {
+    for (std::size_t word = 0; word < may_hold.size(); ++word) may_hold[word] |= h->live()[word];
+  }
+  std::vector<std::pair<std::uint32_t, Head>> known;
+  for_each_shard(may_hold, [&](std::uint32_t shard) {
     const Head all = best_of(hinted, shard);
     if (all.kind == Head::Kind::kUnknown) unknown.push_back(shard);
-    if (all.known()) ++holding;
-  }
-  for (std::uint32_t shard = 0; shard < shards && holding > 0; ++shard) {
-    const Head all = best_of(hinted, shard);
-    if (!all.known()) continue;
+    if (all.known()) known.emplace_back(shard, all);
+  });
+  const std::size_t holding = known.size();
+  for (const auto& [shard, all] : known) {
     const Head head = best_of(hinted, shard, true, holding == 1);
     if ((!head.known() || all.before(head)) && (!taken || all.before(taken_head))) {
       taken = shard;
@@ -260,11 +253,9 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
          // in this shard, or jobs in shards it did not get to): another waiter goes on.
          for (const auto& tube : tubes) {
            const Hint& h = self->hint(tube);
-           if (h.heads[shard].known()) {
+           if (h.head(shard).known()) {
              self->wake(tube, 2);
-           } else if (std::any_of(h.heads.begin(), h.heads.end(), [](const Head& head) {
-                        return head.kind != Head::Kind::kNone;
-                      })) {
+           } else if (h.any()) {
              self->wake(tube, 1);
            }
          }
@@ -395,7 +386,7 @@ void Core::probe_one(const std::shared_ptr<ProbeRound>& round, std::uint32_t sha
          if (reply.is_ok())
            self->learn(shard, round->tubes, generations, reply.value().elements, 1);
          for (const auto& tube : round->tubes) {
-           if (self->hint(tube).heads[shard].kind != Head::Kind::kNone) round->found = true;
+           if (self->hint(tube).head(shard).kind != Head::Kind::kNone) round->found = true;
          }
          if (--round->left > 0) return;
          // The callers that came meanwhile, and those that ask again from this round's
