@@ -5,6 +5,9 @@
 	format format-check clean
 
 JOBS ?= $(shell nproc)
+# Tests run two per core: most of their time is spent waiting on timers and sockets (the whole
+# suite used 0.9 cores of 2 at four at a time, and took 236 s against 443 s at two).
+TEST_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
 
 all: build
 
@@ -26,7 +29,7 @@ run: server
 	@build/release/apps/delayqd -b var/delayq $(RUN_ARGS)
 
 test: build
-	@ctest --preset release -j $(JOBS)
+	@ctest --preset release -j $(TEST_JOBS)
 
 # The Debian package, build/release/delayq_<version>_<arch>.deb (docs/operations.md), then its
 # checks: contents, maintainer scripts, and the unit through systemd-analyze verify.
