@@ -314,6 +314,10 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   };
   // One shard's probe call of a round, and what its answer teaches.
   void probe_one(const std::shared_ptr<ProbeRound>& round, std::uint32_t shard);
+  // The same for shards of one primary, in one call across slots (probe_all).
+  void probe_together(const std::shared_ptr<ProbeRound>& round, std::vector<std::uint32_t> part);
+  // A shard of the round answered: the round ends when all have.
+  void probed(const std::shared_ptr<ProbeRound>& round, std::uint32_t shard);
   [[nodiscard]] std::vector<std::string> open_tubes(const Waiter& waiter) const;
   [[nodiscard]] std::vector<std::uint32_t> every_shard_number() const {
     std::vector<std::uint32_t> all(shards);

@@ -64,6 +64,65 @@ TEST_F(Waking, AProbeThatFindsAJobSendsTheReserveToItsShard) {
   EXPECT_EQ(got.calls, 1);
 }
 
+// probe_all's answer: each shard's {heads, depths} of one tube ("" none), or "-2" where a shard
+// is not served by the Redis asked.
+Reply probed_all(const std::vector<std::string>& heads) {
+  std::vector<Reply> each;
+  for (const auto& head : heads) {
+    if (head == "-2") {
+      each.push_back(Reply::string(head));
+    } else {
+      each.push_back(reply::array({reply::array({Reply::string(head)}),
+                                   reply::array({Reply::number(head.empty() ? 0 : 1)})}));
+    }
+  }
+  return reply::ok({reply::array(std::move(each))});
+}
+
+TEST_F(Waking, AmongManyShardsAReserveOfAnUnknownTubeAsksThemInCallsOf64OneAtATime) {
+  constexpr std::uint32_t kMany = 150;  // calls of 64, 64 and 22
+  open_node(RedisBrokerOptions{}, kMany);
+  auto s = session();
+  Outcome<broker::Job> got;
+  s->reserve({}, got.callback());
+  settle();
+  EXPECT_EQ(redis->count("probe"), 0U) << "a call a shard";
+  std::vector<std::size_t> sizes;
+  std::set<std::string> asked;
+  while (auto call = redis->take("probe_all")) {
+    EXPECT_EQ(redis->count("probe_all"), 0U) << "a second call before the first was answered";
+    EXPECT_TRUE(call->commands[0][1].ends_with("_slots")) << call->commands[0][1];
+    const auto args = call->args();  // n, the shards' bases, the tubes
+    ASSERT_GE(args.size(), 2U);
+    const std::size_t n = std::stoul(args[0]);
+    ASSERT_EQ(args.size(), n + 2);
+    EXPECT_EQ(args.back(), "default");
+    sizes.push_back(n);
+    std::vector<std::string> heads(n, "");
+    for (std::size_t i = 0; i < n; ++i) {
+      asked.insert(args[1 + i]);
+      if (args[1 + i] == "dq:{77}") heads[i] = "1024:1799999999000:77";  // the one job
+      if (args[1 + i] == "dq:{140}") heads[i] = "-2";  // moved meanwhile: asked alone
+    }
+    redis->answer(*call, probed_all(heads));
+    settle();
+  }
+  EXPECT_EQ(sizes, (std::vector<std::size_t>{64, 64, 22}));
+  EXPECT_EQ(asked.size(), kMany);
+  EXPECT_EQ(redis->count("reserve"), 0U) << "reserved before every shard answered";
+  Call alone = take("probe");
+  EXPECT_EQ(shard_of(alone), 140U);
+  answer_probe(alone, {""});
+  settle();
+  Call reserve = take("reserve");
+  EXPECT_EQ(shard_of(reserve), 77U);
+  redis->answer(reserve, reserved(ready_job(77), {""}));
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  EXPECT_EQ(got.result->value().view.id, 77U);
+}
+
 TEST_F(Waking, AMessageOfAReadyJobWakesAWaitingReserve) {
   auto s = session();
   Outcome<broker::Job> got;

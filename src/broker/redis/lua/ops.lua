@@ -219,6 +219,20 @@ ops.probe = function()
   return {'ok', h, d}
 end
 
+-- probe_all n base... tube...: probe's heads and depths of the tubes in each of the n shards
+-- named by their keys' base ("dq:{s}"), in one call (as look_all, through the registration that
+-- allows other slots' keys); '-2' for a shard this Redis does not serve. Replies {'ok', {{heads,
+-- depths} or '-2' for each shard}}.
+ops.probe_all = function()
+  local n, now, out = tonumber(ARGV[2]), now_ms(), {}
+  for i = 3, n + 2 do
+    J, P, R = ARGV[i] .. ':j', ARGV[i] .. ':p', ARGV[i] .. ':r'
+    local ok, h, d = pcall(heads, n + 3, now)
+    out[#out + 1] = ok and {h, d} or '-2'
+  end
+  return {'ok', out}
+end
+
 -- reserve_job holder id: any state but reserved.
 ops.reserve_job = function()
   local j = load(tonumber(ARGV[3]))
