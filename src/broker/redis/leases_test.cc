@@ -675,7 +675,7 @@ TEST_F(Firing, TheNextTimerArmsTheFiringAtItsMicrosecond) {
 }
 
 TEST_F(Firing, TheFiveSecondLookAsksEveryShardInOneCallAndFiresAnOwnedOneOnlyWhenDue) {
-  own_every_shard();  // each answered "-1": no timer, nothing armed
+  own_every_shard();           // each answered "-1": no timer, nothing armed
   auto first = latest_look();  // the node's first, at its start
   ASSERT_TRUE(first);
   answer_look(*first, std::vector<std::string>(kShards, "-1"));
