@@ -391,7 +391,8 @@ void Core::probe_together(const std::shared_ptr<ProbeRound>& round,
   std::vector<std::vector<std::uint32_t>> generations;
   for (const auto shard : part) {
     generations.emplace_back();
-    for (const auto& tube : round->tubes) generations.back().push_back(hint(tube).generation[shard]);
+    for (const auto& tube : round->tubes)
+      generations.back().push_back(hint(tube).generation[shard]);
   }
   const std::uint32_t first = part.front();
   call_across_slots(
