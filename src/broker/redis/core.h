@@ -14,8 +14,10 @@
 // docs/redis-mode.md
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <boost/asio/io_context.hpp>
+#include <cmath>
 #include <deque>
 #include <functional>
 #include <list>
@@ -410,6 +412,15 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // After that call: each waiter gets its job (`served`, a job reply or nil), or goes on.
   void after_handing(const std::vector<std::shared_ptr<Waiter>>& handed, const Reply* served);
   void arm_fire(std::uint32_t shard, std::chrono::microseconds delay);
+  // From Redis's present `now_ms` to a timer at `at_ms` (both as Redis's clock says, in
+  // milliseconds with their fraction): at least 0, at most an hour (a job may be due in the
+  // year 9999, which no steady clock's time point holds; a shard armed an hour ahead is fired
+  // then, finds nothing due and is armed again).
+  [[nodiscard]] static std::chrono::microseconds until_timer(double at_ms, double now_ms) {
+    constexpr double kMostMs = 3'600'000;
+    return std::chrono::microseconds{
+        static_cast<std::int64_t>(std::ceil(std::clamp(at_ms - now_ms, 0.0, kMostMs) * 1000))};
+  }
   void on_event(const std::string& payload);
   void resync();
   // A tube's webhook is delivered by one node: the owner of the shard its name hashes to, so

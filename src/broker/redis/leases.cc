@@ -358,8 +358,7 @@ void Core::fire(std::uint32_t shard) {
          }
          std::chrono::microseconds delay = self->options.resync;
          if (head >= 0) {
-           const std::chrono::microseconds until{
-               static_cast<std::int64_t>(std::ceil(std::max(0.0, head - now) * 1000))};
+           const std::chrono::microseconds until = self->until_timer(head, now);
            delay = told ? until : std::min(until, delay);
          }
          self->arm_fire(shard, delay);
@@ -494,8 +493,7 @@ void Core::looked(std::uint32_t shard, std::int64_t earliest_ms, double now_ms) 
   const auto mine = owned.find(shard);
   if (mine == owned.end() || earliest_ms < 0) return;
   if (earliest <= now_ms) return fire(shard);
-  const std::chrono::microseconds in{
-      static_cast<std::int64_t>(std::ceil((earliest - now_ms) * 1000))};
+  const std::chrono::microseconds in = until_timer(earliest, now_ms);
   if (!mine->second.firing &&
       (!mine->second.armed_at || *mine->second.armed_at > clock->steady_now() + in)) {
     arm_fire(shard, in);

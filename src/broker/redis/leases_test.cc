@@ -674,6 +674,18 @@ TEST_F(Firing, TheNextTimerArmsTheFiringAtItsMicrosecond) {
   EXPECT_EQ(shard_of(take("fire")), 2U);
 }
 
+TEST_F(Firing, ATimerInTheYear9999ArmsTheFiringAnHourAheadAndNoFurther) {
+  own_every_shard();
+  timer_message(2);
+  Call fire = take("fire");
+  redis->answer(fire, fired(0, "253402300799000.000"));  // 9999-12-31T23:59:59Z
+  clock->advance(std::chrono::hours(1) - microseconds(1));
+  EXPECT_EQ(redis->count("fire"), 0U);
+  clock->advance(microseconds(1));
+  ASSERT_EQ(redis->count("fire"), 1U) << "not fired an hour on";
+  EXPECT_EQ(shard_of(take("fire")), 2U);
+}
+
 TEST_F(Firing, TheFiveSecondLookAsksEveryShardInOneCallAndFiresAnOwnedOneOnlyWhenDue) {
   own_every_shard();           // each answered "-1": no timer, nothing armed
   auto first = latest_look();  // the node's first, at its start

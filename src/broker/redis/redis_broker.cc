@@ -292,6 +292,7 @@ RedisBroker::~RedisBroker() {
   core_->lease_timer->cancel();
   core_->resync_timer->cancel();
   for (auto& [shard, own] : core_->owned) own.timer->cancel();
+  core_->across_slots.clear();  // calls waiting to be sent hold the core
   // Requests under way hold the core through their completions, and the client's connections
   // hold those: closing them breaks the cycle.
   core_->client->close();
