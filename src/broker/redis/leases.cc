@@ -605,7 +605,7 @@ void Core::resync() {
   // Every shard's earliest timer, for the overdue gauge: seen from every node, so that a shard
   // its owner stopped firing shows on the others' pages too. For the shards it owns, the bound
   // on what a lost message, or a call from a node of an older version (which tells no
-  // reservation's end), can delay. One call per primary and kShardsPerCall shards.
+  // reservation's end), can delay. In calls of kShardsPerCall shards of one primary.
   shard_overdue.resize(shards);
   new_round_across_slots("look_all");
   for (auto& part : per_primary(every_shard_number(), [](std::uint32_t shard) { return shard; })) {
