@@ -942,6 +942,38 @@ TEST(RedisDownTest, ANodeIsNotReadyWhileRedisIsOutOfReachAndRecoversByItself) {
   EXPECT_TRUE(inserted_id(producer.call(put_command("back"))));
 }
 
+// A Redis that stops reading (SIGSTOP: its connections stay open, nothing is answered): once the
+// node knows (no heartbeat answered for half a lease, /readyz 503), a reserve answers TIMED_OUT at
+// its timeout and a put an error within the 10 s a request is given; once Redis goes on, the
+// delayed job put before comes when due and puts pass again.
+TEST(RedisDownTest, AStoppedRedisTimesReservesOutOnTimeAndLosesNoAcknowledgedPut) {
+  TempDir dir;
+  RedisServer redis(dir.path() / "redis");
+  ASSERT_EQ(redis.start(), "");
+  auto server = node(dir, redis.address(), "stopped");
+  ASSERT_EQ(server->start(), "");
+  Client producer(server->port());
+  const auto delayed = inserted_id(producer.call("put 0 5 60 7\r\ndelayed\r\n"));
+  ASSERT_TRUE(delayed);
+  redis.pause();
+  EXPECT_TRUE(wait_for_status(server->http_port(), "/readyz", "503"));
+  Client worker(server->port());
+  const auto asked = std::chrono::steady_clock::now();
+  EXPECT_EQ(worker.call("reserve-with-timeout 1\r\n", Millis{20000}), "TIMED_OUT\r\n");
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::milliseconds(1500));
+  // Into a tube of its own: a put answered with an error may still have run, once Redis reads
+  // what was sent (its answer lost, as redis-mode.md says).
+  Client other(server->port());
+  ASSERT_EQ(other.call("use other\r\n"), "USING other\r\n");
+  const auto put_at = std::chrono::steady_clock::now();
+  EXPECT_EQ(other.call(put_command("x"), Millis{20000}).rfind("INTERNAL_ERROR", 0), 0U);
+  EXPECT_LT(std::chrono::steady_clock::now() - put_at, std::chrono::seconds(11));
+  redis.resume();
+  const std::string got = worker.call("reserve-with-timeout 10\r\n", Millis{15000});
+  EXPECT_EQ(got.rfind("RESERVED " + std::to_string(*delayed) + " ", 0), 0U) << got;
+  EXPECT_TRUE(inserted_id(producer.call(put_command("back"), Millis{15000})));
+}
+
 // A Redis over its maxmemory (noeviction, as delayqd demands) refuses writes: puts get
 // OUT_OF_MEMORY and HTTP 507, as for a full disk, the node is not ready, and puts pass again once
 // Redis has room.
