@@ -920,25 +920,39 @@ bool wait_for_status(std::uint16_t port, const std::string& path, const std::str
 
 // While Redis is out of reach the node says it is not ready, and puts fail with an error, not
 // a timeout; once Redis is back, it serves again by itself.
-TEST(RedisDownTest, ANodeIsNotReadyWhileRedisIsOutOfReachAndRecoversByItself) {
-  TempDir dir;
-  RedisServer redis(dir.path() / "redis");
-  ASSERT_EQ(redis.start(), "");
-  auto server = node(dir, redis.address(), "down");
-  ASSERT_EQ(server->start(), "");
-  EXPECT_TRUE(wait_for_status(server->http_port(), "/readyz", "200"));
-  redis.kill9();
-  EXPECT_TRUE(wait_for_status(server->http_port(), "/readyz", "503"));
+// One node over a Redis of its own, which the tests make unreachable.
+class RedisDownTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(redis_.start(), "");
+    server_ = node(dir_, redis_.address(), "down");
+    ASSERT_EQ(server_->start(), "");
+  }
+  // `reserve-with-timeout seconds` answers TIMED_OUT within `within` of being sent.
+  void expect_timed_out(Client& worker, int seconds, Millis within) {
+    const auto asked = std::chrono::steady_clock::now();
+    EXPECT_EQ(
+        worker.call("reserve-with-timeout " + std::to_string(seconds) + "\r\n", Millis{20000}),
+        "TIMED_OUT\r\n");
+    EXPECT_LT(std::chrono::steady_clock::now() - asked, within);
+  }
+  TempDir dir_;
+  RedisServer redis_{dir_.path() / "redis"};
+  std::unique_ptr<ServerProcess> server_;
+};
+
+TEST_F(RedisDownTest, ANodeIsNotReadyWhileRedisIsOutOfReachAndRecoversByItself) {
+  EXPECT_TRUE(wait_for_status(server_->http_port(), "/readyz", "200"));
+  redis_.kill9();
+  EXPECT_TRUE(wait_for_status(server_->http_port(), "/readyz", "503"));
   // A reserve's timeout is kept, not its calls' 10 s of retries (this took about 15 s once, and
   // a grace of 1 s after the timeout later): with Redis out of reach, at the timeout.
-  Client worker(server->port());
-  const auto asked = std::chrono::steady_clock::now();
-  EXPECT_EQ(worker.call("reserve-with-timeout 2\r\n", Millis{20000}), "TIMED_OUT\r\n");
-  EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(4));
-  Client producer(server->port());
+  Client worker(server_->port());
+  expect_timed_out(worker, 2, std::chrono::seconds(4));
+  Client producer(server_->port());
   EXPECT_EQ(producer.call(put_command("x"), Millis{20000}).rfind("INTERNAL_ERROR", 0), 0U);
-  ASSERT_EQ(redis.start(), "");  // the same port, empty
-  EXPECT_TRUE(wait_for_status(server->http_port(), "/readyz", "200"));
+  ASSERT_EQ(redis_.start(), "");  // the same port, empty
+  EXPECT_TRUE(wait_for_status(server_->http_port(), "/readyz", "200"));
   EXPECT_TRUE(inserted_id(producer.call(put_command("back"))));
 }
 
@@ -946,29 +960,22 @@ TEST(RedisDownTest, ANodeIsNotReadyWhileRedisIsOutOfReachAndRecoversByItself) {
 // node knows (no heartbeat answered for half a lease, /readyz 503), a reserve answers TIMED_OUT at
 // its timeout and a put an error within the 10 s a request is given; once Redis goes on, the
 // delayed job put before comes when due and puts pass again.
-TEST(RedisDownTest, AStoppedRedisTimesReservesOutOnTimeAndLosesNoAcknowledgedPut) {
-  TempDir dir;
-  RedisServer redis(dir.path() / "redis");
-  ASSERT_EQ(redis.start(), "");
-  auto server = node(dir, redis.address(), "stopped");
-  ASSERT_EQ(server->start(), "");
-  Client producer(server->port());
+TEST_F(RedisDownTest, AStoppedRedisTimesReservesOutOnTimeAndLosesNoAcknowledgedPut) {
+  Client producer(server_->port());
   const auto delayed = inserted_id(producer.call("put 0 5 60 7\r\ndelayed\r\n"));
   ASSERT_TRUE(delayed);
-  redis.pause();
-  EXPECT_TRUE(wait_for_status(server->http_port(), "/readyz", "503"));
-  Client worker(server->port());
-  const auto asked = std::chrono::steady_clock::now();
-  EXPECT_EQ(worker.call("reserve-with-timeout 1\r\n", Millis{20000}), "TIMED_OUT\r\n");
-  EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::milliseconds(1500));
+  redis_.pause();
+  EXPECT_TRUE(wait_for_status(server_->http_port(), "/readyz", "503"));
+  Client worker(server_->port());
+  expect_timed_out(worker, 1, Millis{1500});
   // Into a tube of its own: a put answered with an error may still have run, once Redis reads
   // what was sent (its answer lost, as redis-mode.md says).
-  Client other(server->port());
+  Client other(server_->port());
   ASSERT_EQ(other.call("use other\r\n"), "USING other\r\n");
   const auto put_at = std::chrono::steady_clock::now();
   EXPECT_EQ(other.call(put_command("x"), Millis{20000}).rfind("INTERNAL_ERROR", 0), 0U);
   EXPECT_LT(std::chrono::steady_clock::now() - put_at, std::chrono::seconds(11));
-  redis.resume();
+  redis_.resume();
   const std::string got = worker.call("reserve-with-timeout 10\r\n", Millis{15000});
   EXPECT_EQ(got.rfind("RESERVED " + std::to_string(*delayed) + " ", 0), 0U) << got;
   EXPECT_TRUE(inserted_id(producer.call(put_command("back"), Millis{15000})));

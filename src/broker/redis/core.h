@@ -155,23 +155,18 @@ class Hint {
         heads_(shards),
         live_((shards + 63) / 64, 0) {
     for (std::uint32_t shard = 0; shard < shards; ++shard) live_[shard / 64] |= bit(shard);
-    live_count_ = shards;
   }
   [[nodiscard]] const Head& head(std::uint32_t shard) const { return heads_[shard]; }
   void set(std::uint32_t shard, const Head& head) {
     const bool was = heads_[shard].kind != Head::Kind::kNone;
     const bool is = head.kind != Head::Kind::kNone;
     heads_[shard] = head;
-    if (was == is) return;
-    live_[shard / 64] ^= bit(shard);
-    if (is) {
-      ++live_count_;
-    } else {
-      --live_count_;
-    }
+    if (was != is) live_[shard / 64] ^= bit(shard);
   }
   // Whether some shard's best is a job or unknown.
-  [[nodiscard]] bool any() const { return live_count_ > 0; }
+  [[nodiscard]] bool any() const {
+    return std::any_of(live_.begin(), live_.end(), [](std::uint64_t word) { return word != 0; });
+  }
   // Those shards, a bit each (shard s is bit s % 64 of word s / 64).
   [[nodiscard]] const std::vector<std::uint64_t>& live() const { return live_; }
 
@@ -185,7 +180,6 @@ class Hint {
   static std::uint64_t bit(std::uint32_t shard) { return std::uint64_t{1} << (shard % 64); }
   std::vector<Head> heads_;
   std::vector<std::uint64_t> live_;
-  std::size_t live_count_ = 0;
 };
 
 // Calls `f(shard)` for each shard whose bit is set in `bits` (as Hint::live()), in order.
@@ -314,6 +308,13 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
     bool found = false;
     std::vector<std::function<void(bool)>> dones;
   };
+  // The tubes' generations in the shard, as a call that leaves now carries them (learn()).
+  [[nodiscard]] std::vector<std::uint32_t> generations_at(const std::vector<std::string>& tubes,
+                                                          std::uint32_t shard) {
+    std::vector<std::uint32_t> generations;
+    for (const auto& tube : tubes) generations.push_back(hint(tube).generation[shard]);
+    return generations;
+  }
   // One shard's probe call of a round, and what its answer teaches.
   void probe_one(const std::shared_ptr<ProbeRound>& round, std::uint32_t shard);
   // The same for shards of one primary, in one call across slots (probe_all).

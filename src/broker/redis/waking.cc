@@ -205,11 +205,8 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
   const std::uint32_t shard = *first;
   std::vector<std::string> args = {"reserve", waiter->session->holder,
                                    second.known() ? second.text() : ""};
-  std::vector<std::uint32_t> generations;
-  for (const auto& tube : tubes) {
-    generations.push_back(hint(tube).generation[shard]);
-    ++hint(tube).trying[shard];
-  }
+  std::vector<std::uint32_t> generations = generations_at(tubes, shard);
+  for (const auto& tube : tubes) ++hint(tube).trying[shard];
   args.insert(args.end(), tubes.begin(), tubes.end());
   // No WAIT: a reservation a failover loses only hands the job out again (at least once).
   call(shard, std::move(args), false,
@@ -389,11 +386,7 @@ void Core::probe_together(const std::shared_ptr<ProbeRound>& round,
   for (const auto shard : part) args.push_back(shard_base(names.prefix, shard));
   args.insert(args.end(), round->tubes.begin(), round->tubes.end());
   std::vector<std::vector<std::uint32_t>> generations;
-  for (const auto shard : part) {
-    generations.emplace_back();
-    for (const auto& tube : round->tubes)
-      generations.back().push_back(hint(tube).generation[shard]);
-  }
+  for (const auto shard : part) generations.push_back(generations_at(round->tubes, shard));
   const std::uint32_t first = part.front();
   call_across_slots(
       first, std::move(args),
@@ -424,8 +417,7 @@ void Core::probe_one(const std::shared_ptr<ProbeRound>& round, std::uint32_t sha
   std::vector<std::string> args = {"probe"};
   args.insert(args.end(), round->tubes.begin(), round->tubes.end());
   // The generations as the call leaves (a trickled one leaves after the round began).
-  std::vector<std::uint32_t> generations;
-  for (const auto& tube : round->tubes) generations.push_back(hint(tube).generation[shard]);
+  std::vector<std::uint32_t> generations = generations_at(round->tubes, shard);
   call(shard, std::move(args), false,
        [self = shared_from_this(), round, shard,
         generations = std::move(generations)](Result<Reply> reply) {
