@@ -222,6 +222,7 @@ void Engine::count(Slot slot, int delta) {
 
 void Engine::leave(Slot slot) {
   Job& j = job(slot);
+  DELAYQ_CHECK(!j.spilled());  // take() brings a spilled job back first
   count(slot, -1);
   switch (j.state()) {
     case JobState::kDelayed:
@@ -318,10 +319,18 @@ void Engine::destroy(Slot slot, bool drop_tube) {
   const JobId id = job(slot).id();
   const TubeNo tube_no = job(slot).tube;
   leave(slot);
-  bool attached = false;
+  const Extra* more = extra_if(slot);
+  const bool attached = more != nullptr && more->attached;
+  forget(slot);
+  mutations_.erase(id);
+  if (attached) mutations_.erase_attachment(id);
+  if (drop_tube) maybe_drop_tube(tube_no);
+}
+
+void Engine::forget(Slot slot) {
+  const JobId id = job(slot).id();
   if (const Extra* more = extra_if(slot)) {
-    attached = more->attached;
-    Tube& t = tube(tube_no);
+    Tube& t = tube(job(slot).tube);
     if (!more->key.empty()) t.keys.erase(more->key);
     if (!more->group.empty()) {
       const auto group = t.groups.find(more->group);
@@ -332,9 +341,6 @@ void Engine::destroy(Slot slot, bool drop_tube) {
   }
   index_.erase(id);
   free_slot(slot);
-  mutations_.erase(id);
-  if (attached) mutations_.erase_attachment(id);
-  if (drop_tube) maybe_drop_tube(tube_no);
 }
 
 Status Engine::check_reserved_by(ClientId client_id, JobId id, Slot* slot) const {
@@ -694,9 +700,19 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
   JobCounters counters;
   if (!request.key.empty()) {
     Tube& t = tube(tube_no);
-    if (const auto held = t.keys.find(request.key); held != t.keys.end()) {
-      const Slot holder = held->second;
-      if (!request.replace && !debounce) return PutResult{job(holder).id(), false, 0, false};
+    std::optional<Slot> held;
+    std::optional<JobId> far_held;
+    if (const auto it = t.keys.find(request.key); it != t.keys.end()) {
+      held = it->second;
+    } else {
+      far_held = far_holder(t, request.key);
+    }
+    if ((held || far_held) && !request.replace && !debounce) {
+      return PutResult{held ? job(*held).id() : *far_held, false, 0, false};
+    }
+    if (held || far_held) held = take(held ? job(*held).id() : *far_held);
+    if (held) {
+      const Slot holder = *held;
       if (job(holder).state() == JobState::kReserved) {
         return Status(Code::kConflict, "the job holding the key is reserved");
       }
@@ -753,7 +769,7 @@ Result<PutResult> Engine::put(ClientId client_id, const PutRequest& request) {
     tube(tube_no).total_jobs++;
   }
   if (request.attachment != nullptr) extra(slot).attached = true;
-  persist(slot);
+  persist(slot, /*fresh=*/keep_id == 0);
   mutations_.put_body(id, request.body);
   if (request.attachment != nullptr) mutations_.put_attachment(id, *request.attachment);
   dispatch();
@@ -843,7 +859,7 @@ bool Engine::cancel_wait(WaitId wait) {
 }
 
 Result<JobView> Engine::reserve_job(ClientId client_id, JobId id) {
-  const auto found = find(id);
+  const auto found = take(id);
   if (!found || job(*found).state() == JobState::kReserved) {
     return Status(Code::kNotFound, "no job " + std::to_string(id) + " to reserve");
   }
@@ -859,7 +875,7 @@ Result<JobView> Engine::reserve_job(ClientId client_id, JobId id) {
 }
 
 Status Engine::erase(ClientId client_id, JobId id) {
-  const auto found = find(id);
+  const auto found = take(id);
   if (!found || (job(*found).state() == JobState::kReserved &&
                  reservations_.at(*found).client != client_id)) {
     return {Code::kNotFound, "no job " + std::to_string(id)};
@@ -933,6 +949,13 @@ std::size_t Engine::kick(std::string_view name, std::size_t bound) {
       slot = tube(no).buried.begin()->second;
     } else {
       slot = earliest_delayed(no);
+      const auto far = far_first(no, 1);
+      if (!far.empty() &&
+          (!slot ||
+           std::tie(far[0].due_unix_ms, far[0].late_us, far[0].id) <
+               std::make_tuple(job(*slot).due_unix_ms, timers_[*slot].position, job(*slot).id()))) {
+        slot = take(far[0].id);
+      }
       if (!slot) break;
     }
     kick_slot(*slot);
@@ -943,7 +966,7 @@ std::size_t Engine::kick(std::string_view name, std::size_t bound) {
 }
 
 Status Engine::kick_job(JobId id) {
-  const auto found = find(id);
+  const auto found = take(id);
   if (!found ||
       (job(*found).state() != JobState::kBuried && job(*found).state() != JobState::kDelayed)) {
     return {Code::kNotFound, "no buried or delayed job " + std::to_string(id)};
@@ -983,9 +1006,11 @@ Status Engine::pause_tube(std::string_view name, Seconds pause) {
 }
 
 Result<JobView> Engine::peek(JobId id) const {
-  const auto found = find(id);
-  if (!found) return Status(Code::kNotFound, "no job " + std::to_string(id));
-  return view(*found);
+  if (const auto found = find(id)) return view(*found);
+  if (far_on() && !unsettled_.contains(id)) {
+    if (const auto record = read_far(id)) return view(*record);
+  }
+  return Status(Code::kNotFound, "no job " + std::to_string(id));
 }
 
 Result<JobView> Engine::peek_ready(std::string_view name) const {
@@ -1006,7 +1031,13 @@ Result<JobView> Engine::peek_delayed(std::string_view name) const {
     return Status(Code::kNotFound, "no delayed job");
   }
   const auto slot = earliest_delayed(it->second);
-  DELAYQ_CHECK(slot.has_value());
+  const auto far = far_first(it->second, 1);
+  if (!far.empty() && (!slot || std::tie(far[0].due_unix_ms, far[0].late_us, far[0].id) <
+                                    std::make_tuple(job(*slot).due_unix_ms, timers_[*slot].position,
+                                                    job(*slot).id()))) {
+    return far[0].slot ? view(*far[0].slot) : view(far[0].record);
+  }
+  if (!slot) return Status(Code::kNotFound, "no delayed job");
   return view(*slot);
 }
 
@@ -1025,6 +1056,7 @@ Result<JobId> Engine::find_key(std::string_view name, std::string_view key) cons
     if (const auto it = t->keys.find(key); it != t->keys.end()) {
       return job(it->second).id();
     }
+    if (const auto id = far_holder(*t, key)) return *id;
   }
   return Status(Code::kNotFound, "no job with key " + std::string(key));
 }
@@ -1042,7 +1074,7 @@ Status Engine::reschedule(JobId id, Due due) {
 }
 
 Status Engine::reschedule(JobId id, DueTime due, std::optional<Millis> delay) {
-  const auto found = find(id);
+  const auto found = take(id);
   if (!found) return {Code::kNotFound, "no job " + std::to_string(id)};
   const Slot slot = *found;
   const JobState state = job(slot).state();
@@ -1065,7 +1097,7 @@ Status Engine::reschedule(JobId id, DueTime due, std::optional<Millis> delay) {
 }
 
 Status Engine::attach(JobId id, const Delivery& delivery) {
-  const auto slot = find(id);
+  const auto slot = take(id);
   if (!slot) return {Code::kNotFound, "no job " + std::to_string(id)};
   Extra& more = extra(*slot);
   if (!more.attached) {
@@ -1077,7 +1109,7 @@ Status Engine::attach(JobId id, const Delivery& delivery) {
 }
 
 Status Engine::set_priority(JobId id, std::uint32_t priority) {
-  const auto found = find(id);
+  const auto found = take(id);
   if (!found) return {Code::kNotFound, "no job " + std::to_string(id)};
   const Slot slot = *found;
   if (job(slot).priority == priority) return Status::ok();
@@ -1094,9 +1126,12 @@ std::vector<JobView> Engine::list_group(std::string_view name, std::string_view 
   std::vector<JobView> views;
   const Tube* t = find_tube(name);
   if (t == nullptr) return views;
-  const auto it = t->groups.find(group);
-  if (it == t->groups.end()) return views;
-  for (const Slot slot : it->second) views.push_back(view(slot));
+  if (const auto it = t->groups.find(group); it != t->groups.end()) {
+    for (const Slot slot : it->second) views.push_back(view(slot));
+  }
+  for (const JobId id : far_group(*t, group)) {
+    if (const auto record = read_far(id)) views.push_back(view(*record));
+  }
   std::sort(views.begin(), views.end(),
             [](const JobView& a, const JobView& b) { return a.id < b.id; });
   return views;
@@ -1106,11 +1141,19 @@ std::size_t Engine::cancel_group(std::string_view name, std::string_view group) 
   const auto tube_it = tube_by_name_.find(name);
   if (tube_it == tube_by_name_.end()) return 0;
   Tube& t = tube(tube_it->second);
-  const auto it = t.groups.find(group);
-  if (it == t.groups.end()) return 0;
   std::vector<Slot> doomed;
-  for (const Slot slot : it->second) {
-    if (job(slot).state() != JobState::kReserved) doomed.push_back(slot);
+  for (const JobId id : far_group(t, group)) {
+    if (const auto slot = load_far(id)) doomed.push_back(*slot);
+  }
+  if (const auto it = t.groups.find(group); it != t.groups.end()) {
+    for (const Slot slot : it->second) {
+      if (job(slot).state() != JobState::kReserved) doomed.push_back(slot);
+    }
+  }
+  std::sort(doomed.begin(), doomed.end());
+  doomed.erase(std::unique(doomed.begin(), doomed.end()), doomed.end());
+  for (const Slot slot : doomed) {
+    if (job(slot).spilled()) unspill(slot);
   }
   // By id, so the store sees the same order on every run.
   std::sort(doomed.begin(), doomed.end(),
@@ -1253,6 +1296,7 @@ void Engine::lapse(Slot slot) {
 }
 
 void Engine::advance() {
+  load_due();  // far jobs coming due, into the wheel before it moves
   // Due times by the wall clock; TTRs and pauses by the steady one.
   const std::int64_t wall_us = now_us();
   wheel_.advance_to(wheel::time_at(floor_div(wall_us, kMicrosPerMilli)),
@@ -1286,6 +1330,7 @@ std::optional<std::int64_t> Engine::next_wakeup_us() const {
     if (!when || t < *when) when = t;
   };
   if (!imminent_.empty()) consider(imminent_.begin()->first);
+  if (const auto far = far_wakeup_us()) consider(*far);
   if (const auto deadline = wheel_.next_deadline())
     consider(micros(deadline->time_since_epoch().count()));
   // A steady time comes after as long on the wall clock as it reads now, not as the engine
@@ -1318,6 +1363,7 @@ store::WriteSet Engine::take_mutations() {
   }
   store::WriteSet out;
   std::swap(out, mutations_);
+  ++epoch_;
   return out;
 }
 
@@ -1425,7 +1471,27 @@ Result<Engine::JobList> Engine::list_jobs(std::string_view name, JobState state,
       });
       std::sort(slots.begin(), slots.end(), [this](Slot a, Slot b) { return due_before(a, b); });
       if (slots.size() > limit) slots.resize(limit);
-      break;
+      if (!t.far_due.total()) break;
+      // Merged with the far tier's first `limit`, by due time.
+      std::vector<FarPick> far = far_first(no, limit);
+      std::vector<JobView> merged;
+      std::size_t a = 0;
+      std::size_t b = 0;
+      while (merged.size() < limit && (a < slots.size() || b < far.size())) {
+        const bool near_first =
+            b == far.size() ||
+            (a < slots.size() && std::make_tuple(job(slots[a]).due_unix_ms,
+                                                 timers_[slots[a]].position, job(slots[a]).id()) <
+                                     std::tie(far[b].due_unix_ms, far[b].late_us, far[b].id));
+        if (near_first) {
+          merged.push_back(view(slots[a++]));
+        } else {
+          merged.push_back(far[b].slot ? view(*far[b].slot) : view(far[b].record));
+          ++b;
+        }
+      }
+      list.jobs = std::move(merged);
+      return list;
     }
     case JobState::kReserved: {
       std::size_t visits = 0;
@@ -1518,16 +1584,7 @@ Status Engine::restore(const store::JobRecord& r) {
   if (!r.key.empty() && tube(no.value()).keys.contains(r.key)) {
     return corrupt("key held by another job");
   }
-  const std::int64_t created = std::max<std::int64_t>(0, r.created_unix_ms);
-  const Slot slot = new_job(r.id, no.value(), created, r.priority, r.ttr_seconds, r.key, r.group);
-  job(slot).due_unix_ms = r.due_unix_ms;
-  const bool derived_delay = r.delay_ms == std::max<std::int64_t>(0, r.due_unix_ms - created);
-  if (!r.counters.zero() || !derived_delay || r.attached) {
-    Extra& more = extra(slot);
-    more.counters = r.counters;
-    if (!derived_delay) more.delay_ms = r.delay_ms;
-    more.attached = r.attached;
-  }
+  const Slot slot = revive(r, no.value());
   switch (r.state) {
     case JobState::kDelayed:
       // An overdue job fires at the first advance().
@@ -1546,6 +1603,20 @@ Status Engine::restore(const store::JobRecord& r) {
   next_id_ = std::max(next_id_, r.id + 1);
   last_restored_id_ = r.id;
   return Status::ok();
+}
+
+Engine::Slot Engine::revive(const store::JobRecord& r, TubeNo no) {
+  const std::int64_t created = std::max<std::int64_t>(0, r.created_unix_ms);
+  const Slot slot = new_job(r.id, no, created, r.priority, r.ttr_seconds, r.key, r.group);
+  job(slot).due_unix_ms = r.due_unix_ms;
+  const bool derived_delay = r.delay_ms == std::max<std::int64_t>(0, r.due_unix_ms - created);
+  if (!r.counters.zero() || !derived_delay || r.attached) {
+    Extra& more = extra(slot);
+    more.counters = r.counters;
+    if (!derived_delay) more.delay_ms = r.delay_ms;
+    more.attached = r.attached;
+  }
+  return slot;
 }
 
 void Engine::finish_restore(JobId next_id) {

@@ -15,7 +15,9 @@
 #include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,6 +37,7 @@
 #include "engine/clock.h"
 #include "engine/id_index.h"
 #include "engine/time_counts.h"
+#include "store/far_reader.h"
 #include "store/record.h"
 #include "wheel/hierarchical_wheel.h"
 
@@ -53,6 +56,12 @@ struct EngineOptions {
   // A client waiting in reserve with a job whose TTR ends within this margin is told
   // DEADLINE_SOON. Default: 1 s, as beanstalkd.
   Millis deadline_soon_margin{1000};
+  // The far tier (docs/design/far-tier.md). With `far` set, a delayed job due `window` or more
+  // ahead is kept on disk only, in `far`, and loaded back into memory ahead of its time; every
+  // operation finds it there. `window` nullopt: no job goes far, and the far jobs an earlier run
+  // left are loaded back. `far` null: no far tier (nothing is read). `far` must outlive the engine.
+  std::optional<Millis> window;
+  store::FarReader* far = nullptr;
 };
 
 struct PutRequest {
@@ -227,6 +236,16 @@ class Engine {
   // reply to the operations that made them is sent.
   std::vector<Wakeup> take_wakeups();
   store::WriteSet take_mutations();
+  // The far tier reads the store, which may not hold yet what the engine has written: each
+  // take_mutations() is numbered (epoch(): the last one's number), and the caller tells the
+  // engine, with settle(n), once everything taken up to number n is in the store. Until then
+  // the engine keeps in memory what it wrote to the far tier. Without settle() nothing leaves
+  // memory, which is correct and keeps the far tier's memory.
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
+  void settle(std::uint64_t epoch);
+  // The first failed read of the far tier (an I/O error, a record that does not decode): ok if
+  // none. The caller stops the node, as for a failed write.
+  [[nodiscard]] const Status& far_error() const noexcept { return far_error_; }
   [[nodiscard]] const store::WriteSet& mutations() const noexcept { return mutations_; }
 
   // --- stats
@@ -256,7 +275,9 @@ class Engine {
   // Every tube, in beanstalkd's list order: each appended when made (at a put, use or watch,
   // or in recovery), a dropped one's place taken by the last.
   [[nodiscard]] std::vector<std::string> tubes() const;
-  [[nodiscard]] std::size_t jobs() const noexcept { return index_.size(); }
+  [[nodiscard]] std::size_t jobs() const noexcept { return index_.size() + far_out_; }
+  // Jobs kept on disk only (the far tier), not in memory.
+  [[nodiscard]] std::size_t far_jobs() const noexcept { return far_out_; }
   // Bytes the engine's indexes hold (jobs, timers, wheel, id index), without allocator slack.
   [[nodiscard]] std::size_t memory_bytes() const;
 
@@ -267,6 +288,9 @@ class Engine {
   void reserve_jobs(std::size_t count);
   Status restore(const store::JobRecord& record);
   void finish_restore(JobId next_id);
+  // The far tier's counts (FarReader::far_counts()): `count` far jobs of the tube due in the
+  // minute. Before finish_restore().
+  Status restore_far(std::string_view tube, std::int64_t minute, std::uint64_t count);
 
  private:
   using Slot = std::uint32_t;
@@ -276,7 +300,8 @@ class Engine {
   // The in-memory record of a job: 32 bytes. What a pending delayed job needs and nothing more;
   // rarer facts (key, group, counters, a delay that cannot be derived) live in Extra.
   struct Job {
-    // id (48 bits) | state << 48 | has_extra << 50 | created's milliseconds << 51; 0 = free
+    // id (48 bits) | state << 48 | has_extra << 50 | created's milliseconds << 51 | spilled << 61;
+    // 0 = free
     std::uint64_t bits = 0;
     std::int64_t due_unix_ms = 0;  // see JobView::due_unix_ms
     std::uint32_t created_unix_s = 0;
@@ -303,6 +328,11 @@ class Engine {
     }
     void set_has_extra(bool on) noexcept {
       bits = on ? bits | std::uint64_t{1} << 50 : bits & ~(std::uint64_t{1} << 50);
+    }
+    // Written to the far tier and out of the wheel, still counted; in memory until settled.
+    [[nodiscard]] bool spilled() const noexcept { return (bits >> 61 & 1U) != 0; }
+    void set_spilled(bool on) noexcept {
+      bits = on ? bits | std::uint64_t{1} << 61 : bits & ~(std::uint64_t{1} << 61);
     }
   };
   static constexpr std::uint64_t kIdMask = (std::uint64_t{1} << 48) - 1;
@@ -368,6 +398,8 @@ class Engine {
     // Its delayed jobs by due minute, its ready jobs by the second they became ready.
     TimeCounts due{kDueBucketMs};
     TimeCounts ready_since{1000};
+    // Of `due`, the far tier's jobs (spilled ones not yet settled included), as stored.
+    TimeCounts far_due{kDueBucketMs};
     [[nodiscard]] std::uint64_t jobs() const noexcept {
       return counts[0] + counts[1] + counts[2] + counts[3];
     }
@@ -398,12 +430,16 @@ class Engine {
   Slot new_job(JobId id, TubeNo tube_no, std::int64_t created_ms, std::uint32_t priority,
                std::uint32_t ttr_seconds, std::string_view key, std::string_view group);
   void kick_slot(Slot slot);
+  // A stored record's job in a fresh slot (new_job()), in no state's index yet.
+  Slot revive(const store::JobRecord& record, TubeNo no);
   void free_slot(Slot slot);
   Extra& extra(Slot slot);
   [[nodiscard]] const Extra* extra_if(Slot slot) const;
   [[nodiscard]] JobView view(Slot slot) const;
   [[nodiscard]] store::JobRecord record(Slot slot) const;
-  void persist(Slot slot) { mutations_.put_record(record(slot)); }
+  // Writes the job's record; a delayed job due at or past the horizon goes to the far tier
+  // instead (spill). fresh: a job put in this step, which has no record on disk yet.
+  void persist(Slot slot, bool fresh = false);
   [[nodiscard]] std::int64_t delay_of(Slot slot) const;
   void keep_delay(Slot slot);
 
@@ -474,6 +510,47 @@ class Engine {
   void expire_flow_timers();
   // A flow tube's ready jobs that are not in its heap (behind their group's head, or held back).
   [[nodiscard]] std::vector<Slot> behind_heads(const Tube& t) const;
+
+  // the far tier (far.cc)
+  [[nodiscard]] bool far_on() const noexcept { return options_.far != nullptr; }
+  // A job by id for an operation that changes it: in memory (a spilled one back in the wheel),
+  // or loaded from the far tier; nullopt if there is none.
+  std::optional<Slot> take(JobId id);
+  void unspill(Slot slot);
+  // A far job's record into memory, delayed; its far entries erased, its record written.
+  Slot materialize(const store::JobRecord& record);
+  std::optional<Slot> load_far(JobId id);
+  [[nodiscard]] std::optional<store::JobRecord> read_far(JobId id) const;
+  [[nodiscard]] std::optional<JobId> far_holder(const Tube& t, std::string_view key) const;
+  // Whether the store's far entries for the id are to be skipped: the job is in memory (which
+  // wins), or its far entries are erased in a write not yet settled.
+  [[nodiscard]] bool far_stale(JobId id) const {
+    return index_.find(id).has_value() || unsettled_.contains(id);
+  }
+  void far_count(TubeNo no, std::int64_t due_unix_ms, int delta);
+  void unsettle(JobId id);
+  void evict(Slot slot);
+  // Out of every index but its state's (leave() does that one), and its slot freed.
+  void forget(Slot slot);
+  // Loads the far jobs the horizon has passed, at most kLoadsPerAdvance a call.
+  void load_due();
+  // The tube's delayed jobs outside the wheel (spilled, or on disk only), by due time: the
+  // first `limit`.
+  struct FarPick {
+    std::int64_t due_unix_ms = 0;
+    std::uint32_t late_us = 0;
+    JobId id = 0;
+    std::optional<Slot> slot;  // spilled, still in memory
+    store::JobRecord record;   // otherwise
+  };
+  [[nodiscard]] std::vector<FarPick> far_first(TubeNo no, std::size_t limit) const;
+  [[nodiscard]] JobView view(const store::JobRecord& record) const;
+  // The far tier's jobs of a group that are not in memory, by id.
+  [[nodiscard]] std::vector<JobId> far_group(const Tube& t, std::string_view group) const;
+  void far_failed(const Status& status) const;
+  // What the far tier's jobs cost memory, if any: a loader's wakeup.
+  [[nodiscard]] std::optional<std::int64_t> far_wakeup_us() const;
+  static constexpr std::size_t kLoadsPerAdvance = 4096;
 
   // tubes
   Result<TubeNo> tube_ref(std::string_view name);  // finds or creates
@@ -557,6 +634,27 @@ class Engine {
 
   std::vector<Wakeup> wakeups_;
   store::WriteSet mutations_;
+  std::uint64_t epoch_ = 0;  // take_mutations() calls
+
+  // The far tier. Delayed jobs due at or past horizon_ (Unix ms) are spilled; every far job due
+  // before it is loaded, or being loaded by an open pass of load_due(). Nothing spills before
+  // the first pass, which recovery owes (far jobs restored may be due).
+  std::int64_t horizon_ = std::numeric_limits<std::int64_t>::max();
+  bool pass_open_ = false;
+  bool pass_owed_ = true;
+  std::size_t far_out_ = 0;  // far jobs not in memory
+  struct Spill {
+    std::uint64_t epoch;
+    Slot slot;
+    JobId id;
+  };
+  std::deque<Spill> spilling_;  // spilled jobs to evict once their epoch is settled
+  // The jobs spilled and still in memory, with the epoch of their latest spill.
+  std::unordered_map<Slot, std::uint64_t> spilled_at_;
+  // Ids whose far entries an unsettled write erases, with the epoch of the latest such write.
+  std::unordered_map<JobId, std::uint64_t> unsettled_;
+  std::deque<std::pair<std::uint64_t, JobId>> unsettled_order_;
+  mutable Status far_error_;
 };
 
 }  // namespace delayq::engine

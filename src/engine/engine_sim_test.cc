@@ -31,6 +31,7 @@
 #include "engine/clock.h"
 #include "engine/engine.h"
 #include "engine/engine_model.h"
+#include "store/memory_store.h"
 #include "store/record.h"
 #include "support/seed.h"
 
@@ -111,6 +112,14 @@ std::string show(OpKind kind) {
       return "schedule";
     case OpKind::kEraseSchedule:
       return "erase-schedule";
+    case OpKind::kFarPut:
+      return "far-put";
+    case OpKind::kFarPutFresh:
+      return "far-put-fresh";
+    case OpKind::kFarErase:
+      return "far-erase";
+    case OpKind::kFarCount:
+      return "far-count";
   }
   return "?";
 }
@@ -196,6 +205,9 @@ struct SimConfig {
   int put_weight = 22;             // of about 120 for all operations
   int reserve_weight = 14;
   EngineOptions options;
+  // Set: the far tier on, with this window, over a MemoryStore that the engine's writes reach
+  // some steps late (settled at random), as the committer's do.
+  std::optional<Millis> window;
 };
 
 // mt19937_64 is specified bit for bit; the standard distributions are not, so draws are made
@@ -238,7 +250,7 @@ class Simulation {
       : config_(config),
         seed_(seed),
         random_(seed),
-        engine_(std::make_unique<Engine>(clock_, config.options)),
+        engine_(std::make_unique<Engine>(clock_, engine_options())),
         model_(clock_.now_unix_ms(), model_options(config.options)) {
     model_.set_clock(clock_.now_unix_ms(), clock_.steady_ms());
   }
@@ -253,6 +265,15 @@ class Simulation {
     int weight;
     Op run;
   };
+
+  EngineOptions engine_options() {
+    EngineOptions options = config_.options;
+    if (config_.window) {
+      options.window = config_.window;
+      options.far = &far_store_;
+    }
+    return options;
+  }
 
   static Model::Options model_options(const EngineOptions& options) {
     return {.deadline_soon_margin_ms = options.deadline_soon_margin.count(),
@@ -288,6 +309,8 @@ class Simulation {
   void settle(std::string_view op);
   void check_wakeups();
   void check_mutations();
+  void check_far_mutations();
+  void check_far_family();
   void check_records();
   void check_state();
   void check_tubes();
@@ -321,6 +344,10 @@ class Simulation {
   std::uint64_t seed_;
   Random random_;
   ManualClock clock_;
+  // Far mode: the store the engine reads (written as settled) and the store as written.
+  store::MemoryStore far_store_;
+  store::MemoryStore written_;
+  std::deque<std::pair<std::uint64_t, store::WriteSet>> unsettled_;
   std::unique_ptr<Engine> engine_;
   Model model_;
   int step_ = 0;
@@ -967,10 +994,27 @@ void Simulation::op_restart() {
   note("restart from " + std::to_string(records_.size()) + " records, next id " +
        std::to_string(stored_next_id_));
   count("restart");
-  auto fresh = std::make_unique<Engine>(clock_, config_.options);
-  for (const auto& [id, record] : records_) {
-    const Status s = fresh->restore(record);
-    ASSERT_TRUE(s.is_ok()) << where() << "restore " << id << ": " << s.to_string();
+  while (!unsettled_.empty()) {  // what was taken is stored
+    const store::WriteSet* sets[] = {&unsettled_.front().second};
+    ASSERT_TRUE(far_store_.write(sets, false).is_ok());
+    unsettled_.pop_front();
+  }
+  auto fresh = std::make_unique<Engine>(clock_, engine_options());
+  if (config_.window) {
+    // As delayqd: the records, then the far tier's counts; its jobs stay on disk.
+    const Status scanned =
+        far_store_.scan([&fresh](store::JobRecord&& record) { return fresh->restore(record); });
+    ASSERT_TRUE(scanned.is_ok()) << where() << scanned.to_string();
+    const Status counted =
+        far_store_.far_counts([&fresh](std::string tube, std::int64_t minute, std::uint64_t n) {
+          return fresh->restore_far(tube, minute, n);
+        });
+    ASSERT_TRUE(counted.is_ok()) << where() << counted.to_string();
+  } else {
+    for (const auto& [id, record] : records_) {
+      const Status s = fresh->restore(record);
+      ASSERT_TRUE(s.is_ok()) << where() << "restore " << id << ": " << s.to_string();
+    }
   }
   fresh->finish_restore(stored_next_id_);
   ASSERT_TRUE(fresh->take_mutations().empty()) << where() << "restore wrote mutations";
@@ -1085,6 +1129,10 @@ void Simulation::check_wakeups() {
 
 // The engine's WriteSet must be exactly the model's, op for op; applied, it is the store.
 void Simulation::check_mutations() {
+  if (config_.window) {
+    check_far_mutations();
+    return;
+  }
   const store::WriteSet got = engine_->take_mutations();
   const std::vector<Model::Mutation> want = model_.take_mutations();
   const auto listing = [&got, &want] {
@@ -1128,6 +1176,10 @@ void Simulation::check_mutations() {
       case OpKind::kFlow:
       case OpKind::kSchedule:
       case OpKind::kEraseSchedule:
+      case OpKind::kFarPut:
+      case OpKind::kFarPutFresh:
+      case OpKind::kFarErase:
+      case OpKind::kFarCount:
         // The model's operations attach nothing and set no webhook (engine_test covers them);
         // schedules are the broker's, never the engine's.
         FAIL() << where() << "unexpected " << show(op.kind);
@@ -1136,6 +1188,92 @@ void Simulation::check_mutations() {
   if (got.next_id()) stored_next_id_ = *got.next_id();
   ASSERT_EQ(stored_next_id_, model_.next_id()) << where() << "stored id high-water mark";
   check_records();
+}
+
+// Far mode: the model writes no far tier, so the store is compared as a whole, not op by op: the
+// records and far records, as written, hold exactly the live jobs (check_records()), and the far
+// family's indexes and counts agree with its records. The engine's reads see the writes some
+// steps late, as they would beside the committer.
+void Simulation::check_far_mutations() {
+  store::WriteSet got = engine_->take_mutations();
+  (void)model_.take_mutations();
+  if (got.next_id()) stored_next_id_ = *got.next_id();
+  ASSERT_EQ(stored_next_id_, model_.next_id()) << where() << "stored id high-water mark";
+  for (const auto& op : got.ops()) {
+    count("store." + show(op.kind));
+    if (op.kind == OpKind::kBody) {
+      ASSERT_FALSE(written_.read_body(op.id).is_ok()) << where() << "body written twice";
+    }
+  }
+  const store::WriteSet* sets[] = {&got};
+  const Status written = written_.write(sets, false);
+  ASSERT_TRUE(written.is_ok()) << where() << written.to_string();
+  unsettled_.emplace_back(engine_->epoch(), std::move(got));
+  const std::size_t settle = random_.index(unsettled_.size() + 1);
+  for (std::size_t i = 0; i < settle; ++i) {
+    const store::WriteSet* batch[] = {&unsettled_.front().second};
+    ASSERT_TRUE(far_store_.write(batch, false).is_ok());
+    if (i + 1 == settle) engine_->settle(unsettled_.front().first);
+    unsettled_.pop_front();
+  }
+  records_.clear();
+  bodies_.clear();
+  const Status scanned = written_.scan([this](store::JobRecord&& record) {
+    records_.emplace(record.id, std::move(record));
+    return Status::ok();
+  });
+  ASSERT_TRUE(scanned.is_ok()) << where() << scanned.to_string();
+  check_far_family();
+  if (::testing::Test::HasFatalFailure()) return;
+  for (const auto& [id, record] : records_) {
+    auto body = written_.read_body(id);
+    ASSERT_TRUE(body.is_ok()) << where() << "no body for job " << id;
+    bodies_[id] = body.value();
+  }
+  check_records();
+}
+
+// Every far record has its due entry, and its key's and group's; nothing else is there; the
+// counts by minute are the records'. Far records join records_ (each job in one place only).
+void Simulation::check_far_family() {
+  std::map<std::string, std::string> expected;
+  std::map<std::pair<std::string, std::int64_t>, std::uint64_t> counts;
+  for (const auto& [key, value] : written_.far()) {
+    if (key[0] == store::kFarCountPrefix) continue;
+    if (key[0] != store::kFarJobPrefix) continue;
+    const auto id = store::parse_job_key(store::kFarJobPrefix, key);
+    ASSERT_TRUE(id.has_value()) << where() << "far key of the wrong size";
+    auto record = store::decode_record(*id, value);
+    ASSERT_TRUE(record.is_ok()) << where() << record.status().to_string();
+    const store::JobRecord& r = record.value();
+    ASSERT_EQ(r.state, JobState::kDelayed) << where() << "far job " << *id << " not delayed";
+    ASSERT_FALSE(records_.contains(*id)) << where() << "job " << *id << " both near and far";
+    expected[key] = value;
+    expected[store::far_due_key(r.tube, r.due_unix_ms, r.id)] = "";
+    if (!r.key.empty()) {
+      const auto holder = written_.far_key(r.tube, r.key);
+      ASSERT_TRUE(holder.is_ok() && holder.value() == r.id) << where() << "far key of " << r.id;
+      expected[store::far_key_key(r.tube, r.key)] =
+          written_.far().at(store::far_key_key(r.tube, r.key));
+    }
+    if (!r.group.empty()) expected[store::far_group_key(r.tube, r.group, r.id)] = "";
+    ++counts[{r.tube, r.due_unix_ms / Engine::kDueBucketMs}];
+    records_.emplace(r.id, r);
+  }
+  std::map<std::string, std::string> found;
+  for (const auto& [key, value] : written_.far()) {
+    if (key[0] != store::kFarCountPrefix) found.emplace(key, value);
+  }
+  ASSERT_EQ(found.size(), expected.size()) << where() << "far entries beside the records";
+  ASSERT_TRUE(found == expected) << where() << "far entries differ from what the records ask";
+  std::map<std::pair<std::string, std::int64_t>, std::uint64_t> stored;
+  const Status read =
+      written_.far_counts([&stored](std::string tube, std::int64_t minute, std::uint64_t n) {
+        stored[{std::move(tube), minute}] = n;
+        return Status::ok();
+      });
+  ASSERT_TRUE(read.is_ok()) << where() << read.to_string();
+  ASSERT_TRUE(stored == counts) << where() << "far counts differ from the far records";
 }
 
 // The store holds exactly the live jobs, and each record restores to what the job is now.
@@ -1417,6 +1555,25 @@ TEST(EngineSim, ManyTubes) {
   config.groups = 4;
   config.target_jobs = 120;
   config.restart_per_mille = 4;
+  run_config(config);
+}
+
+// The far tier with a window of 2 s: most delayed jobs go to disk and come back ahead of their
+// time or when an operation needs them, with the engine's reads of the store some steps behind
+// its writes, and restarts that read only the near jobs.
+TEST(EngineSim, FarTier) {
+  SimConfig config;
+  config.name = "far";
+  config.seed = 5001;
+  config.runs = 2;
+  config.steps = 20000;
+  config.max_clients = 4;
+  config.tubes = kManyTubes;
+  config.keys = 8;
+  config.groups = 3;
+  config.target_jobs = 60;
+  config.restart_per_mille = 4;
+  config.window = Millis{2000};
   run_config(config);
 }
 

@@ -23,14 +23,21 @@ class TimeCounts {
  public:
   explicit TimeCounts(std::int64_t width_ms) : width_ms_(width_ms) {}
 
-  void add(std::int64_t unix_ms) {
-    ++buckets_[bucket(unix_ms)];
-    ++total_;
+  void add(std::int64_t unix_ms, std::uint64_t n = 1) {
+    if (n == 0) return;
+    buckets_[bucket(unix_ms)] += n;
+    total_ += n;
   }
   // `unix_ms` must have been added and not removed since.
   void remove(std::int64_t unix_ms);
 
   [[nodiscard]] std::uint64_t total() const noexcept { return total_; }
+  // The count of the bucket that holds `unix_ms`, and that bucket's number (its start / width).
+  [[nodiscard]] std::uint64_t at(std::int64_t unix_ms) const {
+    const auto it = buckets_.find(bucket(unix_ms));
+    return it == buckets_.end() ? 0 : it->second;
+  }
+  [[nodiscard]] std::int64_t bucket_of(std::int64_t unix_ms) const { return bucket(unix_ms); }
   [[nodiscard]] std::int64_t width_ms() const noexcept { return width_ms_; }
   // The start of the earliest non-empty bucket.
   [[nodiscard]] std::optional<std::int64_t> earliest() const;

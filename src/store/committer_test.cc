@@ -106,6 +106,13 @@ class ProbeStore final : public Store {
     std::lock_guard lock(mutex_);
     return inner_.scan(visit);
   }
+  Result<std::optional<std::string>> far_get(const std::string& key) override {
+    return inner_.far_get(key);
+  }
+  Status far_scan(const std::string& prefix,
+                  const std::function<bool(std::string_view, std::string_view)>& visit) override {
+    return inner_.far_scan(prefix, visit);
+  }
   Result<Delivery> read_attachment(JobId id) override { return inner_.read_attachment(id); }
   Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override {
     return inner_.scan_webhooks(visit);
@@ -503,6 +510,13 @@ class GateStore final : public Store {
   Status sync() override { return inner_.sync(); }
   Status scan(const std::function<Status(JobRecord&&)>& visit) override {
     return inner_.scan(visit);
+  }
+  Result<std::optional<std::string>> far_get(const std::string& key) override {
+    return inner_.far_get(key);
+  }
+  Status far_scan(const std::string& prefix,
+                  const std::function<bool(std::string_view, std::string_view)>& visit) override {
+    return inner_.far_scan(prefix, visit);
   }
   Result<Delivery> read_attachment(JobId id) override { return inner_.read_attachment(id); }
   Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override {

@@ -1,5 +1,8 @@
 #include "store/memory_store.h"
 
+#include <utility>
+#include <vector>
+
 namespace delayq::store {
 
 Status MemoryStore::write(std::span<const WriteSet* const> sets, bool /*sync*/) {
@@ -49,9 +52,50 @@ Status MemoryStore::write(std::span<const WriteSet* const> sets, bool /*sync*/) 
         case WriteSet::Kind::kEraseSchedule:
           schedules_.erase(op.tube);
           break;
+        case WriteSet::Kind::kFarPut:
+        case WriteSet::Kind::kFarPutFresh:
+        case WriteSet::Kind::kFarErase:
+        case WriteSet::Kind::kFarCount: {
+          const Status s = far_writes(
+              op,
+              [this](std::string key, std::optional<std::string_view> value) {
+                if (value) {
+                  far_[std::move(key)] = std::string(*value);
+                } else {
+                  far_.erase(key);
+                }
+              },
+              [this](JobId id) { records_.erase(id); });
+          if (!s.is_ok()) return s;
+          break;
+        }
       }
     }
     if (set->next_id()) next_id_ = *set->next_id();
+  }
+  return Status::ok();
+}
+
+Result<std::optional<std::string>> MemoryStore::far_get(const std::string& key) {
+  const std::lock_guard lock(mutex_);
+  const auto it = far_.find(key);
+  if (it == far_.end()) return std::optional<std::string>();
+  return std::optional<std::string>(it->second);
+}
+
+Status MemoryStore::far_scan(const std::string& prefix,
+                             const std::function<bool(std::string_view, std::string_view)>& visit) {
+  // A copy, so that visit may read (or the committer write) while the scan goes on.
+  std::vector<std::pair<std::string, std::string>> entries;
+  {
+    const std::lock_guard lock(mutex_);
+    for (auto it = far_.lower_bound(prefix); it != far_.end() && it->first.starts_with(prefix);
+         ++it) {
+      entries.emplace_back(*it);
+    }
+  }
+  for (const auto& [key, value] : entries) {
+    if (!visit(key, value)) break;
   }
   return Status::ok();
 }

@@ -28,6 +28,12 @@ class MemoryStore final : public Store {
   [[nodiscard]] std::uint64_t estimated_jobs() const override { return records_.size(); }
   [[nodiscard]] std::size_t records() const noexcept { return records_.size(); }
   [[nodiscard]] std::size_t bodies() const noexcept { return bodies_.size(); }
+  [[nodiscard]] bool records_hold(JobId id) const { return records_.contains(id); }
+  [[nodiscard]] const std::map<std::string, std::string>& far() const noexcept { return far_; }
+
+  Result<std::optional<std::string>> far_get(const std::string& key) override;
+  Status far_scan(const std::string& prefix,
+                  const std::function<bool(std::string_view, std::string_view)>& visit) override;
 
  private:
   std::map<JobId, std::string> records_;
@@ -37,6 +43,7 @@ class MemoryStore final : public Store {
   std::map<std::string, std::uint32_t> max_attempts_;
   std::map<std::string, std::string> flows_;
   std::map<std::string, std::string> schedules_;
+  std::map<std::string, std::string> far_;  // the far family, keyed as in RocksDB
   JobId next_id_ = 1;
   std::mutex mutex_;  // write() against the point reads
 };

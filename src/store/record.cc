@@ -49,10 +49,12 @@
 //   18     2    group weights, n; then n times: 2+len group name, 4 weight (2 to 1000)
 #include "store/record.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
 #include "base/bytes.h"
+#include "store/far_reader.h"
 
 namespace delayq::store {
 namespace {
@@ -305,6 +307,94 @@ std::optional<JobId> parse_job_key(char prefix, std::string_view key) {
   JobId id = 0;
   for (std::size_t i = 1; i < 9; ++i) id = id << 8U | static_cast<unsigned char>(key[i]);
   return id;
+}
+
+namespace {
+
+void append_be64(std::string& out, std::uint64_t value) {
+  for (int i = 7; i >= 0; --i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFFU));
+}
+
+}  // namespace
+
+std::uint64_t read_be64(std::string_view bytes) {
+  std::uint64_t value = 0;
+  for (std::size_t i = 0; i < 8; ++i) value = value << 8U | static_cast<unsigned char>(bytes[i]);
+  return value;
+}
+
+std::string far_prefix(char kind, std::string_view tube) {
+  std::string key;
+  key.reserve(tube.size() + 2);
+  key.push_back(kind);
+  key.append(tube);
+  key.push_back('\0');
+  return key;
+}
+
+std::string far_due_key(std::string_view tube, std::int64_t due_unix_ms, JobId id) {
+  std::string key = far_prefix(kFarDuePrefix, tube);
+  append_be64(key, static_cast<std::uint64_t>(std::max<std::int64_t>(0, due_unix_ms)));
+  append_be64(key, id);
+  return key;
+}
+
+std::string far_key_key(std::string_view tube, std::string_view key) {
+  return far_prefix(kFarKeyPrefix, tube).append(key);
+}
+
+std::string far_group_prefix(std::string_view tube, std::string_view group) {
+  std::string key = far_prefix(kFarGroupPrefix, tube).append(group);
+  key.push_back('\0');
+  return key;
+}
+
+std::string far_group_key(std::string_view tube, std::string_view group, JobId id) {
+  std::string key = far_group_prefix(tube, group);
+  append_be64(key, id);
+  return key;
+}
+
+std::string far_count_key(std::string_view tube, std::int64_t minute) {
+  std::string key = far_prefix(kFarCountPrefix, tube);
+  append_be64(key, static_cast<std::uint64_t>(std::max<std::int64_t>(0, minute)));
+  return key;
+}
+
+void WriteSet::far_count(std::string_view tube, std::int64_t minute, std::uint64_t count) {
+  std::string value;
+  value.reserve(16);
+  append_be64(value, static_cast<std::uint64_t>(std::max<std::int64_t>(0, minute)));
+  put_le(value, count);
+  ops_.push_back({Kind::kFarCount, 0, std::move(value), std::string(tube)});
+}
+
+Status far_writes(const WriteSet::Op& op,
+                  const std::function<void(std::string, std::optional<std::string_view>)>& write,
+                  const std::function<void(JobId)>& drop_record) {
+  if (op.kind == WriteSet::Kind::kFarCount) {
+    if (op.value.size() != 16) return {Code::kCorruption, "a far count of the wrong size"};
+    const auto minute = static_cast<std::int64_t>(read_be64(op.value));
+    const std::string_view count = std::string_view(op.value).substr(8);
+    const bool zero = count.find_first_not_of('\0') == std::string_view::npos;
+    write(far_count_key(op.tube, minute), zero ? std::nullopt : std::optional(count));
+    return Status::ok();
+  }
+  auto decoded = decode_record(op.id, op.value);
+  if (!decoded.is_ok()) return decoded.status();
+  const JobRecord& r = decoded.value();
+  const bool put = op.kind != WriteSet::Kind::kFarErase;
+  const auto value = [put](std::string_view bytes) {
+    return put ? std::optional(bytes) : std::nullopt;
+  };
+  write(job_key(kFarJobPrefix, r.id), value(op.value));
+  write(far_due_key(r.tube, r.due_unix_ms, r.id), value({}));
+  std::string id_bytes;
+  append_be64(id_bytes, r.id);
+  if (!r.key.empty()) write(far_key_key(r.tube, r.key), value(id_bytes));
+  if (!r.group.empty()) write(far_group_key(r.tube, r.group, r.id), value({}));
+  if (op.kind == WriteSet::Kind::kFarPut) drop_record(r.id);
+  return Status::ok();
 }
 
 void WriteSet::append(WriteSet&& other) {

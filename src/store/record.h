@@ -26,10 +26,10 @@ inline constexpr std::uint8_t kTracedAttachmentVersion = 2;
 // byte; 3 the flag JobRecord::due_inside; 4 moved attachments from the default column family
 // to the bodies one (RocksStore moves them when it opens an older store); 5 attachments of
 // version 2 (kTracedAttachmentVersion); 6 moved schedules to the bodies family too (read while
-// the server runs). An older store means the same under the newer version, and is marked with it
-// when opened (so that an older build refuses it instead of misreading it). Anything newer is
-// refused.
-inline constexpr std::uint64_t kStoreVersion = 6;
+// the server runs); 7 added the far family (the far tier's jobs, below). An older store means
+// the same under the newer version, and is marked with it when opened (so that an older build
+// refuses it instead of misreading it). Anything newer is refused.
+inline constexpr std::uint64_t kStoreVersion = 7;
 
 struct JobRecord {
   JobId id = 0;
@@ -84,6 +84,28 @@ inline constexpr char kFlowPrefix = 'f';
 // (schedule/codec.h), which the store keeps without reading.
 inline constexpr char kSchedulePrefix = 's';
 [[nodiscard]] std::optional<std::uint32_t> decode_u32(std::string_view bytes);
+// The far tier (docs/storage-format.md): delayed jobs due beyond the engine's window, kept on
+// disk only, in a column family of their own. Its keys, each behind one byte of kind:
+//   'J' id                              the job's record (as under kJobPrefix)
+//   'd' tube '\0' due(8, BE) id(8, BE)   empty: the tube's far jobs by due time
+//   'k' tube '\0' key                    the id (8, BE) of the far job that holds the key
+//   'g' tube '\0' group '\0' id(8, BE)    empty: the far jobs of a group
+//   'h' tube '\0' minute(8, BE)          u64 LE: how many far jobs of the tube are due in the
+//                                       minute (its start in Unix ms / 60,000); never 0
+// Tube names, keys and groups are printable ASCII, so '\0' ends each and orders the keys.
+inline constexpr char kFarJobPrefix = 'J';
+inline constexpr char kFarDuePrefix = 'd';
+inline constexpr char kFarKeyPrefix = 'k';
+inline constexpr char kFarGroupPrefix = 'g';
+inline constexpr char kFarCountPrefix = 'h';
+[[nodiscard]] std::string far_due_key(std::string_view tube, std::int64_t due_unix_ms, JobId id);
+[[nodiscard]] std::string far_key_key(std::string_view tube, std::string_view key);
+[[nodiscard]] std::string far_group_key(std::string_view tube, std::string_view group, JobId id);
+[[nodiscard]] std::string far_count_key(std::string_view tube, std::int64_t minute);
+// The prefix every key of the kind names for the tube (and the group): what a scan seeks.
+[[nodiscard]] std::string far_prefix(char kind, std::string_view tube);
+[[nodiscard]] std::string far_group_prefix(std::string_view tube, std::string_view group);
+[[nodiscard]] std::uint64_t read_be64(std::string_view bytes);  // bytes.size() >= 8
 inline constexpr std::string_view kFormatKey = "m:format";
 inline constexpr std::string_view kNextIdKey = "m:next_id";
 [[nodiscard]] std::string job_key(char prefix, JobId id);
@@ -93,7 +115,9 @@ inline constexpr std::string_view kNextIdKey = "m:next_id";
 // erased with the job; every other change rewrites the small record only.
 class WriteSet {
  public:
-  // kErase drops a job's record and body, kEraseAttachment its attachment; kWebhook,
+  // kErase drops a job's record and body, kEraseAttachment its attachment; the kFar kinds are
+  // the far tier's (far_put() and the others below; kFarCount's value is the minute, u64 BE,
+  // then the count, u64 LE); kWebhook,
   // kEraseWebhook and kMaxAttempts concern the tube named in `tube` (id 0); kMaxAttempts's value
   // is the number, u32 little-endian, and 0 erases it; kFlow's is encode_flow()'s, and settings
   // with nothing on erase it. kSchedule and kEraseSchedule concern the schedule named in `tube`.
@@ -108,7 +132,11 @@ class WriteSet {
     kMaxAttempts,
     kFlow,
     kSchedule,
-    kEraseSchedule
+    kEraseSchedule,
+    kFarPut,
+    kFarPutFresh,
+    kFarErase,
+    kFarCount
   };
   struct Op {
     Kind kind;
@@ -149,6 +177,19 @@ class WriteSet {
   void erase_schedule(std::string_view name) {
     ops_.push_back({Kind::kEraseSchedule, 0, {}, std::string(name)});
   }
+  // The far tier. far_put keeps a delayed job on disk only: its far record and index entries
+  // ('J', 'd', 'k', 'g'), and drops its record under kJobPrefix unless `fresh` (a job put in
+  // this very set has none). far_erase drops what far_put wrote for the same record (the job
+  // comes back to memory, or is gone: its own kRecord or kErase follows). far_count sets how
+  // many far jobs of the tube are due in the minute (0: none).
+  void far_put(const JobRecord& record, bool fresh) {
+    ops_.push_back({fresh ? Kind::kFarPutFresh : Kind::kFarPut, record.id, encode_record(record),
+                    record.tube});
+  }
+  void far_erase(const JobRecord& record) {
+    ops_.push_back({Kind::kFarErase, record.id, encode_record(record), record.tube});
+  }
+  void far_count(std::string_view tube, std::int64_t minute, std::uint64_t count);
   // The id high-water mark: every id below it has been handed out.
   void set_next_id(JobId next_id) { next_id_ = next_id; }
 

@@ -2,6 +2,7 @@
 
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
 #include <rocksdb/memtablerep.h>
 #include <rocksdb/options.h>
 #include <rocksdb/slice_transform.h>
@@ -42,10 +43,11 @@ std::optional<std::uint64_t> decode_u64(std::string_view bytes) {
 
 RocksStore::RocksStore(std::unique_ptr<rocksdb::DB> db,
                        std::vector<rocksdb::ColumnFamilyHandle*> families)
-    : db_(std::move(db)), records_(families.at(0)), bodies_(families.at(1)) {}
+    : db_(std::move(db)), records_(families.at(0)), bodies_(families.at(1)), far_(families.at(2)) {}
 
 RocksStore::~RocksStore() {
   if (!db_) return;
+  (void)db_->DestroyColumnFamilyHandle(far_);
   (void)db_->DestroyColumnFamilyHandle(bodies_);
   (void)db_->DestroyColumnFamilyHandle(records_);
   (void)db_->Close();
@@ -95,7 +97,8 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
   const bool create = options.create_if_missing && empty;
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = create;
-  db_options.create_missing_column_families = create;
+  // A store older than the far family gets it, empty (the upgrade to version 7).
+  db_options.create_missing_column_families = true;
   db_options.paranoid_checks = true;
   // A log cut short is read up to the cut; a bad record is looked at below.
   db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
@@ -135,8 +138,24 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
   bodies.min_blob_size = 0;
   bodies.blob_compression_type = rocksdb::kNoCompression;
   bodies.enable_blob_garbage_collection = true;
+  // The far tier is read by key (a job by id, a key's holder) and scanned by prefix (a tube's
+  // jobs by due time, a group): a skip list, and bloom filters so that the lookup of an id
+  // that is not far (every delete of an unknown id asks) seldom reads a block.
+  rocksdb::ColumnFamilyOptions far = family_options(options, cache);
+  far.memtable_prefix_bloom_size_ratio = 0.02;
+  far.memtable_whole_key_filtering = true;
+  {
+    rocksdb::BlockBasedTableOptions table;
+    table.block_cache = cache;
+    table.cache_index_and_filter_blocks = true;
+    table.pin_l0_filter_and_index_blocks_in_cache = true;
+    table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+    far.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  }
   const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-      {rocksdb::kDefaultColumnFamilyName, records}, {std::string(kBodiesFamily), bodies}};
+      {rocksdb::kDefaultColumnFamilyName, records},
+      {std::string(kBodiesFamily), bodies},
+      {std::string(kFarFamily), far}};
 
   rocksdb::DB* raw = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
@@ -299,6 +318,23 @@ Status RocksStore::write(std::span<const WriteSet* const> sets, bool sync) {
         case WriteSet::Kind::kEraseSchedule:
           batch.Delete(bodies_, kSchedulePrefix + op.tube);
           break;
+        case WriteSet::Kind::kFarPut:
+        case WriteSet::Kind::kFarPutFresh:
+        case WriteSet::Kind::kFarErase:
+        case WriteSet::Kind::kFarCount: {
+          const Status s = far_writes(
+              op,
+              [this, &batch](const std::string& key, std::optional<std::string_view> value) {
+                if (value) {
+                  batch.Put(far_, key, rocksdb::Slice(value->data(), value->size()));
+                } else {
+                  batch.Delete(far_, key);
+                }
+              },
+              [&batch](JobId id) { batch.Delete(job_key(kJobPrefix, id)); });
+          if (!s.is_ok()) return s;
+          break;
+        }
       }
     }
     if (set->next_id()) next_id = set->next_id();
@@ -309,6 +345,26 @@ Status RocksStore::write(std::span<const WriteSet* const> sets, bool sync) {
   if (Status s = from_rocks(db_->Write(options, &batch), "write"); !s.is_ok()) return s;
   if (next_id) next_id_ = *next_id;
   return Status::ok();
+}
+
+Result<std::optional<std::string>> RocksStore::far_get(const std::string& key) {
+  std::string value;
+  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), far_, key, &value);
+  if (s.IsNotFound()) return std::optional<std::string>();
+  if (!s.ok()) return from_rocks(s, "reading the far tier");
+  return std::optional<std::string>(std::move(value));
+}
+
+Status RocksStore::far_scan(const std::string& prefix,
+                            const std::function<bool(std::string_view, std::string_view)>& visit) {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), far_));
+  for (it->Seek(prefix); it->Valid(); it->Next()) {
+    const rocksdb::Slice key = it->key();
+    if (!key.starts_with(prefix)) break;
+    const rocksdb::Slice value = it->value();
+    if (!visit({key.data(), key.size()}, {value.data(), value.size()})) break;
+  }
+  return from_rocks(it->status(), "scanning the far tier");
 }
 
 std::uint64_t RocksStore::estimated_jobs() const {

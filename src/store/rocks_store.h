@@ -25,6 +25,8 @@ namespace delayq::store {
 
 // The column family that holds job bodies; meta keys and job records are in the default one.
 inline constexpr std::string_view kBodiesFamily = "bodies";
+// The column family of the far tier (record.h draws its keys): read while the server runs.
+inline constexpr std::string_view kFarFamily = "far";
 
 struct RocksStoreOptions {
   // Create the directory and an empty store if there is none. Default: true.
@@ -71,6 +73,10 @@ class RocksStore final : public Store {
   // system (copied otherwise), the rest copied, after a flush of the memtables.
   Status checkpoint(const std::string& dir) override;
 
+  Result<std::optional<std::string>> far_get(const std::string& key) override;
+  Status far_scan(const std::string& prefix,
+                  const std::function<bool(std::string_view, std::string_view)>& visit) override;
+
  private:
   RocksStore(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> families);
   Status load_meta();
@@ -82,6 +88,7 @@ class RocksStore final : public Store {
   // the store opens (its memtable is a vector, sorted when read).
   rocksdb::ColumnFamilyHandle* records_;
   rocksdb::ColumnFamilyHandle* bodies_;  // bodies and attachments, in blob files
+  rocksdb::ColumnFamilyHandle* far_;     // the far tier
   JobId next_id_ = 1;
   std::string dropped_;
 };

@@ -19,6 +19,8 @@
 #include <random>
 #include <string>
 #include <system_error>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "store/log_damage.h"
@@ -299,8 +301,11 @@ TEST(RocksStoreTest, AttachmentsAndWebhooksSurviveReopenAndGoWhenErased) {
 using Families = std::vector<rocksdb::ColumnFamilyHandle*>;
 void with_raw(const std::string& dir,
               const std::function<void(rocksdb::DB&, const Families&)>& use) {
-  std::vector<rocksdb::ColumnFamilyDescriptor> families = {{rocksdb::kDefaultColumnFamilyName, {}},
-                                                           {std::string(kBodiesFamily), {}}};
+  // Every family the store has (the far one since version 7), in the order RocksDB lists them.
+  std::vector<std::string> names;
+  ASSERT_TRUE(rocksdb::DB::ListColumnFamilies({}, dir, &names).ok());
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  for (const std::string& name : names) families.emplace_back(name, rocksdb::ColumnFamilyOptions());
   Families handles;
   rocksdb::DB* raw = nullptr;
   ASSERT_TRUE(rocksdb::DB::Open({}, dir, families, &handles, &raw).ok());
@@ -446,6 +451,145 @@ TEST(RocksStoreTest, AVersionFiveStoresSchedulesAreMovedWhenOpened) {
     it->Seek(std::string(1, kSchedulePrefix));
     EXPECT_TRUE(!it->Valid() || it->key()[0] != kSchedulePrefix) << "left in the default family";
   });
+}
+
+// The far tier's family: a far job's record and its due, key and group entries, read by id, key,
+// group and due time; counts by minute; an erase takes every entry; all of it survives a reopen.
+TEST(RocksStoreTest, FarJobsAreReadByIdKeyGroupAndDueTimeAndSurviveReopen) {
+  TempDir tmp;
+  const std::string dir = tmp.sub("db");
+  const auto far_record = [](JobId id, std::int64_t due) {
+    JobRecord r;
+    r.id = id;
+    r.tube = "mail";
+    r.state = JobState::kDelayed;
+    r.due_unix_ms = due;
+    r.created_unix_ms = 1'700'000'000'000;
+    r.ttr_seconds = 60;
+    r.key = "order-" + std::to_string(id);
+    r.group = id % 2 == 0 ? "even" : "";
+    return r;
+  };
+  {
+    auto store = must_open(dir);
+    ASSERT_NE(store, nullptr);
+    WriteSet set = put_jobs(1, 3, 10);                               // near: records under 'j'
+    set.far_put(far_record(2, 1'800'000'300'000), /*fresh=*/false);  // was near: its 'j' goes
+    set.far_put(far_record(4, 1'800'000'100'000), /*fresh=*/true);
+    set.put_body(4, "four");
+    set.far_put(far_record(6, 1'800'000'200'000), /*fresh=*/true);
+    set.put_body(6, "six");
+    set.far_count("mail", 30'000'001, 1);
+    set.far_count("mail", 30'000'003, 2);
+    ASSERT_TRUE(write(*store, {&set}, /*sync=*/true).is_ok());
+  }
+  auto store = must_open(dir);
+  ASSERT_NE(store, nullptr);
+  auto near = scan_all(*store);
+  ASSERT_TRUE(near.is_ok());
+  EXPECT_EQ(ids_of(near.value()), (std::vector<JobId>{1, 3})) << "far jobs are not scanned";
+  const auto six = store->far_job(6);
+  ASSERT_TRUE(six.is_ok() && six.value().has_value());
+  EXPECT_EQ(*six.value(), far_record(6, 1'800'000'200'000));
+  EXPECT_EQ(store->far_job(1).value(), std::nullopt);
+  EXPECT_EQ(store->far_key("mail", "order-4").value(), std::optional<JobId>(4));
+  EXPECT_EQ(store->far_key("mail", "order-1").value(), std::nullopt);
+  std::vector<JobId> even;
+  ASSERT_TRUE(store
+                  ->far_group("mail", "even",
+                              [&](JobId id) {
+                                even.push_back(id);
+                                return true;
+                              })
+                  .is_ok());
+  EXPECT_EQ(even, (std::vector<JobId>{2, 4, 6}));
+  std::vector<std::pair<std::int64_t, JobId>> by_due;
+  ASSERT_TRUE(store
+                  ->far_by_due("mail",
+                               [&](std::int64_t due, JobId id) {
+                                 by_due.emplace_back(due, id);
+                                 return true;
+                               })
+                  .is_ok());
+  EXPECT_EQ(by_due, (std::vector<std::pair<std::int64_t, JobId>>{
+                        {1'800'000'100'000, 4}, {1'800'000'200'000, 6}, {1'800'000'300'000, 2}}));
+  std::vector<std::tuple<std::string, std::int64_t, std::uint64_t>> counts;
+  ASSERT_TRUE(store
+                  ->far_counts([&](std::string tube, std::int64_t minute, std::uint64_t n) {
+                    counts.emplace_back(tube, minute, n);
+                    return Status::ok();
+                  })
+                  .is_ok());
+  EXPECT_EQ(counts, (std::vector<std::tuple<std::string, std::int64_t, std::uint64_t>>{
+                        {"mail", 30'000'001, 1}, {"mail", 30'000'003, 2}}));
+  EXPECT_EQ(store->read_body(6).value(), "six") << "bodies stay where they were";
+  WriteSet erase;
+  erase.far_erase(far_record(6, 1'800'000'200'000));
+  erase.far_count("mail", 30'000'003, 0);
+  ASSERT_TRUE(write(*store, {&erase}, /*sync=*/true).is_ok());
+  EXPECT_EQ(store->far_job(6).value(), std::nullopt);
+  EXPECT_EQ(store->far_key("mail", "order-6").value(), std::nullopt);
+  even.clear();
+  ASSERT_TRUE(store
+                  ->far_group("mail", "even",
+                              [&](JobId id) {
+                                even.push_back(id);
+                                return true;
+                              })
+                  .is_ok());
+  EXPECT_EQ(even, (std::vector<JobId>{2, 4}));
+  counts.clear();
+  ASSERT_TRUE(store
+                  ->far_counts([&](std::string tube, std::int64_t minute, std::uint64_t n) {
+                    counts.emplace_back(tube, minute, n);
+                    return Status::ok();
+                  })
+                  .is_ok());
+  EXPECT_EQ(counts.size(), 1U) << "a count of 0 is no entry";
+}
+
+// A version 6 store has no far family: opening it adds one, empty, and marks the store 7.
+TEST(RocksStoreTest, AVersionSixStoreGetsTheFarFamilyWhenOpened) {
+  TempDir tmp;
+  const std::string dir = tmp.sub("db");
+  {
+    // What a version 6 build made: the default and bodies families, jobs, the marker at 6.
+    rocksdb::DBOptions options;
+    options.create_if_missing = true;
+    options.create_missing_column_families = true;
+    const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+        {rocksdb::kDefaultColumnFamilyName, {}}, {std::string(kBodiesFamily), {}}};
+    Families handles;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(options, dir, families, &handles, &raw).ok());
+    std::string marker(8, '\0');
+    marker[0] = 6;
+    ASSERT_TRUE(raw->Put({}, std::string(kFormatKey), marker).ok());
+    ASSERT_TRUE(raw->Put({}, job_key(kJobPrefix, 1), encode_record(make_record(1))).ok());
+    for (auto* handle : handles) (void)raw->DestroyColumnFamilyHandle(handle);
+    delete raw;
+  }
+  {
+    auto store = must_open(dir);
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(ids_of(scan_all(*store).value()), (std::vector<JobId>{1}));
+    EXPECT_EQ(store->far_job(1).value(), std::nullopt);
+    JobRecord far = make_record(2);
+    far.state = JobState::kDelayed;
+    WriteSet set;
+    set.far_put(far, /*fresh=*/true);
+    ASSERT_TRUE(write(*store, {&set}, /*sync=*/true).is_ok());
+  }
+  std::vector<std::string> names;
+  ASSERT_TRUE(rocksdb::DB::ListColumnFamilies({}, dir, &names).ok());
+  EXPECT_NE(std::find(names.begin(), names.end(), std::string(kFarFamily)), names.end());
+  with_raw(dir, [](rocksdb::DB& raw, const Families&) {
+    std::string marker;
+    ASSERT_TRUE(raw.Get({}, std::string(kFormatKey), &marker).ok());
+    EXPECT_EQ(static_cast<unsigned char>(marker[0]), kStoreVersion);
+  });
+  auto store = must_open(dir);
+  EXPECT_TRUE(store->far_job(2).value().has_value());
 }
 
 TEST(RocksStoreTest, ScanIsInNumericIdOrder) {

@@ -14,14 +14,13 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "store/far_reader.h"
 #include "store/record.h"
 
 namespace delayq::store {
 
-class Store {
+class Store : public FarFamily {
  public:
-  virtual ~Store() = default;
-
   // Applies `sets` in order as one atomic batch; sync: durable on return.
   virtual Status write(std::span<const WriteSet* const> sets, bool sync) = 0;
   // Makes every earlier write durable.

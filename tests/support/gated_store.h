@@ -67,6 +67,13 @@ class GatedStore final : public store::Store {
   Status scan(const std::function<Status(store::JobRecord&&)>& visit) override {
     return inner_->scan(visit);
   }
+  Result<std::optional<std::string>> far_get(const std::string& key) override {
+    return inner_->far_get(key);
+  }
+  Status far_scan(const std::string& prefix,
+                  const std::function<bool(std::string_view, std::string_view)>& visit) override {
+    return inner_->far_scan(prefix, visit);
+  }
   Result<Delivery> read_attachment(JobId id) override { return inner_->read_attachment(id); }
   Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override {
     return inner_->scan_webhooks(visit);

@@ -1,0 +1,65 @@
+#include "store/far_reader.h"
+
+#include <utility>
+
+#include "base/bytes.h"
+
+namespace delayq::store {
+
+Result<std::optional<JobRecord>> FarFamily::far_job(JobId id) {
+  auto bytes = far_get(job_key(kFarJobPrefix, id));
+  if (!bytes.is_ok()) return bytes.status();
+  if (!bytes.value()) return std::optional<JobRecord>();
+  auto record = decode_record(id, *bytes.value());
+  if (!record.is_ok()) return record.status();
+  return std::optional<JobRecord>(std::move(record).value());
+}
+
+Result<std::optional<JobId>> FarFamily::far_key(std::string_view tube, std::string_view key) {
+  auto bytes = far_get(far_key_key(tube, key));
+  if (!bytes.is_ok()) return bytes.status();
+  if (!bytes.value()) return std::optional<JobId>();
+  if (bytes.value()->size() != 8) {
+    return Status(Code::kCorruption, "far key " + std::string(key) + ": not an id");
+  }
+  return std::optional<JobId>(read_be64(*bytes.value()));
+}
+
+Status FarFamily::far_group(std::string_view tube, std::string_view group,
+                            const std::function<bool(JobId)>& visit) {
+  const std::string prefix = far_group_prefix(tube, group);
+  return far_scan(prefix, [&](std::string_view key, std::string_view /*value*/) {
+    return key.size() != prefix.size() + 8 || visit(read_be64(key.substr(prefix.size())));
+  });
+}
+
+Status FarFamily::far_by_due(std::string_view tube,
+                             const std::function<bool(std::int64_t, JobId)>& visit) {
+  const std::string prefix = far_prefix(kFarDuePrefix, tube);
+  return far_scan(prefix, [&](std::string_view key, std::string_view /*value*/) {
+    if (key.size() != prefix.size() + 16) return true;
+    key.remove_prefix(prefix.size());
+    return visit(static_cast<std::int64_t>(read_be64(key)), read_be64(key.substr(8)));
+  });
+}
+
+Status FarFamily::far_counts(
+    const std::function<Status(std::string, std::int64_t, std::uint64_t)>& visit) {
+  Status failed;
+  Status scanned = far_scan(std::string(1, kFarCountPrefix), [&](std::string_view key,
+                                                                 std::string_view value) {
+    const std::size_t end = key.find('\0');
+    bytes::Reader in(value);
+    std::uint64_t count = 0;
+    if (end == std::string_view::npos || key.size() != end + 9 || !in.get(count) || !in.done()) {
+      failed = Status(Code::kCorruption, "a far count that does not read");
+      return false;
+    }
+    failed = visit(std::string(key.substr(1, end - 1)),
+                   static_cast<std::int64_t>(read_be64(key.substr(end + 1))), count);
+    return failed.is_ok();
+  });
+  return scanned.is_ok() ? failed : scanned;
+}
+
+}  // namespace delayq::store
