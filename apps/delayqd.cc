@@ -55,6 +55,7 @@ struct Flags {
   std::string redis_wait = "on";
   front::webhook::DelivererOptions deliverer;
   std::string fsync = "always";
+  std::int64_t window_seconds = 3600;
   int verbose = 0;
 };
 
@@ -367,6 +368,11 @@ int main(int argc, char** argv) {
       ->transform(CLI::AsSizeValue(false))
       ->check(apps::whole_number(0, std::uint64_t{1} << 50, " bytes (1 PiB)"))
       ->default_str("256MiB");
+  app.add_option("--window", flags.window_seconds,
+                 "delayed jobs due more than this many seconds ahead are kept on disk only and "
+                 "loaded back ahead of their time (the far tier); 0: every job in memory")
+      ->capture_default_str()
+      ->check(apps::whole_number(0, 365LL * 86400, " seconds (a year)"));
   app.add_option("--fsync", flags.fsync,
                  "durability: always (fsync before every reply), interval:MS, or none")
       ->capture_default_str();
@@ -441,6 +447,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   flags.node.durability = durability.value();
+  if (flags.window_seconds > 0)
+    flags.node.engine.window = std::chrono::seconds(flags.window_seconds);
   for (std::size_t from = 0; !flags.redis.empty() && from <= flags.redis.size();) {
     const auto comma = flags.redis.find(',', from);
     const std::string seed = flags.redis.substr(from, comma - from);

@@ -6,7 +6,8 @@
 // Costs: put, delete, release, bury, touch, reschedule and key lookups are O(1) or O(log n) in
 // the jobs of one tube; time passes in O(jobs due) over the hierarchical wheel. peek-delayed and
 // kicking delayed jobs walk the wheel in time order (O(jobs due before the tube's first)).
-// A pending delayed job costs ~63 bytes of RAM (docs/BENCHMARKS.md); bodies stay on disk.
+// A pending delayed job costs ~63 bytes of RAM (docs/BENCHMARKS.md); bodies stay on disk, and
+// with a far tier (EngineOptions::window, far.cc) a job due beyond the window costs none.
 // Semantics follow beanstalkd 1.12 (docs/protocol.md); the lifecycle is in
 // docs/design/lifecycle.md.
 #pragma once

@@ -3,7 +3,9 @@
 // through the engine and the committer under `always`. Before submitting a step it appends the
 // step's operations to LOG, and once the step is durable an acknowledgement:
 //   <step> put <id> <due_unix_ms> | <step> del <id> | <step> due <id> <due_unix_ms> | <step> ack
-// It runs until killed. Usage: crash_driver DIR LOG SEED
+// It runs until killed. Usage: crash_driver DIR LOG SEED [WINDOW_MS]
+// With WINDOW_MS, the engine has a far tier of that window, and the jobs are due within seconds:
+// they go to disk and come back (by time, or when deleted or rescheduled) while the driver runs.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -24,17 +26,21 @@
 using namespace delayq;
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: crash_driver DIR LOG SEED\n");
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr, "usage: crash_driver DIR LOG SEED [WINDOW_MS]\n");
     return 2;
   }
+  const std::int64_t window_ms = argc == 5 ? std::strtoll(argv[4], nullptr, 10) : 0;
   auto store = store::RocksStore::open(argv[1]);
   if (!store.is_ok()) {
     std::fprintf(stderr, "crash_driver: %s\n", store.status().to_string().c_str());
     return 1;
   }
   engine::SystemClock clock;
-  engine::Engine engine(clock);
+  engine::EngineOptions options;
+  options.far = store.value().get();
+  if (window_ms > 0) options.window = engine::Millis{window_ms};
+  engine::Engine engine(clock, options);
   if (auto recovered = broker::local::recover(*store.value(), engine); !recovered.is_ok()) {
     std::fprintf(stderr, "crash_driver: %s\n", recovered.status().to_string().c_str());
     return 1;
@@ -49,15 +55,19 @@ int main(int argc, char** argv) {
     if (engine.peek(id).is_ok()) live.push_back(id);
   }
   std::atomic<int> in_flight{0};
+  std::atomic<std::uint64_t> settled{0};  // the engine's epoch committed, for Engine::settle()
   for (std::uint64_t step = 0;; ++step) {
     while (in_flight.load() > 8) std::this_thread::yield();
+    engine.settle(settled.load());
+    engine.advance();  // the far tier's loader; due jobs become ready (nothing is written)
     const std::string tag = std::to_string(step) + " ";
     std::string intents;  // the step's operations, as log lines
     const auto ops = 1 + rng() % 32;
     for (std::uint64_t i = 0; i < ops; ++i) {
       const auto dice = rng() % 10;
       const std::int64_t due =
-          engine.now() + 3'600'000 + static_cast<std::int64_t>(rng() % 86'400'000);
+          window_ms > 0 ? engine.now() + 100 + static_cast<std::int64_t>(rng() % 5'000)
+                        : engine.now() + 3'600'000 + static_cast<std::int64_t>(rng() % 86'400'000);
       if (dice < 6 || live.empty()) {
         engine::PutRequest request;
         request.due = Due::at(due);
@@ -87,12 +97,13 @@ int main(int argc, char** argv) {
     if (::write(log, intents.data(), intents.size()) != static_cast<ssize_t>(intents.size()))
       return 1;
     ++in_flight;
-    committer.submit(engine.take_mutations(),
-                     [&in_flight, log, ack = tag + "ack\n"](const Status& status) {
-                       if (!status.is_ok()) std::abort();
-                       if (::write(log, ack.data(), ack.size()) != static_cast<ssize_t>(ack.size()))
-                         std::abort();
-                       --in_flight;
-                     });
+    store::WriteSet set = engine.take_mutations();
+    committer.submit(std::move(set), [&in_flight, &settled, epoch = engine.epoch(), log,
+                                      ack = tag + "ack\n"](const Status& status) {
+      if (!status.is_ok()) std::abort();
+      if (::write(log, ack.data(), ack.size()) != static_cast<ssize_t>(ack.size())) std::abort();
+      settled.store(epoch);
+      --in_flight;
+    });
   }
 }

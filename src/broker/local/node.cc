@@ -8,6 +8,7 @@
 #include <boost/asio/post.hpp>
 #include <chrono>
 #include <filesystem>
+#include <iterator>
 
 #include "broker/families.h"
 #include "broker/local/recovery.h"
@@ -75,8 +76,10 @@ Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const Node
                                          std::unique_ptr<store::Store> store) {
   std::unique_ptr<Node> node(new Node(io, options));
   node->store_ = std::move(store);
+  engine::EngineOptions engine = options.engine;
+  engine.far = node->store_.get();
   node->engine_ = std::make_unique<engine::Engine>(
-      options.clock != nullptr ? *options.clock : node->system_clock_, options.engine);
+      options.clock != nullptr ? *options.clock : node->system_clock_, engine);
   auto recovered = recover(*node->store_, *node->engine_, options.on_recovery);
   if (!recovered.is_ok()) return recovered.status();
   Status webhooks = node->store_->scan_webhooks([raw = node.get()](std::string tube, Webhook hook) {
@@ -382,6 +385,11 @@ void Node::deliver_wakeups() {
 }
 
 void Node::commit() {
+  if (const Status& far = engine_->far_error(); !far.is_ok() && !failed_) {
+    // A read of the far tier failed (the disk): stop, as a failed write does.
+    if (on_fatal_) on_fatal_(far);
+    failed_ = true;
+  }
   index_open_batch();
   indexed_ops_ = 0;
   store::WriteSet set = engine_->take_mutations();
@@ -389,6 +397,7 @@ void Node::commit() {
   if (set.empty()) return;
   const std::uint64_t seq = ++submitted_;
   Unsynced& unsynced = unsynced_[seq];
+  unsynced.epoch = engine_->epoch();
   unsynced.jobs.reserve(set.ops().size());
   constexpr std::uint64_t kOpOverhead = 32;  // its key and the log's framing, about
   for (const store::WriteSet::Op& op : set.ops()) {
@@ -432,6 +441,7 @@ void Node::on_committed(std::uint64_t seq, const Status& status) {
   if (seq <= durable_) return;
   durable_ = seq;
   const auto end = unsynced_.upper_bound(seq);
+  if (end != unsynced_.begin()) engine_->settle(std::prev(end)->second.epoch);
   for (auto batch = unsynced_.begin(); batch != end; ++batch) {
     for (const JobId id : batch->second.jobs) {
       // A later batch may change the job again: then it stays, under that one.

@@ -203,6 +203,7 @@ class Node {
   // Batches submitted and not yet durable: the jobs they change, and the bodies they put (the
   // store cannot serve those yet).
   struct Unsynced {
+    std::uint64_t epoch = 0;  // the engine's take_mutations() it holds (Engine::settle())
     std::vector<JobId> jobs;
     std::unordered_map<JobId, std::string> bodies;
     std::unordered_map<JobId, std::string> attachments;  // encoded

@@ -44,6 +44,11 @@ Result<RecoveryStats> recover(store::Store& store, engine::Engine& engine,
     return engine.restore(record);
   });
   if (!scanned.is_ok()) return scanned;
+  // The far tier's jobs stay on disk: only their counts by tube and due minute are read.
+  Status far = store.far_counts([&engine](std::string tube, std::int64_t minute, std::uint64_t n) {
+    return engine.restore_far(tube, minute, n);
+  });
+  if (!far.is_ok()) return far;
   engine.finish_restore(store.next_id());
   engine.advance();  // overdue delayed jobs become ready now
   tell(true);
