@@ -5,14 +5,17 @@
 //
 //   engine_bench [--jobs N] [--batch B] [--durability always|none|interval:MS] [--dir DIR]
 //                [--ops N] [--in-flight K] [--reopen] [--write-buffer-mb M] [--block-cache-mb M]
+//                [--window MS]
 // Defaults: 1000000 jobs of 100-byte bodies, batches of 256, always, ./build/engine-bench-data,
 // 200000 operations for the reserve+delete and reschedule phases, 4 steps in flight, and
-// RocksStoreOptions' defaults for RocksDB's memory.
+// RocksStoreOptions' defaults for RocksDB's memory, and no far tier (--window MS: jobs due more
+// than MS ahead are kept on disk only, as delayqd's --window).
 // --reopen only times the restart of the jobs a previous run left in DIR.
 // Prints one Markdown table row per phase (docs/BENCHMARKS.md).
 #include <malloc.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -43,6 +46,7 @@ struct Options {
   std::string durability = "always";
   std::string dir = "build/engine-bench-data";
   bool reopen = false;
+  std::int64_t window_ms = 0;
   store::RocksStoreOptions store;
 };
 
@@ -50,7 +54,7 @@ struct Options {
   std::fprintf(stderr,
                "usage: engine_bench [--jobs N] [--batch B] [--durability D] [--dir DIR] "
                "[--ops N] [--in-flight K] [--reopen] [--write-buffer-mb M] "
-               "[--block-cache-mb M]\n");
+               "[--block-cache-mb M] [--window MS]\n");
   std::exit(2);
 }
 
@@ -80,6 +84,8 @@ Options parse(int argc, char** argv) {
       o.store.write_buffer_bytes = std::stoull(value) << 20;
     } else if (flag == "--block-cache-mb") {
       o.store.block_cache_bytes = std::stoull(value) << 20;
+    } else if (flag == "--window") {
+      o.window_ms = std::stoll(value);
     } else {
       usage();
     }
@@ -116,14 +122,20 @@ class Pipeline {
       answered_.wait(lock, [&] { return in_flight_ < limit_; });
       ++in_flight_;
     }
-    committer_.submit(engine.take_mutations(), [this](const Status& status) {
+    engine.settle(settled_.load());  // as the server's node does once a batch is committed
+    store::WriteSet set = engine.take_mutations();
+    committer_.submit(std::move(set), [this, epoch = engine.epoch()](const Status& status) {
       check(status, "commit");
       std::lock_guard lock(mutex_);
+      settled_.store(epoch);
       --in_flight_;
       answered_.notify_one();
     });
   }
-  void drain() { check(committer_.flush(), "flush"); }
+  void drain(engine::Engine& engine) {
+    check(committer_.flush(), "flush");
+    engine.settle(settled_.load());
+  }
 
  private:
   store::Committer& committer_;
@@ -131,6 +143,7 @@ class Pipeline {
   std::mutex mutex_;
   std::condition_variable answered_;
   int in_flight_ = 0;
+  std::atomic<std::uint64_t> settled_{0};
 };
 
 void row(const Options& o, const char* phase, std::uint64_t ops, double seconds,
@@ -146,17 +159,31 @@ double since(Clock::time_point start) {
 }
 
 // Opens the directory again and recovers every pending job; returns how many.
+engine::EngineOptions engine_options(const Options& o, store::Store& store) {
+  engine::EngineOptions options;
+  options.far = &store;
+  if (o.window_ms > 0) options.window = engine::Millis{o.window_ms};
+  return options;
+}
+
+// Opens the directory again and recovers every pending job, then runs the first turn (the far
+// tier's first load); returns how many jobs there are.
 std::size_t restart(const Options& o, engine::Clock& clock) {
   const auto start = Clock::now();
   auto reopened = store::RocksStore::open(o.dir, o.store);
   check(reopened.status(), "reopen");
-  engine::Engine recovered(clock);
+  engine::Engine recovered(clock, engine_options(o, *reopened.value()));
   const auto result = broker::local::recover(*reopened.value(), recovered);
   check(result.status(), "recover");
   const double seconds = since(start);
-  std::printf("restart: %zu pending jobs back in %.2f s (%.0f jobs/s), engine %zu B/job\n",
-              recovered.jobs(), seconds, static_cast<double>(recovered.jobs()) / seconds,
-              recovered.memory_bytes() / std::max<std::size_t>(1, recovered.jobs()));
+  recovered.advance();
+  const double first_turn = since(start);
+  std::printf(
+      "restart: %zu pending jobs (%zu far) back in %.2f s, first turn done at %.2f s, engine "
+      "%zu B/job in memory\n",
+      recovered.jobs(), recovered.far_jobs(), seconds, first_turn,
+      recovered.memory_bytes() / std::max<std::size_t>(1, recovered.jobs() - recovered.far_jobs()));
+  check(recovered.far_error(), "far read");
   return recovered.jobs();
 }
 
@@ -179,7 +206,8 @@ int main(int argc, char** argv) {
   auto opened = store::RocksStore::open(o.dir, o.store);
   check(opened.status(), "open");
   auto store = std::move(opened).value();
-  auto engine = std::make_unique<engine::Engine>(clock);
+  auto engine = std::make_unique<engine::Engine>(clock, engine_options(o, *store));
+  engine->advance();  // the far tier's first pass sets its horizon
   const engine::ClientId client = engine->connect();
   std::mt19937_64 rng(1);
   // Bodies of random letters, each its own: repeated bytes would flatter the table compression.
@@ -209,13 +237,14 @@ int main(int argc, char** argv) {
       if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
     }
     pipeline.submit(*engine);
-    pipeline.drain();
+    pipeline.drain(*engine);
     const double put_seconds = since(start);
     const std::size_t rss = resident_bytes();
     const std::size_t engine_bytes = engine->memory_bytes();
     row(o, "put (delayed, 100-byte body)", o.jobs, put_seconds,
         "RSS " + std::to_string((rss - rss_start) / o.jobs) + " B/job, engine " +
-            std::to_string(engine_bytes / o.jobs) + " B/job");
+            std::to_string(engine_bytes / o.jobs) + " B/job, " +
+            std::to_string(engine->far_jobs()) + " far");
 
     // Reschedules of random pending jobs by id.
     start = Clock::now();
@@ -226,7 +255,7 @@ int main(int argc, char** argv) {
       if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
     }
     pipeline.submit(*engine);
-    pipeline.drain();
+    pipeline.drain(*engine);
     row(o, "reschedule", o.ops, since(start));
 
     // Reserve + delete: a second tube of ready jobs, then take and finish them in batches.
@@ -239,7 +268,7 @@ int main(int argc, char** argv) {
       if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
     }
     pipeline.submit(*engine);
-    pipeline.drain();
+    pipeline.drain(*engine);
     start = Clock::now();
     for (std::uint64_t i = 0; i < o.ops; ++i) {
       const auto got = engine->reserve(client, engine::Millis{0});
@@ -249,7 +278,7 @@ int main(int argc, char** argv) {
       if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
     }
     pipeline.submit(*engine);
-    pipeline.drain();
+    pipeline.drain(*engine);
     row(o, "reserve + delete", o.ops, since(start));
     const auto stats = committer.stats();
     std::printf("\ncommitter: %llu steps in %llu batches, %llu fsyncs\n",

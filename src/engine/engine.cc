@@ -1357,6 +1357,7 @@ std::vector<Wakeup> Engine::take_wakeups() {
 }
 
 store::WriteSet Engine::take_mutations() {
+  write_far_counts();
   if (next_id_dirty_) {
     mutations_.set_next_id(next_id_);
     next_id_dirty_ = false;

@@ -530,6 +530,7 @@ class Engine {
   }
   void far_count(TubeNo no, std::int64_t due_unix_ms, int delta);
   void unsettle(JobId id);
+  void write_far_counts();  // the minutes far_count() changed, into mutations_
   void evict(Slot slot);
   // Out of every index but its state's (leave() does that one), and its slot freed.
   void forget(Slot slot);
@@ -656,6 +657,7 @@ class Engine {
   std::unordered_map<JobId, std::uint64_t> unsettled_;
   std::deque<std::pair<std::uint64_t, JobId>> unsettled_order_;
   mutable Status far_error_;
+  std::set<std::pair<std::string, std::int64_t>> far_counts_dirty_;  // (tube, minute)
 };
 
 }  // namespace delayq::engine

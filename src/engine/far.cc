@@ -116,7 +116,17 @@ void Engine::far_count(TubeNo no, std::int64_t due_unix_ms, int delta) {
   } else {
     t.far_due.remove(due_unix_ms);
   }
-  mutations_.far_count(t.name, t.far_due.bucket_of(due_unix_ms), t.far_due.at(due_unix_ms));
+  // Written once per minute and step, at take_mutations(): puts of one step often share a minute.
+  far_counts_dirty_.emplace(t.name, t.far_due.bucket_of(due_unix_ms));
+}
+
+void Engine::write_far_counts() {
+  for (const auto& [name, minute] : far_counts_dirty_) {
+    const Tube* t = find_tube(name);
+    const std::uint64_t count = t == nullptr ? 0 : t->far_due.at(minute * kDueBucketMs);
+    mutations_.far_count(name, minute, count);
+  }
+  far_counts_dirty_.clear();
 }
 
 void Engine::unsettle(JobId id) {
