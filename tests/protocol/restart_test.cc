@@ -199,6 +199,18 @@ TEST_F(RestartUnderIntervalTest, KillNineRightAfterTheRepliesLosesNothingAcknowl
   kill_nine_right_after_the_replies();
 }
 
+// A window of 1 s: the scenario's delayed jobs (due in 6 s and in 100 s, and the one released
+// with a delay of 100 s) are on disk only when the server is killed; after the restart they are
+// shown, counted and peeked from there, and the timed one comes back and fires on time.
+class RestartWithAShortWindowTest : public RestartTest {
+ protected:
+  RestartWithAShortWindowTest() : RestartTest({"--window", "1"}) {}
+};
+
+TEST_F(RestartWithAShortWindowTest, KillNineRightAfterTheRepliesLosesNothingAcknowledged) {
+  kill_nine_right_after_the_replies();
+}
+
 TEST_F(RestartUnderNoneTest, KillNineRightAfterTheRepliesLosesNothingAcknowledged) {
   kill_nine_right_after_the_replies();
 }
