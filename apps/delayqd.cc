@@ -171,8 +171,12 @@ Result<std::unique_ptr<broker::Broker>> open_broker(boost::asio::io_context& io,
   auto opened = broker::local::LocalBroker::open(io, node);
   if (!opened.is_ok()) return opened.status();
   auto broker = std::move(opened).value();
-  spdlog::info("data in {}: {} jobs recovered, durability {}", flags.node.data_dir,
-               broker->recovered_jobs(), flags.node.durability.to_string());
+  const std::uint64_t far = broker->recovered_far_jobs();
+  spdlog::info("data in {}: {} jobs recovered{}, durability {}", flags.node.data_dir,
+               broker->recovered_jobs(),
+               far == 0 ? std::string()
+                        : fmt::format(" ({} of them due beyond the window, on disk only)", far),
+               flags.node.durability.to_string());
   // A failed write or fsync is never retried: after a failed fsync the page cache may have
   // dropped the data, so nothing more is acknowledged (the node answers nothing that waits for
   // the store from now on) and the process exits 1, for a supervisor to restart it into

@@ -44,6 +44,9 @@ class LocalBroker final : public broker::Broker {
   }
 
   [[nodiscard]] std::uint64_t recovered_jobs() const noexcept { return node_->recovered_jobs(); }
+  [[nodiscard]] std::uint64_t recovered_far_jobs() const noexcept {
+    return node_->recovered_far_jobs();
+  }
   // The store failed: the process must stop (called once, on the io_context's thread).
   void on_fatal(std::function<void(const Status&)> handler) { node_->on_fatal(std::move(handler)); }
   [[nodiscard]] Node& node() { return *node_; }

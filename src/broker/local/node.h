@@ -75,7 +75,9 @@ class Node {
   Node& operator=(const Node&) = delete;
 
   [[nodiscard]] engine::Engine& engine() { return *engine_; }
+  // The jobs recovered at open, and of them the far tier's (counted, not read).
   [[nodiscard]] std::uint64_t recovered_jobs() const noexcept { return recovered_jobs_; }
+  [[nodiscard]] std::uint64_t recovered_far_jobs() const noexcept { return recovered_far_; }
 
   // A job's body: from this turn's mutations or the batches not yet written, else the store.
   Result<std::string> body(JobId id);
@@ -176,6 +178,7 @@ class Node {
   boost::asio::steady_timer timer_;
   std::optional<std::int64_t> armed_for_;  // the engine time timer_ is set for
   std::uint64_t recovered_jobs_ = 0;
+  std::uint64_t recovered_far_ = 0;
   std::uint64_t submitted_ = 0;  // sequence of the last batch handed to the committer
   std::uint64_t durable_ = 0;    // sequence of the last batch the committer reported durable
   bool turn_posted_ = false;
