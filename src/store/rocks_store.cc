@@ -43,11 +43,16 @@ std::optional<std::uint64_t> decode_u64(std::string_view bytes) {
 
 RocksStore::RocksStore(std::unique_ptr<rocksdb::DB> db,
                        std::vector<rocksdb::ColumnFamilyHandle*> families)
-    : db_(std::move(db)), records_(families.at(0)), bodies_(families.at(1)), far_(families.at(2)) {}
+    : db_(std::move(db)),
+      records_(families.at(0)),
+      bodies_(families.at(1)),
+      far_jobs_(families.at(2)),
+      far_(families.at(3)) {}
 
 RocksStore::~RocksStore() {
   if (!db_) return;
   (void)db_->DestroyColumnFamilyHandle(far_);
+  (void)db_->DestroyColumnFamilyHandle(far_jobs_);
   (void)db_->DestroyColumnFamilyHandle(bodies_);
   (void)db_->DestroyColumnFamilyHandle(records_);
   (void)db_->Close();
@@ -74,6 +79,26 @@ rocksdb::ColumnFamilyOptions family_options(const RocksStoreOptions& options,
   table.pin_l0_filter_and_index_blocks_in_cache = true;
   family.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   return family;
+}
+
+// Tables of a family read by key at random (bodies, far records, the far tier's indexes): bloom
+// filters, so that the read of a key that is not there seldom reads a block; index and filters
+// in 4 KiB partitions, read through the cache like data. A table of 64 MiB has about 1 MiB of
+// them, and whole ones thrashed the small cache: every read of a far job read and checksummed
+// them again (2,541 reschedules a second at 10^6 far jobs; partitioned, 50,001).
+std::shared_ptr<rocksdb::TableFactory> read_by_key_tables(
+    const std::shared_ptr<rocksdb::Cache>& cache) {
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = cache;
+  table.cache_index_and_filter_blocks = true;
+  table.pin_l0_filter_and_index_blocks_in_cache = true;
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  table.index_type = rocksdb::BlockBasedTableOptions::IndexType::kTwoLevelIndexSearch;
+  table.partition_filters = true;
+  table.metadata_block_size = 4096;
+  table.pin_top_level_index_and_filter = true;
+  table.cache_index_and_filter_blocks_with_high_priority = true;
+  return std::shared_ptr<rocksdb::TableFactory>(rocksdb::NewBlockBasedTableFactory(table));
 }
 
 }  // namespace
@@ -138,33 +163,22 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
   bodies.min_blob_size = 0;
   bodies.blob_compression_type = rocksdb::kNoCompression;
   bodies.enable_blob_garbage_collection = true;
-  // The far tier is read by key (a job by id, a key's holder) and scanned by prefix (a tube's
-  // jobs by due time, a group): a skip list, and bloom filters so that the lookup of an id
-  // that is not far (every delete of an unknown id asks) seldom reads a block.
+  bodies.table_factory = read_by_key_tables(cache);
+  // The far tier's indexes are read by key (a key's holder) and scanned by prefix (a tube's
+  // jobs by due time, a group): a skip list, and a memtable filter for the reads by key.
   rocksdb::ColumnFamilyOptions far = family_options(options, cache);
   far.memtable_prefix_bloom_size_ratio = 0.02;
-  // Far records are keyed by growing ids: a hint per first byte puts each at the end of its run.
-  far.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(1));
   far.memtable_whole_key_filtering = true;
-  {
-    rocksdb::BlockBasedTableOptions table;
-    table.block_cache = cache;
-    table.cache_index_and_filter_blocks = true;
-    table.pin_l0_filter_and_index_blocks_in_cache = true;
-    table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-    // Index and filters in 4 KiB partitions, read through the cache like data: a table of
-    // 64 MiB has ~1 MiB of them, and whole ones thrashed a small cache (every read of a far job
-    // read and checksummed them again: 2,500 reschedules a second at 10^6 far jobs).
-    table.index_type = rocksdb::BlockBasedTableOptions::IndexType::kTwoLevelIndexSearch;
-    table.partition_filters = true;
-    table.metadata_block_size = 4096;
-    table.pin_top_level_index_and_filter = true;
-    table.cache_index_and_filter_blocks_with_high_priority = true;
-    far.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-  }
+  far.table_factory = read_by_key_tables(cache);
+  rocksdb::ColumnFamilyOptions far_jobs = family_options(options, cache);
+  far_jobs.table_factory = read_by_key_tables(cache);
+  far_jobs.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(1));
+  far_jobs.memtable_prefix_bloom_size_ratio = 0.02;
+  far_jobs.memtable_whole_key_filtering = true;
   const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, records},
       {std::string(kBodiesFamily), bodies},
+      {std::string(kFarJobsFamily), far_jobs},
       {std::string(kFarFamily), far}};
 
   rocksdb::DB* raw = nullptr;
@@ -335,10 +349,11 @@ Status RocksStore::write(std::span<const WriteSet* const> sets, bool sync) {
           const Status s = far_writes(
               op,
               [this, &batch](const std::string& key, std::optional<std::string_view> value) {
+                rocksdb::ColumnFamilyHandle* family = far_family(key);
                 if (value) {
-                  batch.Put(far_, key, rocksdb::Slice(value->data(), value->size()));
+                  batch.Put(family, key, rocksdb::Slice(value->data(), value->size()));
                 } else {
-                  batch.Delete(far_, key);
+                  batch.Delete(family, key);
                 }
               },
               [&batch](JobId id) { batch.Delete(job_key(kJobPrefix, id)); });
@@ -359,10 +374,18 @@ Status RocksStore::write(std::span<const WriteSet* const> sets, bool sync) {
 
 Result<std::optional<std::string>> RocksStore::far_get(const std::string& key) {
   std::string value;
-  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), far_, key, &value);
+  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), far_family(key), key, &value);
   if (s.IsNotFound()) return std::optional<std::string>();
   if (!s.ok()) return from_rocks(s, "reading the far tier");
   return std::optional<std::string>(std::move(value));
+}
+
+// Far records in a family of their own, keyed by growing ids, so that flushed tables seldom
+// overlap and compaction mostly moves them; the indexes' keys come in due and key order, and a
+// table of those overlaps every other: with the records among them each compaction rewrote them
+// all (one family stalled puts from about 1.3 x 10^7 far jobs on).
+rocksdb::ColumnFamilyHandle* RocksStore::far_family(std::string_view key) const {
+  return !key.empty() && key[0] == kFarJobPrefix ? far_jobs_ : far_;
 }
 
 Status RocksStore::far_scan(const std::string& prefix,

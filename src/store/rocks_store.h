@@ -25,7 +25,9 @@ namespace delayq::store {
 
 // The column family that holds job bodies; meta keys and job records are in the default one.
 inline constexpr std::string_view kBodiesFamily = "bodies";
-// The column family of the far tier (record.h draws its keys): read while the server runs.
+// The column families of the far tier (record.h draws its keys), read while the server runs: its
+// records, and its indexes and counts.
+inline constexpr std::string_view kFarJobsFamily = "far_jobs";
 inline constexpr std::string_view kFarFamily = "far";
 
 struct RocksStoreOptions {
@@ -80,6 +82,8 @@ class RocksStore final : public Store {
  private:
   RocksStore(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> families);
   Status load_meta();
+  // The family a far tier key lives in: records ('J') in far_jobs_, the rest in far_.
+  [[nodiscard]] rocksdb::ColumnFamilyHandle* far_family(std::string_view key) const;
   // Moves the default family's keys of `prefix` to the bodies family (an older store's layout).
   Status move_to_bodies(char prefix, const std::string& what);
 
@@ -87,8 +91,9 @@ class RocksStore final : public Store {
   // The default family: meta keys, job records, webhooks and max_attempts, all read only when
   // the store opens (its memtable is a vector, sorted when read).
   rocksdb::ColumnFamilyHandle* records_;
-  rocksdb::ColumnFamilyHandle* bodies_;  // bodies and attachments, in blob files
-  rocksdb::ColumnFamilyHandle* far_;     // the far tier
+  rocksdb::ColumnFamilyHandle* bodies_;    // bodies and attachments, in blob files
+  rocksdb::ColumnFamilyHandle* far_jobs_;  // the far tier's records
+  rocksdb::ColumnFamilyHandle* far_;       // the far tier's indexes and counts
   JobId next_id_ = 1;
   std::string dropped_;
 };

@@ -494,15 +494,29 @@ TEST(RocksStoreTest, FarJobsAreReadByIdKeyGroupAndDueTimeAndSurviveReopen) {
   EXPECT_EQ(store->far_job(1).value(), std::nullopt);
   EXPECT_EQ(store->far_key("mail", "order-4").value(), std::optional<JobId>(4));
   EXPECT_EQ(store->far_key("mail", "order-1").value(), std::nullopt);
-  std::vector<JobId> even;
-  ASSERT_TRUE(store
-                  ->far_group("mail", "even",
-                              [&](JobId id) {
-                                even.push_back(id);
-                                return true;
-                              })
-                  .is_ok());
-  EXPECT_EQ(even, (std::vector<JobId>{2, 4, 6}));
+  const auto group = [&store](std::string_view name) {
+    std::vector<JobId> ids;
+    EXPECT_TRUE(store
+                    ->far_group("mail", name,
+                                [&ids](JobId id) {
+                                  ids.push_back(id);
+                                  return true;
+                                })
+                    .is_ok());
+    return ids;
+  };
+  using Counts = std::vector<std::tuple<std::string, std::int64_t, std::uint64_t>>;
+  const auto counts = [&store] {
+    Counts all;
+    EXPECT_TRUE(store
+                    ->far_counts([&all](std::string tube, std::int64_t minute, std::uint64_t n) {
+                      all.emplace_back(tube, minute, n);
+                      return Status::ok();
+                    })
+                    .is_ok());
+    return all;
+  };
+  EXPECT_EQ(group("even"), (std::vector<JobId>{2, 4, 6}));
   std::vector<std::pair<std::int64_t, JobId>> by_due;
   ASSERT_TRUE(store
                   ->far_by_due("mail",
@@ -513,15 +527,7 @@ TEST(RocksStoreTest, FarJobsAreReadByIdKeyGroupAndDueTimeAndSurviveReopen) {
                   .is_ok());
   EXPECT_EQ(by_due, (std::vector<std::pair<std::int64_t, JobId>>{
                         {1'800'000'100'000, 4}, {1'800'000'200'000, 6}, {1'800'000'300'000, 2}}));
-  std::vector<std::tuple<std::string, std::int64_t, std::uint64_t>> counts;
-  ASSERT_TRUE(store
-                  ->far_counts([&](std::string tube, std::int64_t minute, std::uint64_t n) {
-                    counts.emplace_back(tube, minute, n);
-                    return Status::ok();
-                  })
-                  .is_ok());
-  EXPECT_EQ(counts, (std::vector<std::tuple<std::string, std::int64_t, std::uint64_t>>{
-                        {"mail", 30'000'001, 1}, {"mail", 30'000'003, 2}}));
+  EXPECT_EQ(counts(), (Counts{{"mail", 30'000'001, 1}, {"mail", 30'000'003, 2}}));
   EXPECT_EQ(store->read_body(6).value(), "six") << "bodies stay where they were";
   WriteSet erase;
   erase.far_erase(far_record(6, 1'800'000'200'000));
@@ -529,23 +535,8 @@ TEST(RocksStoreTest, FarJobsAreReadByIdKeyGroupAndDueTimeAndSurviveReopen) {
   ASSERT_TRUE(write(*store, {&erase}, /*sync=*/true).is_ok());
   EXPECT_EQ(store->far_job(6).value(), std::nullopt);
   EXPECT_EQ(store->far_key("mail", "order-6").value(), std::nullopt);
-  even.clear();
-  ASSERT_TRUE(store
-                  ->far_group("mail", "even",
-                              [&](JobId id) {
-                                even.push_back(id);
-                                return true;
-                              })
-                  .is_ok());
-  EXPECT_EQ(even, (std::vector<JobId>{2, 4}));
-  counts.clear();
-  ASSERT_TRUE(store
-                  ->far_counts([&](std::string tube, std::int64_t minute, std::uint64_t n) {
-                    counts.emplace_back(tube, minute, n);
-                    return Status::ok();
-                  })
-                  .is_ok());
-  EXPECT_EQ(counts.size(), 1U) << "a count of 0 is no entry";
+  EXPECT_EQ(group("even"), (std::vector<JobId>{2, 4}));
+  EXPECT_EQ(counts(), (Counts{{"mail", 30'000'001, 1}})) << "a count of 0 is no entry";
 }
 
 // A version 6 store has no far family: opening it adds one, empty, and marks the store 7.
