@@ -48,14 +48,14 @@ class FarFamily : public FarReader {
   Status far_counts(
       const std::function<Status(std::string, std::int64_t, std::uint64_t)>& visit) override;
 
-  // What a store gives: one entry of the far family (nullopt: none), and its entries whose key
+  // What a store gives: one entry of the far tier (nullopt: none), and its entries whose key
   // starts with `prefix`, in key order, until visit returns false.
   virtual Result<std::optional<std::string>> far_get(const std::string& key) = 0;
   virtual Status far_scan(const std::string& prefix,
                           const std::function<bool(std::string_view, std::string_view)>& visit) = 0;
 };
 
-// What one far op (kFarPut, kFarPutFresh, kFarErase, kFarCount) does to the far family: puts
+// What one far op (kFarPut, kFarPutFresh, kFarErase, kFarCount) does to the far tier's keys: puts
 // (value set) and deletions (nullopt) by key, in order; and for kFarPut, that the job's record
 // under kJobPrefix goes (drop_record). kCorruption for a record that does not decode.
 Status far_writes(const WriteSet::Op& op,

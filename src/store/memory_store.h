@@ -43,7 +43,7 @@ class MemoryStore final : public Store {
   std::map<std::string, std::uint32_t> max_attempts_;
   std::map<std::string, std::string> flows_;
   std::map<std::string, std::string> schedules_;
-  std::map<std::string, std::string> far_;  // the far family, keyed as in RocksDB
+  std::map<std::string, std::string> far_;  // the far tier, keyed as in RocksDB
   JobId next_id_ = 1;
   std::mutex mutex_;  // write() against the point reads
 };

@@ -26,7 +26,7 @@ inline constexpr std::uint8_t kTracedAttachmentVersion = 2;
 // byte; 3 the flag JobRecord::due_inside; 4 moved attachments from the default column family
 // to the bodies one (RocksStore moves them when it opens an older store); 5 attachments of
 // version 2 (kTracedAttachmentVersion); 6 moved schedules to the bodies family too (read while
-// the server runs); 7 added the far family (the far tier's jobs, below). An older store means
+// the server runs); 7 added the far families (the far tier's jobs, below). An older store means
 // the same under the newer version, and is marked with it when opened (so that an older build
 // refuses it instead of misreading it). Anything newer is refused.
 inline constexpr std::uint64_t kStoreVersion = 7;
@@ -85,7 +85,7 @@ inline constexpr char kFlowPrefix = 'f';
 inline constexpr char kSchedulePrefix = 's';
 [[nodiscard]] std::optional<std::uint32_t> decode_u32(std::string_view bytes);
 // The far tier (docs/storage-format.md): delayed jobs due beyond the engine's window, kept on
-// disk only, in a column family of their own. Its keys, each behind one byte of kind:
+// disk only, in column families of their own. Its keys, each behind one byte of kind:
 //   'J' id                              the job's record (as under kJobPrefix)
 //   'd' tube '\0' due(8, BE) id(8, BE)   empty: the tube's far jobs by due time
 //   'k' tube '\0' key                    the id (8, BE) of the far job that holds the key
