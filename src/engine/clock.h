@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 
 namespace delayq::engine {
 
@@ -18,6 +19,24 @@ using Millis = std::chrono::milliseconds;
 // millisecond or a bucket never straddles it.
 [[nodiscard]] constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   return a / b - (a % b < 0 ? 1 : 0);
+}
+
+// now + a delay, held at the largest time instead of overflowing (a due time that far out never
+// comes, which is what such a delay asks for).
+[[nodiscard]] constexpr std::int64_t later(std::int64_t now_ms, std::int64_t delay_ms) {
+  if (delay_ms > 0 && now_ms > std::numeric_limits<std::int64_t>::max() - delay_ms) {
+    return std::numeric_limits<std::int64_t>::max();
+  }
+  return now_ms + delay_ms;
+}
+
+inline constexpr std::int64_t kMicrosPerMilli = 1000;
+
+// Milliseconds as microseconds, held at the largest time (which never comes).
+[[nodiscard]] constexpr std::int64_t micros(std::int64_t ms) {
+  return ms > std::numeric_limits<std::int64_t>::max() / kMicrosPerMilli
+             ? std::numeric_limits<std::int64_t>::max()
+             : ms * kMicrosPerMilli;
 }
 
 class Clock {

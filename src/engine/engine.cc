@@ -9,24 +9,6 @@ namespace {
 constexpr std::string_view kDefaultTube = "default";
 constexpr JobId kMaxJobId = (JobId{1} << 48) - 1;
 
-// now + a delay, held at the largest time instead of overflowing (a due time that far out never
-// comes, which is what such a delay asks for).
-std::int64_t later(std::int64_t now_ms, std::int64_t delay_ms) {
-  if (delay_ms > 0 && now_ms > std::numeric_limits<std::int64_t>::max() - delay_ms) {
-    return std::numeric_limits<std::int64_t>::max();
-  }
-  return now_ms + delay_ms;
-}
-
-constexpr std::int64_t kMicrosPerMilli = 1000;
-
-// Milliseconds as microseconds, held at the largest time (which never comes).
-constexpr std::int64_t micros(std::int64_t ms) {
-  return ms > std::numeric_limits<std::int64_t>::max() / kMicrosPerMilli
-             ? std::numeric_limits<std::int64_t>::max()
-             : ms * kMicrosPerMilli;
-}
-
 }  // namespace
 
 Engine::Engine(Clock& clock, EngineOptions options)
@@ -948,14 +930,9 @@ std::size_t Engine::kick(std::string_view name, std::size_t bound) {
       if (tube(no).buried.empty()) break;
       slot = tube(no).buried.begin()->second;
     } else {
-      slot = earliest_delayed(no);
-      const auto far = far_first(no, 1);
-      if (!far.empty() &&
-          (!slot ||
-           std::tie(far[0].due_unix_ms, far[0].late_us, far[0].id) <
-               std::make_tuple(job(*slot).due_unix_ms, timers_[*slot].position, job(*slot).id()))) {
-        slot = take(far[0].id);
-      }
+      const auto first = earliest_anywhere(no);
+      if (!first) break;
+      slot = take(first->id);  // a far one into memory
       if (!slot) break;
     }
     kick_slot(*slot);
@@ -1030,15 +1007,9 @@ Result<JobView> Engine::peek_delayed(std::string_view name) const {
   if (it == tube_by_name_.end() || tube(it->second).counts[0] == 0) {
     return Status(Code::kNotFound, "no delayed job");
   }
-  const auto slot = earliest_delayed(it->second);
-  const auto far = far_first(it->second, 1);
-  if (!far.empty() && (!slot || std::tie(far[0].due_unix_ms, far[0].late_us, far[0].id) <
-                                    std::make_tuple(job(*slot).due_unix_ms, timers_[*slot].position,
-                                                    job(*slot).id()))) {
-    return far[0].slot ? view(*far[0].slot) : view(far[0].record);
-  }
-  if (!slot) return Status(Code::kNotFound, "no delayed job");
-  return view(*slot);
+  const auto first = earliest_anywhere(it->second);
+  if (!first) return Status(Code::kNotFound, "no delayed job");
+  return first->view(*this);
 }
 
 Result<JobView> Engine::peek_buried(std::string_view name) const {
@@ -1141,17 +1112,13 @@ std::size_t Engine::cancel_group(std::string_view name, std::string_view group) 
   const auto tube_it = tube_by_name_.find(name);
   if (tube_it == tube_by_name_.end()) return 0;
   Tube& t = tube(tube_it->second);
+  for (const JobId id : far_group(t, group)) load_far(id);  // into memory, and its group
+  const auto it = t.groups.find(group);
+  if (it == t.groups.end()) return 0;
   std::vector<Slot> doomed;
-  for (const JobId id : far_group(t, group)) {
-    if (const auto slot = load_far(id)) doomed.push_back(*slot);
+  for (const Slot slot : it->second) {
+    if (job(slot).state() != JobState::kReserved) doomed.push_back(slot);
   }
-  if (const auto it = t.groups.find(group); it != t.groups.end()) {
-    for (const Slot slot : it->second) {
-      if (job(slot).state() != JobState::kReserved) doomed.push_back(slot);
-    }
-  }
-  std::sort(doomed.begin(), doomed.end());
-  doomed.erase(std::unique(doomed.begin(), doomed.end()), doomed.end());
   for (const Slot slot : doomed) {
     if (job(slot).spilled()) unspill(slot);
   }
@@ -1472,26 +1439,12 @@ Result<Engine::JobList> Engine::list_jobs(std::string_view name, JobState state,
       });
       std::sort(slots.begin(), slots.end(), [this](Slot a, Slot b) { return due_before(a, b); });
       if (slots.size() > limit) slots.resize(limit);
-      if (!t.far_due.total()) break;
-      // Merged with the far tier's first `limit`, by due time.
-      std::vector<FarPick> far = far_first(no, limit);
-      std::vector<JobView> merged;
-      std::size_t a = 0;
-      std::size_t b = 0;
-      while (merged.size() < limit && (a < slots.size() || b < far.size())) {
-        const bool near_first =
-            b == far.size() ||
-            (a < slots.size() && std::make_tuple(job(slots[a]).due_unix_ms,
-                                                 timers_[slots[a]].position, job(slots[a]).id()) <
-                                     std::tie(far[b].due_unix_ms, far[b].late_us, far[b].id));
-        if (near_first) {
-          merged.push_back(view(slots[a++]));
-        } else {
-          merged.push_back(far[b].slot ? view(*far[b].slot) : view(far[b].record));
-          ++b;
-        }
-      }
-      list.jobs = std::move(merged);
+      if (t.far_due.total() == 0) break;
+      // With the far tier's first `limit`, by due time.
+      std::vector<DelayedPick> picks = far_first(no, limit);
+      for (const Slot slot : slots) picks.push_back(pick(slot));
+      by_due(picks, limit);
+      for (const DelayedPick& p : picks) list.jobs.push_back(p.view(*this));
       return list;
     }
     case JobState::kReserved: {
@@ -1589,8 +1542,7 @@ Status Engine::restore(const store::JobRecord& r) {
   switch (r.state) {
     case JobState::kDelayed:
       // An overdue job fires at the first advance().
-      enter_delayed(slot, r.due_unix_ms,
-                    r.due_inside ? static_cast<std::uint32_t>(kMicrosPerMilli - 1) : 0);
+      enter_delayed(slot, r.due_unix_ms, late_us_of(r));
       break;
     case JobState::kReady:
     case JobState::kReserved:

@@ -16,7 +16,6 @@
 #include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <limits>
 #include <map>
@@ -536,16 +535,28 @@ class Engine {
   void forget(Slot slot);
   // Loads the far jobs the horizon has passed, at most kLoadsPerAdvance a call.
   void load_due();
-  // The tube's delayed jobs outside the wheel (spilled, or on disk only), by due time: the
-  // first `limit`.
-  struct FarPick {
+  // A delayed job wherever it is, in the order due_before() keeps: in memory (`slot`), or on
+  // disk only (`record`).
+  struct DelayedPick {
     std::int64_t due_unix_ms = 0;
     std::uint32_t late_us = 0;
     JobId id = 0;
-    std::optional<Slot> slot;  // spilled, still in memory
-    store::JobRecord record;   // otherwise
+    std::optional<Slot> slot;
+    store::JobRecord record;
+    [[nodiscard]] auto order() const { return std::tie(due_unix_ms, late_us, id); }
+    [[nodiscard]] JobView view(const Engine& engine) const;
   };
-  [[nodiscard]] std::vector<FarPick> far_first(TubeNo no, std::size_t limit) const;
+  [[nodiscard]] DelayedPick pick(Slot slot) const;
+  static void by_due(std::vector<DelayedPick>& picks, std::size_t limit);  // sorts, keeps limit
+  // The tube's delayed jobs outside the wheel (spilled, or on disk only): the first `limit`.
+  [[nodiscard]] std::vector<DelayedPick> far_first(TubeNo no, std::size_t limit) const;
+  // The tube's earliest delayed job, in the wheel or not.
+  [[nodiscard]] std::optional<DelayedPick> earliest_anywhere(TubeNo no) const;
+  // The microsecond a record's due time is kept to in memory: the last of its millisecond if it
+  // was due inside it, as recovery reads it (never early).
+  [[nodiscard]] static std::uint32_t late_us_of(const store::JobRecord& r) {
+    return r.due_inside ? static_cast<std::uint32_t>(kMicrosPerMilli - 1) : 0;
+  }
   [[nodiscard]] JobView view(const store::JobRecord& record) const;
   // The far tier's jobs of a group that are not in memory, by id.
   [[nodiscard]] std::vector<JobId> far_group(const Tube& t, std::string_view group) const;
@@ -645,17 +656,11 @@ class Engine {
   bool pass_open_ = false;
   bool pass_owed_ = true;
   std::size_t far_out_ = 0;  // far jobs not in memory
-  struct Spill {
-    std::uint64_t epoch;
-    Slot slot;
-    JobId id;
-  };
-  std::deque<Spill> spilling_;  // spilled jobs to evict once their epoch is settled
-  // The jobs spilled and still in memory, with the epoch of their latest spill.
+  // The jobs spilled and still in memory, with the epoch of their latest spill: evicted once it
+  // is settled.
   std::unordered_map<Slot, std::uint64_t> spilled_at_;
   // Ids whose far entries an unsettled write erases, with the epoch of the latest such write.
   std::unordered_map<JobId, std::uint64_t> unsettled_;
-  std::deque<std::pair<std::uint64_t, JobId>> unsettled_order_;
   mutable Status far_error_;
   std::set<std::pair<std::string, std::int64_t>> far_counts_dirty_;  // (tube, minute)
 };

@@ -11,18 +11,6 @@
 #include "engine/engine.h"
 
 namespace delayq::engine {
-namespace {
-
-constexpr std::uint32_t kLastMicro = 999;  // a due time inside its millisecond, as recovery reads
-
-std::int64_t saturating_add(std::int64_t a, std::int64_t b) {
-  if (b > 0 && a > std::numeric_limits<std::int64_t>::max() - b) {
-    return std::numeric_limits<std::int64_t>::max();
-  }
-  return a + b;
-}
-
-}  // namespace
 
 void Engine::persist(Slot slot, bool fresh) {
   Job& j = job(slot);
@@ -33,11 +21,11 @@ void Engine::persist(Slot slot, bool fresh) {
   }
   // Spilled: on disk only from the next settle() on; counted where it was (as a far job now).
   mutations_.far_put(record(slot), fresh);
-  DELAYQ_CHECK(wheel_.cancel(slot));  // due past the horizon: in the wheel, not imminent_
+  const bool in_wheel = wheel_.cancel(slot);
+  DELAYQ_CHECK(in_wheel);  // due past the horizon: in the wheel, not imminent_
   j.set_spilled(true);
   far_count(j.tube, j.due_unix_ms, +1);
   spilled_at_[slot] = epoch_ + 1;
-  spilling_.push_back({epoch_ + 1, slot, j.id()});
 }
 
 void Engine::unspill(Slot slot) {
@@ -80,7 +68,7 @@ Engine::Slot Engine::materialize(const store::JobRecord& r) {
   mutations_.far_erase(r);
   unsettle(r.id);
   const Slot slot = revive(r, no.value());
-  enter_delayed(slot, r.due_unix_ms, r.due_inside ? kLastMicro : 0);
+  enter_delayed(slot, r.due_unix_ms, late_us_of(r));
   mutations_.put_record(record(slot));
   return slot;
 }
@@ -131,7 +119,6 @@ void Engine::write_far_counts() {
 
 void Engine::unsettle(JobId id) {
   unsettled_[id] = epoch_ + 1;
-  unsettled_order_.emplace_back(epoch_ + 1, id);
 }
 
 void Engine::evict(Slot slot) {
@@ -140,24 +127,14 @@ void Engine::evict(Slot slot) {
   ++far_out_;
 }
 
+// Both maps hold only what batches not yet settled wrote: a few batches' worth.
 void Engine::settle(std::uint64_t epoch) {
-  while (!unsettled_order_.empty() && unsettled_order_.front().first <= epoch) {
-    const JobId id = unsettled_order_.front().second;
-    unsettled_order_.pop_front();
-    if (const auto it = unsettled_.find(id); it != unsettled_.end() && it->second <= epoch) {
-      unsettled_.erase(it);
-    }
+  std::erase_if(unsettled_, [epoch](const auto& entry) { return entry.second <= epoch; });
+  std::vector<Slot> settled;
+  for (const auto& [slot, spilled] : spilled_at_) {
+    if (spilled <= epoch) settled.push_back(slot);  // its latest spill is stored
   }
-  while (!spilling_.empty() && spilling_.front().epoch <= epoch) {
-    const Spill spill = spilling_.front();
-    spilling_.pop_front();
-    // Only the job's latest spill evicts it: an earlier one may have been undone since.
-    const auto it = spilled_at_.find(spill.slot);
-    if (it == spilled_at_.end() || it->second != spill.epoch || job(spill.slot).id() != spill.id) {
-      continue;
-    }
-    evict(spill.slot);
-  }
+  for (const Slot slot : settled) evict(slot);
 }
 
 Status Engine::restore_far(std::string_view name, std::int64_t minute, std::uint64_t count) {
@@ -181,13 +158,13 @@ void Engine::load_due() {
   const std::int64_t now_ms = now();
   const std::optional<Millis>& window = options_.window;
   if (!pass_open_) {
-    if (!pass_owed_ && (!window || saturating_add(now_ms, window->count()) < horizon_)) return;
+    if (!pass_owed_ && (!window || later(now_ms, window->count()) < horizon_)) return;
     // The next pass comes a sixteenth of the window later (at most a minute): it loads what
     // falls due in that step, at least a window ahead of its time.
     const std::int64_t step =
         window ? std::clamp<std::int64_t>(window->count() / 16, 1, 60'000) : 0;
-    horizon_ = window ? saturating_add(now_ms, window->count() + step)
-                      : std::numeric_limits<std::int64_t>::max();
+    horizon_ =
+        window ? later(now_ms, window->count() + step) : std::numeric_limits<std::int64_t>::max();
     pass_open_ = true;
     pass_owed_ = false;
   }
@@ -219,29 +196,48 @@ void Engine::load_due() {
   pass_open_ = false;
 }
 
-std::vector<Engine::FarPick> Engine::far_first(TubeNo no, std::size_t limit) const {
-  std::vector<FarPick> picks;
+Engine::DelayedPick Engine::pick(Slot slot) const {
+  const Job& j = job(slot);
+  return {j.due_unix_ms, timers_[slot].position, j.id(), slot, {}};
+}
+
+JobView Engine::DelayedPick::view(const Engine& engine) const {
+  return slot ? engine.view(*slot) : engine.view(record);
+}
+
+void Engine::by_due(std::vector<DelayedPick>& picks, std::size_t limit) {
+  std::sort(picks.begin(), picks.end(),
+            [](const DelayedPick& a, const DelayedPick& b) { return a.order() < b.order(); });
+  if (picks.size() > limit) picks.resize(limit);
+}
+
+std::vector<Engine::DelayedPick> Engine::far_first(TubeNo no, std::size_t limit) const {
+  std::vector<DelayedPick> picks;
   const Tube& t = tube(no);
   if (!far_on() || t.far_due.total() == 0 || limit == 0) return picks;
   for (const auto& [slot, epoch] : spilled_at_) {
-    const Job& j = job(slot);
-    if (j.tube == no) picks.push_back({j.due_unix_ms, timers_[slot].position, j.id(), slot, {}});
+    if (job(slot).tube == no) picks.push_back(pick(slot));
   }
   std::size_t from_disk = 0;
   const Status scanned = options_.far->far_by_due(t.name, [&](std::int64_t /*due*/, JobId id) {
     if (far_stale(id)) return true;
     auto record = read_far(id);
     if (!record) return false;
-    const std::uint32_t late = record->due_inside ? kLastMicro : 0;
-    picks.push_back({record->due_unix_ms, late, id, std::nullopt, std::move(*record)});
+    picks.push_back(
+        {record->due_unix_ms, late_us_of(*record), id, std::nullopt, std::move(*record)});
     return ++from_disk < limit;
   });
   if (!scanned.is_ok()) far_failed(scanned);
-  std::sort(picks.begin(), picks.end(), [](const FarPick& a, const FarPick& b) {
-    return std::tie(a.due_unix_ms, a.late_us, a.id) < std::tie(b.due_unix_ms, b.late_us, b.id);
-  });
-  if (picks.size() > limit) picks.resize(limit);
+  by_due(picks, limit);
   return picks;
+}
+
+std::optional<Engine::DelayedPick> Engine::earliest_anywhere(TubeNo no) const {
+  std::vector<DelayedPick> picks = far_first(no, 1);
+  if (const auto slot = earliest_delayed(no)) picks.push_back(pick(*slot));
+  by_due(picks, 1);
+  if (picks.empty()) return std::nullopt;
+  return std::move(picks.front());
 }
 
 std::vector<JobId> Engine::far_group(const Tube& t, std::string_view group) const {
@@ -261,11 +257,7 @@ std::optional<std::int64_t> Engine::far_wakeup_us() const {
   if (far_out_ == 0 && spilled_at_.empty()) return std::nullopt;
   if (pass_owed_) return now_us();
   if (!options_.window || horizon_ == std::numeric_limits<std::int64_t>::max()) return std::nullopt;
-  // When the window's end reaches the horizon: the next pass.
-  const std::int64_t at_ms = horizon_ - options_.window->count();
-  return at_ms > std::numeric_limits<std::int64_t>::max() / 1000
-             ? std::numeric_limits<std::int64_t>::max()
-             : at_ms * 1000;
+  return micros(horizon_ - options_.window->count());  // the window's end reaches the horizon
 }
 
 JobView Engine::view(const store::JobRecord& r) const {

@@ -25,21 +25,33 @@ Result<std::optional<JobId>> FarFamily::far_key(std::string_view tube, std::stri
   return std::optional<JobId>(read_be64(*bytes.value()));
 }
 
+namespace {
+
+// Scans the keys under `prefix`, each followed by `size` bytes, which visit reads; a key of
+// another size is kCorruption (names are printable ASCII, so none is a prefix of another's key).
+Status scan_fixed(FarFamily& family, const std::string& prefix, std::size_t size,
+                  const std::function<bool(std::string_view)>& visit) {
+  bool corrupt = false;
+  Status scanned = family.far_scan(prefix, [&](std::string_view key, std::string_view) {
+    corrupt = key.size() != prefix.size() + size;
+    return !corrupt && visit(key.substr(prefix.size()));
+  });
+  if (corrupt) return {Code::kCorruption, "a far tier key of the wrong size"};
+  return scanned;
+}
+
+}  // namespace
+
 Status FarFamily::far_group(std::string_view tube, std::string_view group,
                             const std::function<bool(JobId)>& visit) {
-  const std::string prefix = far_group_prefix(tube, group);
-  return far_scan(prefix, [&](std::string_view key, std::string_view /*value*/) {
-    return key.size() != prefix.size() + 8 || visit(read_be64(key.substr(prefix.size())));
-  });
+  return scan_fixed(*this, far_group_prefix(tube, group), 8,
+                    [&](std::string_view id) { return visit(read_be64(id)); });
 }
 
 Status FarFamily::far_by_due(std::string_view tube,
                              const std::function<bool(std::int64_t, JobId)>& visit) {
-  const std::string prefix = far_prefix(kFarDuePrefix, tube);
-  return far_scan(prefix, [&](std::string_view key, std::string_view /*value*/) {
-    if (key.size() != prefix.size() + 16) return true;
-    key.remove_prefix(prefix.size());
-    return visit(static_cast<std::int64_t>(read_be64(key)), read_be64(key.substr(8)));
+  return scan_fixed(*this, far_prefix(kFarDuePrefix, tube), 16, [&](std::string_view rest) {
+    return visit(static_cast<std::int64_t>(read_be64(rest)), read_be64(rest.substr(8)));
   });
 }
 

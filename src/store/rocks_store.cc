@@ -81,13 +81,17 @@ rocksdb::ColumnFamilyOptions family_options(const RocksStoreOptions& options,
   return family;
 }
 
-// Tables of a family read by key at random (bodies, far records, the far tier's indexes): bloom
-// filters, so that the read of a key that is not there seldom reads a block; index and filters
-// in 4 KiB partitions, read through the cache like data. A table of 64 MiB has about 1 MiB of
-// them, and whole ones thrashed the small cache: every read of a far job read and checksummed
-// them again (2,541 reschedules a second at 10^6 far jobs; partitioned, 50,001).
-std::shared_ptr<rocksdb::TableFactory> read_by_key_tables(
-    const std::shared_ptr<rocksdb::Cache>& cache) {
+// A family read by key at random while the server runs (bodies, far records, the far tier's
+// indexes). A read of a key put long ago asks a bloom filter of 2 % of the memtable's size
+// instead of searching its skip list first, and the tables' bloom filters, so that a key that is
+// not there seldom reads a block. Index and filters in 4 KiB partitions, read through the cache
+// like data: a table of 64 MiB has about 1 MiB of them, and whole ones thrashed the small
+// cache, every read of a far job reading and checksumming them again (2,541 reschedules a
+// second at 10^6 far jobs; partitioned, 50,001).
+void read_by_key(rocksdb::ColumnFamilyOptions& family,
+                 const std::shared_ptr<rocksdb::Cache>& cache) {
+  family.memtable_prefix_bloom_size_ratio = 0.02;
+  family.memtable_whole_key_filtering = true;
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = cache;
   table.cache_index_and_filter_blocks = true;
@@ -98,7 +102,7 @@ std::shared_ptr<rocksdb::TableFactory> read_by_key_tables(
   table.metadata_block_size = 4096;
   table.pin_top_level_index_and_filter = true;
   table.cache_index_and_filter_blocks_with_high_priority = true;
-  return std::shared_ptr<rocksdb::TableFactory>(rocksdb::NewBlockBasedTableFactory(table));
+  family.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
 }
 
 }  // namespace
@@ -122,7 +126,7 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
   const bool create = options.create_if_missing && empty;
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = create;
-  // A store older than the far family gets it, empty (the upgrade to version 7).
+  // A store older than the far families gets them, empty (the upgrade to version 7).
   db_options.create_missing_column_families = true;
   db_options.paranoid_checks = true;
   // A log cut short is read up to the cut; a bad record is looked at below.
@@ -150,10 +154,7 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
   // Bodies, attachments and schedules are read back while the server runs: a skip list, whose
   // inserts of growing ids a per-prefix hint places at the end of their range.
   bodies.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(1));
-  // A read of a job put long ago, whose body is in a table file by now, asks a bloom filter
-  // of 2 % of the memtable's size instead of searching the memtable's skip list first.
-  bodies.memtable_prefix_bloom_size_ratio = 0.02;
-  bodies.memtable_whole_key_filtering = true;
+  read_by_key(bodies, cache);
   // Bodies are written once and deleted once: in blob files, compaction moves 20-byte
   // references instead of the bodies, and garbage collection reclaims deleted ones. Blobs are
   // compressed one at a time, each with a fresh LZ4 state of 16 KiB to clear: for bodies of a
@@ -163,18 +164,13 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
   bodies.min_blob_size = 0;
   bodies.blob_compression_type = rocksdb::kNoCompression;
   bodies.enable_blob_garbage_collection = true;
-  bodies.table_factory = read_by_key_tables(cache);
-  // The far tier's indexes are read by key (a key's holder) and scanned by prefix (a tube's
-  // jobs by due time, a group): a skip list, and a memtable filter for the reads by key.
-  rocksdb::ColumnFamilyOptions far = family_options(options, cache);
-  far.memtable_prefix_bloom_size_ratio = 0.02;
-  far.memtable_whole_key_filtering = true;
-  far.table_factory = read_by_key_tables(cache);
+  // The far tier: records by growing ids (hinted as bodies are), and indexes read by key (a
+  // key's holder) and scanned by prefix (a tube's jobs by due time, a group).
   rocksdb::ColumnFamilyOptions far_jobs = family_options(options, cache);
-  far_jobs.table_factory = read_by_key_tables(cache);
   far_jobs.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(1));
-  far_jobs.memtable_prefix_bloom_size_ratio = 0.02;
-  far_jobs.memtable_whole_key_filtering = true;
+  read_by_key(far_jobs, cache);
+  rocksdb::ColumnFamilyOptions far = family_options(options, cache);
+  read_by_key(far, cache);
   const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, records},
       {std::string(kBodiesFamily), bodies},
@@ -390,7 +386,8 @@ rocksdb::ColumnFamilyHandle* RocksStore::far_family(std::string_view key) const 
 
 Status RocksStore::far_scan(const std::string& prefix,
                             const std::function<bool(std::string_view, std::string_view)>& visit) {
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), far_));
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), far_family(prefix)));
   for (it->Seek(prefix); it->Valid(); it->Next()) {
     const rocksdb::Slice key = it->key();
     if (!key.starts_with(prefix)) break;
