@@ -32,7 +32,8 @@ test: build
 	@ctest --preset release -j $(TEST_JOBS)
 
 # The Debian package, build/release/delayq_<version>_<arch>.deb (docs/operations.md), then its
-# checks: contents, maintainer scripts, and the unit through systemd-analyze verify.
+# checks: contents, RocksDB built for production linked in, maintainer scripts, and the unit
+# through systemd-analyze verify.
 deb: build
 	@cd build/release && cpack -G DEB >/dev/null
 	@scripts/check-deb.sh build/release/delayq_*.deb

@@ -36,6 +36,7 @@
 #include "front/webhook/deliverer.h"
 #include "metrics/registry.h"
 #include "notify.h"
+#include "store/rocks_store.h"
 #include "whole_number.h"
 
 namespace {
@@ -355,7 +356,8 @@ int main(int argc, char** argv) {
   CLI::App app{"delayqd: a durable delayed-job server speaking the beanstalkd protocol"};
   app.set_config("--config", "", "read flags from this TOML/INI file (flag = value)");
   app.allow_config_extras(false);  // a key that names no flag is an error, not a silent default
-  app.set_version_flag("-v,--version", "delayqd " DELAYQ_VERSION);
+  app.set_version_flag("-v,--version",
+                       "delayqd " DELAYQ_VERSION " (" + store::RocksStore::library() + ")");
   app.add_option("-l,--listen", flags.server.address,
                  "address or host name to listen on (IPv6 too)")
       ->capture_default_str();

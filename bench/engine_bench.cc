@@ -5,11 +5,12 @@
 //
 //   engine_bench [--jobs N] [--batch B] [--durability always|none|interval:MS] [--dir DIR]
 //                [--ops N] [--in-flight K] [--reopen] [--write-buffer-mb M] [--block-cache-mb M]
-//                [--window MS]
+//                [--window MS] [--near N]
 // Defaults: 1000000 jobs of 100-byte bodies, batches of 256, always, ./build/engine-bench-data,
 // 200000 operations for the reserve+delete and reschedule phases, 4 steps in flight, and
 // RocksStoreOptions' defaults for RocksDB's memory, and no far tier (--window MS: jobs due more
-// than MS ahead are kept on disk only, as delayqd's --window).
+// than MS ahead are kept on disk only, as delayqd's --window). --near N adds N puts due within
+// the hour (1 to 59 minutes), which stay in memory whatever the window, before the reschedules.
 // --reopen only times the restart of the jobs a previous run left in DIR.
 // Prints one Markdown table row per phase (docs/BENCHMARKS.md).
 #include <malloc.h>
@@ -47,6 +48,7 @@ struct Options {
   std::string dir = "build/engine-bench-data";
   bool reopen = false;
   std::int64_t window_ms = 0;
+  std::uint64_t near = 0;
   store::RocksStoreOptions store;
 };
 
@@ -54,7 +56,7 @@ struct Options {
   std::fprintf(stderr,
                "usage: engine_bench [--jobs N] [--batch B] [--durability D] [--dir DIR] "
                "[--ops N] [--in-flight K] [--reopen] [--write-buffer-mb M] "
-               "[--block-cache-mb M] [--window MS]\n");
+               "[--block-cache-mb M] [--window MS] [--near N]\n");
   std::exit(2);
 }
 
@@ -86,6 +88,8 @@ Options parse(int argc, char** argv) {
       o.store.block_cache_bytes = std::stoull(value) << 20;
     } else if (flag == "--window") {
       o.window_ms = std::stoll(value);
+    } else if (flag == "--near") {
+      o.near = std::stoull(value);
     } else {
       usage();
     }
@@ -246,17 +250,39 @@ int main(int argc, char** argv) {
             std::to_string(engine_bytes / o.jobs) + " B/job, " +
             std::to_string(engine->far_jobs()) + " far");
 
-    // Reschedules of random pending jobs by id.
-    start = Clock::now();
-    for (std::uint64_t i = 0; i < o.ops; ++i) {
-      const JobId id = 1 + rng() % o.jobs;
-      const std::int64_t due = engine->now() + 3'600'000 + static_cast<std::int64_t>(rng() % 1000);
-      check(engine->reschedule(id, Due::at(due)), "reschedule");
-      if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
+    // Puts due within the hour: in memory whatever the window.
+    if (o.near > 0) {
+      start = Clock::now();
+      for (std::uint64_t i = 0; i < o.near; ++i) {
+        put.due = Due::after(engine::Millis{60'000 + static_cast<std::int64_t>(rng() % 3'480'000)});
+        refill();
+        check(engine->put(client, put).status(), "put");
+        if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
+      }
+      pipeline.submit(*engine);
+      pipeline.drain(*engine);
+      row(o, "put (due in 1 to 59 min)", o.near, since(start));
     }
-    pipeline.submit(*engine);
-    pipeline.drain(*engine);
-    row(o, "reschedule", o.ops, since(start));
+
+    // Reschedules of random jobs of the first puts by id: to a due time 1 h ahead (with a
+    // window of an hour, into memory), then to one 2 h to 50 h ahead (where they were: far to
+    // far for the jobs left in the far tier).
+    const auto reschedule = [&](const char* phase, std::int64_t base, std::int64_t spread) {
+      const auto began = Clock::now();
+      for (std::uint64_t i = 0; i < o.ops; ++i) {
+        const JobId id = 1 + rng() % o.jobs;
+        const std::int64_t due =
+            engine->now() + base +
+            static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(spread));
+        check(engine->reschedule(id, Due::at(due)), "reschedule");
+        if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
+      }
+      pipeline.submit(*engine);
+      pipeline.drain(*engine);
+      row(o, phase, o.ops, since(began));
+    };
+    reschedule("reschedule (to 1 h ahead)", 3'600'000, 1'000);
+    reschedule("reschedule (to 2 h to 50 h ahead)", 7'200'000, 172'800'000);
 
     // Reserve + delete: a second tube of ready jobs, then take and finish them in batches.
     check(engine->use(client, "work"), "use");

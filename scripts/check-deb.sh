@@ -20,6 +20,8 @@ grep -q '^ Package: delayq$' <<<"$info" || fail "not package delayq"
 for dep in libboost-json libssl libhiredis libzstd passwd; do
   grep -q "^ Depends:.*$dep" <<<"$info" || fail "Depends lacks $dep"
 done
+# RocksDB is linked in, built for production (make rocksdb), not Debian's librocksdb.
+grep -q '^ Depends:.*librocksdb' <<<"$info" && fail "Depends names librocksdb: Debian's build is linked"
 contents=$(dpkg-deb --contents "$deb" | awk '{print $NF}')
 for f in ./usr/bin/delayqd ./usr/bin/delayq ./usr/lib/systemd/system/delayqd.service \
   ./etc/delayq/delayqd.conf ./usr/include/delayq/scheduler.h ./usr/share/doc/delayq/operations.md \
@@ -51,6 +53,9 @@ if command -v systemd-analyze >/dev/null; then
 else
   echo "check-deb: systemd-analyze is not installed: the unit was not verified"
 fi
+
+version=$("$work/root/usr/bin/delayqd" --version)
+grep -q 'production build' <<<"$version" || fail "delayqd --version: $version (not the production RocksDB)"
 
 # The packaged config, read by the packaged server, which refuses a key it does not know; flags
 # on the command line win over it.

@@ -8,6 +8,7 @@
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 #include <rocksdb/utilities/checkpoint.h>
+#include <rocksdb/version.h>
 #include <rocksdb/write_batch.h>
 
 #include <filesystem>
@@ -106,6 +107,13 @@ void read_by_key(rocksdb::ColumnFamilyOptions& family,
 }
 
 }  // namespace
+
+std::string RocksStore::library() {
+  return std::string{"RocksDB "} + std::to_string(ROCKSDB_MAJOR) + "." +
+         std::to_string(ROCKSDB_MINOR) + "." + std::to_string(ROCKSDB_PATCH) + ", " +
+         (std::string_view{DELAYQ_ROCKSDB_BUILD} == "production" ? "production build"
+                                                                 : "Debian's build");
+}
 
 Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
                                                      const RocksStoreOptions& options) {

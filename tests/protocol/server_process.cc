@@ -125,6 +125,16 @@ bool ServerProcess::redis_mode() {
   return std::getenv("DELAYQ_TEST_REDIS_SEEDS_FILE") != nullptr;
 }
 
+std::string ServerProcess::version() {
+  std::string out;
+  if (FILE* pipe = ::popen(DELAYQD_PATH " --version", "r")) {
+    char buffer[256];
+    while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) out += buffer;
+    ::pclose(pipe);
+  }
+  return out;
+}
+
 namespace {
 
 // The seeds scripts/redis-cluster.sh wrote, or "" outside Redis mode.

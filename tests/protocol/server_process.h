@@ -98,6 +98,8 @@ class ServerProcess {
   [[nodiscard]] std::uint16_t http_port() const noexcept;
   // Whether delayqd runs in Redis mode (see above).
   [[nodiscard]] static bool redis_mode();
+  // What `delayqd --version` prints: its version and the RocksDB build linked in.
+  [[nodiscard]] static std::string version();
   // The ADDR:PORT of its "delayqd listening on" and "delayqd http listening on" lines ("" for
   // one it did not print).
   [[nodiscard]] const std::string& address() const noexcept { return address_; }
