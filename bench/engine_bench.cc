@@ -127,6 +127,7 @@ class Pipeline {
       ++in_flight_;
     }
     engine.settle(settled_.load());  // as the server's node does once a batch is committed
+    engine.advance();  // a turn of the server: the far tier's loader keeps its horizon ahead
     store::WriteSet set = engine.take_mutations();
     committer_.submit(std::move(set), [this, epoch = engine.epoch()](const Status& status) {
       check(status, "commit");
