@@ -229,21 +229,33 @@ int main(int argc, char** argv) {
     store::Committer committer(*store, durability.value());
     Pipeline pipeline(committer, o.in_flight);
 
-    // Puts: delayed 1 h to 49 h, so they all stay pending.
-    auto start = Clock::now();
+    // Runs `step` `count` times, a batch of them to each step handed to the committer, until all
+    // are durable; returns the seconds it took.
+    const auto run = [&](std::uint64_t count, const auto& step) {
+      const auto start = Clock::now();
+      for (std::uint64_t i = 0; i < count; ++i) {
+        step();
+        if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
+      }
+      pipeline.submit(*engine);
+      pipeline.drain(*engine);
+      return since(start);
+    };
+    // A due time `base` to `base + spread` ms from now.
+    const auto due_in = [&](std::int64_t base, std::int64_t spread) {
+      return base + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(spread));
+    };
     engine::PutRequest put;
     put.body = body;
     put.priority = 1024;
-    for (std::uint64_t i = 0; i < o.jobs; ++i) {
-      put.due =
-          Due::after(engine::Millis{3'600'000 + static_cast<std::int64_t>(rng() % 172'800'000)});
+    const auto put_delayed = [&](std::int64_t base, std::int64_t spread) {
+      put.due = Due::after(engine::Millis{due_in(base, spread)});
       refill();
       check(engine->put(client, put).status(), "put");
-      if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
-    }
-    pipeline.submit(*engine);
-    pipeline.drain(*engine);
-    const double put_seconds = since(start);
+    };
+
+    // Puts: delayed 1 h to 49 h, so they all stay pending.
+    const double put_seconds = run(o.jobs, [&] { put_delayed(3'600'000, 172'800'000); });
     const std::size_t rss = resident_bytes();
     const std::size_t engine_bytes = engine->memory_bytes();
     row(o, "put (delayed, 100-byte body)", o.jobs, put_seconds,
@@ -253,60 +265,34 @@ int main(int argc, char** argv) {
 
     // Puts due within the hour: in memory whatever the window.
     if (o.near > 0) {
-      start = Clock::now();
-      for (std::uint64_t i = 0; i < o.near; ++i) {
-        put.due = Due::after(engine::Millis{60'000 + static_cast<std::int64_t>(rng() % 3'480'000)});
-        refill();
-        check(engine->put(client, put).status(), "put");
-        if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
-      }
-      pipeline.submit(*engine);
-      pipeline.drain(*engine);
-      row(o, "put (due in 1 to 59 min)", o.near, since(start));
+      row(o, "put (due in 1 to 59 min)", o.near,
+          run(o.near, [&] { put_delayed(60'000, 3'480'000); }));
     }
 
     // Reschedules of random jobs of the first puts by id: to a due time 1 h ahead (with a
     // window of an hour, into memory), then to one 2 h to 50 h ahead (where they were: far to
     // far for the jobs left in the far tier).
-    const auto reschedule = [&](const char* phase, std::int64_t base, std::int64_t spread) {
-      const auto began = Clock::now();
-      for (std::uint64_t i = 0; i < o.ops; ++i) {
-        const JobId id = 1 + rng() % o.jobs;
-        const std::int64_t due =
-            engine->now() + base +
-            static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(spread));
-        check(engine->reschedule(id, Due::at(due)), "reschedule");
-        if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
-      }
-      pipeline.submit(*engine);
-      pipeline.drain(*engine);
-      row(o, phase, o.ops, since(began));
+    const auto reschedule = [&](std::int64_t base, std::int64_t spread) {
+      const JobId id = 1 + rng() % o.jobs;
+      check(engine->reschedule(id, Due::at(engine->now() + due_in(base, spread))), "reschedule");
     };
-    reschedule("reschedule (to 1 h ahead)", 3'600'000, 1'000);
-    reschedule("reschedule (to 2 h to 50 h ahead)", 7'200'000, 172'800'000);
+    row(o, "reschedule (to 1 h ahead)", o.ops, run(o.ops, [&] { reschedule(3'600'000, 1'000); }));
+    row(o, "reschedule (to 2 h to 50 h ahead)", o.ops,
+        run(o.ops, [&] { reschedule(7'200'000, 172'800'000); }));
 
     // Reserve + delete: a second tube of ready jobs, then take and finish them in batches.
     check(engine->use(client, "work"), "use");
     check(engine->watch(client, "work").status(), "watch");
     check(engine->ignore(client, "default").status(), "ignore");
     put.due = Due::after(engine::Millis{0});
-    for (std::uint64_t i = 0; i < o.ops; ++i) {
-      check(engine->put(client, put).status(), "put");
-      if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
-    }
-    pipeline.submit(*engine);
-    pipeline.drain(*engine);
-    start = Clock::now();
-    for (std::uint64_t i = 0; i < o.ops; ++i) {
-      const auto got = engine->reserve(client, engine::Millis{0});
-      if (got.kind != engine::ReserveResult::Kind::kReserved)
-        check({Code::kNotFound, "empty"}, "reserve");
-      check(engine->erase(client, got.job.id), "delete");
-      if ((i + 1) % o.batch == 0) pipeline.submit(*engine);
-    }
-    pipeline.submit(*engine);
-    pipeline.drain(*engine);
-    row(o, "reserve + delete", o.ops, since(start));
+    run(o.ops, [&] { check(engine->put(client, put).status(), "put"); });
+    row(o, "reserve + delete", o.ops, run(o.ops, [&] {
+          const auto got = engine->reserve(client, engine::Millis{0});
+          if (got.kind != engine::ReserveResult::Kind::kReserved) {
+            check({Code::kNotFound, "empty"}, "reserve");
+          }
+          check(engine->erase(client, got.job.id), "delete");
+        }));
     const auto stats = committer.stats();
     std::printf("\ncommitter: %llu steps in %llu batches, %llu fsyncs\n",
                 static_cast<unsigned long long>(stats.steps),

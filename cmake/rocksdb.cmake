@@ -1,7 +1,8 @@
-# Which RocksDB delayq links (docs/operations.md, "RocksDB"): the production build of Debian's own
-# source package, which `make rocksdb` (scripts/install-deps.sh rocksdb) puts in a cache outside
-# the checkout for the installed librocksdb-dev's version, when it is there; Debian's library
-# otherwise. -DDELAYQ_ROCKSDB=debian keeps Debian's even where the cache has a build.
+# Which RocksDB delayq links (docs/operations.md, "RocksDB: the production build or Debian's"): the
+# production build of Debian's own source package, which scripts/install-deps.sh puts in a cache
+# outside the checkout (the same path as here) for the installed librocksdb-dev's version, when
+# it is there; Debian's library otherwise. -DDELAYQ_ROCKSDB=debian keeps Debian's even where the
+# cache has a build.
 # Sets DELAYQ_ROCKSDB_BUILD: "production" or "debian".
 set(DELAYQ_ROCKSDB auto CACHE STRING
   "auto: the cached production build of Debian's RocksDB if there is one, else Debian's; debian")

@@ -20,7 +20,7 @@ grep -q '^ Package: delayq$' <<<"$info" || fail "not package delayq"
 for dep in libboost-json libssl libhiredis libzstd passwd; do
   grep -q "^ Depends:.*$dep" <<<"$info" || fail "Depends lacks $dep"
 done
-# RocksDB is linked in, built for production (make rocksdb), not Debian's librocksdb.
+# RocksDB is linked in, built for production (scripts/install-deps.sh), not Debian's librocksdb.
 grep -q '^ Depends:.*librocksdb' <<<"$info" && fail "Depends names librocksdb: Debian's build is linked"
 contents=$(dpkg-deb --contents "$deb" | awk '{print $NF}')
 for f in ./usr/bin/delayqd ./usr/bin/delayq ./usr/lib/systemd/system/delayqd.service \

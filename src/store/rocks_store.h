@@ -67,7 +67,7 @@ class RocksStore final : public Store {
   Status scan_schedules(const std::function<Status(std::string, std::string)>& visit) override;
   Result<std::optional<std::string>> read_schedule(std::string_view name) override;
   [[nodiscard]] JobId next_id() const override { return next_id_; }
-  // The RocksDB linked in, for --version and the start log: "RocksDB 7.8.3, production build"
+  // The RocksDB linked in, for --version: "RocksDB 7.8.3, production build"
   // (Debian's source built with NDEBUG, cmake/rocksdb.cmake) or "RocksDB 7.8.3, Debian's build".
   static std::string library();
   // What the open dropped of a damaged write-ahead log, for the log; "" if nothing.
