@@ -5,6 +5,9 @@
 //   drain  puts --count ready jobs first (untimed), then --connections workers reserve and delete
 //          them, --depth at a time per write, until none is left: the reserve+delete rate;
 //   work   put, reserve, delete, one after the other on each connection (a round trip);
+//   reschedule  --connections threads, each sending --depth `reschedule`s per write (pipelined)
+//          of random ids from 1 to --max-id, each to a random time --delay to 2 x --delay
+//          seconds ahead, for --seconds or until --count in all; every one must be RESCHEDULED;
 //   late   one producer puts jobs delayed --delay seconds at --rate jobs/s for --seconds, and
 //          --connections workers reserve and delete them; reports how late each job is handed
 //          out after its due time, and fails if one comes out early; also counted from when a
@@ -14,9 +17,9 @@
 //          by a random 0.5 to 1.5 periods instead of exactly one, so that they fall at every
 //          moment of the server's millisecond rather than at one phase of it for a whole run.
 //          --worker-port puts the workers on another server (another node over the same Redis).
-// Usage: loadgen --port P [--host 127.0.0.1] [--mode put|drain|work|late] [--connections 4]
-//                [--seconds 5] [--depth 16] [--bytes 100] [--delay 0] [--count 0] [--rate 1000]
-//                [--jitter on] [--worker-port P]
+// Usage: loadgen --port P [--host 127.0.0.1] [--mode put|drain|work|late|reschedule]
+//                [--connections 4] [--seconds 5] [--depth 16] [--bytes 100] [--delay 0]
+//                [--count 0] [--rate 1000] [--jitter on] [--worker-port P] [--max-id N]
 // Prints one line: mode, operations/s and latency percentiles in microseconds.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -50,10 +53,11 @@ struct Options {
   double seconds = 5;
   int depth = 16;
   int bytes = 100;
-  int delay = 0;            // seconds
-  std::uint64_t count = 0;  // 0: no limit
-  int rate = 1000;          // late: jobs per second
-  bool jitter = false;      // late: random gaps between puts (mean: one period)
+  int delay = 0;             // seconds
+  std::uint64_t count = 0;   // 0: no limit
+  int rate = 1000;           // late: jobs per second
+  bool jitter = false;       // late: random gaps between puts (mean: one period)
+  std::uint64_t max_id = 0;  // reschedule: ids from 1 to this
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -90,11 +94,16 @@ Options parse(int argc, char** argv) {
       o.rate = std::stoi(value);
     else if (flag == "--jitter" && value == "on")
       o.jitter = true;
+    else if (flag == "--max-id")
+      o.max_id = std::stoull(value);
     else
       die("unknown flag " + flag);
   }
   if (o.port <= 0 || o.connections < 1 || o.depth < 1 || o.seconds <= 0) die("bad options");
   if (o.worker_port == 0) o.worker_port = o.port;
+  if (o.mode == "reschedule" && (o.max_id == 0 || o.delay < 1)) {
+    die("reschedule needs --max-id and a --delay of 1 s or more");
+  }
   return o;
 }
 
@@ -215,6 +224,34 @@ void run_put(const Options& o, Clock::time_point end, Results& results) {
     const auto start = Clock::now();
     c.send(batch);
     for (int i = 0; i < depth; ++i) expect_id(c, "INSERTED ");
+    samples.push_back(micros(Clock::now() - start));  // one pipelined batch
+    ops += static_cast<std::uint64_t>(depth);
+  }
+  results.add(ops, samples);
+}
+
+void run_reschedule(const Options& o, Clock::time_point end, Results& results) {
+  Connection c(o.host, o.port);
+  std::mt19937_64 random(std::random_device{}());
+  std::uniform_int_distribution<std::uint64_t> ids(1, o.max_id);
+  const std::int64_t delay_ms = std::int64_t{o.delay} * 1000;
+  std::uniform_int_distribution<std::int64_t> when(delay_ms, 2 * delay_ms);
+  std::vector<double> samples;
+  std::uint64_t ops = 0;
+  while (Clock::now() < end) {
+    const int depth = take_budget(o, o.depth);
+    if (depth == 0) break;
+    std::string batch;
+    for (int i = 0; i < depth; ++i) {
+      batch +=
+          "reschedule " + std::to_string(ids(random)) + " " + std::to_string(when(random)) + "\r\n";
+    }
+    const auto start = Clock::now();
+    c.send(batch);
+    for (int i = 0; i < depth; ++i) {
+      const std::string reply = c.line();
+      if (reply != "RESCHEDULED") die("expected RESCHEDULED, got '" + reply + "'");
+    }
     samples.push_back(micros(Clock::now() - start));  // one pipelined batch
     ops += static_cast<std::uint64_t>(depth);
   }
@@ -415,6 +452,8 @@ int main(int argc, char** argv) {
         run_drain(o, results, empty);
       else if (o.mode == "late")
         run_late_worker(o, work_end, sent, results);
+      else if (o.mode == "reschedule")
+        run_reschedule(o, work_end, results);
       else
         die("unknown mode " + o.mode);
     });
@@ -425,7 +464,9 @@ int main(int argc, char** argv) {
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - work_start).count();
   std::sort(results.latencies_us.begin(), results.latencies_us.end());
-  const char* unit = o.mode == "late" ? "lateness" : o.mode == "put" ? "batch latency" : "latency";
+  const char* unit = o.mode == "late"                            ? "lateness"
+                     : o.mode == "put" || o.mode == "reschedule" ? "batch latency"
+                                                                 : "latency";
   std::printf("mode=%s connections=%d ops=%llu ops/s=%.0f %s us: p50=%.0f p99=%.0f max=%.0f",
               o.mode.c_str(), o.connections, static_cast<unsigned long long>(results.operations),
               static_cast<double>(results.operations) / seconds, unit,

@@ -322,6 +322,7 @@ void Engine::forget(Slot slot) {
     extras_.erase(slot);
   }
   index_.erase(id);
+  unwritten_.erase(slot);
   free_slot(slot);
 }
 
@@ -1324,6 +1325,7 @@ std::vector<Wakeup> Engine::take_wakeups() {
 }
 
 store::WriteSet Engine::take_mutations() {
+  write_unwritten();
   write_far_counts();
   if (next_id_dirty_) {
     mutations_.set_next_id(next_id_);

@@ -15,6 +15,8 @@ namespace delayq::engine {
 void Engine::persist(Slot slot, bool fresh) {
   Job& j = job(slot);
   DELAYQ_CHECK(!j.spilled());
+  // A job back from the far tier in this step has no near record on disk yet: this write is it.
+  if (!unwritten_.empty() && unwritten_.erase(slot) != 0) fresh = true;
   if (!far_on() || j.state() != JobState::kDelayed || j.due_unix_ms < horizon_) {
     mutations_.put_record(record(slot));
     return;
@@ -37,7 +39,7 @@ void Engine::unspill(Slot slot) {
   spilled_at_.erase(slot);
   unsettle(j.id());
   wheel_.schedule(slot, wheel::time_at(j.due_unix_ms));
-  mutations_.put_record(record(slot));  // near again on disk
+  unwritten_.insert_or_assign(slot, record(slot));  // near again on disk
 }
 
 std::optional<Engine::Slot> Engine::take(JobId id) {
@@ -69,8 +71,16 @@ Engine::Slot Engine::materialize(const store::JobRecord& r) {
   unsettle(r.id);
   const Slot slot = revive(r, no.value());
   enter_delayed(slot, r.due_unix_ms, late_us_of(r));
-  mutations_.put_record(record(slot));
+  unwritten_.insert_or_assign(slot, record(slot));
   return slot;
+}
+
+// A job that comes back from the far tier needs its near record, but the operation that took it
+// often writes one itself, or spills the job again (a reschedule from far to far): the record,
+// as it was when the job came back, is written at the end of the step if nothing else wrote it.
+void Engine::write_unwritten() {
+  for (const auto& [slot, r] : unwritten_) mutations_.put_record(r);
+  unwritten_.clear();
 }
 
 std::optional<store::JobRecord> Engine::read_far(JobId id) const {
