@@ -5,13 +5,15 @@
 //
 //   engine_bench [--jobs N] [--batch B] [--durability always|none|interval:MS] [--dir DIR]
 //                [--ops N] [--in-flight K] [--reopen] [--write-buffer-mb M] [--block-cache-mb M]
-//                [--window MS] [--near N]
+//                [--window MS] [--near N] [--resume]
 // Defaults: 1000000 jobs of 100-byte bodies, batches of 256, always, ./build/engine-bench-data,
 // 200000 operations for the reserve+delete and reschedule phases, 4 steps in flight, and
 // RocksStoreOptions' defaults for RocksDB's memory, and no far tier (--window MS: jobs due more
 // than MS ahead are kept on disk only, as delayqd's --window). --near N adds N puts due within
 // the hour (1 to 59 minutes), which stay in memory whatever the window, before the reschedules.
-// --reopen only times the restart of the jobs a previous run left in DIR.
+// --reopen only times the restart of the jobs a previous run left in DIR. --resume recovers
+// them and runs the reschedule phases only (--jobs as in that run): a store of 10^8 jobs is put
+// once and then measured as often as wanted.
 // Prints one Markdown table row per phase (docs/BENCHMARKS.md).
 #include <malloc.h>
 #include <unistd.h>
@@ -47,6 +49,7 @@ struct Options {
   std::string durability = "always";
   std::string dir = "build/engine-bench-data";
   bool reopen = false;
+  bool resume = false;
   std::int64_t window_ms = 0;
   std::uint64_t near = 0;
   store::RocksStoreOptions store;
@@ -56,7 +59,7 @@ struct Options {
   std::fprintf(stderr,
                "usage: engine_bench [--jobs N] [--batch B] [--durability D] [--dir DIR] "
                "[--ops N] [--in-flight K] [--reopen] [--write-buffer-mb M] "
-               "[--block-cache-mb M] [--window MS] [--near N]\n");
+               "[--block-cache-mb M] [--window MS] [--near N] [--resume]\n");
   std::exit(2);
 }
 
@@ -64,8 +67,8 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--reopen") {
-      o.reopen = true;
+    if (flag == "--reopen" || flag == "--resume") {
+      (flag == "--reopen" ? o.reopen : o.resume) = true;
       continue;
     }
     if (i + 1 >= argc) usage();
@@ -203,7 +206,7 @@ int main(int argc, char** argv) {
     restart(o, clock);
     return 0;
   }
-  std::filesystem::remove_all(o.dir);
+  if (!o.resume) std::filesystem::remove_all(o.dir);
 
   std::printf("| phase | durability | operations | per second | us each | notes |\n");
   std::printf("|---|---|---:|---:|---:|---|\n");
@@ -212,6 +215,7 @@ int main(int argc, char** argv) {
   check(opened.status(), "open");
   auto store = std::move(opened).value();
   auto engine = std::make_unique<engine::Engine>(clock, engine_options(o, *store));
+  if (o.resume) check(broker::local::recover(*store, *engine).status(), "recover");
   engine->advance();  // the far tier's first pass sets its horizon
   const engine::ClientId client = engine->connect();
   std::mt19937_64 rng(1);
@@ -255,16 +259,18 @@ int main(int argc, char** argv) {
     };
 
     // Puts: delayed 1 h to 49 h, so they all stay pending.
-    const double put_seconds = run(o.jobs, [&] { put_delayed(3'600'000, 172'800'000); });
-    const std::size_t rss = resident_bytes();
-    const std::size_t engine_bytes = engine->memory_bytes();
-    row(o, "put (delayed, 100-byte body)", o.jobs, put_seconds,
-        "RSS " + std::to_string((rss - rss_start) / o.jobs) + " B/job, engine " +
-            std::to_string(engine_bytes / o.jobs) + " B/job, " +
-            std::to_string(engine->far_jobs()) + " far");
+    if (!o.resume) {
+      const double put_seconds = run(o.jobs, [&] { put_delayed(3'600'000, 172'800'000); });
+      const std::size_t rss = resident_bytes();
+      const std::size_t engine_bytes = engine->memory_bytes();
+      row(o, "put (delayed, 100-byte body)", o.jobs, put_seconds,
+          "RSS " + std::to_string((rss - rss_start) / o.jobs) + " B/job, engine " +
+              std::to_string(engine_bytes / o.jobs) + " B/job, " +
+              std::to_string(engine->far_jobs()) + " far");
+    }
 
     // Puts due within the hour: in memory whatever the window.
-    if (o.near > 0) {
+    if (o.near > 0 && !o.resume) {
       row(o, "put (due in 1 to 59 min)", o.near,
           run(o.near, [&] { put_delayed(60'000, 3'480'000); }));
     }
@@ -279,6 +285,7 @@ int main(int argc, char** argv) {
     row(o, "reschedule (to 1 h ahead)", o.ops, run(o.ops, [&] { reschedule(3'600'000, 1'000); }));
     row(o, "reschedule (to 2 h to 50 h ahead)", o.ops,
         run(o.ops, [&] { reschedule(7'200'000, 172'800'000); }));
+    if (o.resume) return 0;
 
     // Reserve + delete: a second tube of ready jobs, then take and finish them in batches.
     check(engine->use(client, "work"), "use");
