@@ -322,7 +322,10 @@ void Engine::forget(Slot slot) {
     extras_.erase(slot);
   }
   index_.erase(id);
-  unwritten_.erase(slot);
+  if (const auto back = unwritten_.find(slot); back != unwritten_.end()) {
+    mutations_.far_erase(back->second);  // gone before its far entries were
+    unwritten_.erase(back);
+  }
   free_slot(slot);
 }
 
