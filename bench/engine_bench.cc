@@ -5,7 +5,7 @@
 //
 //   engine_bench [--jobs N] [--batch B] [--durability always|none|interval:MS] [--dir DIR]
 //                [--ops N] [--in-flight K] [--reopen] [--write-buffer-mb M] [--block-cache-mb M]
-//                [--window MS] [--near N] [--resume]
+//                [--window MS] [--near N] [--resume] [--seed S]
 // Defaults: 1000000 jobs of 100-byte bodies, batches of 256, always, ./build/engine-bench-data,
 // 200000 operations for the reserve+delete and reschedule phases, 4 steps in flight, and
 // RocksStoreOptions' defaults for RocksDB's memory, and no far tier (--window MS: jobs due more
@@ -13,7 +13,8 @@
 // the hour (1 to 59 minutes), which stay in memory whatever the window, before the reschedules.
 // --reopen only times the restart of the jobs a previous run left in DIR. --resume recovers
 // them and runs the reschedule phases only (--jobs as in that run): a store of 10^8 jobs is put
-// once and then measured as often as wanted.
+// once and then measured as often as wanted (give each run its own --seed, the random jobs'
+// sequence, default 1: the jobs a run moved are the store's freshest writes).
 // Prints one Markdown table row per phase (docs/BENCHMARKS.md).
 #include <malloc.h>
 #include <unistd.h>
@@ -52,6 +53,7 @@ struct Options {
   bool resume = false;
   std::int64_t window_ms = 0;
   std::uint64_t near = 0;
+  std::uint64_t seed = 1;
   store::RocksStoreOptions store;
 };
 
@@ -59,7 +61,7 @@ struct Options {
   std::fprintf(stderr,
                "usage: engine_bench [--jobs N] [--batch B] [--durability D] [--dir DIR] "
                "[--ops N] [--in-flight K] [--reopen] [--write-buffer-mb M] "
-               "[--block-cache-mb M] [--window MS] [--near N] [--resume]\n");
+               "[--block-cache-mb M] [--window MS] [--near N] [--resume] [--seed S]\n");
   std::exit(2);
 }
 
@@ -93,6 +95,8 @@ Options parse(int argc, char** argv) {
       o.window_ms = std::stoll(value);
     } else if (flag == "--near") {
       o.near = std::stoull(value);
+    } else if (flag == "--seed") {
+      o.seed = std::stoull(value);
     } else {
       usage();
     }
@@ -218,7 +222,7 @@ int main(int argc, char** argv) {
   if (o.resume) check(broker::local::recover(*store, *engine).status(), "recover");
   engine->advance();  // the far tier's first pass sets its horizon
   const engine::ClientId client = engine->connect();
-  std::mt19937_64 rng(1);
+  std::mt19937_64 rng(o.seed);
   // Bodies of random letters, each its own: repeated bytes would flatter the table compression.
   std::string body(100, 'b');
   const auto refill = [&body, &rng] {
