@@ -322,10 +322,7 @@ void Engine::forget(Slot slot) {
     extras_.erase(slot);
   }
   index_.erase(id);
-  if (const auto back = unwritten_.find(slot); back != unwritten_.end()) {
-    mutations_.far_erase(back->second);  // gone before its far entries were
-    unwritten_.erase(back);
-  }
+  unwritten_.erase(slot);
   free_slot(slot);
 }
 

@@ -517,8 +517,8 @@ class Engine {
   // or loaded from the far tier; nullopt if there is none.
   std::optional<Slot> take(JobId id);
   void unspill(Slot slot);
-  // A far job's record into memory, delayed; its far entries erased and its near record written
-  // by the step (unwritten_).
+  // A far job's record into memory, delayed; its far entries erased, its near record written
+  // at the end of the step (unwritten_).
   Slot materialize(const store::JobRecord& record);
   void write_unwritten();
   std::optional<Slot> load_far(JobId id);
@@ -663,8 +663,8 @@ class Engine {
   std::unordered_map<Slot, std::uint64_t> spilled_at_;
   // Ids whose far entries an unsettled write erases, with the epoch of the latest such write.
   std::unordered_map<JobId, std::uint64_t> unsettled_;
-  // Jobs back from the far tier in this step whose far entries and near record nothing has
-  // written yet (write_unwritten()), with their record as it came back.
+  // Jobs back from the far tier in this step whose near record nothing has written yet, with
+  // that record.
   std::unordered_map<Slot, store::JobRecord> unwritten_;
   mutable Status far_error_;
   std::set<std::pair<std::string, std::int64_t>> far_counts_dirty_;  // (tube, minute)

@@ -118,8 +118,6 @@ std::string show(OpKind kind) {
       return "far-put-fresh";
     case OpKind::kFarErase:
       return "far-erase";
-    case OpKind::kFarMove:
-      return "far-move";
     case OpKind::kFarCount:
       return "far-count";
   }
@@ -1181,7 +1179,6 @@ void Simulation::check_mutations() {
       case OpKind::kFarPut:
       case OpKind::kFarPutFresh:
       case OpKind::kFarErase:
-      case OpKind::kFarMove:
       case OpKind::kFarCount:
         // The model's operations attach nothing and set no webhook (engine_test covers them);
         // schedules are the broker's, never the engine's.

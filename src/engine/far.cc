@@ -15,26 +15,14 @@ namespace delayq::engine {
 void Engine::persist(Slot slot, bool fresh) {
   Job& j = job(slot);
   DELAYQ_CHECK(!j.spilled());
-  // A job back from the far tier in this step: its far entries are still written, and it has no
-  // near record on disk.
-  std::optional<store::JobRecord> back;
-  if (!unwritten_.empty()) {
-    if (const auto it = unwritten_.find(slot); it != unwritten_.end()) {
-      back = std::move(it->second);
-      unwritten_.erase(it);
-    }
-  }
+  // A job back from the far tier in this step has no near record on disk yet: this write is it.
+  if (!unwritten_.empty() && unwritten_.erase(slot) != 0) fresh = true;
   if (!far_on() || j.state() != JobState::kDelayed || j.due_unix_ms < horizon_) {
-    if (back) mutations_.far_erase(*back);
     mutations_.put_record(record(slot));
     return;
   }
   // Spilled: on disk only from the next settle() on; counted where it was (as a far job now).
-  if (back) {
-    mutations_.far_move(*back, record(slot));  // far to far: only what changed is written
-  } else {
-    mutations_.far_put(record(slot), fresh);
-  }
+  mutations_.far_put(record(slot), fresh);
   const bool in_wheel = wheel_.cancel(slot);
   DELAYQ_CHECK(in_wheel);  // due past the horizon: in the wheel, not imminent_
   j.set_spilled(true);
@@ -45,6 +33,7 @@ void Engine::persist(Slot slot, bool fresh) {
 void Engine::unspill(Slot slot) {
   Job& j = job(slot);
   DELAYQ_CHECK(j.spilled());
+  mutations_.far_erase(record(slot));
   far_count(j.tube, j.due_unix_ms, -1);
   j.set_spilled(false);
   spilled_at_.erase(slot);
@@ -78,6 +67,7 @@ Engine::Slot Engine::materialize(const store::JobRecord& r) {
   t.counts[static_cast<int>(JobState::kDelayed)]--;
   state_counts_[static_cast<int>(JobState::kDelayed)]--;
   t.due.remove(r.due_unix_ms);
+  mutations_.far_erase(r);
   unsettle(r.id);
   const Slot slot = revive(r, no.value());
   enter_delayed(slot, r.due_unix_ms, late_us_of(r));
@@ -85,16 +75,11 @@ Engine::Slot Engine::materialize(const store::JobRecord& r) {
   return slot;
 }
 
-// A job that comes back from the far tier leaves its far entries and needs a near record, but
-// the operation that took it often writes the record itself (persist()), spills the job again
-// (a reschedule from far to far: persist() writes only what changes), or deletes it (forget()).
-// What none of them did is written at the end of the step, with the record as it was when the
-// job came back.
+// A job that comes back from the far tier needs its near record, but the operation that took it
+// often writes one itself, or spills the job again (a reschedule from far to far): the record,
+// as it was when the job came back, is written at the end of the step if nothing else wrote it.
 void Engine::write_unwritten() {
-  for (const auto& [slot, r] : unwritten_) {
-    mutations_.far_erase(r);
-    mutations_.put_record(r);
-  }
+  for (const auto& [slot, r] : unwritten_) mutations_.put_record(r);
   unwritten_.clear();
 }
 

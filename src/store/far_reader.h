@@ -55,7 +55,7 @@ class FarFamily : public FarReader {
                           const std::function<bool(std::string_view, std::string_view)>& visit) = 0;
 };
 
-// What one far op (kFarPut, kFarPutFresh, kFarErase, kFarMove, kFarCount) does to the far tier's keys: puts
+// What one far op (kFarPut, kFarPutFresh, kFarErase, kFarCount) does to the far tier's keys: puts
 // (value set) and deletions (nullopt) by key, in order; and for kFarPut, that the job's record
 // under kJobPrefix goes (drop_record). kCorruption for a record that does not decode.
 Status far_writes(const WriteSet::Op& op,

@@ -55,7 +55,6 @@ Status MemoryStore::write(std::span<const WriteSet* const> sets, bool /*sync*/) 
         case WriteSet::Kind::kFarPut:
         case WriteSet::Kind::kFarPutFresh:
         case WriteSet::Kind::kFarErase:
-        case WriteSet::Kind::kFarMove:
         case WriteSet::Kind::kFarCount: {
           const Status s = far_writes(
               op,

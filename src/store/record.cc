@@ -383,33 +383,14 @@ Status far_writes(const WriteSet::Op& op,
   auto decoded = decode_record(op.id, op.value);
   if (!decoded.is_ok()) return decoded.status();
   const JobRecord& r = decoded.value();
-  std::string id_bytes;
-  append_be64(id_bytes, r.id);
-  if (op.kind == WriteSet::Kind::kFarMove) {
-    auto was = decode_record(op.id, op.before);
-    if (!was.is_ok()) return was.status();
-    const JobRecord& from = was.value();
-    write(job_key(kFarJobPrefix, r.id), op.value);
-    if (from.due_unix_ms != r.due_unix_ms || from.tube != r.tube) {
-      write(far_due_key(from.tube, from.due_unix_ms, from.id), std::nullopt);
-      write(far_due_key(r.tube, r.due_unix_ms, r.id), std::string_view());
-    }
-    if (from.key != r.key || from.tube != r.tube) {
-      if (!from.key.empty()) write(far_key_key(from.tube, from.key), std::nullopt);
-      if (!r.key.empty()) write(far_key_key(r.tube, r.key), id_bytes);
-    }
-    if (from.group != r.group || from.tube != r.tube) {
-      if (!from.group.empty()) write(far_group_key(from.tube, from.group, from.id), std::nullopt);
-      if (!r.group.empty()) write(far_group_key(r.tube, r.group, r.id), std::string_view());
-    }
-    return Status::ok();
-  }
   const bool put = op.kind != WriteSet::Kind::kFarErase;
   const auto value = [put](std::string_view bytes) {
     return put ? std::optional(bytes) : std::nullopt;
   };
   write(job_key(kFarJobPrefix, r.id), value(op.value));
   write(far_due_key(r.tube, r.due_unix_ms, r.id), value({}));
+  std::string id_bytes;
+  append_be64(id_bytes, r.id);
   if (!r.key.empty()) write(far_key_key(r.tube, r.key), value(id_bytes));
   if (!r.group.empty()) write(far_group_key(r.tube, r.group, r.id), value({}));
   if (op.kind == WriteSet::Kind::kFarPut) drop_record(r.id);

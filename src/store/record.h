@@ -136,15 +136,13 @@ class WriteSet {
     kFarPut,
     kFarPutFresh,
     kFarErase,
-    kFarMove,
     kFarCount
   };
   struct Op {
     Kind kind;
     JobId id;
-    std::string value;     // encoded record, body, attachment or webhook; empty for erasures
-    std::string tube;      // the tube, or the schedule, of the ops that name one (id 0)
-    std::string before{};  // kFarMove: the encoded record the job moves from
+    std::string value;  // encoded record, body, attachment or webhook; empty for erasures
+    std::string tube;   // the tube, or the schedule, of the ops that name one (id 0)
   };
 
   void put_record(const JobRecord& record) {
@@ -182,19 +180,14 @@ class WriteSet {
   // The far tier. far_put keeps a delayed job on disk only: its far record and index entries
   // ('J', 'd', 'k', 'g'), and drops its record under kJobPrefix unless `fresh` (a job put in
   // this very set has none). far_erase drops what far_put wrote for the same record (the job
-  // comes back to memory, or is gone: its own kRecord or kErase follows). far_move stands for a
-  // far_erase of `from` and a fresh far_put of `to` (the same job, still far), writing only the
-  // keys that change. far_count sets how many far jobs of the tube are due in the minute (0:
-  // none).
+  // comes back to memory, or is gone: its own kRecord or kErase follows). far_count sets how
+  // many far jobs of the tube are due in the minute (0: none).
   void far_put(const JobRecord& record, bool fresh) {
     ops_.push_back({fresh ? Kind::kFarPutFresh : Kind::kFarPut, record.id, encode_record(record),
                     record.tube});
   }
   void far_erase(const JobRecord& record) {
     ops_.push_back({Kind::kFarErase, record.id, encode_record(record), record.tube});
-  }
-  void far_move(const JobRecord& from, const JobRecord& to) {
-    ops_.push_back({Kind::kFarMove, to.id, encode_record(to), to.tube, encode_record(from)});
   }
   void far_count(std::string_view tube, std::int64_t minute, std::uint64_t count);
   // The id high-water mark: every id below it has been handed out.
