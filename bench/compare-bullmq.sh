@@ -7,6 +7,10 @@
 #           connections x 16 pipelined; BullMQ: 64 concurrent Queue.add): jobs/s, Redis CPU per
 #           job (redis-server's utime + stime over the run), Redis bytes per pending job
 #   late    1 s delays at 1,000 jobs/s for SECONDS (default 5), two workers: lateness p50, p99
+#   drain   20,000 jobs due now put first, then one worker connection takes them one at a time
+#           (delayq: loadgen's drain, reserve then delete; BullMQ: a Worker of concurrency 1; the
+#           poller: one script call a job): jobs/s, and per job meanwhile Redis's script calls
+#           and commands (those the scripts run included; the delayq node's own heartbeats too)
 # Redis is flushed between the systems. Redis runs on CPU 0 and every client (delayqd and the load
 # generator, the Node script) on CPU 1: floating over the two cores, Redis's cost per put moved
 # between two modes from run to run. Prints a Markdown table with the ratios of delayq to each.
@@ -24,6 +28,18 @@ redis_pid=$!
 pids+=("$redis_pid")
 sleep 0.5
 cli() { redis-cli -p "$redis_port" "$@"; }
+# commands: Redis's script calls (EVAL, EVALSHA, FCALL, their _RO) and commands (those the
+# scripts run included) so far.
+commands() {
+  cli info commandstats | tr -d '\r' | python3 -c '
+import re, sys
+scripts = every = 0
+for name, calls in re.findall(r"cmdstat_([a-z_|]+):calls=(\d+)", sys.stdin.read()):
+    every += int(calls)
+    if re.fullmatch(r"(eval|evalsha|fcall)(_ro)?", name):
+        scripts += int(calls)
+print(scripts, every)'
+}
 used() { cli info memory | tr -d '\r' | awk -F: '/^used_memory:/ {print $2}'; }
 field() { sed -E "s#.* $1=([0-9.]+).*#\1#"; }
 hz=$(getconf CLK_TCK)
@@ -50,13 +66,23 @@ line=$(taskset -c 1 "$loadgen" --port "$delayq_port" --mode late --rate 1000 --d
 d_stolen=$(( $(stolen_ms) - d_stolen ))
 echo "delayq late: $line" >&2
 d_p50=$(echo "$line" | field p50); d_p99=$(echo "$line" | field p99)
+taskset -c 1 "$loadgen" --port "$delayq_port" --mode put --connections 4 --depth 16 --count 20000 \
+  --delay 0 >/dev/null
+read -r before_scripts before_commands < <(commands)
+line=$(taskset -c 1 "$loadgen" --port "$delayq_port" --mode drain --connections 1 --depth 1 --fill off \
+  --seconds 600)
+echo "delayq drain: $line" >&2
+d_drain=$(echo "$line" | field ops/s)
+read -r after_scripts after_commands < <(commands)
+d_scripts=$(awk -v c=$(( after_scripts - before_scripts )) 'BEGIN { printf "%.2f", c / 20000 }')
+d_commands=$(awk -v c=$(( after_commands - before_commands - 1 )) 'BEGIN { printf "%.2f", c / 20000 }')
 kill "${pids[-1]}"; sleep 0.5
 cli flushall >/dev/null
 
-# --- BullMQ, then the poller: bench.js's put mode and late mode each. node_system PREFIX ADD LATE
-# sets PREFIX_rate, _cpu, _bytes, _p50, _p99 and _stolen.
+# --- BullMQ, then the poller: bench.js's put, late and drain modes each. node_system PREFIX ADD
+# LATE DRAIN sets PREFIX_rate, _cpu, _bytes, _p50, _p99, _stolen, _drain, _scripts and _commands.
 node_system() {
-  local prefix=$1 add=$2 late=$3 line before_ticks before_bytes stolen
+  local prefix=$1 add=$2 late=$3 drain=$4 line before_ticks before_bytes stolen
   before_ticks=$(cpu_ticks "$redis_pid"); before_bytes=$(used)
   line=$(taskset -c 1 node bench/bullmq/bench.js "$add" "$redis_port")
   echo "$add: $line" >&2
@@ -69,10 +95,15 @@ node_system() {
   echo "$late: $line" >&2
   printf -v "${prefix}_p50" %s "$(echo "$line" | field p50)"
   printf -v "${prefix}_p99" %s "$(echo "$line" | field p99)"
+  line=$(taskset -c 1 node bench/bullmq/bench.js "$drain" "$redis_port")
+  echo "$drain: $line" >&2
+  printf -v "${prefix}_drain" %s "$(echo "$line" | field jobs/s)"
+  printf -v "${prefix}_scripts" %s "$(echo "$line" | field scripts/job)"
+  printf -v "${prefix}_commands" %s "$(echo "$line" | field commands/job)"
   cli flushall >/dev/null
 }
-node_system b add late
-node_system z zadd zlate
+node_system b add late drain
+node_system z zadd zlate zdrain
 
 ratio() { python3 -c "print(f'{$1/max($2,1):.2f}x')"; }
 row() {  # NAME DELAYQ BULLMQ POLLER
@@ -86,3 +117,6 @@ row "Redis bytes per pending job" "$d_bytes" "$b_bytes" "$z_bytes"
 row "lateness p50 (us)" "$d_p50" "$b_p50" "$z_p50"
 row "lateness p99 (us)" "$d_p99" "$b_p99" "$z_p99"
 echo "| CPU stolen during the lateness run (ms) | $d_stolen | $b_stolen | $z_stolen | | |"
+row "jobs/s of one worker connection, a backlog taken one at a time" "$d_drain" "$b_drain" "$z_drain"
+row "Redis script calls per job of that backlog" "$d_scripts" "$b_scripts" "$z_scripts"
+row "Redis commands per job of that backlog, those scripts run included" "$d_commands" "$b_commands" "$z_commands"

@@ -2,8 +2,9 @@
 // reports throughput and latency percentiles. Modes:
 //   put    --connections threads, each putting --depth jobs per write (pipelined) with a delay of
 //          --delay seconds, for --seconds or until --count jobs in all;
-//   drain  puts --count ready jobs first (untimed), then --connections workers reserve and delete
-//          them, --depth at a time per write, until none is left: the reserve+delete rate;
+//   drain  puts --count ready jobs first (untimed; --fill off: the jobs are there already), then
+//          --connections workers reserve and delete them, --depth at a time per write, until none
+//          is left: the reserve+delete rate (--depth 1: a worker's, one job at a time);
 //   work   put, reserve, delete, one after the other on each connection (a round trip);
 //   reschedule  --connections threads, each sending --depth `reschedule`s per write (pipelined)
 //          of random ids from 1 to --max-id, each to a random time --delay to 2 x --delay
@@ -20,6 +21,7 @@
 // Usage: loadgen --port P [--host 127.0.0.1] [--mode put|drain|work|late|reschedule]
 //                [--connections 4] [--seconds 5] [--depth 16] [--bytes 100] [--delay 0]
 //                [--count 0] [--rate 1000] [--jitter on] [--worker-port P] [--max-id N]
+//                [--fill off]
 // Prints one line: mode, operations/s and latency percentiles in microseconds.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -57,6 +59,7 @@ struct Options {
   std::uint64_t count = 0;   // 0: no limit
   int rate = 1000;           // late: jobs per second
   bool jitter = false;       // late: random gaps between puts (mean: one period)
+  bool fill = true;          // drain: put the jobs first
   std::uint64_t max_id = 0;  // reschedule: ids from 1 to this
 };
 
@@ -94,6 +97,8 @@ Options parse(int argc, char** argv) {
       o.rate = std::stoi(value);
     else if (flag == "--jitter" && value == "on")
       o.jitter = true;
+    else if (flag == "--fill" && value == "off")
+      o.fill = false;
     else if (flag == "--max-id")
       o.max_id = std::stoull(value);
     else
@@ -427,7 +432,7 @@ int main(int argc, char** argv) {
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
   std::vector<std::thread> threads;
   g_budget = o.count;
-  if (o.mode == "drain") {
+  if (o.mode == "drain" && o.fill) {
     if (o.count == 0) die("drain needs --count");
     Options fill = o;
     fill.delay = 0;

@@ -8,6 +8,10 @@
 //         its due time, 64 in flight on one connection: adds/s
 //   zlate the poller: the same 1,000 jobs/s; every 10 ms one script takes up to 100 due jobs
 //         (ZRANGEBYSCORE, then ZREM) and hands them out: lateness as above
+//   drain BullMQ: 20,000 jobs due now (BENCH_DRAIN sets another number) added first, then one
+//         worker of concurrency 1 runs them: jobs/s, and per job meanwhile Redis's script calls
+//         and its commands (those the scripts run included)
+//   zdrain the poller: as drain, one script call taking one due job at a time
 // One line of key=value on stdout.
 'use strict';
 const { Queue, Worker } = require('bullmq');
@@ -118,9 +122,74 @@ async function zlate() {
   poller.disconnect();
 }
 
-const modes = { add, late, zadd, zlate };
+// Redis's counts so far: [script calls (EVAL, EVALSHA, FCALL and their _RO), commands (those
+// scripts run included)].
+async function commands(redis) {
+  const stats = await redis.info('commandstats');
+  let scripts = 0;
+  let all = 0;
+  for (const [, name, calls] of stats.matchAll(/cmdstat_([a-z_|]+):calls=(\d+)/g)) {
+    all += Number(calls);
+    if (/^(eval|evalsha|fcall)(_ro)?$/.test(name)) scripts += Number(calls);
+  }
+  return [scripts, all];
+}
+
+// Prints the drain's line; `before` is commands() at its start (that INFO is left out).
+async function drained(mode, redis, total, seconds, before) {
+  const after = await commands(redis);
+  console.log(`mode=${mode} jobs=${total} jobs/s=${Math.round(total / seconds)} ` +
+    `scripts/job=${((after[0] - before[0]) / total).toFixed(2)} ` +
+    `commands/job=${((after[1] - before[1] - 1) / total).toFixed(2)}`);
+}
+
+async function drain() {
+  const total = Number(process.env.BENCH_DRAIN || 20000);
+  const queue = new Queue('bench-drain', { connection });
+  for (let from = 0; from < total; from += 1000) {
+    const n = Math.min(1000, total - from);
+    await queue.addBulk(Array.from({ length: n }, () => ({ name: 'j', data: payload,
+      opts: { removeOnComplete: true } })));
+  }
+  const redis = new IORedis(connection);
+  const before = await commands(redis);
+  let done = 0;
+  let finished;
+  const all = new Promise((r) => { finished = r; });
+  const start = process.hrtime.bigint();
+  const worker = new Worker('bench-drain', async () => {
+    done += 1;
+    if (done === total) finished();
+  }, { connection, concurrency: 1 });
+  await all;
+  const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  await drained('drain', redis, total, seconds, before);
+  await worker.close();
+  redis.disconnect();
+  await queue.close();
+}
+
+async function zdrain() {
+  const total = Number(process.env.BENCH_DRAIN || 20000);
+  const redis = new IORedis(connection);
+  redis.defineCommand('take', { numberOfKeys: 1, lua: TAKE });
+  const pipeline = redis.pipeline();
+  for (let id = 1; id <= total; id += 1) {
+    pipeline.zadd('zd', Date.now(), JSON.stringify({ id, body: payload.body }));
+  }
+  await pipeline.exec();
+  const before = await commands(redis);
+  const start = process.hrtime.bigint();
+  let done = 0;
+  while (done < total) done += (await redis.take('zd', 1)).length;
+  const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  await drained('zdrain', redis, total, seconds, before);
+  redis.disconnect();
+}
+
+const modes = { add, late, zadd, zlate, drain, zdrain };
 if (!modes[mode]) {
-  console.error(`bench.js: unknown mode ${mode} (add, late, zadd, zlate)`);
+  console.error(`bench.js: unknown mode ${mode} (${Object.keys(modes).join(', ')})`);
   process.exit(2);
 }
 modes[mode]().then(() => process.exit(0), (error) => {
