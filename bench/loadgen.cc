@@ -215,52 +215,50 @@ int take_budget(const Options& o, int want) {
   }
 }
 
-void run_put(const Options& o, Clock::time_point end, Results& results) {
+// Sends `command()` --depth times per write (pipelined), for --seconds or until --count in all,
+// and `check`s each answer; one latency sample per write.
+template <typename Command, typename Check>
+void run_pipelined(const Options& o, Clock::time_point end, Results& results, Command command,
+                   Check check) {
   Connection c(o.host, o.port);
-  const std::string body(static_cast<std::size_t>(o.bytes), 'x');
-  const std::string one = put_command(o.delay, body);
   std::vector<double> samples;
   std::uint64_t ops = 0;
   while (Clock::now() < end) {
     const int depth = take_budget(o, o.depth);
     if (depth == 0) break;
     std::string batch;
-    for (int i = 0; i < depth; ++i) batch += one;
+    for (int i = 0; i < depth; ++i) batch += command();
     const auto start = Clock::now();
     c.send(batch);
-    for (int i = 0; i < depth; ++i) expect_id(c, "INSERTED ");
-    samples.push_back(micros(Clock::now() - start));  // one pipelined batch
+    for (int i = 0; i < depth; ++i) check(c);
+    samples.push_back(micros(Clock::now() - start));
     ops += static_cast<std::uint64_t>(depth);
   }
   results.add(ops, samples);
 }
 
+void run_put(const Options& o, Clock::time_point end, Results& results) {
+  const std::string one = put_command(o.delay, std::string(static_cast<std::size_t>(o.bytes), 'x'));
+  run_pipelined(
+      o, end, results, [&one]() -> const std::string& { return one; },
+      [](Connection& c) { expect_id(c, "INSERTED "); });
+}
+
 void run_reschedule(const Options& o, Clock::time_point end, Results& results) {
-  Connection c(o.host, o.port);
   std::mt19937_64 random(std::random_device{}());
   std::uniform_int_distribution<std::uint64_t> ids(1, o.max_id);
   const std::int64_t delay_ms = std::int64_t{o.delay} * 1000;
   std::uniform_int_distribution<std::int64_t> when(delay_ms, 2 * delay_ms);
-  std::vector<double> samples;
-  std::uint64_t ops = 0;
-  while (Clock::now() < end) {
-    const int depth = take_budget(o, o.depth);
-    if (depth == 0) break;
-    std::string batch;
-    for (int i = 0; i < depth; ++i) {
-      batch +=
-          "reschedule " + std::to_string(ids(random)) + " " + std::to_string(when(random)) + "\r\n";
-    }
-    const auto start = Clock::now();
-    c.send(batch);
-    for (int i = 0; i < depth; ++i) {
-      const std::string reply = c.line();
-      if (reply != "RESCHEDULED") die("expected RESCHEDULED, got '" + reply + "'");
-    }
-    samples.push_back(micros(Clock::now() - start));  // one pipelined batch
-    ops += static_cast<std::uint64_t>(depth);
-  }
-  results.add(ops, samples);
+  run_pipelined(
+      o, end, results,
+      [&] {
+        return "reschedule " + std::to_string(ids(random)) + " " + std::to_string(when(random)) +
+               "\r\n";
+      },
+      [](Connection& c) {
+        const std::string reply = c.line();
+        if (reply != "RESCHEDULED") die("expected RESCHEDULED, got '" + reply + "'");
+      });
 }
 
 void run_work(const Options& o, Clock::time_point end, Results& results) {
