@@ -135,6 +135,36 @@ TEST_F(FarTierTest, AJobSpilledAgainBeforeTheFirstSpillIsSettledStaysInMemoryUnt
   EXPECT_EQ(engine->peek(id).value().due_unix_ms, clock.now_unix_ms() + 2 * kHour.count());
 }
 
+// A job loaded by an operation is written once, as the operation leaves it: moved from far to far,
+// as a far job with no near record to write or delete; moved into the window, one near record.
+TEST_F(FarTierTest, AJobTakenFromTheFarTierIsWrittenOnceAsTheStepLeavesIt) {
+  engine->advance();
+  const JobId id = put(kHour);
+  commit();
+  const auto ops_of = [&](const store::WriteSet& set) {
+    std::vector<store::WriteSet::Kind> kinds;
+    for (const auto& op : set.ops()) {
+      if (op.id == id) kinds.push_back(op.kind);
+    }
+    return kinds;
+  };
+  using K = store::WriteSet::Kind;
+  ASSERT_TRUE(engine->reschedule(id, Due::after(2 * kHour)).is_ok());
+  store::WriteSet set = engine->take_mutations();
+  EXPECT_EQ(ops_of(set), (std::vector<K>{K::kFarErase, K::kFarPutFresh}));
+  const store::WriteSet* sets[] = {&set};
+  ASSERT_TRUE(store.write(sets, false).is_ok());
+  engine->settle(engine->epoch());
+  EXPECT_TRUE(on_disk_only(id));
+  ASSERT_TRUE(engine->reschedule(id, Due::after(Millis{5000})).is_ok());
+  set = engine->take_mutations();
+  EXPECT_EQ(ops_of(set), (std::vector<K>{K::kFarErase, K::kRecord}));
+  ASSERT_TRUE(store.write(sets, false).is_ok());
+  engine->settle(engine->epoch());
+  EXPECT_FALSE(on_disk_only(id));
+  EXPECT_EQ(store.far().size(), 0U) << "every far entry and count erased";
+}
+
 TEST_F(FarTierTest, EveryOperationByIdFindsAFarJob) {
   engine->advance();
   const std::array<JobId, 5> ids = {put(kHour), put(kHour), put(kHour), put(kHour), put(kHour)};
