@@ -66,7 +66,8 @@ line=$(taskset -c 1 "$loadgen" --port "$delayq_port" --mode late --rate 1000 --d
 d_stolen=$(( $(stolen_ms) - d_stolen ))
 echo "delayq late: $line" >&2
 d_p50=$(echo "$line" | field p50); d_p99=$(echo "$line" | field p99)
-taskset -c 1 "$loadgen" --port "$delayq_port" --mode put --connections 4 --depth 16 --count 20000 \
+backlog=20000
+taskset -c 1 "$loadgen" --port "$delayq_port" --mode put --connections 4 --depth 16 --count "$backlog" \
   --delay 0 >/dev/null
 read -r before_scripts before_commands < <(commands)
 line=$(taskset -c 1 "$loadgen" --port "$delayq_port" --mode drain --connections 1 --depth 1 --fill off \
@@ -74,8 +75,9 @@ line=$(taskset -c 1 "$loadgen" --port "$delayq_port" --mode drain --connections 
 echo "delayq drain: $line" >&2
 d_drain=$(echo "$line" | field ops/s)
 read -r after_scripts after_commands < <(commands)
-d_scripts=$(awk -v c=$(( after_scripts - before_scripts )) 'BEGIN { printf "%.2f", c / 20000 }')
-d_commands=$(awk -v c=$(( after_commands - before_commands - 1 )) 'BEGIN { printf "%.2f", c / 20000 }')
+per_job() { awk -v c="$1" -v n="$backlog" 'BEGIN { printf "%.2f", c / n }'; }
+d_scripts=$(per_job $(( after_scripts - before_scripts )))
+d_commands=$(per_job $(( after_commands - before_commands - 1 )))  # less the first INFO
 kill "${pids[-1]}"; sleep 0.5
 cli flushall >/dev/null
 
@@ -95,7 +97,7 @@ node_system() {
   echo "$late: $line" >&2
   printf -v "${prefix}_p50" %s "$(echo "$line" | field p50)"
   printf -v "${prefix}_p99" %s "$(echo "$line" | field p99)"
-  line=$(taskset -c 1 node bench/bullmq/bench.js "$drain" "$redis_port")
+  line=$(BENCH_DRAIN=$backlog taskset -c 1 node bench/bullmq/bench.js "$drain" "$redis_port")
   echo "$drain: $line" >&2
   printf -v "${prefix}_drain" %s "$(echo "$line" | field jobs/s)"
   printf -v "${prefix}_scripts" %s "$(echo "$line" | field scripts/job)"

@@ -69,8 +69,12 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--reopen" || flag == "--resume") {
-      (flag == "--reopen" ? o.reopen : o.resume) = true;
+    if (flag == "--reopen") {
+      o.reopen = true;
+      continue;
+    }
+    if (flag == "--resume") {
+      o.resume = true;
       continue;
     }
     if (i + 1 >= argc) usage();

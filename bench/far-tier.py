@@ -7,8 +7,9 @@ For each round and each window (--windows, seconds; 0: every job in memory) a fr
 takes --jobs puts of 100 bytes delayed --delay seconds (loadgen, 4 connections, 64 in flight
 each); its RSS before and after (once RocksDB has flushed what it would) gives bytes a job. Then
 --reschedules `reschedule`s of random ones of those jobs to 2 h to 4 h ahead (loadgen, 4
-connections, 64 in flight each: with a window of an hour, far to far). Then SIGKILL, a start on the same directory, and `reserve-with-timeout 0` sent as soon as the port
-takes connections: the seconds from the start to its answer. Rounds alternate the windows.
+connections, 64 in flight each: with a window of an hour, far to far). Then SIGKILL, a start on
+the same directory, and `reserve-with-timeout 0` sent as soon as the port takes connections: the
+seconds from the start to its answer. Rounds alternate the windows.
 
 Usage: python3 bench/far-tier.py [--jobs 1000000] [--delay 86400] [--windows 0,3600]
                                  [--rounds 2] [--reschedules 200000] [BINARY]
@@ -102,8 +103,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--reschedules", type=int, default=200_000)
     args = parser.parse_args()
-    print("| window (s) | jobs | puts/s | reschedules/s | RSS growth, B/job | restart to first answer (s) | "
-          "RSS after restart (MiB) | disk, B/job |")
+    print("| window (s) | jobs | puts/s | reschedules/s | RSS growth, B/job | "
+          "restart to first answer (s) | RSS after restart (MiB) | disk, B/job |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for _ in range(args.rounds):
         for window in (int(w) for w in args.windows.split(",")):

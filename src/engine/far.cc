@@ -15,7 +15,8 @@ namespace delayq::engine {
 void Engine::persist(Slot slot, bool fresh) {
   Job& j = job(slot);
   DELAYQ_CHECK(!j.spilled());
-  // A job back from the far tier in this step has no near record on disk yet: this write is it.
+  // A job back from the far tier in this step has no near record on disk: a near write is its
+  // first, and a spill has none to drop.
   if (!unwritten_.empty() && unwritten_.erase(slot) != 0) fresh = true;
   if (!far_on() || j.state() != JobState::kDelayed || j.due_unix_ms < horizon_) {
     mutations_.put_record(record(slot));
