@@ -54,6 +54,7 @@ struct Flags {
   std::string redis;
   broker::redis::RedisBrokerOptions redis_options;
   std::string redis_wait = "on";
+  std::int64_t redis_prefetch_ms = 0;
   front::webhook::DelivererOptions deliverer;
   std::string fsync = "always";
   std::int64_t window_seconds = 3600;
@@ -422,6 +423,12 @@ int main(int argc, char** argv) {
                  "replicas; off: not")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--redis-prefetch", flags.redis_prefetch_ms,
+                 "milliseconds a worker's next job, reserved by its delete, waits for its next "
+                 "reserve (one call a job instead of two; other clients see the job reserved "
+                 "meanwhile); 0: off")
+      ->capture_default_str()
+      ->check(apps::whole_number(0, 10'000));
   app.add_flag("--accept-torn-tail", flags.node.store.accept_torn_tail,
                "start even if the write-ahead log has a bad record before its end (drops it and "
                "all after it; a torn last record, what a crash leaves, is always dropped)");
@@ -468,6 +475,7 @@ int main(int argc, char** argv) {
     from = comma + 1;
   }
   flags.redis_options.wait_for_replica = flags.redis_wait == "on";
+  flags.redis_options.prefetch = broker::redis::Millis{flags.redis_prefetch_ms};
   flags.http_explicit = app.count("--http") > 0;
   if (!flags.http_token_file.empty()) {
     auto tokens = read_tokens(flags.http_token_file);

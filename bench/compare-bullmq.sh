@@ -10,7 +10,9 @@
 #   drain   20,000 jobs due now put first, then one worker connection takes them one at a time
 #           (delayq: loadgen's drain, reserve then delete; BullMQ: a Worker of concurrency 1; the
 #           poller: one script call a job): jobs/s, and per job meanwhile Redis's script calls
-#           and commands (those the scripts run included; the delayq node's own heartbeats too)
+#           and commands (those the scripts run included; the delayq node's own heartbeats too),
+#           and delayqd's CPU (utime + stime) per job
+# DELAYQD_FLAGS: more flags for delayqd (e.g. "--redis-prefetch 20").
 # Redis is flushed between the systems. Redis runs on CPU 0 and every client (delayqd and the load
 # generator, the Node script) on CPU 1: floating over the two cores, Redis's cost per put moved
 # between two modes from run to run. Prints a Markdown table with the ratios of delayq to each.
@@ -48,8 +50,9 @@ per_put() { awk -v t="$1" -v hz="$hz" 'BEGIN { printf "%.1f", t * 1000000 / hz /
 
 # --- delayq
 delayq_port=$(free_port)
-taskset -c 1 "$delayqd" --redis "127.0.0.1:$redis_port" -p "$delayq_port" --http off >"$work/delayqd.out" \
-  2>"$work/delayqd.err" &
+# shellcheck disable=SC2086  # DELAYQD_FLAGS is a list of words
+taskset -c 1 "$delayqd" --redis "127.0.0.1:$redis_port" -p "$delayq_port" --http off ${DELAYQD_FLAGS:-} \
+  >"$work/delayqd.out" 2>"$work/delayqd.err" &
 pids+=($!)
 for _ in $(seq 100); do grep -q listening "$work/delayqd.out" 2>/dev/null && break; sleep 0.1; done
 sleep 1
@@ -70,11 +73,14 @@ backlog=20000
 taskset -c 1 "$loadgen" --port "$delayq_port" --mode put --connections 4 --depth 16 --count "$backlog" \
   --delay 0 >/dev/null
 read -r before_scripts before_commands < <(commands)
+before_node=$(cpu_ticks "${pids[-1]}")
 line=$(taskset -c 1 "$loadgen" --port "$delayq_port" --mode drain --connections 1 --depth 1 --fill off \
   --seconds 600)
 echo "delayq drain: $line" >&2
 d_drain=$(echo "$line" | field ops/s)
 read -r after_scripts after_commands < <(commands)
+d_node=$(awk -v t="$(( $(cpu_ticks "${pids[-1]}") - before_node ))" -v hz="$hz" -v n="$backlog" \
+  'BEGIN { printf "%.0f", t * 1000000 / hz / n }')
 per_job() { awk -v c="$1" -v n="$backlog" 'BEGIN { printf "%.2f", c / n }'; }
 d_scripts=$(per_job $(( after_scripts - before_scripts )))
 d_commands=$(per_job $(( after_commands - before_commands - 1 )))  # less the first INFO
@@ -122,3 +128,4 @@ echo "| CPU stolen during the lateness run (ms) | $d_stolen | $b_stolen | $z_sto
 row "jobs/s of one worker connection, a backlog taken one at a time" "$d_drain" "$b_drain" "$z_drain"
 row "Redis script calls per job of that backlog" "$d_scripts" "$b_scripts" "$z_scripts"
 row "Redis commands per job of that backlog, those scripts run included" "$d_commands" "$b_commands" "$z_commands"
+echo "| delayqd's CPU per job of that backlog (us) | $d_node | | | | |"

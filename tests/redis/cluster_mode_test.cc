@@ -1384,6 +1384,129 @@ TEST_F(RedisWakeTest, AnIdleShardIsNeverFiredAndATtrLapsesAtItsEnd) {
       << " ms";
 }
 
+// --- prefetch (--redis-prefetch): a worker's delete reserves its next job
+
+// A node over a Redis of its own, every job in one shard, with prefetch on (300 ms).
+class RedisPrefetchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(redis_.start(), "");
+    ASSERT_EQ(start_node(), "");
+  }
+  std::string start_node() {
+    server_ = std::make_unique<ServerProcess>(
+        dir_.path(), std::vector<std::string>{"--redis", redis_.address(), "--redis-prefix", "pf",
+                                              "--redis-shards", "1", "--redis-prefetch", "300"});
+    return server_->start();
+  }
+  // n ready jobs with ttr seconds put in one write; their ids in order.
+  std::vector<std::uint64_t> put_jobs(int n, int ttr) {
+    Client producer(server_->port());
+    std::string puts;
+    for (int i = 0; i < n; ++i) {
+      puts += "put 0 0 " + std::to_string(ttr) + " 1\r\n" + std::to_string(i % 10) + "\r\n";
+    }
+    EXPECT_TRUE(producer.send(puts));
+    std::vector<std::uint64_t> ids;
+    for (int i = 0; i < n; ++i) {
+      const auto id = inserted_id(producer.reply());
+      EXPECT_TRUE(id) << "put " << i;
+      if (id) ids.push_back(*id);
+    }
+    return ids;
+  }
+  static std::uint64_t reserved_id(const std::string& reply) {
+    EXPECT_EQ(reply.rfind("RESERVED ", 0), 0U) << reply;
+    return reply.rfind("RESERVED ", 0) == 0 ? std::stoull(reply.substr(9)) : 0;
+  }
+  TempDir dir_;
+  RedisServer redis_{dir_.path() / "redis"};
+  std::unique_ptr<ServerProcess> server_;
+};
+
+// A worker taking jobs one at a time makes one call a job: its delete's, which reserves the next
+// job, and the reserve that follows asks Redis nothing. Every job comes once, in order.
+TEST_F(RedisPrefetchTest, AWorkerDrainsABacklogWithOneCallAJobInOrder) {
+  constexpr int kJobs = 60;
+  const auto ids = put_jobs(kJobs, 60);
+  ASSERT_EQ(ids.size(), static_cast<std::size_t>(kJobs));
+  Client worker(server_->port());
+  Client monitor(redis_.port());
+  ASSERT_EQ(monitor.call("MONITOR\r\n"), "+OK\r\n");
+  std::vector<std::uint64_t> got;
+  for (int n = 0; n < kJobs; ++n) {
+    const auto id = reserved_id(worker.call("reserve-with-timeout 1\r\n"));
+    if (id == 0) break;
+    got.push_back(id);
+    ASSERT_EQ(worker.call("delete " + std::to_string(id) + "\r\n"), "DELETED\r\n");
+  }
+  EXPECT_EQ(got, ids);
+  EXPECT_EQ(worker.call("reserve-with-timeout 0\r\n"), "TIMED_OUT\r\n");
+  // The first reserve's call, and room for a resync's look and the last reserve's.
+  EXPECT_LE(calls_seen(monitor, "\"reserve\"", Millis{500}), 4)
+      << "reserve calls for " << kJobs << " jobs taken one at a time";
+}
+
+// A job prefetched for a worker that does not ask for it is reserved meanwhile (as others see
+// it), and ready again once the hold is over, its reserve uncounted: another worker gets it.
+// A pipelined delete + reserve gets the job the delete reserved.
+TEST_F(RedisPrefetchTest, AJobNotAskedForIsGivenBackUncountedAndAPipelinedReserveGetsIt) {
+  const auto ids = put_jobs(3, 60);
+  ASSERT_EQ(ids.size(), 3U);
+  Client worker(server_->port());
+  Client other(server_->port());
+  EXPECT_EQ(reserved_id(worker.call("reserve\r\n")), ids[0]);
+  // Pipelined: the reserve is read while the delete's call is under way, and waits for it.
+  ASSERT_TRUE(worker.send("delete " + std::to_string(ids[0]) + "\r\nreserve\r\n"));
+  EXPECT_EQ(worker.reply(), "DELETED\r\n");
+  EXPECT_EQ(reserved_id(worker.reply()), ids[1]);
+  EXPECT_EQ(worker.call("delete " + std::to_string(ids[1]) + "\r\n"), "DELETED\r\n");
+  // ids[2] is held for the worker now.
+  const std::string held = other.call("stats-job " + std::to_string(ids[2]) + "\r\n");
+  EXPECT_NE(held.find("state: reserved"), std::string::npos) << held;
+  EXPECT_EQ(other.call("reserve-with-timeout 0\r\n"), "TIMED_OUT\r\n");
+  const auto asked = Clock::now();
+  EXPECT_EQ(reserved_id(other.call("reserve-with-timeout 5\r\n", Millis{10000})), ids[2]);
+  EXPECT_LT(Clock::now() - asked, 1500ms) << "the hold is 300 ms";
+  const std::string stats = other.call("stats-job " + std::to_string(ids[2]) + "\r\n");
+  EXPECT_NE(stats.find("reserves: 1\n"), std::string::npos) << stats;
+  EXPECT_NE(stats.find("releases: 0\n"), std::string::npos) << stats;
+}
+
+// A node killed with SIGKILL while a worker takes jobs through it loses no acknowledged delete:
+// a node started again hands out every job not deleted, the one prefetched for the dead worker
+// once its TTR lapses, and none that was.
+TEST_F(RedisPrefetchTest, ANodeKilledWhileAWorkerTakesJobsLosesNoAcknowledgedDelete) {
+  constexpr int kJobs = 20;
+  const auto ids = put_jobs(kJobs, 1);
+  ASSERT_EQ(ids.size(), static_cast<std::size_t>(kJobs));
+  std::set<std::uint64_t> deleted;
+  {
+    Client worker(server_->port());
+    for (int n = 0; n < 8; ++n) {
+      const auto id = reserved_id(worker.call("reserve-with-timeout 1\r\n"));
+      ASSERT_NE(id, 0U);
+      ASSERT_EQ(worker.call("delete " + std::to_string(id) + "\r\n"), "DELETED\r\n");
+      deleted.insert(id);
+    }
+    server_->kill9();
+  }
+  ASSERT_EQ(start_node(), "");
+  Client worker(server_->port());
+  std::set<std::uint64_t> rest;
+  // (The job prefetched for the dead worker comes back once the new node holds the shard's
+  // lease, which the dead one's blocks for up to 5 s, and fires its TTR lapse.)
+  while (rest.size() + deleted.size() < static_cast<std::size_t>(kJobs)) {
+    const std::string reply = worker.call("reserve-with-timeout 10\r\n", Millis{15000});
+    if (reply.rfind("RESERVED ", 0) != 0) break;
+    const auto id = std::stoull(reply.substr(9));
+    EXPECT_FALSE(deleted.contains(id)) << "job " << id << " came back after its delete";
+    EXPECT_TRUE(rest.insert(id).second) << "job " << id << " twice";
+    ASSERT_EQ(worker.call("delete " + std::to_string(id) + "\r\n"), "DELETED\r\n");
+  }
+  EXPECT_EQ(rest.size() + deleted.size(), static_cast<std::size_t>(kJobs));
+}
+
 // --- layout 2: timers in pages, MessagePack records; the upgrade from layout 1
 
 // One delayqd node over a Redis of its own, every job in one shard, so that every timer shares

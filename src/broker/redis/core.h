@@ -36,6 +36,7 @@
 #include "broker/redis/redis_broker.h"
 #include "broker/redis/replies.h"
 #include "redis/slot.h"
+#include "timing/coarse_timers.h"
 
 namespace delayq::broker::redis {
 namespace asio = boost::asio;
@@ -44,6 +45,7 @@ using delayq::redis::Command;
 using delayq::redis::Reply;
 using delayq::redis::ReplyType;
 using timing::Clock;
+using timing::CoarseTimers;
 using timing::SteadyClock;
 using timing::SteadyTime;
 using timing::Timer;
@@ -102,6 +104,16 @@ struct SessionState {
     const auto at = soon_at(now);
     return at && *at <= now;
   }
+  // A prefetch (RedisBrokerOptions::prefetch): the job a delete reserved for this session's
+  // next reserve (held, and in `held`), when that was, and the deadline that gives it back;
+  // `prefetching` while such a delete's call is under way, and a reserve that came meanwhile (a
+  // pipelined one), which waits for its answer.
+  std::optional<broker::Job> prefetched;
+  SteadyTime prefetched_at;
+  CoarseTimers::Id give_back_at = 0;
+  bool prefetching = false;
+  std::function<void()> after_prefetch;
+
   void hold(const broker::Job& job, SteadyTime now) {
     // Jobs whose TTR lapsed are held no more (their worker may never say a word about them).
     std::erase_if(held, [now](const auto& entry) { return entry.second.deadline <= now; });
@@ -120,11 +132,11 @@ struct Waiter {
   Callback<broker::Job> done;
   std::unique_ptr<Timer> timer;
   // At the deadline and a grace after it (keep_deadline()): answers TIMED_OUT even with calls
-  // still under way, which only an unreachable Redis keeps that long.
-  std::unique_ptr<Timer> late;
-  void stop_timers() {
+  // still under way, which only an unreachable Redis keeps that long. Core::coarse's.
+  CoarseTimers::Id late = 0;
+  void stop_timers(CoarseTimers& coarse) {
     if (timer) timer->cancel();
-    if (late) late->cancel();
+    coarse.cancel(std::exchange(late, 0));
   }
   bool trying = false;
   bool again = false;           // a shard became worth trying while it tried
@@ -285,9 +297,21 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // Tries again the waiters that waited for a reserve call to the shard to answer.
   void resume_deferred(std::uint32_t shard);
   void finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> result);
+  // A waiter's first try: its session's prefetched job if it fits (else that is given back),
+  // or try_reserve(). A pipelined reserve waits for its delete's prefetch first.
+  void start(const std::shared_ptr<Waiter>& waiter);
+  // --- prefetch (RedisBrokerOptions::prefetch; the session's side in session.cc)
+  // Whether a reserve waiting here wants any of the tubes.
+  [[nodiscard]] bool waited_for(const std::vector<std::string>& tubes) const;
+  // For a delete's prefetch of the tubes in `shard`: the best job known in the other shards (its
+  // head's text, "" for none), or nullopt if the shard is known to hold none of them.
+  [[nodiscard]] std::optional<std::string> prefetch_bound(const std::vector<std::string>& tubes,
+                                                          std::uint32_t shard);
+  // The session's prefetched job, ready again where it was and its reserve uncounted.
+  void give_back(SessionState& session);
   void give_up(const std::shared_ptr<Waiter>& waiter);
   void keep_deadline(const std::shared_ptr<Waiter>& waiter);
-  // The waiter's `late` timer at `at`: TIMED_OUT then (keep_deadline()).
+  // The waiter's `late` deadline at `at`: TIMED_OUT then (keep_deadline()).
   void arm_late(const std::shared_ptr<Waiter>& waiter, SteadyTime at);
   // No heartbeat answered for more than half a lease: Redis is taken as out of reach, and
   // reserves stop waiting for calls that will not come back.
@@ -526,6 +550,9 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   bool report_due = false;
   std::unique_ptr<Timer> report_timer;
   void report_waiting();
+  // The deadlines made and dropped at every request (a reserve's `late`, a prefetch's give-back),
+  // met up to 10 ms late.
+  std::unique_ptr<CoarseTimers> coarse;
   // Every kSweepEvery heartbeats, and at one that sees a node leave, the counts in
   // names.waiting of nodes not live are looked for; one not live at two looks in a row is
   // deleted (a node that crashed, seen or not).

@@ -32,6 +32,7 @@ Core::Core(asio::io_context& io_in, RedisBrokerOptions options_in,
   lease_timer = clock->timer();
   resync_timer = clock->timer();
   conf_timer = clock->timer();
+  coarse = std::make_unique<CoarseTimers>(*clock, Millis{10});
 }
 
 namespace {

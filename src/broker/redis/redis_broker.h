@@ -55,6 +55,13 @@ struct RedisBrokerOptions {
   // ask the shards whose channels may have lost messages: the bound on what a lost message can
   // delay. Default: 1 s.
   Millis resync{1000};
+  // Prefetch: a worker's delete (by id, of a job its connection reserved from its watch list)
+  // also reserves, in the same call, the best ready job of the tubes it watches in that shard,
+  // and holds it for the connection's next reserve, which then needs no call: a busy worker's
+  // job costs one call instead of two. A job held so is reserved as other clients see it; one
+  // not asked for within this time, or not fitting the reserve that comes, is given back
+  // (ready again where it was, its reserve uncounted). 0: off. Default: 0.
+  Millis prefetch{0};
   // Longest tube name, key or group. Default: 200 bytes.
   std::size_t max_name_bytes = kDefaultMaxNameBytes;
   // Where the broker registers its metrics families; null: a registry of its own, which nobody

@@ -27,12 +27,15 @@ RedisSession::~RedisSession() {
   for (auto& [ticket, waiter] : waits_) {
     if (!waiter->finished) {
       waiter->finished = true;
-      waiter->stop_timers();
+      waiter->stop_timers(*core_->coarse);
       core_->waiters.remove(waiter);
       core_->report_waiting();  // the other nodes' stats count it no more
     }
   }
-  // Its reserved jobs are ready again at once (a job reserved again since is left alone).
+  // A prefetched job never reached the client: it is given back uncounted. Its other reserved
+  // jobs are ready again at once (a job reserved again since is left alone).
+  core_->give_back(*state_);
+  state_->after_prefetch = nullptr;
   for (const auto& [id, held] : state_->held) {
     core_->call(
         shard_of_id(id, core_->shards),
@@ -227,14 +230,12 @@ std::uint64_t RedisSession::reserve(broker::ReserveRequest request, Callback<bro
   // Only reserves still to answer are kept: a worker's connection makes millions.
   std::erase_if(waits_, [](const auto& wait) { return wait.second->finished; });
   waits_[waiter->ticket] = waiter;
+  worker_ = waiter->watch_list;
   core_->waiters.push_back(waiter);
   core_->keep_deadline(waiter);
-  // Never inside this call: the first try starts from the executor.
-  asio::post(core_->io, [core = core_, waiter] {
-    // (A wake() may have started its first try already: one try at a time, or a second job
-    // would be reserved for it and handed back.)
-    if (!waiter->finished && !waiter->trying) core->try_reserve(waiter);
-  });
+  // Never inside this call: the first try starts from the executor. (A wake() may have started
+  // it already: one try at a time, or a second job would be reserved for it and handed back.)
+  asio::post(core_->io, [core = core_, waiter] { core->start(waiter); });
   return waiter->ticket;
 }
 
@@ -245,7 +246,7 @@ bool RedisSession::cancel_reserve(std::uint64_t ticket) {
   waits_.erase(it);
   auto done = std::move(waiter->done);
   waiter->finished = true;
-  waiter->stop_timers();
+  waiter->stop_timers(*core_->coarse);
   core_->waiters.remove(waiter);
   core_->report_waiting();
   post(std::move(done), Result<broker::Job>(Status(Code::kTimedOut, "the reserve was cancelled")));
@@ -279,20 +280,90 @@ void RedisSession::reserve_job(JobId id, Callback<broker::Job> done) {
            });
 }
 
+std::vector<std::string> RedisSession::prefetch_tubes(const broker::JobRef& job) const {
+  // A worker's delete: of a job by id that this session reserved, from a session whose last
+  // reserve was of its watch list and that has none waiting, nor a job prefetched already.
+  if (core_->options.prefetch.count() <= 0 || !worker_ || job.id == 0 ||
+      !state_->held.contains(job.id) || state_->prefetched || state_->prefetching ||
+      std::any_of(waits_.begin(), waits_.end(),
+                  [](const auto& wait) { return !wait.second->finished; })) {
+    return {};
+  }
+  std::vector<std::string> tubes;
+  for (const auto& tube : watched_) {
+    if (!core_->paused(tube)) tubes.push_back(tube);
+  }
+  // A reserve waiting here for one of them comes first.
+  if (core_->waited_for(tubes)) return {};
+  return tubes;
+}
+
 void RedisSession::erase(broker::JobRef job, Callback<JobId> done) {
   const std::uint32_t shard = shard_for(job.tube, job);
   std::vector<std::string> args = {"erase", state_->holder};
   const auto ref = ref_args(job);
   args.insert(args.end(), ref.begin(), ref.end());
-  core_->call(shard, std::move(args), true,
-              [state = state_, done = std::move(done)](Result<Reply> reply) {
-                if (!state->alive) return;
-                if (!reply.is_ok()) return done(reply.status());
-                if (Status s = status_of(reply.value()); !s.is_ok()) return done(s);
-                const auto id = static_cast<JobId>(to_int(reply.value().elements[1].str));
-                state->held.erase(id);
-                done(id);
-              });
+  std::vector<std::string> tubes = prefetch_tubes(job);
+  std::optional<std::string> bound;
+  if (!tubes.empty()) bound = core_->prefetch_bound(tubes, shard);
+  if (!bound) tubes.clear();
+  std::vector<std::uint32_t> generations = core_->generations_at(tubes, shard);
+  if (bound) {
+    args.push_back(*bound);
+    args.insert(args.end(), tubes.begin(), tubes.end());
+    for (const auto& tube : tubes) ++core_->hint(tube).trying[shard];
+    state_->prefetching = true;
+  }
+  core_->call(
+      shard, std::move(args), true,
+      [core = core_, state = state_, shard, tubes = std::move(tubes),
+       generations = std::move(generations), done = std::move(done)](Result<Reply> reply) {
+        std::optional<broker::Job> next;
+        if (!tubes.empty()) {
+          for (const auto& tube : tubes) --core->hint(tube).trying[shard];
+          state->prefetching = false;
+          const Reply* part = reply.is_ok() && reply.value().elements.size() > 2
+                                  ? &reply.value().elements[2]
+                                  : nullptr;
+          if (part != nullptr && !part->elements.empty()) {
+            const bool taken = part->elements[0].str == "ok";
+            core->learn(shard, tubes, generations, part->elements, taken ? 5 : 2);
+            if (auto got = job_of(*part); taken && got.is_ok()) next = std::move(got.value());
+          }
+          core->resume_deferred(shard);
+        }
+        if (next) {
+          state->prefetched = std::move(next);
+          if (!state->alive) {
+            core->give_back(*state);
+          } else {
+            state->prefetched_at = core->clock->steady_now();
+            state->hold(*state->prefetched, state->prefetched_at);
+            state->give_back_at = core->coarse->at(
+                state->prefetched_at + core->options.prefetch,
+                [weak_core = std::weak_ptr<Core>(core), weak = std::weak_ptr<SessionState>(state)] {
+                  const auto self = weak_core.lock();
+                  const auto held = weak.lock();
+                  if (!self || !held) return;
+                  held->give_back_at = 0;
+                  self->give_back(*held);
+                });
+          }
+        }
+        auto after = std::exchange(state->after_prefetch, nullptr);
+        if (!state->alive) return;
+        if (!reply.is_ok()) {
+          done(reply.status());
+        } else if (Status s = status_of(reply.value()); !s.is_ok()) {
+          done(s);
+        } else {
+          const auto id = static_cast<JobId>(to_int(reply.value().elements[1].str));
+          state->held.erase(id);
+          done(id);
+        }
+        // A reserve that came while the call was under way (pipelined after the delete).
+        if (after) after();
+      });
 }
 
 void RedisSession::release(broker::ReleaseRequest request, Callback<JobView> done) {

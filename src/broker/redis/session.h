@@ -52,6 +52,8 @@ class RedisSession final : public broker::Session, private Handle {
   Callback<broker::Job> view_of(Callback<JobView> done);
   [[nodiscard]] std::uint32_t shard_for(const std::string& tube, const broker::JobRef& job) const;
   [[nodiscard]] std::vector<std::string> ref_args(const broker::JobRef& job) const;
+  // The open tubes a delete of `job` prefetches from (RedisBrokerOptions::prefetch), or none.
+  [[nodiscard]] std::vector<std::string> prefetch_tubes(const broker::JobRef& job) const;
   void count_use(const std::string& tube, int by);
   void count_watch(const std::string& tube, int by);
   void count(const std::string& tube, std::uint64_t TubeUse::*field, int by);
@@ -60,6 +62,7 @@ class RedisSession final : public broker::Session, private Handle {
   std::vector<std::string> watched_;
   std::map<std::uint64_t, std::shared_ptr<Waiter>> waits_;
   std::uint64_t next_ticket_ = 1;
+  bool worker_ = false;  // the last reserve was of the watch list
 };
 
 }  // namespace delayq::broker::redis

@@ -471,16 +471,16 @@ void Core::arm(const std::shared_ptr<Waiter>& waiter) {
 // grace after it (the PINGs before TIMED_OUT, on a loaded node). A job one of them reserves
 // after all is released at once (finish()).
 void Core::keep_deadline(const std::shared_ptr<Waiter>& waiter) {
-  if (!waiter->deadline) return;
-  if (!waiter->late) waiter->late = clock->timer();
-  arm_late(waiter, *waiter->deadline);
+  if (waiter->deadline) arm_late(waiter, *waiter->deadline);
 }
 
 void Core::arm_late(const std::shared_ptr<Waiter>& waiter, SteadyTime at) {
   static constexpr Millis kGrace{1000};
-  waiter->late->expires_at(at);
-  waiter->late->async_wait([self = shared_from_this(), waiter](bool expired) {
-    if (!expired || waiter->finished) return;
+  coarse->cancel(waiter->late);
+  waiter->late = coarse->at(at, [weak = weak_from_this(), waiter] {
+    waiter->late = 0;
+    const auto self = weak.lock();
+    if (!self || waiter->finished) return;
     const auto grace_end = *waiter->deadline + kGrace;
     if (self->clock->steady_now() < grace_end && !self->out_of_reach()) {
       return self->arm_late(waiter, grace_end);
@@ -503,12 +503,75 @@ void Core::finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> res
     return;
   }
   waiter->finished = true;
-  waiter->stop_timers();
+  waiter->stop_timers(*coarse);
   waiters.remove(waiter);
   report_waiting();
   if (result.is_ok()) waiter->session->hold(result.value(), clock->steady_now());
   auto done = std::move(waiter->done);
   if (waiter->session->alive) done(std::move(result));
+}
+
+void Core::start(const std::shared_ptr<Waiter>& waiter) {
+  if (waiter->finished || waiter->trying) return;
+  SessionState& session = *waiter->session;
+  if (session.prefetching) {
+    session.after_prefetch = [self = shared_from_this(), waiter] { self->start(waiter); };
+    return;
+  }
+  if (session.prefetched) {
+    const std::vector<std::string> tubes = open_tubes(*waiter);
+    const auto it = session.held.find(session.prefetched->view.id);
+    const SteadyTime now = clock->steady_now();
+    if (it != session.held.end() && it->second.deadline > now &&
+        std::find(tubes.begin(), tubes.end(), session.prefetched->view.tube) != tubes.end()) {
+      // Its TTR ran from the prefetch: the time since is taken off what the worker has left.
+      broker::Job job = std::move(*session.prefetched);
+      session.prefetched.reset();
+      coarse->cancel(std::exchange(session.give_back_at, 0));
+      job.as_of_unix_ms += std::chrono::duration_cast<Millis>(now - session.prefetched_at).count();
+      return finish(waiter, std::move(job));
+    }
+    give_back(session);
+  }
+  try_reserve(waiter);
+}
+
+bool Core::waited_for(const std::vector<std::string>& tubes) const {
+  return std::any_of(waiters.begin(), waiters.end(), [&](const auto& waiter) {
+    return !waiter->finished && std::any_of(tubes.begin(), tubes.end(), [&](const auto& tube) {
+      return std::find(waiter->tubes.begin(), waiter->tubes.end(), tube) != waiter->tubes.end();
+    });
+  });
+}
+
+std::optional<std::string> Core::prefetch_bound(const std::vector<std::string>& tubes,
+                                                std::uint32_t shard) {
+  std::vector<const Hint*> hinted;
+  for (const auto& tube : tubes) hinted.push_back(&hint(tube));
+  if (best_of(hinted, shard).kind == Head::Kind::kNone) return std::nullopt;
+  std::vector<std::uint64_t> may_hold((shards + 63) / 64, 0);
+  for (const Hint* h : hinted) {
+    for (std::size_t word = 0; word < may_hold.size(); ++word) may_hold[word] |= h->live()[word];
+  }
+  Head best;
+  for_each_shard(may_hold, [&](std::uint32_t other) {
+    if (other == shard) return;
+    const Head head = best_of(hinted, other);
+    if (head.known() && (!best.known() || head.before(best))) best = head;
+  });
+  return best.known() ? best.text() : std::string();
+}
+
+void Core::give_back(SessionState& session) {
+  if (!session.prefetched) return;
+  const JobId id = session.prefetched->view.id;
+  call(shard_of_id(id, shards),
+       {"release", session.holder, std::to_string(id), "", "",
+        std::to_string(session.prefetched->view.counters.reserves), "1"},
+       true, [](Result<Reply>) {});
+  session.held.erase(id);
+  session.prefetched.reset();
+  coarse->cancel(std::exchange(session.give_back_at, 0));
 }
 
 }  // namespace delayq::broker::redis

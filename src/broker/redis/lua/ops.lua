@@ -191,26 +191,41 @@ ops.putmany = function()
   return out
 end
 
--- reserve holder bound tube... : the best ready job of the tubes in this shard (best_ready()),
--- unless bound (the best the node knows of in the other shards; '' for none) comes before it:
--- then {'worse', message, heads, depths}. The reply is reply()'s and a sixth and seventh element,
--- the tubes' heads() and depths after the reserve; 'notfound' carries them third and fourth.
-ops.reserve = function()
-  local now = now_ms()
-  local best, best_head = best_ready(4, #ARGV, now)
+-- Whether head a comes before head b by priority and time of put alone: across shards, ids of
+-- jobs put in the same millisecond say nothing of which came first.
+local function sooner(a, b)
+  local p1, c1 = string.match(a, '^(%d+):(%d+):')
+  local p2, c2 = string.match(b, '^(%d+):(%d+):')
+  p1, c1, p2, c2 = tonumber(p1), tonumber(c1), tonumber(p2), tonumber(c2)
+  if p1 ~= p2 then return p1 < p2 end
+  return c1 < c2
+end
+
+-- The best ready job of the tubes ARGV[from..] in this shard (best_ready()), reserved for
+-- holder, unless bound (the best the node knows of in the other shards; '' for none) comes
+-- before it (by before(), or with `loose` by sooner()): then {'worse', message, heads, depths}. The reply is reply()'s and a sixth and
+-- seventh element, the tubes' heads() and depths after the reserve; 'notfound' carries them third
+-- and fourth.
+local function reserve_from(holder, bound, from, now, loose)
+  local best, best_head = best_ready(from, #ARGV, now)
   if not best then
-    local h, d = heads(4, now)
+    local h, d = heads(from, now)
     return {'notfound', 'no ready job', h, d}
   end
-  if ARGV[3] ~= '' and before(ARGV[3], best_head) then
-    local h, d = heads(4, now)
+  if bound ~= '' and (loose and sooner or before)(bound, best_head) then
+    local h, d = heads(from, now)
     return {'worse', 'a better job in another shard', h, d}
   end
   local j = load(id_of(best))
-  move(j, now, take(ARGV[2], now))
+  move(j, now, take(holder, now))
   local r = reply(j, now)
-  r[6], r[7] = heads(4, now)
+  r[6], r[7] = heads(from, now)
   return r
+end
+
+-- reserve holder bound tube...: reserve_from().
+ops.reserve = function()
+  return reserve_from(ARGV[2], ARGV[3], 4, now_ms())
 end
 
 -- probe tube...: {'ok', heads, depths} of the tubes in this shard.
@@ -242,7 +257,10 @@ ops.reserve_job = function()
   return reply(j, now)
 end
 
--- erase holder id tube key: any job not reserved by another.
+-- erase holder id tube key [bound tube...]: any job not reserved by another; {'ok', id}. With
+-- tubes, a prefetch: the holder's next job is reserved in the same call (reserve_from() of them,
+-- loose: the shard's best, unless another's was put in an earlier millisecond), and its answer
+-- is the reply's third element.
 ops.erase = function()
   local j = find(3)
   if not j then return {'notfound', 'no such job'} end
@@ -250,7 +268,9 @@ ops.erase = function()
     return {'conflict', 'the job is reserved by another client'}
   end
   erase(j)
-  return {'ok', string.format('%d', j.id)}
+  local r = {'ok', string.format('%d', j.id)}
+  if #ARGV >= 7 then r[3] = reserve_from(ARGV[2], ARGV[6], 7, now_ms(), true) end
+  return r
 end
 
 -- A job this holder has reserved (and, when given, in this reservation).

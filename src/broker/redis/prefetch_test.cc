@@ -1,0 +1,171 @@
+// A node's prefetch (RedisBrokerOptions::prefetch): a worker's delete reserves its next job in
+// the same call, which its next reserve takes without a call; a job not taken in time, or not
+// fitting the reserve that comes, or whose session ends, is given back uncounted.
+#include "broker/redis/waking_fixture.h"
+
+namespace delayq::broker::redis::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Reply = delayq::redis::Reply;
+
+class Prefetch : public WakingTest {
+ protected:
+  void SetUp() override {
+    RedisBrokerOptions options;
+    options.prefetch = 20ms;
+    open_node(options);
+  }
+  // `s` holds job 4 (of shard 0, from its watch list), and shard 0 is known to hold job 8 next.
+  void working(broker::Session& s) {
+    hold(s, 4, 60s);
+    announce(0, head(1024, 8));
+  }
+  // `s` deletes job 4: its call, not answered yet.
+  Call delete_4(broker::Session& s, Outcome<JobId>& erased) {
+    s.erase(broker::JobRef::by_id(4), erased.callback());
+    settle();
+    return take("erase");
+  }
+  // The answer of that call: job 4 deleted, and `next`, the reserve's part.
+  void deleted(Call& call, Reply next) {
+    redis->answer(call, reply::array({Reply::string("ok"), Reply::string("4"), std::move(next)}));
+    settle();
+  }
+  // A release call's arguments, if one waits: holder id pri delay reservation undo.
+  std::vector<std::string> release_args() {
+    auto call = redis->take("release");
+    return call ? call->args() : std::vector<std::string>{};
+  }
+};
+
+TEST_F(Prefetch, AWorkersDeleteReservesItsNextJobAndTheNextReserveMakesNoCall) {
+  auto s = session();
+  working(*s);
+  Outcome<JobId> erased;
+  Call erase = delete_4(*s, erased);
+  // holder, the job, then the bound (no better job known elsewhere) and the watched tubes.
+  const auto args = erase.args();
+  ASSERT_EQ(args.size(), 6U);
+  EXPECT_EQ(args[0], holder(1));
+  EXPECT_EQ(std::vector<std::string>(args.begin() + 1, args.end()),
+            (std::vector<std::string>{"4", "", "", "", "default"}));
+  deleted(erase, reserved(ready_job(8), {""}));
+  ASSERT_TRUE(erased.done() && erased.result->is_ok());
+  EXPECT_EQ(erased.result->value(), 4U);
+
+  Outcome<broker::Job> next;
+  s->reserve({}, next.callback());
+  EXPECT_FALSE(next.done()) << "answered inside the call";
+  settle();
+  EXPECT_EQ(id_of(next), 8U);
+  EXPECT_EQ(redis->count("reserve") + redis->count("probe"), 0U);
+  // Taken: nothing is given back when the hold would have ended.
+  clock->advance(50ms);
+  EXPECT_EQ(redis->count("release"), 0U);
+}
+
+TEST_F(Prefetch, AJobNotAskedForWithinTheHoldIsGivenBackUncounted) {
+  auto s = session();
+  working(*s);
+  Outcome<JobId> erased;
+  Call erase = delete_4(*s, erased);
+  deleted(erase, reserved(ready_job(8), {""}));
+  clock->advance(19ms);
+  EXPECT_EQ(redis->count("release"), 0U);
+  clock->advance(11ms);  // the hold, and at most the 10 ms its deadline may be late
+  EXPECT_EQ(release_args(), (std::vector<std::string>{holder(1), "8", "", "", "1", "1"}));
+  // The reserve that comes later asks Redis as usual.
+  Outcome<broker::Job> next;
+  s->reserve({}, next.callback());
+  settle();
+  EXPECT_FALSE(next.done());
+  EXPECT_EQ(redis->count("release"), 0U);
+}
+
+TEST_F(Prefetch, AReserveOfOtherTubesGivesThePrefetchedJobBackFirst) {
+  auto s = session();
+  working(*s);
+  Outcome<JobId> erased;
+  Call erase = delete_4(*s, erased);
+  deleted(erase, reserved(ready_job(8), {""}));
+  Outcome<broker::Job> next;
+  s->reserve(within(5s, {"other"}), next.callback());
+  settle();
+  EXPECT_FALSE(next.done());
+  EXPECT_EQ(release_args(), (std::vector<std::string>{holder(1), "8", "", "", "1", "1"}));
+  EXPECT_EQ(redis->count("probe"), kShards) << "the reserve of \"other\" asks the shards";
+}
+
+TEST_F(Prefetch, TheSessionsEndGivesThePrefetchedJobBackUncounted) {
+  auto s = session();
+  working(*s);
+  Outcome<JobId> erased;
+  Call erase = delete_4(*s, erased);
+  deleted(erase, reserved(ready_job(8), {""}));
+  s.reset();
+  settle();
+  EXPECT_EQ(release_args(), (std::vector<std::string>{holder(1), "8", "", "", "1", "1"}));
+  EXPECT_EQ(redis->count("release"), 0U) << "given back twice";
+}
+
+TEST_F(Prefetch, APipelinedReserveWaitsForItsDeletesAnswerAndTakesItsJob) {
+  auto s = session();
+  working(*s);
+  Outcome<JobId> erased;
+  Call erase = delete_4(*s, erased);
+  Outcome<broker::Job> next;
+  s->reserve({}, next.callback());
+  settle();
+  EXPECT_FALSE(next.done());
+  EXPECT_EQ(redis->count("reserve") + redis->count("probe"), 0U)
+      << "the reserve made a call of its own";
+  deleted(erase, reserved(ready_job(8), {""}));
+  EXPECT_TRUE(erased.done());
+  EXPECT_EQ(id_of(next), 8U);
+}
+
+TEST_F(Prefetch, ADeleteWhoseShardHasNoJobAsGoodLeavesTheNextReserveToAskAsUsual) {
+  auto s = session();
+  working(*s);
+  Outcome<JobId> erased;
+  Call erase = delete_4(*s, erased);
+  Outcome<broker::Job> next;
+  s->reserve({}, next.callback());
+  settle();
+  deleted(erase, reply::array({Reply::string("worse"), Reply::string("a better job elsewhere"),
+                               reply::array({Reply::string(head(1024, 12))}),
+                               reply::array({Reply::number(1)})}));
+  ASSERT_TRUE(erased.done() && erased.result->is_ok());
+  EXPECT_FALSE(next.done());
+  // It learnt that shard 0 holds job 12 next, and asks there.
+  Call reserve = take("reserve");
+  EXPECT_EQ(shard_of(reserve), 0U);
+  redis->answer(reserve, reserved(ready_job(12), {""}));
+  settle();
+  EXPECT_EQ(id_of(next), 12U);
+}
+
+TEST_F(Prefetch, NoPrefetchForAReserveWaitingHereNorADeleteOfAJobNotHeld) {
+  auto s = session();
+  hold(*s, 4, 60s);
+  // Another worker waits for "default", and goes for job 8 once it hears of it: the job is its,
+  // not a prefetch's.
+  auto idle = session();
+  Outcome<broker::Job> waiting;
+  idle->reserve({}, waiting.callback());
+  rest();
+  ASSERT_FALSE(waiting.done());
+  announce(0, head(1024, 8));
+  ASSERT_EQ(redis->count("reserve"), 1U);
+  Outcome<JobId> erased;
+  EXPECT_EQ(delete_4(*s, erased).args().size(), 4U);
+  // A producer's delete of a job it does not hold.
+  auto producer = session();
+  producer->erase(broker::JobRef::by_id(16), erased.callback());
+  settle();
+  EXPECT_EQ(take("erase").args().size(), 4U);
+}
+
+}  // namespace
+}  // namespace delayq::broker::redis::testing
