@@ -1473,6 +1473,26 @@ TEST_F(RedisPrefetchTest, AJobNotAskedForIsGivenBackUncountedAndAPipelinedReserv
   EXPECT_NE(stats.find("releases: 0\n"), std::string::npos) << stats;
 }
 
+// Deletes read in one turn go to their shard in one call (erasemany), each answered as alone:
+// three jobs and an id that names none, in one write.
+TEST_F(RedisPrefetchTest, DeletesSentTogetherGoInOneCallEachAnsweredAsAlone) {
+  const auto ids = put_jobs(3, 60);
+  ASSERT_EQ(ids.size(), 3U);
+  Client producer(server_->port());
+  Client monitor(redis_.port());
+  ASSERT_EQ(monitor.call("MONITOR\r\n"), "+OK\r\n");
+  std::string deletes;
+  for (const auto id : ids) deletes += "delete " + std::to_string(id) + "\r\n";
+  deletes += "delete " + std::to_string(ids.back() + 1) + "\r\n";
+  ASSERT_TRUE(producer.send(deletes));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(producer.reply(), "DELETED\r\n") << "delete " << i;
+  EXPECT_EQ(producer.reply(), "NOT_FOUND\r\n");
+  for (const auto id : ids) {
+    EXPECT_EQ(producer.call("peek " + std::to_string(id) + "\r\n"), "NOT_FOUND\r\n");
+  }
+  EXPECT_EQ(calls_seen(monitor, "\"erasemany\" \"4\"", Millis{300}), 1);
+}
+
 // A node killed with SIGKILL while a worker takes jobs through it loses no acknowledged delete:
 // a node started again hands out every job not deleted, the one prefetched for the dead worker
 // once its TTR lapses, and none that was.

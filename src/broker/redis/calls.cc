@@ -8,6 +8,7 @@ namespace delayq::broker::redis {
 void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
                 std::function<void(Result<Reply>)> done) {
   if (!pending_puts.empty()) flush_puts();
+  if (!pending_erases.empty()) flush_erases();
   const std::vector<std::string> keys = shard_keys(names.prefix, shard);
   const auto slot = delayq::redis::key_slot(keys.front());
   std::vector<std::string_view> key_views(keys.begin(), keys.end());
@@ -95,12 +96,66 @@ std::uint32_t Core::burst_shard() {
 void Core::queue_put(std::uint32_t shard, std::vector<std::string> args,
                      std::function<void(Result<Reply>)> done) {
   pending_puts[shard].push_back({std::move(args), std::move(done)});
+  post_flush();
+}
+
+void Core::post_flush() {
   if (flush_posted) return;
   flush_posted = true;
   asio::post(io, [self = shared_from_this()] {
     self->flush_posted = false;
     if (!self->pending_puts.empty()) self->flush_puts();
+    if (!self->pending_erases.empty()) self->flush_erases();
   });
+}
+
+void Core::queue_erase(std::uint32_t shard, PendingErase erase) {
+  pending_erases[shard].push_back(std::move(erase));
+  post_flush();
+}
+
+void Core::flush_erases() {
+  constexpr std::size_t kMostPerCall = 100;  // bounds how long one script holds its shard
+  auto all = std::move(pending_erases);
+  pending_erases.clear();
+  for (auto& [shard, erases] : all) {
+    for (std::size_t from = 0; from < erases.size(); from += kMostPerCall) {
+      const std::size_t count = std::min(kMostPerCall, erases.size() - from);
+      if (count == 1) {
+        // erase holder id tube key [bound tube...]
+        auto& one = erases[from].args;
+        std::vector<std::string> args = {"erase", std::move(one[0]), std::move(one[1]), "", ""};
+        if (one.size() > 4) {
+          args.push_back(std::move(one[2]));
+          args.insert(args.end(), std::make_move_iterator(one.begin() + 4),
+                      std::make_move_iterator(one.end()));
+        }
+        call(shard, std::move(args), true, std::move(erases[from].done));
+        continue;
+      }
+      std::vector<std::string> args = {"erasemany", std::to_string(count)};
+      auto sent = std::make_shared<std::vector<std::function<void(Result<Reply>)>>>();
+      for (std::size_t i = from; i < from + count; ++i) {
+        args.insert(args.end(), std::make_move_iterator(erases[i].args.begin()),
+                    std::make_move_iterator(erases[i].args.end()));
+        sent->push_back(std::move(erases[i].done));
+      }
+      call(shard, std::move(args), true, [sent](Result<Reply> reply) {
+        // {ok, {each one's erase reply}}
+        if (!reply.is_ok() || reply.value().elements.size() != 2 ||
+            reply.value().elements[1].elements.size() != sent->size()) {
+          const Status failed =
+              reply.is_ok() ? Status(Code::kIOError, "Redis: an erasemany reply of " +
+                                                         delayq::redis::describe(reply.value()))
+                            : reply.status();
+          for (auto& done : *sent) done(failed);
+          return;
+        }
+        auto& each = reply.value().elements[1].elements;
+        for (std::size_t i = 0; i < sent->size(); ++i) (*sent)[i](std::move(each[i]));
+      });
+    }
+  }
 }
 
 void Core::flush_puts() {

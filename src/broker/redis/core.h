@@ -262,6 +262,17 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   std::map<std::uint32_t, std::vector<PendingPut>> pending_puts;
   std::optional<std::uint32_t> burst;
   bool flush_posted = false;
+  // --- deletes by id: those made in one turn go together too, one call per shard (erasemany),
+  // each with its prefetch's tubes (none: no prefetch) and the bound that goes with them.
+  struct PendingErase {
+    std::vector<std::string> args;            // holder id bound k tube...
+    std::function<void(Result<Reply>)> done;  // with erase's reply for this one
+  };
+  void queue_erase(std::uint32_t shard, PendingErase erase);
+  void flush_erases();
+  std::map<std::uint32_t, std::vector<PendingErase>> pending_erases;
+  // Puts and deletes gathered this turn are sent at its end (once a turn).
+  void post_flush();
 
   // Whether the primary of `slot` has a replica in sync, as INFO replication last said (CLUSTER
   // SLOTS leaves out replicas that have not replicated a byte yet, so it cannot tell).

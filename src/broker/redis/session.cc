@@ -281,12 +281,14 @@ void RedisSession::reserve_job(JobId id, Callback<broker::Job> done) {
 }
 
 std::vector<std::string> RedisSession::prefetch_tubes(const broker::JobRef& job) const {
-  // A worker's delete: of a job by id that this session reserved, from a session whose last
-  // reserve was of its watch list and that has none waiting, nor a job prefetched already.
+  // A worker's delete: of a job by id that this session reserved, from a connection's session
+  // (not one shared by name, as HTTP's) whose last reserve was of its watch list and that has
+  // none waiting, nor a job prefetched already.
   if (core_->options.prefetch.count() <= 0 || !worker_ || job.id == 0 ||
-      !state_->held.contains(job.id) || state_->prefetched || state_->prefetching ||
-      std::any_of(waits_.begin(), waits_.end(),
-                  [](const auto& wait) { return !wait.second->finished; })) {
+      state_->holder.starts_with("*/") || !state_->held.contains(job.id) || state_->prefetched ||
+      state_->prefetching || std::any_of(waits_.begin(), waits_.end(), [](const auto& wait) {
+        return !wait.second->finished;
+      })) {
     return {};
   }
   std::vector<std::string> tubes;
@@ -300,70 +302,74 @@ std::vector<std::string> RedisSession::prefetch_tubes(const broker::JobRef& job)
 
 void RedisSession::erase(broker::JobRef job, Callback<JobId> done) {
   const std::uint32_t shard = shard_for(job.tube, job);
-  std::vector<std::string> args = {"erase", state_->holder};
-  const auto ref = ref_args(job);
-  args.insert(args.end(), ref.begin(), ref.end());
   std::vector<std::string> tubes = prefetch_tubes(job);
   std::optional<std::string> bound;
   if (!tubes.empty()) bound = core_->prefetch_bound(tubes, shard);
   if (!bound) tubes.clear();
   std::vector<std::uint32_t> generations = core_->generations_at(tubes, shard);
   if (bound) {
-    args.push_back(*bound);
-    args.insert(args.end(), tubes.begin(), tubes.end());
     for (const auto& tube : tubes) ++core_->hint(tube).trying[shard];
     state_->prefetching = true;
   }
-  core_->call(
-      shard, std::move(args), true,
-      [core = core_, state = state_, shard, tubes = std::move(tubes),
-       generations = std::move(generations), done = std::move(done)](Result<Reply> reply) {
-        std::optional<broker::Job> next;
-        if (!tubes.empty()) {
-          for (const auto& tube : tubes) --core->hint(tube).trying[shard];
-          state->prefetching = false;
-          const Reply* part = reply.is_ok() && reply.value().elements.size() > 2
-                                  ? &reply.value().elements[2]
-                                  : nullptr;
-          if (part != nullptr && !part->elements.empty()) {
-            const bool taken = part->elements[0].str == "ok";
-            core->learn(shard, tubes, generations, part->elements, taken ? 5 : 2);
-            if (auto got = job_of(*part); taken && got.is_ok()) next = std::move(got.value());
-          }
-          core->resume_deferred(shard);
-        }
-        if (next) {
-          state->prefetched = std::move(next);
-          if (!state->alive) {
-            core->give_back(*state);
-          } else {
-            state->prefetched_at = core->clock->steady_now();
-            state->hold(*state->prefetched, state->prefetched_at);
-            state->give_back_at = core->coarse->at(
-                state->prefetched_at + core->options.prefetch,
-                [weak_core = std::weak_ptr<Core>(core), weak = std::weak_ptr<SessionState>(state)] {
-                  const auto self = weak_core.lock();
-                  const auto held = weak.lock();
-                  if (!self || !held) return;
-                  held->give_back_at = 0;
-                  self->give_back(*held);
-                });
-          }
-        }
-        auto after = std::exchange(state->after_prefetch, nullptr);
-        if (!state->alive) return;
-        if (!reply.is_ok()) {
-          done(reply.status());
-        } else if (Status s = status_of(reply.value()); !s.is_ok()) {
-          done(s);
-        } else {
-          const auto id = static_cast<JobId>(to_int(reply.value().elements[1].str));
-          state->held.erase(id);
-          done(id);
-        }
-        // A reserve that came while the call was under way (pipelined after the delete).
-        if (after) after();
-      });
+  auto answered = [core = core_, state = state_, shard, tubes, generations = std::move(generations),
+                   done = std::move(done)](Result<Reply> reply) {
+    std::optional<broker::Job> next;
+    if (!tubes.empty()) {
+      for (const auto& tube : tubes) --core->hint(tube).trying[shard];
+      state->prefetching = false;
+      const Reply* part =
+          reply.is_ok() && reply.value().elements.size() > 2 ? &reply.value().elements[2] : nullptr;
+      if (part != nullptr && !part->elements.empty()) {
+        const bool taken = part->elements[0].str == "ok";
+        core->learn(shard, tubes, generations, part->elements, taken ? 5 : 2);
+        if (auto got = job_of(*part); taken && got.is_ok()) next = std::move(got.value());
+      }
+      core->resume_deferred(shard);
+    }
+    if (next) {
+      state->prefetched = std::move(next);
+      if (!state->alive) {
+        core->give_back(*state);
+      } else {
+        state->prefetched_at = core->clock->steady_now();
+        state->hold(*state->prefetched, state->prefetched_at);
+        state->give_back_at = core->coarse->at(
+            state->prefetched_at + core->options.prefetch,
+            [weak_core = std::weak_ptr<Core>(core), weak = std::weak_ptr<SessionState>(state)] {
+              const auto self = weak_core.lock();
+              const auto held = weak.lock();
+              if (!self || !held) return;
+              held->give_back_at = 0;
+              self->give_back(*held);
+            });
+      }
+    }
+    auto after = std::exchange(state->after_prefetch, nullptr);
+    if (!state->alive) return;
+    if (!reply.is_ok()) {
+      done(reply.status());
+    } else if (Status s = status_of(reply.value()); !s.is_ok()) {
+      done(s);
+    } else {
+      const auto id = static_cast<JobId>(to_int(reply.value().elements[1].str));
+      state->held.erase(id);
+      done(id);
+    }
+    // A reserve that came while the call was under way (pipelined after the delete).
+    if (after) after();
+  };
+  if (job.id == 0) {
+    // By key: a call of its own (it may be answered 'moved', to the tube's home shard).
+    std::vector<std::string> args = {"erase", state_->holder};
+    const auto ref = ref_args(job);
+    args.insert(args.end(), ref.begin(), ref.end());
+    return core_->call(shard, std::move(args), true, std::move(answered));
+  }
+  // By id: with the other deletes of this turn to the shard (Core::queue_erase()).
+  std::vector<std::string> args = {state_->holder, std::to_string(job.id), bound.value_or(""),
+                                   std::to_string(tubes.size())};
+  args.insert(args.end(), tubes.begin(), tubes.end());
+  core_->queue_erase(shard, {std::move(args), std::move(answered)});
 }
 
 void RedisSession::release(broker::ReleaseRequest request, Callback<JobView> done) {

@@ -115,6 +115,58 @@ TEST_F(Calls, KeylessPutsOfTheNextTurnGoToTheNextShard) {
   EXPECT_EQ(shard_of(two), (shard_of(one) + 1) % kShards);
 }
 
+// Deletes by id wait for the end of the turn too: those of one shard go as one erasemany, each
+// answered with its own part; a lone one goes as erase.
+TEST_F(Calls, DeletesByIdMadeInOneTurnGoAsOneEraseManyPerShard) {
+  auto s = session();
+  auto t = session();
+  Outcome<JobId> a;
+  Outcome<JobId> b;
+  Outcome<JobId> c;
+  s->erase(broker::JobRef::by_id(4), a.callback());
+  t->erase(broker::JobRef::by_id(8), b.callback());
+  s->erase(broker::JobRef::by_id(5), c.callback());
+  EXPECT_EQ(redis->count("erase") + redis->count("erasemany"), 0U) << "sent before the turn's end";
+  settle();
+  Call many = take("erasemany");
+  EXPECT_EQ(shard_of(many), 0U);
+  const std::string holder_s = many.args().size() > 1 ? many.args()[1] : "";
+  const std::string holder_t = many.args().size() > 5 ? many.args()[5] : "";
+  EXPECT_NE(holder_s, holder_t);
+  EXPECT_EQ(many.args(),
+            (std::vector<std::string>{"2", holder_s, "4", "", "0", holder_t, "8", "", "0"}));
+  Call lone = take("erase");
+  EXPECT_EQ(shard_of(lone), 1U);
+  EXPECT_EQ(lone.args(), (std::vector<std::string>{holder_s, "5", "", ""}));
+  redis->answer(
+      many,
+      reply::ok({reply::array({reply::ok({text("4")}), reply::code("notfound", "no such job")})}));
+  settle();
+  ASSERT_TRUE(a.done() && a.result->is_ok()) << a.result->status().to_string();
+  EXPECT_EQ(a.result->value(), 4U);
+  ASSERT_TRUE(b.done());
+  EXPECT_EQ(b.result->status().code(), Code::kNotFound);
+  EXPECT_FALSE(c.done());
+  redis->answer(lone, reply::ok({text("5")}));
+  settle();
+  ASSERT_TRUE(c.done() && c.result->is_ok());
+}
+
+// A session's calls take effect in the order made: a call after a delete gathered this turn
+// sends the delete first.
+TEST_F(Calls, ACallAfterAGatheredDeleteSendsTheDeleteFirst) {
+  auto s = session();
+  Outcome<JobId> erased;
+  Outcome<broker::Job> peeked;
+  s->erase(broker::JobRef::by_id(6), erased.callback());
+  s->peek(broker::JobRef::by_id(6), true, peeked.callback());
+  std::vector<std::string> ops;
+  for (const auto& call : redis->calls) {
+    if (call.op() == "erase" || call.op() == "peek") ops.push_back(call.op());
+  }
+  EXPECT_EQ(ops, (std::vector<std::string>{"erase", "peek"}));
+}
+
 TEST_F(Calls, ALonePutGoesAsPutAndItsAnswerBecomesThePutResult) {
   auto s = session();
   Outcome<broker::PutResult> got;
@@ -285,6 +337,7 @@ TEST_F(Calls, NoWriteWaitsWhenWaitForReplicaIsOff) {
   auto s = session();
   Outcome<JobId> erased;
   s->erase(broker::JobRef::by_id(6), erased.callback());
+  settle();
   EXPECT_EQ(take("erase").replicas, 0);
 }
 
@@ -293,6 +346,7 @@ TEST_F(Calls, AWaitThatSawNoReplicaTurnsWaitOffForThatPrimaryForFiveSeconds) {
   const auto erase_waits = [&](JobId id) {
     Outcome<JobId> erased;
     s->erase(broker::JobRef::by_id(id), erased.callback());
+    settle();
     Call call = take("erase");
     const int replicas = call.replicas;
     redis->answer(call, reply::ok({text(std::to_string(id))}));
@@ -301,6 +355,7 @@ TEST_F(Calls, AWaitThatSawNoReplicaTurnsWaitOffForThatPrimaryForFiveSeconds) {
   };
   Outcome<JobId> first;
   s->erase(broker::JobRef::by_id(6), first.callback());
+  settle();
   Call call = take("erase");
   ASSERT_EQ(call.replicas, 1);
   answer_waited(io, call, reply::ok({text("6")}), 0);
@@ -328,6 +383,7 @@ TEST_F(Calls, ACallWhoseAnswerIsLostFailsWithIOErrorAndItsShardIsAskedAgain) {
   auto s = session();
   Outcome<JobId> erased;
   s->erase(broker::JobRef::by_id(6), erased.callback());
+  settle();
   Call erase = take("erase");
   EXPECT_EQ(shard_of(erase), 2U);
   redis->fail(erase, Status(Code::kTimedOut, "no reply within 10000 ms"));
@@ -353,6 +409,7 @@ TEST_F(Calls, AnOomReplyIsNoSpaceAndAnyOtherErrorReplyAnIOError) {
   redis->answer(call, Reply::error("OOM command not allowed when used memory > 'maxmemory'."));
   Outcome<JobId> erased;
   s->erase(broker::JobRef::by_id(6), erased.callback());
+  settle();
   Call erase = take("erase");
   redis->answer(erase, Reply::error("ERR Error running script"));
   settle();
@@ -392,6 +449,7 @@ TEST_F(Sessions, EraseByIdGoesToTheJobsShardAndAnswersItsId) {
   auto s = session();
   Outcome<JobId> erased;
   s->erase(broker::JobRef::by_id(23), erased.callback());
+  settle();
   Call call = take("erase");
   EXPECT_EQ(shard_of(call), 23 % kShards);
   const auto args = call.args();
@@ -489,6 +547,7 @@ TEST_F(Sessions, ReserveJobHoldsTheJobAndTheSessionsEndReleasesWhatItStillHolds)
   // One the session finished is no longer its to give back.
   Outcome<JobId> erased;
   s->erase(broker::JobRef::by_id(7), erased.callback());
+  settle();
   Call erase = take("erase");
   redis->answer(erase, reply::ok({text("7")}));
   settle();

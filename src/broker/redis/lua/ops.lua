@@ -90,9 +90,9 @@ end
 -- or for a paused tube): what a node keeps of the shard, to try the best shard first; and how
 -- many ready jobs each has here, up to DEPTH (the node sends that many reserves at once).
 local DEPTH = 8
-local function heads(from, now)
+local function heads(from, now, to)
   local out, depth = {}, {}
-  for i = from, #ARGV do
+  for i = from, to or #ARGV do
     local h, n = '', 0
     if tonumber(redis.call('HGET', P, ARGV[i]) or '0') <= now then
       local members = first(R, ARGV[i], DEPTH)
@@ -201,31 +201,31 @@ local function sooner(a, b)
   return c1 < c2
 end
 
--- The best ready job of the tubes ARGV[from..] in this shard (best_ready()), reserved for
+-- The best ready job of the tubes ARGV[from..to] in this shard (best_ready()), reserved for
 -- holder, unless bound (the best the node knows of in the other shards; '' for none) comes
 -- before it (by before(), or with `loose` by sooner()): then {'worse', message, heads, depths}. The reply is reply()'s and a sixth and
 -- seventh element, the tubes' heads() and depths after the reserve; 'notfound' carries them third
 -- and fourth.
-local function reserve_from(holder, bound, from, now, loose)
-  local best, best_head = best_ready(from, #ARGV, now)
+local function reserve_from(holder, bound, from, to, now, loose)
+  local best, best_head = best_ready(from, to, now)
   if not best then
-    local h, d = heads(from, now)
+    local h, d = heads(from, now, to)
     return {'notfound', 'no ready job', h, d}
   end
   if bound ~= '' and (loose and sooner or before)(bound, best_head) then
-    local h, d = heads(from, now)
+    local h, d = heads(from, now, to)
     return {'worse', 'a better job in another shard', h, d}
   end
   local j = load(id_of(best))
   move(j, now, take(holder, now))
   local r = reply(j, now)
-  r[6], r[7] = heads(from, now)
+  r[6], r[7] = heads(from, now, to)
   return r
 end
 
 -- reserve holder bound tube...: reserve_from().
 ops.reserve = function()
-  return reserve_from(ARGV[2], ARGV[3], 4, now_ms())
+  return reserve_from(ARGV[2], ARGV[3], 4, #ARGV, now_ms())
 end
 
 -- probe tube...: {'ok', heads, depths} of the tubes in this shard.
@@ -257,20 +257,37 @@ ops.reserve_job = function()
   return reply(j, now)
 end
 
--- erase holder id tube key [bound tube...]: any job not reserved by another; {'ok', id}. With
--- tubes, a prefetch: the holder's next job is reserved in the same call (reserve_from() of them,
--- loose: the shard's best, unless another's was put in an earlier millisecond), and its answer
--- is the reply's third element.
-ops.erase = function()
-  local j = find(3)
+-- The delete of job j (nil: none) by holder: any job not reserved by another; {'ok', id}. With
+-- tubes ARGV[from..to], a prefetch: the holder's next job is reserved in the same call
+-- (reserve_from() of them, loose: the shard's best, unless another's was put in an earlier
+-- millisecond), and its answer is the reply's third element.
+local function erase_one(j, holder, bound, from, to)
   if not j then return {'notfound', 'no such job'} end
-  if j.state == RESERVED and j.holder ~= ARGV[2] then
+  if j.state == RESERVED and j.holder ~= holder then
     return {'conflict', 'the job is reserved by another client'}
   end
   erase(j)
   local r = {'ok', string.format('%d', j.id)}
-  if #ARGV >= 7 then r[3] = reserve_from(ARGV[2], ARGV[6], 7, now_ms(), true) end
+  if from <= to then r[3] = reserve_from(holder, bound, from, to, now_ms(), true) end
   return r
+end
+
+-- erase holder id tube key [bound tube...]: erase_one() of the job by id, or by tube and key.
+ops.erase = function()
+  return erase_one(find(3), ARGV[2], ARGV[6] or '', 7, #ARGV)
+end
+
+-- erasemany n [holder id bound k tube...]...: n deletes by id in one call (a node sends those of
+-- one turn of its event loop together, per shard), each erase_one() with its k tubes;
+-- {'ok', {each one's reply}}.
+ops.erasemany = function()
+  local out, i = {}, 3
+  for _ = 1, tonumber(ARGV[2]) do
+    local k = tonumber(ARGV[i + 3])
+    out[#out + 1] = erase_one(load(tonumber(ARGV[i + 1])), ARGV[i], ARGV[i + 2], i + 4, i + 3 + k)
+    i = i + 4 + k
+  end
+  return {'ok', out}
 end
 
 -- A job this holder has reserved (and, when given, in this reservation).
