@@ -32,6 +32,18 @@ class Prefetch : public WakingTest {
     redis->answer(call, reply::array({Reply::string("ok"), Reply::string("4"), std::move(next)}));
     settle();
   }
+  // `s` deletes job 4, and its call prefetches job 8.
+  void prefetched_8(broker::Session& s) {
+    working(s);
+    Outcome<JobId> erased;
+    Call erase = delete_4(s, erased);
+    deleted(erase, reserved(ready_job(8), {""}));
+    ASSERT_TRUE(erased.done() && erased.result->is_ok());
+  }
+  // The release that gives job 8 back uncounted: its first reservation, undone.
+  [[nodiscard]] std::vector<std::string> giving_back_8() const {
+    return {holder(1), "8", "", "", "1", "1"};
+  }
   // A release call's arguments, if one waits: holder id pri delay reservation undo.
   std::vector<std::string> release_args() {
     auto call = redis->take("release");
@@ -67,14 +79,11 @@ TEST_F(Prefetch, AWorkersDeleteReservesItsNextJobAndTheNextReserveMakesNoCall) {
 
 TEST_F(Prefetch, AJobNotAskedForWithinTheHoldIsGivenBackUncounted) {
   auto s = session();
-  working(*s);
-  Outcome<JobId> erased;
-  Call erase = delete_4(*s, erased);
-  deleted(erase, reserved(ready_job(8), {""}));
+  prefetched_8(*s);
   clock->advance(19ms);
   EXPECT_EQ(redis->count("release"), 0U);
   clock->advance(11ms);  // the hold, and at most the 10 ms its deadline may be late
-  EXPECT_EQ(release_args(), (std::vector<std::string>{holder(1), "8", "", "", "1", "1"}));
+  EXPECT_EQ(release_args(), giving_back_8());
   // The reserve that comes later asks Redis as usual.
   Outcome<broker::Job> next;
   s->reserve({}, next.callback());
@@ -85,27 +94,21 @@ TEST_F(Prefetch, AJobNotAskedForWithinTheHoldIsGivenBackUncounted) {
 
 TEST_F(Prefetch, AReserveOfOtherTubesGivesThePrefetchedJobBackFirst) {
   auto s = session();
-  working(*s);
-  Outcome<JobId> erased;
-  Call erase = delete_4(*s, erased);
-  deleted(erase, reserved(ready_job(8), {""}));
+  prefetched_8(*s);
   Outcome<broker::Job> next;
   s->reserve(within(5s, {"other"}), next.callback());
   settle();
   EXPECT_FALSE(next.done());
-  EXPECT_EQ(release_args(), (std::vector<std::string>{holder(1), "8", "", "", "1", "1"}));
+  EXPECT_EQ(release_args(), giving_back_8());
   EXPECT_EQ(redis->count("probe"), kShards) << "the reserve of \"other\" asks the shards";
 }
 
 TEST_F(Prefetch, TheSessionsEndGivesThePrefetchedJobBackUncounted) {
   auto s = session();
-  working(*s);
-  Outcome<JobId> erased;
-  Call erase = delete_4(*s, erased);
-  deleted(erase, reserved(ready_job(8), {""}));
+  prefetched_8(*s);
   s.reset();
   settle();
-  EXPECT_EQ(release_args(), (std::vector<std::string>{holder(1), "8", "", "", "1", "1"}));
+  EXPECT_EQ(release_args(), giving_back_8());
   EXPECT_EQ(redis->count("release"), 0U) << "given back twice";
 }
 
