@@ -312,7 +312,8 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // or try_reserve(). A pipelined reserve waits for its delete's prefetch first.
   void start(const std::shared_ptr<Waiter>& waiter);
   // --- prefetch (RedisBrokerOptions::prefetch; the session's side in session.cc)
-  // Whether a reserve waiting here wants any of the tubes.
+  // Whether a reserve at rest here (waiting, no call of its own under way) wants any of the
+  // tubes.
   [[nodiscard]] bool waited_for(const std::vector<std::string>& tubes) const;
   // For a delete's prefetch of the tubes in `shard`: the best job known in the other shards (its
   // head's text, "" for none), or nullopt if the shard is known to hold none of them.

@@ -149,16 +149,34 @@ TEST_F(Prefetch, ADeleteWhoseShardHasNoJobAsGoodLeavesTheNextReserveToAskAsUsual
   EXPECT_EQ(id_of(next), 12U);
 }
 
-TEST_F(Prefetch, NoPrefetchForAReserveWaitingHereNorADeleteOfAJobNotHeld) {
+// Workers draining a backlog: another's reserve under way (its call sent) takes its own job,
+// and this worker's delete still prefetches.
+TEST_F(Prefetch, AnotherWorkersReserveUnderWayLeavesThePrefetchOn) {
   auto s = session();
   hold(*s, 4, 60s);
-  // Another worker waits for "default", and goes for job 8 once it hears of it: the job is its,
-  // not a prefetch's.
-  auto idle = session();
-  Outcome<broker::Job> waiting;
-  idle->reserve({}, waiting.callback());
+  auto busy = session();
+  Outcome<broker::Job> taking;
+  busy->reserve({}, taking.callback());
   rest();
-  ASSERT_FALSE(waiting.done());
+  announce(0, head(1024, 8));
+  ASSERT_EQ(redis->count("reserve"), 1U);
+  Outcome<JobId> erased;
+  EXPECT_EQ(delete_4(*s, erased).args().size(), 6U);
+}
+
+TEST_F(Prefetch, NoPrefetchForAReserveAtRestHereNorADeleteOfAJobNotHeld) {
+  auto s = session();
+  hold(*s, 4, 60s);
+  // Two other workers wait for "default"; one goes for job 8 once it hears of it, and the other
+  // rests meanwhile: a job of the shard is its to find, not a prefetch's.
+  auto idle = session();
+  auto other = session();
+  Outcome<broker::Job> waiting;
+  Outcome<broker::Job> resting;
+  idle->reserve({}, waiting.callback());
+  other->reserve({}, resting.callback());
+  rest();
+  ASSERT_FALSE(waiting.done() || resting.done());
   announce(0, head(1024, 8));
   ASSERT_EQ(redis->count("reserve"), 1U);
   Outcome<JobId> erased;

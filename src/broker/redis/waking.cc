@@ -538,9 +538,11 @@ void Core::start(const std::shared_ptr<Waiter>& waiter) {
 
 bool Core::waited_for(const std::vector<std::string>& tubes) const {
   return std::any_of(waiters.begin(), waiters.end(), [&](const auto& waiter) {
-    return !waiter->finished && std::any_of(tubes.begin(), tubes.end(), [&](const auto& tube) {
-      return std::find(waiter->tubes.begin(), waiter->tubes.end(), tube) != waiter->tubes.end();
-    });
+    return !waiter->finished && !waiter->trying &&
+           std::any_of(tubes.begin(), tubes.end(), [&](const auto& tube) {
+             return std::find(waiter->tubes.begin(), waiter->tubes.end(), tube) !=
+                    waiter->tubes.end();
+           });
   });
 }
 
