@@ -1,12 +1,13 @@
 # common.sh — sourced by the Redis-mode benchmark scripts (redis-load.sh, redis-spread.sh,
-# redis-life.sh, redis-poll.sh, redis-idle.sh, compare-bullmq.sh, redis-put-cpu.sh): the checkout's root as the working directory, the built load generator and
+# redis-life.sh, redis-poll.sh, redis-idle.sh, redis-drain.sh, compare-bullmq.sh, redis-put-cpu.sh): the checkout's root as the working directory, the built load generator and
 # server (or a clear stop), Debian's redis-server, a scratch directory ($work), the PIDs the
 # script starts ($pids, ended by stop_started, which each script's cleanup calls), a free
 # loopback port, a process's CPU ticks (utime + stime), and the machine's stolen CPU time (a
 # virtual machine's hypervisor running someone else: lateness measured meanwhile is the host's,
 # so the scripts print it beside each lateness figure), and one Redis with one node over it.
 # DELAYQD names another server binary
-# (another build, for a side-by-side run).
+# (another build, for a side-by-side run); DELAYQD_FLAGS adds flags to it (start_node(), and
+# compare-bullmq.sh's node), e.g. "--redis-prefetch 20".
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 loadgen=build/release/bench/loadgen
 delayqd=${DELAYQD:-build/release/apps/delayqd}
@@ -34,7 +35,8 @@ start_redis() {
 start_node() {
   port=$(free_port)
   "$@" "$delayqd" --redis "${seeds:-127.0.0.1:$redis_port}" -p "$port" --http off \
-    ${SHARDS:+--redis-shards "$SHARDS"} >"$work/delayqd-$port.out" 2>"$work/delayqd-$port.err" &
+    ${SHARDS:+--redis-shards "$SHARDS"} ${DELAYQD_FLAGS:-} \
+    >"$work/delayqd-$port.out" 2>"$work/delayqd-$port.err" &
   pids+=($!)
   for _ in $(seq 100); do grep -q listening "$work/delayqd-$port.out" 2>/dev/null && break; sleep 0.1; done
   sleep 1  # leases

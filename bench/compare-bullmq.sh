@@ -12,7 +12,7 @@
 #           poller: one script call a job): jobs/s, and per job meanwhile Redis's script calls
 #           and commands (those the scripts run included; the delayq node's own heartbeats too),
 #           and delayqd's CPU (utime + stime) per job
-# DELAYQD_FLAGS: more flags for delayqd (e.g. "--redis-prefetch 20").
+# DELAYQD and DELAYQD_FLAGS as in common.sh.
 # Redis is flushed between the systems. Redis runs on CPU 0 and every client (delayqd and the load
 # generator, the Node script) on CPU 1: floating over the two cores, Redis's cost per put moved
 # between two modes from run to run. Prints a Markdown table with the ratios of delayq to each.
