@@ -1,5 +1,6 @@
 # common.sh — sourced by the Redis-mode benchmark scripts (redis-load.sh, redis-spread.sh,
-# redis-life.sh, redis-poll.sh, redis-idle.sh, redis-drain.sh, compare-bullmq.sh, redis-put-cpu.sh): the checkout's root as the working directory, the built load generator and
+# redis-life.sh, redis-poll.sh, redis-idle.sh, redis-drain.sh, compare-bullmq.sh,
+# redis-put-cpu.sh): the checkout's root as the working directory, the built load generator and
 # server (or a clear stop), Debian's redis-server, a scratch directory ($work), the PIDs the
 # script starts ($pids, ended by stop_started, which each script's cleanup calls), a free
 # loopback port, a process's CPU ticks (utime + stime), and the machine's stolen CPU time (a

@@ -51,8 +51,8 @@ per_put() { awk -v t="$1" -v hz="$hz" 'BEGIN { printf "%.1f", t * 1000000 / hz /
 # --- delayq
 delayq_port=$(free_port)
 # shellcheck disable=SC2086  # DELAYQD_FLAGS is a list of words
-taskset -c 1 "$delayqd" --redis "127.0.0.1:$redis_port" -p "$delayq_port" --http off ${DELAYQD_FLAGS:-} \
-  >"$work/delayqd.out" 2>"$work/delayqd.err" &
+taskset -c 1 "$delayqd" --redis "127.0.0.1:$redis_port" -p "$delayq_port" --http off \
+  ${DELAYQD_FLAGS:-} >"$work/delayqd.out" 2>"$work/delayqd.err" &
 pids+=($!)
 for _ in $(seq 100); do grep -q listening "$work/delayqd.out" 2>/dev/null && break; sleep 0.1; done
 sleep 1

@@ -2,10 +2,10 @@
 # redis-drain.sh [CONNECTIONS] — how fast worker connections take a backlog through one delayqd
 # over one Redis (Debian's redis-server, no AOF), Redis on CPU 0 and the node and the load
 # generator on CPU 1: 20,000 ready jobs put first, then CONNECTIONS workers (default 1) each
-# take one job at a time (`reserve-with-timeout 0`, then `delete`) until none is left. Prints
-# one Markdown row: connections, jobs/s, Redis script calls (FCALL) per job, delayqd's CPU
-# (utime + stime) per job. DELAYQD and DELAYQD_FLAGS as in common.sh. Ends what it started,
-# by PID.
+# take one job at a time (`reserve-with-timeout 0`, then `delete`) until none is left; DEPTH=n:
+# n reserves in one write, then their n deletes in one write. Prints one Markdown row:
+# connections, jobs/s, Redis script calls (FCALL) per job, delayqd's CPU (utime + stime) per
+# job. DELAYQD and DELAYQD_FLAGS as in common.sh. Ends what it started, by PID.
 set -euo pipefail
 connections=${1:-1}
 source "$(dirname "$0")/common.sh"
@@ -24,8 +24,8 @@ fcalls() {
 }
 calls_before=$(fcalls)
 ticks_before=$(cpu_ticks "$node_pid")
-line=$(taskset -c 1 "$loadgen" --port "$port" --mode drain --connections "$connections" --depth 1 \
-  --fill off --seconds 600)
+line=$(taskset -c 1 "$loadgen" --port "$port" --mode drain --connections "$connections" \
+  --depth "${DEPTH:-1}" --fill off --seconds 600)
 calls=$(( $(fcalls) - calls_before ))
 ticks=$(( $(cpu_ticks "$node_pid") - ticks_before ))
 echo "| $connections | $(echo "$line" | sed -E 's/.* ops\/s=([0-9]+).*/\1/') |" \
