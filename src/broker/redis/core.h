@@ -512,6 +512,9 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   std::unique_ptr<metrics::Registry> own_metrics;  // when the options give none
   metrics::Registry& registry;
   metrics::Histogram& fire_lateness;
+  // Jobs prefetched (RedisBrokerOptions::prefetch), by outcome: "taken" by the next reserve, or
+  // "given_back".
+  metrics::Counters& prefetches;
   // Per shard, how far its earliest timer (a delayed job's due time, a reservation's TTR end) is
   // behind the present, in seconds, 0 when none is; as this node last looked.
   std::vector<double> shard_overdue;

@@ -44,6 +44,11 @@ class Prefetch : public WakingTest {
   [[nodiscard]] std::vector<std::string> giving_back_8() const {
     return {holder(1), "8", "", "", "1", "1"};
   }
+  // delayq_prefetches_total of the outcome.
+  [[nodiscard]] std::int64_t prefetches(std::string_view outcome) const {
+    const auto* family = metrics.find_counters("delayq_prefetches_total");
+    return family == nullptr ? -1 : family->value({outcome});
+  }
   // A release call's arguments, if one waits: holder id pri delay reservation undo.
   std::vector<std::string> release_args() {
     auto call = redis->take("release");
@@ -75,6 +80,8 @@ TEST_F(Prefetch, AWorkersDeleteReservesItsNextJobAndTheNextReserveMakesNoCall) {
   // Taken: nothing is given back when the hold would have ended.
   clock->advance(50ms);
   EXPECT_EQ(redis->count("release"), 0U);
+  EXPECT_EQ(prefetches("taken"), 1);
+  EXPECT_EQ(prefetches("given_back"), 0);
 }
 
 TEST_F(Prefetch, AJobNotAskedForWithinTheHoldIsGivenBackUncounted) {
@@ -84,6 +91,8 @@ TEST_F(Prefetch, AJobNotAskedForWithinTheHoldIsGivenBackUncounted) {
   EXPECT_EQ(redis->count("release"), 0U);
   clock->advance(11ms);  // the hold, and at most the 10 ms its deadline may be late
   EXPECT_EQ(release_args(), giving_back_8());
+  EXPECT_EQ(prefetches("given_back"), 1);
+  EXPECT_EQ(prefetches("taken"), 0);
   // The reserve that comes later asks Redis as usual.
   Outcome<broker::Job> next;
   s->reserve({}, next.callback());

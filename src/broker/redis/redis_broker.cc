@@ -25,7 +25,12 @@ Core::Core(asio::io_context& io_in, RedisBrokerOptions options_in,
       names(options.prefix),
       own_metrics(options.metrics == nullptr ? std::make_unique<metrics::Registry>() : nullptr),
       registry(options.metrics != nullptr ? *options.metrics : *own_metrics),
-      fire_lateness(broker::fire_lateness(registry)) {
+      fire_lateness(broker::fire_lateness(registry)),
+      prefetches(registry.counters("delayq_prefetches_total",
+                                   "Redis mode with --redis-prefetch: jobs a worker's delete "
+                                   "reserved for its next reserve, by outcome (taken, or given "
+                                   "back: not asked for in time, or not fitting the reserve).",
+                                   metrics::Kind::kCounter, {"outcome"})) {
   last_heartbeat = started = clock->steady_now();
   replica_timer = clock->timer();
   report_timer = clock->timer();

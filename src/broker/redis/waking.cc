@@ -529,6 +529,7 @@ void Core::start(const std::shared_ptr<Waiter>& waiter) {
       session.prefetched.reset();
       coarse->cancel(std::exchange(session.give_back_at, 0));
       job.as_of_unix_ms += std::chrono::duration_cast<Millis>(now - session.prefetched_at).count();
+      prefetches.add({"taken"});
       return finish(waiter, std::move(job));
     }
     give_back(session);
@@ -574,6 +575,7 @@ void Core::give_back(SessionState& session) {
   session.held.erase(id);
   session.prefetched.reset();
   coarse->cancel(std::exchange(session.give_back_at, 0));
+  prefetches.add({"given_back"});
 }
 
 }  // namespace delayq::broker::redis
