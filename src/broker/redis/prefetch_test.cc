@@ -32,6 +32,14 @@ class Prefetch : public WakingTest {
     redis->answer(call, reply::array({Reply::string("ok"), Reply::string("4"), std::move(next)}));
     settle();
   }
+  // `s` deletes job 4, and reserves before the delete's call is answered (pipelined): that call.
+  Call pipelined(broker::Session& s, Outcome<JobId>& erased, Outcome<broker::Job>& next) {
+    working(s);
+    Call erase = delete_4(s, erased);
+    s.reserve({}, next.callback());
+    settle();
+    return erase;
+  }
   // `s` deletes job 4, and its call prefetches job 8.
   void prefetched_8(broker::Session& s) {
     working(s);
@@ -123,12 +131,9 @@ TEST_F(Prefetch, TheSessionsEndGivesThePrefetchedJobBackUncounted) {
 
 TEST_F(Prefetch, APipelinedReserveWaitsForItsDeletesAnswerAndTakesItsJob) {
   auto s = session();
-  working(*s);
   Outcome<JobId> erased;
-  Call erase = delete_4(*s, erased);
   Outcome<broker::Job> next;
-  s->reserve({}, next.callback());
-  settle();
+  Call erase = pipelined(*s, erased, next);
   EXPECT_FALSE(next.done());
   EXPECT_EQ(redis->count("reserve") + redis->count("probe"), 0U)
       << "the reserve made a call of its own";
@@ -139,12 +144,9 @@ TEST_F(Prefetch, APipelinedReserveWaitsForItsDeletesAnswerAndTakesItsJob) {
 
 TEST_F(Prefetch, ADeleteWhoseShardHasNoJobAsGoodLeavesTheNextReserveToAskAsUsual) {
   auto s = session();
-  working(*s);
   Outcome<JobId> erased;
-  Call erase = delete_4(*s, erased);
   Outcome<broker::Job> next;
-  s->reserve({}, next.callback());
-  settle();
+  Call erase = pipelined(*s, erased, next);
   deleted(erase, reply::array({Reply::string("worse"), Reply::string("a better job elsewhere"),
                                reply::array({Reply::string(head(1024, 12))}),
                                reply::array({Reply::number(1)})}));
