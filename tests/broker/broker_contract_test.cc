@@ -905,7 +905,8 @@ TEST_P(BrokerContract, EveryAcknowledgedChangeOutlivesTheBroker) {
 
 INSTANTIATE_TEST_SUITE_P(Brokers, BrokerContract,
                          ::testing::Values(BrokerKind::kLocalMemory, BrokerKind::kLocalRocks,
-                                           BrokerKind::kRedis, BrokerKind::kRedisCluster),
+                                           BrokerKind::kRedis, BrokerKind::kRedisCluster,
+                                           BrokerKind::kRedisPrefetch),
                          [](const auto& brokers) { return kind_name(brokers.param); });
 
 }  // namespace

@@ -23,6 +23,8 @@ std::string kind_name(BrokerKind kind) {
       return "redis";
     case BrokerKind::kRedisCluster:
       return "redis_cluster";
+    case BrokerKind::kRedisPrefetch:
+      return "redis_prefetch";
   }
   return "unknown";
 }
@@ -117,8 +119,8 @@ class LocalRocksState final : public ContractState {
 
 class RedisState final : public ContractState {
  public:
-  RedisState(std::string seeds, std::string prefix)
-      : seeds_(std::move(seeds)), prefix_(std::move(prefix)) {}
+  RedisState(std::string seeds, std::string prefix, broker::redis::Millis prefetch = {})
+      : seeds_(std::move(seeds)), prefix_(std::move(prefix)), prefetch_(prefetch) {}
   Result<std::unique_ptr<broker::Broker>> open(boost::asio::io_context& io) override {
     broker::redis::RedisBrokerOptions options;
     for (std::size_t start = 0; start < seeds_.size();) {
@@ -129,6 +131,7 @@ class RedisState final : public ContractState {
     }
     options.prefix = prefix_;
     options.shards = 16;  // several shards, so that jobs of one tube spread over them
+    options.prefetch = prefetch_;
     auto opened = broker::redis::RedisBroker::open(io, options);
     if (!opened.is_ok()) return opened.status();
     return std::unique_ptr<broker::Broker>(std::move(opened).value());
@@ -140,6 +143,7 @@ class RedisState final : public ContractState {
  private:
   std::string seeds_;
   std::string prefix_;
+  broker::redis::Millis prefetch_;
 };
 
 fs::path scratch(const std::string& what) {
@@ -206,6 +210,11 @@ std::unique_ptr<ContractState> make_state(BrokerKind kind, const std::string& te
       std::string seeds = cluster_redis(why);
       if (!why->empty()) return nullptr;
       return std::make_unique<RedisState>(seeds, prefix_of(test));
+    }
+    case BrokerKind::kRedisPrefetch: {
+      std::string seeds = single_redis(why);
+      if (!why->empty()) return nullptr;
+      return std::make_unique<RedisState>(seeds, prefix_of(test), broker::redis::Millis{20});
     }
   }
   *why = "unknown broker kind";

@@ -1,9 +1,10 @@
 // contract_brokers.h — the brokers broker_contract_test runs its cases against, each opened the
 // way delayqd opens it: the local broker over an in-memory store and over RocksDB in a fresh
-// directory, and the Redis broker over one real redis-server and over a real cluster of three
-// primaries with a replica each. Each test gets a state of its own (a store, a directory, a key
-// prefix), and may open a broker over it again after closing the first: a restart, or in Redis
-// mode another node. What a broker documents it cannot do is said here once, as `can`.
+// directory, and the Redis broker over one real redis-server (also with prefetch on) and over a
+// real cluster of three primaries with a replica each. Each test gets a state of its own (a store,
+// a directory, a key prefix), and may open a broker over it again after closing the first: a
+// restart, or in Redis mode another node. What a broker documents it cannot do is said here once,
+// as `can`.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -16,7 +17,7 @@
 
 namespace delayq::testing {
 
-enum class BrokerKind { kLocalMemory, kLocalRocks, kRedis, kRedisCluster };
+enum class BrokerKind { kLocalMemory, kLocalRocks, kRedis, kRedisCluster, kRedisPrefetch };
 
 [[nodiscard]] std::string kind_name(BrokerKind kind);
 inline void PrintTo(BrokerKind kind, std::ostream* out) {

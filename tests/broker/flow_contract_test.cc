@@ -247,7 +247,8 @@ TEST_P(FlowContract, ADebouncedPutMovesThePendingJobButNeverPastItsFirstPutPlusM
 
 INSTANTIATE_TEST_SUITE_P(Brokers, FlowContract,
                          ::testing::Values(BrokerKind::kLocalMemory, BrokerKind::kLocalRocks,
-                                           BrokerKind::kRedis, BrokerKind::kRedisCluster),
+                                           BrokerKind::kRedis, BrokerKind::kRedisCluster,
+                                           BrokerKind::kRedisPrefetch),
                          [](const auto& brokers) { return kind_name(brokers.param); });
 
 }  // namespace

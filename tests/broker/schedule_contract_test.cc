@@ -287,7 +287,8 @@ TEST_P(ScheduleContract, ListingIsByNameAndPaged) {
 
 INSTANTIATE_TEST_SUITE_P(Brokers, ScheduleContract,
                          ::testing::Values(BrokerKind::kLocalMemory, BrokerKind::kLocalRocks,
-                                           BrokerKind::kRedis, BrokerKind::kRedisCluster),
+                                           BrokerKind::kRedis, BrokerKind::kRedisCluster,
+                                           BrokerKind::kRedisPrefetch),
                          [](const auto& brokers) { return kind_name(brokers.param); });
 
 }  // namespace
