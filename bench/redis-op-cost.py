@@ -19,8 +19,8 @@ import subprocess
 import sys
 import tempfile
 
-from redis_server import SHARD_KEYS, Connection, command, read_reply, record_tail, start_redis, \
-    stop_redis
+from redis_server import SHARD_KEYS, Connection, command, leave, read_reply, record_tail, \
+    start_redis, stop_redis
 
 KEYS = ["dq:{0}" + suffix for suffix in SHARD_KEYS]
 
@@ -118,10 +118,7 @@ def main():
         for name, total in rows:
             print(f"| {name} | {total // calls:,} |")
     finally:
-        if "--keep" in args:
-            print(f"callgrind's files are in {work}")
-        else:
-            subprocess.run(["rm", "-rf", work], check=False)
+        leave(work, "--keep" in args)
 
 
 if __name__ == "__main__":

@@ -28,8 +28,8 @@ import subprocess
 import sys
 import tempfile
 
-from redis_server import (SHARD_KEYS, Connection, collect, command, instructions, read_reply,
-                          record_tail, start_redis, stop_redis)
+from redis_server import (SHARD_KEYS, Connection, collect, command, instructions, leave,
+                          read_reply, record_tail, start_redis, stop_redis)
 
 JOBS_PER_CALL = 24  # --per-call sets another number
 
@@ -138,10 +138,7 @@ def main():
         print(f"callgrind: {bullmq:,.0f} instructions of Redis per BullMQ add of the same jobs; "
               f"delayq / BullMQ = {delayq / bullmq:.2f}")
     finally:
-        if "--keep" in args:
-            print(f"callgrind's files are in {work}")
-        else:
-            subprocess.run(["rm", "-rf", work], check=False)
+        leave(work, "--keep" in args)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,15 @@ def instructions(out):
     return int(total.split()[0].replace(",", ""))
 
 
+def leave(work, keep):
+    """Removes the scratch directory `work` of callgrind's files; with `keep`, says where it is
+    instead."""
+    if keep:
+        print(f"callgrind's files are in {work}")
+    else:
+        subprocess.run(["rm", "-rf", work], check=False)
+
+
 def collect(process, on):
     """Turns callgrind's counting on or off in a running redis-server (started with
     --instr-atstart=no)."""
