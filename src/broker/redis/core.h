@@ -321,6 +321,12 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
                                                           std::uint32_t shard);
   // The session's prefetched job, ready again where it was and its reserve uncounted.
   void give_back(SessionState& session);
+  // The answer of a delete that prefetched from the tubes in `shard` (their generations as it
+  // left): what the shard holds next is learnt, and the job it reserved, if any, is held for the
+  // session until its next reserve or the hold's end (given back at once if the session is gone).
+  void prefetch_answered(const std::shared_ptr<SessionState>& session, std::uint32_t shard,
+                         const std::vector<std::string>& tubes,
+                         const std::vector<std::uint32_t>& generations, const Result<Reply>& reply);
   void give_up(const std::shared_ptr<Waiter>& waiter);
   void keep_deadline(const std::shared_ptr<Waiter>& waiter);
   // The waiter's `late` deadline at `at`: TIMED_OUT then (keep_deadline()).

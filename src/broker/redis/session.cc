@@ -313,37 +313,7 @@ void RedisSession::erase(broker::JobRef job, Callback<JobId> done) {
   }
   auto answered = [core = core_, state = state_, shard, tubes, generations = std::move(generations),
                    done = std::move(done)](Result<Reply> reply) {
-    std::optional<broker::Job> next;
-    if (!tubes.empty()) {
-      for (const auto& tube : tubes) --core->hint(tube).trying[shard];
-      state->prefetching = false;
-      const Reply* part =
-          reply.is_ok() && reply.value().elements.size() > 2 ? &reply.value().elements[2] : nullptr;
-      if (part != nullptr && !part->elements.empty()) {
-        const bool taken = part->elements[0].str == "ok";
-        core->learn(shard, tubes, generations, part->elements, taken ? 5 : 2);
-        if (auto got = job_of(*part); taken && got.is_ok()) next = std::move(got.value());
-      }
-      core->resume_deferred(shard);
-    }
-    if (next) {
-      state->prefetched = std::move(next);
-      if (!state->alive) {
-        core->give_back(*state);
-      } else {
-        state->prefetched_at = core->clock->steady_now();
-        state->hold(*state->prefetched, state->prefetched_at);
-        state->give_back_at = core->coarse->at(
-            state->prefetched_at + core->options.prefetch,
-            [weak_core = std::weak_ptr<Core>(core), weak = std::weak_ptr<SessionState>(state)] {
-              const auto self = weak_core.lock();
-              const auto held = weak.lock();
-              if (!self || !held) return;
-              held->give_back_at = 0;
-              self->give_back(*held);
-            });
-      }
-    }
+    if (!tubes.empty()) core->prefetch_answered(state, shard, tubes, generations, reply);
     auto after = std::exchange(state->after_prefetch, nullptr);
     if (!state->alive) return;
     if (!reply.is_ok()) {

@@ -578,4 +578,36 @@ void Core::give_back(SessionState& session) {
   prefetches.add({"given_back"});
 }
 
+void Core::prefetch_answered(const std::shared_ptr<SessionState>& session, std::uint32_t shard,
+                             const std::vector<std::string>& tubes,
+                             const std::vector<std::uint32_t>& generations,
+                             const Result<Reply>& reply) {
+  for (const auto& tube : tubes) --hint(tube).trying[shard];
+  session->prefetching = false;
+  // {'ok', id, the reserve's answer}: a job reply with the heads after it, or a miss with them.
+  const Reply* part =
+      reply.is_ok() && reply.value().elements.size() > 2 ? &reply.value().elements[2] : nullptr;
+  std::optional<broker::Job> next;
+  if (part != nullptr && !part->elements.empty()) {
+    const bool taken = part->elements[0].str == "ok";
+    learn(shard, tubes, generations, part->elements, taken ? 5 : 2);
+    if (auto job = job_of(*part); taken && job.is_ok()) next = std::move(job.value());
+  }
+  resume_deferred(shard);
+  if (!next) return;
+  session->prefetched = std::move(next);
+  if (!session->alive) return give_back(*session);
+  session->prefetched_at = clock->steady_now();
+  session->hold(*session->prefetched, session->prefetched_at);
+  session->give_back_at =
+      coarse->at(session->prefetched_at + options.prefetch,
+                 [weak_core = weak_from_this(), weak = std::weak_ptr<SessionState>(session)] {
+                   const auto self = weak_core.lock();
+                   const auto held = weak.lock();
+                   if (!self || !held) return;
+                   held->give_back_at = 0;
+                   self->give_back(*held);
+                 });
+}
+
 }  // namespace delayq::broker::redis
