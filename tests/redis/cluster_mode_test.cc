@@ -1323,6 +1323,32 @@ TEST_F(RedisWakeTest, EightWorkersDrainABacklogWithOneReserveCallAJob) {
       << "reserve calls for " << kJobs << " jobs drained by " << kWorkers << " workers";
 }
 
+// A reserve a worker sends in the same write as its delete rides with the delete's call, which
+// reserves its job (no prefetch option needed: the client asked for both): no reserve call.
+TEST_F(RedisWakeTest, AReservePipelinedBehindItsDeleteRidesWithTheDeletesCall) {
+  Client producer(server_->port());
+  ASSERT_TRUE(producer.send("put 0 0 60 1\r\na\r\nput 0 0 60 1\r\nb\r\nput 0 0 60 1\r\nc\r\n"));
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    const auto id = inserted_id(producer.reply());
+    ASSERT_TRUE(id);
+    ids.push_back(*id);
+  }
+  Client worker(server_->port());
+  const std::string first = worker.call("reserve-with-timeout 5\r\n");
+  ASSERT_EQ(first.rfind("RESERVED " + std::to_string(ids[0]) + " ", 0), 0U) << first;
+  Client monitor(redis_.port());
+  ASSERT_EQ(monitor.call("MONITOR\r\n"), "+OK\r\n");
+  for (std::size_t i = 1; i < ids.size(); ++i) {
+    ASSERT_TRUE(worker.send("delete " + std::to_string(ids[i - 1]) + "\r\nreserve\r\n"));
+    EXPECT_EQ(worker.reply(), "DELETED\r\n");
+    const std::string next = worker.reply();
+    EXPECT_EQ(next.rfind("RESERVED " + std::to_string(ids[i]) + " ", 0), 0U) << next;
+  }
+  EXPECT_EQ(worker.call("delete " + std::to_string(ids.back()) + "\r\n"), "DELETED\r\n");
+  EXPECT_EQ(calls_seen(monitor, "\"reserve\"", Millis{300}), 0);
+}
+
 // A burst of ready jobs reaches every waiting reserve at once, each woken reserve waking others
 // while the shard holds more: eight workers reserve once each, and eight jobs put in one write
 // reach all of them within 1.5 s. Without that, jobs would wait for the look a node takes by

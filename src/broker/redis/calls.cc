@@ -109,13 +109,16 @@ void Core::post_flush() {
   });
 }
 
-void Core::queue_erase(std::uint32_t shard, PendingErase erase) {
-  pending_erases[shard].push_back(std::move(erase));
+std::size_t Core::queue_erase(std::uint32_t shard, PendingErase erase) {
+  auto& queued = pending_erases[shard];
+  queued.push_back(std::move(erase));
   post_flush();
+  return queued.size() - 1;
 }
 
 void Core::flush_erases() {
   constexpr std::size_t kMostPerCall = 100;  // bounds how long one script holds its shard
+  ++erase_turn;
   auto all = std::move(pending_erases);
   pending_erases.clear();
   for (auto& [shard, erases] : all) {

@@ -108,6 +108,20 @@ struct SessionState {
   // next reserve (held, and in `held`), when that was, and the deadline that gives it back;
   // `prefetching` while such a delete's call is under way, and a reserve that came meanwhile (a
   // pipelined one), which waits for its answer.
+  // A delete's prefetch: the tubes it reserves from, and their generations as the call leaves.
+  struct PrefetchCall {
+    std::vector<std::string> tubes;
+    std::vector<std::uint32_t> generations;
+  };
+  // This session's delete gathered this turn and not sent yet, without a prefetch (its turn, its
+  // place in Core::pending_erases): a reserve pipelined behind it rides with it.
+  struct QueuedErase {
+    std::uint64_t turn = 0;
+    std::uint32_t shard = 0;
+    std::size_t index = 0;
+    std::shared_ptr<PrefetchCall> prefetch;
+  };
+  std::optional<QueuedErase> queued_erase;
   std::optional<broker::Job> prefetched;
   SteadyTime prefetched_at;
   CoarseTimers::Id give_back_at = 0;
@@ -268,9 +282,11 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
     std::vector<std::string> args;            // holder id bound k tube...
     std::function<void(Result<Reply>)> done;  // with erase's reply for this one
   };
-  void queue_erase(std::uint32_t shard, PendingErase erase);
+  // Its place among the shard's pending deletes.
+  std::size_t queue_erase(std::uint32_t shard, PendingErase erase);
   void flush_erases();
   std::map<std::uint32_t, std::vector<PendingErase>> pending_erases;
+  std::uint64_t erase_turn = 0;  // counts flush_erases(): a queued delete's turn
   // Puts and deletes gathered this turn are sent at its end (once a turn).
   void post_flush();
 

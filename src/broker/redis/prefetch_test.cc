@@ -199,5 +199,47 @@ TEST_F(Prefetch, NoPrefetchForAReserveAtRestHereNorADeleteOfAJobNotHeld) {
   EXPECT_EQ(take("erase").args().size(), 4U);
 }
 
+// Without the prefetch option: a reserve read in the same turn as its connection's delete (sent
+// in one write) rides with the delete's call, which reserves its job; the reserve makes no call.
+class RideAlong : public WakingTest {};
+
+TEST_F(RideAlong, AReserveReadWithItsDeleteRidesWithTheDeletesCall) {
+  auto s = session();
+  hold(*s, 4, 60s);
+  announce(0, head(1024, 8));
+  Outcome<JobId> erased;
+  Outcome<broker::Job> next;
+  s->erase(broker::JobRef::by_id(4), erased.callback());
+  s->reserve({}, next.callback());
+  settle();
+  Call erase = take("erase");
+  const auto args = erase.args();
+  ASSERT_EQ(args.size(), 6U);
+  EXPECT_EQ(std::vector<std::string>(args.begin() + 1, args.end()),
+            (std::vector<std::string>{"4", "", "", "", "default"}));
+  EXPECT_EQ(redis->count("reserve") + redis->count("probe"), 0U);
+  redis->answer(
+      erase, reply::array({Reply::string("ok"), Reply::string("4"), reserved(ready_job(8), {""})}));
+  settle();
+  ASSERT_TRUE(erased.done() && erased.result->is_ok());
+  EXPECT_EQ(id_of(next), 8U);
+  clock->advance(50ms);
+  EXPECT_EQ(redis->count("release"), 0U) << "the job was the reserve's, not given back";
+}
+
+TEST_F(RideAlong, AReserveOfALaterTurnOrADeleteAlreadySentRidesWithNothing) {
+  auto s = session();
+  hold(*s, 4, 60s);
+  announce(0, head(1024, 8));
+  Outcome<JobId> erased;
+  Outcome<broker::Job> next;
+  s->erase(broker::JobRef::by_id(4), erased.callback());
+  settle();  // the delete is sent
+  s->reserve({}, next.callback());
+  settle();
+  EXPECT_EQ(take("erase").args().size(), 4U);
+  EXPECT_EQ(redis->count("reserve"), 1U) << "the reserve asks as usual";
+}
+
 }  // namespace
 }  // namespace delayq::broker::redis::testing

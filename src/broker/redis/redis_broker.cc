@@ -27,9 +27,10 @@ Core::Core(asio::io_context& io_in, RedisBrokerOptions options_in,
       registry(options.metrics != nullptr ? *options.metrics : *own_metrics),
       fire_lateness(broker::fire_lateness(registry)),
       prefetches(registry.counters("delayq_prefetches_total",
-                                   "Redis mode with --redis-prefetch: jobs a worker's delete "
-                                   "reserved for its next reserve, by outcome (taken, or given "
-                                   "back: not asked for in time, or not fitting the reserve).",
+                                   "Redis mode: jobs a worker's delete reserved for its next "
+                                   "reserve (--redis-prefetch, or a reserve sent in the same "
+                                   "write), by outcome (taken, or given back: not asked for in "
+                                   "time, or not fitting the reserve).",
                                    metrics::Kind::kCounter, {"outcome"})) {
   last_heartbeat = started = clock->steady_now();
   replica_timer = clock->timer();

@@ -231,6 +231,7 @@ std::uint64_t RedisSession::reserve(broker::ReserveRequest request, Callback<bro
   std::erase_if(waits_, [](const auto& wait) { return wait.second->finished; });
   waits_[waiter->ticket] = waiter;
   worker_ = waiter->watch_list;
+  ride_along(*waiter);
   core_->waiters.push_back(waiter);
   core_->keep_deadline(waiter);
   // Never inside this call: the first try starts from the executor. (A wake() may have started
@@ -306,14 +307,18 @@ void RedisSession::erase(broker::JobRef job, Callback<JobId> done) {
   std::optional<std::string> bound;
   if (!tubes.empty()) bound = core_->prefetch_bound(tubes, shard);
   if (!bound) tubes.clear();
-  std::vector<std::uint32_t> generations = core_->generations_at(tubes, shard);
+  auto prefetch = std::make_shared<SessionState::PrefetchCall>();
   if (bound) {
+    prefetch->tubes = tubes;
+    prefetch->generations = core_->generations_at(tubes, shard);
     for (const auto& tube : tubes) ++core_->hint(tube).trying[shard];
     state_->prefetching = true;
   }
-  auto answered = [core = core_, state = state_, shard, tubes, generations = std::move(generations),
+  auto answered = [core = core_, state = state_, shard, prefetch,
                    done = std::move(done)](Result<Reply> reply) {
-    if (!tubes.empty()) core->prefetch_answered(state, shard, tubes, generations, reply);
+    if (!prefetch->tubes.empty()) {
+      core->prefetch_answered(state, shard, prefetch->tubes, prefetch->generations, reply);
+    }
     auto after = std::exchange(state->after_prefetch, nullptr);
     if (!state->alive) return;
     if (!reply.is_ok()) {
@@ -339,7 +344,36 @@ void RedisSession::erase(broker::JobRef job, Callback<JobId> done) {
   std::vector<std::string> args = {state_->holder, std::to_string(job.id), bound.value_or(""),
                                    std::to_string(tubes.size())};
   args.insert(args.end(), tubes.begin(), tubes.end());
-  core_->queue_erase(shard, {std::move(args), std::move(answered)});
+  const std::size_t index = core_->queue_erase(shard, {std::move(args), std::move(answered)});
+  state_->queued_erase.reset();
+  if (!bound) state_->queued_erase = {core_->erase_turn, shard, index, prefetch};
+}
+
+// A reserve pipelined behind this session's delete, both read in one turn: the delete's call, not
+// sent yet, reserves the reserve's job too, as a prefetch that the reserve takes at once. The
+// client asked for both, so whatever the prefetch option says, this changes nothing that others
+// see; a reserve at rest here for the tubes still comes first.
+void RedisSession::ride_along(const Waiter& waiter) {
+  const auto queued = std::exchange(state_->queued_erase, std::nullopt);
+  if (!queued || queued->turn != core_->erase_turn || state_->prefetching || state_->prefetched ||
+      state_->holder.starts_with("*/")) {
+    return;
+  }
+  const auto pending = core_->pending_erases.find(queued->shard);
+  if (pending == core_->pending_erases.end() || queued->index >= pending->second.size()) return;
+  const std::vector<std::string> tubes = core_->open_tubes(waiter);
+  if (tubes.empty() || core_->waited_for(tubes)) return;
+  const auto bound = core_->prefetch_bound(tubes, queued->shard);
+  if (!bound) return;
+  auto& args = pending->second[queued->index].args;  // holder id bound k
+  args.resize(4);
+  args[2] = *bound;
+  args[3] = std::to_string(tubes.size());
+  args.insert(args.end(), tubes.begin(), tubes.end());
+  queued->prefetch->tubes = tubes;
+  queued->prefetch->generations = core_->generations_at(tubes, queued->shard);
+  for (const auto& tube : tubes) ++core_->hint(tube).trying[queued->shard];
+  state_->prefetching = true;
 }
 
 void RedisSession::release(broker::ReleaseRequest request, Callback<JobView> done) {

@@ -54,6 +54,7 @@ class RedisSession final : public broker::Session, private Handle {
   [[nodiscard]] std::vector<std::string> ref_args(const broker::JobRef& job) const;
   // The open tubes a delete of `job` prefetches from (RedisBrokerOptions::prefetch), or none.
   [[nodiscard]] std::vector<std::string> prefetch_tubes(const broker::JobRef& job) const;
+  void ride_along(const Waiter& waiter);
   void count_use(const std::string& tube, int by);
   void count_watch(const std::string& tube, int by);
   void count(const std::string& tube, std::uint64_t TubeUse::*field, int by);
