@@ -1,6 +1,7 @@
 // A node's prefetch (RedisBrokerOptions::prefetch): a worker's delete reserves its next job in
 // the same call, which its next reserve takes without a call; a job not taken in time, or not
-// fitting the reserve that comes, or whose session ends, is given back uncounted.
+// fitting the reserve that comes, or whose session ends, is given back uncounted. And, prefetch
+// or not, a reserve read in the same turn as its connection's delete riding with the delete.
 #include "broker/redis/waking_fixture.h"
 
 namespace delayq::broker::redis::testing {
@@ -9,13 +10,9 @@ namespace {
 using namespace std::chrono_literals;
 using Reply = delayq::redis::Reply;
 
-class Prefetch : public WakingTest {
+// A worker and its deletes (the node opened as the fixture below says).
+class Workers : public WakingTest {
  protected:
-  void SetUp() override {
-    RedisBrokerOptions options;
-    options.prefetch = 20ms;
-    open_node(options);
-  }
   // `s` holds job 4 (of shard 0, from its watch list), and shard 0 is known to hold job 8 next.
   void working(broker::Session& s) {
     hold(s, 4, 60s);
@@ -61,6 +58,16 @@ class Prefetch : public WakingTest {
   std::vector<std::string> release_args() {
     auto call = redis->take("release");
     return call ? call->args() : std::vector<std::string>{};
+  }
+};
+
+// With the prefetch option on (a 20 ms hold).
+class Prefetch : public Workers {
+ protected:
+  void SetUp() override {
+    RedisBrokerOptions options;
+    options.prefetch = 20ms;
+    open_node(options);
   }
 };
 
@@ -201,12 +208,11 @@ TEST_F(Prefetch, NoPrefetchForAReserveAtRestHereNorADeleteOfAJobNotHeld) {
 
 // Without the prefetch option: a reserve read in the same turn as its connection's delete (sent
 // in one write) rides with the delete's call, which reserves its job; the reserve makes no call.
-class RideAlong : public WakingTest {};
+class RideAlong : public Workers {};
 
 TEST_F(RideAlong, AReserveReadWithItsDeleteRidesWithTheDeletesCall) {
   auto s = session();
-  hold(*s, 4, 60s);
-  announce(0, head(1024, 8));
+  working(*s);
   Outcome<JobId> erased;
   Outcome<broker::Job> next;
   s->erase(broker::JobRef::by_id(4), erased.callback());
@@ -218,9 +224,7 @@ TEST_F(RideAlong, AReserveReadWithItsDeleteRidesWithTheDeletesCall) {
   EXPECT_EQ(std::vector<std::string>(args.begin() + 1, args.end()),
             (std::vector<std::string>{"4", "", "", "", "default"}));
   EXPECT_EQ(redis->count("reserve") + redis->count("probe"), 0U);
-  redis->answer(
-      erase, reply::array({Reply::string("ok"), Reply::string("4"), reserved(ready_job(8), {""})}));
-  settle();
+  deleted(erase, reserved(ready_job(8), {""}));
   ASSERT_TRUE(erased.done() && erased.result->is_ok());
   EXPECT_EQ(id_of(next), 8U);
   clock->advance(50ms);
@@ -229,15 +233,13 @@ TEST_F(RideAlong, AReserveReadWithItsDeleteRidesWithTheDeletesCall) {
 
 TEST_F(RideAlong, AReserveOfALaterTurnOrADeleteAlreadySentRidesWithNothing) {
   auto s = session();
-  hold(*s, 4, 60s);
-  announce(0, head(1024, 8));
+  working(*s);
   Outcome<JobId> erased;
   Outcome<broker::Job> next;
-  s->erase(broker::JobRef::by_id(4), erased.callback());
-  settle();  // the delete is sent
+  Call erase = delete_4(*s, erased);  // sent: its turn is over
+  EXPECT_EQ(erase.args().size(), 4U);
   s->reserve({}, next.callback());
   settle();
-  EXPECT_EQ(take("erase").args().size(), 4U);
   EXPECT_EQ(redis->count("reserve"), 1U) << "the reserve asks as usual";
 }
 
