@@ -104,10 +104,6 @@ struct SessionState {
     const auto at = soon_at(now);
     return at && *at <= now;
   }
-  // A prefetch (RedisBrokerOptions::prefetch): the job a delete reserved for this session's
-  // next reserve (held, and in `held`), when that was, and the deadline that gives it back;
-  // `prefetching` while such a delete's call is under way, and a reserve that came meanwhile (a
-  // pipelined one), which waits for its answer.
   // A delete's prefetch: the tubes it reserves from, and their generations as the call leaves.
   struct PrefetchCall {
     std::vector<std::string> tubes;
@@ -122,6 +118,10 @@ struct SessionState {
     std::shared_ptr<PrefetchCall> prefetch;
   };
   std::optional<QueuedErase> queued_erase;
+  // A prefetch (RedisBrokerOptions::prefetch): the job a delete reserved for this session's
+  // next reserve (held, and in `held`), when that was, and the deadline that gives it back;
+  // `prefetching` while such a delete's call is under way, and a reserve that came meanwhile (a
+  // pipelined one), which waits for its answer.
   std::optional<broker::Job> prefetched;
   SteadyTime prefetched_at;
   CoarseTimers::Id give_back_at = 0;
@@ -335,6 +335,13 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // head's text, "" for none), or nullopt if the shard is known to hold none of them.
   [[nodiscard]] std::optional<std::string> prefetch_bound(const std::vector<std::string>& tubes,
                                                           std::uint32_t shard);
+  // A delete's call in `shard` (made or still gathered) takes the session's next job from
+  // `tubes` too, if the shard may hold one as good as the others' (prefetch_bound()): `call`
+  // gets the tubes, the shard's tries count them and the session is prefetching. The bound for
+  // the call's arguments, or nullopt (no prefetch).
+  std::optional<std::string> begin_prefetch(SessionState& session, std::uint32_t shard,
+                                            std::vector<std::string> tubes,
+                                            SessionState::PrefetchCall& call);
   // The session's prefetched job, ready again where it was and its reserve uncounted.
   void give_back(SessionState& session);
   // The answer of a delete that prefetched from the tubes in `shard` (their generations as it
@@ -379,7 +386,14 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void probe_together(const std::shared_ptr<ProbeRound>& round, std::vector<std::uint32_t> part);
   // A shard of the round answered: the round ends when all have.
   void probed(const std::shared_ptr<ProbeRound>& round, std::uint32_t shard);
-  [[nodiscard]] std::vector<std::string> open_tubes(const Waiter& waiter) const;
+  // The tubes not paused, of the waiter's or of `tubes`.
+  [[nodiscard]] std::vector<std::string> open_tubes(const Waiter& waiter) const {
+    return open_tubes(waiter.tubes);
+  }
+  [[nodiscard]] std::vector<std::string> open_tubes(const std::vector<std::string>& tubes) const;
+  // The shards where some hinted tube's best is a job or unknown (as Hint::live()): the others
+  // have none to give.
+  [[nodiscard]] std::vector<std::uint64_t> may_hold(const std::vector<const Hint*>& hinted) const;
   [[nodiscard]] std::vector<std::uint32_t> every_shard_number() const {
     std::vector<std::uint32_t> all(shards);
     std::iota(all.begin(), all.end(), 0u);

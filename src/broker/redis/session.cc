@@ -292,10 +292,7 @@ std::vector<std::string> RedisSession::prefetch_tubes(const broker::JobRef& job)
       })) {
     return {};
   }
-  std::vector<std::string> tubes;
-  for (const auto& tube : watched_) {
-    if (!core_->paused(tube)) tubes.push_back(tube);
-  }
+  std::vector<std::string> tubes = core_->open_tubes(watched_);
   // A reserve waiting here for one of them comes first.
   if (core_->waited_for(tubes)) return {};
   return tubes;
@@ -303,17 +300,8 @@ std::vector<std::string> RedisSession::prefetch_tubes(const broker::JobRef& job)
 
 void RedisSession::erase(broker::JobRef job, Callback<JobId> done) {
   const std::uint32_t shard = shard_for(job.tube, job);
-  std::vector<std::string> tubes = prefetch_tubes(job);
-  std::optional<std::string> bound;
-  if (!tubes.empty()) bound = core_->prefetch_bound(tubes, shard);
-  if (!bound) tubes.clear();
   auto prefetch = std::make_shared<SessionState::PrefetchCall>();
-  if (bound) {
-    prefetch->tubes = tubes;
-    prefetch->generations = core_->generations_at(tubes, shard);
-    for (const auto& tube : tubes) ++core_->hint(tube).trying[shard];
-    state_->prefetching = true;
-  }
+  const auto bound = core_->begin_prefetch(*state_, shard, prefetch_tubes(job), *prefetch);
   auto answered = [core = core_, state = state_, shard, prefetch,
                    done = std::move(done)](Result<Reply> reply) {
     if (!prefetch->tubes.empty()) {
@@ -342,8 +330,8 @@ void RedisSession::erase(broker::JobRef job, Callback<JobId> done) {
   }
   // By id: with the other deletes of this turn to the shard (Core::queue_erase()).
   std::vector<std::string> args = {state_->holder, std::to_string(job.id), bound.value_or(""),
-                                   std::to_string(tubes.size())};
-  args.insert(args.end(), tubes.begin(), tubes.end());
+                                   std::to_string(prefetch->tubes.size())};
+  args.insert(args.end(), prefetch->tubes.begin(), prefetch->tubes.end());
   const std::size_t index = core_->queue_erase(shard, {std::move(args), std::move(answered)});
   state_->queued_erase.reset();
   if (!bound) state_->queued_erase = {core_->erase_turn, shard, index, prefetch};
@@ -361,19 +349,16 @@ void RedisSession::ride_along(const Waiter& waiter) {
   }
   const auto pending = core_->pending_erases.find(queued->shard);
   if (pending == core_->pending_erases.end() || queued->index >= pending->second.size()) return;
-  const std::vector<std::string> tubes = core_->open_tubes(waiter);
-  if (tubes.empty() || core_->waited_for(tubes)) return;
-  const auto bound = core_->prefetch_bound(tubes, queued->shard);
+  std::vector<std::string> tubes = core_->open_tubes(waiter);
+  if (core_->waited_for(tubes)) return;
+  const SessionState::PrefetchCall& call = *queued->prefetch;
+  const auto bound =
+      core_->begin_prefetch(*state_, queued->shard, std::move(tubes), *queued->prefetch);
   if (!bound) return;
   auto& args = pending->second[queued->index].args;  // holder id bound k
-  args.resize(4);
   args[2] = *bound;
-  args[3] = std::to_string(tubes.size());
-  args.insert(args.end(), tubes.begin(), tubes.end());
-  queued->prefetch->tubes = tubes;
-  queued->prefetch->generations = core_->generations_at(tubes, queued->shard);
-  for (const auto& tube : tubes) ++core_->hint(tube).trying[queued->shard];
-  state_->prefetching = true;
+  args[3] = std::to_string(call.tubes.size());
+  args.insert(args.end(), call.tubes.begin(), call.tubes.end());
 }
 
 void RedisSession::release(broker::ReleaseRequest request, Callback<JobView> done) {

@@ -77,12 +77,20 @@ Head Core::best_of(const std::vector<const Hint*>& tubes, std::uint32_t shard, b
   return best;
 }
 
-std::vector<std::string> Core::open_tubes(const Waiter& waiter) const {
-  std::vector<std::string> tubes;
-  for (const auto& tube : waiter.tubes) {
-    if (!paused(tube)) tubes.push_back(tube);
+std::vector<std::string> Core::open_tubes(const std::vector<std::string>& tubes) const {
+  std::vector<std::string> open;
+  for (const auto& tube : tubes) {
+    if (!paused(tube)) open.push_back(tube);
   }
-  return tubes;
+  return open;
+}
+
+std::vector<std::uint64_t> Core::may_hold(const std::vector<const Hint*>& hinted) const {
+  std::vector<std::uint64_t> bits((shards + 63) / 64, 0);
+  for (const Hint* h : hinted) {
+    for (std::size_t word = 0; word < bits.size(); ++word) bits[word] |= h->live()[word];
+  }
+  return bits;
 }
 
 // Up to `count` reserves waiting on the tube try the shards that may hold jobs, the longest
@@ -156,13 +164,8 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
   // one known to hold jobs of the tubes takes as many reserves at once as it last said it held.
   std::optional<std::uint32_t> taken;
   Head taken_head;
-  // The shards where some tube's best is a job or unknown: the others have none to give.
-  std::vector<std::uint64_t> may_hold((shards + 63) / 64, 0);
-  for (const Hint* h : hinted) {
-    for (std::size_t word = 0; word < may_hold.size(); ++word) may_hold[word] |= h->live()[word];
-  }
   std::vector<std::pair<std::uint32_t, Head>> known;
-  for_each_shard(may_hold, [&](std::uint32_t shard) {
+  for_each_shard(may_hold(hinted), [&](std::uint32_t shard) {
     const Head all = best_of(hinted, shard);
     if (all.kind == Head::Kind::kUnknown) unknown.push_back(shard);
     if (all.known()) known.emplace_back(shard, all);
@@ -537,6 +540,19 @@ void Core::start(const std::shared_ptr<Waiter>& waiter) {
   try_reserve(waiter);
 }
 
+std::optional<std::string> Core::begin_prefetch(SessionState& session, std::uint32_t shard,
+                                                std::vector<std::string> tubes,
+                                                SessionState::PrefetchCall& call) {
+  if (tubes.empty()) return std::nullopt;
+  auto bound = prefetch_bound(tubes, shard);
+  if (!bound) return std::nullopt;
+  call.generations = generations_at(tubes, shard);
+  for (const auto& tube : tubes) ++hint(tube).trying[shard];
+  call.tubes = std::move(tubes);
+  session.prefetching = true;
+  return bound;
+}
+
 bool Core::waited_for(const std::vector<std::string>& tubes) const {
   return std::any_of(waiters.begin(), waiters.end(), [&](const auto& waiter) {
     return !waiter->finished && !waiter->trying &&
@@ -552,12 +568,8 @@ std::optional<std::string> Core::prefetch_bound(const std::vector<std::string>& 
   std::vector<const Hint*> hinted;
   for (const auto& tube : tubes) hinted.push_back(&hint(tube));
   if (best_of(hinted, shard).kind == Head::Kind::kNone) return std::nullopt;
-  std::vector<std::uint64_t> may_hold((shards + 63) / 64, 0);
-  for (const Hint* h : hinted) {
-    for (std::size_t word = 0; word < may_hold.size(); ++word) may_hold[word] |= h->live()[word];
-  }
   Head best;
-  for_each_shard(may_hold, [&](std::uint32_t other) {
+  for_each_shard(may_hold(hinted), [&](std::uint32_t other) {
     if (other == shard) return;
     const Head head = best_of(hinted, other);
     if (head.known() && (!best.known() || head.before(best))) best = head;
@@ -591,7 +603,9 @@ void Core::prefetch_answered(const std::shared_ptr<SessionState>& session, std::
   if (part != nullptr && !part->elements.empty()) {
     const bool taken = part->elements[0].str == "ok";
     learn(shard, tubes, generations, part->elements, taken ? 5 : 2);
-    if (auto job = job_of(*part); taken && job.is_ok()) next = std::move(job.value());
+    if (taken) {
+      if (auto job = job_of(*part); job.is_ok()) next = std::move(job.value());
+    }
   }
   resume_deferred(shard);
   if (!next) return;
