@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from redis_server import (SHARD_KEYS, Connection, collect, instructions,  # this directory's
+from redis_server import (SHARD_KEYS, Connection, Numbers, collect, instructions,  # this directory's
                           record_tail, start_redis, stop_redis)
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
@@ -39,11 +39,14 @@ class Shard:
         self.redis = start_redis(callgrind=[f"--callgrind-out-file={self.out}",
                                             "--instr-atstart=no"], work=work)
         self.conn = Connection(self.redis[1])
+        self.numbers = Numbers()
         self.conn.ask("FUNCTION", "LOAD", "#!lua name=cost\n" + open(SCRIPT).read() +
                       "\nredis.register_function('cost', run)\n")
 
     def call(self, *args):
-        reply = self.conn.ask("FCALL", "cost", len(KEYS), *KEYS, *args, "bench")[0]
+        keys = KEYS + [KEYS[0].replace(":seq", ":ans:bench")]
+        reply = self.conn.ask("FCALL", "cost", len(keys), *keys, *args, self.numbers.tag(),
+                              "bench")[0]
         if reply[0] != b"ok":
             sys.exit(f"redis-flow-cost: {args[0]} answered {reply}")
         return reply

@@ -4,7 +4,8 @@
 (build/release/src/broker/redis/jobs.lua: `make build` first) into a fresh redis-server under
 valgrind's callgrind (Debian's, on a free loopback port, stopped by its PID), puts ready jobs
 into one shard, then counts each kind of call N times (default 300), alone, counting every
-instruction Redis runs for it (the command's parsing and reply included, not the kernel's part):
+instruction Redis runs for it (the command's parsing and reply included, not the kernel's part).
+Calls that change something are numbered as the node numbers them (their answers kept):
 
   a jobs.lua call that finds nothing (peek of no job): what every call costs
   reserve: the best ready job of `default`
@@ -19,14 +20,21 @@ import subprocess
 import sys
 import tempfile
 
-from redis_server import SHARD_KEYS, Connection, command, leave, read_reply, record_tail, \
-    start_redis, stop_redis
+from redis_server import SHARD_KEYS, Connection, Numbers, command, leave, read_reply, \
+    record_tail, start_redis, stop_redis
 
 KEYS = ["dq:{0}" + suffix for suffix in SHARD_KEYS]
+NUMBERS = Numbers()
 
 
 def jobs_call(*words):
-    return ("FCALL", "cost", len(KEYS), *KEYS, *words, "bench")
+    """A call that changes something, numbered as the node numbers it."""
+    keys = KEYS + ["dq:{0}:ans:bench"]
+    return ("FCALL", "cost", len(keys), *keys, *words, NUMBERS.tag(), "bench")
+
+
+def jobs_read(*words):
+    return ("FCALL", "cost", len(KEYS), *KEYS, *words, "", "bench")
 
 
 class Counter:
@@ -88,7 +96,7 @@ def main():
 
             holder = "bench/1"
             rows = [("a jobs.lua call that finds nothing (peek of no job)",
-                     counter.count(repeat(lambda: jobs_call("peek", "999999999", "", ""))))]
+                     counter.count(repeat(lambda: jobs_read("peek", "999999999", "", ""))))]
             held = []
 
             def reserve():

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 
-from redis_server import (SHARD_KEYS, Connection, collect, command, instructions, leave,
+from redis_server import (SHARD_KEYS, Connection, Numbers, collect, command, instructions, leave,
                           read_reply, record_tail, start_redis, stop_redis)
 
 JOBS_PER_CALL = 24  # --per-call sets another number
@@ -43,6 +43,9 @@ def start(work, name, valgrind):
     return process, port, out
 
 
+NUMBERS = {}  # per shard, as a node numbers its calls
+
+
 def putmany_calls(conn, calls, shards, first=0, per_call=JOBS_PER_CALL):
     """Calls number first to first + calls - 1 of putmany, per_call jobs each, shard by shard in
     turn, 50 pipelined at a time."""
@@ -55,9 +58,9 @@ def putmany_calls(conn, calls, shards, first=0, per_call=JOBS_PER_CALL):
         for i in range(batch):
             shard = (done + i) % shards
             base = f"dq:{{{shard}}}"
-            keys = [base + suffix for suffix in SHARD_KEYS]
+            keys = [base + suffix for suffix in SHARD_KEYS] + [base + ":ans:bench"]
             requests.append(command("FCALL", "cost", len(keys), *keys, "putmany", 128, shard, per_call,
-                                    *(job * per_call), "bench"))
+                                    *(job * per_call), NUMBERS.setdefault(shard, Numbers()).tag(), "bench"))
         conn.sock.sendall(b"".join(requests))
         for _ in range(batch):
             read_reply(conn.stream)

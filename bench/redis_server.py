@@ -66,6 +66,19 @@ SHARD_KEYS = (":seq", ":j", ":a", ":t", ":r", ":b", ":k", ":g", ":c", ":m", ":p"
               ":owner", ":epoch", ":ti", ":tp", ":s", ":sm", ":st", ":f", ":fg", ":fw", ":fz")
 
 
+class Numbers:
+    """A node's call numbers (run.lua): a call that changes something is numbered and names its
+    node's kept answers as a 24th key, `<shard>:ans:<node>`; each says that the one before it was
+    answered, as delayqd's calls do when one at a time."""
+
+    def __init__(self):
+        self.last = 0
+
+    def tag(self):
+        self.last += 1
+        return f"{self.last},{self.last - 1}" if self.last > 1 else "1"
+
+
 def command(*args):
     out = [b"*%d\r\n" % len(args)]
     for arg in args:

@@ -162,6 +162,13 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   void dispatch(const CallPtr& call);
   void on_replies(const CallPtr& call, const std::string& address, std::vector<Outcome> outcomes);
   void redispatch_later(const CallPtr& call, Status problem);
+  // Whether a request written to a connection that broke goes again: it may run twice
+  // (Request::send_again), and a reply timeout still fits before its deadline, so that a Redis
+  // that stops answering fails it when it did before.
+  [[nodiscard]] bool may_send_again(const Call& call) const {
+    return call.request.send_again &&
+           SteadyClock::now() + options.connection.reply_timeout < call.deadline;
+  }
   void await_replicas(const std::string& key, const std::shared_ptr<Connection>& target,
                       AckWaiter waiter);
   void send_wait(const std::shared_ptr<Acks>& state, const std::shared_ptr<Connection>& target,
@@ -367,10 +374,11 @@ void Client::Impl::on_replies(const CallPtr& call, const std::string& address,
   if (closed) return;
   const Outcome& first = outcomes.front();
   if (!first.status.is_ok()) {
-    if (first.written) {
+    if (first.written && !may_send_again(*call)) {
       finish(call, Status(Code::kIOError, first.status.message() + " (the command may have run)"));
       return;
     }
+    if (first.written) ++stats.sent_again;
     refresh(nullptr);
     redispatch_later(call, first.status);
     return;
@@ -447,6 +455,12 @@ void Client::Impl::on_replies(const CallPtr& call, const std::string& address,
   replies.reserve(outcomes.size());
   for (auto& outcome : outcomes) {
     if (!outcome.status.is_ok()) {
+      if (may_send_again(*call)) {  // the WAIT's connection broke: the whole request again
+        ++stats.sent_again;
+        refresh(nullptr);
+        redispatch_later(call, outcome.status);
+        return;
+      }
       finish(call,
              Status(Code::kIOError, outcome.status.message() + " (the commands before it ran)"));
       return;

@@ -10,7 +10,8 @@
 // map, resend), a missing function (FUNCTION LOAD, resend). A connection's first call of a script
 // is preceded by the library's FUNCTION LOAD, so that a fresh node has it before the call, not
 // after the call fails. A connection that breaks before a command was written is replaced and the
-// command resent; one that breaks after fails the request with kIOError: the command may have run.
+// command resent; one that breaks after fails the request with kIOError: the command may have run
+// (unless the request may be sent again: Request::send_again).
 // All of this ends at the request's deadline (kTimedOut, saying what it last met). A single Redis
 // without cluster support serves every slot. Threads: every call on the executor given; completions
 // run there, never inside the call. Destroying the client drops the requests under way without
@@ -92,6 +93,11 @@ struct Request {
   // requests written after it are answered with it, not made to wait out a timeout each.
   int replicas = 0;
   Millis replica_timeout{1000};
+  // The commands may run twice (they change nothing, or their script answers a repeat as it
+  // answered the first: jobs.lua's numbered calls): one whose connection broke after it was
+  // written is sent again, like one not written yet, while a reply timeout still fits before
+  // the deadline; without this it fails with kIOError (it may have run).
+  bool send_again = false;
 };
 
 // How often the client met each redirection and retry, since it was made (tests and metrics).
@@ -105,6 +111,7 @@ struct ClientStats {
   std::uint64_t function_loads = 0;       // a node lacked the function: loaded, then sent again
   std::uint64_t library_loads_sent = 0;   // FUNCTION LOADs ahead of a connection's first call
   std::uint64_t reconnects = 0;           // connections replaced after they broke
+  std::uint64_t sent_again = 0;           // requests sent again after their answer was lost
   std::uint64_t refreshes = 0;            // topologies read
   std::uint64_t waits = 0;                // WAITs sent (Request::replicas)
   std::uint64_t shard_subscriptions = 0;  // shard channels subscribed (subscribe_shards), again too

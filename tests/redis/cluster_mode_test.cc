@@ -31,6 +31,7 @@
 #include "protocol/run_counter.h"
 #include "protocol/server_process.h"
 #include "redis_servers.h"
+#include "support/lossy_proxy.h"
 #include "support/seed.h"
 #include "support/webhook_receiver.h"
 
@@ -979,6 +980,61 @@ TEST_F(RedisDownTest, AStoppedRedisTimesReservesOutOnTimeAndLosesNoAcknowledgedP
   const std::string got = worker.call("reserve-with-timeout 10\r\n", Millis{15000});
   EXPECT_EQ(got.rfind("RESERVED " + std::to_string(*delayed) + " ", 0), 0U) << got;
   EXPECT_TRUE(inserted_id(producer.call(put_command("back"), Millis{15000})));
+}
+
+// Answers lost on their way back: one node over a Redis behind a proxy that breaks the node's
+// connection just after Redis ran a call, before its answer passes. The call is sent again and
+// answered as it ran (jobs.lua kept its answer): not run twice, not reported as failed.
+class RedisLostAnswerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(redis_.start(), "");
+    proxy_ = std::make_unique<LossyProxy>(redis_.port());
+    server_ = node(dir_, proxy_->address(), "lost");
+    ASSERT_EQ(server_->start(), "");
+  }
+  TempDir dir_;
+  RedisServer redis_{dir_.path() / "redis"};
+  std::unique_ptr<LossyProxy> proxy_;
+  std::unique_ptr<ServerProcess> server_;
+};
+
+TEST_F(RedisLostAnswerTest, APutAndADeleteWhoseAnswersAreLostAreAnsweredAsTheyRanAndRunOnce) {
+  Client producer(server_->port());
+  ASSERT_EQ(producer.call("use lost\r\n"), "USING lost\r\n");
+  proxy_->lose_answer_to({"lose-this-answer"});
+  const auto id = inserted_id(producer.call(put_command("lose-this-answer")));
+  ASSERT_TRUE(id) << "the put whose answer was lost was not answered INSERTED";
+  EXPECT_EQ(proxy_->answers_lost(), 1);
+  Client worker(server_->port());
+  ASSERT_EQ(worker.call("watch lost\r\n"), "WATCHING 2\r\n");
+  const std::string reserved = worker.call("reserve-with-timeout 0\r\n");
+  EXPECT_EQ(reserved.rfind("RESERVED " + std::to_string(*id) + " ", 0), 0U) << reserved;
+  EXPECT_EQ(worker.call("reserve-with-timeout 0\r\n"), "TIMED_OUT\r\n") << "the put ran twice";
+  proxy_->lose_answer_to({"\r\nerase\r\n"});
+  EXPECT_EQ(worker.call("delete " + std::to_string(*id) + "\r\n"), "DELETED\r\n");
+  EXPECT_EQ(proxy_->answers_lost(), 2);
+  EXPECT_EQ(worker.call("peek " + std::to_string(*id) + "\r\n"), "NOT_FOUND\r\n");
+}
+
+// A firing hands the job falling due to the reserve waiting for it, in its call: with that
+// call's answer lost, the worker still gets the job at once, not when its TTR (a minute) ends.
+TEST_F(RedisLostAnswerTest, AFiringWhoseAnswerIsLostStillHandsItsJobToTheWaitingWorker) {
+  Client worker(server_->port());
+  ASSERT_EQ(worker.call("watch due\r\n"), "WATCHING 2\r\n");
+  ASSERT_TRUE(worker.send("reserve-with-timeout 10\r\n"));
+  std::this_thread::sleep_for(200ms);  // the reserve waits on the node
+  Client producer(server_->port());
+  ASSERT_EQ(producer.call("use due\r\n"), "USING due\r\n");
+  // The answer that hands the job to the worker carries its body.
+  proxy_->lose_answer_with("handed-over");
+  const auto id = inserted_id(producer.call("put 0 1 60 11\r\nhanded-over\r\n"));
+  const auto put_at = Clock::now();
+  ASSERT_TRUE(id);
+  const std::string reserved = worker.read_line(Millis{15000}).value_or("");
+  EXPECT_EQ(reserved.rfind("RESERVED " + std::to_string(*id) + " ", 0), 0U) << reserved;
+  EXPECT_LT(Clock::now() - put_at, 4s);
+  EXPECT_EQ(proxy_->answers_lost(), 1) << "no answer handing the job over was lost";
 }
 
 // A Redis over its maxmemory (noeviction, as delayqd demands) refuses writes: puts get

@@ -1,21 +1,48 @@
 #include <boost/asio/post.hpp>
+#include <set>
 
 #include "broker/redis/core.h"
 #include "redis/slot.h"
 
 namespace delayq::broker::redis {
 
+namespace {
+
+// The calls that change nothing: a lost answer is asked again as it was, with no answer kept.
+bool reads_only(const std::vector<std::string>& args) {
+  static const std::set<std::string, std::less<>> kReads = {
+      "peek", "peek_next", "stats", "probe", "kickable", "overdue", "schedule_get", "schedule_all"};
+  const std::string& op = args.front();
+  return kReads.contains(op) || (op == "group" && args.size() > 3 && args[3] == "0");
+}
+
+}  // namespace
+
 void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
                 std::function<void(Result<Reply>)> done) {
   if (!pending_puts.empty()) flush_puts();
   if (!pending_erases.empty()) flush_erases();
-  const std::vector<std::string> keys = shard_keys(names.prefix, shard);
+  std::vector<std::string> keys = shard_keys(names.prefix, shard);
+  // A call that changes something is numbered, so that one sent again after its answer was lost
+  // is answered as it was, not run twice (jobs.lua keeps the answer until the node says, in the
+  // shard's next call, that it has it). A call that changes nothing is simply asked again.
+  std::string tag;
+  if (!reads_only(args)) {
+    tag = std::to_string(++calls_made);
+    if (auto it = answers_had.find(shard); it != answers_had.end()) {
+      tag += it->second;
+      answers_had.erase(it);
+    }
+    keys.push_back(shard_base(names.prefix, shard) + ":ans:" + node);
+  }
   const auto slot = delayq::redis::key_slot(keys.front());
   std::vector<std::string_view> key_views(keys.begin(), keys.end());
   std::vector<std::string_view> views(args.begin(), args.end());
-  views.push_back(node);  // jobs.lua's run() takes the caller last
+  views.push_back(tag);  // jobs.lua's run() takes the call's number, then the caller, last
+  views.push_back(node);
   delayq::redis::Request request;
   request.slot = slot;
+  request.send_again = true;
   // Only puts (a schedule's runs and records among them) make Redis hold more; every other call
   // frees memory or keeps it level, and runs while Redis is over its maxmemory, so that workers
   // can drain it and jobs still fire.
@@ -37,9 +64,11 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
                         op == "update" || op == "unrun";
   std::vector<std::string> kept;
   if (may_move) kept = std::move(args);
+  if (const auto own = tag.find(','); own != std::string::npos) tag.resize(own);  // its number
   client->run(
-      std::move(request), [self = shared_from_this(), shard, slot, write, args = std::move(kept),
-                           done = std::move(done)](Result<std::vector<Reply>> replies) mutable {
+      std::move(request),
+      [self = shared_from_this(), shard, slot, write, number = std::move(tag),
+       args = std::move(kept), done = std::move(done)](Result<std::vector<Reply>> replies) mutable {
         if (self->closed) return;
         // A WAIT that saw no replica: no WAIT to that primary for the next 5 s (then one tries
         // again), or every write behind it would wait out its second too.
@@ -49,15 +78,17 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
               self->clock->steady_now() + Millis{5000};
         }
         if (!replies.is_ok()) {
-          // The call may have run without its answer coming back: what it made ready here, this
-          // node will not hear (it skips its own messages). Every tube's best in the shard is
-          // unknown: the next reserve asks, and waiting ones at the next five-second look (resync()
-          // probes the shards whose best is unknown).
+          // The call may have run without its answer coming back, and could not be sent again
+          // in time: what it made ready here, this node will not hear (it skips its own
+          // messages). Every tube's best in the shard is unknown: the next reserve asks, and
+          // waiting ones at the next five-second look (resync() probes the shards whose best is
+          // unknown).
           for (auto& [tube, h] : self->hints) forget_head(h, shard);
           // Redis could not be reached in time, or a connection broke: an error of the store, not a
           // reserve's timeout.
           return done(Status(Code::kIOError, "Redis: " + replies.status().message()));
         }
+        if (!number.empty()) (self->answers_had[shard] += ',') += number;
         Answer answer = split_answer(std::move(replies.value().front()));
         if (answer.reply.is_error()) return done(error_status(answer.reply.str));
         if (const auto home = args.empty() ? std::nullopt : self->moved_to(answer.reply, shard)) {

@@ -239,9 +239,15 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   Core(asio::io_context& io_in, RedisBrokerOptions options_in, std::unique_ptr<Caller> client_in,
        std::shared_ptr<Clock> clock_in);
 
-  // --- calls: jobs.lua on a shard (write: wait for a replica, as the options say)
+  // --- calls: jobs.lua on a shard (write: wait for a replica, as the options say). A call
+  // whose answer is lost (a connection broke after it was sent) is sent again by the client
+  // (Request::send_again): one that changes something carries a number, under which jobs.lua
+  // keeps its answer until the node has it, and answers it again rather than run twice.
   void call(std::uint32_t shard, std::vector<std::string> args, bool write,
             std::function<void(Result<Reply>)> done);
+  std::uint64_t calls_made = 0;
+  // Per shard, ",<number>" for each call answered since the shard's last call was made.
+  std::unordered_map<std::uint32_t, std::string> answers_had;
   // The shard of the next turn's keyless puts: turns take the shards in order.
   std::uint32_t next_shard() { return static_cast<std::uint32_t>(rotor++ % shards); }
   // The calls the node makes for itself in bursts (every 5 s the probes for lost messages; a call

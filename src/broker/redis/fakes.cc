@@ -54,7 +54,11 @@ std::vector<std::string> Call::args() const {
   }
   const std::size_t at = 3 + keys().size() + 1;
   if (commands[0].size() <= at) return {};
-  return {commands[0].begin() + static_cast<std::ptrdiff_t>(at), commands[0].end() - 1};
+  return {commands[0].begin() + static_cast<std::ptrdiff_t>(at), commands[0].end() - 2};
+}
+
+std::string Call::tag() const {
+  return script() && commands[0].size() > 1 ? commands[0][commands[0].size() - 2] : "";
 }
 
 std::string Call::caller() const {

@@ -19,7 +19,7 @@
 namespace delayq::broker::redis::testing {
 
 // A request as the broker made it. For a jobs.lua call (FCALL), op() and args() are the
-// operation and what follows it (without the caller's name that the broker appends).
+// operation and what follows it (without the number and the caller's name that the broker appends).
 struct Call {
   std::uint16_t slot = 0;
   std::string address;                             // run_at()'s node, else ""
@@ -31,8 +31,10 @@ struct Call {
   [[nodiscard]] bool over_memory() const;  // the allow-oom registration (<name>_oom)
   [[nodiscard]] std::vector<std::string> keys() const;
   [[nodiscard]] std::string op() const;                 // jobs.lua's op; else the command name
-  [[nodiscard]] std::vector<std::string> args() const;  // after op(), without the caller
-  [[nodiscard]] std::string caller() const;             // the node that made a jobs.lua call
+  [[nodiscard]] std::vector<std::string> args() const;  // after op(), without tag() and caller()
+  // The call's number and the numbers of answers it forgets ("" for a call that changes nothing).
+  [[nodiscard]] std::string tag() const;
+  [[nodiscard]] std::string caller() const;  // the node that made a jobs.lua call
 };
 
 class ScriptedRedis final : public Caller {

@@ -53,9 +53,9 @@ void Core::heartbeat(bool over_memory) {
   // heartbeat is sent again, rather than failing until the next tick.
   delayq::redis::Request request;
   request.slot = delayq::redis::key_slot(names.nodes);
-  request.commands.push_back(
-      script.call({names.nodes}, {"heartbeat", node, std::to_string(options.lease.count()), node},
-                  over_memory));
+  request.commands.push_back(script.call(
+      {names.nodes}, {"heartbeat", node, std::to_string(options.lease.count()), "", node},
+      over_memory));
   request.script = &script;
   client->run(std::move(request), [self = shared_from_this(),
                                    over_memory](Result<std::vector<Reply>> replies) {
@@ -150,7 +150,8 @@ void Core::renew_held() {
 void Core::call_across_slots(std::uint32_t first, std::vector<std::string> args,
                              std::function<void(Result<Reply>)> done) {
   const std::string first_owner = shard_base(names.prefix, first) + ":owner";
-  args.push_back(node);  // jobs.lua's run() takes the caller last
+  args.emplace_back();  // jobs.lua's run() takes the call's number (none), then the caller, last
+  args.push_back(node);
   const std::vector<std::string_view> views(args.begin(), args.end());
   delayq::redis::Request request;
   request.slot = delayq::redis::key_slot(first_owner);

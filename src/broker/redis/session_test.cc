@@ -400,6 +400,44 @@ TEST_F(Calls, ACallWhoseAnswerIsLostFailsWithIOErrorAndItsShardIsAskedAgain) {
   EXPECT_FALSE(w.done());
 }
 
+// A call that changes something is numbered, with its node's kept answers as a 24th key; the
+// shard's next numbered call says which answers came back, so that jobs.lua forgets them. A
+// call that changes nothing is not numbered (asked again as it is if its answer is lost).
+TEST_F(Calls, CallsThatChangeSomethingAreNumberedAndTheNextSaysWhichAnswersCameBack) {
+  auto s = session();
+  Outcome<JobId> first;
+  s->erase(broker::JobRef::by_id(6), first.callback());
+  settle();
+  Call erase = take("erase");
+  const std::string number = erase.tag();
+  ASSERT_FALSE(number.empty());
+  EXPECT_EQ(number.find(','), std::string::npos) << "nothing answered yet: " << number;
+  ASSERT_EQ(erase.keys().size(), 24U);
+  EXPECT_EQ(erase.keys().back(), erase.keys().front().substr(0, erase.keys().front().size() - 4) +
+                                     ":ans:" + erase.caller());
+  redis->answer(erase, reply::ok({text("6")}));
+  settle();
+  ASSERT_TRUE(first.done() && first.result->is_ok());
+  Outcome<broker::Job> peeked;
+  s->peek(broker::JobRef::by_id(6), true, peeked.callback());
+  settle();
+  Call peek = take("peek");
+  EXPECT_EQ(peek.tag(), "");
+  EXPECT_EQ(peek.keys().size(), 23U);
+  Outcome<JobId> second;
+  s->erase(broker::JobRef::by_id(14), second.callback());  // the same shard (2 of 4)
+  settle();
+  Call again = take("erase");
+  const std::string tag = again.tag();
+  EXPECT_EQ(tag.substr(tag.find(',')), "," + number) << tag;
+  EXPECT_NE(tag.substr(0, tag.find(',')), number);
+  Outcome<JobId> third;
+  s->erase(broker::JobRef::by_id(9), third.callback());  // shard 1
+  settle();
+  EXPECT_EQ(take("erase").tag().find(','), std::string::npos)
+      << "answers of shard 2 told to 2 only";
+}
+
 TEST_F(Calls, AnOomReplyIsNoSpaceAndAnyOtherErrorReplyAnIOError) {
   auto s = session();
   Outcome<broker::PutResult> put;

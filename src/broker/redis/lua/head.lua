@@ -2,8 +2,9 @@
 -- at build time from src/broker/redis/lua/ (head, record, writes, timers, flow, moves, ops,
 -- schedules, run). Loaded into Redis as a function library (redis::Script adds the name and
 -- registers run()), so that what is defined here is made once per load, not at every call.
--- Called as FCALL <name> 23 <the shard's keys> <op> <args...> <node>: every key of the shard, always
--- all of them and in this order, so that Redis sees every key a call may touch. They share
+-- Called as FCALL <name> 23 <the shard's keys> <op> <args...> <number> <node>: every key of the
+-- shard, always all of them and in this order, so that Redis sees every key a call may touch;
+-- a call that changes something has a number (run.lua), and a 24th key, its node's kept answers. They share
 -- the shard's hash tag, "<prefix>:{<shard>}" (the prefix is "dq" unless configured), hence one
 -- slot, which the shard's channel "<prefix>:{<shard>}:events" shares (sharded pub/sub); and while a slot migrates, Redis runs a script only
 -- where all of them are (else TRYAGAIN or ASK), never on half a shard. Tube names, keys and
@@ -29,6 +30,7 @@
 --  18 sm     hash    schedule name -> "<generation>:<instant>", its latest run put here
 --  19 st     zset    the same names by when their mark was last set (ms)
 --  20 f, 21 fg, 22 fw, 23 fz   flow control of the tubes pinned to one shard (flow.lua)
+--  24 ans:<node>  hash  call number -> its answer (MessagePack), kept until the node has it
 -- (The heartbeat op alone is called with the one key <prefix>:nodes.)
 --
 -- Timers: every delayed job by its due time (reserved jobs by their TTR's end: t), as 13-byte

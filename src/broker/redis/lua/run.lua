@@ -1,8 +1,11 @@
 -- run.lua — the entry point: the call's keys and state, the op, flush().
 
+local ANSWER_LIFE = 60000  -- ms: how long a call's answer is kept for its node at most
+
 local function run(keys, args)
   ARGV = args
   caller = table.remove(ARGV)
+  local tag = table.remove(ARGV)
   base = string.gsub(keys[1], ':seq$', '')
   SEVENTS = base .. ':events'
   SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH, TI, TP = keys[1], keys[2], keys[3],
@@ -21,9 +24,30 @@ local function run(keys, args)
   if not handler then
     return redis.error_reply('ERR delayq: unknown operation ' .. tostring(args[1]))
   end
+  -- A call that changes something comes numbered, "<number>[,<number>...]", with the key of
+  -- its node's kept answers in this shard (ANSWERS): the numbers after the first are answers
+  -- the node has, forgotten now; a call whose number is kept was run before and lost its
+  -- answer on the way back, and gets that answer again, nothing run twice.
+  local number
+  if tag ~= '' then
+    local ANSWERS = keys[24]
+    local forget = {}
+    for n in string.gmatch(tag, '[^,]+') do
+      if number then forget[#forget + 1] = n else number = n end
+    end
+    if #forget > 0 then redis.call('HDEL', ANSWERS, unpack(forget)) end
+    local kept = redis.call('HGET', ANSWERS, number)
+    if kept then return cmsgpack.unpack(kept) end
+  end
   local result = handler()
   -- A lookup by key of a tube that lives in another shard (flow.lua): the node asks there.
   if moved_to then result = {'moved', string.format('%d', moved_to)} end
   flush()
-  return {result, readied}
+  local answer = {result, readied}
+  if number then
+    -- Kept until the node says it has it, or for a minute (a node that died).
+    redis.call('HSET', keys[24], number, cmsgpack.pack(answer))
+    redis.call('PEXPIRE', keys[24], ANSWER_LIFE)
+  end
+  return answer
 end
