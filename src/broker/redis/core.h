@@ -411,6 +411,11 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // --- firing and leases
   void lease_tick();
   void heartbeat(bool over_memory);
+  // Nodes of a version from before the shard channels subscribe to none: more live nodes than
+  // shard 0's channel has subscribers means one of them is live (older_node_live), before any
+  // message of it is heard. Asked after each heartbeat (PUBSUB SHARDNUMSUB).
+  void count_subscribers();
+  bool older_node_live = false;
   // Takes free shards of `candidates`, one call at a time from `index`, until the node holds its
   // share (share(), as of the latest heartbeat: a node that joined meanwhile lowers it).
   void acquire(std::vector<std::uint32_t> candidates, std::size_t index);
@@ -544,8 +549,10 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   std::optional<SteadyTime> older_node_heard;
   // A node of an older version heard from in the last minute: it publishes on the node-wide
   // channel, over the cluster bus, which the shard connections' PINGs do not wait for.
+  // Or one is live now (older_node_live).
   [[nodiscard]] bool older_node_recent() const {
-    return older_node_heard && clock->steady_now() - *older_node_heard < std::chrono::minutes(1);
+    return older_node_live ||
+           (older_node_heard && clock->steady_now() - *older_node_heard < std::chrono::minutes(1));
   }
   std::uint64_t sessions = 0;
   std::uint64_t rotor = 0;

@@ -83,6 +83,7 @@ void Core::heartbeat(bool over_memory) {
       for (const auto& name : reply.value().elements[1].elements) {
         self->live.insert(name.str);
       }
+      self->count_subscribers();
       // A node whose lease lapsed left dq:nodes: seen leaving counts as a first look, and its
       // count in dq:waiting goes at the sweep, now. Every node that saw it live deletes it;
       // twice is harmless.
@@ -231,6 +232,17 @@ void Core::renew_together(std::vector<std::pair<std::uint32_t, std::int64_t>> he
                       }
                       self->trickle(std::move(alone));
                     });
+}
+
+void Core::count_subscribers() {
+  const std::string channel = shard_channel(options.prefix, 0);
+  client->run(delayq::redis::key_slot(channel), Command{"PUBSUB", "SHARDNUMSUB", channel},
+              [self = shared_from_this(), alive = live.size()](Result<Reply> reply) {
+                // {channel, count}
+                if (self->closed || !reply.is_ok() || reply.value().elements.size() != 2) return;
+                self->older_node_live = static_cast<std::size_t>(std::max<std::int64_t>(
+                                            0, reply.value().elements[1].integer)) < alive;
+              });
 }
 
 // A lease lost (fenced) stops its firing.

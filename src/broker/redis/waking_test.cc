@@ -178,6 +178,53 @@ TEST_F(Waking, AReserveWithATimeoutAnswersTimedOutAtItsDeadlineAfterLettingMessa
   EXPECT_EQ(got.result->status().code(), Code::kTimedOut);
 }
 
+// A node of a version from before the shard channels sends its messages on the node-wide
+// channel, over the cluster bus, which the PINGs do not wait for. Live in dq:nodes and
+// subscribed to no shard channel, it is known before a message of it comes: a poll asks every
+// shard before answering TIMED_OUT, until the subscribers and the live nodes match again.
+TEST_F(Waking, WhileALiveNodeSubscribesToNoShardChannelAPollAsksEveryShardBeforeTimedOut) {
+  const auto heartbeat = [&](const std::vector<std::string>& live, std::int64_t subscribers) {
+    clock->advance(std::chrono::seconds(2));
+    while (redis->count("heartbeat") > 1) take("heartbeat");
+    Call call = take("heartbeat");
+    std::vector<Reply> names;
+    for (const auto& name : live) names.push_back(Reply::string(name));
+    redis->answer(call, reply::ok({reply::array(std::move(names))}));
+    settle();
+    Call count = take("PUBSUB");
+    EXPECT_EQ(count.args(), (std::vector<std::string>{"SHARDNUMSUB", "dq:{0}:events"}));
+    redis->answer(count,
+                  reply::array({Reply::string("dq:{0}:events"), Reply::number(subscribers)}));
+    settle();
+  };
+  const auto poll = [&] {
+    auto s = session();
+    Outcome<broker::Job> got;
+    broker::ReserveRequest request;
+    request.timeout = std::chrono::seconds(0);
+    s->reserve(request, got.callback());
+    settle();
+    answer_all("probe",
+               reply::ok({reply::array({Reply::string("")}), reply::array({Reply::number(0)})}));
+    settle();
+    EXPECT_EQ(redis->syncs_waiting(), 1U);
+    redis->answer_syncs(std::vector<bool>(kShards, true));
+    settle();
+    const std::size_t asked = redis->count("probe");
+    answer_all("probe",
+               reply::ok({reply::array({Reply::string("")}), reply::array({Reply::number(0)})}));
+    settle();
+    EXPECT_TRUE(got.done() && got.result->status().code() == Code::kTimedOut);
+    return asked;
+  };
+  const std::string me = broker->node_name();
+  poll();  // the tube's heads learnt: none anywhere
+  heartbeat({me, "older"}, 1);
+  EXPECT_EQ(poll(), kShards) << "a live node hears of no shard channel";
+  heartbeat({me, "newer"}, 2);
+  EXPECT_EQ(poll(), 0U) << "every live node subscribes: the channels vouch";
+}
+
 TEST_F(Waking, AShardWhoseChannelBrokeIsAskedAgainBeforeTimedOut) {
   auto s = session();
   Outcome<broker::Job> got;
