@@ -75,8 +75,10 @@ class Numbers:
         self.last = 0
 
     def tag(self):
+        """The next call's; its hash's life renewed every 1,000 calls (the node: every 10 s)."""
         self.last += 1
-        return f"{self.last},{self.last - 1}" if self.last > 1 else "1"
+        refresh = "+" if self.last % 1000 == 1 else ""
+        return refresh + (f"{self.last},{self.last - 1}" if self.last > 1 else "1")
 
 
 def command(*args):

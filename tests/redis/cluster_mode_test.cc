@@ -1015,6 +1015,14 @@ TEST_F(RedisLostAnswerTest, APutAndADeleteWhoseAnswersAreLostAreAnsweredAsTheyRa
   EXPECT_EQ(worker.call("delete " + std::to_string(*id) + "\r\n"), "DELETED\r\n");
   EXPECT_EQ(proxy_->answers_lost(), 2);
   EXPECT_EQ(worker.call("peek " + std::to_string(*id) + "\r\n"), "NOT_FOUND\r\n");
+  // The answers kept for the node, per shard, live at most a minute past its last call there.
+  const auto kept = call(redis_.port(), {"KEYS", "lost:*:ans:*"});
+  ASSERT_FALSE(kept.elements.empty());
+  for (const auto& key : kept.elements) {
+    const auto ttl = call(redis_.port(), {"PTTL", key.str}).integer;
+    EXPECT_GT(ttl, 0) << key.str;
+    EXPECT_LE(ttl, 60000) << key.str;
+  }
 }
 
 // A firing hands the job falling due to the reserve waiting for it, in its call: with that

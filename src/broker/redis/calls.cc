@@ -28,7 +28,16 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
   // shard's next call, that it has it). A call that changes nothing is simply asked again.
   std::string tag;
   if (!reads_only(args)) {
-    tag = std::to_string(++calls_made);
+    // "+": the kept answers' hash lives for another minute from now. Said at most every 10 s
+    // per shard (a PEXPIRE was a twentieth of an erase's cost), so that an answer is kept for at
+    // least 50 s, past the 10 s in which its call may be sent again.
+    const SteadyTime now = clock->steady_now();
+    auto& refreshed = answers_refreshed[shard];
+    if (refreshed == SteadyTime{} || now - refreshed >= kAnswersRefresh) {
+      refreshed = now;
+      tag = "+";
+    }
+    tag += std::to_string(++calls_made);
     if (auto it = answers_had.find(shard); it != answers_had.end()) {
       tag += it->second;
       answers_had.erase(it);
@@ -64,7 +73,9 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
                         op == "update" || op == "unrun";
   std::vector<std::string> kept;
   if (may_move) kept = std::move(args);
-  if (const auto own = tag.find(','); own != std::string::npos) tag.resize(own);  // its number
+  // The call's own number.
+  if (const auto own = tag.find(','); own != std::string::npos) tag.resize(own);
+  if (tag.starts_with('+')) tag.erase(0, 1);
   client->run(
       std::move(request),
       [self = shared_from_this(), shard, slot, write, number = std::move(tag),

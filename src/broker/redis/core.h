@@ -246,8 +246,11 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void call(std::uint32_t shard, std::vector<std::string> args, bool write,
             std::function<void(Result<Reply>)> done);
   std::uint64_t calls_made = 0;
-  // Per shard, ",<number>" for each call answered since the shard's last call was made.
+  // Per shard, ",<number>" for each call answered since the shard's last call was made; and
+  // when a call last said to keep the shard's answers for another minute.
   std::unordered_map<std::uint32_t, std::string> answers_had;
+  std::unordered_map<std::uint32_t, SteadyTime> answers_refreshed;
+  static constexpr std::chrono::seconds kAnswersRefresh{10};
   // The shard of the next turn's keyless puts: turns take the shards in order.
   std::uint32_t next_shard() { return static_cast<std::uint32_t>(rotor++ % shards); }
   // The calls the node makes for itself in bursts (every 5 s the probes for lost messages; a call

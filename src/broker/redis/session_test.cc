@@ -409,8 +409,9 @@ TEST_F(Calls, CallsThatChangeSomethingAreNumberedAndTheNextSaysWhichAnswersCameB
   s->erase(broker::JobRef::by_id(6), first.callback());
   settle();
   Call erase = take("erase");
-  const std::string number = erase.tag();
-  ASSERT_FALSE(number.empty());
+  ASSERT_FALSE(erase.tag().empty());
+  EXPECT_EQ(erase.tag().front(), '+') << "the shard's first: its kept answers live a minute";
+  const std::string number = erase.tag().substr(1);
   EXPECT_EQ(number.find(','), std::string::npos) << "nothing answered yet: " << number;
   ASSERT_EQ(erase.keys().size(), 24U);
   EXPECT_EQ(erase.keys().back(), erase.keys().front().substr(0, erase.keys().front().size() - 4) +
@@ -431,11 +432,18 @@ TEST_F(Calls, CallsThatChangeSomethingAreNumberedAndTheNextSaysWhichAnswersCameB
   const std::string tag = again.tag();
   EXPECT_EQ(tag.substr(tag.find(',')), "," + number) << tag;
   EXPECT_NE(tag.substr(0, tag.find(',')), number);
+  EXPECT_NE(tag.front(), '+') << "said again within 10 s";
   Outcome<JobId> third;
   s->erase(broker::JobRef::by_id(9), third.callback());  // shard 1
   settle();
   EXPECT_EQ(take("erase").tag().find(','), std::string::npos)
       << "answers of shard 2 told to 2 only";
+  redis->answer(again, reply::ok({text("14")}));
+  clock->advance(std::chrono::seconds(10));
+  Outcome<JobId> fourth;
+  s->erase(broker::JobRef::by_id(18), fourth.callback());
+  settle();
+  EXPECT_EQ(take("erase").tag().front(), '+') << "10 s on: the shard's answers live a minute more";
 }
 
 TEST_F(Calls, AnOomReplyIsNoSpaceAndAnyOtherErrorReplyAnIOError) {

@@ -1,6 +1,6 @@
 -- run.lua — the entry point: the call's keys and state, the op, flush().
 
-local ANSWER_LIFE = 60000  -- ms: how long a call's answer is kept for its node at most
+local ANSWER_LIFE = 60000  -- ms: a node's kept answers in a shard live so long after its last '+'
 
 local function run(keys, args)
   ARGV = args
@@ -24,19 +24,20 @@ local function run(keys, args)
   if not handler then
     return redis.error_reply('ERR delayq: unknown operation ' .. tostring(args[1]))
   end
-  -- A call that changes something comes numbered, "<number>[,<number>...]", with the key of
-  -- its node's kept answers in this shard (ANSWERS): the numbers after the first are answers
+  -- A call that changes something comes numbered, "[+]<number>[,<number>...]", with the key of
+  -- its node's kept answers in this shard (keys[24]): the numbers after the first are answers
   -- the node has, forgotten now; a call whose number is kept was run before and lost its
-  -- answer on the way back, and gets that answer again, nothing run twice.
-  local number
+  -- answer on the way back, and gets that answer again, nothing run twice. '+': the hash is
+  -- kept for another ANSWER_LIFE (the node says so every 10 s or less, while it calls).
+  local number, refresh, forget
   if tag ~= '' then
-    local ANSWERS = keys[24]
-    local forget = {}
+    refresh = string.byte(tag) == 43 -- '+'
+    if refresh then tag = string.sub(tag, 2) end
+    forget = {}
     for n in string.gmatch(tag, '[^,]+') do
       if number then forget[#forget + 1] = n else number = n end
     end
-    if #forget > 0 then redis.call('HDEL', ANSWERS, unpack(forget)) end
-    local kept = redis.call('HGET', ANSWERS, number)
+    local kept = redis.call('HGET', keys[24], number)
     if kept then return cmsgpack.unpack(kept) end
   end
   local result = handler()
@@ -45,9 +46,11 @@ local function run(keys, args)
   flush()
   local answer = {result, readied}
   if number then
-    -- Kept until the node says it has it, or for a minute (a node that died).
+    -- Kept until the node says it has it, or for a minute (a node that died). Set before the
+    -- others go, so that the hash never empties (which would delete it, and its life with it).
     redis.call('HSET', keys[24], number, cmsgpack.pack(answer))
-    redis.call('PEXPIRE', keys[24], ANSWER_LIFE)
+    if #forget > 0 then redis.call('HDEL', keys[24], unpack(forget)) end
+    if refresh then redis.call('PEXPIRE', keys[24], ANSWER_LIFE) end
   end
   return answer
 end
