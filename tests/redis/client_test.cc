@@ -154,6 +154,47 @@ TEST_F(RedisClientTest, ABrokenConnectionIsReplacedForTheNextCommand) {
   EXPECT_GE(client.stats().reconnects, 1U);
 }
 
+// A request that may run twice (Request::send_again) is sent again when its connection breaks
+// after it was written; another fails with kIOError, as it may have run.
+TEST_F(RedisClientTest, ARequestThatMayRunTwiceIsSentAgainWhenItsConnectionBreaksAfterItIsSent) {
+  RedisServer server(dir_.path() / "single");
+  ASSERT_EQ(server.start(), "");
+  Client client(io_.get_executor(), options(server.address()));
+  ASSERT_TRUE(start(client).is_ok());
+  const auto pop = [&](const std::string& list, bool send_again) {
+    Request request;
+    request.slot = key_slot(list);
+    request.commands.push_back(Command{"BLPOP", list, "5"});
+    request.send_again = send_again;
+    std::optional<Result<std::vector<Reply>>> result;
+    client.run(std::move(request),
+               [&](Result<std::vector<Reply>> done) { result.emplace(std::move(done)); });
+    // While the BLPOP waits in Redis, its connection is killed; then the list gets a value.
+    later(200ms, [&] {
+      EXPECT_EQ(
+          testing::call(server.port(), Command{"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"})
+              .integer,
+          1);
+    });
+    later(600ms, [&, list] {
+      EXPECT_EQ(testing::call(server.port(), Command{"LPUSH", list, "v"}).integer, 1);
+    });
+    run_until(result);
+    io_.run_for(600ms);  // the LPUSH, whichever way the request ended
+    return result.value_or(Status(Code::kTimedOut, "the request did not complete"));
+  };
+  const auto again = pop("again", true);
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  ASSERT_EQ(again.value().size(), 1U);
+  EXPECT_EQ(describe(again.value()[0]), "[\"again\", \"v\"]");
+  EXPECT_EQ(client.stats().sent_again, 1U);
+  const auto once = pop("once", false);
+  ASSERT_FALSE(once.is_ok());
+  EXPECT_EQ(once.status().code(), Code::kIOError);
+  EXPECT_NE(once.status().message().find("may have run"), std::string::npos);
+  EXPECT_EQ(client.stats().sent_again, 1U);
+}
+
 // A node that accepts and then says nothing (a paused VM) fails what was sent to it once the
 // reply timeout passes: the outcome is unknown, which the error says.
 TEST_F(RedisClientTest, ASilentNodeFailsItsCommandsAfterTheReplyTimeout) {
