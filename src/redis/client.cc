@@ -974,6 +974,12 @@ bool Client::shard_channel_subscribed(std::size_t index) const {
   return index < impl_->shard_channels.size() && impl_->shard_channels[index].subscribed;
 }
 
+bool Client::unsettled(std::uint16_t slot) const {
+  const auto it = impl_->unsettled.find(slot);
+  return it != impl_->unsettled.end() &&
+         SteadyClock::now() - it->second < std::chrono::seconds(10);
+}
+
 bool Client::standalone() const noexcept {
   return impl_->is_standalone;
 }

@@ -185,6 +185,9 @@ class Client {
   // Whether channel `index` of subscribe_shards() is subscribed now.
   [[nodiscard]] bool shard_channel_subscribed(std::size_t index) const;
 
+  // Whether a request for `slot` met a migration or a failover (ASK, TRYAGAIN, MOVED, CLUSTERDOWN,
+  // LOADING, MASTERDOWN, READONLY) in the last 10 s.
+  [[nodiscard]] bool unsettled(std::uint16_t slot) const;
   // Whether the server is a single Redis without cluster support.
   [[nodiscard]] bool standalone() const noexcept;
   // The primaries of the latest topology, "host:port". (Not their replicas: CLUSTER SLOTS leaves

@@ -30,6 +30,7 @@
 
 #include "protocol/run_counter.h"
 #include "protocol/server_process.h"
+#include "redis/slot.h"
 #include "redis_servers.h"
 #include "support/lossy_proxy.h"
 #include "support/seed.h"
@@ -872,6 +873,96 @@ TEST(RedisReshardTest, JobsFlowWhileSlotsMigrate) {
   EXPECT_EQ(got, put) << put.size() << " put, " << got.size() << " reserved";
   EXPECT_GT(put.size(), 100U);
 }
+
+// A slot migration left half done at each of its steps (in redis-cli --cluster reshard's order):
+// the shard whose slot it is may wait, every other shard's jobs come out, and once an operator
+// ends it with `redis-cli --cluster fix` (which completes or rolls back), every job put before
+// comes out once and puts go on.
+enum class MigrationStep { kImporting, kMigrating, kSomeKeysMoved, kAllKeysMoved, kTargetOwns };
+
+class RedisHalfMigrationTest : public ::testing::TestWithParam<MigrationStep> {};
+
+TEST_P(RedisHalfMigrationTest, AnInterruptedSlotMigrationLosesNoJobOnceFixed) {
+  const MigrationStep step = GetParam();
+  TempDir dir;
+  RedisCluster cluster(dir.path() / "cluster", 3, 0);
+  ASSERT_EQ(cluster.start(), "");
+  auto server = node(dir, cluster.seeds(), "half");
+  ASSERT_EQ(server->start(), "");
+  Client producer(server->port());
+  std::set<std::uint64_t> put;
+  const auto put_at = Clock::now();
+  for (int i = 0; i < 256; ++i) {  // two a shard, due in 2 s
+    const auto id = inserted_id(producer.call("put 0 2 60 1\r\nx\r\n"));
+    ASSERT_TRUE(id);
+    put.insert(*id);
+  }
+  const std::string shard = std::to_string(*put.begin() % 128);
+  const auto slot = delayq::redis::key_slot("half:{" + shard + "}:seq");
+  RedisServer* source = cluster.primary_of(slot);
+  ASSERT_NE(source, nullptr);
+  RedisServer* target = cluster.servers()[0].get() == source ? cluster.servers()[1].get()
+                                                             : cluster.servers()[0].get();
+  const std::string number = std::to_string(slot);
+  const auto ok = [](const delayq::redis::Reply& reply) { return describe(reply); };
+  ASSERT_EQ(ok(call(target->port(),
+                    {"CLUSTER", "SETSLOT", number, "IMPORTING", RedisCluster::node_id(*source)})),
+            "OK");
+  if (step >= MigrationStep::kMigrating) {
+    ASSERT_EQ(ok(call(source->port(),
+                      {"CLUSTER", "SETSLOT", number, "MIGRATING", RedisCluster::node_id(*target)})),
+              "OK");
+  }
+  if (step >= MigrationStep::kSomeKeysMoved) {
+    const auto keys = call(source->port(), {"CLUSTER", "GETKEYSINSLOT", number, "1000"});
+    ASSERT_GT(keys.elements.size(), 1U);
+    const std::size_t moving =
+        step == MigrationStep::kSomeKeysMoved ? keys.elements.size() / 2 : keys.elements.size();
+    delayq::redis::Command migrate{"MIGRATE", "127.0.0.1", std::to_string(target->port()), "", "0",
+                                   "5000",    "KEYS"};
+    for (std::size_t i = 0; i < moving; ++i) migrate.arg(keys.elements[i].str);
+    ASSERT_EQ(ok(call(source->port(), migrate)), "OK");
+  }
+  if (step >= MigrationStep::kTargetOwns) {
+    ASSERT_EQ(ok(call(target->port(),
+                      {"CLUSTER", "SETSLOT", number, "NODE", RedisCluster::node_id(*target)})),
+              "OK");
+  }
+  // Left so while the jobs fall due: those of every other shard come out.
+  Client worker(server->port());
+  std::set<std::uint64_t> got;
+  const auto take = [&](int seconds) {
+    if (const auto id = take_one(worker, seconds)) {
+      EXPECT_TRUE(got.insert(*id).second) << "job " << *id << " came out twice";
+    }
+  };
+  while (Clock::now() - put_at < 5s) take(0);
+  for (const auto id : put) {
+    EXPECT_TRUE(got.contains(id) || std::to_string(id % 128) == shard)
+        << "job " << id << " of another shard waited for the migration";
+  }
+  // An operator ends it (completing it, or rolling it back).
+  const std::string fix = "redis-cli --cluster fix " + target->address() + " --cluster-yes >" +
+                          (dir.path() / "fix.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(fix.c_str()), 0) << read_line_of(dir.path() / "fix.log");
+  const auto give_up = Clock::now() + 30s;
+  while (got.size() < put.size() && Clock::now() < give_up) take(1);
+  EXPECT_EQ(got, put) << put.size() << " put, " << got.size() << " reserved";
+  EXPECT_TRUE(inserted_id(producer.call(put_command("after"), Millis{15000})));
+}
+
+std::string step_name(const ::testing::TestParamInfo<MigrationStep>& step) {
+  static const char* const kNames[] = {"Importing", "Migrating", "SomeKeysMoved", "AllKeysMoved",
+                                       "TargetOwns"};
+  return kNames[static_cast<int>(step.param)];
+}
+
+INSTANTIATE_TEST_SUITE_P(EachStep, RedisHalfMigrationTest,
+                         ::testing::Values(MigrationStep::kImporting, MigrationStep::kMigrating,
+                                           MigrationStep::kSomeKeysMoved,
+                                           MigrationStep::kAllKeysMoved,
+                                           MigrationStep::kTargetOwns),
+                         step_name);
 
 // The whole cluster stops and starts again from its AOF files under a running node: every job
 // is still there, and the delayed ones fire when due.

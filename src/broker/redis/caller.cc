@@ -43,6 +43,9 @@ class ClientCaller final : public Caller {
   [[nodiscard]] bool shard_channel_subscribed(std::size_t index) const override {
     return client_.shard_channel_subscribed(index);
   }
+  [[nodiscard]] bool unsettled(std::uint16_t slot) const override {
+    return client_.unsettled(slot);
+  }
   [[nodiscard]] std::vector<std::string> primaries() const override { return client_.primaries(); }
   [[nodiscard]] std::string primary_of(std::uint16_t slot) const override {
     return client_.primary_of(slot);

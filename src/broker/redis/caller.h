@@ -40,6 +40,7 @@ class Caller {
   [[nodiscard]] virtual std::string shard_subscribe_error() const = 0;
   [[nodiscard]] virtual std::size_t shard_channels_subscribed() const = 0;
   [[nodiscard]] virtual bool shard_channel_subscribed(std::size_t index) const = 0;
+  [[nodiscard]] virtual bool unsettled(std::uint16_t slot) const = 0;
 
   [[nodiscard]] virtual std::vector<std::string> primaries() const = 0;
   [[nodiscard]] virtual std::string primary_of(std::uint16_t slot) const = 0;

@@ -330,6 +330,8 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void pump();
   void try_reserve(const std::shared_ptr<Waiter>& waiter);
   void attempt(const std::shared_ptr<Waiter>& waiter);
+  // How long a waiter waits for the shards it probes when another is known to hold a job.
+  static constexpr std::chrono::milliseconds kProbePatience{200};
   // Tries again the waiters that waited for a reserve call to the shard to answer.
   void resume_deferred(std::uint32_t shard);
   void finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> result);

@@ -89,6 +89,10 @@ class ScriptedRedis final : public Caller {
   [[nodiscard]] bool shard_channel_subscribed(std::size_t index) const override {
     return index < shard_channels.size() && !unsubscribed.contains(index);
   }
+  [[nodiscard]] bool unsettled(std::uint16_t slot) const override {
+    return unsettled_slots.contains(slot);
+  }
+  std::set<std::uint16_t> unsettled_slots;  // as unsettled() says
   [[nodiscard]] std::vector<std::string> primaries() const override { return primary_list; }
   [[nodiscard]] std::string primary_of(std::uint16_t /*slot*/) const override {
     return primary_list.empty() ? std::string() : primary_list.front();

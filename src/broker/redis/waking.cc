@@ -190,8 +190,28 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
   if (!unknown.empty() && (!waiter->probed || waiter->probed_at != looks_again)) {
     waiter->probed = true;
     waiter->probed_at = looks_again;
+    // While another shard is known to hold a job, a shard slow to answer (its slot migrating,
+    // its primary failing over: the client retries for up to 10 s) holds the waiter up for
+    // kProbePatience at most; it goes on with what is known then, and the late answers still
+    // teach the node. Shards whose slot met a migration or failover lately are not waited for.
+    if (first && std::all_of(unknown.begin(), unknown.end(), [this](std::uint32_t shard) {
+          return client->unsettled(delayq::redis::key_slot(shard_base(names.prefix, shard)));
+        })) {
+      probe_shards(tubes, std::move(unknown), [](bool) {});
+      return attempt(waiter);
+    }
+    auto moved_on = std::make_shared<bool>(false);
+    auto go_on = [self = shared_from_this(), waiter, moved_on] {
+      if (std::exchange(*moved_on, true) || waiter->finished) return;
+      self->attempt(waiter);
+    };
+    const CoarseTimers::Id patience =
+        first ? coarse->at(clock->steady_now() + kProbePatience, go_on) : 0;
     return probe_shards(tubes, std::move(unknown),
-                        [self = shared_from_this(), waiter](bool) { self->attempt(waiter); });
+                        [self = shared_from_this(), go_on, patience](bool) {
+                          self->coarse->cancel(patience);
+                          go_on();
+                        });
   }
   if (!first && taken) {
     deferred[*taken].push_back(waiter);

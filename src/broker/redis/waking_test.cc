@@ -4,6 +4,7 @@
 // Waking: trying shards, waking waiters (waking.cc, session.cc's reserve side); ProbeRounds: the
 // rounds of probes that waiting reserves share.
 #include "broker/redis/waking_fixture.h"
+#include "redis/slot.h"
 
 namespace delayq::broker::redis::testing {
 namespace {
@@ -142,6 +143,67 @@ TEST_F(Waking, AMessageOfAReadyJobWakesAWaitingReserve) {
   EXPECT_EQ(got.result->value().view.id, 7U);
 }
 
+// While another shard is known to hold a job, a shard slow to answer a probe holds a reserve up
+// for 200 ms at most (then the reserve goes where the job is known to be), and a shard whose
+// slot met a migration or a failover in the last 10 s not at all.
+class SlowShard : public WakingTest {
+ protected:
+  // The tube's heads learnt (none anywhere), then a job told of in shard 3 and shard 1's best
+  // made unknown (its channel subscribed again); then a reserve.
+  void reserve_with_shard_1_unknown(Outcome<broker::Job>& got) {
+    auto poll = session();
+    Outcome<broker::Job> nothing;
+    broker::ReserveRequest request;
+    request.timeout = std::chrono::seconds(0);
+    poll->reserve(request, nothing.callback());
+    rest();
+    redis->answer_syncs(std::vector<bool>(kShards, true));
+    settle();
+    ASSERT_TRUE(nothing.done());
+    redis->publish_shard(3, "r dq:{3} default other-node 1024:1799999999500:7");
+    redis->shard_resubscribed(1);
+    settle();
+    worker = session();
+    worker->reserve({}, got.callback());
+    settle();
+    EXPECT_EQ(redis->count("probe"), 1U);
+    if (auto probe = redis->take("probe")) {
+      EXPECT_EQ(shard_of(*probe), 1U);
+      slow_probe = std::move(*probe);
+    }
+  }
+  void take_the_job(Outcome<broker::Job>& got) {
+    Call reserve = take("reserve");
+    EXPECT_EQ(shard_of(reserve), 3U);
+    redis->answer(reserve, reserved(ready_job(7), {""}));
+    settle();
+    ASSERT_TRUE(got.done());
+    EXPECT_EQ(got.result->value().view.id, 7U);
+    answer_probe(slow_probe, {""});  // late: teaches the node, sends nothing more
+    settle();
+    EXPECT_EQ(redis->count("reserve"), 0U);
+  }
+  std::unique_ptr<broker::Session> worker;
+  Call slow_probe;
+};
+
+TEST_F(SlowShard, AShardSlowToAnswerAProbeHoldsAReserveUpFor200MillisecondsAtMost) {
+  Outcome<broker::Job> got;
+  reserve_with_shard_1_unknown(got);
+  EXPECT_EQ(redis->count("reserve"), 0U) << "the probe had no time to answer";
+  clock->advance(std::chrono::milliseconds(199));
+  EXPECT_EQ(redis->count("reserve"), 0U);
+  clock->advance(std::chrono::milliseconds(11));  // the patience's timer is at most 10 ms late
+  take_the_job(got);
+}
+
+TEST_F(SlowShard, AShardWhoseSlotMigratedLatelyHoldsNoReserveUp) {
+  redis->unsettled_slots.insert(delayq::redis::key_slot("dq:{1}"));
+  Outcome<broker::Job> got;
+  reserve_with_shard_1_unknown(got);
+  take_the_job(got);
+}
+
 TEST_F(Waking, ANodesOwnMessageWakesNobody) {
   auto s = session();
   Outcome<broker::Job> got;
@@ -204,15 +266,13 @@ TEST_F(Waking, WhileALiveNodeSubscribesToNoShardChannelAPollAsksEveryShardBefore
     request.timeout = std::chrono::seconds(0);
     s->reserve(request, got.callback());
     settle();
-    answer_all("probe",
-               reply::ok({reply::array({Reply::string("")}), reply::array({Reply::number(0)})}));
+    answer_probes();
     settle();
     EXPECT_EQ(redis->syncs_waiting(), 1U);
     redis->answer_syncs(std::vector<bool>(kShards, true));
     settle();
     const std::size_t asked = redis->count("probe");
-    answer_all("probe",
-               reply::ok({reply::array({Reply::string("")}), reply::array({Reply::number(0)})}));
+    answer_probes();
     settle();
     EXPECT_TRUE(got.done() && got.result->status().code() == Code::kTimedOut);
     return asked;
