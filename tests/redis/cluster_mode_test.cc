@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "broker/redis/layout.h"
 #include "protocol/run_counter.h"
 #include "protocol/server_process.h"
 #include "redis/slot.h"
@@ -1097,14 +1098,30 @@ TEST_F(RedisLostAnswerTest, APutAndADeleteWhoseAnswersAreLostAreAnsweredAsTheyRa
   const auto id = inserted_id(producer.call(put_command("lose-this-answer")));
   ASSERT_TRUE(id) << "the put whose answer was lost was not answered INSERTED";
   EXPECT_EQ(proxy_->answers_lost(), 1);
+  // Three puts in one write go as one call (putmany), whose answer is kept in short.
+  proxy_->lose_answer_to({"lose-these-answers"});
+  ASSERT_TRUE(producer.send(put_command("lose-these-answers") + put_command("b", 0, 0) +
+                            put_command("c", 0, 0)));
+  std::set<std::uint64_t> ids = {*id};
+  for (int i = 0; i < 3; ++i) {
+    const auto one = inserted_id(producer.reply(Millis{15000}));
+    ASSERT_TRUE(one) << "put " << i << " of the call whose answer was lost";
+    EXPECT_TRUE(ids.insert(*one).second);
+  }
+  EXPECT_EQ(proxy_->answers_lost(), 2);
   Client worker(server_->port());
   ASSERT_EQ(worker.call("watch lost\r\n"), "WATCHING 2\r\n");
-  const std::string reserved = worker.call("reserve-with-timeout 0\r\n");
-  EXPECT_EQ(reserved.rfind("RESERVED " + std::to_string(*id) + " ", 0), 0U) << reserved;
-  EXPECT_EQ(worker.call("reserve-with-timeout 0\r\n"), "TIMED_OUT\r\n") << "the put ran twice";
+  std::set<std::uint64_t> got;
+  for (int i = 0; i < 4; ++i) {
+    const std::string reserved = worker.call("reserve-with-timeout 0\r\n");
+    ASSERT_EQ(reserved.rfind("RESERVED ", 0), 0U) << reserved;
+    got.insert(std::stoull(reserved.substr(9)));
+  }
+  EXPECT_EQ(got, ids);
+  EXPECT_EQ(worker.call("reserve-with-timeout 0\r\n"), "TIMED_OUT\r\n") << "a put ran twice";
   proxy_->lose_answer_to({"\r\nerase\r\n"});
   EXPECT_EQ(worker.call("delete " + std::to_string(*id) + "\r\n"), "DELETED\r\n");
-  EXPECT_EQ(proxy_->answers_lost(), 2);
+  EXPECT_EQ(proxy_->answers_lost(), 3);
   EXPECT_EQ(worker.call("peek " + std::to_string(*id) + "\r\n"), "NOT_FOUND\r\n");
   // The answers kept for the node, per shard, live at most a minute past its last call there.
   const auto kept = call(redis_.port(), {"KEYS", "lost:*:ans:*"});
@@ -1114,6 +1131,60 @@ TEST_F(RedisLostAnswerTest, APutAndADeleteWhoseAnswersAreLostAreAnsweredAsTheyRa
     EXPECT_GT(ttl, 0) << key.str;
     EXPECT_LE(ttl, 60000) << key.str;
   }
+}
+
+// jobs.lua called as the node calls it: the same numbered call sent twice (its answer lost the
+// first time) is answered the same and runs once. A putmany of jobs put plainly keeps its answer
+// in short and makes it again from its own arguments; one with a job refused keeps it whole.
+TEST_F(RedisLostAnswerTest, ANumberedCallSentTwiceIsAnsweredTheSameAndRunsOnce) {
+  std::string function;  // the library the node loads with its first call, delayq_<sha>
+  const auto give_up = Clock::now() + 10s;
+  while (function.empty() && Clock::now() < give_up) {
+    for (const auto& library : call(redis_.port(), {"FUNCTION", "LIST"}).elements) {
+      for (std::size_t i = 0; i + 1 < library.elements.size(); i += 2) {
+        if (library.elements[i].str == "library_name" &&
+            library.elements[i + 1].str.rfind("delayq_", 0) == 0) {
+          function = library.elements[i + 1].str;
+        }
+      }
+    }
+    if (function.empty()) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_FALSE(function.empty());
+  const auto fcall = [&](const std::vector<std::string>& args, const std::string& number) {
+    std::vector<std::string> keys = broker::redis::shard_keys("lost", 5);
+    keys.push_back("lost:{5}:ans:test-node");
+    delayq::redis::Command command{"FCALL", function, std::to_string(keys.size())};
+    for (const auto& key : keys) command.arg(key);
+    for (const auto& arg : args) command.arg(arg);
+    command.arg(number).arg("test-node");
+    return describe(call(redis_.port(), command));
+  };
+  const std::string tail = broker::redis::new_record_tail(60, "twice", "", "", "body");
+  const auto job = [&](const std::string& due, const std::string& absolute,
+                       const std::string& key) {
+    // tube pri delay_or_at absolute replace key group attachment tail
+    return std::vector<std::string>{"twice", "0", due, absolute, "0", key, "", "", tail};
+  };
+  const auto putmany = [&](const std::vector<std::vector<std::string>>& jobs) {
+    std::vector<std::string> args = {"putmany", "128", "5", std::to_string(jobs.size())};
+    for (const auto& one : jobs) args.insert(args.end(), one.begin(), one.end());
+    return args;
+  };
+  const auto stored = [&] { return call(redis_.port(), {"HLEN", "lost:{5}:j"}).integer; };
+  // Ready, due in 5 s, due at an instant: three due times made again.
+  const auto plain = putmany(
+      {job("0", "0", ""), job("5000", "0", ""), job(std::to_string(unix_ms() + 9000), "1", "k")});
+  const std::string first = fcall(plain, "+1");
+  ASSERT_EQ(first.rfind("[[\"ok\"", 0), 0U) << first;
+  EXPECT_EQ(fcall(plain, "1"), first);
+  EXPECT_EQ(stored(), 3);
+  // The key is taken now: that job is refused ("exists"), the other goes in.
+  const auto refused = putmany({job("0", "0", "k"), job("0", "0", "")});
+  const std::string second = fcall(refused, "2,1");
+  ASSERT_NE(second.find("\"exists\""), std::string::npos) << second;
+  EXPECT_EQ(fcall(refused, "2"), second);
+  EXPECT_EQ(stored(), 4);
 }
 
 // A firing hands the job falling due to the reserve waiting for it, in its call: with that

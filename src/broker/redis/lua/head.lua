@@ -4,9 +4,9 @@
 -- registers run()), so that what is defined here is made once per load, not at every call.
 -- Called as FCALL <name> 23 <the shard's keys> <op> <args...> <number> <node>: every key of the
 -- shard, always all of them and in this order, so that Redis sees every key a call may touch;
--- a call that changes something has a number (run.lua), and a 24th key, its node's kept answers. They share
--- the shard's hash tag, "<prefix>:{<shard>}" (the prefix is "dq" unless configured), hence one
--- slot, which the shard's channel "<prefix>:{<shard>}:events" shares (sharded pub/sub); and while a slot migrates, Redis runs a script only
+-- a call that changes something has a number (run.lua), and a 24th key, its node's kept
+-- answers. They share the shard's hash tag, "<prefix>:{<shard>}" (the prefix is "dq" unless
+-- configured), hence one slot, which the shard's channel "<prefix>:{<shard>}:events" shares (sharded pub/sub); and while a slot migrates, Redis runs a script only
 -- where all of them are (else TRYAGAIN or ASK), never on half a shard. Tube names, keys and
 -- groups live inside these keys, never in key names.
 --
@@ -75,6 +75,9 @@ end
 -- The present in milliseconds, to the microsecond (a fraction): times are kept so, and a due
 -- time of now + delay fires once Redis's clock has reached that microsecond, not later.
 local clock_ms
+-- A putmany whose every job went in plainly (no move, refusal, replace or debounce: put_one()
+-- says): the shard's counter before it.
+local plain_from
 local function now_ms()
   if not clock_ms then
     local t = time()

@@ -16,11 +16,15 @@ local ops = {}
 local function put_one(a, now, seq, shards, shard)
   local tube, key, group = ARGV[a], ARGV[a + 5], ARGV[a + 6]
   local home = flow_elsewhere(tube)
-  if home then return {'moved', string.format('%d', home)} end
+  if home then
+    plain_from = nil
+    return {'moved', string.format('%d', home)}
+  end
   local replace = ARGV[a + 4]
   local replaced, kept = 0, nil
   local debounce, max_wait
   if #replace > 1 then
+    plain_from = nil
     local colon = string.find(replace, ':', 2, true)
     debounce = tonumber(string.sub(replace, 2, colon - 1))
     max_wait = tonumber(string.sub(replace, colon + 1))
@@ -28,6 +32,7 @@ local function put_one(a, now, seq, shards, shard)
   if key ~= '' then
     local holder = redis.call('HGET', KI, tube .. '\0' .. key)
     if holder then
+      plain_from = nil
       local old = load(tonumber(holder))
       if replace == '0' then
         local r = reply(old, now); r[1] = 'exists'; return r
@@ -183,6 +188,7 @@ ops.putmany = function()
   local n = ARGV[4] + 0
   local shards, shard = ARGV[2] + 0, ARGV[3] + 0
   local seq = redis.call('INCRBY', SEQ, n) - n
+  plain_from = seq -- put_one() forgets it for a job not put plainly (plain_puts(), run.lua)
   for a = 5, 4 + 9 * n, 9 do
     seq = seq + 1
     out[#out + 1] = put_one(a, now, seq, shards, shard)
