@@ -976,8 +976,7 @@ bool Client::shard_channel_subscribed(std::size_t index) const {
 
 bool Client::unsettled(std::uint16_t slot) const {
   const auto it = impl_->unsettled.find(slot);
-  return it != impl_->unsettled.end() &&
-         SteadyClock::now() - it->second < std::chrono::seconds(10);
+  return it != impl_->unsettled.end() && SteadyClock::now() - it->second < std::chrono::seconds(10);
 }
 
 bool Client::standalone() const noexcept {

@@ -77,6 +77,23 @@ class WakingTest : public NodeTest {
       settle();
     }
   }
+  // A reserve-with-timeout 0 of a session of its own, every probe answered with no job and its
+  // PINGs with every channel held: it answers TIMED_OUT. How many probes it sent after the PINGs.
+  std::size_t poll_nothing() {
+    auto s = session();
+    Outcome<broker::Job> got;
+    broker::ReserveRequest request;
+    request.timeout = std::chrono::seconds(0);
+    s->reserve(request, got.callback());
+    rest();
+    EXPECT_EQ(redis->syncs_waiting(), 1U);
+    redis->answer_syncs(std::vector<bool>(kShards, true));
+    settle();
+    const std::size_t asked = redis->count("probe");
+    rest();
+    EXPECT_TRUE(got.done() && got.result->status().code() == Code::kTimedOut);
+    return asked;
+  }
   // Answers a reserve call with a miss ("worse" or "notfound") and the shard's heads after it.
   void miss(Call& call, const std::string& code, const std::vector<std::string>& heads) {
     std::vector<Reply> h;

@@ -151,15 +151,7 @@ class SlowShard : public WakingTest {
   // The tube's heads learnt (none anywhere), then a job told of in shard 3 and shard 1's best
   // made unknown (its channel subscribed again); then a reserve.
   void reserve_with_shard_1_unknown(Outcome<broker::Job>& got) {
-    auto poll = session();
-    Outcome<broker::Job> nothing;
-    broker::ReserveRequest request;
-    request.timeout = std::chrono::seconds(0);
-    poll->reserve(request, nothing.callback());
-    rest();
-    redis->answer_syncs(std::vector<bool>(kShards, true));
-    settle();
-    ASSERT_TRUE(nothing.done());
+    poll_nothing();
     redis->publish_shard(3, "r dq:{3} default other-node 1024:1799999999500:7");
     redis->shard_resubscribed(1);
     settle();
@@ -259,30 +251,12 @@ TEST_F(Waking, WhileALiveNodeSubscribesToNoShardChannelAPollAsksEveryShardBefore
                   reply::array({Reply::string("dq:{0}:events"), Reply::number(subscribers)}));
     settle();
   };
-  const auto poll = [&] {
-    auto s = session();
-    Outcome<broker::Job> got;
-    broker::ReserveRequest request;
-    request.timeout = std::chrono::seconds(0);
-    s->reserve(request, got.callback());
-    settle();
-    answer_probes();
-    settle();
-    EXPECT_EQ(redis->syncs_waiting(), 1U);
-    redis->answer_syncs(std::vector<bool>(kShards, true));
-    settle();
-    const std::size_t asked = redis->count("probe");
-    answer_probes();
-    settle();
-    EXPECT_TRUE(got.done() && got.result->status().code() == Code::kTimedOut);
-    return asked;
-  };
   const std::string me = broker->node_name();
-  poll();  // the tube's heads learnt: none anywhere
+  poll_nothing();  // the tube's heads learnt: none anywhere
   heartbeat({me, "older"}, 1);
-  EXPECT_EQ(poll(), kShards) << "a live node hears of no shard channel";
+  EXPECT_EQ(poll_nothing(), kShards) << "a live node hears of no shard channel";
   heartbeat({me, "newer"}, 2);
-  EXPECT_EQ(poll(), 0U) << "every live node subscribes: the channels vouch";
+  EXPECT_EQ(poll_nothing(), 0U) << "every live node subscribes: the channels vouch";
 }
 
 TEST_F(Waking, AShardWhoseChannelBrokeIsAskedAgainBeforeTimedOut) {
