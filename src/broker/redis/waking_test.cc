@@ -149,51 +149,52 @@ TEST_F(Waking, AMessageOfAReadyJobWakesAWaitingReserve) {
 class SlowShard : public WakingTest {
  protected:
   // The tube's heads learnt (none anywhere), then a job told of in shard 3 and shard 1's best
-  // made unknown (its channel subscribed again); then a reserve.
-  void reserve_with_shard_1_unknown(Outcome<broker::Job>& got) {
+  // made unknown (its channel subscribed again); then `worker`'s reserve. Its probe of shard 1,
+  // left unanswered. (Sessions and calls stay in the test's body: kept past TearDown(), they
+  // would keep the node alive.)
+  Call reserve_with_shard_1_unknown(broker::Session& worker, Outcome<broker::Job>& got) {
     poll_nothing();
     redis->publish_shard(3, "r dq:{3} default other-node 1024:1799999999500:7");
     redis->shard_resubscribed(1);
     settle();
-    worker = session();
-    worker->reserve({}, got.callback());
+    worker.reserve({}, got.callback());
     settle();
     EXPECT_EQ(redis->count("probe"), 1U);
-    if (auto probe = redis->take("probe")) {
-      EXPECT_EQ(shard_of(*probe), 1U);
-      slow_probe = std::move(*probe);
-    }
+    Call probe = take("probe");
+    EXPECT_EQ(shard_of(probe), 1U);
+    return probe;
   }
-  void take_the_job(Outcome<broker::Job>& got) {
+  // The reserve goes to shard 3 and gets job 7; the slow probe's answer then sends nothing more.
+  void take_the_job(Outcome<broker::Job>& got, Call& slow_probe) {
     Call reserve = take("reserve");
     EXPECT_EQ(shard_of(reserve), 3U);
     redis->answer(reserve, reserved(ready_job(7), {""}));
     settle();
     ASSERT_TRUE(got.done());
     EXPECT_EQ(got.result->value().view.id, 7U);
-    answer_probe(slow_probe, {""});  // late: teaches the node, sends nothing more
+    answer_probe(slow_probe, {""});
     settle();
     EXPECT_EQ(redis->count("reserve"), 0U);
   }
-  std::unique_ptr<broker::Session> worker;
-  Call slow_probe;
 };
 
 TEST_F(SlowShard, AShardSlowToAnswerAProbeHoldsAReserveUpFor200MillisecondsAtMost) {
+  auto worker = session();
   Outcome<broker::Job> got;
-  reserve_with_shard_1_unknown(got);
+  Call slow = reserve_with_shard_1_unknown(*worker, got);
   EXPECT_EQ(redis->count("reserve"), 0U) << "the probe had no time to answer";
   clock->advance(std::chrono::milliseconds(199));
   EXPECT_EQ(redis->count("reserve"), 0U);
   clock->advance(std::chrono::milliseconds(11));  // the patience's timer is at most 10 ms late
-  take_the_job(got);
+  take_the_job(got, slow);
 }
 
 TEST_F(SlowShard, AShardWhoseSlotMigratedLatelyHoldsNoReserveUp) {
   redis->unsettled_slots.insert(delayq::redis::key_slot("dq:{1}"));
+  auto worker = session();
   Outcome<broker::Job> got;
-  reserve_with_shard_1_unknown(got);
-  take_the_job(got);
+  Call slow = reserve_with_shard_1_unknown(*worker, got);
+  take_the_job(got, slow);
 }
 
 TEST_F(Waking, ANodesOwnMessageWakesNobody) {
