@@ -1133,6 +1133,14 @@ TEST_F(RedisLostAnswerTest, APutAndADeleteWhoseAnswersAreLostAreAnsweredAsTheyRa
   proxy_->lose_answer_to({"\r\nerase\r\n"});
   EXPECT_EQ(worker.call("delete " + std::to_string(*id) + "\r\n"), "DELETED\r\n");
   EXPECT_EQ(proxy_->answers_lost(), 3);
+  const auto metrics = front::http::Client("127.0.0.1", server_->http_port())
+                           .request("GET", "/metrics", "", Millis{4000});
+  ASSERT_TRUE(metrics.is_ok()) << metrics.status().to_string();
+  // The three calls whose answers were lost, and any sent on the same connection before them.
+  const std::string& page = metrics.value().body;
+  const auto at = page.find("\ndelayq_redis_calls_sent_again_total ");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_GE(std::stoll(page.substr(at + 37)), 3) << page.substr(at, 60);
   EXPECT_EQ(worker.call("peek " + std::to_string(*id) + "\r\n"), "NOT_FOUND\r\n");
   // The answers kept for the node, per shard, live at most a minute past its last call there.
   const auto kept = call(redis_.port(), {"KEYS", "lost:*:ans:*"});

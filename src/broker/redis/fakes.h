@@ -93,6 +93,7 @@ class ScriptedRedis final : public Caller {
     return unsettled_slots.contains(slot);
   }
   std::set<std::uint16_t> unsettled_slots;  // as unsettled() says
+  [[nodiscard]] std::uint64_t sent_again() const override { return 0; }
   [[nodiscard]] std::vector<std::string> primaries() const override { return primary_list; }
   [[nodiscard]] std::string primary_of(std::uint16_t /*slot*/) const override {
     return primary_list.empty() ? std::string() : primary_list.front();

@@ -356,6 +356,12 @@ RedisBroker::RedisBroker(std::shared_ptr<Core> core)
                     "gauge");
         page.sample("delayq_shard_channels_subscribed",
                     static_cast<std::int64_t>(core_->client->shard_channels_subscribed()));
+        page.family("delayq_redis_calls_sent_again_total",
+                    "Calls to Redis sent again after their connection broke once they were sent "
+                    "(their answers lost; a call that changes something is answered as it ran).",
+                    "counter");
+        page.sample("delayq_redis_calls_sent_again_total",
+                    static_cast<std::int64_t>(core_->client->sent_again()));
       })),
       schedules_(RedisSchedules::open(core_)) {}
 
