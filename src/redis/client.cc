@@ -225,8 +225,14 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
   };
   // When requests of a slot last met ASK, TRYAGAIN, CLUSTERDOWN, READONLY...: while it
   // migrates or fails over, its shard channel's messages may come from another node than the
-  // one the channel is subscribed on, so sync_shards() does not count it as held.
+  // one the channel is subscribed on, so sync_shards() does not count it as held. Such a slot
+  // is unsettled for kUnsettledFor.
   std::unordered_map<std::uint16_t, SteadyClock::time_point> unsettled;
+  static constexpr std::chrono::seconds kUnsettledFor{10};
+  [[nodiscard]] bool slot_unsettled(std::uint16_t slot) const {
+    const auto it = unsettled.find(slot);
+    return it != unsettled.end() && SteadyClock::now() - it->second < kUnsettledFor;
+  }
   // The sync_shards() round under way, and the callers waiting for the next.
   bool syncing = false;
   std::vector<std::function<void(std::vector<bool>)>> sync_next;
@@ -776,7 +782,7 @@ void Client::Impl::sync_round() {
     // and on the node that serves the slot as far as the map says (a replica that has it, as
     // after a failover, gets its messages later, over the cluster bus).
     // Nor a slot that migrated or failed over in the last 10 s.
-    const auto settled_since = SteadyClock::now() - std::chrono::seconds(10);
+    const auto settled_since = SteadyClock::now() - kUnsettledFor;
     std::erase_if(self->unsettled, [&](const auto& e) { return e.second < settled_since; });
     for (std::size_t i = 0; i < round->held.size(); ++i) {
       const auto& entry = self->shard_channels[i];
@@ -784,7 +790,7 @@ void Client::Impl::sync_round() {
       round->held[i] = round->held[i] && entry.subscribed &&
                        entry.subscriptions == round->subscriptions[i] && index != kNoNode &&
                        entry.on->address() == self->nodes[index] &&
-                       !self->unsettled.contains(entry.slot);
+                       !self->slot_unsettled(entry.slot);
     }
     self->syncing = false;
     for (auto& done : round->dones) done(round->held);
@@ -975,8 +981,7 @@ bool Client::shard_channel_subscribed(std::size_t index) const {
 }
 
 bool Client::unsettled(std::uint16_t slot) const {
-  const auto it = impl_->unsettled.find(slot);
-  return it != impl_->unsettled.end() && SteadyClock::now() - it->second < std::chrono::seconds(10);
+  return impl_->slot_unsettled(slot);
 }
 
 bool Client::standalone() const noexcept {

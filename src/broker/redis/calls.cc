@@ -26,7 +26,8 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
   // A call that changes something is numbered, so that one sent again after its answer was lost
   // is answered as it was, not run twice (jobs.lua keeps the answer until the node says, in the
   // shard's next call, that it has it). A call that changes nothing is simply asked again.
-  std::string tag;
+  std::string tag;     // "[+]<number>[,<number answered>...]"
+  std::string number;  // the call's own
   if (!reads_only(args)) {
     // "+": the kept answers' hash lives for another minute from now. Said at most every 10 s
     // per shard (a PEXPIRE was a twentieth of an erase's cost), so that an answer is kept for at
@@ -37,7 +38,8 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
       refreshed = now;
       tag = "+";
     }
-    tag += std::to_string(++calls_made);
+    number = std::to_string(++calls_made);
+    tag += number;
     if (auto it = answers_had.find(shard); it != answers_had.end()) {
       tag += it->second;
       answers_had.erase(it);
@@ -73,12 +75,9 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
                         op == "update" || op == "unrun";
   std::vector<std::string> kept;
   if (may_move) kept = std::move(args);
-  // The call's own number.
-  if (const auto own = tag.find(','); own != std::string::npos) tag.resize(own);
-  if (tag.starts_with('+')) tag.erase(0, 1);
   client->run(
       std::move(request),
-      [self = shared_from_this(), shard, slot, write, number = std::move(tag),
+      [self = shared_from_this(), shard, slot, write, number = std::move(number),
        args = std::move(kept), done = std::move(done)](Result<std::vector<Reply>> replies) mutable {
         if (self->closed) return;
         // A WAIT that saw no replica: no WAIT to that primary for the next 5 s (then one tries

@@ -197,21 +197,21 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
     if (first && std::all_of(unknown.begin(), unknown.end(), [this](std::uint32_t shard) {
           return client->unsettled(delayq::redis::key_slot(shard_base(names.prefix, shard)));
         })) {
-      probe_shards(tubes, std::move(unknown), [](bool) {});
-      return attempt(waiter);
+      probe_shards(tubes, unknown, [](bool) {});  // asked, not waited for: on to `first`
+    } else {
+      auto moved_on = std::make_shared<bool>(false);
+      auto go_on = [self = shared_from_this(), waiter, moved_on] {
+        if (std::exchange(*moved_on, true) || waiter->finished) return;
+        self->attempt(waiter);
+      };
+      const CoarseTimers::Id patience =
+          first ? coarse->at(clock->steady_now() + kProbePatience, go_on) : 0;
+      return probe_shards(tubes, std::move(unknown),
+                          [self = shared_from_this(), go_on, patience](bool) {
+                            self->coarse->cancel(patience);
+                            go_on();
+                          });
     }
-    auto moved_on = std::make_shared<bool>(false);
-    auto go_on = [self = shared_from_this(), waiter, moved_on] {
-      if (std::exchange(*moved_on, true) || waiter->finished) return;
-      self->attempt(waiter);
-    };
-    const CoarseTimers::Id patience =
-        first ? coarse->at(clock->steady_now() + kProbePatience, go_on) : 0;
-    return probe_shards(tubes, std::move(unknown),
-                        [self = shared_from_this(), go_on, patience](bool) {
-                          self->coarse->cancel(patience);
-                          go_on();
-                        });
   }
   if (!first && taken) {
     deferred[*taken].push_back(waiter);
