@@ -6,12 +6,13 @@ what puts answer meanwhile.
 Starts a redis-server of its own (redis_server.py) and one delayqd node over it (default
 build/release/apps/delayqd), on free loopback ports. Puts 100 delayed jobs (acknowledged:
 checked again at the end), then opens N connections (default 1,000), each sending
-`reserve-with-timeout T` with T from 10 to 19 s (N / 10 of each), and waits 2 s. Then stops Redis
+`reserve-with-timeout T` with T from 4 to 19 s (N / 16 of each), and waits 2 s. Then stops Redis
 with SIGSTOP (with --kill: SIGKILL, and starts it again on the same port with an empty data set,
 so only the check of the acknowledged puts is left out) for S seconds (default 30), meanwhile:
   - samples the node's RSS every 100 ms: its growth over the RSS before the outage;
   - reads every reserve's answer: TIMED_OUT expected at its own T, and how late it came (the
-    answer's arrival minus its send plus T);
+    answer's arrival minus its send plus T), apart for those due in the outage's first 2.5 s
+    (before the node's heartbeat has gone unanswered for half a lease);
   - sends a put every second on a connection of its own: what each answers, and how long it
     took.
 Then SIGCONT (or the restart), and checks that the node serves again: a put, a reserve of it.
@@ -85,7 +86,7 @@ def main():
         due = {}  # socket -> when its TIMED_OUT is due (monotonic)
         for i in range(args.reserves):
             sock = connect(port)
-            seconds = 10 + i % 10
+            seconds = 4 + i % 16
             sock.sendall(b"reserve-with-timeout %d\r\n" % seconds)
             due[sock] = time.monotonic() + seconds
             sock.setblocking(False)
@@ -102,7 +103,7 @@ def main():
         began = time.monotonic()
         end = began + args.outage
         peak = waiting_rss
-        late, answers = [], {}
+        late, early, answers = [], [], {}
         puts = []
         put_conn = connect(port)
         next_put = began
@@ -127,6 +128,8 @@ def main():
                 answers[data.split(b"\r\n")[0].decode(errors="replace")] = \
                     answers.get(data.split(b"\r\n")[0].decode(errors="replace"), 0) + 1
                 late.append(time.monotonic() - due[sock])
+                if due[sock] < began + 2.5:
+                    early.append(late[-1])
             try:
                 data = put_conn.recv(4096)
                 for line in data.split(b"\r\n")[:-1]:
@@ -145,6 +148,10 @@ def main():
             print(f"reserves answered during the outage: {len(late)} of {args.reserves} "
                   f"({answers}); lateness after their timeout: min {late[0] * 1000:.0f} ms, "
                   f"median {late[len(late) // 2] * 1000:.0f} ms, max {late[-1] * 1000:.0f} ms")
+        early.sort()
+        if early:
+            print(f"of them due in the outage's first 2.5 s: {len(early)}; lateness: median "
+                  f"{early[len(early) // 2] * 1000:.0f} ms, max {early[-1] * 1000:.0f} ms")
         answered = [p for p in puts if p[1] is not None]
         if answered:
             kinds = {}

@@ -379,6 +379,7 @@ void Client::Impl::on_replies(const CallPtr& call, const std::string& address,
                               std::vector<Outcome> outcomes) {
   if (closed) return;
   const Outcome& first = outcomes.front();
+  if (first.status.is_ok()) ++stats.answered;
   if (!first.status.is_ok()) {
     if (first.written && !may_send_again(*call)) {
       finish(call, Status(Code::kIOError, first.status.message() + " (the command may have run)"));
@@ -802,6 +803,7 @@ void Client::Impl::sync_round() {
     target->send(Command{"PING"}, [weak = weak_from_this(), round, target, end](Outcome outcome) {
       auto self = weak.lock();
       if (!self || self->closed) return;
+      if (outcome.status.is_ok()) ++self->stats.answered;
       if (!outcome.status.is_ok() || outcome.reply.is_error()) {
         for (std::size_t i = 0; i < round->held.size(); ++i) {
           if (self->shard_channels[i].on == target) round->held[i] = false;

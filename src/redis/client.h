@@ -116,6 +116,9 @@ struct ClientStats {
   std::uint64_t waits = 0;                // WAITs sent (Request::replicas)
   std::uint64_t shard_subscriptions = 0;  // shard channels subscribed (subscribe_shards), again too
   std::uint64_t shard_subscribe_errors = 0;  // SSUBSCRIBEs answered with an error
+  // Requests and sync_shards() PINGs that Redis answered (an error reply too): a count that
+  // stops moving while calls are under way says Redis has gone silent.
+  std::uint64_t answered = 0;
 };
 
 class Client {

@@ -1068,9 +1068,12 @@ TEST_F(RedisDownTest, AStoppedRedisTimesReservesOutOnTimeAndLosesNoAcknowledgedP
   Client producer(server_->port());
   const auto delayed = inserted_id(producer.call("put 0 5 60 7\r\ndelayed\r\n"));
   ASSERT_TRUE(delayed);
-  redis_.pause();
-  EXPECT_TRUE(wait_for_status(server_->http_port(), "/readyz", "503"));
   Client worker(server_->port());
+  redis_.pause();
+  // In the outage's first second, before the heartbeat tells the node: its calls go unanswered,
+  // and the reserve answers once Redis has been silent a while (not a second later).
+  expect_timed_out(worker, 1, Millis{1300});
+  EXPECT_TRUE(wait_for_status(server_->http_port(), "/readyz", "503"));
   expect_timed_out(worker, 1, Millis{1500});
   // Into a tube of its own: a put answered with an error may still have run, once Redis reads
   // what was sent (its answer lost, as redis-mode.md says).

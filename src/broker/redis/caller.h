@@ -43,6 +43,8 @@ class Caller {
   [[nodiscard]] virtual bool unsettled(std::uint16_t slot) const = 0;
   // Requests sent again after their connection broke once they were written (ClientStats).
   [[nodiscard]] virtual std::uint64_t sent_again() const = 0;
+  // Requests Redis has answered so far (ClientStats::answered).
+  [[nodiscard]] virtual std::uint64_t answered() const = 0;
 
   [[nodiscard]] virtual std::vector<std::string> primaries() const = 0;
   [[nodiscard]] virtual std::string primary_of(std::uint16_t slot) const = 0;

@@ -145,9 +145,10 @@ struct Waiter {
   std::optional<SteadyTime> deadline;
   Callback<broker::Job> done;
   std::unique_ptr<Timer> timer;
-  // At the deadline and a grace after it (keep_deadline()): answers TIMED_OUT even with calls
-  // still under way, which only an unreachable Redis keeps that long. Core::coarse's.
+  // At the deadline, and while Redis answers after it (keep_deadline()): answers TIMED_OUT
+  // even with calls still under way, once Redis is silent. Core::coarse's.
   CoarseTimers::Id late = 0;
+  std::optional<std::uint64_t> answered_seen;  // Caller::answered() at the last such look
   void stop_timers(CoarseTimers& coarse) {
     if (timer) timer->cancel();
     coarse.cancel(std::exchange(late, 0));
@@ -363,7 +364,8 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
                          const std::vector<std::uint32_t>& generations, const Result<Reply>& reply);
   void give_up(const std::shared_ptr<Waiter>& waiter);
   void keep_deadline(const std::shared_ptr<Waiter>& waiter);
-  // The waiter's `late` deadline at `at`: TIMED_OUT then (keep_deadline()).
+  // The waiter's `late` look at `at`: TIMED_OUT then, unless Redis answered since the last
+  // look (keep_deadline()).
   void arm_late(const std::shared_ptr<Waiter>& waiter, SteadyTime at);
   // No heartbeat answered for more than half a lease: Redis is taken as out of reach, and
   // reserves stop waiting for calls that will not come back.

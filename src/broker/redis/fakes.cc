@@ -70,6 +70,7 @@ ScriptedRedis::ScriptedRedis(boost::asio::io_context& io) : io_(io) {}
 void ScriptedRedis::made(Call call) {
   if (responder) {
     if (auto answer = responder(call)) {
+      if (answer->is_ok()) ++answered_;
       boost::asio::post(io_, [done = std::move(call.done), answer = std::move(*answer)]() mutable {
         done(std::move(answer));
       });
@@ -102,6 +103,7 @@ void ScriptedRedis::answer(Call& call, delayq::redis::Reply reply, delayq::redis
     replies.push_back(std::move(reply));
   }
   if (call.replicas > 0) replies.push_back(delayq::redis::Reply::number(call.replicas));
+  ++answered_;
   boost::asio::post(io_, [done = std::move(call.done), replies = std::move(replies)]() mutable {
     done(std::move(replies));
   });
@@ -124,6 +126,7 @@ void ScriptedRedis::publish(const std::string& payload) {
 
 void ScriptedRedis::answer_syncs(std::vector<bool> held) {
   auto waiting = std::exchange(syncs_, {});
+  answered_ += waiting.size();
   for (auto& done : waiting) {
     boost::asio::post(io_, [done = std::move(done), held] { done(held); });
   }

@@ -94,6 +94,8 @@ class ScriptedRedis final : public Caller {
   }
   std::set<std::uint16_t> unsettled_slots;  // as unsettled() says
   [[nodiscard]] std::uint64_t sent_again() const override { return 0; }
+  // Calls and sync_shards() rounds answered so far (a failure is no answer).
+  [[nodiscard]] std::uint64_t answered() const override { return answered_; }
   [[nodiscard]] std::vector<std::string> primaries() const override { return primary_list; }
   [[nodiscard]] std::string primary_of(std::uint16_t /*slot*/) const override {
     return primary_list.empty() ? std::string() : primary_list.front();
@@ -110,6 +112,7 @@ class ScriptedRedis final : public Caller {
   std::function<void(std::string)> message_;
   std::function<void(std::size_t, std::string)> shard_message_;
   std::vector<std::function<void(std::vector<bool>)>> syncs_;
+  std::uint64_t answered_ = 0;
 };
 
 // Jobs.lua's replies, as the broker reads them.

@@ -489,24 +489,31 @@ void Core::arm(const std::shared_ptr<Waiter>& waiter) {
 
 // A reserve's timeout is kept when Redis is out of reach: its calls (a try, a probe, the PINGs
 // before TIMED_OUT, the puts its connection made before it) retry for the client's request
-// timeout (10 s), so it answers TIMED_OUT without them: at its deadline when no heartbeat has
-// been answered for more than half a lease (Redis is out of reach: nothing will come), else a
-// grace after it (the PINGs before TIMED_OUT, on a loaded node). A job one of them reserves
-// after all is released at once (finish()).
+// timeout (10 s), so it answers TIMED_OUT without them. At its deadline when no heartbeat has
+// been answered for more than half a lease (Redis is known to be out of reach). Else it waits on
+// while Redis answers (on a loaded node, the PINGs before TIMED_OUT let in the messages sent
+// before the deadline), for a grace of at most a second, and answers as soon as Redis has
+// answered nothing for kQuiet: within about 50 ms of the deadline in an outage's first seconds.
+// A job one of its calls reserves after all is released at once (finish()).
 void Core::keep_deadline(const std::shared_ptr<Waiter>& waiter) {
   if (waiter->deadline) arm_late(waiter, *waiter->deadline);
 }
 
 void Core::arm_late(const std::shared_ptr<Waiter>& waiter, SteadyTime at) {
   static constexpr Millis kGrace{1000};
+  static constexpr Millis kQuiet{40};
   coarse->cancel(waiter->late);
   waiter->late = coarse->at(at, [weak = weak_from_this(), waiter] {
     waiter->late = 0;
     const auto self = weak.lock();
     if (!self || waiter->finished) return;
+    const SteadyTime now = self->clock->steady_now();
+    const std::uint64_t answered = self->client->answered();
+    const bool heard = !waiter->answered_seen || *waiter->answered_seen != answered;
+    waiter->answered_seen = answered;
     const auto grace_end = *waiter->deadline + kGrace;
-    if (self->clock->steady_now() < grace_end && !self->out_of_reach()) {
-      return self->arm_late(waiter, grace_end);
+    if (now < grace_end && heard && !self->out_of_reach()) {
+      return self->arm_late(waiter, std::min(now + kQuiet, grace_end));
     }
     self->finish(waiter, Status(Code::kTimedOut, "no job became ready in time"));
   });

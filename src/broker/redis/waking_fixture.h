@@ -158,6 +158,20 @@ class WakingTest : public NodeTest {
     }
     settle();
   }
+  // Redis busy but answering: for `length`, every 30 ms, a put of `other` made and answered.
+  void answer_others_for(broker::Session& other, Millis length) {
+    for (Millis passed{0}; passed < length; passed += Millis{30}) {
+      broker::PutRequest put;
+      put.body = "x";
+      other.put(put, [](Result<broker::PutResult>) {});
+      settle();
+      Call call = take("put");
+      const auto now = Reply::number(clock->now_unix_ms());
+      redis->answer(call, reply::ok({Reply::number(9), now, Reply::number(0), now}));
+      settle();
+      clock->advance(std::min(Millis{30}, length - passed));
+    }
+  }
   // A reserve that waits at most `timeout`, of the watch list unless `tubes` are named.
   static broker::ReserveRequest within(Millis timeout, std::vector<std::string> tubes = {}) {
     broker::ReserveRequest request;
