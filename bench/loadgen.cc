@@ -17,10 +17,11 @@
 //          delete took. --jitter on spaces the puts
 //          by a random 0.5 to 1.5 periods instead of exactly one, so that they fall at every
 //          moment of the server's millisecond rather than at one phase of it for a whole run.
-//          --worker-port puts the workers on another server (another node over the same Redis).
+//          --worker-port puts the workers on another server (another node over the same Redis);
+//          a list P1,P2,... spreads them over several, worker i on the (i mod n)-th.
 // Usage: loadgen --port P [--host 127.0.0.1] [--mode put|drain|work|late|reschedule]
 //                [--connections 4] [--seconds 5] [--depth 16] [--bytes 100] [--delay 0]
-//                [--count 0] [--rate 1000] [--jitter on] [--worker-port P] [--max-id N]
+//                [--count 0] [--rate 1000] [--jitter on] [--worker-port P[,P...]] [--max-id N]
 //                [--fill off]
 // Prints one line: mode, operations/s and latency percentiles in microseconds.
 #include <arpa/inet.h>
@@ -49,7 +50,7 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   std::string host = "127.0.0.1";
   int port = 0;
-  int worker_port = 0;  // late: the workers' server (0: --port)
+  std::vector<int> worker_ports;  // late: the workers' servers (none: --port)
   std::string mode = "put";
   int connections = 4;
   double seconds = 5;
@@ -78,7 +79,11 @@ Options parse(int argc, char** argv) {
     else if (flag == "--port")
       o.port = std::stoi(value);
     else if (flag == "--worker-port")
-      o.worker_port = std::stoi(value);
+      for (std::size_t at = 0; at <= value.size();) {
+        const std::size_t comma = std::min(value.find(',', at), value.size());
+        o.worker_ports.push_back(std::stoi(value.substr(at, comma - at)));
+        at = comma + 1;
+      }
     else if (flag == "--mode")
       o.mode = value;
     else if (flag == "--connections")
@@ -105,7 +110,7 @@ Options parse(int argc, char** argv) {
       die("unknown flag " + flag);
   }
   if (o.port <= 0 || o.connections < 1 || o.depth < 1 || o.seconds <= 0) die("bad options");
-  if (o.worker_port == 0) o.worker_port = o.port;
+  if (o.worker_ports.empty()) o.worker_ports.push_back(o.port);
   if (o.mode == "reschedule" && (o.max_id == 0 || o.delay < 1)) {
     die("reschedule needs --max-id and a --delay of 1 s or more");
   }
@@ -351,8 +356,9 @@ void run_late_producer(const Options& o, Clock::time_point end, Sent& sent, std:
 }
 
 // A worker of `late`: lateness = reserve time - (put sent + delay); early is a failure.
-void run_late_worker(const Options& o, Clock::time_point end, Sent& sent, Results& results) {
-  Connection c(o.host, o.worker_port);
+void run_late_worker(const Options& o, int worker, Clock::time_point end, Sent& sent,
+                     Results& results) {
+  Connection c(o.host, o.worker_ports[static_cast<std::size_t>(worker) % o.worker_ports.size()]);
   c.send("watch loadgen-late\r\n");
   c.line();
   c.send("ignore default\r\n");
@@ -446,7 +452,7 @@ int main(int argc, char** argv) {
     threads.emplace_back([&] { run_late_producer(o, work_end, sent, puts); });
   }
   for (int i = 0; i < o.connections; ++i) {
-    threads.emplace_back([&] {
+    threads.emplace_back([&, i] {
       if (o.mode == "put")
         run_put(o, work_end, results);
       else if (o.mode == "work")
@@ -454,7 +460,7 @@ int main(int argc, char** argv) {
       else if (o.mode == "drain")
         run_drain(o, results, empty);
       else if (o.mode == "late")
-        run_late_worker(o, work_end, sent, results);
+        run_late_worker(o, i, work_end, sent, results);
       else if (o.mode == "reschedule")
         run_reschedule(o, work_end, results);
       else
