@@ -17,6 +17,12 @@ command -v redis-server >/dev/null || scripts/ensure-packages.sh redis-server
 work=$(mktemp -d)
 pids=()
 stop_started() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+# What a script that starts a cluster in $work/cluster (scripts/redis-cluster.sh) traps on EXIT.
+stop_all_and_cluster() {
+  stop_started
+  scripts/redis-cluster.sh stop "$work/cluster" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # Milliseconds of CPU time the hypervisor took from this machine, all CPUs, since boot.

@@ -17,12 +17,7 @@ seconds=${1:-5}
 runs=${RUNS:-5}
 workers=${WORKERS:-2}
 source "$(dirname "$0")/common.sh"
-cleanup() {
-  stop_started
-  scripts/redis-cluster.sh stop "$work/cluster" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap stop_all_and_cluster EXIT
 field() { sed -E "s#.* $1=([0-9.]+).*#\1#"; }
 busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 hz=$(getconf CLK_TCK)

@@ -18,12 +18,7 @@
 set -euo pipefail
 seconds=${1:-10}
 source "$(dirname "$0")/common.sh"
-cleanup() {
-  stop_started
-  scripts/redis-cluster.sh stop "$work/cluster" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap stop_all_and_cluster EXIT
 
 if [ "${CLUSTER:-0}" = 1 ]; then
   seeds=$(scripts/redis-cluster.sh start "$work/cluster" 3 1)

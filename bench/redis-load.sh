@@ -18,12 +18,7 @@ set -euo pipefail
 seconds=${1:-5}
 workers=${WORKERS:-2}  # the lateness phases' workers
 source "$(dirname "$0")/common.sh"
-cleanup() {
-  stop_started
-  scripts/redis-cluster.sh stop "$work/cluster" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap stop_all_and_cluster EXIT
 
 used_memory() {  # the sum over the primaries of SEEDS
   local total=0
