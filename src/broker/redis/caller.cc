@@ -46,8 +46,7 @@ class ClientCaller final : public Caller {
   [[nodiscard]] bool unsettled(std::uint16_t slot) const override {
     return client_.unsettled(slot);
   }
-  [[nodiscard]] std::uint64_t sent_again() const override { return client_.stats().sent_again; }
-  [[nodiscard]] std::uint64_t answered() const override { return client_.stats().answered; }
+  [[nodiscard]] delayq::redis::ClientStats stats() const override { return client_.stats(); }
   [[nodiscard]] std::vector<std::string> primaries() const override { return client_.primaries(); }
   [[nodiscard]] std::string primary_of(std::uint16_t slot) const override {
     return client_.primary_of(slot);

@@ -41,10 +41,8 @@ class Caller {
   [[nodiscard]] virtual std::size_t shard_channels_subscribed() const = 0;
   [[nodiscard]] virtual bool shard_channel_subscribed(std::size_t index) const = 0;
   [[nodiscard]] virtual bool unsettled(std::uint16_t slot) const = 0;
-  // Requests sent again after their connection broke once they were written (ClientStats).
-  [[nodiscard]] virtual std::uint64_t sent_again() const = 0;
-  // Requests Redis has answered so far (ClientStats::answered).
-  [[nodiscard]] virtual std::uint64_t answered() const = 0;
+  // What the client met so far: answers, requests sent again, redirections, reconnections.
+  [[nodiscard]] virtual delayq::redis::ClientStats stats() const = 0;
 
   [[nodiscard]] virtual std::vector<std::string> primaries() const = 0;
   [[nodiscard]] virtual std::string primary_of(std::uint16_t slot) const = 0;

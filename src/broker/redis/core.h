@@ -148,7 +148,7 @@ struct Waiter {
   // At the deadline, and while Redis answers after it (keep_deadline()): answers TIMED_OUT
   // even with calls still under way, once Redis is silent. Core::coarse's.
   CoarseTimers::Id late = 0;
-  std::optional<std::uint64_t> answered_seen;  // Caller::answered() at the last such look
+  std::optional<std::uint64_t> answered_seen;  // ClientStats::answered at the last such look
   void stop_timers(CoarseTimers& coarse) {
     if (timer) timer->cancel();
     coarse.cancel(std::exchange(late, 0));

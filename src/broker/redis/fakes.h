@@ -93,9 +93,12 @@ class ScriptedRedis final : public Caller {
     return unsettled_slots.contains(slot);
   }
   std::set<std::uint16_t> unsettled_slots;  // as unsettled() says
-  [[nodiscard]] std::uint64_t sent_again() const override { return 0; }
-  // Calls and sync_shards() rounds answered so far (a failure is no answer).
-  [[nodiscard]] std::uint64_t answered() const override { return answered_; }
+  // Only `answered`: the calls and sync_shards() rounds answered so far (a failure is none).
+  [[nodiscard]] delayq::redis::ClientStats stats() const override {
+    delayq::redis::ClientStats stats;
+    stats.answered = answered_;
+    return stats;
+  }
   [[nodiscard]] std::vector<std::string> primaries() const override { return primary_list; }
   [[nodiscard]] std::string primary_of(std::uint16_t /*slot*/) const override {
     return primary_list.empty() ? std::string() : primary_list.front();

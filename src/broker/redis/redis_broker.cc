@@ -360,8 +360,25 @@ RedisBroker::RedisBroker(std::shared_ptr<Core> core)
                     "Calls to Redis sent again after their connection broke once they were sent "
                     "(their answers lost; a call that changes something is answered as it ran).",
                     "counter");
+        const delayq::redis::ClientStats stats = core_->client->stats();
         page.sample("delayq_redis_calls_sent_again_total",
-                    static_cast<std::int64_t>(core_->client->sent_again()));
+                    static_cast<std::int64_t>(stats.sent_again));
+        page.family("delayq_redis_reconnects_total",
+                    "Connections to Redis made again after they broke.", "counter");
+        page.sample("delayq_redis_reconnects_total", static_cast<std::int64_t>(stats.reconnects));
+        page.family("delayq_redis_redirections_total",
+                    "Requests Redis sent elsewhere or asked to send again, by its reply (a slot "
+                    "migrating or failing over, a node loading or read-only).",
+                    "counter");
+        for (const auto& [reply, count] : {std::pair{"MOVED", stats.moved},
+                                           {"ASK", stats.ask},
+                                           {"TRYAGAIN", stats.try_again},
+                                           {"CLUSTERDOWN", stats.cluster_down},
+                                           {"LOADING", stats.loading},
+                                           {"READONLY", stats.read_only}}) {
+          page.sample("delayq_redis_redirections_total", {{"reply", reply}},
+                      static_cast<std::int64_t>(count));
+        }
       })),
       schedules_(RedisSchedules::open(core_)) {}
 

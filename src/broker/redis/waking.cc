@@ -508,7 +508,7 @@ void Core::arm_late(const std::shared_ptr<Waiter>& waiter, SteadyTime at) {
     const auto self = weak.lock();
     if (!self || waiter->finished) return;
     const SteadyTime now = self->clock->steady_now();
-    const std::uint64_t answered = self->client->answered();
+    const std::uint64_t answered = self->client->stats().answered;
     const bool heard = !waiter->answered_seen || *waiter->answered_seen != answered;
     waiter->answered_seen = answered;
     const auto grace_end = *waiter->deadline + kGrace;
