@@ -28,6 +28,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/names.h"
@@ -163,6 +164,9 @@ struct Waiter {
   bool finished = false;
   bool handed = false;  // carried by a firing or put under way: still waiting, as clients see
   std::uint64_t puts_before = 0;  // the session's puts made before this reserve (SessionState)
+  // Its place in Core::waiters while listed there (Core::list(), unlist()).
+  std::list<std::shared_ptr<Waiter>>::iterator place;
+  bool listed = false;
 };
 
 // A tube's best ready job in each shard, as the node knows it (a reserve tries the shard with
@@ -202,6 +206,9 @@ class Hint {
   // How many ready jobs the shard's last answer said it held, up to 8 (0: not said): so many
   // reserves may go there at once (attempt()).
   std::vector<std::uint32_t> depth;
+  // When a job of the tube last came ready in any shard, as a call's answer or a message said
+  // (or a firing handed one out): the tubes whose reserves a firing carries (handed_to_call()).
+  SteadyTime readied_at{};
 
  private:
   static std::uint64_t bit(std::uint32_t shard) { return std::uint64_t{1} << (shard % 64); }
@@ -497,9 +504,14 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
     }
   }
   void fire(std::uint32_t shard);
-  // The reserves a firing or a put may hand jobs to (fire(), flush_puts()), marked as trying.
+  // The reserves a firing or a put may hand jobs to (fire(), flush_puts()), marked as trying:
+  // for a put, reserves of `only` (its ready jobs' tubes); for a firing, reserves of the tubes
+  // whose jobs came ready here in the last kReadiedLately, or while no tube's did, the longest
+  // waiting. So reserves of a tube that never fires, however long they have waited, do not take
+  // the places of the workers a firing's jobs are for.
   std::vector<std::shared_ptr<Waiter>> handed_to_call(std::vector<std::string>& args,
                                                       const std::set<std::string>* only = nullptr);
+  static constexpr Millis kReadiedLately{10'000};
   // After that call: each waiter gets its job (`served`, a job reply or nil), or goes on.
   void after_handing(const std::vector<std::shared_ptr<Waiter>>& handed, const Reply* served);
   void arm_fire(std::uint32_t shard, std::chrono::microseconds delay);
@@ -594,6 +606,14 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // failed probe it tries the unknown shards in turn.
   std::uint64_t looks_again = 0;
   std::list<std::shared_ptr<Waiter>> waiters;
+  // In `waiters`, and out of it, in constant time (thousands may wait on a node).
+  void list(const std::shared_ptr<Waiter>& waiter) {
+    waiter->place = waiters.insert(waiters.end(), waiter);
+    waiter->listed = true;
+  }
+  void unlist(const std::shared_ptr<Waiter>& waiter) {
+    if (std::exchange(waiter->listed, false)) waiters.erase(waiter->place);
+  }
   // Waiters (still trying) waiting for a reserve call of another to a shard to answer
   // (attempt()): shard -> waiters.
   std::unordered_map<std::uint32_t, std::vector<std::shared_ptr<Waiter>>> deferred;

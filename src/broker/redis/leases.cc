@@ -388,21 +388,35 @@ void Core::fire(std::uint32_t shard) {
 std::vector<std::shared_ptr<Waiter>> Core::handed_to_call(std::vector<std::string>& args,
                                                           const std::set<std::string>* only) {
   constexpr std::size_t kMostWaiters = 8;
-  constexpr std::size_t kMostLooked = 32;  // waiters looked at, handed or not
+  constexpr std::size_t kMostLooked = 32;  // waiters of the call's tubes looked at, handed or not
   constexpr std::size_t kMostTubes = 8;
+  const SteadyTime now = clock->steady_now();
+  const auto lately = [&](const std::string& tube) {
+    const auto it = hints.find(tube);
+    return it != hints.end() && it->second.readied_at != SteadyTime{} &&
+           now - it->second.readied_at < kReadiedLately;
+  };
+  // A firing with no tube readied lately (the node's first, jobs that come once in a while):
+  // the longest waiting, whatever their tubes.
+  const bool any_tube =
+      only == nullptr &&
+      std::none_of(hints.begin(), hints.end(), [&](const auto& e) { return lately(e.first); });
+  const auto for_this_call = [&](const std::string& tube) {
+    return only != nullptr ? only->contains(tube) : any_tube || lately(tube);
+  };
   std::vector<std::shared_ptr<Waiter>> handed;
   std::unordered_map<std::string, bool> empty;  // tube -> no shard known to hold a ready job
   std::size_t looked = 0;
   for (const auto& waiter : waiters) {
     if (handed.size() == kMostWaiters || looked == kMostLooked) break;
-    if (waiter->finished || waiter->trying) continue;
-    ++looked;
-    const auto tubes = open_tubes(*waiter);
-    if (tubes.empty() || tubes.size() > kMostTubes) continue;
-    if (only != nullptr && std::none_of(tubes.begin(), tubes.end(),
-                                        [&](const auto& tube) { return only->contains(tube); })) {
+    if (waiter->finished || waiter->trying ||
+        std::none_of(waiter->tubes.begin(), waiter->tubes.end(), for_this_call)) {
       continue;
     }
+    const auto tubes = open_tubes(*waiter);
+    if (tubes.empty() || tubes.size() > kMostTubes) continue;
+    if (std::none_of(tubes.begin(), tubes.end(), for_this_call)) continue;
+    ++looked;
     const bool nothing_known = std::all_of(tubes.begin(), tubes.end(), [&](const auto& tube) {
       const auto [it, inserted] = empty.try_emplace(tube, false);
       if (inserted) {
@@ -431,7 +445,13 @@ void Core::after_handing(const std::vector<std::shared_ptr<Waiter>>& handed, con
         served != nullptr && i < served->elements.size() ? &served->elements[i] : nullptr;
     if (job != nullptr && job->type == ReplyType::kArray) {
       // (A waiter that went away meanwhile: finish() undoes the reservation.)
-      finish(waiter, job_of(*job));
+      auto got = job_of(*job);
+      if (got.is_ok()) {
+        if (const auto it = hints.find(got.value().view.tube); it != hints.end()) {
+          it->second.readied_at = clock->steady_now();
+        }
+      }
+      finish(waiter, std::move(got));
     } else if (waiter->finished) {
       pass_on(open_tubes(*waiter));
     } else {

@@ -939,6 +939,49 @@ TEST_F(Firing, AFiringHandsAWaitingReserveToItsCallAndAServedJobAnswersItWithNoR
   EXPECT_EQ(redis->count("reserve"), 0U);
 }
 
+// Once a tube's jobs come ready here, a firing carries its reserves, not those of a tube that
+// never fires, however long they have waited (before any did, it carries the longest waiting).
+TEST_F(Firing, AFiringCarriesTheReservesOfATubeThatFiresHereNotLongerWaitingOnesOfAnother) {
+  own_every_shard();
+  auto first = session();
+  Outcome<broker::Job> first_got;
+  wait_for_a_job(*first, first_got);
+  std::vector<std::unique_ptr<broker::Session>> idle;
+  std::deque<Outcome<broker::Job>> idle_got(40);
+  for (auto& got : idle_got) {
+    idle.push_back(session());
+    broker::ReserveRequest request;
+    request.tubes = {"idle"};
+    idle.back()->reserve(request, got.callback());
+  }
+  settle();
+  while (redis->count("probe") > 0) answer_empty_probes();  // the rounds they share
+  timer_message(2);
+  Call fire = take("fire");
+  auto args = fire.args();
+  ASSERT_EQ(args.size(), 2U + 8 * 3);  // the 8 longest waiting, whatever their tubes
+  EXPECT_EQ(std::vector<std::string>(args.begin() + 3, args.begin() + 5),
+            (std::vector<std::string>{"1", "default"}));
+  EXPECT_EQ(std::vector<std::string>(args.begin() + 6, args.begin() + 8),
+            (std::vector<std::string>{"1", "idle"}));
+  JobView job = ready_job(6);
+  job.state = JobState::kReserved;
+  job.deadline_unix_ms = clock->now_unix_ms() + 60'000;
+  job.counters.reserves = 1;
+  redis->answer(fire, fired(1, "-1", reply::array({reply::job(job, clock->now_unix_ms())})));
+  settle();
+  ASSERT_TRUE(first_got.done() && first_got.result->is_ok());
+  // "default" fired lately: the next firing carries the reserve of it that came last.
+  auto second = session();
+  Outcome<broker::Job> second_got;
+  wait_for_a_job(*second, second_got);
+  timer_message(3);
+  args = take("fire").args();
+  ASSERT_EQ(args.size(), 5U);
+  EXPECT_EQ(std::vector<std::string>(args.begin() + 3, args.end()),
+            (std::vector<std::string>{"1", "default"}));
+}
+
 TEST_F(Firing, AFiringThatServedNothingLeavesTheReserveWaiting) {
   own_every_shard();
   auto s = session();

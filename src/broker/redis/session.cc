@@ -28,7 +28,7 @@ RedisSession::~RedisSession() {
     if (!waiter->finished) {
       waiter->finished = true;
       waiter->stop_timers(*core_->coarse);
-      core_->waiters.remove(waiter);
+      core_->unlist(waiter);
       core_->report_waiting();  // the other nodes' stats count it no more
     }
   }
@@ -232,7 +232,7 @@ std::uint64_t RedisSession::reserve(broker::ReserveRequest request, Callback<bro
   waits_[waiter->ticket] = waiter;
   worker_ = waiter->watch_list;
   ride_along(*waiter);
-  core_->waiters.push_back(waiter);
+  core_->list(waiter);
   core_->keep_deadline(waiter);
   // Never inside this call: the first try starts from the executor. (A wake() may have started
   // it already: one try at a time, or a second job would be reserved for it and handed back.)
@@ -248,7 +248,7 @@ bool RedisSession::cancel_reserve(std::uint64_t ticket) {
   auto done = std::move(waiter->done);
   waiter->finished = true;
   waiter->stop_timers(*core_->coarse);
-  core_->waiters.remove(waiter);
+  core_->unlist(waiter);
   core_->report_waiting();
   post(std::move(done), Result<broker::Job>(Status(Code::kTimedOut, "the reserve was cancelled")));
   return true;

@@ -23,6 +23,7 @@ void Core::notify_ready(std::uint32_t shard, const std::string& tube, const Head
   Hint& h = it->second;
   h.set(shard, after_message(h.head(shard), head));
   ++h.generation[shard];
+  h.readied_at = clock->steady_now();
   if (h.trying[shard] == 0) wake(tube, 1);
 }
 
@@ -97,14 +98,18 @@ std::vector<std::uint64_t> Core::may_hold(const std::vector<const Hint*>& hinted
 // waiting first; with none waiting idle, those trying other shards look again when done.
 void Core::wake(const std::string& tube, std::size_t count) {
   if (paused(tube)) return;
-  // try_reserve may finish a waiter, which erases it: walk a copy.
-  const std::vector<std::shared_ptr<Waiter>> now(waiters.begin(), waiters.end());
+  // try_reserve may finish a waiter, which erases it: walk a copy, of the tube's waiters only
+  // (a node may hold thousands of reserves of other tubes).
+  std::vector<std::shared_ptr<Waiter>> now;
+  for (const auto& waiter : waiters) {
+    if (!waiter->finished &&
+        std::find(waiter->tubes.begin(), waiter->tubes.end(), tube) != waiter->tubes.end()) {
+      now.push_back(waiter);
+    }
+  }
   for (const auto& waiter : now) {
     if (count == 0) break;
-    if (waiter->finished ||
-        std::find(waiter->tubes.begin(), waiter->tubes.end(), tube) == waiter->tubes.end()) {
-      continue;
-    }
+    if (waiter->finished) continue;
     if (waiter->trying) {
       waiter->again = true;
       continue;
@@ -534,7 +539,7 @@ void Core::finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> res
   }
   waiter->finished = true;
   waiter->stop_timers(*coarse);
-  waiters.remove(waiter);
+  unlist(waiter);
   report_waiting();
   if (result.is_ok()) waiter->session->hold(result.value(), clock->steady_now());
   auto done = std::move(waiter->done);

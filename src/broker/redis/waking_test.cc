@@ -753,6 +753,33 @@ TEST_F(Waking, APutOfAReadyJobCarriesAReserveWaitingWithNothingKnownAndHandsItTh
   EXPECT_EQ(redis->count("reserve"), 0U);
 }
 
+// Reserves of another tube that have waited longer, more of them than a call looks at, do not
+// keep a put's job from the reserve of its tube.
+TEST_F(Waking, APutCarriesAReserveOfItsTubeBehindManyLongerWaitingOnesOfAnother) {
+  std::vector<std::unique_ptr<broker::Session>> idle;
+  std::deque<Outcome<broker::Job>> idle_got(40);
+  for (auto& got : idle_got) {
+    idle.push_back(session());
+    idle.back()->reserve(within(100s, {"idle"}), got.callback());
+  }
+  rest();
+  auto worker = session();
+  Outcome<broker::Job> got;
+  worker->reserve({}, got.callback());
+  rest();
+  auto producer = session();
+  Outcome<broker::PutResult> put;
+  broker::PutRequest request;
+  request.body = "hello";
+  producer->put(request, put.callback());
+  settle();
+  Call call = take("put");
+  const auto args = call.args();
+  ASSERT_GE(args.size(), 3U);
+  EXPECT_EQ(std::vector<std::string>(args.end() - 3, args.end()),
+            (std::vector<std::string>{holder(41), "1", "default"}));
+}
+
 // --- what makes heads unknown: a channel resubscribed, an older node's message
 
 TEST_F(Waking, AResubscribedShardChannelMakesItsHeadsUnknownAndAWaitingReserveProbesIt) {
