@@ -130,6 +130,17 @@ class LeaseTest : public NodeTest {
     settle();
   }
 
+  // Answers a firing that carried a waiting reserve: it moved one job, `id`, and served it to
+  // that reserve.
+  void serve_from(Call& fire, JobId id) {
+    JobView job = ready_job(id);
+    job.state = JobState::kReserved;
+    job.deadline_unix_ms = clock->now_unix_ms() + 60'000;
+    job.counters.reserves = 1;
+    redis->answer(fire, fired(1, "-1", reply::array({reply::job(job, clock->now_unix_ms())})));
+    settle();
+  }
+
   // A reserve of "default" waiting here, every shard having answered that it holds no job.
   void wait_for_a_job(broker::Session& s, Outcome<broker::Job>& got) {
     s.reserve({}, got.callback());
@@ -926,12 +937,7 @@ TEST_F(Firing, AFiringHandsAWaitingReserveToItsCallAndAServedJobAnswersItWithNoR
   EXPECT_TRUE(args[2].starts_with(broker->node_name() + "/")) << args[2];
   EXPECT_EQ(std::vector<std::string>(args.begin() + 3, args.end()),
             (std::vector<std::string>{"1", "default"}));
-  JobView job = ready_job(6);
-  job.state = JobState::kReserved;
-  job.deadline_unix_ms = clock->now_unix_ms() + 60'000;
-  job.counters.reserves = 1;
-  redis->answer(fire, fired(1, "-1", reply::array({reply::job(job, clock->now_unix_ms())})));
-  settle();
+  serve_from(fire, 6);
   ASSERT_TRUE(got.done());
   ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
   EXPECT_EQ(got.result->value().view.id, 6U);
@@ -964,12 +970,7 @@ TEST_F(Firing, AFiringCarriesTheReservesOfATubeThatFiresHereNotLongerWaitingOnes
             (std::vector<std::string>{"1", "default"}));
   EXPECT_EQ(std::vector<std::string>(args.begin() + 6, args.begin() + 8),
             (std::vector<std::string>{"1", "idle"}));
-  JobView job = ready_job(6);
-  job.state = JobState::kReserved;
-  job.deadline_unix_ms = clock->now_unix_ms() + 60'000;
-  job.counters.reserves = 1;
-  redis->answer(fire, fired(1, "-1", reply::array({reply::job(job, clock->now_unix_ms())})));
-  settle();
+  serve_from(fire, 6);
   ASSERT_TRUE(first_got.done() && first_got.result->is_ok());
   // "default" fired lately: the next firing carries the reserve of it that came last.
   auto second = session();

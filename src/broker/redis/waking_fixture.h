@@ -172,6 +172,23 @@ class WakingTest : public NodeTest {
       clock->advance(std::min(Millis{30}, length - passed));
     }
   }
+  // `producer` puts a ready job of "default"; its call, which must carry the reserve of `waiter`
+  // (a holder()) last.
+  Call put_carrying(broker::Session& producer, Outcome<broker::PutResult>& put,
+                    const std::string& waiter) {
+    broker::PutRequest request;
+    request.body = "hello";
+    producer.put(request, put.callback());
+    settle();
+    Call call = take("put");
+    const auto args = call.args();
+    EXPECT_GE(args.size(), 3U);
+    if (args.size() >= 3) {
+      EXPECT_EQ(std::vector<std::string>(args.end() - 3, args.end()),
+                (std::vector<std::string>{waiter, "1", "default"}));
+    }
+    return call;
+  }
   // A reserve that waits at most `timeout`, of the watch list unless `tubes` are named.
   static broker::ReserveRequest within(Millis timeout, std::vector<std::string> tubes = {}) {
     broker::ReserveRequest request;

@@ -732,15 +732,7 @@ TEST_F(Waking, APutOfAReadyJobCarriesAReserveWaitingWithNothingKnownAndHandsItTh
   rest();
   auto producer = session();
   Outcome<broker::PutResult> put;
-  broker::PutRequest request;
-  request.body = "hello";
-  producer->put(request, put.callback());
-  settle();
-  Call call = take("put");
-  const auto args = call.args();
-  ASSERT_GE(args.size(), 3U);
-  EXPECT_EQ(std::vector<std::string>(args.end() - 3, args.end()),
-            (std::vector<std::string>{holder(1), "1", "default"}));
+  Call call = put_carrying(*producer, put, holder(1));
   const auto now = Reply::number(clock->now_unix_ms());
   redis->answer(call, reply::ok({Reply::number(5), now, Reply::number(0), now,
                                  reply::array({reserved(ready_job(5), {""})})}));
@@ -769,15 +761,7 @@ TEST_F(Waking, APutCarriesAReserveOfItsTubeBehindManyLongerWaitingOnesOfAnother)
   rest();
   auto producer = session();
   Outcome<broker::PutResult> put;
-  broker::PutRequest request;
-  request.body = "hello";
-  producer->put(request, put.callback());
-  settle();
-  Call call = take("put");
-  const auto args = call.args();
-  ASSERT_GE(args.size(), 3U);
-  EXPECT_EQ(std::vector<std::string>(args.end() - 3, args.end()),
-            (std::vector<std::string>{holder(41), "1", "default"}));
+  put_carrying(*producer, put, holder(41));
 }
 
 // --- what makes heads unknown: a channel resubscribed, an older node's message
