@@ -144,6 +144,7 @@ struct Waiter {
   std::vector<std::string> tubes;
   bool watch_list = false;
   std::optional<SteadyTime> deadline;
+  SteadyTime began{};  // when the reserve came
   Callback<broker::Job> done;
   std::unique_ptr<Timer> timer;
   // At the deadline, and while Redis answers after it (keep_deadline()): answers TIMED_OUT

@@ -112,6 +112,21 @@ TEST_F(Waking, WithRedisSilentAReserveAnswersTimedOutFortyMillisecondsAfterItsDe
   EXPECT_EQ(got.calls, 1);
 }
 
+// A poll (a reserve that waits less than a second) gives its calls the whole second, silent
+// Redis or not: on a loaded node they may be slow, and it must see a job put before it came.
+TEST_F(Waking, WithRedisSilentAPollAnswersTimedOutOneSecondAfterItsDeadline) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  s->reserve(within(500ms), got.callback());
+  settle();
+  ASSERT_EQ(redis->count("probe"), kShards);  // never answered
+  clock->advance(1499ms);
+  EXPECT_FALSE(got.done());
+  clock->advance(1ms);
+  ASSERT_TRUE(got.done());
+  EXPECT_EQ(got.result->status().code(), Code::kTimedOut);
+}
+
 // While Redis answers other calls (a loaded node: the reserve's own calls are slow, not lost),
 // the reserve waits for them up to a second after its deadline.
 TEST_F(Waking, WhileRedisAnswersOtherCallsAReserveWaitsForItsOwnUpToASecondAfterItsDeadline) {

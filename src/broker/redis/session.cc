@@ -224,7 +224,8 @@ std::uint64_t RedisSession::reserve(broker::ReserveRequest request, Callback<bro
       return 0;
     }
   }
-  if (request.timeout) waiter->deadline = core_->clock->steady_now() + *request.timeout;
+  waiter->began = core_->clock->steady_now();
+  if (request.timeout) waiter->deadline = waiter->began + *request.timeout;
   waiter->done = std::move(done);
   waiter->ticket = next_ticket_++;
   // Only reserves still to answer are kept: a worker's connection makes millions.

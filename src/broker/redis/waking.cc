@@ -497,8 +497,10 @@ void Core::arm(const std::shared_ptr<Waiter>& waiter) {
 // timeout (10 s), so it answers TIMED_OUT without them. At its deadline when no heartbeat has
 // been answered for more than half a lease (Redis is known to be out of reach). Else it waits on
 // while Redis answers (on a loaded node, the PINGs before TIMED_OUT let in the messages sent
-// before the deadline), for a grace of at most a second, and answers as soon as Redis has
-// answered nothing for kQuiet: within about 50 ms of the deadline in an outage's first seconds.
+// before the deadline), for a grace of at most a second, and, if it waited a second or more,
+// answers as soon as Redis has answered nothing for kQuiet: within about 50 ms of the deadline
+// in an outage's first seconds. A shorter one (a poll: `reserve-with-timeout 0`) waits the
+// grace out, so that a loaded node's slow calls do not keep it from a job put before it came.
 // A job one of its calls reserves after all is released at once (finish()).
 void Core::keep_deadline(const std::shared_ptr<Waiter>& waiter) {
   if (waiter->deadline) arm_late(waiter, *waiter->deadline);
@@ -517,7 +519,8 @@ void Core::arm_late(const std::shared_ptr<Waiter>& waiter, SteadyTime at) {
     const bool heard = !waiter->answered_seen || *waiter->answered_seen != answered;
     waiter->answered_seen = answered;
     const auto grace_end = *waiter->deadline + kGrace;
-    if (now < grace_end && heard && !self->out_of_reach()) {
+    const bool poll = *waiter->deadline - waiter->began < kGrace;
+    if (now < grace_end && (heard || poll) && !self->out_of_reach()) {
       return self->arm_late(waiter, std::min(now + kQuiet, grace_end));
     }
     self->finish(waiter, Status(Code::kTimedOut, "no job became ready in time"));
