@@ -391,24 +391,26 @@ std::vector<std::shared_ptr<Waiter>> Core::handed_to_call(std::vector<std::strin
   constexpr std::size_t kMostLooked = 32;  // waiters of the call's tubes looked at, handed or not
   constexpr std::size_t kMostTubes = 8;
   const SteadyTime now = clock->steady_now();
-  const auto lately = [&](const std::string& tube) {
-    const auto it = hints.find(tube);
-    return it != hints.end() && it->second.readied_at != SteadyTime{} &&
-           now - it->second.readied_at < kReadiedLately;
+  const auto lately = [&](const Hint& h) {
+    return h.readied_at != SteadyTime{} && now - h.readied_at < kReadiedLately;
   };
   // A firing with no tube readied lately (the node's first, jobs that come once in a while):
   // the longest waiting, whatever their tubes.
   const bool any_tube =
       only == nullptr &&
-      std::none_of(hints.begin(), hints.end(), [&](const auto& e) { return lately(e.first); });
+      std::none_of(hints.begin(), hints.end(), [&](const auto& e) { return lately(e.second); });
   const auto for_this_call = [&](const std::string& tube) {
-    return only != nullptr ? only->contains(tube) : any_tube || lately(tube);
+    if (only != nullptr) return only->contains(tube);
+    if (any_tube) return true;
+    const auto it = hints.find(tube);
+    return it != hints.end() && lately(it->second);
   };
   std::vector<std::shared_ptr<Waiter>> handed;
   std::unordered_map<std::string, bool> empty;  // tube -> no shard known to hold a ready job
   std::size_t looked = 0;
   for (const auto& waiter : waiters) {
     if (handed.size() == kMostWaiters || looked == kMostLooked) break;
+    // Waiters of other tubes are passed over before open_tubes() copies any (thousands may wait).
     if (waiter->finished || waiter->trying ||
         std::none_of(waiter->tubes.begin(), waiter->tubes.end(), for_this_call)) {
       continue;

@@ -13,6 +13,24 @@ using delayq::redis::Reply;
 using Waking = WakingTest;
 using DeadlineSoon = WakingTest;
 
+// Redis answers none of a reserve's calls (its heartbeat neither).
+class Silent : public WakingTest {
+ protected:
+  // `s` reserves, waiting at most `timeout`; its probes are never answered. It answers TIMED_OUT
+  // `at` after it came, and not a millisecond before.
+  void expect_timed_out_at(broker::Session& s, Outcome<broker::Job>& got, Millis timeout,
+                           Millis at) {
+    s.reserve(within(timeout), got.callback());
+    settle();
+    ASSERT_EQ(redis->count("probe"), kShards);
+    clock->advance(at - Millis{1});
+    EXPECT_FALSE(got.done());
+    clock->advance(Millis{1});
+    ASSERT_TRUE(got.done());
+    EXPECT_EQ(got.result->status().code(), Code::kTimedOut);
+  }
+};
+
 // --- how a reserve ends: cancelled, stopped, timed out, answered once
 
 TEST_F(Waking, CancelReserveAnswersTimedOutOnTheExecutorAndReleasesAJobTakenMeanwhileUncounted) {
@@ -94,17 +112,10 @@ TEST_F(Waking, StopWaitingDuringATryLetsTheTryAnswerTheJobItFinds) {
 
 // Redis answers nothing after a reserve's deadline (stopped in an outage's first seconds, before
 // the heartbeat tells): the reserve answers TIMED_OUT once Redis has been silent for 40 ms.
-TEST_F(Waking, WithRedisSilentAReserveAnswersTimedOutFortyMillisecondsAfterItsDeadline) {
+TEST_F(Silent, AReserveAnswersTimedOutFortyMillisecondsAfterItsDeadline) {
   auto s = session();
   Outcome<broker::Job> got;
-  s->reserve(within(2s), got.callback());
-  settle();
-  ASSERT_EQ(redis->count("probe"), kShards);  // never answered, until after the end
-  clock->advance(2039ms);
-  EXPECT_FALSE(got.done());
-  clock->advance(1ms);
-  ASSERT_TRUE(got.done());
-  EXPECT_EQ(got.result->status().code(), Code::kTimedOut);
+  expect_timed_out_at(*s, got, 2s, 2040ms);
   // The answers come at last, one shard holding a job: nobody goes for it on the reserve's behalf.
   answer_probes({{1, head(1024, 5)}});
   settle();
@@ -114,17 +125,10 @@ TEST_F(Waking, WithRedisSilentAReserveAnswersTimedOutFortyMillisecondsAfterItsDe
 
 // A poll (a reserve that waits less than a second) gives its calls the whole second, silent
 // Redis or not: on a loaded node they may be slow, and it must see a job put before it came.
-TEST_F(Waking, WithRedisSilentAPollAnswersTimedOutOneSecondAfterItsDeadline) {
+TEST_F(Silent, APollAnswersTimedOutOneSecondAfterItsDeadline) {
   auto s = session();
   Outcome<broker::Job> got;
-  s->reserve(within(500ms), got.callback());
-  settle();
-  ASSERT_EQ(redis->count("probe"), kShards);  // never answered
-  clock->advance(1499ms);
-  EXPECT_FALSE(got.done());
-  clock->advance(1ms);
-  ASSERT_TRUE(got.done());
-  EXPECT_EQ(got.result->status().code(), Code::kTimedOut);
+  expect_timed_out_at(*s, got, 500ms, 1500ms);
 }
 
 // While Redis answers other calls (a loaded node: the reserve's own calls are slow, not lost),
@@ -146,17 +150,10 @@ TEST_F(Waking, WhileRedisAnswersOtherCallsAReserveWaitsForItsOwnUpToASecondAfter
 
 // No heartbeat answered for more than half a lease: Redis is out of reach, and a reserve
 // answers TIMED_OUT at its deadline, with no grace for calls that will not come back.
-TEST_F(Waking, WithNoHeartbeatForHalfALeaseAReserveAnswersTimedOutAtItsDeadline) {
+TEST_F(Silent, WithNoHeartbeatForHalfALeaseAReserveAnswersTimedOutAtItsDeadline) {
   auto s = session();
   Outcome<broker::Job> got;
-  s->reserve(within(4s), got.callback());
-  settle();
-  ASSERT_EQ(redis->count("probe"), kShards);  // never answered
-  clock->advance(3999ms);
-  EXPECT_FALSE(got.done());
-  clock->advance(1ms);
-  ASSERT_TRUE(got.done());
-  EXPECT_EQ(got.result->status().code(), Code::kTimedOut);
+  expect_timed_out_at(*s, got, 4s, 4s);
 }
 
 // A reserve call that fails while Redis is out of reach does not end a reserve whose timeout is
