@@ -58,6 +58,7 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
   // frees memory or keeps it level, and runs while Redis is over its maxmemory, so that workers
   // can drain it and jobs still fire.
   const std::string& op = args.front();
+  ++calls_by_op[op];
   const bool grows = op == "put" || op == "putmany" || op == "putrun" ||
                      (op == "schedule_save" && args.size() > 3 && !args[3].empty());
   request.commands.push_back(script.call(key_views, views, !grows));

@@ -27,6 +27,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -210,6 +211,10 @@ class Hint {
   // When a job of the tube last came ready in any shard, as a call's answer or a message said
   // (or a firing handed one out): the tubes whose reserves a firing carries (handed_to_call()).
   SteadyTime readied_at{};
+  // Shards where another node's message ('h') made the known best worse than a job known: that
+  // message may be older than the answer the job was known from, so the node's own message of
+  // the job, if it comes, restores it (heard_ready()). An answer (learn()) clears it.
+  std::set<std::uint32_t> lowered;
 
  private:
   static std::uint64_t bit(std::uint32_t shard) { return std::uint64_t{1} << (shard % 64); }
@@ -255,6 +260,8 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void call(std::uint32_t shard, std::vector<std::string> args, bool write,
             std::function<void(Result<Reply>)> done);
   std::uint64_t calls_made = 0;
+  // jobs.lua calls made, by op (call(), call_across_slots(), the heartbeat): /metrics.
+  std::map<std::string, std::uint64_t, std::less<>> calls_by_op;
   // Per shard, ",<number>" for each call answered since the shard's last call was made; and
   // when a call last said to keep the shard's answers for another minute.
   std::unordered_map<std::uint32_t, std::string> answers_had;
@@ -315,7 +322,27 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
 
   // --- waking reserves
   Hint& hint(const std::string& tube);
-  void notify_ready(std::uint32_t shard, const std::string& tube, const Head& head);
+  // Returns whether a reserve here has asked for the tube (its hint is kept).
+  bool notify_ready(std::uint32_t shard, const std::string& tube, const Head& head,
+                    bool wake_one = true);
+  // --- the hand-over of a job another node's call made ready (its message): one node at a time
+  // looks, in an order every node computes alike from the job (turn_after()), each passing the
+  // turn on (a "p" message) when it has no reserve of the tube waiting idle.
+  void heard_ready(std::uint32_t shard, const std::string& tube, std::string_view from,
+                   std::string_view head);
+  // The tube's best in the shard changed for the worse by another node's call (it took one).
+  void heard_head(std::uint32_t shard, const std::string& tube, std::string_view from,
+                  std::string_view head);
+  void take_turn(std::uint32_t shard, const std::string& tube, std::string_view from,
+                 std::string_view head);
+  // The live node whose turn comes after `after` (the first: after none), leaving out `from`.
+  [[nodiscard]] std::optional<std::string> turn_after(std::uint32_t shard, std::string_view from,
+                                                      std::string_view head,
+                                                      const std::string* after) const;
+  // Whether every live node takes turns (a name ending in kTakesTurns); else, while a node of an
+  // older version is live, a message wakes a reserve on every node, as that version expects.
+  [[nodiscard]] bool taking_turns() const;
+  static constexpr std::string_view kTakesTurns = "+h";
   void notify_readied(std::uint32_t shard, const Reply& readied);
   void learn(std::uint32_t shard, const std::vector<std::string>& tubes,
              const std::vector<std::uint32_t>& generations, const std::vector<Reply>& answer,
@@ -335,7 +362,8 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // only those that as many are trying as the shard last said it held ready jobs of.
   [[nodiscard]] static Head best_of(const std::vector<const Hint*>& tubes, std::uint32_t shard,
                                     bool untaken = false, bool deep = false);
-  void wake(const std::string& tube, std::size_t count);
+  // Returns how many it started.
+  std::size_t wake(const std::string& tube, std::size_t count);
   void pump();
   void try_reserve(const std::shared_ptr<Waiter>& waiter);
   void attempt(const std::shared_ptr<Waiter>& waiter);

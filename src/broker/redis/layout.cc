@@ -224,4 +224,41 @@ Head after_answer(const Head& known, const Head& told, bool told_since) {
   return known;
 }
 
+namespace {
+// FNV-1a, 64 bits, of the job and a name: the same on every node and build.
+std::uint64_t turn_hash(std::string_view head, std::uint32_t shard, std::string_view name) {
+  std::uint64_t hash = 14695981039346656037ULL;
+  const auto mix = [&hash](std::string_view text) {
+    for (const char c : text) {
+      hash ^= static_cast<unsigned char>(c);
+      hash *= 1099511628211ULL;
+    }
+    hash ^= 0xff;  // a byte no name or head holds: "ab"+"c" is not "a"+"bc"
+    hash *= 1099511628211ULL;
+  };
+  mix(head);
+  mix(std::to_string(shard));
+  mix(name);
+  return hash;
+}
+}  // namespace
+
+std::optional<std::string> next_turn(const std::set<std::string>& nodes, std::uint32_t shard,
+                                     std::string_view from, std::string_view head,
+                                     const std::string* after) {
+  using Rank = std::pair<std::uint64_t, std::string_view>;
+  const auto rank = [&](std::string_view name) { return Rank{turn_hash(head, shard, name), name}; };
+  std::optional<Rank> bound;
+  if (after != nullptr) bound = rank(*after);
+  std::optional<Rank> best;
+  for (const auto& name : nodes) {
+    if (name == from) continue;
+    const Rank r = rank(name);
+    if (bound && !(r < *bound)) continue;
+    if (!best || *best < r) best = r;
+  }
+  if (!best) return std::nullopt;
+  return std::string(best->second);
+}
+
 }  // namespace delayq::broker::redis

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -112,5 +114,13 @@ struct Head {
 // replaces what is known, unless a message came while the call was on its way (`told_since`):
 // then the better of the two stands, and an unknown head stays unknown.
 [[nodiscard]] Head after_answer(const Head& known, const Head& told, bool told_since);
+
+// The turns nodes take at a job another node made ready (its head, in the shard): `nodes` in
+// the order of a hash of the job and each name, so that each job starts its round at another
+// node and every node computes the same order. The node whose turn comes after `after` (the
+// first: nullptr), leaving out `from` (the node that made it ready); nullopt once all had theirs.
+[[nodiscard]] std::optional<std::string> next_turn(const std::set<std::string>& nodes,
+                                                   std::uint32_t shard, std::string_view from,
+                                                   std::string_view head, const std::string* after);
 
 }  // namespace delayq::broker::redis

@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "redis/slot.h"
 
@@ -155,6 +159,50 @@ TEST(RedisHeadTest, AnAnswerReplacesWhatIsKnownUnlessAMessageCameMeanwhile) {
   EXPECT_EQ(after_answer(good, none, true).text(), "1:7:50");
   EXPECT_EQ(after_answer(none, bad, true).text(), "9:7:10");
   EXPECT_EQ(after_answer(unknown, good, true).kind, Head::Kind::kUnknown);
+}
+
+// --- the turns nodes take at a job another node made ready
+
+TEST(RedisTurnsTest, EachNodeHasOneTurnInAnOrderEveryNodeComputesAlikeWithoutTheMaker) {
+  const std::set<std::string> nodes = {"a+h", "b+h", "c+h", "d+h"};
+  const std::string head = "1024:1799999999000:42";
+  std::vector<std::string> order;
+  std::optional<std::string> turn = next_turn(nodes, 3, "b+h", head, nullptr);
+  while (turn) {
+    ASSERT_LT(order.size(), nodes.size()) << "a node had two turns";
+    order.push_back(*turn);
+    turn = next_turn(nodes, 3, "b+h", head, &order.back());
+  }
+  std::vector<std::string> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, (std::vector<std::string>{"a+h", "c+h", "d+h"})) << "the maker has no turn";
+  // A node that knows another too (it joined since): the others' order stands around it.
+  std::set<std::string> more = nodes;
+  more.insert("e+h");
+  std::vector<std::string> seen;
+  for (turn = next_turn(more, 3, "b+h", head, nullptr); turn;
+       turn = next_turn(more, 3, "b+h", head, &seen.back())) {
+    seen.push_back(*turn);
+  }
+  std::erase(seen, "e+h");
+  EXPECT_EQ(seen, order);
+}
+
+TEST(RedisTurnsTest, JobsStartTheirRoundsAtEveryNodeInTurn) {
+  const std::set<std::string> nodes = {"a+h", "b+h", "c+h"};
+  std::map<std::string, int> first;
+  for (int id = 1; id <= 300; ++id) {
+    const std::string head = "1024:1799999999000:" + std::to_string(id);
+    ++first[*next_turn(nodes, static_cast<std::uint32_t>(id % 7), "", head, nullptr)];
+  }
+  ASSERT_EQ(first.size(), 3U);
+  for (const auto& [node, count] : first) EXPECT_GT(count, 60) << node;
+}
+
+TEST(RedisTurnsTest, NoTurnWithNoOtherNode) {
+  EXPECT_FALSE(next_turn({"a+h"}, 0, "a+h", "1:2:3", nullptr).has_value());
+  const std::string a = "a+h";
+  EXPECT_FALSE(next_turn({"a+h"}, 0, "b+h", "1:2:3", &a).has_value());
 }
 
 }  // namespace

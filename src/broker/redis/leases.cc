@@ -53,6 +53,7 @@ void Core::heartbeat(bool over_memory) {
   // heartbeat is sent again, rather than failing until the next tick.
   delayq::redis::Request request;
   request.slot = delayq::redis::key_slot(names.nodes);
+  ++calls_by_op["heartbeat"];
   request.commands.push_back(script.call(
       {names.nodes}, {"heartbeat", node, std::to_string(options.lease.count()), "", node},
       over_memory));
@@ -156,6 +157,7 @@ void Core::call_across_slots(std::uint32_t first, std::vector<std::string> args,
   const std::vector<std::string_view> views(args.begin(), args.end());
   delayq::redis::Request request;
   request.slot = delayq::redis::key_slot(first_owner);
+  ++calls_by_op[args.front()];
   request.commands.push_back(script.call_across_slots({first_owner}, views));
   request.script = &script;
   Lane lane{client->primary_of(request.slot), args.front()};
@@ -536,9 +538,12 @@ void Core::looked(std::uint32_t shard, std::int64_t earliest_ms, double now_ms) 
 }
 
 // "r dq:{s} tube node head": tube's best ready job in shard s is now `head` (Head::parse()), by
-// a call of `node` (which learnt it from the call's answer and skips its own message). Nodes of
+// a call of `node` (which learnt it from the call's answer: heard_ready()). Nodes of
 // older versions sent "r dq:{s} tube [node]" when the tube's ready set stopped being empty: the
-// head is then unknown. "t dq:{s} ms": shard s has a timer earlier than it had. "c": a tube's
+// head is then unknown. "h dq:{s} tube node head": a reserve or delete of `node` took the tube's
+// best ready job in shard s, whose best is now `head` (empty: none). "p dq:{s} tube node next
+// head": the turn at that job passes to node
+// `next` (take_turn()). "t dq:{s} ms": shard s has a timer earlier than it had. "c": a tube's
 // configuration changed. "l": a node gave leases up.
 void Core::on_event(const std::string& payload) {
   if (payload == "c") {
@@ -569,8 +574,27 @@ void Core::on_event(const std::string& payload) {
         from = from.substr(0, second);
       }
     }
-    if (from == node) return;
-    notify_ready(shard, std::string(tube), Head::parse(head));
+    heard_ready(shard, std::string(tube), from, head);
+  } else if (payload[0] == 'h') {
+    // "tube from head": the same fields as 'r'; the head may be "" (none left).
+    const std::string_view fields(rest);
+    const auto first = fields.find(' ');
+    const auto second = first == std::string_view::npos ? first : fields.find(' ', first + 1);
+    if (second == std::string_view::npos) return;
+    const std::string_view from = fields.substr(first + 1, second - first - 1);
+    heard_head(shard, std::string(fields.substr(0, first)), from, fields.substr(second + 1));
+  } else if (payload[0] == 'p') {
+    // "tube from next head": the turn at the job passes to `next`.
+    std::vector<std::string_view> fields;
+    std::string_view left(rest);
+    while (!left.empty() && fields.size() < 4) {
+      const auto space = left.find(' ');
+      fields.push_back(left.substr(0, space));
+      left = space == std::string_view::npos ? std::string_view() : left.substr(space + 1);
+    }
+    if (fields.size() == 4 && fields[2] == node && taking_turns()) {
+      take_turn(shard, std::string(fields[0]), fields[1], fields[3]);
+    }
   } else if (payload[0] == 't' && owned.contains(shard)) {
     fire(shard);
   } else if (payload[0] == 's' && owned.contains(shard) && on_schedule_changed) {

@@ -152,7 +152,7 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   core->node = std::string(host) + ":" + std::to_string(::getpid()) + ":" +
-               std::to_string(random() % 1000000);
+               std::to_string(random() % 1000000) + std::string(Core::kTakesTurns);
 
   // Runs io until `done` is set; each step is bounded by the client's request timeout.
   const auto wait = [&io](const auto& done) {
@@ -363,6 +363,13 @@ RedisBroker::RedisBroker(std::shared_ptr<Core> core)
         const delayq::redis::ClientStats stats = core_->client->stats();
         page.sample("delayq_redis_calls_sent_again_total",
                     static_cast<std::int64_t>(stats.sent_again));
+        page.family("delayq_redis_calls_total",
+                    "Calls to Redis's jobs script by what they do (put, fire, reserve, erase, "
+                    "...).",
+                    "counter");
+        for (const auto& [op, count] : core_->calls_by_op) {
+          page.sample("delayq_redis_calls_total", {{"op", op}}, static_cast<std::int64_t>(count));
+        }
         page.family("delayq_redis_reconnects_total",
                     "Connections to Redis made again after they broke.", "counter");
         page.sample("delayq_redis_reconnects_total", static_cast<std::int64_t>(stats.reconnects));

@@ -14,17 +14,116 @@ Hint& Core::hint(const std::string& tube) {
 // time, every other would find nothing, a call each. A reserve that takes a job wakes two others
 // if its shard holds more, one if any shard may (attempt()), so a burst reaches every waiter in
 // a few rounds.
-void Core::notify_ready(std::uint32_t shard, const std::string& tube, const Head& head) {
-  if (shard >= shards) return;
+bool Core::notify_ready(std::uint32_t shard, const std::string& tube, const Head& head,
+                        bool wake_one) {
+  if (shard >= shards) return false;
   const auto it = hints.find(tube);
   // No reserve here has asked for the tube since its hint was dropped (resync()): the next one
   // finds every shard's best unknown and asks them.
-  if (it == hints.end()) return;
+  if (it == hints.end()) return false;
   Hint& h = it->second;
   h.set(shard, after_message(h.head(shard), head));
   ++h.generation[shard];
   h.readied_at = clock->steady_now();
-  if (h.trying[shard] == 0) wake(tube, 1);
+  if (wake_one && h.trying[shard] == 0) wake(tube, 1);
+  return true;
+}
+
+// Another node's call made `head` the tube's best ready job in the shard, and did not hand it to
+// a reserve of its own. Every node learns of it; one at a time goes to take it, so that with
+// idle workers on N nodes a job costs one reserve call, not N of which all but one miss.
+void Core::heard_ready(std::uint32_t shard, const std::string& tube, std::string_view from,
+                       std::string_view head) {
+  if (from == node) {
+    // This node's own call, whose answer said so already; unless another node's message that
+    // came after the answer but told of a call before it ('h') made the node forget the job.
+    const auto it = hints.find(tube);
+    if (it == hints.end() || shard >= shards || it->second.lowered.erase(shard) == 0) return;
+    const Head before = it->second.head(shard);
+    const Head told = Head::parse(head);
+    notify_ready(shard, tube, told, false);
+    if (told.known() && (before.kind == Head::Kind::kNone || told.before(before)) &&
+        it->second.trying[shard] == 0) {
+      wake(tube, 1);
+    }
+    return;
+  }
+  if (!taking_turns()) {
+    notify_ready(shard, tube, Head::parse(head));
+    return;
+  }
+  notify_ready(shard, tube, Head::parse(head), false);
+  if (turn_after(shard, from, head, nullptr) == node) take_turn(shard, tube, from, head);
+}
+
+// Another node's reserve or delete took the tube's best ready job in the shard: what is left
+// there replaces what this node knew (messages of a shard come in the order of its calls, and
+// one that made the best better says so after this one), so that no reserve here asks for the
+// job taken. A job left is another job's round of turns: no reserve of any node may have gone
+// for it yet (it was not the best when put).
+void Core::heard_head(std::uint32_t shard, const std::string& tube, std::string_view from,
+                      std::string_view head) {
+  if (shard >= shards || from == node) return;  // this node's own call: its answer said so
+  const auto it = hints.find(tube);
+  if (it == hints.end()) return;
+  Hint& h = it->second;
+  const Head told = Head::parse(head);
+  if (const Head& known = h.head(shard); known.known() && !(told.known() && !known.before(told))) {
+    h.lowered.insert(shard);
+  }
+  h.set(shard, told);
+  ++h.generation[shard];
+  if (!told.known()) return;
+  if (!taking_turns()) {
+    if (h.trying[shard] == 0) wake(tube, 1);
+  } else if (turn_after(shard, from, head, nullptr) == node) {
+    take_turn(shard, tube, from, head);
+  }
+}
+
+// This node's turn at the job: a reserve waiting idle here takes it; else the turn passes on to
+// the next node, which every node hears (its channel's "p" message). A node with a reserve of
+// the tube under way in the shard keeps the turn if it has another waiting: that call's answer
+// says the shard holds more, which wakes it. The last node's turn ends the round: the job waits
+// for the next reserve of the tube on any node, which knows the shard holds it.
+void Core::take_turn(std::uint32_t shard, const std::string& tube, std::string_view from,
+                     std::string_view head) {
+  if (paused(tube)) return;  // on every node alike: no reserve may take it now
+  if (const auto it = hints.find(tube); it != hints.end() && shard < shards) {
+    if (it->second.trying[shard] == 0) {
+      if (wake(tube, 1) > 0) return;
+    } else if (std::any_of(waiters.begin(), waiters.end(), [&](const auto& waiter) {
+                 return !waiter->finished && !waiter->trying &&
+                        std::find(waiter->tubes.begin(), waiter->tubes.end(), tube) !=
+                            waiter->tubes.end();
+               })) {
+      return;
+    }
+  }
+  const auto next = turn_after(shard, from, head, &node);
+  if (!next) return;
+  const std::string channel = shard_channel(options.prefix, shard);
+  client->run(delayq::redis::key_slot(channel),
+              Command{"SPUBLISH", channel,
+                      "p " + shard_base(options.prefix, shard) + " " + tube + " " +
+                          std::string(from) + " " + *next + " " + std::string(head)},
+              [](Result<Reply>) {});
+}
+
+// A node that does not know another yet (it joined since the last heartbeat) may take a turn
+// that was not its own: at worst, two reserve calls for one job.
+std::optional<std::string> Core::turn_after(std::uint32_t shard, std::string_view from,
+                                            std::string_view head, const std::string* after) const {
+  if (live.contains(node)) return next_turn(live, shard, from, head, after);
+  std::set<std::string> nodes = live;
+  nodes.insert(node);
+  return next_turn(nodes, shard, from, head, after);
+}
+
+bool Core::taking_turns() const {
+  return !older_node_live && std::all_of(live.begin(), live.end(), [](const std::string& name) {
+    return name.ends_with(kTakesTurns);
+  });
 }
 
 // A call's answer lists the tubes whose best ready job in the shard it made better: {tube, head}.
@@ -49,6 +148,7 @@ void Core::learn(std::uint32_t shard, const std::vector<std::string>& tubes,
                             : nullptr;
   for (std::size_t i = 0; i < tubes.size(); ++i) {
     Hint& h = hint(tubes[i]);
+    h.lowered.erase(shard);
     h.set(shard, after_answer(h.head(shard), Head::parse(heads.elements[i].str),
                               h.generation[shard] != generations[i]));
     h.depth[shard] =
@@ -96,8 +196,8 @@ std::vector<std::uint64_t> Core::may_hold(const std::vector<const Hint*>& hinted
 
 // Up to `count` reserves waiting on the tube try the shards that may hold jobs, the longest
 // waiting first; with none waiting idle, those trying other shards look again when done.
-void Core::wake(const std::string& tube, std::size_t count) {
-  if (paused(tube)) return;
+std::size_t Core::wake(const std::string& tube, std::size_t count) {
+  if (paused(tube)) return 0;
   // try_reserve may finish a waiter, which erases it: walk a copy, of the tube's waiters only
   // (a node may hold thousands of reserves of other tubes).
   std::vector<std::shared_ptr<Waiter>> now;
@@ -107,16 +207,18 @@ void Core::wake(const std::string& tube, std::size_t count) {
       now.push_back(waiter);
     }
   }
+  std::size_t woken = 0;
   for (const auto& waiter : now) {
-    if (count == 0) break;
+    if (count == woken) break;
     if (waiter->finished) continue;
     if (waiter->trying) {
       waiter->again = true;
       continue;
     }
-    --count;
+    ++woken;
     try_reserve(waiter);
   }
+  return woken;
 }
 
 bool Core::paused(const std::string& tube) const {

@@ -197,20 +197,6 @@ TEST_F(SlowShard, AShardWhoseSlotMigratedLatelyHoldsNoReserveUp) {
   take_the_job(got, slow);
 }
 
-TEST_F(Waking, ANodesOwnMessageWakesNobody) {
-  auto s = session();
-  Outcome<broker::Job> got;
-  s->reserve({}, got.callback());
-  settle();
-  answer_all("probe", reply::ok({reply::array({delayq::redis::Reply::string("")}),
-                                 reply::array({delayq::redis::Reply::number(0)})}));
-  settle();
-  redis->publish_shard(1, "r dq:{1} default " + broker->node_name() + " 1024:1799999999500:5");
-  settle();
-  EXPECT_EQ(redis->count("reserve"), 0U);
-  EXPECT_FALSE(got.done());
-}
-
 TEST_F(Waking, AReserveWithATimeoutAnswersTimedOutAtItsDeadlineAfterLettingMessagesIn) {
   auto s = session();
   Outcome<broker::Job> got;

@@ -2,7 +2,12 @@
 -- between states, reservations, due times, puts, heads and serving waiting reserves.
 
 local function remove_ready(member)
-  readies[member] = nil
+  if readies[member] then
+    readies[member] = nil
+  else
+    local tube = string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
+    if taken[tube] == nil then taken[tube] = first(R, tube, 1)[1] or false end
+  end
   redis.call('ZREM', R, member)
 end
 
@@ -36,6 +41,37 @@ local function write_lapses()
   return earliest
 end
 
+-- The readies into r, and where a tube's best ready job in the shard changed, messages to every
+-- node: 'r' for a better one (the best new ready job of each tube, against the best the shard
+-- held before they are added), so that a reserve takes the best job of every shard; 'h' with the
+-- best a reserve or a delete left ('' for none), so that no node asks for a job another took (a
+-- call each that finds it gone).
+local function tell_heads()
+  local best, told, list = {}, {}, {}
+  for member in pairs(readies) do
+    table.insert(list, 0); table.insert(list, member)
+    local tube = string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
+    if not best[tube] or member < best[tube] then best[tube] = member end
+  end
+  for tube, member in pairs(best) do
+    local head = first(R, tube, 1)[1]
+    if not head or member < head then
+      local h = head_of(tube, member)
+      redis.call('SPUBLISH', SEVENTS, 'r ' .. base .. ' ' .. tube .. ' ' .. (caller or '-') .. ' ' .. h)
+      table.insert(readied, {tube, h})
+      told[tube] = true
+    end
+  end
+  in_chunks('ZADD', R, list)
+  for tube, was in pairs(taken) do
+    local now_best = first(R, tube, 1)[1]
+    if not told[tube] and now_best ~= was then
+      redis.call('SPUBLISH', SEVENTS, 'h ' .. base .. ' ' .. tube .. ' ' .. (caller or '-') .. ' ' ..
+        (now_best and head_of(tube, now_best) or ''))
+    end
+  end
+end
+
 local function flush()
   flow_flush()
   local list, n = {}, 0
@@ -64,24 +100,7 @@ local function flush()
     end
     if earliest then tell_owner(earliest) end
   end
-  -- The best new ready job of each tube, against the best the shard holds before they are added:
-  -- where it is better, nodes learn of it, so that a reserve takes the best job of every shard.
-  local best = {}
-  list = {}
-  for member in pairs(readies) do
-    table.insert(list, 0); table.insert(list, member)
-    local tube = string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
-    if not best[tube] or member < best[tube] then best[tube] = member end
-  end
-  for tube, member in pairs(best) do
-    local head = first(R, tube, 1)[1]
-    if not head or member < head then
-      local h = head_of(tube, member)
-      redis.call('SPUBLISH', SEVENTS, 'r ' .. base .. ' ' .. tube .. ' ' .. (caller or '-') .. ' ' .. h)
-      table.insert(readied, {tube, h})
-    end
-  end
-  in_chunks('ZADD', R, list)
+  tell_heads()
   for name, by in pairs(counters) do
     if by ~= 0 then redis.call('HINCRBY', C, name, by) end
   end

@@ -47,11 +47,8 @@ local function run(keys, args)
   flows, was_head, moved_to, fz_lead, gstates, gdirty = {}, {}, nil, nil, {}, {}
   shard_here = nil
   clock, clock_ms, quiet, leads = nil, nil, false, false
-  readied, records, readies, counters, seen, names = {}, {}, {}, {}, {}, {}
-  log, moves, logged, ordered, last_t, last_id = {}, {}, 0, true, nil, nil
-  added, lapses = {}, {}
+  begin_writes()
   plain_from = nil
-  pages, dirty = {}, {}
   local handler = ops[args[1]]
   if not handler then
     return redis.error_reply('ERR delayq: unknown operation ' .. tostring(args[1]))

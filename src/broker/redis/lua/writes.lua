@@ -18,6 +18,10 @@ local pages    -- timer page -> its entries (read or changed in this call), fals
 local dirty    -- timer page -> true: to write (or delete) at flush
 local leads    -- whether a timer this call added may have become the shard's first
 local readies  -- member -> true, for ZADD r
+-- tube -> its best member of r before this call first took one out (remove_ready()): where the
+-- tube's best changed by the call's end, nodes are told the new one ('h'), so that none goes on
+-- to ask the shard for a job another node took.
+local taken
 local counters -- tube \0 counter -> change, for HINCRBY c
 local seen     -- tube -> true, for SADD tubes
 -- Tubes whose best ready job in the shard this call made better (or made at all), each with
@@ -68,6 +72,13 @@ local function before(a, b)
 end
 
 local names    -- tube -> field -> tube \0 field
+-- A call's gathered writes, empty at its start (run()).
+local function begin_writes()
+  readied, records, readies, counters, seen, names = {}, {}, {}, {}, {}, {}
+  log, moves, logged, ordered, last_t, last_id = {}, {}, 0, true, nil, nil
+  added, lapses, taken = {}, {}, {}
+  pages, dirty = {}, {}
+end
 local function count(tube, field, by)
   local of = names[tube]
   if not of then of = {}; names[tube] = of end
