@@ -11,7 +11,7 @@
 # time and the reserve that got it: leaves out the time every worker was busy), a delete's p99,
 # the script calls a job (FCALLs in the primaries' INFO commandstats, over the jobs), how busy
 # the machine's CPUs were over it (both cores: 200 %), and the CPU time the hypervisor took
-# meanwhile. DELAYQD_FLAGS adds flags to every node.
+# meanwhile. DELAYQD_FLAGS adds flags to every node; SETUPS runs only those named ("spread").
 # Ends what it started, by PID.
 set -euo pipefail
 seconds=${1:-5}
@@ -37,7 +37,7 @@ flags=${DELAYQD_FLAGS:-}
 echo "| run | set-up | lateness p50 (us) | p99 (us) | p99 from a free worker (us) | delete p99 (us) | calls a job | CPU busy (%) | CPU stolen (ms) |"
 echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|"
 for run in $(seq "$runs"); do
-  for setup in same cross spread; do
+  for setup in ${SETUPS:-same cross spread}; do
     DELAYQD_FLAGS="$flags --redis-prefix $setup$run"
     first=${#pids[@]}
     start_node

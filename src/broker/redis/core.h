@@ -335,14 +335,20 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
                   std::string_view head);
   void take_turn(std::uint32_t shard, const std::string& tube, std::string_view from,
                  std::string_view head);
-  // The live node whose turn comes after `after` (the first: after none), leaving out `from`.
-  [[nodiscard]] std::optional<std::string> turn_after(std::uint32_t shard, std::string_view from,
-                                                      std::string_view head,
+  // The live node whose turn comes after `after` (the first: after none), leaving out `from`
+  // and the tube's nodes without waiters.
+  [[nodiscard]] std::optional<std::string> turn_after(std::uint32_t shard, const std::string& tube,
+                                                      std::string_view from, std::string_view head,
                                                       const std::string* after) const;
   // Whether every live node takes turns (a name ending in kTakesTurns); else, while a node of an
   // older version is live, a message wakes a reserve on every node, as that version expects.
   [[nodiscard]] bool taking_turns() const;
   static constexpr std::string_view kTakesTurns = "+h";
+  // Per tube, the nodes that passed a turn at one of its jobs with no reserve of it ever asked
+  // for (no hint): left out of its rounds until they say they have one ("w" on the node-wide
+  // channel, sent as a node makes a tube's hint), so a node without workers of a tube costs
+  // its jobs no hop.
+  std::map<std::string, std::set<std::string>, std::less<>> without_waiters;
   void notify_readied(std::uint32_t shard, const Reply& readied);
   void learn(std::uint32_t shard, const std::vector<std::string>& tubes,
              const std::vector<std::uint32_t>& generations, const std::vector<Reply>& answer,

@@ -542,9 +542,9 @@ void Core::looked(std::uint32_t shard, std::int64_t earliest_ms, double now_ms) 
 // older versions sent "r dq:{s} tube [node]" when the tube's ready set stopped being empty: the
 // head is then unknown. "h dq:{s} tube node head": a reserve or delete of `node` took the tube's
 // best ready job in shard s, whose best is now `head` (empty: none). "p dq:{s} tube node next
-// head": the turn at that job passes to node
-// `next` (take_turn()). "t dq:{s} ms": shard s has a timer earlier than it had. "c": a tube's
-// configuration changed. "l": a node gave leases up.
+// head [passer]": the turn at that job passes to node `next` (take_turn()), from `passer` if it
+// has no reserve of the tube; "w tube node": `node` has one now. "t dq:{s} ms": shard s has a
+// timer earlier than it had. "c": a tube's configuration changed. "l": a node gave leases up.
 void Core::on_event(const std::string& payload) {
   if (payload == "c") {
     load_conf([](Status) {});
@@ -552,6 +552,15 @@ void Core::on_event(const std::string& payload) {
   }
   if (payload == "l") {
     lease_tick();
+    return;
+  }
+  if (payload.starts_with("w ")) {  // "w tube node": `node` has a reserve of `tube` now
+    const auto space = payload.rfind(' ');
+    const auto it = without_waiters.find(std::string_view(payload).substr(2, space - 2));
+    if (space > 2 && it != without_waiters.end()) {
+      it->second.erase(payload.substr(space + 1));
+      if (it->second.empty()) without_waiters.erase(it);
+    }
     return;
   }
   if (payload.size() < 4 || payload[1] != ' ') return;
@@ -592,7 +601,12 @@ void Core::on_event(const std::string& payload) {
       fields.push_back(left.substr(0, space));
       left = space == std::string_view::npos ? std::string_view() : left.substr(space + 1);
     }
-    if (fields.size() == 4 && fields[2] == node && taking_turns()) {
+    if (fields.size() < 4) return;
+    // A sixth field: the node that passed, which has no reserve of the tube.
+    if (!left.empty() && left != node) {
+      without_waiters[std::string(fields[0])].insert(std::string(left));
+    }
+    if (fields[2] == node && taking_turns()) {
       take_turn(shard, std::string(fields[0]), fields[1], fields[3]);
     }
   } else if (payload[0] == 't' && owned.contains(shard)) {
@@ -620,6 +634,11 @@ void Core::resync() {
     if (!own.armed_at && !own.firing && !client->shard_channel_subscribed(shard)) {
       arm_fire(shard, options.resync);
     }
+  }
+  // Nodes gone are no longer left out of turns: they have none.
+  for (auto it = without_waiters.begin(); it != without_waiters.end();) {
+    std::erase_if(it->second, [&](const std::string& name) { return !live.contains(name); });
+    it = it->second.empty() ? without_waiters.erase(it) : std::next(it);
   }
   std::set<std::string> waited;
   for (const auto& waiter : waiters) waited.insert(waiter->tubes.begin(), waiter->tubes.end());

@@ -96,14 +96,41 @@ TEST_F(Turns, ANodeWithNoReserveWaitingPassesTheTurnToTheNextAndTheLastEndsTheRo
   live({"b+h", "c+h"});
   const std::string job = head_for(broker->node_name(), 1, "c+h");
   message("r dq:{1} default c+h " + job);
-  EXPECT_EQ(passes(), (std::vector<std::pair<std::string, std::string>>{
-                          {"dq:{1}:events", "p dq:{1} default c+h b+h " + job}}));
+  EXPECT_EQ(passes(),
+            (std::vector<std::pair<std::string, std::string>>{
+                {"dq:{1}:events", "p dq:{1} default c+h b+h " + job + " " + broker->node_name()}}))
+      << "a pass that does not say no reserve here ever asked for the tube";
   // Here last: nobody after it.
   const std::string last = head_for("b+h", 1, "c+h", broker->node_name());
   message("r dq:{1} default c+h " + last);
   message("p dq:{1} default c+h " + broker->node_name() + " " + last);
   EXPECT_TRUE(passes().empty());
   EXPECT_EQ(redis->count("reserve"), 0U);
+}
+
+TEST_F(Turns, ANodeThatNeverHadAReserveOfTheTubeIsLeftOutOfItsRoundsUntilItHasOne) {
+  live({"b+h", "c+h"});
+  Outcome<broker::Job> got;
+  auto s = waiting(got);
+  // Making the tube's hint, this node says it has a reserve of it.
+  std::vector<std::string> said;
+  while (auto call = redis->take("PUBLISH")) said.push_back(call->commands[0].at(2));
+  EXPECT_EQ(std::count(said.begin(), said.end(), "w default " + broker->node_name()), 1);
+  // b+h passes a turn, and has no reserve of the tube: its turns come here now.
+  message("p dq:{1} default c+h c+h " + head(1024, 1) + " b+h");
+  const std::string job = head_for("b+h", 1, "c+h", broker->node_name());
+  message("r dq:{1} default c+h " + job);
+  Call reserve = take("reserve");
+  redis->answer(reserve, reserved(ready_job(head_id(job)), {""}));
+  settle();
+  EXPECT_EQ(id_of(got), head_id(job));
+  // b+h has a reserve of it now: its turns are its own again.
+  redis->publish("w default b+h");
+  settle();
+  Outcome<broker::Job> again;
+  auto s2 = waiting(again);
+  message("r dq:{1} default c+h " + head_for("b+h", 1, "c+h", {}, head_id(job) + 1));
+  EXPECT_EQ(redis->count("reserve"), 0U) << "took b+h's turn";
 }
 
 TEST_F(Turns, AReserveUnderWayInTheShardKeepsTheTurnForAnotherWaitingHere) {

@@ -6,7 +6,13 @@
 namespace delayq::broker::redis {
 
 Hint& Core::hint(const std::string& tube) {
-  return hints.try_emplace(tube, shards).first->second;
+  const auto [it, made] = hints.try_emplace(tube, shards);
+  if (made && !closed) {
+    // Nodes that left this one out of the tube's turns (it had no reserve of it) count it again.
+    client->run(delayq::redis::key_slot(names.events),
+                Command{"PUBLISH", names.events, "w " + tube + " " + node}, [](Result<Reply>) {});
+  }
+  return it->second;
 }
 
 // A tube's ready set in a shard gained a job better than its best (from a call's answer, or
@@ -53,7 +59,7 @@ void Core::heard_ready(std::uint32_t shard, const std::string& tube, std::string
     return;
   }
   notify_ready(shard, tube, Head::parse(head), false);
-  if (turn_after(shard, from, head, nullptr) == node) take_turn(shard, tube, from, head);
+  if (turn_after(shard, tube, from, head, nullptr) == node) take_turn(shard, tube, from, head);
 }
 
 // Another node's reserve or delete took the tube's best ready job in the shard: what is left
@@ -76,7 +82,7 @@ void Core::heard_head(std::uint32_t shard, const std::string& tube, std::string_
   if (!told.known()) return;
   if (!taking_turns()) {
     if (h.trying[shard] == 0) wake(tube, 1);
-  } else if (turn_after(shard, from, head, nullptr) == node) {
+  } else if (turn_after(shard, tube, from, head, nullptr) == node) {
     take_turn(shard, tube, from, head);
   }
 }
@@ -89,7 +95,8 @@ void Core::heard_head(std::uint32_t shard, const std::string& tube, std::string_
 void Core::take_turn(std::uint32_t shard, const std::string& tube, std::string_view from,
                      std::string_view head) {
   if (paused(tube)) return;  // on every node alike: no reserve may take it now
-  if (const auto it = hints.find(tube); it != hints.end() && shard < shards) {
+  const auto it = hints.find(tube);
+  if (it != hints.end() && shard < shards) {
     if (it->second.trying[shard] == 0) {
       if (wake(tube, 1) > 0) return;
     } else if (std::any_of(waiters.begin(), waiters.end(), [&](const auto& waiter) {
@@ -100,23 +107,32 @@ void Core::take_turn(std::uint32_t shard, const std::string& tube, std::string_v
       return;
     }
   }
-  const auto next = turn_after(shard, from, head, &node);
+  const auto next = turn_after(shard, tube, from, head, &node);
   if (!next) return;
   const std::string channel = shard_channel(options.prefix, shard);
-  client->run(delayq::redis::key_slot(channel),
-              Command{"SPUBLISH", channel,
-                      "p " + shard_base(options.prefix, shard) + " " + tube + " " +
-                          std::string(from) + " " + *next + " " + std::string(head)},
+  std::string pass = "p " + shard_base(options.prefix, shard) + " " + tube + " " +
+                     std::string(from) + " " + *next + " " + std::string(head);
+  if (it == hints.end()) pass += " " + node;  // and no reserve here ever asked for the tube
+  client->run(delayq::redis::key_slot(channel), Command{"SPUBLISH", channel, std::move(pass)},
               [](Result<Reply>) {});
 }
 
 // A node that does not know another yet (it joined since the last heartbeat) may take a turn
 // that was not its own: at worst, two reserve calls for one job.
-std::optional<std::string> Core::turn_after(std::uint32_t shard, std::string_view from,
-                                            std::string_view head, const std::string* after) const {
-  if (live.contains(node)) return next_turn(live, shard, from, head, after);
+std::optional<std::string> Core::turn_after(std::uint32_t shard, const std::string& tube,
+                                            std::string_view from, std::string_view head,
+                                            const std::string* after) const {
+  const auto without = without_waiters.find(tube);
+  if (live.contains(node) && without == without_waiters.end()) {
+    return next_turn(live, shard, from, head, after);
+  }
   std::set<std::string> nodes = live;
   nodes.insert(node);
+  if (without != without_waiters.end()) {
+    for (const auto& name : without->second) {
+      if (name != node) nodes.erase(name);
+    }
+  }
   return next_turn(nodes, shard, from, head, after);
 }
 
