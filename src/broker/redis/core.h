@@ -166,8 +166,11 @@ struct Waiter {
   bool finished = false;
   bool handed = false;  // carried by a firing or put under way: still waiting, as clients see
   std::uint64_t puts_before = 0;  // the session's puts made before this reserve (SessionState)
-  // Its place in Core::waiters while listed there (Core::list(), unlist()).
+  // Its place in Core::waiters while listed there (Core::list(), unlist()), and in the list of
+  // each of its tubes (Core::waiters_of); its rank in the order they came (Core::arrivals).
   std::list<std::shared_ptr<Waiter>>::iterator place;
+  std::vector<std::pair<std::string, std::list<std::shared_ptr<Waiter>>::iterator>> tube_places;
+  std::uint64_t arrival = 0;
   bool listed = false;
 };
 
@@ -644,10 +647,37 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // In `waiters`, and out of it, in constant time (thousands may wait on a node).
   void list(const std::shared_ptr<Waiter>& waiter) {
     waiter->place = waiters.insert(waiters.end(), waiter);
+    waiter->arrival = ++arrivals;
+    waiter->tube_places.clear();
+    for (const auto& tube : waiter->tubes) {
+      if (std::any_of(waiter->tube_places.begin(), waiter->tube_places.end(),
+                      [&](const auto& placed) { return placed.first == tube; })) {
+        continue;  // named twice
+      }
+      auto& of = waiters_of[tube];
+      waiter->tube_places.emplace_back(tube, of.insert(of.end(), waiter));
+    }
     waiter->listed = true;
   }
   void unlist(const std::shared_ptr<Waiter>& waiter) {
-    if (std::exchange(waiter->listed, false)) waiters.erase(waiter->place);
+    if (!std::exchange(waiter->listed, false)) return;
+    waiters.erase(waiter->place);
+    for (const auto& [tube, place] : waiter->tube_places) {
+      const auto of = waiters_of.find(tube);
+      of->second.erase(place);
+      if (of->second.empty()) waiters_of.erase(of);
+    }
+    waiter->tube_places.clear();
+  }
+  // The waiters of each tube, longest waiting first: what a wake of the tube walks, so that a
+  // node holding thousands of reserves of other tubes does not walk them for each job.
+  std::unordered_map<std::string, std::list<std::shared_ptr<Waiter>>> waiters_of;
+  std::uint64_t arrivals = 0;
+  [[nodiscard]] const std::list<std::shared_ptr<Waiter>>& waiters_of_tube(
+      const std::string& tube) const {
+    static const std::list<std::shared_ptr<Waiter>> kNone;
+    const auto it = waiters_of.find(tube);
+    return it == waiters_of.end() ? kNone : it->second;
   }
   // Waiters (still trying) waiting for a reserve call of another to a shard to answer
   // (attempt()): shard -> waiters.

@@ -410,16 +410,16 @@ std::vector<std::shared_ptr<Waiter>> Core::handed_to_call(std::vector<std::strin
   std::vector<std::shared_ptr<Waiter>> handed;
   std::unordered_map<std::string, bool> empty;  // tube -> no shard known to hold a ready job
   std::size_t looked = 0;
-  for (const auto& waiter : waiters) {
-    if (handed.size() == kMostWaiters || looked == kMostLooked) break;
-    // Waiters of other tubes are passed over before open_tubes() copies any (thousands may wait).
+  // Looks at one waiter; false once enough were.
+  const auto consider = [&](const std::shared_ptr<Waiter>& waiter) {
+    if (handed.size() == kMostWaiters || looked == kMostLooked) return false;
     if (waiter->finished || waiter->trying ||
         std::none_of(waiter->tubes.begin(), waiter->tubes.end(), for_this_call)) {
-      continue;
+      return true;
     }
     const auto tubes = open_tubes(*waiter);
-    if (tubes.empty() || tubes.size() > kMostTubes) continue;
-    if (std::none_of(tubes.begin(), tubes.end(), for_this_call)) continue;
+    if (tubes.empty() || tubes.size() > kMostTubes) return true;
+    if (std::none_of(tubes.begin(), tubes.end(), for_this_call)) return true;
     ++looked;
     const bool nothing_known = std::all_of(tubes.begin(), tubes.end(), [&](const auto& tube) {
       const auto [it, inserted] = empty.try_emplace(tube, false);
@@ -428,7 +428,7 @@ std::vector<std::shared_ptr<Waiter>> Core::handed_to_call(std::vector<std::strin
       }
       return it->second;
     });
-    if (!nothing_known) continue;
+    if (!nothing_known) return true;
     waiter->trying = true;
     waiter->handed = true;
     waiter->again = false;
@@ -436,6 +436,41 @@ std::vector<std::shared_ptr<Waiter>> Core::handed_to_call(std::vector<std::strin
     args.push_back(std::to_string(tubes.size()));
     args.insert(args.end(), tubes.begin(), tubes.end());
     handed.push_back(waiter);
+    return true;
+  };
+  if (any_tube) {
+    for (const auto& waiter : waiters) {
+      if (!consider(waiter)) break;
+    }
+    return handed;
+  }
+  // Those waiting for the call's tubes, in the order they came, from the tubes' own lists (a
+  // node may hold thousands of reserves of other tubes, which are not walked): the first few
+  // idle of each.
+  std::vector<const std::shared_ptr<Waiter>*> candidates;
+  const auto gather = [&](const std::string& tube) {
+    std::size_t taken = 0;
+    for (const auto& waiter : waiters_of_tube(tube)) {
+      if (taken == 2 * kMostLooked) break;
+      if (waiter->finished || waiter->trying) continue;
+      candidates.push_back(&waiter);
+      ++taken;
+    }
+  };
+  if (only != nullptr) {
+    for (const auto& tube : *only) gather(tube);
+  } else {
+    for (const auto& [tube, h] : hints) {
+      if (lately(h)) gather(tube);
+    }
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const auto* a, const auto* b) { return (*a)->arrival < (*b)->arrival; });
+  const std::shared_ptr<Waiter>* last = nullptr;
+  for (const auto* waiter : candidates) {
+    if (last != nullptr && *last == *waiter) continue;  // of two of the call's tubes
+    last = waiter;
+    if (!consider(*waiter)) break;
   }
   return handed;
 }

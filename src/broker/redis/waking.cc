@@ -99,10 +99,9 @@ void Core::take_turn(std::uint32_t shard, const std::string& tube, std::string_v
   if (it != hints.end() && shard < shards) {
     if (it->second.trying[shard] == 0) {
       if (wake(tube, 1) > 0) return;
-    } else if (std::any_of(waiters.begin(), waiters.end(), [&](const auto& waiter) {
-                 return !waiter->finished && !waiter->trying &&
-                        std::find(waiter->tubes.begin(), waiter->tubes.end(), tube) !=
-                            waiter->tubes.end();
+    } else if (const auto& of = waiters_of_tube(tube);
+               std::any_of(of.begin(), of.end(), [](const auto& waiter) {
+                 return !waiter->finished && !waiter->trying;
                })) {
       return;
     }
@@ -214,23 +213,22 @@ std::vector<std::uint64_t> Core::may_hold(const std::vector<const Hint*>& hinted
 // waiting first; with none waiting idle, those trying other shards look again when done.
 std::size_t Core::wake(const std::string& tube, std::size_t count) {
   if (paused(tube)) return 0;
-  // try_reserve may finish a waiter, which erases it: walk a copy, of the tube's waiters only
-  // (a node may hold thousands of reserves of other tubes).
-  std::vector<std::shared_ptr<Waiter>> now;
-  for (const auto& waiter : waiters) {
-    if (!waiter->finished &&
-        std::find(waiter->tubes.begin(), waiter->tubes.end(), tube) != waiter->tubes.end()) {
-      now.push_back(waiter);
-    }
-  }
-  std::size_t woken = 0;
-  for (const auto& waiter : now) {
-    if (count == woken) break;
+  // The tube's waiters only (a node may hold thousands of reserves of other tubes), and only
+  // until `count` idle ones: those trying look again when done. Tried after the walk, since
+  // try_reserve may finish a waiter, which takes it out of the list.
+  std::vector<std::shared_ptr<Waiter>> idle;
+  for (const auto& waiter : waiters_of_tube(tube)) {
+    if (idle.size() == count) break;
     if (waiter->finished) continue;
     if (waiter->trying) {
       waiter->again = true;
       continue;
     }
+    idle.push_back(waiter);
+  }
+  std::size_t woken = 0;
+  for (const auto& waiter : idle) {
+    if (waiter->finished || waiter->trying) continue;
     ++woken;
     try_reserve(waiter);
   }
@@ -707,12 +705,10 @@ std::optional<std::string> Core::begin_prefetch(SessionState& session, std::uint
 }
 
 bool Core::waited_for(const std::vector<std::string>& tubes) const {
-  return std::any_of(waiters.begin(), waiters.end(), [&](const auto& waiter) {
-    return !waiter->finished && !waiter->trying &&
-           std::any_of(tubes.begin(), tubes.end(), [&](const auto& tube) {
-             return std::find(waiter->tubes.begin(), waiter->tubes.end(), tube) !=
-                    waiter->tubes.end();
-           });
+  return std::any_of(tubes.begin(), tubes.end(), [&](const auto& tube) {
+    const auto& of = waiters_of_tube(tube);
+    return std::any_of(of.begin(), of.end(),
+                       [](const auto& waiter) { return !waiter->finished && !waiter->trying; });
   });
 }
 
