@@ -1461,6 +1461,63 @@ TEST_F(RedisWakeTest, AReadyJobPutWhileReservesWaitIsHandedOutByItsPut) {
   EXPECT_EQ(got[1], kJobs / 2);
 }
 
+// A job made ready through a node with no worker, while a worker waits on each of two other
+// nodes, is tried by one of them only: the nodes take turns at it (the one whose turn it is
+// goes, another only if it has no worker free), and the other hears that it was taken. Before,
+// both woke a reserve for each job and one of the two missed: twice the reserve calls.
+TEST_F(RedisWakeTest, ThreeNodesTakeTurnsAtAJobOneReserveCallEach) {
+  auto a = node(dir_, redis_.address(), "wk");
+  auto b = node(dir_, redis_.address(), "wk");
+  ASSERT_EQ(a->start(), "");
+  ASSERT_EQ(b->start(), "");
+  Client producer(server_->port());
+  Client on_a(a->port());
+  Client on_b(b->port());
+  const std::array<Client*, 2> workers{&on_a, &on_b};
+  for (Client* worker : workers) ASSERT_TRUE(worker->send("reserve-with-timeout 20\r\n"));
+  // Puts one ready job and returns which worker got it (its delete answered, its next reserve
+  // sent), or -1.
+  auto one_job = [&](int n) {
+    const auto id =
+        inserted_id(producer.call("put 0 0 60 1\r\n" + std::to_string(n % 10) + "\r\n"));
+    if (!id) return -1;
+    for (const auto give_up = Clock::now() + 10s; Clock::now() < give_up;) {
+      for (int w = 0; w < 2; ++w) {
+        Client& worker = *workers[static_cast<std::size_t>(w)];
+        const auto line = worker.read_line(Millis{20});
+        if (!line) continue;
+        EXPECT_EQ(*line, "RESERVED " + std::to_string(*id) + " 1\r\n");
+        (void)worker.read_line();  // the body
+        EXPECT_EQ(worker.call("delete " + std::to_string(*id) + "\r\n"), "DELETED\r\n");
+        EXPECT_TRUE(worker.send("reserve-with-timeout 20\r\n"));
+        return w;
+      }
+    }
+    return -1;
+  };
+  // The first reserves look through every shard; the nodes learn of each other (heartbeats).
+  ASSERT_NE(one_job(0), -1);
+  std::this_thread::sleep_for(2500ms);
+
+  Client monitor(redis_.port());
+  ASSERT_EQ(monitor.call("MONITOR\r\n"), "+OK\r\n");
+  constexpr int kJobs = 20;
+  std::array<int, 2> got{};
+  for (int n = 1; n <= kJobs; ++n) {
+    const int w = one_job(n);
+    ASSERT_NE(w, -1) << "job " << n << " reached no worker";
+    ++got[static_cast<std::size_t>(w)];
+    std::this_thread::sleep_for(20ms);  // a message that would wake another arrives by now
+  }
+  std::this_thread::sleep_for(300ms);
+  // Room for a resync's look (every 5 s, one per shard that may hold a job).
+  EXPECT_LE(calls_seen(monitor, "\"reserve\""), kJobs + 3)
+      << "reserve calls for " << kJobs << " jobs, one at a time";
+  // Each job starts its round at another node.
+  EXPECT_GT(got[0], 0);
+  EXPECT_GT(got[1], 0);
+}
+
 // A job that falls due while a reserve waits on the node that fires its shard reaches that
 // reserve in the firing's own call: no reserve call at all (one each before), so one round
 // trip to Redis less between the due time and the worker.
