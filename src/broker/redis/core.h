@@ -336,6 +336,9 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // The tube's best in the shard changed for the worse by another node's call (it took one).
   void heard_head(std::uint32_t shard, const std::string& tube, std::string_view from,
                   std::string_view head);
+  void start_round(std::uint32_t shard, const std::string& tube, std::string_view from,
+                   std::string_view head);
+  void wake_known();
   void take_turn(std::uint32_t shard, const std::string& tube, std::string_view from,
                  std::string_view head);
   // The live node whose turn comes after `after` (the first: after none), leaving out `from`

@@ -637,13 +637,16 @@ void Core::on_event(const std::string& payload) {
       left = space == std::string_view::npos ? std::string_view() : left.substr(space + 1);
     }
     if (fields.size() < 4) return;
-    // A sixth field: the node that passed, which has no reserve of the tube.
+    // A sixth field: the node that passed, which has no reserve of the tube. (This node, if it
+    // has one since: said again, in case its "w" reached some before the pass.)
+    const std::string tube(fields[0]);
     if (!left.empty() && left != node) {
-      without_waiters[std::string(fields[0])].insert(std::string(left));
+      without_waiters[tube].insert(std::string(left));
+    } else if (left == node && hints.contains(tube)) {
+      client->run(delayq::redis::key_slot(names.events),
+                  Command{"PUBLISH", names.events, "w " + tube + " " + node}, [](Result<Reply>) {});
     }
-    if (fields[2] == node && taking_turns()) {
-      take_turn(shard, std::string(fields[0]), fields[1], fields[3]);
-    }
+    if (fields[2] == node) take_turn(shard, tube, fields[1], fields[3]);
   } else if (payload[0] == 't' && owned.contains(shard)) {
     fire(shard);
   } else if (payload[0] == 's' && owned.contains(shard) && on_schedule_changed) {
@@ -670,11 +673,9 @@ void Core::resync() {
       arm_fire(shard, options.resync);
     }
   }
-  // Nodes gone are no longer left out of turns: they have none.
-  for (auto it = without_waiters.begin(); it != without_waiters.end();) {
-    std::erase_if(it->second, [&](const std::string& name) { return !live.contains(name); });
-    it = it->second.empty() ? without_waiters.erase(it) : std::next(it);
-  }
+  // Nodes left out of turns for want of waiters count again at each look: a "w" that came
+  // before the pass it answers, or was lost, leaves one out for a few seconds at most.
+  without_waiters.clear();
   std::set<std::string> waited;
   for (const auto& waiter : waiters) waited.insert(waiter->tubes.begin(), waiter->tubes.end());
   // The hints of tubes no reserve here waits for, no session here watches and no webhook
@@ -687,6 +688,7 @@ void Core::resync() {
     }
     return std::all_of(h.trying.begin(), h.trying.end(), [](std::uint32_t n) { return n == 0; });
   });
+  wake_known();
   // Every tube a reserve waits for is looked for again (one probe round per tube, shared by its
   // waiters) in each shard whose channel the PINGs cannot vouch for (sync_shards(), as a poll
   // about to time out does): what a lost message hid, they find. A channel that broke was

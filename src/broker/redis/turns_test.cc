@@ -133,6 +133,43 @@ TEST_F(Turns, ANodeThatNeverHadAReserveOfTheTubeIsLeftOutOfItsRoundsUntilItHasOn
   EXPECT_EQ(redis->count("reserve"), 0U) << "took b+h's turn";
 }
 
+TEST_F(Turns, AJobWhoseRoundWasLostIsTakenAtTheNodesPeriodicLook) {
+  live({"b+h", "c+h"});
+  Outcome<broker::Job> got;
+  auto s = waiting(got);
+  // b+h's turn, and b+h is gone (killed before its heartbeat lapsed): no pass comes.
+  message("r dq:{1} default c+h " + head_for("b+h", 1, "c+h"));
+  ASSERT_EQ(redis->count("reserve"), 0U);
+  clock->advance(std::chrono::milliseconds(5000));
+  settle();
+  Call reserve = take("reserve");
+  EXPECT_EQ(shard_of(reserve), 1U);
+}
+
+TEST_F(Turns, WhileANodeOfAnOlderVersionSeemsLiveTheFirstStillPassesItsTurnOn) {
+  // This node sees an older one live; b+h may not yet, and waits for its turn.
+  live({"b+h", "older"});
+  const std::string job = head_for(broker->node_name(), 1, "older");
+  message("r dq:{1} default older " + job);
+  EXPECT_EQ(
+      passes(),
+      (std::vector<std::pair<std::string, std::string>>{
+          {"dq:{1}:events", "p dq:{1} default older b+h " + job + " " + broker->node_name()}}));
+}
+
+TEST_F(Turns, ATurnAtAJobOfATubePausedHereIsPassedOn) {
+  live({"b+h", "c+h"});
+  Outcome<broker::Job> got;
+  auto s = waiting(got);
+  paused_elsewhere("default", std::chrono::seconds(3));
+  const std::string job = head_for(broker->node_name(), 1, "c+h", std::string("b+h"));
+  message("r dq:{1} default c+h " + job);
+  EXPECT_EQ(redis->count("reserve"), 0U);
+  EXPECT_EQ(passes(), (std::vector<std::pair<std::string, std::string>>{
+                          {"dq:{1}:events", "p dq:{1} default c+h b+h " + job}}))
+      << "b+h may see the pause over already";
+}
+
 TEST_F(Turns, AReserveUnderWayInTheShardKeepsTheTurnForAnotherWaitingHere) {
   live({"b+h", "c+h"});
   Outcome<broker::Job> first;

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <boost/asio/post.hpp>
 
 #include "broker/redis/core.h"
 #include "redis/slot.h"
@@ -54,12 +55,22 @@ void Core::heard_ready(std::uint32_t shard, const std::string& tube, std::string
     }
     return;
   }
-  if (!taking_turns()) {
-    notify_ready(shard, tube, Head::parse(head));
-    return;
-  }
   notify_ready(shard, tube, Head::parse(head), false);
-  if (turn_after(shard, tube, from, head, nullptr) == node) take_turn(shard, tube, from, head);
+  start_round(shard, tube, from, head);
+}
+
+// A job another node made ready, or left: the node whose turn comes first takes it (or passes
+// the turn on). While a node of an older version is live, every node wakes a reserve as well:
+// nodes may disagree on that for a heartbeat or two, and the first then still passes the turn.
+void Core::start_round(std::uint32_t shard, const std::string& tube, std::string_view from,
+                       std::string_view head) {
+  if (turn_after(shard, tube, from, head, nullptr) == node) {
+    take_turn(shard, tube, from, head);
+  } else if (!taking_turns()) {
+    if (const auto it = hints.find(tube); it != hints.end() && it->second.trying[shard] == 0) {
+      wake(tube, 1);
+    }
+  }
 }
 
 // Another node's reserve or delete took the tube's best ready job in the shard: what is left
@@ -79,22 +90,18 @@ void Core::heard_head(std::uint32_t shard, const std::string& tube, std::string_
   }
   h.set(shard, told);
   ++h.generation[shard];
-  if (!told.known()) return;
-  if (!taking_turns()) {
-    if (h.trying[shard] == 0) wake(tube, 1);
-  } else if (turn_after(shard, tube, from, head, nullptr) == node) {
-    take_turn(shard, tube, from, head);
-  }
+  if (told.known()) start_round(shard, tube, from, head);
 }
 
-// This node's turn at the job: a reserve waiting idle here takes it; else the turn passes on to
-// the next node, which every node hears (its channel's "p" message). A node with a reserve of
-// the tube under way in the shard keeps the turn if it has another waiting: that call's answer
-// says the shard holds more, which wakes it. The last node's turn ends the round: the job waits
-// for the next reserve of the tube on any node, which knows the shard holds it.
+// This node's turn at the job: a reserve waiting idle here takes it; with a reserve or a
+// prefetch of the node under way in the shard, that call's answer says what the shard holds
+// and wakes one if the job is left. Else the turn passes on to the next node, which every node
+// hears (its channel's "p" message), also while the tube looks paused here (a pause's end
+// reaches nodes at slightly different times).
+// The last node's turn ends the round: the job waits for the next reserve of the tube on any
+// node, which knows the shard holds it, or for the node's periodic look (wake_known()).
 void Core::take_turn(std::uint32_t shard, const std::string& tube, std::string_view from,
                      std::string_view head) {
-  if (paused(tube)) return;  // on every node alike: no reserve may take it now
   const auto it = hints.find(tube);
   if (it != hints.end() && shard < shards) {
     if (it->second.trying[shard] == 0) {
@@ -103,7 +110,7 @@ void Core::take_turn(std::uint32_t shard, const std::string& tube, std::string_v
                std::any_of(of.begin(), of.end(), [](const auto& waiter) {
                  return !waiter->finished && !waiter->trying;
                })) {
-      return;
+      return;  // the answer under way (a reserve's, a prefetch's) wakes it if the job is left
     }
   }
   const auto next = turn_after(shard, tube, from, head, &node);
@@ -135,6 +142,23 @@ std::optional<std::string> Core::turn_after(std::uint32_t shard, const std::stri
   return next_turn(nodes, shard, from, head, after);
 }
 
+// The periodic look's wake: a reserve of each tube waiting here goes to see where the node knows
+// of a job. Turns leave reserves idle while their node knows of jobs (another's turn); one whose
+// round was lost (a node killed before its heartbeat lapsed, a pass that failed) is taken here.
+void Core::wake_known() {
+  std::vector<std::string> tubes;
+  for (const auto& [tube, of] : waiters_of) {
+    const auto it = hints.find(tube);
+    if (it == hints.end()) continue;
+    bool known = false;
+    for_each_shard(it->second.live(), [&](std::uint32_t shard) {
+      known = known || (it->second.head(shard).known() && it->second.trying[shard] == 0);
+    });
+    if (known) tubes.push_back(tube);
+  }
+  for (const auto& tube : tubes) wake(tube, 1);
+}
+
 bool Core::taking_turns() const {
   return !older_node_live && std::all_of(live.begin(), live.end(), [](const std::string& name) {
     return name.ends_with(kTakesTurns);
@@ -163,7 +187,7 @@ void Core::learn(std::uint32_t shard, const std::vector<std::string>& tubes,
                             : nullptr;
   for (std::size_t i = 0; i < tubes.size(); ++i) {
     Hint& h = hint(tubes[i]);
-    h.lowered.erase(shard);
+    if (h.generation[shard] == generations[i]) h.lowered.erase(shard);  // not older than an 'h'
     h.set(shard, after_answer(h.head(shard), Head::parse(heads.elements[i].str),
                               h.generation[shard] != generations[i]));
     h.depth[shard] =
@@ -757,6 +781,19 @@ void Core::prefetch_answered(const std::shared_ptr<SessionState>& session, std::
     }
   }
   resume_deferred(shard);
+  // A job the shard still holds goes to a reserve waiting here, as after a reserve's answer (a
+  // turn at it was kept for this answer: take_turn()); once this session's own pipelined
+  // reserve has had the job prefetched for it.
+  boost::asio::post(io, [self = shared_from_this(), shard, tubes] {
+    if (self->closed) return;
+    for (const auto& tube : tubes) {
+      const auto it = self->hints.find(tube);
+      if (it != self->hints.end() && it->second.trying[shard] == 0 &&
+          it->second.head(shard).known()) {
+        self->wake(tube, 1);
+      }
+    }
+  });
   if (!next) return;
   session->prefetched = std::move(next);
   if (!session->alive) return give_back(*session);

@@ -137,7 +137,7 @@ local function tokens_at(s, g, tokens, now)
 end
 
 local function unready(member)
-  readies[member] = nil
+  if readies[member] then readies[member] = nil else note_taken(member) end
   redis.call('ZREM', R, member)
 end
 

@@ -2,12 +2,7 @@
 -- between states, reservations, due times, puts, heads and serving waiting reserves.
 
 local function remove_ready(member)
-  if readies[member] then
-    readies[member] = nil
-  else
-    local tube = string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
-    if taken[tube] == nil then taken[tube] = first(R, tube, 1)[1] or false end
-  end
+  if readies[member] then readies[member] = nil else note_taken(member) end
   redis.call('ZREM', R, member)
 end
 

@@ -72,6 +72,13 @@ local function before(a, b)
 end
 
 local names    -- tube -> field -> tube \0 field
+-- A member of r about to leave it: its tube's best before this call first took one out (for
+-- tell_heads()).
+local function note_taken(member)
+  local tube = string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
+  if taken[tube] == nil then taken[tube] = first(R, tube, 1)[1] or false end
+end
+
 -- A call's gathered writes, empty at its start (run()).
 local function begin_writes()
   readied, records, readies, counters, seen, names = {}, {}, {}, {}, {}, {}
