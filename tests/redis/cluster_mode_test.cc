@@ -1404,23 +1404,9 @@ class RedisWakeTest : public ::testing::Test {
       std::this_thread::sleep_for(20ms);
     }
   }
-  TempDir dir_;
-  RedisServer redis_{dir_.path() / "redis"};
-  std::unique_ptr<ServerProcess> server_;
-};
-
-// A ready job put while reserves wait on the node reaches the longest waiting one in the put's
-// own call: no reserve call at all (one each before), and no other reserve woken for it.
-// (Counted with MONITOR: a reserve call is an FCALL whose operation is "reserve".)
-TEST_F(RedisWakeTest, AReadyJobPutWhileReservesWaitIsHandedOutByItsPut) {
-  Client producer(server_->port());
-  Client first(server_->port());
-  Client second(server_->port());
-  const std::array<Client*, 2> workers{&first, &second};
-  for (Client* worker : workers) ASSERT_TRUE(worker->send("reserve-with-timeout 20\r\n"));
-
-  // Puts one ready job and returns which worker got it (its delete sent and answered), or -1.
-  auto one_job = [&](int n) {
+  // Puts one ready job through `producer` and returns which of the workers (each waiting in a
+  // reserve) got it, its delete answered and its next reserve sent; -1 if none within 10 s.
+  static int one_ready_job(Client& producer, const std::array<Client*, 2>& workers, int n) {
     const auto id =
         inserted_id(producer.call("put 0 0 60 1\r\n" + std::to_string(n % 10) + "\r\n"));
     if (!id) return -1;
@@ -1437,25 +1423,55 @@ TEST_F(RedisWakeTest, AReadyJobPutWhileReservesWaitIsHandedOutByItsPut) {
       }
     }
     return -1;
+  }
+  // Puts `jobs` ready jobs one at a time (one_ready_job()), MONITOR on Redis meanwhile: how
+  // many each worker got, and the reserve calls Redis ran (-1: a job reached no worker).
+  struct OneAtATime {
+    std::array<int, 2> got{};
+    int reserves = -1;
   };
+  OneAtATime jobs_one_at_a_time(Client& producer, const std::array<Client*, 2>& workers, int jobs) {
+    OneAtATime out;
+    Client monitor(redis_.port());
+    if (monitor.call("MONITOR\r\n") != "+OK\r\n") return out;
+    for (int n = 1; n <= jobs; ++n) {
+      const int w = one_ready_job(producer, workers, n);
+      if (w == -1) {
+        ADD_FAILURE() << "job " << n << " reached no worker";
+        return out;
+      }
+      ++out.got[static_cast<std::size_t>(w)];
+      std::this_thread::sleep_for(20ms);  // a message that would wake another arrives by now
+    }
+    std::this_thread::sleep_for(300ms);
+    out.reserves = calls_seen(monitor, "\"reserve\"");
+    return out;
+  }
+  TempDir dir_;
+  RedisServer redis_{dir_.path() / "redis"};
+  std::unique_ptr<ServerProcess> server_;
+};
+
+// A ready job put while reserves wait on the node reaches the longest waiting one in the put's
+// own call: no reserve call at all (one each before), and no other reserve woken for it.
+// (Counted with MONITOR: a reserve call is an FCALL whose operation is "reserve".)
+TEST_F(RedisWakeTest, AReadyJobPutWhileReservesWaitIsHandedOutByItsPut) {
+  Client producer(server_->port());
+  Client first(server_->port());
+  Client second(server_->port());
+  const std::array<Client*, 2> workers{&first, &second};
+  for (Client* worker : workers) ASSERT_TRUE(worker->send("reserve-with-timeout 20\r\n"));
+
+  const auto one_job = [&](int n) { return one_ready_job(producer, workers, n); };
   // The first reserves look through every shard once; after a job, all is settled.
   ASSERT_NE(one_job(0), -1);
   std::this_thread::sleep_for(300ms);
 
-  Client monitor(redis_.port());
-  ASSERT_EQ(monitor.call("MONITOR\r\n"), "+OK\r\n");
   constexpr int kJobs = 20;
-  std::array<int, 2> got{};
-  for (int n = 1; n <= kJobs; ++n) {
-    const int w = one_job(n);
-    ASSERT_NE(w, -1) << "job " << n << " reached no worker";
-    ++got[static_cast<std::size_t>(w)];
-    std::this_thread::sleep_for(20ms);  // a message that would wake another arrives by now
-  }
-  std::this_thread::sleep_for(300ms);
+  const auto [got, reserves] = jobs_one_at_a_time(producer, workers, kJobs);
+  ASSERT_NE(reserves, -1);
   // Room for a resync's look (every 5 s, one per shard that may hold a job).
-  EXPECT_LE(calls_seen(monitor, "\"reserve\""), 3)
-      << "reserve calls for " << kJobs << " jobs, one at a time";
+  EXPECT_LE(reserves, 3) << "reserve calls for " << kJobs << " jobs, one at a time";
   // The longest waiting reserve goes first: the workers take turns.
   EXPECT_EQ(got[0], kJobs / 2);
   EXPECT_EQ(got[1], kJobs / 2);
@@ -1475,44 +1491,16 @@ TEST_F(RedisWakeTest, ThreeNodesTakeTurnsAtAJobOneReserveCallEach) {
   Client on_b(b->port());
   const std::array<Client*, 2> workers{&on_a, &on_b};
   for (Client* worker : workers) ASSERT_TRUE(worker->send("reserve-with-timeout 20\r\n"));
-  // Puts one ready job and returns which worker got it (its delete answered, its next reserve
-  // sent), or -1.
-  auto one_job = [&](int n) {
-    const auto id =
-        inserted_id(producer.call("put 0 0 60 1\r\n" + std::to_string(n % 10) + "\r\n"));
-    if (!id) return -1;
-    for (const auto give_up = Clock::now() + 10s; Clock::now() < give_up;) {
-      for (int w = 0; w < 2; ++w) {
-        Client& worker = *workers[static_cast<std::size_t>(w)];
-        const auto line = worker.read_line(Millis{20});
-        if (!line) continue;
-        EXPECT_EQ(*line, "RESERVED " + std::to_string(*id) + " 1\r\n");
-        (void)worker.read_line();  // the body
-        EXPECT_EQ(worker.call("delete " + std::to_string(*id) + "\r\n"), "DELETED\r\n");
-        EXPECT_TRUE(worker.send("reserve-with-timeout 20\r\n"));
-        return w;
-      }
-    }
-    return -1;
-  };
+  const auto one_job = [&](int n) { return one_ready_job(producer, workers, n); };
   // The first reserves look through every shard; the nodes learn of each other (heartbeats).
   ASSERT_NE(one_job(0), -1);
   std::this_thread::sleep_for(2500ms);
 
-  Client monitor(redis_.port());
-  ASSERT_EQ(monitor.call("MONITOR\r\n"), "+OK\r\n");
   constexpr int kJobs = 20;
-  std::array<int, 2> got{};
-  for (int n = 1; n <= kJobs; ++n) {
-    const int w = one_job(n);
-    ASSERT_NE(w, -1) << "job " << n << " reached no worker";
-    ++got[static_cast<std::size_t>(w)];
-    std::this_thread::sleep_for(20ms);  // a message that would wake another arrives by now
-  }
-  std::this_thread::sleep_for(300ms);
+  const auto [got, reserves] = jobs_one_at_a_time(producer, workers, kJobs);
+  ASSERT_NE(reserves, -1);
   // Room for a resync's look (every 5 s, one per shard that may hold a job).
-  EXPECT_LE(calls_seen(monitor, "\"reserve\""), kJobs + 3)
-      << "reserve calls for " << kJobs << " jobs, one at a time";
+  EXPECT_LE(reserves, kJobs + 3) << "reserve calls for " << kJobs << " jobs, one at a time";
   // Each job starts its round at another node.
   EXPECT_GT(got[0], 0);
   EXPECT_GT(got[1], 0);
