@@ -1506,6 +1506,48 @@ TEST_F(RedisWakeTest, ThreeNodesTakeTurnsAtAJobOneReserveCallEach) {
   EXPECT_GT(got[1], 0);
 }
 
+// A reserve that takes a shard's best ready job tells every node what the shard's best is now
+// ("h" on the shard's channel): the next job, then none. Without it, the nodes that did not
+// take the job would each ask for it again.
+TEST_F(RedisWakeTest, AReserveThatTakesAShardsBestTellsEveryNodeWhatIsLeft) {
+  Client listener(redis_.port());
+  std::string channels;
+  for (int shard = 0; shard < 128; ++shard)
+    channels += " wk:{" + std::to_string(shard) + "}:events";
+  ASSERT_TRUE(listener.send("SSUBSCRIBE" + channels + "\r\n"));
+  std::this_thread::sleep_for(200ms);
+  // Two ready jobs put in one write go to one shard.
+  Client producer(server_->port());
+  ASSERT_TRUE(producer.send("put 0 0 60 1\r\na\r\nput 0 0 60 1\r\nb\r\n"));
+  const auto first = inserted_id(producer.reply());
+  const auto second = inserted_id(producer.reply());
+  ASSERT_TRUE(first && second);
+  Client worker(server_->port());
+  // The "h" messages that come within `window`, their payloads.
+  const auto heads_told = [&](Millis window) {
+    std::vector<std::string> told;
+    for (const auto until = Clock::now() + window; Clock::now() < until;) {
+      const auto line = listener.read_line(Millis{20});
+      if (line && line->rfind("h wk:{", 0) == 0) told.push_back(line->substr(0, line->size() - 2));
+    }
+    return told;
+  };
+  (void)heads_told(Millis{300});  // the subscriptions' answers, and the puts' "r"
+  const std::string got = worker.call("reserve-with-timeout 5\r\n");
+  ASSERT_EQ(got.rfind("RESERVED " + std::to_string(*first) + " ", 0), 0U) << got;
+  auto told = heads_told(Millis{500});
+  ASSERT_EQ(told.size(), 1U);
+  EXPECT_NE(told[0].find(" default "), std::string::npos) << told[0];
+  EXPECT_EQ(told[0].substr(told[0].rfind(':') + 1), std::to_string(*second)) << told[0];
+  // The second taken: none left (the message ends with the node's name and an empty head).
+  EXPECT_EQ(worker.call("delete " + std::to_string(*first) + "\r\n"), "DELETED\r\n");
+  const std::string next = worker.call("reserve-with-timeout 5\r\n");
+  ASSERT_EQ(next.rfind("RESERVED " + std::to_string(*second) + " ", 0), 0U) << next;
+  told = heads_told(Millis{500});
+  ASSERT_EQ(told.size(), 1U);
+  EXPECT_EQ(told[0].back(), ' ') << told[0];
+}
+
 // A job that falls due while a reserve waits on the node that fires its shard reaches that
 // reserve in the firing's own call: no reserve call at all (one each before), so one round
 // trip to Redis less between the due time and the worker.
