@@ -214,6 +214,10 @@ class Hint {
   // When a job of the tube last came ready in any shard, as a call's answer or a message said
   // (or a firing handed one out): the tubes whose reserves a firing carries (handed_to_call()).
   SteadyTime readied_at{};
+  // Whether the shard is known to hold a job of the tube that no reserve here is taking.
+  [[nodiscard]] bool untaken_job(std::uint32_t shard) const {
+    return heads_[shard].known() && trying[shard] == 0;
+  }
   // Shards where another node's message ('h') made the known best worse than a job known: that
   // message may be older than the answer the job was known from, so the node's own message of
   // the job, if it comes, restores it (heard_ready()). An answer (learn()) clears it.
@@ -325,8 +329,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
 
   // --- waking reserves
   Hint& hint(const std::string& tube);
-  // Returns whether a reserve here has asked for the tube (its hint is kept).
-  bool notify_ready(std::uint32_t shard, const std::string& tube, const Head& head,
+  void notify_ready(std::uint32_t shard, const std::string& tube, const Head& head,
                     bool wake_one = true);
   // --- the hand-over of a job another node's call made ready (its message): one node at a time
   // looks, in an order every node computes alike from the job (turn_after()), each passing the
@@ -339,6 +342,9 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void start_round(std::uint32_t shard, const std::string& tube, std::string_view from,
                    std::string_view head);
   void wake_known();
+  // Says on the node-wide channel that this node has reserves of the tube ("w"), for the nodes
+  // that left it out of the tube's turns.
+  void say_waiting_for(const std::string& tube);
   void take_turn(std::uint32_t shard, const std::string& tube, std::string_view from,
                  std::string_view head);
   // The live node whose turn comes after `after` (the first: after none), leaving out `from`

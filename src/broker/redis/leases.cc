@@ -643,8 +643,7 @@ void Core::on_event(const std::string& payload) {
     if (!left.empty() && left != node) {
       without_waiters[tube].insert(std::string(left));
     } else if (left == node && hints.contains(tube)) {
-      client->run(delayq::redis::key_slot(names.events),
-                  Command{"PUBLISH", names.events, "w " + tube + " " + node}, [](Result<Reply>) {});
+      say_waiting_for(tube);
     }
     if (fields[2] == node) take_turn(shard, tube, fields[1], fields[3]);
   } else if (payload[0] == 't' && owned.contains(shard)) {

@@ -39,14 +39,6 @@ class Turns : public WakingTest {
     ADD_FAILURE() << "no such head";
     return {};
   }
-  // A reserve of a session of its own, waiting idle: every shard probed, none holds a job.
-  std::unique_ptr<broker::Session> waiting(Outcome<broker::Job>& got) {
-    auto s = session();
-    s->reserve({}, got.callback());
-    rest();
-    EXPECT_EQ(redis->count("reserve"), 0U);
-    return s;
-  }
   // The "p" messages this node published: each one's payload, on its channel.
   std::vector<std::pair<std::string, std::string>> passes() {
     std::vector<std::pair<std::string, std::string>> sent;

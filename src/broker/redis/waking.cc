@@ -8,12 +8,14 @@ namespace delayq::broker::redis {
 
 Hint& Core::hint(const std::string& tube) {
   const auto [it, made] = hints.try_emplace(tube, shards);
-  if (made && !closed) {
-    // Nodes that left this one out of the tube's turns (it had no reserve of it) count it again.
-    client->run(delayq::redis::key_slot(names.events),
-                Command{"PUBLISH", names.events, "w " + tube + " " + node}, [](Result<Reply>) {});
-  }
+  if (made) say_waiting_for(tube);
   return it->second;
+}
+
+void Core::say_waiting_for(const std::string& tube) {
+  if (closed) return;
+  client->run(delayq::redis::key_slot(names.events),
+              Command{"PUBLISH", names.events, "w " + tube + " " + node}, [](Result<Reply>) {});
 }
 
 // A tube's ready set in a shard gained a job better than its best (from a call's answer, or
@@ -21,19 +23,18 @@ Hint& Core::hint(const std::string& tube) {
 // time, every other would find nothing, a call each. A reserve that takes a job wakes two others
 // if its shard holds more, one if any shard may (attempt()), so a burst reaches every waiter in
 // a few rounds.
-bool Core::notify_ready(std::uint32_t shard, const std::string& tube, const Head& head,
+void Core::notify_ready(std::uint32_t shard, const std::string& tube, const Head& head,
                         bool wake_one) {
-  if (shard >= shards) return false;
+  if (shard >= shards) return;
   const auto it = hints.find(tube);
   // No reserve here has asked for the tube since its hint was dropped (resync()): the next one
   // finds every shard's best unknown and asks them.
-  if (it == hints.end()) return false;
+  if (it == hints.end()) return;
   Hint& h = it->second;
   h.set(shard, after_message(h.head(shard), head));
   ++h.generation[shard];
   h.readied_at = clock->steady_now();
   if (wake_one && h.trying[shard] == 0) wake(tube, 1);
-  return true;
 }
 
 // Another node's call made `head` the tube's best ready job in the shard, and did not hand it to
@@ -106,10 +107,7 @@ void Core::take_turn(std::uint32_t shard, const std::string& tube, std::string_v
   if (it != hints.end() && shard < shards) {
     if (it->second.trying[shard] == 0) {
       if (wake(tube, 1) > 0) return;
-    } else if (const auto& of = waiters_of_tube(tube);
-               std::any_of(of.begin(), of.end(), [](const auto& waiter) {
-                 return !waiter->finished && !waiter->trying;
-               })) {
+    } else if (waited_for({tube})) {
       return;  // the answer under way (a reserve's, a prefetch's) wakes it if the job is left
     }
   }
@@ -151,9 +149,8 @@ void Core::wake_known() {
     const auto it = hints.find(tube);
     if (it == hints.end()) continue;
     bool known = false;
-    for_each_shard(it->second.live(), [&](std::uint32_t shard) {
-      known = known || (it->second.head(shard).known() && it->second.trying[shard] == 0);
-    });
+    for_each_shard(it->second.live(),
+                   [&](std::uint32_t shard) { known = known || it->second.untaken_job(shard); });
     if (known) tubes.push_back(tube);
   }
   for (const auto& tube : tubes) wake(tube, 1);
@@ -788,10 +785,7 @@ void Core::prefetch_answered(const std::shared_ptr<SessionState>& session, std::
     if (self->closed) return;
     for (const auto& tube : tubes) {
       const auto it = self->hints.find(tube);
-      if (it != self->hints.end() && it->second.trying[shard] == 0 &&
-          it->second.head(shard).known()) {
-        self->wake(tube, 1);
-      }
+      if (it != self->hints.end() && it->second.untaken_job(shard)) self->wake(tube, 1);
     }
   });
   if (!next) return;

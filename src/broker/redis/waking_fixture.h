@@ -77,6 +77,14 @@ class WakingTest : public NodeTest {
       settle();
     }
   }
+  // A reserve of a session of its own, waiting idle: every shard probed, none holds a job.
+  std::unique_ptr<broker::Session> waiting(Outcome<broker::Job>& got) {
+    auto s = session();
+    s->reserve({}, got.callback());
+    rest();
+    EXPECT_EQ(redis->count("reserve"), 0U);
+    return s;
+  }
   // A reserve-with-timeout 0 of a session of its own, every probe answered with no job and its
   // PINGs with every channel held: it answers TIMED_OUT. How many probes it sent after the PINGs.
   std::size_t poll_nothing() {

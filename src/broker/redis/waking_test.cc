@@ -424,10 +424,8 @@ TEST_F(ProbeRounds, EveryFiveSecondsTheShardsThePingsCannotVouchForAreProbedAgai
 }
 
 TEST_F(ProbeRounds, AShardWhoseBestALostAnswerMadeUnknownIsProbedAtTheFiveSecondLook) {
-  auto worker = session();
   Outcome<broker::Job> got;
-  worker->reserve({}, got.callback());
-  rest();
+  auto worker = waiting(got);
   // A put whose answer is lost: what it made ready, if anything, no message will tell this node.
   auto producer = session();
   Outcome<broker::PutResult> put;
@@ -741,10 +739,8 @@ TEST_F(Waking, APutCarriesAReserveOfItsTubeBehindManyLongerWaitingOnesOfAnother)
     idle.back()->reserve(within(100s, {"idle"}), got.callback());
   }
   rest();
-  auto worker = session();
   Outcome<broker::Job> got;
-  worker->reserve({}, got.callback());
-  rest();
+  auto worker = waiting(got);
   auto producer = session();
   Outcome<broker::PutResult> put;
   put_carrying(*producer, put, holder(41));
