@@ -1116,6 +1116,31 @@ TEST_F(RedisDownTest, AStoppedRedisTimesReservesOutOnTimeAndLosesNoAcknowledgedP
   EXPECT_TRUE(inserted_id(producer.call(put_command("back"), Millis{15000})));
 }
 
+// A firing that got no answer within its 10 s (Redis stopped while it was on its way) may have
+// run when Redis goes on, and handed its job to the reserve waiting here, which never got it.
+// The node asks what became of the call once Redis answers: the job is given back at once and
+// the reserve, still waiting, gets it, not when its TTR (2 minutes) lapses.
+TEST_F(RedisDownTest, AFiringThatGotNoAnswerInTimeGivesBackWhatItHandedAWaiterOnceRedisIsBack) {
+  Client worker(server_->port());
+  ASSERT_EQ(worker.call("watch due\r\n"), "WATCHING 2\r\n");
+  ASSERT_TRUE(worker.send("reserve-with-timeout 45\r\n"));
+  Client producer(server_->port());
+  ASSERT_EQ(producer.call("use due\r\n"), "USING due\r\n");
+  const auto id = inserted_id(producer.call("put 0 2 120 4\r\nlate\r\n"));
+  ASSERT_TRUE(id);
+  std::this_thread::sleep_for(1s);
+  redis_.pause();  // the firing at 2 s waits, then fails at 12 s
+  std::this_thread::sleep_for(12500ms);
+  redis_.resume();
+  const auto resumed = Clock::now();
+  const std::string reserved = worker.read_line(Millis{40000}).value_or("");
+  EXPECT_EQ(reserved.rfind("RESERVED " + std::to_string(*id) + " ", 0), 0U) << reserved;
+  EXPECT_LT(Clock::now() - resumed, 10s);
+  EXPECT_GE(metric_of(server_->http_port(), "delayq_redis_lost_calls_total{found=\"ran\"}") +
+                metric_of(server_->http_port(), "delayq_redis_lost_calls_total{found=\"void\"}"),
+            1);
+}
+
 // Answers lost on their way back: one node over a Redis behind a proxy that breaks the node's
 // connection just after Redis ran a call, before its answer passes. The call is sent again and
 // answered as it ran (jobs.lua kept its answer): not run twice, not reported as failed.

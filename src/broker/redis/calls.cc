@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <boost/asio/post.hpp>
+#include <optional>
 #include <set>
 
 #include "broker/redis/core.h"
@@ -14,6 +16,65 @@ bool reads_only(const std::vector<std::string>& args) {
       "peek", "peek_next", "stats", "probe", "kickable", "overdue", "schedule_get", "schedule_all"};
   const std::string& op = args.front();
   return kReads.contains(op) || (op == "group" && args.size() > 3 && args[3] == "0");
+}
+
+// The reserves waiting as `holder n tube...` from args[i] on (jobs.lua's serve()).
+void holders_from(const std::vector<std::string>& args, std::size_t i,
+                  std::vector<std::string>& out) {
+  while (i + 1 < args.size()) {
+    out.push_back(args[i]);
+    i += 2 + static_cast<std::size_t>(std::max<std::int64_t>(0, to_int(args[i + 1])));
+  }
+}
+
+// Whom a call may reserve jobs for, in the order its reply gives them: the waiters a firing or
+// a put serves, a reserve's holder, a delete's (its prefetch), each delete's of an erasemany.
+std::vector<std::string> holders_of(const std::vector<std::string>& args) {
+  const std::string& op = args.front();
+  std::vector<std::string> out;
+  if (op == "fire") {
+    holders_from(args, 3, out);
+  } else if (op == "put") {
+    holders_from(args, 12, out);
+  } else if (op == "putmany" && args.size() > 3) {
+    holders_from(args, 4 + 9 * static_cast<std::size_t>(std::max<std::int64_t>(0, to_int(args[3]))),
+                 out);
+  } else if ((op == "reserve" || op == "reserve_job" || op == "erase") && args.size() > 1) {
+    out.push_back(args[1]);
+  } else if (op == "erasemany") {
+    for (std::size_t i = 2; i + 3 < args.size();
+         i += 4 + static_cast<std::size_t>(std::max<std::int64_t>(0, to_int(args[i + 3])))) {
+      out.push_back(args[i]);
+    }
+  }
+  return out;
+}
+
+// The jobs a call's reply reserved, each with its holder's place in holders_of().
+std::vector<std::pair<std::size_t, const Reply*>> reserved_in(const std::string& op,
+                                                              const Reply& reply) {
+  std::vector<std::pair<std::size_t, const Reply*>> out;
+  const auto& e = reply.elements;
+  if (e.empty() || (e[0].str != "ok" && !(op == "put" && e[0].str == "debounced"))) return out;
+  const auto served = [&](const Reply& list) {
+    for (std::size_t i = 0; i < list.elements.size(); ++i) {
+      if (list.elements[i].type == ReplyType::kArray) out.emplace_back(i, &list.elements[i]);
+    }
+  };
+  if ((op == "fire" || op == "put") && e.size() > 5) {
+    served(e[5]);
+  } else if (op == "putmany") {
+    served(e.back());
+  } else if (op == "reserve" || op == "reserve_job") {
+    out.emplace_back(0, &reply);
+  } else if (op == "erase" && e.size() > 2) {
+    out.emplace_back(0, &e[2]);
+  } else if (op == "erasemany" && e.size() > 1) {
+    for (std::size_t i = 0; i < e[1].elements.size(); ++i) {
+      if (e[1].elements[i].elements.size() > 2) out.emplace_back(i, &e[1].elements[i].elements[2]);
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -75,46 +136,109 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
   const bool may_move = op == "put" || op == "putrun" || op == "erase" || op == "peek" ||
                         op == "update" || op == "unrun";
   std::vector<std::string> kept;
+  // What to ask about the call if it fails (note_lost()); a `lost` call is asked again as is.
+  std::optional<LostCall> lost;
+  if (!number.empty() && op != "lost") lost = LostCall{number, op, holders_of(args)};
   if (may_move) kept = std::move(args);
-  client->run(
-      std::move(request),
-      [self = shared_from_this(), shard, slot, write, number = std::move(number),
-       args = std::move(kept), done = std::move(done)](Result<std::vector<Reply>> replies) mutable {
-        if (self->closed) return;
-        // A WAIT that saw no replica: no WAIT to that primary for the next 5 s (then one tries
-        // again), or every write behind it would wait out its second too.
-        if (replies.is_ok() && replies.value().size() > 1 &&
-            replies.value()[1].type == ReplyType::kInteger && replies.value()[1].integer == 0) {
-          self->no_wait_until[self->client->primary_of(slot)] =
-              self->clock->steady_now() + Millis{5000};
-        }
-        if (!replies.is_ok()) {
-          // The call may have run without its answer coming back, and could not be sent again
-          // in time: what it made ready here, this node will not hear (it skips its own
-          // messages). Every tube's best in the shard is unknown: the next reserve asks, and
-          // waiting ones at the next five-second look (resync() probes the shards whose best is
-          // unknown).
-          for (auto& [tube, h] : self->hints) forget_head(h, shard);
-          // Redis could not be reached in time, or a connection broke: an error of the store, not a
-          // reserve's timeout.
-          return done(Status(Code::kIOError, "Redis: " + replies.status().message()));
-        }
-        if (!number.empty()) (self->answers_had[shard] += ',') += number;
-        Answer answer = split_answer(std::move(replies.value().front()));
-        if (answer.reply.is_error()) return done(error_status(answer.reply.str));
-        if (const auto home = args.empty() ? std::nullopt : self->moved_to(answer.reply, shard)) {
-          // The tube lives in another shard (flow.lua): the call goes there, and a put takes its
-          // id there ("put[run] shards shard ...").
-          if ((args[0] == "put" || args[0] == "putrun") && args.size() > 2) {
-            args[2] = std::to_string(*home);
-          }
-          return self->call(*home, std::move(args), write, std::move(done));
-        }
-        // The tubes whose best ready job the call made better: this node's waiting reserves learn
-        // of it now, not from the message (which it skips).
-        self->notify_readied(shard, answer.readied);
-        done(std::move(answer.reply));
-      });
+  client->run(std::move(request), [self = shared_from_this(), shard, slot, write,
+                                   number = std::move(number), lost = std::move(lost),
+                                   args = std::move(kept), done = std::move(done)](
+                                      Result<std::vector<Reply>> replies) mutable {
+    if (self->closed) return;
+    // A WAIT that saw no replica: no WAIT to that primary for the next 5 s (then one tries
+    // again), or every write behind it would wait out its second too.
+    if (replies.is_ok() && replies.value().size() > 1 &&
+        replies.value()[1].type == ReplyType::kInteger && replies.value()[1].integer == 0) {
+      self->no_wait_until[self->client->primary_of(slot)] =
+          self->clock->steady_now() + Millis{5000};
+    }
+    if (!replies.is_ok()) {
+      // The call may have run without its answer coming back, and could not be sent again
+      // in time: what it made ready here, this node will not hear (it skips its own
+      // messages). Every tube's best in the shard is unknown: the next reserve asks, and
+      // waiting ones at the next five-second look (resync() probes the shards whose best is
+      // unknown).
+      for (auto& [tube, h] : self->hints) forget_head(h, shard);
+      if (lost) self->note_lost(shard, std::move(*lost));
+      // Redis could not be reached in time, or a connection broke: an error of the store, not a
+      // reserve's timeout.
+      return done(Status(Code::kIOError, "Redis: " + replies.status().message()));
+    }
+    if (!number.empty()) (self->answers_had[shard] += ',') += number;
+    Answer answer = split_answer(std::move(replies.value().front()));
+    if (answer.reply.is_error()) return done(error_status(answer.reply.str));
+    if (const auto home = args.empty() ? std::nullopt : self->moved_to(answer.reply, shard)) {
+      // The tube lives in another shard (flow.lua): the call goes there, and a put takes its
+      // id there ("put[run] shards shard ...").
+      if ((args[0] == "put" || args[0] == "putrun") && args.size() > 2) {
+        args[2] = std::to_string(*home);
+      }
+      return self->call(*home, std::move(args), write, std::move(done));
+    }
+    // The tubes whose best ready job the call made better: this node's waiting reserves learn
+    // of it now, not from the message (which it skips).
+    self->notify_readied(shard, answer.readied);
+    done(std::move(answer.reply));
+  });
+}
+
+void Core::note_lost(std::uint32_t shard, LostCall lost) {
+  lost_calls[shard].push_back(std::move(lost));
+  ask_lost(shard);
+}
+
+void Core::ask_lost(std::uint32_t shard) {
+  const auto it = lost_calls.find(shard);
+  if (closed || asking_lost.contains(shard) || it == lost_calls.end()) return;
+  asking_lost.insert(shard);
+  auto asked = std::make_shared<std::vector<LostCall>>(std::move(it->second));
+  lost_calls.erase(it);
+  std::vector<std::string> args = {"lost"};
+  for (const auto& one : *asked) args.push_back(one.number);
+  call(shard, std::move(args), false,
+       [self = shared_from_this(), shard, asked](Result<Reply> reply) {
+         self->asking_lost.erase(shard);
+         if (self->closed) return;
+         const bool answered = reply.is_ok() && reply.value().elements.size() > 1 &&
+                               reply.value().elements[0].str == "ok" &&
+                               reply.value().elements[1].elements.size() == asked->size();
+         if (!answered) {  // Redis still out of reach: asked again in a second
+           auto& waiting = self->lost_calls[shard];
+           waiting.insert(waiting.begin(), asked->begin(), asked->end());
+           std::shared_ptr<Timer> timer = self->clock->timer();
+           timer->expires_after(Millis{1000});
+           timer->async_wait([self, shard, timer](bool expired) {
+             if (expired) self->ask_lost(shard);
+           });
+           return;
+         }
+         const SteadyTime now = self->clock->steady_now();
+         const auto& found = reply.value().elements[1].elements;
+         for (std::size_t i = 0; i < asked->size(); ++i) {
+           const LostCall& one = (*asked)[i];
+           if (found[i].type != ReplyType::kArray || found[i].elements.size() < 2) {
+             ++self->lost_void;
+             self->voided.push_back({now, shard, one.number});
+             continue;
+           }
+           ++self->lost_ran;
+           (self->answers_had[shard] += ',') += one.number;
+           for (const auto& [place, job] : reserved_in(one.op, found[i].elements[1])) {
+             auto got = job_of(*job);
+             if (got.is_ok() && place < one.holders.size()) {
+               self->undo_reservation(one.holders[place], got.value());
+             }
+           }
+         }
+       });
+}
+
+void Core::forget_voided() {
+  const SteadyTime now = clock->steady_now();
+  while (!voided.empty() && now - voided.front().at >= kVoidedLife) {
+    (answers_had[voided.front().shard] += ',') += voided.front().number;
+    voided.pop_front();
+  }
 }
 
 void Core::trickle_from(const std::shared_ptr<std::vector<std::function<void()>>>& sends,

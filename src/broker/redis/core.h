@@ -245,8 +245,9 @@ struct Owned {
   std::optional<SteadyTime> armed_at;  // when `timer` fires the shard, if it is armed
   bool firing = false;
   bool again = false;
-  // The last firing's answer was lost: the next hands no waiter a job (one it may have
-  // reserved for them is theirs until its TTR lapses, and must not happen over and over).
+  // The last firing's answer was lost: the next hands no waiter a job, so that an outage
+  // does not have every firing reserve jobs nobody gets (given back once Redis answers the
+  // node's `lost` call: note_lost()).
   bool failed = false;
 };
 
@@ -274,6 +275,31 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   std::unordered_map<std::uint32_t, std::string> answers_had;
   std::unordered_map<std::uint32_t, SteadyTime> answers_refreshed;
   static constexpr std::chrono::seconds kAnswersRefresh{10};
+  // Numbered calls that failed (no answer within the request's time: Redis stopped, swamped
+  // or cut off) may have run, or may still run once Redis reads them. The node asks the shard
+  // what became of them (jobs.lua's `lost`, once per second until answered): a call that ran
+  // gives back at once the jobs it reserved for waiters here, which never got them (a
+  // firing's, a put's, a reserve's, a prefetch's); a call that had not run is voided, so that
+  // it never runs after the node gave up on it. Voided numbers are forgotten after kVoidedLife.
+  struct LostCall {
+    std::string number;
+    std::string op;
+    std::vector<std::string> holders;  // whom the call may reserve jobs for (holders_of())
+  };
+  void note_lost(std::uint32_t shard, LostCall lost);
+  void ask_lost(std::uint32_t shard);
+  void forget_voided();                                                 // at each resync
+  std::unordered_map<std::uint32_t, std::vector<LostCall>> lost_calls;  // not asked yet
+  std::set<std::uint32_t> asking_lost;  // shards with a `lost` call under way
+  struct Voided {
+    SteadyTime at;
+    std::uint32_t shard;
+    std::string number;
+  };
+  std::deque<Voided> voided;
+  static constexpr std::chrono::minutes kVoidedLife{10};
+  std::uint64_t lost_ran = 0;   // lost calls found to have run (/metrics)
+  std::uint64_t lost_void = 0;  // and found not to have, voided
   // The shard of the next turn's keyless puts: turns take the shards in order.
   std::uint32_t next_shard() { return static_cast<std::uint32_t>(rotor++ % shards); }
   // The calls the node makes for itself in bursts (every 5 s the probes for lost messages; a call
@@ -390,6 +416,9 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // Tries again the waiters that waited for a reserve call to the shard to answer.
   void resume_deferred(std::uint32_t shard);
   void finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> result);
+  // A reservation nobody got (its reserve gone, its answer lost) made ready again at once,
+  // uncounted: no attempt of the job was used.
+  void undo_reservation(const std::string& holder, const broker::Job& job);
   // A waiter's first try: its session's prefetched job if it fits (else that is given back),
   // or try_reserve(). A pipelined reserve waits for its delete's prefetch first.
   void start(const std::shared_ptr<Waiter>& waiter);

@@ -655,6 +655,7 @@ void Core::on_event(const std::string& payload) {
 
 void Core::resync() {
   if (closed) return;
+  forget_voided();
   if (const auto refused = client->shard_subscribe_error(); refused != subscribe_refused) {
     subscribe_refused = refused;
     if (!refused.empty()) {

@@ -363,6 +363,15 @@ RedisBroker::RedisBroker(std::shared_ptr<Core> core)
         const delayq::redis::ClientStats stats = core_->client->stats();
         page.sample("delayq_redis_calls_sent_again_total",
                     static_cast<std::int64_t>(stats.sent_again));
+        page.family("delayq_redis_lost_calls_total",
+                    "Calls to Redis that got no answer in time, then asked after: those that had "
+                    "run (what they reserved for waiters given back) and those that had not "
+                    "(voided: they never run).",
+                    "counter");
+        page.sample("delayq_redis_lost_calls_total", {{"found", "ran"}},
+                    static_cast<std::int64_t>(core_->lost_ran));
+        page.sample("delayq_redis_lost_calls_total", {{"found", "void"}},
+                    static_cast<std::int64_t>(core_->lost_void));
         page.family("delayq_redis_calls_total",
                     "Calls to Redis's jobs script by what they do (put, fire, reserve, erase, "
                     "...).",

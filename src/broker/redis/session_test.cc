@@ -400,6 +400,53 @@ TEST_F(Calls, ACallWhoseAnswerIsLostFailsWithIOErrorAndItsShardIsAskedAgain) {
   EXPECT_FALSE(w.done());
 }
 
+// A call that got no answer in time is asked about once Redis answers (`lost`), every second
+// until it does. Found not to have run, it is voided there (it never runs after), and the node
+// keeps the void ten minutes before its next call to the shard lets jobs.lua forget it.
+TEST_F(Calls, ACallThatGotNoAnswerIsAskedAboutEverySecondAndIfItHadNotRunIsForgottenLater) {
+  auto s = session();
+  Outcome<JobId> erased;
+  s->erase(broker::JobRef::by_id(6), erased.callback());
+  settle();
+  Call erase = take("erase");
+  std::string number = erase.tag().substr(1);  // the shard's first: "+<number>"
+  redis->fail(erase, Status(Code::kTimedOut, "no reply within 10000 ms"));
+  settle();
+  Call lost = take("lost");
+  EXPECT_EQ(shard_of(lost), 2U);
+  EXPECT_EQ(lost.args(), std::vector<std::string>{number});
+  redis->fail(lost, Status(Code::kTimedOut, "no reply within 10000 ms"));
+  settle();
+  EXPECT_EQ(redis->count("lost"), 0U) << "asked again at once";
+  clock->advance(Millis{999});
+  EXPECT_EQ(redis->count("lost"), 0U);
+  clock->advance(Millis{1});
+  Call again = take("lost");
+  EXPECT_EQ(again.args(), std::vector<std::string>{number});
+  redis->answer(again, reply::ok({reply::array({text("void")})}));
+  settle();
+  EXPECT_EQ(redis->count("release"), 0U);
+  // Whether a call to shard 2 since the last look (the node's own, then an erase) lets it go.
+  const auto forgotten = [&](JobId id) {
+    Outcome<JobId> next;
+    s->erase(broker::JobRef::by_id(id), next.callback());
+    settle();
+    bool told = false;
+    while (!redis->calls.empty()) {
+      Call call = std::move(redis->calls.front());
+      redis->calls.pop_front();
+      told = told || (call.script() && call.keys().size() >= 23 && shard_of(call) == 2 &&
+                      call.tag().find("," + number) != std::string::npos);
+    }
+    return told;
+  };
+  EXPECT_FALSE(forgotten(10)) << "forgotten at once";
+  clock->advance(std::chrono::minutes(9));
+  EXPECT_FALSE(forgotten(14)) << "forgotten within 10 minutes";
+  clock->advance(std::chrono::minutes(1) + std::chrono::seconds(5));  // the next 5-second look
+  EXPECT_TRUE(forgotten(18)) << "kept past 10 minutes";
+}
+
 // A call that changes something is numbered, with its node's kept answers as a 24th key; the
 // shard's next numbered call says which answers came back, so that jobs.lua forgets them. A
 // call that changes nothing is not numbered (asked again as it is if its answer is lost).

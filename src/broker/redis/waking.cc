@@ -668,13 +668,7 @@ void Core::finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> res
   if (waiter->finished) {
     // Cancelled while a script reserved a job for it: the reservation, which nobody got, is
     // undone at once (uncounted: no attempt of the job was used).
-    if (result.is_ok()) {
-      const JobId id = result.value().view.id;
-      call(shard_of_id(id, shards),
-           {"release", waiter->session->holder, std::to_string(id), "", "",
-            std::to_string(result.value().view.counters.reserves), "1"},
-           true, [](Result<Reply>) {});
-    }
+    if (result.is_ok()) undo_reservation(waiter->session->holder, result.value());
     return;
   }
   waiter->finished = true;
@@ -684,6 +678,14 @@ void Core::finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> res
   if (result.is_ok()) waiter->session->hold(result.value(), clock->steady_now());
   auto done = std::move(waiter->done);
   if (waiter->session->alive) done(std::move(result));
+}
+
+void Core::undo_reservation(const std::string& holder, const broker::Job& job) {
+  const JobId id = job.view.id;
+  call(shard_of_id(id, shards),
+       {"release", holder, std::to_string(id), "", "", std::to_string(job.view.counters.reserves),
+        "1"},
+       true, [](Result<Reply>) {});
 }
 
 void Core::start(const std::shared_ptr<Waiter>& waiter) {

@@ -729,6 +729,48 @@ TEST_F(Waking, APutOfAReadyJobCarriesAReserveWaitingWithNothingKnownAndHandsItTh
   EXPECT_EQ(redis->count("reserve"), 0U);
 }
 
+// A put whose call got no answer in time may have run, or may run once Redis reads it; its
+// waiter tries again and the client is told the store failed. Once Redis answers, the node asks
+// the shard what became of the call (`lost`): it ran, and the job it handed the waiter, which
+// never got it, is given back at once (uncounted), not held until its TTR lapses.
+TEST_F(Waking, APutThatGotNoAnswerInTimeIsAskedAfterAndTheJobItHandedAWaiterIsGivenBack) {
+  auto worker = session();
+  Outcome<broker::Job> got;
+  worker->reserve({}, got.callback());
+  rest();
+  auto producer = session();
+  Outcome<broker::PutResult> put;
+  Call call = put_carrying(*producer, put, holder(1));
+  std::string number = call.tag();
+  if (!number.empty() && number.front() == '+') number.erase(0, 1);
+  number = number.substr(0, number.find(','));
+  redis->fail(call, Status(Code::kTimedOut, "no reply within 10000 ms"));
+  settle();
+  ASSERT_TRUE(put.done());
+  EXPECT_EQ(put.result->status().code(), Code::kIOError);
+  EXPECT_FALSE(got.done()) << "the waiter waits on";
+  Call lost = take("lost");
+  EXPECT_EQ(shard_of(lost), shard_of(call));
+  EXPECT_EQ(lost.args(), std::vector<std::string>{number});
+  JobView job = ready_job(5);
+  job.counters.reserves = 2;  // the third reservation, which reserved() counts
+  const auto now = Reply::number(clock->now_unix_ms());
+  const Reply ran = reply::ok(
+      {Reply::number(5), now, Reply::number(0), now, reply::array({reserved(job, {""})})});
+  redis->answer(lost, reply::ok({reply::array({reply::array({Reply::status("ran"), ran})})}));
+  settle();
+  Call release = take("release");
+  EXPECT_EQ(shard_of(release), 1U);
+  EXPECT_EQ(release.args(), (std::vector<std::string>{holder(1), "5", "", "", "3", "1"}));
+  EXPECT_FALSE(got.done());
+  // The node has the answer now: the shard's next call says so, and jobs.lua forgets it.
+  Outcome<JobId> erased;
+  producer->erase(broker::JobRef::by_id(shard_of(call) + 8), erased.callback());
+  settle();
+  const std::string tag = take("erase").tag();
+  EXPECT_NE(tag.find("," + number), std::string::npos) << tag;
+}
+
 // Reserves of another tube that have waited longer, more of them than a call looks at, do not
 // keep a put's job from the reserve of its tube.
 TEST_F(Waking, APutCarriesAReserveOfItsTubeBehindManyLongerWaitingOnesOfAnother) {

@@ -33,6 +33,27 @@ local function kept_answer(kept)
   return {result, readied}
 end
 
+-- lost number...: what became of calls whose answers never reached the node (no answer within
+-- its time: Redis stopped, swamped or cut off), each {'ran', <its reply>} or 'void'. A number
+-- not kept was not run, and is voided ('V' in the hash): the call, if it reaches Redis later,
+-- runs nothing and answers {'void'}. The node gives back what a call that ran reserved for its
+-- waiters. A putmany kept in short answers {'ok', served}: its replies would need its arguments.
+ops.lost = function(keys)
+  local out = {}
+  for i = 2, #ARGV do
+    local kept = redis.call('HGET', keys[24], ARGV[i])
+    if not kept then redis.call('HSET', keys[24], ARGV[i], 'V') end
+    if not kept or kept == 'V' then
+      out[#out + 1] = 'void'
+    elseif string.byte(kept) == 80 then -- 'P'
+      out[#out + 1] = {'ran', {'ok', (select(3, cmsgpack.unpack(string.sub(kept, 2))))}}
+    else
+      out[#out + 1] = {'ran', cmsgpack.unpack(kept)[1]}
+    end
+  end
+  return {'ok', out}
+end
+
 local function run(keys, args)
   ARGV = args
   caller = table.remove(ARGV)
@@ -67,9 +88,10 @@ local function run(keys, args)
       if number then forget[#forget + 1] = n else number = n end
     end
     local kept = redis.call('HGET', keys[24], number)
+    if kept == 'V' then return {{'void'}, {}} end -- voided by `lost`
     if kept then return kept_answer(kept) end
   end
-  local result = handler()
+  local result = handler(keys)
   -- A lookup by key of a tube that lives in another shard (flow.lua): the node asks there.
   if moved_to then result = {'moved', string.format('%d', moved_to)} end
   flush()
