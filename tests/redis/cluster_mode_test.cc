@@ -1256,6 +1256,23 @@ TEST_F(RedisLostAnswerTest, ANumberedCallSentTwiceIsAnsweredTheSameAndRunsOnce) 
   ASSERT_NE(second.find("\"exists\""), std::string::npos) << second;
   EXPECT_EQ(fcall(refused, "2"), second);
   EXPECT_EQ(stored(), 4);
+  // What became of calls given up on: 3 ran (a putmany kept in short: the reserves it served,
+  // none), 7 had not, and is voided: sent after, it runs nothing. Asked again, the same. 2 ran
+  // (kept whole: its replies).
+  ASSERT_EQ(fcall(putmany({job("0", "0", "")}), "3").rfind("[[\"ok\"", 0), 0U);
+  EXPECT_EQ(stored(), 5);
+  const std::string lost = fcall({"lost", "3", "7"}, "");
+  EXPECT_EQ(lost, "[[\"ok\", [[\"ran\", [\"ok\", []]], \"void\"]], []]");
+  EXPECT_EQ(fcall(putmany({job("0", "0", "")}), "7"), "[[\"void\"], []]");
+  EXPECT_EQ(stored(), 5);
+  EXPECT_EQ(fcall({"lost", "3", "7"}, ""), lost);
+  const std::string whole = fcall({"lost", "2"}, "");
+  EXPECT_EQ(whole.rfind("[[\"ok\", [[\"ran\", [\"ok\", ", 0), 0U) << whole;
+  EXPECT_NE(whole.find("\"exists\""), std::string::npos) << whole;
+  // With the node's kept answers gone (expired), nothing tells, and nothing is written.
+  EXPECT_EQ(call(redis_.port(), {"DEL", "lost:{5}:ans:test-node"}).integer, 1);
+  EXPECT_EQ(fcall({"lost", "8"}, ""), "[[\"ok\", [\"unknown\"]], []]");
+  EXPECT_EQ(call(redis_.port(), {"EXISTS", "lost:{5}:ans:test-node"}).integer, 0);
 }
 
 // A firing hands the job falling due to the reserve waiting for it, in its call: with that

@@ -56,9 +56,12 @@ std::vector<std::pair<std::size_t, const Reply*>> reserved_in(const std::string&
   std::vector<std::pair<std::size_t, const Reply*>> out;
   const auto& e = reply.elements;
   if (e.empty() || (e[0].str != "ok" && !(op == "put" && e[0].str == "debounced"))) return out;
+  const auto is_job = [](const Reply& r) {  // {'ok', id, record, ...}, not a refusal
+    return r.type == ReplyType::kArray && r.elements.size() > 2 && r.elements[0].str == "ok";
+  };
   const auto served = [&](const Reply& list) {
     for (std::size_t i = 0; i < list.elements.size(); ++i) {
-      if (list.elements[i].type == ReplyType::kArray) out.emplace_back(i, &list.elements[i]);
+      if (is_job(list.elements[i])) out.emplace_back(i, &list.elements[i]);
     }
   };
   if ((op == "fire" || op == "put") && e.size() > 5) {
@@ -67,11 +70,12 @@ std::vector<std::pair<std::size_t, const Reply*>> reserved_in(const std::string&
     served(e.back());
   } else if (op == "reserve" || op == "reserve_job") {
     out.emplace_back(0, &reply);
-  } else if (op == "erase" && e.size() > 2) {
+  } else if (op == "erase" && e.size() > 2 && is_job(e[2])) {
     out.emplace_back(0, &e[2]);
   } else if (op == "erasemany" && e.size() > 1) {
     for (std::size_t i = 0; i < e[1].elements.size(); ++i) {
-      if (e[1].elements[i].elements.size() > 2) out.emplace_back(i, &e[1].elements[i].elements[2]);
+      const auto& one = e[1].elements[i].elements;
+      if (one.size() > 2 && is_job(one[2])) out.emplace_back(i, &one[2]);
     }
   }
   return out;
@@ -89,7 +93,9 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
   // shard's next call, that it has it). A call that changes nothing is simply asked again.
   std::string tag;     // "[+]<number>[,<number answered>...]"
   std::string number;  // the call's own
-  if (!reads_only(args)) {
+  // `lost` reads and voids the kept answers, unnumbered: asked again, it answers the same.
+  if (args.front() == "lost") keys.push_back(shard_base(names.prefix, shard) + ":ans:" + node);
+  if (!reads_only(args) && args.front() != "lost") {
     // "+": the kept answers' hash lives for another minute from now. Said at most every 10 s
     // per shard (a PEXPIRE was a twentieth of an erase's cost), so that an answer is kept for at
     // least 50 s, past the 10 s in which its call may be sent again.
@@ -102,8 +108,18 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
     number = std::to_string(++calls_made);
     tag += number;
     if (auto it = answers_had.find(shard); it != answers_had.end()) {
-      tag += it->second;
-      answers_had.erase(it);
+      // At most kMostForgotten a call (jobs.lua unpacks them into one HDEL); the rest next.
+      std::size_t cut = 0;
+      for (std::size_t n = 0; n < kMostForgotten && cut != std::string::npos; ++n) {
+        cut = it->second.find(',', cut + 1);
+      }
+      if (cut == std::string::npos) {
+        tag += it->second;
+        answers_had.erase(it);
+      } else {
+        tag += it->second.substr(0, cut);
+        it->second.erase(0, cut);
+      }
     }
     keys.push_back(shard_base(names.prefix, shard) + ":ans:" + node);
   }
@@ -138,7 +154,7 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
   std::vector<std::string> kept;
   // What to ask about the call if it fails (note_lost()); a `lost` call is asked again as is.
   std::optional<LostCall> lost;
-  if (!number.empty() && op != "lost") lost = LostCall{number, op, holders_of(args)};
+  if (!number.empty()) lost = LostCall{number, op, holders_of(args)};
   if (may_move) kept = std::move(args);
   client->run(std::move(request), [self = shared_from_this(), shard, slot, write,
                                    number = std::move(number), lost = std::move(lost),
@@ -191,8 +207,16 @@ void Core::ask_lost(std::uint32_t shard) {
   const auto it = lost_calls.find(shard);
   if (closed || asking_lost.contains(shard) || it == lost_calls.end()) return;
   asking_lost.insert(shard);
-  auto asked = std::make_shared<std::vector<LostCall>>(std::move(it->second));
-  lost_calls.erase(it);
+  std::shared_ptr<std::vector<LostCall>> asked;
+  if (it->second.size() <= kMostLostAsked) {
+    asked = std::make_shared<std::vector<LostCall>>(std::move(it->second));
+    lost_calls.erase(it);
+  } else {
+    const auto end = it->second.begin() + static_cast<std::ptrdiff_t>(kMostLostAsked);
+    asked = std::make_shared<std::vector<LostCall>>(std::make_move_iterator(it->second.begin()),
+                                                    std::make_move_iterator(end));
+    it->second.erase(it->second.begin(), end);
+  }
   std::vector<std::string> args = {"lost"};
   for (const auto& one : *asked) args.push_back(one.number);
   call(shard, std::move(args), false,
@@ -216,9 +240,13 @@ void Core::ask_lost(std::uint32_t shard) {
          const auto& found = reply.value().elements[1].elements;
          for (std::size_t i = 0; i < asked->size(); ++i) {
            const LostCall& one = (*asked)[i];
-           if (found[i].type != ReplyType::kArray || found[i].elements.size() < 2) {
+           if (found[i].str == "void") {
              ++self->lost_void;
              self->voided.push_back({now, shard, one.number});
+             continue;
+           }
+           if (found[i].type != ReplyType::kArray || found[i].elements.size() < 2) {
+             ++self->lost_unknown;  // the kept answers had expired: nothing to go by
              continue;
            }
            ++self->lost_ran;
@@ -230,6 +258,7 @@ void Core::ask_lost(std::uint32_t shard) {
              }
            }
          }
+         self->ask_lost(shard);  // those that failed meanwhile, or past kMostLostAsked
        });
 }
 

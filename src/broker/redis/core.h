@@ -275,12 +275,14 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   std::unordered_map<std::uint32_t, std::string> answers_had;
   std::unordered_map<std::uint32_t, SteadyTime> answers_refreshed;
   static constexpr std::chrono::seconds kAnswersRefresh{10};
+  static constexpr std::size_t kMostForgotten = 256;  // answers a call says the node has
   // Numbered calls that failed (no answer within the request's time: Redis stopped, swamped
   // or cut off) may have run, or may still run once Redis reads them. The node asks the shard
-  // what became of them (jobs.lua's `lost`, once per second until answered): a call that ran
-  // gives back at once the jobs it reserved for waiters here, which never got them (a
-  // firing's, a put's, a reserve's, a prefetch's); a call that had not run is voided, so that
-  // it never runs after the node gave up on it. Voided numbers are forgotten after kVoidedLife.
+  // what became of them (jobs.lua's `lost`, kMostLostAsked at a time, again a second after an
+  // ask that failed): a call that ran gives back at once the jobs it reserved for waiters
+  // here, which never got them (a firing's, a put's, a reserve's, a prefetch's); a call that
+  // had not run is voided, so that it never runs after the node gave up on it, for as long as
+  // the node's kept answers live there. Voided numbers are forgotten after kVoidedLife.
   struct LostCall {
     std::string number;
     std::string op;
@@ -298,8 +300,10 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   };
   std::deque<Voided> voided;
   static constexpr std::chrono::minutes kVoidedLife{10};
-  std::uint64_t lost_ran = 0;   // lost calls found to have run (/metrics)
-  std::uint64_t lost_void = 0;  // and found not to have, voided
+  std::uint64_t lost_ran = 0;      // lost calls found to have run (/metrics)
+  std::uint64_t lost_void = 0;     // and found not to have, voided
+  std::uint64_t lost_unknown = 0;  // the kept answers gone (expired): nothing to go by
+  static constexpr std::size_t kMostLostAsked = 100;
   // The shard of the next turn's keyless puts: turns take the shards in order.
   std::uint32_t next_shard() { return static_cast<std::uint32_t>(rotor++ % shards); }
   // The calls the node makes for itself in bursts (every 5 s the probes for lost messages; a call

@@ -365,13 +365,16 @@ RedisBroker::RedisBroker(std::shared_ptr<Core> core)
                     static_cast<std::int64_t>(stats.sent_again));
         page.family("delayq_redis_lost_calls_total",
                     "Calls to Redis that got no answer in time, then asked after: those that had "
-                    "run (what they reserved for waiters given back) and those that had not "
-                    "(voided: they never run).",
+                    "run (what they reserved for waiters given back), those that had not "
+                    "(voided: they never run), and those past knowing (the node's kept answers "
+                    "had expired).",
                     "counter");
         page.sample("delayq_redis_lost_calls_total", {{"found", "ran"}},
                     static_cast<std::int64_t>(core_->lost_ran));
         page.sample("delayq_redis_lost_calls_total", {{"found", "void"}},
                     static_cast<std::int64_t>(core_->lost_void));
+        page.sample("delayq_redis_lost_calls_total", {{"found", "unknown"}},
+                    static_cast<std::int64_t>(core_->lost_unknown));
         page.family("delayq_redis_calls_total",
                     "Calls to Redis's jobs script by what they do (put, fire, reserve, erase, "
                     "...).",

@@ -423,7 +423,21 @@ TEST_F(Calls, ACallThatGotNoAnswerIsAskedAboutEverySecondAndIfItHadNotRunIsForgo
   clock->advance(Millis{1});
   Call again = take("lost");
   EXPECT_EQ(again.args(), std::vector<std::string>{number});
+  EXPECT_EQ(again.tag(), "") << "not numbered: asked again, it answers the same";
+  // Another call to the shard fails meanwhile: asked about once this ask is answered.
+  Outcome<JobId> other;
+  s->erase(broker::JobRef::by_id(22), other.callback());
+  settle();
+  Call second = take("erase");
+  const std::string second_number = second.tag().substr(0, second.tag().find(','));
+  redis->fail(second, Status(Code::kTimedOut, "no reply within 10000 ms"));
+  settle();
+  EXPECT_EQ(redis->count("lost"), 0U) << "one ask at a time per shard";
   redis->answer(again, reply::ok({reply::array({text("void")})}));
+  settle();
+  Call third = take("lost");
+  EXPECT_EQ(third.args(), std::vector<std::string>{second_number});
+  redis->answer(third, reply::ok({reply::array({text("void")})}));
   settle();
   EXPECT_EQ(redis->count("release"), 0U);
   // Whether a call to shard 2 since the last look (the node's own, then an erase) lets it go.
@@ -445,6 +459,31 @@ TEST_F(Calls, ACallThatGotNoAnswerIsAskedAboutEverySecondAndIfItHadNotRunIsForgo
   EXPECT_FALSE(forgotten(14)) << "forgotten within 10 minutes";
   clock->advance(std::chrono::minutes(1) + std::chrono::seconds(5));  // the next 5-second look
   EXPECT_TRUE(forgotten(18)) << "kept past 10 minutes";
+}
+
+// The answers a call says the node has are at most 256 (jobs.lua forgets them in one HDEL of
+// as many arguments); more wait for the shard's next calls.
+TEST_F(Calls, ACallLetsAShardForgetAtMost256AnswersTheRestGoWithTheNext) {
+  auto s = session();
+  const auto erase_tag = [&](JobId id) {
+    Outcome<JobId> one;
+    s->erase(broker::JobRef::by_id(id), one.callback());
+    settle();
+    return take("erase").tag();
+  };
+  // 300 calls to shard 2 under way at once, then all answered.
+  std::vector<Outcome<JobId>> erased(300);
+  for (std::size_t i = 0; i < erased.size(); ++i) {
+    s->erase(broker::JobRef::by_id(2 + 4 * i), erased[i].callback());
+    settle();
+  }
+  EXPECT_EQ(answer_all("erase", reply::ok({text("2")})), 300U);
+  settle();
+  const auto forgotten = [](const std::string& tag) {
+    return std::count(tag.begin(), tag.end(), ',');
+  };
+  EXPECT_EQ(forgotten(erase_tag(2)), 256);
+  EXPECT_EQ(forgotten(erase_tag(6)), 300 - 256);
 }
 
 // A call that changes something is numbered, with its node's kept answers as a 24th key; the

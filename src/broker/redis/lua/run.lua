@@ -34,16 +34,21 @@ local function kept_answer(kept)
 end
 
 -- lost number...: what became of calls whose answers never reached the node (no answer within
--- its time: Redis stopped, swamped or cut off), each {'ran', <its reply>} or 'void'. A number
--- not kept was not run, and is voided ('V' in the hash): the call, if it reaches Redis later,
--- runs nothing and answers {'void'}. The node gives back what a call that ran reserved for its
--- waiters. A putmany kept in short answers {'ok', served}: its replies would need its arguments.
+-- its time: Redis stopped, swamped or cut off), each {'ran', <its reply>}, 'void' or 'unknown'.
+-- A number not kept was not run, and is voided ('V' in the hash): the call, if it reaches Redis
+-- later, runs nothing and answers {'void'}. With the hash gone (it expired: the node called
+-- nothing here for a minute), nothing tells: 'unknown', and nothing is written. The node gives
+-- back what a call that ran reserved for its waiters. A putmany kept in short answers {'ok',
+-- served}: its replies would need its arguments. Not numbered: asked again, it answers the same.
 ops.lost = function(keys)
   local out = {}
+  local known = redis.call('EXISTS', keys[24]) == 1
   for i = 2, #ARGV do
-    local kept = redis.call('HGET', keys[24], ARGV[i])
-    if not kept then redis.call('HSET', keys[24], ARGV[i], 'V') end
-    if not kept or kept == 'V' then
+    local kept = known and redis.call('HGET', keys[24], ARGV[i])
+    if not known then
+      out[#out + 1] = 'unknown'
+    elseif not kept or kept == 'V' then
+      if not kept then redis.call('HSET', keys[24], ARGV[i], 'V') end
       out[#out + 1] = 'void'
     elseif string.byte(kept) == 80 then -- 'P'
       out[#out + 1] = {'ran', {'ok', (select(3, cmsgpack.unpack(string.sub(kept, 2))))}}
