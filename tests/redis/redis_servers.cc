@@ -133,7 +133,13 @@ std::string RedisServer::start_once(Millis timeout) {
       return "redis-server exited at start: " + read_file(log);
     }
     const auto reply = call(port_, redis::Command{"PING"}, Millis{500});
-    if (reply.type == redis::ReplyType::kStatus || reply.error_code() == "LOADING") return "";
+    // The answer must be this server's: a server of another test that took the port first
+    // answers too, while this one is failing to bind it (and exits, to be retried above).
+    if ((reply.type == redis::ReplyType::kStatus || reply.error_code() == "LOADING") &&
+        call(port_, redis::Command{"INFO", "server"}, Millis{500})
+                .str.find("\nprocess_id:" + std::to_string(pid_) + "\r") != std::string::npos) {
+      return "";
+    }
     std::this_thread::sleep_for(Millis{20});
   }
   return "redis-server on port " + std::to_string(port_) + " did not answer within " +
