@@ -94,8 +94,8 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
   std::string tag;     // "[+]<number>[,<number answered>...]"
   std::string number;  // the call's own
   // `lost` reads and voids the kept answers, unnumbered: asked again, it answers the same.
-  if (args.front() == "lost") keys.push_back(shard_base(names.prefix, shard) + ":ans:" + node);
-  if (!reads_only(args) && args.front() != "lost") {
+  const bool asks_lost = args.front() == "lost";
+  if (!reads_only(args) && !asks_lost) {
     // "+": the kept answers' hash lives for another minute from now. Said at most every 10 s
     // per shard (a PEXPIRE was a twentieth of an erase's cost), so that an answer is kept for at
     // least 50 s, past the 10 s in which its call may be sent again.
@@ -121,6 +121,8 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
         it->second.erase(0, cut);
       }
     }
+  }
+  if (!number.empty() || asks_lost) {
     keys.push_back(shard_base(names.prefix, shard) + ":ans:" + node);
   }
   const auto slot = delayq::redis::key_slot(keys.front());

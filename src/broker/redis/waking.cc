@@ -752,10 +752,7 @@ std::optional<std::string> Core::prefetch_bound(const std::vector<std::string>& 
 void Core::give_back(SessionState& session) {
   if (!session.prefetched) return;
   const JobId id = session.prefetched->view.id;
-  call(shard_of_id(id, shards),
-       {"release", session.holder, std::to_string(id), "", "",
-        std::to_string(session.prefetched->view.counters.reserves), "1"},
-       true, [](Result<Reply>) {});
+  undo_reservation(session.holder, *session.prefetched);
   session.held.erase(id);
   session.prefetched.reset();
   coarse->cancel(std::exchange(session.give_back_at, 0));
