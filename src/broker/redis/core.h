@@ -507,7 +507,8 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void heartbeat(bool over_memory);
   // Nodes of a version from before the shard channels subscribe to none: more live nodes than
   // shard 0's channel has subscribers means one of them is live (older_node_live), before any
-  // message of it is heard. Asked after each heartbeat (PUBSUB SHARDNUMSUB).
+  // message of it is heard. Asked after each heartbeat (PUBSUB SHARDNUMSUB) while a live node's
+  // name does not say it takes turns.
   void count_subscribers();
   bool older_node_live = false;
   // Takes free shards of `candidates`, one call at a time from `index`, until the node holds its

@@ -237,6 +237,15 @@ void Core::renew_together(std::vector<std::pair<std::uint32_t, std::int64_t>> he
 }
 
 void Core::count_subscribers() {
+  // Nodes that take turns (kTakesTurns) came after the shard channels: while only they are
+  // live, no count is needed. It would race each node's start: its first heartbeat may reach
+  // Redis before its SSUBSCRIBEs do, and a count between them took it for an older node until
+  // the next heartbeat (seen on a loaded machine: every poll asked every shard meanwhile).
+  if (std::all_of(live.begin(), live.end(),
+                  [](const std::string& name) { return name.ends_with(kTakesTurns); })) {
+    older_node_live = false;
+    return;
+  }
   const std::string channel = shard_channel(options.prefix, 0);
   client->run(delayq::redis::key_slot(channel), Command{"PUBSUB", "SHARDNUMSUB", channel},
               [self = shared_from_this(), alive = live.size()](Result<Reply> reply) {

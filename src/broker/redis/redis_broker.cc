@@ -356,6 +356,11 @@ RedisBroker::RedisBroker(std::shared_ptr<Core> core)
                     "gauge");
         page.sample("delayq_shard_channels_subscribed",
                     static_cast<std::int64_t>(core_->client->shard_channels_subscribed()));
+        page.family("delayq_shards_owned",
+                    "Shards whose lease this node holds: it fires their timers. Over the live "
+                    "nodes they add up to the shards once the leases settle.",
+                    "gauge");
+        page.sample("delayq_shards_owned", static_cast<std::int64_t>(core_->owned.size()));
         page.family("delayq_redis_calls_sent_again_total",
                     "Calls to Redis sent again after their connection broke once they were sent "
                     "(their answers lost; a call that changes something is answered as it ran).",
