@@ -1450,6 +1450,8 @@ class RedisWakeTest : public ::testing::Test {
       }
       std::this_thread::sleep_for(20ms);
     }
+    ASSERT_EQ(metric_of(server_->http_port(), "delayq_shard_channels_subscribed"), 128);
+    ASSERT_EQ(metric_of(server_->http_port(), "delayq_shards_owned"), 128);
   }
   // Puts one ready job through `producer` and returns which of the workers (each waiting in a
   // reserve) got it, its delete answered and its next reserve sent; -1 if none within 10 s.
