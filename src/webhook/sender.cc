@@ -8,6 +8,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <utility>
 
 #include "webhook/tls_peer.h"
 
@@ -82,7 +83,6 @@ Sender::~Sender() {
 Result<std::unique_ptr<Sender>> Sender::make(asio::io_context& io, SenderOptions options) {
   std::unique_ptr<Sender> sender(new Sender(io, std::move(options)));
   beast::error_code error;
-  (void)sender->tls_.set_default_verify_paths(error);
   (void)sender->tls_.set_verify_mode(asio::ssl::verify_peer, error);
   if (!sender->options_.ca_file.empty()) {
     (void)sender->tls_.load_verify_file(sender->options_.ca_file, error);
@@ -92,6 +92,14 @@ Result<std::unique_ptr<Sender>> Sender::make(asio::io_context& io, SenderOptions
     }
   }
   return sender;
+}
+
+asio::ssl::context& Sender::tls() {
+  if (!std::exchange(system_cas_loaded_, true)) {
+    beast::error_code error;
+    (void)tls_.set_default_verify_paths(error);
+  }
+  return tls_;
 }
 
 void Sender::post(Request request, std::function<void(Response)> done) {
@@ -133,7 +141,7 @@ void Sender::post(Request request, std::function<void(Response)> done) {
               co_return;
             }
             if (request.url.tls) {
-              connection->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io_, tls_);
+              connection->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io_, tls());
               expect_peer(connection->tls->native_handle(), request.url.host);
             } else {
               connection->plain = std::make_unique<beast::tcp_stream>(io_);

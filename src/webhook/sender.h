@@ -73,7 +73,13 @@ class Sender final : public Poster {
 
   boost::asio::io_context& io_;
   SenderOptions options_;
+  // The TLS context, with the system's CAs loaded at its first use: they cost delayqd about
+  // 1.4 MiB of RSS and 8 ms of start-up (144 certificates on Debian 12), for a server that may
+  // never post over TLS.
+  boost::asio::ssl::context& tls();
+
   boost::asio::ssl::context tls_;
+  bool system_cas_loaded_ = false;
   std::map<std::string, std::vector<std::unique_ptr<Connection>>> idle_;  // by origin
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
