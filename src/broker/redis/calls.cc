@@ -209,16 +209,13 @@ void Core::ask_lost(std::uint32_t shard) {
   const auto it = lost_calls.find(shard);
   if (closed || asking_lost.contains(shard) || it == lost_calls.end()) return;
   asking_lost.insert(shard);
-  std::shared_ptr<std::vector<LostCall>> asked;
-  if (it->second.size() <= kMostLostAsked) {
-    asked = std::make_shared<std::vector<LostCall>>(std::move(it->second));
-    lost_calls.erase(it);
-  } else {
-    const auto end = it->second.begin() + static_cast<std::ptrdiff_t>(kMostLostAsked);
-    asked = std::make_shared<std::vector<LostCall>>(std::make_move_iterator(it->second.begin()),
-                                                    std::make_move_iterator(end));
-    it->second.erase(it->second.begin(), end);
-  }
+  std::vector<LostCall>& pending = it->second;
+  const auto end =
+      pending.begin() + static_cast<std::ptrdiff_t>(std::min(pending.size(), kMostLostAsked));
+  auto asked = std::make_shared<std::vector<LostCall>>(std::make_move_iterator(pending.begin()),
+                                                       std::make_move_iterator(end));
+  pending.erase(pending.begin(), end);
+  if (pending.empty()) lost_calls.erase(it);
   std::vector<std::string> args = {"lost"};
   for (const auto& one : *asked) args.push_back(one.number);
   call(shard, std::move(args), false,

@@ -461,6 +461,39 @@ TEST_F(Calls, ACallThatGotNoAnswerIsAskedAboutEverySecondAndIfItHadNotRunIsForgo
   EXPECT_TRUE(forgotten(18)) << "kept past 10 minutes";
 }
 
+// An ask about lost calls names at most 100 of them; the rest go in the next, sent as it is
+// answered.
+TEST_F(Calls, LostCallsAreAskedAboutAHundredAtATime) {
+  auto s = session();
+  std::vector<Outcome<JobId>> erased(150);
+  for (std::size_t i = 0; i < erased.size(); ++i) {
+    s->erase(broker::JobRef::by_id(2 + 4 * i), erased[i].callback());
+    settle();
+  }
+  while (redis->count("erase") > 0) {
+    Call erase = take("erase");
+    redis->fail(erase, Status(Code::kTimedOut, "no reply within 10000 ms"));
+  }
+  settle();
+  const auto void_all = [&](Call& ask) {
+    std::vector<Reply> each(ask.args().size(), text("void"));
+    redis->answer(ask, reply::ok({reply::array(std::move(each))}));
+    settle();
+  };
+  // The first to fail is asked about at once; the 149 that failed meanwhile wait for its answer.
+  Call first = take("lost");
+  EXPECT_EQ(first.args().size(), 1U);
+  EXPECT_EQ(redis->count("lost"), 0U) << "one ask at a time per shard";
+  void_all(first);
+  Call second = take("lost");
+  EXPECT_EQ(second.args().size(), 100U);
+  void_all(second);
+  Call third = take("lost");
+  EXPECT_EQ(third.args().size(), 49U);
+  void_all(third);
+  EXPECT_EQ(redis->count("lost"), 0U);
+}
+
 // The answers a call says the node has are at most 256 (jobs.lua forgets them in one HDEL of
 // as many arguments); more wait for the shard's next calls.
 TEST_F(Calls, ACallLetsAShardForgetAtMost256AnswersTheRestGoWithTheNext) {
