@@ -107,6 +107,39 @@ std::uint32_t NodeTest::shard_of(const Call& call) {
   return static_cast<std::uint32_t>(std::stoul(keys[0].substr(open + 1)));
 }
 
+std::vector<std::uint32_t> NodeTest::shards_named(const Call& call, std::size_t from) {
+  const auto args = call.args();
+  std::vector<std::uint32_t> shards;
+  for (std::size_t i = from; i < args.size(); ++i) {
+    const auto open = args[i].find('{');
+    shards.push_back(static_cast<std::uint32_t>(std::stoul(args[i].substr(open + 1))));
+  }
+  return shards;
+}
+
+void NodeTest::answer_acquire(Call call, const std::vector<std::int64_t>& got) {
+  std::vector<delayq::redis::Reply> each;
+  for (const auto g : got) each.push_back(delayq::redis::Reply::number(g));
+  redis->answer(call, reply::ok({reply::array(std::move(each))}));
+  settle();
+}
+
+std::vector<std::uint32_t> NodeTest::grant_acquires(std::int64_t epoch) {
+  std::vector<std::uint32_t> taken;
+  while (auto call = redis->take("acquire_all")) {
+    // acquire_all node lease_ms most base...
+    const auto most = std::stoul(call->args().at(2));
+    std::vector<std::int64_t> got;
+    std::size_t here = 0;
+    for (const auto shard : shards_named(*call, 3)) {
+      if (here++ < most) taken.push_back(shard);
+      got.push_back(here <= most ? epoch++ : -1);
+    }
+    answer_acquire(std::move(*call), got);
+  }
+  return taken;
+}
+
 JobView NodeTest::ready_job(JobId id, const std::string& tube) const {
   JobView job;
   job.id = id;

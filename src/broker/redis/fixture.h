@@ -58,6 +58,15 @@ class NodeTest : public ::testing::Test {
                     const std::vector<std::int64_t>& depths = {});
   // The shard a jobs.lua call went to (its keys' base, "dq:{s}").
   [[nodiscard]] static std::uint32_t shard_of(const Call& call);
+  // The shards a call across slots names by their keys' bases (args() from `from` on).
+  [[nodiscard]] static std::vector<std::uint32_t> shards_named(const Call& call, std::size_t from);
+  // Answers an acquire_all call with `got` for each shard it names: an epoch, 0 (held by
+  // another node), -1 (not tried: its most taken) or -2 (not served there).
+  void answer_acquire(Call call, const std::vector<std::int64_t>& got);
+  // Answers each acquire_all as it comes as Redis would with every shard free: it takes as many
+  // as the call allows, granting epochs `epoch`, `epoch + 1`, ...; the shards taken, in order.
+  // Their firings wait.
+  std::vector<std::uint32_t> grant_acquires(std::int64_t epoch = 1);
   // A ready job of `tube` with id `id`, as a reserve's answer carries it.
   [[nodiscard]] JobView ready_job(JobId id, const std::string& tube = "default") const;
   // A reserve's answer: the job, reserved (deadline = now + ttr), then the tubes' heads after

@@ -128,7 +128,7 @@ void Core::heartbeat(bool over_memory) {
         const std::uint32_t shard = (offset + i) % self->shards;
         if (!self->owned.contains(shard)) candidates.push_back(shard);
       }
-      self->acquire(std::move(candidates), 0);
+      self->acquire(self->per_primary(candidates, [](std::uint32_t shard) { return shard; }), 0);
     }
     self->lease_timer->expires_after(self->options.lease / 3);
     self->lease_timer->async_wait([self](bool expired) {
@@ -289,37 +289,49 @@ void Core::ownership_changed(std::uint32_t shard) {
   });
 }
 
-void Core::acquire(std::vector<std::uint32_t> candidates, std::size_t index) {
-  if (closed || resigned || owned.size() >= share() || index >= candidates.size()) {
+void Core::acquire(std::vector<std::vector<std::uint32_t>> parts, std::size_t index) {
+  if (closed || resigned || owned.size() >= share() || index >= parts.size()) {
     walking = false;
     return;
   }
-  const std::uint32_t shard = candidates[index];
+  std::vector<std::string> args = {"acquire_all", node, std::to_string(options.lease.count()),
+                                   std::to_string(share() - owned.size())};
+  for (const auto shard : parts[index]) args.push_back(shard_base(names.prefix, shard));
+  const std::uint32_t first = parts[index].front();
   // No WAIT, as for renewals: a lease that a failover loses is taken again, and two owners of a
   // shard fire nothing twice (the firing call moves each job once); waiting for a replica that
   // stopped answering would hold up the firing of the shards still to be taken.
-  call(shard, {"acquire", node, std::to_string(options.lease.count())}, false,
-       [self = shared_from_this(), candidates = std::move(candidates), index,
-        shard](Result<Reply> reply) mutable {
-         if (self->closed) return;
-         const bool taken = reply.is_ok() && reply.value().type == ReplyType::kArray &&
-                            reply.value().elements.size() > 1 &&
-                            reply.value().elements[0].str == "ok";
-         if (self->resigned) {  // taken as the node closed: handed back at once
-           if (taken) self->call(shard, {"resign", self->node}, false, [](Result<Reply>) {});
-           self->walking = false;
-           return;
-         }
-         if (taken) {
-           Owned& own = self->owned[shard];
-           own.epoch = reply.value().elements[1].integer;
-           own.timer = self->clock->timer();
-           spdlog::debug("shard {}: owned, epoch {}", shard, own.epoch);
-           self->ownership_changed(shard);
-           self->fire(shard);
-         }
-         self->acquire(std::move(candidates), index + 1);
-       });
+  call_across_slots(
+      first, std::move(args),
+      [self = shared_from_this(), parts = std::move(parts), index](Result<Reply> reply) mutable {
+        if (self->closed) return;
+        // {'ok', {each shard's new epoch; 0 held by another, -1 not tried, -2 not served}}; a
+        // call that failed took none.
+        const std::vector<std::uint32_t> part = parts[index];  // parts grows below
+        const bool answered = reply.is_ok() && reply.value().type == ReplyType::kArray &&
+                              reply.value().elements.size() > 1 &&
+                              reply.value().elements[0].str == "ok" &&
+                              reply.value().elements[1].elements.size() == part.size();
+        for (std::size_t i = 0; answered && i < part.size(); ++i) {
+          const std::int64_t got = reply.value().elements[1].elements[i].integer;
+          const std::uint32_t shard = part[i];
+          if (got == -2 && part.size() > 1) parts.push_back({shard});
+          if (got <= 0) continue;
+          // Taken as the node closed, or beyond the share (a node joined while the call ran):
+          // handed back at once.
+          if (self->resigned || self->owned.size() >= self->share()) {
+            self->call(shard, {"resign", self->node}, false, [](Result<Reply>) {});
+            continue;
+          }
+          Owned& own = self->owned[shard];
+          own.epoch = got;
+          own.timer = self->clock->timer();
+          spdlog::debug("shard {}: owned, epoch {}", shard, own.epoch);
+          self->ownership_changed(shard);
+          self->fire(shard);
+        }
+        self->acquire(std::move(parts), index + 1);
+      });
 }
 
 void Core::fire(std::uint32_t shard) {

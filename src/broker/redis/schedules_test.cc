@@ -27,11 +27,7 @@ class ScheduleTest : public NodeTest {
     redis->answer(heartbeat, reply::ok({reply::array({Reply::string(broker->node_name())})}));
     settle();
     take("PUBLISH");  // the node announced itself
-    std::int64_t epoch = 1;
-    while (auto call = redis->take("acquire")) {
-      redis->answer(*call, reply::ok({Reply::number(epoch++)}));
-      settle();
-    }
+    grant_acquires();
     ASSERT_EQ(broker->owned_shards(), kShards);
   }
   // Answers each shard's read of its schedules: `stored` in its name's shard, none elsewhere.

@@ -705,12 +705,32 @@ ops.upgrade = function()
   return {'ok', from + kept}
 end
 
--- acquire node lease_ms: takes the lease if free; replies with the new epoch, or 'fenced'.
-ops.acquire = function()
-  if not redis.call('SET', OWNER, ARGV[2], 'NX', 'PX', ARGV[3]) then
-    return {'fenced', redis.call('GET', OWNER) or ''}
+-- acquire_all node lease_ms most base...: takes the lease of each shard named by its keys' base
+-- ("dq:{s}") where it is free, in order, in one call (as renew_all), until `most` are taken: a
+-- node's walk takes no more than its share. Replies {'ok', {for each shard its new epoch; 0: held by another;
+-- -1: not tried, `most` taken; -2: not served here}}.
+ops.acquire_all = function()
+  local out, most, taken = {}, tonumber(ARGV[4]), 0
+  for i = 5, #ARGV do
+    local b, got = ARGV[i], -1
+    if taken < most then
+      got = 0
+      local set = redis.pcall('SET', b .. ':owner', ARGV[2], 'NX', 'PX', ARGV[3])
+      if type(set) == 'table' and set.err then
+        got = -2
+      elseif set then
+        got = redis.pcall('INCR', b .. ':epoch')
+        if type(got) ~= 'number' then
+          redis.pcall('DEL', b .. ':owner')
+          got = -2
+        else
+          taken = taken + 1
+        end
+      end
+    end
+    out[#out + 1] = got
   end
-  return {'ok', redis.call('INCR', EPOCH)}
+  return {'ok', out}
 end
 
 -- renew node lease_ms epoch
