@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "broker/redis/fixture.h"
+#include "broker/redis/layout.h"
 #include "broker/redis/replies.h"
 #include "store/record.h"
 
@@ -66,17 +68,19 @@ TEST_F(Sessions, StatsSumsEveryShardAndCountsTheOtherLiveNodesWaiting) {
   auto admin = broker->open_admin();
   Outcome<ServerStats> got;
   admin->stats(got.callback());
-  ASSERT_EQ(redis->count("stats"), kShards);
+  ASSERT_EQ(redis->count("each"), 1U) << "every shard in one call";
   std::map<std::uint32_t, Reply> rows = {
       {0, reply::ok({stats_row("default", {1, 1, 0, 2, 0, 10, 4, 1})})},
       {1, reply::ok({stats_row("emails", {2, 0, 1, 0, 1, 7, 2, 0})})},
       {2, reply::ok({stats_row("default", {3, 0, 1, 0, 0, 5, 1, 2}),
                      stats_row("gone", {0, 0, 0, 0, 0, 9, 9, 0})})},
       {3, reply::ok()}};
-  while (auto call = redis->take("stats")) {
-    EXPECT_TRUE(call->args().empty()) << "every tube";
-    redis->answer(*call, rows[shard_of(*call)]);
-  }
+  ASSERT_EQ(redis->answer_each("stats",
+                               [&](std::uint32_t shard, const std::vector<std::string>& args) {
+                                 EXPECT_TRUE(args.empty()) << "every tube";
+                                 return rows[shard];
+                               }),
+            kShards);
   settle();
   auto waiting_counts = take_named(*redis, "HGETALL", "dq:waiting");
   ASSERT_TRUE(waiting_counts.has_value());
@@ -108,21 +112,23 @@ TEST_F(Sessions, StatsTubeOfAnUnknownTubeIsNotFoundButDefaultAlwaysExists) {
   auto admin = broker->open_admin();
   Outcome<TubeStats> unknown;
   admin->stats_tube("old", unknown.callback());
-  ASSERT_EQ(redis->count("stats"), kShards);
-  while (auto call = redis->take("stats")) {
-    EXPECT_EQ(call->args(), std::vector<std::string>{"old"});
-    // Shard 1 remembers the tube's counts, but holds none of its jobs.
-    redis->answer(*call, shard_of(*call) == 1
-                             ? reply::ok({stats_row("old", {0, 0, 0, 0, 0, 5, 5, 0})})
-                             : reply::ok());
-  }
+  ASSERT_EQ(redis->answer_each(
+                "stats",
+                [&](std::uint32_t shard, const std::vector<std::string>& args) {
+                  EXPECT_EQ(args, std::vector<std::string>{"old"});
+                  // Shard 1 remembers the tube's counts, but holds none of its
+                  // jobs.
+                  return shard == 1 ? reply::ok({stats_row("old", {0, 0, 0, 0, 0, 5, 5, 0})})
+                                    : reply::ok();
+                }),
+            kShards);
   settle();
   ASSERT_TRUE(unknown.done());
   EXPECT_EQ(unknown.result->status().code(), Code::kNotFound);
 
   Outcome<TubeStats> fallback;
   admin->stats_tube("default", fallback.callback());
-  ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
+  ASSERT_EQ(answer_each("stats", reply::ok()), kShards);
   settle();
   ASSERT_TRUE(fallback.done());
   ASSERT_TRUE(fallback.result->is_ok()) << fallback.result->status().to_string();
@@ -135,11 +141,13 @@ TEST_F(Sessions, StatsTubeSumsTheTubesShardsWithThisNodesUsers) {
   auto admin = broker->open_admin();
   Outcome<TubeStats> got;
   admin->stats_tube("default", got.callback());
-  while (auto call = redis->take("stats")) {
-    redis->answer(*call, shard_of(*call) == 3
-                             ? reply::ok()
-                             : reply::ok({stats_row("default", {2, 1, 1, 1, 0, 6, 3, 0})}));
-  }
+  ASSERT_EQ(redis->answer_each(
+                "stats",
+                [&](std::uint32_t shard, const std::vector<std::string>&) {
+                  return shard == 3 ? reply::ok()
+                                    : reply::ok({stats_row("default", {2, 1, 1, 1, 0, 6, 3, 0})});
+                }),
+            kShards);
   settle();
   ASSERT_TRUE(got.done());
   ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
@@ -149,6 +157,110 @@ TEST_F(Sessions, StatsTubeSumsTheTubesShardsWithThisNodesUsers) {
   EXPECT_EQ(got.result->value().deletes, 9U);
   EXPECT_EQ(got.result->value().using_clients, 1U);
   EXPECT_EQ(got.result->value().watching_clients, 1U);
+}
+
+// A /metrics scrape or a dashboard's refresh reads every shard's stats: at 16,384 shards, a
+// call a shard was 16,384 calls each time. Reads go in calls across slots (jobs.lua's each),
+// each covering shards of one primary by the tube rows they read, one call at a time.
+TEST_F(Sessions, StatsOfManyShardsGoInCallsSizedByTheTubesOneAtATime) {
+  constexpr std::uint32_t kMany = 200;
+  open_node({}, kMany);
+  auto admin = broker->open_admin();
+  Outcome<TubeStats> got;
+  admin->stats_tube("default", got.callback());
+  std::vector<std::size_t> sizes;
+  std::set<std::uint32_t> named;
+  while (auto call = redis->take("each")) {
+    EXPECT_EQ(redis->count("each"), 0U) << "two calls side by side";
+    EXPECT_TRUE(call->commands[0][1].ends_with("_slots")) << call->commands[0][1];
+    const auto shards = shards_named(*call, 3);
+    ASSERT_FALSE(shards.empty());
+    // Its keys are all of its first shard's: jobs.lua names the others' after them.
+    EXPECT_EQ(call->keys(), shard_keys("dq", shards.front()));
+    const auto args = call->args();
+    EXPECT_EQ(std::vector<std::string>(args.begin(), args.begin() + 3),
+              (std::vector<std::string>{"1", "stats", "default"}));
+    sizes.push_back(shards.size());
+    named.insert(shards.begin(), shards.end());
+    std::vector<Reply> each(shards.size(),
+                            reply::ok({stats_row("default", {1, 0, 0, 0, 0, 1, 0, 0})}));
+    redis->answer(*call, reply::ok({reply::array(std::move(each))}));
+    settle();
+  }
+  // One tube: 112 / (1 + 1) = 56 shards a call.
+  EXPECT_EQ(sizes, (std::vector<std::size_t>{56, 56, 56, 32}));
+  EXPECT_EQ(named.size(), kMany);
+  EXPECT_EQ(redis->count("stats"), 0U);
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  EXPECT_EQ(got.result->value().ready, kMany);
+}
+
+// The stats of every tube go by what the latest ones found: a shard holding 40 tubes makes the
+// next calls cover 112 / (40 + 1) = 2 shards.
+TEST_F(Sessions, StatsOfEveryTubeGoInCallsSizedByTheTubesTheLatestFound) {
+  constexpr std::uint32_t kMany = 200;
+  open_node({}, kMany);
+  auto admin = broker->open_admin();
+  const auto sizes = [&](std::size_t tubes_in_shard_0) {
+    Outcome<ServerStats> got;
+    admin->stats(got.callback());
+    std::vector<std::size_t> out;
+    while (auto call = redis->take("each")) {
+      const auto shards = shards_named(*call, 2);
+      out.push_back(shards.size());
+      std::vector<Reply> each;
+      for (const auto shard : shards) {
+        std::vector<Reply> rows;
+        for (std::size_t t = 0; shard == 0 && t < tubes_in_shard_0; ++t) {
+          rows.push_back(stats_row("t" + std::to_string(t), {0, 0, 0, 0, 0, 1, 1, 0}));
+        }
+        each.push_back(reply::ok(std::move(rows)));
+      }
+      redis->answer(*call, reply::ok({reply::array(std::move(each))}));
+      settle();
+    }
+    if (auto waiting = take_named(*redis, "HGETALL", "dq:waiting")) {
+      redis->answer(*waiting, reply::array({}));
+      settle();
+    }
+    EXPECT_TRUE(got.done());
+    return out.size();
+  };
+  EXPECT_EQ(sizes(40), 17U) << "at first 8 tubes are assumed: 12 shards a call";
+  EXPECT_EQ(sizes(0), 100U) << "40 tubes: 2 shards a call";
+  EXPECT_EQ(sizes(0), 4U) << "none: 64 shards a call";
+}
+
+// A shard the call could not read (not served by that primary: '-2') is asked by a call of its
+// own, as is every shard of a call that failed; the stats wait for all of them.
+TEST_F(Sessions, AShardAReadAcrossSlotsMissedIsAskedAlone) {
+  constexpr std::uint32_t kMany = 100;
+  open_node({}, kMany);
+  auto admin = broker->open_admin();
+  Outcome<TubeStats> got;
+  admin->stats_tube("default", got.callback());
+  Call first = take("each");
+  const auto shards = shards_named(first, 3);
+  ASSERT_EQ(shards.size(), 56U);
+  std::vector<Reply> each(shards.size(), reply::ok());
+  each[3] = Reply::string("-2");
+  redis->answer(first, reply::ok({reply::array(std::move(each))}));
+  settle();
+  Call alone = take("stats");
+  EXPECT_EQ(shard_of(alone), shards[3]);
+  EXPECT_EQ(alone.args(), std::vector<std::string>{"default"});
+  Call second = take("each");
+  redis->fail(second, Status(Code::kIOError, "connection reset"));
+  settle();
+  EXPECT_EQ(redis->count("stats"), 44U) << "the failed call's shards, each alone";
+  EXPECT_FALSE(got.done());
+  redis->answer(alone, reply::ok({stats_row("default", {5, 0, 0, 0, 0, 5, 0, 0})}));
+  ASSERT_EQ(answer_all("stats", reply::ok()), 44U);
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  EXPECT_EQ(got.result->value().ready, 5U);
 }
 
 TEST_F(Sessions, DueCountsListJobsAndBackupAreNotSupportedAndAnsweredOnTheExecutor) {
@@ -197,7 +309,7 @@ TEST_F(TubeConfig, PauseTubeSendsPauseToEveryShardThenRecordsAndAnnouncesIt) {
   Outcome<TubeStats> got;
   admin->pause_tube("default", std::chrono::seconds(30), got.callback());
   // First: does the tube exist?
-  ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
+  ASSERT_EQ(answer_each("stats", reply::ok()), kShards);
   settle();
   ASSERT_EQ(redis->count("pause"), kShards);
   while (auto call = redis->take("pause")) {
@@ -217,7 +329,7 @@ TEST_F(TubeConfig, PauseTubeSendsPauseToEveryShardThenRecordsAndAnnouncesIt) {
   auto announce = take_named(*redis, "PUBLISH", "dq:events");
   ASSERT_TRUE(announce.has_value());
   EXPECT_EQ(announce->args(), (std::vector<std::string>{"dq:events", "c"}));
-  ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
+  ASSERT_EQ(answer_each("stats", reply::ok()), kShards);
   settle();
   ASSERT_TRUE(got.done());
   ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
@@ -231,7 +343,7 @@ TEST_F(TubeConfig, PauseTubeOfATubeThatDoesNotExistIsNotFoundAndPausesNothing) {
   auto admin = broker->open_admin();
   Outcome<TubeStats> got;
   admin->pause_tube("nosuch", std::chrono::seconds(30), got.callback());
-  ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
+  ASSERT_EQ(answer_each("stats", reply::ok()), kShards);
   settle();
   ASSERT_TRUE(got.done());
   EXPECT_EQ(got.result->status().code(), Code::kNotFound);
@@ -334,7 +446,7 @@ TEST_F(TubeConfig, AConfMessageReloadsWebhooksPausesMaxAttemptsAndFlowControl) {
   auto admin = broker->open_admin();
   Outcome<TubeStats> got;
   admin->stats_tube("default", got.callback());
-  ASSERT_EQ(answer_all("stats", reply::ok()), kShards);
+  ASSERT_EQ(answer_each("stats", reply::ok()), kShards);
   settle();
   ASSERT_TRUE(got.done());
   ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();

@@ -94,6 +94,35 @@ std::size_t ScriptedRedis::count(const std::string& op) const {
       std::count_if(calls.begin(), calls.end(), [&](const Call& c) { return c.op() == op; }));
 }
 
+std::size_t ScriptedRedis::answer_each(
+    const std::string& op,
+    const std::function<delayq::redis::Reply(std::uint32_t, const std::vector<std::string>&)>&
+        answer) {
+  std::size_t answered = 0;
+  std::vector<Call> others;
+  while (auto call = take("each")) {
+    // each k op arg... base...
+    const auto args = call->args();
+    const auto k = std::stoul(args.at(0));
+    if (args.at(1) != op) {
+      others.push_back(std::move(*call));
+      continue;
+    }
+    const std::vector<std::string> inner(args.begin() + 2,
+                                         args.begin() + 2 + static_cast<std::ptrdiff_t>(k));
+    std::vector<delayq::redis::Reply> each;
+    for (std::size_t i = 2 + k; i < args.size(); ++i) {
+      const auto open = args[i].find('{');
+      each.push_back(
+          answer(static_cast<std::uint32_t>(std::stoul(args[i].substr(open + 1))), inner));
+      ++answered;
+    }
+    this->answer(*call, reply::ok({reply::array(std::move(each))}));
+  }
+  for (auto& other : others) calls.push_back(std::move(other));
+  return answered;
+}
+
 void ScriptedRedis::answer(Call& call, delayq::redis::Reply reply, delayq::redis::Reply readied) {
   std::vector<delayq::redis::Reply> replies;
   if (call.script() && !reply.is_error()) {

@@ -55,6 +55,12 @@ class ScriptedRedis final : public Caller {
   // call, wrapped as jobs.lua wraps it: {reply, readied}); or with a failure.
   void answer(Call& call, delayq::redis::Reply reply, delayq::redis::Reply readied = {});
   void fail(Call& call, Status why);
+  // Answers every `each` call of `op` waiting (a read on many shards in one call) with
+  // `answer(shard, the op's arguments)` for each shard it names; how many shards it answered.
+  std::size_t answer_each(
+      const std::string& op,
+      const std::function<delayq::redis::Reply(std::uint32_t, const std::vector<std::string>&)>&
+          answer);
   // A message on shard channel `index`, or on the node-wide channel.
   void publish_shard(std::size_t index, const std::string& payload);
   void publish(const std::string& payload);

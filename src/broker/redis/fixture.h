@@ -73,6 +73,12 @@ class NodeTest : public ::testing::Test {
   // it and their depths.
   [[nodiscard]] delayq::redis::Reply reserved(JobView job, const std::vector<std::string>& heads,
                                               const std::vector<std::int64_t>& depths = {}) const;
+  // Answers every shard of every `each` call of `op` waiting now with `reply` (how many shards
+  // it answered).
+  std::size_t answer_each(const std::string& op, const delayq::redis::Reply& reply) {
+    return redis->answer_each(
+        op, [&](std::uint32_t, const std::vector<std::string>&) { return reply; });
+  }
   // Answers every call of `op` waiting now with `reply` (how many it answered).
   std::size_t answer_all(const std::string& op, const delayq::redis::Reply& reply);
 

@@ -150,15 +150,18 @@ void Core::renew_held() {
 }
 
 void Core::call_across_slots(std::uint32_t first, std::vector<std::string> args,
-                             std::function<void(Result<Reply>)> done) {
-  const std::string first_owner = shard_base(names.prefix, first) + ":owner";
+                             std::function<void(Result<Reply>)> done, bool every_key) {
+  const std::vector<std::string> keys =
+      every_key ? shard_keys(names.prefix, first)
+                : std::vector<std::string>{shard_base(names.prefix, first) + ":owner"};
   args.emplace_back();  // jobs.lua's run() takes the call's number (none), then the caller, last
   args.push_back(node);
   const std::vector<std::string_view> views(args.begin(), args.end());
   delayq::redis::Request request;
-  request.slot = delayq::redis::key_slot(first_owner);
+  request.slot = delayq::redis::key_slot(keys.front());
   ++calls_by_op[args.front()];
-  request.commands.push_back(script.call_across_slots({first_owner}, views));
+  request.commands.push_back(
+      script.call_across_slots(std::vector<std::string_view>(keys.begin(), keys.end()), views));
   request.script = &script;
   Lane lane{client->primary_of(request.slot), args.front()};
   auto send = [self = shared_from_this(), lane, request = std::move(request),

@@ -741,17 +741,25 @@ TEST_F(Sessions, AJobReserveJobDidNotGetIsNotReleasedAtTheSessionsEnd) {
   EXPECT_EQ(redis->count("release"), 0U);
 }
 
-// Answers a peek_next of "default" in `state` on every shard: each shard's job, or none. How
-// many it answered. (`shard_of`: the fixture's.)
+// Answers a peek_next of "default" in `state` on every shard: each shard's job, or none. A
+// peek at ready or buried jobs asks every shard in one call (each), one at delayed jobs a call a
+// shard (its work is not bounded). How many shards it answered. (`shard_of`: the fixture's.)
 std::size_t answer_peeks(ScriptedRedis& redis, std::uint32_t (*shard_of)(const Call&),
                          const std::string& state, const std::map<std::uint32_t, JobView>& jobs,
                          std::int64_t now) {
+  const auto answer = [&](std::uint32_t shard, const std::vector<std::string>& args) {
+    EXPECT_EQ(args, (std::vector<std::string>{"default", state}));
+    const auto it = jobs.find(shard);
+    return it == jobs.end() ? reply::code("notfound", "none") : reply::job(it->second, now);
+  };
+  if (state != "delayed") {
+    EXPECT_EQ(redis.count("peek_next"), 0U) << "a call a shard";
+    return redis.answer_each("peek_next", answer);
+  }
+  EXPECT_EQ(redis.count("each"), 0U) << "delayed jobs peeked at in one call";
   std::size_t answered = 0;
   while (auto call = redis.take("peek_next")) {
-    EXPECT_EQ(call->args(), (std::vector<std::string>{"default", state}));
-    const auto it = jobs.find(shard_of(*call));
-    redis.answer(*call,
-                 it == jobs.end() ? reply::code("notfound", "none") : reply::job(it->second, now));
+    redis.answer(*call, answer(shard_of(*call), call->args()));
     ++answered;
   }
   return answered;
@@ -844,7 +852,7 @@ TEST_F(Sessions, PeekNextFindingNothingAnywhereIsNotFoundAndOfReservedIsRefused)
   settle();
   ASSERT_TRUE(reserved.done());
   EXPECT_EQ(reserved.result->status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(redis->count("peek_next"), 0U);
+  EXPECT_EQ(redis->count("each"), 0U);
 }
 
 // A kickable answer: {ok, {id, order}...}.

@@ -59,10 +59,9 @@ ops.lost = function(keys)
   return {'ok', out}
 end
 
-local function run(keys, args)
-  ARGV = args
-  caller = table.remove(ARGV)
-  local tag = table.remove(ARGV)
+-- The shard of `keys` (shard_keys() in layout.cc, in that order) as the one a call works on,
+-- with nothing of a shard before it.
+local function enter(keys)
   base = string.gsub(keys[1], ':seq$', '')
   SEVENTS = base .. ':events'
   SEQ, J, A, T, R, B, KI, G, C, M, P, TUBES, OWNER, EPOCH, TI, TP = keys[1], keys[2], keys[3],
@@ -75,6 +74,44 @@ local function run(keys, args)
   clock, clock_ms, quiet, leads = nil, nil, false, false
   begin_writes()
   plain_from = nil
+end
+
+-- The ops that each may run: they read and write nothing.
+local READS = {stats = true, peek_next = true}
+
+-- each k op arg... base...: the read `op` with its k arguments in each shard named by its keys'
+-- base ("dq:{s}"), in one call through the registration that allows other slots' keys. The
+-- call's keys are its first shard's, all of them: the others' are their base with the same
+-- suffixes. Replies {'ok', {each shard's reply, or '-2' where it failed (a shard this Redis
+-- does not serve): the node asks that shard alone}}.
+ops.each = function(keys)
+  local argv, k, first = ARGV, tonumber(ARGV[2]), base
+  local inner = {}
+  for i = 3, 3 + k do inner[#inner + 1] = argv[i] end
+  local handler = READS[inner[1]] and ops[inner[1]]
+  if not handler then
+    return redis.error_reply('ERR delayq: each runs reads only, not ' .. tostring(inner[1]))
+  end
+  local suffixes = {}
+  for i = 1, 23 do suffixes[i] = string.sub(keys[i], #first + 1) end
+  local out = {}
+  ARGV = inner
+  for i = 4 + k, #argv do
+    local b, shard = argv[i], {}
+    for n, suffix in ipairs(suffixes) do shard[n] = b .. suffix end
+    enter(shard)
+    local ok, r = pcall(handler, shard)
+    out[#out + 1] = ok and r or '-2'
+  end
+  ARGV = argv
+  return {'ok', out}
+end
+
+local function run(keys, args)
+  ARGV = args
+  caller = table.remove(ARGV)
+  local tag = table.remove(ARGV)
+  enter(keys)
   local handler = ops[args[1]]
   if not handler then
     return redis.error_reply('ERR delayq: unknown operation ' .. tostring(args[1]))
