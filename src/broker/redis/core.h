@@ -515,8 +515,10 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // at a time from `index`, until the node holds its share (share(), as of the latest heartbeat:
   // a node that joined meanwhile lowers it; each call takes at most what is left of it). A
   // shard that a part's primary does not serve (the map is behind) goes at the end, alone, by
-  // a call that follows MOVED. One node over 16,384 shards held them all about 4 s after its
-  // start taking them a call a shard, 1.4 s this way (BENCHMARKS.md, "Taking the leases").
+  // a call that follows MOVED. The shards a call took are looked at together (look_together()),
+  // which fires those with a timer due and arms the others, rather than fired one by one. One
+  // node over 16,384 shards held them all about 4 s after its start taking them a call a shard
+  // and firing each (BENCHMARKS.md, "Taking the leases").
   void acquire(std::vector<std::vector<std::uint32_t>> parts, std::size_t index);
   // The shards each live node should fire: all of them over the live nodes, rounded up.
   [[nodiscard]] std::size_t share() const {

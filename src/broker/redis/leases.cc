@@ -315,6 +315,7 @@ void Core::acquire(std::vector<std::vector<std::uint32_t>> parts, std::size_t in
                               reply.value().elements.size() > 1 &&
                               reply.value().elements[0].str == "ok" &&
                               reply.value().elements[1].elements.size() == part.size();
+        std::vector<std::uint32_t> taken;
         for (std::size_t i = 0; answered && i < part.size(); ++i) {
           const std::int64_t got = reply.value().elements[1].elements[i].integer;
           const std::uint32_t shard = part[i];
@@ -331,8 +332,10 @@ void Core::acquire(std::vector<std::vector<std::uint32_t>> parts, std::size_t in
           own.timer = self->clock->timer();
           spdlog::debug("shard {}: owned, epoch {}", shard, own.epoch);
           self->ownership_changed(shard);
-          self->fire(shard);
+          taken.push_back(shard);
         }
+        // Their earliest timers, in one call: those due are fired at once, the others armed.
+        self->look_together(std::move(taken));
         self->acquire(std::move(parts), index + 1);
       });
 }

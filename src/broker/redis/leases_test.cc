@@ -29,6 +29,15 @@ constexpr microseconds kThird = milliseconds(5000) / 3;  // the default lease's 
 
 class LeaseTest : public NodeTest {
  protected:
+  // The node's first look at every shard's earliest timer, sent as it opens, answered: nothing
+  // anywhere. (A look at shards it takes waits for it: one look at a time per primary.)
+  void SetUp() override {
+    NodeTest::SetUp();
+    if (auto look = redis->take("look_all")) {
+      answer_look(*look, std::vector<std::string>(look->args().size(), "-1"));
+    }
+  }
+
   // The shards in the order this node tries to take them: all of them, from a place its name
   // picks (so that nodes starting together do not all ask for the same shard first).
   [[nodiscard]] std::vector<std::uint32_t> rotation() const {
@@ -49,7 +58,16 @@ class LeaseTest : public NodeTest {
     settle();
   }
 
-  std::vector<std::uint32_t> acquire_all(std::int64_t epoch = 1) { return grant_acquires(epoch); }
+  // Grants every acquire_all (grant_acquires()), then answers the look at the shards each took:
+  // nothing due in any of them, or with `due`, a timer due now in each (they are fired).
+  std::vector<std::uint32_t> acquire_all(std::int64_t epoch = 1, bool due = false) {
+    std::vector<std::uint32_t> taken = grant_acquires(epoch);
+    while (auto look = redis->take("look_all")) {
+      answer_look(*look, std::vector<std::string>(look->args().size(), due ? kDueNow : "-1"));
+    }
+    return taken;
+  }
+  static constexpr const char* kDueNow = "1800000000000";  // kRedisNow, in whole milliseconds
 
   // A firing's answer: `moved` jobs, the next timer at `next_at` ("-1": none), the reserves
   // handed to it answered with `served`, and `late` (microseconds) for each delayed job fired.
@@ -279,9 +297,13 @@ TEST_F(Leases, TheOnlyLiveNodeAsksForEveryShardInItsOwnRotationInOneCall) {
   answer_acquire(std::move(call), {1, 2, 3, 4});
   EXPECT_EQ(broker->owned_shards(), kShards);
   EXPECT_EQ(redis->count("acquire_all"), 0U);
+  // Their timers looked at in one call, not a firing each.
+  Call look = take("look_all");
+  EXPECT_EQ(shards_named(look, 0), order);
+  EXPECT_EQ(redis->count("fire"), 0U);
 }
 
-// At 16,384 shards a call a shard took 8.4 s to hold them all, and a shard not yet held is not
+// At 16,384 shards a call a shard took about 4 s to hold them all, and a shard not yet held is not
 // fired.
 TEST_F(Leases, AWalkOfManyShardsGoesAtMost64ACallOneAtATimeEachShardOnce) {
   constexpr std::uint32_t kMany = 1100;
@@ -317,7 +339,7 @@ TEST_F(Leases, OneOfTwoLiveNodesAsksForHalfTheShards) {
   const auto order = rotation();
   answer_acquire(std::move(call), {1, 2, -1, -1});
   EXPECT_EQ(broker->owned_shards(), kShards / 2);
-  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{order[0], order[1]}));
+  EXPECT_EQ(shards_named(take("look_all"), 0), (std::vector<std::uint32_t>{order[0], order[1]}));
   EXPECT_EQ(redis->count("acquire_all"), 0U);
 }
 
@@ -354,7 +376,7 @@ TEST_F(Leases, AShardHeldByAnotherNodeIsNeitherOwnedNorFired) {
   const auto order = rotation();
   answer_acquire(take("acquire_all"), {0, 5, 6, -1});
   EXPECT_EQ(broker->owned_shards(), 2U);
-  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{order[1], order[2]}));
+  EXPECT_EQ(shards_named(take("look_all"), 0), (std::vector<std::uint32_t>{order[1], order[2]}));
 }
 
 // A shard that the call's primary no longer serves (the map is behind: a slot moved) is asked
@@ -637,7 +659,7 @@ TEST_F(Leases, ShardsTakenAsTheNodeClosesAreHandedBackAtOnce) {
   const auto order = rotation();
   EXPECT_EQ(shards_of("resign"), (std::multiset<std::uint32_t>{order[0], order[2], order[3]}));
   EXPECT_EQ(broker->owned_shards(), 0U);
-  EXPECT_EQ(redis->count("fire"), 0U);
+  EXPECT_EQ(redis->count("fire") + redis->count("look_all"), 0U);
   EXPECT_EQ(redis->count("acquire_all"), 0U);
 }
 
@@ -650,12 +672,15 @@ TEST_F(Leases, DeliversFollowsTheLeaseOfTheTubesDeliveryShard) {
   std::vector<std::int64_t> got;
   for (const auto shard : rotation()) got.push_back(shard == delivery ? 0 : 1);
   answer_acquire(std::move(walk), got);
-  answer_fires();
+  Call first_look = take("look_all");
+  answer_look(first_look, std::vector<std::string>(kShards - 1, "-1"));
   EXPECT_FALSE(broker->delivers(tube));
   clock->advance(kThird);
   answer_heartbeat();
   answer_acquire(take("acquire_all"), {2});
   EXPECT_TRUE(broker->delivers(tube));
+  Call look = take("look_all");
+  answer_look(look, {kDueNow});
   std::optional<Call> firing;
   while (auto call = redis->take("fire")) {
     if (shard_of(*call) == delivery) firing = std::move(call);
@@ -684,7 +709,7 @@ TEST_F(Leases, TheWebhooksHandlerRunsWhenTheLeaseOfAWebhooksTubeMoves) {
   ASSERT_TRUE(set.done());
   ASSERT_EQ(changes, 1);
   answer_heartbeat();
-  acquire_all();
+  acquire_all(1, true);
   EXPECT_EQ(changes, 2) << "the tube's delivery shard taken";
   // Losing another shard moves no delivery; losing the tube's does.
   for (const bool tubes : {false, true}) {
@@ -702,14 +727,23 @@ TEST_F(Leases, TheWebhooksHandlerRunsWhenTheLeaseOfAWebhooksTubeMoves) {
 
 // --- firing
 
-TEST_F(Firing, AnAcquiredShardIsFiredAtOnceWithItsEpochAndTheBatch) {
-  answer_heartbeat({"other-node"});
-  Call acquire = take("acquire_all");
-  answer_acquire(std::move(acquire), {42, 0, 0, 0});
+// A shard taken is looked at (its earliest timer), with the others its call took: fired at once
+// when something in it is due, with its epoch and the batch; armed for its timer otherwise.
+TEST_F(Firing, AnAcquiredShardIsFiredAtOnceIfDueWithItsEpochAndTheBatchElseArmed) {
+  answer_heartbeat();
+  answer_acquire(take("acquire_all"), {42, 43, 0, 0});
+  const auto order = rotation();
+  Call look = take("look_all");
+  ASSERT_EQ(shards_named(look, 0), (std::vector<std::uint32_t>{order[0], order[1]}));
+  answer_look(look, {kDueNow, "1800000000250"});
   Call fire = take("fire");
-  EXPECT_EQ(shard_of(fire), rotation()[0]);
+  EXPECT_EQ(shard_of(fire), order[0]);
   EXPECT_EQ(fire.args(), (std::vector<std::string>{"42", "1000"}));
-  EXPECT_EQ(redis->count("fire"), 0U) << "a shard not taken fired";
+  EXPECT_EQ(redis->count("fire"), 0U) << "a shard fired before its timer";
+  clock->advance(milliseconds(250));
+  Call later = take("fire");
+  EXPECT_EQ(shard_of(later), order[1]);
+  EXPECT_EQ(later.args(), (std::vector<std::string>{"43", "1000"}));
 }
 
 TEST_F(Firing, TheFiringBatchIsTheOptions) {
@@ -717,8 +751,13 @@ TEST_F(Firing, TheFiringBatchIsTheOptions) {
   options.fire_batch = 10;
   open_node(options);
   answer_heartbeat();
-  acquire_all(7);
-  EXPECT_EQ(take("fire").args(), (std::vector<std::string>{"7", "10"}));
+  acquire_all(7, true);
+  ASSERT_EQ(redis->count("fire"), kShards);
+  while (auto fire = redis->take("fire")) {
+    // rotation()[i] was taken with epoch 7 + i.
+    EXPECT_EQ(fire->args(), (std::vector<std::string>{
+                                std::to_string(std::stoi(epoch_of(shard_of(*fire))) + 6), "10"}));
+  }
 }
 
 TEST_F(Firing, TheNextTimerArmsTheFiringAtItsMicrosecond) {
@@ -746,10 +785,7 @@ TEST_F(Firing, ATimerInTheYear9999ArmsTheFiringAnHourAheadAndNoFurther) {
 }
 
 TEST_F(Firing, TheFiveSecondLookAsksEveryShardInOneCallAndFiresAnOwnedOneOnlyWhenDue) {
-  own_every_shard();           // each answered "-1": no timer, nothing armed
-  auto first = latest_look();  // the node's first, at its start
-  ASSERT_TRUE(first);
-  answer_look(*first, std::vector<std::string>(kShards, "-1"));
+  own_every_shard();  // the node's first look, and that at the shards it took: no timer anywhere
   clock->advance(milliseconds(5000) - microseconds(1));
   EXPECT_FALSE(latest_look()) << "a look before five seconds";
   clock->advance(microseconds(1));
