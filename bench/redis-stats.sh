@@ -2,10 +2,12 @@
 # [RUNS=1] redis-stats.sh [SHARDS] [TUBES] — what one `GET /v1/stats` (as a /metrics scrape or the
 # dashboard's refresh reads) costs in Redis mode: one Redis of the script's own (no cluster, no
 # persistence), one node over it with SHARDS shards (default 128), TUBES tubes (default 1) of
-# 200 jobs each put over a connection of their own; then 20 requests one after another. Prints
-# a Markdown row per run and build: script calls (FCALL), Redis's FCALL time (INFO
-# commandstats), the node's CPU and the wall time, each per request. With DELAYQD_ALT naming
-# another build, each run does both builds, that one second. Ends what it started, by PID.
+# 200 jobs each put over a connection of their own; once the node holds every shard, 20
+# requests one after another. Prints a Markdown row per run and build: script calls (FCALL),
+# Redis's FCALL time (INFO commandstats), the node's CPU and the wall time, each per request,
+# less what the node spends by itself (renewals, looks, heartbeats: measured over 3 s with no
+# request, just before). With DELAYQD_ALT naming another build, each run does both builds, that
+# one second. Ends what it started, by PID.
 set -euo pipefail
 shards=${1:-128}
 tubes=${2:-1}
@@ -21,6 +23,14 @@ trap cleanup EXIT
 fcall() {  # "calls usec" of FCALL so far
   redis-cli -p "$redis_port" info commandstats | tr -d '\r' |
     awk -F'[=,:]' '/^cmdstat_fcall:/ {print $3, $5}'
+}
+held() {  # leases held under prefix $1 by the node of PID $2 (its name is host:pid:...)
+  redis-cli -p "$redis_port" eval "local n = 0
+    for s = 0, $shards - 1 do
+      local owner = redis.call('GET', ARGV[1] .. ':{' .. s .. '}:owner')
+      if owner and string.find(owner, ':' .. ARGV[2] .. ':', 1, true) then n = n + 1 end
+    end
+    return n" 0 "$1" "$2"
 }
 
 start_redis
@@ -38,8 +48,8 @@ for run in $(seq "$runs"); do
     node=$!
     pids+=("$node")
     for _ in $(seq 100); do curl -sf "127.0.0.1:$http/readyz" >/dev/null && break; sleep 0.1; done
-    sleep 2  # leases
-    python3 - "$port" "$tubes" <<'EOF'
+    for _ in $(seq 300); do [ "$(held "s$run$b" "$node")" -ge "$shards" ] && break; sleep 0.2; done
+    python3 - "$port" "$tubes" <<'PY'
 import socket, sys
 port, tubes = int(sys.argv[1]), int(sys.argv[2])
 for t in range(tubes):
@@ -50,10 +60,21 @@ for t in range(tubes):
     s.sendall(out)
     got = b""
     while got.count(b"\r\n") < 201:
-        got += s.recv(65536)
+        chunk = s.recv(65536)
+        if not chunk:
+            sys.exit("the node closed the connection")
+        got += chunk
     s.close()
-EOF
+PY
     curl -sf "127.0.0.1:$http/v1/stats" >/dev/null  # the first, which learns the tubes
+    sleep 1
+    read -r idle_calls0 idle_usec0 < <(fcall)
+    idle_ticks0=$(cpu_ticks "$node")
+    idle_t0=$(date +%s%N)
+    sleep 3
+    read -r idle_calls1 idle_usec1 < <(fcall)
+    idle_ticks1=$(cpu_ticks "$node")
+    idle_t1=$(date +%s%N)
     read -r calls0 usec0 < <(fcall)
     ticks0=$(cpu_ticks "$node")
     t0=$(date +%s%N)
@@ -63,8 +84,12 @@ EOF
     read -r calls1 usec1 < <(fcall)
     python3 -c "
 n = $requests
-print(f'| $run | ${builds[$b]} | $shards | $tubes | {($calls1 - $calls0) / n:.0f} | {($usec1 - $usec0) / n:.0f} '
-      f'| {($ticks1 - $ticks0) * 1000 / $hz / n:.1f} | {($t1 - $t0) / 1e6 / n:.1f} |')"
+idle = ($t1 - $t0) / ($idle_t1 - $idle_t0)  # the requests' time, in idle windows
+calls = ($calls1 - $calls0) - idle * ($idle_calls1 - $idle_calls0)
+usec = ($usec1 - $usec0) - idle * ($idle_usec1 - $idle_usec0)
+ticks = ($ticks1 - $ticks0) - idle * ($idle_ticks1 - $idle_ticks0)
+print(f'| $run | ${builds[$b]} | $shards | $tubes | {calls / n:.0f} | {usec / n:.0f} '
+      f'| {ticks * 1000 / $hz / n:.1f} | {($t1 - $t0) / 1e6 / n:.1f} |')"
     kill "$node"
     wait "$node" 2>/dev/null || true
   done

@@ -233,7 +233,7 @@ TEST_F(Sessions, StatsOfEveryTubeGoInCallsSizedByTheTubesTheLatestFound) {
 }
 
 // A shard the call could not read (not served by that primary: '-2') is asked by a call of its
-// own, as is every shard of a call that failed; the stats wait for all of them.
+// own; the stats wait for it.
 TEST_F(Sessions, AShardAReadAcrossSlotsMissedIsAskedAlone) {
   constexpr std::uint32_t kMany = 100;
   open_node({}, kMany);
@@ -250,17 +250,65 @@ TEST_F(Sessions, AShardAReadAcrossSlotsMissedIsAskedAlone) {
   Call alone = take("stats");
   EXPECT_EQ(shard_of(alone), shards[3]);
   EXPECT_EQ(alone.args(), std::vector<std::string>{"default"});
-  Call second = take("each");
-  redis->fail(second, Status(Code::kIOError, "connection reset"));
+  EXPECT_EQ(answer_each("stats", reply::ok()), 44U);
   settle();
-  EXPECT_EQ(redis->count("stats"), 44U) << "the failed call's shards, each alone";
-  EXPECT_FALSE(got.done());
+  EXPECT_FALSE(got.done()) << "answered before the shard asked alone";
   redis->answer(alone, reply::ok({stats_row("default", {5, 0, 0, 0, 0, 5, 0, 0})}));
-  ASSERT_EQ(answer_all("stats", reply::ok()), 44U);
   settle();
   ASSERT_TRUE(got.done());
   ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
   EXPECT_EQ(got.result->value().ready, 5U);
+}
+
+// A read across slots that fails (Redis out of reach: no answer within its time) fails the
+// stats at once, and its calls still waiting their turn are not sent: each would wait out its
+// own time in turn.
+TEST_F(Sessions, AReadAcrossSlotsThatFailsEndsAtOnceAndSendsNoMoreCalls) {
+  constexpr std::uint32_t kMany = 200;
+  open_node({}, kMany);
+  auto admin = broker->open_admin();
+  Outcome<TubeStats> got;
+  admin->stats_tube("default", got.callback());
+  Call first = take("each");
+  EXPECT_EQ(redis->count("each"), 0U) << "the next calls sent before the first was answered";
+  redis->fail(first, Status(Code::kIOError, "no reply within 10000 ms"));
+  settle();
+  ASSERT_TRUE(got.done());
+  EXPECT_EQ(got.result->status().code(), Code::kIOError);
+  EXPECT_EQ(redis->count("each") + redis->count("stats"), 0U);
+  // The lane is free for the next read.
+  Outcome<TubeStats> again;
+  admin->stats_tube("default", again.callback());
+  EXPECT_EQ(answer_each("stats", reply::ok({stats_row("default", {1, 0, 0, 0, 0, 1, 0, 0})})), 56U);
+  settle();
+  std::size_t rest = 0;
+  for (std::size_t n = 1; n > 0; rest += n) {
+    n = answer_each("stats", reply::ok());
+    settle();
+  }
+  EXPECT_EQ(rest, 56U + 56U + 32U);
+  ASSERT_TRUE(again.done());
+  ASSERT_TRUE(again.result->is_ok()) << again.result->status().to_string();
+  EXPECT_EQ(again.result->value().ready, 56U);
+}
+
+// Each read has a lane of its own: a scrape's read waits for no dashboard's (at a primary out of
+// reach, each call waits out its time).
+TEST_F(Sessions, TwoReadsAcrossSlotsAtOnceEachHaveACallUnderWay) {
+  constexpr std::uint32_t kMany = 200;
+  open_node({}, kMany);
+  auto admin = broker->open_admin();
+  Outcome<TubeStats> one;
+  Outcome<TubeStats> two;
+  admin->stats_tube("default", one.callback());
+  admin->stats_tube("default", two.callback());
+  EXPECT_EQ(redis->count("each"), 2U);
+  Call first = take("each");
+  redis->fail(first, Status(Code::kIOError, "no reply within 5000 ms"));
+  settle();
+  ASSERT_TRUE(one.done());
+  EXPECT_FALSE(two.done());
+  EXPECT_EQ(redis->count("each"), 1U) << "the other read's call";
 }
 
 TEST_F(Sessions, DueCountsListJobsAndBackupAreNotSupportedAndAnsweredOnTheExecutor) {

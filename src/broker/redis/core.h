@@ -556,15 +556,22 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // each op (about 0.6 ms at kShardsPerCall). Measured at 16,384 shards: 32 calls of 512
   // shards, sent 8 at a time, held Redis for up to 100 ms, and jobs due then fired that late.
   // One lane per op: renewals never wait behind a look whose answer is slow to come.
-  // With `every_key`, the call's keys are all of `first`'s (each derives the others' from them).
+  struct AcrossSlotsOptions {
+    bool every_key = false;  // the call's keys are all of `first`'s (each names the others')
+    std::string lane;        // the lane, if not the op's (a read's own: reads wait for no other)
+    std::function<bool()> wanted;  // a call whose turn comes when this says no is not sent
+  };
   void call_across_slots(std::uint32_t first, std::vector<std::string> args,
-                         std::function<void(Result<Reply>)> done, bool every_key = false);
+                         std::function<void(Result<Reply>)> done, AcrossSlotsOptions how);
+  void call_across_slots(std::uint32_t first, std::vector<std::string> args,
+                         std::function<void(Result<Reply>)> done);
+  std::uint64_t reads_across_slots = 0;  // numbers each read's lane
   // The shards that one call of the read `args` covers (jobs.lua's each): kRowsPerRead over
   // the tube rows a shard reads plus one, at most kShardsPerCall; 1 (a call a shard) for an op
   // that each does not run, and for a peek at the next delayed job (which walks the shard's
-  // timers up to the tube's first: no bound on its work). A row (stats of every tube: `tubes_seen`
-  // of them) cost Redis about 9 us and a shard's call 13 us alone, about 5 us in an each: about 1
-  // ms of Redis a call.
+  // timers up to the tube's first: no bound on its work). A row (stats of every tube:
+  // `tubes_seen` of them) cost Redis about 9 us, and a shard 10 to 13 us in a call of its own,
+  // about 8 us in an each: about 1 ms of Redis a call.
   static constexpr std::size_t kRowsPerRead = 112;
   [[nodiscard]] static std::size_t shards_per_read(const std::vector<std::string>& args,
                                                    std::size_t tubes_seen) {

@@ -9,13 +9,13 @@ namespace delayq::broker::redis {
 
 namespace {
 
-// What every_shard() gathers: each shard's reply, or the first failure.
+// What every_shard() gathers: each shard's reply, until the first failure ends it.
 struct Gathered {
   Gathered(std::uint32_t shards, std::function<void(Result<std::vector<Reply>>)> done)
       : replies(shards), left(shards), then(std::move(done)) {}
   std::vector<Reply> replies;
   std::uint32_t left;
-  std::optional<Status> failure;
+  bool finished = false;
   std::function<void(Result<std::vector<Reply>>)> then;
 };
 
@@ -28,15 +28,17 @@ void Handle::every_shard(std::vector<std::string> args, bool write,
   auto gathered = std::make_shared<Gathered>(shards, std::move(then));
   auto land = [core = core_, state = state_, gathered, all_tubes_stats](std::uint32_t shard,
                                                                         Result<Reply> reply) {
-    if (!reply.is_ok()) {
-      if (!gathered->failure) gathered->failure = reply.status();
-    } else if (Status s = status_of(reply.value()); !s.is_ok() && s.code() != Code::kNotFound) {
-      if (!gathered->failure) gathered->failure = s;
-    } else {
-      gathered->replies[shard] = std::move(reply.value());
+    if (gathered->finished) return;
+    Status failed = reply.is_ok() ? status_of(reply.value()) : reply.status();
+    if (!failed.is_ok() && failed.code() != Code::kNotFound) {
+      gathered->finished = true;
+      if (state->alive) gathered->then(failed);
+      return;
     }
-    if (--gathered->left > 0 || !state->alive) return;
-    if (gathered->failure) return gathered->then(*gathered->failure);
+    if (reply.is_ok()) gathered->replies[shard] = std::move(reply.value());
+    if (--gathered->left > 0) return;
+    gathered->finished = true;
+    if (!state->alive) return;
     if (all_tubes_stats) {
       std::size_t most = 0;
       for (const auto& r : gathered->replies) most = std::max(most, r.elements.size());
@@ -53,6 +55,9 @@ void Handle::every_shard(std::vector<std::string> args, bool write,
     for (std::uint32_t shard = 0; shard < shards; ++shard) alone(shard);
     return;
   }
+  // Its own lane: its calls go to each primary one at a time, and wait for no other read's
+  // (at a primary out of reach, each waits out its time).
+  const std::string lane = "each " + std::to_string(++core_->reads_across_slots);
   std::vector<std::uint32_t> all(shards);
   std::iota(all.begin(), all.end(), 0U);
   for (auto& part : core_->per_primary(
@@ -64,26 +69,27 @@ void Handle::every_shard(std::vector<std::string> args, bool write,
     core_->call_across_slots(
         first, std::move(each),
         [part = std::move(part), land, alone](Result<Reply> answer) mutable {
-          // {'ok', {each shard's reply, or '-2': asked alone}}; a call that failed, every shard
-          // asked alone.
-          const bool answered = answer.is_ok() && answer.value().type == ReplyType::kArray &&
+          // {'ok', {each shard's reply, or '-2': asked alone}}. A call that failed (Redis out
+          // of reach, or no answer in time) fails the whole read at once, as any shard's
+          // failure does; an answer of another shape, every shard asked alone.
+          if (!answer.is_ok()) return land(part.front(), answer.status());
+          const bool answered = answer.value().type == ReplyType::kArray &&
                                 answer.value().elements.size() > 1 &&
                                 answer.value().elements[0].str == "ok" &&
                                 answer.value().elements[1].elements.size() == part.size();
           for (std::size_t i = 0; i < part.size(); ++i) {
-            if (!answered) {
-              alone(part[i]);
-              continue;
-            }
-            Reply& reply = answer.value().elements[1].elements[i];
-            if (reply.type != ReplyType::kArray) {
+            if (!answered || answer.value().elements[1].elements[i].type != ReplyType::kArray) {
               alone(part[i]);
             } else {
-              land(part[i], std::move(reply));
+              land(part[i], std::move(answer.value().elements[1].elements[i]));
             }
           }
         },
-        true);
+        // A call still waiting its turn when the read has failed, or its handle is gone, is
+        // not sent: at a primary out of reach, each would wait its whole time out in turn.
+        {.every_key = true, .lane = lane, .wanted = [gathered, state = state_] {
+           return !gathered->finished && state->alive;
+         }});
   }
 }
 

@@ -150,10 +150,15 @@ void Core::renew_held() {
 }
 
 void Core::call_across_slots(std::uint32_t first, std::vector<std::string> args,
-                             std::function<void(Result<Reply>)> done, bool every_key) {
+                             std::function<void(Result<Reply>)> done) {
+  call_across_slots(first, std::move(args), std::move(done), AcrossSlotsOptions());
+}
+
+void Core::call_across_slots(std::uint32_t first, std::vector<std::string> args,
+                             std::function<void(Result<Reply>)> done, AcrossSlotsOptions how) {
   const std::vector<std::string> keys =
-      every_key ? shard_keys(names.prefix, first)
-                : std::vector<std::string>{shard_base(names.prefix, first) + ":owner"};
+      how.every_key ? shard_keys(names.prefix, first)
+                    : std::vector<std::string>{shard_base(names.prefix, first) + ":owner"};
   args.emplace_back();  // jobs.lua's run() takes the call's number (none), then the caller, last
   args.push_back(node);
   const std::vector<std::string_view> views(args.begin(), args.end());
@@ -163,9 +168,16 @@ void Core::call_across_slots(std::uint32_t first, std::vector<std::string> args,
   request.commands.push_back(
       script.call_across_slots(std::vector<std::string_view>(keys.begin(), keys.end()), views));
   request.script = &script;
-  Lane lane{client->primary_of(request.slot), args.front()};
+  Lane lane{client->primary_of(request.slot),
+            how.lane.empty() ? args.front() : std::move(how.lane)};
   auto send = [self = shared_from_this(), lane, request = std::move(request),
-               done = std::move(done)]() mutable {
+               done = std::move(done), wanted = std::move(how.wanted)]() mutable {
+    if (wanted && !wanted()) {
+      done(Status(Code::kIOError, "not sent: no longer wanted"));
+      // Posted: a queue of such calls is gone through without growing the stack.
+      asio::post(self->io, [self, lane] { self->next_across_slots(lane); });
+      return;
+    }
     self->client->run(std::move(request),
                       [self, lane, done = std::move(done)](Result<std::vector<Reply>> replies) {
                         if (!replies.is_ok()) {
