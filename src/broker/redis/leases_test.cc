@@ -371,6 +371,26 @@ TEST_F(Leases, AWalkUnderWayStopsAtTheShareOnceAnotherNodeJoins) {
   EXPECT_EQ(redis->count("acquire_all"), 0U) << "the walk went on past the share";
 }
 
+// A call that failed took nothing the node knows of: the walk goes on with the next part, and
+// the next heartbeat's walk asks for the failed part's shards again.
+TEST_F(Leases, AWalksCallThatFailedIsPassedOverAndItsShardsAskedForAtTheNextHeartbeat) {
+  constexpr std::uint32_t kMany = 100;
+  open_node({}, kMany);
+  answer_heartbeat();
+  Call first = take("acquire_all");
+  const auto lost = shards_named(first, 3);
+  ASSERT_EQ(lost.size(), 64U);
+  redis->fail(first, Status(Code::kIOError, "no reply within 5000 ms"));
+  settle();
+  EXPECT_EQ(acquire_all().size(), 36U) << "the next part";
+  EXPECT_EQ(broker->owned_shards(), 36U);
+  clock->advance(kThird);
+  answer_heartbeat();
+  Call again = take("acquire_all");
+  EXPECT_EQ(shards_named(again, 3), lost);
+  EXPECT_EQ(again.args()[2], "64");
+}
+
 TEST_F(Leases, AShardHeldByAnotherNodeIsNeitherOwnedNorFired) {
   answer_heartbeat({"other-node"});
   const auto order = rotation();
