@@ -904,6 +904,49 @@ TEST(RedisReshardTest, JobsFlowWhileSlotsMigrate) {
   EXPECT_GT(redirected, 0);
 }
 
+// A slot moved whole to another primary under a node whose map of the slots is behind: the
+// stats read many shards in one call by the map, and a shard its call's primary no longer
+// serves is asked by a call of its own, which follows the redirection. Every job is counted.
+TEST(RedisReadAcrossSlotsTest, StatsCountEveryJobRightAfterASlotMovedUnderTheNode) {
+  TempDir dir;
+  RedisCluster cluster(dir.path() / "cluster", 3, 0);
+  ASSERT_EQ(cluster.start(), "");
+  auto server = node(dir, cluster.seeds(), "moved");
+  ASSERT_EQ(server->start(), "");
+  Client producer(server->port());
+  for (int i = 0; i < 256; ++i) ASSERT_TRUE(inserted_id(producer.call("put 0 0 60 1\r\nx\r\n")));
+  ASSERT_EQ(parse_yaml(producer.call("stats-tube default\r\n"))["current-jobs-ready"], "256");
+  // Shard 14's slot, moved as redis-cli --cluster reshard moves one, step by step.
+  const auto slot = delayq::redis::key_slot("moved:{14}:seq");
+  RedisServer* source = cluster.primary_of(slot);
+  ASSERT_NE(source, nullptr);
+  RedisServer* target = cluster.servers()[0].get() == source ? cluster.servers()[1].get()
+                                                             : cluster.servers()[0].get();
+  const std::string number = std::to_string(slot);
+  const auto ok = [](const delayq::redis::Reply& reply) { return describe(reply); };
+  ASSERT_EQ(ok(call(target->port(),
+                    {"CLUSTER", "SETSLOT", number, "IMPORTING", RedisCluster::node_id(*source)})),
+            "OK");
+  ASSERT_EQ(ok(call(source->port(),
+                    {"CLUSTER", "SETSLOT", number, "MIGRATING", RedisCluster::node_id(*target)})),
+            "OK");
+  const auto keys = call(source->port(), {"CLUSTER", "GETKEYSINSLOT", number, "1000"});
+  ASSERT_GT(keys.elements.size(), 1U);
+  delayq::redis::Command migrate{"MIGRATE", "127.0.0.1", std::to_string(target->port()), "", "0",
+                                 "5000",    "KEYS"};
+  for (const auto& key : keys.elements) migrate.arg(key.str);
+  ASSERT_EQ(ok(call(source->port(), migrate)), "OK");
+  for (const auto& each : cluster.servers()) {
+    ASSERT_EQ(ok(call(each->port(),
+                      {"CLUSTER", "SETSLOT", number, "NODE", RedisCluster::node_id(*target)})),
+              "OK");
+  }
+  Client admin(server->port());
+  EXPECT_EQ(parse_yaml(admin.call("stats-tube default\r\n", Millis{15000}))["current-jobs-ready"],
+            "256");
+  EXPECT_EQ(parse_yaml(admin.call("stats\r\n", Millis{15000}))["current-jobs-ready"], "256");
+}
+
 // A slot migration left half done at each of its steps (in redis-cli --cluster reshard's order):
 // the shard whose slot it is may wait, every other shard's jobs come out, and once an operator
 // ends it with `redis-cli --cluster fix` (which completes or rolls back), every job put before
