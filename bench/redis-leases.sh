@@ -18,20 +18,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-held() {  # leases held under prefix $1 by the node of PID $2 (its name is host:pid:...)
-  redis-cli -p "$redis_port" eval "local n = 0
-    for s = 0, $shards - 1 do
-      local owner = redis.call('GET', ARGV[1] .. ':{' .. s .. '}:owner')
-      if owner and string.find(owner, ':' .. ARGV[2] .. ':', 1, true) then n = n + 1 end
-    end
-    return n" 0 "$1" "$2"
-}
 now() { date +%s.%N; }
 # Seconds from $3 until the node of PID $2 holds every shard under prefix $1 (at most 60 s).
 until_held() {
   local n
   for _ in $(seq 600); do
-    n=$(held "$1" "$2")
+    n=$(leases_held "$1" "$2" "$shards")
     if [ "$n" -ge "$shards" ]; then
       python3 -c "print(f'{$(now) - $3:.1f}')"
       return

@@ -24,14 +24,6 @@ fcall() {  # "calls usec" of FCALL so far
   redis-cli -p "$redis_port" info commandstats | tr -d '\r' |
     awk -F'[=,:]' '/^cmdstat_fcall:/ {print $3, $5}'
 }
-held() {  # leases held under prefix $1 by the node of PID $2 (its name is host:pid:...)
-  redis-cli -p "$redis_port" eval "local n = 0
-    for s = 0, $shards - 1 do
-      local owner = redis.call('GET', ARGV[1] .. ':{' .. s .. '}:owner')
-      if owner and string.find(owner, ':' .. ARGV[2] .. ':', 1, true) then n = n + 1 end
-    end
-    return n" 0 "$1" "$2"
-}
 
 start_redis
 builds=("$delayqd")
@@ -48,7 +40,7 @@ for run in $(seq "$runs"); do
     node=$!
     pids+=("$node")
     for _ in $(seq 100); do curl -sf "127.0.0.1:$http/readyz" >/dev/null && break; sleep 0.1; done
-    for _ in $(seq 300); do [ "$(held "s$run$b" "$node")" -ge "$shards" ] && break; sleep 0.2; done
+    for _ in $(seq 300); do [ "$(leases_held "s$run$b" "$node" "$shards")" -ge "$shards" ] && break; sleep 0.2; done
     python3 - "$port" "$tubes" <<'PY'
 import socket, sys
 port, tubes = int(sys.argv[1]), int(sys.argv[2])

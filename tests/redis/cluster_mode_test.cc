@@ -904,54 +904,60 @@ TEST(RedisReshardTest, JobsFlowWhileSlotsMigrate) {
   EXPECT_GT(redirected, 0);
 }
 
-// A slot moved whole to another primary under a node whose map of the slots is behind: the
-// stats read many shards in one call by the map, and a shard its call's primary no longer
-// serves is asked by a call of its own, which follows the redirection. Every job is counted.
-TEST(RedisReadAcrossSlotsTest, StatsCountEveryJobRightAfterASlotMovedUnderTheNode) {
-  TempDir dir;
-  RedisCluster cluster(dir.path() / "cluster", 3, 0);
-  ASSERT_EQ(cluster.start(), "");
-  auto server = node(dir, cluster.seeds(), "moved");
-  ASSERT_EQ(server->start(), "");
-  Client producer(server->port());
-  for (int i = 0; i < 256; ++i) ASSERT_TRUE(inserted_id(producer.call("put 0 0 60 1\r\nx\r\n")));
-  ASSERT_EQ(parse_yaml(producer.call("stats-tube default\r\n"))["current-jobs-ready"], "256");
-  // Shard 14's slot, moved as redis-cli --cluster reshard moves one, step by step.
-  const auto slot = delayq::redis::key_slot("moved:{14}:seq");
-  RedisServer* source = cluster.primary_of(slot);
-  ASSERT_NE(source, nullptr);
-  RedisServer* target = cluster.servers()[0].get() == source ? cluster.servers()[1].get()
-                                                             : cluster.servers()[0].get();
-  const std::string number = std::to_string(slot);
-  const auto ok = [](const delayq::redis::Reply& reply) { return describe(reply); };
-  ASSERT_EQ(ok(call(target->port(),
-                    {"CLUSTER", "SETSLOT", number, "IMPORTING", RedisCluster::node_id(*source)})),
-            "OK");
-  ASSERT_EQ(ok(call(source->port(),
-                    {"CLUSTER", "SETSLOT", number, "MIGRATING", RedisCluster::node_id(*target)})),
-            "OK");
-  const auto keys = call(source->port(), {"CLUSTER", "GETKEYSINSLOT", number, "1000"});
-  ASSERT_GT(keys.elements.size(), 1U);
-  delayq::redis::Command migrate{"MIGRATE", "127.0.0.1", std::to_string(target->port()), "", "0",
-                                 "5000",    "KEYS"};
-  for (const auto& key : keys.elements) migrate.arg(key.str);
-  ASSERT_EQ(ok(call(source->port(), migrate)), "OK");
-  for (const auto& each : cluster.servers()) {
-    ASSERT_EQ(ok(call(each->port(),
-                      {"CLUSTER", "SETSLOT", number, "NODE", RedisCluster::node_id(*target)})),
-              "OK");
-  }
-  Client admin(server->port());
-  EXPECT_EQ(parse_yaml(admin.call("stats-tube default\r\n", Millis{15000}))["current-jobs-ready"],
-            "256");
-  EXPECT_EQ(parse_yaml(admin.call("stats\r\n", Millis{15000}))["current-jobs-ready"], "256");
-}
-
 // A slot migration left half done at each of its steps (in redis-cli --cluster reshard's order):
 // the shard whose slot it is may wait, every other shard's jobs come out, and once an operator
 // ends it with `redis-cli --cluster fix` (which completes or rolls back), every job put before
 // comes out once and puts go on.
-enum class MigrationStep { kImporting, kMigrating, kSomeKeysMoved, kAllKeysMoved, kTargetOwns };
+enum class MigrationStep {
+  kImporting,
+  kMigrating,
+  kSomeKeysMoved,
+  kAllKeysMoved,
+  kTargetOwns,
+  kDone  // every primary told the target owns it
+};
+
+// A move of `slot` from the primary that serves it to another, as redis-cli --cluster reshard
+// moves one, up to and including `last`: its primaries, and the first reply that was not OK
+// ("" if none).
+struct SlotMove {
+  RedisServer* source = nullptr;
+  RedisServer* target = nullptr;
+  std::string failed;
+};
+SlotMove move_slot(RedisCluster& cluster, std::uint16_t slot, MigrationStep last) {
+  SlotMove move;
+  move.source = cluster.primary_of(slot);
+  if (move.source == nullptr) return {.failed = "no primary serves the slot"};
+  move.target = cluster.servers()[0].get() == move.source ? cluster.servers()[1].get()
+                                                          : cluster.servers()[0].get();
+  const std::string number = std::to_string(slot);
+  const auto set = [&](RedisServer& at, const std::string& how, const RedisServer& whose) {
+    const std::string reply = describe(
+        call(at.port(), {"CLUSTER", "SETSLOT", number, how, RedisCluster::node_id(whose)}));
+    if (reply != "OK" && move.failed.empty()) move.failed = "SETSLOT " + how + ": " + reply;
+  };
+  set(*move.target, "IMPORTING", *move.source);
+  if (last >= MigrationStep::kMigrating) set(*move.source, "MIGRATING", *move.target);
+  if (last >= MigrationStep::kSomeKeysMoved) {
+    const auto keys = call(move.source->port(), {"CLUSTER", "GETKEYSINSLOT", number, "1000"});
+    if (keys.elements.size() < 2) return {move.source, move.target, "fewer than 2 keys"};
+    const std::size_t moving =
+        last == MigrationStep::kSomeKeysMoved ? keys.elements.size() / 2 : keys.elements.size();
+    delayq::redis::Command migrate{
+        "MIGRATE", "127.0.0.1", std::to_string(move.target->port()), "", "0", "5000", "KEYS"};
+    for (std::size_t i = 0; i < moving; ++i) migrate.arg(keys.elements[i].str);
+    const std::string reply = describe(call(move.source->port(), migrate));
+    if (reply != "OK" && move.failed.empty()) move.failed = "MIGRATE: " + reply;
+  }
+  if (last >= MigrationStep::kTargetOwns) set(*move.target, "NODE", *move.target);
+  if (last >= MigrationStep::kDone) {
+    for (const auto& other : cluster.servers()) {
+      if (other.get() != move.target) set(*other, "NODE", *move.target);
+    }
+  }
+  return move;
+}
 
 class RedisHalfMigrationTest : public ::testing::TestWithParam<MigrationStep> {};
 
@@ -971,36 +977,10 @@ TEST_P(RedisHalfMigrationTest, AnInterruptedSlotMigrationLosesNoJobOnceFixed) {
     put.insert(*id);
   }
   const std::string shard = std::to_string(*put.begin() % 128);
-  const auto slot = delayq::redis::key_slot("half:{" + shard + "}:seq");
-  RedisServer* source = cluster.primary_of(slot);
-  ASSERT_NE(source, nullptr);
-  RedisServer* target = cluster.servers()[0].get() == source ? cluster.servers()[1].get()
-                                                             : cluster.servers()[0].get();
-  const std::string number = std::to_string(slot);
-  const auto ok = [](const delayq::redis::Reply& reply) { return describe(reply); };
-  ASSERT_EQ(ok(call(target->port(),
-                    {"CLUSTER", "SETSLOT", number, "IMPORTING", RedisCluster::node_id(*source)})),
-            "OK");
-  if (step >= MigrationStep::kMigrating) {
-    ASSERT_EQ(ok(call(source->port(),
-                      {"CLUSTER", "SETSLOT", number, "MIGRATING", RedisCluster::node_id(*target)})),
-              "OK");
-  }
-  if (step >= MigrationStep::kSomeKeysMoved) {
-    const auto keys = call(source->port(), {"CLUSTER", "GETKEYSINSLOT", number, "1000"});
-    ASSERT_GT(keys.elements.size(), 1U);
-    const std::size_t moving =
-        step == MigrationStep::kSomeKeysMoved ? keys.elements.size() / 2 : keys.elements.size();
-    delayq::redis::Command migrate{"MIGRATE", "127.0.0.1", std::to_string(target->port()), "", "0",
-                                   "5000",    "KEYS"};
-    for (std::size_t i = 0; i < moving; ++i) migrate.arg(keys.elements[i].str);
-    ASSERT_EQ(ok(call(source->port(), migrate)), "OK");
-  }
-  if (step >= MigrationStep::kTargetOwns) {
-    ASSERT_EQ(ok(call(target->port(),
-                      {"CLUSTER", "SETSLOT", number, "NODE", RedisCluster::node_id(*target)})),
-              "OK");
-  }
+  const SlotMove move =
+      move_slot(cluster, delayq::redis::key_slot("half:{" + shard + "}:seq"), step);
+  ASSERT_EQ(move.failed, "");
+  RedisServer* target = move.target;
   // Left so while the jobs fall due: those of every other shard come out.
   Client worker(server->port());
   std::set<std::uint64_t> got;
@@ -1046,6 +1026,27 @@ INSTANTIATE_TEST_SUITE_P(EachStep, RedisHalfMigrationTest,
                                            MigrationStep::kAllKeysMoved,
                                            MigrationStep::kTargetOwns),
                          step_name);
+
+// A slot moved whole to another primary under a node whose map of the slots is behind: the
+// stats read many shards in one call by the map, and a shard its call's primary no longer
+// serves is asked by a call of its own, which follows the redirection. Every job is counted.
+TEST(RedisReadAcrossSlotsTest, StatsCountEveryJobRightAfterASlotMovedUnderTheNode) {
+  TempDir dir;
+  RedisCluster cluster(dir.path() / "cluster", 3, 0);
+  ASSERT_EQ(cluster.start(), "");
+  auto server = node(dir, cluster.seeds(), "moved");
+  ASSERT_EQ(server->start(), "");
+  Client producer(server->port());
+  for (int i = 0; i < 256; ++i) ASSERT_TRUE(inserted_id(producer.call("put 0 0 60 1\r\nx\r\n")));
+  ASSERT_EQ(parse_yaml(producer.call("stats-tube default\r\n"))["current-jobs-ready"], "256");
+  ASSERT_EQ(
+      move_slot(cluster, delayq::redis::key_slot("moved:{14}:seq"), MigrationStep::kDone).failed,
+      "");
+  Client admin(server->port());
+  EXPECT_EQ(parse_yaml(admin.call("stats-tube default\r\n", Millis{15000}))["current-jobs-ready"],
+            "256");
+  EXPECT_EQ(parse_yaml(admin.call("stats\r\n", Millis{15000}))["current-jobs-ready"], "256");
+}
 
 // The whole cluster stops and starts again from its AOF files under a running node: every job
 // is still there, and the delayed ones fire when due.
