@@ -1027,25 +1027,37 @@ INSTANTIATE_TEST_SUITE_P(EachStep, RedisHalfMigrationTest,
                                            MigrationStep::kTargetOwns),
                          step_name);
 
-// A slot moved whole to another primary under a node whose map of the slots is behind: the
-// stats read many shards in one call by the map, and a shard its call's primary no longer
-// serves is asked by a call of its own, which follows the redirection. Every job is counted.
-TEST(RedisReadAcrossSlotsTest, StatsCountEveryJobRightAfterASlotMovedUnderTheNode) {
+// The stats read many shards in one call (of the shards of one primary, by the node's map of
+// the slots), until the replies hold so many rows; the shards left go in the next call. Jobs of
+// 40 tubes, one put a turn, so that each shard holds two tubes: more rows than one call reads.
+// Then a slot moved whole to another primary under the node, whose map is behind: a shard its
+// call's primary no longer serves is asked by a call of its own, which follows the redirection.
+// Every job is counted each time.
+TEST(RedisReadAcrossSlotsTest, StatsCountEveryJobAlsoRightAfterASlotMovedUnderTheNode) {
   TempDir dir;
   RedisCluster cluster(dir.path() / "cluster", 3, 0);
   ASSERT_EQ(cluster.start(), "");
   auto server = node(dir, cluster.seeds(), "moved");
   ASSERT_EQ(server->start(), "");
   Client producer(server->port());
-  for (int i = 0; i < 256; ++i) ASSERT_TRUE(inserted_id(producer.call("put 0 0 60 1\r\nx\r\n")));
-  ASSERT_EQ(parse_yaml(producer.call("stats-tube default\r\n"))["current-jobs-ready"], "256");
+  for (int i = 0; i < 256; ++i) {
+    ASSERT_EQ(producer.call("use t" + std::to_string(i % 40) + "\r\n"),
+              "USING t" + std::to_string(i % 40) + "\r\n");
+    ASSERT_TRUE(inserted_id(producer.call("put 0 0 60 1\r\nx\r\n")));
+  }
+  Client admin(server->port());
+  const auto counted = [&] {
+    EXPECT_EQ(parse_yaml(admin.call("stats\r\n", Millis{15000}))["current-jobs-ready"], "256");
+    EXPECT_EQ(parse_yaml(admin.call("stats-tube t0\r\n", Millis{15000}))["current-jobs-ready"],
+              "7");  // 0, 40, ..., 240
+    // "---\n- default\n- t0\n" ... "- t39\n": 4 + 10 + 10 x 5 + 30 x 6 bytes.
+    EXPECT_EQ(admin.call("list-tubes\r\n", Millis{15000}).substr(0, 6), "OK 244");
+  };
+  counted();
   ASSERT_EQ(
       move_slot(cluster, delayq::redis::key_slot("moved:{14}:seq"), MigrationStep::kDone).failed,
       "");
-  Client admin(server->port());
-  EXPECT_EQ(parse_yaml(admin.call("stats-tube default\r\n", Millis{15000}))["current-jobs-ready"],
-            "256");
-  EXPECT_EQ(parse_yaml(admin.call("stats\r\n", Millis{15000}))["current-jobs-ready"], "256");
+  counted();
 }
 
 // The whole cluster stops and starts again from its AOF files under a running node: every job

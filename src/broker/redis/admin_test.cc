@@ -31,6 +31,12 @@ Reply stats_row(const std::string& tube, std::vector<std::int64_t> counts) {
   return reply::array(std::move(row));
 }
 
+// Answers an each call of stats: one ready job of "default" in every shard it names.
+void answer_each_one_in(ScriptedRedis& redis, Call& call, std::size_t shards) {
+  std::vector<Reply> each(shards, reply::ok({stats_row("default", {1, 0, 0, 0, 0, 1, 0, 0})}));
+  redis.answer(call, reply::ok({reply::array(std::move(each))}));
+}
+
 // The oldest unanswered call of command `op` whose first argument is `first`.
 std::optional<Call> take_named(ScriptedRedis& redis, const std::string& op,
                                const std::string& first) {
@@ -160,9 +166,9 @@ TEST_F(Sessions, StatsTubeSumsTheTubesShardsWithThisNodesUsers) {
 }
 
 // A /metrics scrape or a dashboard's refresh reads every shard's stats: at 16,384 shards, a
-// call a shard was 16,384 calls each time. Reads go in calls across slots (jobs.lua's each),
-// each covering shards of one primary by the tube rows they read, one call at a time.
-TEST_F(Sessions, StatsOfManyShardsGoInCallsSizedByTheTubesOneAtATime) {
+// call a shard was 16,384 calls each time. Reads go in calls across slots (jobs.lua's each) of
+// up to 64 shards of one primary, one at a time, each reading until its replies hold 112 rows.
+TEST_F(Sessions, StatsOfManyShardsGoInCallsOf64OneAtATime) {
   constexpr std::uint32_t kMany = 200;
   open_node({}, kMany);
   auto admin = broker->open_admin();
@@ -173,13 +179,13 @@ TEST_F(Sessions, StatsOfManyShardsGoInCallsSizedByTheTubesOneAtATime) {
   while (auto call = redis->take("each")) {
     EXPECT_EQ(redis->count("each"), 0U) << "two calls side by side";
     EXPECT_TRUE(call->commands[0][1].ends_with("_slots")) << call->commands[0][1];
-    const auto shards = shards_named(*call, 3);
+    const auto shards = shards_named(*call, 4);
     ASSERT_FALSE(shards.empty());
     // Its keys are all of its first shard's: jobs.lua names the others' after them.
     EXPECT_EQ(call->keys(), shard_keys("dq", shards.front()));
     const auto args = call->args();
-    EXPECT_EQ(std::vector<std::string>(args.begin(), args.begin() + 3),
-              (std::vector<std::string>{"1", "stats", "default"}));
+    EXPECT_EQ(std::vector<std::string>(args.begin(), args.begin() + 4),
+              (std::vector<std::string>{"112", "1", "stats", "default"}));
     sizes.push_back(shards.size());
     named.insert(shards.begin(), shards.end());
     std::vector<Reply> each(shards.size(),
@@ -187,8 +193,7 @@ TEST_F(Sessions, StatsOfManyShardsGoInCallsSizedByTheTubesOneAtATime) {
     redis->answer(*call, reply::ok({reply::array(std::move(each))}));
     settle();
   }
-  // One tube: 112 / (1 + 1) = 56 shards a call.
-  EXPECT_EQ(sizes, (std::vector<std::size_t>{56, 56, 56, 32}));
+  EXPECT_EQ(sizes, (std::vector<std::size_t>{64, 64, 64, 8}));
   EXPECT_EQ(named.size(), kMany);
   EXPECT_EQ(redis->count("stats"), 0U);
   ASSERT_TRUE(got.done());
@@ -196,40 +201,34 @@ TEST_F(Sessions, StatsOfManyShardsGoInCallsSizedByTheTubesOneAtATime) {
   EXPECT_EQ(got.result->value().ready, kMany);
 }
 
-// The stats of every tube go by what the latest ones found: a shard holding 40 tubes makes the
-// next calls cover 112 / (40 + 1) = 2 shards.
-TEST_F(Sessions, StatsOfEveryTubeGoInCallsSizedByTheTubesTheLatestFound) {
-  constexpr std::uint32_t kMany = 200;
+// The shards a call did not read ('-1': its rows were spent) go in the read's next call, after
+// those of the calls already waiting.
+TEST_F(Sessions, ShardsACallAcrossSlotsLeftUnreadGoInTheReadsNextCall) {
+  constexpr std::uint32_t kMany = 100;
   open_node({}, kMany);
   auto admin = broker->open_admin();
-  const auto sizes = [&](std::size_t tubes_in_shard_0) {
-    Outcome<ServerStats> got;
-    admin->stats(got.callback());
-    std::vector<std::size_t> out;
-    while (auto call = redis->take("each")) {
-      const auto shards = shards_named(*call, 2);
-      out.push_back(shards.size());
-      std::vector<Reply> each;
-      for (const auto shard : shards) {
-        std::vector<Reply> rows;
-        for (std::size_t t = 0; shard == 0 && t < tubes_in_shard_0; ++t) {
-          rows.push_back(stats_row("t" + std::to_string(t), {0, 0, 0, 0, 0, 1, 1, 0}));
-        }
-        each.push_back(reply::ok(std::move(rows)));
-      }
-      redis->answer(*call, reply::ok({reply::array(std::move(each))}));
-      settle();
-    }
-    if (auto waiting = take_named(*redis, "HGETALL", "dq:waiting")) {
-      redis->answer(*waiting, reply::array({}));
-      settle();
-    }
-    EXPECT_TRUE(got.done());
-    return out.size();
-  };
-  EXPECT_EQ(sizes(40), 17U) << "at first 8 tubes are assumed: 12 shards a call";
-  EXPECT_EQ(sizes(0), 100U) << "40 tubes: 2 shards a call";
-  EXPECT_EQ(sizes(0), 4U) << "none: 64 shards a call";
+  Outcome<TubeStats> got;
+  admin->stats_tube("default", got.callback());
+  Call first = take("each");
+  const auto shards = shards_named(first, 4);
+  ASSERT_EQ(shards.size(), 64U);
+  std::vector<Reply> each(14, reply::ok({stats_row("default", {1, 0, 0, 0, 0, 1, 0, 0})}));
+  each.resize(64, Reply::string("-1"));
+  redis->answer(first, reply::ok({reply::array(std::move(each))}));
+  settle();
+  Call second = take("each");
+  EXPECT_EQ(shards_named(second, 4).size(), 36U);
+  answer_each_one_in(*redis, second, 36);
+  settle();
+  Call third = take("each");
+  EXPECT_EQ(shards_named(third, 4), std::vector<std::uint32_t>(shards.begin() + 14, shards.end()));
+  EXPECT_FALSE(got.done());
+  answer_each_one_in(*redis, third, 50);
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  EXPECT_EQ(got.result->value().ready, 14U + 36U + 50U);
+  EXPECT_EQ(redis->count("each") + redis->count("stats"), 0U);
 }
 
 // A shard the call could not read (not served by that primary: '-2') is asked by a call of its
@@ -241,8 +240,8 @@ TEST_F(Sessions, AShardAReadAcrossSlotsMissedIsAskedAlone) {
   Outcome<TubeStats> got;
   admin->stats_tube("default", got.callback());
   Call first = take("each");
-  const auto shards = shards_named(first, 3);
-  ASSERT_EQ(shards.size(), 56U);
+  const auto shards = shards_named(first, 4);
+  ASSERT_EQ(shards.size(), 64U);
   std::vector<Reply> each(shards.size(), reply::ok());
   each[3] = Reply::string("-2");
   redis->answer(first, reply::ok({reply::array(std::move(each))}));
@@ -250,7 +249,7 @@ TEST_F(Sessions, AShardAReadAcrossSlotsMissedIsAskedAlone) {
   Call alone = take("stats");
   EXPECT_EQ(shard_of(alone), shards[3]);
   EXPECT_EQ(alone.args(), std::vector<std::string>{"default"});
-  EXPECT_EQ(answer_each("stats", reply::ok()), 44U);
+  EXPECT_EQ(answer_each("stats", reply::ok()), 36U);
   settle();
   EXPECT_FALSE(got.done()) << "answered before the shard asked alone";
   redis->answer(alone, reply::ok({stats_row("default", {5, 0, 0, 0, 0, 5, 0, 0})}));
@@ -279,17 +278,17 @@ TEST_F(Sessions, AReadAcrossSlotsThatFailsEndsAtOnceAndSendsNoMoreCalls) {
   // The lane is free for the next read.
   Outcome<TubeStats> again;
   admin->stats_tube("default", again.callback());
-  EXPECT_EQ(answer_each("stats", reply::ok({stats_row("default", {1, 0, 0, 0, 0, 1, 0, 0})})), 56U);
+  EXPECT_EQ(answer_each("stats", reply::ok({stats_row("default", {1, 0, 0, 0, 0, 1, 0, 0})})), 64U);
   settle();
   std::size_t rest = 0;
   for (std::size_t n = 1; n > 0; rest += n) {
     n = answer_each("stats", reply::ok());
     settle();
   }
-  EXPECT_EQ(rest, 56U + 56U + 32U);
+  EXPECT_EQ(rest, 64U + 64U + 8U);
   ASSERT_TRUE(again.done());
   ASSERT_TRUE(again.result->is_ok()) << again.result->status().to_string();
-  EXPECT_EQ(again.result->value().ready, 56U);
+  EXPECT_EQ(again.result->value().ready, 64U);
 }
 
 // Each read has a lane of its own: a scrape's read waits for no dashboard's (at a primary out of

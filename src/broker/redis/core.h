@@ -565,26 +565,19 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
                          std::function<void(Result<Reply>)> done, AcrossSlotsOptions how);
   void call_across_slots(std::uint32_t first, std::vector<std::string> args,
                          std::function<void(Result<Reply>)> done);
-  std::uint64_t reads_across_slots = 0;  // numbers each read's lane
-  // The shards that one call of the read `args` covers (jobs.lua's each): kRowsPerRead over
-  // the tube rows a shard reads plus one, at most kShardsPerCall; 1 (a call a shard) for an op
-  // that each does not run, and for a peek at the next delayed job (which walks the shard's
-  // timers up to the tube's first: no bound on its work). A row (stats of every tube:
-  // `tubes_seen` of them) cost Redis about 9 us, and a shard 10 to 13 us in a call of its own,
-  // about 8 us in an each: about 1 ms of Redis a call.
-  static constexpr std::size_t kRowsPerRead = 112;
-  [[nodiscard]] static std::size_t shards_per_read(const std::vector<std::string>& args,
-                                                   std::size_t tubes_seen) {
-    std::size_t rows = 1;
-    if (args.front() == "stats") {
-      rows = args.size() > 1 ? args.size() - 1 : tubes_seen;
-    } else if (args.front() != "peek_next" || args.at(2) == "delayed") {
-      return 1;
-    }
-    return std::clamp<std::size_t>(kRowsPerRead / (rows + 1), 1, kShardsPerCall);
+  std::uint64_t read_lanes = 0;  // numbers each read's lane
+  // Whether a read of every shard goes in calls across slots (jobs.lua's each): stats, a peek at
+  // the next ready or buried job, a group's listing. Not a peek at the next delayed job, which
+  // walks the shard's timers up to the tube's first, with no bound on its work.
+  [[nodiscard]] static bool read_across_slots(const std::vector<std::string>& args) {
+    const std::string& op = args.front();
+    return op == "stats" || (op == "peek_next" && args.size() > 2 && args[2] != "delayed") ||
+           (op == "group" && args.size() > 3 && args[3] == "0");
   }
-  // The most tubes a shard's stats of every tube held at their latest call (shards_per_read()).
-  std::size_t tubes_seen = 8;
+  // The rows of replies such a call reads before it leaves the rest of its shards to the next,
+  // a shard counting its rows and one: a row cost Redis about 9 us (a tube's stats), a shard
+  // about 8 us in an each (10 to 13 us in a call of its own), so about 1 ms of Redis a call.
+  static constexpr std::size_t kRowsPerRead = 112;
   struct AcrossSlots {
     bool busy = false;
     std::deque<std::function<void()>> waiting;

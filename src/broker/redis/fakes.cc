@@ -101,17 +101,17 @@ std::size_t ScriptedRedis::answer_each(
   std::size_t answered = 0;
   std::vector<Call> others;
   while (auto call = take("each")) {
-    // each k op arg... base...
+    // each rows k op arg... base...
     const auto args = call->args();
-    const auto k = std::stoul(args.at(0));
-    if (args.at(1) != op) {
+    const auto k = std::stoul(args.at(1));
+    if (args.at(2) != op) {
       others.push_back(std::move(*call));
       continue;
     }
-    const std::vector<std::string> inner(args.begin() + 2,
-                                         args.begin() + 2 + static_cast<std::ptrdiff_t>(k));
+    const std::vector<std::string> inner(args.begin() + 3,
+                                         args.begin() + 3 + static_cast<std::ptrdiff_t>(k));
     std::vector<delayq::redis::Reply> each;
-    for (std::size_t i = 2 + k; i < args.size(); ++i) {
+    for (std::size_t i = 3 + k; i < args.size(); ++i) {
       const auto open = args[i].find('{');
       each.push_back(
           answer(static_cast<std::uint32_t>(std::stoul(args[i].substr(open + 1))), inner));

@@ -1,6 +1,5 @@
 #include "broker/redis/handle.h"
 
-#include <algorithm>
 #include <numeric>
 
 #include "broker/redis/replies.h"
@@ -9,87 +8,102 @@ namespace delayq::broker::redis {
 
 namespace {
 
-// What every_shard() gathers: each shard's reply, until the first failure ends it.
-struct Gathered {
-  Gathered(std::uint32_t shards, std::function<void(Result<std::vector<Reply>>)> done)
-      : replies(shards), left(shards), then(std::move(done)) {}
+// One every_shard(): what it asks, and each shard's reply until the first failure ends it.
+struct Gather {
+  std::shared_ptr<Core> core;
+  std::shared_ptr<SessionState> state;
+  std::vector<std::string> args;
+  bool write = false;
+  std::string lane;  // a read's own, for its calls across slots
   std::vector<Reply> replies;
-  std::uint32_t left;
+  std::uint32_t left = 0;
   bool finished = false;
   std::function<void(Result<std::vector<Reply>>)> then;
 };
+
+// A shard's reply (a kNotFound is one), or a failure, which ends the gathering at once.
+void land(const std::shared_ptr<Gather>& g, std::uint32_t shard, Result<Reply> reply) {
+  if (g->finished) return;
+  const Status failed = reply.is_ok() ? status_of(reply.value()) : reply.status();
+  if (!failed.is_ok() && failed.code() != Code::kNotFound) {
+    g->finished = true;
+    if (g->state->alive) g->then(failed);
+    return;
+  }
+  if (reply.is_ok()) g->replies[shard] = std::move(reply.value());
+  if (--g->left > 0) return;
+  g->finished = true;
+  if (g->state->alive) g->then(std::move(g->replies));
+}
+
+void alone(const std::shared_ptr<Gather>& g, std::uint32_t shard) {
+  g->core->call(shard, g->args, g->write,
+                [g, shard](Result<Reply> reply) { land(g, shard, std::move(reply)); });
+}
+
+// The read on the shards of `part` (of one primary) in one call (jobs.lua's each), and on those
+// it did not reach in its next; a shard each could not read, alone.
+void read_together(const std::shared_ptr<Gather>& g, std::vector<std::uint32_t> part) {
+  std::vector<std::string> each = {"each", std::to_string(Core::kRowsPerRead),
+                                   std::to_string(g->args.size() - 1)};
+  each.insert(each.end(), g->args.begin(), g->args.end());
+  for (const auto shard : part) each.push_back(shard_base(g->core->names.prefix, shard));
+  const std::uint32_t first = part.front();
+  g->core->call_across_slots(
+      first, std::move(each),
+      [g, part = std::move(part)](Result<Reply> answer) mutable {
+        // {'ok', {each shard's reply; '-1': not read, its rows spent; '-2': asked alone}}. A
+        // call that failed (Redis out of reach, or no answer in time) fails the whole read at
+        // once, as any shard's failure does; an answer of another shape, every shard alone.
+        if (!answer.is_ok()) return land(g, part.front(), answer.status());
+        const bool answered = answer.value().type == ReplyType::kArray &&
+                              answer.value().elements.size() > 1 &&
+                              answer.value().elements[0].str == "ok" &&
+                              answer.value().elements[1].elements.size() == part.size();
+        std::vector<std::uint32_t> unread;
+        for (std::size_t i = 0; i < part.size(); ++i) {
+          Reply* reply = answered ? &answer.value().elements[1].elements[i] : nullptr;
+          if (reply != nullptr && reply->type == ReplyType::kArray) {
+            land(g, part[i], std::move(*reply));
+          } else if (reply != nullptr && reply->str == "-1") {
+            unread.push_back(part[i]);
+          } else {
+            alone(g, part[i]);
+          }
+        }
+        if (!unread.empty() && !g->finished) read_together(g, std::move(unread));
+      },
+      // A call still waiting its turn when the read has failed, or its handle is gone, is not
+      // sent: at a primary out of reach, each would wait its whole time out in turn.
+      {.every_key = true, .lane = g->lane, .wanted = [g] {
+         return !g->finished && g->state->alive;
+       }});
+}
 
 }  // namespace
 
 void Handle::every_shard(std::vector<std::string> args, bool write,
                          std::function<void(Result<std::vector<Reply>>)> then) {
-  const std::uint32_t shards = core_->shards;
-  const bool all_tubes_stats = args.front() == "stats" && args.size() == 1;
-  auto gathered = std::make_shared<Gathered>(shards, std::move(then));
-  auto land = [core = core_, state = state_, gathered, all_tubes_stats](std::uint32_t shard,
-                                                                        Result<Reply> reply) {
-    if (gathered->finished) return;
-    Status failed = reply.is_ok() ? status_of(reply.value()) : reply.status();
-    if (!failed.is_ok() && failed.code() != Code::kNotFound) {
-      gathered->finished = true;
-      if (state->alive) gathered->then(failed);
-      return;
-    }
-    if (reply.is_ok()) gathered->replies[shard] = std::move(reply.value());
-    if (--gathered->left > 0) return;
-    gathered->finished = true;
-    if (!state->alive) return;
-    if (all_tubes_stats) {
-      std::size_t most = 0;
-      for (const auto& r : gathered->replies) most = std::max(most, r.elements.size());
-      core->tubes_seen = most > 0 ? most - 1 : 0;  // {'ok', a row per tube}
-    }
-    gathered->then(std::move(gathered->replies));
-  };
-  auto alone = [core = core_, args, write, land](std::uint32_t shard) {
-    core->call(shard, args, write,
-               [land, shard](Result<Reply> reply) mutable { land(shard, std::move(reply)); });
-  };
-  const std::size_t per_call = write ? 1 : Core::shards_per_read(args, core_->tubes_seen);
-  if (per_call <= 1) {
-    for (std::uint32_t shard = 0; shard < shards; ++shard) alone(shard);
+  auto g = std::make_shared<Gather>();
+  g->core = core_;
+  g->state = state_;
+  g->write = write;
+  g->replies.resize(core_->shards);
+  g->left = core_->shards;
+  g->then = std::move(then);
+  const bool together = !write && Core::read_across_slots(args);
+  g->args = std::move(args);
+  if (!together) {
+    for (std::uint32_t shard = 0; shard < core_->shards; ++shard) alone(g, shard);
     return;
   }
   // Its own lane: its calls go to each primary one at a time, and wait for no other read's
   // (at a primary out of reach, each waits out its time).
-  const std::string lane = "each " + std::to_string(++core_->reads_across_slots);
-  std::vector<std::uint32_t> all(shards);
+  g->lane = "each " + std::to_string(++core_->read_lanes);
+  std::vector<std::uint32_t> all(core_->shards);
   std::iota(all.begin(), all.end(), 0U);
-  for (auto& part : core_->per_primary(
-           all, [](std::uint32_t shard) { return shard; }, per_call)) {
-    std::vector<std::string> each = {"each", std::to_string(args.size() - 1)};
-    each.insert(each.end(), args.begin(), args.end());
-    for (const auto shard : part) each.push_back(shard_base(core_->names.prefix, shard));
-    const std::uint32_t first = part.front();
-    core_->call_across_slots(
-        first, std::move(each),
-        [part = std::move(part), land, alone](Result<Reply> answer) mutable {
-          // {'ok', {each shard's reply, or '-2': asked alone}}. A call that failed (Redis out
-          // of reach, or no answer in time) fails the whole read at once, as any shard's
-          // failure does; an answer of another shape, every shard asked alone.
-          if (!answer.is_ok()) return land(part.front(), answer.status());
-          const bool answered = answer.value().type == ReplyType::kArray &&
-                                answer.value().elements.size() > 1 &&
-                                answer.value().elements[0].str == "ok" &&
-                                answer.value().elements[1].elements.size() == part.size();
-          for (std::size_t i = 0; i < part.size(); ++i) {
-            if (!answered || answer.value().elements[1].elements[i].type != ReplyType::kArray) {
-              alone(part[i]);
-            } else {
-              land(part[i], std::move(answer.value().elements[1].elements[i]));
-            }
-          }
-        },
-        // A call still waiting its turn when the read has failed, or its handle is gone, is
-        // not sent: at a primary out of reach, each would wait its whole time out in turn.
-        {.every_key = true, .lane = lane, .wanted = [gathered, state = state_] {
-           return !gathered->finished && state->alive;
-         }});
+  for (auto& part : core_->per_primary(all, [](std::uint32_t shard) { return shard; })) {
+    read_together(g, std::move(part));
   }
 }
 

@@ -927,11 +927,12 @@ TEST_F(Sessions, KickWithNoBuriedJobAnywhereKicksTheEarliestDelayedOnes) {
   EXPECT_EQ(kicked.result->value(), 2U);
 }
 
-TEST_F(Sessions, ListGroupAsksEveryShardAndSortsTheJobsById) {
+TEST_F(Sessions, ListGroupAsksEveryShardInOneCallAndSortsTheJobsById) {
   auto s = session();
   Outcome<std::vector<JobView>> got;
   s->list_group("default", "batch-7", got.callback());
-  ASSERT_EQ(redis->count("group"), kShards);
+  ASSERT_EQ(redis->count("each"), 1U);
+  ASSERT_EQ(redis->count("group"), 0U);
   const auto entries = [this](std::vector<JobId> ids) {
     std::vector<Reply> out = {text("ok")};
     for (const JobId id : ids) {
@@ -944,11 +945,13 @@ TEST_F(Sessions, ListGroupAsksEveryShardAndSortsTheJobsById) {
   };
   std::map<std::uint32_t, Reply> lists = {
       {0, entries({})}, {1, entries({9, 5})}, {2, entries({6})}, {3, entries({3})}};
-  while (auto call = redis->take("group")) {
-    EXPECT_EQ(call->args(), (std::vector<std::string>{"default", "batch-7", "0"}));
-    EXPECT_EQ(call->replicas, 0) << "a read";
-    redis->answer(*call, lists[shard_of(*call)]);
-  }
+  EXPECT_EQ(
+      redis->answer_each("group",
+                         [&](std::uint32_t shard, const std::vector<std::string>& args) {
+                           EXPECT_EQ(args, (std::vector<std::string>{"default", "batch-7", "0"}));
+                           return lists[shard];
+                         }),
+      kShards);
   settle();
   ASSERT_TRUE(got.done());
   ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
@@ -956,6 +959,23 @@ TEST_F(Sessions, ListGroupAsksEveryShardAndSortsTheJobsById) {
   for (const auto& job : got.result->value()) ids.push_back(job.id);
   EXPECT_EQ(ids, (std::vector<JobId>{3, 5, 6, 9}));
   EXPECT_EQ(got.result->value().front().group, "batch-7");
+}
+
+// A group's cancel changes every shard: a call of its own each, not a read across slots.
+TEST_F(Sessions, CancelGroupAsksEveryShardByACallOfItsOwn) {
+  auto s = session();
+  Outcome<std::size_t> got;
+  s->cancel_group("default", "batch-7", got.callback());
+  EXPECT_EQ(redis->count("each"), 0U);
+  ASSERT_EQ(redis->count("group"), kShards);
+  while (auto call = redis->take("group")) {
+    EXPECT_EQ(call->args(), (std::vector<std::string>{"default", "batch-7", "1"}));
+    redis->answer(*call, reply::ok({Reply::number(shard_of(*call) == 2 ? 3 : 0)}));
+  }
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  EXPECT_EQ(got.result->value(), 3U);
 }
 
 }  // namespace

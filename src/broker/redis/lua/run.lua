@@ -76,32 +76,49 @@ local function enter(keys)
   plain_from = nil
 end
 
--- The ops that each may run: they read and write nothing.
-local READS = {stats = true, peek_next = true}
+-- The ops that each may run (they write nothing: a group's listing, not its cancel), and for
+-- each the rows of a shard's reply, the work each's budget counts.
+local READS = {
+  stats = function(r) return #r - 1 end, -- a row per tube
+  peek_next = function() return 1 end,
+  group = function(r) return (#r - 1) / 2 end -- an id and a record per job
+}
 
--- each k op arg... base...: the read `op` with its k arguments in each shard named by its keys'
--- base ("dq:{s}"), in one call through the registration that allows other slots' keys. The
--- call's keys are its first shard's, all of them: the others' are their base with the same
--- suffixes. Replies {'ok', {each shard's reply, or '-2' where it failed (a shard this Redis
--- does not serve): the node asks that shard alone}}.
+-- each rows k op arg... base...: the read `op` with its k arguments in each shard named by its
+-- keys' base ("dq:{s}"), in order, in one call through the registration that allows other
+-- slots' keys, until the shards read have cost `rows` (a shard costs its reply's rows and one):
+-- each call holds Redis about as long whatever the shards hold. The call's keys are its first
+-- shard's, all of them: the others' are their base with the same suffixes. Replies {'ok', {each
+-- shard's reply; '-1' where the rows were spent first; '-2' where it failed (a shard this Redis
+-- does not serve)}}: its node asks the '-1's in its next call, the '-2's alone.
 ops.each = function(keys)
-  local argv, k, first = ARGV, tonumber(ARGV[2]), base
+  local argv, rows, k, first = ARGV, tonumber(ARGV[2]), tonumber(ARGV[3]), base
   local inner = {}
-  for i = 3, 3 + k do inner[#inner + 1] = argv[i] end
-  local handler = READS[inner[1]] and ops[inner[1]]
-  if not handler then
+  for i = 4, 4 + k do inner[#inner + 1] = argv[i] end
+  local count = READS[inner[1]]
+  if not count or (inner[1] == 'group' and inner[4] ~= '0') then
     return redis.error_reply('ERR delayq: each runs reads only, not ' .. tostring(inner[1]))
   end
+  local handler = ops[inner[1]]
   local suffixes = {}
   for i = 1, 23 do suffixes[i] = string.sub(keys[i], #first + 1) end
-  local out = {}
+  local out, spent = {}, 0
   ARGV = inner
-  for i = 4 + k, #argv do
-    local b, shard = argv[i], {}
-    for n, suffix in ipairs(suffixes) do shard[n] = b .. suffix end
-    enter(shard)
-    local ok, r = pcall(handler, shard)
-    out[#out + 1] = ok and r or '-2'
+  for i = 5 + k, #argv do
+    if spent >= rows then
+      out[#out + 1] = '-1'
+    else
+      local b, shard = argv[i], {}
+      for n, suffix in ipairs(suffixes) do shard[n] = b .. suffix end
+      enter(shard)
+      local ok, r = pcall(handler, shard)
+      if ok and type(r) == 'table' and not r.err then
+        out[#out + 1] = r
+        spent = spent + count(r) + 1
+      else
+        out[#out + 1] = '-2'
+      end
+    end
   end
   ARGV = argv
   return {'ok', out}
