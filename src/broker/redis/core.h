@@ -528,11 +528,11 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // Renews the leases held, at the epochs held: calls of kShardsPerCall shards that one primary
   // serves, each shard such a call did not renew by a call of its own.
   static constexpr std::size_t kShardsPerCall = 64;
-  // `items` in parts of at most `per_call`, each part's shards (shard_of(item)) served by one
+  // `items` in parts of at most kShardsPerCall, each part's shards (shard_of(item)) served by one
   // primary, as the map says now: what one call across slots may cover.
   template <typename T, typename ShardOf>
-  [[nodiscard]] std::vector<std::vector<T>> per_primary(
-      const std::vector<T>& items, ShardOf shard_of, std::size_t per_call = kShardsPerCall) const {
+  [[nodiscard]] std::vector<std::vector<T>> per_primary(const std::vector<T>& items,
+                                                        ShardOf shard_of) const {
     std::map<std::string, std::vector<T>> by_primary;
     for (const T& item : items) {
       by_primary[client->primary_of(
@@ -541,8 +541,8 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
     }
     std::vector<std::vector<T>> parts;
     for (auto& [primary, all] : by_primary) {
-      for (std::size_t from = 0; from < all.size(); from += per_call) {
-        const auto to = std::min(all.size(), from + per_call);
+      for (std::size_t from = 0; from < all.size(); from += kShardsPerCall) {
+        const auto to = std::min(all.size(), from + kShardsPerCall);
         parts.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(from),
                            all.begin() + static_cast<std::ptrdiff_t>(to));
       }

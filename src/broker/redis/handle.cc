@@ -1,7 +1,5 @@
 #include "broker/redis/handle.h"
 
-#include <numeric>
-
 #include "broker/redis/replies.h"
 
 namespace delayq::broker::redis {
@@ -100,9 +98,8 @@ void Handle::every_shard(std::vector<std::string> args, bool write,
   // Its own lane: its calls go to each primary one at a time, and wait for no other read's
   // (at a primary out of reach, each waits out its time).
   g->lane = "each " + std::to_string(++core_->read_lanes);
-  std::vector<std::uint32_t> all(core_->shards);
-  std::iota(all.begin(), all.end(), 0U);
-  for (auto& part : core_->per_primary(all, [](std::uint32_t shard) { return shard; })) {
+  for (auto& part :
+       core_->per_primary(core_->every_shard_number(), [](std::uint32_t shard) { return shard; })) {
     read_together(g, std::move(part));
   }
 }

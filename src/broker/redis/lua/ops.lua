@@ -707,8 +707,8 @@ end
 
 -- acquire_all node lease_ms most base...: takes the lease of each shard named by its keys' base
 -- ("dq:{s}") where it is free, in order, in one call (as renew_all), until `most` are taken: a
--- node's walk takes no more than its share. Replies {'ok', {for each shard its new epoch; 0: held by another;
--- -1: not tried, `most` taken; -2: not served here}}.
+-- node's walk takes no more than its share. Replies {'ok', {for each shard its new epoch; 0:
+-- held by another; -1: not tried, `most` taken; -2: not served here}}.
 ops.acquire_all = function()
   local out, most, taken = {}, tonumber(ARGV[4]), 0
   for i = 5, #ARGV do
