@@ -101,7 +101,7 @@ ops.each = function(keys)
   end
   local handler = ops[inner[1]]
   local suffixes = {}
-  for i = 1, 23 do suffixes[i] = string.sub(keys[i], #first + 1) end
+  for i, key in ipairs(keys) do suffixes[i] = string.sub(key, #first + 1) end
   local out, spent = {}, 0
   ARGV = inner
   for i = 5 + k, #argv do
