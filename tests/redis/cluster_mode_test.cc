@@ -1457,6 +1457,64 @@ TEST(RedisOverdueTest, AShardNobodyFiresShowsAsOverdueUntilItIsFiredAgain) {
   EXPECT_EQ(after, 0.0);
 }
 
+// A node takes its leases in calls of up to 64 shards. With the answer of one such call lost,
+// those shards' leases are the node's in Redis but not in the node: its next walk (every lease/3)
+// takes them again with a new epoch, rather than leave them unfired until they lapse, which here
+// would be a minute. Their jobs fire.
+TEST(RedisLostLeaseTest, LeasesWhoseAnswerWasLostAreTakenAgainAtTheNextWalk) {
+  TempDir dir;
+  RedisServer redis(dir.path() / "redis");
+  ASSERT_EQ(redis.start(), "");
+  LossyProxy proxy(redis.port());
+  proxy.lose_answer_to({"\r\nacquire_all\r\n"});
+  auto server = node(dir, proxy.address(), "walk");
+  ASSERT_EQ(server->start(), "");
+  for (const auto give_up = Clock::now() + 15s;
+       Clock::now() < give_up && proxy.answers_lost() == 0;) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(proxy.answers_lost(), 1);
+  constexpr int kShards = 128;  // the default
+  const auto owner = [](int shard) { return "walk:{" + std::to_string(shard) + "}:owner"; };
+  for (int shard = 0; shard < kShards; ++shard) {
+    EXPECT_EQ(call(redis.port(), {"PEXPIRE", owner(shard), "60000"}).integer, 1) << shard;
+  }
+  Client producer(server->port());
+  ASSERT_EQ(producer.call("use walk\r\n"), "USING walk\r\n");
+  std::set<std::uint64_t> put;
+  for (int i = 0; i < 2 * kShards; ++i) {  // ids go round the shards
+    const auto id = inserted_id(producer.call("put 0 1 60 1\r\nx\r\n"));
+    ASSERT_TRUE(id);
+    put.insert(*id);
+  }
+  double owned = 0;
+  for (const auto give_up = Clock::now() + 20s; Clock::now() < give_up && owned != kShards;) {
+    std::this_thread::sleep_for(200ms);
+    owned = metric_of(server->http_port(), "delayq_shards_owned");
+  }
+  EXPECT_EQ(owned, kShards);
+  // Every lease is the node's; the lost call's were taken twice (epoch 2), the others once.
+  const std::string name = call(redis.port(), {"GET", owner(0)}).str;
+  int twice = 0;
+  for (int shard = 0; shard < kShards; ++shard) {
+    EXPECT_EQ(call(redis.port(), {"GET", owner(shard)}).str, name) << shard;
+    const std::string epoch =
+        call(redis.port(), {"GET", "walk:{" + std::to_string(shard) + "}:epoch"}).str;
+    EXPECT_TRUE(epoch == "1" || epoch == "2") << shard << ": " << epoch;
+    twice += epoch == "2" ? 1 : 0;
+  }
+  EXPECT_EQ(twice, 64);
+  Client worker(server->port());
+  ASSERT_EQ(worker.call("watch walk\r\n"), "WATCHING 2\r\n");
+  std::set<std::uint64_t> got;
+  for (std::size_t i = 0; i < put.size(); ++i) {
+    const auto id = take_one(worker, 10);
+    ASSERT_TRUE(id) << "job " << i << " of " << put.size() << " did not fire";
+    got.insert(*id);
+  }
+  EXPECT_EQ(got, put);
+}
+
 // How many FCALLs of operation `op` (a quoted argument: "\"reserve\"") a MONITOR connection
 // shows within `window`. (Bounded by time, not by a pause in the stream.)
 int calls_seen(Client& monitor, std::string_view op, Millis window = Millis{1000}) {

@@ -708,7 +708,10 @@ end
 -- acquire_all node lease_ms most base...: takes the lease of each shard named by its keys' base
 -- ("dq:{s}") where it is free, in order, in one call (as renew_all), until `most` are taken: a
 -- node's walk takes no more than its share. Replies {'ok', {for each shard its new epoch; 0:
--- held by another; -1: not tried, `most` taken; -2: not served here}}.
+-- held by another; -1: not tried, `most` taken; -2: not served here}}. A lease already this
+-- node's is taken again with a new epoch: the node names only shards it does not hold, so such a
+-- lease is one an earlier call took whose answer never came back, which would otherwise lie
+-- unused until it lapsed.
 ops.acquire_all = function()
   local out, most, taken = {}, tonumber(ARGV[4]), 0
   for i = 5, #ARGV do
@@ -716,6 +719,9 @@ ops.acquire_all = function()
     if taken < most then
       got = 0
       local set = redis.pcall('SET', b .. ':owner', ARGV[2], 'NX', 'PX', ARGV[3])
+      if not set and redis.pcall('GET', b .. ':owner') == ARGV[2] then
+        set = redis.pcall('SET', b .. ':owner', ARGV[2], 'PX', ARGV[3])
+      end
       if type(set) == 'table' and set.err then
         got = -2
       elseif set then
