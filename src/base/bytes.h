@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -28,6 +29,37 @@ void put_le(std::string& out, T value) {
   }
   out.append(bytes.data(), bytes.size());
 }
+
+// Writes values into bytes already sized for them, with no check per value of room to grow: an
+// encoder on a hot path sizes its string once, fills it, and checks where the writer ended.
+class Writer {
+ public:
+  explicit Writer(std::string& out) : at_(out.data()) {}
+
+  template <typename T>
+  void le(T value) {
+    using U = std::make_unsigned_t<T>;
+    auto u = static_cast<U>(value);
+    std::array<char, sizeof(T)> bytes{};
+    for (char& byte : bytes) {
+      byte = static_cast<char>(u & 0xFFU);
+      u = static_cast<U>(u >> 8U);
+    }
+    std::memcpy(at_, bytes.data(), bytes.size());
+    at_ += bytes.size();
+  }
+  // As put_string.
+  void string(std::string_view text) {
+    DELAYQ_CHECK(text.size() <= std::numeric_limits<std::uint16_t>::max());
+    le(static_cast<std::uint16_t>(text.size()));
+    std::memcpy(at_, text.data(), text.size());
+    at_ += text.size();
+  }
+  [[nodiscard]] const char* at() const noexcept { return at_; }
+
+ private:
+  char* at_;
+};
 
 // A string of at most 65,535 bytes, after its u16 length.
 inline void put_string(std::string& out, std::string_view text) {

@@ -51,7 +51,7 @@ Committer::~Committer() {
   thread_.join();
 }
 
-void Committer::submit(WriteSet set, Done done) {
+void Committer::submit(std::shared_ptr<const WriteSet> set, Done done) {
   {
     std::lock_guard lock(mutex_);
     queue_.push_back(Step{std::move(set), std::move(done)});
@@ -165,7 +165,7 @@ void Committer::commit(std::vector<Step>& steps) {
   if (status.is_ok() && !steps.empty()) {
     std::vector<const WriteSet*> sets;
     sets.reserve(steps.size());
-    for (const Step& step : steps) sets.push_back(&step.set);
+    for (const Step& step : steps) sets.push_back(step.set.get());
     status = store_.write(sets, always);
     wrote = true;
   }

@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -76,8 +77,12 @@ class Committer {
   Committer& operator=(const Committer&) = delete;
 
   // Queues one step; done runs on the committer thread (it must be quick and must not call
-  // back into the committer).
-  void submit(WriteSet set, Done done);
+  // back into the committer). A step shared with the caller is only read here: the caller may
+  // read it too until done runs (the local broker serves the bodies it holds from it).
+  void submit(std::shared_ptr<const WriteSet> set, Done done);
+  void submit(WriteSet set, Done done) {
+    submit(std::make_shared<const WriteSet>(std::move(set)), std::move(done));
+  }
   // Waits until everything submitted before the call is committed; returns the sticky error.
   Status flush();
   // Under interval: the caller has written to the store itself, without a sync (the local
@@ -94,7 +99,7 @@ class Committer {
 
  private:
   struct Step {
-    WriteSet set;
+    std::shared_ptr<const WriteSet> set;
     Done done;
   };
   void run();

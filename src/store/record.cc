@@ -72,26 +72,30 @@ constexpr std::uint8_t kKnownFlags = kAttachedFlag | kDueInsideFlag;
 }  // namespace
 
 std::string encode_record(const JobRecord& record) {
-  std::string out;
-  out.reserve(kFixedBytes + 6 + record.tube.size() + record.key.size() + record.group.size());
-  put_le(out, kFormatVersion);
-  put_le(out, static_cast<std::uint8_t>(record.state));
-  put_le(out, record.priority);
-  put_le(out, record.ttr_seconds);
-  put_le(out, record.due_unix_ms);
-  put_le(out, record.created_unix_ms);
-  put_le(out, record.delay_ms);
-  put_le(out, record.counters.reserves);
-  put_le(out, record.counters.timeouts);
-  put_le(out, record.counters.releases);
-  put_le(out, record.counters.buries);
-  put_le(out, record.counters.kicks);
-  put_string(out, record.tube);
-  put_string(out, record.key);
-  put_string(out, record.group);
   const auto flags = static_cast<std::uint8_t>((record.attached ? kAttachedFlag : 0) |
                                                (record.due_inside ? kDueInsideFlag : 0));
-  if (flags != 0) put_le(out, flags);
+  // Sized once, then filled: a record is encoded at every change of every job.
+  std::string out(kFixedBytes + 6 + record.tube.size() + record.key.size() + record.group.size() +
+                      (flags != 0 ? 1 : 0),
+                  '\0');
+  bytes::Writer w(out);
+  w.le(kFormatVersion);
+  w.le(static_cast<std::uint8_t>(record.state));
+  w.le(record.priority);
+  w.le(record.ttr_seconds);
+  w.le(record.due_unix_ms);
+  w.le(record.created_unix_ms);
+  w.le(record.delay_ms);
+  w.le(record.counters.reserves);
+  w.le(record.counters.timeouts);
+  w.le(record.counters.releases);
+  w.le(record.counters.buries);
+  w.le(record.counters.kicks);
+  w.string(record.tube);
+  w.string(record.key);
+  w.string(record.group);
+  if (flags != 0) w.le(flags);
+  DELAYQ_CHECK(w.at() == out.data() + out.size());
   return out;
 }
 

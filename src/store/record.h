@@ -194,6 +194,7 @@ class WriteSet {
   void set_next_id(JobId next_id) { next_id_ = next_id; }
 
   void append(WriteSet&& other);
+  void reserve(std::size_t ops) { ops_.reserve(ops); }
   void clear() {
     ops_.clear();
     next_id_.reset();

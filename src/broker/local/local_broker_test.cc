@@ -9,6 +9,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <map>
 #include <optional>
 
 #include "store/memory_store.h"
@@ -180,6 +181,48 @@ TEST_F(LocalBrokerTest, ReserveOfAJobWhosePutIsNotDurableWaitsForIt) {
   ASSERT_TRUE(run_until([&] { return put_done.has_value() && reserved.has_value(); }));
   ASSERT_TRUE(reserved->is_ok());
   EXPECT_EQ(reserved->value().view.id, *put_done);
+}
+
+// Bodies not yet in the store are read from the batches the committer holds: a job's newest,
+// whether its body was rewritten in the same batch (a debounce of a put in the same turn) or in
+// a later one, and each job its own. The peeks read them while both batches are held.
+TEST_F(LocalBrokerTest, BodiesNotYetDurableReadBackAsTheirNewestVersion) {
+  auto producer = broker_->open_session({});
+  const auto put_keyed = [&](std::string body, std::string key) {
+    broker::PutRequest request;
+    request.tube = "t";
+    request.body = std::move(body);
+    request.key = std::move(key);
+    request.debounce = 60s;
+    producer->put(request, [](Result<broker::PutResult> result) {
+      ASSERT_TRUE(result.is_ok()) << result.status().to_string();
+    });
+  };
+  std::map<std::string, std::optional<Result<broker::Job>>> peeked;
+  const auto peek = [&](const std::string& key) {
+    producer->peek(broker::JobRef::by_key("t", key), true,
+                   [&, key](Result<broker::Job> job) { peeked[key].emplace(std::move(job)); });
+  };
+  gate_->close_gate();
+  put_keyed("first", "a");  // one turn: one batch, with key a's body twice
+  put_keyed("second", "a");
+  put_keyed("other", "b");
+  poll();
+  ASSERT_TRUE(gate_->wait_held(10s));
+  put_keyed("third", "c");  // a batch queued behind the held one
+  put_keyed("fourth", "b");
+  poll();
+  for (const std::string key : {"a", "b", "c"}) peek(key);
+  poll();
+  EXPECT_TRUE(peeked.empty()) << "a peek was answered before the batch it reads was durable";
+  gate_->open_gate();
+  ASSERT_TRUE(run_until([&] { return peeked.size() == 3; }));
+  const std::map<std::string, std::string> newest = {
+      {"a", "second"}, {"b", "fourth"}, {"c", "third"}};
+  for (const auto& [key, body] : newest) {
+    ASSERT_TRUE(peeked[key]->is_ok()) << key << ": " << peeked[key]->status().to_string();
+    EXPECT_EQ(peeked[key]->value().body, body) << key;
+  }
 }
 
 TEST_F(LocalBrokerTest, WaitingReserveWokenByAPutWaitsForThatPut) {

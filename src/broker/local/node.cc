@@ -129,9 +129,13 @@ const std::string* Node::unstored(JobId id, store::WriteSet::Kind kind) {
     if (op->kind == kind && op->id == id) return &op->value;
   }
   for (auto batch = unsynced_.rbegin(); batch != unsynced_.rend(); ++batch) {
-    const auto& values =
+    const Unsynced::Values& values =
         kind == store::WriteSet::Kind::kBody ? batch->second.bodies : batch->second.attachments;
-    if (const auto it = values.find(id); it != values.end()) return &it->second;
+    // The last of the id's: the batch's newest.
+    const auto after =
+        std::upper_bound(values.begin(), values.end(), id,
+                         [](JobId key, const auto& entry) { return key < entry.first; });
+    if (after != values.begin() && std::prev(after)->first == id) return std::prev(after)->second;
   }
   return nullptr;
 }
@@ -419,13 +423,20 @@ void Node::commit() {
     on_committed(seq, status);
     return;
   }
-  for (const store::WriteSet::Op& op : set.ops()) {
-    if (op.kind == store::WriteSet::Kind::kBody) unsynced.bodies.emplace(op.id, op.value);
-    if (op.kind == store::WriteSet::Kind::kAttachment) unsynced.attachments[op.id] = op.value;
+  auto shared = std::make_shared<const store::WriteSet>(std::move(set));
+  for (const store::WriteSet::Op& op : shared->ops()) {
+    if (op.kind == store::WriteSet::Kind::kBody) unsynced.bodies.emplace_back(op.id, &op.value);
+    if (op.kind == store::WriteSet::Kind::kAttachment) {
+      unsynced.attachments.emplace_back(op.id, &op.value);
+    }
     if (op.kind == store::WriteSet::Kind::kSchedule) unsynced.schedules[op.tube] = op.value;
     if (op.kind == store::WriteSet::Kind::kEraseSchedule) unsynced.schedules[op.tube].reset();
   }
-  committer_->submit(std::move(set), [this, seq, alive = alive_](const Status& status) {
+  const auto by_id = [](const auto& a, const auto& b) { return a.first < b.first; };
+  std::stable_sort(unsynced.bodies.begin(), unsynced.bodies.end(), by_id);  // puts: in order
+  std::stable_sort(unsynced.attachments.begin(), unsynced.attachments.end(), by_id);
+  unsynced.set = shared;
+  committer_->submit(std::move(shared), [this, seq, alive = alive_](const Status& status) {
     // On the committer's thread: hop back to the node's.
     boost::asio::post(io_, [this, seq, status, alive] {
       if (*alive) on_committed(seq, status);
@@ -453,12 +464,14 @@ void Node::on_committed(std::uint64_t seq, const Status& status) {
   }
   unsynced_.erase(unsynced_.begin(), end);
   // Completions may call the broker again (and add to waiting_): take them out first.
-  std::vector<std::function<void()>> due;
+  std::vector<std::function<void()>> due = std::move(spare_due_);  // empty: see below
   while (!waiting_.empty() && waiting_.front().first <= seq) {
     due.push_back(std::move(waiting_.front().second));
     waiting_.pop_front();
   }
   for (auto& completion : due) completion();
+  due.clear();
+  if (due.capacity() <= 4096) spare_due_ = std::move(due);  // not what a rare burst grew
 }
 
 // Sleeps until the engine's next wakeup; nothing to do means no timer at all.

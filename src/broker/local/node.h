@@ -204,12 +204,14 @@ class Node {
   metrics::Histogram& commit_batch_;
   metrics::Histogram& fsync_;
   // Batches submitted and not yet durable: the jobs they change, and the bodies they put (the
-  // store cannot serve those yet).
+  // store cannot serve those yet), read from the batch the committer writes, not copied.
   struct Unsynced {
+    using Values = std::vector<std::pair<JobId, const std::string*>>;  // by id, then op order
     std::uint64_t epoch = 0;  // the engine's take_mutations() it holds (Engine::settle())
     std::vector<JobId> jobs;
-    std::unordered_map<JobId, std::string> bodies;
-    std::unordered_map<JobId, std::string> attachments;  // encoded
+    std::shared_ptr<const store::WriteSet> set;  // under `always`: what the values point into
+    Values bodies;
+    Values attachments;  // encoded
     // Schedules written (nullopt: erased), by name.
     std::map<std::string, std::optional<std::string>, std::less<>> schedules;
   };
@@ -230,6 +232,9 @@ class Node {
   // waiting_ is sorted by batch; almost every completion waits for the open batch, so it joins
   // at the back, and leaves from the front: no allocation of a tree node per reply.
   std::deque<std::pair<std::uint64_t, std::function<void()>>> waiting_;
+  // The room on_committed() takes the completions due into, kept between batches: a batch of a
+  // hundred puts would allocate it afresh each time.
+  std::vector<std::function<void()>> spare_due_;
   std::vector<std::function<void()>> ready_;
   std::vector<std::function<void()>> running_;  // ready_ being run (run_ready)
   std::unordered_map<engine::WaitId, WakeupHandler> waiters_;

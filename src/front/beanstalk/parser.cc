@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <limits>
 #include <optional>
 
@@ -452,11 +453,36 @@ static_assert(std::is_sorted(kVerbs.begin(), kVerbs.end(),
                              }));
 static_assert(kVerbs.size() == kVerbCount, "one entry per verb");
 
+// The verbs by the length of their names, each length's in kVerbs' order: a lookup compares
+// the names of the verb's length (at most seven: a first byte, then the rest), where a binary
+// search of all of them compared five or six. Every command looks up its verb.
+constexpr std::size_t kLongestVerb =
+    std::max_element(kVerbs.begin(), kVerbs.end(), [](const VerbEntry& a, const VerbEntry& b) {
+      return a.name.size() < b.name.size();
+    })->name.size();
+constexpr std::size_t kMostOfOneLength = 8;
+constexpr auto kVerbsByLength = [] {
+  std::array<std::array<std::uint8_t, kMostOfOneLength>, kLongestVerb + 1> table{};
+  std::array<std::size_t, kLongestVerb + 1> used{};
+  for (auto& slots : table) slots.fill(kVerbs.size());
+  for (std::size_t i = 0; i < kVerbs.size(); ++i) {
+    const std::size_t length = kVerbs[i].name.size();
+    if (used[length] == kMostOfOneLength) throw "raise kMostOfOneLength";  // not constant: an error
+    table[length][used[length]++] = static_cast<std::uint8_t>(i);
+  }
+  return table;
+}();
+
 const VerbEntry* find_verb(std::string_view name) noexcept {
-  const auto* it = std::lower_bound(
-      kVerbs.begin(), kVerbs.end(), name,
-      [](const VerbEntry& entry, std::string_view key) { return entry.name < key; });
-  return it != kVerbs.end() && it->name == name ? it : nullptr;
+  if (name.size() > kLongestVerb) return nullptr;
+  for (const std::uint8_t i : kVerbsByLength[name.size()]) {
+    if (i == kVerbs.size()) break;
+    const std::string_view candidate = kVerbs[i].name;
+    if (candidate[0] == name[0] && std::memcmp(candidate.data(), name.data(), name.size()) == 0) {
+      return &kVerbs[i];
+    }
+  }
+  return nullptr;
 }
 
 // beanstalkd's which_cmd tries prefixes; those without a trailing space match lines that are no
