@@ -1333,9 +1333,9 @@ store::WriteSet Engine::take_mutations() {
   }
   store::WriteSet out;
   std::swap(out, mutations_);
-  // The next step's are likely as many: room made once, not grown op by op (a large step, a
-  // cancel of many jobs, does not size the next one).
-  mutations_.reserve(std::min<std::size_t>(out.ops().size(), 1024));
+  // The next step's are likely about as many: room made once, not grown op by op (a large step,
+  // a cancel of many jobs, does not size the next one; a step of one op, a busy one's next).
+  mutations_.reserve(std::clamp<std::size_t>(2 * out.ops().size(), 64, 2048));
   ++epoch_;
   return out;
 }

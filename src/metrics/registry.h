@@ -59,6 +59,8 @@ enum class Kind { kCounter, kGauge };
 class Counters {
  public:
   Counters(Kind kind, std::vector<std::string> label_names);
+  Counters(const Counters&) = delete;  // it keeps a pointer into its own series
+  Counters& operator=(const Counters&) = delete;
 
   // Adds delta to the series of these label values, made at 0 if it is new.
   void add(std::initializer_list<std::string_view> labels, std::int64_t delta = 1);
@@ -85,6 +87,7 @@ class Counters {
   // By label values joined with '\0' (no label value holds one), sorted for a stable page.
   std::map<std::string, std::int64_t, std::less<>> series_;
   mutable std::string key_;  // the key being looked up, kept to reuse its buffer
+  std::pair<const std::string, std::int64_t>* last_ = nullptr;  // the series last counted
 };
 
 // Writes families in the exposition format; a collector's function is given one.
