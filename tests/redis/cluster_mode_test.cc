@@ -1263,20 +1263,25 @@ TEST_F(RedisLostAnswerTest, APutAndADeleteWhoseAnswersAreLostAreAnsweredAsTheyRa
 // jobs.lua called as the node calls it: the same numbered call sent twice (its answer lost the
 // first time) is answered the same and runs once. A putmany of jobs put plainly keeps its answer
 // in short and makes it again from its own arguments; one with a job refused keeps it whole.
-TEST_F(RedisLostAnswerTest, ANumberedCallSentTwiceIsAnsweredTheSameAndRunsOnce) {
-  std::string function;  // the library the node loads with its first call, delayq_<sha>
-  const auto give_up = Clock::now() + 10s;
-  while (function.empty() && Clock::now() < give_up) {
-    for (const auto& library : call(redis_.port(), {"FUNCTION", "LIST"}).elements) {
+// The library a node loaded into the Redis at `port` with its first call (delayq_<sha>, also
+// the name of its function); empty if none within 10 s.
+std::string delayq_library(std::uint16_t port) {
+  for (const auto give_up = Clock::now() + 10s; Clock::now() < give_up;) {
+    for (const auto& library : call(port, {"FUNCTION", "LIST"}).elements) {
       for (std::size_t i = 0; i + 1 < library.elements.size(); i += 2) {
         if (library.elements[i].str == "library_name" &&
             library.elements[i + 1].str.rfind("delayq_", 0) == 0) {
-          function = library.elements[i + 1].str;
+          return library.elements[i + 1].str;
         }
       }
     }
-    if (function.empty()) std::this_thread::sleep_for(50ms);
+    std::this_thread::sleep_for(50ms);
   }
+  return "";
+}
+
+TEST_F(RedisLostAnswerTest, ANumberedCallSentTwiceIsAnsweredTheSameAndRunsOnce) {
+  const std::string function = delayq_library(redis_.port());
   ASSERT_FALSE(function.empty());
   const auto fcall = [&](const std::vector<std::string>& args, const std::string& number) {
     std::vector<std::string> keys = broker::redis::shard_keys("lost", 5);
@@ -1513,6 +1518,120 @@ TEST(RedisLostLeaseTest, LeasesWhoseAnswerWasLostAreTakenAgainAtTheNextWalk) {
     got.insert(*id);
   }
   EXPECT_EQ(got, put);
+}
+
+// jobs.lua's tidy_all, called as a node calls it on the shards it owns: a tube that holds
+// nothing in a shard is forgotten there (its name and counts) once two looks saw it so, or at
+// once with 0; one with jobs, or paused, stays. The server's totals keep the forgotten counts,
+// and the tube, put to again, counts anew.
+TEST(RedisTidyTest, ATubeThatHoldsNothingIsForgottenAndTheTotalsKeepItsCounts) {
+  TempDir dir;
+  RedisServer redis(dir.path() / "redis");
+  ASSERT_EQ(redis.start(), "");
+  auto server = node(dir, redis.address(), "tidy");
+  ASSERT_EQ(server->start(), "");
+  Client client(server->port());
+  std::map<std::string, std::vector<std::uint64_t>> ids;
+  for (const std::string tube : {"gone", "kept", "paused"}) {
+    ASSERT_EQ(client.call("use " + tube + "\r\n"), "USING " + tube + "\r\n");
+    for (int i = 0; i < 3; ++i) {
+      const auto id = inserted_id(client.call(put_command(tube)));
+      ASSERT_TRUE(id);
+      ids[tube].push_back(*id);
+    }
+  }
+  ASSERT_EQ(client.call("pause-tube paused 3600\r\n"), "PAUSED\r\n");
+  for (const std::string tube : {"gone", "paused"}) {
+    for (const auto id : ids[tube]) {
+      ASSERT_EQ(client.call("delete " + std::to_string(id) + "\r\n"), "DELETED\r\n");
+    }
+  }
+  ASSERT_EQ(client.call("use kept\r\n"), "USING kept\r\n");
+  const auto before = parse_yaml(client.call("stats\r\n"));
+  ASSERT_EQ(before["total-jobs"], "9");
+  ASSERT_EQ(before["cmd-delete"], "6");
+  ASSERT_EQ(metric_of(server->http_port(), "delayq_jobs_deleted_total"), 6.0);
+
+  const std::string function = delayq_library(redis.port());
+  ASSERT_FALSE(function.empty());
+  constexpr int kShards = 128;
+  const auto tidy = [&](const std::string& after) {
+    const std::vector<std::string> keys = broker::redis::shard_keys("tidy", 0);
+    delayq::redis::Command command{"FCALL", function, std::to_string(keys.size())};
+    for (const auto& key : keys) command.arg(key);
+    command.arg("tidy_all").arg(after);
+    for (int shard = 0; shard < kShards; ++shard)
+      command.arg("tidy:{" + std::to_string(shard) + "}");
+    command.arg("").arg("test-node");
+    const auto reply = call(redis.port(), command);  // {{'ok', {forgotten, ...}}, readied}
+    int forgotten = 0;
+    EXPECT_EQ(reply.elements.size(), 2U) << describe(reply);
+    if (reply.elements.size() == 2 && reply.elements[0].elements.size() == 2) {
+      for (const auto& n : reply.elements[0].elements[1].elements) {
+        EXPECT_EQ(n.type, delayq::redis::ReplyType::kInteger) << describe(reply);
+        forgotten += static_cast<int>(n.integer);
+      }
+    }
+    return forgotten;
+  };
+  // Where each tube is known, and its fields in the shards' counts.
+  const auto shards_knowing = [&](const std::string& tube) {
+    int shards = 0;
+    for (int shard = 0; shard < kShards; ++shard) {
+      const std::string base = "tidy:{" + std::to_string(shard) + "}";
+      shards += static_cast<int>(call(redis.port(), {"SISMEMBER", base + ":tubes", tube}).integer);
+      for (const char* counter : {"n", "x", "o", "v", "d", "e"}) {
+        shards += static_cast<int>(
+            call(redis.port(), {"HEXISTS", base + ":c", tube + '\0' + counter}).integer);
+      }
+    }
+    return shards;
+  };
+  ASSERT_GT(shards_knowing("gone"), 0);
+  EXPECT_EQ(tidy("3600000"), 0) << "forgotten at the first look";
+  EXPECT_GT(shards_knowing("gone"), 0);
+  EXPECT_EQ(tidy("3600000"), 0) << "forgotten before its hour";
+  EXPECT_GE(tidy("0"), 1);
+  EXPECT_EQ(shards_knowing("gone"), 0);
+  EXPECT_GT(shards_knowing("kept"), 0);
+  EXPECT_GT(shards_knowing("paused"), 0);
+  EXPECT_EQ(tidy("0"), 0) << "forgotten twice";
+
+  const auto after = parse_yaml(client.call("stats\r\n"));
+  EXPECT_EQ(after["total-jobs"], "9");
+  EXPECT_EQ(after["cmd-delete"], "6");
+  EXPECT_EQ(metric_of(server->http_port(), "delayq_jobs_deleted_total"), 6.0);
+  EXPECT_EQ(after["current-jobs-ready"], "3");
+  EXPECT_EQ(parse_yaml(client.call("stats-tube kept\r\n"))["total-jobs"], "3");
+  EXPECT_EQ(client.call("stats-tube gone\r\n"), "NOT_FOUND\r\n");
+  EXPECT_EQ(client.call("list-tubes\r\n").find("- gone\n"), std::string::npos);
+  ASSERT_EQ(client.call("use gone\r\n"), "USING gone\r\n");
+  ASSERT_TRUE(inserted_id(client.call(put_command("gone"))));
+  EXPECT_EQ(parse_yaml(client.call("stats-tube gone\r\n"))["total-jobs"], "1");
+  EXPECT_EQ(parse_yaml(client.call("stats\r\n"))["total-jobs"], "10");
+
+  // 300 tubes a shard remembers (each put a job once): a look reads a page of them, not all,
+  // and the looks go through them all, the totals the same throughout.
+  for (int i = 0; i < 300; ++i) {
+    const std::string tube = "t" + std::to_string(i);
+    ASSERT_EQ(call(redis.port(), {"SADD", "tidy:{7}:tubes", tube}).integer, 1);
+    ASSERT_EQ(call(redis.port(), {"HSET", "tidy:{7}:c", tube + '\0' + 'n', "1"}).integer, 1);
+  }
+  EXPECT_EQ(parse_yaml(client.call("stats\r\n"))["total-jobs"], "310");
+  const auto left = [&] {  // of those 300 (the shard may hold one of the tubes above)
+    int n = 0;
+    for (const auto& tube : call(redis.port(), {"SMEMBERS", "tidy:{7}:tubes"}).elements) {
+      n += tube.str.size() > 1 && tube.str[0] == 't' && std::isdigit(tube.str[1]) ? 1 : 0;
+    }
+    return n;
+  };
+  int looks = 0;
+  for (; left() > 0 && looks < 100; ++looks) {
+    EXPECT_LE(tidy("0"), 40) << "look " << looks << " read the whole set";
+  }
+  EXPECT_EQ(left(), 0);
+  EXPECT_GE(looks, 300 / 40);
+  EXPECT_EQ(parse_yaml(client.call("stats\r\n"))["total-jobs"], "310");
 }
 
 // How many FCALLs of operation `op` (a quoted argument: "\"reserve\"") a MONITOR connection

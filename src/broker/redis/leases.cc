@@ -589,6 +589,29 @@ void Core::look_together(std::vector<std::uint32_t> part) {
       });
 }
 
+void Core::tidy_owned() {
+  std::vector<std::uint32_t> held;
+  for (const auto& [shard, own] : owned) held.push_back(shard);
+  for (auto& part : per_primary(held, [](std::uint32_t shard) { return shard; })) {
+    std::vector<std::string> args = {"tidy_all",
+                                     std::to_string(options.forget_empty_tubes.count())};
+    for (const auto shard : part) args.push_back(shard_base(names.prefix, shard));
+    // Unanswered, or a shard not served there ('-2'): the next look tries again.
+    call_across_slots(part.front(), std::move(args),
+                      [part](Result<Reply> reply) {
+                        if (!reply.is_ok() || reply.value().elements.size() < 2) return;
+                        const auto& counts = reply.value().elements[1].elements;
+                        for (std::size_t i = 0; i < counts.size() && i < part.size(); ++i) {
+                          if (counts[i].integer > 0) {
+                            spdlog::debug("shard {}: {} tubes with nothing forgotten", part[i],
+                                          counts[i].integer);
+                          }
+                        }
+                      },
+                      {.every_key = true, .lane = "tidy_all", .wanted = {}});
+  }
+}
+
 void Core::look_alone(std::uint32_t shard) {
   if (owned.contains(shard)) return fire(shard);
   call(shard, {"overdue"}, false, [self = shared_from_this(), shard](Result<Reply> reply) {
@@ -760,6 +783,11 @@ void Core::resync() {
   // its owner stopped firing shows on the others' pages too. For the shards it owns, the bound
   // on what a lost message, or a call from a node of an older version (which tells no
   // reservation's end), can delay. In calls of kShardsPerCall shards of one primary.
+  if (const auto now = clock->steady_now();
+      !last_tidy || now - *last_tidy >= options.forget_empty_tubes / 6) {
+    last_tidy = now;
+    tidy_owned();
+  }
   shard_overdue.resize(shards);
   new_round_across_slots("look_all");
   for (auto& part : per_primary(every_shard_number(), [](std::uint32_t shard) { return shard; })) {

@@ -202,6 +202,38 @@ TEST_F(Leases, TheHeartbeatCarriesTheLeaseOfTheOptionsAndComesEveryThirdOfIt) {
   EXPECT_EQ(redis->count("heartbeat"), 1U);
 }
 
+// An owner has its shards forget the tubes that hold nothing (jobs.lua's tidy_all), in one call
+// across them, every sixth of the time after which a tube is forgotten: here 60 s, so every
+// second five-second look.
+TEST_F(Leases, AnOwnersShardsForgetTheirEmptyTubesEverySixthOfTheTimeAfterWhichTheyDo) {
+  RedisBrokerOptions options;
+  options.forget_empty_tubes = milliseconds(60'000);
+  open_node(options);
+  if (auto look = redis->take("look_all")) {
+    answer_look(*look, std::vector<std::string>(look->args().size(), "-1"));
+  }
+  own_every_shard();
+  EXPECT_EQ(redis->count("tidy_all"), 0U) << "nothing was owned at the first look";
+  std::vector<std::string> expected = {"60000"};
+  for (std::uint32_t shard = 0; shard < kShards; ++shard) {
+    expected.push_back("dq:{" + std::to_string(shard) + "}");
+  }
+  for (int round = 0; round < 2; ++round) {
+    clock->advance(milliseconds(5000));
+    answer_all("renew_all", reply::ok({reply::array({})}));
+    EXPECT_EQ(redis->count("tidy_all"), 0U) << "round " << round << ": 5 s after the last";
+    clock->advance(milliseconds(5000));
+    Call tidy = take("tidy_all");
+    std::vector<std::string> args = tidy.args();
+    std::sort(args.begin() + 1, args.end());
+    EXPECT_EQ(args, expected) << "round " << round;
+    EXPECT_EQ(tidy.keys(), shard_keys("dq", shard_of(tidy))) << "the first shard's, every one";
+    redis->answer(tidy, reply::ok({reply::array(std::vector<delayq::redis::Reply>(
+                            kShards, delayq::redis::Reply::number(0)))}));
+    settle();
+  }
+}
+
 TEST_F(Leases, TheFirstHeartbeatAnsweredAnnouncesTheNodeAndNoLaterOneDoes) {
   answer_heartbeat();
   Call announce = take("PUBLISH");

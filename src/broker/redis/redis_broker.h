@@ -62,6 +62,11 @@ struct RedisBrokerOptions {
   // not asked for within this time, or not fitting the reserve that comes, is given back
   // (ready again where it was, its reserve uncounted). 0: off. Default: 0.
   Millis prefetch{0};
+  // A tube that has held no job in a shard, and had no settings there, for this long is
+  // forgotten by the shard: its name and its counts, which go on in the shard's totals (the
+  // server's totals never go down). Each owner looks at its shards every sixth of it (at least
+  // every resync look). 0: at each look. Default: 1 h.
+  Millis forget_empty_tubes{3'600'000};
   // Longest tube name, key or group. Default: 200 bytes.
   std::size_t max_name_bytes = kDefaultMaxNameBytes;
   // Where the broker registers its metrics families; null: a registry of its own, which nobody

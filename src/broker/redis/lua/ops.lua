@@ -480,13 +480,21 @@ ops.note = function()
 end
 
 -- stats tube...: per tube, {name, ready, urgent, reserved, delayed, buried, total, deletes,
--- timeouts}; with no
--- tube, every tube of the shard.
+-- timeouts, groups held, groups servable}; with no tube, every tube of the shard, and the counts
+-- of the tubes it forgot (tidy_all) under the name '' (no tube's: the node adds them to the
+-- server's totals and lists no such tube).
 ops.stats = function()
   local tubes = {}
   for i = 2, #ARGV do table.insert(tubes, ARGV[i]) end
-  if #tubes == 0 then tubes = redis.call('SMEMBERS', TUBES) end
   local out = {'ok'}
+  if #tubes == 0 then
+    tubes = redis.call('SMEMBERS', TUBES)
+    local gone = redis.call('HMGET', C, '\0n', '\0x', '\0o')
+    if gone[1] or gone[2] or gone[3] then
+      table.insert(out, {'', 0, 0, 0, 0, 0, tonumber(gone[1] or '0'), tonumber(gone[2] or '0'),
+        tonumber(gone[3] or '0'), 0, 0})
+    end
+  end
   for _, tube in ipairs(tubes) do
     local c = redis.call('HMGET', C, tube .. '\0v', tube .. '\0d', tube .. '\0n', tube .. '\0x',
       tube .. '\0o')

@@ -124,6 +124,62 @@ ops.each = function(keys)
   return {'ok', out}
 end
 
+-- tidy_all after_ms base...: in each shard named by its keys' base (the call's keys are the
+-- first one's, as each's), forgets the tubes that have held no job there, and had no settings
+-- there (pause, max_attempts, flow control), at two looks at least after_ms apart (0: at
+-- once): their names leave the set of tubes, and their counts (jobs put, deletes, timeouts) go
+-- on in the shard's own (the fields of tube '', which stats reports), so the server's totals
+-- never go down. A tube that has a job again starts its counts anew, as a beanstalkd tube made
+-- again does. So a tube made per customer or per request leaves nothing behind an hour after
+-- its last job. A look reads the shard's set of tubes on from where the last one stopped (the
+-- cursor in field '\0s'), about 16 tubes a shard (all of a small set), so that a call holds
+-- Redis a few milliseconds however many tubes a shard has gathered. Replies {'ok', {each
+-- shard's tubes forgotten; '-2' where it failed}}.
+ops.tidy_all = function(keys)
+  local argv, first_base, now = ARGV, base, now_ms()
+  local after = tonumber(argv[2])
+  local suffixes = {}
+  for i, key in ipairs(keys) do suffixes[i] = string.sub(key, #first_base + 1) end
+  local function tidy()
+    local page = redis.call('SSCAN', TUBES, redis.call('HGET', C, '\0s') or '0', 'COUNT', 16)
+    if page[1] == '0' then redis.call('HDEL', C, '\0s') else redis.call('HSET', C, '\0s', page[1]) end
+    local forgotten = 0
+    for _, tube in ipairs(page[2]) do
+      local mark = tube .. '\0e'
+      if holds_jobs(tube) or redis.call('HEXISTS', M, tube) == 1 or
+          redis.call('HEXISTS', P, tube) == 1 or redis.call('HEXISTS', F, tube) == 1 then
+        redis.call('HDEL', C, mark)
+      else
+        local since = tonumber(redis.call('HGET', C, mark) or '')
+        if not since and after > 0 then
+          redis.call('HSET', C, mark, string.format('%d', now))
+        elseif not since or now - since >= after then
+          local fields = {tube .. '\0n', tube .. '\0x', tube .. '\0o'}
+          local c = redis.call('HMGET', C, unpack(fields))
+          for i, total in ipairs({'\0n', '\0x', '\0o'}) do
+            local n = tonumber(c[i] or '0')
+            if n ~= 0 then redis.call('HINCRBY', C, total, n) end
+          end
+          redis.call('HDEL', C, mark, tube .. '\0v', tube .. '\0d', tube .. '\0u', unpack(fields))
+          redis.call('SREM', TUBES, tube)
+          forgotten = forgotten + 1
+        end
+      end
+    end
+    return forgotten
+  end
+  local out = {}
+  for i = 3, #argv do
+    local b, shard = argv[i], {}
+    for n, suffix in ipairs(suffixes) do shard[n] = b .. suffix end
+    enter(shard)
+    local ok, n = pcall(tidy)
+    out[#out + 1] = ok and n or '-2'
+  end
+  ARGV = argv
+  return {'ok', out}
+end
+
 local function run(keys, args)
   ARGV = args
   caller = table.remove(ARGV)
