@@ -204,7 +204,7 @@ TEST_F(Leases, TheHeartbeatCarriesTheLeaseOfTheOptionsAndComesEveryThirdOfIt) {
 
 // An owner has its shards forget the tubes that hold nothing (jobs.lua's tidy_all), in one call
 // across them, every sixth of the time after which a tube is forgotten: here 60 s, so every
-// second five-second look.
+// second five-second look. The shards a call left (its budget spent) go in the next.
 TEST_F(Leases, AnOwnersShardsForgetTheirEmptyTubesEverySixthOfTheTimeAfterWhichTheyDo) {
   RedisBrokerOptions options;
   options.forget_empty_tubes = milliseconds(60'000);
@@ -214,7 +214,7 @@ TEST_F(Leases, AnOwnersShardsForgetTheirEmptyTubesEverySixthOfTheTimeAfterWhichT
   }
   own_every_shard();
   EXPECT_EQ(redis->count("tidy_all"), 0U) << "nothing was owned at the first look";
-  std::vector<std::string> expected = {"60000"};
+  std::vector<std::string> expected = {"60000", "100"};  // forgotten after, tubes a call looks at
   for (std::uint32_t shard = 0; shard < kShards; ++shard) {
     expected.push_back("dq:{" + std::to_string(shard) + "}");
   }
@@ -225,12 +225,30 @@ TEST_F(Leases, AnOwnersShardsForgetTheirEmptyTubesEverySixthOfTheTimeAfterWhichT
     clock->advance(milliseconds(5000));
     Call tidy = take("tidy_all");
     std::vector<std::string> args = tidy.args();
-    std::sort(args.begin() + 1, args.end());
+    const std::vector<std::string> order(args.begin() + 2, args.end());
+    std::sort(args.begin() + 2, args.end());
     EXPECT_EQ(args, expected) << "round " << round;
     EXPECT_EQ(tidy.keys(), shard_keys("dq", shard_of(tidy))) << "the first shard's, every one";
-    redis->answer(tidy, reply::ok({reply::array(std::vector<delayq::redis::Reply>(
-                            kShards, delayq::redis::Reply::number(0)))}));
+    if (round == 0) {
+      redis->answer(tidy, reply::ok({reply::array(std::vector<delayq::redis::Reply>(
+                              kShards, delayq::redis::Reply::number(0)))}));
+      settle();
+      EXPECT_EQ(redis->count("tidy_all"), 0U) << "every shard looked at";
+      continue;
+    }
+    // The call's budget spent after its first shard: the others go in the next call.
+    std::vector<delayq::redis::Reply> counts = {delayq::redis::Reply::number(2)};
+    for (std::uint32_t i = 1; i < kShards; ++i)
+      counts.push_back(delayq::redis::Reply::string("-1"));
+    redis->answer(tidy, reply::ok({reply::array(std::move(counts))}));
     settle();
+    Call rest = take("tidy_all");
+    EXPECT_EQ(rest.args(),
+              (std::vector<std::string>{"60000", "100", order[1], order[2], order[3]}));
+    redis->answer(rest, reply::ok({reply::array(std::vector<delayq::redis::Reply>(
+                            kShards - 1, delayq::redis::Reply::number(0)))}));
+    settle();
+    EXPECT_EQ(redis->count("tidy_all"), 0U);
   }
 }
 

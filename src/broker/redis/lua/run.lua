@@ -124,25 +124,29 @@ ops.each = function(keys)
   return {'ok', out}
 end
 
--- tidy_all after_ms base...: in each shard named by its keys' base (the call's keys are the
--- first one's, as each's), forgets the tubes that have held no job there, and had no settings
--- there (pause, max_attempts, flow control), at two looks at least after_ms apart (0: at
--- once): their names leave the set of tubes, and their counts (jobs put, deletes, timeouts) go
--- on in the shard's own (the fields of tube '', which stats reports), so the server's totals
+-- tidy_all after_ms budget base...: in each shard named by its keys' base (the call's keys are
+-- the first one's, as each's), forgets the tubes that have held no job there, and had no
+-- settings there (pause, max_attempts, flow control), at two looks at least after_ms apart (0:
+-- at once): their names leave the set of tubes, and their counts (jobs put, deletes, timeouts)
+-- go on in the shard's own (the fields of tube '', which stats reports), so the server's totals
 -- never go down. A tube that has a job again starts its counts anew, as a beanstalkd tube made
 -- again does. So a tube made per customer or per request leaves nothing behind an hour after
 -- its last job. A look reads the shard's set of tubes on from where the last one stopped (the
--- cursor in field '\0s'), about 16 tubes a shard (all of a small set), so that a call holds
--- Redis a few milliseconds however many tubes a shard has gathered. Replies {'ok', {each
--- shard's tubes forgotten; '-2' where it failed}}.
+-- cursor in field '\0s'): about 16 tubes, or all of a set of up to 128 (Redis hands a small
+-- set over whole). The call looks at shards in order until it has looked at `budget` tubes,
+-- so that it holds Redis a few milliseconds at most whatever the shards hold. Replies {'ok', {each
+-- shard's tubes forgotten; '-1' where the budget was spent first; '-2' where it failed}}: its
+-- node asks the '-1's in its next call.
 ops.tidy_all = function(keys)
   local argv, first_base, now = ARGV, base, now_ms()
-  local after = tonumber(argv[2])
+  local after, budget = tonumber(argv[2]), tonumber(argv[3])
   local suffixes = {}
   for i, key in ipairs(keys) do suffixes[i] = string.sub(key, #first_base + 1) end
+  local spent = 0
   local function tidy()
     local page = redis.call('SSCAN', TUBES, redis.call('HGET', C, '\0s') or '0', 'COUNT', 16)
     if page[1] == '0' then redis.call('HDEL', C, '\0s') else redis.call('HSET', C, '\0s', page[1]) end
+    spent = spent + #page[2] + 1
     local forgotten = 0
     for _, tube in ipairs(page[2]) do
       local mark = tube .. '\0e'
@@ -169,12 +173,16 @@ ops.tidy_all = function(keys)
     return forgotten
   end
   local out = {}
-  for i = 3, #argv do
-    local b, shard = argv[i], {}
-    for n, suffix in ipairs(suffixes) do shard[n] = b .. suffix end
-    enter(shard)
-    local ok, n = pcall(tidy)
-    out[#out + 1] = ok and n or '-2'
+  for i = 4, #argv do
+    if spent >= budget then
+      out[#out + 1] = '-1'
+    else
+      local b, shard = argv[i], {}
+      for n, suffix in ipairs(suffixes) do shard[n] = b .. suffix end
+      enter(shard)
+      local ok, n = pcall(tidy)
+      out[#out + 1] = ok and n or '-2'
+    end
   end
   ARGV = argv
   return {'ok', out}
