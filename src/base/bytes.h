@@ -17,9 +17,9 @@
 
 namespace delayq::bytes {
 
-// One append per value: the byte loop compiles to a single store.
+// A value's bytes, least significant first: the byte loop compiles to a single store.
 template <typename T>
-void put_le(std::string& out, T value) {
+std::array<char, sizeof(T)> le_bytes(T value) {
   using U = std::make_unsigned_t<T>;
   auto u = static_cast<U>(value);
   std::array<char, sizeof(T)> bytes{};
@@ -27,6 +27,13 @@ void put_le(std::string& out, T value) {
     byte = static_cast<char>(u & 0xFFU);
     u = static_cast<U>(u >> 8U);
   }
+  return bytes;
+}
+
+// One append per value.
+template <typename T>
+void put_le(std::string& out, T value) {
+  const auto bytes = le_bytes(value);
   out.append(bytes.data(), bytes.size());
 }
 
@@ -38,13 +45,7 @@ class Writer {
 
   template <typename T>
   void le(T value) {
-    using U = std::make_unsigned_t<T>;
-    auto u = static_cast<U>(value);
-    std::array<char, sizeof(T)> bytes{};
-    for (char& byte : bytes) {
-      byte = static_cast<char>(u & 0xFFU);
-      u = static_cast<U>(u >> 8U);
-    }
+    const auto bytes = le_bytes(value);
     std::memcpy(at_, bytes.data(), bytes.size());
     at_ += bytes.size();
   }

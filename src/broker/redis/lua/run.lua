@@ -76,6 +76,29 @@ local function enter(keys)
   plain_from = nil
 end
 
+-- For each shard named by its keys' base in argv[from], argv[from + 1]... (the call's keys are
+-- its first shard's, all of them: the others' are their base with the same suffixes), in
+-- order: the shard entered, and visit(its keys) run, until over() says the call's budget is
+-- spent. {each shard's result; '-1' where the budget was spent first; '-2' where visit failed
+-- (a shard this Redis does not serve)}.
+local function across_shards(keys, argv, from, over, visit)
+  local suffixes = {}
+  for i, key in ipairs(keys) do suffixes[i] = string.sub(key, #base + 1) end
+  local out = {}
+  for i = from, #argv do
+    if over() then
+      out[#out + 1] = '-1'
+    else
+      local b, shard = argv[i], {}
+      for n, suffix in ipairs(suffixes) do shard[n] = b .. suffix end
+      enter(shard)
+      local ok, r = pcall(visit, shard)
+      out[#out + 1] = ok and r or '-2'
+    end
+  end
+  return out
+end
+
 -- The ops that each may run (they write nothing: a group's listing, not its cancel), and for
 -- each the rows of a shard's reply, the work each's budget counts.
 local READS = {
@@ -92,34 +115,22 @@ local READS = {
 -- shard's reply; '-1' where the rows were spent first; '-2' where it failed (a shard this Redis
 -- does not serve)}}: its node asks the '-1's in its next call, the '-2's alone.
 ops.each = function(keys)
-  local argv, rows, k, first = ARGV, tonumber(ARGV[2]), tonumber(ARGV[3]), base
+  local argv, rows, k = ARGV, tonumber(ARGV[2]), tonumber(ARGV[3])
   local inner = {}
   for i = 4, 4 + k do inner[#inner + 1] = argv[i] end
   local count = READS[inner[1]]
   if not count or (inner[1] == 'group' and inner[4] ~= '0') then
     return redis.error_reply('ERR delayq: each runs reads only, not ' .. tostring(inner[1]))
   end
-  local handler = ops[inner[1]]
-  local suffixes = {}
-  for i, key in ipairs(keys) do suffixes[i] = string.sub(key, #first + 1) end
-  local out, spent = {}, 0
+  local handler, spent = ops[inner[1]], 0
   ARGV = inner
-  for i = 5 + k, #argv do
-    if spent >= rows then
-      out[#out + 1] = '-1'
-    else
-      local b, shard = argv[i], {}
-      for n, suffix in ipairs(suffixes) do shard[n] = b .. suffix end
-      enter(shard)
-      local ok, r = pcall(handler, shard)
-      if ok and type(r) == 'table' and not r.err then
-        out[#out + 1] = r
-        spent = spent + count(r) + 1
-      else
-        out[#out + 1] = '-2'
-      end
-    end
-  end
+  local out = across_shards(keys, argv, 5 + k, function() return spent >= rows end,
+    function(shard)
+      local r = handler(shard)
+      if type(r) ~= 'table' or r.err then error('failed') end
+      spent = spent + count(r) + 1
+      return r
+    end)
   ARGV = argv
   return {'ok', out}
 end
@@ -138,11 +149,7 @@ end
 -- shard's tubes forgotten; '-1' where the budget was spent first; '-2' where it failed}}: its
 -- node asks the '-1's in its next call.
 ops.tidy_all = function(keys)
-  local argv, first_base, now = ARGV, base, now_ms()
-  local after, budget = tonumber(argv[2]), tonumber(argv[3])
-  local suffixes = {}
-  for i, key in ipairs(keys) do suffixes[i] = string.sub(key, #first_base + 1) end
-  local spent = 0
+  local now, after, budget, spent = now_ms(), tonumber(ARGV[2]), tonumber(ARGV[3]), 0
   local function tidy()
     local page = redis.call('SSCAN', TUBES, redis.call('HGET', C, '\0s') or '0', 'COUNT', 16)
     if page[1] == '0' then redis.call('HDEL', C, '\0s') else redis.call('HSET', C, '\0s', page[1]) end
@@ -172,20 +179,7 @@ ops.tidy_all = function(keys)
     end
     return forgotten
   end
-  local out = {}
-  for i = 4, #argv do
-    if spent >= budget then
-      out[#out + 1] = '-1'
-    else
-      local b, shard = argv[i], {}
-      for n, suffix in ipairs(suffixes) do shard[n] = b .. suffix end
-      enter(shard)
-      local ok, n = pcall(tidy)
-      out[#out + 1] = ok and n or '-2'
-    end
-  end
-  ARGV = argv
-  return {'ok', out}
+  return {'ok', across_shards(keys, ARGV, 4, function() return spent >= budget end, tidy)}
 end
 
 local function run(keys, args)
