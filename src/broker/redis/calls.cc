@@ -87,7 +87,9 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
                 std::function<void(Result<Reply>)> done) {
   if (!pending_puts.empty()) flush_puts();
   if (!pending_erases.empty()) flush_erases();
-  std::vector<std::string> keys = shard_keys(names.prefix, shard);
+  std::string keys;  // the shard's keys, one after another (key_views below)
+  std::vector<std::string_view> key_views;
+  shard_key_views(names.prefix, shard, keys, key_views);
   // A call that changes something is numbered, so that one sent again after its answer was lost
   // is answered as it was, not run twice (jobs.lua keeps the answer until the node says, in the
   // shard's next call, that it has it). A call that changes nothing is simply asked again.
@@ -122,11 +124,12 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
       }
     }
   }
+  std::string answers;  // the node's kept answers in the shard
   if (!number.empty() || asks_lost) {
-    keys.push_back(shard_base(names.prefix, shard) + ":ans:" + node);
+    answers = shard_base(names.prefix, shard) + ":ans:" + node;
+    key_views.push_back(answers);
   }
-  const auto slot = delayq::redis::key_slot(keys.front());
-  std::vector<std::string_view> key_views(keys.begin(), keys.end());
+  const auto slot = delayq::redis::key_slot(key_views.front());
   std::vector<std::string_view> views(args.begin(), args.end());
   views.push_back(tag);  // jobs.lua's run() takes the call's number, then the caller, last
   views.push_back(node);

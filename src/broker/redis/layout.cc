@@ -3,6 +3,7 @@
 #include <msgpuck.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstring>
 #include <limits>
@@ -20,15 +21,36 @@ std::string shard_channel(std::string_view prefix, std::uint32_t shard) {
   return shard_base(prefix, shard) + ":events";
 }
 
+namespace {
+
+// After a shard's base ("dq:{s}"), in the order jobs.lua's run.lua enters them.
+constexpr std::array<std::string_view, 23> kShardKeySuffixes = {
+    ":seq",   ":j",     ":a",  ":t",  ":r", ":b",  ":k",  ":g", ":c",  ":m",  ":p", ":tubes",
+    ":owner", ":epoch", ":ti", ":tp", ":s", ":sm", ":st", ":f", ":fg", ":fw", ":fz"};
+
+}  // namespace
+
 std::vector<std::string> shard_keys(std::string_view prefix, std::uint32_t shard) {
   const std::string base = shard_base(prefix, shard);
   std::vector<std::string> keys;
-  for (const char* suffix :
-       {":seq",   ":j",     ":a",  ":t",  ":r", ":b",  ":k",  ":g", ":c",  ":m",  ":p", ":tubes",
-        ":owner", ":epoch", ":ti", ":tp", ":s", ":sm", ":st", ":f", ":fg", ":fw", ":fz"}) {
-    keys.push_back(base + suffix);
-  }
+  keys.reserve(kShardKeySuffixes.size());
+  for (const std::string_view suffix : kShardKeySuffixes)
+    keys.push_back(base + std::string(suffix));
   return keys;
+}
+
+void shard_key_views(std::string_view prefix, std::uint32_t shard, std::string& buffer,
+                     std::vector<std::string_view>& views) {
+  const std::string base = shard_base(prefix, shard);
+  buffer.clear();
+  buffer.reserve(kShardKeySuffixes.size() * (base.size() + 6));
+  for (const std::string_view suffix : kShardKeySuffixes) buffer.append(base).append(suffix);
+  views.clear();
+  std::size_t at = 0;
+  for (const std::string_view suffix : kShardKeySuffixes) {
+    views.emplace_back(buffer.data() + at, base.size() + suffix.size());
+    at += base.size() + suffix.size();
+  }
 }
 
 Status check_prefix(std::string_view prefix) {

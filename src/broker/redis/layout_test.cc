@@ -38,6 +38,21 @@ TEST(RedisLayoutTest, AShardsChannelIsInItsKeysSlot) {
   }
 }
 
+// The views a call names its keys through are the keys, in order, for any prefix and shard;
+// a buffer used before is cleared.
+TEST(RedisLayoutTest, AShardsKeyViewsAreItsKeys) {
+  std::string buffer = "left over";
+  std::vector<std::string_view> views = {"left over"};
+  for (const std::string prefix : {"dq", "a-much-longer-prefix_of_64_bytes_at_most"}) {
+    for (const std::uint32_t shard : {0U, 7U, 16383U}) {
+      shard_key_views(prefix, shard, buffer, views);
+      const std::vector<std::string> keys = shard_keys(prefix, shard);
+      EXPECT_EQ(std::vector<std::string>(views.begin(), views.end()), keys) << prefix << shard;
+      EXPECT_EQ(keys.size(), 23U);
+    }
+  }
+}
+
 TEST(RedisLayoutTest, APutsTailBehindItsHeadReadsBackAsTheJob) {
   const std::string bytes = kDelayedHead + new_record_tail(60, "emails", "order-17", "user-3",
                                                            std::string("body\0bytes", 10));
