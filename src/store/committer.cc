@@ -1,6 +1,7 @@
 #include "store/committer.h"
 
 #include <charconv>
+#include <iterator>
 #include <vector>
 
 namespace delayq::store {
@@ -49,6 +50,16 @@ Committer::~Committer() {
   }
   wake_.notify_one();
   thread_.join();
+}
+
+void Committer::retire(std::vector<std::shared_ptr<const WriteSet>> sets) {
+  const std::lock_guard lock(mutex_);
+  if (retired_.empty()) {
+    retired_ = std::move(sets);
+  } else {
+    retired_.insert(retired_.end(), std::make_move_iterator(sets.begin()),
+                    std::make_move_iterator(sets.end()));
+  }
 }
 
 void Committer::submit(std::shared_ptr<const WriteSet> set, Done done) {
@@ -104,7 +115,10 @@ void Committer::run() {
     // A round that starts after a poke reads the clock after it, so it answers the poke.
     const std::uint64_t pokes = pokes_;
     batch_.swap(queue_);
+    std::vector<std::shared_ptr<const WriteSet>> retired;
+    retired.swap(retired_);
     lock.unlock();
+    retired.clear();
     commit(batch_);
     const std::size_t steps = batch_.size();
     batch_.clear();

@@ -83,6 +83,10 @@ class Committer {
   void submit(WriteSet set, Done done) {
     submit(std::make_shared<const WriteSet>(std::move(set)), std::move(done));
   }
+  // Hands over steps the caller has done with (it shared them for reading), to be freed on the
+  // committer's thread at its next round, which is not woken for it: freeing a batch's writes
+  // is work the caller's thread is spared. Until then they are held.
+  void retire(std::vector<std::shared_ptr<const WriteSet>> sets);
   // Waits until everything submitted before the call is committed; returns the sticky error.
   Status flush();
   // Under interval: the caller has written to the store itself, without a sync (the local
@@ -119,6 +123,7 @@ class Committer {
   // so both keep their capacity and a step costs no allocation of its own.
   std::vector<Step> queue_;
   std::vector<Step> batch_;
+  std::vector<std::shared_ptr<const WriteSet>> retired_;  // retire()'s, freed at the next round
   std::uint64_t submitted_ = 0;
   std::uint64_t committed_ = 0;
   std::uint64_t pokes_ = 0;     // poke() calls

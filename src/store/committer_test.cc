@@ -15,7 +15,9 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -267,6 +269,31 @@ TEST(CommitterTest, FlushWithNothingSubmittedReturnsAtOnce) {
   EXPECT_TRUE(committer.flush().is_ok());
   EXPECT_EQ(committer.stats().steps, 0U);
   EXPECT_EQ(committer.stats().batches, 0U);
+}
+
+// A step the caller retires is held until the committer's next round, then freed on the
+// committer's thread, not the caller's.
+TEST(CommitterTest, RetiredStepsAreFreedOnTheCommittersThreadAtItsNextRound) {
+  MemoryStore store;
+  Committer committer(store, {});
+  std::mutex mutex;
+  std::optional<std::thread::id> freed_on;
+  std::shared_ptr<const WriteSet> retired(new WriteSet(step(1)), [&](const WriteSet* set) {
+    const std::lock_guard lock(mutex);
+    freed_on = std::this_thread::get_id();
+    delete set;
+  });
+  committer.retire({std::move(retired)});
+  EXPECT_TRUE(committer.flush().is_ok());  // nothing submitted: no round
+  {
+    const std::lock_guard lock(mutex);
+    EXPECT_FALSE(freed_on.has_value()) << "freed before a round";
+  }
+  committer.submit(step(2), {});
+  EXPECT_TRUE(committer.flush().is_ok());
+  const std::lock_guard lock(mutex);
+  ASSERT_TRUE(freed_on.has_value()) << "held after a round";
+  EXPECT_NE(*freed_on, std::this_thread::get_id()) << "freed on the caller's thread";
 }
 
 TEST(CommitterTest, SubmitsFromSeveralThreadsKeepEachThreadsOrder) {

@@ -462,6 +462,12 @@ void Node::on_committed(std::uint64_t seq, const Status& status) {
       }
     }
   }
+  // Their writes are freed on the committer's thread, not this one (which bounds the rate).
+  std::vector<std::shared_ptr<const store::WriteSet>> written;
+  for (auto batch = unsynced_.begin(); batch != end; ++batch) {
+    if (batch->second.set) written.push_back(std::move(batch->second.set));
+  }
+  if (!written.empty()) committer_->retire(std::move(written));
   unsynced_.erase(unsynced_.begin(), end);
   // Completions may call the broker again (and add to waiting_): take them out first.
   std::vector<std::function<void()>> due = std::move(spare_due_);  // empty: see below
