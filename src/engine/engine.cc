@@ -1332,10 +1332,17 @@ store::WriteSet Engine::take_mutations() {
     next_id_dirty_ = false;
   }
   store::WriteSet out;
-  std::swap(out, mutations_);
-  // The next step's are likely about as many: room made once, not grown op by op (a large step,
-  // a cancel of many jobs, does not size the next one; a step of one op, a busy one's next).
-  mutations_.reserve(std::clamp<std::size_t>(2 * out.ops().size(), 64, 2048));
+  if (mutations_.ops().empty()) {
+    // A step that changed no job (at most the id mark): the room stays for the next one.
+    if (const auto id = mutations_.next_id()) out.set_next_id(*id);
+    mutations_.clear();
+  } else {
+    std::swap(out, mutations_);
+    // The next step's are likely about as many: room made once, not grown op by op (a large
+    // step, a cancel of many jobs, does not size the next one; a step of one op, a busy one's
+    // next).
+    mutations_.reserve(std::clamp<std::size_t>(2 * out.ops().size(), 64, 2048));
+  }
   ++epoch_;
   return out;
 }

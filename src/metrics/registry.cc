@@ -115,6 +115,7 @@ bool is_key_of(std::string_view key, std::initializer_list<std::string_view> lab
 std::int64_t& Counters::series(std::initializer_list<std::string_view> labels) {
   // Counted again and again, as a stream of one command's replies does: neither a key made nor a
   // search. (A map's entries stay where they are.)
+  DELAYQ_CHECK(labels.size() == label_names_.size());
   if (last_ != nullptr && is_key_of(last_->first, labels)) return last_->second;
   const std::string& wanted = key(labels);
   auto it = series_.find(wanted);

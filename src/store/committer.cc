@@ -53,13 +53,23 @@ Committer::~Committer() {
 }
 
 void Committer::retire(std::vector<std::shared_ptr<const WriteSet>> sets) {
-  const std::lock_guard lock(mutex_);
-  if (retired_.empty()) {
-    retired_ = std::move(sets);
-  } else {
-    retired_.insert(retired_.end(), std::make_move_iterator(sets.begin()),
-                    std::make_move_iterator(sets.end()));
+  std::size_t bytes = 0;
+  for (const auto& set : sets) {
+    for (const WriteSet::Op& op : set->ops()) bytes += op.value.size();
   }
+  bool wake = false;
+  {
+    const std::lock_guard lock(mutex_);
+    if (retired_.empty()) {
+      retired_ = std::move(sets);
+    } else {
+      retired_.insert(retired_.end(), std::make_move_iterator(sets.begin()),
+                      std::make_move_iterator(sets.end()));
+    }
+    retired_bytes_ += bytes;
+    wake = retired_bytes_ >= kRetiredWake;
+  }
+  if (wake) wake_.notify_one();
 }
 
 void Committer::submit(std::shared_ptr<const WriteSet> set, Done done) {
@@ -117,6 +127,7 @@ void Committer::run() {
     batch_.swap(queue_);
     std::vector<std::shared_ptr<const WriteSet>> retired;
     retired.swap(retired_);
+    retired_bytes_ = 0;
     lock.unlock();
     retired.clear();
     commit(batch_);
@@ -146,7 +157,9 @@ void Committer::run() {
 // the thread waits for a poke (and checks the clock once, in case it moved unpoked). After a
 // failure nothing is synced again, so there is no sync to wait for.
 void Committer::wait_for_work(std::unique_lock<std::mutex>& lock) {
-  const auto woken = [&] { return stopping_ || !queue_.empty() || pokes_ != answered_; };
+  const auto woken = [&] {
+    return stopping_ || !queue_.empty() || pokes_ != answered_ || retired_bytes_ >= kRetiredWake;
+  };
   if (durability_.mode != Durability::Mode::kInterval || !error_.is_ok()) {
     wake_.wait(lock, woken);
     return;

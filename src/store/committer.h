@@ -84,8 +84,9 @@ class Committer {
     submit(std::make_shared<const WriteSet>(std::move(set)), std::move(done));
   }
   // Hands over steps the caller has done with (it shared them for reading), to be freed on the
-  // committer's thread at its next round, which is not woken for it: freeing a batch's writes
-  // is work the caller's thread is spared. Until then they are held.
+  // committer's thread at its next round: freeing a batch's writes is work the caller's thread
+  // is spared. The thread is woken for them only once they hold kRetiredWake bytes, so an idle
+  // committer holds less than that.
   void retire(std::vector<std::shared_ptr<const WriteSet>> sets);
   // Waits until everything submitted before the call is committed; returns the sticky error.
   Status flush();
@@ -124,6 +125,8 @@ class Committer {
   std::vector<Step> queue_;
   std::vector<Step> batch_;
   std::vector<std::shared_ptr<const WriteSet>> retired_;  // retire()'s, freed at the next round
+  std::size_t retired_bytes_ = 0;                         // their values' bytes
+  static constexpr std::size_t kRetiredWake = std::size_t{1} << 20;
   std::uint64_t submitted_ = 0;
   std::uint64_t committed_ = 0;
   std::uint64_t pokes_ = 0;     // poke() calls

@@ -275,9 +275,9 @@ TEST(CommitterTest, FlushWithNothingSubmittedReturnsAtOnce) {
 // committer's thread, not the caller's.
 TEST(CommitterTest, RetiredStepsAreFreedOnTheCommittersThreadAtItsNextRound) {
   MemoryStore store;
-  Committer committer(store, {});
   std::mutex mutex;
   std::optional<std::thread::id> freed_on;
+  Committer committer(store, {});  // last: it may free the retired step as it goes
   std::shared_ptr<const WriteSet> retired(new WriteSet(step(1)), [&](const WriteSet* set) {
     const std::lock_guard lock(mutex);
     freed_on = std::this_thread::get_id();
@@ -294,6 +294,24 @@ TEST(CommitterTest, RetiredStepsAreFreedOnTheCommittersThreadAtItsNextRound) {
   const std::lock_guard lock(mutex);
   ASSERT_TRUE(freed_on.has_value()) << "held after a round";
   EXPECT_NE(*freed_on, std::this_thread::get_id()) << "freed on the caller's thread";
+}
+
+// Retired steps that hold a mebibyte wake an idle committer to free them: an idle server
+// does not keep them.
+TEST(CommitterTest, AMebibyteOfRetiredStepsIsFreedWithoutARound) {
+  MemoryStore store;
+  std::atomic<bool> freed{false};
+  Committer committer(store, {});
+  WriteSet big;
+  big.put_body(1, std::string(std::size_t{1} << 20, 'x'));
+  std::shared_ptr<const WriteSet> retired(new WriteSet(std::move(big)), [&](const WriteSet* set) {
+    delete set;
+    freed = true;
+  });
+  committer.retire({std::move(retired)});
+  for (int i = 0; i < 1000 && !freed; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(freed) << "still held after 10 s with nothing submitted";
 }
 
 TEST(CommitterTest, SubmitsFromSeveralThreadsKeepEachThreadsOrder) {

@@ -603,8 +603,9 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void look_alone(std::uint32_t shard);
   // The shards this node owns forget their tubes that have held nothing for
   // options.forget_empty_tubes (jobs.lua's tidy_all), in calls of up to kShardsPerCall shards
-  // of one primary, each looking at about kTubesPerTidy tubes (0.5 to 2.4 ms of Redis);
-  // the shards a call left go in the next. resync() calls it, at most every sixth of that time.
+  // of one primary, each looking at about kTubesPerTidy tubes (0.5 to 2.7 ms of Redis);
+  // the shards a call left or did not finish go in the next. resync() calls it, at most every
+  // sixth of that time.
   void tidy_owned();
   void tidy_together(std::vector<std::uint32_t> part);
   static constexpr std::size_t kTubesPerTidy = 100;

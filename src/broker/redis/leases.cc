@@ -603,23 +603,23 @@ void Core::tidy_together(std::vector<std::uint32_t> part) {
                                    std::to_string(kTubesPerTidy)};
   for (const auto shard : part) args.push_back(shard_base(names.prefix, shard));
   // Unanswered, or a shard not served there ('-2'): the next look tries again.
-  call_across_slots(part.front(), std::move(args),
-                    [self = shared_from_this(), part](Result<Reply> reply) {
-                      if (self->closed || !reply.is_ok() || reply.value().elements.size() < 2)
-                        return;
-                      const auto& counts = reply.value().elements[1].elements;
-                      std::vector<std::uint32_t> left;  // '-1': the call's budget was spent first
-                      for (std::size_t i = 0; i < counts.size() && i < part.size(); ++i) {
-                        if (counts[i].type != ReplyType::kInteger) {
-                          if (counts[i].str == "-1") left.push_back(part[i]);
-                        } else if (counts[i].integer > 0) {
-                          spdlog::debug("shard {}: {} tubes that held nothing forgotten", part[i],
-                                        counts[i].integer);
-                        }
-                      }
-                      self->tidy_together(std::move(left));
-                    },
-                    {.every_key = true, .lane = {}, .wanted = {}});
+  call_across_slots(
+      part.front(), std::move(args),
+      [self = shared_from_this(), part](Result<Reply> reply) {
+        if (self->closed || !reply.is_ok() || reply.value().elements.size() < 2) return;
+        const auto& counts = reply.value().elements[1].elements;
+        std::vector<std::uint32_t> left;  // '-1': the budget ran out before or in its look
+        for (std::size_t i = 0; i < counts.size() && i < part.size(); ++i) {
+          if (counts[i].type != ReplyType::kInteger) {
+            if (counts[i].str == "-1") left.push_back(part[i]);
+          } else if (counts[i].integer > 0) {
+            spdlog::debug("shard {}: {} tubes that held nothing forgotten", part[i],
+                          counts[i].integer);
+          }
+        }
+        self->tidy_together(std::move(left));
+      },
+      {.every_key = true, .lane = {}, .wanted = {}});
 }
 
 void Core::look_alone(std::uint32_t shard) {

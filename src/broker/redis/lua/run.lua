@@ -137,47 +137,58 @@ end
 
 -- tidy_all after_ms budget base...: in each shard named by its keys' base (the call's keys are
 -- the first one's, as each's), forgets the tubes that have held no job there, and had no
--- settings there (pause, max_attempts, flow control), at two looks at least after_ms apart (0:
--- at once): their names leave the set of tubes, and their counts (jobs put, deletes, timeouts)
--- go on in the shard's own (the fields of tube '', which stats reports), so the server's totals
--- never go down. A tube that has a job again starts its counts anew, as a beanstalkd tube made
--- again does. So a tube made per customer or per request leaves nothing behind an hour after
--- its last job. A look reads the shard's set of tubes on from where the last one stopped (the
--- cursor in field '\0s'): about 16 tubes, or all of a set of up to 128 (Redis hands a small
--- set over whole). The call looks at shards in order until it has looked at `budget` tubes,
--- so that it holds Redis a few milliseconds at most whatever the shards hold. Replies {'ok', {each
--- shard's tubes forgotten; '-1' where the budget was spent first; '-2' where it failed}}: its
--- node asks the '-1's in its next call.
+-- settings there (pause, max_attempts, flow control), from one look to another at least
+-- after_ms later (0: at once) with no job put meanwhile: their names leave the set of tubes,
+-- and their counts (jobs put, deletes, timeouts) go on in the shard's own (the fields of tube
+-- '', which stats reports), so the server's totals never go down. A tube that has a job again
+-- starts its counts anew, as a beanstalkd tube made again does. So a tube made per customer
+-- or per request leaves nothing behind an hour after its last job. A look goes through the
+-- shard's set of tubes a page at a time (SSCAN: about 16 tubes, or all of a set of up to 128),
+-- its cursor kept in field '\0s'; the call stops once it has looked at `budget` tubes, so that
+-- it holds Redis a few milliseconds at most whatever the shards hold. Replies {'ok', {each
+-- shard's tubes forgotten; '-1' where the call stopped before the shard's look was through (its
+-- node asks the shard again, in its next call, until it is)}; '-2' where it failed}.
 ops.tidy_all = function(keys)
   local now, after, budget, spent = now_ms(), tonumber(ARGV[2]), tonumber(ARGV[3]), 0
-  local function tidy()
-    local page = redis.call('SSCAN', TUBES, redis.call('HGET', C, '\0s') or '0', 'COUNT', 16)
-    if page[1] == '0' then redis.call('HDEL', C, '\0s') else redis.call('HSET', C, '\0s', page[1]) end
-    spent = spent + #page[2] + 1
-    local forgotten = 0
-    for _, tube in ipairs(page[2]) do
-      local mark = tube .. '\0e'
-      if holds_jobs(tube) or redis.call('HEXISTS', M, tube) == 1 or
-          redis.call('HEXISTS', P, tube) == 1 or redis.call('HEXISTS', F, tube) == 1 then
-        redis.call('HDEL', C, mark)
-      else
-        local since = tonumber(redis.call('HGET', C, mark) or '')
-        if not since and after > 0 then
-          redis.call('HSET', C, mark, string.format('%d', now))
-        elseif not since or now - since >= after then
-          local fields = {tube .. '\0n', tube .. '\0x', tube .. '\0o'}
-          local c = redis.call('HMGET', C, unpack(fields))
-          for i, total in ipairs({'\0n', '\0x', '\0o'}) do
-            local n = tonumber(c[i] or '0')
-            if n ~= 0 then redis.call('HINCRBY', C, total, n) end
-          end
-          redis.call('HDEL', C, mark, tube .. '\0v', tube .. '\0d', tube .. '\0u', unpack(fields))
-          redis.call('SREM', TUBES, tube)
-          forgotten = forgotten + 1
-        end
-      end
+  -- A tube seen empty: its mark is "<when>:<jobs put by then>".
+  local function look_at(tube)
+    local mark = tube .. '\0e'
+    if holds_jobs(tube) or redis.call('HEXISTS', M, tube) == 1 or
+        redis.call('HEXISTS', P, tube) == 1 or redis.call('HEXISTS', F, tube) == 1 then
+      redis.call('HDEL', C, mark)
+      return 0
     end
-    return forgotten
+    local fields = {tube .. '\0n', tube .. '\0x', tube .. '\0o'}
+    local c = redis.call('HMGET', C, mark, unpack(fields))
+    local put = c[2] or '0'
+    local since, put_then = string.match(c[1] or '', '^(%d+):(%d+)$')
+    if after > 0 and (not since or put_then ~= put) then
+      redis.call('HSET', C, mark, string.format('%d', now) .. ':' .. put)
+      return 0
+    end
+    if after > 0 and now - tonumber(since) < after then return 0 end
+    for i, total in ipairs({'\0n', '\0x', '\0o'}) do
+      local n = tonumber(c[i + 1] or '0')
+      if n ~= 0 then redis.call('HINCRBY', C, total, n) end
+    end
+    redis.call('HDEL', C, mark, tube .. '\0v', tube .. '\0d', tube .. '\0u', unpack(fields))
+    redis.call('SREM', TUBES, tube)
+    return 1
+  end
+  local function tidy()
+    local cursor, forgotten = redis.call('HGET', C, '\0s') or '0', 0
+    repeat
+      local page = redis.call('SSCAN', TUBES, cursor, 'COUNT', 16)
+      cursor = page[1]
+      spent = spent + #page[2] + 1
+      for _, tube in ipairs(page[2]) do forgotten = forgotten + look_at(tube) end
+    until cursor == '0' or spent >= budget
+    if cursor == '0' then
+      redis.call('HDEL', C, '\0s')
+      return forgotten
+    end
+    redis.call('HSET', C, '\0s', cursor)
+    return '-1'
   end
   return {'ok', across_shards(keys, ARGV, 4, function() return spent >= budget end, tidy)}
 end
