@@ -7,7 +7,8 @@
 # warm it up, then the counts are zeroed and SECONDS (default 20) are counted, the idle node's
 # own calls (leases, looks at its 128 shards) included. Prints the instructions per job, then
 # the 25 functions that ran most of them (their own instructions). DELAYQD and DELAYQD_FLAGS
-# as for every script of common.sh. Ends what it started, by PID.
+# as for every script of common.sh; KEEP=path keeps callgrind's output there. Ends what it
+# started, by PID.
 set -euo pipefail
 seconds=${1:-20}
 source "$(dirname "$0")/common.sh"
@@ -31,6 +32,7 @@ callgrind_control -z "$node" >/dev/null 2>&1
 jobs=$(late "$seconds" | sed -E 's/.* ops=([0-9]+) .*/\1/')
 callgrind_control -d "$node" >/dev/null 2>&1
 out=$(ls -t "$work"/callgrind.out.* | head -1)
+[ -n "${KEEP:-}" ] && cp "$out" "$KEEP"
 total=$(callgrind_annotate "$out" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
 echo "jobs: $jobs, node instructions per job: $(( total / jobs ))"
 callgrind_annotate --inclusive=no --threshold=100 "$out" | grep -E '^ *[0-9,]+ \(' |

@@ -398,6 +398,7 @@ void Core::fire(std::uint32_t shard) {
          const double head = to_ms(elements[2].str, -1);
          const double now = to_ms(elements[3].str, 0);
          self->set_overdue(shard, head, now);
+         self->saw_redis_clock(mine, now);
          if (mine.again || moved >= static_cast<std::int64_t>(self->options.fire_batch)) {
            return self->fire(shard);
          }
@@ -635,7 +636,9 @@ void Core::looked(std::uint32_t shard, std::int64_t earliest_ms, double now_ms) 
   const auto earliest = static_cast<double>(earliest_ms);
   set_overdue(shard, earliest, now_ms);
   const auto mine = owned.find(shard);
-  if (mine == owned.end() || earliest_ms < 0) return;
+  if (mine == owned.end()) return;
+  saw_redis_clock(mine->second, now_ms);
+  if (earliest_ms < 0) return;
   if (earliest <= now_ms) return fire(shard);
   const std::chrono::microseconds in = until_timer(earliest, now_ms);
   if (!mine->second.firing &&
@@ -644,13 +647,46 @@ void Core::looked(std::uint32_t shard, std::int64_t earliest_ms, double now_ms) 
   }
 }
 
+void Core::saw_redis_clock(Owned& own, double now_ms) {
+  if (now_ms <= 0) return;
+  const SteadyTime at = clock->steady_now();
+  const double ahead =
+      now_ms - std::chrono::duration<double, std::milli>(at.time_since_epoch()).count();
+  // Each answer is short by its way back; the largest within the window is the nearest. Older
+  // ones give way, so that the two clocks' drift (or a step of Redis's) counts within seconds.
+  if (!own.redis_clock_seen || at - *own.redis_clock_seen > kClockWindow ||
+      ahead > own.redis_ahead_ms) {
+    own.redis_ahead_ms = ahead;
+    own.redis_clock_seen = at;
+  }
+}
+
+void Core::told_timer(std::uint32_t shard, double at_ms) {
+  const auto mine = owned.find(shard);
+  if (mine == owned.end()) return;
+  Owned& own = mine->second;
+  const SteadyTime now = clock->steady_now();
+  if (own.firing || at_ms < 0 || !own.redis_clock_seen ||
+      now - *own.redis_clock_seen > kClockTrusted) {
+    return fire(shard);
+  }
+  // Armed a little late rather than early (the clock as seen is behind Redis's by the answer's
+  // way back); one armed early would find nothing due and be armed again from its answer.
+  const double redis_now =
+      std::chrono::duration<double, std::milli>(now.time_since_epoch()).count() +
+      own.redis_ahead_ms;
+  if (at_ms <= redis_now) return fire(shard);
+  const std::chrono::microseconds in = until_timer(at_ms, redis_now);
+  if (!own.armed_at || *own.armed_at > now + in) arm_fire(shard, in);
+}
+
 // "r dq:{s} tube node head": tube's best ready job in shard s is now `head` (Head::parse()), by
 // a call of `node` (which learnt it from the call's answer: heard_ready()). Nodes of
 // older versions sent "r dq:{s} tube [node]" when the tube's ready set stopped being empty: the
 // head is then unknown. "h dq:{s} tube node head": a reserve or delete of `node` took the tube's
 // best ready job in shard s, whose best is now `head` (empty: none). "p dq:{s} tube node next
 // head [passer]": the turn at that job passes to node `next` (take_turn()), from `passer` if it
-// has no reserve of the tube; "w tube node": `node` has one now. "t dq:{s} ms": shard s has a
+// has no reserve of the tube; "w tube node": `node` has one now. "t dq:{s} at": shard s has a
 // timer earlier than it had. "c": a tube's configuration changed. "l": a node gave leases up.
 void Core::on_event(const std::string& payload) {
   if (payload == "c") {
@@ -718,8 +754,8 @@ void Core::on_event(const std::string& payload) {
       say_waiting_for(tube);
     }
     if (fields[2] == node) take_turn(shard, tube, fields[1], fields[3]);
-  } else if (payload[0] == 't' && owned.contains(shard)) {
-    fire(shard);
+  } else if (payload[0] == 't') {
+    told_timer(shard, to_ms(rest, -1));
   } else if (payload[0] == 's' && owned.contains(shard) && on_schedule_changed) {
     on_schedule_changed(shard, rest);
   }

@@ -132,9 +132,10 @@ class LeaseTest : public NodeTest {
     return std::to_string(std::find(order.begin(), order.end(), shard) - order.begin() + 1);
   }
 
-  // A shard's timer message ('t'), as a call that gave the shard an earlier timer publishes it.
-  void timer_message(std::uint32_t shard) {
-    redis->publish_shard(shard, "t dq:{" + std::to_string(shard) + "} 1800000000500");
+  // A shard's timer message ('t'), as a call that gave the shard an earlier timer publishes it:
+  // by default a timer due at once.
+  void timer_message(std::uint32_t shard, const std::string& at = kDueNow) {
+    redis->publish_shard(shard, "t dq:{" + std::to_string(shard) + "} " + at);
     settle();
   }
 
@@ -840,6 +841,54 @@ TEST_F(Firing, TheNextTimerArmsTheFiringAtItsMicrosecond) {
   clock->advance(microseconds(1));
   ASSERT_EQ(redis->count("fire"), 1U);
   EXPECT_EQ(shard_of(take("fire")), 2U);
+}
+
+// The shard's answers told its owner Redis's clock: a timer message arms the shard for the
+// timer's microsecond without a call, and never later than it was armed.
+TEST_F(Firing, ATimerMessageArmsTheShardForItsMicrosecondByTheClockItsAnswersShowed) {
+  own_every_shard();  // answered at kRedisNow, at the present of the steady clock
+  timer_message(2, "1800000000250.125");
+  EXPECT_EQ(redis->count("fire"), 0U) << "a call to learn what the message said";
+  clock->advance(microseconds(250'125 - 1));
+  EXPECT_EQ(redis->count("fire"), 0U) << "fired early";
+  clock->advance(microseconds(1));
+  ASSERT_EQ(redis->count("fire"), 1U);
+  EXPECT_EQ(shard_of(take("fire")), 2U);
+  // Armed at +100 ms by a message, a later message leaves it; an earlier one moves it.
+  timer_message(3, "1800000000350.125");
+  timer_message(3, "1800000000400.125");
+  clock->advance(milliseconds(100) - microseconds(1));
+  EXPECT_EQ(redis->count("fire"), 0U);
+  clock->advance(microseconds(1));
+  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{3}));
+  timer_message(1, "1800000000500.125");
+  timer_message(1, "1800000000450.125");
+  clock->advance(milliseconds(100) - microseconds(1));
+  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{3}));
+  clock->advance(microseconds(1));
+  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{3, 1}));
+}
+
+// Without a recent answer of the shard (its five-second looks unanswered), the message fires the
+// shard at once, as it does during a firing (then again once that answers).
+TEST_F(Firing, ATimerMessageFiresAtOnceWhenTheShardsClockIsOldOrAFiringIsUnderWay) {
+  own_every_shard();
+  clock->advance(milliseconds(15'000) + microseconds(1));
+  timer_message(2, "1800000016000.000");
+  ASSERT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{2}));
+  Call firing = take("fire");
+  redis->answer(firing, fired());
+  settle();
+  clock->advance(milliseconds(1));
+  timer_message(2, "1800000016000.000");
+  EXPECT_EQ(redis->count("fire"), 0U) << "the answer's clock not used";
+  timer_message(1);
+  Call under_way = take("fire");
+  timer_message(1, "1800000016000.000");
+  EXPECT_EQ(redis->count("fire"), 0U) << "two firings of a shard side by side";
+  redis->answer(under_way, fired());
+  settle();
+  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{1}));
 }
 
 TEST_F(Firing, ATimerInTheYear9999ArmsTheFiringAnHourAheadAndNoFurther) {

@@ -14,14 +14,14 @@ end
 
 -- The time the shard's owner will look at it next, as its latest firing answered (ARMED, a field
 -- of c; absent: at its periodic look only). A timer this call made earlier than that is told to
--- the owner ('t'), which fires then; ARMED takes that time, so that the calls after this one tell
--- it nothing more until it has fired.
+-- the owner ('t', with the timer's microsecond), which fires then; ARMED takes that time, so that
+-- the calls after this one tell it nothing more until it has fired.
 local function tell_owner(at)
   local ms = math.ceil(at)
   local armed = tonumber(redis.call('HGET', C, ARMED))
   if armed and armed <= ms then return end
   redis.call('HSET', C, ARMED, string.format('%d', ms))
-  redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. string.format('%d', ms))
+  redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. us(at))
 end
 
 -- The reservations made in this call, into t; returns the earliest end (nil: none).
