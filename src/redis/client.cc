@@ -59,8 +59,13 @@ Command Script::call_across_slots(const std::vector<std::string_view>& keys,
 
 Command Script::call_as(const std::string& function, const std::vector<std::string_view>& keys,
                         const std::vector<std::string_view>& args) {
-  Command command{"FCALL", function};
-  command.arg(static_cast<std::int64_t>(keys.size()));
+  Command command;
+  std::size_t bytes =
+      Command::encoded_size(5) + Command::encoded_size(function.size()) + Command::encoded_size(20);
+  for (const auto key : keys) bytes += Command::encoded_size(key.size());
+  for (const auto value : args) bytes += Command::encoded_size(value.size());
+  command.reserve(bytes);
+  command.arg("FCALL").arg(function).arg(static_cast<std::int64_t>(keys.size()));
   for (const auto key : keys) command.arg(key);
   for (const auto value : args) command.arg(value);
   return command;

@@ -2,6 +2,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <charconv>
 
 namespace delayq::redis {
@@ -89,39 +90,61 @@ std::string describe(const Reply& reply) {
 
 namespace {
 
-Reply convert(const redisReply& from) {
-  Reply to;
-  switch (from.type) {
-    case REDIS_REPLY_STRING:
-      to.type = ReplyType::kString;
-      break;
-    case REDIS_REPLY_STATUS:
-      to.type = ReplyType::kStatus;
-      break;
-    case REDIS_REPLY_ERROR:
-      to.type = ReplyType::kError;
-      break;
-    case REDIS_REPLY_INTEGER:
-      to.type = ReplyType::kInteger;
-      to.integer = from.integer;
-      return to;
-    case REDIS_REPLY_ARRAY:
-      to.type = ReplyType::kArray;
-      to.elements.reserve(from.elements);
-      for (std::size_t i = 0; i < from.elements; ++i)
-        to.elements.push_back(convert(*from.element[i]));
-      return to;
-    default:
-      return to;  // nil
+// hiredis's reader builds Reply values in place (its object functions): a reply's root is the
+// ReplyReader's own (the reader's privdata), every element the slot of its array's vector,
+// sized when the array's header is read. So a reply costs no allocation beyond its strings and
+// vectors, and nothing is copied out of hiredis's own objects.
+Reply* place(const redisReadTask* task) {
+  if (task->parent == nullptr) {
+    auto* root = static_cast<Reply*>(task->privdata);
+    *root = Reply{};
+    return root;
   }
-  to.str.assign(from.str, from.len);
+  auto* array = static_cast<Reply*>(task->parent->obj);
+  return &array->elements[static_cast<std::size_t>(task->idx)];
+}
+
+void* make_string(const redisReadTask* task, char* text, std::size_t length) {
+  Reply* to = place(task);
+  to->type = task->type == REDIS_REPLY_STATUS  ? ReplyType::kStatus
+             : task->type == REDIS_REPLY_ERROR ? ReplyType::kError
+                                               : ReplyType::kString;
+  to->str.assign(text, length);
   return to;
 }
 
+void* make_array(const redisReadTask* task, int elements) {
+  Reply* to = place(task);
+  to->type = ReplyType::kArray;
+  to->elements.resize(static_cast<std::size_t>(std::max(elements, 0)));
+  return to;
+}
+
+void* make_integer(const redisReadTask* task, long long value) {
+  Reply* to = place(task);
+  to->type = ReplyType::kInteger;
+  to->integer = value;
+  return to;
+}
+
+void* make_nil(const redisReadTask* task) {
+  return place(task);  // a Reply is nil as made
+}
+
+// The root is the ReplyReader's and every element a part of it: nothing to free on its own.
+void free_nothing(void*) {}
+
+redisReplyObjectFunctions in_place = {.createString = make_string,
+                                      .createArray = make_array,
+                                      .createInteger = make_integer,
+                                      .createNil = make_nil,
+                                      .freeObject = free_nothing};
+
 }  // namespace
 
-ReplyReader::ReplyReader() : reader_(redisReaderCreate()) {
+ReplyReader::ReplyReader() : reader_(redisReaderCreateWithFunctions(&in_place)) {
   DELAYQ_CHECK(reader_ != nullptr);
+  reader_->privdata = &root_;
 }
 
 ReplyReader::~ReplyReader() {
@@ -139,9 +162,7 @@ Result<std::optional<Reply>> ReplyReader::next() {
     return Status(Code::kCorruption, std::string("not a Redis reply: ") + reader_->errstr);
   }
   if (object == nullptr) return std::optional<Reply>();
-  std::unique_ptr<redisReply, decltype(&freeReplyObject)> owned(static_cast<redisReply*>(object),
-                                                                &freeReplyObject);
-  return std::optional<Reply>(convert(*owned));
+  return std::optional<Reply>(std::move(root_));
 }
 
 }  // namespace delayq::redis

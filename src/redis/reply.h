@@ -1,8 +1,8 @@
 // reply.h — Redis's RESP2 wire format: the commands delayq sends and the replies it reads.
 // Command encodes arguments as a RESP array of bulk strings (binary-safe). ReplyReader turns a
 // byte stream, fed in pieces of any size, into whole Reply values; it parses with hiredis's
-// reader (libhiredis), so only the conversion to Reply is ours. Costs: a command is encoded once,
-// where it is built; a reply is copied once out of hiredis's objects. Not thread-safe.
+// reader (libhiredis), which builds the Reply values in place. Costs: a command is encoded once,
+// where it is built; a reply is made once, by the parse. Not thread-safe.
 // Protocol: https://redis.io/docs/reference/protocol-spec/
 #pragma once
 
@@ -28,6 +28,12 @@ class Command {
 
   Command& arg(std::string_view value);
   Command& arg(std::int64_t value);
+  // Room for arguments of `bytes` in all, so that a command of many is encoded without growing.
+  void reserve(std::size_t bytes) { args_.reserve(bytes); }
+  // What an argument of `bytes` adds to a command ("$<length>\r\n<bytes>\r\n"), at most.
+  [[nodiscard]] static constexpr std::size_t encoded_size(std::size_t bytes) noexcept {
+    return bytes + 16;
+  }
 
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
@@ -80,6 +86,7 @@ class ReplyReader {
 
  private:
   redisReader* reader_;
+  Reply root_;  // the reply being read (hiredis's privdata)
 };
 
 }  // namespace delayq::redis

@@ -71,6 +71,34 @@ TEST(ReplyReaderTest, AStreamFedByteByByteReadsTheSame) {
   EXPECT_EQ(got, kExpected);
 }
 
+// Replies are built in place, nested arrays inside the slots of their parents: each reply read
+// is whole and the next starts afresh, whatever the one before held.
+TEST(ReplyReaderTest, NestedArraysAndTheRepliesAfterThemReadWhole) {
+  ReplyReader reader;
+  reader.feed("*2\r\n*2\r\n*1\r\n$26\r\nabcdefghijklmnopqrstuvwxyz\r\n:7\r\n*0\r\n$-1\r\n");
+  reader.feed(":3\r\n*1\r\n+x\r\n");
+  EXPECT_EQ(drain(reader),
+            (std::vector<std::string>{"[[[\"abcdefghijklmnopqrstuvwxyz\"], (integer) 7], []]",
+                                      "(nil)", "(integer) 3", "[x]"}));
+}
+
+// A reader dropped inside a reply, or one that found corruption inside an array, frees what it
+// read (the sanitizers' builds check).
+TEST(ReplyReaderTest, AReaderDroppedOrCorruptedInsideAReplyLeavesNothingBehind) {
+  {
+    ReplyReader reader;
+    reader.feed("*3\r\n$30\r\n012345678901234567890123456789\r\n*2\r\n:1\r\n");
+    const auto next = reader.next();
+    ASSERT_TRUE(next.is_ok());
+    EXPECT_FALSE(next.value().has_value());
+  }
+  ReplyReader reader;
+  reader.feed("*2\r\n$30\r\n012345678901234567890123456789\r\n?bad\r\n");
+  const auto next = reader.next();
+  ASSERT_FALSE(next.is_ok());
+  EXPECT_EQ(next.code(), Code::kCorruption);
+}
+
 TEST(ReplyReaderTest, BytesThatAreNotRespAreCorruption) {
   ReplyReader reader;
   reader.feed("?what\r\n");
