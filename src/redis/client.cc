@@ -57,15 +57,24 @@ Command Script::call_across_slots(const std::vector<std::string_view>& keys,
   return call_as(name_ + "_slots", keys, args);
 }
 
-Command Script::call_as(const std::string& function, const std::vector<std::string_view>& keys,
-                        const std::vector<std::string_view>& args) {
+Command Script::begin(std::size_t keys, std::size_t bytes, bool over_memory) const {
+  return over_memory ? begin_as(name_ + "_oom", keys, bytes) : begin_as(name_, keys, bytes);
+}
+
+Command Script::begin_as(std::string_view function, std::size_t keys, std::size_t bytes) {
   Command command;
-  std::size_t bytes =
-      Command::encoded_size(5) + Command::encoded_size(function.size()) + Command::encoded_size(20);
+  command.reserve(bytes + Command::encoded_size(5) + Command::encoded_size(function.size()) +
+                  Command::encoded_size(20));
+  command.arg("FCALL").arg(function).arg(static_cast<std::int64_t>(keys));
+  return command;
+}
+
+Command Script::call_as(std::string_view function, const std::vector<std::string_view>& keys,
+                        const std::vector<std::string_view>& args) {
+  std::size_t bytes = 0;
   for (const auto key : keys) bytes += Command::encoded_size(key.size());
   for (const auto value : args) bytes += Command::encoded_size(value.size());
-  command.reserve(bytes);
-  command.arg("FCALL").arg(function).arg(static_cast<std::int64_t>(keys.size()));
+  Command command = begin_as(function, keys.size(), bytes);
   for (const auto key : keys) command.arg(key);
   for (const auto value : args) command.arg(value);
   return command;

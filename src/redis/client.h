@@ -57,11 +57,17 @@ class Script {
   // share a slot). Keys of a slot it does not serve are an error for the script to catch.
   [[nodiscard]] Command call_across_slots(const std::vector<std::string_view>& keys,
                                           const std::vector<std::string_view>& args) const;
+  // The same begun: "FCALL <name>[_oom] <keys>", with room for `bytes` more (the
+  // Command::encoded_size() of each argument to come); the caller adds the keys, then the
+  // arguments.
+  [[nodiscard]] Command begin(std::size_t keys, std::size_t bytes, bool over_memory = false) const;
   // Whether `error` says the function is not loaded on the node that answered.
   [[nodiscard]] static bool missing(const Reply& error);
 
  private:
-  [[nodiscard]] static Command call_as(const std::string& function,
+  [[nodiscard]] static Command begin_as(std::string_view function, std::size_t keys,
+                                        std::size_t bytes);
+  [[nodiscard]] static Command call_as(std::string_view function,
                                        const std::vector<std::string_view>& keys,
                                        const std::vector<std::string_view>& args);
   std::string library_;

@@ -13,16 +13,17 @@ Command::Command(std::initializer_list<std::string_view> args) {
   for (const auto value : args) arg(value);
 }
 
-Command& Command::arg(std::string_view value) {
-  if (count_ == 0) name_ = std::string(value);
+Command& Command::arg(std::string_view head, std::string_view tail) {
+  if (count_ == 0) name_ = std::string(head).append(tail);
   // "$<length>\r\n" made in place: a call names thirty or so arguments.
-  char head[24] = {'$'};
-  auto [end, error] = std::to_chars(head + 1, head + sizeof head - 2, value.size());
+  char length[24] = {'$'};
+  auto [end, error] =
+      std::to_chars(length + 1, length + sizeof length - 2, head.size() + tail.size());
   DELAYQ_CHECK(error == std::errc{});
   *end++ = '\r';
   *end++ = '\n';
-  args_.append(head, static_cast<std::size_t>(end - head));
-  args_.append(value).append("\r\n", 2);
+  args_.append(length, static_cast<std::size_t>(end - length));
+  args_.append(head).append(tail).append("\r\n", 2);
   ++count_;
   return *this;
 }

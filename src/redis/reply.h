@@ -26,7 +26,10 @@ class Command {
   Command() = default;
   Command(std::initializer_list<std::string_view> args);
 
-  Command& arg(std::string_view value);
+  Command& arg(std::string_view value) { return arg(value, {}); }
+  // One argument made of `head` then `tail` (a shard's key: its base, then its own name), with
+  // no string made for it.
+  Command& arg(std::string_view head, std::string_view tail);
   Command& arg(std::int64_t value);
   // Room for arguments of `bytes` in all, so that a command of many is encoded without growing.
   void reserve(std::size_t bytes) { args_.reserve(bytes); }

@@ -87,9 +87,7 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
                 std::function<void(Result<Reply>)> done) {
   if (!pending_puts.empty()) flush_puts();
   if (!pending_erases.empty()) flush_erases();
-  std::string keys;  // the shard's keys, one after another (key_views below)
-  std::vector<std::string_view> key_views;
-  shard_key_views(names.prefix, shard, keys, key_views);
+  const std::string base = shard_base(names.prefix, shard);
   // A call that changes something is numbered, so that one sent again after its answer was lost
   // is answered as it was, not run twice (jobs.lua keeps the answer until the node says, in the
   // shard's next call, that it has it). A call that changes nothing is simply asked again.
@@ -125,14 +123,8 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
     }
   }
   std::string answers;  // the node's kept answers in the shard
-  if (!number.empty() || asks_lost) {
-    answers = shard_base(names.prefix, shard) + ":ans:" + node;
-    key_views.push_back(answers);
-  }
-  const auto slot = delayq::redis::key_slot(key_views.front());
-  std::vector<std::string_view> views(args.begin(), args.end());
-  views.push_back(tag);  // jobs.lua's run() takes the call's number, then the caller, last
-  views.push_back(node);
+  if (!number.empty() || asks_lost) answers = base + ":ans:" + node;
+  const auto slot = delayq::redis::key_slot(base);
   delayq::redis::Request request;
   request.slot = slot;
   request.send_again = true;
@@ -143,7 +135,16 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
   ++calls_by_op[op];
   const bool grows = op == "put" || op == "putmany" || op == "putrun" ||
                      (op == "schedule_save" && args.size() > 3 && !args[3].empty());
-  request.commands.push_back(script.call(key_views, views, !grows));
+  using delayq::redis::Command;
+  std::size_t bytes = shard_keys_size(base) + Command::encoded_size(answers.size()) +
+                      Command::encoded_size(tag.size()) + Command::encoded_size(node.size());
+  for (const auto& arg : args) bytes += Command::encoded_size(arg.size());
+  Command command = script.begin(kShardKeyCount + (answers.empty() ? 0 : 1), bytes, !grows);
+  add_shard_keys(base, command);
+  if (!answers.empty()) command.arg(answers);
+  for (const auto& arg : args) command.arg(arg);
+  command.arg(tag).arg(node);  // jobs.lua's run() takes the call's number, then the caller, last
+  request.commands.push_back(std::move(command));
   request.script = &script;
   const bool wait = write && options.wait_for_replica && replicated(slot);
   if (wait) {

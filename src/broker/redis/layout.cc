@@ -24,7 +24,7 @@ std::string shard_channel(std::string_view prefix, std::uint32_t shard) {
 namespace {
 
 // After a shard's base ("dq:{s}"), in the order jobs.lua's run.lua enters them.
-constexpr std::array<std::string_view, 23> kShardKeySuffixes = {
+constexpr std::array<std::string_view, kShardKeyCount> kShardKeySuffixes = {
     ":seq",   ":j",     ":a",  ":t",  ":r", ":b",  ":k",  ":g", ":c",  ":m",  ":p", ":tubes",
     ":owner", ":epoch", ":ti", ":tp", ":s", ":sm", ":st", ":f", ":fg", ":fw", ":fz"};
 
@@ -39,18 +39,16 @@ std::vector<std::string> shard_keys(std::string_view prefix, std::uint32_t shard
   return keys;
 }
 
-void shard_key_views(std::string_view prefix, std::uint32_t shard, std::string& buffer,
-                     std::vector<std::string_view>& views) {
-  const std::string base = shard_base(prefix, shard);
-  buffer.clear();
-  buffer.reserve(kShardKeySuffixes.size() * (base.size() + 6));
-  for (const std::string_view suffix : kShardKeySuffixes) buffer.append(base).append(suffix);
-  views.clear();
-  std::size_t at = 0;
+void add_shard_keys(std::string_view base, delayq::redis::Command& command) {
+  for (const std::string_view suffix : kShardKeySuffixes) command.arg(base, suffix);
+}
+
+std::size_t shard_keys_size(std::string_view base) {
+  std::size_t bytes = 0;
   for (const std::string_view suffix : kShardKeySuffixes) {
-    views.emplace_back(buffer.data() + at, base.size() + suffix.size());
-    at += base.size() + suffix.size();
+    bytes += delayq::redis::Command::encoded_size(base.size() + suffix.size());
   }
+  return bytes;
 }
 
 Status check_prefix(std::string_view prefix) {

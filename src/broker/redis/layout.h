@@ -16,6 +16,7 @@
 
 #include "base/job.h"
 #include "base/status.h"
+#include "redis/reply.h"
 
 namespace delayq::broker::redis {
 
@@ -27,11 +28,12 @@ namespace delayq::broker::redis {
 // Every key of shard s, in the order jobs.lua takes them (its KEYS): a script names them all,
 // so that Redis knows every key it may touch.
 [[nodiscard]] std::vector<std::string> shard_keys(std::string_view prefix, std::uint32_t shard);
-// The same keys, written one after another into `buffer` (cleared first) and seen through
-// `views` (cleared first; valid while `buffer` is left as it is): what a call names, with one
-// allocation where shard_keys() makes a string a key.
-void shard_key_views(std::string_view prefix, std::uint32_t shard, std::string& buffer,
-                     std::vector<std::string_view>& views);
+// The same keys added to `command` as its next arguments, each written from the shard's base
+// (`base`, shard_base()) and its own suffix: what a call names, with no string made for a key.
+void add_shard_keys(std::string_view base, delayq::redis::Command& command);
+inline constexpr std::size_t kShardKeyCount = 23;
+// The bytes add_shard_keys() adds to a command, at most (Command::reserve()).
+[[nodiscard]] std::size_t shard_keys_size(std::string_view base);
 // The shard a job with this key (or, without a key, this group) lives in.
 [[nodiscard]] std::uint32_t shard_of_name(std::string_view tube, std::string_view name,
                                           std::uint32_t shards);

@@ -38,17 +38,25 @@ TEST(RedisLayoutTest, AShardsChannelIsInItsKeysSlot) {
   }
 }
 
-// The views a call names its keys through are the keys, in order, for any prefix and shard;
-// a buffer used before is cleared.
-TEST(RedisLayoutTest, AShardsKeyViewsAreItsKeys) {
-  std::string buffer = "left over";
-  std::vector<std::string_view> views = {"left over"};
+// The keys a call adds from its shard's base are its keys, in order, for any prefix and shard,
+// within the size said.
+TEST(RedisLayoutTest, AShardsKeysAddedFromItsBaseAreItsKeys) {
   for (const std::string prefix : {"dq", "a-much-longer-prefix_of_64_bytes_at_most"}) {
     for (const std::uint32_t shard : {0U, 7U, 16383U}) {
-      shard_key_views(prefix, shard, buffer, views);
       const std::vector<std::string> keys = shard_keys(prefix, shard);
-      EXPECT_EQ(std::vector<std::string>(views.begin(), views.end()), keys) << prefix << shard;
-      EXPECT_EQ(keys.size(), 23U);
+      EXPECT_EQ(keys.size(), kShardKeyCount);
+      delayq::redis::Command added{"FCALL"};
+      add_shard_keys(shard_base(prefix, shard), added);
+      delayq::redis::Command named{"FCALL"};
+      for (const auto& key : keys) named.arg(key);
+      std::string got;
+      added.encode(got);
+      std::string want;
+      named.encode(want);
+      EXPECT_EQ(got, want) << prefix << shard;
+      EXPECT_GE(shard_keys_size(shard_base(prefix, shard)) +
+                    std::string_view("$5\r\nFCALL\r\n").size() + 8,
+                got.size());
     }
   }
 }
