@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 
 namespace delayq::redis {
 
@@ -15,15 +16,26 @@ Command::Command(std::initializer_list<std::string_view> args) {
 
 Command& Command::arg(std::string_view head, std::string_view tail) {
   if (count_ == 0) name_ = std::string(head).append(tail);
-  // "$<length>\r\n" made in place: a call names thirty or so arguments.
-  char length[24] = {'$'};
-  auto [end, error] =
-      std::to_chars(length + 1, length + sizeof length - 2, head.size() + tail.size());
+  // Written in place ("$<length>\r\n<head><tail>\r\n"), the string grown once and cut to
+  // what was written: a call names thirty or so arguments.
+  const std::size_t length = head.size() + tail.size();
+  const std::size_t at = args_.size();
+  args_.resize(at + encoded_size(length));
+  char* out = args_.data() + at;
+  *out++ = '$';
+  const auto [end, error] = std::to_chars(out, out + 20, length);
   DELAYQ_CHECK(error == std::errc{});
-  *end++ = '\r';
-  *end++ = '\n';
-  args_.append(length, static_cast<std::size_t>(end - length));
-  args_.append(head).append(tail).append("\r\n", 2);
+  out = end;
+  *out++ = '\r';
+  *out++ = '\n';
+  for (const std::string_view part : {head, tail}) {
+    if (part.empty()) continue;  // (an empty view's data() may be null, which memcpy may not take)
+    std::memcpy(out, part.data(), part.size());
+    out += part.size();
+  }
+  *out++ = '\r';
+  *out++ = '\n';
+  args_.resize(static_cast<std::size_t>(out - args_.data()));
   ++count_;
   return *this;
 }
@@ -33,6 +45,14 @@ Command& Command::arg(std::int64_t value) {
   const auto [end, error] = std::to_chars(digits, digits + sizeof digits, value);
   DELAYQ_CHECK(error == std::errc{});
   return arg(std::string_view(digits, static_cast<std::size_t>(end - digits)));
+}
+
+char* Command::add_encoded(std::string_view bytes, std::size_t count) {
+  DELAYQ_CHECK(count_ > 0);  // the name comes first, through arg()
+  const std::size_t at = args_.size();
+  args_.append(bytes);
+  count_ += count;
+  return args_.data() + at;
 }
 
 void Command::encode(std::string& out) const {

@@ -31,11 +31,14 @@ class Command {
   // no string made for it.
   Command& arg(std::string_view head, std::string_view tail);
   Command& arg(std::int64_t value);
+  // Adds `count` arguments already encoded as arg() encodes them (`bytes`); where their copy
+  // starts in the command, for the caller to write into (valid until the next argument).
+  char* add_encoded(std::string_view bytes, std::size_t count);
   // Room for arguments of `bytes` in all, so that a command of many is encoded without growing.
   void reserve(std::size_t bytes) { args_.reserve(bytes); }
   // What an argument of `bytes` adds to a command ("$<length>\r\n<bytes>\r\n"), at most.
   [[nodiscard]] static constexpr std::size_t encoded_size(std::size_t bytes) noexcept {
-    return bytes + 16;
+    return bytes + 25;  // '$', 20 digits, two "\r\n"
   }
 
   [[nodiscard]] std::size_t size() const noexcept { return count_; }

@@ -87,7 +87,6 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
                 std::function<void(Result<Reply>)> done) {
   if (!pending_puts.empty()) flush_puts();
   if (!pending_erases.empty()) flush_erases();
-  const std::string base = shard_base(names.prefix, shard);
   // A call that changes something is numbered, so that one sent again after its answer was lost
   // is answered as it was, not run twice (jobs.lua keeps the answer until the node says, in the
   // shard's next call, that it has it). A call that changes nothing is simply asked again.
@@ -122,9 +121,9 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
       }
     }
   }
-  std::string answers;  // the node's kept answers in the shard
-  if (!number.empty() || asks_lost) answers = base + ":ans:" + node;
-  const auto slot = delayq::redis::key_slot(base);
+  // The node's kept answers in the shard are named too.
+  const bool answers = !number.empty() || asks_lost;
+  const auto slot = shard_slot(shard);
   delayq::redis::Request request;
   request.slot = slot;
   request.send_again = true;
@@ -136,12 +135,12 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
   const bool grows = op == "put" || op == "putmany" || op == "putrun" ||
                      (op == "schedule_save" && args.size() > 3 && !args[3].empty());
   using delayq::redis::Command;
-  std::size_t bytes = shard_keys_size(base) + Command::encoded_size(answers.size()) +
-                      Command::encoded_size(tag.size()) + Command::encoded_size(node.size());
+  if (!keys_named) keys_named.emplace(names.prefix, node);
+  std::size_t bytes = keys_named->size(shard, answers) + Command::encoded_size(tag.size()) +
+                      Command::encoded_size(node.size());
   for (const auto& arg : args) bytes += Command::encoded_size(arg.size());
-  Command command = script.begin(kShardKeyCount + (answers.empty() ? 0 : 1), bytes, !grows);
-  add_shard_keys(base, command);
-  if (!answers.empty()) command.arg(answers);
+  Command command = script.begin(kShardKeyCount + (answers ? 1 : 0), bytes, !grows);
+  keys_named->add(shard, answers, command);
   for (const auto& arg : args) command.arg(arg);
   command.arg(tag).arg(node);  // jobs.lua's run() takes the call's number, then the caller, last
   request.commands.push_back(std::move(command));

@@ -274,6 +274,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void call(std::uint32_t shard, std::vector<std::string> args, bool write,
             std::function<void(Result<Reply>)> done);
   std::uint64_t calls_made = 0;
+  std::optional<ShardKeys> keys_named;  // what call() names, made at its first call
   // jobs.lua calls made, by op (call(), call_across_slots(), the heartbeat): /metrics.
   std::map<std::string, std::uint64_t, std::less<>> calls_by_op;
   // Per shard, ",<number>" for each call answered since the shard's last call was made; and

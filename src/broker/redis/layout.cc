@@ -39,16 +39,51 @@ std::vector<std::string> shard_keys(std::string_view prefix, std::uint32_t shard
   return keys;
 }
 
-void add_shard_keys(std::string_view base, delayq::redis::Command& command) {
-  for (const std::string_view suffix : kShardKeySuffixes) command.arg(base, suffix);
+std::uint16_t shard_slot(std::uint32_t shard) {
+  char number[10];
+  const auto [end, error] = std::to_chars(number, number + sizeof number, shard);
+  DELAYQ_CHECK(error == std::errc{});
+  return delayq::redis::key_slot(std::string_view(number, static_cast<std::size_t>(end - number)));
 }
 
-std::size_t shard_keys_size(std::string_view base) {
-  std::size_t bytes = 0;
-  for (const std::string_view suffix : kShardKeySuffixes) {
-    bytes += delayq::redis::Command::encoded_size(base.size() + suffix.size());
+ShardKeys::ShardKeys(std::string_view prefix, std::string_view node)
+    : prefix_(prefix), node_(node) {}
+
+const ShardKeys::Template& ShardKeys::of_width(std::size_t digits) {
+  if (templates_.size() < digits) templates_.resize(digits);
+  Template& made = templates_[digits - 1];
+  if (!made.encoded.empty()) return made;
+  const std::string base = prefix_ + ":{" + std::string(digits, '0') + "}";
+  // A RESP bulk string each ("$<length>\r\n<key>\r\n"), as Command::arg() writes one.
+  const auto add = [&](std::string_view suffix) {
+    made.encoded.append("$").append(std::to_string(base.size() + suffix.size())).append("\r\n");
+    made.number_at.push_back(made.encoded.size() + prefix_.size() + 2);  // after "<prefix>:{"
+    made.encoded.append(base).append(suffix).append("\r\n");
+  };
+  for (const std::string_view suffix : kShardKeySuffixes) add(suffix);
+  made.keys_end = made.encoded.size();
+  add(":ans:" + node_);
+  return made;
+}
+
+std::size_t ShardKeys::size(std::uint32_t shard, bool answers) {
+  const Template& keys = of_width(std::to_string(shard).size());
+  return answers ? keys.encoded.size() : keys.keys_end;
+}
+
+void ShardKeys::add(std::uint32_t shard, bool answers, delayq::redis::Command& command) {
+  char number[10];
+  const auto [end, error] = std::to_chars(number, number + sizeof number, shard);
+  DELAYQ_CHECK(error == std::errc{});
+  const auto digits = static_cast<std::size_t>(end - number);
+  const Template& keys = of_width(digits);
+  const std::string_view encoded =
+      std::string_view(keys.encoded).substr(0, answers ? keys.encoded.size() : keys.keys_end);
+  const std::size_t count = kShardKeyCount + (answers ? 1 : 0);
+  char* written = command.add_encoded(encoded, count);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::memcpy(written + keys.number_at[i], number, digits);
   }
-  return bytes;
 }
 
 Status check_prefix(std::string_view prefix) {

@@ -28,12 +28,32 @@ namespace delayq::broker::redis {
 // Every key of shard s, in the order jobs.lua takes them (its KEYS): a script names them all,
 // so that Redis knows every key it may touch.
 [[nodiscard]] std::vector<std::string> shard_keys(std::string_view prefix, std::uint32_t shard);
-// The same keys added to `command` as its next arguments, each written from the shard's base
-// (`base`, shard_base()) and its own suffix: what a call names, with no string made for a key.
-void add_shard_keys(std::string_view base, delayq::redis::Command& command);
+// The hash slot of shard s's keys and channel (their hash tag is the shard's number).
+[[nodiscard]] std::uint16_t shard_slot(std::uint32_t shard);
 inline constexpr std::size_t kShardKeyCount = 23;
-// The bytes add_shard_keys() adds to a command, at most (Command::reserve()).
-[[nodiscard]] std::size_t shard_keys_size(std::string_view base);
+// The keys a call on a shard names, as a command's arguments: shard_keys(), then, for a call
+// that is numbered, the node's kept answers in the shard ("<prefix>:{s}:ans:<node>"). Encoded
+// once per width of the shard's number, as a template in which only the number is written for
+// each call: no string is made for a key. Not thread-safe.
+class ShardKeys {
+ public:
+  ShardKeys(std::string_view prefix, std::string_view node);
+  // The bytes add() adds for `shard`.
+  [[nodiscard]] std::size_t size(std::uint32_t shard, bool answers);
+  // Adds shard s's keys (and the answers' key when `answers`) to `command`.
+  void add(std::uint32_t shard, bool answers, delayq::redis::Command& command);
+
+ private:
+  struct Template {
+    std::string encoded;                 // every key, the shard's number written as zeros
+    std::size_t keys_end = 0;            // where the answers' key starts
+    std::vector<std::size_t> number_at;  // where each key's number is
+  };
+  const Template& of_width(std::size_t digits);
+  std::string prefix_;
+  std::string node_;
+  std::vector<Template> templates_;  // by the width of the shard's number, less one
+};
 // The shard a job with this key (or, without a key, this group) lives in.
 [[nodiscard]] std::uint32_t shard_of_name(std::string_view tube, std::string_view name,
                                           std::uint32_t shards);

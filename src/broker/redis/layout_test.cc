@@ -38,25 +38,34 @@ TEST(RedisLayoutTest, AShardsChannelIsInItsKeysSlot) {
   }
 }
 
-// The keys a call adds from its shard's base are its keys, in order, for any prefix and shard,
-// within the size said.
-TEST(RedisLayoutTest, AShardsKeysAddedFromItsBaseAreItsKeys) {
+// The keys a call adds are its shard's keys, in order, then the node's answers' key if asked,
+// for any prefix and shard of every width, within the size said; a template made for one shard
+// serves another of the same width.
+TEST(RedisLayoutTest, TheKeysACallAddsAreItsShardsKeysAndItsAnswersKey) {
   for (const std::string prefix : {"dq", "a-much-longer-prefix_of_64_bytes_at_most"}) {
-    for (const std::uint32_t shard : {0U, 7U, 16383U}) {
-      const std::vector<std::string> keys = shard_keys(prefix, shard);
-      EXPECT_EQ(keys.size(), kShardKeyCount);
-      delayq::redis::Command added{"FCALL"};
-      add_shard_keys(shard_base(prefix, shard), added);
-      delayq::redis::Command named{"FCALL"};
-      for (const auto& key : keys) named.arg(key);
-      std::string got;
-      added.encode(got);
-      std::string want;
-      named.encode(want);
-      EXPECT_EQ(got, want) << prefix << shard;
-      EXPECT_GE(shard_keys_size(shard_base(prefix, shard)) +
-                    std::string_view("$5\r\nFCALL\r\n").size() + 8,
-                got.size());
+    ShardKeys writer(prefix, "host:17:42+h");
+    for (const std::uint32_t shard : {0U, 7U, 10U, 99U, 128U, 16383U, 4096U, 5U}) {
+      for (const bool answers : {false, true}) {
+        std::vector<std::string> keys = shard_keys(prefix, shard);
+        EXPECT_EQ(keys.size(), kShardKeyCount);
+        if (answers) keys.push_back(shard_base(prefix, shard) + ":ans:host:17:42+h");
+        delayq::redis::Command added{"FCALL"};
+        writer.add(shard, answers, added);
+        added.arg("after");
+        delayq::redis::Command named{"FCALL"};
+        for (const auto& key : keys) named.arg(key);
+        named.arg("after");
+        std::string got;
+        added.encode(got);
+        std::string want;
+        named.encode(want);
+        EXPECT_EQ(got, want) << prefix << " " << shard << " " << answers;
+        EXPECT_EQ(added.size(), keys.size() + 2);
+        EXPECT_EQ(shard_slot(shard), delayq::redis::key_slot(keys.back())) << shard;
+        EXPECT_EQ(writer.size(shard, answers),
+                  want.size() - std::string_view("*26\r\n$5\r\nFCALL\r\n$5\r\nafter\r\n").size())
+            << prefix << " " << shard;
+      }
     }
   }
 }

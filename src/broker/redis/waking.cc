@@ -337,7 +337,7 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
     // kProbePatience at most; it goes on with what is known then, and the late answers still
     // teach the node. Shards whose slot met a migration or failover lately are not waited for.
     if (first && std::all_of(unknown.begin(), unknown.end(), [this](std::uint32_t shard) {
-          return client->unsettled(delayq::redis::key_slot(shard_base(names.prefix, shard)));
+          return client->unsettled(shard_slot(shard));
         })) {
       probe_shards(tubes, unknown, [](bool) {});  // asked, not waited for: on to `first`
     } else {
