@@ -218,7 +218,9 @@ void raise_file_limit(const Flags& flags) {
 
 int run(const Flags& flags) {
   raise_file_limit(flags);
-  boost::asio::io_context io;
+  // One thread runs it (this one): what it posts to itself queues without the scheduler's lock
+  // (other threads, such as the committer's, still post through the lock).
+  boost::asio::io_context io{1};
   metrics::Registry metrics;  // every layer's families, for GET /metrics
   int exit_code = 0;
   std::unique_ptr<broker::Broker> broker;  // outlives the front-ends, whose sessions it holds

@@ -149,6 +149,11 @@ struct Client::Impl : std::enable_shared_from_this<Client::Impl> {
     std::string ask;  // send once to this node, after ASKING
     Status problem;   // what the last try met, for the timeout's message
     std::unique_ptr<asio::steady_timer> timer;
+    // The try under way: where it went, the outcomes of its commands (then its WAIT's), and how
+    // many have yet to come (the last completes the try: on_replies()).
+    std::string address;
+    std::vector<Outcome> outcomes;
+    std::size_t left = 0;
   };
   using CallPtr = std::shared_ptr<Call>;
   // A request waiting for its WAIT's answer (Request::replicas).
@@ -312,13 +317,16 @@ void Client::Impl::dispatch(const CallPtr& call) {
   }
   const auto count = call->request.commands.size();
   // The commands' outcomes, then the WAIT's if the request waits for replicas; the last to
-  // arrive completes the request.
-  auto outcomes = std::make_shared<std::vector<Outcome>>(count + (second ? 1 : 0));
-  auto left = std::make_shared<std::size_t>(outcomes->size());
-  auto self = shared_from_this();
-  auto arrived = [self, call, address, outcomes, left](std::size_t i, Outcome outcome) {
-    (*outcomes)[i] = std::move(outcome);
-    if (--*left == 0) self->on_replies(call, address, std::move(*outcomes));
+  // arrive completes the request. (A try is dispatched again only once all of the one before
+  // have arrived.)
+  call->outcomes.assign(count + (second ? 1 : 0), Outcome{});
+  call->left = call->outcomes.size();
+  call->address = address;
+  auto arrived = [self = shared_from_this(), call](std::size_t i, Outcome outcome) {
+    call->outcomes[i] = std::move(outcome);
+    if (--call->left == 0) {
+      self->on_replies(call, std::exchange(call->address, {}), std::move(call->outcomes));
+    }
   };
   for (std::size_t i = 0; i < count; ++i) {
     // ASKING lets the next command alone into a slot being imported.
