@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 
 namespace delayq::redis {
 
@@ -125,20 +127,42 @@ Reply* place(const redisReadTask* task) {
   return &array->elements[static_cast<std::size_t>(task->idx)];
 }
 
-void* make_string(const redisReadTask* task, char* text, std::size_t length) {
-  Reply* to = place(task);
-  to->type = task->type == REDIS_REPLY_STATUS  ? ReplyType::kStatus
-             : task->type == REDIS_REPLY_ERROR ? ReplyType::kError
-                                               : ReplyType::kString;
-  to->str.assign(text, length);
-  return to;
+// A value too large to hold (a stream that is not what Redis sends) is hiredis's
+// out-of-memory error, which next() reports, not an exception through its C frames.
+template <typename Make>
+void* made(Make make) noexcept {
+  try {
+    return make();
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  } catch (const std::length_error&) {
+    return nullptr;
+  }
 }
 
+void* make_string(const redisReadTask* task, char* text, std::size_t length) {
+  return made([&] {
+    Reply* to = place(task);
+    to->type = task->type == REDIS_REPLY_STATUS  ? ReplyType::kStatus
+               : task->type == REDIS_REPLY_ERROR ? ReplyType::kError
+                                                 : ReplyType::kString;
+    to->str.assign(text, length);
+    return to;
+  });
+}
+
+// More elements than any reply of Redis to delayq holds (a stream that is not Redis's): an
+// error, rather than gigabytes asked of the allocator.
+constexpr int kMostElements = 1 << 24;
+
 void* make_array(const redisReadTask* task, int elements) {
-  Reply* to = place(task);
-  to->type = ReplyType::kArray;
-  to->elements.resize(static_cast<std::size_t>(std::max(elements, 0)));
-  return to;
+  if (elements > kMostElements) return nullptr;
+  return made([&] {
+    Reply* to = place(task);
+    to->type = ReplyType::kArray;
+    to->elements.resize(static_cast<std::size_t>(std::max(elements, 0)));
+    return to;
+  });
 }
 
 void* make_integer(const redisReadTask* task, long long value) {

@@ -99,6 +99,16 @@ TEST(ReplyReaderTest, AReaderDroppedOrCorruptedInsideAReplyLeavesNothingBehind) 
   EXPECT_EQ(next.code(), Code::kCorruption);
 }
 
+// An array of more elements than any reply holds (2^24) is an error of the stream, not gigabytes
+// asked of the allocator.
+TEST(ReplyReaderTest, AnArrayTooLargeToHoldIsCorruption) {
+  ReplyReader reader;
+  reader.feed("*2000000000\r\n:1\r\n");
+  const auto next = reader.next();
+  ASSERT_FALSE(next.is_ok());
+  EXPECT_EQ(next.code(), Code::kCorruption);
+}
+
 TEST(ReplyReaderTest, BytesThatAreNotRespAreCorruption) {
   ReplyReader reader;
   reader.feed("?what\r\n");
