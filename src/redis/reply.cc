@@ -114,17 +114,20 @@ std::string describe(const Reply& reply) {
 namespace {
 
 // hiredis's reader builds Reply values in place (its object functions): a reply's root is the
-// ReplyReader's own (the reader's privdata), every element the slot of its array's vector,
-// sized when the array's header is read. So a reply costs no allocation beyond its strings and
-// vectors, and nothing is copied out of hiredis's own objects.
+// ReplyReader's own (the reader's privdata), every element the next of its array's vector. So
+// a reply costs no allocation beyond its strings and vectors, and nothing is copied out of
+// hiredis's own objects. An array grows as its elements come (room for a few thousand is made
+// at its header), so a header alone asks for little memory; hiredis holds pointers only to the
+// arrays still being filled, which a later sibling's growth cannot move.
 Reply* place(const redisReadTask* task) {
   if (task->parent == nullptr) {
     auto* root = static_cast<Reply*>(task->privdata);
     *root = Reply{};
     return root;
   }
-  auto* array = static_cast<Reply*>(task->parent->obj);
-  return &array->elements[static_cast<std::size_t>(task->idx)];
+  auto& elements = static_cast<Reply*>(task->parent->obj)->elements;
+  DELAYQ_CHECK(static_cast<std::size_t>(task->idx) == elements.size());
+  return &elements.emplace_back();
 }
 
 // A value too large to hold (a stream that is not what Redis sends) is hiredis's
@@ -151,8 +154,7 @@ void* make_string(const redisReadTask* task, char* text, std::size_t length) {
   });
 }
 
-// More elements than any reply of Redis to delayq holds (a stream that is not Redis's): an
-// error, rather than gigabytes asked of the allocator.
+// More elements than any reply of Redis to delayq holds: a stream that is not Redis's.
 constexpr int kMostElements = 1 << 24;
 
 void* make_array(const redisReadTask* task, int elements) {
@@ -160,20 +162,22 @@ void* make_array(const redisReadTask* task, int elements) {
   return made([&] {
     Reply* to = place(task);
     to->type = ReplyType::kArray;
-    to->elements.resize(static_cast<std::size_t>(std::max(elements, 0)));
+    to->elements.reserve(static_cast<std::size_t>(std::clamp(elements, 0, 4096)));
     return to;
   });
 }
 
 void* make_integer(const redisReadTask* task, long long value) {
-  Reply* to = place(task);
-  to->type = ReplyType::kInteger;
-  to->integer = value;
-  return to;
+  return made([&] {
+    Reply* to = place(task);
+    to->type = ReplyType::kInteger;
+    to->integer = value;
+    return to;
+  });
 }
 
 void* make_nil(const redisReadTask* task) {
-  return place(task);  // a Reply is nil as made
+  return made([&] { return place(task); });  // a Reply is nil as made
 }
 
 // The root is the ReplyReader's and every element a part of it: nothing to free on its own.

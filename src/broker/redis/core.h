@@ -246,9 +246,9 @@ struct Owned {
   bool firing = false;
   bool again = false;
   // Redis's clock ahead of the steady clock, in milliseconds, as the shard's answers (firings,
-  // looks) showed it, and when: the largest of those within RedisBroker::Core::kClockWindow,
-  // each being short by its answer's way back. A timer told on the shard's channel is armed
-  // from it (told_timer()), without a call.
+  // looks) showed it, and when: the largest of those within two looks' time, each being short
+  // by its answer's way back. A timer told on the shard's channel is armed from it
+  // (RedisBroker::Core::told_timer()), without a call.
   double redis_ahead_ms = 0;
   std::optional<SteadyTime> redis_clock_seen;
   // The last firing's answer was lost: the next hands no waiter a job, so that an outage
@@ -618,15 +618,19 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   static constexpr std::size_t kTubesPerTidy = 100;
   std::optional<std::chrono::steady_clock::time_point> last_tidy;
   void looked(std::uint32_t shard, std::int64_t earliest_ms, double now_ms);
-  // An answer of `own`'s shard said Redis's present was `now_ms` (received just now).
+  // An answer of `own`'s shard said Redis's present was `now_ms` (received just now). The
+  // largest within two looks' time (look_period()) is kept.
   void saw_redis_clock(Owned& own, double now_ms);
-  static constexpr Millis kClockWindow{5'000};
   // A message said the owned `shard` has a timer at `at_ms` (Redis's clock) earlier than its
-  // owner was to look: armed for it by the shard's clock as last seen, or fired at once when
-  // that is older than kClockTrusted (or unknown), or when a firing is under way (whose answer
-  // may name a later timer: fired again once it answers).
+  // owner was to look: armed for it by the shard's clock as last seen. Fired at once instead
+  // when that clock is older than three looks (or unknown: the shard just taken, its channel
+  // subscribed again), while its slot migrates, when the time has come, or when a firing is
+  // under way (whose answer may name a later timer: fired again once it answers).
   void told_timer(std::uint32_t shard, double at_ms);
-  static constexpr Millis kClockTrusted{15'000};
+  // How often every shard is looked at (resync()).
+  [[nodiscard]] std::chrono::microseconds look_period() const {
+    return std::max<std::chrono::microseconds>(options.resync * 5, Millis{1000});
+  }
   // The overdue gauge of `shard`: how far its earliest timer (< 0: none) is behind the present,
   // both in milliseconds on Redis's clock.
   void set_overdue(std::uint32_t shard, double earliest_ms, double now_ms) {

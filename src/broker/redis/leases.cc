@@ -654,7 +654,7 @@ void Core::saw_redis_clock(Owned& own, double now_ms) {
       now_ms - std::chrono::duration<double, std::milli>(at.time_since_epoch()).count();
   // Each answer is short by its way back; the largest within the window is the nearest. Older
   // ones give way, so that the two clocks' drift (or a step of Redis's) counts within seconds.
-  if (!own.redis_clock_seen || at - *own.redis_clock_seen > kClockWindow ||
+  if (!own.redis_clock_seen || at - *own.redis_clock_seen > 2 * look_period() ||
       ahead > own.redis_ahead_ms) {
     own.redis_ahead_ms = ahead;
     own.redis_clock_seen = at;
@@ -667,7 +667,7 @@ void Core::told_timer(std::uint32_t shard, double at_ms) {
   Owned& own = mine->second;
   const SteadyTime now = clock->steady_now();
   if (own.firing || at_ms < 0 || !own.redis_clock_seen ||
-      now - *own.redis_clock_seen > kClockTrusted) {
+      now - *own.redis_clock_seen > 3 * look_period() || client->unsettled(shard_slot(shard))) {
     return fire(shard);
   }
   // Armed a little late rather than early (the clock as seen is behind Redis's by the answer's
@@ -839,7 +839,7 @@ void Core::resync() {
   for (auto& part : per_primary(every_shard_number(), [](std::uint32_t shard) { return shard; })) {
     look_together(std::move(part));
   }
-  resync_timer->expires_after(std::max(options.resync * 5, Millis{1000}));
+  resync_timer->expires_after(look_period());
   resync_timer->async_wait([self = shared_from_this()](bool expired) {
     if (expired) self->resync();
   });

@@ -867,6 +867,17 @@ TEST_F(Firing, ATimerMessageArmsTheShardForItsMicrosecondByTheClockItsAnswersSho
   EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{3}));
   clock->advance(microseconds(1));
   EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{3, 1}));
+  // Armed by a firing's answer (a timer 750 ms after its present, kRedisNow), a message of a
+  // timer 200 ms away by the shard's clock as first seen moves it there.
+  Call firing = take("fire");
+  EXPECT_EQ(shard_of(firing), 3U);
+  redis->answer(firing, fired(0, "1800000000750.125"));
+  settle();
+  timer_message(3, "1800000000650.125");
+  clock->advance(milliseconds(200) - microseconds(1));
+  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{1}));
+  clock->advance(microseconds(1));
+  EXPECT_EQ(shards_of("fire"), (std::multiset<std::uint32_t>{3, 1}));
 }
 
 // Without a recent answer of the shard (its five-second looks unanswered), the message fires the

@@ -281,7 +281,10 @@ Result<std::unique_ptr<RedisBroker>> RedisBroker::open(asio::io_context& io,
         for (auto& [tube, h] : self->hints) Core::forget_head(h, shard);
         ++self->looks_again;
         self->pump();
-        if (self->owned.contains(shard)) self->fire(shard);
+        if (auto own = self->owned.find(shard); own != self->owned.end()) {
+          own->second.redis_clock_seen.reset();  // it may have moved to another primary
+          self->fire(shard);
+        }
       });
   core->lease_tick();
   core->resync();

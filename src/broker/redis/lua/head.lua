@@ -62,7 +62,8 @@ local FIELDS = 18 -- and its objects before the body
 local V1 = '>BBI4ddddI4I4I4I4I4I4I4c0I4c0I4c0I4c0' -- a layout 1 record, before the body
 local DELAYED, READY, RESERVED, BURIED = 0, 1, 2, 3
 -- A field of c that no tube's counter can be (a tube name is not empty): when the shard's owner
--- looks next, in whole milliseconds (tell_owner(), moves.lua).
+-- looks next, in milliseconds with their microseconds (tell_owner(), moves.lua; older versions
+-- wrote whole milliseconds).
 local ARMED = '\0armed'
 
 -- Redis's clock, read once per call: a call runs at one instant.

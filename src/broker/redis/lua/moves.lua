@@ -17,11 +17,11 @@ end
 -- the owner ('t', with the timer's microsecond), which fires then; ARMED takes that time, so that
 -- the calls after this one tell it nothing more until it has fired.
 local function tell_owner(at)
-  local ms = math.ceil(at)
   local armed = tonumber(redis.call('HGET', C, ARMED))
-  if armed and armed <= ms then return end
-  redis.call('HSET', C, ARMED, string.format('%d', ms))
-  redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. us(at))
+  if armed and armed <= at then return end
+  local exact = us(at)
+  redis.call('HSET', C, ARMED, exact)
+  redis.call('SPUBLISH', SEVENTS, 't ' .. base .. ' ' .. exact)
 end
 
 -- The reservations made in this call, into t; returns the earliest end (nil: none).

@@ -650,7 +650,7 @@ ops.fire = function()
   end
   local wake = first_wake()
   if wake and (not next_at or wake < next_at) then next_at = wake end
-  if next_at then redis.call('HSET', C, ARMED, string.format('%d', math.ceil(next_at)))
+  if next_at then redis.call('HSET', C, ARMED, us(next_at))
   else redis.call('HDEL', C, ARMED) end
   return {'ok', moved, next_at and us(next_at) or '-1', us(now), late, served}
 end
