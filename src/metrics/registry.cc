@@ -113,14 +113,17 @@ bool is_key_of(std::string_view key, std::initializer_list<std::string_view> lab
 }  // namespace
 
 std::int64_t& Counters::series(std::initializer_list<std::string_view> labels) {
-  // Counted again and again, as a stream of one command's replies does: neither a key made nor a
-  // search. (A map's entries stay where they are.)
+  // One of the few counted last: neither a key made nor a search. (A map's entries stay where
+  // they are.)
   DELAYQ_CHECK(labels.size() == label_names_.size());
-  if (last_ != nullptr && is_key_of(last_->first, labels)) return last_->second;
+  for (auto* entry : recent_) {
+    if (entry != nullptr && is_key_of(entry->first, labels)) return entry->second;
+  }
   const std::string& wanted = key(labels);
   auto it = series_.find(wanted);
   if (it == series_.end()) it = series_.emplace(wanted, 0).first;
-  last_ = &*it;
+  std::copy_backward(recent_.begin(), recent_.end() - 1, recent_.end());
+  recent_.front() = &*it;
   return it->second;
 }
 

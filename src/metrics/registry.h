@@ -17,6 +17,7 @@
 // rendering happen on the executor.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -87,7 +88,9 @@ class Counters {
   // By label values joined with '\0' (no label value holds one), sorted for a stable page.
   std::map<std::string, std::int64_t, std::less<>> series_;
   mutable std::string key_;  // the key being looked up, kept to reuse its buffer
-  std::pair<const std::string, std::int64_t>* last_ = nullptr;  // the series last counted
+  // The series counted last, newest first: a server's replies alternate among a few (INSERTED,
+  // RESERVED, DELETED), each found again without a key made or a search.
+  std::array<std::pair<const std::string, std::int64_t>*, 4> recent_{};
 };
 
 // Writes families in the exposition format; a collector's function is given one.

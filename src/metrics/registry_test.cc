@@ -87,6 +87,25 @@ TEST(RegistryTest, ForEachGivesEveryLabelOfEverySeries) {
   EXPECT_EQ(seen, expected);
 }
 
+// Series counted in turn, more of them than are kept at hand, and with labels that share a
+// prefix, each keep their own count.
+TEST(RegistryTest, SeriesCountedInTurnKeepTheirOwnCounts) {
+  Registry registry;
+  Counters& c = registry.counters("c", "C.", Kind::kCounter, {"verb", "reply"});
+  const std::vector<std::pair<std::string, std::string>> turns = {
+      {"put", "INSERTED"},  {"reserve", "RESERVED"}, {"delete", "DELETED"},  {"put", "INSERT"},
+      {"puts", "INSERTED"}, {"touch", "TOUCHED"},    {"release", "RELEASED"}};
+  for (int round = 0; round < 5; ++round) {
+    for (std::size_t i = 0; i < turns.size(); ++i) {
+      c.add({turns[i].first, turns[i].second}, static_cast<std::int64_t>(i + 1));
+    }
+  }
+  for (std::size_t i = 0; i < turns.size(); ++i) {
+    EXPECT_EQ(c.value({turns[i].first, turns[i].second}), static_cast<std::int64_t>(5 * (i + 1)))
+        << turns[i].first << " " << turns[i].second;
+  }
+}
+
 TEST(RegistryTest, TwoAsksForOneNameShareTheFamily) {
   Registry registry;
   Counters& first = registry.counters("ops_total", "Operations.", Kind::kCounter, {"protocol"});
