@@ -2078,6 +2078,24 @@ TEST_F(RedisWakeTest, AnIdleShardIsNeverFiredAndATtrLapsesAtItsEnd) {
       << " ms";
 }
 
+// Delayed jobs put into quiet shards cost their owner no firing before they are due: each put's
+// message (`t`) carries the due time, for which the owner arms without a call; then each job
+// reaches the worker, none before its delay.
+TEST_F(RedisWakeTest, DelayedJobsPutIntoQuietShardsCostNoFiringBeforeTheyAreDue) {
+  Client monitor(redis_.port());
+  ASSERT_EQ(monitor.call("MONITOR\r\n"), "+OK\r\n");
+  Client producer(server_->port());
+  const auto put_at = Clock::now();
+  for (int n = 0; n < 8; ++n) ASSERT_TRUE(inserted_id(producer.call("put 0 2 60 1\r\nx\r\n")));
+  EXPECT_EQ(calls_seen(monitor, "\"fire\"", Millis{1500}), 0) << "firings before the jobs were due";
+  Client worker(server_->port());
+  for (int n = 0; n < 8; ++n) {
+    const std::string got = worker.call("reserve-with-timeout 5\r\n", Millis{6000});
+    ASSERT_EQ(got.rfind("RESERVED ", 0), 0U) << got;
+    EXPECT_GE(Clock::now() - put_at, 2s) << "job " << n << " reserved before its delay";
+  }
+}
+
 // --- prefetch (--redis-prefetch): a worker's delete reserves its next job
 
 // A node over a Redis of its own, every job in one shard, with prefetch on (300 ms).
