@@ -39,11 +39,20 @@ std::vector<std::string> shard_keys(std::string_view prefix, std::uint32_t shard
   return keys;
 }
 
-std::uint16_t shard_slot(std::uint32_t shard) {
-  char number[10];
-  const auto [end, error] = std::to_chars(number, number + sizeof number, shard);
+namespace {
+
+// Shard s's number in decimal, written into `out`: what its keys' hash tag holds.
+std::string_view digits_of(std::uint32_t shard, std::array<char, 10>& out) {
+  const auto [end, error] = std::to_chars(out.data(), out.data() + out.size(), shard);
   DELAYQ_CHECK(error == std::errc{});
-  return delayq::redis::key_slot(std::string_view(number, static_cast<std::size_t>(end - number)));
+  return {out.data(), static_cast<std::size_t>(end - out.data())};
+}
+
+}  // namespace
+
+std::uint16_t shard_slot(std::uint32_t shard) {
+  std::array<char, 10> number;
+  return delayq::redis::key_slot(digits_of(shard, number));
 }
 
 ShardKeys::ShardKeys(std::string_view prefix, std::string_view node)
@@ -67,22 +76,21 @@ const ShardKeys::Template& ShardKeys::of_width(std::size_t digits) {
 }
 
 std::size_t ShardKeys::size(std::uint32_t shard, bool answers) {
-  const Template& keys = of_width(std::to_string(shard).size());
+  std::array<char, 10> number;
+  const Template& keys = of_width(digits_of(shard, number).size());
   return answers ? keys.encoded.size() : keys.keys_end;
 }
 
 void ShardKeys::add(std::uint32_t shard, bool answers, delayq::redis::Command& command) {
-  char number[10];
-  const auto [end, error] = std::to_chars(number, number + sizeof number, shard);
-  DELAYQ_CHECK(error == std::errc{});
-  const auto digits = static_cast<std::size_t>(end - number);
-  const Template& keys = of_width(digits);
+  std::array<char, 10> buffer;
+  const std::string_view number = digits_of(shard, buffer);
+  const Template& keys = of_width(number.size());
   const std::string_view encoded =
       std::string_view(keys.encoded).substr(0, answers ? keys.encoded.size() : keys.keys_end);
   const std::size_t count = kShardKeyCount + (answers ? 1 : 0);
   char* written = command.add_encoded(encoded, count);
   for (std::size_t i = 0; i < count; ++i) {
-    std::memcpy(written + keys.number_at[i], number, digits);
+    std::memcpy(written + keys.number_at[i], number.data(), number.size());
   }
 }
 

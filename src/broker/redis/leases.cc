@@ -647,11 +647,19 @@ void Core::looked(std::uint32_t shard, std::int64_t earliest_ms, double now_ms) 
   }
 }
 
+namespace {
+
+// A steady time point in milliseconds, with their fraction, to set against Redis's clock.
+double ms_of(SteadyTime at) {
+  return std::chrono::duration<double, std::milli>(at.time_since_epoch()).count();
+}
+
+}  // namespace
+
 void Core::saw_redis_clock(Owned& own, double now_ms) {
   if (now_ms <= 0) return;
   const SteadyTime at = clock->steady_now();
-  const double ahead =
-      now_ms - std::chrono::duration<double, std::milli>(at.time_since_epoch()).count();
+  const double ahead = now_ms - ms_of(at);
   // Each answer is short by its way back; the largest within the window is the nearest. Older
   // ones give way, so that the two clocks' drift (or a step of Redis's) counts within seconds.
   if (!own.redis_clock_seen || at - *own.redis_clock_seen > 2 * look_period() ||
@@ -672,9 +680,7 @@ void Core::told_timer(std::uint32_t shard, double at_ms) {
   }
   // Armed a little late rather than early (the clock as seen is behind Redis's by the answer's
   // way back); one armed early would find nothing due and be armed again from its answer.
-  const double redis_now =
-      std::chrono::duration<double, std::milli>(now.time_since_epoch()).count() +
-      own.redis_ahead_ms;
+  const double redis_now = ms_of(now) + own.redis_ahead_ms;
   if (at_ms <= redis_now) return fire(shard);
   const std::chrono::microseconds in = until_timer(at_ms, redis_now);
   if (!own.armed_at || *own.armed_at > now + in) arm_fire(shard, in);
