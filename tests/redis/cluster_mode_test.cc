@@ -335,6 +335,37 @@ TEST_F(ClusterModeTest, KickTakesTheEarliestDelayedJobsOfAllShards) {
   EXPECT_EQ(on_a.call("kick 100\r\n", Millis{15000}), "KICKED 45\r\n");
 }
 
+// peek-delayed and kick read every shard in calls across slots, each shard's walk of its timers
+// up to the tube's delayed jobs bounded; a shard where that walk is longer is asked by a call of
+// its own. Two shards, each holding about 150 timers of another tube before the one of "late":
+// both walks are too long to share a call, and every answer is still right.
+TEST_F(ClusterModeTest, PeekDelayedAndKickFindAJobBehindManyTimersOfAnotherTube) {
+  const auto prefix = unique_prefix(dir_);
+  ServerProcess server(dir_.path(),
+                       {"--redis", seeds_, "--redis-prefix", prefix, "--redis-shards", "2"});
+  ASSERT_EQ(server.start(), "");
+  Client c(server.port());
+  ASSERT_EQ(c.call("use early\r\n"), "USING early\r\n");
+  std::optional<std::uint64_t> first_early;
+  for (int i = 0; i < 300; ++i) {
+    const auto id = inserted_id(c.call("put 0 " + std::to_string(1000 + i) + " 10 1\r\ne\r\n"));
+    ASSERT_TRUE(id);
+    if (!first_early) first_early = id;
+  }
+  ASSERT_EQ(c.call("use late\r\n"), "USING late\r\n");
+  const auto late = inserted_id(c.call("put 0 5000 10 1\r\nl\r\n"));
+  ASSERT_TRUE(late);
+  EXPECT_EQ(c.call("peek-delayed\r\n", Millis{15000}), job_reply("FOUND", *late, "l"));
+  EXPECT_EQ(c.call("kick 5\r\n", Millis{15000}), "KICKED 1\r\n");
+  EXPECT_EQ(c.call("peek-ready\r\n", Millis{15000}), job_reply("FOUND", *late, "l"));
+  EXPECT_EQ(c.call("peek-delayed\r\n", Millis{15000}), "NOT_FOUND\r\n");
+  ASSERT_EQ(c.call("use early\r\n"), "USING early\r\n");
+  EXPECT_EQ(c.call("peek-delayed\r\n", Millis{15000}), job_reply("FOUND", *first_early, "e"));
+  EXPECT_EQ(c.call("kick 200\r\n", Millis{15000}), "KICKED 200\r\n");
+  EXPECT_EQ(parse_yaml(c.call("stats-tube early\r\n", Millis{15000}))["current-jobs-delayed"],
+            "100");
+}
+
 // A process's resident memory in KiB (VmRSS), -1 if it cannot be read. It tells nothing of a
 // server built with AddressSanitizer, which keeps freed memory aside (its quarantine).
 #if defined(__SANITIZE_ADDRESS__)

@@ -15,7 +15,7 @@ bool reads_only(const std::vector<std::string>& args) {
   static const std::set<std::string, std::less<>> kReads = {
       "peek", "peek_next", "stats", "probe", "kickable", "overdue", "schedule_get", "schedule_all"};
   const std::string& op = args.front();
-  return kReads.contains(op) || (op == "group" && args.size() > 3 && args[3] == "0");
+  return kReads.contains(op) || Core::group_read(args);
 }
 
 // The reserves waiting as `holder n tube...` from args[i] on (jobs.lua's serve()).

@@ -573,13 +573,16 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void call_across_slots(std::uint32_t first, std::vector<std::string> args,
                          std::function<void(Result<Reply>)> done);
   std::uint64_t read_lanes = 0;  // numbers each read's lane
+  // A group's listing ("0") or count ("n"), not its cancel.
+  [[nodiscard]] static bool group_read(const std::vector<std::string>& args) {
+    return args.front() == "group" && args.size() > 3 && (args[3] == "0" || args[3] == "n");
+  }
   // Whether a read of every shard goes in calls across slots (jobs.lua's each): stats, a peek at
-  // the next ready or buried job, a group's listing. Not a peek at the next delayed job, which
-  // walks the shard's timers up to the tube's first, with no bound on its work.
+  // the next job, what a kick would take, a group's listing or count. A shard whose walk of its
+  // timers (to a tube's delayed jobs) would cost more than a call's rows is asked alone.
   [[nodiscard]] static bool read_across_slots(const std::vector<std::string>& args) {
     const std::string& op = args.front();
-    return op == "stats" || (op == "peek_next" && args.size() > 2 && args[2] != "delayed") ||
-           (op == "group" && args.size() > 3 && args[3] == "0");
+    return op == "stats" || op == "peek_next" || op == "kickable" || group_read(args);
   }
   // The rows of replies such a call reads before it leaves the rest of its shards to the next,
   // a shard counting its rows and one: a row cost Redis about 9 us (a tube's stats), a shard

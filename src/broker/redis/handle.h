@@ -9,6 +9,13 @@
 
 namespace delayq::broker::redis {
 
+// jobs.lua on every shard with `args`, reads in calls across slots where they may go
+// (Core::read_across_slots); `then` gets the replies by shard (a shard's kNotFound is a reply),
+// or the first failure; not once `state` is no longer alive.
+void every_shard(std::shared_ptr<Core> core, std::shared_ptr<SessionState> state,
+                 std::vector<std::string> args, bool write,
+                 std::function<void(Result<std::vector<Reply>>)> then);
+
 class Handle {
  protected:
   explicit Handle(std::shared_ptr<Core> core) : core_(std::move(core)) {}
@@ -24,10 +31,11 @@ class Handle {
                  if (state->alive) done(std::move(result));
                });
   }
-  // jobs.lua on every shard with `args`; `then` gets the replies by shard (a shard's kNotFound
-  // is a reply), or the first failure; not once the handle is gone.
+  // redis::every_shard(), not once the handle is gone.
   void every_shard(std::vector<std::string> args, bool write,
-                   std::function<void(Result<std::vector<Reply>>)> then);
+                   std::function<void(Result<std::vector<Reply>>)> then) {
+    redis::every_shard(core_, state_, std::move(args), write, std::move(then));
+  }
   [[nodiscard]] Status check(const std::string& tube) const {
     return check_tube_name(tube, core_->options.max_name_bytes);
   }

@@ -440,9 +440,9 @@ void RedisSession::kick(std::string tube, std::size_t bound, Callback<std::size_
   if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<std::size_t>(s));
   if (bound == 0) return post(std::move(done), Result<std::size_t>(std::size_t{0}));
   // Buried jobs first (the lowest ids), delayed ones (the earliest due) only if no shard has a
-  // buried job: every shard says which it would kick first (at most kMost), and each kicks as
-  // many as it holds of the first of them all. Two round trips, each to every shard at once;
-  // more while a shard had more to list and the bound is not reached.
+  // buried job: every shard says which it would kick first (at most kMost), in calls across
+  // slots, and each kicks as many as it holds of the first of them all. Two round trips; more
+  // while a shard had more to list and the bound is not reached.
   static constexpr std::size_t kMost = 1000;
   struct Kick : std::enable_shared_from_this<Kick> {
     std::shared_ptr<Core> core;
@@ -458,22 +458,23 @@ void RedisSession::kick(std::string tube, std::size_t bound, Callback<std::size_
     Status failed;
 
     void ask() {
-      left = core->shards;
+      const std::size_t most = std::min(kMost, bound - kicked);
+      redis::every_shard(core, state, {"kickable", tube, what, std::to_string(most)}, false,
+                         [self = shared_from_this(), most](Result<std::vector<Reply>> lists) {
+                           self->listed(most, lists);
+                         });
+    }
+    void listed(std::size_t most, const Result<std::vector<Reply>>& lists) {
+      if (!lists.is_ok()) {
+        failed = lists.status();
+        return finish();
+      }
       listed_all = true;
       candidates.clear();
-      const std::size_t most = std::min(kMost, bound - kicked);
-      for (std::uint32_t shard = 0; shard < core->shards; ++shard) {
-        core->call(shard, {"kickable", tube, what, std::to_string(most)}, false,
-                   [self = shared_from_this(), shard, most](Result<Reply> reply) {
-                     self->listed(shard, most, reply);
-                   });
-      }
-    }
-    void listed(std::uint32_t shard, std::size_t most, const Result<Reply>& reply) {
-      if (!reply.is_ok()) {
-        failed = reply.status();
-      } else if (reply.value().elements.size() > 1) {
-        const auto& pairs = reply.value().elements[1].elements;
+      for (std::uint32_t shard = 0; shard < lists.value().size(); ++shard) {
+        const Reply& reply = lists.value()[shard];
+        if (reply.elements.size() < 2) continue;
+        const auto& pairs = reply.elements[1].elements;
         if (pairs.size() >= most) listed_all = false;
         for (const auto& pair : pairs) {
           if (pair.elements.size() != 2) continue;
@@ -481,8 +482,6 @@ void RedisSession::kick(std::string tube, std::size_t bound, Callback<std::size_
                                   static_cast<JobId>(to_int(pair.elements[0].str)), shard);
         }
       }
-      if (--left > 0) return;
-      if (!failed.is_ok()) return finish();
       if (candidates.empty() && what == "buried" && kicked == 0) {
         what = "delayed";
         return ask();
@@ -569,16 +568,46 @@ void RedisSession::list_group(std::string tube, std::string group,
 }
 
 void RedisSession::cancel_group(std::string tube, std::string group, Callback<std::size_t> done) {
-  every_shard({"group", tube, group, "1"}, true,
-              [done = std::move(done)](Result<std::vector<Reply>> replies) {
-                if (!replies.is_ok()) return done(replies.status());
-                std::size_t deleted = 0;
-                for (const auto& reply : replies.value()) {
-                  if (reply.elements.size() > 1)
-                    deleted += static_cast<std::size_t>(reply.elements[1].integer);
+  // How many each shard holds, in calls across slots; then the cancel, a call in each shard that
+  // holds some. A job of the group put meanwhile may stay: its put and the cancel overlapped.
+  struct Cancel {
+    std::size_t left = 0;
+    std::size_t deleted = 0;
+    bool finished = false;
+    Callback<std::size_t> done;
+  };
+  auto cancel = std::make_shared<Cancel>();
+  cancel->done = std::move(done);
+  every_shard(
+      {"group", tube, group, "n"}, false,
+      [core = core_, state = state_, tube, group, cancel](Result<std::vector<Reply>> counts) {
+        if (!counts.is_ok()) return cancel->done(counts.status());
+        std::vector<std::uint32_t> holding;
+        for (std::uint32_t shard = 0; shard < counts.value().size(); ++shard) {
+          const Reply& count = counts.value()[shard];
+          if (count.elements.size() > 1 && count.elements[1].integer > 0) holding.push_back(shard);
+        }
+        if (holding.empty()) return cancel->done(std::size_t{0});
+        cancel->left = holding.size();
+        for (const auto shard : holding) {
+          core->call(
+              shard, {"group", tube, group, "1"}, true, [state, cancel](Result<Reply> reply) {
+                if (cancel->finished) return;
+                const Status failed = reply.is_ok() ? status_of(reply.value()) : reply.status();
+                if (!failed.is_ok()) {
+                  cancel->finished = true;
+                  if (state->alive) cancel->done(failed);
+                  return;
                 }
-                done(deleted);
+                if (reply.value().elements.size() > 1) {
+                  cancel->deleted += static_cast<std::size_t>(reply.value().elements[1].integer);
+                }
+                if (--cancel->left > 0) return;
+                cancel->finished = true;
+                if (state->alive) cancel->done(cancel->deleted);
               });
+        }
+      });
 }
 
 void RedisSession::note_attempt(JobId id, int status, std::string error, Callback<JobView> done) {

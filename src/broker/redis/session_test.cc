@@ -741,28 +741,17 @@ TEST_F(Sessions, AJobReserveJobDidNotGetIsNotReleasedAtTheSessionsEnd) {
   EXPECT_EQ(redis->count("release"), 0U);
 }
 
-// Answers a peek_next of "default" in `state` on every shard: each shard's job, or none. A
-// peek at ready or buried jobs asks every shard in one call (each), one at delayed jobs a call a
-// shard (its work is not bounded). How many shards it answered. (`shard_of`: the fixture's.)
-std::size_t answer_peeks(ScriptedRedis& redis, std::uint32_t (*shard_of)(const Call&),
-                         const std::string& state, const std::map<std::uint32_t, JobView>& jobs,
-                         std::int64_t now) {
-  const auto answer = [&](std::uint32_t shard, const std::vector<std::string>& args) {
-    EXPECT_EQ(args, (std::vector<std::string>{"default", state}));
-    const auto it = jobs.find(shard);
-    return it == jobs.end() ? reply::code("notfound", "none") : reply::job(it->second, now);
-  };
-  if (state != "delayed") {
-    EXPECT_EQ(redis.count("peek_next"), 0U) << "a call a shard";
-    return redis.answer_each("peek_next", answer);
-  }
-  EXPECT_EQ(redis.count("each"), 0U) << "delayed jobs peeked at in one call";
-  std::size_t answered = 0;
-  while (auto call = redis.take("peek_next")) {
-    redis.answer(*call, answer(shard_of(*call), call->args()));
-    ++answered;
-  }
-  return answered;
+// Answers a peek_next of "default" in `state` on every shard, asked in calls across slots (each):
+// each shard's job, or none. How many shards it answered.
+std::size_t answer_peeks(ScriptedRedis& redis, const std::string& state,
+                         const std::map<std::uint32_t, JobView>& jobs, std::int64_t now) {
+  EXPECT_EQ(redis.count("peek_next"), 0U) << "a call a shard";
+  return redis.answer_each(
+      "peek_next", [&](std::uint32_t shard, const std::vector<std::string>& args) {
+        EXPECT_EQ(args, (std::vector<std::string>{"default", state}));
+        const auto it = jobs.find(shard);
+        return it == jobs.end() ? reply::code("notfound", "none") : reply::job(it->second, now);
+      });
 }
 
 TEST_F(Sessions, PeekNextOfReadyTakesTheBestPriorityThenTheOldestThenTheLowestId) {
@@ -779,9 +768,8 @@ TEST_F(Sessions, PeekNextOfReadyTakesTheBestPriorityThenTheOldestThenTheLowestId
   JobView same_time = ready_job(7);  // shard 3: as old as 18, a lower id
   same_time.priority = 5;
   same_time.created_unix_ms = now - 1000;
-  ASSERT_EQ(
-      answer_peeks(*redis, &shard_of, "ready", {{1, urgent_old}, {2, later}, {3, same_time}}, now),
-      kShards);
+  ASSERT_EQ(answer_peeks(*redis, "ready", {{1, urgent_old}, {2, later}, {3, same_time}}, now),
+            kShards);
   settle();
   ASSERT_TRUE(got.done());
   ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
@@ -797,7 +785,7 @@ TEST_F(Sessions, PeekNextOfReadyTakesAnOlderJobOverALowerId) {
   low_id.created_unix_ms = now - 500;
   JobView older = ready_job(9);  // shard 1
   older.created_unix_ms = now - 800;
-  ASSERT_EQ(answer_peeks(*redis, &shard_of, "ready", {{0, low_id}, {1, older}}, now), kShards);
+  ASSERT_EQ(answer_peeks(*redis, "ready", {{0, low_id}, {1, older}}, now), kShards);
   settle();
   ASSERT_TRUE(got.done());
   EXPECT_EQ(got.result->value().view.id, 9U);
@@ -815,8 +803,7 @@ TEST_F(Sessions, PeekNextOfBuriedTakesTheLowestIdAndOfDelayedTheEarliestDue) {
   five.state = JobState::kBuried;
   JobView ten = ready_job(10);
   ten.state = JobState::kBuried;
-  ASSERT_EQ(answer_peeks(*redis, &shard_of, "buried", {{3, three}, {1, five}, {2, ten}}, now),
-            kShards);
+  ASSERT_EQ(answer_peeks(*redis, "buried", {{3, three}, {1, five}, {2, ten}}, now), kShards);
   settle();
   ASSERT_TRUE(buried.done());
   EXPECT_EQ(buried.result->value().view.id, 3U);
@@ -832,17 +819,59 @@ TEST_F(Sessions, PeekNextOfBuriedTakesTheLowestIdAndOfDelayedTheEarliestDue) {
   JobView d7 = ready_job(7);
   d7.state = JobState::kDelayed;
   d7.due_unix_ms = now + 2000;
-  ASSERT_EQ(answer_peeks(*redis, &shard_of, "delayed", {{1, d5}, {2, d6}, {3, d7}}, now), kShards);
+  ASSERT_EQ(answer_peeks(*redis, "delayed", {{1, d5}, {2, d6}, {3, d7}}, now), kShards);
   settle();
   ASSERT_TRUE(delayed.done());
   EXPECT_EQ(delayed.result->value().view.id, 6U);
+}
+
+// A shard whose walk of its timers to the tube's first delayed job would cost more than a call
+// across slots reads ('-2' in that call's answer) is asked by a call of its own.
+TEST_F(Sessions, PeekNextOfDelayedAsksAShardWithALongWalkByACallOfItsOwn) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  s->peek_next("default", JobState::kDelayed, got.callback());
+  const std::int64_t now = clock->now_unix_ms();
+  JobView near = ready_job(5);
+  near.state = JobState::kDelayed;
+  near.due_unix_ms = now + 3000;
+  JobView nearer = ready_job(6);
+  nearer.state = JobState::kDelayed;
+  nearer.due_unix_ms = now + 1000;
+  std::size_t read = 0;
+  while (auto each = redis->take("each")) {
+    const auto args = each->args();
+    ASSERT_EQ(args.at(2), "peek_next");
+    std::vector<Reply> replies;
+    for (std::size_t i = 3 + std::stoul(args.at(1)); i < args.size(); ++i) {
+      const auto shard = std::stoul(args[i].substr(args[i].find('{') + 1));
+      replies.push_back(shard == 2   ? text("-2")
+                        : shard == 1 ? reply::job(near, now)
+                                     : reply::code("notfound", "none"));
+      ++read;
+    }
+    redis->answer(*each, reply::ok({reply::array(std::move(replies))}));
+  }
+  ASSERT_EQ(read, kShards);
+  settle();
+  EXPECT_FALSE(got.done());
+  auto alone = redis->take("peek_next");
+  ASSERT_TRUE(alone);
+  EXPECT_EQ(shard_of(*alone), 2U);
+  EXPECT_EQ(alone->args(), (std::vector<std::string>{"default", "delayed"}));
+  redis->answer(*alone, reply::job(nearer, now));
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  EXPECT_EQ(got.result->value().view.id, 6U);
+  EXPECT_EQ(redis->count("peek_next"), 0U) << "the others read once";
 }
 
 TEST_F(Sessions, PeekNextFindingNothingAnywhereIsNotFoundAndOfReservedIsRefused) {
   auto s = session();
   Outcome<broker::Job> none;
   s->peek_next("default", JobState::kReady, none.callback());
-  ASSERT_EQ(answer_peeks(*redis, &shard_of, "ready", {}, clock->now_unix_ms()), kShards);
+  ASSERT_EQ(answer_peeks(*redis, "ready", {}, clock->now_unix_ms()), kShards);
   settle();
   ASSERT_TRUE(none.done());
   EXPECT_EQ(none.result->status().code(), Code::kNotFound);
@@ -868,16 +897,19 @@ TEST_F(Sessions, KickAsksEveryShardThenKicksTheFirstOfAllWhereTheyAre) {
   auto s = session();
   Outcome<std::size_t> kicked;
   s->kick("default", 3, kicked.callback());
-  ASSERT_EQ(redis->count("kickable"), kShards);
+  EXPECT_EQ(redis->count("kickable"), 0U) << "not a call a shard";
   EXPECT_EQ(redis->count("kick"), 0U);
   std::map<std::uint32_t, Reply> lists = {{0, kickable({})},
                                           {1, kickable({{1, "1"}, {5, "5"}})},
                                           {2, kickable({{6, "6"}})},
                                           {3, kickable({{3, "3"}, {7, "7"}})}};
-  while (auto call = redis->take("kickable")) {
-    EXPECT_EQ(call->args(), (std::vector<std::string>{"default", "buried", "3"}));
-    redis->answer(*call, lists[shard_of(*call)]);
-  }
+  ASSERT_EQ(
+      redis->answer_each("kickable",
+                         [&](std::uint32_t shard, const std::vector<std::string>& args) {
+                           EXPECT_EQ(args, (std::vector<std::string>{"default", "buried", "3"}));
+                           return lists[shard];
+                         }),
+      kShards);
   settle();
   // The first three of all are 1 and 5 (shard 1) and 3 (shard 3).
   ASSERT_EQ(redis->count("kick"), 2U);
@@ -900,19 +932,28 @@ TEST_F(Sessions, KickWithNoBuriedJobAnywhereKicksTheEarliestDelayedOnes) {
   auto s = session();
   Outcome<std::size_t> kicked;
   s->kick("default", 2, kicked.callback());
-  ASSERT_EQ(answer_all("kickable", kickable({})), kShards);
+  ASSERT_EQ(
+      redis->answer_each("kickable",
+                         [](std::uint32_t, const std::vector<std::string>& args) {
+                           EXPECT_EQ(args, (std::vector<std::string>{"default", "buried", "2"}));
+                           return kickable({});
+                         }),
+      kShards);
   settle();
-  ASSERT_EQ(redis->count("kickable"), kShards);
   const std::int64_t now = clock->now_unix_ms();
   const auto at = [now](std::int64_t ms) { return std::to_string(now + ms); };
   std::map<std::uint32_t, Reply> lists = {{0, kickable({{4, at(3000)}})},
                                           {1, kickable({{5, at(1000)}, {9, at(4000)}})},
                                           {2, kickable({})},
                                           {3, kickable({{7, at(2000)}})}};
-  while (auto call = redis->take("kickable")) {
-    EXPECT_EQ(call->args(), (std::vector<std::string>{"default", "delayed", "2"}));
-    redis->answer(*call, lists[shard_of(*call)]);
-  }
+  ASSERT_EQ(
+      redis->answer_each("kickable",
+                         [&](std::uint32_t shard, const std::vector<std::string>& args) {
+                           EXPECT_EQ(args, (std::vector<std::string>{"default", "delayed", "2"}));
+                           return lists[shard];
+                         }),
+      kShards);
+  EXPECT_EQ(redis->count("kickable"), 0U);
   settle();
   std::map<std::uint32_t, std::vector<std::string>> kicks;
   while (auto call = redis->take("kick")) {
@@ -961,21 +1002,64 @@ TEST_F(Sessions, ListGroupAsksEveryShardInOneCallAndSortsTheJobsById) {
   EXPECT_EQ(got.result->value().front().group, "batch-7");
 }
 
-// A group's cancel changes every shard: a call of its own each, not a read across slots.
-TEST_F(Sessions, CancelGroupAsksEveryShardByACallOfItsOwn) {
+// A group's cancel first counts the group's jobs in every shard, in calls across slots, then
+// cancels them by a call in each shard that holds some: a write, with its replica's WAIT.
+TEST_F(Sessions, CancelGroupCountsInEveryShardThenCancelsWhereTheGroupHasJobs) {
   auto s = session();
   Outcome<std::size_t> got;
   s->cancel_group("default", "batch-7", got.callback());
-  EXPECT_EQ(redis->count("each"), 0U);
-  ASSERT_EQ(redis->count("group"), kShards);
-  while (auto call = redis->take("group")) {
-    EXPECT_EQ(call->args(), (std::vector<std::string>{"default", "batch-7", "1"}));
-    redis->answer(*call, reply::ok({Reply::number(shard_of(*call) == 2 ? 3 : 0)}));
-  }
+  EXPECT_EQ(redis->count("group"), 0U) << "not a call a shard";
+  ASSERT_EQ(
+      redis->answer_each("group",
+                         [](std::uint32_t shard, const std::vector<std::string>& args) {
+                           EXPECT_EQ(args, (std::vector<std::string>{"default", "batch-7", "n"}));
+                           return reply::ok({Reply::number(shard == 2 ? 3 : 0)});
+                         }),
+      kShards);
+  settle();
+  EXPECT_FALSE(got.done());
+  ASSERT_EQ(redis->count("group"), 1U);
+  auto call = redis->take("group");
+  EXPECT_EQ(shard_of(*call), 2U);
+  EXPECT_EQ(call->args(), (std::vector<std::string>{"default", "batch-7", "1"}));
+  EXPECT_EQ(call->replicas, 1) << "a write";
+  redis->answer(*call, reply::ok({Reply::number(3)}));
   settle();
   ASSERT_TRUE(got.done());
   ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
   EXPECT_EQ(got.result->value(), 3U);
+}
+
+TEST_F(Sessions, CancelGroupOfAGroupWithNoJobCancelsNothingAndAFailedCancelFails) {
+  auto s = session();
+  Outcome<std::size_t> none;
+  s->cancel_group("default", "gone", none.callback());
+  redis->answer_each("group", [](std::uint32_t, const std::vector<std::string>&) {
+    return reply::ok({Reply::number(0)});
+  });
+  settle();
+  ASSERT_TRUE(none.done());
+  ASSERT_TRUE(none.result->is_ok()) << none.result->status().to_string();
+  EXPECT_EQ(none.result->value(), 0U);
+  EXPECT_EQ(redis->count("group"), 0U);
+
+  Outcome<std::size_t> failed;
+  s->cancel_group("default", "batch-7", failed.callback());
+  redis->answer_each("group", [](std::uint32_t shard, const std::vector<std::string>&) {
+    return reply::ok({Reply::number(shard == 0 || shard == 3 ? 1 : 0)});
+  });
+  settle();
+  ASSERT_EQ(redis->count("group"), 2U);
+  auto first = redis->take("group");
+  redis->answer(*first, reply::code("conflict", "not buried or delayed"));
+  settle();
+  ASSERT_TRUE(failed.done());
+  EXPECT_FALSE(failed.result->is_ok());
+  auto second = redis->take("group");
+  ASSERT_TRUE(second);
+  redis->answer(*second, reply::ok({Reply::number(1)}));
+  settle();
+  EXPECT_EQ(failed.calls, 1) << "answered once";
 }
 
 }  // namespace

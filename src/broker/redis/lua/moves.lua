@@ -179,12 +179,18 @@ local function schedule(j, when, absolute, now)
   j.due, j.delay, j.state = due_of(when, absolute, now)
 end
 
+-- The timers a walk of delayed_of() may visit before it gives up with an error (nil: no bound;
+-- each sets it, so that one call across shards stays short), and the timers it visited.
+local walk_limit, walked = nil, 0
+
 -- The first n delayed jobs of a tube, earliest due first. Delayed jobs of every tube share the
 -- timers, so this walks them in order: it costs the timers before the tube's n-th job.
 local function delayed_of(tube, n)
   local found = {}
   if n < 1 then return found end
   each_timer(function(_, id)
+    walked = walked + 1
+    if walk_limit and walked > walk_limit then error('delayq: a walk too long to share a call') end
     local j = load(id)
     if j and j.state == DELAYED and j.tube == tube then table.insert(found, j) end
     return #found < n

@@ -447,9 +447,14 @@ ops.update = function()
   return reply(j, now)
 end
 
--- group tube group cancel(0/1) holder: the group's jobs; cancel deletes those not reserved.
+-- group tube group how holder: the group's jobs ('0': {'ok', id, record...}), how many the shard
+-- holds ('n': {'ok', n}, so that a cancel calls only the shards that hold some), or their cancel
+-- ('1': deletes those not reserved, {'ok', deleted}).
 ops.group = function()
   local prefix = gprefix(ARGV[2], ARGV[3])
+  if ARGV[4] == 'n' then
+    return {'ok', redis.call('ZLEXCOUNT', G, '[' .. prefix, '[' .. prefix .. '9999999999999999')}
+  end
   local ids = {}
   for _, member in ipairs(redis.call('ZRANGEBYLEX', G, '[' .. prefix, '[' .. prefix .. '9999999999999999')) do
     table.insert(ids, string.sub(member, -16))

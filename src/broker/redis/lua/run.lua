@@ -99,12 +99,14 @@ local function across_shards(keys, argv, from, over, visit)
   return out
 end
 
--- The ops that each may run (they write nothing: a group's listing, not its cancel), and for
--- each the rows of a shard's reply, the work each's budget counts.
+-- The ops that each may run (they write nothing: a group's listing or count, not its cancel),
+-- and for each the rows of a shard's reply, the work each's budget counts. A walk of the
+-- shard's timers (a tube's delayed jobs) counts the timers it visited.
 local READS = {
   stats = function(r) return #r - 1 end, -- a row per tube
-  peek_next = function() return 1 end,
-  group = function(r) return (#r - 1) / 2 end -- an id and a record per job
+  peek_next = function() return 1 + walked end,
+  kickable = function(r) return #r[2] + walked end,
+  group = function(r) return (#r - 1) / 2 end -- an id and a record per job; none for a count
 }
 
 -- each rows k op arg... base...: the read `op` with its k arguments in each shard named by its
@@ -113,25 +115,28 @@ local READS = {
 -- each call holds Redis about as long whatever the shards hold. The call's keys are its first
 -- shard's, all of them: the others' are their base with the same suffixes. Replies {'ok', {each
 -- shard's reply; '-1' where the rows were spent first; '-2' where it failed (a shard this Redis
--- does not serve)}}: its node asks the '-1's in its next call, the '-2's alone.
+-- does not serve, or whose walk of its timers would visit more than `rows`)}}: its node asks
+-- the '-1's in its next call, the '-2's alone.
 ops.each = function(keys)
   local argv, rows, k = ARGV, tonumber(ARGV[2]), tonumber(ARGV[3])
   local inner = {}
   for i = 4, 4 + k do inner[#inner + 1] = argv[i] end
   local count = READS[inner[1]]
-  if not count or (inner[1] == 'group' and inner[4] ~= '0') then
+  if not count or (inner[1] == 'group' and inner[4] ~= '0' and inner[4] ~= 'n') then
     return redis.error_reply('ERR delayq: each runs reads only, not ' .. tostring(inner[1]))
   end
   local handler, spent = ops[inner[1]], 0
   ARGV = inner
+  walk_limit = rows
   local out = across_shards(keys, argv, 5 + k, function() return spent >= rows end,
     function(shard)
+      walked = 0
       local r = handler(shard)
       if type(r) ~= 'table' or r.err then error('failed') end
       spent = spent + count(r) + 1
       return r
     end)
-  ARGV = argv
+  ARGV, walk_limit = argv, nil
   return {'ok', out}
 end
 
