@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# [RUNS=1] redis-stats.sh [SHARDS] [TUBES] — what one `GET /v1/stats` (as a /metrics scrape or the
-# dashboard's refresh reads) costs in Redis mode: one Redis of the script's own (no cluster, no
-# persistence), one node over it with SHARDS shards (default 128), TUBES tubes (default 1) of
-# 200 jobs each put over a connection of their own; once the node holds every shard, 20
-# requests one after another. Prints a Markdown row per run and build: script calls (FCALL),
-# Redis's FCALL time (INFO commandstats), the node's CPU and the wall time, each per request,
-# less what the node spends by itself (renewals, looks, heartbeats: measured over 3 s with no
-# request, just before). With DELAYQD_ALT naming another build, each run does both builds, that
-# one second. Ends what it started, by PID.
+# [RUNS=1] [COMMAND=LINE] redis-stats.sh [SHARDS] [TUBES] — what one `GET /v1/stats` (as a
+# /metrics scrape or the dashboard's refresh reads) costs in Redis mode: one Redis of the
+# script's own (no cluster, no persistence), one node over it with SHARDS shards (default 128),
+# TUBES tubes (default 1) of 200 jobs each (a third ready, the rest delayed 100 or 200 s) put
+# over a connection of their own; once the node holds every shard, 20 requests one after
+# another. With COMMAND, the request is that beanstalkd command line instead (such as
+# `peek-delayed`, `kick 1` or `cancel-group g`), sent on one connection using tube0. Prints a
+# Markdown row per run and build: script calls (FCALL), Redis's FCALL time (INFO commandstats),
+# the node's CPU and the wall time, each per request, less what the node spends by itself
+# (renewals, looks, heartbeats: measured over 3 s with no request, just before). With
+# DELAYQD_ALT naming another build, each run does both builds, that one second. Ends what it
+# started, by PID.
 set -euo pipefail
 shards=${1:-128}
 tubes=${2:-1}
@@ -70,7 +73,25 @@ PY
     read -r calls0 usec0 < <(fcall)
     ticks0=$(cpu_ticks "$node")
     t0=$(date +%s%N)
-    for _ in $(seq "$requests"); do curl -sf "127.0.0.1:$http/v1/stats" >/dev/null; done
+    if [ -n "${COMMAND:-}" ]; then
+      python3 - "$port" "$requests" "$COMMAND" <<'PY'
+import socket, sys
+port, n, command = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].encode()
+s = socket.create_connection(("127.0.0.1", port))
+f = s.makefile("rb")
+s.sendall(b"use tube0\r\n")
+f.readline()
+for _ in range(n):
+    s.sendall(command + b"\r\n")
+    line = f.readline()
+    if line.startswith((b"FOUND", b"OK")):
+        f.read(int(line.split()[-1]) + 2)
+    elif not line.startswith((b"KICKED", b"CANCELLED", b"NOT_FOUND")):
+        sys.exit("unexpected reply: %r" % line)
+PY
+    else
+      for _ in $(seq "$requests"); do curl -sf "127.0.0.1:$http/v1/stats" >/dev/null; done
+    fi
     t1=$(date +%s%N)
     ticks1=$(cpu_ticks "$node")
     read -r calls1 usec1 < <(fcall)
