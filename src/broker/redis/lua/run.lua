@@ -224,6 +224,7 @@ local function run(keys, args)
     if kept == 'V' then return {{'void'}, {}} end -- voided by `lost`
     if kept then return kept_answer(kept) end
   end
+  walk_limit = nil -- each's own, also after a call that failed halfway through an each
   local result = handler(keys)
   -- A lookup by key of a tube that lives in another shard (flow.lua): the node asks there.
   if moved_to then result = {'moved', string.format('%d', moved_to)} end
