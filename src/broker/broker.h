@@ -329,6 +329,13 @@ class Broker {
   [[nodiscard]] virtual std::unique_ptr<Session> open_session(SessionOptions options) = 0;
   [[nodiscard]] virtual std::unique_ptr<Admin> open_admin() = 0;
 
+  // Whether a session's calls take effect in the order they are made, also when each is made
+  // before the ones before it complete (a single node: every call changes the engine at once).
+  // Where not (over Redis, puts and deletes wait for the end of the turn, and calls to other
+  // shards cross), a front-end that runs a client's pipelined commands waits for the answer of
+  // those before: front/beanstalk/conversation.h says which may still overlap.
+  [[nodiscard]] virtual bool applies_calls_in_order() const { return true; }
+
   // Drain mode (SIGUSR1, as beanstalkd): every put is refused with kDraining.
   virtual void set_draining(bool draining) = 0;
   [[nodiscard]] virtual bool draining() const = 0;

@@ -1372,5 +1372,45 @@ TEST_F(BeanstalkTest, CommandSplitAcrossManySmallWrites) {
   EXPECT_EQ(client_->reply(), job_reply("FOUND", *id, body));
 }
 
+// Commands sent in one write run as if sent one at a time, as protocol.txt says ("the server
+// processes commands serially in the order in which they were received"): each sees what the
+// ones before it did, in Redis mode too, where a node answers them over many calls.
+TEST_F(BeanstalkTest, PipelinedCommandsEachSeeWhatTheOnesBeforeThemDid) {
+  ASSERT_TRUE(client_->send("use piped\r\n" + put_command("x", 0, 0, 10) + "peek-ready\r\n"));
+  EXPECT_EQ(client_->reply(), "USING piped\r\n");
+  const auto id = inserted_id(client_->reply());
+  ASSERT_TRUE(id);
+  EXPECT_EQ(client_->reply(), job_reply("FOUND", *id, "x"));
+
+  ASSERT_TRUE(client_->send(
+      "watch piped\r\nignore default\r\npause-tube piped 30\r\nreserve-with-timeout 0\r\n"));
+  EXPECT_EQ(client_->reply(), "WATCHING 2\r\n");
+  EXPECT_EQ(client_->reply(), "WATCHING 1\r\n");
+  EXPECT_EQ(client_->reply(), "PAUSED\r\n");
+  EXPECT_EQ(client_->reply(), "TIMED_OUT\r\n") << "the pause came first";
+  ASSERT_TRUE(client_->send("pause-tube piped 0\r\nreserve-with-timeout 0\r\n"));
+  EXPECT_EQ(client_->reply(), "PAUSED\r\n");
+  EXPECT_EQ(client_->reply(), job_reply("RESERVED", *id, "x")) << "the pause ended first";
+
+  ASSERT_TRUE(client_->send("bury " + std::to_string(*id) +
+                            " 0\r\nkick 1\r\npeek-ready\r\npeek-buried\r\n"));
+  EXPECT_EQ(client_->reply(), "BURIED\r\n");
+  EXPECT_EQ(client_->reply(), "KICKED 1\r\n");
+  EXPECT_EQ(client_->reply(), job_reply("FOUND", *id, "x"));
+  EXPECT_EQ(client_->reply(), "NOT_FOUND\r\n");
+
+  ASSERT_TRUE(
+      client_->send("pause-tube piped 7\r\nstats-tube piped\r\nwatch default\r\n"
+                    "ignore piped\r\nstats-tube piped\r\n"));
+  EXPECT_EQ(client_->reply(), "PAUSED\r\n");
+  const Yaml paused = parse_yaml(client_->reply());
+  EXPECT_EQ(paused["pause"], "7");
+  EXPECT_EQ(paused["cmd-pause-tube"], "3");
+  EXPECT_EQ(paused["current-watching"], "1");
+  EXPECT_EQ(client_->reply(), "WATCHING 2\r\n");
+  EXPECT_EQ(client_->reply(), "WATCHING 1\r\n");
+  EXPECT_EQ(parse_yaml(client_->reply())["current-watching"], "0") << "the ignore came first";
+}
+
 }  // namespace
 }  // namespace delayq::testing

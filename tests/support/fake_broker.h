@@ -262,6 +262,9 @@ class FakeBroker : public broker::Broker {
   [[nodiscard]] std::unique_ptr<broker::Session> open_session(
       broker::SessionOptions options) override;
   [[nodiscard]] std::unique_ptr<broker::Admin> open_admin() override;
+  // As a broker over Redis, or as a single node (the default).
+  void set_in_order(bool in_order) { in_order_ = in_order; }
+  [[nodiscard]] bool applies_calls_in_order() const override { return in_order_; }
   void set_draining(bool draining) override { draining_ = draining; }
   [[nodiscard]] bool draining() const override { return draining_; }
   // What set_health() set, if not ok; else kDraining while draining, else ok.
@@ -349,6 +352,7 @@ class FakeBroker : public broker::Broker {
   std::uint64_t next_ticket_ = 1;
   bool reserves_found_ = false;
   bool draining_ = false;
+  bool in_order_ = true;
   Status health_;
   broker::Seconds uptime_{0};
   bool closed_ = false;

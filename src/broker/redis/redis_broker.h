@@ -95,6 +95,7 @@ class RedisBroker final : public broker::Broker {
   [[nodiscard]] std::unique_ptr<broker::Admin> open_admin() override;
   void set_draining(bool draining) override;
   [[nodiscard]] bool draining() const override;
+  [[nodiscard]] bool applies_calls_in_order() const override { return false; }
   [[nodiscard]] Status health() const override;
   [[nodiscard]] broker::Seconds uptime() const override;
   [[nodiscard]] broker::Schedules& schedules() override;

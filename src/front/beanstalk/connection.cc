@@ -8,8 +8,9 @@
 namespace delayq::front::beanstalk {
 namespace {
 
-// Replies queued for a client beyond this, or this many commands waiting for their replies,
-// stop the reading of its commands until it catches up.
+// Replies queued for a client beyond this, or this many commands waiting for their replies (or
+// this many bytes of commands held behind the answers of those before them), stop the reading
+// of its commands until it catches up.
 constexpr std::size_t kMaxQueuedReplyBytes = std::size_t{256} << 10;
 constexpr std::size_t kMaxPendingReplies = 65536;
 
@@ -29,7 +30,8 @@ void Connection::start() {
 
 void Connection::read() {
   if (reading_ || closed_ || yielded_) return;  // after a yield: once the commands have run
-  if (queued_bytes() > kMaxQueuedReplyBytes || conversation_->pending() > kMaxPendingReplies) {
+  if (queued_bytes() > kMaxQueuedReplyBytes || conversation_->pending() > kMaxPendingReplies ||
+      (conversation_->held() && conversation_->buffered() > kMaxQueuedReplyBytes)) {
     read_paused_ = true;
     return;
   }

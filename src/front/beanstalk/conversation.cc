@@ -204,7 +204,7 @@ void Conversation::process() {
   if (in_.empty() && in_.capacity() > 4096) in_ = std::string();
   // Nothing more will come and what came has run: close. A reserve still to answer (waiting for
   // the durability of what it depends on) runs this again when it has.
-  if (input_ended_ && !yielded && !closing_ && !waiting_) {
+  if (input_ended_ && !yielded && !closing_ && !waiting_ && !held_) {
     closing_ = true;
     emit();
   }
@@ -251,6 +251,11 @@ bool Conversation::step() {
     return true;
   }
   const Parsed parsed = parse(input, context_.limits);
+  // Left in the buffer, not counted yet: parsed again once those before it are answered.
+  if (parsed.kind == Parsed::Kind::kCommand && !may_run(parsed.command.verb)) {
+    held_ = true;
+    return false;
+  }
   // A put counts (and makes a producer) once its line is accepted, as in beanstalkd, even if its
   // body never comes whole: counted when first seen waiting for it, not again when it is whole.
   // A line beanstalkd counts before refusing it (Parsed::counted) counts when first seen too.
@@ -284,8 +289,10 @@ bool Conversation::step() {
       return true;
     case Parsed::Kind::kCommand: {
       op_ = verb_name(parsed.command.verb);
+      kind_ = kind_of(parsed.command.verb);
       (this->*Handlers::of(parsed.command.verb).run)(
           parsed.command);  // its views point into in_, which no handler changes
+      kind_ = Kind::kLocal;
       begin_ += parsed.consumed;
       return true;
     }
@@ -296,8 +303,45 @@ bool Conversation::step() {
 // --- replies, in command order
 
 std::uint64_t Conversation::open_slot() {
-  slots_.push_back(Slot{op_, {}, false});
+  slots_.push_back(Slot{op_, {}, false, kind_});
+  ++unanswered_[static_cast<std::size_t>(kind_)];
   return first_slot_ + pending() - 1;
+}
+
+Conversation::Kind Conversation::kind_of(Verb verb) {
+  switch (verb) {
+    case Verb::kUse:
+    case Verb::kWatch:
+    case Verb::kIgnore:
+    case Verb::kListTubeUsed:
+    case Verb::kListTubesWatched:
+    case Verb::kQuit:
+      return Kind::kLocal;
+    case Verb::kPut:
+    case Verb::kPutX:
+      return Kind::kPut;
+    case Verb::kDelete:
+      return Kind::kDelete;
+    default:
+      return Kind::kOther;
+  }
+}
+
+bool Conversation::may_run(Verb verb) const {
+  if (context_.broker.applies_calls_in_order()) return true;
+  const Kind kind = kind_of(verb);
+  const auto unanswered = [this](Kind k) { return unanswered_[static_cast<std::size_t>(k)]; };
+  // A stats-tube counts the tube's users and watchers: a use, watch or ignore after it waits.
+  if (kind == Kind::kLocal) return unanswered(Kind::kOther) == 0;
+  const bool reserve = verb == Verb::kReserve || verb == Verb::kReserveWithTimeout;
+  std::size_t before = 0;  // unanswered commands this one may not overlap
+  for (std::size_t k = 1; k < kKinds; ++k) {
+    const auto other = static_cast<Kind>(k);
+    const bool overlaps =
+        (other == kind && kind != Kind::kOther) || (reserve && other == Kind::kDelete);
+    if (!overlaps) before += unanswered(other);
+  }
+  return before == 0;
 }
 
 void Conversation::fill(std::uint64_t slot, std::string bytes) {
@@ -306,7 +350,13 @@ void Conversation::fill(std::uint64_t slot, std::string bytes) {
   context_.counts.op(s.op, static_reply_word(bytes));
   s.bytes = std::move(bytes);
   s.filled = true;
+  --unanswered_[static_cast<std::size_t>(s.kind)];
   emit();
+  // The command held for this answer, and those after it, run now.
+  if (held_) {
+    held_ = false;
+    process();
+  }
 }
 
 // Hands every filled slot at the front to the output, as one piece. The piece is built here, not

@@ -3,7 +3,10 @@
 // in command order. A reply is queued in a slot when its command runs and filled when the
 // broker completes it; slots leave from the front as they fill, so completions that arrive out
 // of order still answer in order. A reserve stops the running of further commands until it has
-// its answer, as in beanstalkd (the bytes keep being read, to see the client go).
+// its answer, as in beanstalkd (the bytes keep being read, to see the client go). Over a broker
+// that does not apply a session's calls in order (Redis), a command that could see or change
+// what one before it does waits for that one's answer (may_run()), so that a pipeline runs as
+// if sent one command at a time.
 // The Connection (connection.h) feeds it bytes and writes what it emits; unit tests feed it
 // directly over a fake broker. Runs on the broker's executor. Wire format: docs/protocol.md
 #pragma once
@@ -81,8 +84,10 @@ class Conversation {
   // Part of a command has come and the rest has not (its line, its body, or a body too big
   // still being dropped).
   [[nodiscard]] bool partial() const noexcept {
-    return buffered() > 0 || discard_ > 0 || discard_line_;
+    return (buffered() > 0 && !held_) || discard_ > 0 || discard_line_;
   }
+  // A command has come whole and waits for the answers of those before it (may_run()).
+  [[nodiscard]] bool held() const noexcept { return held_; }
   // Commands (and malformed lines) run since the start.
   [[nodiscard]] std::uint64_t ran() const noexcept { return ran_; }
   [[nodiscard]] bool waiting() const noexcept { return waiting_; }
@@ -90,16 +95,32 @@ class Conversation {
   [[nodiscard]] std::size_t pending() const noexcept { return slots_.size() - head_; }
 
  private:
+  // What a command asks of the broker, for the order of a pipeline (may_run()).
+  enum class Kind : std::uint8_t {
+    kLocal,   // nothing (use, watch, ignore, their lists, quit, an error): waits only for kOther
+    kPut,     // put, putx: puts after puts are gathered in order
+    kDelete,  // delete: deletes after deletes are gathered in order
+    kOther,
+  };
+  static constexpr std::size_t kKinds = 4;
   struct Slot {
     std::string_view op;  // the verb, for metrics (static storage)
     std::string bytes;
     bool filled = false;
+    Kind kind = Kind::kLocal;
   };
   struct Handlers;  // the table of handlers by verb (conversation.cc)
   friend struct Handlers;
 
   void process();
   bool step();  // one command or error from the buffer; false when it needs more input
+  // Whether a command may run now: always where the broker applies a session's calls in order;
+  // otherwise once every command before it is answered, except that a command of kLocal waits
+  // only for those of kOther (stats count a tube's users and watchers), a put may follow puts
+  // and a delete deletes (the broker keeps their order), and a reserve may follow deletes (it
+  // rides with their call, or waits for it).
+  [[nodiscard]] bool may_run(Verb verb) const;
+  static Kind kind_of(Verb verb);
   void count(Verb verb);
   void mark_producer();
   void mark_worker();
@@ -164,7 +185,10 @@ class Conversation {
   }
   std::unique_ptr<broker::Admin> admin_;
   std::string_view op_ = "none";  // the verb being run, for metrics (static storage)
-  std::string in_;                // bytes received; those from begin_ on are not yet run
+  Kind kind_ = Kind::kLocal;      // what the command being run asks of the broker
+  std::array<std::size_t, kKinds> unanswered_{};  // slots not yet filled, by kind
+  bool held_ = false;  // the next command waits for the answers of those before it
+  std::string in_;     // bytes received; those from begin_ on are not yet run
   std::size_t begin_ = 0;
   std::uint64_t ran_ = 0;
   std::size_t discard_ = 0;  // bytes still to drop (the body of a job too big)

@@ -191,6 +191,61 @@ TEST_F(ConversationTest, OpensOneSessionThatUsesAndWatchesDefault) {
   EXPECT_EQ(take(), "");
 }
 
+// Over a broker that does not apply a session's calls in order (Redis), a pipeline runs as if
+// sent a command at a time: a command waits for the answers of those before it, except local
+// ones, puts after puts, deletes after deletes and a reserve after deletes.
+TEST_F(ConversationTest, OverABrokerOutOfOrderACommandWaitsForTheAnswersOfThoseBefore) {
+  fake_.set_in_order(false);
+  client_->send("put 0 0 10 1\r\nx\r\nput 0 0 10 1\r\ny\r\nuse other\r\npeek-ready\r\n");
+  ASSERT_EQ(fake_.call_count(), 2U) << "the two puts, not the peek";
+  EXPECT_EQ(fake_.session(0)->used(), "other") << "use runs at once";
+  EXPECT_TRUE(conversation().held());
+  EXPECT_FALSE(conversation().partial()) << "a whole command waiting is not a slow client";
+  fake_.call(0).complete(inserted(1));
+  EXPECT_EQ(fake_.call_count(), 2U) << "the peek waits for the second put too";
+  fake_.call(1).complete(inserted(2));
+  ASSERT_EQ(fake_.call_count(), 3U);
+  EXPECT_EQ(last().text(), "peek_next tube=other state=ready");
+  EXPECT_EQ(take(), "INSERTED 1\r\nINSERTED 2\r\nUSING other\r\n");
+  last().fail(Code::kNotFound);
+  EXPECT_EQ(take(), "NOT_FOUND\r\n");
+  EXPECT_FALSE(conversation().held());
+
+  // Deletes go together, a reserve after them too; a put after a delete waits.
+  client_->send("delete 1\r\ndelete 2\r\nreserve-with-timeout 0\r\n");
+  ASSERT_EQ(fake_.call_count(), 6U);
+  EXPECT_EQ(last().text(), "reserve tubes=(watched) timeout=0ms");
+  fake_.call(3).complete(JobId{1});
+  fake_.call(4).complete(JobId{2});
+  last().fail(Code::kTimedOut);
+  EXPECT_EQ(take(), "DELETED\r\nDELETED\r\nTIMED_OUT\r\n");
+  client_->send("delete 3\r\nput 0 0 10 1\r\nz\r\nstats-job 3\r\n");
+  ASSERT_EQ(fake_.call_count(), 7U);
+  last().complete(JobId{3});
+  ASSERT_EQ(fake_.call_count(), 8U);
+  EXPECT_EQ(last().text(), "put tube=other pri=0 due=+0ms ttr=10s body=z");
+  last().complete(inserted(4));
+  ASSERT_EQ(fake_.call_count(), 9U);
+  EXPECT_EQ(take(), "DELETED\r\nINSERTED 4\r\n");
+  last().fail(Code::kNotFound);
+  EXPECT_EQ(take(), "NOT_FOUND\r\n");
+
+  // A watch after a stats-tube waits for it: the stats count the tube's watchers.
+  client_->send("stats-tube other\r\nwatch other\r\n");
+  ASSERT_EQ(fake_.call_count(), 10U);
+  EXPECT_EQ(fake_.session(0)->watched(), std::vector<std::string>{"default"});
+  last().fail(Code::kNotFound);
+  EXPECT_EQ(fake_.session(0)->watched(), (std::vector<std::string>{"default", "other"}));
+  EXPECT_EQ(take(), "NOT_FOUND\r\nWATCHING 2\r\n");
+}
+
+// Over a single node, every command runs as it comes: its calls take effect in order.
+TEST_F(ConversationTest, OverABrokerInOrderAPipelineRunsWithoutWaiting) {
+  client_->send("put 0 0 10 1\r\nx\r\npeek-ready\r\nkick 1\r\n");
+  EXPECT_EQ(fake_.call_count(), 3U);
+  EXPECT_FALSE(conversation().held());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Producers
 
