@@ -152,6 +152,28 @@ TEST_P(FlowContract, AReserveWaitingOnAGroupHeldByItsRateGetsItsJobWhenTheNextTo
   EXPECT_GE(std::chrono::steady_clock::now() - first, std::chrono::milliseconds(150));
 }
 
+// Settings that leave flow control off on a tube that never had it change nothing, and are not
+// refused when the tube already has jobs (as first settings are in Redis mode): a client that
+// sends every field of the settings to turn them off gets its answer.
+TEST_P(FlowContract, SettingsThatLeaveFlowControlOffChangeNothingAlsoOnATubeWithJobs) {
+  Session& producer = session();
+  put_ok(producer, "off", 100, {}, {}, "g");
+  auto set = set_flow("off", {.group_concurrency = 0,
+                              .fair = false,
+                              .rate_jobs = 0,
+                              .rate_burst = 1,
+                              .group_weights = {{"g", 1}}});
+  if (!can_.flow_control) {
+    EXPECT_EQ(set.code(), Code::kNotSupported) << set.status().to_string();
+    return;
+  }
+  ASSERT_TRUE(set.is_ok()) << set.status().to_string();
+  EXPECT_FALSE(set.value().any());
+  const TubeStats stats = stats_tube("off").value();
+  EXPECT_FALSE(stats.flow.any());
+  EXPECT_EQ(stats.ready, 1U);
+}
+
 TEST_P(FlowContract, SettingsAreKeptAcrossARestartAndOffRestoresTheOrder) {
   if (!flow_on("keep", {.group_concurrency = 2, .fair = true})) return;
   auto changed = set_flow("keep", {.rate_jobs = 5, .rate_burst = 3, .group_weights = {{"vip", 3}}});

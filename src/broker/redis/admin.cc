@@ -111,6 +111,9 @@ void RedisAdmin::set_flow(std::string tube, broker::FlowChange change,
         if (Status s = check_flow(flow, self->core_->options.max_name_bytes); !s.is_ok()) {
           return done(s);
         }
+        // Flow control left off on a tube that never had it: nothing to pin, so nothing to
+        // refuse for a tube that already has jobs.
+        if (!pinned && !flow.any()) return done(std::move(flow));
         self->pin(tube, std::move(flow), pinned, std::move(done));
       });
 }

@@ -40,9 +40,10 @@ class RedisAdmin final : public broker::Admin, private Handle {
   void set_flow(std::string tube, broker::FlowChange change, Callback<FlowSettings> done) override;
   void backup(std::string dir, Callback<broker::BackupResult> done) override {
     post(std::move(done),
-         Result<broker::BackupResult>(Status(
-             Code::kNotSupported, "backup: the jobs are in Redis, not in " + dir +
-                                      "'s server; back up Redis (RDB snapshots or the AOF)")));
+         Result<broker::BackupResult>(
+             Status(Code::kNotSupported, "backup to " + dir +
+                                             ": the jobs are in Redis, not in this server; back up "
+                                             "Redis (RDB snapshots or the AOF)")));
   }
 
  private:
