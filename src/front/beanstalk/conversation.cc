@@ -198,12 +198,17 @@ void Conversation::process() {
     if (!step()) break;
     ++ran_;
   }
-  // What ran leaves the buffer in one move, not one per command; a buffer a burst grew goes.
-  in_.erase(0, begin_);
-  begin_ = 0;
+  // What ran leaves the buffer in one move, not one per command, once it is half the buffer
+  // (commands held and run one at a time must not move the rest each time); a buffer a burst
+  // grew goes.
+  if (begin_ == in_.size() || begin_ >= in_.size() / 2) {
+    in_.erase(0, begin_);
+    begin_ = 0;
+  }
   if (in_.empty() && in_.capacity() > 4096) in_ = std::string();
   // Nothing more will come and what came has run: close. A reserve still to answer (waiting for
-  // the durability of what it depends on) runs this again when it has.
+  // the durability of what it depends on), or a command held for the answers before it, runs
+  // this again when it has them.
   if (input_ended_ && !yielded && !closing_ && !waiting_ && !held_) {
     closing_ = true;
     emit();
@@ -347,6 +352,7 @@ bool Conversation::may_run(Verb verb) const {
 void Conversation::fill(std::uint64_t slot, std::string bytes) {
   DELAYQ_CHECK(slot >= first_slot_ && slot - first_slot_ < pending());
   Slot& s = slots_[head_ + (slot - first_slot_)];
+  DELAYQ_CHECK(!s.filled);  // a call completed twice would leave a command held for good
   context_.counts.op(s.op, static_reply_word(bytes));
   s.bytes = std::move(bytes);
   s.filled = true;

@@ -69,7 +69,7 @@ class Conversation {
   Conversation& operator=(const Conversation&) = delete;
 
   // Bytes from the client: runs the commands they complete, up to kCommandsPerTurn (none while a
-  // reserve waits); yields if more are left.
+  // reserve waits or a command is held); yields if more are left.
   void receive(std::string_view bytes);
   // Runs the next kCommandsPerTurn commands received, after a yield.
   void resume();
@@ -97,7 +97,7 @@ class Conversation {
  private:
   // What a command asks of the broker, for the order of a pipeline (may_run()).
   enum class Kind : std::uint8_t {
-    kLocal,   // nothing (use, watch, ignore, their lists, quit, an error): waits only for kOther
+    kLocal,   // nothing (use, watch, ignore, their lists, quit): waits only for kOther
     kPut,     // put, putx: puts after puts are gathered in order
     kDelete,  // delete: deletes after deletes are gathered in order
     kOther,
@@ -117,8 +117,9 @@ class Conversation {
   // Whether a command may run now: always where the broker applies a session's calls in order;
   // otherwise once every command before it is answered, except that a command of kLocal waits
   // only for those of kOther (stats count a tube's users and watchers), a put may follow puts
-  // and a delete deletes (the broker keeps their order), and a reserve may follow deletes (it
-  // rides with their call, or waits for it).
+  // and a delete deletes (the broker keeps their order), and a reserve may follow deletes (its
+  // call goes after theirs, or with them; and it cannot take a job they delete). An error
+  // (BAD_FORMAT, ...) is answered at once and holds nothing.
   [[nodiscard]] bool may_run(Verb verb) const;
   static Kind kind_of(Verb verb);
   void count(Verb verb);

@@ -239,6 +239,49 @@ TEST_F(ConversationTest, OverABrokerOutOfOrderACommandWaitsForTheAnswersOfThoseB
   EXPECT_EQ(take(), "NOT_FOUND\r\nWATCHING 2\r\n");
 }
 
+// A held command counts once, when it runs, also a put whose line came before its body; errors
+// between unanswered commands are answered in their place; a half-closed client's held
+// commands still run, and then the conversation is done.
+TEST_F(ConversationTest, OverABrokerOutOfOrderHeldCommandsCountOnceAndRunAfterTheInputEnds) {
+  fake_.set_in_order(false);
+  client_->send("peek-ready\r\nbogus\r\nput 0 0 10 1\r\n");
+  ASSERT_EQ(fake_.call_count(), 1U);
+  EXPECT_EQ(command_count(context_.tally, Verb::kPut), 1U)
+      << "its line came: counted, as beanstalkd";
+  client_->send("x\r\nkick 1\r\n");
+  EXPECT_EQ(fake_.call_count(), 1U);
+  conversation().end_input();
+  EXPECT_FALSE(conversation().done());
+  last().fail(Code::kNotFound);
+  ASSERT_EQ(fake_.call_count(), 2U);
+  EXPECT_EQ(last().text(), "put tube=default pri=0 due=+0ms ttr=10s body=x");
+  EXPECT_EQ(command_count(context_.tally, Verb::kPut), 1U);
+  last().complete(inserted(5));
+  ASSERT_EQ(fake_.call_count(), 3U);
+  EXPECT_EQ(command_count(context_.tally, Verb::kPut), 1U);
+  EXPECT_EQ(command_count(context_.tally, Verb::kKick), 1U);
+  last().complete(std::size_t{0});
+  EXPECT_EQ(take(), "NOT_FOUND\r\nUNKNOWN_COMMAND\r\nINSERTED 5\r\nKICKED 0\r\n");
+  EXPECT_TRUE(conversation().done());
+}
+
+// One answer may release more commands than a turn runs: the rest run after a yield.
+TEST_F(ConversationTest, OverABrokerOutOfOrderAnAnswerReleasesCommandsATurnAtATime) {
+  fake_.set_in_order(false);
+  std::string pipeline = "stats-tube default\r\n";
+  for (int i = 0; i < 40; ++i) pipeline += "use t" + std::to_string(i) + "\r\n";
+  pipeline += "peek-ready\r\n";
+  client_->set_resume_on_yield(false);
+  client_->send(pipeline);
+  ASSERT_EQ(fake_.call_count(), 1U);
+  last().fail(Code::kNotFound);
+  EXPECT_TRUE(client_->yielded()) << "16 commands, then a turn for the others";
+  client_->set_resume_on_yield(true);
+  client_->pump();
+  ASSERT_EQ(fake_.call_count(), 2U);
+  EXPECT_EQ(last().text(), "peek_next tube=t39 state=ready");
+}
+
 // Over a single node, every command runs as it comes: its calls take effect in order.
 TEST_F(ConversationTest, OverABrokerInOrderAPipelineRunsWithoutWaiting) {
   client_->send("put 0 0 10 1\r\nx\r\npeek-ready\r\nkick 1\r\n");

@@ -104,9 +104,9 @@ end
 -- shard's timers (a tube's delayed jobs) counts the timers it visited.
 local READS = {
   stats = function(r) return #r - 1 end, -- a row per tube
-  peek_next = function() return 1 + walked end,
-  kickable = function(r) return #r[2] + walked end,
-  group = function(r) return (#r - 1) / 2 end -- an id and a record per job; none for a count
+  peek_next = function() return math.max(1, walked) end,
+  kickable = function(r) return math.max(#r[2], walked) end,
+  group = function(r) return math.floor((#r - 1) / 2) end -- an id and a record per job; a count none
 }
 
 -- each rows k op arg... base...: the read `op` with its k arguments in each shard named by its
@@ -115,8 +115,8 @@ local READS = {
 -- each call holds Redis about as long whatever the shards hold. The call's keys are its first
 -- shard's, all of them: the others' are their base with the same suffixes. Replies {'ok', {each
 -- shard's reply; '-1' where the rows were spent first; '-2' where it failed (a shard this Redis
--- does not serve, or whose walk of its timers would visit more than `rows`)}}: its node asks
--- the '-1's in its next call, the '-2's alone.
+-- does not serve, or whose walk of its timers would visit more than `rows`, or than a kick's
+-- count if larger)}}: its node asks the '-1's in its next call, the '-2's alone.
 ops.each = function(keys)
   local argv, rows, k = ARGV, tonumber(ARGV[2]), tonumber(ARGV[3])
   local inner = {}
@@ -127,7 +127,8 @@ ops.each = function(keys)
   end
   local handler, spent = ops[inner[1]], 0
   ARGV = inner
-  walk_limit = rows
+  -- A shard's walk may visit the call's rows, or as many timers as a kick wants if more.
+  walk_limit = math.max(rows, inner[1] == 'kickable' and tonumber(inner[4]) or 0)
   local out = across_shards(keys, argv, 5 + k, function() return spent >= rows end,
     function(shard)
       walked = 0
