@@ -968,6 +968,51 @@ TEST_F(Sessions, KickWithNoBuriedJobAnywhereKicksTheEarliestDelayedOnes) {
   EXPECT_EQ(kicked.result->value(), 2U);
 }
 
+// A shard whose listing would walk more timers than a call across slots allows ('-2') lists
+// by a call of its own, and its jobs count with the others'.
+TEST_F(Sessions, KickListsAShardWithALongWalkByACallOfItsOwn) {
+  auto s = session();
+  Outcome<std::size_t> kicked;
+  s->kick("default", 2, kicked.callback());
+  ASSERT_EQ(
+      redis->answer_each(
+          "kickable", [](std::uint32_t, const std::vector<std::string>&) { return kickable({}); }),
+      kShards);
+  settle();
+  const std::int64_t now = clock->now_unix_ms();
+  const auto at = [now](std::int64_t ms) { return std::to_string(now + ms); };
+  while (auto each = redis->take("each")) {
+    const auto args = each->args();
+    ASSERT_EQ(args.at(2), "kickable");
+    std::vector<Reply> replies;
+    for (std::size_t i = 3 + std::stoul(args.at(1)); i < args.size(); ++i) {
+      const auto shard = std::stoul(args[i].substr(args[i].find('{') + 1));
+      replies.push_back(shard == 3   ? text("-2")
+                        : shard == 1 ? kickable({{5, at(2000)}})
+                                     : kickable({}));
+    }
+    redis->answer(*each, reply::ok({reply::array(std::move(replies))}));
+  }
+  settle();
+  auto alone = redis->take("kickable");
+  ASSERT_TRUE(alone);
+  EXPECT_EQ(shard_of(*alone), 3U);
+  EXPECT_EQ(alone->args(), (std::vector<std::string>{"default", "delayed", "2"}));
+  EXPECT_EQ(redis->count("kick"), 0U) << "the kick waits for every shard's list";
+  redis->answer(*alone, kickable({{7, at(1000)}, {11, at(3000)}}));
+  settle();
+  std::map<std::uint32_t, std::vector<std::string>> kicks;
+  while (auto call = redis->take("kick")) {
+    kicks[shard_of(*call)] = call->args();
+    redis->answer(*call, reply::ok({Reply::number(1)}));
+  }
+  EXPECT_EQ(kicks[1], (std::vector<std::string>{"default", "delayed", "1"}));
+  EXPECT_EQ(kicks[3], (std::vector<std::string>{"default", "delayed", "1"}));
+  settle();
+  ASSERT_TRUE(kicked.done());
+  EXPECT_EQ(kicked.result->value(), 2U);
+}
+
 TEST_F(Sessions, ListGroupAsksEveryShardInOneCallAndSortsTheJobsById) {
   auto s = session();
   Outcome<std::vector<JobView>> got;
