@@ -810,16 +810,18 @@ TEST_F(Sessions, PeekNextOfBuriedTakesTheLowestIdAndOfDelayedTheEarliestDue) {
 
   Outcome<broker::Job> delayed;
   s->peek_next("default", JobState::kDelayed, delayed.callback());
-  JobView d5 = ready_job(5);
-  d5.state = JobState::kDelayed;
-  d5.due_unix_ms = now + 3000;
-  JobView d6 = ready_job(6);
-  d6.state = JobState::kDelayed;
-  d6.due_unix_ms = now + 2000;
-  JobView d7 = ready_job(7);
-  d7.state = JobState::kDelayed;
-  d7.due_unix_ms = now + 2000;
-  ASSERT_EQ(answer_peeks(*redis, "delayed", {{1, d5}, {2, d6}, {3, d7}}, now), kShards);
+  const auto delayed_job = [&](JobId id, std::int64_t due_unix_ms) {
+    JobView job = ready_job(id);
+    job.state = JobState::kDelayed;
+    job.due_unix_ms = due_unix_ms;
+    return job;
+  };
+  ASSERT_EQ(answer_peeks(*redis, "delayed",
+                         {{1, delayed_job(5, now + 3000)},
+                          {2, delayed_job(6, now + 2000)},
+                          {3, delayed_job(7, now + 2000)}},
+                         now),
+            kShards);
   settle();
   ASSERT_TRUE(delayed.done());
   EXPECT_EQ(delayed.result->value().view.id, 6U);
@@ -832,27 +834,19 @@ TEST_F(Sessions, PeekNextOfDelayedAsksAShardWithALongWalkByACallOfItsOwn) {
   Outcome<broker::Job> got;
   s->peek_next("default", JobState::kDelayed, got.callback());
   const std::int64_t now = clock->now_unix_ms();
-  JobView near = ready_job(5);
-  near.state = JobState::kDelayed;
-  near.due_unix_ms = now + 3000;
   JobView nearer = ready_job(6);
   nearer.state = JobState::kDelayed;
   nearer.due_unix_ms = now + 1000;
-  std::size_t read = 0;
-  while (auto each = redis->take("each")) {
-    const auto args = each->args();
-    ASSERT_EQ(args.at(2), "peek_next");
-    std::vector<Reply> replies;
-    for (std::size_t i = 3 + std::stoul(args.at(1)); i < args.size(); ++i) {
-      const auto shard = std::stoul(args[i].substr(args[i].find('{') + 1));
-      replies.push_back(shard == 2   ? text("-2")
-                        : shard == 1 ? reply::job(near, now)
-                                     : reply::code("notfound", "none"));
-      ++read;
-    }
-    redis->answer(*each, reply::ok({reply::array(std::move(replies))}));
-  }
-  ASSERT_EQ(read, kShards);
+  JobView later = nearer;
+  later.id = 5;
+  later.due_unix_ms = now + 3000;
+  ASSERT_EQ(redis->answer_each("peek_next",
+                               [&](std::uint32_t shard, const std::vector<std::string>&) {
+                                 return shard == 2   ? text("-2")
+                                        : shard == 1 ? reply::job(later, now)
+                                                     : reply::code("notfound", "none");
+                               }),
+            kShards);
   settle();
   EXPECT_FALSE(got.done());
   auto alone = redis->take("peek_next");
@@ -893,6 +887,18 @@ Reply kickable(const std::vector<std::pair<JobId, std::string>>& jobs) {
   return reply::ok({reply::array(std::move(pairs))});
 }
 
+// Answers a kick's listing of `state`, asking for `most`, in calls across slots: each shard's
+// list from `lists` (an empty one where none is given). How many shards it answered.
+std::size_t answer_kickables(ScriptedRedis& redis, const std::string& state,
+                             const std::string& most, std::map<std::uint32_t, Reply> lists) {
+  return redis.answer_each("kickable",
+                           [&](std::uint32_t shard, const std::vector<std::string>& args) {
+                             EXPECT_EQ(args, (std::vector<std::string>{"default", state, most}));
+                             const auto it = lists.find(shard);
+                             return it == lists.end() ? kickable({}) : it->second;
+                           });
+}
+
 TEST_F(Sessions, KickAsksEveryShardThenKicksTheFirstOfAllWhereTheyAre) {
   auto s = session();
   Outcome<std::size_t> kicked;
@@ -903,13 +909,7 @@ TEST_F(Sessions, KickAsksEveryShardThenKicksTheFirstOfAllWhereTheyAre) {
                                           {1, kickable({{1, "1"}, {5, "5"}})},
                                           {2, kickable({{6, "6"}})},
                                           {3, kickable({{3, "3"}, {7, "7"}})}};
-  ASSERT_EQ(
-      redis->answer_each("kickable",
-                         [&](std::uint32_t shard, const std::vector<std::string>& args) {
-                           EXPECT_EQ(args, (std::vector<std::string>{"default", "buried", "3"}));
-                           return lists[shard];
-                         }),
-      kShards);
+  ASSERT_EQ(answer_kickables(*redis, "buried", "3", lists), kShards);
   settle();
   // The first three of all are 1 and 5 (shard 1) and 3 (shard 3).
   ASSERT_EQ(redis->count("kick"), 2U);
@@ -946,13 +946,7 @@ TEST_F(Sessions, KickWithNoBuriedJobAnywhereKicksTheEarliestDelayedOnes) {
                                           {1, kickable({{5, at(1000)}, {9, at(4000)}})},
                                           {2, kickable({})},
                                           {3, kickable({{7, at(2000)}})}};
-  ASSERT_EQ(
-      redis->answer_each("kickable",
-                         [&](std::uint32_t shard, const std::vector<std::string>& args) {
-                           EXPECT_EQ(args, (std::vector<std::string>{"default", "delayed", "2"}));
-                           return lists[shard];
-                         }),
-      kShards);
+  ASSERT_EQ(answer_kickables(*redis, "delayed", "2", lists), kShards);
   EXPECT_EQ(redis->count("kickable"), 0U);
   settle();
   std::map<std::uint32_t, std::vector<std::string>> kicks;
@@ -981,18 +975,13 @@ TEST_F(Sessions, KickListsAShardWithALongWalkByACallOfItsOwn) {
   settle();
   const std::int64_t now = clock->now_unix_ms();
   const auto at = [now](std::int64_t ms) { return std::to_string(now + ms); };
-  while (auto each = redis->take("each")) {
-    const auto args = each->args();
-    ASSERT_EQ(args.at(2), "kickable");
-    std::vector<Reply> replies;
-    for (std::size_t i = 3 + std::stoul(args.at(1)); i < args.size(); ++i) {
-      const auto shard = std::stoul(args[i].substr(args[i].find('{') + 1));
-      replies.push_back(shard == 3   ? text("-2")
-                        : shard == 1 ? kickable({{5, at(2000)}})
-                                     : kickable({}));
-    }
-    redis->answer(*each, reply::ok({reply::array(std::move(replies))}));
-  }
+  ASSERT_EQ(
+      redis->answer_each(
+          "kickable",
+          [&](std::uint32_t shard, const std::vector<std::string>&) {
+            return shard == 3 ? text("-2") : shard == 1 ? kickable({{5, at(2000)}}) : kickable({});
+          }),
+      kShards);
   settle();
   auto alone = redis->take("kickable");
   ASSERT_TRUE(alone);
