@@ -273,8 +273,8 @@ class Admin {
                                 Callback<std::uint32_t> done) = 0;
   // Flow control (docs/flow-control.md): applies the change to the tube's settings (all off ends
   // it). The tube need not exist; stats_tube shows them. Completes with the settings now in
-  // force. kInvalidArgument for a rate period of 0 or a burst of 0; kNotSupported (Redis: a
-  // group's jobs are spread over the shards of their keys, so no one place may count them).
+  // force. kInvalidArgument for a rate period of 0 or a burst of 0; kConflict (Redis: the first
+  // settings of a tube that has jobs, which could not all go to its one shard).
   virtual void set_flow(std::string tube, FlowChange change, Callback<FlowSettings> done) = 0;
   // Every tube that exists (has jobs, users or watchers, or is "default"), in the broker's
   // order: the local broker's is beanstalkd's (each appended when made, a dropped one's place

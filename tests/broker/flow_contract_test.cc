@@ -1,7 +1,7 @@
 // flow_contract_test — flow control through the broker contract (Admin::set_flow, and reserves
 // that it orders), for every broker of the contract suite: group concurrency, fair turns, a rate
-// per group, and the settings across a restart. A broker that cannot do it answers kNotSupported
-// (Capabilities::flow_control) and the case checks that instead.
+// per group, and the settings across a restart. A broker that could not do it would answer
+// kNotSupported (Capabilities::flow_control), and the cases check that instead; both do it.
 #include <gtest/gtest.h>
 
 #include <map>
