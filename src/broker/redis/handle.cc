@@ -80,29 +80,37 @@ void read_together(const std::shared_ptr<Gather>& g, std::vector<std::uint32_t> 
 
 }  // namespace
 
-void every_shard(std::shared_ptr<Core> core, std::shared_ptr<SessionState> state,
-                 std::vector<std::string> args, bool write,
-                 std::function<void(Result<std::vector<Reply>>)> then) {
+void on_shards(std::shared_ptr<Core> core, std::shared_ptr<SessionState> state,
+               std::vector<std::uint32_t> shards, std::vector<std::string> args, bool write,
+               std::function<void(Result<std::vector<Reply>>)> then) {
+  DELAYQ_CHECK(!shards.empty());
   auto g = std::make_shared<Gather>();
   g->core = std::move(core);
   g->state = std::move(state);
   g->write = write;
   g->replies.resize(g->core->shards);
-  g->left = g->core->shards;
+  g->left = static_cast<std::uint32_t>(shards.size());
   g->then = std::move(then);
   const bool together = !write && Core::read_across_slots(args);
   g->args = std::move(args);
   if (!together) {
-    for (std::uint32_t shard = 0; shard < g->core->shards; ++shard) alone(g, shard);
+    for (const auto shard : shards) alone(g, shard);
     return;
   }
   // Its own lane: its calls go to each primary one at a time, and wait for no other read's
   // (at a primary out of reach, each waits out its time).
   g->lane = "each " + std::to_string(++g->core->read_lanes);
-  for (auto& part : g->core->per_primary(g->core->every_shard_number(),
-                                         [](std::uint32_t shard) { return shard; })) {
+  for (auto& part :
+       g->core->per_primary(std::move(shards), [](std::uint32_t shard) { return shard; })) {
     read_together(g, std::move(part));
   }
+}
+
+void every_shard(const std::shared_ptr<Core>& core, std::shared_ptr<SessionState> state,
+                 std::vector<std::string> args, bool write,
+                 std::function<void(Result<std::vector<Reply>>)> then) {
+  on_shards(core, std::move(state), core->every_shard_number(), std::move(args), write,
+            std::move(then));
 }
 
 }  // namespace delayq::broker::redis

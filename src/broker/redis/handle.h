@@ -9,10 +9,15 @@
 
 namespace delayq::broker::redis {
 
-// jobs.lua on every shard with `args`, reads in calls across slots where they may go
-// (Core::read_across_slots); `then` gets the replies by shard (a shard's kNotFound is a reply),
-// or the first failure; not once `state` is no longer alive.
-void every_shard(std::shared_ptr<Core> core, std::shared_ptr<SessionState> state,
+// jobs.lua on each of `shards` (at least one) with `args`, reads in calls across slots where
+// they may go (Core::read_across_slots); `then` gets the replies by shard number (a shard's
+// kNotFound is a reply; a shard not asked, an empty one), or the first failure; not once
+// `state` is no longer alive.
+void on_shards(std::shared_ptr<Core> core, std::shared_ptr<SessionState> state,
+               std::vector<std::uint32_t> shards, std::vector<std::string> args, bool write,
+               std::function<void(Result<std::vector<Reply>>)> then);
+// The same on every shard.
+void every_shard(const std::shared_ptr<Core>& core, std::shared_ptr<SessionState> state,
                  std::vector<std::string> args, bool write,
                  std::function<void(Result<std::vector<Reply>>)> then);
 

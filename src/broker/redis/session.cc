@@ -570,53 +570,29 @@ void RedisSession::list_group(std::string tube, std::string group,
 void RedisSession::cancel_group(std::string tube, std::string group, Callback<std::size_t> done) {
   // How many each shard holds, in calls across slots; then the cancel, a call in each shard that
   // holds some. A job of the group put meanwhile may stay: its put and the cancel overlapped.
-  struct Cancel : std::enable_shared_from_this<Cancel> {
-    std::shared_ptr<Core> core;
-    std::shared_ptr<SessionState> state;
-    std::string tube;
-    std::string group;
-    Callback<std::size_t> done;
-    std::size_t left = 0;
-    std::size_t deleted = 0;
-    bool finished = false;
-
-    void counted(const Result<std::vector<Reply>>& counts) {
-      if (!counts.is_ok()) return finish(counts.status());
-      std::vector<std::uint32_t> holding;
-      for (std::uint32_t shard = 0; shard < counts.value().size(); ++shard) {
-        const Reply& count = counts.value()[shard];
-        if (count.elements.size() > 1 && count.elements[1].integer > 0) holding.push_back(shard);
-      }
-      if (holding.empty()) return finish(std::size_t{0});
-      left = holding.size();
-      for (const auto shard : holding) {
-        core->call(shard, {"group", tube, group, "1"}, true,
-                   [self = shared_from_this()](Result<Reply> reply) { self->cancelled(reply); });
-      }
-    }
-    void cancelled(const Result<Reply>& reply) {
-      if (finished) return;
-      const Status failed = reply.is_ok() ? status_of(reply.value()) : reply.status();
-      if (!failed.is_ok()) return finish(failed);
-      if (reply.value().elements.size() > 1) {
-        deleted += static_cast<std::size_t>(reply.value().elements[1].integer);
-      }
-      if (--left == 0) finish(deleted);
-    }
-    // Answered once: with the first failure, or once every shard's cancel has answered.
-    void finish(Result<std::size_t> result) {
-      finished = true;
-      if (state->alive) done(std::move(result));
-    }
-  };
-  auto cancel = std::make_shared<Cancel>();
-  cancel->core = core_;
-  cancel->state = state_;
-  cancel->tube = tube;
-  cancel->group = group;
-  cancel->done = std::move(done);
-  every_shard({"group", std::move(tube), std::move(group), "n"}, false,
-              [cancel](Result<std::vector<Reply>> counts) { cancel->counted(counts); });
+  every_shard({"group", tube, group, "n"}, false,
+              [core = core_, state = state_, tube, group,
+               done = std::move(done)](Result<std::vector<Reply>> counts) mutable {
+                if (!counts.is_ok()) return done(counts.status());
+                std::vector<std::uint32_t> holding;
+                for (std::uint32_t shard = 0; shard < counts.value().size(); ++shard) {
+                  const Reply& count = counts.value()[shard];
+                  if (count.elements.size() > 1 && count.elements[1].integer > 0)
+                    holding.push_back(shard);
+                }
+                if (holding.empty()) return done(std::size_t{0});
+                on_shards(core, state, std::move(holding), {"group", tube, group, "1"}, true,
+                          [done = std::move(done)](Result<std::vector<Reply>> replies) {
+                            if (!replies.is_ok()) return done(replies.status());
+                            std::size_t deleted = 0;
+                            for (const auto& reply : replies.value()) {
+                              if (reply.elements.size() > 1) {
+                                deleted += static_cast<std::size_t>(reply.elements[1].integer);
+                              }
+                            }
+                            done(deleted);
+                          });
+              });
 }
 
 void RedisSession::note_attempt(JobId id, int status, std::string error, Callback<JobView> done) {

@@ -201,7 +201,7 @@ void Conversation::process() {
   // What ran leaves the buffer in one move, not one per command, once it is half the buffer
   // (commands held and run one at a time must not move the rest each time); a buffer a burst
   // grew goes.
-  if (begin_ == in_.size() || begin_ >= in_.size() / 2) {
+  if (begin_ >= in_.size() / 2) {
     in_.erase(0, begin_);
     begin_ = 0;
   }
@@ -334,19 +334,22 @@ Conversation::Kind Conversation::kind_of(Verb verb) {
 
 bool Conversation::may_run(Verb verb) const {
   if (context_.broker.applies_calls_in_order()) return true;
-  const Kind kind = kind_of(verb);
   const auto unanswered = [this](Kind k) { return unanswered_[static_cast<std::size_t>(k)]; };
-  // A stats-tube counts the tube's users and watchers: a use, watch or ignore after it waits.
-  if (kind == Kind::kLocal) return unanswered(Kind::kOther) == 0;
-  const bool reserve = verb == Verb::kReserve || verb == Verb::kReserveWithTimeout;
-  std::size_t before = 0;  // unanswered commands this one may not overlap
-  for (std::size_t k = 1; k < kKinds; ++k) {
-    const auto other = static_cast<Kind>(k);
-    const bool overlaps =
-        (other == kind && kind != Kind::kOther) || (reserve && other == Kind::kDelete);
-    if (!overlaps) before += unanswered(other);
+  const std::size_t puts = unanswered(Kind::kPut);
+  const std::size_t deletes = unanswered(Kind::kDelete);
+  const std::size_t others = unanswered(Kind::kOther);
+  switch (kind_of(verb)) {
+    case Kind::kLocal:  // a stats-tube counts the tube's users and watchers
+      return others == 0;
+    case Kind::kPut:
+      return others + deletes == 0;
+    case Kind::kDelete:
+      return others + puts == 0;
+    case Kind::kOther:
+      break;
   }
-  return before == 0;
+  const bool reserve = verb == Verb::kReserve || verb == Verb::kReserveWithTimeout;
+  return others + puts + (reserve ? 0 : deletes) == 0;
 }
 
 void Conversation::fill(std::uint64_t slot, std::string bytes) {
