@@ -139,6 +139,7 @@ end
 local function unready(member)
   if readies[member] then readies[member] = nil else note_taken(member) end
   redis.call('ZREM', R, member)
+  memo.r_tube = nil
 end
 
 -- Puts the group's head in r (its best ready job, with its turn) if it may be served, else

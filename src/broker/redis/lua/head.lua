@@ -66,6 +66,17 @@ local DELAYED, READY, RESERVED, BURIED = 0, 1, 2, 3
 -- wrote whole milliseconds).
 local ARMED = '\0armed'
 
+-- What a call read and may need again, so that it asks Redis once (emptied by enter(), run.lua):
+-- pause_tube and pause_until, the pause of the tube it looked at last (unpaused(), ops.lua);
+-- r_tube and r_first, the best member of r of the tube it looked at last, until r changes
+-- (first_ready(), writes.lua); head_member and head, the head it made last (head_of(): a
+-- member's head never changes, its priority being in the member and its time of put kept for
+-- good).
+local memo = {}
+local function forget_reads()
+  memo.pause_tube, memo.r_tube, memo.head_member = nil, nil, nil
+end
+
 -- Redis's clock, read once per call: a call runs at one instant.
 local clock
 local function time()

@@ -4,6 +4,7 @@
 local function remove_ready(member)
   if readies[member] then readies[member] = nil else note_taken(member) end
   redis.call('ZREM', R, member)
+  memo.r_tube = nil
 end
 
 -- Runs cmd key with the flat list of arguments, a thousand pairs per call (Lua's stack bounds
@@ -49,7 +50,7 @@ local function tell_heads()
     if not best[tube] or member < best[tube] then best[tube] = member end
   end
   for tube, member in pairs(best) do
-    local head = first(R, tube, 1)[1]
+    local head = first_ready(tube)
     if not head or member < head then
       local h = head_of(tube, member)
       redis.call('SPUBLISH', SEVENTS, 'r ' .. base .. ' ' .. tube .. ' ' .. (caller or '-') .. ' ' .. h)
@@ -58,8 +59,9 @@ local function tell_heads()
     end
   end
   in_chunks('ZADD', R, list)
+  if #list > 0 then memo.r_tube = nil end
   for tube, was in pairs(taken) do
-    local now_best = first(R, tube, 1)[1]
+    local now_best = first_ready(tube)
     if not told[tube] and now_best ~= was then
       redis.call('SPUBLISH', SEVENTS, 'h ' .. base .. ' ' .. tube .. ' ' .. (caller or '-') .. ' ' ..
         (now_best and head_of(tube, now_best) or ''))

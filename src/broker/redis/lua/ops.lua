@@ -95,12 +95,23 @@ end
 -- or for a paused tube): what a node keeps of the shard, to try the best shard first; and how
 -- many ready jobs each has here, up to DEPTH (the node sends that many reserves at once).
 local DEPTH = 8
+
+-- Whether the tube is not paused in this shard at `now` (its pause read once a call while the
+-- call asks of one tube).
+local function unpaused(tube, now)
+  if memo.pause_tube ~= tube then
+    memo.pause_tube, memo.pause_until = tube, tonumber(redis.call('HGET', P, tube) or '0')
+  end
+  return memo.pause_until <= now
+end
+
 local function heads(from, now, to)
   local out, depth = {}, {}
   for i = from, to or #ARGV do
     local h, n = '', 0
-    if tonumber(redis.call('HGET', P, ARGV[i]) or '0') <= now then
+    if unpaused(ARGV[i], now) then
       local members = first(R, ARGV[i], DEPTH)
+      memo.r_tube, memo.r_first = ARGV[i], members[1] or false
       if members[1] then h = head_of(ARGV[i], members[1]) end
       n = #members
     end
@@ -110,26 +121,26 @@ local function heads(from, now, to)
   return out, depth
 end
 
--- The best ready job (its member of r, and its head) of the tubes ARGV[from..to] that are not
--- paused, in the order nodes compare heads (head_of(): priority, age, id). With `fresh` (tube ->
--- members this call made ready, which reach r only at flush()), those count too while they are
--- still ready.
+-- The best ready job (its member of r, its head and its record as head_of() read it) of the
+-- tubes ARGV[from..to] that are not paused, in the order nodes compare heads (head_of():
+-- priority, age, id). With `fresh` (tube -> members this call made ready, which reach r only at
+-- flush()), those count too while they are still ready.
 local function best_ready(from, to, now, fresh)
-  local best, best_head
+  local best, best_head, best_rec
   for i = from, to do
     local tube = ARGV[i]
-    if tonumber(redis.call('HGET', P, tube) or '0') <= now then
-      local member = first(R, tube, 1)[1]
+    if unpaused(tube, now) then
+      local member = first_ready(tube)
       for _, new in ipairs(fresh and fresh[tube] or {}) do
         if readies[new] and (not member or new < member) then member = new end
       end
       if member then
-        local head = head_of(tube, member)
-        if not best or before(head, best_head) then best, best_head = member, head end
+        local head, rec = head_of(tube, member)
+        if not best or before(head, best_head) then best, best_head, best_rec = member, head, rec end
       end
     end
   end
-  return best, best_head
+  return best, best_head, best_rec
 end
 
 -- The reserves waiting on the caller given from ARGV[i] on, as `holder n tube...` each: each is
@@ -151,9 +162,9 @@ local function serve(i, now)
     local holder, n = ARGV[i], tonumber(ARGV[i + 1])
     served[#served + 1] = false
     for _ = 1, 3 do
-      local best = best_ready(i + 2, i + 1 + n, now, fresh)
+      local best, _, rec = best_ready(i + 2, i + 1 + n, now, fresh)
       if not best then break end
-      local j = load(id_of(best))
+      local j = load_member(best, rec)
       if j then
         move(j, now, take(holder, now))
         served[#served] = reply(j, now)
@@ -213,7 +224,7 @@ end
 -- seventh element, the tubes' heads() and depths after the reserve; 'notfound' carries them third
 -- and fourth.
 local function reserve_from(holder, bound, from, to, now, loose)
-  local best, best_head = best_ready(from, to, now)
+  local best, best_head, best_rec = best_ready(from, to, now)
   if not best then
     local h, d = heads(from, now, to)
     return {'notfound', 'no ready job', h, d}
@@ -222,7 +233,7 @@ local function reserve_from(holder, bound, from, to, now, loose)
     local h, d = heads(from, now, to)
     return {'worse', 'a better job in another shard', h, d}
   end
-  local j = load(id_of(best))
+  local j = load_member(best, best_rec)
   move(j, now, take(holder, now))
   local r = reply(j, now)
   r[6], r[7] = heads(from, now, to)
@@ -248,6 +259,7 @@ ops.probe_all = function()
   local n, now, out = tonumber(ARGV[2]), now_ms(), {}
   for i = 3, n + 2 do
     J, P, R = ARGV[i] .. ':j', ARGV[i] .. ':p', ARGV[i] .. ':r'
+    forget_reads()
     local ok, h, d = pcall(heads, n + 3, now)
     out[#out + 1] = ok and {h, d} or '-2'
   end
@@ -564,6 +576,7 @@ end
 
 -- pause tube ms: no job of the tube is reserved from this shard for ms (0 ends a pause).
 ops.pause = function()
+  forget_reads()
   if ARGV[3] == '0' then redis.call('HDEL', P, ARGV[2])
   else redis.call('HSET', P, ARGV[2], now_ms() + tonumber(ARGV[3])) end
   return {'ok'}

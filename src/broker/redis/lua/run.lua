@@ -72,6 +72,7 @@ local function enter(keys)
   flows, was_head, moved_to, fz_lead, gstates, gdirty = {}, {}, nil, nil, {}, {}
   shard_here = nil
   clock, clock_ms, quiet, leads = nil, nil, false, false
+  forget_reads()
   begin_writes()
   plain_from = nil
 end

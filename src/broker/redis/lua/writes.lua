@@ -52,13 +52,26 @@ local function save(j) records[fid(j.id)] = encode(j) end
 
 -- A ready job (its member of r) as nodes compare the shards' best: 'priority:created:id', created
 -- in whole milliseconds. Within a shard ids follow the order of puts; across shards, the time of
--- the put (on the shard's Redis's clock) does.
+-- the put (on the shard's Redis's clock) does. Also the record it read (nil: none, or the head
+-- was the one made last, memo.head).
 local function head_of(tube, member)
+  if memo.head_member == member then return memo.head end
   local id = id_of(member)
   local rec = stored(fid(id))
   local created = 0
   if rec then created = math.floor(select(6, record_head(rec, 6))) end
-  return string.format('%d:%d:%d', tonumber(string.sub(member, #tube + 2, #tube + 11)), created, id)
+  local head = string.format('%d:%d:%d', tonumber(string.sub(member, #tube + 2, #tube + 11)),
+    created, id)
+  memo.head_member, memo.head = member, head
+  return head, rec
+end
+
+-- The job of a member of r, from its record as head_of() read it (nil: read now).
+local function load_member(member, rec)
+  if not rec then return load(id_of(member)) end
+  local j = decode(rec)
+  j.id = id_of(member)
+  return j
 end
 
 -- Whether head a ('priority:created:id') comes before head b.
@@ -72,11 +85,18 @@ local function before(a, b)
 end
 
 local names    -- tube -> field -> tube \0 field
+
+-- The tube's best member of r (false: none). Whoever writes r forgets it (memo.r_tube = nil).
+local function first_ready(tube)
+  if memo.r_tube ~= tube then memo.r_tube, memo.r_first = tube, first(R, tube, 1)[1] or false end
+  return memo.r_first
+end
+
 -- A member of r about to leave it: its tube's best before this call first took one out (for
 -- tell_heads()).
 local function note_taken(member)
   local tube = string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
-  if taken[tube] == nil then taken[tube] = first(R, tube, 1)[1] or false end
+  if taken[tube] == nil then taken[tube] = first_ready(tube) end
 end
 
 -- A call's gathered writes, empty at its start (run()).
