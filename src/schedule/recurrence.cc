@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/job.h"
+
 namespace delayq::schedule {
 namespace {
 
@@ -73,10 +75,18 @@ Result<Recurrence> Recurrence::every(std::chrono::milliseconds interval,
 }
 
 std::optional<std::int64_t> Recurrence::next_after(std::int64_t after_unix_ms) const {
-  if (cron_) return next_cron(after_unix_ms);
-  if (after_unix_ms < start_unix_ms_) return start_unix_ms_;
-  const std::int64_t n = floor_div(after_unix_ms - start_unix_ms_, interval_.count()) + 1;
-  return start_unix_ms_ + n * interval_.count();
+  if (after_unix_ms >= kLastDueUnixMs) return std::nullopt;
+  std::optional<std::int64_t> next;
+  if (cron_) {
+    next = next_cron(after_unix_ms);
+  } else if (after_unix_ms < start_unix_ms_) {
+    next = start_unix_ms_;
+  } else {
+    const std::int64_t n = floor_div(after_unix_ms - start_unix_ms_, interval_.count()) + 1;
+    next = start_unix_ms_ + n * interval_.count();
+  }
+  if (next && *next > kLastDueUnixMs) return std::nullopt;
+  return next;
 }
 
 // The local times the expression matches, from the civil time of `after` on, each made an

@@ -21,6 +21,21 @@ Recurrence cron(std::string_view expression, std::string_view zone) {
   return std::move(r).value();
 }
 
+// No run comes after the last due time a job may have (the end of 9999): a preview or a
+// schedule's next run never shows a year of five digits.
+TEST(Recurrence, NoRunComesAfterTheEndOf9999) {
+  const std::int64_t last = utc(9999, 12, 31, 23, 59, 59) + 999;
+  auto every = Recurrence::every(std::chrono::seconds(1), 0);
+  ASSERT_TRUE(every.is_ok());
+  EXPECT_EQ(every.value().next_after(last - 1500), last - 999);
+  EXPECT_EQ(every.value().next_after(last - 999), std::nullopt);
+  EXPECT_EQ(every.value().next_after(last), std::nullopt);
+  EXPECT_EQ(every.value().runs(last - 2500, 10).size(), 2u);
+  const Recurrence daily = cron("0 0 * * *", "UTC");
+  EXPECT_EQ(daily.next_after(utc(9999, 12, 30, 12)), utc(9999, 12, 31, 0));
+  EXPECT_EQ(daily.next_after(utc(9999, 12, 31, 0)), std::nullopt);
+}
+
 TEST(Recurrence, ALocalTimeThatDoesNotExistRunsAtTheFirstInstantAfterTheJump) {
   // New York, 8 March 2026: 02:00 EST becomes 03:00 EDT (07:00 UTC).
   const Recurrence r = cron("30 2 * * *", "America/New_York");

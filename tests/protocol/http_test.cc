@@ -252,6 +252,39 @@ TEST_F(HttpTest, ATransferCodingOtherThanChunkedIsRefused) {
   EXPECT_EQ(expect(200, "GET", id_path(id)).at("state").as_string(), "delayed");
 }
 
+// A chunked body is read as it comes; what of it waits for more bytes is its framing (a chunk's
+// size line, the trailers), bounded as the head is and ended by CRLF. Before, a size line that
+// never ended grew the server's memory until the idle timeout (256 MiB measured), and a line
+// ended by a bare LF held the request unanswered for the 60 s of that timeout.
+TEST_F(HttpTest, AChunkedBodysFramingIsBoundedAndEndsItsLinesWithCrlf) {
+  const std::string head =
+      "POST /v1/tubes/chunks/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  {
+    Client raw(server_->http_port());
+    raw.send(head + "7;note=x\r\n{\"body\"\r\n8\r\n:\"kept\"}\r\n0\r\nX-Trailer: y\r\n\r\n");
+    EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 201 Created\r\n");
+  }
+  const auto refused = [&](const std::string& start, char filler) {
+    Client raw(server_->http_port());
+    raw.send(head + start);
+    // 64 KiB more of a line that never ends, unless the server has closed first.
+    for (int i = 0; i < 16 && raw.send(std::string(4096, filler)); ++i) {
+    }
+    return raw.read_line(Millis{5000}).value_or("<none>");
+  };
+  EXPECT_EQ(refused("2;", 'a'), "HTTP/1.1 400 Bad Request\r\n") << "a size line's extension";
+  EXPECT_EQ(refused("2\r\n{}\r\n0\r\nX-Trailer: ", 'b'), "HTTP/1.1 400 Bad Request\r\n")
+      << "a trailer";
+  {
+    Client raw(server_->http_port());
+    raw.send(head + "2\n{}\n0\n\n");
+    EXPECT_EQ(raw.read_line(Millis{5000}).value_or("<none>"), "HTTP/1.1 400 Bad Request\r\n")
+        << "a bare LF";
+  }
+  EXPECT_EQ(expect(200, "GET", "/v1/tubes/chunks").at("ready").to_number<std::uint64_t>(), 1u);
+  EXPECT_EQ(expect(200, "GET", "/healthz").at("status").as_string(), "ok");
+}
+
 // Without tokens, a web page must not reach the API: a request from another site's page (its
 // Origin) or to a name made to resolve to 127.0.0.1 (its Host) is refused, and nothing runs.
 TEST_F(HttpTest, AWebPageOfAnotherSiteIsRefused) {
@@ -266,6 +299,10 @@ TEST_F(HttpTest, AWebPageOfAnotherSiteIsRefused) {
             "HTTP/1.1 403 Forbidden\r\n");
   EXPECT_EQ(send("Host: rebind.evil.example:" + std::to_string(server_->http_port()) + "\r\n"),
             "HTTP/1.1 403 Forbidden\r\n");
+  EXPECT_EQ(
+      send("Host: " + here + "\r\nOrigin: http://" + here + "\r\nOrigin: http://evil.example\r\n"),
+      "HTTP/1.1 403 Forbidden\r\n")
+      << "a foreign Origin behind a good one";
   EXPECT_EQ(call("GET", "/v1/tubes/t").status, 404u) << "a refused request put a job";
   EXPECT_EQ(send("Host: " + here + "\r\nOrigin: http://" + here + "\r\n"),
             "HTTP/1.1 201 Created\r\n");

@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <unordered_set>
 
 #include "broker/families.h"
 #include "front/http/api_call.h"
@@ -127,14 +128,12 @@ Result<Webhook> read_webhook(Body& body, std::string_view text) {
       bounded_duration(body, "timeout", hook.timeout, Millis{100}, std::chrono::minutes(30));
   if (!timeout.is_ok()) return timeout.status();
   hook.timeout = timeout.value();
-  auto attempts = body.integer("max_attempts", 1000);
+  auto attempts = body.integer("max_attempts", 1000, 1);
   if (!attempts.is_ok()) return attempts.status();
   hook.max_attempts = static_cast<std::uint32_t>(attempts.value().value_or(hook.max_attempts));
-  if (hook.max_attempts == 0) return Status(Code::kInvalidArgument, "max_attempts: 1 to 1000");
-  auto concurrency = body.integer("concurrency", 1000);
+  auto concurrency = body.integer("concurrency", 1000, 1);
   if (!concurrency.is_ok()) return concurrency.status();
   hook.concurrency = static_cast<std::uint32_t>(concurrency.value().value_or(hook.concurrency));
-  if (hook.concurrency == 0) return Status(Code::kInvalidArgument, "concurrency: 1 to 1000");
   if (const json::value* rate = present(body, "rate")) {
     const double per_second = rate->is_number() ? rate->to_number<double>() : -1;
     if (!(per_second == 0 || (per_second >= 0.01 && per_second <= 100'000))) {
@@ -394,6 +393,11 @@ std::uint64_t Api::handle(std::string_view method, std::string_view target, std:
       return 0;
     }
   }
+  // The dashboard's files are there for GET (and HEAD) alone.
+  if (found.kind == Match::Kind::kNoPath && dashboard::find(target)) {
+    found.kind = Match::Kind::kNoMethod;
+    found.allow = "GET";
+  }
   if (found.kind == Match::Kind::kNoPath) {
     Reply(*this, "unrouted", std::move(respond))(
         error(404, "no_route", "no such endpoint: " + std::string(target.substr(0, 200))));
@@ -650,14 +654,18 @@ void Api::reserve(Call& call) {
         error(400, "bad_request",
               "timeout: at most " + std::to_string(options_.max_reserve_timeout.count()) + " ms"));
   }
+  broker::ReserveRequest request;
+  request.tubes = tubes.value().value_or(std::vector<std::string>{"default"});
+  // A name given twice counts once (the first stays in its place).
+  std::unordered_set<std::string> named;
+  std::erase_if(request.tubes,
+                [&named](const std::string& tube) { return !named.insert(tube).second; });
   // Each tube a reserve names costs it (and, over Redis, a probe of every shard): bounded.
   constexpr std::size_t kMaxTubes = 1000;
-  if (tubes.value() && tubes.value()->size() > kMaxTubes) {
+  if (request.tubes.size() > kMaxTubes) {
     return call.reply(error(400, "bad_request",
                             "tubes: at most " + std::to_string(kMaxTubes) + " in one reserve"));
   }
-  broker::ReserveRequest request;
-  request.tubes = tubes.value().value_or(std::vector<std::string>{"default"});
   request.timeout = wait;
   // The wait's fate, shared with its completion: the ticket it got, and whether its client left.
   auto waiting = std::make_shared<Wait>();
@@ -782,11 +790,9 @@ Result<std::optional<broker::FlowChange>> read_flow_change(const Body& body) {
   }
   if (body.find("group_burst") != nullptr) {
     any = true;
-    auto burst = body.integer("group_burst", 1'000'000);
+    auto burst = body.integer("group_burst", 1'000'000, 1);
     if (!burst.is_ok()) return burst.status();
-    if (burst.value().value_or(0) == 0) {
-      return Status(Code::kInvalidArgument, "group_burst: 1 to 1,000,000");
-    }
+    if (!burst.value()) return Status(Code::kInvalidArgument, "group_burst: 1 to 1000000");
     change.rate_burst = static_cast<std::uint32_t>(*burst.value());
   }
   if (const json::value* v = body.find("group_weights"); v != nullptr) {

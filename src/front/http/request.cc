@@ -45,7 +45,8 @@ Result<std::optional<std::string>> Body::string(std::string_view name) const {
   return std::optional<std::string>(std::string(v->as_string()));
 }
 
-Result<std::optional<std::uint64_t>> Body::integer(std::string_view name, std::uint64_t max) const {
+Result<std::optional<std::uint64_t>> Body::integer(std::string_view name, std::uint64_t max,
+                                                   std::uint64_t min) const {
   const json::value* v = find(name);
   if (v == nullptr || v->is_null()) return std::optional<std::uint64_t>();
   std::uint64_t n = 0;
@@ -57,9 +58,9 @@ Result<std::optional<std::uint64_t>> Body::integer(std::string_view name, std::u
   } else {
     ok = false;
   }
-  if (!ok || n > max) {
-    return Status(Code::kInvalidArgument,
-                  std::string(name) + ": an integer from 0 to " + std::to_string(max));
+  if (!ok || n > max || n < min) {
+    return Status(Code::kInvalidArgument, std::string(name) + ": an integer from " +
+                                              std::to_string(min) + " to " + std::to_string(max));
   }
   return std::optional<std::uint64_t>(n);
 }

@@ -29,7 +29,8 @@ class Body {
 
   [[nodiscard]] const boost::json::value* find(std::string_view name) const;
   Result<std::optional<std::string>> string(std::string_view name) const;
-  Result<std::optional<std::uint64_t>> integer(std::string_view name, std::uint64_t max) const;
+  Result<std::optional<std::uint64_t>> integer(std::string_view name, std::uint64_t max,
+                                               std::uint64_t min = 0) const;
   // A duration: "48h", "1500ms", or a number of milliseconds.
   Result<std::optional<Millis>> duration(std::string_view name) const;
   // An instant: RFC 3339 text or Unix milliseconds.

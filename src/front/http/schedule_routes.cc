@@ -215,12 +215,9 @@ void Api::preview_schedule(Call& call) {
   auto definition = read_definition(call.body, "preview");
   if (!definition.is_ok()) return call.reply(definition.status());
   NextQuery query;
-  auto count = call.body.integer("count", kMaxNext);
+  auto count = call.body.integer("count", kMaxNext, 1);
   if (!count.is_ok()) return call.reply(count.status());
-  if (count.value()) {
-    if (*count.value() < 1) return call.reply(field_error("count", "1 to 1000"));
-    query.count = *count.value();
-  }
+  if (count.value()) query.count = *count.value();
   auto after = call.body.instant("after");
   if (!after.is_ok()) return call.reply(after.status());
   const std::int64_t now = wall_now_ms();

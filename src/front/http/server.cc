@@ -175,12 +175,47 @@ class Connection : public std::enable_shared_from_this<Connection> {
     read_body();
   }
 
+  // Parses what the buffer holds of the body; reads more while it is incomplete. The parser
+  // takes a body's bytes as they come, so what it leaves in the buffer is a chunked body's
+  // framing not yet whole (a chunk's size line, the trailers): bounded as the head is, and made
+  // of lines that end with CRLF. Otherwise a line that never ends would grow the buffer, and a
+  // line ended by a bare LF hold the request unanswered, until the idle timeout.
   void read_body() {
+    beast::error_code error;
+    while (!parser_->is_done() && buffer_.size() > 0) {
+      const std::size_t used = parser_->put(buffer_.data(), error);
+      buffer_.consume(used);
+      if (error == bhttp::error::need_more) {
+        error = {};
+        break;
+      }
+      if (error) return on_read(error);
+    }
+    if (parser_->is_done()) return on_read({});
+    const std::size_t limit = server_.options().max_header_bytes;
+    const std::string_view left(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    if (left.size() > limit) {
+      return refuse(
+          400, "bad_request",
+          "a chunk's size line, or the trailers, longer than " + std::to_string(limit) + " bytes");
+    }
+    for (std::size_t at = left.find('\n'); at != std::string_view::npos;
+         at = left.find('\n', at + 1)) {
+      if (at == 0 || left[at - 1] != '\r') {
+        return refuse(400, "bad_request", "a line of the chunked body ends without CR");
+      }
+    }
     on_stream([this](auto& stream) {
-      bhttp::async_read(stream, buffer_, *parser_,
-                        [self = shared_from_this()](beast::error_code error, std::size_t) {
-                          self->on_read(error);
-                        });
+      stream.async_read_some(
+          buffer_.prepare(65536), [self = shared_from_this()](beast::error_code e, std::size_t n) {
+            if (self->closed_) return;
+            self->buffer_.commit(n);
+            if (e == boost::asio::error::eof || e == boost::asio::ssl::error::stream_truncated) {
+              e = bhttp::error::partial_message;  // the body cut short
+            }
+            if (e) return self->on_read(e);
+            self->read_body();
+          });
     });
   }
 
@@ -228,6 +263,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (server_.is_stopping()) keep_alive_ = false;
     // Without tokens, whoever reaches the API may do anything: a web page must not.
     if (server_.options().api.tokens.empty()) {
+      // A browser sends one Origin; two could hide a foreign one behind the first.
+      if (request.count(bhttp::field::origin) > 1) {
+        return answer(Api::error(403, "forbidden", "more than one Origin header"));
+      }
       if (auto why = foreign_request(request[bhttp::field::host], request[bhttp::field::origin],
                                      loopback_)) {
         return answer(Api::error(403, "forbidden", *why));

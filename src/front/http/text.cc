@@ -81,8 +81,9 @@ Result<Millis> parse_duration(std::string_view text) {
     const std::size_t start = i;
     while (i < text.size() && is_digit(text[i])) ++i;
     if (i < text.size() && text[i] == '.') {
-      ++i;
+      const std::size_t point = ++i;
       while (i < text.size() && is_digit(text[i])) ++i;
+      if (i == point) return bad_duration(text, "a digit must follow the point");
     }
     if (i == start || text[start] == '.') return bad_duration(text, "a number must come first");
     if (i - start > 15) return bad_duration(text, "number too long");

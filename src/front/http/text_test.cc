@@ -35,8 +35,9 @@ TEST(Duration, FormatsInWholeUnitsThatParseBack) {
 }
 
 TEST(Duration, RefusesWhatIsNotOne) {
-  for (const char* bad : {"", "h", "10", "10x", "5m1h", "1h1h", "-5s", "1.5.5s", "s10", " 10s",
-                          "10s ", "1e3ms", ".5s", "99999999999999999999", "101000d"}) {
+  for (const char* bad :
+       {"", "h", "10", "10x", "5m1h", "1h1h", "-5s", "1.5.5s", "s10", " 10s", "10s ", "1e3ms",
+        ".5s", "1.s", "2h1.m", "99999999999999999999", "101000d"}) {
     if (std::string_view(bad) == "10") continue;  // digits alone are milliseconds
     const auto parsed = parse_duration(bad);
     EXPECT_FALSE(parsed.is_ok()) << "'" << bad << "'";
