@@ -19,10 +19,15 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using asio::ip::tcp;
 
+// What of an answer waits in a connection's buffer for the parser: its head (16 KiB at most)
+// and a chunked body's framing, bounded so that a receiver whose chunk-size line never ends
+// cannot grow the server's memory (a body's own bytes are taken as they come).
+constexpr std::size_t kMaxBuffered = 128 * 1024;
+
 struct Sender::Connection {
   std::unique_ptr<beast::tcp_stream> plain;
   std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
-  beast::flat_buffer buffer;
+  beast::flat_buffer buffer{kMaxBuffered};
 
   beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
 };
@@ -53,9 +58,12 @@ asio::awaitable<Exchange> exchange(Stream& stream, beast::flat_buffer& buffer,
     parser.header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(limit, 16 * 1024)));
     parser.body_limit(limit);
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(kAwait, error));
-    // An answer whose body is over the bound still answers: its status counts (a 2xx is a
-    // delivery), and the connection, with the rest of the body in it, is not reused.
-    const bool too_long = error == http::error::body_limit && parser.is_header_done();
+    // An answer whose body is over the bound, or whose chunked framing is (kMaxBuffered), still
+    // answers: its status counts (a 2xx is a delivery), and the connection, with the rest of
+    // the body in it, is not reused.
+    const bool too_long =
+        (error == http::error::body_limit || error == http::error::buffer_overflow) &&
+        parser.is_header_done();
     if (error && !too_long) break;
     const auto& answer = parser.get();
     const int status = static_cast<int>(answer.result_int());

@@ -581,6 +581,24 @@ TEST_F(WebhookTest, TwoHundredDeletesTheJob) {
   EXPECT_FALSE(r.has("tracestate"));
 }
 
+// A receiver's answer is bounded in the server's memory, its chunked framing too: a 200 whose
+// chunk-size line never ends (4 MiB of it here) is a 200 once the bound is passed, not a
+// buffer grown until the attempt's timeout (before: held 4 MiB, then failed and sent again).
+TEST_F(WebhookTest, AnAnswerWhoseChunkLineNeverEndsIsBoundedAndItsStatusCounts) {
+  std::string endless = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;";
+  endless.append(std::size_t{4} << 20, 'x');
+  Receiver receiver([&endless](std::size_t, const Received&) {
+    Answer answer;
+    answer.raw = endless;
+    return answer;
+  });
+  set_webhook("endless", {{"url", receiver.url("/hook")}, {"timeout", "60s"}});
+  const PutJob put_job = put("endless", {{"body", "b"}, {"delay", 0}});
+  ASSERT_TRUE(receiver.wait_for_count(1, kDeliveryWait)) << "no request came";
+  EXPECT_TRUE(wait_until_gone(put_job.id)) << "the 200 did not count";
+  EXPECT_EQ(receiver.count(), 1u) << describe(receiver.requests());
+}
+
 TEST_F(WebhookTest, FailuresBackOffExponentially) {
   Receiver receiver(statuses({500, 500, 200}));
   set_webhook("retry", {{"url", receiver.url("/hook")},

@@ -80,6 +80,7 @@ struct Answer {
   std::vector<std::pair<std::string, std::string>> headers;
   Millis delay{0};
   std::vector<unsigned> interim = {};  // 1xx answers sent first (100 Continue, 103 Early Hints)
+  std::string raw = {};  // when set, the bytes sent instead of an answer made of the above
 };
 
 // Called (from the connection's thread) with the request's index in arrival order, 0 first.
@@ -469,6 +470,7 @@ class Receiver {
   }
 
   static std::string format(const Answer& answer) {
+    if (!answer.raw.empty()) return answer.raw;
     const std::string body = answer.status / 100 == 2 ? "ok\n" : "not now\n";
     std::string out;
     for (const unsigned status : answer.interim) {
