@@ -216,6 +216,26 @@ TEST_F(HttpTest, OversizedRequestsAndGarbage) {
   EXPECT_EQ(expect(200, "GET", "/healthz").at("status").as_string(), "ok");
 }
 
+// Empty lines before a request line are skipped, as RFC 9112 asks: a client that ends a body
+// with a CRLF it does not count gets its next request answered (a 400 closed the connection).
+TEST_F(HttpTest, EmptyLinesBeforeARequestAreSkipped) {
+  Client raw(server_->http_port());
+  raw.send(
+      "\r\n\r\nPOST /v1/tubes/lines/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}\r\n");
+  EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 201 Created\r\n");
+  std::size_t length = 0;
+  while (const auto line = raw.read_line()) {
+    if (*line == "\r\n") break;
+    if (line->rfind("Content-Length: ", 0) == 0) length = std::stoul(line->substr(16));
+  }
+  ASSERT_GT(length, 0u);
+  ASSERT_TRUE(raw.read_exact(length).has_value());
+  raw.send("\r");  // half an empty line, then the rest and a request
+  std::this_thread::sleep_for(Millis{50});
+  raw.send("\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 200 OK\r\n");
+}
+
 // The bound on the request line and headers holds for the whole head, however it arrives: a
 // line at a time, each parsed before the next came, once passed any size.
 TEST_F(HttpTest, HeadersSentALineAtATimeAreBoundedToo) {

@@ -98,7 +98,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Parses what the buffer holds of the head; reads more while it is incomplete.
   void parse_head() {
     beast::error_code error;
-    if (buffer_.size() > 0) {
+    // Empty lines before the request line are skipped (RFC 9112 section 2.2: some clients end a
+    // body with a CRLF it does not count); they count against the head's bound.
+    const auto waiting = [this] {
+      return std::string_view(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    };
+    while (!parser_->got_some() && waiting().starts_with("\r\n")) {
+      buffer_.consume(2);
+      head_bytes_ += 2;
+    }
+    const bool half_an_empty_line = !parser_->got_some() && waiting() == "\r";
+    if (buffer_.size() > 0 && !half_an_empty_line) {
       const std::size_t used = parser_->put(buffer_.data(), error);
       buffer_.consume(used);
       head_bytes_ += used;
