@@ -9,6 +9,7 @@
 #include <boost/json.hpp>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -183,9 +184,17 @@ class Cli {
   explicit Cli(Options& options) : o_(options) {}
 
   // Sends one request; prints the error and returns its exit code if it failed, else nullopt
-  // with `out` holding the answer.
+  // with `out` holding the answer (a JSON object, or none: 204).
   std::optional<int> call(std::string_view method, const std::string& target,
                           const json::object* body, ClientResponse& out) {
+    // What the server would refuse as "not JSON" (a string that is not UTF-8, a number that is
+    // not finite) is bad usage, said as such.
+    if (body != nullptr) {
+      if (auto bad = unsendable(*body)) {
+        std::fprintf(stderr, "delayq: %s\n", bad->c_str());
+        return kExitUsage;
+      }
+    }
     if (!client_) {
       auto made = Client::connect_to(o_.server);
       if (!made.is_ok()) {
@@ -200,9 +209,13 @@ class Cli {
     }
     // A long-poll may take its whole timeout (an hour at most), a backup a while: wait a little
     // longer than that.
-    const std::chrono::milliseconds wait = target == "/v1/reserve" || target == "/v1/admin/backup"
-                                               ? std::chrono::hours(1) + std::chrono::seconds(30)
-                                               : std::chrono::seconds(30);
+    std::chrono::milliseconds wait = std::chrono::seconds(30);
+    if (target == "/v1/admin/backup") wait = std::chrono::hours(1) + std::chrono::seconds(30);
+    if (target == "/v1/reserve") {
+      const auto timeout =
+          delayq::front::http::parse_duration(o_.timeout.empty() ? "0" : o_.timeout);
+      wait += timeout.is_ok() ? timeout.value() : std::chrono::hours(1);
+    }
     auto response = client_->request(method, target, body ? json::serialize(*body) : "", wait);
     if (!response.is_ok()) {
       std::fprintf(stderr, "delayq: cannot reach %s: %s\n", o_.server.c_str(),
@@ -210,17 +223,48 @@ class Cli {
       return kExitUnreachable;
     }
     out = std::move(response).value();
+    boost::system::error_code error;
+    const json::value v = out.body.empty() ? json::value() : json::parse(out.body, error);
     if (out.status >= 400) {
-      boost::system::error_code error;
-      const json::value v = json::parse(out.body, error);
-      if (!error && v.is_object() && v.as_object().contains("error")) {
-        const auto& e = v.as_object().at("error").as_object();
-        std::fprintf(stderr, "delayq: %s: %s\n", field(e, "code").c_str(),
-                     field(e, "message").c_str());
+      const json::value* e = !error && v.is_object() ? v.as_object().if_contains("error") : nullptr;
+      if (e != nullptr && e->is_object()) {
+        std::fprintf(stderr, "delayq: %s: %s\n", field(e->as_object(), "code").c_str(),
+                     field(e->as_object(), "message").c_str());
       } else {
         std::fprintf(stderr, "delayq: HTTP %u\n", out.status);
       }
       return kExitRefused;
+    }
+    // Every answer of delayqd's API the tool asks for is a JSON object, or no body (204).
+    if (out.status < 200 || out.status >= 300 || error ||
+        (out.body.empty() ? out.status != 204 : !v.is_object())) {
+      std::fprintf(stderr,
+                   "delayq: %s answered HTTP %u without the JSON object expected: is it delayqd?\n",
+                   o_.server.c_str(), out.status);
+      return kExitUnreachable;
+    }
+    return std::nullopt;
+  }
+
+  // Why `body` cannot be sent as JSON (a string that is not UTF-8, a number that is not finite),
+  // or nullopt.
+  static std::optional<std::string> unsendable(const json::value& value) {
+    if (value.is_string() && !delayq::front::http::valid_utf8(value.as_string())) {
+      return "a value is not UTF-8 text";
+    }
+    if (value.is_double() && !std::isfinite(value.as_double())) {
+      return "a number is too large, or not a number";
+    }
+    if (value.is_array()) {
+      for (const auto& item : value.as_array()) {
+        if (auto bad = unsendable(item)) return bad;
+      }
+    }
+    if (value.is_object()) {
+      for (const auto& [name, item] : value.as_object()) {
+        if (!delayq::front::http::valid_utf8(name)) return "a name is not UTF-8 text";
+        if (auto bad = unsendable(item)) return bad;
+      }
     }
     return std::nullopt;
   }
@@ -644,6 +688,12 @@ int main(int argc, char** argv) {
 
   CLI::App app{"delayq: schedule, inspect and run delayed jobs on a delayqd server"};
   app.require_subcommand(1);
+  app.fallthrough();  // --server, --json, --ca-file also after the command
+  app.footer(
+      "$DELAYQ_TOKEN, if set, is sent as the bearer token (--http-token-file on the server).\n"
+      "Exit status: 0 done; 1 the server refused (the message says why); 2 bad usage; 3 the "
+      "server\ncannot be reached, or its answer is not delayqd's; 4 reserve found no job within "
+      "its timeout.");
   app.set_version_flag("--version", "delayq " DELAYQ_VERSION);
   app.add_option("-s,--server", o.server,
                  "delayqd's HTTP address, http:// or https:// (or $DELAYQ_SERVER)")
@@ -818,33 +868,43 @@ int main(int argc, char** argv) {
   }
 
   Cli cli(o);
-  if (put->parsed()) return cli.put();
-  if (get->parsed()) return cli.get();
-  if (rm->parsed()) return cli.rm();
-  if (reschedule->parsed()) return cli.reschedule();
-  if (reserve->parsed()) return cli.reserve();
-  if (ls->parsed()) return cli.ls();
-  if (stats->parsed()) return cli.stats();
-  if (due->parsed()) {
-    if (o.tube == "default" && due->count("tube") == 0) o.tube.clear();
-    if (o.in.empty()) o.in = "0s,1m,1h,1d,7d";
-    return cli.due();
+  const auto run = [&]() -> int {
+    if (put->parsed()) return cli.put();
+    if (get->parsed()) return cli.get();
+    if (rm->parsed()) return cli.rm();
+    if (reschedule->parsed()) return cli.reschedule();
+    if (reserve->parsed()) return cli.reserve();
+    if (ls->parsed()) return cli.ls();
+    if (stats->parsed()) return cli.stats();
+    if (due->parsed()) {
+      if (o.tube == "default" && due->count("tube") == 0) o.tube.clear();
+      if (o.in.empty()) o.in = "0s,1m,1h,1d,7d";
+      return cli.due();
+    }
+    if (group_ls->parsed()) return cli.group_ls();
+    if (group_rm->parsed()) return cli.group_rm();
+    if (tube_set->parsed()) return cli.tube_set();
+    if (tube_show->parsed()) return cli.tube_show();
+    if (webhook_set->parsed()) return cli.webhook_set();
+    if (webhook_get->parsed()) return cli.webhook_get();
+    if (webhook_rm->parsed()) return cli.webhook_rm();
+    if (backup->parsed()) return cli.backup();
+    if (schedule_set->parsed()) return cli.schedule_set();
+    if (schedule_ls->parsed()) return cli.schedule_ls();
+    if (schedule_get->parsed()) return cli.schedule_show("GET");
+    if (schedule_rm->parsed()) return cli.schedule_show("DELETE");
+    if (schedule_pause->parsed()) return cli.schedule_show("POST", "/pause");
+    if (schedule_resume->parsed()) return cli.schedule_show("POST", "/resume");
+    if (schedule_trigger->parsed()) return cli.schedule_trigger();
+    if (schedule_next->parsed()) return cli.schedule_next();
+    return kExitUsage;
+  };
+  try {
+    return run();
+  } catch (const std::exception& error) {
+    // An answer in JSON, but not of the shape expected (another server, another version).
+    std::fprintf(stderr, "delayq: %s's answer is not what this delayq expects: %s\n",
+                 o.server.c_str(), error.what());
+    return kExitUnreachable;
   }
-  if (group_ls->parsed()) return cli.group_ls();
-  if (group_rm->parsed()) return cli.group_rm();
-  if (tube_set->parsed()) return cli.tube_set();
-  if (tube_show->parsed()) return cli.tube_show();
-  if (webhook_set->parsed()) return cli.webhook_set();
-  if (webhook_get->parsed()) return cli.webhook_get();
-  if (webhook_rm->parsed()) return cli.webhook_rm();
-  if (backup->parsed()) return cli.backup();
-  if (schedule_set->parsed()) return cli.schedule_set();
-  if (schedule_ls->parsed()) return cli.schedule_ls();
-  if (schedule_get->parsed()) return cli.schedule_show("GET");
-  if (schedule_rm->parsed()) return cli.schedule_show("DELETE");
-  if (schedule_pause->parsed()) return cli.schedule_show("POST", "/pause");
-  if (schedule_resume->parsed()) return cli.schedule_show("POST", "/resume");
-  if (schedule_trigger->parsed()) return cli.schedule_trigger();
-  if (schedule_next->parsed()) return cli.schedule_next();
-  return kExitUsage;
 }

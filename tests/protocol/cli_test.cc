@@ -1,12 +1,18 @@
 // cli_test.cc — the `delayq` command-line tool end to end: the real binary against the real
 // delayqd, its output (text and --json) and its exit status for each command and failure.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <boost/json.hpp>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include "server_process.h"
 
@@ -314,6 +320,97 @@ TEST_F(CliTest, FailuresHaveClearMessagesAndExitCodes) {
   const Outcome down = delayq_at("http://127.0.0.1:1", "ls");  // nobody listens on port 1
   EXPECT_EQ(down.status, 3) << down.out;
   EXPECT_NE(down.out.find("cannot reach"), std::string::npos) << down.out;
+}
+
+// A server on loopback that answers every request with the same bytes, then closes.
+class CannedServer {
+ public:
+  explicit CannedServer(std::string answer) : answer_(std::move(answer)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    ::inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+    socklen_t length = sizeof address;
+    if (::bind(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
+        ::listen(fd_, 16) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      ADD_FAILURE() << "the canned server could not listen";
+      return;
+    }
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] {
+      for (;;) {
+        const int client = ::accept(fd_, nullptr, nullptr);
+        if (client < 0 || stop_) break;
+        std::string request;
+        char buffer[4096];
+        while (request.find("\r\n\r\n") == std::string::npos) {
+          const ssize_t n = ::recv(client, buffer, sizeof buffer, 0);
+          if (n <= 0) break;
+          request.append(buffer, static_cast<std::size_t>(n));
+        }
+        (void)::send(client, answer_.data(), answer_.size(), MSG_NOSIGNAL);
+        ::close(client);
+      }
+    });
+  }
+  ~CannedServer() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    if (thread_.joinable()) thread_.join();
+  }
+  [[nodiscard]] std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  std::string answer_;
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+std::string http_answer(std::string_view status, std::string_view body) {
+  return "HTTP/1.1 " + std::string(status) + "\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\nConnection: close\r\n\r\n" + std::string(body);
+}
+
+// An answer that is not delayqd's (a captive portal's page, JSON of another shape, an error
+// without its object) is said to be so, with exit status 3: before, the tool aborted on an
+// uncaught exception (SIGABRT), or printed the page with --json and exit 0.
+TEST_F(CliTest, AnAnswerThatIsNotDelayqdsIsSaidSoAndNothingCrashes) {
+  {
+    CannedServer portal(http_answer("200 OK", "<html>captive portal</html>"));
+    for (const char* args : {"ls", "--json ls", "get 1", "rm 1"}) {
+      const Outcome run = delayq_at(portal.url(), args);
+      EXPECT_EQ(run.status, 3) << args << ": " << run.out;
+      EXPECT_NE(run.out.find("is it delayqd?"), std::string::npos) << args << ": " << run.out;
+    }
+  }
+  {
+    CannedServer other(http_answer("200 OK", R"({"tubes":"none"})"));
+    const Outcome run = delayq_at(other.url(), "ls");
+    EXPECT_EQ(run.status, 3) << run.out;
+    EXPECT_NE(run.out.find("not what this delayq expects"), std::string::npos) << run.out;
+  }
+  {
+    CannedServer refusing(http_answer("400 Bad Request", R"({"error":"a string"})"));
+    const Outcome run = delayq_at(refusing.url(), "ls");
+    EXPECT_EQ(run.status, 1) << run.out;
+    EXPECT_EQ(run.out, "delayq: HTTP 400\n");
+  }
+}
+
+// What JSON cannot carry is bad usage, said before anything is sent; --json also after the
+// command.
+TEST_F(CliTest, ValuesJsonCannotCarryAreBadUsageAndJsonMayComeLast) {
+  const Outcome key = delayq("put -k \"$(printf '\\377')\" x");
+  EXPECT_EQ(key.status, 2) << key.out;
+  EXPECT_NE(key.out.find("not UTF-8"), std::string::npos) << key.out;
+  EXPECT_EQ(delayq("webhook set t http://127.0.0.1:9/hook --rate 1e400").status, 2);
+  const Outcome listed = delayq("ls --json");
+  EXPECT_EQ(listed.status, 0) << listed.out;
+  EXPECT_TRUE(json_of(listed).contains("tubes")) << listed.out;
 }
 
 // Over TLS (delayqd --tls-cert): https:// with the server's certificate trusted (--ca-file, or
