@@ -1,9 +1,9 @@
 // delayq — the command-line tool: talks to delayqd's HTTP/JSON API (docs/http-api.md).
 // `delayq --help` and `delayq <command> --help` list everything. Human output by default,
 // the server's JSON with --json. The server is --server URL, else $DELAYQ_SERVER, else
-// http://127.0.0.1:8080; $DELAYQ_TOKEN, if set, is sent as its bearer token. Exit status: 0 done; 1
-// the server refused (the message says why); 2 bad usage; 3 the server cannot be reached; 4 reserve
-// found no job within its timeout.
+// http://127.0.0.1:8080; $DELAYQ_TOKEN, if set, is sent as its bearer token. Exit status (also in
+// --help): 0 done; 1 the server refused (the message says why); 2 bad usage; 3 the server cannot
+// be reached, or its answer is not delayqd's; 4 reserve found no job within its timeout.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <boost/json.hpp>
