@@ -179,6 +179,15 @@ void print_tube(const json::object& t) {
               field(t, "groups_ready").c_str());
 }
 
+// An instant as the API takes it: digits are Unix milliseconds (a number), anything else
+// RFC 3339 (a string).
+json::value instant_of(const std::string& text) {
+  std::int64_t unix_ms = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), unix_ms);
+  if (error == std::errc{} && end == text.data() + text.size() && unix_ms >= 0) return unix_ms;
+  return json::value(text);
+}
+
 class Cli {
  public:
   explicit Cli(Options& options) : o_(options) {}
@@ -313,7 +322,7 @@ class Cli {
       body["body_base64"] = delayq::front::http::base64_encode(o_.body);
     }
     if (!o_.in.empty()) body["delay"] = o_.in;
-    if (!o_.at.empty()) body["at"] = o_.at;
+    if (!o_.at.empty()) body["at"] = instant_of(o_.at);
     if (o_.priority) body["priority"] = *o_.priority;
     if (!o_.ttr.empty()) body["ttr"] = o_.ttr;
     if (!o_.key.empty()) body["key"] = o_.key;
@@ -353,7 +362,7 @@ class Cli {
     if (int bad = need_id_or_key()) return bad;
     json::object body;
     if (!o_.in.empty()) body["delay"] = o_.in;
-    if (!o_.at.empty()) body["at"] = o_.at;
+    if (!o_.at.empty()) body["at"] = instant_of(o_.at);
     if (o_.priority) body["priority"] = *o_.priority;
     if (body.empty()) {
       std::fprintf(stderr, "delayq: give --in, --at or --priority\n");
@@ -708,8 +717,9 @@ int main(int argc, char** argv) {
   put->add_option("body", o.body, "the job's body")->required();
   put->add_option("-t,--tube", o.tube, "tube")->capture_default_str();
   auto* in = put->add_option("--in", o.in, "delay: 48h, 10m, 1h30m, 1500ms");
-  auto* at =
-      put->add_option("--at", o.at, "due time: RFC 3339, e.g. 2026-11-24T10:00:00Z")->excludes(in);
+  auto* at = put->add_option("--at", o.at,
+                             "due time: RFC 3339, e.g. 2026-11-24T10:00:00Z, or Unix milliseconds")
+                 ->excludes(in);
   put->add_option("-p,--priority", o.priority, "priority, 0 most urgent (default 1024)");
   put->add_option("--ttr", o.ttr, "time to run once reserved, e.g. 60s (default 60s)");
   auto* key =
@@ -743,7 +753,8 @@ int main(int argc, char** argv) {
   auto* reschedule = app.add_subcommand("reschedule", "move a delayed or ready job");
   add_job_ref(reschedule);
   auto* rin = reschedule->add_option("--in", o.in, "new delay from now: 48h, 10m, 0");
-  reschedule->add_option("--at", o.at, "new due time, RFC 3339")->excludes(rin);
+  reschedule->add_option("--at", o.at, "new due time, RFC 3339 or Unix milliseconds")
+      ->excludes(rin);
   reschedule->add_option("-p,--priority", o.priority, "new priority");
 
   auto* reserve = app.add_subcommand("reserve", "take the next ready job (long-poll)");

@@ -411,6 +411,10 @@ TEST_F(CliTest, ValuesJsonCannotCarryAreBadUsageAndJsonMayComeLast) {
   const Outcome listed = delayq("ls --json");
   EXPECT_EQ(listed.status, 0) << listed.out;
   EXPECT_TRUE(json_of(listed).contains("tubes")) << listed.out;
+  // --at takes Unix milliseconds as well as RFC 3339, as the server's message offers.
+  const Outcome at = delayq("--json put --at 4102444800000 later");
+  EXPECT_EQ(at.status, 0) << at.out;
+  EXPECT_EQ(json_of(at).at("due_unix_ms").to_number<std::int64_t>(), 4102444800000) << at.out;
 }
 
 // Over TLS (delayqd --tls-cert): https:// with the server's certificate trusted (--ca-file, or
