@@ -691,6 +691,10 @@ class Cli {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A tube or a group is named by 1 byte at least (an empty one made a path of no route).
+  const CLI::Validator kName(
+      [](std::string& name) { return name.empty() ? std::string("an empty name") : std::string(); },
+      "NAME");
   Options o;
   const char* env = std::getenv("DELAYQ_SERVER");
   o.server = env != nullptr && *env != '\0' ? env : "http://127.0.0.1:8080";
@@ -715,7 +719,7 @@ int main(int argc, char** argv) {
 
   auto* put = app.add_subcommand("put", "put a job (body '-' reads it from stdin)");
   put->add_option("body", o.body, "the job's body")->required();
-  put->add_option("-t,--tube", o.tube, "tube")->capture_default_str();
+  put->add_option("-t,--tube", o.tube, "tube")->capture_default_str()->check(kName);
   auto* in = put->add_option("--in", o.in, "delay: 48h, 10m, 1h30m, 1500ms");
   auto* at = put->add_option("--at", o.at,
                              "due time: RFC 3339, e.g. 2026-11-24T10:00:00Z, or Unix milliseconds")
@@ -727,7 +731,8 @@ int main(int argc, char** argv) {
   auto* replace =
       put->add_flag("--replace", o.replace, "with --key: replace the job holding the key");
   put->add_option("-g,--group", o.group,
-                  "group, to list or cancel jobs together, and for a tube's flow control");
+                  "group, to list or cancel jobs together, and for a tube's flow control")
+      ->check(kName);
   auto* debounce = put->add_option(
       "--debounce", o.debounce,
       "with --key: move the key's pending job to this from now (new body), e.g. 10s");
@@ -739,12 +744,12 @@ int main(int argc, char** argv) {
   put->add_option("--content-type", o.content_type,
                   "push delivery: the body's Content-Type (default application/octet-stream)");
 
-  auto add_job_ref = [&o](CLI::App* command) {
+  auto add_job_ref = [&o, &kName](CLI::App* command) {
     // Ids are below 2^53 whatever the broker (JavaScript clients read them as doubles).
     auto* id = command->add_option("id", o.id, "job id")
                    ->check(delayq::apps::whole_number(1, (std::uint64_t{1} << 53) - 1));
     command->add_option("-k,--key", o.key, "find the job by key instead of id")->excludes(id);
-    command->add_option("-t,--tube", o.tube, "the key's tube")->capture_default_str();
+    command->add_option("-t,--tube", o.tube, "the key's tube")->capture_default_str()->check(kName);
   };
   auto* get = app.add_subcommand("get", "show a job with its body");
   add_job_ref(get);
@@ -758,13 +763,13 @@ int main(int argc, char** argv) {
   reschedule->add_option("-p,--priority", o.priority, "new priority");
 
   auto* reserve = app.add_subcommand("reserve", "take the next ready job (long-poll)");
-  reserve->add_option("-t,--tube", o.tubes, "tube to take from (repeat for several)");
+  reserve->add_option("-t,--tube", o.tubes, "tube to take from (repeat for several)")->check(kName);
   reserve->add_option("--timeout", o.timeout, "wait at most this long, e.g. 30s (default 0)");
 
   auto* ls = app.add_subcommand("ls", "list tubes with their job counts");
   auto* stats = app.add_subcommand("stats", "server statistics");
   auto* due = app.add_subcommand("due", "delayed jobs by due time (one tube, or every tube)");
-  due->add_option("tube", o.tube, "tube (default: every tube)");
+  due->add_option("tube", o.tube, "tube (default: every tube)")->check(kName);
   due->add_option("--in", o.in, "edges from now, comma-separated (default 0s,1m,1h,1d,7d)");
 
   auto* group = app.add_subcommand("group", "jobs of a group");
@@ -772,15 +777,15 @@ int main(int argc, char** argv) {
   auto* group_ls = group->add_subcommand("ls", "list a group's jobs");
   auto* group_rm = group->add_subcommand("rm", "cancel (delete) a group's jobs");
   for (CLI::App* command : {group_ls, group_rm}) {
-    command->add_option("group", o.group, "group")->required();
-    command->add_option("-t,--tube", o.tube, "tube")->capture_default_str();
+    command->add_option("group", o.group, "group")->required()->check(kName);
+    command->add_option("-t,--tube", o.tube, "tube")->capture_default_str()->check(kName);
   }
 
   auto* tube = app.add_subcommand("tube", "a tube's settings and counts (docs/flow-control.md)");
   tube->require_subcommand(1);
   auto* tube_set = tube->add_subcommand(
       "set", "set a tube's flow control and max attempts; prints the settings in force");
-  tube_set->add_option("tube", o.tube, "tube")->required();
+  tube_set->add_option("tube", o.tube, "tube")->required()->check(kName);
   tube_set
       ->add_option("--group-concurrency", o.group_concurrency,
                    "at most N jobs of one group reserved at once; off for no limit")
@@ -805,12 +810,12 @@ int main(int argc, char** argv) {
                        "reservations before a job is buried; 0 for no limit");
   auto* tube_show =
       tube->add_subcommand("show", "a tube's counts, flow control and groups held back");
-  tube_show->add_option("tube", o.tube, "tube")->required();
+  tube_show->add_option("tube", o.tube, "tube")->required()->check(kName);
 
   auto* webhook = app.add_subcommand("webhook", "a tube's push delivery (docs/webhooks.md)");
   webhook->require_subcommand(1);
   auto* webhook_set = webhook->add_subcommand("set", "POST the tube's due jobs to a URL");
-  webhook_set->add_option("tube", o.tube, "tube")->required();
+  webhook_set->add_option("tube", o.tube, "tube")->required()->check(kName);
   webhook_set->add_option("url", o.url, "http:// or https:// URL")->required();
   webhook_set->add_option("-H,--header", o.headers, "'Name: value' sent with every request");
   webhook_set->add_option("--timeout", o.timeout, "per attempt (default 10s)");
@@ -824,7 +829,7 @@ int main(int argc, char** argv) {
   auto* webhook_get = webhook->add_subcommand("get", "show a tube's webhook");
   auto* webhook_rm = webhook->add_subcommand("rm", "remove a tube's webhook");
   for (CLI::App* command : {webhook_get, webhook_rm}) {
-    command->add_option("tube", o.tube, "tube")->required();
+    command->add_option("tube", o.tube, "tube")->required()->check(kName);
   }
 
   auto* schedule = app.add_subcommand("schedule", "recurring schedules (docs/schedules.md)");
@@ -832,14 +837,16 @@ int main(int argc, char** argv) {
   auto* schedule_set =
       schedule->add_subcommand("set", "create or replace a schedule: each run puts a job");
   schedule_set->add_option("name", o.name, "the schedule's name")->required();
-  schedule_set->add_option("-t,--tube", o.tube, "the tube its runs go to")->capture_default_str();
+  schedule_set->add_option("-t,--tube", o.tube, "the tube its runs go to")
+      ->capture_default_str()
+      ->check(kName);
   auto* cron = schedule_set->add_option("--cron", o.cron, "cron expression, e.g. '0 9 * * MON'");
   schedule_set->add_option("--every", o.every, "interval, e.g. 90s, 5m")->excludes(cron);
   schedule_set->add_option("--tz", o.tz, "IANA time zone for --cron (default UTC)");
   schedule_set->add_option("-b,--body", o.body, "each run's body");
   schedule_set->add_option("-p,--priority", o.priority, "each run's priority (default 1024)");
   schedule_set->add_option("--ttr", o.ttr, "each run's time to run (default 60s)");
-  schedule_set->add_option("-g,--group", o.group, "each run's group");
+  schedule_set->add_option("-g,--group", o.group, "each run's group")->check(kName);
   schedule_set->add_option("--url", o.url, "push delivery: POST each run here");
   schedule_set->add_option("--content-type", o.content_type, "push delivery: the body's type");
   schedule_set->add_option("--start-at", o.start_at, "no run before (RFC 3339)");

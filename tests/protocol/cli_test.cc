@@ -312,9 +312,12 @@ TEST_F(CliTest, FailuresHaveClearMessagesAndExitCodes) {
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.out.find("delayq: bad_request: delay: bad duration 'soon'"), std::string::npos)
       << bad.out;
-  EXPECT_EQ(delayq("put").status, 2);                   // no body
-  EXPECT_EQ(delayq("get").status, 2);                   // no id, no key
-  EXPECT_EQ(delayq("frobnicate").status, 2);            // no such command
+  EXPECT_EQ(delayq("put").status, 2);                 // no body
+  EXPECT_EQ(delayq("get").status, 2);                 // no id, no key
+  EXPECT_EQ(delayq("frobnicate").status, 2);          // no such command
+  const Outcome unnamed = delayq("put --tube '' x");  // a tube of no name
+  EXPECT_EQ(unnamed.status, 2) << unnamed.out;
+  EXPECT_NE(unnamed.out.find("an empty name"), std::string::npos) << unnamed.out;
   EXPECT_EQ(delayq("reserve --tube empty").status, 4);  // nothing to take
   EXPECT_EQ(delayq("--help").status, 0);
   const Outcome down = delayq_at("http://127.0.0.1:1", "ls");  // nobody listens on port 1
