@@ -126,6 +126,10 @@ void print_job(const json::object& job) {
   }
   if (job.contains("key")) std::printf("  key       %s\n", field(job, "key").c_str());
   if (job.contains("group")) std::printf("  group     %s\n", field(job, "group").c_str());
+  if (job.contains("url")) std::printf("  url       %s\n", field(job, "url").c_str());
+  if (job.contains("content_type")) {
+    std::printf("  type      %s\n", field(job, "content_type").c_str());
+  }
   std::printf("  ttr       %lld s\n",
               static_cast<long long>(job.at("ttr_ms").to_number<std::int64_t>() / 1000));
   if (job.contains("body")) std::printf("  body      %s\n", field(job, "body").c_str());

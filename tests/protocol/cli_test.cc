@@ -151,8 +151,13 @@ TEST_F(CliTest, WebhookSetGetRm) {
   Outcome got = delayq("webhook get calls");
   EXPECT_EQ(got.status, 0) << got.out;
   EXPECT_NE(got.out.find("url: http://127.0.0.1:9/in"), std::string::npos) << got.out;
-  Outcome put = delayq("--json put --tube calls --in 1h --url http://127.0.0.1:9/own x");
+  Outcome put = delayq(
+      "--json put --tube calls --in 1h --url http://127.0.0.1:9/own --content-type text/csv x");
   ASSERT_EQ(put.status, 0) << put.out;
+  // Shown with the job, as its tube and key are.
+  Outcome shown = delayq("get " + std::to_string(json_of(put).at("id").to_number<std::uint64_t>()));
+  EXPECT_NE(shown.out.find("  url       http://127.0.0.1:9/own\n"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("  type      text/csv\n"), std::string::npos) << shown.out;
   Outcome rm = delayq("webhook rm calls");
   EXPECT_EQ(rm.status, 0) << rm.out;
   Outcome gone = delayq("webhook get calls");
