@@ -704,7 +704,9 @@ int main(int argc, char** argv) {
   o.server = env != nullptr && *env != '\0' ? env : "http://127.0.0.1:8080";
 
   CLI::App app{"delayq: schedule, inspect and run delayed jobs on a delayqd server"};
-  app.require_subcommand(1);
+  // At most one command: a word that names none is then refused as such ("not expected"),
+  // where requiring one said only that a command was required.
+  app.require_subcommand(0, 1);
   app.fallthrough();  // --server, --json, --ca-file also after the command
   app.footer(
       "$DELAYQ_TOKEN, if set, is sent as the bearer token (--http-token-file on the server).\n"
@@ -889,6 +891,10 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kExitUsage;
   }
 
+  if (app.get_subcommands().empty()) {
+    std::fprintf(stderr, "delayq: a command is needed (delayq --help lists them)\n");
+    return kExitUsage;
+  }
   Cli cli(o);
   const auto run = [&]() -> int {
     if (put->parsed()) return cli.put();
