@@ -317,9 +317,12 @@ TEST_F(CliTest, FailuresHaveClearMessagesAndExitCodes) {
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.out.find("delayq: bad_request: delay: bad duration 'soon'"), std::string::npos)
       << bad.out;
-  EXPECT_EQ(delayq("put").status, 2);                 // no body
-  EXPECT_EQ(delayq("get").status, 2);                 // no id, no key
-  EXPECT_EQ(delayq("frobnicate").status, 2);          // no such command
+  EXPECT_EQ(delayq("put").status, 2);            // no body
+  EXPECT_EQ(delayq("get").status, 2);            // no id, no key
+  const Outcome unknown = delayq("frobnicate");  // no such command: named as such
+  EXPECT_EQ(unknown.status, 2);
+  EXPECT_NE(unknown.out.find("not expected: frobnicate"), std::string::npos) << unknown.out;
+  EXPECT_EQ(delayq("").status, 2);                    // no command at all
   const Outcome unnamed = delayq("put --tube '' x");  // a tube of no name
   EXPECT_EQ(unnamed.status, 2) << unnamed.out;
   EXPECT_NE(unnamed.out.find("an empty name"), std::string::npos) << unnamed.out;
