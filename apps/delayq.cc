@@ -183,12 +183,15 @@ void print_tube(const json::object& t) {
               field(t, "groups_ready").c_str());
 }
 
-// An instant as the API takes it: digits are Unix milliseconds (a number), anything else
-// RFC 3339 (a string).
+// An instant as the API takes it: 13 digits or more are Unix milliseconds (a number: every time
+// from 2001-09-09 to 2286), anything else RFC 3339 (a string; the server refuses a date written
+// without its separators, "20261124", rather than take it for milliseconds of 1970).
 json::value instant_of(const std::string& text) {
   std::int64_t unix_ms = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), unix_ms);
-  if (error == std::errc{} && end == text.data() + text.size() && unix_ms >= 0) return unix_ms;
+  if (error == std::errc{} && end == text.data() + text.size() && text.size() >= 13) {
+    return unix_ms;
+  }
   return json::value(text);
 }
 
@@ -543,8 +546,8 @@ class Cli {
     if (!o_.group.empty()) body["group"] = o_.group;
     if (!o_.url.empty()) body["url"] = o_.url;
     if (!o_.content_type.empty()) body["content_type"] = o_.content_type;
-    if (!o_.start_at.empty()) body["start_at"] = o_.start_at;
-    if (!o_.end_at.empty()) body["end_at"] = o_.end_at;
+    if (!o_.start_at.empty()) body["start_at"] = instant_of(o_.start_at);
+    if (!o_.end_at.empty()) body["end_at"] = instant_of(o_.end_at);
     if (o_.limit) body["limit"] = *o_.limit;
     if (!o_.jitter.empty()) body["jitter"] = o_.jitter;
     if (!o_.misfire.empty()) body["misfire"] = o_.misfire;
@@ -855,8 +858,9 @@ int main(int argc, char** argv) {
   schedule_set->add_option("-g,--group", o.group, "each run's group")->check(kName);
   schedule_set->add_option("--url", o.url, "push delivery: POST each run here");
   schedule_set->add_option("--content-type", o.content_type, "push delivery: the body's type");
-  schedule_set->add_option("--start-at", o.start_at, "no run before (RFC 3339)");
-  schedule_set->add_option("--end-at", o.end_at, "no run after (RFC 3339)");
+  schedule_set->add_option("--start-at", o.start_at,
+                           "no run before (RFC 3339, or Unix milliseconds)");
+  schedule_set->add_option("--end-at", o.end_at, "no run after (RFC 3339, or Unix milliseconds)");
   schedule_set->add_option("--limit", o.limit, "at most this many runs");
   schedule_set->add_option("--jitter", o.jitter, "each run later by a random [0, jitter]");
   schedule_set->add_option("--misfire", o.misfire, "missed runs: skip, once (default), all");

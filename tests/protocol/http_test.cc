@@ -216,6 +216,32 @@ TEST_F(HttpTest, OversizedRequestsAndGarbage) {
   EXPECT_EQ(expect(200, "GET", "/healthz").at("status").as_string(), "ok");
 }
 
+// Requests with bodies sent in one write are each answered: what follows a whole head (its body,
+// the requests after it) never counts against the head's bound of 8192 bytes.
+TEST_F(HttpTest, PipelinedRequestsWithBodiesAreEachAnswered) {
+  const auto post = [](std::size_t body_bytes) {
+    const std::string body = R"({"body":")" + std::string(body_bytes, 'p') + R"("})";
+    return "POST /v1/tubes/piped/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  };
+  Client raw(server_->http_port());
+  ASSERT_TRUE(raw.send(post(5000) + post(10000) + post(20000) + post(100)));
+  // A response's JSON body ends with "\n" alone: a status line may follow it on one "line".
+  std::string got;
+  const auto count = [&got](std::string_view status) {
+    std::size_t n = 0;
+    for (auto at = got.find(status); at != std::string::npos; at = got.find(status, at + 1)) ++n;
+    return n;
+  };
+  while (count("HTTP/1.1 ") < 4) {
+    const auto line = raw.read_line(Millis{3000});
+    if (!line) break;
+    got += *line;
+  }
+  EXPECT_EQ(count("HTTP/1.1 201 Created\r\n"), 4u) << got;
+  EXPECT_EQ(expect(200, "GET", "/v1/tubes/piped").at("ready").to_number<std::uint64_t>(), 4u);
+}
+
 // Empty lines before a request line are skipped, as RFC 9112 asks: a client that ends a body
 // with a CRLF it does not count gets its next request answered (a 400 closed the connection).
 TEST_F(HttpTest, EmptyLinesBeforeARequestAreSkipped) {

@@ -114,7 +114,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       head_bytes_ += used;
       if (error == bhttp::error::need_more) error = {};
     }
-    if (!error && head_bytes_ + buffer_.size() > server_.options().max_header_bytes) {
+    // What follows a whole head (its body, pipelined requests) is not head.
+    if (!error && !parser_->is_header_done() &&
+        head_bytes_ + buffer_.size() > server_.options().max_header_bytes) {
       error = bhttp::error::header_limit;
     }
     if (error) return on_read(error);
@@ -215,9 +217,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
         return refuse(400, "bad_request", "a line of the chunked body ends without CR");
       }
     }
-    on_stream([this](auto& stream) {
+    // Read as Beast's own read does: what the buffer has room for (about the 4 KiB the head was
+    // read in), so that a connection's buffer does not grow for good with one long body.
+    const std::size_t room = beast::read_size(buffer_, 65536);
+    on_stream([this, room](auto& stream) {
       stream.async_read_some(
-          buffer_.prepare(65536), [self = shared_from_this()](beast::error_code e, std::size_t n) {
+          buffer_.prepare(room), [self = shared_from_this()](beast::error_code e, std::size_t n) {
             if (self->closed_) return;
             self->buffer_.commit(n);
             if (e == boost::asio::error::eof || e == boost::asio::ssl::error::stream_truncated) {
