@@ -124,21 +124,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const std::size_t room = server_.options().max_header_bytes + 1 - head_bytes_;
     // A connection that has sent nothing yet waits with a buffer of one byte: 10,000 idle ones
     // cost no 4 KiB each. The first byte's arrival gives it the full buffer for the rest.
-    const std::size_t want = buffer_.capacity() == 0 ? 1 : std::min<std::size_t>(room, 4096);
-    on_stream([this, want](auto& stream) {
-      stream.async_read_some(
-          buffer_.prepare(want), [self = shared_from_this()](beast::error_code e, std::size_t n) {
-            if (self->closed_) return;
-            self->buffer_.commit(n);
-            if (e == boost::asio::error::eof || e == boost::asio::ssl::error::stream_truncated) {
-              // The client is done: a request cut short is no request (end_of_stream if
-              // nothing of it came, partial_message if some did).
-              e = self->head_bytes_ + self->buffer_.size() == 0 ? bhttp::error::end_of_stream
-                                                                : bhttp::error::partial_message;
-            }
-            if (e) return self->on_read(e);
-            self->parse_head();
-          });
+    read_more(buffer_.capacity() == 0 ? 1 : std::min<std::size_t>(room, 4096),
+              &Connection::parse_head);
+  }
+
+  // Reads up to `want` bytes more into the buffer, then goes on with `next` (parse_head or
+  // read_body). The client's end of input makes what it sent no request: end_of_stream if
+  // nothing of it came, partial_message if some did.
+  void read_more(std::size_t want, void (Connection::*next)()) {
+    on_stream([this, want, next](auto& stream) {
+      stream.async_read_some(buffer_.prepare(want), [self = shared_from_this(), next](
+                                                        beast::error_code e, std::size_t n) {
+        if (self->closed_) return;
+        self->buffer_.commit(n);
+        if (e == boost::asio::error::eof || e == boost::asio::ssl::error::stream_truncated) {
+          e = self->head_bytes_ + self->buffer_.size() == 0 ? bhttp::error::end_of_stream
+                                                            : bhttp::error::partial_message;
+        }
+        if (e) return self->on_read(e);
+        ((*self).*next)();
+      });
     });
   }
 
@@ -219,19 +224,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     // Read as Beast's own read does: what the buffer has room for (about the 4 KiB the head was
     // read in), so that a connection's buffer does not grow for good with one long body.
-    const std::size_t room = beast::read_size(buffer_, 65536);
-    on_stream([this, room](auto& stream) {
-      stream.async_read_some(
-          buffer_.prepare(room), [self = shared_from_this()](beast::error_code e, std::size_t n) {
-            if (self->closed_) return;
-            self->buffer_.commit(n);
-            if (e == boost::asio::error::eof || e == boost::asio::ssl::error::stream_truncated) {
-              e = bhttp::error::partial_message;  // the body cut short
-            }
-            if (e) return self->on_read(e);
-            self->read_body();
-          });
-    });
+    read_more(beast::read_size(buffer_, 65536), &Connection::read_body);
   }
 
   void on_read(beast::error_code error) {
