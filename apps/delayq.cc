@@ -383,8 +383,10 @@ class Cli {
     for (const std::string& tube : o_.tubes) tubes.emplace_back(tube);
     if (!tubes.empty()) body["tubes"] = std::move(tubes);
     if (!o_.timeout.empty()) body["timeout"] = o_.timeout;
-    // Say what a wait is for, where nobody reads it as output.
-    if (!o_.timeout.empty() && o_.timeout != "0" && !o_.json_output) {
+    // Say what a wait is for, where nobody reads it as output (a timeout that is not a duration
+    // is the server's to refuse, with no wait).
+    const auto wait = delayq::front::http::parse_duration(o_.timeout.empty() ? "0" : o_.timeout);
+    if (wait.is_ok() && wait.value().count() > 0 && !o_.json_output) {
       std::string tubes_text;
       for (const std::string& tube : o_.tubes)
         tubes_text += (tubes_text.empty() ? "" : ", ") + tube;

@@ -326,7 +326,10 @@ TEST_F(CliTest, FailuresHaveClearMessagesAndExitCodes) {
   const Outcome unnamed = delayq("put --tube '' x");  // a tube of no name
   EXPECT_EQ(unnamed.status, 2) << unnamed.out;
   EXPECT_NE(unnamed.out.find("an empty name"), std::string::npos) << unnamed.out;
-  EXPECT_EQ(delayq("reserve --tube empty").status, 4);  // nothing to take
+  EXPECT_EQ(delayq("reserve --tube empty").status, 4);    // nothing to take
+  const Outcome soon = delayq("reserve --timeout soon");  // the server's to refuse, no wait said
+  EXPECT_EQ(soon.status, 1) << soon.out;
+  EXPECT_EQ(soon.out.find("waiting up to"), std::string::npos) << soon.out;
   EXPECT_EQ(delayq("--help").status, 0);
   const Outcome down = delayq_at("http://127.0.0.1:1", "ls");  // nobody listens on port 1
   EXPECT_EQ(down.status, 3) << down.out;
