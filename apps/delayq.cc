@@ -9,6 +9,7 @@
 #include <boost/json.hpp>
 #include <cctype>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +34,10 @@ constexpr int kExitRefused = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitUnreachable = 3;
 constexpr int kExitNoJob = 4;
+
+// How long an answer may take: a request's own time (a long-poll's timeout, a backup's copy)
+// comes on top.
+constexpr std::chrono::seconds kAnswerWait{30};
 
 struct Options {
   std::string server;
@@ -199,10 +204,12 @@ class Cli {
  public:
   explicit Cli(Options& options) : o_(options) {}
 
-  // Sends one request; prints the error and returns its exit code if it failed, else nullopt
-  // with `out` holding the answer (a JSON object, or none: 204).
+  // Sends one request and waits `wait` at most for its answer; prints the error and returns its
+  // exit code if it failed, else nullopt with `out` holding the answer (a JSON object, or none:
+  // 204).
   std::optional<int> call(std::string_view method, const std::string& target,
-                          const json::object* body, ClientResponse& out) {
+                          const json::object* body, ClientResponse& out,
+                          std::chrono::milliseconds wait = kAnswerWait) {
     // What the server would refuse as "not JSON" (a string that is not UTF-8, a number that is
     // not finite) is bad usage, said as such.
     if (body != nullptr) {
@@ -222,15 +229,6 @@ class Cli {
         client_->set_token(token);
       }
       if (!o_.ca_file.empty()) client_->set_ca_file(o_.ca_file);
-    }
-    // A long-poll may take its whole timeout (an hour at most), a backup a while: wait a little
-    // longer than that.
-    std::chrono::milliseconds wait = std::chrono::seconds(30);
-    if (target == "/v1/admin/backup") wait = std::chrono::hours(1) + std::chrono::seconds(30);
-    if (target == "/v1/reserve") {
-      const auto timeout =
-          delayq::front::http::parse_duration(o_.timeout.empty() ? "0" : o_.timeout);
-      wait += timeout.is_ok() ? timeout.value() : std::chrono::hours(1);
     }
     auto response = client_->request(method, target, body ? json::serialize(*body) : "", wait);
     if (!response.is_ok()) {
@@ -286,9 +284,10 @@ class Cli {
   }
 
   // Runs a request whose answer is one job (or an object) and prints it.
-  int show(std::string_view method, const std::string& target, const json::object* body, bool job) {
+  int show(std::string_view method, const std::string& target, const json::object* body, bool job,
+           std::chrono::milliseconds wait = kAnswerWait) {
     ClientResponse response;
-    if (auto failed = call(method, target, body, response)) return *failed;
+    if (auto failed = call(method, target, body, response, wait)) return *failed;
     if (o_.json_output) {
       std::fputs(response.body.c_str(), stdout);
       return 0;
@@ -395,7 +394,12 @@ class Cli {
                    o_.timeout.c_str(), o_.tubes.size() > 1 ? "s" : "", tubes_text.c_str());
     }
     ClientResponse response;
-    if (auto failed = call("POST", "/v1/reserve", &body, response)) return *failed;
+    // The server holds a long-poll for its timeout (an hour at most): a timeout it will refuse
+    // is answered at once.
+    const auto held = wait.is_ok() ? wait.value() : std::chrono::milliseconds{0};
+    if (auto failed = call("POST", "/v1/reserve", &body, response, kAnswerWait + held)) {
+      return *failed;
+    }
     if (response.status == 204) {
       std::fprintf(stderr, "delayq: no job within the timeout\n");
       return kExitNoJob;
@@ -472,7 +476,8 @@ class Cli {
       std::fprintf(stderr, "delayq: waiting for the server to copy its data into %s\n",
                    body["dir"].as_string().c_str());
     }
-    return show("POST", "/v1/admin/backup", &body, false);
+    // A copy of a large store takes a while.
+    return show("POST", "/v1/admin/backup", &body, false, std::chrono::hours(1) + kAnswerWait);
   }
   int group_ls() {
     ClientResponse response;

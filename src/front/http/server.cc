@@ -95,19 +95,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parse_head();
   }
 
+  // What the buffer holds that the parser has not taken.
+  [[nodiscard]] std::string_view buffered() const {
+    return {static_cast<const char*>(buffer_.data().data()), buffer_.size()};
+  }
+
   // Parses what the buffer holds of the head; reads more while it is incomplete.
   void parse_head() {
     beast::error_code error;
     // Empty lines before the request line are skipped (RFC 9112 section 2.2: some clients end a
     // body with a CRLF it does not count); they count against the head's bound.
-    const auto waiting = [this] {
-      return std::string_view(static_cast<const char*>(buffer_.data().data()), buffer_.size());
-    };
-    while (!parser_->got_some() && waiting().starts_with("\r\n")) {
+    while (!parser_->got_some() && buffered().starts_with("\r\n")) {
       buffer_.consume(2);
       head_bytes_ += 2;
     }
-    const bool half_an_empty_line = !parser_->got_some() && waiting() == "\r";
+    const bool half_an_empty_line = !parser_->got_some() && buffered() == "\r";
     if (buffer_.size() > 0 && !half_an_empty_line) {
       const std::size_t used = parser_->put(buffer_.data(), error);
       buffer_.consume(used);
@@ -210,7 +212,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (parser_->is_done()) return on_read({});
     const std::size_t limit = server_.options().max_header_bytes;
-    const std::string_view left(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    const std::string_view left = buffered();
     if (left.size() > limit) {
       return refuse(
           400, "bad_request",
