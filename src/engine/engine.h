@@ -552,6 +552,8 @@ class Engine {
   static void by_due(std::vector<DelayedPick>& picks, std::size_t limit);  // sorts, keeps limit
   // The tube's delayed jobs outside the wheel (spilled, or on disk only): the first `limit`.
   [[nodiscard]] std::vector<DelayedPick> far_first(TubeNo no, std::size_t limit) const;
+  // Where a scan of the tube's far jobs by due time starts: its earliest far job's minute.
+  [[nodiscard]] static std::int64_t first_far_due(const Tube& t);
   // The tube's earliest delayed job, in the wheel or not.
   [[nodiscard]] std::optional<DelayedPick> earliest_anywhere(TubeNo no) const;
   // The microsecond a record's due time is kept to in memory: the last of its millisecond if it

@@ -190,12 +190,12 @@ void Engine::load_due() {
   for (std::size_t no = 0; no < tubes_.size(); ++no) {
     if (!tubes_[no] || tubes_[no]->far_due.total() == 0) continue;
     std::vector<JobId> ids;
-    const Status scanned =
-        options_.far->far_by_due(tubes_[no]->name, [&](std::int64_t due, JobId id) {
-          if (due >= horizon_) return false;
-          if (!far_stale(id)) ids.push_back(id);
-          return ids.size() < budget;
-        });
+    const Status scanned = options_.far->far_by_due(tubes_[no]->name, first_far_due(*tubes_[no]),
+                                                    [&](std::int64_t due, JobId id) {
+                                                      if (due >= horizon_) return false;
+                                                      if (!far_stale(id)) ids.push_back(id);
+                                                      return ids.size() < budget;
+                                                    });
     if (!scanned.is_ok()) {
       far_failed(scanned);
       return;
@@ -230,17 +230,25 @@ std::vector<Engine::DelayedPick> Engine::far_first(TubeNo no, std::size_t limit)
     if (job(slot).tube == no) picks.push_back(pick(slot));
   }
   std::size_t from_disk = 0;
-  const Status scanned = options_.far->far_by_due(t.name, [&](std::int64_t /*due*/, JobId id) {
-    if (far_stale(id)) return true;
-    auto record = read_far(id);
-    if (!record) return false;
-    picks.push_back(
-        {record->due_unix_ms, late_us_of(*record), id, std::nullopt, std::move(*record)});
-    return ++from_disk < limit;
-  });
+  const Status scanned =
+      options_.far->far_by_due(t.name, first_far_due(t), [&](std::int64_t, JobId id) {
+        if (far_stale(id)) return true;
+        auto record = read_far(id);
+        if (!record) return false;
+        picks.push_back(
+            {record->due_unix_ms, late_us_of(*record), id, std::nullopt, std::move(*record)});
+        return ++from_disk < limit;
+      });
   if (!scanned.is_ok()) far_failed(scanned);
   by_due(picks, limit);
   return picks;
+}
+
+// Where a tube's far entries worth reading start: the minute of its earliest far job. Entries
+// before it are stale (their jobs were loaded, moved or deleted), and so are the store's
+// deletions of them, which a scan from the tube's first key would walk over on every pass.
+std::int64_t Engine::first_far_due(const Tube& t) {
+  return t.far_due.earliest().value_or(0);
 }
 
 std::optional<Engine::DelayedPick> Engine::earliest_anywhere(TubeNo no) const {

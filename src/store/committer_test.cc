@@ -111,9 +111,9 @@ class ProbeStore final : public Store {
   Result<std::optional<std::string>> far_get(const std::string& key) override {
     return inner_.far_get(key);
   }
-  Status far_scan(const std::string& prefix,
+  Status far_scan(const std::string& prefix, const std::string& start,
                   const std::function<bool(std::string_view, std::string_view)>& visit) override {
-    return inner_.far_scan(prefix, visit);
+    return inner_.far_scan(prefix, start, visit);
   }
   Result<Delivery> read_attachment(JobId id) override { return inner_.read_attachment(id); }
   Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override {
@@ -559,9 +559,9 @@ class GateStore final : public Store {
   Result<std::optional<std::string>> far_get(const std::string& key) override {
     return inner_.far_get(key);
   }
-  Status far_scan(const std::string& prefix,
+  Status far_scan(const std::string& prefix, const std::string& start,
                   const std::function<bool(std::string_view, std::string_view)>& visit) override {
-    return inner_.far_scan(prefix, visit);
+    return inner_.far_scan(prefix, start, visit);
   }
   Result<Delivery> read_attachment(JobId id) override { return inner_.read_attachment(id); }
   Status scan_webhooks(const std::function<Status(std::string, Webhook)>& visit) override {

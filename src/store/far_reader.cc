@@ -29,10 +29,10 @@ namespace {
 
 // Scans the keys under `prefix`, each followed by `size` bytes, which visit reads; a key of
 // another size is kCorruption (names are printable ASCII, so none is a prefix of another's key).
-Status scan_fixed(FarFamily& family, const std::string& prefix, std::size_t size,
-                  const std::function<bool(std::string_view)>& visit) {
+Status scan_fixed(FarFamily& family, const std::string& prefix, const std::string& start,
+                  std::size_t size, const std::function<bool(std::string_view)>& visit) {
   bool corrupt = false;
-  Status scanned = family.far_scan(prefix, [&](std::string_view key, std::string_view) {
+  Status scanned = family.far_scan(prefix, start, [&](std::string_view key, std::string_view) {
     corrupt = key.size() != prefix.size() + size;
     return !corrupt && visit(key.substr(prefix.size()));
   });
@@ -44,13 +44,16 @@ Status scan_fixed(FarFamily& family, const std::string& prefix, std::size_t size
 
 Status FarFamily::far_group(std::string_view tube, std::string_view group,
                             const std::function<bool(JobId)>& visit) {
-  return scan_fixed(*this, far_group_prefix(tube, group), 8,
+  const std::string prefix = far_group_prefix(tube, group);
+  return scan_fixed(*this, prefix, prefix, 8,
                     [&](std::string_view id) { return visit(read_be64(id)); });
 }
 
-Status FarFamily::far_by_due(std::string_view tube,
+Status FarFamily::far_by_due(std::string_view tube, std::int64_t from,
                              const std::function<bool(std::int64_t, JobId)>& visit) {
-  return scan_fixed(*this, far_prefix(kFarDuePrefix, tube), 16, [&](std::string_view rest) {
+  // The first key at or after `from`: its due and the least id (far_due_key() clamps as here).
+  const std::string start = far_due_key(tube, from, 0);
+  return scan_fixed(*this, far_prefix(kFarDuePrefix, tube), start, 16, [&](std::string_view rest) {
     return visit(static_cast<std::int64_t>(read_be64(rest)), read_be64(rest.substr(8)));
   });
 }
@@ -58,8 +61,8 @@ Status FarFamily::far_by_due(std::string_view tube,
 Status FarFamily::far_counts(
     const std::function<Status(std::string, std::int64_t, std::uint64_t)>& visit) {
   Status failed;
-  Status scanned = far_scan(std::string(1, kFarCountPrefix), [&](std::string_view key,
-                                                                 std::string_view value) {
+  const std::string prefix(1, kFarCountPrefix);
+  Status scanned = far_scan(prefix, prefix, [&](std::string_view key, std::string_view value) {
     const std::size_t end = key.find('\0');
     bytes::Reader in(value);
     std::uint64_t count = 0;

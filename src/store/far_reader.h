@@ -26,9 +26,10 @@ class FarReader {
   // The tube's far jobs of the group, by id, until visit returns false.
   virtual Status far_group(std::string_view tube, std::string_view group,
                            const std::function<bool(JobId)>& visit) = 0;
-  // The tube's far jobs by due time (Unix ms, rounded down as stored), then id, until visit
-  // returns false.
-  virtual Status far_by_due(std::string_view tube,
+  // The tube's far jobs due at or after `from` (Unix ms), by due time (rounded down as stored),
+  // then id, until visit returns false. A scan that starts where the tube's earliest live job
+  // is does not walk over the deletions its loads and moves left before it.
+  virtual Status far_by_due(std::string_view tube, std::int64_t from,
                             const std::function<bool(std::int64_t, JobId)>& visit) = 0;
   // Every tube's far jobs counted by due minute (far_count()), by tube then minute.
   virtual Status far_counts(
@@ -43,15 +44,16 @@ class FarFamily : public FarReader {
   Result<std::optional<JobId>> far_key(std::string_view tube, std::string_view key) override;
   Status far_group(std::string_view tube, std::string_view group,
                    const std::function<bool(JobId)>& visit) override;
-  Status far_by_due(std::string_view tube,
+  Status far_by_due(std::string_view tube, std::int64_t from,
                     const std::function<bool(std::int64_t, JobId)>& visit) override;
   Status far_counts(
       const std::function<Status(std::string, std::int64_t, std::uint64_t)>& visit) override;
 
   // What a store gives: one entry of the far tier (nullopt: none), and its entries whose key
-  // starts with `prefix`, in key order, until visit returns false.
+  // starts with `prefix`, from `start` on (a key that starts with prefix, or prefix itself for
+  // all of them), in key order, until visit returns false.
   virtual Result<std::optional<std::string>> far_get(const std::string& key) = 0;
-  virtual Status far_scan(const std::string& prefix,
+  virtual Status far_scan(const std::string& prefix, const std::string& start,
                           const std::function<bool(std::string_view, std::string_view)>& visit) = 0;
 };
 

@@ -83,14 +83,14 @@ Result<std::optional<std::string>> MemoryStore::far_get(const std::string& key) 
   return std::optional<std::string>(it->second);
 }
 
-Status MemoryStore::far_scan(const std::string& prefix,
+Status MemoryStore::far_scan(const std::string& prefix, const std::string& start,
                              const std::function<bool(std::string_view, std::string_view)>& visit) {
   // A copy, so that visit may read (or the committer write) while the scan goes on.
   std::vector<std::pair<std::string, std::string>> entries;
   {
     const std::lock_guard lock(mutex_);
-    for (auto it = far_.lower_bound(prefix); it != far_.end() && it->first.starts_with(prefix);
-         ++it) {
+    for (auto it = far_.lower_bound(std::max(prefix, start));
+         it != far_.end() && it->first.starts_with(prefix); ++it) {
       entries.emplace_back(*it);
     }
   }

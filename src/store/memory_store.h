@@ -32,7 +32,7 @@ class MemoryStore final : public Store {
   [[nodiscard]] const std::map<std::string, std::string>& far() const noexcept { return far_; }
 
   Result<std::optional<std::string>> far_get(const std::string& key) override;
-  Status far_scan(const std::string& prefix,
+  Status far_scan(const std::string& prefix, const std::string& start,
                   const std::function<bool(std::string_view, std::string_view)>& visit) override;
 
  private:

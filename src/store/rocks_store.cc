@@ -89,8 +89,8 @@ rocksdb::ColumnFamilyOptions family_options(const RocksStoreOptions& options,
 // like data: a table of 64 MiB has about 1 MiB of them, and whole ones thrashed the small
 // cache, every read of a far job reading and checksumming them again (2,541 reschedules a
 // second at 10^6 far jobs; partitioned, 50,001).
-void read_by_key(rocksdb::ColumnFamilyOptions& family,
-                 const std::shared_ptr<rocksdb::Cache>& cache) {
+void read_by_key(rocksdb::ColumnFamilyOptions& family, const std::shared_ptr<rocksdb::Cache>& cache,
+                 bool pin_partitions = false) {
   family.memtable_prefix_bloom_size_ratio = 0.02;
   family.memtable_whole_key_filtering = true;
   rocksdb::BlockBasedTableOptions table;
@@ -103,7 +103,25 @@ void read_by_key(rocksdb::ColumnFamilyOptions& family,
   table.metadata_block_size = 4096;
   table.pin_top_level_index_and_filter = true;
   table.cache_index_and_filter_blocks_with_high_priority = true;
+  if (pin_partitions) {
+    table.metadata_cache_options.top_level_index_pinning = rocksdb::PinningTier::kAll;
+    table.metadata_cache_options.partition_pinning = rocksdb::PinningTier::kAll;
+  }
   family.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+}
+
+// The far families take random rewrites: a reschedule rewrites a record among 10^8 others and
+// puts a due entry at a random place. Levelled compaction merges each such write into a larger
+// level again and again (at 10^8 far jobs, 0.44 GB of compaction output for 8 MB flushed), and
+// took more CPU than the reschedules themselves; tiered ("universal") compaction merges runs of
+// like size, so a write is rewritten a few times, and moves runs whose keys do not overlap (records
+// put with growing ids) without rewriting them. The cost is space: the runs above the last may
+// hold as much again as the last before a compaction merges them all (docs/BENCHMARKS.md, the
+// far tier). A store written with levelled compaction opens as is: each level is a run.
+void tiered(rocksdb::ColumnFamilyOptions& family) {
+  family.compaction_style = rocksdb::kCompactionStyleUniversal;
+  family.compaction_options_universal.allow_trivial_move = true;
+  family.compaction_options_universal.max_size_amplification_percent = 100;
 }
 
 }  // namespace
@@ -176,14 +194,20 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
   // key's holder) and scanned by prefix (a tube's jobs by due time, a group).
   rocksdb::ColumnFamilyOptions far_jobs = family_options(options, cache);
   far_jobs.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(1));
-  read_by_key(far_jobs, cache);
   // A far record is read by the id of a job that is there (a reschedule, a delete, the loader):
   // the last level, which holds nearly all of them, keeps no bloom filter, so that such a read
   // does not fetch and probe a filter partition there (a miss, an unknown id, reads a data
-  // block instead). Far-to-far reschedules at 2 x 10^7 far jobs: 1.2x to 1.35x.
+  // block instead). Far-to-far reschedules at 2 x 10^7 far jobs: 1.2x to 1.35x. The index and
+  // the upper levels' filters stay in memory (pinned in the cache, beyond its size if need be):
+  // read at random, their partitions went in and out of the cache at every read, which took
+  // more of a reschedule at 10^8 far jobs than reading its record did. They fit in the 2 bytes
+  // of RSS a far job costs at 10^8 (docs/BENCHMARKS.md, the far tier).
+  read_by_key(far_jobs, cache, /*pin_partitions=*/true);
   far_jobs.optimize_filters_for_hits = true;
   rocksdb::ColumnFamilyOptions far = family_options(options, cache);
   read_by_key(far, cache);
+  tiered(far_jobs);
+  tiered(far);
   const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, records},
       {std::string(kBodiesFamily), bodies},
@@ -397,11 +421,21 @@ rocksdb::ColumnFamilyHandle* RocksStore::far_family(std::string_view key) const 
   return !key.empty() && key[0] == kFarJobPrefix ? far_jobs_ : far_;
 }
 
-Status RocksStore::far_scan(const std::string& prefix,
+Status RocksStore::far_scan(const std::string& prefix, const std::string& start,
                             const std::function<bool(std::string_view, std::string_view)>& visit) {
-  std::unique_ptr<rocksdb::Iterator> it(
-      db_->NewIterator(rocksdb::ReadOptions(), far_family(prefix)));
-  for (it->Seek(prefix); it->Valid(); it->Next()) {
+  // The least key past every key that starts with prefix, so that the scan's end does not walk
+  // over the deletions that follow the prefix's last live key. None for a prefix of all 0xFF.
+  std::string end = prefix;
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xFF) end.pop_back();
+  rocksdb::Slice bound;
+  rocksdb::ReadOptions read;
+  if (!end.empty()) {
+    end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+    bound = end;
+    read.iterate_upper_bound = &bound;
+  }
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, far_family(prefix)));
+  for (it->Seek(std::max(prefix, start)); it->Valid(); it->Next()) {
     const rocksdb::Slice key = it->key();
     if (!key.starts_with(prefix)) break;
     const rocksdb::Slice value = it->value();

@@ -79,7 +79,7 @@ class RocksStore final : public Store {
   Status checkpoint(const std::string& dir) override;
 
   Result<std::optional<std::string>> far_get(const std::string& key) override;
-  Status far_scan(const std::string& prefix,
+  Status far_scan(const std::string& prefix, const std::string& start,
                   const std::function<bool(std::string_view, std::string_view)>& visit) override;
 
  private:

@@ -15,6 +15,7 @@
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <string>
@@ -517,16 +518,24 @@ TEST(RocksStoreTest, FarJobsAreReadByIdKeyGroupAndDueTimeAndSurviveReopen) {
     return all;
   };
   EXPECT_EQ(group("even"), (std::vector<JobId>{2, 4, 6}));
-  std::vector<std::pair<std::int64_t, JobId>> by_due;
-  ASSERT_TRUE(store
-                  ->far_by_due("mail",
-                               [&](std::int64_t due, JobId id) {
-                                 by_due.emplace_back(due, id);
-                                 return true;
-                               })
-                  .is_ok());
-  EXPECT_EQ(by_due, (std::vector<std::pair<std::int64_t, JobId>>{
-                        {1'800'000'100'000, 4}, {1'800'000'200'000, 6}, {1'800'000'300'000, 2}}));
+  const auto by_due = [&store](std::int64_t from) {
+    std::vector<std::pair<std::int64_t, JobId>> all;
+    EXPECT_TRUE(store
+                    ->far_by_due("mail", from,
+                                 [&](std::int64_t due, JobId id) {
+                                   all.emplace_back(due, id);
+                                   return true;
+                                 })
+                    .is_ok());
+    return all;
+  };
+  using DueIds = std::vector<std::pair<std::int64_t, JobId>>;
+  EXPECT_EQ(by_due(0),
+            (DueIds{{1'800'000'100'000, 4}, {1'800'000'200'000, 6}, {1'800'000'300'000, 2}}));
+  EXPECT_EQ(by_due(1'800'000'200'000), (DueIds{{1'800'000'200'000, 6}, {1'800'000'300'000, 2}}))
+      << "a scan from a due time starts at the first job due then";
+  EXPECT_EQ(by_due(1'800'000'200'001), (DueIds{{1'800'000'300'000, 2}}));
+  EXPECT_EQ(by_due(1'800'000'300'001), DueIds{});
   EXPECT_EQ(counts(), (Counts{{"mail", 30'000'001, 1}, {"mail", 30'000'003, 2}}));
   EXPECT_EQ(store->read_body(6).value(), "six") << "bodies stay where they were";
   WriteSet erase;
@@ -540,6 +549,68 @@ TEST(RocksStoreTest, FarJobsAreReadByIdKeyGroupAndDueTimeAndSurviveReopen) {
 }
 
 // A version 6 store has no far family: opening it adds one, empty, and marks the store 7.
+TEST(RocksStoreTest, FarFamiliesCompactedByLevelsOpenAndStayReadable) {
+  // The far families are compacted tiered; a store an earlier build compacted by levels holds
+  // their tables in levels 1 and below, which must open as runs and read as before.
+  TempDir tmp;
+  const std::string dir = tmp.sub("db");
+  const auto far_record = [](JobId id) {
+    JobRecord r = make_record(id);
+    r.tube = "mail";
+    r.state = JobState::kDelayed;
+    r.due_unix_ms = 1'800'000'000'000 + static_cast<std::int64_t>(id) * 1000;
+    return r;
+  };
+  {
+    auto store = must_open(dir);
+    ASSERT_NE(store, nullptr);
+    WriteSet set;
+    for (JobId id = 1; id <= 100; ++id) set.far_put(far_record(id), /*fresh=*/true);
+    ASSERT_TRUE(write(*store, {&set}, /*sync=*/true).is_ok());
+  }
+  with_raw(dir, [](rocksdb::DB& raw, const Families& families) {
+    rocksdb::CompactRangeOptions options;
+    options.change_level = true;
+    options.target_level = 3;
+    for (auto* family : families) {
+      ASSERT_TRUE(raw.CompactRange(options, family, nullptr, nullptr).ok());
+    }
+    std::string files;
+    ASSERT_TRUE(raw.GetProperty(families.back(), "rocksdb.num-files-at-level3", &files));
+    EXPECT_NE(files, "0") << "the far tables sit in level 3, as levelled compaction leaves them";
+  });
+  const auto by_due = [](RocksStore& store) {
+    std::vector<JobId> ids;
+    EXPECT_TRUE(store
+                    .far_by_due("mail", 0,
+                                [&ids](std::int64_t, JobId id) {
+                                  ids.push_back(id);
+                                  return true;
+                                })
+                    .is_ok());
+    return ids;
+  };
+  std::vector<JobId> all(100);
+  std::iota(all.begin(), all.end(), JobId{1});
+  {
+    auto store = must_open(dir);
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->far_job(42).value(), std::optional<JobRecord>(far_record(42)));
+    EXPECT_EQ(by_due(*store), all);
+    WriteSet set;
+    set.far_erase(far_record(42));
+    set.far_put(far_record(101), /*fresh=*/true);
+    ASSERT_TRUE(write(*store, {&set}, /*sync=*/true).is_ok());
+  }
+  auto store = must_open(dir);
+  ASSERT_NE(store, nullptr);
+  all.erase(std::find(all.begin(), all.end(), JobId{42}));
+  all.push_back(101);
+  EXPECT_EQ(by_due(*store), all);
+  EXPECT_EQ(store->far_job(42).value(), std::nullopt);
+  EXPECT_EQ(store->far_job(101).value(), std::optional<JobRecord>(far_record(101)));
+}
+
 TEST(RocksStoreTest, AVersionSixStoreGetsTheFarFamilyWhenOpened) {
   TempDir tmp;
   const std::string dir = tmp.sub("db");
