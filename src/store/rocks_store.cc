@@ -198,11 +198,14 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
   // the last level, which holds nearly all of them, keeps no bloom filter, so that such a read
   // does not fetch and probe a filter partition there (a miss, an unknown id, reads a data
   // block instead). Far-to-far reschedules at 2 x 10^7 far jobs: 1.2x to 1.35x. The index and
-  // the upper levels' filters stay in memory (pinned in the cache, beyond its size if need be):
-  // read at random, their partitions went in and out of the cache at every read, which took
-  // more of a reschedule at 10^8 far jobs than reading its record did. They fit in the 2 bytes
-  // of RSS a far job costs at 10^8 (docs/BENCHMARKS.md, the far tier).
-  read_by_key(far_jobs, cache, /*pin_partitions=*/true);
+  // the filters stay in memory, pinned: read at random, their partitions went in and out of the
+  // cache at every read, which took more of a reschedule at 10^8 far jobs than reading its
+  // record did. Filters too: a table that compaction moves down without rewriting it keeps
+  // the filter it was flushed with. About 2 bytes a far job (213 MiB after a restart with
+  // 10^8, docs/BENCHMARKS.md, the far tier), in a cache of their own, so that pinned blocks
+  // past its size do not leave the other families' blocks no room in theirs.
+  const auto far_cache = rocksdb::NewLRUCache(options.block_cache_bytes / 4);
+  read_by_key(far_jobs, far_cache, /*pin_partitions=*/true);
   far_jobs.optimize_filters_for_hits = true;
   rocksdb::ColumnFamilyOptions far = family_options(options, cache);
   read_by_key(far, cache);

@@ -43,7 +43,8 @@ struct RocksStoreOptions {
   bool accept_torn_tail = false;
   // Memory RocksDB may use: its write buffers (memtables, split between records and bodies, two
   // of each at most), and the block cache that holds table blocks, their indexes and filters.
-  // Defaults: 32 MiB and 16 MiB.
+  // Defaults: 32 MiB and 16 MiB. The far records have a cache of their own, a quarter of that
+  // size, which keeps their index and filters whatever its size (about 2 bytes a far job).
   std::size_t write_buffer_bytes = std::size_t{32} << 20;
   std::size_t block_cache_bytes = std::size_t{16} << 20;
 };

@@ -548,7 +548,6 @@ TEST(RocksStoreTest, FarJobsAreReadByIdKeyGroupAndDueTimeAndSurviveReopen) {
   EXPECT_EQ(counts(), (Counts{{"mail", 30'000'001, 1}})) << "a count of 0 is no entry";
 }
 
-// A version 6 store has no far family: opening it adds one, empty, and marks the store 7.
 TEST(RocksStoreTest, FarFamiliesCompactedByLevelsOpenAndStayReadable) {
   // The far families are compacted tiered; a store an earlier build compacted by levels holds
   // their tables in levels 1 and below, which must open as runs and read as before.
@@ -611,6 +610,7 @@ TEST(RocksStoreTest, FarFamiliesCompactedByLevelsOpenAndStayReadable) {
   EXPECT_EQ(store->far_job(101).value(), std::optional<JobRecord>(far_record(101)));
 }
 
+// A version 6 store has no far family: opening it adds one, empty, and marks the store 7.
 TEST(RocksStoreTest, AVersionSixStoreGetsTheFarFamilyWhenOpened) {
   TempDir tmp;
   const std::string dir = tmp.sub("db");
