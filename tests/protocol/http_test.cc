@@ -216,6 +216,21 @@ TEST_F(HttpTest, OversizedRequestsAndGarbage) {
   EXPECT_EQ(expect(200, "GET", "/healthz").at("status").as_string(), "ok");
 }
 
+// Most clients send a whole body before they read. The server refuses one over its limit
+// without reading it, and must not close on the unread bytes: the kernel would reset the
+// connection, and the reset can destroy the 413 before the client reads it.
+TEST_F(HttpTest, AClientThatSendsAWholeRefusedBodyReadsTheRefusal) {
+  const std::string body(8 << 20, 'x');
+  for (int round = 0; round < 3; ++round) {
+    Client raw(server_->http_port());
+    ASSERT_TRUE(raw.send("POST /v1/tubes/t/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                         std::to_string(body.size()) + "\r\n\r\n"));
+    EXPECT_TRUE(raw.send(body)) << raw.error();
+    EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 413 Payload Too Large\r\n");
+  }
+  EXPECT_EQ(expect(200, "GET", "/healthz").at("status").as_string(), "ok");
+}
+
 // Requests with bodies sent in one write are each answered: what follows a whole head (its body,
 // the requests after it) never counts against the head's bound of 8192 bytes.
 TEST_F(HttpTest, PipelinedRequestsWithBodiesAreEachAnswered) {

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
@@ -392,9 +393,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       beast::error_code ignored;
       lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
-      return close();
+      return drain();
     }
     read();
+  }
+
+  // A socket closed with bytes unread makes the kernel reset the connection, and a reset can
+  // destroy the answer before the client reads it: a client still sending a body that the
+  // answer refused (413) got "broken pipe" instead. So before it closes, the connection reads
+  // and drops what comes, until the client closes its side or for a second at most.
+  void drain() {
+    lowest().expires_after(std::chrono::seconds(1));
+    drain_more();
+  }
+  void drain_more() {
+    lowest().async_read_some(boost::asio::buffer(dropped_),
+                             [self = shared_from_this()](beast::error_code error, std::size_t) {
+                               if (error || self->closed_) return self->close();
+                               self->drain_more();
+                             });
   }
 
   Server& server_;
@@ -410,6 +427,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::uint64_t ticket_ = 0;  // a reserve waiting in the Api
   unsigned version_ = 11;
   bool keep_alive_ = true;
+  std::array<char, 4096> dropped_{};  // what drain() reads
   bool writing_ = false;
   bool closed_ = false;
 };
