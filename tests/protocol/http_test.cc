@@ -955,6 +955,8 @@ TEST_F(HttpTest, ABackupIsADataDirectoryAsOfItsMoment) {
   if (ServerProcess::redis_mode()) {
     EXPECT_EQ(error_code(501, "POST", "/v1/admin/backup", R"({"dir":")" + copy + R"("})"),
               "unsupported");
+    EXPECT_EQ(error_code(501, "POST", "/v1/admin/backup", "{}"), "unsupported")
+        << "whatever the body, Redis mode has no backup";
     return;
   }
   const std::uint64_t kept = put("orders", R"({"body":"cancel order 7","delay":"1h","key":"o7"})");

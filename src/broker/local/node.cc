@@ -240,6 +240,10 @@ std::uint64_t bytes_under(const std::filesystem::path& dir) {
 Status check_backup_dir(const std::string& dir) {
   const std::filesystem::path path(dir);
   std::error_code error;
+  if (dir.empty()) {
+    return {Code::kInvalidArgument,
+            "backup: dir: the new directory to write the copy into, an absolute path"};
+  }
   if (dir.find('\0') != std::string::npos) {
     return {Code::kInvalidArgument, "backup: the path holds a NUL byte"};
   }
