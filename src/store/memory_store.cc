@@ -89,8 +89,8 @@ Status MemoryStore::far_scan(const std::string& prefix, const std::string& start
   std::vector<std::pair<std::string, std::string>> entries;
   {
     const std::lock_guard lock(mutex_);
-    for (auto it = far_.lower_bound(std::max(prefix, start));
-         it != far_.end() && it->first.starts_with(prefix); ++it) {
+    for (auto it = far_.lower_bound(start); it != far_.end() && it->first.starts_with(prefix);
+         ++it) {
       entries.emplace_back(*it);
     }
   }

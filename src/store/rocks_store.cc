@@ -438,7 +438,7 @@ Status RocksStore::far_scan(const std::string& prefix, const std::string& start,
     read.iterate_upper_bound = &bound;
   }
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, far_family(prefix)));
-  for (it->Seek(std::max(prefix, start)); it->Valid(); it->Next()) {
+  for (it->Seek(start); it->Valid(); it->Next()) {
     const rocksdb::Slice key = it->key();
     if (!key.starts_with(prefix)) break;
     const rocksdb::Slice value = it->value();
