@@ -709,6 +709,25 @@ int main(int argc, char** argv) {
   const CLI::Validator kName(
       [](std::string& name) { return name.empty() ? std::string("an empty name") : std::string(); },
       "NAME");
+  // A duration says its unit: the API reads a bare number as milliseconds, which "--in 30" is
+  // seldom meant to be. A bare 0 is the same in every unit. Lists ("0s,1m") are checked each.
+  const CLI::Validator kDuration(
+      [](std::string& text) {
+        for (std::size_t start = 0; start <= text.size();) {
+          const std::size_t end = std::min(text.find(',', start), text.size());
+          const std::string_view item = std::string_view(text).substr(start, end - start);
+          const bool bare = !item.empty() && std::all_of(item.begin(), item.end(), [](char c) {
+            return std::isdigit(static_cast<unsigned char>(c)) != 0;
+          });
+          if (bare && item.find_first_not_of('0') != std::string_view::npos) {
+            return "a duration needs its unit: " + std::string(item) + "s, " + std::string(item) +
+                   "m or " + std::string(item) + "ms";
+          }
+          start = end + 1;
+        }
+        return std::string();
+      },
+      "DURATION");
   Options o;
   const char* env = std::getenv("DELAYQ_SERVER");
   o.server = env != nullptr && *env != '\0' ? env : "http://127.0.0.1:8080";
@@ -736,12 +755,13 @@ int main(int argc, char** argv) {
   auto* put = app.add_subcommand("put", "put a job (body '-' reads it from stdin)");
   put->add_option("body", o.body, "the job's body")->required();
   put->add_option("-t,--tube", o.tube, "tube")->capture_default_str()->check(kName);
-  auto* in = put->add_option("--in", o.in, "delay: 48h, 10m, 1h30m, 1500ms");
+  auto* in = put->add_option("--in", o.in, "delay: 48h, 10m, 1h30m, 1500ms")->check(kDuration);
   auto* at = put->add_option("--at", o.at,
                              "due time: RFC 3339, e.g. 2026-11-24T10:00:00Z, or Unix milliseconds")
                  ->excludes(in);
   put->add_option("-p,--priority", o.priority, "priority, 0 most urgent (default 1024)");
-  put->add_option("--ttr", o.ttr, "time to run once reserved, e.g. 60s (default 60s)");
+  put->add_option("--ttr", o.ttr, "time to run once reserved, e.g. 60s (default 60s)")
+      ->check(kDuration);
   auto* key =
       put->add_option("-k,--key", o.key, "business key, unique in the tube (idempotent put)");
   auto* replace =
@@ -773,20 +793,23 @@ int main(int argc, char** argv) {
   add_job_ref(rm);
   auto* reschedule = app.add_subcommand("reschedule", "move a delayed or ready job");
   add_job_ref(reschedule);
-  auto* rin = reschedule->add_option("--in", o.in, "new delay from now: 48h, 10m, 0");
+  auto* rin =
+      reschedule->add_option("--in", o.in, "new delay from now: 48h, 10m, 0")->check(kDuration);
   reschedule->add_option("--at", o.at, "new due time, RFC 3339 or Unix milliseconds")
       ->excludes(rin);
   reschedule->add_option("-p,--priority", o.priority, "new priority");
 
   auto* reserve = app.add_subcommand("reserve", "take the next ready job (long-poll)");
   reserve->add_option("-t,--tube", o.tubes, "tube to take from (repeat for several)")->check(kName);
-  reserve->add_option("--timeout", o.timeout, "wait at most this long, e.g. 30s (default 0)");
+  reserve->add_option("--timeout", o.timeout, "wait at most this long, e.g. 30s (default 0)")
+      ->check(kDuration);
 
   auto* ls = app.add_subcommand("ls", "list tubes with their job counts");
   auto* stats = app.add_subcommand("stats", "server statistics");
   auto* due = app.add_subcommand("due", "delayed jobs by due time (one tube, or every tube)");
   due->add_option("tube", o.tube, "tube (default: every tube)")->check(kName);
-  due->add_option("--in", o.in, "edges from now, comma-separated (default 0s,1m,1h,1d,7d)");
+  due->add_option("--in", o.in, "edges from now, comma-separated (default 0s,1m,1h,1d,7d)")
+      ->check(kDuration);
 
   auto* group = app.add_subcommand("group", "jobs of a group");
   group->require_subcommand(1);
@@ -834,7 +857,7 @@ int main(int argc, char** argv) {
   webhook_set->add_option("tube", o.tube, "tube")->required()->check(kName);
   webhook_set->add_option("url", o.url, "http:// or https:// URL")->required();
   webhook_set->add_option("-H,--header", o.headers, "'Name: value' sent with every request");
-  webhook_set->add_option("--timeout", o.timeout, "per attempt (default 10s)");
+  webhook_set->add_option("--timeout", o.timeout, "per attempt (default 10s)")->check(kDuration);
   webhook_set->add_option("--max-attempts", o.max_attempts, "then the job is buried (default 20)");
   webhook_set->add_option("--backoff-min", o.backoff_min, "first retry wait (default 1s)");
   webhook_set->add_option("--backoff-max", o.backoff_max, "longest retry wait (default 1h)");
@@ -861,7 +884,8 @@ int main(int argc, char** argv) {
   schedule_set->add_option("--tz", o.tz, "IANA time zone for --cron (default UTC)");
   schedule_set->add_option("-b,--body", o.body, "each run's body");
   schedule_set->add_option("-p,--priority", o.priority, "each run's priority (default 1024)");
-  schedule_set->add_option("--ttr", o.ttr, "each run's time to run (default 60s)");
+  schedule_set->add_option("--ttr", o.ttr, "each run's time to run (default 60s)")
+      ->check(kDuration);
   schedule_set->add_option("-g,--group", o.group, "each run's group")->check(kName);
   schedule_set->add_option("--url", o.url, "push delivery: POST each run here");
   schedule_set->add_option("--content-type", o.content_type, "push delivery: the body's type");

@@ -317,6 +317,14 @@ TEST_F(CliTest, FailuresHaveClearMessagesAndExitCodes) {
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.out.find("delayq: bad_request: delay: bad duration 'soon'"), std::string::npos)
       << bad.out;
+  // A bare number would be milliseconds to the API: the CLI asks for its unit (0 needs none).
+  const Outcome unitless = delayq("put --in 30 x");
+  EXPECT_EQ(unitless.status, 2) << unitless.out;
+  EXPECT_NE(unitless.out.find("a duration needs its unit: 30s, 30m or 30ms"), std::string::npos)
+      << unitless.out;
+  EXPECT_EQ(delayq("due --in 0,60").status, 2);
+  EXPECT_EQ(delayq("reserve --timeout 5").status, 2);
+  EXPECT_EQ(delayq("reserve --timeout 0").status, 4);
   EXPECT_EQ(delayq("put").status, 2);            // no body
   EXPECT_EQ(delayq("get").status, 2);            // no id, no key
   const Outcome unknown = delayq("frobnicate");  // no such command: named as such
