@@ -454,6 +454,32 @@ TEST_F(HttpTest, AHostIsRequiredAndAnUndefinedMethodIsNotImplemented) {
             "HTTP/1.1 405 Method Not Allowed\r\n");
 }
 
+// RFC 9112, 3.2.2: a server accepts a target in absolute form (what a client sends through a
+// proxy), whose host stands for the Host header's; an http URI without a host is invalid.
+TEST_F(HttpTest, ATargetInAbsoluteFormIsServed) {
+  const auto status_of = [this](const std::string& request) {
+    Client raw(server_->http_port());
+    raw.send(request);
+    return raw.read_line().value_or("<none>");
+  };
+  const std::string here = "127.0.0.1:" + std::to_string(server_->http_port());
+  EXPECT_EQ(status_of("GET http://" + here + "/v1/stats HTTP/1.1\r\nHost: x\r\n\r\n"),
+            "HTTP/1.1 200 OK\r\n");
+  EXPECT_EQ(status_of("GET HTTP://" + here + "/v1/nothing HTTP/1.1\r\nHost: x\r\n\r\n"),
+            "HTTP/1.1 404 Not Found\r\n");
+  EXPECT_EQ(status_of("GET http:///v1/stats HTTP/1.1\r\nHost: x\r\n\r\n"),
+            "HTTP/1.1 400 Bad Request\r\n");
+  // The target's host is the one checked against a web page's tricks.
+  EXPECT_EQ(
+      status_of("GET http://rebind.evil.example/v1/stats HTTP/1.1\r\nHost: " + here + "\r\n\r\n"),
+      "HTTP/1.1 403 Forbidden\r\n");
+  Client raw(server_->http_port());
+  raw.send("POST http://" + here + "/v1/tubes/abs/jobs HTTP/1.1\r\nHost: " + here +
+           "\r\nContent-Length: 13\r\n\r\n{\"body\":\"hi\"}");
+  EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 201 Created\r\n");
+  EXPECT_EQ(call("GET", "/v1/tubes/abs").status, 200u);
+}
+
 // With tokens, a request without one is answered 401 at once: no 100 Continue, no body read.
 TEST(HttpTokenTest, A401ComesBeforeA100Continue) {
   TempDir dir;

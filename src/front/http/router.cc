@@ -172,6 +172,23 @@ std::pair<std::string_view, std::string_view> split_authority(std::string_view a
 
 }  // namespace
 
+Target origin_form(std::string_view target, std::string_view host_header) {
+  const auto scheme_end = target.find("://");
+  const std::string_view scheme = target.substr(0, scheme_end);
+  if (scheme_end == std::string_view::npos ||
+      !(beast::iequals(scheme, "http") || beast::iequals(scheme, "https"))) {
+    return {std::string(target), host_header};
+  }
+  const std::string_view rest = target.substr(scheme_end + 3);
+  const auto path_at = std::min(rest.find_first_of("/?#"), rest.size());
+  std::string_view authority = rest.substr(0, path_at);
+  if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
+    authority = authority.substr(at + 1);  // user information names no host
+  }
+  const std::string_view path = rest.substr(path_at);
+  return {path.starts_with('/') ? std::string(path) : "/" + std::string(path), authority, true};
+}
+
 std::optional<std::string> foreign_request(std::string_view host, std::string_view origin,
                                            bool loopback_listener) {
   const auto [host_name, host_port] = split_authority(host);

@@ -89,6 +89,17 @@ struct Match {
 // Percent-decoding of one path segment; nullopt if an escape is malformed.
 [[nodiscard]] std::optional<std::string> percent_decode(std::string_view text);
 
+// A request's target in origin form ("/v1/stats?x=1") and the host it is for. A target in
+// absolute form ("http://127.0.0.1:8080/v1/stats", as a client sends through a proxy, and which
+// a server must accept) names its host, which then stands for the Host header (RFC 9112, 3.2.2).
+// Any other target, and the host header, come back as they are.
+struct Target {
+  std::string path;
+  std::string_view host;
+  bool absolute = false;  // the target was in absolute form
+};
+[[nodiscard]] Target origin_form(std::string_view target, std::string_view host_header);
+
 // Whether a request comes from a web page, which a server without tokens must not serve: a
 // page may send requests to 127.0.0.1 (cross-site requests), and a name of its site may come to
 // resolve to 127.0.0.1 (DNS rebinding). What tells: an Origin that is not the request's own

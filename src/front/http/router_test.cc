@@ -103,6 +103,26 @@ TEST(ForeignRequest, AnotherSitesOriginOrANonLoopbackHostIsRefused) {
   EXPECT_NE(foreign_request("q.example:8080", "https://evil.example", false), std::nullopt);
 }
 
+TEST(OriginForm, AnAbsoluteTargetGivesItsPathAndItsHost) {
+  const auto check = [](std::string_view target, std::string_view path, std::string_view host,
+                        bool absolute) {
+    const Target got = origin_form(target, "header.example");
+    EXPECT_EQ(got.path, path) << target;
+    EXPECT_EQ(got.host, host) << target;
+    EXPECT_EQ(got.absolute, absolute) << target;
+  };
+  check("/v1/stats?x=1", "/v1/stats?x=1", "header.example", false);
+  check("*", "*", "header.example", false);
+  check("http://127.0.0.1:8080/v1/stats?x=1", "/v1/stats?x=1", "127.0.0.1:8080", true);
+  check("HTTPS://[::1]:8443/healthz", "/healthz", "[::1]:8443", true);
+  check("http://q.example", "/", "q.example", true);
+  check("http://q.example?x=1", "/?x=1", "q.example", true);
+  check("http://user@q.example/a", "/a", "q.example", true);
+  check("http:///v1/stats", "/v1/stats", "", true);
+  // Not an http URI: the router answers 404 for it, as for any unknown path.
+  check("ftp://q.example/a", "ftp://q.example/a", "header.example", false);
+}
+
 TEST(Router, OpenApiDocumentListsExactlyTheRoutes) {
   const auto documented = openapi_operations();
   std::set<std::pair<std::string, std::string>> served;

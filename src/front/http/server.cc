@@ -157,6 +157,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (request.version() >= 11 && request.count(bhttp::field::host) != 1) {
       return refuse(400, "bad_request", "an HTTP/1.1 request needs exactly one Host header");
     }
+    target_ = origin_form(request.target(), request[bhttp::field::host]);
+    if (target_.absolute && target_.host.empty()) {
+      return refuse(400, "bad_request",
+                    "a target in absolute form (http://host/path) must name a host");
+    }
     if (request.method() == bhttp::verb::unknown) {
       return refuse(501, "unsupported",
                     "method " + std::string(request.method_string()) + " is not implemented");
@@ -174,7 +179,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // A request the API would refuse for want of a token is answered before its body comes
     // (asked only when a body is to come: the API asks again when it runs the request).
     if (!parser_->is_done() && server_.serving() &&
-        !server_.api().admits(method_of(request), request.target(),
+        !server_.api().admits(method_of(request), target_.path,
                               request[bhttp::field::authorization])) {
       keep_alive_ = false;  // the body, unread, must not be taken for the next request
       version_ = request.version();
@@ -268,7 +273,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     head_ = request.method() == bhttp::verb::head;
     lowest().expires_never();
     if (!server_.serving()) {
-      return answer(server_.starting_answer(method_of(request), request.target()));
+      return answer(server_.starting_answer(method_of(request), target_.path));
     }
     // A request in the stopping server's last moments is served; its client then goes elsewhere.
     if (server_.is_stopping()) keep_alive_ = false;
@@ -278,18 +283,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (request.count(bhttp::field::origin) > 1) {
         return answer(Api::error(403, "forbidden", "more than one Origin header"));
       }
-      if (auto why = foreign_request(request[bhttp::field::host], request[bhttp::field::origin],
-                                     loopback_)) {
+      if (auto why = foreign_request(target_.host, request[bhttp::field::origin], loopback_)) {
         return answer(Api::error(403, "forbidden", *why));
       }
     }
     if (spdlog::should_log(spdlog::level::trace)) {
-      spdlog::trace("HTTP {} {}", std::string_view(request.method_string()),
-                    std::string_view(request.target()));
+      spdlog::trace("HTTP {} {}", std::string_view(request.method_string()), target_.path);
     }
     auto self = shared_from_this();
     const std::uint64_t ticket = server_.api().handle(
-        method_of(request), request.target(), request.body(),
+        method_of(request), target_.path, request.body(),
         [self](Response response) { self->answer(std::move(response)); },
         Api::Headers{request[bhttp::field::authorization], request["traceparent"],
                      request["tracestate"]});
@@ -419,6 +422,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<beast::ssl_stream<Stream>> tls_;
   beast::flat_buffer buffer_;
   std::size_t head_bytes_ = 0;  // of the request's line and headers, parsed so far
+  Target target_;               // the request's, in origin form (on_header())
   bool loopback_ = false;       // reached at a loopback address
   bool head_ = false;           // the request being answered is a HEAD
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
