@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -565,6 +566,22 @@ TEST_F(ApiTest, AnUnknownFieldIsNamedWithTheFieldsTheEndpointTakes) {
   EXPECT_EQ(error_message_of(response),
             "unknown field 'dealy' (this endpoint takes: body, body_base64, delay, at, priority, "
             "ttr, key, group, replace, debounce, max_wait, url, content_type)");
+}
+
+// The parser reads 1e999 as infinity: such a number is named as too large wherever it is, not
+// taken for a field's value nor reported as a syntax error of a re-serialised part.
+TEST_F(ApiTest, ANumberTooLargeForADoubleIsRefusedAsSuch) {
+  for (const auto& [method, target, body] :
+       {std::tuple{"POST", "/v1/tubes/emails/jobs", R"({"body":"a","delay":1e999})"},
+        std::tuple{"PUT", "/v1/tubes/t/webhook",
+                   R"({"url":"http://127.0.0.1:9/x","backoff":{"factor":1e999}})"},
+        std::tuple{"PUT", "/v1/tubes/t/webhook", R"({"url":"http://127.0.0.1:9/x","rate":-1e999})"},
+        std::tuple{"POST", "/v1/reserve", R"({"tubes":["t"],"x":[1e999]})"}}) {
+    SCOPED_TRACE(body);
+    const Response response = expect_local(method, target, body);
+    EXPECT_EQ(response.status, 400U);
+    EXPECT_EQ(error_message_of(response), "a number in the body is too large for a double");
+  }
 }
 
 TEST_F(ApiTest, PutRefusesABodyOverTheLimitWith413) {

@@ -1,5 +1,7 @@
 #include "front/http/request.h"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "base/job.h"
@@ -8,11 +10,35 @@
 namespace delayq::front::http {
 namespace json = boost::json;
 
+namespace {
+
+// Whether every number in `value` is finite: the parser reads a number too large for a double
+// (1e999) as infinity, which no field accepts, and whose serialisation is not JSON.
+bool finite_numbers(const json::value& value) {
+  switch (value.kind()) {
+    case json::kind::double_:
+      return std::isfinite(value.get_double());
+    case json::kind::array:
+      return std::all_of(value.get_array().begin(), value.get_array().end(), finite_numbers);
+    case json::kind::object:
+      return std::all_of(
+          value.get_object().begin(), value.get_object().end(),
+          [](const json::key_value_pair& field) { return finite_numbers(field.value()); });
+    default:
+      return true;
+  }
+}
+
+}  // namespace
+
 Status Body::parse(std::string_view text, std::span<const std::string_view> allowed) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return Status::ok();
   boost::system::error_code error;
   document_ = json::parse(text, error, json::storage_ptr(&resource_));
   if (error) return {Code::kInvalidArgument, "the body is not JSON: " + error.message()};
+  if (!finite_numbers(document_)) {
+    return {Code::kInvalidArgument, "a number in the body is too large for a double"};
+  }
   if (!document_.is_object()) return {Code::kInvalidArgument, "the body must be a JSON object"};
   fields_ = &document_.as_object();
   for (const auto& field : *fields_) {
