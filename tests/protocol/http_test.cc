@@ -454,6 +454,21 @@ TEST_F(HttpTest, AHostIsRequiredAndAnUndefinedMethodIsNotImplemented) {
             "HTTP/1.1 405 Method Not Allowed\r\n");
 }
 
+// A body is read as sent: one in a content coding (gzip) is refused, not read as JSON.
+TEST_F(HttpTest, AContentCodingIsRefusedWith415) {
+  Client raw(server_->http_port());
+  raw.send(
+      "POST /v1/tubes/gz/jobs HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
+      "Content-Length: 13\r\n\r\n{\"body\":\"hi\"}");
+  EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 415 Unsupported Media Type\r\n");
+  EXPECT_EQ(call("GET", "/v1/tubes/gz").status, 404u) << "the refused put put a job";
+  Client identity(server_->http_port());
+  identity.send(
+      "POST /v1/tubes/gz/jobs HTTP/1.1\r\nHost: x\r\nContent-Encoding: identity\r\n"
+      "Content-Length: 13\r\n\r\n{\"body\":\"hi\"}");
+  EXPECT_EQ(identity.read_line().value_or("<none>"), "HTTP/1.1 201 Created\r\n");
+}
+
 // RFC 9112, 3.2.2: a server accepts a target in absolute form (what a client sends through a
 // proxy), whose host stands for the Host header's; an http URI without a host is invalid.
 TEST_F(HttpTest, ATargetInAbsoluteFormIsServed) {
@@ -1011,6 +1026,14 @@ TEST_F(HttpTest, ABackupIsADataDirectoryAsOfItsMoment) {
   EXPECT_EQ(error_code(400, "POST", "/v1/admin/backup",
                        R"({"dir":")" + (dir_.path() / "nul").string() + R"(\u0000x"})"),
             "bad_request");
+
+  // A trailing slash names the same directory: refused as existing; another, new, is made.
+  EXPECT_EQ(error_code(400, "POST", "/v1/admin/backup", R"({"dir":")" + copy + R"(/"})"),
+            "bad_request");
+  const std::string second = (dir_.path() / "second").string();
+  EXPECT_EQ(
+      text(expect(200, "POST", "/v1/admin/backup", R"({"dir":")" + second + R"(//"})"), "dir"),
+      second);
 
   // Restore: a server on the copy (the first one goes on running on its own directory).
   ServerProcess restored(copy);

@@ -111,6 +111,14 @@ TEST_F(ScheduleTest, EveryRouteAndItsErrors) {
   ASSERT_EQ(listed["schedules"].as_array().size(), 1U);
   EXPECT_EQ(listed["schedules"].as_array()[0].as_object().at("name"), "daily");
   EXPECT_EQ(listed["more"], true);
+  // They take no fields: one given is a typo, refused before anything changes.
+  for (const char* action : {"pause", "resume", "trigger"}) {
+    EXPECT_TRUE(error_message(400, "POST", std::string("/v1/schedules/minutely/") + action,
+                              R"({"paused":true})")
+                    .starts_with("unknown field 'paused'"))
+        << action;
+  }
+  EXPECT_EQ(expect(200, "GET", "/v1/schedules/minutely")["paused"], false);
   json::object paused = expect(200, "POST", "/v1/schedules/minutely/pause");
   EXPECT_EQ(paused["paused"], true);
   EXPECT_TRUE(paused["next"].is_null());

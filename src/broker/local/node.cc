@@ -263,6 +263,8 @@ Status check_backup_dir(const std::string& dir) {
 }  // namespace
 
 void Node::backup(std::string dir, std::function<void(Result<broker::BackupResult>)> done) {
+  // "/backups/today/" names the directory "/backups/today", as a shell would take it.
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   Status refused = backing_up_ ? Status(Code::kConflict, "backup: another backup is running")
                                : check_backup_dir(dir);
   if (!refused.is_ok()) {

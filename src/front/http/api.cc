@@ -32,8 +32,8 @@ constexpr std::uint64_t kMaxPriority = std::numeric_limits<std::uint32_t>::max()
 std::string_view status_text(unsigned status) {
   static constexpr std::pair<unsigned, std::string_view> kKnown[] = {
       {200, "200"}, {201, "201"}, {204, "204"}, {400, "400"}, {401, "401"},
-      {404, "404"}, {405, "405"}, {409, "409"}, {413, "413"}, {431, "431"},
-      {500, "500"}, {501, "501"}, {503, "503"}, {507, "507"}};
+      {404, "404"}, {405, "405"}, {409, "409"}, {413, "413"}, {415, "415"},
+      {431, "431"}, {500, "500"}, {501, "501"}, {503, "503"}, {507, "507"}};
   for (const auto& [code, text] : kKnown) {
     if (code == status) return text;
   }
@@ -768,7 +768,12 @@ Result<std::optional<broker::FlowChange>> read_flow_change(const Body& body) {
       change.group_concurrency = static_cast<std::uint32_t>(n.value().value_or(0));
     }
   }
-  if (body.find("fair") != nullptr) {
+  // null counts as absent, but for group_concurrency and group_rate, where it means none.
+  const auto given = [&body](std::string_view name) {
+    const json::value* v = body.find(name);
+    return v != nullptr && !v->is_null();
+  };
+  if (given("fair")) {
     any = true;
     auto fair = body.boolean("fair");
     if (!fair.is_ok()) return fair.status();
@@ -788,14 +793,14 @@ Result<std::optional<broker::FlowChange>> read_flow_change(const Body& body) {
       change.rate_period = rate.value().period;
     }
   }
-  if (body.find("group_burst") != nullptr) {
+  if (given("group_burst")) {
     any = true;
     auto burst = body.integer("group_burst", 1'000'000, 1);
     if (!burst.is_ok()) return burst.status();
     if (!burst.value()) return Status(Code::kInvalidArgument, "group_burst: 1 to 1000000");
     change.rate_burst = static_cast<std::uint32_t>(*burst.value());
   }
-  if (const json::value* v = body.find("group_weights"); v != nullptr) {
+  if (const json::value* v = body.find("group_weights"); given("group_weights")) {
     any = true;
     const Status bad(Code::kInvalidArgument,
                      "group_weights: an object of group -> weight (1 to 1000, or null for 1)");
@@ -830,8 +835,8 @@ void Api::patch_tube(Call& call) {
   if (!flow.is_ok()) return call.reply(flow.status());
   if (!max_attempts.value() && !flow.value()) {
     return call.reply(error(400, "bad_request",
-                            "give max_attempts, group_concurrency, fair, group_rate or "
-                            "group_burst (docs/http-api.md)"));
+                            "give max_attempts, group_concurrency, fair, group_rate, "
+                            "group_burst or group_weights (docs/http-api.md)"));
   }
   const std::string tube = call.params[0];
   // Flow control first, then max_attempts: each is one call, and the answer has both.
@@ -1086,8 +1091,7 @@ Result<std::vector<Due>> due_edges(std::string_view target) {
     }
     auto instant = parse_instant(item);
     if (!instant.is_ok()) {
-      return Status(Code::kInvalidArgument,
-                    "at: " + instant.status().message() + " (or Unix milliseconds)");
+      return Status(Code::kInvalidArgument, "at: " + instant.status().message());
     }
     edges.push_back(Due::at(instant.value()));
   }

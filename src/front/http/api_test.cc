@@ -1131,8 +1131,12 @@ TEST_F(ApiTest, PatchTubeSetsFlowControlThenMaxAttempts) {
   // null turns a setting off; a rate of another period
   expect_call("PATCH", "/v1/tubes/emails", R"({"group_concurrency":null,"group_rate":"600/1m"})",
               "set_flow tube=emails concurrency=0 fair=0 rate=600/60000ms burst=1");
+  // Elsewhere null counts as absent: it changes nothing, and alone it is no field.
+  expect_call("PATCH", "/v1/tubes/emails", R"({"fair":null,"group_burst":null,"max_attempts":4})",
+              "set_max_attempts tube=emails n=4");
   for (const char* body :
-       {R"({"group_rate":"fast"})", R"({"group_rate":"0/s"})", R"({"group_rate":"10/0ms"})",
+       {R"({"fair":null})", R"({"group_burst":null,"group_weights":null})",
+        R"({"group_rate":"fast"})", R"({"group_rate":"0/s"})", R"({"group_rate":"10/0ms"})",
         R"({"group_burst":0})", R"({"fair":"yes"})", R"({"group_concurrency":-1})",
         R"({"group_weights":{"vip":0}})", R"({"group_weights":{"vip":1001}})",
         R"({"group_weights":["vip"]})"}) {

@@ -289,18 +289,21 @@ void Api::delete_schedule(Call& call) {
 }
 
 void Api::pause_schedule(Call& call) {
+  if (Status s = call.body.parse(call.text, {}); !s.is_ok()) return call.reply(s);
   broker_.schedules().pause(call.params[0], true,
                             guarded(call.reply.then<broker::ScheduleView>(
                                 [](const auto& view) { return schedule_response(200, view); })));
 }
 
 void Api::resume_schedule(Call& call) {
+  if (Status s = call.body.parse(call.text, {}); !s.is_ok()) return call.reply(s);
   broker_.schedules().pause(call.params[0], false,
                             guarded(call.reply.then<broker::ScheduleView>(
                                 [](const auto& view) { return schedule_response(200, view); })));
 }
 
 void Api::trigger_schedule(Call& call) {
+  if (Status s = call.body.parse(call.text, {}); !s.is_ok()) return call.reply(s);
   broker_.schedules().trigger(
       call.params[0], guarded(call.reply.then<broker::PutResult>([](const auto& result) {
         Response response = job_response(result.inserted ? 201 : 200, result.job, nullptr);

@@ -166,6 +166,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return refuse(501, "unsupported",
                     "method " + std::string(request.method_string()) + " is not implemented");
     }
+    // A body is read as sent: one compressed (gzip) would be read as its compressed bytes.
+    if (const auto coding = request[bhttp::field::content_encoding];
+        !coding.empty() && !beast::iequals(coding, "identity")) {
+      return refuse(415, "unsupported_encoding",
+                    "Content-Encoding: bodies are read as sent; no content coding is supported");
+    }
     // Only chunked is understood as a transfer coding; any other would leave the body's length
     // unknown and its bytes read as the next request (request smuggling).
     if (request.count(bhttp::field::transfer_encoding) != 0) {
