@@ -711,6 +711,7 @@ int main(int argc, char** argv) {
       "NAME");
   // A duration says its unit: the API reads a bare number as milliseconds, which "--in 30" is
   // seldom meant to be. A bare 0 is the same in every unit. Lists ("0s,1m") are checked each.
+  // Every duration option takes this check.
   const CLI::Validator kDuration(
       [](std::string& text) {
         for (std::size_t start = 0; start <= text.size();) {
@@ -772,10 +773,11 @@ int main(int argc, char** argv) {
   auto* debounce = put->add_option(
       "--debounce", o.debounce,
       "with --key: move the key's pending job to this from now (new body), e.g. 10s");
-  debounce->needs(key)->excludes(in)->excludes(at)->excludes(replace);
+  debounce->needs(key)->excludes(in)->excludes(at)->excludes(replace)->check(kDuration);
   put->add_option("--max-wait", o.max_wait,
                   "with --debounce: never later than this after the job's first put, e.g. 1m")
-      ->needs(debounce);
+      ->needs(debounce)
+      ->check(kDuration);
   put->add_option("--url", o.url, "push delivery: POST the job here, not to its tube's webhook");
   put->add_option("--content-type", o.content_type,
                   "push delivery: the body's Content-Type (default application/octet-stream)");
@@ -859,8 +861,10 @@ int main(int argc, char** argv) {
   webhook_set->add_option("-H,--header", o.headers, "'Name: value' sent with every request");
   webhook_set->add_option("--timeout", o.timeout, "per attempt (default 10s)")->check(kDuration);
   webhook_set->add_option("--max-attempts", o.max_attempts, "then the job is buried (default 20)");
-  webhook_set->add_option("--backoff-min", o.backoff_min, "first retry wait (default 1s)");
-  webhook_set->add_option("--backoff-max", o.backoff_max, "longest retry wait (default 1h)");
+  webhook_set->add_option("--backoff-min", o.backoff_min, "first retry wait (default 1s)")
+      ->check(kDuration);
+  webhook_set->add_option("--backoff-max", o.backoff_max, "longest retry wait (default 1h)")
+      ->check(kDuration);
   webhook_set->add_option("--backoff-factor", o.backoff_factor, "growth per attempt (default 2)");
   webhook_set->add_option("--rate", o.rate, "requests started per second (default: no limit)");
   webhook_set->add_option("--concurrency", o.concurrency, "requests in flight (default 8)");
@@ -880,7 +884,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(kName);
   auto* cron = schedule_set->add_option("--cron", o.cron, "cron expression, e.g. '0 9 * * MON'");
-  schedule_set->add_option("--every", o.every, "interval, e.g. 90s, 5m")->excludes(cron);
+  schedule_set->add_option("--every", o.every, "interval, e.g. 90s, 5m")
+      ->excludes(cron)
+      ->check(kDuration);
   schedule_set->add_option("--tz", o.tz, "IANA time zone for --cron (default UTC)");
   schedule_set->add_option("-b,--body", o.body, "each run's body");
   schedule_set->add_option("-p,--priority", o.priority, "each run's priority (default 1024)");
@@ -893,9 +899,11 @@ int main(int argc, char** argv) {
                            "no run before (RFC 3339, or Unix milliseconds)");
   schedule_set->add_option("--end-at", o.end_at, "no run after (RFC 3339, or Unix milliseconds)");
   schedule_set->add_option("--limit", o.limit, "at most this many runs");
-  schedule_set->add_option("--jitter", o.jitter, "each run later by a random [0, jitter]");
+  schedule_set->add_option("--jitter", o.jitter, "each run later by a random [0, jitter]")
+      ->check(kDuration);
   schedule_set->add_option("--misfire", o.misfire, "missed runs: skip, once (default), all");
-  schedule_set->add_option("--max-lateness", o.max_lateness, "catch up within this (default 1h)");
+  schedule_set->add_option("--max-lateness", o.max_lateness, "catch up within this (default 1h)")
+      ->check(kDuration);
   schedule_set->add_option("--overlap", o.overlap, "allow (default), skip, buffer_one");
   schedule_set->add_flag("--paused", o.paused, "create it paused");
   auto* schedule_ls = schedule->add_subcommand("ls", "list schedules with their next runs");

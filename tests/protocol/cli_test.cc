@@ -323,6 +323,8 @@ TEST_F(CliTest, FailuresHaveClearMessagesAndExitCodes) {
   EXPECT_NE(unitless.out.find("a duration needs its unit: 30s, 30m or 30ms"), std::string::npos)
       << unitless.out;
   EXPECT_EQ(delayq("due --in 0,60").status, 2);
+  EXPECT_EQ(delayq("put -k k --debounce 10 x").status, 2);
+  EXPECT_EQ(delayq("schedule set nightly -t t --every 1m --max-lateness 60").status, 2);
   EXPECT_EQ(delayq("reserve --timeout 5").status, 2);
   EXPECT_EQ(delayq("reserve --timeout 0").status, 4);
   EXPECT_EQ(delayq("put").status, 2);            // no body

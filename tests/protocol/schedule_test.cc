@@ -103,6 +103,9 @@ TEST_F(ScheduleTest, EveryRouteAndItsErrors) {
   EXPECT_TRUE(error_message(400, "PUT", "/v1/schedules/bad",
                             R"({"tube":"t","every":"1m","overlap":"sometimes"})")
                   .starts_with("overlap"));
+  EXPECT_EQ(
+      error_message(400, "PUT", "/v1/schedules/bad", R"({"tube":"t","every":"1m","limit":0})"),
+      "limit: an integer from 1 to 4294967295");
   error_message(404, "GET", "/v1/schedules/bad", "");
   // Listed by name; paused and resumed; one run now; past runs backfilled; deleted.
   expect(201, "PUT", "/v1/schedules/minutely",

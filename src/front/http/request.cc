@@ -37,7 +37,7 @@ Status Body::parse(std::string_view text, std::span<const std::string_view> allo
   document_ = json::parse(text, error, json::storage_ptr(&resource_));
   if (error) return {Code::kInvalidArgument, "the body is not JSON: " + error.message()};
   if (!finite_numbers(document_)) {
-    return {Code::kInvalidArgument, "a number in the body is too large for a double"};
+    return {Code::kInvalidArgument, "a number in the request is out of range (beyond 1.8e308)"};
   }
   if (!document_.is_object()) return {Code::kInvalidArgument, "the body must be a JSON object"};
   fields_ = &document_.as_object();

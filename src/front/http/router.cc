@@ -177,7 +177,7 @@ Target origin_form(std::string_view target, std::string_view host_header) {
   const std::string_view scheme = target.substr(0, scheme_end);
   if (scheme_end == std::string_view::npos ||
       !(beast::iequals(scheme, "http") || beast::iequals(scheme, "https"))) {
-    return {std::string(target), host_header};
+    return {std::string(target), std::string(host_header)};
   }
   const std::string_view rest = target.substr(scheme_end + 3);
   const auto path_at = std::min(rest.find_first_of("/?#"), rest.size());
@@ -186,7 +186,9 @@ Target origin_form(std::string_view target, std::string_view host_header) {
     authority = authority.substr(at + 1);  // user information names no host
   }
   const std::string_view path = rest.substr(path_at);
-  return {path.starts_with('/') ? std::string(path) : "/" + std::string(path), authority, true};
+  const bool named = !split_authority(authority).first.empty();
+  return {path.starts_with('/') ? std::string(path) : "/" + std::string(path),
+          named ? std::string(authority) : std::string(), true};
 }
 
 std::optional<std::string> foreign_request(std::string_view host, std::string_view origin,

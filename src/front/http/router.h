@@ -95,7 +95,7 @@ struct Match {
 // Any other target, and the host header, come back as they are.
 struct Target {
   std::string path;
-  std::string_view host;
+  std::string host;       // empty for an absolute target that names no host (":8080" included)
   bool absolute = false;  // the target was in absolute form
 };
 [[nodiscard]] Target origin_form(std::string_view target, std::string_view host_header);

@@ -119,6 +119,7 @@ TEST(OriginForm, AnAbsoluteTargetGivesItsPathAndItsHost) {
   check("http://q.example?x=1", "/?x=1", "q.example", true);
   check("http://user@q.example/a", "/a", "q.example", true);
   check("http:///v1/stats", "/v1/stats", "", true);
+  check("http://:8080/v1/stats", "/v1/stats", "", true);  // a port, but no host
   // Not an http URI: the router answers 404 for it, as for any unknown path.
   check("ftp://q.example/a", "ftp://q.example/a", "header.example", false);
 }

@@ -74,7 +74,7 @@ Result<schedule::Definition> read_definition(const Body& body, std::string name)
   auto end = body.instant("end_at");
   if (!end.is_ok()) return end.status();
   d.end_unix_ms = end.value();
-  auto limit = body.integer("limit", std::numeric_limits<std::uint32_t>::max());
+  auto limit = body.integer("limit", std::numeric_limits<std::uint32_t>::max(), 1);
   if (!limit.is_ok()) return limit.status();
   d.limit = limit.value();
   auto jitter = body.duration("jitter");

@@ -167,10 +167,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
                     "method " + std::string(request.method_string()) + " is not implemented");
     }
     // A body is read as sent: one compressed (gzip) would be read as its compressed bytes.
-    if (const auto coding = request[bhttp::field::content_encoding];
-        !coding.empty() && !beast::iequals(coding, "identity")) {
-      return refuse(415, "unsupported_encoding",
-                    "Content-Encoding: bodies are read as sent; no content coding is supported");
+    const auto [coding, codings_end] = request.equal_range(bhttp::field::content_encoding);
+    for (auto it = coding; it != codings_end; ++it) {
+      if (!beast::iequals(it->value(), "identity")) {
+        return refuse(415, "unsupported_encoding",
+                      "Content-Encoding " + std::string(it->value().substr(0, 100)) +
+                          " is not supported: send the body as it is, uncompressed");
+      }
     }
     // Only chunked is understood as a transfer coding; any other would leave the body's length
     // unknown and its bytes read as the next request (request smuggling).
