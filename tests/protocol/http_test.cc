@@ -346,14 +346,21 @@ TEST_F(HttpTest, AChunkedBodysFramingIsBoundedAndEndsItsLinesWithCrlf) {
   EXPECT_EQ(expect(200, "GET", "/healthz").at("status").as_string(), "ok");
 }
 
+// The status line the server answers `request` with, sent on a connection of its own.
+std::string status_line(std::uint16_t port, const std::string& request) {
+  Client raw(port);
+  raw.send(request);
+  return raw.read_line().value_or("<none>");
+}
+
 // Without tokens, a web page must not reach the API: a request from another site's page (its
 // Origin) or to a name made to resolve to 127.0.0.1 (its Host) is refused, and nothing runs.
 TEST_F(HttpTest, AWebPageOfAnotherSiteIsRefused) {
   const auto send = [this](const std::string& headers) {
-    Client raw(server_->http_port());
-    raw.send("POST /v1/tubes/t/jobs HTTP/1.1\r\n" + headers +
-             "Content-Type: text/plain\r\nContent-Length: 15\r\n\r\n{\"body\":\"evil\"}");
-    return raw.read_line().value_or("<none>");
+    return status_line(
+        server_->http_port(),
+        "POST /v1/tubes/t/jobs HTTP/1.1\r\n" + headers +
+            "Content-Type: text/plain\r\nContent-Length: 15\r\n\r\n{\"body\":\"evil\"}");
   };
   const std::string here = "127.0.0.1:" + std::to_string(server_->http_port());
   EXPECT_EQ(send("Host: " + here + "\r\nOrigin: http://evil.example\r\n"),
@@ -440,9 +447,7 @@ TEST_F(HttpTest, ALongPollSentAsTheServerStopsIsAnswered) {
 // HTTP does not define is not implemented, whatever the path.
 TEST_F(HttpTest, AHostIsRequiredAndAnUndefinedMethodIsNotImplemented) {
   const auto status_of = [this](const std::string& request) {
-    Client raw(server_->http_port());
-    raw.send(request);
-    return raw.read_line().value_or("<none>");
+    return status_line(server_->http_port(), request);
   };
   EXPECT_EQ(status_of("GET /healthz HTTP/1.1\r\n\r\n"), "HTTP/1.1 400 Bad Request\r\n");
   EXPECT_EQ(status_of("GET /healthz HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n"),
@@ -456,31 +461,24 @@ TEST_F(HttpTest, AHostIsRequiredAndAnUndefinedMethodIsNotImplemented) {
 
 // A body is read as sent: one in a content coding (gzip) is refused, not read as JSON.
 TEST_F(HttpTest, AContentCodingIsRefusedWith415) {
-  Client raw(server_->http_port());
-  raw.send(
-      "POST /v1/tubes/gz/jobs HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
-      "Content-Length: 13\r\n\r\n{\"body\":\"hi\"}");
-  EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 415 Unsupported Media Type\r\n");
-  Client second(server_->http_port());  // a coding in a second header counts as well
-  second.send(
-      "POST /v1/tubes/gz/jobs HTTP/1.1\r\nHost: x\r\nContent-Encoding: identity\r\n"
-      "Content-Encoding: br\r\nContent-Length: 13\r\n\r\n{\"body\":\"hi\"}");
-  EXPECT_EQ(second.read_line().value_or("<none>"), "HTTP/1.1 415 Unsupported Media Type\r\n");
+  const auto put_with = [this](const std::string& codings) {
+    return status_line(server_->http_port(), "POST /v1/tubes/gz/jobs HTTP/1.1\r\nHost: x\r\n" +
+                                                 codings +
+                                                 "Content-Length: 13\r\n\r\n{\"body\":\"hi\"}");
+  };
+  const std::string refused = "HTTP/1.1 415 Unsupported Media Type\r\n";
+  EXPECT_EQ(put_with("Content-Encoding: gzip\r\n"), refused);
+  // A coding in a second header counts as well.
+  EXPECT_EQ(put_with("Content-Encoding: identity\r\nContent-Encoding: br\r\n"), refused);
   EXPECT_EQ(call("GET", "/v1/tubes/gz").status, 404u) << "a refused put put a job";
-  Client identity(server_->http_port());
-  identity.send(
-      "POST /v1/tubes/gz/jobs HTTP/1.1\r\nHost: x\r\nContent-Encoding: identity\r\n"
-      "Content-Length: 13\r\n\r\n{\"body\":\"hi\"}");
-  EXPECT_EQ(identity.read_line().value_or("<none>"), "HTTP/1.1 201 Created\r\n");
+  EXPECT_EQ(put_with("Content-Encoding: identity\r\n"), "HTTP/1.1 201 Created\r\n");
 }
 
 // RFC 9112, 3.2.2: a server accepts a target in absolute form (what a client sends through a
 // proxy), whose host stands for the Host header's; an http URI without a host is invalid.
 TEST_F(HttpTest, ATargetInAbsoluteFormIsServed) {
   const auto status_of = [this](const std::string& request) {
-    Client raw(server_->http_port());
-    raw.send(request);
-    return raw.read_line().value_or("<none>");
+    return status_line(server_->http_port(), request);
   };
   const std::string here = "127.0.0.1:" + std::to_string(server_->http_port());
   EXPECT_EQ(status_of("GET http://" + here + "/v1/stats HTTP/1.1\r\nHost: x\r\n\r\n"),
@@ -511,25 +509,21 @@ TEST(HttpTokenTest, A401ComesBeforeA100Continue) {
   ServerProcess server(dir.path() / "db",
                        std::vector<std::string>{"--http-token-file", tokens.string()});
   ASSERT_EQ(server.start(), "");
-  Client raw(server.http_port());
-  raw.send(
-      "POST /v1/tubes/t/jobs HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
-      "Content-Length: 20\r\n\r\n");
-  EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 401 Unauthorized\r\n");
-  Client authorized(server.http_port());
-  authorized.send(
-      "POST /v1/tubes/t/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer the-token\r\n"
-      "Expect: 100-continue\r\nContent-Length: 13\r\n\r\n");
-  EXPECT_EQ(authorized.read_line().value_or("<none>"), "HTTP/1.1 100 Continue\r\n");
+  const std::string waiting = "Expect: 100-continue\r\nContent-Length: 20\r\n\r\n";
+  EXPECT_EQ(
+      status_line(server.http_port(), "POST /v1/tubes/t/jobs HTTP/1.1\r\nHost: x\r\n" + waiting),
+      "HTTP/1.1 401 Unauthorized\r\n");
+  EXPECT_EQ(status_line(server.http_port(),
+                        "POST /v1/tubes/t/jobs HTTP/1.1\r\nHost: x\r\n"
+                        "Authorization: Bearer the-token\r\n" +
+                            waiting),
+            "HTTP/1.1 100 Continue\r\n");
   // A target in absolute form is checked as its path: the dashboard's page needs no token.
-  Client absolute(server.http_port());
-  absolute.send(
-      "POST http://127.0.0.1/v1/tubes/t/jobs HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
-      "Content-Length: 20\r\n\r\n");
-  EXPECT_EQ(absolute.read_line().value_or("<none>"), "HTTP/1.1 401 Unauthorized\r\n");
-  Client file(server.http_port());
-  file.send("GET http://127.0.0.1/ HTTP/1.1\r\nHost: x\r\n\r\n");
-  EXPECT_EQ(file.read_line().value_or("<none>"), "HTTP/1.1 200 OK\r\n");
+  EXPECT_EQ(status_line(server.http_port(),
+                        "POST http://127.0.0.1/v1/tubes/t/jobs HTTP/1.1\r\nHost: x\r\n" + waiting),
+            "HTTP/1.1 401 Unauthorized\r\n");
+  EXPECT_EQ(status_line(server.http_port(), "GET http://127.0.0.1/ HTTP/1.1\r\nHost: x\r\n\r\n"),
+            "HTTP/1.1 200 OK\r\n");
 }
 
 TEST_F(HttpTest, ExpectContinueGetsA100BeforeTheBody) {
