@@ -36,7 +36,17 @@ inline constexpr std::size_t kDefaultMaxNameBytes = 200;
   if (Status s = check_name("tube name", name, max_bytes); !s.is_ok()) return s;
   if (name.empty() || name.front() == '-' ||
       !std::all_of(name.begin(), name.end(), valid_tube_char)) {
-    return {Code::kInvalidArgument, "bad tube name"};
+    // The name is shown where it is plain text (a message may reach a terminal or JSON).
+    constexpr std::size_t kShown = 64;
+    const bool plain =
+        std::all_of(name.begin(), name.end(), [](char c) { return c >= ' ' && c <= '~'; });
+    const std::string shown =
+        plain ? " '" + std::string(name.substr(0, kShown)) + (name.size() > kShown ? "...'" : "'")
+              : "";
+    return {Code::kInvalidArgument, "bad tube name" + shown + ": 1 to " +
+                                        std::to_string(max_bytes) +
+                                        " bytes of letters, digits and -+/;.$_(), not starting "
+                                        "with '-'"};
   }
   return Status::ok();
 }

@@ -174,6 +174,9 @@ TEST_F(HttpTest, BadInputGetsClearErrors) {
   EXPECT_EQ(error_code(400, "POST", jobs, R"({"priority":4294967296})"), "bad_request");
   EXPECT_EQ(error_code(400, "POST", jobs, R"({"replace":"yes"})"), "bad_request");
   EXPECT_EQ(error_code(400, "POST", "/v1/tubes/bad%20name!/jobs", "{}"), "bad_request");
+  EXPECT_EQ(expect(400, "POST", "/v1/tubes/-x/jobs", R"({"body":"x"})").at("error").at("message"),
+            "bad tube name '-x': 1 to 200 bytes of letters, digits and -+/;.$_(), not starting "
+            "with '-'");
   EXPECT_EQ(error_code(400, "GET", "/v1/jobs/abc"), "bad_request");
   EXPECT_EQ(error_code(400, "GET", "/v1/tubes/t/groups/%FF"), "bad_request");  // not UTF-8
   EXPECT_EQ(error_code(400, "GET", "/v1/jobs/0"), "bad_request");
