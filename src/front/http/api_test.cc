@@ -585,6 +585,14 @@ TEST_F(ApiTest, ANumberTooLargeForADoubleIsRefusedAsSuch) {
   }
 }
 
+TEST_F(ApiTest, ABodyThatIsNotUtf8IsSaidToBeSo) {
+  const Response response = expect_local("POST", "/v1/tubes/emails/jobs", "{\"body\":\"a\xff\"}");
+  EXPECT_EQ(response.status, 400U);
+  EXPECT_EQ(error_message_of(response), "the body is not JSON: it is not UTF-8");
+  EXPECT_EQ(error_message_of(expect_local("POST", "/v1/tubes/emails/jobs", "{\"body\":")),
+            "the body is not JSON: incomplete JSON");
+}
+
 TEST_F(ApiTest, PutRefusesABodyOverTheLimitWith413) {
   const std::string limit(kMaxJobBytes, 'x');
   expect_call("POST", "/v1/tubes/t/jobs", R"({"body":")" + limit + R"("})",

@@ -35,7 +35,11 @@ Status Body::parse(std::string_view text, std::span<const std::string_view> allo
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return Status::ok();
   boost::system::error_code error;
   document_ = json::parse(text, error, json::storage_ptr(&resource_));
-  if (error) return {Code::kInvalidArgument, "the body is not JSON: " + error.message()};
+  if (error) {
+    // Boost.JSON calls a string that is not UTF-8 a syntax error.
+    if (!valid_utf8(text)) return {Code::kInvalidArgument, "the body is not JSON: it is not UTF-8"};
+    return {Code::kInvalidArgument, "the body is not JSON: " + error.message()};
+  }
   if (!finite_numbers(document_)) {
     return {Code::kInvalidArgument, "a number in the request is out of range (beyond 1.8e308)"};
   }
