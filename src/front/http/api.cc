@@ -1047,16 +1047,16 @@ constexpr std::size_t kMaxListedJobs = 1000;
 // comma-separated list; neither: the overview's 0s,1m,1h,1d,7d.
 Result<std::vector<Due>> due_edges(std::string_view target) {
   const auto params = query_params(target);
-  if (!params) return Status(Code::kInvalidArgument, "the query string has a malformed escape");
+  if (!params.is_ok()) return params.status();
   std::optional<std::string> in, at;
-  for (const auto& [name, value] : *params) {
-    if (name == "in" && !in) {
+  for (const auto& [name, value] : params.value()) {
+    if (name == "in") {
       in = value;
-    } else if (name == "at" && !at) {
+    } else if (name == "at") {
       at = value;
     } else {
-      return Status(Code::kInvalidArgument, "unknown or repeated query parameter '" +
-                                                name.substr(0, 64) + "' (in or at, once)");
+      return Status(Code::kInvalidArgument,
+                    "unknown query parameter '" + name.substr(0, 64) + "' (in or at)");
     }
   }
   if (in && at) return Status(Code::kInvalidArgument, "give in or at, not both");
@@ -1130,10 +1130,10 @@ void Api::due_counts(Call& call, std::string tube) {
 
 void Api::list_jobs(Call& call) {
   const auto params = query_params(call.target);
-  if (!params) return call.reply(error(400, "bad_request", "malformed escape in the query"));
+  if (!params.is_ok()) return call.reply(params.status());
   JobState state = JobState::kReady;
   std::size_t limit = 20;
-  for (const auto& [name, value] : *params) {
+  for (const auto& [name, value] : params.value()) {
     if (name == "state") {
       bool known = false;
       for (std::uint8_t s = 0; s < kJobStateCount; ++s) {

@@ -1340,9 +1340,17 @@ TEST_F(ApiTest, ListJobsNamesAStateAndALimit) {
   last().complete(broker::JobList{});
   for (const char* target :
        {"/v1/tubes/e/jobs?state=gone", "/v1/tubes/e/jobs?limit=0", "/v1/tubes/e/jobs?limit=1001",
-        "/v1/tubes/e/jobs?limit=x", "/v1/tubes/e/jobs?sort=id"}) {
+        "/v1/tubes/e/jobs?limit=x", "/v1/tubes/e/jobs?sort=id", "/v1/tubes/e/jobs?limit=%zz"}) {
     SCOPED_TRACE(target);
     EXPECT_EQ(expect_local("GET", target).status, 400U);
+  }
+  // A parameter given twice is refused by every endpoint that takes query parameters.
+  for (const char* target : {"/v1/tubes/e/jobs?limit=2&limit=3", "/v1/schedules?limit=2&limit=3",
+                             "/v1/schedules/s/next?count=2&count=3", "/v1/due?in=1h&in=2h"}) {
+    SCOPED_TRACE(target);
+    const Response response = expect_local("GET", target);
+    EXPECT_EQ(response.status, 400U);
+    EXPECT_TRUE(error_message_of(response).starts_with("query parameter '")) << response.body;
   }
 }
 

@@ -116,8 +116,7 @@ std::optional<std::string> percent_decode(std::string_view text) {
   return out;
 }
 
-std::optional<std::vector<std::pair<std::string, std::string>>> query_params(
-    std::string_view target) {
+Result<std::vector<std::pair<std::string, std::string>>> query_params(std::string_view target) {
   std::vector<std::pair<std::string, std::string>> params;
   const auto mark = target.find('?');
   if (mark == std::string_view::npos) return params;
@@ -130,7 +129,13 @@ std::optional<std::vector<std::pair<std::string, std::string>>> query_params(
     auto name = percent_decode(pair.substr(0, equals));
     auto value = percent_decode(equals == std::string_view::npos ? std::string_view{}
                                                                  : pair.substr(equals + 1));
-    if (!name || !value) return std::nullopt;
+    if (!name || !value) return Status(Code::kInvalidArgument, "malformed escape in the query");
+    for (const auto& [seen, _] : params) {
+      if (seen == *name) {
+        return Status(Code::kInvalidArgument,
+                      "query parameter '" + seen.substr(0, 64) + "' given twice");
+      }
+    }
     params.emplace_back(std::move(*name), std::move(*value));
   }
   return params;

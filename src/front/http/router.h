@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
+
 namespace delayq::front::http {
 
 enum class Route : std::uint8_t {
@@ -82,8 +84,9 @@ struct Match {
 [[nodiscard]] Match match(std::string_view method, std::string_view target);
 
 // The query string of a target ("a=1&b=x%2Cy" after the '?'), as name and value pairs in order,
-// each percent-decoded; nullopt if an escape is malformed. No query: no pairs.
-[[nodiscard]] std::optional<std::vector<std::pair<std::string, std::string>>> query_params(
+// each percent-decoded. No query: no pairs. kInvalidArgument for a malformed escape, or a name
+// given twice (no parameter of the API takes a list that way).
+[[nodiscard]] Result<std::vector<std::pair<std::string, std::string>>> query_params(
     std::string_view target);
 
 // Percent-decoding of one path segment; nullopt if an escape is malformed.

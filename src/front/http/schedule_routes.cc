@@ -181,9 +181,9 @@ Result<std::int64_t> read_after(std::string_view text) {
 
 Result<NextQuery> next_query(std::string_view target) {
   const auto params = query_params(target);
-  if (!params) return Status(Code::kInvalidArgument, "malformed escape in the query");
+  if (!params.is_ok()) return params.status();
   NextQuery query;
-  for (const auto& [name, value] : *params) {
+  for (const auto& [name, value] : params.value()) {
     if (name == "count") {
       if (Status s = read_count(value, query.count); !s.is_ok()) return s;
     } else if (name == "after") {
@@ -244,10 +244,10 @@ void Api::put_schedule(Call& call) {
 
 void Api::list_schedules(Call& call) {
   const auto params = query_params(call.target);
-  if (!params) return call.reply(error(400, "bad_request", "malformed escape in the query"));
+  if (!params.is_ok()) return call.reply(params.status());
   std::string after;
   std::size_t limit = kDefaultListed;
-  for (const auto& [name, value] : *params) {
+  for (const auto& [name, value] : params.value()) {
     if (name == "after") {
       after = value;
     } else if (name == "limit") {
