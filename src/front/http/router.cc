@@ -177,12 +177,12 @@ std::pair<std::string_view, std::string_view> split_authority(std::string_view a
 
 }  // namespace
 
-Target origin_form(std::string_view target, std::string_view host_header) {
+Result<Target> origin_form(std::string_view target, std::string_view host_header) {
   const auto scheme_end = target.find("://");
   const std::string_view scheme = target.substr(0, scheme_end);
   if (scheme_end == std::string_view::npos ||
       !(beast::iequals(scheme, "http") || beast::iequals(scheme, "https"))) {
-    return {std::string(target), std::string(host_header)};
+    return Target{std::string(target), std::string(host_header)};
   }
   const std::string_view rest = target.substr(scheme_end + 3);
   const auto path_at = std::min(rest.find_first_of("/?#"), rest.size());
@@ -190,10 +190,13 @@ Target origin_form(std::string_view target, std::string_view host_header) {
   if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
     authority = authority.substr(at + 1);  // user information names no host
   }
+  if (split_authority(authority).first.empty()) {
+    return Status(Code::kInvalidArgument,
+                  "a target in absolute form (http://host/path) must name a host");
+  }
   const std::string_view path = rest.substr(path_at);
-  const bool named = !split_authority(authority).first.empty();
-  return {path.starts_with('/') ? std::string(path) : "/" + std::string(path),
-          named ? std::string(authority) : std::string(), true};
+  return Target{path.starts_with('/') ? std::string(path) : "/" + std::string(path),
+                std::string(authority)};
 }
 
 std::optional<std::string> foreign_request(std::string_view host, std::string_view origin,

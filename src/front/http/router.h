@@ -94,14 +94,14 @@ struct Match {
 
 // A request's target in origin form ("/v1/stats?x=1") and the host it is for. A target in
 // absolute form ("http://127.0.0.1:8080/v1/stats", as a client sends through a proxy, and which
-// a server must accept) names its host, which then stands for the Host header (RFC 9112, 3.2.2).
-// Any other target, and the host header, come back as they are.
+// a server must accept) names its host, which then stands for the Host header (RFC 9112, 3.2.2);
+// kInvalidArgument if it names none (":8080" alone included). Any other target, and the host
+// header, come back as they are.
 struct Target {
   std::string path;
-  std::string host;       // empty for an absolute target that names no host (":8080" included)
-  bool absolute = false;  // the target was in absolute form
+  std::string host;
 };
-[[nodiscard]] Target origin_form(std::string_view target, std::string_view host_header);
+[[nodiscard]] Result<Target> origin_form(std::string_view target, std::string_view host_header);
 
 // Whether a request comes from a web page, which a server without tokens must not serve: a
 // page may send requests to 127.0.0.1 (cross-site requests), and a name of its site may come to

@@ -157,11 +157,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (request.version() >= 11 && request.count(bhttp::field::host) != 1) {
       return refuse(400, "bad_request", "an HTTP/1.1 request needs exactly one Host header");
     }
-    target_ = origin_form(request.target(), request[bhttp::field::host]);
-    if (target_.absolute && target_.host.empty()) {
-      return refuse(400, "bad_request",
-                    "a target in absolute form (http://host/path) must name a host");
-    }
+    auto target = origin_form(request.target(), request[bhttp::field::host]);
+    if (!target.is_ok()) return refuse(400, "bad_request", target.status().message());
+    target_ = std::move(target).value();
     if (request.method() == bhttp::verb::unknown) {
       return refuse(501, "unsupported",
                     "method " + std::string(request.method_string()) + " is not implemented");
