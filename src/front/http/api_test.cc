@@ -585,6 +585,23 @@ TEST_F(ApiTest, ANumberTooLargeForADoubleIsRefusedAsSuch) {
   }
 }
 
+// A number that is not a duration or a time says what is wrong with it.
+TEST_F(ApiTest, ANumberOutOfADurationsRangeSaysWhy) {
+  for (const auto& [body, message] :
+       {std::pair{R"({"delay":-5})", "delay: not negative"},
+        std::pair{R"({"delay":1.5})", "delay: a whole number of milliseconds"},
+        std::pair{R"({"ttr":1e30})", "ttr: at most 3153600000000 ms (100 years)"},
+        std::pair{R"({"delay":3153600000001})", "delay: at most 3153600000000 ms (100 years)"},
+        std::pair{R"({"delay":true})", "delay: a duration (\"48h\", \"1500ms\") or milliseconds"},
+        std::pair{R"({"at":-1})", "at: not negative"},
+        std::pair{R"({"at":253402300800000})",
+                  "at: at most 253402300799999 (9999-12-31T23:59:59.999Z)"},
+        std::pair{R"({"at":[]})", "at: an RFC 3339 time or Unix milliseconds"}}) {
+    SCOPED_TRACE(body);
+    EXPECT_EQ(error_message_of(expect_local("POST", "/v1/tubes/emails/jobs", body)), message);
+  }
+}
+
 TEST_F(ApiTest, ABodyThatIsNotUtf8IsSaidToBeSo) {
   const Response response = expect_local("POST", "/v1/tubes/emails/jobs", "{\"body\":\"a\xff\"}");
   EXPECT_EQ(response.status, 400U);

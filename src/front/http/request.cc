@@ -29,6 +29,18 @@ bool finite_numbers(const json::value& value) {
   }
 }
 
+// Why a number is not a whole count of `unit` from 0 to a most (`most`, as said); empty for
+// what is not a number.
+std::string why_not_count(const json::value& v, std::string_view most, std::string_view unit) {
+  const bool negative = (v.is_int64() && v.as_int64() < 0) || (v.is_double() && v.as_double() < 0);
+  if (negative) return "not negative";
+  if (v.is_double() && v.as_double() != std::floor(v.as_double())) {
+    return "a whole number of " + std::string(unit);
+  }
+  if (v.is_number()) return "at most " + std::string(most);
+  return {};
+}
+
 }  // namespace
 
 Status Body::parse(std::string_view text, std::span<const std::string_view> allowed) {
@@ -107,8 +119,10 @@ Result<std::optional<Millis>> Body::duration(std::string_view name) const {
   }
   auto n = integer(name, std::uint64_t{100} * 365 * 24 * 3600 * 1000);
   if (!n.is_ok()) {
+    const std::string why = why_not_count(*v, "3153600000000 ms (100 years)", "milliseconds");
     return Status(Code::kInvalidArgument,
-                  std::string(name) + ": a duration (\"48h\", \"1500ms\") or milliseconds");
+                  std::string(name) + ": " +
+                      (why.empty() ? "a duration (\"48h\", \"1500ms\") or milliseconds" : why));
   }
   return std::optional<Millis>(Millis{static_cast<std::int64_t>(*n.value())});
 }
@@ -125,8 +139,11 @@ Result<std::optional<std::int64_t>> Body::instant(std::string_view name) const {
   }
   auto n = integer(name, static_cast<std::uint64_t>(kLastDueUnixMs));
   if (!n.is_ok()) {
-    return Status(Code::kInvalidArgument,
-                  std::string(name) + ": an RFC 3339 time or Unix milliseconds");
+    const std::string why =
+        why_not_count(*v, "253402300799999 (9999-12-31T23:59:59.999Z)", "Unix milliseconds");
+    return Status(
+        Code::kInvalidArgument,
+        std::string(name) + ": " + (why.empty() ? "an RFC 3339 time or Unix milliseconds" : why));
   }
   return std::optional<std::int64_t>(static_cast<std::int64_t>(*n.value()));
 }
