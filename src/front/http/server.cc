@@ -226,7 +226,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (parser_->is_done()) return on_read({});
     const std::size_t limit = server_.options().max_header_bytes;
     const std::string_view left = buffered();
-    if (left.size() > limit) {
+    if (left.size() >= limit) {
       return refuse(
           400, "bad_request",
           "a chunk's size line, or the trailers, longer than " + std::to_string(limit) + " bytes");
@@ -238,8 +238,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
     }
     // Read as Beast's own read does: what the buffer has room for (about the 4 KiB the head was
-    // read in), so that a connection's buffer does not grow for good with one long body.
-    read_more(beast::read_size(buffer_, 65536), &Connection::read_body);
+    // read in), so that a connection's buffer does not grow for good with one long body; and
+    // no more than the framing's bound leaves, so that a line over it is refused however it
+    // arrives, not only when it comes in pieces.
+    read_more(std::min(beast::read_size(buffer_, 65536), limit - left.size()),
+              &Connection::read_body);
   }
 
   void on_read(beast::error_code error) {
