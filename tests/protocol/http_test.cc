@@ -183,7 +183,7 @@ TEST_F(HttpTest, BadInputGetsClearErrors) {
   EXPECT_EQ(error_code(404, "GET", "/v1/nothing"), "no_route");
   const ClientResponse not_allowed = call("PUT", "/v1/jobs/1");
   EXPECT_EQ(not_allowed.status, 405u);
-  EXPECT_EQ(not_allowed.headers.at("allow"), "GET, PATCH, DELETE");
+  EXPECT_EQ(not_allowed.headers.at("allow"), "GET, HEAD, PATCH, DELETE");
 
   // A job body over the limit (65535 bytes by default): 413, and nothing was put.
   const std::string big = R"({"body":")" + std::string(65536, 'x') + R"("})";

@@ -396,7 +396,7 @@ std::uint64_t Api::handle(std::string_view method, std::string_view target, std:
   // The dashboard's files are there for GET (and HEAD) alone.
   if (found.kind == Match::Kind::kNoPath && dashboard::find(target)) {
     found.kind = Match::Kind::kNoMethod;
-    found.allow = "GET";
+    found.allow = "GET, HEAD";
   }
   if (found.kind == Match::Kind::kNoPath) {
     Reply(*this, "unrouted", std::move(respond))(

@@ -383,13 +383,13 @@ TEST_F(ApiTest, AKnownPathWithAnotherMethodIs405WithAllow) {
     std::string_view allow;
   };
   for (const Case& c :
-       {Case{"PUT", "/v1/jobs/7", "GET, PATCH, DELETE"},
-        Case{"PUT", "/v1/tubes/emails/jobs", "POST, GET"},
-        Case{"POST", "/v1/tubes/emails", "GET, PATCH"}, Case{"GET", "/v1/reserve", "POST"},
-        Case{"POST", "/v1/tubes/emails/keys/k", "GET, PATCH, DELETE"},
-        Case{"PATCH", "/v1/tubes/emails/groups/g", "GET, DELETE"}, Case{"POST", "/healthz", "GET"},
-        Case{"DELETE", "/metrics", "GET"}, Case{"POST", "/", "GET"},
-        Case{"PUT", "/dashboard/app.js", "GET"}}) {
+       {Case{"PUT", "/v1/jobs/7", "GET, HEAD, PATCH, DELETE"},
+        Case{"PUT", "/v1/tubes/emails/jobs", "POST, GET, HEAD"},
+        Case{"POST", "/v1/tubes/emails", "GET, HEAD, PATCH"}, Case{"GET", "/v1/reserve", "POST"},
+        Case{"POST", "/v1/tubes/emails/keys/k", "GET, HEAD, PATCH, DELETE"},
+        Case{"PATCH", "/v1/tubes/emails/groups/g", "GET, HEAD, DELETE"},
+        Case{"POST", "/healthz", "GET, HEAD"}, Case{"DELETE", "/metrics", "GET, HEAD"},
+        Case{"POST", "/", "GET, HEAD"}, Case{"PUT", "/dashboard/app.js", "GET, HEAD"}}) {
     SCOPED_TRACE(std::string(c.method) + " " + std::string(c.target));
     const Response response = expect_local(c.method, c.target);
     EXPECT_EQ(response.status, 405U);

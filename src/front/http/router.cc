@@ -156,6 +156,7 @@ Match match(std::string_view method, std::string_view target) {
     result.kind = Match::Kind::kNoMethod;
     if (!result.allow.empty()) result.allow += ", ";
     result.allow += entry.method;
+    if (entry.method == "GET") result.allow += ", HEAD";  // the server answers HEAD as GET
   }
   return result;
 }

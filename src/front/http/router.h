@@ -77,7 +77,7 @@ struct Match {
   Route route = Route::kCount;
   // The captures, in the pattern's order, percent-decoded.
   std::vector<std::string> params;
-  // kNoMethod: the methods the path does allow, for the Allow header ("GET, DELETE").
+  // kNoMethod: the methods the path does allow, for the Allow header ("GET, HEAD, DELETE").
   std::string allow;
 };
 

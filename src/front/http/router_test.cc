@@ -38,7 +38,7 @@ TEST(Router, NoPathAndNoMethod) {
   EXPECT_EQ(match("GET", "").kind, Match::Kind::kNoPath);
   const Match m = match("PUT", "/v1/jobs/5");
   EXPECT_EQ(m.kind, Match::Kind::kNoMethod);
-  EXPECT_EQ(m.allow, "GET, PATCH, DELETE");
+  EXPECT_EQ(m.allow, "GET, HEAD, PATCH, DELETE");
 }
 
 TEST(Router, PercentDecoding) {
