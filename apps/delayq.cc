@@ -13,7 +13,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <optional>
@@ -137,6 +139,21 @@ void print_job(const json::object& job) {
   }
   std::printf("  ttr       %lld s\n",
               static_cast<long long>(job.at("ttr_ms").to_number<std::int64_t>() / 1000));
+  // What happened to it so far, where anything did: a push delivery's failures above all.
+  if (const json::value* c = job.if_contains("counters"); c != nullptr && c->is_object()) {
+    std::string counts;
+    for (const auto& [name, count] : c->as_object()) {
+      if (count.is_number() && count.to_number<std::int64_t>() != 0) {
+        counts += (counts.empty() ? "" : ", ") + std::string(name) + " " +
+                  delayq::front::http::to_text(count);
+      }
+    }
+    if (!counts.empty()) std::printf("  counters  %s\n", counts.c_str());
+  }
+  if (job.contains("last_error")) {
+    std::printf("  last try  %s (status %s) at %s\n", field(job, "last_error").c_str(),
+                field(job, "last_status").c_str(), field(job, "last_attempt").c_str());
+  }
   if (job.contains("body")) std::printf("  body      %s\n", field(job, "body").c_str());
   if (job.contains("body_base64")) {
     std::printf("  body      (base64) %s\n", field(job, "body_base64").c_str());
@@ -226,6 +243,12 @@ class Cli {
       }
       client_ = std::move(made).value();
       if (const char* token = std::getenv("DELAYQ_TOKEN"); token != nullptr) {
+        // Sent in a header: a control character (a line break read from a file) would end it.
+        if (std::any_of(token, token + std::strlen(token),
+                        [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+          std::fprintf(stderr, "delayq: $DELAYQ_TOKEN holds a control character (a line break?)\n");
+          return kExitUsage;
+        }
         client_->set_token(token);
       }
       if (!o_.ca_file.empty()) client_->set_ca_file(o_.ca_file);
@@ -241,11 +264,21 @@ class Cli {
     const json::value v = out.body.empty() ? json::value() : json::parse(out.body, error);
     if (out.status >= 400) {
       const json::value* e = !error && v.is_object() ? v.as_object().if_contains("error") : nullptr;
-      if (e != nullptr && e->is_object()) {
-        std::fprintf(stderr, "delayq: %s: %s\n", field(e->as_object(), "code").c_str(),
-                     field(e->as_object(), "message").c_str());
-      } else {
-        std::fprintf(stderr, "delayq: HTTP %u\n", out.status);
+      if (e == nullptr || !e->is_object()) {
+        // Not delayqd's error (a proxy's, another server's): the address is what is wrong.
+        std::fprintf(stderr,
+                     "delayq: %s answered HTTP %u without delayqd's error object: is it "
+                     "delayqd?\n",
+                     o_.server.c_str(), out.status);
+        return kExitUnreachable;
+      }
+      std::fprintf(stderr, "delayq: %s: %s\n", field(e->as_object(), "code").c_str(),
+                   field(e->as_object(), "message").c_str());
+      if (out.status == 401) {
+        std::fprintf(stderr, "delayq: %s\n",
+                     std::getenv("DELAYQ_TOKEN") == nullptr
+                         ? "set $DELAYQ_TOKEN to one of the server's tokens"
+                         : "$DELAYQ_TOKEN is not one of the server's tokens");
       }
       return kExitRefused;
     }
@@ -352,6 +385,12 @@ class Cli {
         d != nullptr && d->is_bool() && d->as_bool()) {
       std::printf("job %s debounced (first put %s)\n", field(job, "id").c_str(),
                   field(job, "created").c_str());
+    } else if (response.status == 200) {
+      // 200, not 201: the job holding the key is shown, and this put changed nothing.
+      std::printf(
+          "job %s holds key %s already: nothing changed (--replace or --debounce to "
+          "change it)\n",
+          field(job, "id").c_str(), o_.key.c_str());
     }
     print_job(job);
     return 0;
@@ -385,7 +424,9 @@ class Cli {
     // Say what a wait is for, where nobody reads it as output (a timeout that is not a duration
     // is the server's to refuse, with no wait).
     const auto wait = delayq::front::http::parse_duration(o_.timeout.empty() ? "0" : o_.timeout);
-    if (wait.is_ok() && wait.value().count() > 0 && !o_.json_output) {
+    // (Over an hour, the server refuses it at once: no wait to announce.)
+    if (wait.is_ok() && wait.value().count() > 0 && wait.value() <= std::chrono::hours(1) &&
+        !o_.json_output) {
       std::string tubes_text;
       for (const std::string& tube : o_.tubes)
         tubes_text += (tubes_text.empty() ? "" : ", ") + tube;
@@ -717,6 +758,7 @@ int main(int argc, char** argv) {
         for (std::size_t start = 0; start <= text.size();) {
           const std::size_t end = std::min(text.find(',', start), text.size());
           const std::string_view item = std::string_view(text).substr(start, end - start);
+          if (item.empty()) return std::string("an empty duration");
           const bool bare = !item.empty() && std::all_of(item.begin(), item.end(), [](char c) {
             return std::isdigit(static_cast<unsigned char>(c)) != 0;
           });
@@ -729,6 +771,21 @@ int main(int argc, char** argv) {
         return std::string();
       },
       "DURATION");
+  // An instant is RFC 3339, or Unix milliseconds of 13 digits or more (instant_of()): fewer
+  // digits are a date written without its separators more often than a time in 1970-2001.
+  const CLI::Validator kInstant(
+      [](std::string& text) {
+        const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+          return std::isdigit(static_cast<unsigned char>(c)) != 0;
+        });
+        if (digits && text.size() < 13) {
+          return "a time: RFC 3339 (2026-11-24T10:00:00Z), or Unix milliseconds (13 digits or "
+                 "more); " +
+                 text + " is neither";
+        }
+        return std::string();
+      },
+      "TIME");
   Options o;
   const char* env = std::getenv("DELAYQ_SERVER");
   o.server = env != nullptr && *env != '\0' ? env : "http://127.0.0.1:8080";
@@ -750,7 +807,8 @@ int main(int argc, char** argv) {
   if (const char* ca = std::getenv("DELAYQ_CA_FILE"); ca != nullptr) o.ca_file = ca;
   app.add_option("--ca-file", o.ca_file,
                  "https: trust the certificate authorities in this PEM file instead of the "
-                 "system's (or $DELAYQ_CA_FILE)");
+                 "system's (or $DELAYQ_CA_FILE)")
+      ->check(CLI::ExistingFile);
   app.add_flag("--json", o.json_output, "print the server's JSON instead of text");
 
   auto* put = app.add_subcommand("put", "put a job (body '-' reads it from stdin)");
@@ -759,7 +817,8 @@ int main(int argc, char** argv) {
   auto* in = put->add_option("--in", o.in, "delay: 48h, 10m, 1h30m, 1500ms")->check(kDuration);
   auto* at = put->add_option("--at", o.at,
                              "due time: RFC 3339, e.g. 2026-11-24T10:00:00Z, or Unix milliseconds")
-                 ->excludes(in);
+                 ->excludes(in)
+                 ->check(kInstant);
   put->add_option("-p,--priority", o.priority, "priority, 0 most urgent (default 1024)");
   put->add_option("--ttr", o.ttr, "time to run once reserved, e.g. 60s (default 60s)")
       ->check(kDuration);
@@ -798,7 +857,8 @@ int main(int argc, char** argv) {
   auto* rin =
       reschedule->add_option("--in", o.in, "new delay from now: 48h, 10m, 0")->check(kDuration);
   reschedule->add_option("--at", o.at, "new due time, RFC 3339 or Unix milliseconds")
-      ->excludes(rin);
+      ->excludes(rin)
+      ->check(kInstant);
   reschedule->add_option("-p,--priority", o.priority, "new priority");
 
   auto* reserve = app.add_subcommand("reserve", "take the next ready job (long-poll)");
@@ -879,7 +939,7 @@ int main(int argc, char** argv) {
   schedule->require_subcommand(1);
   auto* schedule_set =
       schedule->add_subcommand("set", "create or replace a schedule: each run puts a job");
-  schedule_set->add_option("name", o.name, "the schedule's name")->required();
+  schedule_set->add_option("name", o.name, "the schedule's name")->required()->check(kName);
   schedule_set->add_option("-t,--tube", o.tube, "the tube its runs go to")
       ->capture_default_str()
       ->check(kName);
@@ -895,9 +955,11 @@ int main(int argc, char** argv) {
   schedule_set->add_option("-g,--group", o.group, "each run's group")->check(kName);
   schedule_set->add_option("--url", o.url, "push delivery: POST each run here");
   schedule_set->add_option("--content-type", o.content_type, "push delivery: the body's type");
-  schedule_set->add_option("--start-at", o.start_at,
-                           "no run before (RFC 3339, or Unix milliseconds)");
-  schedule_set->add_option("--end-at", o.end_at, "no run after (RFC 3339, or Unix milliseconds)");
+  schedule_set
+      ->add_option("--start-at", o.start_at, "no run before (RFC 3339, or Unix milliseconds)")
+      ->check(kInstant);
+  schedule_set->add_option("--end-at", o.end_at, "no run after (RFC 3339, or Unix milliseconds)")
+      ->check(kInstant);
   schedule_set->add_option("--limit", o.limit, "at most this many runs");
   schedule_set->add_option("--jitter", o.jitter, "each run later by a random [0, jitter]")
       ->check(kDuration);
@@ -915,10 +977,11 @@ int main(int argc, char** argv) {
   auto* schedule_next = schedule->add_subcommand("next", "the next run times, in its zone");
   for (CLI::App* command : {schedule_get, schedule_rm, schedule_pause, schedule_resume,
                             schedule_trigger, schedule_next}) {
-    command->add_option("name", o.name, "the schedule's name")->required();
+    command->add_option("name", o.name, "the schedule's name")->required()->check(kName);
   }
   schedule_next->add_option("-n,--count", o.count, "how many (default 10, at most 1000)");
-  schedule_next->add_option("--after", o.after, "from this instant (RFC 3339; default now)");
+  schedule_next->add_option("--after", o.after, "from this instant (RFC 3339; default now)")
+      ->check(kInstant);
 
   auto* admin = app.add_subcommand("admin", "the server's administration");
   admin->require_subcommand(1);
@@ -926,6 +989,27 @@ int main(int argc, char** argv) {
       "backup", "copy the running server's data into a new directory (a restorable data dir)");
   backup->add_option("dir", o.dir, "new directory on the server's machine (relative: from here)")
       ->required();
+
+  // An option given an empty value ("--in ''": an unset shell variable) is refused, not taken
+  // for the option left out: a put would otherwise be due at once, or go without its key. A
+  // body may be empty.
+  const CLI::Validator kGiven(
+      [](std::string& text) {
+        return text.empty() ? std::string("an empty value") : std::string();
+      },
+      "");
+  const std::function<void(CLI::App*)> refuse_empty = [&](CLI::App* command) {
+    for (CLI::Option* option : command->get_options()) {
+      if (option->nonpositional() && option->get_items_expected_min() > 0 &&
+          !option->check_lname("body")) {
+        option->check(kGiven);
+      }
+    }
+    for (CLI::App* sub : command->get_subcommands([](CLI::App*) { return true; })) {
+      refuse_empty(sub);
+    }
+  };
+  refuse_empty(&app);
 
   try {
     app.parse(argc, argv);

@@ -391,7 +391,7 @@ int main(int argc, char** argv) {
   app.add_option("--command-timeout", flags.server.command_timeout,
                  "seconds a command (line and body) may take to arrive whole; a connection "
                  "that trickles one is closed")
-      ->capture_default_str()
+      ->default_str("60")  // a number of seconds, as it is given
       ->check(CLI::Range(1, 86400));
   app.add_option("--http", flags.http_listen,
                  "HTTP/JSON API address, ADDR:PORT, [IPV6]:PORT or NAME:PORT (port 0: any "

@@ -281,13 +281,51 @@ TEST_F(CliTest, ATokenFileLocksTheApiAndDelayqTokenOpensIt) {
   Outcome refused = delayq("stats");
   EXPECT_EQ(refused.status, 1) << refused.out;
   EXPECT_NE(refused.out.find("unauthorized"), std::string::npos) << refused.out;
+  EXPECT_NE(refused.out.find("set $DELAYQ_TOKEN to one of the server's tokens"), std::string::npos)
+      << refused.out;
   Outcome wrong = delayq_env("DELAYQ_TOKEN=nope", "stats");
   EXPECT_EQ(wrong.status, 1) << wrong.out;
+  EXPECT_NE(wrong.out.find("$DELAYQ_TOKEN is not one of the server's tokens"), std::string::npos)
+      << wrong.out;
+  // Sent in a header, a token with a line break would end it: refused before anything is sent.
+  Outcome broken = delayq_env("DELAYQ_TOKEN=\"$(printf 's3cret-one\\nX: y')\"", "stats");
+  EXPECT_EQ(broken.status, 2) << broken.out;
+  EXPECT_NE(broken.out.find("control character"), std::string::npos) << broken.out;
   Outcome right = delayq_env("DELAYQ_TOKEN=s3cret-one", "--json stats");
   EXPECT_EQ(right.status, 0) << right.out;
   EXPECT_TRUE(json_of(right).contains("version"));
   Outcome second = delayq_env("DELAYQ_TOKEN=another", "ls");
   EXPECT_EQ(second.status, 0) << second.out;
+}
+
+// A put whose key is held already changes nothing, and says so: the job shown is the holder.
+TEST_F(CliTest, APutOfAKeyHeldAlreadySaysNothingChanged) {
+  ASSERT_EQ(delayq("put --tube k --key a --in 1h one").status, 0);
+  const Outcome again = delayq("put --tube k --key a --in 2h two");
+  EXPECT_EQ(again.status, 0) << again.out;
+  EXPECT_EQ(again.out.rfind("job 1 holds key a already: nothing changed (--replace or --debounce "
+                            "to change it)\n",
+                            0),
+            0u)
+      << again.out;
+  EXPECT_EQ(json_of(delayq("--json get 1")).at("body").as_string(), "one");
+  const Outcome replaced = delayq("put --tube k --key a --in 2h --replace three");
+  EXPECT_EQ(replaced.out.find("holds key"), std::string::npos) << replaced.out;
+}
+
+// A job whose push delivery fails shows the failure and its counters, as the API has them.
+TEST_F(CliTest, GetShowsAPushDeliverysLastFailure) {
+  ASSERT_EQ(delayq("webhook set hooked http://127.0.0.1:1/hook").status, 0);
+  ASSERT_EQ(delayq("put --tube hooked x").status, 0);
+  Outcome get;
+  for (int i = 0; i < 100 && get.out.find("last try") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    get = delayq("get 1");
+  }
+  EXPECT_NE(get.out.find("  counters  reserves 1, releases 1\n"), std::string::npos) << get.out;
+  EXPECT_NE(get.out.find("  last try  connect: Connection refused (status 0) at "),
+            std::string::npos)
+      << get.out;
 }
 
 TEST_F(CliTest, BodyFromStdinAndGroupRm) {
@@ -341,6 +379,17 @@ TEST_F(CliTest, FailuresHaveClearMessagesAndExitCodes) {
   EXPECT_EQ(soon.status, 1) << soon.out;
   EXPECT_EQ(soon.out.find("waiting up to"), std::string::npos) << soon.out;
   EXPECT_EQ(delayq("--help").status, 0);
+  // An empty value (an unset shell variable) is refused, not taken for the option left out: the
+  // put would be due at once, or go without its key.
+  for (const char* args :
+       {"put --in '' x", "put --key '' --in 1h x", "put --at '' x", "put --ttr '' x",
+        "reserve --timeout ''", "due --in 1h,", "schedule set '' --every 1m", "schedule next ''",
+        "schedule next n --after 20300101", "put --at 20261124 x", "--ca-file /nonexistent ls"}) {
+    const Outcome run = delayq(args);
+    EXPECT_EQ(run.status, 2) << args << ": " << run.out;
+  }
+  EXPECT_EQ(json_of(delayq("--json stats")).at("total_jobs").to_number<std::uint64_t>(), 0u)
+      << "nothing was put";
   const Outcome down = delayq_at("http://127.0.0.1:1", "ls");  // nobody listens on port 1
   EXPECT_EQ(down.status, 3) << down.out;
   EXPECT_NE(down.out.find("cannot reach"), std::string::npos) << down.out;
@@ -418,10 +467,14 @@ TEST_F(CliTest, AnAnswerThatIsNotDelayqdsIsSaidSoAndNothingCrashes) {
     EXPECT_NE(run.out.find("not what this delayq expects"), std::string::npos) << run.out;
   }
   {
-    CannedServer refusing(http_answer("400 Bad Request", R"({"error":"a string"})"));
-    const Outcome run = delayq_at(refusing.url(), "ls");
-    EXPECT_EQ(run.status, 1) << run.out;
-    EXPECT_EQ(run.out, "delayq: HTTP 400\n");
+    // An error without delayqd's error object: a proxy's, another server's.
+    for (const char* answer : {R"({"error":"a string"})", "<html>Not Found</html>"}) {
+      CannedServer refusing(http_answer("404 Not Found", answer));
+      const Outcome run = delayq_at(refusing.url(), "ls");
+      EXPECT_EQ(run.status, 3) << run.out;
+      EXPECT_EQ(run.out, "delayq: " + refusing.url() +
+                             " answered HTTP 404 without delayqd's error object: is it delayqd?\n");
+    }
   }
 }
 

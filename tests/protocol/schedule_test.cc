@@ -106,6 +106,12 @@ TEST_F(ScheduleTest, EveryRouteAndItsErrors) {
   EXPECT_EQ(
       error_message(400, "PUT", "/v1/schedules/bad", R"({"tube":"t","every":"1m","limit":0})"),
       "limit: an integer from 1 to 4294967295");
+  for (const char* zero : {R"("0s")", "0"}) {
+    EXPECT_EQ(error_message(400, "PUT", "/v1/schedules/bad",
+                            std::string(R"({"tube":"t","every":)") + zero + "}"),
+              "every: the interval must be at least 1s")
+        << "an interval of 0 given";
+  }
   error_message(404, "GET", "/v1/schedules/bad", "");
   // Listed by name; paused and resumed; one run now; past runs backfilled; deleted.
   expect(201, "PUT", "/v1/schedules/minutely",

@@ -64,6 +64,10 @@ Result<schedule::Definition> read_definition(const Body& body, std::string name)
   d.cron = cron.value().value_or("");
   auto every = body.duration("every");
   if (!every.is_ok()) return every.status();
+  // An interval of 0 is one given, and too short; not the interval left out.
+  if (every.value() && every.value()->count() == 0) {
+    return field_error("every", "the interval must be at least 1s");
+  }
   d.every = every.value().value_or(Millis{0});
   auto zone = body.string("tz");
   if (!zone.is_ok()) return zone.status();
