@@ -1,5 +1,6 @@
 #include "webhook/sender.h"
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -8,6 +9,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <cstring>
+#include <string_view>
 #include <utility>
 
 #include "webhook/tls_peer.h"
@@ -43,6 +46,44 @@ struct Exchange {
   bool timed_out = false;
 };
 
+// Reads until the buffer holds an answer's status line, and gives a line without a reason
+// phrase ("HTTP/1.1 200", which the grammar refuses and common clients accept) its space, so
+// that the parser takes it: a receiver that acted and answered so would otherwise get the job
+// again, attempt after attempt. A line not ended within 64 bytes is left to the parser.
+template <typename Stream>
+asio::awaitable<beast::error_code> read_status_line(Stream& stream, beast::flat_buffer& buffer) {
+  constexpr std::size_t kLongest = 64;
+  constexpr std::string_view kBare = "HTTP/1.1 200";  // its shape: 12 bytes before the CRLF
+  beast::error_code error;
+  for (;;) {
+    const auto* data = static_cast<const char*>(buffer.data().data());
+    const std::string_view held(data, buffer.size());
+    const std::size_t end = held.find("\r\n");
+    if (end == std::string_view::npos && held.size() < kLongest) {
+      const std::size_t got = co_await stream.async_read_some(buffer.prepare(kLongest),
+                                                              asio::redirect_error(kAwait, error));
+      buffer.commit(got);
+      // The end of the stream named as the parser would have named it.
+      if (error == asio::error::eof) {
+        error = buffer.size() == 0 ? http::error::end_of_stream : http::error::partial_message;
+      }
+      if (error) co_return error;
+      continue;
+    }
+    const bool bare = end == kBare.size() && held.starts_with("HTTP/") &&
+                      std::all_of(held.begin() + 9, held.begin() + 12,
+                                  [](char c) { return c >= '0' && c <= '9'; }) &&
+                      held[8] == ' ';
+    if (bare) {
+      buffer.commit(asio::buffer_copy(buffer.prepare(1), asio::buffer(" ", 1)));
+      auto* bytes = static_cast<char*>(buffer.data().data());
+      std::memmove(bytes + end + 1, bytes + end, buffer.size() - end - 1);
+      bytes[end] = ' ';
+    }
+    co_return error;
+  }
+}
+
 template <typename Stream>
 asio::awaitable<Exchange> exchange(Stream& stream, beast::flat_buffer& buffer,
                                    http::request<http::string_body>& request, std::size_t limit) {
@@ -57,6 +98,8 @@ asio::awaitable<Exchange> exchange(Stream& stream, beast::flat_buffer& buffer,
     http::response_parser<http::string_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(limit, 16 * 1024)));
     parser.body_limit(limit);
+    error = co_await read_status_line(stream, buffer);
+    if (error) break;
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(kAwait, error));
     // An answer whose body is over the bound, or whose chunked framing is (kMaxBuffered), still
     // answers: its status counts (a 2xx is a delivery), and the connection, with the rest of

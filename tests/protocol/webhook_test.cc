@@ -491,6 +491,9 @@ TEST_F(WebhookTest, SetGetDeleteAndBadValues) {
       R"({"url":"http://127.0.0.1:9/x","rate":-1})",
       R"({"url":"http://127.0.0.1:9/x","headers":"X-A: b"})",
       R"({"url":"http://127.0.0.1:9/x","headers":{"X-A":"1","x-a":"2"}})",
+      R"({"url":"http://127.0.0.1:9/x","headers":{"TraceParent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}})",
+      R"({"url":"http://127.0.0.1:9/x","headers":{"tracestate":"a=1"}})",
+      R"({"url":"http://127.0.0.1:9/x","headers":{"Host":"example.com"}})",
       R"({"url":"http://127.0.0.1:9/x","secrets":"s1"})",
       R"({"url":"http://127.0.0.1:9/x","secrets":[1]})",
       R"({"url":"http://127.0.0.1:9/x","backoff":{"min":"later"}})",
@@ -594,6 +597,21 @@ TEST_F(WebhookTest, AnAnswerWhoseChunkLineNeverEndsIsBoundedAndItsStatusCounts) 
   });
   set_webhook("endless", {{"url", receiver.url("/hook")}, {"timeout", "60s"}});
   const PutJob put_job = put("endless", {{"body", "b"}, {"delay", 0}});
+  ASSERT_TRUE(receiver.wait_for_count(1, kDeliveryWait)) << "no request came";
+  EXPECT_TRUE(wait_until_gone(put_job.id)) << "the 200 did not count";
+  EXPECT_EQ(receiver.count(), 1u) << describe(receiver.requests());
+}
+
+// A status line without its reason phrase ("HTTP/1.1 200", as some receivers answer) is read
+// for its status: before, it was "bad status", and the job went out again until buried.
+TEST_F(WebhookTest, AStatusLineWithoutAReasonPhraseCounts) {
+  Receiver receiver([](std::size_t, const Received&) {
+    Answer answer;
+    answer.raw = "HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n";
+    return answer;
+  });
+  set_webhook("bare", {{"url", receiver.url("/hook")}});
+  const PutJob put_job = put("bare", {{"body", "b"}, {"delay", 0}});
   ASSERT_TRUE(receiver.wait_for_count(1, kDeliveryWait)) << "no request came";
   EXPECT_TRUE(wait_until_gone(put_job.id)) << "the 200 did not count";
   EXPECT_EQ(receiver.count(), 1u) << describe(receiver.requests());

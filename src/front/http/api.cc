@@ -57,12 +57,24 @@ Status check_header_name(std::string_view name) {
         return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
       });
   if (!token) return {Code::kInvalidArgument, "headers: a name of 1 to 64 letters, digits, - _ ."};
-  for (const std::string_view own : {"host", "content-length", "content-type", "transfer-encoding",
-                                     "connection", "te", "upgrade"}) {
+  if (beast::iequals(name, "content-type")) {
+    return {Code::kInvalidArgument,
+            "headers: " + std::string(name) +
+                " is set by delayq (a job's Content-Type comes with the job: content_type)"};
+  }
+  for (const std::string_view own :
+       {"host", "content-length", "transfer-encoding", "connection", "te", "upgrade"}) {
     if (beast::iequals(name, own)) {
+      return {Code::kInvalidArgument, "headers: " + std::string(name) + " is set by delayq"};
+    }
+  }
+  // A job's trace context goes there: a webhook's own would be replaced for some jobs, or
+  // paired with a job's traceparent of another trace.
+  for (const std::string_view trace : {"traceparent", "tracestate"}) {
+    if (beast::iequals(name, trace)) {
       return {Code::kInvalidArgument,
               "headers: " + std::string(name) +
-                  " is set by delayq (a job's Content-Type comes with the job: content_type)"};
+                  " is a job's own (the trace context of its put), not a webhook's"};
     }
   }
   if (beast::iequals(name.substr(0, 7), "delayq-")) {
@@ -101,7 +113,9 @@ Result<Webhook> read_webhook(Body& body, std::string_view text) {
   Webhook hook;
   auto url = body.string("url");
   if (!url.is_ok()) return url.status();
-  if (!url.value()) return Status(Code::kInvalidArgument, "url: where to POST the tube's jobs");
+  if (!url.value()) {
+    return Status(Code::kInvalidArgument, "url: required: where to POST the tube's jobs");
+  }
   if (auto parsed = webhook::parse_url(*url.value()); !parsed.is_ok()) {
     return Status(Code::kInvalidArgument, "url: " + parsed.status().message());
   }

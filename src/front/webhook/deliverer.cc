@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <boost/beast/core/string.hpp>
 
 #include "front/families.h"
 #include "webhook/signature.h"
@@ -191,6 +192,13 @@ void Deliverer::Lane::send(broker::Job job) {
   request.url = std::move(url).value();
   request.timeout = webhook_.timeout;
   request.headers = webhook_.headers;
+  if (!job.delivery.traceparent.empty()) {
+    // The job's trace context, whole: none of a webhook's own (one set before they were refused).
+    std::erase_if(request.headers, [](const auto& header) {
+      return boost::beast::iequals(header.first, "traceparent") ||
+             boost::beast::iequals(header.first, "tracestate");
+    });
+  }
   request.headers.emplace_back("Content-Type", job.delivery.content_type.empty()
                                                    ? "application/octet-stream"
                                                    : job.delivery.content_type);
