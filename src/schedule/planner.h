@@ -110,7 +110,7 @@ void withdraw_ahead(State& state, std::int64_t now_unix_ms, bool deleted);
 // One run now (POST .../trigger): key run_key(name, now), due now.
 [[nodiscard]] Run trigger(State& state, std::int64_t now_unix_ms);
 // The schedule's instants in [from, to], each a run due now; kInvalidArgument if there are more
-// than kMaxCatchUpRuns or `to` is before `from`.
+// than kMaxCatchUpRuns, `to` is before `from`, or `to` is after now.
 [[nodiscard]] Result<std::vector<Run>> backfill(const Compiled& schedule, State& state,
                                                 std::int64_t from_unix_ms, std::int64_t to_unix_ms,
                                                 std::int64_t now_unix_ms);

@@ -284,7 +284,12 @@ TEST(Planner, TriggerAndBackfillPutRunsNow) {
                 {kT0 - 30'000, kT0 + 2}, {kT0 - 20'000, kT0 + 2}, {kT0 - 10'000, kT0 + 2}}));
   EXPECT_EQ(state.runs, 4U);
   EXPECT_EQ(backfill(s, state, kT0, kT0 - 1, kT0).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(backfill(s, state, kT0, kT0 + 10'001'000, kT0).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(backfill(s, state, kT0, kT0 + 10'001'000, kT0 + 10'001'000).status().message(),
+            "from, to: more than 1000 runs in the range");
+  // Not a future instant: it would run again when it comes.
+  EXPECT_EQ(backfill(s, state, kT0, kT0 + 10'000, kT0 + 9'999).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(state.runs, 4U);
 }
 
 TEST(Planner, CronRunsFollowTheZone) {
@@ -451,8 +456,12 @@ TEST(Definition, CompileRefusesWhatCannotRunNamingTheField) {
   bad.start_unix_ms = kT0;
   bad.end_unix_ms = kT0 - 1;
   refused(bad, "end_at");
-  // An interval without a start counts from the moment it is set, kept in the definition.
-  EXPECT_EQ(compile(d, kT0, 200).value().definition.start_unix_ms, kT0);
+  // An interval without a start counts from its first run, one interval after the moment it is
+  // set, kept in the definition; an end before that run is refused.
+  EXPECT_EQ(compile(d, kT0, 200).value().definition.start_unix_ms, kT0 + d.every.count());
+  bad = d;
+  bad.end_unix_ms = kT0 + d.every.count() - 1;
+  refused(bad, "end_at");
 }
 
 TEST(Definition, RunKeysNameTheirScheduleAndInstant) {

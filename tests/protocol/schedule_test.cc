@@ -143,8 +143,21 @@ TEST_F(ScheduleTest, EveryRouteAndItsErrors) {
   EXPECT_EQ(third.at("key"), "minutely@1767225720000");
   EXPECT_EQ(third.at("schedule").as_object().at("name"), "minutely");
   EXPECT_EQ(third.at("schedule").as_object().at("instant"), "2026-01-01T00:02:00.000Z");
+  // A future instant is not backfilled: put now, it would run again when it comes.
+  EXPECT_TRUE(error_message(400, "POST", "/v1/schedules/minutely/backfill",
+                            R"({"from":"2026-01-01T00:00:00Z","to":"2100-01-01T00:00:00Z"})")
+                  .starts_with("to: in the future"));
   expect(200, "DELETE", "/v1/schedules/minutely");
   error_message(404, "DELETE", "/v1/schedules/minutely", "");
+  // An interval without start_at counts from its first run, one interval after it is set:
+  // shown as its start_at and its next, the instant that next and backfill begin with.
+  json::object hourly = expect(201, "PUT", "/v1/schedules/hourly", R"({"tube":"h","every":"1h"})");
+  EXPECT_EQ(hourly["start_at"].as_object().at("unix_ms"), hourly["next"].as_object().at("unix_ms"))
+      << json::serialize(hourly);
+  // An end before that first run is refused, as an end before a start_at given is.
+  EXPECT_EQ(error_message(400, "PUT", "/v1/schedules/ended",
+                          R"({"tube":"t","every":"1h","end_at":"2020-01-01T00:00:00Z"})"),
+            "end_at: before the first run (one interval from now, as start_at is not given)");
 }
 
 TEST_F(ScheduleTest, Kill9DuringRunsLosesNoRunAndDoublesNone) {
