@@ -915,7 +915,10 @@ int main(int argc, char** argv) {
 
   auto* webhook = app.add_subcommand("webhook", "a tube's push delivery (docs/webhooks.md)");
   webhook->require_subcommand(1);
-  auto* webhook_set = webhook->add_subcommand("set", "POST the tube's due jobs to a URL");
+  auto* webhook_set = webhook->add_subcommand(
+      "set",
+      "POST the tube's due jobs to a URL (replaces the whole webhook: an option left out "
+      "takes its default, --secret included)");
   webhook_set->add_option("tube", o.tube, "tube")->required()->check(kName);
   webhook_set->add_option("url", o.url, "http:// or https:// URL")->required();
   webhook_set->add_option("-H,--header", o.headers, "'Name: value' sent with every request");

@@ -112,6 +112,9 @@ TEST_F(ScheduleTest, EveryRouteAndItsErrors) {
               "every: the interval must be at least 1s")
         << "an interval of 0 given";
   }
+  EXPECT_EQ(
+      error_message(400, "PUT", "/v1/schedules/bad", R"({"tube":"t","cron":"","every":"1h"})"),
+      "cron: an empty expression");
   error_message(404, "GET", "/v1/schedules/bad", "");
   // Listed by name; paused and resumed; one run now; past runs backfilled; deleted.
   expect(201, "PUT", "/v1/schedules/minutely",

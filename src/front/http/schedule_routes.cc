@@ -61,6 +61,7 @@ Result<schedule::Definition> read_definition(const Body& body, std::string name)
   d.tube = std::move(*tube.value());
   auto cron = body.string("cron");
   if (!cron.is_ok()) return cron.status();
+  if (cron.value() && cron.value()->empty()) return field_error("cron", "an empty expression");
   d.cron = cron.value().value_or("");
   auto every = body.duration("every");
   if (!every.is_ok()) return every.status();
