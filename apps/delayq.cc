@@ -124,6 +124,8 @@ std::string field(const json::object& o, std::string_view name) {
 }
 
 void print_job(const json::object& job) {
+  // Read first: an answer of another shape throws before anything is printed.
+  const auto ttr_s = static_cast<long long>(job.at("ttr_ms").to_number<std::int64_t>() / 1000);
   std::printf("job %s  %s in tube %s, priority %s\n", field(job, "id").c_str(),
               field(job, "state").c_str(), field(job, "tube").c_str(),
               field(job, "priority").c_str());
@@ -137,8 +139,7 @@ void print_job(const json::object& job) {
   if (job.contains("content_type")) {
     std::printf("  type      %s\n", field(job, "content_type").c_str());
   }
-  std::printf("  ttr       %lld s\n",
-              static_cast<long long>(job.at("ttr_ms").to_number<std::int64_t>() / 1000));
+  std::printf("  ttr       %lld s\n", ttr_s);
   // What happened to it so far, where anything did: a push delivery's failures above all.
   if (const json::value* c = job.if_contains("counters"); c != nullptr && c->is_object()) {
     std::string counts;

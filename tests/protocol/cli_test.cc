@@ -465,6 +465,11 @@ TEST_F(CliTest, AnAnswerThatIsNotDelayqdsIsSaidSoAndNothingCrashes) {
     const Outcome run = delayq_at(other.url(), "ls");
     EXPECT_EQ(run.status, 3) << run.out;
     EXPECT_NE(run.out.find("not what this delayq expects"), std::string::npos) << run.out;
+    // Nothing of a job is printed from an answer that is not one.
+    CannedServer partial(http_answer("200 OK", R"({"id":1})"));
+    const Outcome job = delayq_at(partial.url(), "get 1");
+    EXPECT_EQ(job.status, 3) << job.out;
+    EXPECT_EQ(job.out.find("job 1"), std::string::npos) << job.out;
   }
   {
     // An error without delayqd's error object: a proxy's, another server's.
