@@ -20,7 +20,12 @@ void RedisAdmin::pause_tube(std::string tube, broker::Seconds pause, Callback<Tu
 
 void RedisAdmin::pause_existing(const std::string& tube, broker::Seconds pause,
                                 Callback<TubeStats> done) {
-  // The shards' scripts enforce it, on Redis's clock; the global entry is what stats show.
+  // The shards' scripts enforce it, on Redis's clock; then the global entry, what stats show and
+  // what tells every node when the pause ends (so that their reserves look again): its end is
+  // taken once the shards have theirs, never before it. A Redis that refuses the entry (over its
+  // maxmemory, where the scripts still run) has the shards' pause taken back, and the pause is
+  // refused: paused without it, the tube's shards would read as empty to the other nodes'
+  // reserves, with nothing to tell them when to look again.
   const auto seconds = pause.count();
   every_shard(
       {"pause", tube, std::to_string(seconds * 1000)}, true,
@@ -28,17 +33,24 @@ void RedisAdmin::pause_existing(const std::string& tube, broker::Seconds pause,
        done = std::move(done)](Result<std::vector<Reply>> replies) mutable {
         if (!state->alive) return;
         if (!replies.is_ok()) return done(replies.status());
-        Pause& p = core->pauses[tube];
-        p = {seconds == 0 ? 0 : core->clock->now_unix_ms() + seconds * 1000, seconds, p.count + 1};
-        core->watch_pauses();
+        const auto it = core->pauses.find(tube);
+        const Pause p{seconds == 0 ? 0 : core->clock->now_unix_ms() + seconds * 1000, seconds,
+                      (it == core->pauses.end() ? 0 : it->second.count) + 1};
         core->client->run(
             delayq::redis::key_slot(core->names.pauses),
             Command{"HSET", core->names.pauses, tube,
-                    std::to_string(p.until_unix_ms) + " " + std::to_string(seconds) + " " +
+                    std::to_string(p.until_unix_ms) + " " + std::to_string(p.seconds) + " " +
                         std::to_string(p.count)},
-            [core, state, tube, self, done = std::move(done)](Result<Reply> reply) mutable {
+            [core, state, tube, p, self, done = std::move(done)](Result<Reply> reply) mutable {
               if (!state->alive) return;
-              if (!reply.is_ok()) return done(reply.status());
+              if (Status s = outcome(reply); !s.is_ok()) {
+                return self->every_shard({"pause", tube, "0"}, true,
+                                         [state, s, done = std::move(done)](auto) mutable {
+                                           if (state->alive) done(s);
+                                         });
+              }
+              core->pauses[tube] = p;
+              core->watch_pauses();
               core->publish_conf();
               self->stats_tube(tube, std::move(done));
             });
@@ -65,27 +77,30 @@ void RedisAdmin::stats_tube(std::string tube, Callback<TubeStats> done) {
 void RedisAdmin::set_max_attempts(std::string tube, std::uint32_t max_attempts,
                                   Callback<std::uint32_t> done) {
   if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<std::uint32_t>(s));
-  // Every shard's scripts read it where they run; the global copy is what stats show.
-  every_shard(
-      {"max_attempts", tube, std::to_string(max_attempts)}, true,
-      [core = core_, state = state_, tube, max_attempts,
-       done = std::move(done)](Result<std::vector<Reply>> replies) mutable {
-        if (!replies.is_ok()) return done(replies.status());
-        Command command = max_attempts == 0 ? Command{"HDEL", core->names.max_attempts, tube}
-                                            : Command{"HSET", core->names.max_attempts, tube,
-                                                      std::to_string(max_attempts)};
-        if (max_attempts == 0)
-          core->max_attempts.erase(tube);
-        else
-          core->max_attempts[tube] = max_attempts;
-        core->client->run(delayq::redis::key_slot(core->names.max_attempts), std::move(command),
-                          [core, state, max_attempts, done = std::move(done)](Result<Reply> reply) {
-                            if (!state->alive) return;
-                            if (!reply.is_ok()) return done(reply.status());
-                            core->publish_conf();
-                            done(max_attempts);
-                          });
-      });
+  // The global copy first, as a pause's (what stats show: a Redis that refuses it changes
+  // nothing); then every shard's scripts, which read it where they run.
+  Command command = max_attempts == 0 ? Command{"HDEL", core_->names.max_attempts, tube}
+                                      : Command{"HSET", core_->names.max_attempts, tube,
+                                                std::to_string(max_attempts)};
+  core_->client->run(delayq::redis::key_slot(core_->names.max_attempts), std::move(command),
+                     [core = core_, state = state_, tube, max_attempts, self = this,
+                      done = std::move(done)](Result<Reply> reply) mutable {
+                       if (!state->alive) return;
+                       if (Status s = outcome(reply); !s.is_ok()) return done(s);
+                       if (max_attempts == 0) {
+                         core->max_attempts.erase(tube);
+                       } else {
+                         core->max_attempts[tube] = max_attempts;
+                       }
+                       self->every_shard({"max_attempts", tube, std::to_string(max_attempts)}, true,
+                                         [core, state, max_attempts, done = std::move(done)](
+                                             Result<std::vector<Reply>> replies) mutable {
+                                           if (!state->alive) return;
+                                           core->publish_conf();
+                                           if (!replies.is_ok()) return done(replies.status());
+                                           done(max_attempts);
+                                         });
+                     });
 }
 
 // A tube with flow control lives whole in its home shard (flow.lua). The settings go to every
@@ -99,7 +114,7 @@ void RedisAdmin::set_flow(std::string tube, broker::FlowChange change,
       [self = this, state = state_, tube, change = std::move(change),
        done = std::move(done)](Result<Reply> reply) mutable {
         if (!state->alive) return;
-        if (!reply.is_ok()) return done(reply.status());
+        if (Status s = outcome(reply); !s.is_ok()) return done(s);
         FlowSettings current;
         const bool pinned = reply.value().type == ReplyType::kString;
         if (pinned) {
@@ -149,8 +164,8 @@ void RedisAdmin::pin(const std::string& tube, FlowSettings flow, bool pinned,
                     delayq::redis::key_slot(core->names.flows),
                     Command{"HSET", core->names.flows, tube, store::encode_flow(flow)},
                     [core, state, tube, flow, done = std::move(done)](Result<Reply> reply) {
-                      if (!reply.is_ok()) {
-                        if (state->alive) done(reply.status());
+                      if (Status s = outcome(reply); !s.is_ok()) {
+                        if (state->alive) done(s);
                         return;
                       }
                       core->flows[tube] = flow;
@@ -244,8 +259,8 @@ void RedisAdmin::set_webhook(std::string tube, Webhook webhook, Callback<Webhook
                      Command{"HSET", core_->names.webhooks, tube, store::encode_webhook(webhook)},
                      [core = core_, state = state_, tube, webhook,
                       done = std::move(done)](Result<Reply> reply) mutable {
-                       if (!reply.is_ok()) {
-                         if (state->alive) done(reply.status());
+                       if (Status s = outcome(reply); !s.is_ok()) {
+                         if (state->alive) done(s);
                          return;
                        }
                        core->webhook_map[tube] = webhook;
@@ -275,8 +290,8 @@ void RedisAdmin::remove_webhook(std::string tube, Callback<Webhook> done) {
                      Command{"HDEL", core_->names.webhooks, tube},
                      [core = core_, state = state_, tube, old,
                       done = std::move(done)](Result<Reply> reply) mutable {
-                       if (!reply.is_ok()) {
-                         if (state->alive) done(reply.status());
+                       if (Status s = outcome(reply); !s.is_ok()) {
+                         if (state->alive) done(s);
                          return;
                        }
                        core->webhook_map.erase(tube);

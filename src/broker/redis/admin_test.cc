@@ -385,6 +385,45 @@ TEST_F(TubeConfig, PauseTubeSendsPauseToEveryShardThenRecordsAndAnnouncesIt) {
   EXPECT_EQ(got.result->value().pauses, 1U);
 }
 
+// A Redis over its maxmemory refuses the record of a pause (a plain HSET, where the scripts
+// still run): the shards' pause is taken back and the pause refused as out of space, so no
+// node's reserves are left reading the tube's shards as empty with nothing to end the pause.
+TEST_F(TubeConfig, APauseRedisRefusesToRecordIsTakenBackAndRefused) {
+  auto s = session();
+  auto admin = broker->open_admin();
+  Outcome<TubeStats> got;
+  admin->pause_tube("default", std::chrono::seconds(30), got.callback());
+  ASSERT_EQ(answer_each("stats", reply::ok()), kShards);
+  settle();
+  answer_all("pause", reply::ok());
+  settle();
+  auto record = take_named(*redis, "HSET", "dq:pauses");
+  ASSERT_TRUE(record.has_value());
+  redis->answer(*record, Reply::error("OOM command not allowed when used memory > 'maxmemory'."));
+  settle();
+  EXPECT_FALSE(got.done()) << "answered before the shards' pause is taken back";
+  ASSERT_EQ(redis->count("pause"), kShards);
+  while (auto call = redis->take("pause")) {
+    EXPECT_EQ(call->args(), (std::vector<std::string>{"default", "0"}));
+    redis->answer(*call, reply::ok());
+  }
+  settle();
+  ASSERT_TRUE(got.done());
+  EXPECT_EQ(got.result->status().code(), Code::kNoSpace) << got.result->status().to_string();
+  EXPECT_EQ(redis->count("PUBLISH"), 0U);
+  // Nor max attempts: refused with nothing changed.
+  Outcome<std::uint32_t> attempts;
+  admin->set_max_attempts("default", 4, attempts.callback());
+  auto attempts_record = take_named(*redis, "HSET", "dq:max-attempts");
+  ASSERT_TRUE(attempts_record.has_value());
+  redis->answer(*attempts_record,
+                Reply::error("OOM command not allowed when used memory > 'maxmemory'."));
+  settle();
+  ASSERT_TRUE(attempts.done());
+  EXPECT_EQ(attempts.result->status().code(), Code::kNoSpace);
+  EXPECT_EQ(redis->count("max_attempts"), 0U);
+}
+
 TEST_F(TubeConfig, PauseTubeOfATubeThatDoesNotExistIsNotFoundAndPausesNothing) {
   auto s = session();
   auto admin = broker->open_admin();
@@ -512,11 +551,17 @@ TEST_F(TubeConfig, AConfMessageReloadsWebhooksPausesMaxAttemptsAndFlowControl) {
   EXPECT_EQ(changed, 1);
 }
 
-TEST_F(TubeConfig, SetMaxAttemptsTellsEveryShardThenRecordsItAndZeroRemovesIt) {
+TEST_F(TubeConfig, SetMaxAttemptsRecordsItThenTellsEveryShardAndZeroRemovesIt) {
   auto s = session();
   auto admin = broker->open_admin();
   Outcome<std::uint32_t> set;
   admin->set_max_attempts("default", 4, set.callback());
+  auto record = take_named(*redis, "HSET", "dq:max-attempts");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->args(), (std::vector<std::string>{"dq:max-attempts", "default", "4"}));
+  EXPECT_EQ(redis->count("max_attempts"), 0U);
+  redis->answer(*record, Reply::number(1));
+  settle();
   ASSERT_EQ(redis->count("max_attempts"), kShards);
   while (auto call = redis->take("max_attempts")) {
     EXPECT_EQ(call->args(), (std::vector<std::string>{"default", "4"}));
@@ -524,23 +569,18 @@ TEST_F(TubeConfig, SetMaxAttemptsTellsEveryShardThenRecordsItAndZeroRemovesIt) {
     redis->answer(*call, reply::ok());
   }
   settle();
-  auto record = take_named(*redis, "HSET", "dq:max-attempts");
-  ASSERT_TRUE(record.has_value());
-  EXPECT_EQ(record->args(), (std::vector<std::string>{"dq:max-attempts", "default", "4"}));
-  redis->answer(*record, Reply::number(1));
-  settle();
   ASSERT_TRUE(set.done());
   EXPECT_EQ(set.result->value(), 4U);
   EXPECT_TRUE(take_named(*redis, "PUBLISH", "dq:events").has_value());
 
   Outcome<std::uint32_t> removed;
   admin->set_max_attempts("default", 0, removed.callback());
-  answer_all("max_attempts", reply::ok());
-  settle();
   auto erase = take_named(*redis, "HDEL", "dq:max-attempts");
   ASSERT_TRUE(erase.has_value());
   EXPECT_EQ(erase->args(), (std::vector<std::string>{"dq:max-attempts", "default"}));
   redis->answer(*erase, Reply::number(1));
+  settle();
+  answer_all("max_attempts", reply::ok());
   settle();
   ASSERT_TRUE(removed.done());
   EXPECT_EQ(removed.result->value(), 0U);

@@ -45,6 +45,12 @@ Status error_status(const std::string& error) {
   return {Code::kIOError, "Redis: " + error};
 }
 
+Status outcome(const Result<Reply>& reply) {
+  if (!reply.is_ok()) return reply.status();
+  if (reply.value().is_error()) return error_status(reply.value().str);
+  return Status::ok();
+}
+
 Answer split_answer(Reply wrapped) {
   Answer answer;
   if (wrapped.type == ReplyType::kArray && wrapped.elements.size() == 2) {

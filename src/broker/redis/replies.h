@@ -23,6 +23,8 @@ namespace delayq::broker::redis {
 // An error reply: out of memory is kNoSpace, as a full disk is for the local broker; anything
 // else an error of the store.
 [[nodiscard]] Status error_status(const std::string& error);
+// What became of a plain command: its failure, or the error Redis answered (error_status()).
+[[nodiscard]] Status outcome(const Result<delayq::redis::Reply>& reply);
 
 // jobs.lua answers {<the op's reply>, <readied>}; an error of the call itself is not wrapped.
 struct Answer {
