@@ -269,6 +269,23 @@ int run(const Flags& flags) {
     }
     stopping(signal);
   });
+  // SIGUSR1 too: one that comes while the broker opens is kept for when it serves (its default
+  // action would end the process, and a restart would recover again, drain forgotten).
+  boost::asio::signal_set drain(io, SIGUSR1);
+  bool drain_asked = false;
+  std::function<void()> wait_drain = [&] {
+    drain.async_wait([&](const boost::system::error_code& error, int) {
+      if (error) return;
+      if (broker) {
+        spdlog::info("SIGUSR1: drain mode, puts are refused from now on");
+        broker->set_draining(true);
+      } else {
+        drain_asked = true;
+      }
+      wait_drain();
+    });
+  };
+  wait_drain();
   auto opened = open_broker(io, flags, metrics, http ? &*http : nullptr, exit_code);
   if (!opened.is_ok()) {
     spdlog::critical("cannot start: {}", opened.status().to_string());
@@ -313,16 +330,10 @@ int run(const Flags& flags) {
       io.stop();
     });
   };
-  boost::asio::signal_set drain(io, SIGUSR1);
-  std::function<void()> wait_drain = [&] {
-    drain.async_wait([&](const boost::system::error_code& error, int) {
-      if (error) return;
-      spdlog::info("SIGUSR1: drain mode, puts are refused from now on");
-      broker->set_draining(true);
-      wait_drain();
-    });
-  };
-  wait_drain();
+  if (drain_asked) {
+    spdlog::info("drain mode (SIGUSR1 while starting): puts are refused from now on");
+    broker->set_draining(true);
+  }
 
   // Only now that the signals are handled: a test may signal as soon as it reads this line.
   std::printf("delayqd listening on %s\n", server.local_address().c_str());

@@ -1045,6 +1045,18 @@ TEST_F(HttpTest, ABackupIsADataDirectoryAsOfItsMoment) {
   EXPECT_EQ(error_code(400, "POST", "/v1/admin/backup",
                        R"({"dir":")" + (dir_.path() / "nul").string() + R"(\u0000x"})"),
             "bad_request");
+  // Not where the copy is written first (<dir>.tmp, emptied by RocksDB), nor inside the data
+  // directory: refused, and nothing there is touched.
+  std::filesystem::create_directories(dir_.path() / "staged.tmp");
+  { std::ofstream(dir_.path() / "staged.tmp" / "precious") << "kept"; }
+  EXPECT_EQ(error_code(400, "POST", "/v1/admin/backup",
+                       R"({"dir":")" + (dir_.path() / "staged").string() + R"("})"),
+            "bad_request");
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() / "staged.tmp" / "precious"));
+  EXPECT_EQ(error_code(400, "POST", "/v1/admin/backup",
+                       R"({"dir":")" + (dir_.path() / "db" / "inside").string() + R"("})"),
+            "bad_request");
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "db" / "inside"));
 
   // A trailing slash names the directory without it.
   const std::string second = (dir_.path() / "second").string();

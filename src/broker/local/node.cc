@@ -29,6 +29,7 @@ std::int64_t unix_us() {
 
 Node::Node(boost::asio::io_context& io, const NodeOptions& options)
     : io_(io),
+      data_dir_(options.data_dir),
       durability_(options.durability),
       timer_(io),
       started_unix_ms_(unix_us() / 1000),
@@ -237,7 +238,7 @@ std::uint64_t bytes_under(const std::filesystem::path& dir) {
   return bytes;
 }
 
-Status check_backup_dir(const std::string& dir) {
+Status check_backup_dir(const std::string& dir, const std::string& data_dir) {
   const std::filesystem::path path(dir);
   std::error_code error;
   if (dir.empty()) {
@@ -253,6 +254,19 @@ Status check_backup_dir(const std::string& dir) {
   if (std::filesystem::exists(path, error)) {
     return {Code::kInvalidArgument, "backup: " + dir + " exists; name a new directory"};
   }
+  // RocksDB writes the copy into <dir>.tmp first, and empties whatever is there.
+  if (std::filesystem::exists(dir + ".tmp", error)) {
+    return {Code::kInvalidArgument, "backup: " + dir +
+                                        ".tmp exists, where the copy is written first; remove "
+                                        "it or name another directory"};
+  }
+  // A copy inside the data directory would go with it.
+  const auto inside = std::filesystem::weakly_canonical(path, error)
+                          .lexically_relative(std::filesystem::weakly_canonical(data_dir, error));
+  if (!error && !inside.empty() && *inside.begin() != "..") {
+    return {Code::kInvalidArgument,
+            "backup: " + dir + " is inside the data directory; name one outside it"};
+  }
   if (!std::filesystem::is_directory(path.parent_path(), error)) {
     return {Code::kInvalidArgument,
             "backup: " + path.parent_path().string() + " is not a directory"};
@@ -266,7 +280,7 @@ void Node::backup(std::string dir, std::function<void(Result<broker::BackupResul
   // "/backups/today/" names the directory "/backups/today", as a shell would take it.
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   Status refused = backing_up_ ? Status(Code::kConflict, "backup: another backup is running")
-                               : check_backup_dir(dir);
+                               : check_backup_dir(dir, data_dir_);
   if (!refused.is_ok()) {
     boost::asio::post(io_,
                       [done = std::move(done), refused = std::move(refused)] { done(refused); });

@@ -170,6 +170,7 @@ class Node {
   void on_committed(std::uint64_t seq, const Status& status);
 
   boost::asio::io_context& io_;
+  const std::string data_dir_;  // where a backup may not go
   const store::Durability durability_;
   engine::SystemClock system_clock_;
   std::unique_ptr<store::Store> store_;
