@@ -456,9 +456,9 @@ TEST(Definition, CompileRefusesWhatCannotRunNamingTheField) {
   bad.start_unix_ms = kT0;
   bad.end_unix_ms = kT0 - 1;
   refused(bad, "end_at");
-  // An interval without a start counts from its first run, one interval after the moment it is
-  // set, kept in the definition; an end before that run is refused.
-  EXPECT_EQ(compile(d, kT0, 200).value().definition.start_unix_ms, kT0 + d.every.count());
+  // An interval without a start counts from the moment it is set, kept in the definition; an
+  // end before its first run, one interval later, is refused.
+  EXPECT_EQ(compile(d, kT0, 200).value().definition.start_unix_ms, kT0);
   bad = d;
   bad.end_unix_ms = kT0 + d.every.count() - 1;
   refused(bad, "end_at");

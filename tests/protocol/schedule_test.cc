@@ -152,12 +152,13 @@ TEST_F(ScheduleTest, EveryRouteAndItsErrors) {
                   .starts_with("to: in the future"));
   expect(200, "DELETE", "/v1/schedules/minutely");
   error_message(404, "DELETE", "/v1/schedules/minutely", "");
-  // An interval without start_at counts from its first run, one interval after it is set:
-  // shown as its start_at and its next, the instant that next and backfill begin with.
+  // An interval without start_at counts from the moment it is set, shown as its start_at; its
+  // first run is one interval later. An end before that run is refused, as an end before a
+  // start_at given is (accepted, the schedule vanished at the next restart).
   json::object hourly = expect(201, "PUT", "/v1/schedules/hourly", R"({"tube":"h","every":"1h"})");
-  EXPECT_EQ(hourly["start_at"].as_object().at("unix_ms"), hourly["next"].as_object().at("unix_ms"))
+  EXPECT_EQ(hourly["next"].as_object().at("unix_ms").to_number<std::int64_t>(),
+            hourly["start_at"].as_object().at("unix_ms").to_number<std::int64_t>() + 3600000)
       << json::serialize(hourly);
-  // An end before that first run is refused, as an end before a start_at given is.
   EXPECT_EQ(error_message(400, "PUT", "/v1/schedules/ended",
                           R"({"tube":"t","every":"1h","end_at":"2020-01-01T00:00:00Z"})"),
             "end_at: before the first run (one interval from now, as start_at is not given)");

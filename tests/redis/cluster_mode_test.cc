@@ -1455,6 +1455,38 @@ double overdue_of(std::uint16_t port, int shard) {
 
 // A shard nobody fires (its lease held by a node that does not exist) shows on the gauge, and
 // the gauge goes back to 0 once a live node takes the lease and fires what was due.
+// A Redis that comes back empty (no persistence, a FLUSHALL) loses the layout's record: the
+// running node writes it again at its next heartbeat, so that a node started later with
+// another --redis-shards takes the running nodes' count, not its own.
+TEST(RedisEmptyAgainTest, ARunningNodeWritesTheLayoutAgainAndALaterNodeTakesIt) {
+  TempDir dir;
+  RedisServer redis(dir.path() / "redis");
+  ASSERT_EQ(redis.start(), "");
+  auto first = std::make_unique<ServerProcess>(
+      dir.path() / "first", std::vector<std::string>{"--redis", redis.address(), "--redis-prefix",
+                                                     "e", "--redis-shards", "16"});
+  ASSERT_EQ(first->start(), "");
+  ASSERT_EQ(call(redis.port(), {"HGET", "e:meta", "shards"}).str, "16");
+  ASSERT_EQ(call(redis.port(), {"FLUSHALL"}).str, "OK");
+  std::string shards;
+  for (int i = 0; i < 100 && shards != "16"; ++i) {
+    std::this_thread::sleep_for(Millis{100});
+    shards = call(redis.port(), {"HGET", "e:meta", "shards"}).str;
+  }
+  EXPECT_EQ(shards, "16") << "not written again within 10 s";
+  EXPECT_EQ(call(redis.port(), {"HGET", "e:meta", "layout"}).str, "2");
+  auto later = std::make_unique<ServerProcess>(
+      dir.path() / "later", std::vector<std::string>{"--redis", redis.address(), "--redis-prefix",
+                                                     "e", "--redis-shards", "4"});
+  ASSERT_EQ(later->start(), "");
+  // One layout: what one node puts, the other finds.
+  Client producer(later->port());
+  const auto id = inserted_id(producer.call(put_command("after")));
+  ASSERT_TRUE(id);
+  Client other(first->port());
+  EXPECT_EQ(other.call("peek " + std::to_string(*id) + "\r\n").rfind("FOUND ", 0), 0U);
+}
+
 TEST(RedisOverdueTest, AShardNobodyFiresShowsAsOverdueUntilItIsFiredAgain) {
   TempDir dir;
   RedisServer redis(dir.path() / "redis");

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -43,6 +44,11 @@ class GatedStore final : public store::Store {
   void fail_writes(Status error) {
     const std::lock_guard lock(mutex_);
     failure_ = std::move(error);
+  }
+  // From now on reading job `id`'s body fails with `error` (a damaged blob file).
+  void fail_body(JobId id, Status error) {
+    const std::lock_guard lock(mutex_);
+    bad_bodies_[id] = std::move(error);
   }
 
   Status write(std::span<const store::WriteSet* const> sets, bool sync) override {
@@ -91,7 +97,13 @@ class GatedStore final : public store::Store {
   Result<std::optional<std::string>> read_schedule(std::string_view name) override {
     return inner_->read_schedule(name);
   }
-  Result<std::string> read_body(JobId id) override { return inner_->read_body(id); }
+  Result<std::string> read_body(JobId id) override {
+    {
+      const std::lock_guard lock(mutex_);
+      if (const auto it = bad_bodies_.find(id); it != bad_bodies_.end()) return it->second;
+    }
+    return inner_->read_body(id);
+  }
   [[nodiscard]] JobId next_id() const override { return inner_->next_id(); }
   [[nodiscard]] std::uint64_t estimated_jobs() const override { return inner_->estimated_jobs(); }
   Status checkpoint(const std::string& dir) override { return inner_->checkpoint(dir); }
@@ -104,6 +116,7 @@ class GatedStore final : public store::Store {
   int held_ = 0;
   std::size_t writes_ = 0;
   Status failure_ = Status::ok();
+  std::map<JobId, Status> bad_bodies_;
 };
 
 }  // namespace delayq::testing

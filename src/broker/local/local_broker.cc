@@ -1,5 +1,7 @@
 #include "broker/local/local_broker.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -53,6 +55,10 @@ class LocalSession final : public broker::Session {
 
   // The job with its body (unless `body` is false) and its attachment, or the error reading them.
   Result<broker::Job> read_job(const JobView& view, bool body);
+  // The same for a job this session has just reserved: one whose body or attachment cannot be
+  // read (a damaged blob file) is buried, with an error logged, not left reserved by a client
+  // that was never told its id, to come back at its TTR and fail again.
+  Result<broker::Job> read_reserved(const JobView& view);
   void finish_with_body(Callback<broker::Job> done, Result<JobView> view, bool body);
   // kNotFound from an operation on a job that exists: someone else holds it, or its state
   // forbids the operation.
@@ -148,6 +154,16 @@ Result<broker::Job> LocalSession::read_job(const JobView& view, bool body) {
     job.delivery = std::move(delivery).value();
   }
   return job;
+}
+
+Result<broker::Job> LocalSession::read_reserved(const JobView& view) {
+  auto job = read_job(view, true);
+  if (job.is_ok()) return job;
+  spdlog::error("job {} cannot be read, and is buried: {}", view.id, job.status().to_string());
+  (void)engine().bury(client_, view.id, view.priority);
+  return Status(job.status().code(),
+                "job " + std::to_string(view.id) +
+                    " cannot be read, and is buried: " + job.status().message());
 }
 
 void LocalSession::finish_with_body(Callback<broker::Job> done, Result<JobView> view, bool body) {
@@ -249,9 +265,10 @@ void LocalSession::woken(std::uint64_t ticket, const engine::ReserveResult& resu
 // A reserve has its answer.
 void LocalSession::reserved(Callback<broker::Job> done, const engine::ReserveResult& result) {
   switch (result.kind) {
-    case Kind::kReserved:
-      return completions_.finish(node_.batch_of(result.job.id), std::move(done),
-                                 read_job(result.job, true));
+    case Kind::kReserved: {
+      auto job = read_reserved(result.job);  // before batch_of: it may bury the job
+      return completions_.finish(node_.batch_of(result.job.id), std::move(done), std::move(job));
+    }
     case Kind::kDeadlineSoon:
       return completions_.finish_all<broker::Job>(
           std::move(done), Status(Code::kDeadlineSoon, "a reserved job's TTR is ending"));
@@ -273,7 +290,10 @@ bool LocalSession::cancel_reserve(std::uint64_t ticket) {
 }
 
 void LocalSession::reserve_job(JobId id, Callback<broker::Job> done) {
-  finish_with_body(std::move(done), engine().reserve_job(client_, id), true);
+  auto view = engine().reserve_job(client_, id);
+  if (!view.is_ok()) return completions_.finish_all<broker::Job>(std::move(done), view.status());
+  auto job = read_reserved(view.value());  // before batch_of: it may bury the job
+  completions_.finish(node_.batch_of(id), std::move(done), std::move(job));
 }
 
 void LocalSession::erase(broker::JobRef job, Callback<JobId> done) {

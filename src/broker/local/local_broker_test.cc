@@ -163,6 +163,34 @@ TEST_F(LocalBrokerTest, AFailedWriteIsNeverAcknowledgedAndTheNodeMustStop) {
   EXPECT_EQ(gate_->writes(), tried) << "a failed write was tried again";
 }
 
+// A reserved job whose body cannot be read (a damaged blob file) is buried, and the reserve
+// says so: left reserved by a client never told its id, it came back at its TTR and failed
+// again. The next reserve takes the next job.
+TEST_F(LocalBrokerTest, AReservedJobWhoseBodyCannotBeReadIsBuried) {
+  auto session = broker_->open_session({});
+  const JobId damaged = put_durably(*session, "t");
+  const JobId sound = put_durably(*session, "t");
+  gate_->fail_body(damaged, Status(Code::kCorruption, "Header CRC mismatch"));
+  std::optional<Result<broker::Job>> first;
+  reserve(*session, "t", &first);
+  ASSERT_TRUE(run_until([&] { return first.has_value(); }));
+  ASSERT_FALSE(first->is_ok());
+  EXPECT_EQ(first->status().code(), Code::kCorruption);
+  EXPECT_EQ(first->status().message(), "job " + std::to_string(damaged) +
+                                           " cannot be read, and is buried: Header CRC mismatch");
+  std::optional<Result<broker::Job>> seen;
+  session->peek(broker::JobRef::by_id(damaged), false,
+                [&seen](Result<broker::Job> job) { seen.emplace(std::move(job)); });
+  ASSERT_TRUE(run_until([&] { return seen.has_value(); }));
+  ASSERT_TRUE(seen->is_ok()) << seen->status().to_string();
+  EXPECT_EQ(seen->value().view.state, JobState::kBuried);
+  std::optional<Result<broker::Job>> second;
+  reserve(*session, "t", &second);
+  ASSERT_TRUE(run_until([&] { return second.has_value(); }));
+  ASSERT_TRUE(second->is_ok()) << second->status().to_string();
+  EXPECT_EQ(second->value().view.id, sound);
+}
+
 TEST_F(LocalBrokerTest, ReserveOfAJobWhosePutIsNotDurableWaitsForIt) {
   auto producer = broker_->open_session({});
   auto worker = broker_->open_session({});

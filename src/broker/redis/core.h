@@ -817,6 +817,10 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   int heartbeats_since_sweep = 0;
   std::set<std::string> not_live_waiting;  // found at the last look, or seen leaving since
   void sweep_waiting();
+  // The layout's record (dq:meta: shards, layout), written again where it is missing: a Redis
+  // that came back empty (no persistence, a FLUSHALL) would otherwise take the shard count of
+  // the next node to start, splitting the nodes over two layouts. At every heartbeat.
+  void keep_meta();
   [[nodiscard]] std::size_t waiting_here() const;
   bool leasing = false;    // a lease_tick's calls are under way
   bool walking = false;    // acquire() is under way: one walk at a time

@@ -38,6 +38,21 @@ void Core::sweep_waiting() {
               });
 }
 
+void Core::keep_meta() {
+  client->run(
+      delayq::redis::key_slot(names.meta),
+      Command{"HSETNX", names.meta, "shards", std::to_string(shards)},
+      [self = shared_from_this()](Result<Reply> reply) {
+        if (self->closed || !reply.is_ok() || reply.value().integer != 1) return;
+        spdlog::warn(
+            "redis: {} was missing (Redis lost its data?): written again, {} shards, layout {}",
+            self->names.meta, self->shards, kLayout);
+        self->client->run(delayq::redis::key_slot(self->names.meta),
+                          Command{"HSETNX", self->names.meta, "layout", std::to_string(kLayout)},
+                          [](Result<Reply>) {});
+      });
+}
+
 void Core::lease_tick() {
   if (closed || resigned || leasing) return;
   leasing = true;
@@ -79,6 +94,7 @@ void Core::heartbeat(bool over_memory) {
         self->report_waiting();
       }
       self->last_heartbeat = now;
+      self->keep_meta();
       const std::set<std::string> before = std::move(self->live);
       self->live.clear();
       for (const auto& name : reply.value().elements[1].elements) {
