@@ -460,12 +460,18 @@ class Cli {
       std::fputs(response.body.c_str(), stdout);
       return 0;
     }
-    std::printf("%-24s %9s %9s %9s %9s %9s\n", "TUBE", "READY", "DELAYED", "RESERVED", "BURIED",
-                "WAITING");
     const json::value parsed = json::parse(response.body);
-    for (const auto& t : parsed.as_object().at("tubes").as_array()) {
+    const auto& tubes = parsed.as_object().at("tubes").as_array();
+    // The names' column as wide as the longest (24 at least), so that the counts line up.
+    int width = 24;
+    for (const auto& t : tubes) {
+      width = std::max(width, static_cast<int>(field(t.as_object(), "name").size()));
+    }
+    std::printf("%-*s %9s %9s %9s %9s %9s\n", width, "TUBE", "READY", "DELAYED", "RESERVED",
+                "BURIED", "WAITING");
+    for (const auto& t : tubes) {
       const auto& o = t.as_object();
-      std::printf("%-24s %9s %9s %9s %9s %9s\n", field(o, "name").c_str(),
+      std::printf("%-*s %9s %9s %9s %9s %9s\n", width, field(o, "name").c_str(),
                   field(o, "ready").c_str(), field(o, "delayed").c_str(),
                   field(o, "reserved").c_str(), field(o, "buried").c_str(),
                   field(o, "waiting").c_str());
@@ -488,7 +494,8 @@ class Cli {
     for (std::size_t start = 0; start <= o_.in.size();) {
       const std::size_t comma = std::min(o_.in.find(',', start), o_.in.size());
       const std::string edge = o_.in.substr(start, comma - start);
-      edges.push_back(edge == "0s" || edge == "0" ? "now" : edge);
+      const auto zero = delayq::front::http::parse_duration(edge);
+      edges.push_back(zero.is_ok() && zero.value().count() == 0 ? "now" : edge);
       start = comma + 1;
     }
     const json::value parsed = json::parse(response.body);

@@ -104,6 +104,18 @@ TEST_F(CliTest, PutGetRescheduleReserveRm) {
   EXPECT_EQ(json_of(stats).at("total_jobs").to_number<std::uint64_t>(), 1u);
 }
 
+// A tube name longer than ls's column widens it: the counts still line up under their heads.
+TEST_F(CliTest, LsWidensItsNameColumnForALongName) {
+  const std::string long_name(40, 'x');
+  ASSERT_EQ(delayq("put --tube " + long_name + " y").status, 0);
+  const Outcome ls = delayq("ls");
+  const auto column_of = [&ls](const std::string& start, const std::string& word) {
+    const auto line = ls.out.find(start);
+    return ls.out.find(word, line) - line;
+  };
+  EXPECT_EQ(column_of("TUBE", "READY") + 4, column_of(long_name, " 1 ") + 1) << ls.out;
+}
+
 TEST_F(CliTest, DueCountsDelayedJobsByDueTime) {
   ASSERT_EQ(delayq("put --tube orders --in 2h later").status, 0);
   ASSERT_EQ(delayq("put --tube orders --in 10m sooner").status, 0);
@@ -127,6 +139,8 @@ TEST_F(CliTest, DueCountsDelayedJobsByDueTime) {
   ASSERT_EQ(tube.status, 0) << tube.out;
   EXPECT_EQ(count_of(tube.out, "now to 1h"), "1") << tube.out;
   EXPECT_EQ(count_of(tube.out, "1h and later"), "1") << tube.out;
+  // Any zero is now ("0ms" too).
+  EXPECT_EQ(count_of(delayq("due orders --in 0ms,1h").out, "now to 1h"), "1");
   Outcome json_out = delayq("--json due mail");
   ASSERT_EQ(json_out.status, 0) << json_out.out;
   EXPECT_EQ(json_of(json_out).at("delayed").to_number<std::uint64_t>(), 1u);
