@@ -246,11 +246,13 @@ Run trigger(State& state, std::int64_t now_unix_ms) {
 Result<std::vector<Run>> backfill(const Compiled& schedule, State& state, std::int64_t from,
                                   std::int64_t to, std::int64_t now_unix_ms) {
   if (to < from) return Status(Code::kInvalidArgument, "to: before from");
-  // A future instant put now would run again when it comes, once its job is deleted.
-  if (to > now_unix_ms) {
+  // A future instant put now would run again when it comes, once its job is deleted. A `to` a
+  // little ahead (a client's clock, a time rounded up to the millisecond) puts the past ones.
+  if (to > now_unix_ms + kOnTime.count()) {
     return Status(Code::kInvalidArgument,
                   "to: in the future: a backfill puts past instants (a trigger puts a run now)");
   }
+  to = std::min(to, now_unix_ms);
   std::vector<Run> runs;
   for (auto at = schedule.recurrence.next_after(from - 1); at && *at <= to;
        at = schedule.recurrence.next_after(*at)) {

@@ -110,7 +110,8 @@ void withdraw_ahead(State& state, std::int64_t now_unix_ms, bool deleted);
 // One run now (POST .../trigger): key run_key(name, now), due now.
 [[nodiscard]] Run trigger(State& state, std::int64_t now_unix_ms);
 // The schedule's instants in [from, to], each a run due now; kInvalidArgument if there are more
-// than kMaxCatchUpRuns, `to` is before `from`, or `to` is after now.
+// than kMaxCatchUpRuns, `to` is before `from`, or `to` is more than kOnTime after now (up to
+// that, instants after now are left out).
 [[nodiscard]] Result<std::vector<Run>> backfill(const Compiled& schedule, State& state,
                                                 std::int64_t from_unix_ms, std::int64_t to_unix_ms,
                                                 std::int64_t now_unix_ms);
