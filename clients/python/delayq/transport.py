@@ -44,6 +44,7 @@ class _Slot:
     def __init__(self) -> None:
         self.conn: http.client.HTTPConnection | None = None
         self.used_at = 0.0
+        self.cut = False  # half-closed by shutdown_sending(): the next request opens a new one
 
 
 def segment(value: str) -> str:
@@ -112,6 +113,8 @@ class Transport:
             entry = self._slots.get(thread.ident or 0)
             slot = entry[1] if entry is not None and entry[0] is thread else None
             sock = slot.conn.sock if slot is not None and slot.conn is not None else None
+            if slot is not None:
+                slot.cut = True
         if sock is not None:
             try:
                 sock.shutdown(socket.SHUT_WR)
@@ -170,7 +173,8 @@ class Transport:
             headers["Content-Type"] = "application/json"
         timeout = self._timeout + extra_wait
         slot = self._slot()
-        if slot.conn is not None and time.monotonic() - slot.used_at > _IDLE_REUSE_S:
+        if slot.cut or (slot.conn is not None and time.monotonic() - slot.used_at > _IDLE_REUSE_S):
+            slot.cut = False
             self._drop(slot)
         for attempt in (1, 2):
             reused = slot.conn is not None

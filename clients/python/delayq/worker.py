@@ -24,8 +24,10 @@ half-closes their connections: the server then ends the long-poll and takes no j
 lets each thread finish the job in hand; KeyboardInterrupt in run() calls stop(). Nothing
 waits without a bound: run() then waits at most wait + drain_timeout for handlers to finish,
 and returns; a handler still running then is left to its daemon thread, and its job comes back
-when its TTR lapses. Errors reaching the server are logged (logger "delayq.worker") and
-retried after a pause growing from 1 s to 30 s.
+when its TTR lapses; the same bound holds after a stop() from another thread. Errors reaching
+the server are logged (logger "delayq.worker") and retried after a pause growing from 1 s to
+30 s, if a later try may succeed; one no retry cures (a bad tube name, a wrong token) stops the
+worker, and run() raises it.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from .errors import Conflict, DelayqError, NotFound
+from .errors import (Conflict, DelayqError, Internal, NotFound, ServiceUnavailable,
+                     TransportError)
 from .models import Job
 from .tracing import processing
 
@@ -49,6 +52,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("delayq.worker")
 
 _KEEPER_TICK_S = 0.25
+
+
+def _retryable(error: DelayqError) -> bool:
+    """Errors a later try may not meet: no answer, a 500, a 503 (stopping, starting, ...), a
+    proxy's 502 or 504, a 429."""
+    return isinstance(error, (TransportError, Internal, ServiceUnavailable)) or \
+        error.status in (429, 502, 503, 504)
 
 
 @dataclass(slots=True)
@@ -104,6 +114,7 @@ class Worker:
         self._loops_running = 0
         self._threads: list[threading.Thread] = []
         self._polling: set[threading.Thread] = set()
+        self._fatal: DelayqError | None = None
         self._handled = 0
         self._failed = 0
         self._touched = 0
@@ -137,24 +148,33 @@ class Worker:
         try:
             self.start()  # a KeyboardInterrupt may come while it starts the threads
             while not self.join(timedelta(seconds=0.2)):
-                pass
+                if self._stop.is_set():  # stop() from another thread: the same bound
+                    self._drained()
+                    break
         except KeyboardInterrupt:
             log.info("interrupted: finishing the jobs under way")
             self.stop()
-            if not self.join(self._wait + self._drain):
-                log.warning("handlers still running after the drain timeout; their jobs come "
-                            "back when their TTR lapses")
+            self._drained()
+        if self._fatal is not None:
+            raise self._fatal
+
+    def _drained(self) -> None:
+        if not self.join(self._wait + self._drain):
+            log.warning("handlers still running after the drain timeout; their jobs come "
+                        "back when their TTR lapses")
 
     def stop(self) -> None:
         """Asks the worker to stop: no new reserve, the reserves waiting end, the jobs in hand
         are finished. Returns at once; join() waits."""
         self._stop.set()
         with self._cond:
-            polling = list(self._polling)
             self._cond.notify_all()
-        for thread in polling:
-            # The server ends a long-poll whose client half-closes, taking no job for it.
-            self._client._http.shutdown_sending(thread)
+            # The server ends a long-poll whose client half-closes, taking no job for it. Under
+            # the lock a loop thread takes to leave _polling: only a reserve still under way is
+            # cut, never a request the thread's handler has begun since (its connection, cut,
+            # is replaced at the thread's next request).
+            for thread in self._polling:
+                self._client._http.shutdown_sending(thread)
 
     def join(self, timeout: timedelta | None = None) -> bool:
         """Waits for every thread to end, at most `timeout` (None: without bound); True if
@@ -164,6 +184,11 @@ class Worker:
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             thread.join(left)
         return bool(self._threads) and not any(t.is_alive() for t in self._threads)
+
+    @property
+    def error(self) -> DelayqError | None:
+        """The error no retry cures that stopped the worker (run() raises it), or None."""
+        return self._fatal
 
     @property
     def stopping(self) -> bool:
@@ -212,6 +237,12 @@ class Worker:
                 except DelayqError as error:
                     if self._stop.is_set():
                         break  # the reserve stop() ended
+                    if not _retryable(error):
+                        # A bad tube name, a wrong token: no retry cures it. run() raises it.
+                        log.error("reserve failed (%s); stopping", error)
+                        self._fatal = error
+                        self.stop()
+                        break
                     failures += 1
                     pause = min(30.0, 0.5 * 2 ** min(failures, 6))
                     log.warning("reserve failed (%s); again in %.1f s", error, pause)

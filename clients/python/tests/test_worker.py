@@ -132,6 +132,56 @@ def test_stop_ends_waiting_reserves_at_once_and_takes_no_job(client: delayq.Clie
     assert client.get_job(job.id).state == "ready" and worker.handled == 0
 
 
+def test_stop_from_another_thread_waits_no_longer_than_the_drain_timeout(
+        client: delayq.Client, tube: str) -> None:
+    client.put(tube, "slow")
+    began = threading.Event()
+
+    def handler(job: delayq.Job) -> None:
+        began.set()
+        time.sleep(6)
+
+    worker = client.worker(tube, handler, wait=timedelta(seconds=1),
+                           drain_timeout=timedelta(seconds=1))
+    runner = threading.Thread(target=worker.run)
+    runner.start()
+    assert began.wait(10)
+    started = time.monotonic()
+    worker.stop()
+    runner.join(10)
+    assert not runner.is_alive() and time.monotonic() - started < 4
+
+
+def test_a_job_reserved_as_the_worker_stops_is_finished_and_its_handler_can_call_the_server(
+        client: delayq.Client, tube: str) -> None:
+    # The stop half-closes the connection of a reserve under way; when the reserve's answer (a
+    # job) was on its way already, the handler's own requests go on a new connection.
+    for _ in range(5):
+        job = client.put(tube, "x", delay=timedelta(hours=1))
+        done: list[str] = []
+
+        def handler(j: delayq.Job) -> None:
+            done.append(client.put(tube + "-side", "side effect").state)
+
+        worker = client.worker(tube, handler, wait=timedelta(seconds=5))
+        worker.start()
+        wait_for(lambda: client.stats().waiting >= 1, what="a reserve waiting")
+        client.kick_job(job.id)
+        worker.stop()
+        assert worker.join(timedelta(seconds=10))
+        state = client.get_job(job.id).state if not gone(client, job.id) else "gone"
+        # Either the stop came first (no job taken: ready) or the job was handled in full.
+        assert (state, done) in (("ready", []), ("gone", ["ready"])), (state, done)
+
+
+def test_an_error_no_retry_cures_stops_the_worker_and_run_raises_it(client: delayq.Client) -> None:
+    worker = client.worker("-bad", lambda job: None, wait=timedelta(seconds=1))
+    started = time.monotonic()
+    with pytest.raises(delayq.BadRequest):
+        worker.run()
+    assert time.monotonic() - started < 5 and isinstance(worker.error, delayq.BadRequest)
+
+
 def test_a_worker_whose_server_is_down_retries_and_still_stops(tube: str) -> None:
     with Server() as own:
         url = own.url
