@@ -12,7 +12,8 @@ export interface RequestOptions {
     query?: Record<string, string | number | undefined>;
     /** The JSON body; none if undefined. */
     body?: unknown;
-    /** Ends the request early; the promise then rejects with the signal's reason. */
+    /** Ends the request early, until its answer begins to arrive; the promise then rejects with the
+     * signal's reason. An answer under way is read whole: a reserve's job is not lost in it. */
     signal?: AbortSignal | undefined;
     /** Milliseconds the server may take beyond the usual timeout (a long-poll's wait). */
     extraTimeoutMs?: number;

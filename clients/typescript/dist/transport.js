@@ -32,6 +32,9 @@ export class Transport {
         const deadline = new Deadline(waitMs, options.signal);
         try {
             const response = await this.fetchFn(url, { method, headers, body, signal: deadline.signal });
+            // The answer has begun: the caller's signal no longer cuts it (the server has done what
+            // was asked, a reserve's job included); the timeout still does.
+            deadline.detachCaller();
             const text = await response.text();
             return readAnswer(method, path, response, text);
         }
@@ -79,6 +82,9 @@ class Deadline {
     }
     clear() {
         clearTimeout(this.timer);
+        this.detachCaller();
+    }
+    detachCaller() {
         this.callerSignal?.removeEventListener("abort", this.onAbort);
     }
     explain(error, what) {
@@ -86,7 +92,7 @@ class Deadline {
             return new TransportError(`${what}: no answer within ${this.waitMs} ms`);
         if (error instanceof DelayqError)
             return error;
-        if (this.callerSignal?.aborted)
+        if (this.controller.signal.aborted && this.callerSignal?.aborted)
             return this.callerSignal.reason ?? error;
         const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
         const reason = cause instanceof Error ? cause.message : String(cause);

@@ -18,13 +18,16 @@
 // trace (tracing.ts); jobs() starts none.
 //
 // Stopping: when `signal` aborts, the reserves waiting are cut off (the server then takes no
-// job for them) and no new job is taken; work() waits at most drainTimeoutMs for the handlers
+// job for them) and no new job is taken (a job whose answer was already under way is released
+// at once, for another worker); work() waits at most drainTimeoutMs for the handlers
 // still running, then resolves. Errors reaching the server are reported to onError and the
 // reserve is tried again after a pause growing from 0.5 s to 30 s; an error that retrying
 // cannot cure (a bad tube name, a wrong token) stops the loops and rejects work().
-import { ConflictError, InternalError, NotFoundError, ServiceUnavailableError, TransportError } from "./errors.js";
+import { ConflictError, DelayqError, InternalError, NotFoundError, ServiceUnavailableError, TransportError, } from "./errors.js";
 import { processJob } from "./tracing.js";
 const kDefaultWaitMs = 20000;
+// The least time between two reserves that find no job.
+const kLeastEmptyRoundMs = 100;
 const kMaxWaitMs = 3600000;
 export async function* jobs(client, tubes, options = {}) {
     const waitMs = checkWait(options.waitMs);
@@ -33,8 +36,10 @@ export async function* jobs(client, tubes, options = {}) {
     let failures = 0;
     while (!signal?.aborted) {
         let job;
+        const began = Date.now();
+        const cut = cutSoonAfter(signal);
         try {
-            job = await client.reserve(tubes, { timeout: waitMs, ...(signal === undefined ? {} : { signal }) });
+            job = await client.reserve(tubes, { timeout: waitMs, signal: cut.signal });
         }
         catch (error) {
             if (signal?.aborted)
@@ -46,14 +51,50 @@ export async function* jobs(client, tubes, options = {}) {
             await sleep(Math.min(30000, 250 * 2 ** Math.min(failures, 7)), signal);
             continue;
         }
+        finally {
+            cut.clear();
+        }
         failures = 0;
+        if (job !== null && signal?.aborted) {
+            // Its answer was under way when the signal came: given back, not taken.
+            await client.release(job.id, {}).catch(() => undefined);
+            return;
+        }
         if (job !== null)
             yield job;
+        // A short wait (waitMs 0) finds nothing at once: a pause, so that the loop does not spin.
+        else if (Date.now() - began < kLeastEmptyRoundMs)
+            await sleep(kLeastEmptyRoundMs - (Date.now() - began), signal);
     }
 }
-/** Errors a later try may not meet: no answer, a 503 (stopping, starting, ...), a 500. */
+// A reserve's own signal: it aborts kCutGraceMs after `signal` does, so that an answer already
+// on its way (a job the server has handed out) is read rather than cut off and left reserved
+// until its TTR; a wait still under way is cut then, and the server takes no job for it.
+const kCutGraceMs = 50;
+function cutSoonAfter(signal) {
+    const controller = new AbortController();
+    let timer;
+    const onAbort = () => {
+        timer = setTimeout(() => controller.abort(signal?.reason), kCutGraceMs);
+    };
+    if (signal?.aborted)
+        controller.abort(signal.reason);
+    else
+        signal?.addEventListener("abort", onAbort, { once: true });
+    return {
+        signal: controller.signal,
+        clear: () => {
+            clearTimeout(timer);
+            signal?.removeEventListener("abort", onAbort);
+        },
+    };
+}
+/** Errors a later try may not meet: no answer, a 500, a 503 (stopping, starting, ...), a proxy's 502 or 504, a 429. */
 function retryable(error) {
-    return error instanceof TransportError || error instanceof ServiceUnavailableError || error instanceof InternalError;
+    return (error instanceof TransportError ||
+        error instanceof ServiceUnavailableError ||
+        error instanceof InternalError ||
+        (error instanceof DelayqError && [429, 502, 503, 504].includes(error.status)));
 }
 export async function work(client, tubes, handler, options = {}) {
     const concurrency = options.concurrency ?? 1;

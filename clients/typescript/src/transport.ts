@@ -21,7 +21,8 @@ export interface RequestOptions {
   query?: Record<string, string | number | undefined>;
   /** The JSON body; none if undefined. */
   body?: unknown;
-  /** Ends the request early; the promise then rejects with the signal's reason. */
+  /** Ends the request early, until its answer begins to arrive; the promise then rejects with the
+   * signal's reason. An answer under way is read whole: a reserve's job is not lost in it. */
   signal?: AbortSignal | undefined;
   /** Milliseconds the server may take beyond the usual timeout (a long-poll's wait). */
   extraTimeoutMs?: number;
@@ -65,6 +66,9 @@ export class Transport {
     const deadline = new Deadline(waitMs, options.signal);
     try {
       const response = await this.fetchFn(url, { method, headers, body, signal: deadline.signal });
+      // The answer has begun: the caller's signal no longer cuts it (the server has done what
+      // was asked, a reserve's job included); the timeout still does.
+      deadline.detachCaller();
       const text = await response.text();
       return readAnswer(method, path, response, text);
     } catch (error) {
@@ -110,13 +114,17 @@ class Deadline {
 
   clear(): void {
     clearTimeout(this.timer);
+    this.detachCaller();
+  }
+
+  detachCaller(): void {
     this.callerSignal?.removeEventListener("abort", this.onAbort);
   }
 
   explain(error: unknown, what: string): unknown {
     if (this.timedOut) return new TransportError(`${what}: no answer within ${this.waitMs} ms`);
     if (error instanceof DelayqError) return error;
-    if (this.callerSignal?.aborted) return this.callerSignal.reason ?? error;
+    if (this.controller.signal.aborted && this.callerSignal?.aborted) return this.callerSignal.reason ?? error;
     const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
     const reason = cause instanceof Error ? cause.message : String(cause);
     return new TransportError(`${what}: ${reason}`, { cause: error });

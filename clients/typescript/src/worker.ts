@@ -18,12 +18,20 @@
 // trace (tracing.ts); jobs() starts none.
 //
 // Stopping: when `signal` aborts, the reserves waiting are cut off (the server then takes no
-// job for them) and no new job is taken; work() waits at most drainTimeoutMs for the handlers
+// job for them) and no new job is taken (a job whose answer was already under way is released
+// at once, for another worker); work() waits at most drainTimeoutMs for the handlers
 // still running, then resolves. Errors reaching the server are reported to onError and the
 // reserve is tried again after a pause growing from 0.5 s to 30 s; an error that retrying
 // cannot cure (a bad tube name, a wrong token) stops the loops and rejects work().
 
-import { ConflictError, InternalError, NotFoundError, ServiceUnavailableError, TransportError } from "./errors.js";
+import {
+  ConflictError,
+  DelayqError,
+  InternalError,
+  NotFoundError,
+  ServiceUnavailableError,
+  TransportError,
+} from "./errors.js";
 import type { Job } from "./models.js";
 import { processJob } from "./tracing.js";
 
@@ -92,6 +100,8 @@ export interface WorkStats {
 }
 
 const kDefaultWaitMs = 20_000;
+// The least time between two reserves that find no job.
+const kLeastEmptyRoundMs = 100;
 const kMaxWaitMs = 3_600_000;
 
 export async function* jobs(client: WorkerClient, tubes: string[], options: JobsOptions = {}): AsyncGenerator<Job, void, undefined> {
@@ -101,8 +111,10 @@ export async function* jobs(client: WorkerClient, tubes: string[], options: Jobs
   let failures = 0;
   while (!signal?.aborted) {
     let job: Job | null;
+    const began = Date.now();
+    const cut = cutSoonAfter(signal);
     try {
-      job = await client.reserve(tubes, { timeout: waitMs, ...(signal === undefined ? {} : { signal }) });
+      job = await client.reserve(tubes, { timeout: waitMs, signal: cut.signal });
     } catch (error) {
       if (signal?.aborted) return;
       if (!retryable(error)) throw error;
@@ -110,15 +122,50 @@ export async function* jobs(client: WorkerClient, tubes: string[], options: Jobs
       onError(error);
       await sleep(Math.min(30_000, 250 * 2 ** Math.min(failures, 7)), signal);
       continue;
+    } finally {
+      cut.clear();
     }
     failures = 0;
+    if (job !== null && signal?.aborted) {
+      // Its answer was under way when the signal came: given back, not taken.
+      await client.release(job.id, {}).catch(() => undefined);
+      return;
+    }
     if (job !== null) yield job;
+    // A short wait (waitMs 0) finds nothing at once: a pause, so that the loop does not spin.
+    else if (Date.now() - began < kLeastEmptyRoundMs) await sleep(kLeastEmptyRoundMs - (Date.now() - began), signal);
   }
 }
 
-/** Errors a later try may not meet: no answer, a 503 (stopping, starting, ...), a 500. */
+// A reserve's own signal: it aborts kCutGraceMs after `signal` does, so that an answer already
+// on its way (a job the server has handed out) is read rather than cut off and left reserved
+// until its TTR; a wait still under way is cut then, and the server takes no job for it.
+const kCutGraceMs = 50;
+function cutSoonAfter(signal: AbortSignal | undefined): { signal: AbortSignal; clear: () => void } {
+  const controller = new AbortController();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const onAbort = () => {
+    timer = setTimeout(() => controller.abort(signal?.reason), kCutGraceMs);
+  };
+  if (signal?.aborted) controller.abort(signal.reason);
+  else signal?.addEventListener("abort", onAbort, { once: true });
+  return {
+    signal: controller.signal,
+    clear: () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+    },
+  };
+}
+
+/** Errors a later try may not meet: no answer, a 500, a 503 (stopping, starting, ...), a proxy's 502 or 504, a 429. */
 function retryable(error: unknown): boolean {
-  return error instanceof TransportError || error instanceof ServiceUnavailableError || error instanceof InternalError;
+  return (
+    error instanceof TransportError ||
+    error instanceof ServiceUnavailableError ||
+    error instanceof InternalError ||
+    (error instanceof DelayqError && [429, 502, 503, 504].includes(error.status))
+  );
 }
 
 export async function work(

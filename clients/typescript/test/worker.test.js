@@ -58,6 +58,44 @@ describe("jobs()", () => {
     await client.deleteJob(job.id);
   });
 
+  test("a job whose answer is under way when the signal aborts is given back, not stranded", async () => {
+    // The kick hands the job to the waiting reserve at once; the abort comes as its answer does.
+    for (let round = 0; round < 5; round += 1) {
+      const job = await client.put("iter-race", "x", { delay: 3_600_000 });
+      const controller = new AbortController();
+      const iterating = (async () => {
+        const got = [];
+        for await (const j of client.jobs("iter-race", { signal: controller.signal, waitMs: 20_000 })) got.push(j.id);
+        return got;
+      })();
+      await waitFor(async () => (await client.stats()).waiting >= 1, { what: "a reserve waiting" });
+      await client.kickJob(job.id);
+      controller.abort();
+      const got = await iterating;
+      const state = (await client.getJob(job.id)).state;
+      assert.ok(got.length === 0 ? state === "ready" : state === "reserved", `round ${round}: ${state}, yielded ${got}`);
+      if (state === "reserved") await client.deleteJob(job.id);
+      else await client.deleteJob(job.id);
+    }
+  });
+
+  test("a reserve that finds nothing at once is not sent again at once", async () => {
+    let reserves = 0;
+    const counting = new Client({
+      baseUrl: server.baseUrl,
+      fetch: (url, init) => {
+        if (url.endsWith("/v1/reserve")) reserves += 1;
+        return fetch(url, init);
+      },
+    });
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 1000);
+    for await (const _job of counting.jobs("iter-none", { signal: controller.signal, waitMs: 0 })) {
+      // nothing is put
+    }
+    assert.ok(reserves <= 12, `${reserves} reserves in 1 s`);
+  });
+
   test("a bad tube name is thrown, not retried", async () => {
     const iterate = async () => {
       for await (const _job of client.jobs("-bad", { waitMs: 0 })) break;
@@ -199,6 +237,37 @@ describe("work()", () => {
     const stats = await working;
     assert.deepEqual(stats, { handled: 0, failed: 0, touched: 0, lost: 0 });
     assert.ok(errors.every((e) => e instanceof TransportError));
+  });
+
+  test("a proxy's 502 or 504 is retried, not fatal", async () => {
+    let reserves = 0;
+    const proxied = new Client({
+      baseUrl: server.baseUrl,
+      fetch: (url, init) => {
+        if (url.endsWith("/v1/reserve") && (reserves += 1) <= 2) {
+          const status = reserves === 1 ? 502 : 504;
+          return Promise.resolve(new Response("<html>bad gateway</html>", { status, headers: { "content-type": "text/html" } }));
+        }
+        return fetch(url, init);
+      },
+    });
+    const put = await client.put("proxied", "through");
+    const errors = [];
+    const controller = new AbortController();
+    const working = proxied.work(
+      "proxied",
+      async () => {
+        controller.abort();
+      },
+      { signal: controller.signal, waitMs: 1000, onError: (e) => errors.push(e) },
+    );
+    const stats = await working;
+    assert.equal(stats.handled, 1);
+    assert.deepEqual(
+      errors.map((e) => e.status),
+      [502, 504],
+    );
+    assert.ok(await gone(put.id));
   });
 
   test("an error no retry cures rejects work()", async () => {
