@@ -156,14 +156,15 @@ def test_a_job_reserved_as_the_worker_stops_is_finished_and_its_handler_can_call
         client: delayq.Client, tube: str) -> None:
     # The stop half-closes the connection of a reserve under way; when the reserve's answer (a
     # job) was on its way already, the handler's own requests go on a new connection.
-    for _ in range(5):
-        job = client.put(tube, "x", delay=timedelta(hours=1))
+    for round_ in range(5):
+        own = f"{tube}-{round_}"  # a job left ready by one round is not the next one's
+        job = client.put(own, "x", delay=timedelta(hours=1))
         done: list[str] = []
 
-        def handler(j: delayq.Job) -> None:
-            done.append(client.put(tube + "-side", "side effect").state)
+        def handler(j: delayq.Job, done: list[str] = done) -> None:
+            done.append(client.put(own + "-side", "side effect").state)
 
-        worker = client.worker(tube, handler, wait=timedelta(seconds=5))
+        worker = client.worker(own, handler, wait=timedelta(seconds=5))
         worker.start()
         wait_for(lambda: client.stats().waiting >= 1, what="a reserve waiting")
         client.kick_job(job.id)
