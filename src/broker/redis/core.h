@@ -794,8 +794,18 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   std::unordered_map<std::string, NextProbe> probing;
 
   std::map<std::uint32_t, Owned> owned;
-  std::set<std::string> live;  // as of the last heartbeat
-  SteadyTime last_heartbeat;   // the last one answered
+  std::set<std::string> live;      // as of the last heartbeat
+  SteadyTime last_heartbeat;       // the last one answered
+  bool heartbeat_failing = false;  // said once in the log when it starts, once when it ends
+  // Warnings about shards, one line a second at most of each kind: an outage fails every
+  // shard's calls at once, and a line for each (hundreds a node) would bury the log. Those held
+  // back are counted in the next line of the kind.
+  struct ShardWarnings {
+    SteadyTime last{};
+    std::size_t held = 0;
+  };
+  std::map<std::string, ShardWarnings, std::less<>> shard_warnings;
+  void shard_warning(const std::string& what, std::uint32_t shard, const std::string& detail = {});
   bool out_of_memory = false;  // the last heartbeat was refused: Redis is over its maxmemory
   std::map<std::string, int> replicas;  // primary -> replicas online
   // primary -> until when writes do not WAIT for its replica (one did not answer in time)

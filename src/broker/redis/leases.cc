@@ -53,6 +53,23 @@ void Core::keep_meta() {
       });
 }
 
+void Core::shard_warning(const std::string& what, std::uint32_t shard, const std::string& detail) {
+  ShardWarnings& kind = shard_warnings[what];
+  const SteadyTime now = clock->steady_now();
+  if (kind.last != SteadyTime{} && now - kind.last < std::chrono::seconds(1)) {
+    ++kind.held;
+    return;
+  }
+  kind.last = now;
+  const std::size_t held = std::exchange(kind.held, 0);
+  if (held == 0) {
+    spdlog::warn("shard {}: {}{}", shard, what, detail);
+  } else {
+    spdlog::warn("shard {}: {}{} (and {} more shards since the last such line)", shard, what,
+                 detail, held);
+  }
+}
+
 void Core::lease_tick() {
   if (closed || resigned || leasing) return;
   leasing = true;
@@ -85,8 +102,25 @@ void Core::heartbeat(bool over_memory) {
       if (self->out_of_memory) return self->heartbeat(true);
     }
     self->leasing = false;
-    if (reply.is_ok() && status_of(reply.value()).is_ok() && reply.value().elements.size() > 1) {
+    const bool answered =
+        reply.is_ok() && status_of(reply.value()).is_ok() && reply.value().elements.size() > 1;
+    if (!answered && !self->heartbeat_failing) {
+      self->heartbeat_failing = true;
+      spdlog::warn(
+          "redis: the heartbeat failed ({}); the node is not ready until Redis answers",
+          reply.is_ok() ? status_of(reply.value()).to_string() : reply.status().to_string());
+    }
+    if (answered) {
       const SteadyTime now = self->clock->steady_now();
+      if (std::exchange(self->heartbeat_failing, false)) {
+        spdlog::info("redis: the heartbeat is answered again, {} ms after the last one",
+                     std::chrono::duration_cast<Millis>(now - self->last_heartbeat).count());
+        for (auto& [what, kind] : self->shard_warnings) {
+          if (kind.held > 0) {
+            spdlog::warn("redis: {} more shards: {}", std::exchange(kind.held, 0), what);
+          }
+        }
+      }
       // Unheard of for longer than a lease, this node may have been taken for gone (below, by
       // the others): its count of waiting reserves is said again.
       if (now - self->last_heartbeat > self->options.lease) {
@@ -297,7 +331,7 @@ void Core::renew(std::uint32_t shard, std::int64_t epoch) {
          if (renewed.is_ok() && renewed.value().type == ReplyType::kArray &&
              !renewed.value().elements.empty() && renewed.value().elements[0].str == "fenced" &&
              held != self->owned.end() && held->second.epoch == epoch) {
-           spdlog::warn("shard {}: lease lost", shard);
+           self->shard_warning("lease lost", shard);
            self->owned.erase(held);
            self->ownership_changed(shard);
          }
@@ -395,7 +429,7 @@ void Core::fire(std::uint32_t shard) {
          mine.failed = !reply.is_ok();
          if (reply.is_ok() && !reply.value().elements.empty() &&
              reply.value().elements[0].str == "fenced") {
-           spdlog::warn("shard {}: fenced off: another node owns it", shard);
+           self->shard_warning("fenced off: another node owns it", shard);
            self->owned.erase(found);
            self->ownership_changed(shard);
            return;
@@ -403,7 +437,7 @@ void Core::fire(std::uint32_t shard) {
          if (!reply.is_ok() || reply.value().type != ReplyType::kArray ||
              reply.value().elements.size() < 5) {
            if (!reply.is_ok())
-             spdlog::warn("shard {}: firing failed: {}", shard, reply.status().to_string());
+             self->shard_warning("firing failed", shard, ": " + reply.status().to_string());
            return self->arm_fire(shard, Millis{100});
          }
          const auto& elements = reply.value().elements;
