@@ -123,6 +123,8 @@ export class Client {
     async reserve(tubes = "default", options = {}) {
         const names = tubeList(tubes);
         const totalMs = options.timeout === undefined ? 0 : durationMs(options.timeout, "timeout");
+        if (totalMs > 3600000)
+            throw new RangeError("timeout: at most 1 hour, as the server takes it");
         const deadline = Date.now() + totalMs;
         for (;;) {
             const waitMs = Math.max(0, Math.min(kLongPollChunkMs, deadline - Date.now()));

@@ -325,6 +325,7 @@ export class Client {
   async reserve(tubes: Tubes = "default", options: ReserveOptions = {}): Promise<Job | null> {
     const names = tubeList(tubes);
     const totalMs = options.timeout === undefined ? 0 : durationMs(options.timeout, "timeout");
+    if (totalMs > 3_600_000) throw new RangeError("timeout: at most 1 hour, as the server takes it");
     const deadline = Date.now() + totalMs;
     for (;;) {
       const waitMs = Math.max(0, Math.min(kLongPollChunkMs, deadline - Date.now()));

@@ -252,6 +252,10 @@ describe("reserve and finish", () => {
     await client.deleteJob(second.id);
   });
 
+  test("a wait over an hour is refused, as the server refuses it", async () => {
+    await assert.rejects(client.reserve("any", { timeout: "2h" }), RangeError);
+  });
+
   test("a long-poll answers when a delayed job falls due", async () => {
     const put = await client.put("sms", "code", { delay: 700 });
     const started = Date.now();
