@@ -27,34 +27,40 @@ void RedisAdmin::pause_existing(const std::string& tube, broker::Seconds pause,
   // refused: paused without it, the tube's shards would read as empty to the other nodes'
   // reserves, with nothing to tell them when to look again.
   const auto seconds = pause.count();
-  every_shard(
-      {"pause", tube, std::to_string(seconds * 1000)}, true,
-      [core = core_, state = state_, tube, seconds, self = this,
-       done = std::move(done)](Result<std::vector<Reply>> replies) mutable {
-        if (!state->alive) return;
-        if (!replies.is_ok()) return done(replies.status());
-        const auto it = core->pauses.find(tube);
-        const Pause p{seconds == 0 ? 0 : core->clock->now_unix_ms() + seconds * 1000, seconds,
-                      (it == core->pauses.end() ? 0 : it->second.count) + 1};
-        core->client->run(
-            delayq::redis::key_slot(core->names.pauses),
-            Command{"HSET", core->names.pauses, tube,
-                    std::to_string(p.until_unix_ms) + " " + std::to_string(p.seconds) + " " +
-                        std::to_string(p.count)},
-            [core, state, tube, p, self, done = std::move(done)](Result<Reply> reply) mutable {
-              if (!state->alive) return;
-              if (Status s = outcome(reply); !s.is_ok()) {
-                return self->every_shard({"pause", tube, "0"}, true,
-                                         [state, s, done = std::move(done)](auto) mutable {
-                                           if (state->alive) done(s);
-                                         });
-              }
-              core->pauses[tube] = p;
-              core->watch_pauses();
-              core->publish_conf();
-              self->stats_tube(tube, std::move(done));
-            });
-      });
+  every_shard({"pause", tube, std::to_string(seconds * 1000)}, true,
+              [core = core_, state = state_, tube, seconds, self = this,
+               done = std::move(done)](Result<std::vector<Reply>> replies) mutable {
+                if (!state->alive) return;
+                if (!replies.is_ok()) return done(replies.status());
+                const auto it = core->pauses.find(tube);
+                const std::int64_t now = core->clock->now_unix_ms();
+                const Pause p{seconds == 0 ? 0 : now + seconds * 1000, seconds,
+                              (it == core->pauses.end() ? 0 : it->second.count) + 1};
+                // Taken back to the pause in force before, if one is (what its record still says).
+                const std::int64_t before_ms =
+                    it == core->pauses.end()
+                        ? 0
+                        : std::max<std::int64_t>(0, it->second.until_unix_ms - now);
+                core->client->run(
+                    delayq::redis::key_slot(core->names.pauses),
+                    Command{"HSET", core->names.pauses, tube,
+                            std::to_string(p.until_unix_ms) + " " + std::to_string(p.seconds) +
+                                " " + std::to_string(p.count)},
+                    [core, state, tube, p, before_ms, self,
+                     done = std::move(done)](Result<Reply> reply) mutable {
+                      if (!state->alive) return;
+                      if (Status s = outcome(reply); !s.is_ok()) {
+                        return self->every_shard({"pause", tube, std::to_string(before_ms)}, true,
+                                                 [state, s, done = std::move(done)](auto) mutable {
+                                                   if (state->alive) done(s);
+                                                 });
+                      }
+                      core->pauses[tube] = p;
+                      core->watch_pauses();
+                      core->publish_conf();
+                      self->stats_tube(tube, std::move(done));
+                    });
+              });
 }
 
 void RedisAdmin::stats_tube(std::string tube, Callback<TubeStats> done) {
@@ -77,8 +83,8 @@ void RedisAdmin::stats_tube(std::string tube, Callback<TubeStats> done) {
 void RedisAdmin::set_max_attempts(std::string tube, std::uint32_t max_attempts,
                                   Callback<std::uint32_t> done) {
   if (Status s = check(tube); !s.is_ok()) return post(std::move(done), Result<std::uint32_t>(s));
-  // The global copy first, as a pause's (what stats show: a Redis that refuses it changes
-  // nothing); then every shard's scripts, which read it where they run.
+  // The global copy first (what stats show: a Redis that refuses it changes nothing); then
+  // every shard's scripts, which read it where they run.
   Command command = max_attempts == 0 ? Command{"HDEL", core_->names.max_attempts, tube}
                                       : Command{"HSET", core_->names.max_attempts, tube,
                                                 std::to_string(max_attempts)};
