@@ -751,6 +751,13 @@ class Cli {
   std::unique_ptr<Client> client_;
 };
 
+// Whether `text` is digits alone (and not empty).
+bool all_digits(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) != 0;
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -767,10 +774,7 @@ int main(int argc, char** argv) {
           const std::size_t end = std::min(text.find(',', start), text.size());
           const std::string_view item = std::string_view(text).substr(start, end - start);
           if (item.empty()) return std::string("an empty duration");
-          const bool bare = !item.empty() && std::all_of(item.begin(), item.end(), [](char c) {
-            return std::isdigit(static_cast<unsigned char>(c)) != 0;
-          });
-          if (bare && item.find_first_not_of('0') != std::string_view::npos) {
+          if (all_digits(item) && item.find_first_not_of('0') != std::string_view::npos) {
             return "a duration needs its unit: " + std::string(item) + "s, " + std::string(item) +
                    "m or " + std::string(item) + "ms";
           }
@@ -783,10 +787,7 @@ int main(int argc, char** argv) {
   // digits are a date written without its separators more often than a time in 1970-2001.
   const CLI::Validator kInstant(
       [](std::string& text) {
-        const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
-          return std::isdigit(static_cast<unsigned char>(c)) != 0;
-        });
-        if (digits && text.size() < 13) {
+        if (all_digits(text) && text.size() < 13) {
           return "a time: RFC 3339 (2026-11-24T10:00:00Z), or Unix milliseconds (13 digits or "
                  "more); " +
                  text + " is neither";

@@ -26,6 +26,13 @@ inline constexpr std::size_t kDefaultMaxNameBytes = 200;
   return Status::ok();
 }
 
+// A name a client sent, quoted for an error message and cut short: an error repeats no
+// megabyte a client sent.
+[[nodiscard]] inline std::string quoted_name(std::string_view name) {
+  constexpr std::size_t kShown = 64;
+  return "'" + std::string(name.substr(0, kShown)) + (name.size() > kShown ? "...'" : "'");
+}
+
 // beanstalkd's tube names: letters, digits and "-+/;.$_()", not empty, not starting with '-'.
 [[nodiscard]] inline bool valid_tube_char(char c) noexcept {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -37,12 +44,9 @@ inline constexpr std::size_t kDefaultMaxNameBytes = 200;
   if (name.empty() || name.front() == '-' ||
       !std::all_of(name.begin(), name.end(), valid_tube_char)) {
     // The name is shown where it is plain text (a message may reach a terminal or JSON).
-    constexpr std::size_t kShown = 64;
     const bool plain =
         std::all_of(name.begin(), name.end(), [](char c) { return c >= ' ' && c <= '~'; });
-    const std::string shown =
-        plain ? " '" + std::string(name.substr(0, kShown)) + (name.size() > kShown ? "...'" : "'")
-              : "";
+    const std::string shown = plain ? " " + quoted_name(name) : "";
     return {Code::kInvalidArgument, "bad tube name" + shown + ": 1 to " +
                                         std::to_string(max_bytes) +
                                         " bytes of letters, digits and -+/;.$_(), not starting "

@@ -20,47 +20,49 @@ void RedisAdmin::pause_tube(std::string tube, broker::Seconds pause, Callback<Tu
 
 void RedisAdmin::pause_existing(const std::string& tube, broker::Seconds pause,
                                 Callback<TubeStats> done) {
-  // The shards' scripts enforce it, on Redis's clock; then the global entry, what stats show and
-  // what tells every node when the pause ends (so that their reserves look again): its end is
-  // taken once the shards have theirs, never before it. A Redis that refuses the entry (over its
-  // maxmemory, where the scripts still run) has the shards' pause taken back, and the pause is
-  // refused: paused without it, the tube's shards would read as empty to the other nodes'
-  // reserves, with nothing to tell them when to look again.
+  // The shards' scripts enforce it, on Redis's clock; then record_pause().
   const auto seconds = pause.count();
   every_shard({"pause", tube, std::to_string(seconds * 1000)}, true,
-              [core = core_, state = state_, tube, seconds, self = this,
+              [state = state_, tube, seconds, self = this,
                done = std::move(done)](Result<std::vector<Reply>> replies) mutable {
                 if (!state->alive) return;
                 if (!replies.is_ok()) return done(replies.status());
-                const auto it = core->pauses.find(tube);
-                const std::int64_t now = core->clock->now_unix_ms();
-                const Pause p{seconds == 0 ? 0 : now + seconds * 1000, seconds,
-                              (it == core->pauses.end() ? 0 : it->second.count) + 1};
-                // Taken back to the pause in force before, if one is (what its record still says).
-                const std::int64_t before_ms =
-                    it == core->pauses.end()
-                        ? 0
-                        : std::max<std::int64_t>(0, it->second.until_unix_ms - now);
-                core->client->run(
-                    delayq::redis::key_slot(core->names.pauses),
-                    Command{"HSET", core->names.pauses, tube,
-                            std::to_string(p.until_unix_ms) + " " + std::to_string(p.seconds) +
-                                " " + std::to_string(p.count)},
-                    [core, state, tube, p, before_ms, self,
-                     done = std::move(done)](Result<Reply> reply) mutable {
-                      if (!state->alive) return;
-                      if (Status s = outcome(reply); !s.is_ok()) {
-                        return self->every_shard({"pause", tube, std::to_string(before_ms)}, true,
-                                                 [state, s, done = std::move(done)](auto) mutable {
-                                                   if (state->alive) done(s);
-                                                 });
-                      }
-                      core->pauses[tube] = p;
-                      core->watch_pauses();
-                      core->publish_conf();
-                      self->stats_tube(tube, std::move(done));
-                    });
+                self->record_pause(tube, seconds, std::move(done));
               });
+}
+
+// The global entry, what stats show and what tells every node when the pause ends (so that
+// their reserves look again): its end is taken once the shards have theirs, never before it.
+// A Redis that refuses the entry (over its maxmemory, where the scripts still run) has the
+// shards taken back to the pause in force before, and the pause is refused: paused without it,
+// the tube's shards would read as empty to the other nodes' reserves, with nothing to tell them
+// when to look again.
+void RedisAdmin::record_pause(const std::string& tube, std::int64_t seconds,
+                              Callback<TubeStats> done) {
+  const auto it = core_->pauses.find(tube);
+  const std::int64_t now = core_->clock->now_unix_ms();
+  const Pause p{seconds == 0 ? 0 : now + seconds * 1000, seconds,
+                (it == core_->pauses.end() ? 0 : it->second.count) + 1};
+  const std::int64_t before_ms =
+      it == core_->pauses.end() ? 0 : std::max<std::int64_t>(0, it->second.until_unix_ms - now);
+  core_->client->run(delayq::redis::key_slot(core_->names.pauses),
+                     Command{"HSET", core_->names.pauses, tube,
+                             std::to_string(p.until_unix_ms) + " " + std::to_string(p.seconds) +
+                                 " " + std::to_string(p.count)},
+                     [core = core_, state = state_, tube, p, before_ms, self = this,
+                      done = std::move(done)](Result<Reply> reply) mutable {
+                       if (!state->alive) return;
+                       if (Status s = outcome(reply); !s.is_ok()) {
+                         return self->every_shard({"pause", tube, std::to_string(before_ms)}, true,
+                                                  [state, s, done = std::move(done)](auto) mutable {
+                                                    if (state->alive) done(s);
+                                                  });
+                       }
+                       core->pauses[tube] = p;
+                       core->watch_pauses();
+                       core->publish_conf();
+                       self->stats_tube(tube, std::move(done));
+                     });
 }
 
 void RedisAdmin::stats_tube(std::string tube, Callback<TubeStats> done) {

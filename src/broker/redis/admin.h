@@ -48,6 +48,7 @@ class RedisAdmin final : public broker::Admin, private Handle {
 
  private:
   void pause_existing(const std::string& tube, broker::Seconds pause, Callback<TubeStats> done);
+  void record_pause(const std::string& tube, std::int64_t seconds, Callback<TubeStats> done);
   void pin(const std::string& tube, FlowSettings flow, bool pinned, Callback<FlowSettings> done);
   // Tube stats summed over every shard; `tubes` empty: every tube with jobs.
   struct Sums {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "base/job.h"
+#include "base/names.h"
 #include "webhook/rules.h"
 
 namespace delayq::front::http {
@@ -31,13 +32,13 @@ bool finite_numbers(const json::value& value) {
 
 // Why a number is not a whole count of `unit` from 0 to a most (`most`, as said); empty for
 // what is not a number.
-std::string why_not_count(const json::value& v, std::string_view most, std::string_view unit) {
+std::string why_not_count(const json::value& v, const std::string& most, std::string_view unit) {
   const bool negative = (v.is_int64() && v.as_int64() < 0) || (v.is_double() && v.as_double() < 0);
   if (negative) return "not negative";
   if (v.is_double() && v.as_double() != std::floor(v.as_double())) {
     return "a whole number of " + std::string(unit);
   }
-  if (v.is_number()) return "at most " + std::string(most);
+  if (v.is_number()) return "at most " + most;
   return {};
 }
 
@@ -65,12 +66,8 @@ Status Body::parse(std::string_view text, std::span<const std::string_view> allo
     for (const std::string_view name : allowed) {
       names += (names.empty() ? "" : ", ") + std::string(name);
     }
-    // The name as given, cut short: an error repeats no megabyte a client sent.
-    constexpr std::size_t kShown = 64;
-    const std::string_view key = field.key();
     return {Code::kInvalidArgument,
-            "unknown field '" + std::string(key.substr(0, kShown)) +
-                (key.size() > kShown ? "...'" : "'") +
+            "unknown field " + quoted_name(field.key()) +
                 " (this endpoint takes: " + (names.empty() ? "nothing" : names) + ")"};
   }
   return Status::ok();
@@ -117,9 +114,11 @@ Result<std::optional<Millis>> Body::duration(std::string_view name) const {
     }
     return std::optional<Millis>(parsed.value());
   }
-  auto n = integer(name, std::uint64_t{100} * 365 * 24 * 3600 * 1000);
+  constexpr std::uint64_t kMostMs = std::uint64_t{100} * 365 * 24 * 3600 * 1000;  // 100 years
+  auto n = integer(name, kMostMs);
   if (!n.is_ok()) {
-    const std::string why = why_not_count(*v, "3153600000000 ms (100 years)", "milliseconds");
+    const std::string why =
+        why_not_count(*v, std::to_string(kMostMs) + " ms (100 years)", "milliseconds");
     return Status(Code::kInvalidArgument,
                   std::string(name) + ": " +
                       (why.empty() ? "a duration (\"48h\", \"1500ms\") or milliseconds" : why));
@@ -139,8 +138,9 @@ Result<std::optional<std::int64_t>> Body::instant(std::string_view name) const {
   }
   auto n = integer(name, static_cast<std::uint64_t>(kLastDueUnixMs));
   if (!n.is_ok()) {
-    const std::string why =
-        why_not_count(*v, "253402300799999 (9999-12-31T23:59:59.999Z)", "Unix milliseconds");
+    const std::string why = why_not_count(
+        *v, std::to_string(kLastDueUnixMs) + " (" + format_instant(kLastDueUnixMs) + ")",
+        "Unix milliseconds");
     return Status(
         Code::kInvalidArgument,
         std::string(name) + ": " + (why.empty() ? "an RFC 3339 time or Unix milliseconds" : why));
