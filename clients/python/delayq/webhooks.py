@@ -110,7 +110,7 @@ def verify_signature(
 
 
 def _refusal(reason: str) -> bytes:
-    return json.dumps({"error": {"code": "unauthorized", "message": reason}}).encode() + b"\n"
+    return json.dumps({"error": {"code": "bad_signature", "message": reason}}).encode() + b"\n"
 
 
 # --- WSGI -----------------------------------------------------------------------------------

@@ -205,7 +205,7 @@ def test_the_wsgi_verifier_passes_signed_deliveries_and_refuses_others(
         wait_for(lambda: gone(client, signed.id), what="the recorded job's delete")
         assert post(host.address, headers, body) == (204, {})
         status, answer = post(host.address, headers, b'{"order":4}')
-        assert status == 401 and answer["error"]["code"] == "unauthorized"
+        assert status == 401 and answer["error"]["code"] == "bad_signature"
         assert post(host.address, {}, body)[0] == 401
         strict = WsgiHost(delayq.WsgiVerifier(echo_app(seen), "new-secret",
                                               tolerance=timedelta(milliseconds=100)))
@@ -266,7 +266,7 @@ def test_the_asgi_verifier_passes_signed_deliveries_and_refuses_others(
     ]:
         sent = run_asgi(app, headers, request_body)
         assert sent[0]["status"] == 401
-        assert json.loads(sent[1]["body"])["error"]["code"] == "unauthorized"
+        assert json.loads(sent[1]["body"])["error"]["code"] == "bad_signature"
     time.sleep(0.3)
     sent = run_asgi(delayq.AsgiVerifier(inner, "new-secret", tolerance=timedelta(milliseconds=100)),
                        headers, body)

@@ -79,7 +79,8 @@ export function signatureProblem(options: VerifyOptions): string | null {
   if (header === undefined) return "no Delayq-Signature header";
   let t: string | undefined;
   const signatures: string[] = [];
-  for (const part of header.split(",")) {
+  // Spaces around each part are allowed (a proxy or a hand-written test may add them).
+  for (const part of header.split(",").map((item) => item.trim())) {
     const at = part.indexOf("=");
     const name = at < 0 ? part : part.slice(0, at);
     const value = at < 0 ? "" : part.slice(at + 1);

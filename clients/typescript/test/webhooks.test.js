@@ -115,6 +115,9 @@ describe("verifySignature", () => {
     const t = Number(/t=(\d+)/.exec(headers["delayq-signature"])[1]);
     assert.equal(signatureProblem({ secrets: "new-secret", headers, body }), null);
     assert.equal(signatureProblem({ secrets: "new-secret", headers: {}, body }), "no Delayq-Signature header");
+    // Spaces after the commas, as a proxy or a hand-written header may have them.
+    const spaced = headers["delayq-signature"].split(",").join(", ");
+    assert.equal(signatureProblem({ secrets: "old-secret", headers: ` ${spaced} `, body, now: t }), null);
     assert.match(signatureProblem({ secrets: "new-secret", headers, body, now: t + 400_000 }), /from now/);
     assert.equal(verifySignature({ secrets: "new-secret", headers, body, now: t + 400_000, toleranceMs: 500_000 }), true);
     assert.equal(verifySignature({ secrets: "new-secret", headers, body, now: new Date(t - 1000), toleranceMs: 2000 }), true);
