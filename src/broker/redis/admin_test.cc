@@ -476,6 +476,46 @@ TEST_F(TubeConfig, APausedTubeIsSkippedByReservesUntilItsPauseEnds) {
   EXPECT_EQ(got.result->value().view.id, 5U);
 }
 
+// A shard whose primary's clock runs behind this node's still reads the tube as paused when the
+// node looks at the pause's end: the node looks again a second later, and ten seconds later.
+TEST_F(TubeConfig, APauseEndIsLookedAtAgainForShardsWhoseClockRunsBehind) {
+  auto s = session();
+  Outcome<broker::Job> got;
+  s->reserve({}, got.callback());
+  settle();
+  ASSERT_EQ(answer_all("probe", reply::ok({reply::array({Reply::string("")}),
+                                           reply::array({Reply::number(0)})})),
+            kShards);
+  settle();
+  redis->publish("c");
+  settle();
+  const std::int64_t until = clock->now_unix_ms() + 7000;
+  answer_conf(*redis, {}, {"default", std::to_string(until) + " 7 1"}, {});
+  settle();
+  clock->advance(Millis{7000});
+  // Every shard still says none: their clock has not reached the end.
+  ASSERT_EQ(answer_all("probe", reply::ok({reply::array({Reply::string("")}),
+                                           reply::array({Reply::number(0)})})),
+            kShards);
+  settle();
+  clock->advance(Millis{999});
+  EXPECT_EQ(redis->count("probe"), 0U);
+  EXPECT_FALSE(got.done());
+  clock->advance(Millis{1});
+  ASSERT_EQ(redis->count("probe"), kShards) << "no second look at the pause's end";
+  while (auto probe = redis->take("probe")) {
+    answer_probe(*probe, {shard_of(*probe) == 2 ? "1024:1799999999000:6" : ""});
+  }
+  settle();
+  Call reserve = take("reserve");
+  EXPECT_EQ(shard_of(reserve), 2U);
+  redis->answer(reserve, reserved(ready_job(6), {""}));
+  settle();
+  ASSERT_TRUE(got.done());
+  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
+  EXPECT_EQ(got.result->value().view.id, 6U);
+}
+
 Webhook a_webhook() {
   Webhook webhook;
   webhook.url = "https://example.com/jobs";

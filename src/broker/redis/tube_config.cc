@@ -1,3 +1,5 @@
+#include <array>
+
 #include "broker/redis/core.h"
 #include "redis/slot.h"
 #include "store/record.h"
@@ -81,13 +83,18 @@ std::optional<std::uint32_t> Core::moved_to(const Reply& answer, std::uint32_t s
 }
 
 // When a pause ends, every shard may have ready jobs of its tube that reserves skipped (and a
-// reserve may have cleared their hints while the pause held): look at them all again.
+// reserve may have cleared their hints while the pause held): look at them all again. The shards
+// end the pause on their primary's clock: one that runs behind this node's still reads the tube
+// as paused, so empty, at the first look, and nothing else would tell the node to look again.
+// Hence the later looks, for clocks up to 10 s apart.
 void Core::watch_pauses() {
+  static constexpr std::array<std::int64_t, 3> kLooksAfterTheEndMs = {0, 1000, 10000};
   const auto now = clock->now_unix_ms();
   std::int64_t first = 0;
   for (const auto& [tube, pause] : pauses) {
-    if (pause.until_unix_ms > now && (first == 0 || pause.until_unix_ms < first)) {
-      first = pause.until_unix_ms;
+    for (const std::int64_t after : kLooksAfterTheEndMs) {
+      const std::int64_t at = pause.until_unix_ms + after;
+      if (pause.until_unix_ms != 0 && at > now && (first == 0 || at < first)) first = at;
     }
   }
   if (first == 0) {
