@@ -34,6 +34,12 @@ Status check_fields(const Definition& d, std::size_t max_name_bytes) {
   if (Status s = check_name("group", d.group, max_name_bytes); !s.is_ok()) {
     return invalid("group: " + s.message());
   }
+  if (d.cron.size() > kMaxCronBytes || !std::all_of(d.cron.begin(), d.cron.end(), [](char c) {
+        return (c >= 0x20 && c < 0x7F) || c == '\t';
+      })) {
+    return invalid("cron: at most " + std::to_string(kMaxCronBytes) +
+                   " bytes of printable ASCII (fields apart by spaces or tabs)");
+  }
   if (d.cron.empty() == (d.every.count() == 0)) {
     return invalid("cron, every: exactly one of the two is needed");
   }

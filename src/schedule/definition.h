@@ -37,6 +37,7 @@ inline constexpr std::size_t kMaxScheduleNameBytes = 180;  // a run's key adds "
 inline constexpr std::size_t kMaxCatchUpRuns = 1000;       // misfire "all", and a backfill
 inline constexpr Millis kMinEvery{1000};                   // the shortest interval
 inline constexpr Millis kMaxJitter{std::chrono::hours(24)};
+inline constexpr std::size_t kMaxCronBytes = 1024;  // six fields listing every value: 526
 
 struct Definition {
   std::string name;  // 1-180 bytes of letters, digits and "-_.:"

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/job.h"
+#include "base/names.h"
 
 namespace delayq::schedule {
 namespace {
@@ -43,8 +44,8 @@ Result<Zone> Zone::load(std::string_view name) {
   if (!looks_like_a_zone_name(name) || name == "localtime" || name.starts_with("Fixed/") ||
       !cctz::load_time_zone(zone.name, &zone.tz)) {
     return Status(Code::kInvalidArgument,
-                  "tz: '" + zone.name +
-                      "' is not a time zone of the tz database (an IANA name "
+                  "tz: " + quoted_name(zone.name) +
+                      " is not a time zone of the tz database (an IANA name "
                       "such as Europe/Paris, America/New_York or UTC)");
   }
   return zone;

@@ -115,6 +115,16 @@ TEST_F(ScheduleTest, EveryRouteAndItsErrors) {
   EXPECT_EQ(
       error_message(400, "PUT", "/v1/schedules/bad", R"({"tube":"t","cron":"","every":"1h"})"),
       "cron: an empty expression");
+  // Over its limit (one of 64 KiB stopped the server as it stored it), or with a line break.
+  std::string long_list = "0";
+  for (int i = 0; i < 32768; ++i) long_list += ",0";
+  for (const std::string& cron : {long_list + " * * * *", std::string(R"(* * * * *\n)")}) {
+    EXPECT_EQ(
+        error_message(400, "PUT", "/v1/schedules/bad", R"({"tube":"t","cron":")" + cron + R"("})"),
+        "cron: at most 1024 bytes of printable ASCII (fields apart by spaces or tabs)");
+  }
+  EXPECT_EQ(error_message(400, "PUT", "/v1/schedules/preview", R"({"tube":"t","every":"1h"})"),
+            "name: 'preview' is taken by POST /v1/schedules/preview");
   error_message(404, "GET", "/v1/schedules/bad", "");
   // Listed by name; paused and resumed; one run now; past runs backfilled; deleted.
   expect(201, "PUT", "/v1/schedules/minutely",
