@@ -7,6 +7,30 @@
 #include <ctime>
 
 namespace delayq::webhook {
+namespace {
+
+// A DNS name or an IPv4 address: labels of 1 to 63 letters, digits, '-' (not first or last) and
+// '_', apart by dots, with an optional dot at the end; at most 253 bytes.
+bool valid_host_name(std::string_view host) {
+  if (host.ends_with('.')) host.remove_suffix(1);
+  if (host.empty() || host.size() > 253) return false;
+  std::size_t start = 0;
+  while (start <= host.size()) {
+    std::size_t dot = host.find('.', start);
+    if (dot == std::string_view::npos) dot = host.size();
+    const std::string_view label = host.substr(start, dot - start);
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') {
+      return false;
+    }
+    for (const char c : label) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
+    }
+    start = dot + 1;
+  }
+  return true;
+}
+
+}  // namespace
 
 std::string Url::origin() const {
   const bool v6 = host.find(':') != std::string::npos;
@@ -63,6 +87,12 @@ Result<Url> parse_url(std::string_view text) {
     if (colon != std::string_view::npos) port = authority.substr(colon + 1);
   }
   if (url.host.empty()) return bad("no host");
+  if (!authority.starts_with("[") && !valid_host_name(url.host)) {
+    return bad(
+        "a host that is not a name or an IPv4 address (dot-separated labels of letters, "
+        "digits, '-' and '_')");
+  }
+  if (port.empty() && authority.ends_with(":")) return bad("an empty port after ':'");
   if (port.empty()) {
     url.port = url.tls ? "443" : "80";
   } else {

@@ -31,13 +31,19 @@ TEST(ParseUrl, TakesSchemeHostPortAndTarget) {
   EXPECT_EQ(url.value().host, "::1");
   EXPECT_EQ(url.value().target, "/?q");
   EXPECT_EQ(url.value().origin(), "http://[::1]:9000");
+  // Names with '_' and a final dot, and numeric labels (a name to resolve, or an IPv4 address).
+  for (const char* good : {"http://my_host.internal./x", "http://a-b.c:1/", "http://1.2.3.4.5/"}) {
+    EXPECT_TRUE(parse_url(good).is_ok()) << good;
+  }
 }
 
 TEST(ParseUrl, RefusesWhatItCannotSend) {
   for (const char* bad :
-       {"ftp://a/b", "http://", "http://:80/", "http://a:0/", "http://a:65536/", "http://a:8x/",
-        "http://user@a/", "http://a/#frag", "http://a/ b", "http://[::1/", "localhost:8080",
-        "http://[zz]/", "http://[127.0.0.1]/"}) {
+       {"ftp://a/b",      "http://",        "http://:80/",         "http://a:0/", "http://a:65536/",
+        "http://a:8x/",   "http://user@a/", "http://a/#frag",      "http://a/ b", "http://[::1/",
+        "localhost:8080", "http://[zz]/",   "http://[127.0.0.1]/", "http://h:/",  "http://[::1]:/",
+        "http://h\\x/",   "http://.../",    "http://-h/",          "http://h-/",  "http://a..b/",
+        "http://h%41/"}) {
     const auto url = parse_url(bad);
     EXPECT_EQ(url.status().code(), Code::kInvalidArgument) << bad;
   }
