@@ -38,6 +38,11 @@ std::string why_not_count(const json::value& v, const std::string& most, std::st
   if (v.is_double() && v.as_double() != std::floor(v.as_double())) {
     return "a whole number of " + std::string(unit);
   }
+  // 1e3, 0.0 and -0.0 are whole numbers in a form the field does not take; beyond 2^63 a
+  // number written in digits is read as a double too, and is out of range.
+  if (v.is_double() && std::fabs(v.as_double()) < 9.2e18) {
+    return "a whole number of " + std::string(unit) + " in digits (no fraction or exponent)";
+  }
   if (v.is_number()) return "at most " + most;
   return {};
 }

@@ -117,11 +117,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
       head_bytes_ += used;
       if (error == bhttp::error::need_more) error = {};
     }
-    // What follows a whole head (its body, pipelined requests) is not head.
-    if (!error && !parser_->is_header_done() &&
-        head_bytes_ + buffer_.size() > server_.options().max_header_bytes) {
-      error = bhttp::error::header_limit;
-    }
+    // What follows a whole head (its body, pipelined requests) is not head; a whole head is
+    // held to the bound too, its final CRLF included (the parser lets one byte more through).
+    const std::size_t head = parser_->is_header_done() ? head_bytes_ : head_bytes_ + buffer_.size();
+    if (!error && head > server_.options().max_header_bytes) error = bhttp::error::header_limit;
     if (error) return on_read(error);
     if (parser_->is_header_done()) return on_header();
     const std::size_t room = server_.options().max_header_bytes + 1 - head_bytes_;
@@ -176,10 +175,28 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // Only chunked is understood as a transfer coding; any other would leave the body's length
     // unknown and its bytes read as the next request (request smuggling).
     if (request.count(bhttp::field::transfer_encoding) != 0) {
-      if (!parser_->chunked()) {
+      std::vector<std::string> codings;  // of every Transfer-Encoding line, in order, lower case
+      const auto [first, end] = request.equal_range(bhttp::field::transfer_encoding);
+      for (auto it = first; it != end; ++it) {
+        std::string_view list = it->value();
+        while (!list.empty()) {
+          const std::size_t comma = std::min(list.find(','), list.size());
+          std::string token(list.substr(0, comma));
+          std::erase_if(token, [](char c) { return c == ' ' || c == '\t'; });
+          for (char& c : token) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+          if (!token.empty()) codings.push_back(std::move(token));
+          list.remove_prefix(std::min(comma + 1, list.size()));
+        }
+      }
+      const auto chunked = std::count(codings.begin(), codings.end(), "chunked");
+      if (codings.empty()) return refuse(400, "bad_request", "Transfer-Encoding: empty");
+      if (chunked > 1) {
+        return refuse(400, "bad_request", "Transfer-Encoding: chunked given more than once");
+      }
+      if (chunked == 1 && codings.back() != "chunked") {
         return refuse(400, "bad_request", "Transfer-Encoding: chunked must come last");
       }
-      if (!beast::iequals(request[bhttp::field::transfer_encoding], "chunked")) {
+      if (codings.size() != 1 || !parser_->chunked()) {
         return refuse(501, "unsupported", "Transfer-Encoding: only chunked is supported");
       }
     }

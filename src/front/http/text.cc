@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "base/job.h"
+#include "base/names.h"
 
 namespace delayq::front::http {
 namespace json = boost::json;
@@ -20,7 +21,7 @@ bool is_digit(char c) {
 }
 
 Status bad_duration(std::string_view text, std::string_view why) {
-  return {Code::kInvalidArgument, "bad duration '" + std::string(text) + "': " + std::string(why) +
+  return {Code::kInvalidArgument, "bad duration " + quoted_name(text) + ": " + std::string(why) +
                                       " (examples: \"48h\", \"1h30m\", \"1500ms\", 250)"};
 }
 
@@ -105,9 +106,9 @@ Result<Millis> parse_duration(std::string_view text) {
 }
 
 Result<Rate> parse_rate(std::string_view text) {
-  const Status bad(Code::kInvalidArgument,
-                   "a rate is <jobs>/<duration>, e.g. \"10/s\" or \"600/1m\", not \"" +
-                       std::string(text) + "\"");
+  const Status bad(
+      Code::kInvalidArgument,
+      "a rate is <jobs>/<duration>, e.g. \"10/s\" or \"600/1m\", not " + quoted_name(text));
   const std::size_t slash = text.find('/');
   if (slash == std::string_view::npos || slash == 0) return bad;
   std::uint64_t jobs = 0;
@@ -135,7 +136,7 @@ std::string format_rate(Rate rate) {
 Result<std::int64_t> parse_instant(std::string_view text) {
   auto bad = [&text](std::string_view why) {
     return Status(Code::kInvalidArgument,
-                  "bad time '" + std::string(text) + "': " + std::string(why) +
+                  "bad time " + quoted_name(text) + ": " + std::string(why) +
                       " (RFC 3339, e.g. \"2026-11-24T10:00:00Z\", or Unix milliseconds)");
   };
   std::size_t i = 0;
