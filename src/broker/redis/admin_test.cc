@@ -436,21 +436,52 @@ TEST_F(TubeConfig, PauseTubeOfATubeThatDoesNotExistIsNotFoundAndPausesNothing) {
   EXPECT_EQ(redis->count("pause"), 0U);
 }
 
-TEST_F(TubeConfig, APausedTubeIsSkippedByReservesUntilItsPauseEnds) {
-  auto s = session();
-  Outcome<broker::Job> got;
-  s->reserve({}, got.callback());
-  settle();
-  ASSERT_EQ(answer_all("probe", reply::ok({reply::array({Reply::string("")}),
-                                           reply::array({Reply::number(0)})})),
-            kShards);
-  settle();
-  // Another node paused "default" for 7 s.
-  redis->publish("c");
-  settle();
-  const std::int64_t until = clock->now_unix_ms() + 7000;
-  answer_conf(*redis, {}, {"default", std::to_string(until) + " 7 1"}, {});
-  settle();
+// A reserve of "default" waiting, every shard found with none of its jobs, when another node
+// pauses the tube for 7 s; then the shards' answers at a look after the pause.
+class PauseEnd : public TubeConfig {
+ protected:
+  void SetUp() override {
+    TubeConfig::SetUp();
+    s_ = session();
+    s_->reserve({}, got_.callback());
+    settle();
+    ASSERT_EQ(answer_all("probe", none()), kShards);
+    settle();
+    redis->publish("c");
+    settle();
+    const std::int64_t until = clock->now_unix_ms() + 7000;
+    answer_conf(*redis, {}, {"default", std::to_string(until) + " 7 1"}, {});
+    settle();
+  }
+  void TearDown() override {
+    s_.reset();  // before the node closes
+    TubeConfig::TearDown();
+  }
+  static Reply none() {
+    return reply::ok({reply::array({Reply::string("")}), reply::array({Reply::number(0)})});
+  }
+  // Every shard probed; `shard` answers that it holds job `id`, and hands it to the reserve.
+  void hand_out(std::uint32_t shard, JobId id) {
+    ASSERT_EQ(redis->count("probe"), kShards);
+    const std::string head = "1024:1799999999000:" + std::to_string(id);
+    while (auto probe = redis->take("probe")) {
+      answer_probe(*probe, {shard_of(*probe) == shard ? head : ""});
+    }
+    settle();
+    Call reserve = take("reserve");
+    EXPECT_EQ(shard_of(reserve), shard);
+    redis->answer(reserve, reserved(ready_job(id), {""}));
+    settle();
+    ASSERT_TRUE(got_.done());
+    ASSERT_TRUE(got_.result->is_ok()) << got_.result->status().to_string();
+    EXPECT_EQ(got_.result->value().view.id, id);
+  }
+
+  std::unique_ptr<broker::Session> s_;
+  Outcome<broker::Job> got_;
+};
+
+TEST_F(PauseEnd, APausedTubeIsSkippedByReservesUntilItsPauseEnds) {
   // A job made ready meanwhile is left alone.
   redis->publish_shard(1, "r dq:{1} default other:1:1 1024:1799999999000:5");
   settle();
@@ -459,61 +490,24 @@ TEST_F(TubeConfig, APausedTubeIsSkippedByReservesUntilItsPauseEnds) {
   clock->advance(Millis{6999});
   EXPECT_EQ(redis->count("reserve"), 0U);
   EXPECT_EQ(redis->count("probe"), 0U);
-  EXPECT_FALSE(got.done());
+  EXPECT_FALSE(got_.done());
   // The pause ends: every shard may hold jobs the reserves skipped.
   clock->advance(Millis{1});
-  ASSERT_EQ(redis->count("probe"), kShards);
-  while (auto probe = redis->take("probe")) {
-    answer_probe(*probe, {shard_of(*probe) == 1 ? "1024:1799999999000:5" : ""});
-  }
-  settle();
-  Call reserve = take("reserve");
-  EXPECT_EQ(shard_of(reserve), 1U);
-  redis->answer(reserve, reserved(ready_job(5), {""}));
-  settle();
-  ASSERT_TRUE(got.done());
-  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
-  EXPECT_EQ(got.result->value().view.id, 5U);
+  hand_out(1, 5);
 }
 
 // A shard whose primary's clock runs behind this node's still reads the tube as paused when the
 // node looks at the pause's end: the node looks again a second later, and ten seconds later.
-TEST_F(TubeConfig, APauseEndIsLookedAtAgainForShardsWhoseClockRunsBehind) {
-  auto s = session();
-  Outcome<broker::Job> got;
-  s->reserve({}, got.callback());
-  settle();
-  ASSERT_EQ(answer_all("probe", reply::ok({reply::array({Reply::string("")}),
-                                           reply::array({Reply::number(0)})})),
-            kShards);
-  settle();
-  redis->publish("c");
-  settle();
-  const std::int64_t until = clock->now_unix_ms() + 7000;
-  answer_conf(*redis, {}, {"default", std::to_string(until) + " 7 1"}, {});
-  settle();
+TEST_F(PauseEnd, APauseEndIsLookedAtAgainForShardsWhoseClockRunsBehind) {
   clock->advance(Millis{7000});
   // Every shard still says none: their clock has not reached the end.
-  ASSERT_EQ(answer_all("probe", reply::ok({reply::array({Reply::string("")}),
-                                           reply::array({Reply::number(0)})})),
-            kShards);
+  ASSERT_EQ(answer_all("probe", none()), kShards);
   settle();
   clock->advance(Millis{999});
   EXPECT_EQ(redis->count("probe"), 0U);
-  EXPECT_FALSE(got.done());
+  EXPECT_FALSE(got_.done());
   clock->advance(Millis{1});
-  ASSERT_EQ(redis->count("probe"), kShards) << "no second look at the pause's end";
-  while (auto probe = redis->take("probe")) {
-    answer_probe(*probe, {shard_of(*probe) == 2 ? "1024:1799999999000:6" : ""});
-  }
-  settle();
-  Call reserve = take("reserve");
-  EXPECT_EQ(shard_of(reserve), 2U);
-  redis->answer(reserve, reserved(ready_job(6), {""}));
-  settle();
-  ASSERT_TRUE(got.done());
-  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
-  EXPECT_EQ(got.result->value().view.id, 6U);
+  hand_out(2, 6);
 }
 
 Webhook a_webhook() {
