@@ -13,6 +13,8 @@
 #include <cerrno>
 #include <optional>
 
+#include "base/names.h"
+
 namespace delayq::front::http {
 
 namespace beast = boost::beast;
@@ -168,7 +170,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     for (auto it = coding; it != codings_end; ++it) {
       if (!beast::iequals(it->value(), "identity")) {
         return refuse(415, "unsupported_encoding",
-                      "Content-Encoding " + std::string(it->value().substr(0, 100)) +
+                      "Content-Encoding " + quoted_name(it->value()) +
                           " is not supported: send the body as it is, uncompressed");
       }
     }
