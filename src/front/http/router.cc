@@ -176,9 +176,43 @@ std::pair<std::string_view, std::string_view> split_authority(std::string_view a
   return {authority.substr(0, colon), authority.substr(colon + 1)};
 }
 
+// A Host field's value (RFC 9112 section 3.2, RFC 3986 section 3.2.2): uri-host [":" port],
+// empty when the target names no host. A reg-name's characters, or an IP literal in brackets.
+bool valid_host_field(std::string_view host) {
+  const auto any_of = [](std::string_view set) {
+    return [set](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || set.find(c) != std::string_view::npos;
+    };
+  };
+  std::string_view name = host;
+  std::string_view port;
+  bool literal = false;
+  if (host.starts_with('[')) {
+    const auto end = host.find(']');
+    if (end == std::string_view::npos) return false;
+    const std::string_view rest = host.substr(end + 1);
+    if (!rest.empty() && !rest.starts_with(':')) return false;
+    name = host.substr(1, end - 1);
+    port = rest.empty() ? rest : rest.substr(1);
+    literal = true;
+  } else if (const auto colon = host.rfind(':'); colon != std::string_view::npos) {
+    name = host.substr(0, colon);
+    port = host.substr(colon + 1);
+  }
+  const bool name_ok =
+      literal ? !name.empty() && std::all_of(name.begin(), name.end(), any_of(":.%-_~"))
+              : std::all_of(name.begin(), name.end(), any_of("-._~%!$&'()*+,;="));
+  return name_ok &&
+         std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 }  // namespace
 
 Result<Target> origin_form(std::string_view target, std::string_view host_header) {
+  if (!valid_host_field(host_header)) {
+    return Status(Code::kInvalidArgument,
+                  "Host: not a host and an optional port (host, host:port, [v6]:port)");
+  }
   const auto scheme_end = target.find("://");
   const std::string_view scheme = target.substr(0, scheme_end);
   if (scheme_end == std::string_view::npos ||

@@ -124,6 +124,20 @@ TEST(OriginForm, AnAbsoluteTargetGivesItsPathAndItsHost) {
   EXPECT_FALSE(origin_form("http://:8080/v1/stats", "header.example").is_ok());  // a port alone
 }
 
+// RFC 9112 section 3.2: a Host field that is not a host and an optional port is a bad request.
+TEST(OriginForm, AHostFieldIsAHostAndAnOptionalPort) {
+  for (const char* good : {"", "q.example", "q.example:8080", "127.0.0.1:80", "[::1]:8443",
+                           "[fe80::1%25eth0]", "my_host", "q.example:"}) {
+    EXPECT_TRUE(origin_form("/v1/stats", good).is_ok()) << good;
+  }
+  for (const char* bad : {"127.0.0.1:33039@evil.com", "[::1", "[::1]x", "127.0.0.1:abc", "a b",
+                          "evil\xe3\x80\x82"
+                          "com",
+                          "a:b:c", "[]"}) {
+    EXPECT_FALSE(origin_form("/v1/stats", bad).is_ok()) << bad;
+  }
+}
+
 TEST(Router, OpenApiDocumentListsExactlyTheRoutes) {
   const auto documented = openapi_operations();
   std::set<std::pair<std::string, std::string>> served;
