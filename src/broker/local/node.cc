@@ -101,7 +101,8 @@ Result<std::unique_ptr<Node>> Node::open(boost::asio::io_context& io, const Node
   });
   if (!flows.is_ok()) return flows;
   node->recovered_far_ = node->engine_->far_jobs();
-  node->recovered_jobs_ = recovered.value().jobs + node->recovered_far_;
+  // Every job: those read back, those of the far tier, and those its first load brought in.
+  node->recovered_jobs_ = node->engine_->jobs();
   node->committer_ = std::make_unique<store::Committer>(
       *node->store_, options.durability,
       [&batch = node->commit_batch_, &fsync = node->fsync_](const store::BatchReport& report) {
