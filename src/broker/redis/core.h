@@ -501,6 +501,8 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // The shards where some hinted tube's best is a job or unknown (as Hint::live()): the others
   // have none to give.
   [[nodiscard]] std::vector<std::uint64_t> may_hold(const std::vector<const Hint*>& hinted) const;
+  // Whether some shard is known to hold a job of the waiter's open tubes.
+  [[nodiscard]] bool holds_a_job(const Waiter& waiter);
   [[nodiscard]] std::vector<std::uint32_t> every_shard_number() const {
     std::vector<std::uint32_t> all(shards);
     std::iota(all.begin(), all.end(), 0u);

@@ -222,6 +222,15 @@ std::vector<std::string> Core::open_tubes(const std::vector<std::string>& tubes)
   return open;
 }
 
+bool Core::holds_a_job(const Waiter& waiter) {
+  std::vector<const Hint*> hinted;
+  for (const auto& tube : open_tubes(waiter)) hinted.push_back(&hint(tube));
+  bool known = false;
+  for_each_shard(may_hold(hinted),
+                 [&](std::uint32_t shard) { known = known || best_of(hinted, shard).known(); });
+  return known;
+}
+
 std::vector<std::uint64_t> Core::may_hold(const std::vector<const Hint*>& hinted) const {
   std::vector<std::uint64_t> bits((shards + 63) / 64, 0);
   for (const Hint* h : hinted) {
@@ -346,11 +355,25 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
         if (std::exchange(*moved_on, true) || waiter->finished) return;
         self->attempt(waiter);
       };
-      const CoarseTimers::Id patience =
-          first ? coarse->at(clock->steady_now() + kProbePatience, go_on) : 0;
+      // With no shard known to hold a job when the round began (the tube's first reserve asks
+      // every shard), the patience looks every kProbePatience whether the answers so far found
+      // one, and goes on then: a shard stuck behind a migration no longer holds up jobs other
+      // shards answered with. While none is found, it waits for the round.
+      auto patience = std::make_shared<CoarseTimers::Id>(0);
+      auto look = std::make_shared<std::function<void()>>();
+      *look = [self = shared_from_this(), waiter, go_on, moved_on, patience,
+               weak_look = std::weak_ptr<std::function<void()>>(look), known = first.has_value()] {
+        *patience = 0;
+        if (*moved_on || waiter->finished) return;
+        if (known || self->holds_a_job(*waiter)) return go_on();
+        if (const auto again = weak_look.lock()) {
+          *patience = self->coarse->at(self->clock->steady_now() + kProbePatience, *again);
+        }
+      };
+      *patience = coarse->at(clock->steady_now() + kProbePatience, *look);
       return probe_shards(tubes, std::move(unknown),
-                          [self = shared_from_this(), go_on, patience](bool) {
-                            self->coarse->cancel(patience);
+                          [self = shared_from_this(), go_on, patience, look](bool) {
+                            self->coarse->cancel(std::exchange(*patience, 0));
                             go_on();
                           });
     }

@@ -189,6 +189,39 @@ TEST_F(SlowShard, AShardSlowToAnswerAProbeHoldsAReserveUpFor200MillisecondsAtMos
   take_the_job(got, slow);
 }
 
+// The same when no shard was known before the reserve (a node's first reserve of the tube asks
+// every shard): once the answers so far found a job, one shard stuck behind a migration holds the
+// reserve up for 200 ms at most. With no job found yet, the reserve waits for the last answer.
+TEST_F(SlowShard, AShardSlowToAnswerTheFirstProbesHoldsAReserveUpFor200MillisecondsAtMost) {
+  auto worker = session();
+  Outcome<broker::Job> got;
+  worker->reserve({}, got.callback());
+  settle();
+  ASSERT_EQ(redis->count("probe"), kShards);
+  std::optional<Call> slow;
+  std::vector<Call> others;
+  while (auto probe = redis->take("probe")) {
+    if (shard_of(*probe) == 1) {
+      slow = std::move(probe);
+    } else {
+      others.push_back(std::move(*probe));
+    }
+  }
+  ASSERT_TRUE(slow.has_value());
+  clock->advance(std::chrono::milliseconds(210));
+  EXPECT_EQ(redis->count("reserve"), 0U) << "reserved blindly, nothing known";
+  for (Call& probe : others) {
+    answer_probe(probe, {shard_of(probe) == 3 ? "1024:1799999999500:7" : ""});
+  }
+  settle();
+  // The patience looks again every 200 ms (its timer at most 10 ms late): the next look, at 400
+  // to 420 ms, finds the job.
+  clock->advance(std::chrono::milliseconds(180));
+  EXPECT_EQ(redis->count("reserve"), 0U);
+  clock->advance(std::chrono::milliseconds(40));
+  take_the_job(got, *slow);
+}
+
 TEST_F(SlowShard, AShardWhoseSlotMigratedLatelyHoldsNoReserveUp) {
   redis->unsettled_slots.insert(delayq::redis::key_slot("dq:{1}"));
   auto worker = session();
