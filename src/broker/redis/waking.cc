@@ -351,8 +351,10 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
       probe_shards(tubes, unknown, [](bool) {});  // asked, not waited for: on to `first`
     } else {
       auto moved_on = std::make_shared<bool>(false);
-      auto go_on = [self = shared_from_this(), waiter, moved_on] {
-        if (std::exchange(*moved_on, true) || waiter->finished) return;
+      // Weak: the coarse timers hold these, and a round that never ends must not keep the node.
+      auto go_on = [weak = weak_from_this(), waiter, moved_on] {
+        const auto self = weak.lock();
+        if (!self || std::exchange(*moved_on, true) || waiter->finished) return;
         self->attempt(waiter);
       };
       // With no shard known to hold a job when the round began (the tube's first reserve asks
@@ -361,10 +363,11 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
       // shards answered with. While none is found, it waits for the round.
       auto patience = std::make_shared<CoarseTimers::Id>(0);
       auto look = std::make_shared<std::function<void()>>();
-      *look = [self = shared_from_this(), waiter, go_on, moved_on, patience,
+      *look = [weak = weak_from_this(), waiter, go_on, moved_on, patience,
                weak_look = std::weak_ptr<std::function<void()>>(look), known = first.has_value()] {
         *patience = 0;
-        if (*moved_on || waiter->finished) return;
+        const auto self = weak.lock();
+        if (!self || *moved_on || waiter->finished) return;
         if (known || self->holds_a_job(*waiter)) return go_on();
         if (const auto again = weak_look.lock()) {
           *patience = self->coarse->at(self->clock->steady_now() + kProbePatience, *again);
