@@ -123,8 +123,9 @@ struct SchedulerOptions {
   // kHierarchical and kHeap; 1 s for kHashed (the classic ring of 3600 one-second slots).
   // Default: 0.
   std::chrono::microseconds tick{0};
-  // Slots of the kHashed ring; ignored by the other wheels. Default: 3600.
+  // Slots of the kHashed ring, 1 to kMaxHashedSlots; ignored by the other wheels. Default: 3600.
   std::uint32_t hashed_slots = 3600;
+  static constexpr std::uint32_t kMaxHashedSlots = 1U << 24;
   // Called on the worker thread with the exception a task threw; the task ends kFailed and the
   // worker carries on. An exception the handler throws is swallowed. Empty: the exception's
   // what() goes to stderr. Default: empty.
@@ -218,11 +219,18 @@ template <typename F>
 template <typename Rep, typename Period>
 [[nodiscard]] SchedulerClock::duration clamp_delay(std::chrono::duration<Rep, Period> delay) {
   constexpr std::chrono::hours kFarthest{24 * 365 * 100};
-  if (delay <= delay.zero()) return SchedulerClock::duration::zero();
+  if (!(delay > delay.zero())) return SchedulerClock::duration::zero();  // NaN too
   if (std::chrono::duration<double>(delay) >= std::chrono::duration<double>(kFarthest)) {
     return kFarthest;
   }
   return std::chrono::ceil<SchedulerClock::duration>(delay);
+}
+
+// at + delay (delay >= 0), the clock's last instant where that would pass it.
+[[nodiscard]] inline SchedulerClock::time_point later(SchedulerClock::time_point at,
+                                                      SchedulerClock::duration delay) noexcept {
+  return delay > SchedulerClock::time_point::max() - at ? SchedulerClock::time_point::max()
+                                                        : at + delay;
 }
 
 }  // namespace detail
@@ -303,7 +311,8 @@ class RecurringHandle {
 // called from any thread, tasks included (except shutdown(), which must not run on a worker).
 class Scheduler {
  public:
-  // Throws std::invalid_argument for a negative tick or a kHashed ring of 0 slots, and
+  // Throws std::invalid_argument for a negative tick or a kHashed ring of 0 slots or more than
+  // SchedulerOptions::kMaxHashedSlots, and
   // std::system_error or std::bad_alloc when the threads cannot be started (none is left
   // running then).
   explicit Scheduler(SchedulerOptions options = {});
@@ -323,7 +332,7 @@ class Scheduler {
   // Runs `task()` `delay` from now() (delays below zero count as zero).
   template <typename F, typename Rep, typename Period>
   TaskHandle schedule(F&& task, std::chrono::duration<Rep, Period> delay) {
-    return schedule_at(std::forward<F>(task), now() + detail::clamp_delay(delay));
+    return schedule_at(std::forward<F>(task), detail::later(now(), detail::clamp_delay(delay)));
   }
 
   // Recurring tasks. Each run is a task as schedule() makes one, scheduled when the run before it
@@ -333,13 +342,13 @@ class Scheduler {
   // At a shutdown, the next run is a pending task like any other (ShutdownMode says whether it
   // runs); none comes after it.
   //
-  // every: `task()` every `period` (more than zero, else std::invalid_argument), the first
-  // time `period` from now(): at now() + k * period, on the scheduler's clock.
+  // every: `task()` every `period` (more than zero, else std::invalid_argument; one over 100
+  // years is taken as 100 years), the first time `period` from now(): at now() + k * period,
+  // on the scheduler's clock.
   template <typename F, typename Rep, typename Period>
   RecurringHandle every(F&& task, std::chrono::duration<Rep, Period> period) {
     static_assert(std::is_invocable_v<std::decay_t<F>&>, "a task is callable with no arguments");
-    return start_every(detail::repeatable(std::forward<F>(task)),
-                       std::chrono::ceil<SchedulerClock::duration>(period));
+    return start_every(detail::repeatable(std::forward<F>(task)), detail::clamp_delay(period));
   }
   // cron: `task()` at each instant of a cron expression read in an IANA time zone, with the
   // rules of delayqd's schedules (docs/schedules.md: five fields or six with seconds first,

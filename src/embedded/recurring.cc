@@ -33,7 +33,7 @@ class Period final : public Instants {
   std::optional<SchedulerClock::time_point> next(const Scheduler& scheduler,
                                                  SchedulerClock::time_point previous,
                                                  std::uint64_t& skipped) override {
-    SchedulerClock::time_point next = previous + period_;
+    SchedulerClock::time_point next = later(previous, period_);
     const SchedulerClock::time_point now = scheduler.now();
     if (next < now) {
       const auto behind = static_cast<std::uint64_t>((now - next) / period_);
@@ -101,11 +101,14 @@ class Recurring : public std::enable_shared_from_this<Recurring> {
     return current_.state() != TaskState::kDropped;
   }
 
+  // A run not yet begun never begins (its task is cancelled, or run() sees `cancelled_`); one
+  // under way finishes. Still recurring: a run was scheduled and not dropped.
   bool cancel() noexcept {
     std::lock_guard lock(mutex_);
     if (cancelled_) return false;
     cancelled_ = true;
-    return current_.cancel();
+    (void)current_.cancel();
+    return current_.state() != TaskState::kDropped;
   }
 
   [[nodiscard]] std::optional<SchedulerClock::time_point> next() const noexcept {
@@ -124,6 +127,11 @@ class Recurring : public std::enable_shared_from_this<Recurring> {
   // On a worker: the run, then the next one scheduled, even when this one throws (the
   // exception then goes on to the scheduler's handler).
   void run(SchedulerClock::time_point due) {
+    {
+      // Handed to a worker before a cancel() that then returned: it must not begin.
+      std::lock_guard lock(mutex_);
+      if (cancelled_) return;
+    }
     runs_.fetch_add(1, std::memory_order_relaxed);
     try {
       task_();
@@ -180,7 +188,8 @@ RecurringHandle Scheduler::start_every(std::function<void()> task,
 RecurringHandle Scheduler::start_cron(std::function<void()> task, std::string_view expression,
                                       std::string_view zone) {
   auto recurrence = schedule::Recurrence::cron(expression, zone);
-  if (!recurrence.is_ok()) throw std::invalid_argument("cron: " + recurrence.status().message());
+  // The message names its field already ("cron: ...", "tz: ...").
+  if (!recurrence.is_ok()) throw std::invalid_argument(recurrence.status().message());
   auto state = std::make_shared<detail::Recurring>(
       *this, std::move(task), std::make_unique<detail::Calendar>(std::move(recurrence).value()));
   state->arm(now());

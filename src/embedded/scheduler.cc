@@ -75,8 +75,9 @@ bool TaskHandle::reschedule_at(SchedulerClock::time_point due) noexcept {
 }
 
 bool TaskHandle::reschedule_after(SchedulerClock::duration delay) noexcept {
-  return detail::move_task(
-      record_, [delay](const detail::SchedulerCore& core) { return core.now() + delay; });
+  return detail::move_task(record_, [delay](const detail::SchedulerCore& core) {
+    return detail::later(core.now(), delay);
+  });
 }
 
 TaskState TaskHandle::state() const noexcept {

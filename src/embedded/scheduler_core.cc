@@ -33,6 +33,11 @@ SchedulerOptions SchedulerCore::checked(SchedulerOptions options) {
   if (options.wheel == WheelKind::kHashed && options.hashed_slots == 0) {
     throw std::invalid_argument("SchedulerOptions::hashed_slots is 0");
   }
+  // The ring is made on the timer thread, where a failure to allocate it could not be thrown.
+  if (options.wheel == WheelKind::kHashed &&
+      options.hashed_slots > SchedulerOptions::kMaxHashedSlots) {
+    throw std::invalid_argument("SchedulerOptions::hashed_slots is over 16,777,216");
+  }
   return options;
 }
 
