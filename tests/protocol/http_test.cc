@@ -81,6 +81,25 @@ class HttpTest : public ::testing::Test {
   std::unique_ptr<front::http::Client> http_;
 };
 
+// The header lines of the answer being read on `raw`, after its status line, up to the blank
+// line that ends them.
+std::string read_header_lines(Client& raw) {
+  std::string headers;
+  for (std::string line = raw.read_line().value_or(""); line != "\r\n" && !line.empty();
+       line = raw.read_line().value_or("")) {
+    headers += line;
+  }
+  return headers;
+}
+
+// The body of the answer being read on `raw`, after its status line (its Content-Length's bytes).
+std::string read_body(Client& raw) {
+  const std::string headers = read_header_lines(raw);
+  const auto at = headers.find("Content-Length: ");
+  if (at == std::string::npos) return "<no Content-Length>";
+  return raw.read_exact(std::stoul(headers.substr(at + 16))).value_or("<none>");
+}
+
 std::string id_path(std::uint64_t id, std::string_view suffix = "") {
   return "/v1/jobs/" + std::to_string(id) + std::string(suffix);
 }
@@ -226,6 +245,14 @@ TEST_F(HttpTest, OversizedRequestsAndGarbage) {
     raw.send("\x01\x02 garbage\r\n\r\n");
     EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 400 Bad Request\r\n");
   }
+  // Lines ended by a bare LF: the refusal says what a line ends with.
+  {
+    Client raw(server_->http_port());
+    raw.send("GET /healthz HTTP/1.1\nHost: x\n\n");
+    EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 400 Bad Request\r\n");
+    const std::string body = read_body(raw);
+    EXPECT_NE(body.find("(each line ends with CRLF)"), std::string::npos) << body;
+  }
   EXPECT_EQ(expect(200, "GET", "/healthz").at("status").as_string(), "ok");
 }
 
@@ -327,12 +354,7 @@ TEST_F(HttpTest, ATransferCodingOtherThanChunkedIsRefused) {
              "\r\n\r\n" + smuggled);
     const std::string status = raw.read_line().value_or("<none>");
     EXPECT_EQ(status.substr(0, 12), "HTTP/1.1 " + answer.substr(0, 3)) << status;
-    std::size_t length = 0;
-    for (std::string line = "-"; line != "\r\n" && !line.empty();) {
-      line = raw.read_line().value_or("");
-      if (line.starts_with("Content-Length: ")) length = std::stoul(line.substr(16));
-    }
-    const std::string body = raw.read_exact(length).value_or("<none>");
+    const std::string body = read_body(raw);
     EXPECT_NE(body.find("Transfer-Encoding: " + answer.substr(4)), std::string::npos) << body;
   }
   EXPECT_EQ(expect(200, "GET", id_path(id)).at("state").as_string(), "delayed");
@@ -407,17 +429,6 @@ TEST_F(HttpTest, AWebPageOfAnotherSiteIsRefused) {
   EXPECT_EQ(call("GET", "/v1/tubes/t").status, 404u) << "a refused request put a job";
   EXPECT_EQ(send("Host: " + here + "\r\nOrigin: http://" + here + "\r\n"),
             "HTTP/1.1 201 Created\r\n");
-}
-
-// The header lines of the answer being read on `raw`, after its status line, up to the blank
-// line that ends them.
-std::string read_header_lines(Client& raw) {
-  std::string headers;
-  for (std::string line = raw.read_line().value_or(""); line != "\r\n" && !line.empty();
-       line = raw.read_line().value_or("")) {
-    headers += line;
-  }
-  return headers;
 }
 
 // HEAD is GET without the body: what a load balancer's health check sends.

@@ -283,7 +283,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
           error.category() == bhttp::make_error_code(bhttp::error::bad_method).category() &&
           error != bhttp::error::end_of_stream && error != bhttp::error::partial_message;
       if (!malformed) return close();
-      return refuse(400, "bad_request", "malformed HTTP request: " + error.message());
+      // A line ended by a bare LF reads as a bad version (request line) or a bad field.
+      const bool line_end =
+          error == bhttp::error::bad_version || error == bhttp::error::bad_line_ending;
+      return refuse(400, "bad_request",
+                    "malformed HTTP request: " + error.message() +
+                        (line_end ? " (each line ends with CRLF)" : ""));
     }
     const auto& request = parser_->get();
     keep_alive_ = request.keep_alive();
