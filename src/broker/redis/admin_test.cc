@@ -350,14 +350,29 @@ void answer_conf(ScriptedRedis& redis, const std::vector<std::string>& webhooks,
   }
 }
 
-TEST_F(TubeConfig, PauseTubeSendsPauseToEveryShardThenRecordsAndAnnouncesIt) {
-  auto s = session();
-  auto admin = broker->open_admin();
-  Outcome<TubeStats> got;
-  admin->pause_tube("default", std::chrono::seconds(30), got.callback());
-  // First: does the tube exist?
-  ASSERT_EQ(answer_each("stats", reply::ok()), kShards);
-  settle();
+// pause-tube default 30, with a client using the tube, past its first step: does the tube exist?
+class Pausing : public TubeConfig {
+ protected:
+  void SetUp() override {
+    TubeConfig::SetUp();
+    s_ = session();
+    admin_ = broker->open_admin();
+    admin_->pause_tube("default", std::chrono::seconds(30), got_.callback());
+    ASSERT_EQ(answer_each("stats", reply::ok()), kShards);
+    settle();
+  }
+  void TearDown() override {
+    admin_.reset();  // before the node closes
+    s_.reset();
+    TubeConfig::TearDown();
+  }
+
+  std::unique_ptr<broker::Session> s_;
+  std::unique_ptr<broker::Admin> admin_;
+  Outcome<TubeStats> got_;
+};
+
+TEST_F(Pausing, PauseTubeSendsPauseToEveryShardThenRecordsAndAnnouncesIt) {
   ASSERT_EQ(redis->count("pause"), kShards);
   while (auto call = redis->take("pause")) {
     EXPECT_EQ(call->args(), (std::vector<std::string>{"default", "30000"}));
@@ -378,42 +393,36 @@ TEST_F(TubeConfig, PauseTubeSendsPauseToEveryShardThenRecordsAndAnnouncesIt) {
   EXPECT_EQ(announce->args(), (std::vector<std::string>{"dq:events", "c"}));
   ASSERT_EQ(answer_each("stats", reply::ok()), kShards);
   settle();
-  ASSERT_TRUE(got.done());
-  ASSERT_TRUE(got.result->is_ok()) << got.result->status().to_string();
-  EXPECT_EQ(got.result->value().pause, std::chrono::seconds(30));
-  EXPECT_EQ(got.result->value().pause_left, Millis{30000});
-  EXPECT_EQ(got.result->value().pauses, 1U);
+  ASSERT_TRUE(got_.done());
+  ASSERT_TRUE(got_.result->is_ok()) << got_.result->status().to_string();
+  EXPECT_EQ(got_.result->value().pause, std::chrono::seconds(30));
+  EXPECT_EQ(got_.result->value().pause_left, Millis{30000});
+  EXPECT_EQ(got_.result->value().pauses, 1U);
 }
 
 // A Redis over its maxmemory refuses the record of a pause (a plain HSET, where the scripts
 // still run): the shards' pause is taken back and the pause refused as out of space, so no
 // node's reserves are left reading the tube's shards as empty with nothing to end the pause.
-TEST_F(TubeConfig, APauseRedisRefusesToRecordIsTakenBackAndRefused) {
-  auto s = session();
-  auto admin = broker->open_admin();
-  Outcome<TubeStats> got;
-  admin->pause_tube("default", std::chrono::seconds(30), got.callback());
-  ASSERT_EQ(answer_each("stats", reply::ok()), kShards);
-  settle();
+TEST_F(Pausing, APauseRedisRefusesToRecordIsTakenBackAndRefused) {
   answer_all("pause", reply::ok());
   settle();
   auto record = take_named(*redis, "HSET", "dq:pauses");
   ASSERT_TRUE(record.has_value());
   redis->answer(*record, Reply::error("OOM command not allowed when used memory > 'maxmemory'."));
   settle();
-  EXPECT_FALSE(got.done()) << "answered before the shards' pause is taken back";
+  EXPECT_FALSE(got_.done()) << "answered before the shards' pause is taken back";
   ASSERT_EQ(redis->count("pause"), kShards);
   while (auto call = redis->take("pause")) {
     EXPECT_EQ(call->args(), (std::vector<std::string>{"default", "0"}));
     redis->answer(*call, reply::ok());
   }
   settle();
-  ASSERT_TRUE(got.done());
-  EXPECT_EQ(got.result->status().code(), Code::kNoSpace) << got.result->status().to_string();
+  ASSERT_TRUE(got_.done());
+  EXPECT_EQ(got_.result->status().code(), Code::kNoSpace) << got_.result->status().to_string();
   EXPECT_EQ(redis->count("PUBLISH"), 0U);
   // Nor max attempts: refused with nothing changed.
   Outcome<std::uint32_t> attempts;
-  admin->set_max_attempts("default", 4, attempts.callback());
+  admin_->set_max_attempts("default", 4, attempts.callback());
   auto attempts_record = take_named(*redis, "HSET", "dq:max-attempts");
   ASSERT_TRUE(attempts_record.has_value());
   redis->answer(*attempts_record,

@@ -422,7 +422,7 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   void pump();
   void try_reserve(const std::shared_ptr<Waiter>& waiter);
   void attempt(const std::shared_ptr<Waiter>& waiter);
-  // How long a waiter waits for the shards it probes when another is known to hold a job.
+  // How long a waiter waits for the shards it probes once another is known to hold a job.
   static constexpr std::chrono::milliseconds kProbePatience{200};
   // Tries again the waiters that waited for a reserve call to the shard to answer.
   void resume_deferred(std::uint32_t shard);
@@ -503,6 +503,16 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   [[nodiscard]] std::vector<std::uint64_t> may_hold(const std::vector<const Hint*>& hinted) const;
   // Whether some shard is known to hold a job of the waiter's open tubes.
   [[nodiscard]] bool holds_a_job(const Waiter& waiter);
+  // A waiter waiting for a round of probes (attempt()): it goes on at the round's end, or at the
+  // patience's (kProbePatience) once a job is known.
+  struct ProbeWait {
+    std::shared_ptr<Waiter> waiter;
+    bool known = false;  // a shard was known to hold a job as the round began
+    bool moved_on = false;
+    CoarseTimers::Id patience = 0;
+  };
+  void arm_patience(const std::shared_ptr<ProbeWait>& wait);
+  void go_on(ProbeWait& wait);
   [[nodiscard]] std::vector<std::uint32_t> every_shard_number() const {
     std::vector<std::uint32_t> all(shards);
     std::iota(all.begin(), all.end(), 0u);

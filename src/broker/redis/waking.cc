@@ -222,6 +222,28 @@ std::vector<std::string> Core::open_tubes(const std::vector<std::string>& tubes)
   return open;
 }
 
+// With no shard known to hold a job when the round began (the tube's first reserve asks every
+// shard), the patience looks every kProbePatience whether the answers so far found one, and goes
+// on then: a shard stuck behind a migration no longer holds up jobs other shards answered with.
+// While none is found, the waiter waits for the round. The timer holds the node weakly: a round
+// that never ends must not keep it.
+void Core::arm_patience(const std::shared_ptr<ProbeWait>& wait) {
+  wait->patience =
+      coarse->at(clock->steady_now() + kProbePatience, [weak = weak_from_this(), wait] {
+        wait->patience = 0;
+        const auto self = weak.lock();
+        if (!self || wait->moved_on || wait->waiter->finished) return;
+        if (wait->known || self->holds_a_job(*wait->waiter)) return self->go_on(*wait);
+        self->arm_patience(wait);
+      });
+}
+
+// Once, whichever comes first: the round's last answer or the patience.
+void Core::go_on(ProbeWait& wait) {
+  if (std::exchange(wait.moved_on, true) || wait.waiter->finished) return;
+  attempt(wait.waiter);
+}
+
 bool Core::holds_a_job(const Waiter& waiter) {
   std::vector<const Hint*> hinted;
   for (const auto& tube : open_tubes(waiter)) hinted.push_back(&hint(tube));
@@ -350,35 +372,13 @@ void Core::attempt(const std::shared_ptr<Waiter>& waiter) {
         })) {
       probe_shards(tubes, unknown, [](bool) {});  // asked, not waited for: on to `first`
     } else {
-      auto moved_on = std::make_shared<bool>(false);
-      // Weak: the coarse timers hold these, and a round that never ends must not keep the node.
-      auto go_on = [weak = weak_from_this(), waiter, moved_on] {
-        const auto self = weak.lock();
-        if (!self || std::exchange(*moved_on, true) || waiter->finished) return;
-        self->attempt(waiter);
-      };
-      // With no shard known to hold a job when the round began (the tube's first reserve asks
-      // every shard), the patience looks every kProbePatience whether the answers so far found
-      // one, and goes on then: a shard stuck behind a migration no longer holds up jobs other
-      // shards answered with. While none is found, it waits for the round.
-      auto patience = std::make_shared<CoarseTimers::Id>(0);
-      auto look = std::make_shared<std::function<void()>>();
-      *look = [weak = weak_from_this(), waiter, go_on, moved_on, patience,
-               weak_look = std::weak_ptr<std::function<void()>>(look), known = first.has_value()] {
-        *patience = 0;
-        const auto self = weak.lock();
-        if (!self || *moved_on || waiter->finished) return;
-        if (known || self->holds_a_job(*waiter)) return go_on();
-        if (const auto again = weak_look.lock()) {
-          *patience = self->coarse->at(self->clock->steady_now() + kProbePatience, *again);
-        }
-      };
-      *patience = coarse->at(clock->steady_now() + kProbePatience, *look);
-      return probe_shards(tubes, std::move(unknown),
-                          [self = shared_from_this(), go_on, patience, look](bool) {
-                            self->coarse->cancel(std::exchange(*patience, 0));
-                            go_on();
-                          });
+      auto wait =
+          std::make_shared<ProbeWait>(ProbeWait{.waiter = waiter, .known = first.has_value()});
+      arm_patience(wait);
+      return probe_shards(tubes, std::move(unknown), [self = shared_from_this(), wait](bool) {
+        self->coarse->cancel(std::exchange(wait->patience, 0));
+        self->go_on(*wait);
+      });
     }
   }
   if (!first && taken) {

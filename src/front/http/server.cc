@@ -177,25 +177,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // Only chunked is understood as a transfer coding; any other would leave the body's length
     // unknown and its bytes read as the next request (request smuggling).
     if (request.count(bhttp::field::transfer_encoding) != 0) {
-      std::vector<std::string> codings;  // of every Transfer-Encoding line, in order, lower case
+      std::vector<std::string_view> codings;  // of every Transfer-Encoding line, in order
       const auto [first, end] = request.equal_range(bhttp::field::transfer_encoding);
       for (auto it = first; it != end; ++it) {
-        std::string_view list = it->value();
-        while (!list.empty()) {
-          const std::size_t comma = std::min(list.find(','), list.size());
-          std::string token(list.substr(0, comma));
-          std::erase_if(token, [](char c) { return c == ' ' || c == '\t'; });
-          for (char& c : token) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-          if (!token.empty()) codings.push_back(std::move(token));
-          list.remove_prefix(std::min(comma + 1, list.size()));
-        }
+        for (const auto token : bhttp::token_list(it->value())) codings.push_back(token);
       }
-      const auto chunked = std::count(codings.begin(), codings.end(), "chunked");
+      const auto is_chunked = [](std::string_view token) {
+        return beast::iequals(token, "chunked");
+      };
+      const auto chunked = std::count_if(codings.begin(), codings.end(), is_chunked);
       if (codings.empty()) return refuse(400, "bad_request", "Transfer-Encoding: empty");
       if (chunked > 1) {
         return refuse(400, "bad_request", "Transfer-Encoding: chunked given more than once");
       }
-      if (chunked == 1 && codings.back() != "chunked") {
+      if (chunked == 1 && !is_chunked(codings.back())) {
         return refuse(400, "bad_request", "Transfer-Encoding: chunked must come last");
       }
       if (codings.size() != 1 || !parser_->chunked()) {
