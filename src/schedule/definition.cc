@@ -108,12 +108,12 @@ Result<Compiled> compile(Definition definition, std::int64_t now_unix_ms,
   if (!zone.is_ok()) return zone.status();
   if (definition.every.count() != 0 && !definition.start_unix_ms) {
     // An interval counts from a fixed moment, kept with the definition, so that a restart or
-    // another node computes the same instants: the moment it is set. Its first run is one
-    // interval later, and an end before that run is refused (one before the moment itself
-    // made a definition that no longer checked at the next start, and vanished).
-    definition.start_unix_ms = now_unix_ms;
-    if (definition.end_unix_ms &&
-        *definition.end_unix_ms < now_unix_ms + definition.every.count()) {
+    // another node computes the same instants: its first run, one interval after the moment it
+    // is set. That run is its start_at, so no earlier instant is listed or backfilled. An end
+    // before it is refused (one before the start made a definition that no longer checked at
+    // the next start, and vanished).
+    definition.start_unix_ms = now_unix_ms + definition.every.count();
+    if (definition.end_unix_ms && *definition.end_unix_ms < *definition.start_unix_ms) {
       return Status(Code::kInvalidArgument,
                     "end_at: before the first run (one interval from now, as start_at is not "
                     "given)");

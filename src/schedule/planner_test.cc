@@ -460,9 +460,22 @@ TEST(Definition, CompileRefusesWhatCannotRunNamingTheField) {
   bad.start_unix_ms = kT0;
   bad.end_unix_ms = kT0 - 1;
   refused(bad, "end_at");
-  // An interval without a start counts from the moment it is set, kept in the definition; an
-  // end before its first run, one interval later, is refused.
-  EXPECT_EQ(compile(d, kT0, 200).value().definition.start_unix_ms, kT0);
+  // An interval without a start counts from its first run, one interval after the moment it is
+  // set, kept in the definition as its start: no instant before it is listed or backfilled. An
+  // end before that run is refused.
+  const Compiled interval = compile(d, kT0, 200).value();
+  EXPECT_EQ(interval.definition.start_unix_ms, kT0 + d.every.count());
+  EXPECT_EQ(upcoming(interval, kT0 - 3'600'000, 2),
+            (std::vector<std::int64_t>{kT0 + d.every.count(), kT0 + 2 * d.every.count()}));
+  State state = start(interval, kT0, nullptr);
+  const auto filled =
+      backfill(interval, state, kT0 - 3'600'000, kT0 + d.every.count(), kT0 + d.every.count());
+  ASSERT_TRUE(filled.is_ok());
+  ASSERT_EQ(filled.value().size(), 1U);
+  EXPECT_EQ(filled.value()[0].instant_unix_ms, kT0 + d.every.count());
+  bad = d;
+  bad.end_unix_ms = kT0 + d.every.count();
+  EXPECT_TRUE(compile(bad, kT0, 200).is_ok());
   bad = d;
   bad.end_unix_ms = kT0 + d.every.count() - 1;
   refused(bad, "end_at");

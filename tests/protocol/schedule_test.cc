@@ -21,6 +21,12 @@ namespace {
 namespace json = boost::json;
 using front::http::ClientResponse;
 
+std::int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 class ScheduleTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -162,13 +168,20 @@ TEST_F(ScheduleTest, EveryRouteAndItsErrors) {
                   .starts_with("to: in the future"));
   expect(200, "DELETE", "/v1/schedules/minutely");
   error_message(404, "DELETE", "/v1/schedules/minutely", "");
-  // An interval without start_at counts from the moment it is set, shown as its start_at; its
-  // first run is one interval later. An end before that run is refused, as an end before a
-  // start_at given is (accepted, the schedule vanished at the next restart).
+  // An interval without start_at first runs one interval after it is set: that run is shown as
+  // its start_at, and nothing earlier is listed. An end before that run is refused, as an end
+  // before a start_at given is (accepted, the schedule vanished at the next restart).
+  const auto set_at = unix_ms_now();
   json::object hourly = expect(201, "PUT", "/v1/schedules/hourly", R"({"tube":"h","every":"1h"})");
-  EXPECT_EQ(hourly["next"].as_object().at("unix_ms").to_number<std::int64_t>(),
-            hourly["start_at"].as_object().at("unix_ms").to_number<std::int64_t>() + 3600000)
+  const auto first = hourly["start_at"].as_object().at("unix_ms").to_number<std::int64_t>();
+  EXPECT_EQ(hourly["next"].as_object().at("unix_ms").to_number<std::int64_t>(), first)
       << json::serialize(hourly);
+  EXPECT_GE(first, set_at + 3600000);
+  EXPECT_LE(first, unix_ms_now() + 3600000);
+  json::object ahead = expect(200, "GET", "/v1/schedules/hourly/next?after=0&count=1", "");
+  EXPECT_EQ(ahead["runs"].as_array().at(0).as_object().at("unix_ms").to_number<std::int64_t>(),
+            first)
+      << json::serialize(ahead);
   EXPECT_EQ(error_message(400, "PUT", "/v1/schedules/ended",
                           R"({"tube":"t","every":"1h","end_at":"2020-01-01T00:00:00Z"})"),
             "end_at: before the first run (one interval from now, as start_at is not given)");
