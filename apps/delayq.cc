@@ -2,12 +2,15 @@
 // `delayq --help` and `delayq <command> --help` list everything. Human output by default,
 // the server's JSON with --json. The server is --server URL, else $DELAYQ_SERVER, else
 // http://127.0.0.1:8080; $DELAYQ_TOKEN, if set, is sent as its bearer token. Exit status (also in
-// --help): 0 done; 1 the server refused (the message says why); 2 bad usage; 3 the server cannot
-// be reached, or its answer is not delayqd's; 4 reserve found no job within its timeout.
+// --help): 0 done; 1 the server refused (the message says why); 2 bad usage, or the output cannot
+// be written; 3 the server cannot be reached, or its answer is not delayqd's; 4 reserve found no
+// job within its timeout.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/json.hpp>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -116,10 +119,40 @@ std::string segment(std::string_view text) {
   return out;
 }
 
-std::string field(const json::object& o, std::string_view name) {
+// Text for a terminal: control characters (C0, DEL and C1) written as \xNN, so that a value
+// cannot end the line early (printf stopped at a NUL), move the cursor or retitle the window.
+// `lines` keeps line feeds and tabs (a body's lines). --json shows every byte as sent.
+std::string shown(std::string_view text, bool lines = false) {
+  std::string out;
+  out.reserve(text.size());
+  const auto escape = [&out](unsigned char u) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    out += "\\x";
+    out += kHex[u >> 4];
+    out += kHex[u & 15];
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto u = static_cast<unsigned char>(text[i]);
+    const unsigned char next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0U;
+    if (lines && (u == '\n' || u == '\t')) {
+      out += text[i];
+    } else if (u < 0x20 || u == 0x7F) {
+      escape(u);
+    } else if (u == 0xC2 && next >= 0x80 && next <= 0x9F) {  // U+0080 to U+009F in UTF-8
+      escape(next);
+      ++i;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+// A field of an answer as text to print (shown()).
+std::string field(const json::object& o, std::string_view name, bool lines = false) {
   const json::value* v = o.if_contains(name);
   if (v == nullptr) return "";
-  if (v->is_string()) return std::string(v->as_string());
+  if (v->is_string()) return shown(v->as_string(), lines);
   return delayq::front::http::to_text(*v);
 }
 
@@ -155,7 +188,7 @@ void print_job(const json::object& job) {
     std::printf("  last try  %s (status %s) at %s\n", field(job, "last_error").c_str(),
                 field(job, "last_status").c_str(), field(job, "last_attempt").c_str());
   }
-  if (job.contains("body")) std::printf("  body      %s\n", field(job, "body").c_str());
+  if (job.contains("body")) std::printf("  body      %s\n", field(job, "body", true).c_str());
   if (job.contains("body_base64")) {
     std::printf("  body      (base64) %s\n", field(job, "body_base64").c_str());
   }
@@ -178,8 +211,8 @@ void print_flow(const json::object& o) {
   std::string weights;
   if (const json::value* w = o.if_contains("group_weights"); w != nullptr && w->is_object()) {
     for (const auto& [group, weight] : w->as_object()) {
-      weights += (weights.empty() ? "" : ", ") + std::string(group) + "=" +
-                 delayq::front::http::to_text(weight);
+      weights +=
+          (weights.empty() ? "" : ", ") + shown(group) + "=" + delayq::front::http::to_text(weight);
     }
   }
   std::printf("  group weights      %s\n", weights.empty() ? "none" : weights.c_str());
@@ -243,7 +276,7 @@ class Cli {
         return kExitUsage;
       }
       client_ = std::move(made).value();
-      if (const char* token = std::getenv("DELAYQ_TOKEN"); token != nullptr) {
+      if (const char* token = std::getenv("DELAYQ_TOKEN"); token != nullptr && *token != '\0') {
         // Sent in a header: a control character (a line break read from a file) would end it.
         if (std::any_of(token, token + std::strlen(token),
                         [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
@@ -277,7 +310,7 @@ class Cli {
                    field(e->as_object(), "message").c_str());
       if (out.status == 401) {
         std::fprintf(stderr, "delayq: %s\n",
-                     std::getenv("DELAYQ_TOKEN") == nullptr
+                     std::getenv("DELAYQ_TOKEN") == nullptr || *std::getenv("DELAYQ_TOKEN") == '\0'
                          ? "set $DELAYQ_TOKEN to one of the server's tokens"
                          : "$DELAYQ_TOKEN is not one of the server's tokens");
       }
@@ -318,8 +351,9 @@ class Cli {
   }
 
   // Runs a request whose answer is one job (or an object) and prints it.
+  // A DELETE's answer is what it removed: `removed` says so first ("webhook removed:").
   int show(std::string_view method, const std::string& target, const json::object* body, bool job,
-           std::chrono::milliseconds wait = kAnswerWait) {
+           std::chrono::milliseconds wait = kAnswerWait, std::string_view removed = {}) {
     ClientResponse response;
     if (auto failed = call(method, target, body, response, wait)) return *failed;
     if (o_.json_output) {
@@ -327,12 +361,13 @@ class Cli {
       return 0;
     }
     const json::object o = json::parse(response.body).as_object();
+    if (!removed.empty()) std::printf("%s removed:\n", std::string(removed).c_str());
     if (job) {
       print_job(o);
     } else {
       for (const auto& [name, value] : o) {
-        std::printf("%s: %s\n", std::string(name).c_str(),
-                    value.is_string() ? std::string(value.as_string()).c_str()
+        std::printf("%s: %s\n", shown(name).c_str(),
+                    value.is_string() ? shown(value.as_string()).c_str()
                                       : delayq::front::http::to_text(value).c_str());
       }
     }
@@ -354,7 +389,14 @@ class Cli {
   int put() {
     json::object body;
     if (o_.body == "-") {
+      // A read that fails (stdin closed, a directory) is not an empty body.
+      errno = 0;
       o_.body.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+      if (std::cin.bad() || std::ferror(stdin) != 0) {
+        std::fprintf(stderr, "delayq: cannot read the body from stdin%s%s\n",
+                     errno != 0 ? ": " : "", errno != 0 ? std::strerror(errno) : "");
+        return kExitUsage;
+      }
     }
     if (delayq::front::http::valid_utf8(o_.body)) {
       body["body"] = o_.body;
@@ -391,7 +433,7 @@ class Cli {
       std::printf(
           "job %s holds key %s already: nothing changed (--replace or --debounce to "
           "change it)\n",
-          field(job, "id").c_str(), o_.key.c_str());
+          field(job, "id").c_str(), shown(o_.key).c_str());
     }
     print_job(job);
     return 0;
@@ -539,7 +581,7 @@ class Cli {
     const json::value parsed = json::parse(response.body);
     const auto& jobs = parsed.as_object().at("jobs").as_array();
     std::printf("%zu job%s in group %s of tube %s\n", jobs.size(), jobs.size() == 1 ? "" : "s",
-                o_.group.c_str(), o_.tube.c_str());
+                shown(o_.group).c_str(), shown(o_.tube).c_str());
     for (const auto& job : jobs) {
       const auto& o = job.as_object();
       std::printf("  job %-10s %-9s due %s\n", field(o, "id").c_str(), field(o, "state").c_str(),
@@ -580,7 +622,9 @@ class Cli {
     return show("PUT", webhook_target(), &body, false);
   }
   int webhook_get() { return show("GET", webhook_target(), nullptr, false); }
-  int webhook_rm() { return show("DELETE", webhook_target(), nullptr, false); }
+  int webhook_rm() {
+    return show("DELETE", webhook_target(), nullptr, false, kAnswerWait, "webhook");
+  }
 
   // --- schedules (docs/schedules.md)
   std::string schedule_target(std::string_view tail = {}) const {
@@ -651,7 +695,8 @@ class Cli {
     return 0;
   }
   int schedule_show(std::string_view method, std::string_view tail = {}) {
-    return show(method, schedule_target(tail), nullptr, false);
+    return show(method, schedule_target(tail), nullptr, false, kAnswerWait,
+                method == "DELETE" ? "schedule" : "");
   }
   int schedule_trigger() { return show("POST", schedule_target("/trigger"), nullptr, true); }
 
@@ -806,9 +851,9 @@ int main(int argc, char** argv) {
   app.fallthrough();  // --server, --json, --ca-file also after the command
   app.footer(
       "$DELAYQ_TOKEN, if set, is sent as the bearer token (--http-token-file on the server).\n"
-      "Exit status: 0 done; 1 the server refused (the message says why); 2 bad usage; 3 the "
-      "server\ncannot be reached, or its answer is not delayqd's; 4 reserve found no job within "
-      "its timeout.");
+      "Exit status: 0 done; 1 the server refused (the message says why); 2 bad usage, or the "
+      "output\ncannot be written; 3 the server cannot be reached, or its answer is not delayqd's; "
+      "4 reserve\nfound no job within its timeout.");
   app.set_version_flag("--version", "delayq " DELAYQ_VERSION);
   app.add_option("-s,--server", o.server,
                  "delayqd's HTTP address, http:// or https:// (or $DELAYQ_SERVER)")
@@ -828,13 +873,18 @@ int main(int argc, char** argv) {
                              "due time: RFC 3339, e.g. 2026-11-24T10:00:00Z, or Unix milliseconds")
                  ->excludes(in)
                  ->check(kInstant);
-  put->add_option("-p,--priority", o.priority, "priority, 0 most urgent (default 1024)");
+  // Priorities in digits, as the protocol writes them ("0x10" and "-1" are refused).
+  const auto kPriority = delayq::apps::whole_number(0, UINT32_MAX).description("");
+  put->add_option("-p,--priority", o.priority, "priority, 0 most urgent (default 1024)")
+      ->check(kPriority)
+      ->type_name("UINT");
   put->add_option("--ttr", o.ttr, "time to run once reserved, e.g. 60s (default 60s)")
       ->check(kDuration);
   auto* key =
       put->add_option("-k,--key", o.key, "business key, unique in the tube (idempotent put)");
   auto* replace =
-      put->add_flag("--replace", o.replace, "with --key: replace the job holding the key");
+      put->add_flag("--replace", o.replace, "with --key: replace the job holding the key")
+          ->needs(key);
   put->add_option("-g,--group", o.group,
                   "group, to list or cancel jobs together, and for a tube's flow control")
       ->check(kName);
@@ -868,7 +918,9 @@ int main(int argc, char** argv) {
   reschedule->add_option("--at", o.at, "new due time, RFC 3339 or Unix milliseconds")
       ->excludes(rin)
       ->check(kInstant);
-  reschedule->add_option("-p,--priority", o.priority, "new priority");
+  reschedule->add_option("-p,--priority", o.priority, "new priority")
+      ->check(kPriority)
+      ->type_name("UINT");
 
   auto* reserve = app.add_subcommand("reserve", "take the next ready job (long-poll)");
   reserve->add_option("-t,--tube", o.tubes, "tube to take from (repeat for several)")->check(kName);
@@ -961,7 +1013,9 @@ int main(int argc, char** argv) {
       ->check(kDuration);
   schedule_set->add_option("--tz", o.tz, "IANA time zone for --cron (default UTC)");
   schedule_set->add_option("-b,--body", o.body, "each run's body");
-  schedule_set->add_option("-p,--priority", o.priority, "each run's priority (default 1024)");
+  schedule_set->add_option("-p,--priority", o.priority, "each run's priority (default 1024)")
+      ->check(kPriority)
+      ->type_name("UINT");
   schedule_set->add_option("--ttr", o.ttr, "each run's time to run (default 60s)")
       ->check(kDuration);
   schedule_set->add_option("-g,--group", o.group, "each run's group")->check(kName);
@@ -992,7 +1046,9 @@ int main(int argc, char** argv) {
     command->add_option("name", o.name, "the schedule's name")->required()->check(kName);
   }
   schedule_next->add_option("-n,--count", o.count, "how many (default 10, at most 1000)");
-  schedule_next->add_option("--after", o.after, "from this instant (RFC 3339; default now)")
+  schedule_next
+      ->add_option("--after", o.after,
+                   "from this instant (RFC 3339, or Unix milliseconds; default now)")
       ->check(kInstant);
 
   auto* admin = app.add_subcommand("admin", "the server's administration");
@@ -1000,7 +1056,12 @@ int main(int argc, char** argv) {
   auto* backup = admin->add_subcommand(
       "backup", "copy the running server's data into a new directory (a restorable data dir)");
   backup->add_option("dir", o.dir, "new directory on the server's machine (relative: from here)")
-      ->required();
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& dir) {
+            return dir.empty() ? std::string("an empty path") : std::string();
+          },
+          ""));
 
   // An option given an empty value ("--in ''": an unset shell variable) is refused, not taken
   // for the option left out: a put would otherwise be due at once, or go without its key. A
@@ -1030,6 +1091,17 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kExitUsage;
   }
 
+  // A CA file that cannot be read is the command line's (or the environment's) to fix.
+  if (!o.ca_file.empty() && o.server.starts_with("https://")) {
+    boost::asio::ssl::context context(boost::asio::ssl::context::tls_client);
+    boost::system::error_code error;
+    context.load_verify_file(o.ca_file, error);
+    if (error) {
+      std::fprintf(stderr, "delayq: --ca-file or $DELAYQ_CA_FILE: cannot read %s: %s\n",
+                   o.ca_file.c_str(), error.message().c_str());
+      return kExitUsage;
+    }
+  }
   if (app.get_subcommands().empty()) {
     std::fprintf(stderr, "delayq: a command is needed (delayq --help lists them)\n");
     return kExitUsage;
@@ -1066,8 +1138,16 @@ int main(int argc, char** argv) {
     if (schedule_next->parsed()) return cli.schedule_next();
     return kExitUsage;
   };
+  // Output that cannot be written (a full disk, a closed pipe) is not a success.
+  const auto written = [](int code) {
+    if ((std::fflush(stdout) != 0 || std::ferror(stdout) != 0) && code == 0) {
+      std::fprintf(stderr, "delayq: cannot write the output: %s\n", std::strerror(errno));
+      return kExitUsage;
+    }
+    return code;
+  };
   try {
-    return run();
+    return written(run());
   } catch (const std::exception& error) {
     // An answer in JSON, but not of the shape expected (another server, another version).
     std::fprintf(stderr, "delayq: %s's answer is not what this delayq expects: %s\n",

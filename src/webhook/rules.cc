@@ -96,10 +96,10 @@ Result<Url> parse_url(std::string_view text) {
   if (port.empty()) {
     url.port = url.tls ? "443" : "80";
   } else {
-    if (port.size() > 5 ||
-        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    if (!std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       return bad("a port that is not a number");
     }
+    if (port.size() > 5) return bad("a port out of 1-65535");
     const int number = std::stoi(std::string(port));
     if (number < 1 || number > 65535) return bad("a port out of 1-65535");
     url.port = std::to_string(number);

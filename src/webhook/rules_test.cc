@@ -49,6 +49,9 @@ TEST(ParseUrl, RefusesWhatItCannotSend) {
   }
   EXPECT_EQ(parse_url("http://a/" + std::string(2048, 'x')).status().code(),
             Code::kInvalidArgument);
+  // A port of many digits is out of range, not "not a number".
+  EXPECT_NE(parse_url("http://a:99999999999999999999/").status().message().find("out of 1-65535"),
+            std::string::npos);
 }
 
 TEST(Backoff, DrawsBetweenHalfAndAllOfTheCappedExponential) {

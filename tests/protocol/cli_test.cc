@@ -174,6 +174,7 @@ TEST_F(CliTest, WebhookSetGetRm) {
   EXPECT_NE(shown.out.find("  type      text/csv\n"), std::string::npos) << shown.out;
   Outcome rm = delayq("webhook rm calls");
   EXPECT_EQ(rm.status, 0) << rm.out;
+  EXPECT_EQ(rm.out.rfind("webhook removed:\n", 0), 0U) << rm.out;
   Outcome gone = delayq("webhook get calls");
   EXPECT_EQ(gone.status, 1);
   EXPECT_NE(gone.out.find("not_found"), std::string::npos) << gone.out;
@@ -351,6 +352,31 @@ TEST_F(CliTest, BodyFromStdinAndGroupRm) {
   Outcome rm = delayq("group rm g");
   EXPECT_EQ(rm.status, 0);
   EXPECT_NE(rm.out.find("cancelled: 1"), std::string::npos) << rm.out;
+}
+
+// Text output writes control characters as \xNN: a NUL no longer cuts a reserved job's body
+// short, and a body cannot drive the terminal. A failed read of stdin, a --replace without a key
+// and output that cannot be written are refused, where they made an empty job or said 0.
+TEST_F(CliTest, ControlCharactersAreEscapedAndFailedInputOrOutputIsNotASuccess) {
+  const std::string cli = std::string(DELAYQ_CLI_PATH) +
+                          " --server http://127.0.0.1:" + std::to_string(server_->http_port());
+  Outcome put = shell("printf 'x\\000y\\033]0;t\\007\\nz' | " + cli + " put -t ctl - 2>&1");
+  ASSERT_EQ(put.status, 0) << put.out;
+  Outcome reserved = shell(cli + " reserve -t ctl 2>&1");
+  EXPECT_EQ(reserved.status, 0) << reserved.out;
+  EXPECT_NE(reserved.out.find("  body      x\\x00y\\x1B]0;t\\x07\nz\n"), std::string::npos)
+      << reserved.out;
+  EXPECT_EQ(reserved.out.find('\x1b'), std::string::npos) << reserved.out;
+  Outcome directory = shell(cli + " put -t ctl - < / 2>&1");
+  EXPECT_EQ(directory.status, 2) << directory.out;
+  EXPECT_NE(directory.out.find("cannot read the body from stdin"), std::string::npos)
+      << directory.out;
+  Outcome unkeyed = delayq("put -t ctl --replace x");
+  EXPECT_EQ(unkeyed.status, 2) << unkeyed.out;
+  Outcome full = shell(cli + " ls 2>&1 >/dev/full");
+  EXPECT_EQ(full.status, 2) << full.out;
+  EXPECT_NE(full.out.find("cannot write the output"), std::string::npos) << full.out;
+  EXPECT_EQ(json_of(delayq("--json stats")).at("total_jobs").to_number<std::uint64_t>(), 1U);
 }
 
 TEST_F(CliTest, BytesThatAreNotTextTravelAsBase64) {

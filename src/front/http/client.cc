@@ -190,9 +190,11 @@ Result<ClientResponse> Client::request(std::string_view method, std::string_view
         continue;
       }
       const bool tls_port = !tls_ && error == bhttp::error::end_of_stream;  // closed unanswered
-      return Status(Code::kIOError, std::string(method) + " " + std::string(target) + ": " +
-                                        error.message() +
-                                        (tls_port ? " (does the server want https://?)" : ""));
+      return Status(Code::kIOError,
+                    std::string(method) + " " + std::string(target) + ": " + error.message() +
+                        (tls_port ? " (closed unanswered: is this delayqd's HTTP port, and does it "
+                                    "want https://?)"
+                                  : ""));
     }
     auto& message = parser.get();
     ClientResponse response;
