@@ -329,22 +329,26 @@ class Cli {
 
   // Why `body` cannot be sent as JSON (a string that is not UTF-8, a number that is not finite),
   // or nullopt.
-  static std::optional<std::string> unsendable(const json::value& value) {
+  static std::optional<std::string> unsendable(const json::value& value,
+                                               std::string_view name = {}) {
+    const std::string where = name.empty() ? "" : std::string(name) + ": ";
     if (value.is_string() && !delayq::front::http::valid_utf8(value.as_string())) {
-      return "a value is not UTF-8 text";
+      return where + "a value is not UTF-8 text";
     }
     if (value.is_double() && !std::isfinite(value.as_double())) {
-      return "a number is too large, or not a number";
+      return where + "a number is too large, or not a number";
     }
     if (value.is_array()) {
       for (const auto& item : value.as_array()) {
-        if (auto bad = unsendable(item)) return bad;
+        if (auto bad = unsendable(item, name)) return bad;
       }
     }
     if (value.is_object()) {
-      for (const auto& [name, item] : value.as_object()) {
-        if (!delayq::front::http::valid_utf8(name)) return "a name is not UTF-8 text";
-        if (auto bad = unsendable(item)) return bad;
+      for (const auto& [field_name, item] : value.as_object()) {
+        if (!delayq::front::http::valid_utf8(field_name)) return where + "a name is not UTF-8 text";
+        if (auto bad = unsendable(item, name.empty() ? std::string_view(field_name) : name)) {
+          return bad;
+        }
       }
     }
     return std::nullopt;

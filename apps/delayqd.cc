@@ -311,8 +311,10 @@ int run(const Flags& flags) {
   deliverer.value()->start();
 
   // Stop: no new connections; commit what is pending and wait for it; give the replies that
-  // became sendable a moment to leave; then close everything.
+  // became sendable a moment to leave; then close everything, and wait (2 s at most) until the
+  // jobs the connections held are ready again where other nodes see them (Redis mode).
   boost::asio::steady_timer grace(io);
+  boost::asio::steady_timer settled(io);
   stopping = [&](int signal) {
     spdlog::info("signal {}: stopping", signal);
     apps::notify_systemd("STOPPING=1");
@@ -327,7 +329,12 @@ int run(const Flags& flags) {
     grace.async_wait([&](const boost::system::error_code&) {
       server.stop();
       if (http) http->stop();
-      io.stop();
+      settled.expires_after(std::chrono::seconds(2));
+      settled.async_wait([&](const boost::system::error_code& error) {
+        if (!error) spdlog::warn("stopping without the answers that give reserved jobs back");
+        io.stop();
+      });
+      broker->settle([&] { settled.cancel(); });
     });
   };
   if (drain_asked) {

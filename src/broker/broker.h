@@ -359,6 +359,11 @@ class Broker {
   // Makes everything done so far durable and waits for it (at shutdown). Completions that
   // became due run on the executor afterwards, if it still runs.
   virtual Status close() = 0;
+  // At shutdown, once the front-ends have closed their connections: runs `done` when the jobs
+  // their sessions held are ready again where other nodes see them. On a single node at once,
+  // inside the call (a restart makes them ready); over Redis on the executor, once those calls
+  // are answered. The caller bounds the wait.
+  virtual void settle(std::function<void()> done) { done(); }
 };
 
 }  // namespace delayq::broker

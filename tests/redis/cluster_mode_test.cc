@@ -182,6 +182,26 @@ TEST_F(ClusterModeTest, AClosedConnectionsJobGoesToAWorkerOnTheOtherNode) {
   EXPECT_LT(Clock::now() - started, 2s);
 }
 
+// A node stopped with SIGTERM closes its connections and waits until their reservations are
+// given back: the job goes to a worker on the other node at once, not after its TTR.
+TEST_F(ClusterModeTest, AStoppedNodesReservedJobGoesToAWorkerOnTheOtherNodeAtOnce) {
+  const auto prefix = unique_prefix(dir_);
+  auto a = node(dir_, seeds_, prefix);
+  auto b = node(dir_, seeds_, prefix);
+  ASSERT_EQ(a->start(), "");
+  ASSERT_EQ(b->start(), "");
+  Client worker(a->port());
+  const auto id = inserted_id(worker.call(put_command("work", 0, 0, 120)));
+  ASSERT_TRUE(id);
+  EXPECT_EQ(worker.call("reserve\r\n"), job_reply("RESERVED", *id, "work"));
+  Client other(b->port());
+  ASSERT_TRUE(other.send("reserve-with-timeout 10\r\n"));
+  EXPECT_EQ(a->stop(), "exited 0");
+  const auto started = Clock::now();
+  EXPECT_EQ(other.reply(Millis{11000}), job_reply("RESERVED", *id, "work"));
+  EXPECT_LT(Clock::now() - started, 3s);
+}
+
 // Reserves take jobs in priority order across shards, through either node: each node
 // knows every shard's best job of a tube (from the shards' answers and from the messages the
 // others' calls publish), tries the best shard first, and a shard whose best was taken meanwhile

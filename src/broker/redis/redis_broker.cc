@@ -450,6 +450,19 @@ Status RedisBroker::close() {
   return Status::ok();
 }
 
+void RedisBroker::settle(std::function<void()> done) {
+  if (core_->releases_under_way == 0) {
+    boost::asio::post(core_->io, std::move(done));
+    return;
+  }
+  // Looked at every 10 ms: the release calls are answered in a few.
+  auto timer =
+      std::make_shared<boost::asio::steady_timer>(core_->io, std::chrono::milliseconds(10));
+  timer->async_wait([this, timer, done = std::move(done)](const boost::system::error_code& error) {
+    if (!error) settle(done);
+  });
+}
+
 const std::string& RedisBroker::node_name() const {
   return core_->node;
 }

@@ -103,6 +103,7 @@ class RedisBroker final : public broker::Broker {
   [[nodiscard]] bool delivers(std::string_view tube) const override;
   void on_webhooks_changed(std::function<void()> handler) override;
   Status close() override;
+  void settle(std::function<void()> done) override;
 
   // This node's name in Redis (its leases and sessions carry it), the layout's shard count, and
   // how many shards this node owns now.

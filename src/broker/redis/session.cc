@@ -37,10 +37,7 @@ RedisSession::~RedisSession() {
   core_->give_back(*state_);
   state_->after_prefetch = nullptr;
   for (const auto& [id, held] : state_->held) {
-    core_->call(
-        shard_of_id(id, core_->shards),
-        {"release", state_->holder, std::to_string(id), "", "", std::to_string(held.reserves)},
-        true, [](Result<Reply>) {});
+    core_->give_back_reservation(state_->holder, id, held.reserves, false);
   }
   if (!used_.empty()) count_use(used_, -1);
   for (const auto& tube : watched_) count_watch(tube, -1);

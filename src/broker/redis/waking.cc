@@ -707,11 +707,17 @@ void Core::finish(const std::shared_ptr<Waiter>& waiter, Result<broker::Job> res
 }
 
 void Core::undo_reservation(const std::string& holder, const broker::Job& job) {
-  const JobId id = job.view.id;
-  call(shard_of_id(id, shards),
-       {"release", holder, std::to_string(id), "", "", std::to_string(job.view.counters.reserves),
-        "1"},
-       true, [](Result<Reply>) {});
+  give_back_reservation(holder, job.view.id, job.view.counters.reserves, true);
+}
+
+void Core::give_back_reservation(const std::string& holder, JobId id, std::uint32_t reserves,
+                                 bool undo) {
+  ++releases_under_way;
+  std::vector<std::string> args = {"release", holder, std::to_string(id),
+                                   "",        "",     std::to_string(reserves)};
+  if (undo) args.emplace_back("1");
+  call(shard_of_id(id, shards), std::move(args), true,
+       [self = shared_from_this()](Result<Reply>) { --self->releases_under_way; });
 }
 
 void Core::start(const std::shared_ptr<Waiter>& waiter) {
