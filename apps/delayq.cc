@@ -7,6 +7,7 @@
 // job within its timeout.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/json.hpp>
 #include <cctype>
@@ -667,18 +668,29 @@ class Cli {
       std::fputs(response.body.c_str(), stdout);
       return 0;
     }
-    std::printf("%-24s %-16s %-22s %-30s %7s %8s\n", "SCHEDULE", "TUBE", "WHEN", "NEXT", "RUNS",
-                "MISSED");
     const json::value parsed = json::parse(response.body);
+    // Each text column as wide as its longest value (at least its usual width), so that a long
+    // name or cron does not push the rest of its row out of line.
+    std::vector<std::array<std::string, 6>> rows;
+    std::array<int, 4> width = {24, 16, 22, 30};
     for (const auto& s : parsed.as_object().at("schedules").as_array()) {
       const auto& o = s.as_object();
       const std::string when = o.contains("cron") ? field(o, "cron") + " " + field(o, "tz")
                                                   : "every " + field(o, "every");
       const std::string next = o.at("next").is_null() ? (o.at("paused").as_bool() ? "paused" : "-")
                                                       : field(o.at("next").as_object(), "at");
-      std::printf("%-24s %-16s %-22s %-30s %7s %8s\n", field(o, "name").c_str(),
-                  field(o, "tube").c_str(), when.c_str(), next.c_str(), field(o, "runs").c_str(),
-                  field(o, "misfires").c_str());
+      rows.push_back(
+          {field(o, "name"), field(o, "tube"), when, next, field(o, "runs"), field(o, "misfires")});
+      for (std::size_t i = 0; i < width.size(); ++i) {
+        width[i] = std::max(width[i], static_cast<int>(rows.back()[i].size()));
+      }
+    }
+    std::printf("%-*s %-*s %-*s %-*s %7s %8s\n", width[0], "SCHEDULE", width[1], "TUBE", width[2],
+                "WHEN", width[3], "NEXT", "RUNS", "MISSED");
+    for (const auto& row : rows) {
+      std::printf("%-*s %-*s %-*s %-*s %7s %8s\n", width[0], row[0].c_str(), width[1],
+                  row[1].c_str(), width[2], row[2].c_str(), width[3], row[3].c_str(),
+                  row[4].c_str(), row[5].c_str());
     }
     if (parsed.as_object().at("more").as_bool()) std::printf("(the first 1000 only)\n");
     return 0;
