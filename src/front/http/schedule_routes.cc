@@ -7,6 +7,7 @@
 #include <limits>
 #include <span>
 
+#include "base/names.h"
 #include "broker/schedules.h"
 #include "front/http/api_call.h"
 #include "front/http/json.h"
@@ -226,7 +227,8 @@ void Api::preview_schedule(Call& call) {
   auto after = call.body.instant("after");
   if (!after.is_ok()) return call.reply(after.status());
   const std::int64_t now = wall_now_ms();
-  auto compiled = schedule::compile(std::move(definition).value(), now, kAnyNameBytes);
+  // Names within the servers' limit, as a PUT checks them (a message names the limit).
+  auto compiled = schedule::compile(std::move(definition).value(), now, kDefaultMaxNameBytes);
   if (!compiled.is_ok()) return call.reply(compiled.status());
   call.reply(runs_response(compiled.value(), after.value().value_or(now), query.count));
 }
