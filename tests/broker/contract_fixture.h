@@ -157,6 +157,9 @@ class BrokerContract : public ::testing::TestWithParam<BrokerKind> {
   Result<broker::Job> peek(Session& s, JobRef ref, bool body = true) {
     return call<broker::Job>([&](auto done) { s.peek(std::move(ref), body, std::move(done)); });
   }
+  Result<broker::Job> peek_next(Session& s, const std::string& tube, JobState state) {
+    return call<broker::Job>([&](auto done) { s.peek_next(tube, state, std::move(done)); });
+  }
   Result<JobId> erase(Session& s, JobRef ref) {
     return call<JobId>([&](auto done) { s.erase(std::move(ref), std::move(done)); });
   }

@@ -55,6 +55,10 @@ TEST_P(FlowContract, AGroupAtItsConcurrencyWaitsWhileOthersAreServedUntilItsSlot
   EXPECT_EQ(take_group(worker, "gc", &held), "a");
   EXPECT_EQ(take_group(worker, "gc", &held), "b");
   EXPECT_EQ(take_group(worker, "gc"), kTimedOut) << "a's second job is held back";
+  // Every ready job held back: peek-ready shows the best of them rather than nothing.
+  auto peeked = peek_next(producer, "gc", JobState::kReady);
+  ASSERT_TRUE(peeked.is_ok()) << peeked.status().to_string();
+  EXPECT_EQ(peeked.value().view.group, "a");
   const TubeStats stats = stats_tube("gc").value();
   EXPECT_EQ(stats.ready, 1U);
   EXPECT_EQ(stats.groups_held, 1U);

@@ -387,9 +387,17 @@ ops.peek_next = function()
   local tube, state = ARGV[2], ARGV[3]
   local now = now_ms()
   if state == 'ready' or state == 'buried' then
-    local head = first(state == 'ready' and R or B, tube, 1)
-    if not head[1] then return {'notfound', 'none'} end
-    return reply(load(id_of(head[1])), now)
+    local head = first(state == 'ready' and R or B, tube, 1)[1]
+    if not head and state == 'ready' and flow_here(tube) then
+      -- Every group with ready jobs is held back: the best of their best jobs, by (priority,
+      -- id), as on a single delayqd. O(the tube's groups), for this case only.
+      each_group(tube, function(group)
+        local m = group_best(tube, group)
+        if m and (not head or string.sub(m, -26) < string.sub(head, -26)) then head = m end
+      end)
+    end
+    if not head then return {'notfound', 'none'} end
+    return reply(load(id_of(head)), now)
   end
   local j = delayed_of(tube, 1)[1]
   if not j then return {'notfound', 'none'} end
