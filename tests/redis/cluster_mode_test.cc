@@ -318,6 +318,32 @@ TEST_F(ClusterModeTest, JobsOfOnePriorityComeOutOldestFirstAcrossShards) {
   }
 }
 
+// A kick with a worker waiting on the node: the worker gets the best job of all kicked, not the
+// first that one shard's kick made ready (each shard's kick answers on its own).
+TEST_F(ClusterModeTest, AWorkerWaitingDuringAKickGetsTheBestJobKicked) {
+  const auto prefix = unique_prefix(dir_);
+  auto a = node(dir_, seeds_, prefix);
+  ASSERT_EQ(a->start(), "");
+  Client producer(a->port());
+  ASSERT_EQ(producer.call("use kicked\r\n"), "USING kicked\r\n");
+  std::map<std::uint64_t, std::uint64_t> by_priority;  // keyless puts: shards taken in turn
+  for (const std::uint64_t priority : {5U, 1U, 3U}) {
+    const auto id = inserted_id(producer.call("put " + std::to_string(priority) + " 100 10 1\r\n" +
+                                              std::to_string(priority) + "\r\n"));
+    ASSERT_TRUE(id);
+    by_priority[priority] = *id;
+  }
+  std::set<std::uint64_t> shards;
+  for (const auto& [priority, id] : by_priority) shards.insert(id % 128);
+  ASSERT_EQ(shards.size(), 3U) << "the three jobs share a shard";
+  Client worker(a->port());
+  ASSERT_EQ(worker.call("watch kicked\r\n"), "WATCHING 2\r\n");
+  ASSERT_TRUE(worker.send("reserve-with-timeout 10\r\n"));
+  std::this_thread::sleep_for(200ms);  // the reserve waits
+  EXPECT_EQ(producer.call("kick 3\r\n"), "KICKED 3\r\n");
+  EXPECT_EQ(worker.reply(Millis{11000}), job_reply("RESERVED", by_priority[1], "1"));
+}
+
 // kick takes the first jobs of all shards: every shard lists what it would kick first, at most
 // 1,000 a round, so a kick of more than that from one shard takes a second round.
 TEST_F(ClusterModeTest, KickTakesTheEarliestDelayedJobsOfAllShards) {

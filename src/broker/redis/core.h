@@ -368,6 +368,12 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   Hint& hint(const std::string& tube);
   void notify_ready(std::uint32_t shard, const std::string& tube, const Head& head,
                     bool wake_one = true);
+  // A kick's calls under way, by tube: the reserves they would wake wait for the last answer,
+  // so that each takes the best job of all kicked, not the first shard's (protocol.md).
+  std::map<std::string, std::size_t, std::less<>> kicks_under_way;
+  std::map<std::string, std::size_t, std::less<>> wakes_held;
+  void kick_started(const std::string& tube);
+  void kick_ended(const std::string& tube);
   // --- the hand-over of a job another node's call made ready (its message): one node at a time
   // looks, in an order every node computes alike from the job (turn_after()), each passing the
   // turn on (a "p" message) when it has no reserve of the tube waiting idle.

@@ -491,6 +491,7 @@ void RedisSession::kick(std::string tube, std::size_t bound, Callback<std::size_
       if (per_shard.empty()) return finish();
       left = per_shard.size();
       const std::size_t before = kicked;
+      core->kick_started(tube);
       for (const auto& [chosen, count] : per_shard) {
         core->call(chosen, {"kick", tube, what, std::to_string(count)}, true,
                    [self = shared_from_this(), before](Result<Reply> kick) {
@@ -500,6 +501,7 @@ void RedisSession::kick(std::string tube, std::size_t bound, Callback<std::size_
                        self->kicked += static_cast<std::size_t>(kick.value().elements[1].integer);
                      }
                      if (--self->left > 0) return;
+                     self->core->kick_ended(self->tube);
                      const bool more = !self->listed_all && self->kicked > before &&
                                        self->kicked < self->bound && self->failed.is_ok();
                      if (more) return self->ask();

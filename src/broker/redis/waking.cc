@@ -34,7 +34,28 @@ void Core::notify_ready(std::uint32_t shard, const std::string& tube, const Head
   h.set(shard, after_message(h.head(shard), head));
   ++h.generation[shard];
   h.readied_at = clock->steady_now();
-  if (wake_one && h.trying[shard] == 0) wake(tube, 1);
+  if (wake_one && h.trying[shard] == 0) {
+    if (kicks_under_way.contains(tube)) {
+      ++wakes_held[tube];
+    } else {
+      wake(tube, 1);
+    }
+  }
+}
+
+void Core::kick_started(const std::string& tube) {
+  ++kicks_under_way[tube];
+}
+
+void Core::kick_ended(const std::string& tube) {
+  const auto it = kicks_under_way.find(tube);
+  if (it == kicks_under_way.end() || --it->second > 0) return;
+  kicks_under_way.erase(it);
+  const auto held = wakes_held.find(tube);
+  if (held == wakes_held.end()) return;
+  const std::size_t count = held->second;
+  wakes_held.erase(held);
+  wake(tube, count);
 }
 
 // Another node's call made `head` the tube's best ready job in the shard, and did not hand it to
