@@ -48,8 +48,15 @@ class _Slot:
 
 
 def segment(value: str) -> str:
-    """A path parameter, percent-encoded as one segment (`/` becomes %2F, a space %20)."""
-    return quote(value, safe="")
+    """A path parameter, percent-encoded as one segment (`/` becomes %2F, a space %20). An
+    empty one (a path of no route) or one that is not text (a lone surrogate) is a ValueError,
+    as the TypeScript client's TypeError."""
+    if not value:
+        raise ValueError("a tube, key, group or schedule name is empty")
+    try:
+        return quote(value, safe="")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"a name that is not UTF-8 text: {value!r}") from error
 
 
 class Transport:
@@ -165,7 +172,10 @@ class Transport:
         if query:
             target += "?" + "&".join(f"{quote(k, safe='')}={quote(v, safe='')}"
                                      for k, v in query.items())
-        payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        # NaN and infinities are not JSON: refused here (ValueError), where the server would
+        # answer only "the body is not JSON".
+        payload = (None if body is None
+                   else json.dumps(body, separators=(",", ":"), allow_nan=False).encode())
         if payload is None and method in ("POST", "PUT", "PATCH"):
             payload = b""
         headers = {**self._headers, **(headers or {})}

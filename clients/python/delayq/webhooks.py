@@ -49,7 +49,10 @@ def _header_value(headers: Headers) -> str | None:
     it is the value."""
     if isinstance(headers, str):
         return headers
-    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    # A Mapping, or a header object with items() that is not one (http.server's
+    # email.message.Message), or pairs.
+    items = getattr(headers, "items", None)
+    pairs = items() if isinstance(headers, Mapping) or callable(items) else headers
     wanted = HEADER.lower()
     for name, value in pairs:
         if name.lower() == wanted:
@@ -79,7 +82,9 @@ def signature_problem(
             stamp = item
         elif name == "v1":
             given.append(item.encode("ascii", errors="replace"))
-    if stamp is None or not stamp.isascii() or not stamp.isdigit():
+    # At most 16 digits, as the TypeScript client: a longer t is no time this clock could be
+    # near, and int() of thousands of digits raises.
+    if stamp is None or not stamp.isascii() or not stamp.isdigit() or len(stamp) > 16:
         return f"{HEADER} has no t=<unix ms>"
     if not given:
         return f"{HEADER} has no v1 signature"

@@ -97,6 +97,11 @@ class Worker:
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        for name, value in (("wait", wait), ("backoff_min", backoff_min),
+                            ("backoff_max", backoff_max), ("drain_timeout", drain_timeout)):
+            if not isinstance(value, timedelta):
+                raise TypeError(f"{name}: a timedelta, such as timedelta(seconds=5), "
+                                f"not {value!r}")
         if not timedelta(0) < wait <= timedelta(hours=1):
             raise ValueError("wait must be more than 0 and at most 1 hour")
         if backoff_min < timedelta(0) or backoff_max < backoff_min or backoff_factor < 1:

@@ -223,5 +223,17 @@ def test_refusals_of_a_put(client: delayq.Client, tube: str) -> None:
         client.put(tube, "x", priority=True)
     with pytest.raises(TypeError):
         client.put(tube, "x", delay=5)  # type: ignore[arg-type]
+    # Refused before sending: an empty name (a path of no route), a name that is not text, a
+    # number JSON cannot carry.
+    with pytest.raises(ValueError, match="empty"):
+        client.put("", "x")
+    with pytest.raises(ValueError, match="empty"):
+        client.get_key(tube, "")
+    with pytest.raises(ValueError, match="UTF-8"):
+        client.get_key(tube, "\udcff")
+    with pytest.raises(ValueError, match="JSON"):
+        client.set_webhook(tube, "http://127.0.0.1:9/", rate=float("nan"))
+    with pytest.raises(TypeError, match="timedelta"):
+        client.worker(tube, lambda job: None, wait="5s")  # type: ignore[arg-type]
     with pytest.raises(delayq.NotFound):
         client.tube_stats(tube)  # nothing was put

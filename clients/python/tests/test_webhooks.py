@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import hmac
 import http.client
+import io
 import json
 import time
 from datetime import datetime, timedelta, timezone
@@ -95,6 +96,10 @@ def test_a_good_signature_verifies() -> None:
     assert delayq.verify_signature([b"s1"], list(headers.items()), body)
     assert delayq.verify_signature("s1", headers["Delayq-Signature"], body)
     assert delayq.signature_problem("s1", headers, body) is None
+    # http.server's headers: an email.message.Message, with items() but not a Mapping.
+    message = http.client.parse_headers(
+        io.BytesIO(f"Delayq-Signature: {headers['Delayq-Signature']}\r\n\r\n".encode()))
+    assert delayq.verify_signature("s1", message, body)
 
 
 def test_a_wrong_secret_a_tampered_body_or_a_missing_part_fails() -> None:
@@ -106,6 +111,9 @@ def test_a_wrong_secret_a_tampered_body_or_a_missing_part_fails() -> None:
     assert not delayq.verify_signature("s1", f"v1={sign('s1', t, body)}", body)
     assert not delayq.verify_signature("s1", f"t=abc,v1={sign('s1', t, body)}", body)
     assert not delayq.verify_signature("s1", f"t={t}", body)
+    # A t of thousands of digits is refused like any other bad t (int() of it raises).
+    assert delayq.signature_problem("s1", "t=" + "9" * 5000 + ",v1=ab", body) == (
+        "Delayq-Signature has no t=<unix ms>")
     assert "no v1 signature matches" in (delayq.signature_problem("s2", header, body) or "")
     with pytest.raises(ValueError):
         delayq.verify_signature([], header, body)

@@ -388,7 +388,13 @@ export class Client {
 function segment(value) {
     if (typeof value !== "string" || value === "")
         throw new TypeError("a tube, key, group or name is a non-empty string");
-    return encodeURIComponent(value);
+    try {
+        return encodeURIComponent(value);
+    }
+    catch {
+        // A lone surrogate: not text (URIError otherwise).
+        throw new TypeError(`a tube, key, group or name that is not Unicode text: ${JSON.stringify(value)}`);
+    }
 }
 function jobId(id) {
     if (!Number.isSafeInteger(id) || id < 1)

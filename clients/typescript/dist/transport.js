@@ -23,9 +23,22 @@ export class Transport {
             if (value !== undefined)
                 headers[name] = value;
         }
+        // A line break or NUL would end the header (fetch refuses it, and nothing is sent): said
+        // here, not as a TransportError.
+        for (const [name, value] of Object.entries(headers)) {
+            if (/[\r\n\0]/.test(value))
+                throw new TypeError(`header ${name}: a value without CR, LF or NUL`);
+        }
         let body;
         if (options.body !== undefined) {
-            body = JSON.stringify(options.body);
+            // NaN and infinities are not JSON (stringify writes null, which the server reads as a
+            // field left out): refused here.
+            body = JSON.stringify(options.body, (name, value) => {
+                if (typeof value === "number" && !Number.isFinite(value)) {
+                    throw new TypeError(`${name === "" ? "the body" : name}: not a finite number: ${String(value)}`);
+                }
+                return value;
+            });
             headers["content-type"] = "application/json";
         }
         const waitMs = this.timeoutMs + (options.extraTimeoutMs ?? 0);

@@ -14,18 +14,11 @@ import { TooLargeError, WebhookSignatureError } from "./errors.js";
 const kSignatureHeader = "delayq-signature";
 const kDefaultToleranceMs = 5 * 60 * 1000;
 const kDefaultMaxBodyBytes = 16 * 1024 * 1024;
-/**
- * Why a request fails its Delayq-Signature check, or null if it passes. The reasons are for
- * logs: "no Delayq-Signature header", "no valid t=", "t is 412 s from now", "no v1= matches".
- */
-export function signatureProblem(options) {
-    const secrets = secretList(options.secrets);
-    const header = typeof options.headers === "string" ? options.headers : headerValue(options.headers, kSignatureHeader);
-    if (header === undefined)
-        return "no Delayq-Signature header";
+// The t= and the v1= values of a Delayq-Signature. Spaces around each part are allowed (a proxy
+// or a hand-written test may add them).
+function signatureParts(header) {
     let t;
     const signatures = [];
-    // Spaces around each part are allowed (a proxy or a hand-written test may add them).
     for (const part of header.split(",").map((item) => item.trim())) {
         const at = part.indexOf("=");
         const name = at < 0 ? part : part.slice(0, at);
@@ -35,6 +28,18 @@ export function signatureProblem(options) {
         else if (name === "v1")
             signatures.push(value);
     }
+    return { t, signatures };
+}
+/**
+ * Why a request fails its Delayq-Signature check, or null if it passes. The reasons are for
+ * logs: "no Delayq-Signature header", "no valid t=", "t is 412 s from now", "no v1= matches".
+ */
+export function signatureProblem(options) {
+    const secrets = secretList(options.secrets);
+    const header = typeof options.headers === "string" ? options.headers : headerValue(options.headers, kSignatureHeader);
+    if (header === undefined)
+        return "no Delayq-Signature header";
+    const { t, signatures } = signatureParts(header);
     if (t === undefined || !/^[0-9]{1,16}$/.test(t))
         return "no valid t= in Delayq-Signature";
     const now = options.now === undefined ? Date.now() : Number(options.now);
@@ -163,8 +168,8 @@ function verified(headers, body, options) {
     });
     if (problem !== null)
         throw new WebhookSignatureError(problem, { status: 401 });
-    const signature = headerValue(headers, kSignatureHeader) ?? "";
-    const t = /(?:^|,)t=([0-9]+)/.exec(signature)?.[1] ?? "0";
+    // The check passed: t is 1 to 16 digits.
+    const t = signatureParts(headerValue(headers, kSignatureHeader) ?? "").t ?? "0";
     const header = (name) => headerValue(headers, name);
     const integer = (name) => {
         const value = header(name);

@@ -103,6 +103,8 @@ export async function work(client, tubes, handler, options = {}) {
     const waitMs = checkWait(options.waitMs);
     const backoff = checkBackoff(options.backoff ?? {});
     const drainTimeoutMs = options.drainTimeoutMs ?? 30000;
+    if (!Number.isFinite(drainTimeoutMs) || drainTimeoutMs < 0)
+        throw new RangeError("drainTimeoutMs: a number >= 0");
     if (typeof handler !== "function")
         throw new TypeError("handler: a function");
     const onError = options.onError ?? warn;

@@ -608,7 +608,12 @@ export class Client {
 
 function segment(value: string): string {
   if (typeof value !== "string" || value === "") throw new TypeError("a tube, key, group or name is a non-empty string");
-  return encodeURIComponent(value);
+  try {
+    return encodeURIComponent(value);
+  } catch {
+    // A lone surrogate: not text (URIError otherwise).
+    throw new TypeError(`a tube, key, group or name that is not Unicode text: ${JSON.stringify(value)}`);
+  }
 }
 
 function jobId(id: number): string {

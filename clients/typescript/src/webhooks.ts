@@ -69,6 +69,21 @@ const kSignatureHeader = "delayq-signature";
 const kDefaultToleranceMs = 5 * 60 * 1000;
 const kDefaultMaxBodyBytes = 16 * 1024 * 1024;
 
+// The t= and the v1= values of a Delayq-Signature. Spaces around each part are allowed (a proxy
+// or a hand-written test may add them).
+function signatureParts(header: string): { t: string | undefined; signatures: string[] } {
+  let t: string | undefined;
+  const signatures: string[] = [];
+  for (const part of header.split(",").map((item) => item.trim())) {
+    const at = part.indexOf("=");
+    const name = at < 0 ? part : part.slice(0, at);
+    const value = at < 0 ? "" : part.slice(at + 1);
+    if (name === "t") t = value;
+    else if (name === "v1") signatures.push(value);
+  }
+  return { t, signatures };
+}
+
 /**
  * Why a request fails its Delayq-Signature check, or null if it passes. The reasons are for
  * logs: "no Delayq-Signature header", "no valid t=", "t is 412 s from now", "no v1= matches".
@@ -77,16 +92,7 @@ export function signatureProblem(options: VerifyOptions): string | null {
   const secrets = secretList(options.secrets);
   const header = typeof options.headers === "string" ? options.headers : headerValue(options.headers, kSignatureHeader);
   if (header === undefined) return "no Delayq-Signature header";
-  let t: string | undefined;
-  const signatures: string[] = [];
-  // Spaces around each part are allowed (a proxy or a hand-written test may add them).
-  for (const part of header.split(",").map((item) => item.trim())) {
-    const at = part.indexOf("=");
-    const name = at < 0 ? part : part.slice(0, at);
-    const value = at < 0 ? "" : part.slice(at + 1);
-    if (name === "t") t = value;
-    else if (name === "v1") signatures.push(value);
-  }
+  const { t, signatures } = signatureParts(header);
   if (t === undefined || !/^[0-9]{1,16}$/.test(t)) return "no valid t= in Delayq-Signature";
   const now = options.now === undefined ? Date.now() : Number(options.now);
   const toleranceMs = options.toleranceMs ?? kDefaultToleranceMs;
@@ -236,8 +242,8 @@ function verified(headers: HeadersLike, body: Uint8Array, options: ReceiverOptio
     ...(options.toleranceMs === undefined ? {} : { toleranceMs: options.toleranceMs }),
   });
   if (problem !== null) throw new WebhookSignatureError(problem, { status: 401 });
-  const signature = headerValue(headers, kSignatureHeader) ?? "";
-  const t = /(?:^|,)t=([0-9]+)/.exec(signature)?.[1] ?? "0";
+  // The check passed: t is 1 to 16 digits.
+  const t = signatureParts(headerValue(headers, kSignatureHeader) ?? "").t ?? "0";
   const header = (name: string) => headerValue(headers, name);
   const integer = (name: string) => {
     const value = header(name);

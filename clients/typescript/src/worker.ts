@@ -179,6 +179,7 @@ export async function work(
   const waitMs = checkWait(options.waitMs);
   const backoff = checkBackoff(options.backoff ?? {});
   const drainTimeoutMs = options.drainTimeoutMs ?? 30_000;
+  if (!Number.isFinite(drainTimeoutMs) || drainTimeoutMs < 0) throw new RangeError("drainTimeoutMs: a number >= 0");
   if (typeof handler !== "function") throw new TypeError("handler: a function");
   const onError = options.onError ?? warn;
   const stats: WorkStats = { handled: 0, failed: 0, touched: 0, lost: 0 };

@@ -130,6 +130,15 @@ describe("on a plain server", () => {
     assert.throws(() => new Client({ timeoutMs: 0 }), RangeError);
   });
 
+  test("what cannot be sent is a TypeError before anything is sent", async () => {
+    const offline = new Client({ baseUrl: "http://127.0.0.1:9" });
+    await assert.rejects(offline.setWebhook("t", "http://127.0.0.1:9/", { rate: NaN }), /rate: not a finite number/);
+    await assert.rejects(offline.setWebhook("t", "http://127.0.0.1:9/", { rate: Infinity }), TypeError);
+    await assert.rejects(offline.getKey("t", "\udcff"), /not Unicode text/);
+    const headed = new Client({ baseUrl: "http://127.0.0.1:9", headers: { "x-note": "a\r\nb" } });
+    await assert.rejects(headed.stats(), /header x-note/);
+  });
+
   test("fromEnv reads DELAYQ_SERVER and DELAYQ_TOKEN", async () => {
     const saved = { ...process.env };
     try {

@@ -132,16 +132,30 @@ describe("verifySignature", () => {
   });
 });
 
-// Replays the captured request (its headers, the case's body) to a URL; resolves to the answer.
-async function replay(url, body) {
+// Replays the captured request (its headers, the case's body; `signature` in place of its
+// Delayq-Signature if given) to a URL; resolves to the answer.
+async function replay(url, body, signature) {
   const headers = Object.fromEntries(
     Object.entries(signedTwice.headers).filter(([name]) => !["host", "content-length", "connection"].includes(name)),
   );
+  if (signature !== undefined) headers["delayq-signature"] = signature;
   const response = await fetch(url, { method: "POST", headers, body });
   return { status: response.status, text: await response.text() };
 }
 
 describe("webhookListener (Node's http server)", () => {
+  test("signedAt is the t of a signature whose parts come in another order, with spaces", async () => {
+    const header = signedTwice.headers["delayq-signature"];
+    const t = Number(/t=(\d+)/.exec(header)[1]);
+    const [tPart, ...v1Parts] = header.split(",");
+    let delivery;
+    const url = await listen(webhookListener({ secrets: ["new-secret"], now: () => t }, (d) => {
+      delivery = d;
+    }));
+    const answer = await replay(url, signedTwice.body, `${v1Parts.join(", ")}, ${tPart}`);
+    assert.equal(answer.status, 204);
+    assert.equal(delivery.signedAt.getTime(), t);
+  });
   for (const c of kCases) {
     test(c.name, async () => {
       const k = materialize(c);
