@@ -865,6 +865,13 @@ TEST_P(BrokerContract, ABackupIsMadeOrNotSupported) {
   ASSERT_TRUE(made.is_ok()) << made.status().to_string();
   EXPECT_EQ(made.value().jobs, 1U);
   EXPECT_GT(made.value().bytes, 0U);
+  // A place where nothing can be written (even by root) is the request's fault, not the store's.
+  auto unwritable = call<broker::BackupResult>(
+      [&](auto done) { admin().backup("/proc/delayq-backup", std::move(done)); });
+  EXPECT_EQ(unwritable.code(), Code::kInvalidArgument) << unwritable.status().to_string();
+  EXPECT_NE(unwritable.status().message().find("cannot create /proc/delayq-backup.tmp"),
+            std::string::npos)
+      << unwritable.status().message();
 }
 
 // ---------------------------------------------------------------------------------------------

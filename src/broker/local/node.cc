@@ -272,6 +272,14 @@ Status check_backup_dir(const std::string& dir, const std::string& data_dir) {
     return {Code::kInvalidArgument,
             "backup: " + path.parent_path().string() + " is not a directory"};
   }
+  // Where the copy cannot be written (no permission, a read-only file system) is the request's
+  // fault, said as such, not a failure of the store: tried with the directory RocksDB makes.
+  if (!std::filesystem::create_directory(dir + ".tmp", error) || error) {
+    return {Code::kInvalidArgument, "backup: cannot create " + dir +
+                                        ".tmp, where the copy is written first: " +
+                                        (error ? error.message() : std::string("it exists"))};
+  }
+  std::filesystem::remove(dir + ".tmp", error);
   return Status::ok();
 }
 
