@@ -243,7 +243,9 @@ Response job_response(unsigned status, const JobView& job, const std::string* bo
 Result<JobId> parse_id(const std::string& text) {
   JobId id = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), id);
-  if (error != std::errc() || end != text.data() + text.size() || id == 0) {
+  // At most 2^63 - 1, the int64 that openapi.yaml gives ids (no job has one above 2^53).
+  if (error != std::errc() || end != text.data() + text.size() || id == 0 ||
+      id > static_cast<JobId>(std::numeric_limits<std::int64_t>::max())) {
     return Status(Code::kInvalidArgument, "bad job id '" + text + "': a positive integer");
   }
   return id;

@@ -710,8 +710,9 @@ TEST_F(ApiTest, AReservedJobShowsReservedUntil) {
 }
 
 TEST_F(ApiTest, ABadJobIdIs400WithoutACall) {
-  for (const char* target : {"/v1/jobs/abc", "/v1/jobs/0", "/v1/jobs/-1", "/v1/jobs/+1",
-                             "/v1/jobs/18446744073709551616", "/v1/jobs/1x", "/v1/jobs/%20"}) {
+  for (const char* target :
+       {"/v1/jobs/abc", "/v1/jobs/0", "/v1/jobs/-1", "/v1/jobs/+1", "/v1/jobs/18446744073709551616",
+        "/v1/jobs/9223372036854775808", "/v1/jobs/1x", "/v1/jobs/%20"}) {
     SCOPED_TRACE(target);
     for (const char* method : {"GET", "DELETE"}) {
       const Response response = expect_local(method, target);
