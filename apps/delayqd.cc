@@ -526,6 +526,7 @@ int main(int argc, char** argv) {
   flags.http.max_body_bytes =
       std::max<std::uint64_t>(flags.http.max_body_bytes, flags.server.max_job_bytes * 6 + 65536);
   flags.http.api.version = DELAYQ_VERSION;
+  flags.http.api.mode = flags.redis.empty() ? "local" : "redis";
   spdlog::set_default_logger(spdlog::stderr_color_mt("delayqd"));  // stdout is for the port line
   spdlog::set_level(flags.verbose >= 2   ? spdlog::level::trace
                     : flags.verbose == 1 ? spdlog::level::debug

@@ -536,6 +536,22 @@ async function main() {
       await page.waitForTimeout(2500);  // a refresh
       assert.equal(await page.locator('#error').isHidden(), true, 'an error banner');
       await shot('schedules-redis');
+      // What Redis mode keeps no figure of says so, and the job lists and due counts the API
+      // refuses there (501) are not asked again at each refresh.
+      assert.equal((await call(redis.base, 'POST', '/v1/tubes/rtube/jobs', { body: 'x' })).status, 201);
+      const refused = [];
+      const onResponse = (response) => {
+        if (response.status() === 501) refused.push(new URL(response.url()).pathname);
+      };
+      page.on('response', onResponse);
+      await page.goto(redis.base + '/#/tubes');
+      await page.waitForSelector('tr[data-tube="rtube"] td:text-is("not kept")');
+      await page.goto(redis.base + '/#/tubes/rtube');
+      await page.waitForSelector('[data-jobs-note]:text-matches("^not available: ")');
+      await page.waitForTimeout(4500);  // two refreshes
+      page.off('response', onResponse);
+      assert.ok(refused.length <= 1, 'refused endpoints asked again: ' + refused.join(', '));
+      await shot('tube-redis');
     });
   }
 

@@ -921,6 +921,7 @@ void Api::stats(Call& call) {
   admin_->stats(call.reply.then<ServerStats>([this](const ServerStats& s) {
     json::object o;
     o["version"] = options_.version;
+    o["mode"] = options_.mode;
     o["uptime_s"] = broker_.uptime().count();
     o["draining"] = broker_.draining();
     o["ready"] = s.ready;

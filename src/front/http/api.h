@@ -31,7 +31,8 @@ struct ApiOptions {
   std::size_t max_job_bytes = 65535;
   // Longest long-poll of POST /v1/reserve. Default: 1 hour.
   std::chrono::milliseconds max_reserve_timeout{3'600'000};
-  std::string version = "0";  // reported by GET /v1/stats
+  std::string version = "0";   // reported by GET /v1/stats
+  std::string mode = "local";  // the same: "local" (the embedded store) or "redis"
   // Bearer tokens: when there are any, every request but GET /healthz and GET /readyz must carry
   // `Authorization: Bearer <one of them>`, or it is answered 401. Compared in constant time (their
   // SHA-256 digests). Default: none, no authentication (fit for a loopback address only).

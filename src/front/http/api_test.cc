@@ -1234,6 +1234,7 @@ TEST_F(ApiTest, StatsAnswersTheServersCounts) {
   EXPECT_EQ(stats.response().status, 200U);
   const json::object body = body_of(stats.response());
   EXPECT_EQ(text(body, "version"), "9.8.7");
+  EXPECT_EQ(text(body, "mode"), "local");
   EXPECT_EQ(number(body, "uptime_s"), 3600);
   EXPECT_FALSE(flag(body, "draining"));
   EXPECT_EQ(number(body, "urgent"), 1);
@@ -1254,7 +1255,7 @@ TEST_F(ApiTest, StatsAnswersTheServersCounts) {
   EXPECT_EQ(array_at(lateness, "buckets").size(), fire_lateness_.bounds().size() + 1);
   EXPECT_EQ(number(object_at(body, "connections"), "http"), 0);
   EXPECT_EQ(text(object_at(body, "health"), "status"), "ok");
-  EXPECT_EQ(body.size(), 19U) << json::serialize(body);
+  EXPECT_EQ(body.size(), 20U) << json::serialize(body);
 
   fake_.set_draining(true);
   Exchange draining = expect_call("GET", "/v1/stats", "", "stats");

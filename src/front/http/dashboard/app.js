@@ -31,7 +31,7 @@ async function askToken(refused) {
     dialog.querySelector('[data-token-refused]').hidden = !refused;
     tokenPrompt = new Promise((resolve) => {
       dialog.addEventListener('close', () => {
-        sessionStorage.setItem('delayq-token', dialog.querySelector('[data-token]').value);
+        sessionStorage.setItem('delayq-token', dialog.querySelector('[data-token]').value.trim());
         tokenPrompt = null;
         resolve();
       }, { once: true });
@@ -63,7 +63,20 @@ async function api(path, { method = 'GET', body } = {}) {
       continue;
     }
     const text = await response.text();
-    const data = text ? JSON.parse(text) : {};
+    let data;
+    try {
+      data = text ? JSON.parse(text) : {};
+    } catch (error) {
+      // Not delayqd's answer (a proxy's error page): delayqd is not reached.
+      markUnreachable();
+      throw new ApiError(response.status, 'unreachable', 'HTTP ' + response.status +
+                         ' from something that is not delayqd (a proxy in between?)');
+    }
+    // The first answer after the server could not be reached: the header's pill, at once.
+    if (unreachable) {
+      unreachable = false;
+      if (path !== '/v1/stats') api('/v1/stats').then(renderHeader, () => {});
+    }
     if (!response.ok) {
       const error = data.error || {};
       throw new ApiError(response.status, error.code || 'error',
@@ -166,7 +179,9 @@ document.getElementById('error').addEventListener('click', () => {
 });
 
 // The header's pill when the server cannot be reached; the next answer puts it right.
+let unreachable = false;
 function markUnreachable() {
+  unreachable = true;
   const pill = document.getElementById('health');
   pill.textContent = 'unreachable';
   pill.className = 'pill bad';
@@ -269,6 +284,7 @@ class DueChart {
     const zoomed = this.stack.length > 0;
     let data;
     try {
+      if (notAvailable) throw new ApiError(501, 'unsupported', notAvailable);
       if (this.stack.length === 0) {
         data = await api(this.path() + '?in=0s,1m,1h,1d,7d');
       } else {
@@ -283,6 +299,7 @@ class DueChart {
       }
     } catch (error) {
       if (mine !== this.requests) return;
+      if (error.status === 501) notAvailable = error.message;
       this.note.textContent = error.status === 501 ? 'not available: ' + error.message
                               : error.status === 404 ? 'no such tube' : error.message;
       this.chart.data.labels = [];
@@ -388,15 +405,24 @@ function overviewPage() {
       ['store', s.health.status + (s.health.message ? ': ' + s.health.message : '')],
       ['draining', s.draining ? 'yes: puts are refused' : 'no'],
       ['connections', connections || 'none'],
-      ['jobs put', fmtCount(s.total_jobs) + ' since the start'],
+      ['jobs put', fmtCount(s.total_jobs) +
+        (serverMode === 'redis' ? ' (every node\'s, as the tubes count them)' : ' since the start')],
       ['TTRs lapsed', fmtCount(s.job_timeouts)],
-      ['next id', fmtCount(s.next_id)],
+      // Ids are drawn per shard in Redis mode: no next id to show.
+      ...(serverMode === 'redis' ? [] : [['next id', fmtCount(s.next_id)]]),
     ]);
     await due.refresh();
   };
 }
 
+// "redis" once the server has said so: some figures are not kept there (redis-mode.md).
+let serverMode = 'local';
+// The first refusal of a tube's job list or due counts as unsupported (Redis mode): those are
+// not asked again, and say "not available" with its reason.
+let notAvailable = null;
+
 function renderHeader(stats) {
+  serverMode = stats.mode || 'local';
   const pill = document.getElementById('health');
   const status = stats.health.status;
   pill.textContent = status === 'ok' ? 'healthy' : status;
@@ -409,6 +435,12 @@ function renderHeader(stats) {
 function webhookSummary(deliveries) {
   const parts = Object.entries(deliveries || {}).map(([outcome, n]) => fmtCount(n) + ' ' + outcome);
   return parts.length ? ' (' + parts.join(', ') + ')' : '';
+}
+
+// How long the oldest ready job has waited; Redis mode keeps no such age.
+function oldestReady(t) {
+  if (serverMode === 'redis') return 'not kept';
+  return t.ready ? fmtSpan(t.oldest_ready_age_ms) : '–';
 }
 
 function tubesPage() {
@@ -436,7 +468,7 @@ function tubesPage() {
       fmtCount(t.urgent), fmtCount(t.waiting),
       t.pause_left_ms > 0 ? fmtSpan(t.pause_left_ms) + ' left' : '–',
       t.webhook_url ? t.webhook_url + webhookSummary(t.webhook_deliveries) : '–',
-      t.ready ? fmtSpan(t.oldest_ready_age_ms) : '–'];
+      oldestReady(t)];
     texts.forEach((text, i) => {
       const cell = row.cellsToFill[i];
       if (cell.textContent !== text) cell.textContent = text;
@@ -535,13 +567,17 @@ function tubePage(name) {
       card('reserved', fmtCount(t.reserved)), card('buried', fmtCount(t.buried)),
       card('waiting workers', fmtCount(t.waiting), 'card-waiting'),
       card('paused', t.pause_left_ms > 0 ? fmtSpan(t.pause_left_ms) + ' left' : 'no'),
-      card('oldest ready', t.ready ? fmtSpan(t.oldest_ready_age_ms) : '–'),
+      card('oldest ready', oldestReady(t)),
       ...(flowSettings.length ? [card('groups held back', fmtCount(t.groups_held), 'card-groups-held'),
                                  card('groups ready', fmtCount(t.groups_ready), 'card-groups-ready')] : []));
     flow.hidden = flowSettings.length === 0;
     facts(flow.querySelector('[data-flow-facts]'), flowSettings);
-    tabs.forEach((tab) => tab.classList.toggle('current', tab.dataset.state === state));
+    tabs.forEach((tab) => {
+      tab.classList.toggle('current', tab.dataset.state === state);
+      tab.disabled = Boolean(notAvailable);
+    });
     try {
+      if (notAvailable) throw new ApiError(501, 'unsupported', notAvailable);
       const list = await api('/v1/tubes/' + enc(name) + '/jobs?state=' + state + '&limit=50');
       const now = Date.now();
       jobs.replaceChildren(...list.jobs.map((j) => el('tr', { 'data-job': j.id },
@@ -557,7 +593,8 @@ function tubePage(name) {
           (list.complete ? '' : partial);
     } catch (error) {
       jobs.replaceChildren();
-      note.textContent = error.message;
+      if (error.status === 501) notAvailable = error.message;
+      note.textContent = error.status === 501 ? 'not available: ' + error.message : error.message;
     }
     await due.refresh();
   };
@@ -910,7 +947,7 @@ function route() {
   const [path, query] = hash.split('?');
   const params = new URLSearchParams(query || '');
   let page = 'overview';
-  if (path === '/tubes') {
+  if (path === '/tubes' || path === '/tubes/') {
     page = 'tubes';
     current = tubesPage();
   } else if (path.startsWith('/tubes/')) {
