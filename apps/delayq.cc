@@ -962,7 +962,9 @@ int main(int argc, char** argv) {
   auto* tube = app.add_subcommand("tube", "a tube's settings and counts (docs/flow-control.md)");
   tube->require_subcommand(1);
   auto* tube_set = tube->add_subcommand(
-      "set", "set a tube's flow control and max attempts; prints the settings in force");
+      "set",
+      "set a tube's flow control and max attempts; prints the flow control in force if a flow "
+      "option was given, and max attempts if it was");
   tube_set->add_option("tube", o.tube, "tube")->required()->check(kName);
   tube_set
       ->add_option("--group-concurrency", o.group_concurrency,
