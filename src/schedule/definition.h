@@ -42,8 +42,8 @@ inline constexpr std::size_t kMaxCronBytes = 1024;  // six fields listing every 
 struct Definition {
   std::string name;  // 1-180 bytes of letters, digits and "-_.:"
   std::string tube;  // where its runs are put
-  // Exactly one of: a cron expression (cron.h), or an interval from start_unix_ms (or from the
-  // moment the schedule is created).
+  // Exactly one of: a cron expression (cron.h), or an interval from start_unix_ms (without one,
+  // compile() sets it to the first run, one interval after the moment the schedule is set).
   std::string cron;
   Millis every{0};
   std::string zone = "UTC";  // IANA name; cron fields are matched in its local time

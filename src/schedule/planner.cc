@@ -264,11 +264,6 @@ Result<std::vector<Run>> backfill(const Compiled& schedule, State& state, std::i
     runs.push_back({*at, now_unix_ms});
   }
   state.runs += runs.size();
-  // Their instants have come: the latest is a last run, as a trigger's is.
-  if (!runs.empty()) {
-    state.last_run_unix_ms = std::max(state.last_run_unix_ms.value_or(runs.back().instant_unix_ms),
-                                      runs.back().instant_unix_ms);
-  }
   return runs;
 }
 

@@ -249,6 +249,32 @@ TEST_P(ScheduleContract, TriggerAndBackfillPutRunsDueNow) {
       Code::kNotFound);
 }
 
+// A backfill counts the runs it put, and the latest of their instants is the last run (it has
+// come); the same range again puts and counts nothing. Paused: no run is put ahead meanwhile.
+TEST_P(ScheduleContract, ABackfillCountsTheRunsItPutAndItsLatestIsTheLastRun) {
+  Definition d = every_second("filled", "f");
+  d.every = 60s;
+  d.paused = true;
+  d.start_unix_ms = (wall_ms() / 60'000 - 10) * 60'000;  // ten minutes ago, on the minute
+  ASSERT_TRUE(set(d).is_ok());
+  const std::int64_t from = *d.start_unix_ms + 60'000;
+  const auto fill = [&] {
+    return call<std::vector<PutResult>>(
+        [&](auto done) { schedules().backfill("filled", from, from + 120'000, std::move(done)); });
+  };
+  ASSERT_TRUE(fill().is_ok());
+  const auto counted = [&](std::uint64_t runs) {
+    return run_until([&] {
+      auto view = get("filled");
+      return view.is_ok() && view.value().state.runs == runs &&
+             view.value().state.last_run_unix_ms == from + 120'000;
+    });
+  };
+  EXPECT_TRUE(counted(3)) << "runs " << get("filled").value().state.runs;
+  ASSERT_TRUE(fill().is_ok());
+  EXPECT_TRUE(counted(3)) << "runs " << get("filled").value().state.runs;
+}
+
 TEST_P(ScheduleContract, OverlapSkipRunsNothingWhileThePreviousRunsJobExists) {
   Definition d = every_second("single", "one");
   d.overlap = schedule::Overlap::kSkip;

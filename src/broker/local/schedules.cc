@@ -327,9 +327,16 @@ void LocalSchedules::backfill(std::string name, std::int64_t from_unix_ms, std::
   auto runs = schedule::backfill(entry.schedule, entry.state, from_unix_ms, to_unix_ms, now());
   if (!runs.is_ok()) return finish<Puts>(std::move(done), runs.status());
   Puts puts;
+  // Counted from the jobs put: an instant whose job still stood, or a put that failed, is not a
+  // run. The latest instant put has come: a last run, as a trigger's is.
+  entry.state.runs = before.runs;
   for (const schedule::Run& run : runs.value()) {
     auto put = put_run(entry.schedule, run);
-    if (!put.is_ok() || !put.value().inserted) --entry.state.runs;  // no new job
+    if (put.is_ok() && put.value().inserted) {
+      ++entry.state.runs;
+      entry.state.last_run_unix_ms =
+          std::max(entry.state.last_run_unix_ms.value_or(run.instant_unix_ms), run.instant_unix_ms);
+    }
     if (!put.is_ok()) {
       count(before, entry.state);
       persist(entry);

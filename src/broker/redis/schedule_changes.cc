@@ -379,15 +379,23 @@ void RedisSchedules::backfill(std::string name, std::int64_t from_unix_ms, std::
     auto runs = schedule::backfill(compiled.value(), state, from_unix_ms, to_unix_ms, self->now());
     if (!runs.is_ok()) return done(runs.status());
     auto puts = std::make_shared<Puts>();
-    self->put_direct(std::make_shared<const schedule::Definition>(d), runs.value(), puts,
-                     [self, name, puts, done = std::move(done)](Status put) mutable {
-                       const auto inserted = static_cast<std::uint64_t>(std::count_if(
-                           puts->begin(), puts->end(),
-                           [](const broker::PutResult& one) { return one.inserted; }));
-                       if (inserted > 0) self->recount(name, inserted, std::nullopt, kTries);
-                       if (!put.is_ok()) return done(put);
-                       done(std::move(*puts));
-                     });
+    self->put_direct(
+        std::make_shared<const schedule::Definition>(d), runs.value(), puts,
+        [self, name, puts, runs = runs.value(), done = std::move(done)](Status put) mutable {
+          // Counted from the jobs put; the latest instant put is a last run, as a
+          // trigger's is (its instant has come).
+          std::uint64_t inserted = 0;
+          std::optional<std::int64_t> last_run;
+          for (std::size_t i = 0; i < puts->size() && i < runs.size(); ++i) {
+            if (!(*puts)[i].inserted) continue;
+            ++inserted;
+            last_run =
+                std::max(last_run.value_or(runs[i].instant_unix_ms), runs[i].instant_unix_ms);
+          }
+          if (inserted > 0) self->recount(name, inserted, last_run, kTries);
+          if (!put.is_ok()) return done(put);
+          done(std::move(*puts));
+        });
   });
 }
 
