@@ -1156,10 +1156,14 @@ int main(int argc, char** argv) {
     if (schedule_next->parsed()) return cli.schedule_next();
     return kExitUsage;
   };
-  // Output that cannot be written (a full disk, a closed pipe) is not a success.
+  // Output that cannot be written (a full disk, a closed descriptor) is not a success.
   const auto written = [](int code) {
-    if ((std::fflush(stdout) != 0 || std::ferror(stdout) != 0) && code == 0) {
-      std::fprintf(stderr, "delayq: cannot write the output: %s\n", std::strerror(errno));
+    errno = 0;
+    const bool flushed = std::fflush(stdout) == 0;
+    const int why = errno;
+    if ((!flushed || std::ferror(stdout) != 0) && code == 0) {
+      std::fprintf(stderr, "delayq: cannot write the output%s%s\n", why != 0 ? ": " : "",
+                   why != 0 ? std::strerror(why) : "");
       return kExitUsage;
     }
     return code;

@@ -161,10 +161,12 @@ void Core::call(std::uint32_t shard, std::vector<std::string> args, bool write,
   std::optional<LostCall> lost;
   if (!number.empty()) lost = LostCall{number, op, holders_of(args)};
   if (may_move) kept = std::move(args);
+  ++calls_under_way;
   client->run(std::move(request), [self = shared_from_this(), shard, slot, write,
                                    number = std::move(number), lost = std::move(lost),
                                    args = std::move(kept), done = std::move(done)](
                                       Result<std::vector<Reply>> replies) mutable {
+    --self->calls_under_way;
     if (self->closed) return;
     // A WAIT that saw no replica: no WAIT to that primary for the next 5 s (then one tries
     // again), or every write behind it would wait out its second too.

@@ -436,11 +436,13 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   // A reservation nobody got (its reserve gone, its answer lost) made ready again at once,
   // uncounted: no attempt of the job was used.
   void undo_reservation(const std::string& holder, const broker::Job& job);
-  // A reservation given back (a closed session's, a prefetch undone): the `release` call, counted
-  // in `releases_under_way` until answered, so that a stopping node waits for it (settle()).
+  // A reservation given back (a closed session's, a prefetch undone): its `release` call.
   void give_back_reservation(const std::string& holder, JobId id, std::uint32_t reserves,
                              bool undo);
-  std::size_t releases_under_way = 0;
+  // The jobs script's calls sent and not yet answered: a stopping node waits for them
+  // (RedisBroker::settle()), since an answer may carry a reservation for a session that has
+  // gone, which is then given back by one more call.
+  std::size_t calls_under_way = 0;
   // A waiter's first try: its session's prefetched job if it fits (else that is given back),
   // or try_reserve(). A pipelined reserve waits for its delete's prefetch first.
   void start(const std::shared_ptr<Waiter>& waiter);

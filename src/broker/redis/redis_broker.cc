@@ -451,15 +451,19 @@ Status RedisBroker::close() {
 }
 
 void RedisBroker::settle(std::function<void()> done) {
-  if (core_->releases_under_way == 0) {
-    boost::asio::post(core_->io, std::move(done));
+  settle_core(core_, std::move(done));
+}
+
+// Looked at every 10 ms: the calls are answered in a few. Holds the core, not the broker.
+void RedisBroker::settle_core(const std::shared_ptr<Core>& core, std::function<void()> done) {
+  if (core->calls_under_way == 0) {
+    boost::asio::post(core->io, std::move(done));
     return;
   }
-  // Looked at every 10 ms: the release calls are answered in a few.
-  auto timer =
-      std::make_shared<boost::asio::steady_timer>(core_->io, std::chrono::milliseconds(10));
-  timer->async_wait([this, timer, done = std::move(done)](const boost::system::error_code& error) {
-    if (!error) settle(done);
+  std::shared_ptr<Timer> timer = core->clock->timer();
+  timer->expires_after(Millis{10});
+  timer->async_wait([core, timer, done = std::move(done)](bool expired) mutable {
+    if (expired && !core->closed) settle_core(core, std::move(done));
   });
 }
 

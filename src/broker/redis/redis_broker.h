@@ -115,6 +115,7 @@ class RedisBroker final : public broker::Broker {
 
  private:
   explicit RedisBroker(std::shared_ptr<Core> core);
+  static void settle_core(const std::shared_ptr<Core>& core, std::function<void()> done);
   std::shared_ptr<Core> core_;
   metrics::Registry::Collector shard_families_;  // reads core_
   std::shared_ptr<RedisSchedules> schedules_;

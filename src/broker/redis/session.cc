@@ -491,7 +491,6 @@ void RedisSession::kick(std::string tube, std::size_t bound, Callback<std::size_
       if (per_shard.empty()) return finish();
       left = per_shard.size();
       const std::size_t before = kicked;
-      core->kick_started(tube);
       for (const auto& [chosen, count] : per_shard) {
         core->call(chosen, {"kick", tube, what, std::to_string(count)}, true,
                    [self = shared_from_this(), before](Result<Reply> kick) {
@@ -501,7 +500,6 @@ void RedisSession::kick(std::string tube, std::size_t bound, Callback<std::size_
                        self->kicked += static_cast<std::size_t>(kick.value().elements[1].integer);
                      }
                      if (--self->left > 0) return;
-                     self->core->kick_ended(self->tube);
                      const bool more = !self->listed_all && self->kicked > before &&
                                        self->kicked < self->bound && self->failed.is_ok();
                      if (more) return self->ask();
@@ -509,7 +507,9 @@ void RedisSession::kick(std::string tube, std::size_t bound, Callback<std::size_
                    });
       }
     }
+    // Every round's wakes are held from the start to here (Core::kick_started()).
     void finish() {
+      core->kick_ended(tube);
       if (!state->alive) return;
       if (failed.is_ok()) {
         done(kicked);
@@ -524,6 +524,7 @@ void RedisSession::kick(std::string tube, std::size_t bound, Callback<std::size_
   k->tube = std::move(tube);
   k->bound = bound;
   k->done = std::move(done);
+  core_->kick_started(k->tube);
   k->ask();
 }
 

@@ -733,12 +733,10 @@ void Core::undo_reservation(const std::string& holder, const broker::Job& job) {
 
 void Core::give_back_reservation(const std::string& holder, JobId id, std::uint32_t reserves,
                                  bool undo) {
-  ++releases_under_way;
   std::vector<std::string> args = {"release", holder, std::to_string(id),
                                    "",        "",     std::to_string(reserves)};
   if (undo) args.emplace_back("1");
-  call(shard_of_id(id, shards), std::move(args), true,
-       [self = shared_from_this()](Result<Reply>) { --self->releases_under_way; });
+  call(shard_of_id(id, shards), std::move(args), true, [](Result<Reply>) {});
 }
 
 void Core::start(const std::shared_ptr<Waiter>& waiter) {

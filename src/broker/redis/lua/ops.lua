@@ -390,7 +390,8 @@ ops.peek_next = function()
     local head = first(state == 'ready' and R or B, tube, 1)[1]
     if not head and state == 'ready' and flow_here(tube) then
       -- Every group with ready jobs is held back: the best of their best jobs, by (priority,
-      -- id), as on a single delayqd. O(the tube's groups), for this case only.
+      -- id), as on a single delayqd. For this case only: it scans the shard's group states
+      -- (those of every flow-controlled tube here) and reads each of this tube's best.
       each_group(tube, function(group)
         local m = group_best(tube, group)
         if m and (not head or string.sub(m, -26) < string.sub(head, -26)) then head = m end
