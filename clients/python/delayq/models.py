@@ -628,12 +628,15 @@ class Stats:
     fire_lateness: FireLateness
     connections: dict[str, int]
     health: Health
+    # "local" (the embedded store) or "redis"; "local" from a server too old to say.
+    mode: str = "local"
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Any) -> Stats:
         f = _Fields(data, "stats")
         return cls(
+            mode=f.string_or_none("mode") or "local",
             version=f.string("version"),
             uptime=timedelta(seconds=f.integer("uptime_s")),
             draining=f.boolean("draining"),

@@ -16,7 +16,7 @@ import pytest
 
 import delayq
 from conftest import local_only, redis_only, wait_for
-from server import Server
+from server import Server, redis_seeds
 
 
 def test_stats_count_the_jobs(client: delayq.Client, tube: str) -> None:
@@ -25,6 +25,7 @@ def test_stats_count_the_jobs(client: delayq.Client, tube: str) -> None:
     client.put(tube, "y", delay="1h")
     stats = client.stats()
     assert stats.version == delayq.__version__ and not stats.draining
+    assert stats.mode == ("redis" if redis_seeds() is not None else "local")
     assert stats.health.status == "ok" and stats.uptime >= timedelta(0)
     assert stats.total_jobs == before.total_jobs + 2
     assert stats.delayed >= 1 and stats.ready >= 1 and stats.tubes >= 2

@@ -213,6 +213,8 @@ export interface FireLateness {
 /** Server-wide counts (GET /v1/stats). */
 export interface Stats {
     version: string;
+    /** "local" (the embedded store) or "redis"; "local" from a server too old to say. */
+    mode: string;
     uptimeSeconds: number;
     draining: boolean;
     ready: number;

@@ -383,6 +383,7 @@ export function readStats(data) {
     const f = new Fields(data, "stats");
     return {
         version: f.string("version"),
+        mode: f.stringOrUndefined("mode") ?? "local",
         uptimeSeconds: f.number("uptime_s"),
         draining: f.boolean("draining"),
         ready: f.number("ready"),

@@ -236,6 +236,8 @@ export interface FireLateness {
 /** Server-wide counts (GET /v1/stats). */
 export interface Stats {
   version: string;
+  /** "local" (the embedded store) or "redis"; "local" from a server too old to say. */
+  mode: string;
   uptimeSeconds: number;
   draining: boolean;
   ready: number;
@@ -671,6 +673,7 @@ export function readStats(data: unknown): Stats {
   const f = new Fields(data, "stats");
   return {
     version: f.string("version"),
+    mode: f.stringOrUndefined("mode") ?? "local",
     uptimeSeconds: f.number("uptime_s"),
     draining: f.boolean("draining"),
     ready: f.number("ready"),

@@ -217,6 +217,7 @@ describe("server", () => {
     await client.put("stats", "x");
     const stats = await client.stats();
     assert.equal(stats.version, "0.1.0");
+    assert.equal(stats.mode, redisMode ? "redis" : "local");
     assert.equal(typeof stats.uptimeSeconds, "number");
     assert.equal(stats.draining, false);
     assert.ok(stats.ready >= 1);

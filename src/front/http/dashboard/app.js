@@ -65,6 +65,8 @@ async function api(path, { method = 'GET', body } = {}) {
     const text = await response.text();
     let data;
     try {
+      // delayqd's refusals carry a JSON error object: an empty one is a proxy's (502, 504).
+      if (!text && !response.ok) throw new SyntaxError('no body');
       data = text ? JSON.parse(text) : {};
     } catch (error) {
       // Not delayqd's answer (a proxy's error page): delayqd is not reached.
@@ -284,7 +286,7 @@ class DueChart {
     const zoomed = this.stack.length > 0;
     let data;
     try {
-      if (notAvailable) throw new ApiError(501, 'unsupported', notAvailable);
+      if (notAvailable.due) throw new ApiError(501, 'unsupported', notAvailable.due);
       if (this.stack.length === 0) {
         data = await api(this.path() + '?in=0s,1m,1h,1d,7d');
       } else {
@@ -299,7 +301,7 @@ class DueChart {
       }
     } catch (error) {
       if (mine !== this.requests) return;
-      if (error.status === 501) notAvailable = error.message;
+      if (error.status === 501) notAvailable.due = error.message;
       this.note.textContent = error.status === 501 ? 'not available: ' + error.message
                               : error.status === 404 ? 'no such tube' : error.message;
       this.chart.data.labels = [];
@@ -417,9 +419,9 @@ function overviewPage() {
 
 // "redis" once the server has said so: some figures are not kept there (redis-mode.md).
 let serverMode = 'local';
-// The first refusal of a tube's job list or due counts as unsupported (Redis mode): those are
-// not asked again, and say "not available" with its reason.
-let notAvailable = null;
+// The first refusal of a tube's job list, or of due counts, as unsupported (Redis mode): that
+// endpoint is not asked again, and says "not available" with its reason.
+const notAvailable = { jobs: null, due: null };
 
 function renderHeader(stats) {
   serverMode = stats.mode || 'local';
@@ -574,10 +576,10 @@ function tubePage(name) {
     facts(flow.querySelector('[data-flow-facts]'), flowSettings);
     tabs.forEach((tab) => {
       tab.classList.toggle('current', tab.dataset.state === state);
-      tab.disabled = Boolean(notAvailable);
+      tab.disabled = Boolean(notAvailable.jobs);
     });
     try {
-      if (notAvailable) throw new ApiError(501, 'unsupported', notAvailable);
+      if (notAvailable.jobs) throw new ApiError(501, 'unsupported', notAvailable.jobs);
       const list = await api('/v1/tubes/' + enc(name) + '/jobs?state=' + state + '&limit=50');
       const now = Date.now();
       jobs.replaceChildren(...list.jobs.map((j) => el('tr', { 'data-job': j.id },
@@ -593,7 +595,7 @@ function tubePage(name) {
           (list.complete ? '' : partial);
     } catch (error) {
       jobs.replaceChildren();
-      if (error.status === 501) notAvailable = error.message;
+      if (error.status === 501) notAvailable.jobs = error.message;
       note.textContent = error.status === 501 ? 'not available: ' + error.message : error.message;
     }
     await due.refresh();
