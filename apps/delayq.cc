@@ -780,7 +780,7 @@ class Cli {
     ClientResponse response;
     if (auto failed = call("GET", "/v1/tubes/" + segment(o_.tube), nullptr, response)) {
       // A tube with settings and no jobs: the settings are kept, the tube is not there to show.
-      if (response.status == 404) {
+      if (*failed == kExitRefused && response.status == 404) {
         std::fprintf(stderr,
                      "delayq: a tube exists while it holds jobs or a client uses or watches it; "
                      "settings given by tube set are kept meanwhile\n");

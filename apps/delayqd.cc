@@ -331,7 +331,7 @@ int run(const Flags& flags) {
       if (http) http->stop();
       settled.expires_after(std::chrono::seconds(2));
       settled.async_wait([&](const boost::system::error_code& error) {
-        if (!error) spdlog::warn("stopping without the answers that give reserved jobs back");
+        if (!error) spdlog::warn("stopping with calls to Redis unanswered after 2 s");
         io.stop();
       });
       broker->settle([&] { settled.cancel(); });

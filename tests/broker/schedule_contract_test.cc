@@ -272,6 +272,7 @@ TEST_P(ScheduleContract, ABackfillCountsTheRunsItPutAndItsLatestIsTheLastRun) {
   };
   EXPECT_TRUE(counted(3)) << "runs " << get("filled").value().state.runs;
   ASSERT_TRUE(fill().is_ok());
+  run_for(300ms);  // room for a count that should not come (Redis counts later)
   EXPECT_TRUE(counted(3)) << "runs " << get("filled").value().state.runs;
 }
 

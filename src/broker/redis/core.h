@@ -368,8 +368,9 @@ struct RedisBroker::Core : std::enable_shared_from_this<RedisBroker::Core> {
   Hint& hint(const std::string& tube);
   void notify_ready(std::uint32_t shard, const std::string& tube, const Head& head,
                     bool wake_one = true);
-  // A kick's calls under way, by tube: the reserves they would wake wait for the last answer,
-  // so that each takes the best job of all kicked, not the first shard's (protocol.md).
+  // Kicks under way (listing or kicking), by tube: the reserves their calls would wake wait for
+  // the kick's end, so that each takes the best job of all kicked, not the first shard's
+  // (protocol.md).
   std::map<std::string, std::size_t, std::less<>> kicks_under_way;
   std::map<std::string, std::size_t, std::less<>> wakes_held;
   void kick_started(const std::string& tube);

@@ -453,7 +453,13 @@ void RedisSession::kick(std::string tube, std::size_t bound, Callback<std::size_
     bool listed_all = true;  // no shard had more than it listed
     std::vector<std::tuple<double, JobId, std::uint32_t>> candidates;  // order, id, shard
     Status failed;
+    bool ended = false;  // Core::kick_ended() called
 
+    // A kick dropped unfinished (its session went while it listed: its callbacks are not run)
+    // ends its hold of the tube's wakes here.
+    ~Kick() {
+      if (!ended && !core->closed) core->kick_ended(tube);
+    }
     void ask() {
       const std::size_t most = std::min(kMost, bound - kicked);
       redis::every_shard(core, state, {"kickable", tube, what, std::to_string(most)}, false,
@@ -509,6 +515,7 @@ void RedisSession::kick(std::string tube, std::size_t bound, Callback<std::size_
     }
     // Every round's wakes are held from the start to here (Core::kick_started()).
     void finish() {
+      ended = true;
       core->kick_ended(tube);
       if (!state->alive) return;
       if (failed.is_ok()) {

@@ -301,8 +301,8 @@ class DueChart {
       }
     } catch (error) {
       if (mine !== this.requests) return;
-      if (error.status === 501) notAvailable.due = error.message;
-      this.note.textContent = error.status === 501 ? 'not available: ' + error.message
+      if (error.code === 'unsupported') notAvailable.due = error.message;
+      this.note.textContent = error.code === 'unsupported' ? 'not available: ' + error.message
                               : error.status === 404 ? 'no such tube' : error.message;
       this.chart.data.labels = [];
       this.chart.data.datasets[0].data = [];
@@ -595,8 +595,8 @@ function tubePage(name) {
           (list.complete ? '' : partial);
     } catch (error) {
       jobs.replaceChildren();
-      if (error.status === 501) notAvailable.jobs = error.message;
-      note.textContent = error.status === 501 ? 'not available: ' + error.message : error.message;
+      if (error.code === 'unsupported') notAvailable.jobs = error.message;
+      note.textContent = error.code === 'unsupported' ? 'not available: ' + error.message : error.message;
     }
     await due.refresh();
   };
