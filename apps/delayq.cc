@@ -103,6 +103,12 @@ struct Options {
   std::string after;
 };
 
+// $DELAYQ_TOKEN, or nullptr when unset or empty (an empty one is no token).
+const char* bearer_token() {
+  const char* token = std::getenv("DELAYQ_TOKEN");
+  return token != nullptr && *token != '\0' ? token : nullptr;
+}
+
 // Percent-encodes one path segment.
 std::string segment(std::string_view text) {
   static constexpr char kHex[] = "0123456789ABCDEF";
@@ -277,7 +283,7 @@ class Cli {
         return kExitUsage;
       }
       client_ = std::move(made).value();
-      if (const char* token = std::getenv("DELAYQ_TOKEN"); token != nullptr && *token != '\0') {
+      if (const char* token = bearer_token()) {
         // Sent in a header: a control character (a line break read from a file) would end it.
         if (std::any_of(token, token + std::strlen(token),
                         [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
@@ -311,9 +317,8 @@ class Cli {
                    field(e->as_object(), "message").c_str());
       if (out.status == 401) {
         std::fprintf(stderr, "delayq: %s\n",
-                     std::getenv("DELAYQ_TOKEN") == nullptr || *std::getenv("DELAYQ_TOKEN") == '\0'
-                         ? "set $DELAYQ_TOKEN to one of the server's tokens"
-                         : "$DELAYQ_TOKEN is not one of the server's tokens");
+                     bearer_token() == nullptr ? "set $DELAYQ_TOKEN to one of the server's tokens"
+                                               : "$DELAYQ_TOKEN is not one of the server's tokens");
       }
       return kExitRefused;
     }
@@ -1080,16 +1085,11 @@ int main(int argc, char** argv) {
   auto* backup = admin->add_subcommand(
       "backup", "copy the running server's data into a new directory (a restorable data dir)");
   backup->add_option("dir", o.dir, "new directory on the server's machine (relative: from here)")
-      ->required()
-      ->check(CLI::Validator(
-          [](std::string& dir) {
-            return dir.empty() ? std::string("an empty path") : std::string();
-          },
-          ""));
+      ->required();
 
-  // An option given an empty value ("--in ''": an unset shell variable) is refused, not taken
-  // for the option left out: a put would otherwise be due at once, or go without its key. A
-  // body may be empty.
+  // An option or argument given an empty value ("--in ''": an unset shell variable) is refused,
+  // not taken for the option left out: a put would otherwise be due at once, or go without its
+  // key; a backup would name no directory. A body may be empty.
   const CLI::Validator kGiven(
       [](std::string& text) {
         return text.empty() ? std::string("an empty value") : std::string();
@@ -1097,8 +1097,8 @@ int main(int argc, char** argv) {
       "");
   const std::function<void(CLI::App*)> refuse_empty = [&](CLI::App* command) {
     for (CLI::Option* option : command->get_options()) {
-      if (option->nonpositional() && option->get_items_expected_min() > 0 &&
-          !option->check_lname("body")) {
+      if (option->get_items_expected_min() > 0 && !option->check_lname("body") &&
+          option->get_name() != "body") {
         option->check(kGiven);
       }
     }

@@ -636,8 +636,8 @@ class Stats:
     def from_json(cls, data: Any) -> Stats:
         f = _Fields(data, "stats")
         return cls(
-            mode=f.string_or_none("mode") or "local",
             version=f.string("version"),
+            mode=f.string_or_none("mode") or "local",
             uptime=timedelta(seconds=f.integer("uptime_s")),
             draining=f.boolean("draining"),
             ready=f.integer("ready"),
