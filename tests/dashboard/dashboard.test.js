@@ -408,7 +408,7 @@ async function main() {
                  'the job the dialog did not name was deleted');
   });
 
-  await check('a kick of "all" is refused on the page, and its error stays over refreshes',
+  await check('a kick of "all" is refused on the page and its error stays over refreshes; a kick says how many',
               async () => {
     for (let i = 0; i < 3; i++) await put('kicks', { body: 'k' + i, delay: '1h' });
     await page.goto(base + '/#/tubes/kicks');
@@ -423,6 +423,22 @@ async function main() {
     assert.equal((await call(base, 'GET', '/v1/tubes/kicks')).body.delayed, 3, 'jobs were kicked');
     await page.click('#error');
     assert.equal(await page.locator('#error').isHidden(), true);
+
+    await page.click('[data-action="kick"]');
+    await page.fill('#confirm [data-input]', '2');
+    await page.click('#confirm [data-ok]');
+    await page.waitForSelector('#notice:not([hidden])');
+    assert.match(await page.locator('#notice').textContent(), /^Kicked 2 jobs of kicks to ready/);
+    assert.equal((await call(base, 'GET', '/v1/tubes/kicks')).body.ready, 2, 'two jobs kicked');
+
+    // A bare number is not taken as milliseconds.
+    await page.click('[data-action="pause"]');
+    await page.fill('#confirm [data-input]', '5');
+    await page.click('#confirm [data-ok]');
+    await page.waitForSelector('#error:not([hidden])');
+    assert.match(await page.locator('#error').textContent(), /pause: a delay needs its unit: "5s"/);
+    assert.equal(await page.locator('#notice').isHidden(), true, 'the kick\'s notice outlived the next action');
+    assert.equal((await call(base, 'GET', '/v1/tubes/kicks')).body.pause_left_ms, 0, 'the tube was paused');
   });
 
   await check('the schedules page lists each schedule with its next run, and its next 5 runs',

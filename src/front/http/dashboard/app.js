@@ -210,12 +210,34 @@ function confirmAction(message, input) {
 
 // An action the user confirms (and gives a value to, with `input`): its error stays on the
 // banner until read, and the page refreshes either way.
+// What an action did, when its answer says more than "done" (a kick's count); the next action,
+// or a click, takes it away.
+function showNotice(text) {
+  const notice = document.getElementById('notice');
+  notice.hidden = !text;
+  notice.textContent = text ? text + ' (click to dismiss)' : '';
+}
+document.getElementById('notice').addEventListener('click', () => showNotice(null));
+
+// A delay typed into a dialog says its unit, as the CLI asks: the API reads a bare number as
+// milliseconds, which "5" is seldom meant to be. A bare 0 is the same in every unit.
+function checkDelay(action, text) {
+  if (/^[0-9]+$/.test(text) && /[1-9]/.test(text)) {
+    throw new Error(action + ': a delay needs its unit: "' + text + 's", "' + text + 'm" or "' +
+                    text + 'ms"');
+  }
+  return text;
+}
+
+// run(answer) may return a line saying what the action did, shown until the next action.
 async function runAction(message, input, run, refresh) {
   const answer = await confirmAction(message, input);
   if (answer === null) return;
+  showNotice(null);
   try {
-    await run(answer);
+    const said = await run(answer);
     showError(null, true);
+    if (typeof said === 'string') showNotice(said);
   } catch (error) {
     showError(error, true);
   }
@@ -541,11 +563,14 @@ function tubePage(name) {
       if (!/^[1-9][0-9]*$/.test(bound)) {
         throw new Error('kick: a whole number of jobs, 1 or more, not "' + bound + '"');
       }
-      return api('/v1/tubes/' + enc(name) + '/kick', { method: 'POST', body: { bound: Number(bound) } });
+      return api('/v1/tubes/' + enc(name) + '/kick', { method: 'POST', body: { bound: Number(bound) } })
+        .then((done) => 'Kicked ' + fmtCount(done.kicked) + (done.kicked === 1 ? ' job' : ' jobs') +
+                        ' of ' + name + ' to ready');
     }));
   root.querySelector('[data-action="pause"]').addEventListener('click', () =>
     act('Pause ' + name + ' for how long?', '5m',
-        (delay) => api('/v1/tubes/' + enc(name) + '/pause', { method: 'POST', body: { delay } })));
+        (delay) => api('/v1/tubes/' + enc(name) + '/pause',
+                       { method: 'POST', body: { delay: checkDelay('pause', delay) } })));
   root.querySelector('[data-action="resume"]').addEventListener('click', () =>
     act('End the pause of ' + name + '?', undefined,
         () => api('/v1/tubes/' + enc(name) + '/pause', { method: 'POST', body: { delay: 0 } })));
@@ -662,6 +687,11 @@ function jobsPage(params) {
     const when = root.querySelector('[data-when]').value.trim();
     if (!when) return showError(new Error('reschedule: give a delay ("2h") or a time'), true);
     const body = /^\d{4}-/.test(when) ? { at: when } : { delay: when };
+    try {
+      if (body.delay) checkDelay('reschedule', when);
+    } catch (error) {
+      return showError(error, true);
+    }
     act('Reschedule job ' + shown.id + ' to ' + when + (body.delay ? ' from now' : '') + '?',
         () => api(path, { method: 'PATCH', body }));
   });
