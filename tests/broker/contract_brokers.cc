@@ -150,17 +150,32 @@ fs::path scratch(const std::string& what) {
   return fs::temp_directory_path() / ("delayq-contract-" + std::to_string(::getpid()) + "-" + what);
 }
 
-// One redis-server for the whole process, stopped by PID at exit.
+// A server (or cluster) of the whole process: stopped by PID at exit, and its directory (its
+// log, and a cluster's node files) removed after it, so that runs leave nothing in /tmp.
+template <class Server>
+struct ProcessWide {
+  ~ProcessWide() {
+    if (server == nullptr) return;
+    server.reset();
+    std::error_code ignored;
+    fs::remove_all(dir, ignored);
+  }
+  fs::path dir;
+  std::unique_ptr<Server> server;
+};
+
+// One redis-server for the whole process.
 std::string single_redis(std::string* why) {
   static std::once_flag once;
-  static std::unique_ptr<RedisServer> server;
+  static ProcessWide<RedisServer> wide;
   static std::string failure;
   std::call_once(once, [] {
-    server = std::make_unique<RedisServer>(scratch("redis"));
-    failure = server->start();
+    wide.dir = scratch("redis");
+    wide.server = std::make_unique<RedisServer>(wide.dir);
+    failure = wide.server->start();
   });
   *why = failure;
-  return failure.empty() ? server->address() : "";
+  return failure.empty() ? wide.server->address() : "";
 }
 
 // The run's cluster (scripts/redis-cluster.sh, named by DELAYQ_TEST_REDIS_SEEDS_FILE), or else
@@ -174,14 +189,15 @@ std::string cluster_redis(std::string* why) {
     return seeds;
   }
   static std::once_flag once;
-  static std::unique_ptr<RedisCluster> cluster;
+  static ProcessWide<RedisCluster> wide;
   static std::string failure;
   std::call_once(once, [] {
-    cluster = std::make_unique<RedisCluster>(scratch("cluster"), 3, 1);
-    failure = cluster->start();
+    wide.dir = scratch("cluster");
+    wide.server = std::make_unique<RedisCluster>(wide.dir, 3, 1);
+    failure = wide.server->start();
   });
   *why = failure;
-  return failure.empty() ? cluster->seeds() : "";
+  return failure.empty() ? wide.server->seeds() : "";
 }
 
 // Letters, digits and '-': a key prefix of the test's own.
