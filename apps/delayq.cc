@@ -1111,6 +1111,26 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
+    // "delayq group bogus": CLI11 says only "A subcommand is required"; say which are.
+    CLI::App* leaf = &app;
+    while (!leaf->get_subcommands().empty()) leaf = leaf->get_subcommands().front();
+    if (dynamic_cast<const CLI::RequiredError*>(&error) != nullptr && leaf != &app &&
+        leaf->get_require_subcommand_min() > 0 && leaf->get_subcommands().empty()) {
+      std::string names;
+      for (const CLI::App* sub : leaf->get_subcommands([](CLI::App*) { return true; })) {
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+      }
+      std::string path = leaf->get_name();
+      for (const CLI::App* up = leaf->get_parent(); up != &app; up = up->get_parent()) {
+        path = up->get_name() + " " + path;
+      }
+      const std::vector<std::string> extra = app.remaining();
+      const std::string what =
+          extra.empty() ? "a command is needed" : "no command " + extra.front();
+      std::fprintf(stderr, "delayq %s: %s; its commands: %s\n", path.c_str(), what.c_str(),
+                   names.c_str());
+      return kExitUsage;
+    }
     const int code = app.exit(error);
     return code == 0 ? 0 : kExitUsage;
   }

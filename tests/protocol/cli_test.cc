@@ -410,6 +410,11 @@ TEST_F(CliTest, FailuresHaveClearMessagesAndExitCodes) {
   const Outcome unknown = delayq("frobnicate");  // no such command: named as such
   EXPECT_EQ(unknown.status, 2);
   EXPECT_NE(unknown.out.find("not expected: frobnicate"), std::string::npos) << unknown.out;
+  const Outcome no_sub = delayq("group bogus");  // a group's command it does not have
+  EXPECT_EQ(no_sub.status, 2);
+  EXPECT_EQ(no_sub.out, "delayq group: no command bogus; its commands: ls, rm\n");
+  EXPECT_EQ(delayq("schedule").out.find("delayq schedule: a command is needed; its commands: set,"),
+            0);
   EXPECT_EQ(delayq("").status, 2);                    // no command at all
   const Outcome unnamed = delayq("put --tube '' x");  // a tube of no name
   EXPECT_EQ(unnamed.status, 2) << unnamed.out;
