@@ -13,6 +13,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "base/names.h"
 #include "broker/families.h"
 #include "front/http/api_call.h"
 #include "front/http/dashboard.h"
@@ -437,6 +438,14 @@ std::uint64_t Api::handle(std::string_view method, std::string_view target, std:
     if (!valid_utf8(param)) {
       call.reply(error(400, "bad_request",
                        "a name in the path (tube, key, group, schedule) is not UTF-8"));
+      return 0;
+    }
+  }
+  // A route under /v1/tubes/{tube} names a tube no tube can have: a bad request, as for a put,
+  // not "no such tube" (nor a kick or a group's cancel of nothing).
+  if (routes()[static_cast<std::size_t>(found.route)].pattern.starts_with("/v1/tubes/{tube}")) {
+    if (Status s = check_tube_name(call.params[0], kDefaultMaxNameBytes); !s.is_ok()) {
+      call.reply(s);
       return 0;
     }
   }

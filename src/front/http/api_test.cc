@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/names.h"
 #include "broker/families.h"
 #include "support/fake_broker.h"
 
@@ -731,6 +732,32 @@ TEST_F(ApiTest, ABadJobIdIs400WithoutACall) {
               "peek id=9223372036854775807 with_body=true");
 }
 
+TEST_F(ApiTest, ABadTubeNameIs400WithoutACallOnEveryTubeRoute) {
+  const std::string long_name(delayq::kDefaultMaxNameBytes + 1, 'a');
+  for (const std::string& tube : {std::string("-x"), std::string("a%20b"), long_name}) {
+    for (const auto& [method, rest] :
+         std::initializer_list<std::pair<const char*, const char*>>{{"GET", ""},
+                                                                    {"PATCH", ""},
+                                                                    {"POST", "/jobs"},
+                                                                    {"GET", "/jobs"},
+                                                                    {"GET", "/due"},
+                                                                    {"GET", "/keys/k"},
+                                                                    {"DELETE", "/keys/k"},
+                                                                    {"GET", "/groups/g"},
+                                                                    {"DELETE", "/groups/g"},
+                                                                    {"POST", "/kick"},
+                                                                    {"POST", "/pause"},
+                                                                    {"GET", "/webhook"},
+                                                                    {"DELETE", "/webhook"}}) {
+      const std::string target = "/v1/tubes/" + tube + rest;
+      SCOPED_TRACE(std::string(method) + " " + target);
+      const Response response = expect_local(method, target, "{}");
+      EXPECT_EQ(response.status, 400U);
+      EXPECT_EQ(error_code_of(response), "bad_request");
+    }
+  }
+}
+
 TEST_F(ApiTest, GetJobNotFoundIs404) {
   Exchange get = expect_call("GET", "/v1/jobs/99", "", "peek id=99 with_body=true");
   last().fail(Code::kNotFound, "no job 99");
@@ -910,9 +937,9 @@ TEST_F(ApiTest, ListGroupAnswersItsJobsWithoutBodies) {
   EXPECT_EQ(body.size(), 3U);
 
   Exchange empty =
-      expect_call("GET", "/v1/tubes/a%22b/groups/g%5C", "", "list_group tube=a\"b group=g\\");
+      expect_call("GET", "/v1/tubes/a/groups/g%22%5C", "", "list_group tube=a group=g\"\\");
   last().complete(std::vector<JobView>{});
-  EXPECT_EQ(empty.response().body, R"({"tube":"a\"b","group":"g\\","jobs":[]})"
+  EXPECT_EQ(empty.response().body, R"({"tube":"a","group":"g\"\\","jobs":[]})"
                                    "\n");
   Exchange failed = expect_call("GET", "/v1/tubes/t/groups/g", "", "list_group tube=t group=g");
   last().fail(Code::kIOError);

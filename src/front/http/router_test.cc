@@ -127,13 +127,13 @@ TEST(OriginForm, AnAbsoluteTargetGivesItsPathAndItsHost) {
 // RFC 9112 section 3.2: a Host field that is not a host and an optional port is a bad request.
 TEST(OriginForm, AHostFieldIsAHostAndAnOptionalPort) {
   for (const char* good : {"", "q.example", "q.example:8080", "127.0.0.1:80", "[::1]:8443",
-                           "[fe80::1%25eth0]", "my_host", "q.example:"}) {
+                           "[fe80::1%25eth0]", "my_host", "q.example:", "q.example:65535"}) {
     EXPECT_TRUE(origin_form("/v1/stats", good).is_ok()) << good;
   }
   for (const char* bad : {"127.0.0.1:33039@evil.com", "[::1", "[::1]x", "127.0.0.1:abc", "a b",
                           "evil\xe3\x80\x82"
                           "com",
-                          "a:b:c", "[]"}) {
+                          "a:b:c", "[]", ":80", ":", "q.example:65536", "q.example:000080"}) {
     EXPECT_FALSE(origin_form("/v1/stats", bad).is_ok()) << bad;
   }
 }
