@@ -163,7 +163,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     target_ = std::move(target).value();
     if (request.method() == bhttp::verb::unknown) {
       return refuse(501, "unsupported",
-                    "method " + std::string(request.method_string()) + " is not implemented");
+                    "method " + std::string(request.method_string().substr(0, 32)) +
+                        (request.method_string().size() > 32 ? "..." : "") + " is not implemented");
     }
     // A body is read as sent: one compressed (gzip) would be read as its compressed bytes.
     const auto [coding, codings_end] = request.equal_range(bhttp::field::content_encoding);

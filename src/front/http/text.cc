@@ -163,7 +163,8 @@ Result<std::int64_t> parse_instant(std::string_view text) {
     return bad("expected YYYY-MM-DDTHH:MM:SS");
   }
   static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  if (year < 1970 || month < 1 || month > 12 || day < 1 ||
+  if (year < 1970) return bad("before 1970");
+  if (month < 1 || month > 12 || day < 1 ||
       day > kDays[month - 1] + (month == 2 && leap(year) ? 1 : 0) || hour > 23 || minute > 59 ||
       second > 59) {
     return bad("no such date or time");

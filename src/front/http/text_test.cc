@@ -70,6 +70,8 @@ TEST(Instant, RefusesWhatIsNotOne) {
     const auto parsed = parse_instant(bad);
     EXPECT_FALSE(parsed.is_ok()) << "'" << bad << "'";
   }
+  EXPECT_NE(parse_instant("1969-12-31T23:59:59Z").status().message().find(": before 1970 ("),
+            std::string::npos);
 }
 
 TEST(Instant, FormatsAndParsesBack) {
