@@ -1160,6 +1160,21 @@ TEST_F(BeanstalkTest, CommandsSentDuringAWaitingReserveRunAfterIt) {
   EXPECT_EQ(client_->reply(), "USING default\r\n");
 }
 
+// More than one command's worth sent behind a waiting reserve is not read until the wait ends
+// (as beanstalkd, which reads nothing then), and then runs: nothing is dropped, the connection
+// stays.
+TEST_F(BeanstalkTest, PutsPiledBehindAWaitingReserveRunOnceItEnds) {
+  const std::string body(40'000, 'b');
+  std::string piled = "reserve-with-timeout 2\r\n";
+  for (int i = 0; i < 4; ++i) piled += put_command(body, 0, 0, 60);
+  piled += "list-tube-used\r\n";
+  ASSERT_TRUE(client_->send(piled));
+  EXPECT_EQ(client_->reply(Millis{5000}), "TIMED_OUT\r\n");
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(inserted_id(client_->reply()).has_value());
+  EXPECT_EQ(client_->reply(), "USING default\r\n");
+  EXPECT_EQ(stats("stats-tube default\r\n")["current-jobs-ready"], "4");
+}
+
 TEST_F(BeanstalkTest, TtrLapseHandsTheJobToAnotherWorker) {
   // beanstalkd issues 262 and 380: there a lapse waits for the first worker's connection to
   // wake; delayq lapses on time, while the first worker stays silent.

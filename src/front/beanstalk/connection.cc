@@ -30,8 +30,14 @@ void Connection::start() {
 
 void Connection::read() {
   if (reading_ || closed_ || yielded_) return;  // after a yield: once the commands have run
+  // Behind a waiting reserve, one command's worth is read (its end may be a half-close, which
+  // ends the wait); the rest waits in the socket, as beanstalkd reads nothing then.
+  const ParserLimits& limits = server_.context().limits;
+  const std::size_t behind_a_wait =
+      std::max(limits.max_line_bytes, limits.max_extension_line_bytes) + limits.max_job_bytes + 2;
   if (queued_bytes() > kMaxQueuedReplyBytes || conversation_->pending() > kMaxPendingReplies ||
-      (conversation_->held() && conversation_->buffered() > kMaxQueuedReplyBytes)) {
+      (conversation_->held() && conversation_->buffered() > kMaxQueuedReplyBytes) ||
+      (conversation_->waiting() && conversation_->buffered() > behind_a_wait)) {
     read_paused_ = true;
     return;
   }
@@ -90,12 +96,6 @@ void Connection::after_commands() {
   } else {
     partial_since_.reset();
   }
-  // A client that keeps sending while its reserve waits gets no more room than one command's
-  // worth.
-  const ParserLimits& limits = server_.context().limits;
-  const std::size_t room =
-      std::max(limits.max_line_bytes, limits.max_extension_line_bytes) + limits.max_job_bytes + 2;
-  if (conversation_->waiting() && conversation_->buffered() > room) return close();
   maybe_close();
   read();
 }
