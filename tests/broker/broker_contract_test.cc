@@ -317,6 +317,38 @@ TEST_P(BrokerContract, ReservesTakeTheBestPriorityFirst) {
   EXPECT_EQ(order, (std::vector<JobId>{high.id, mid.id, low.id}));
 }
 
+// A worker watching hundreds of tubes, few of which hold jobs: each poll takes the best of
+// them, and sees every job put before it (over Redis, the many tubes' heads come back in one
+// string a shard, and the tubes a shard never held are answered without a look).
+TEST_P(BrokerContract, APollOverHundredsOfTubesTakesTheBestJobOfThem) {
+  Session& producer = session();
+  Session& worker = session();
+  std::vector<std::string> tubes;
+  for (int i = 0; i < 300; ++i) tubes.push_back("many-" + std::to_string(i));
+  const JobView low = put_ok(producer, tubes[10], 50);
+  const JobView high = put_ok(producer, tubes[250], 5);
+  const JobView mid = put_ok(producer, tubes[150], 20);
+  std::vector<JobId> order;
+  for (int i = 0; i < 3; ++i) {
+    auto got = reserve(worker, tubes, 0ms);
+    ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+    order.push_back(got.value().view.id);
+  }
+  EXPECT_EQ(order, (std::vector<JobId>{high.id, mid.id, low.id}));
+  EXPECT_EQ(reserve(worker, tubes, 0ms).code(), Code::kTimedOut);
+  // A job put into one of them while the worker waits reaches it.
+  auto out = std::make_shared<std::optional<Result<broker::Job>>>();
+  inside_call_ = true;
+  (void)worker.reserve(broker::ReserveRequest{tubes, std::chrono::milliseconds(kWait)},
+                       expect_once(out));
+  inside_call_ = false;
+  run_for(50ms);
+  const JobView late = put_ok(producer, tubes[299], 7);
+  ASSERT_TRUE(run_until([&] { return out->has_value(); }));
+  ASSERT_TRUE((*out)->is_ok()) << (*out)->status().to_string();
+  EXPECT_EQ((*out)->value().view.id, late.id);
+}
+
 TEST_P(BrokerContract, AReserveWithNoWaitOnAnEmptyTubeTimesOut) {
   Session& s = session();
   EXPECT_EQ(reserve(s, {"empty"}, 0ms).code(), Code::kTimedOut);

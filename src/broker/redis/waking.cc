@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <charconv>
 
 #include "broker/redis/core.h"
 #include "redis/slot.h"
@@ -195,21 +196,59 @@ void Core::notify_readied(std::uint32_t shard, const Reply& readied) {
 // A shard's answer to a call made when the tubes' generations there were `generations`: at
 // `at`, its heads of those tubes, in their order (as Head::parse() reads them), and after them
 // how many ready jobs each has there (up to 8).
+namespace {
+
+// A call's heads or depths, one per tube: an array, or (for many tubes, jobs.lua's heads()) one
+// string of them joined by `separator`. Empty if not as many as `count`.
+std::vector<std::string_view> parts_of(const Reply& reply, std::size_t count, char separator) {
+  std::vector<std::string_view> parts;
+  if (reply.type == ReplyType::kArray) {
+    if (reply.elements.size() != count) return {};
+    parts.reserve(count);
+    for (const Reply& element : reply.elements) {
+      parts.emplace_back(element.type == ReplyType::kInteger ? std::string_view() : element.str);
+    }
+    return parts;
+  }
+  if (reply.type != ReplyType::kString || count == 0) return {};
+  parts.reserve(count);
+  std::string_view rest = reply.str;
+  for (;;) {
+    const std::size_t end = rest.find(separator);
+    parts.push_back(rest.substr(0, end));
+    if (end == std::string_view::npos) break;
+    rest.remove_prefix(end + 1);
+  }
+  if (parts.size() != count) return {};
+  return parts;
+}
+
+}  // namespace
+
 void Core::learn(std::uint32_t shard, const std::vector<std::string>& tubes,
                  const std::vector<std::uint32_t>& generations, const std::vector<Reply>& answer,
                  std::size_t at) {
-  if (answer.size() <= at || answer[at].elements.size() != tubes.size()) return;
-  const Reply& heads = answer[at];
-  const Reply* depths = answer.size() > at + 1 && answer[at + 1].elements.size() == tubes.size()
-                            ? &answer[at + 1]
-                            : nullptr;
+  if (answer.size() <= at) return;
+  const std::vector<std::string_view> heads = parts_of(answer[at], tubes.size(), '\n');
+  if (heads.size() != tubes.size()) return;
+  const Reply* depths_reply = answer.size() > at + 1 ? &answer[at + 1] : nullptr;
+  const bool counted = depths_reply != nullptr && depths_reply->type == ReplyType::kArray &&
+                       depths_reply->elements.size() == tubes.size();
+  const std::vector<std::string_view> depths = depths_reply != nullptr && !counted
+                                                   ? parts_of(*depths_reply, tubes.size(), ',')
+                                                   : std::vector<std::string_view>{};
   for (std::size_t i = 0; i < tubes.size(); ++i) {
     Hint& h = hint(tubes[i]);
     if (h.generation[shard] == generations[i]) h.lowered.erase(shard);  // not older than an 'h'
-    h.set(shard, after_answer(h.head(shard), Head::parse(heads.elements[i].str),
+    h.set(shard, after_answer(h.head(shard), Head::parse(heads[i]),
                               h.generation[shard] != generations[i]));
-    h.depth[shard] =
-        depths == nullptr ? 0 : static_cast<std::uint32_t>(depths->elements[i].integer);
+    std::uint32_t depth = 0;
+    if (counted) {
+      depth = static_cast<std::uint32_t>(depths_reply->elements[i].integer);
+    } else if (!depths.empty()) {
+      std::from_chars(depths[i].data(), depths[i].data() + depths[i].size(), depth);
+    }
+    h.depth[shard] = depth;
   }
 }
 
