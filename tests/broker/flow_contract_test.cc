@@ -136,6 +136,32 @@ TEST_P(FlowContract, ARateHoldsAGroupsNextJobButNotOtherGroups) {
   EXPECT_EQ(stats_tube("rate").value().ready, 1U);
 }
 
+// docs/flow-control.md: changing a setting starts every group's turns and rate afresh, even a
+// change that leaves the settings as they were.
+TEST_P(FlowContract, ChangingASettingStartsEveryGroupsRateAndTurnsAfresh) {
+  if (!flow_on("afresh", {.rate_jobs = 1, .rate_period = std::chrono::hours(1)})) return;
+  Session& producer = session();
+  for (int i = 0; i < 3; ++i) put_ok(producer, "afresh", 100, {}, {}, "a");
+  Session& worker = session();
+  EXPECT_EQ(take_group(worker, "afresh"), "a");
+  EXPECT_EQ(take_group(worker, "afresh"), kTimedOut) << "the rate let a second job through";
+  ASSERT_TRUE(set_flow("afresh", {.rate_burst = 1}).is_ok());
+  EXPECT_EQ(take_group(worker, "afresh"), "a") << "the bucket was not filled anew";
+
+  if (!flow_on("turns", {.fair = true, .group_weights = {{"a", 3}}})) return;
+  for (int i = 0; i < 3; ++i) {
+    put_ok(producer, "turns", 100, {}, {}, "a");
+    put_ok(producer, "turns", 100, {}, {}, "b");
+  }
+  std::vector<std::string> got;
+  for (int i = 0; i < 2; ++i) got.push_back(take_group(worker, "turns"));
+  ASSERT_TRUE(set_flow("turns", {.rate_burst = 1}).is_ok());
+  for (int i = 0; i < 4; ++i) got.push_back(take_group(worker, "turns"));
+  // Weight 3 to 1: after the change both groups start at turn 0 again, so b's head (its job
+  // put earlier than a's next) is served before a's, as in a tube just set.
+  EXPECT_EQ(got, (std::vector<std::string>{"a", "b", "a", "b", "a", "b"}));
+}
+
 TEST_P(FlowContract, AReserveWaitingOnAGroupHeldByItsRateGetsItsJobWhenTheNextTokenComes) {
   // Five a second with a burst of one: a group's next job may be taken 200 ms after the last.
   if (!flow_on("paced", {.rate_jobs = 5, .rate_period = std::chrono::seconds(1)})) return;

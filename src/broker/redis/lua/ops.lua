@@ -585,7 +585,7 @@ end
 -- settings, and its home shard, kept in this shard's f. The first time (the tube not yet
 -- pinned), only where the shard holds no job of the tube: {'conflict', why} otherwise, and the
 -- node takes back what it set elsewhere (unflow). In the home shard, every group is looked at
--- again under the new settings.
+-- again under the new settings, its turns and rate started afresh.
 ops.flow = function()
   local tube, home = ARGV[2], ARGV[3] + 0
   local old = flow_entry(tube)
@@ -599,10 +599,18 @@ ops.flow = function()
   redis.call('HSET', F, tube, cmsgpack.pack(e))
   flows[tube] = e
   if home == this_shard() and old then
+    -- As on a single delayqd, new settings start every group's turns and rate afresh: the
+    -- tube's virtual time and each group's turn go back to 0 and its bucket is full; its
+    -- reservations stay counted.
+    redis.call('HDEL', FG, tube .. '\1')
     local groups = {}
     each_group(tube, function(group) groups[#groups + 1] = group end)
     local now = now_ms()
-    for _, group in ipairs(groups) do flow_refresh(tube, group, now) end
+    for _, group in ipairs(groups) do
+      local g = group_state(tube, group, e, now)
+      g.start, g.finish, g.tokens, g.at = 0, 0, e.burst, now
+      flow_refresh(tube, group, now)
+    end
   end
   return {'ok'}
 end
