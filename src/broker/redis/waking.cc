@@ -193,9 +193,6 @@ void Core::notify_readied(std::uint32_t shard, const Reply& readied) {
   }
 }
 
-// A shard's answer to a call made when the tubes' generations there were `generations`: at
-// `at`, its heads of those tubes, in their order (as Head::parse() reads them), and after them
-// how many ready jobs each has there (up to 8).
 namespace {
 
 // A call's heads or depths, one per tube: an array, or (for many tubes, jobs.lua's heads()) one
@@ -225,6 +222,9 @@ std::vector<std::string_view> parts_of(const Reply& reply, std::size_t count, ch
 
 }  // namespace
 
+// A shard's answer to a call made when the tubes' generations there were `generations`: at
+// `at`, its heads of those tubes, in their order (as Head::parse() reads them), and after them
+// how many ready jobs each has there (up to 8); each an array, or a joined string (parts_of()).
 void Core::learn(std::uint32_t shard, const std::vector<std::string>& tubes,
                  const std::vector<std::uint32_t>& generations, const std::vector<Reply>& answer,
                  std::size_t at) {
