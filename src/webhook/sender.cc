@@ -1,5 +1,7 @@
 #include "webhook/sender.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -9,6 +11,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <cerrno>
 #include <cstring>
 #include <string_view>
 #include <utility>
@@ -44,20 +47,32 @@ struct Exchange {
   Response response;
   bool keep_alive = false;
   bool timed_out = false;
+  bool heard = false;  // some of an answer came (so the receiver has the request)
 };
+
+// Whether an idle connection is of no more use: the receiver closed it (end of stream), or
+// sent on it unasked (a TLS close_notify, stray bytes), or it failed. A kept-alive connection
+// that is still open has nothing to read.
+bool stale(int fd) {
+  char byte = 0;
+  const ssize_t got = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return got >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+}
 
 // Reads until the buffer holds an answer's status line, and gives a line without a reason
 // phrase ("HTTP/1.1 200", which the grammar refuses and common clients accept) its space, so
 // that the parser takes it: a receiver that acted and answered so would otherwise get the job
 // again, attempt after attempt. A line not ended within 64 bytes is left to the parser.
 template <typename Stream>
-asio::awaitable<beast::error_code> read_status_line(Stream& stream, beast::flat_buffer& buffer) {
+asio::awaitable<beast::error_code> read_status_line(Stream& stream, beast::flat_buffer& buffer,
+                                                    bool& heard) {
   constexpr std::size_t kLongest = 64;
   constexpr std::string_view kBare = "HTTP/1.1 200";  // its shape: 12 bytes before the CRLF
   beast::error_code error;
   for (;;) {
     const auto* data = static_cast<const char*>(buffer.data().data());
     const std::string_view held(data, buffer.size());
+    heard = heard || !held.empty();
     const std::size_t end = held.find("\r\n");
     if (end == std::string_view::npos && held.size() < kLongest) {
       const std::size_t got = co_await stream.async_read_some(buffer.prepare(kLongest),
@@ -98,7 +113,7 @@ asio::awaitable<Exchange> exchange(Stream& stream, beast::flat_buffer& buffer,
     http::response_parser<http::string_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(limit, 16 * 1024)));
     parser.body_limit(limit);
-    error = co_await read_status_line(stream, buffer);
+    error = co_await read_status_line(stream, buffer, out.heard);
     if (error) break;
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(kAwait, error));
     // An answer whose body is over the bound, or whose chunked framing is (kMaxBuffered), still
@@ -170,14 +185,18 @@ void Sender::post(Request request, std::function<void(Response)> done) {
         message.body() = std::move(request.body);
         message.prepare_payload();
         const std::string origin = request.url.origin();
-        // A connection taken from the idle pool may have been closed by the receiver meanwhile:
-        // if it fails for anything but time, the request goes once more on a new one.
+        // Idle connections the receiver has closed (its keep-alive timeout) are dropped as they
+        // are taken. One may still be closed as the request goes: if it fails before any answer
+        // comes, for anything but time, the request goes once more, on a new connection.
         for (int round = 0; round < 2; ++round) {
           std::unique_ptr<Connection> connection;
           bool reused = false;
-          if (auto& idle = idle_[origin]; !idle.empty()) {
+          for (auto& idle = idle_[origin]; round == 0 && !idle.empty() && !connection;) {
             connection = std::move(idle.back());
             idle.pop_back();
+            if (stale(connection->lowest().socket().native_handle())) connection.reset();
+          }
+          if (connection) {
             reused = true;
           } else {
             connection = std::make_unique<Connection>();
@@ -232,7 +251,9 @@ void Sender::post(Request request, std::function<void(Response)> done) {
                                        options_.max_response_bytes);
           }
           if (!*alive) co_return;
-          if (result.response.status == 0 && reused && !result.timed_out) continue;
+          if (result.response.status == 0 && reused && !result.timed_out && !result.heard) {
+            continue;
+          }
           if (result.response.status != 0 && result.keep_alive) {
             connection->lowest().expires_never();
             auto& idle = idle_[origin];

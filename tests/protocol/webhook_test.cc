@@ -617,6 +617,53 @@ TEST_F(WebhookTest, AStatusLineWithoutAReasonPhraseCounts) {
   EXPECT_EQ(receiver.count(), 1u) << describe(receiver.requests());
 }
 
+// Receivers close kept-alive connections they found idle (nginx, Node, gunicorn after a few
+// seconds): a request is not sent on one the receiver closed, nor sent again on another it
+// closed, so a healthy receiver gets every job at its first attempt. Before: an attempt took
+// two closed connections from the pool, failed ("the connection closed twice") and, with one
+// attempt allowed, buried a job the receiver never saw.
+TEST_F(WebhookTest, ConnectionsTheReceiverClosedAreNotUsed) {
+  Receiver receiver([](std::size_t index, const Received&) {
+    Answer answer;
+    answer.delay = index < 4 ? Millis{300} : Millis{0};  // four connections at once
+    answer.close = true;  // after answering: as a receiver's idle timeout would
+    return answer;
+  });
+  set_webhook("idle", {{"url", receiver.url("/hook")}, {"concurrency", 4}, {"max_attempts", 1}});
+  for (int i = 0; i < 4; ++i) put("idle", {{"body", "first " + std::to_string(i)}, {"delay", 0}});
+  ASSERT_TRUE(receiver.wait_for_count(4, kDeliveryWait)) << describe(receiver.requests());
+  std::this_thread::sleep_for(Millis{300});  // the four answered, their connections closed
+  for (int i = 0; i < 3; ++i) {
+    const PutJob later = put("idle", {{"body", "later " + std::to_string(i)}, {"delay", 0}});
+    EXPECT_TRUE(wait_until_gone(later.id))
+        << "not delivered: " << json::serialize(*job(later.id)) << "\n"
+        << describe(receiver.requests());
+  }
+  EXPECT_EQ(receiver.count(), 7u) << describe(receiver.requests());
+}
+
+// A request is sent once more, on a new connection, only when a kept-alive connection failed
+// before any answer came: one whose answer broke off halfway is a failed attempt, not a
+// request to send twice (the receiver may have acted on it).
+TEST_F(WebhookTest, AnAnswerThatBreaksOffIsNotSentAgainInTheSameAttempt) {
+  Receiver receiver([](std::size_t index, const Received&) {
+    Answer answer;
+    if (index > 0) {
+      answer.raw = "HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nok";
+      answer.close = true;
+    }
+    return answer;
+  });
+  set_webhook("broken", {{"url", receiver.url("/hook")}, {"max_attempts", 1}});
+  const PutJob first = put("broken", {{"body", "first"}, {"delay", 0}});
+  EXPECT_TRUE(wait_until_gone(first.id)) << describe(receiver.requests());  // a kept connection
+  const PutJob cut = put("broken", {{"body", "cut"}, {"delay", 0}});
+  const json::object buried = wait_for_state(cut.id, "buried");
+  EXPECT_EQ(text(buried, "state"), "buried") << json::serialize(buried);
+  std::this_thread::sleep_for(Millis{300});
+  EXPECT_EQ(receiver.count(), 2u) << describe(receiver.requests());
+}
+
 TEST_F(WebhookTest, FailuresBackOffExponentially) {
   Receiver receiver(statuses({500, 500, 200}));
   set_webhook("retry", {{"url", receiver.url("/hook")},

@@ -81,6 +81,7 @@ struct Answer {
   Millis delay{0};
   std::vector<unsigned> interim = {};  // 1xx answers sent first (100 Continue, 103 Early Hints)
   std::string raw = {};  // when set, the bytes sent instead of an answer made of the above
+  bool close = false;    // the connection closed after the answer, which does not say so
 };
 
 // Called (from the connection's thread) with the request's index in arrival order, 0 first.
@@ -353,7 +354,7 @@ class Receiver {
         // has read this answer, so in-flight counts never overlap by a race of ours.
         --in_flight_;
       }
-      if (stopped || !send_all(link, format(answer))) break;
+      if (stopped || !send_all(link, format(answer)) || answer.close) break;
       const std::string connection_header = lower(request.header("connection"));
       if (connection_header == "close" ||
           (request.version == "HTTP/1.0" && connection_header != "keep-alive")) {
