@@ -848,8 +848,13 @@ Result<JobView> Engine::reserve_job(ClientId client_id, JobId id) {
   }
   const Slot slot = *found;
   const bool was_ready = job(slot).state() == JobState::kReady;
+  // A delayed job taken early became ready now, as a kicked one does: its due time says so
+  // (never in the future once not delayed), and it keeps the delay it reports.
+  const bool was_delayed = job(slot).state() == JobState::kDelayed;
+  if (was_delayed) keep_delay(slot);
   if (tube(job(slot).tube).flow) flow_taken(slot);
   leave(slot);
+  if (was_delayed) job(slot).due_unix_ms = std::min(job(slot).due_unix_ms, now());
   enter_reserved(slot, client_id);
   // A reserved job comes back ready after a restart; one taken from the delayed or buried list
   // must say so on disk, or it would come back delayed or buried.

@@ -214,6 +214,8 @@ class Model {
     Job* job = find_mut(job_id);
     if (job == nullptr || job->state == JobState::kReserved) return {Code::kNotFound, "none"};
     const bool was_ready = job->state == JobState::kReady;
+    // A delayed job taken early became ready now, as a kicked one.
+    if (job->state == JobState::kDelayed) job->due_unix_ms = std::min(job->due_unix_ms, now_);
     hand_out(id, *job);
     // A reserved job comes back ready after a restart, so only a job taken from the delayed
     // or buried list needs its record rewritten.

@@ -421,9 +421,17 @@ TEST_P(BrokerContract, ReserveJobTakesADelayedJobByIdButNotAReservedOne) {
   Session& producer = session();
   Session& worker = session();
   const JobView job = put_ok(producer, "byid", 100, Due::after(1h));
+  const std::int64_t before = wall_ms();
   auto got = call<broker::Job>([&](auto done) { worker.reserve_job(job.id, std::move(done)); });
   ASSERT_TRUE(got.is_ok()) << got.status().to_string();
   EXPECT_EQ(got.value().view.state, JobState::kReserved);
+  // Taken early, it became ready then: its due time is not an hour ahead any more (it is when
+  // it last became ready, never in the future), so that a restart's ready job does not say so.
+  EXPECT_LE(got.value().view.due_unix_ms, wall_ms() + 1) << "due still in the future";
+  EXPECT_GE(got.value().view.due_unix_ms, before - 1000);
+  auto seen = peek(producer, JobRef::by_id(job.id));
+  ASSERT_TRUE(seen.is_ok()) << seen.status().to_string();
+  EXPECT_LE(seen.value().view.due_unix_ms, wall_ms() + 1);
   auto again = call<broker::Job>([&](auto done) { producer.reserve_job(job.id, std::move(done)); });
   EXPECT_EQ(again.code(), Code::kNotFound);
 }

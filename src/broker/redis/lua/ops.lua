@@ -302,7 +302,12 @@ ops.reserve_job = function()
   local j = load(tonumber(ARGV[3]))
   if not j or j.state == RESERVED then return {'notfound', 'no such job, or it is reserved'} end
   local now = now_ms()
-  move(j, now, take(ARGV[2], now))
+  -- A delayed job taken early became ready now, as a kicked one does: its due time says so.
+  local reserve = take(ARGV[2], now)
+  move(j, now, function(x)
+    if x.state == DELAYED then x.due = math.min(x.due, now) end
+    reserve(x)
+  end)
   return reply(j, now)
 end
 
