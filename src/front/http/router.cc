@@ -202,13 +202,13 @@ bool valid_host_field(std::string_view host) {
   const bool name_ok =
       literal ? !name.empty() && std::all_of(name.begin(), name.end(), any_of(":.%-_~"))
               : std::all_of(name.begin(), name.end(), any_of("-._~%!$&'()*+,;="));
-  // An empty Host names no host (RFC 9112 allows it); a port needs a host, and is one of
-  // 0-65535.
+  // An empty Host names no host (RFC 9112 allows it); a port, or its ':', needs a host, and is
+  // at most 65535.
   const bool port_ok =
       port.size() <= 5 &&
       std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-      (port.empty() || (!name.empty() && std::stoul(std::string(port)) <= 65535));
-  return name_ok && port_ok && !(host.ends_with(':') && name.empty());
+      (port.empty() || std::stoul(std::string(port)) <= 65535);
+  return name_ok && port_ok && (!name.empty() || host.empty());
 }
 
 }  // namespace

@@ -208,8 +208,6 @@ function confirmAction(message, input) {
   });
 }
 
-// An action the user confirms (and gives a value to, with `input`): its error stays on the
-// banner until read, and the page refreshes either way.
 // What an action did, when its answer says more than "done" (a kick's count); the next action,
 // or a click, takes it away.
 function showNotice(text) {
@@ -229,7 +227,9 @@ function checkDelay(action, text) {
   return text;
 }
 
-// run(answer) may return a line saying what the action did, shown until the next action.
+// An action the user confirms (and gives a value to, with `input`): its error stays on the
+// banner until read, and the page refreshes either way. run(answer) may return a line saying
+// what the action did, shown until the next action.
 async function runAction(message, input, run, refresh) {
   const answer = await confirmAction(message, input);
   if (answer === null) return;
