@@ -125,6 +125,37 @@ local function append()
   return true
 end
 
+-- The page before `name` (nil: none).
+local function previous_page(name)
+  return redis.call('ZREVRANGEBYLEX', TI, '(' .. name, '-', 'LIMIT', 0, 1)[1]
+end
+
+-- Page `name` holds `entries` now, and held `before` bytes. A page that falls under a quarter
+-- full joins its next page (the one before, if it is the last), and the two become one page if
+-- they fit in one, else two of equal size: so every page but a shard's only one holds at least
+-- a quarter of PAGE_MAX (pages emptied by cancellations do not stay many and small, each
+-- costing its index entry and its field), and a page reads its neighbours only as it falls.
+local function settle(name, entries, before)
+  local quarter = PAGE_MAX / 4 * TW
+  if #entries > 0 and #entries < quarter and before >= quarter then
+    local first, second = name, next_page(name)
+    if not second then first, second = previous_page(name), name end
+    if first then
+      entries = first == name and entries .. page(second) or page(first) .. entries
+      redis.call('ZREM', TI, second)
+      pages[second] = false
+      dirty[second] = true
+      name = first
+      if #entries > PAGE_MAX * TW then
+        local half = math.floor(#entries / TW / 2) * TW
+        store(nil, string.sub(entries, half + 1)) -- named after its first entry
+        entries = string.sub(entries, 1, half)
+      end
+    end
+  end
+  store(name, entries)
+end
+
 -- Makes the noted changes: each page reads and writes once for all of its changes.
 local function apply()
   if logged == 0 then return end
@@ -165,22 +196,7 @@ local function apply()
     until i > #list or (next_t and not earlier(list[i][1], list[i][2], next_t, next_id))
     out[#out + 1] = string.sub(entries, at * TW + 1)
     local before = #entries
-    entries = table.concat(out)
-    -- A page that falls under a quarter full takes in the next one, if both fit one page: so
-    -- pages emptied by deletes do not stay many and small (each costs its index entry and its
-    -- field). (A split makes pages of at least 43 entries: a page under a quarter full has
-    -- fallen there, or is the shard's only page.)
-    local quarter = PAGE_MAX / 4 * TW
-    if #entries > 0 and #entries < quarter and before >= quarter then
-      local next_name = name and next_page(name)
-      if next_name and #entries + #page(next_name) <= PAGE_MAX * TW then
-        entries = entries .. page(next_name)
-        redis.call('ZREM', TI, next_name)
-        pages[next_name] = false
-        dirty[next_name] = true
-      end
-    end
-    store(name, entries)
+    settle(name, table.concat(out), before)
   end
 end
 
