@@ -102,8 +102,9 @@ struct FlowSettings {
 
   static constexpr std::uint32_t kMaxGroupWeight = 1000;
   static constexpr std::size_t kMaxGroupWeights = 1000;
+  // Whether flow control is on. Off, the burst and the weights mean nothing and are not kept.
   [[nodiscard]] bool any() const noexcept {
-    return group_concurrency != 0 || fair || rate_jobs != 0 || !group_weights.empty();
+    return group_concurrency != 0 || fair || rate_jobs != 0;
   }
   friend bool operator==(const FlowSettings&, const FlowSettings&) = default;
 };

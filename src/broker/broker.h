@@ -160,12 +160,17 @@ struct FlowChange {
   // Weights to set, by group; 0 (or 1, the default) removes a group's.
   std::map<std::string, std::uint32_t> group_weights{};
 
-  [[nodiscard]] FlowSettings applied_to(FlowSettings flow) const {
+  // The tube's settings after the change. Left off (no concurrency, fair or rate), they are all
+  // the defaults: a burst and weights are kept only while flow control is on, and a change
+  // that gives them (other than 1) with it off is refused, kInvalidArgument.
+  [[nodiscard]] Result<FlowSettings> applied_to(FlowSettings flow) const {
+    bool sets_more = rate_burst && *rate_burst != 1;
     for (const auto& [group, weight] : group_weights) {
       if (weight <= 1) {
         flow.group_weights.erase(group);
       } else {
         flow.group_weights[group] = weight;
+        sets_more = true;
       }
     }
     if (group_concurrency) flow.group_concurrency = *group_concurrency;
@@ -173,7 +178,13 @@ struct FlowChange {
     if (rate_jobs) flow.rate_jobs = *rate_jobs;
     if (rate_period) flow.rate_period = *rate_period;
     if (rate_burst) flow.rate_burst = *rate_burst;
-    return flow;
+    if (flow.any()) return flow;
+    if (sets_more) {
+      return Status(Code::kInvalidArgument,
+                    "group_burst and group_weights take effect with group_rate, fair or "
+                    "group_concurrency: set one of those in the same change");
+    }
+    return FlowSettings{};
   }
 };
 

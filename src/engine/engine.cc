@@ -21,6 +21,7 @@ Engine::Engine(Clock& clock, EngineOptions options)
       index_([](const void* jobs,
                 Slot slot) { return (*static_cast<const JobTable*>(jobs))[slot].id(); },
              &jobs_) {
+  started_steady_ms_ = steady_now();
   const auto no = tube_ref(kDefaultTube);
   DELAYQ_CHECK(no.is_ok());
   tube(no.value()).pinned = true;
@@ -476,6 +477,7 @@ Result<Engine::TubeNo> Engine::tube_ref(std::string_view name) {
   if (const auto flow = flows_.find(name); flow != flows_.end()) {
     tubes_[no]->flow = std::make_unique<Flow>();
     tubes_[no]->flow->settings = flow->second;
+    tubes_[no]->flow->afresh = afresh_flows_.contains(name);
   }
   return no;
 }

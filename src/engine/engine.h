@@ -375,6 +375,10 @@ class Engine {
     // fair: the turn of each head in the tube's heap, beside it (turns[i] is ready[i]'s), so
     // that comparing two heads looks nothing up.
     std::vector<std::uint64_t> turns;
+    // rate: a group without a bucket gets a full one (the settings were set since the start), else
+    // one filled from empty at the engine's start: buckets are not stored, and a restart must not
+    // give a group a fresh burst.
+    bool afresh = false;
   };
   struct Tube {
     std::string name;
@@ -506,7 +510,8 @@ class Engine {
   // group when nothing of it is left to remember.
   void flow_refresh(TubeNo no, std::string_view name);
   void arm_flow_timer(TubeNo no, std::string_view name, FlowGroup& group, std::int64_t at);
-  void rebuild_flow(TubeNo no, const FlowSettings* flow);
+  void rebuild_flow(TubeNo no, const FlowSettings* flow, bool afresh);
+  void apply_flow(std::string_view tube, const FlowSettings& flow, bool afresh);
   void expire_flow_timers();
   // A flow tube's ready jobs that are not in its heap (behind their group's head, or held back).
   [[nodiscard]] std::vector<Slot> behind_heads(const Tube& t) const;
@@ -603,6 +608,10 @@ class Engine {
   EngineOptions options_;
   mutable std::int64_t latest_now_us_ = 0;
   mutable std::int64_t latest_steady_ = 0;
+  // When the engine started (steady ms): a group's rate bucket made since counts as empty then,
+  // unless its tube's settings were set since (afresh_flows_).
+  std::int64_t started_steady_ms_ = 0;
+  std::set<std::string, std::less<>> afresh_flows_;
 
   JobTable jobs_;
   std::vector<Slot> free_slots_;

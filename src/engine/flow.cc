@@ -44,8 +44,13 @@ Engine::FlowGroup& Engine::flow_group(Flow& flow, Slot slot) {
     it = flow.groups.emplace(std::string(name), FlowGroup{}).first;
     FlowGroup& group = it->second;
     group.limited = !name.empty();
-    group.tokens = flow.settings.rate_burst;
     group.tokens_at = steady_now();
+    const double burst = flow.settings.rate_burst;
+    group.tokens =
+        flow.afresh || flow.settings.rate_jobs == 0
+            ? burst
+            : std::min(burst, per_ms(flow.settings) *
+                                  static_cast<double>(group.tokens_at - started_steady_ms_));
   }
   return it->second;
 }
@@ -199,7 +204,7 @@ std::vector<Engine::Slot> Engine::behind_heads(const Tube& t) const {
 }
 
 // Sorts the tube's ready jobs anew under `flow` (none: one heap), counting its reservations.
-void Engine::rebuild_flow(TubeNo no, const FlowSettings* flow) {
+void Engine::rebuild_flow(TubeNo no, const FlowSettings* flow, bool afresh) {
   Tube& t = tube(no);
   std::vector<Slot> ready = behind_heads(t);
   ready.insert(ready.end(), t.ready.begin(), t.ready.end());
@@ -213,6 +218,7 @@ void Engine::rebuild_flow(TubeNo no, const FlowSettings* flow) {
   if (flow != nullptr) {
     t.flow = std::make_unique<Flow>();
     t.flow->settings = *flow;
+    t.flow->afresh = afresh;
     for (const auto& [slot, reservation] : reservations_) {
       if (job(slot).tube == no) flow_group(*t.flow, slot).reserved++;
     }
@@ -238,7 +244,7 @@ Status Engine::set_flow(std::string_view name, const FlowSettings& flow) {
   if (Status s = check_flow(flow, options_.max_name_bytes); !s.is_ok()) return s;
   FlowSettings normal = flow;  // a weight of 1 is every group's: not kept
   std::erase_if(normal.group_weights, [](const auto& entry) { return entry.second == 1; });
-  restore_flow(name, normal);
+  apply_flow(name, normal, true);
   mutations_.put_flow(name, normal);
   dispatch();
   return Status::ok();
@@ -250,13 +256,18 @@ FlowSettings Engine::flow(std::string_view name) const {
 }
 
 void Engine::restore_flow(std::string_view name, const FlowSettings& flow) {
+  apply_flow(name, flow, false);
+}
+
+void Engine::apply_flow(std::string_view name, const FlowSettings& flow, bool afresh) {
+  if (afresh) afresh_flows_.emplace(name);
   if (flow.any()) {
     flows_[std::string(name)] = flow;
   } else if (const auto it = flows_.find(name); it != flows_.end()) {
     flows_.erase(it);
   }
   if (const auto it = tube_by_name_.find(name); it != tube_by_name_.end()) {
-    rebuild_flow(it->second, flow.any() ? &flow : nullptr);
+    rebuild_flow(it->second, flow.any() ? &flow : nullptr, afresh);
   }
 }
 

@@ -228,6 +228,44 @@ TEST_P(FlowContract, SettingsAreKeptAcrossARestartAndOffRestoresTheOrder) {
   EXPECT_EQ(bad.code(), Code::kInvalidArgument);
 }
 
+// A group's bucket outlives a restart, or starts empty after it: a restart never gives a group
+// a fresh burst (a rate of one a minute: the group's second job waits, restart or not).
+TEST_P(FlowContract, ARestartDoesNotGiveAGroupAFreshBurst) {
+  if (!flow_on("minute", {.rate_jobs = 1, .rate_period = std::chrono::minutes(1)})) return;
+  Session& producer = session();
+  for (int i = 0; i < 3; ++i) put_ok(producer, "minute", 100, {}, {}, "g");
+  Session& worker = session();
+  std::vector<JobId> held;
+  ASSERT_EQ(take_group(worker, "minute", &held), "g");
+  ASSERT_TRUE(erase(worker, JobRef::by_id(held.back())).is_ok());
+  EXPECT_EQ(take_group(worker, "minute"), kTimedOut);
+  restart();
+  EXPECT_EQ(take_group(session(), "minute"), kTimedOut) << "the restart refilled the bucket";
+  EXPECT_EQ(stats_tube("minute").value().ready, 2U);
+}
+
+// A burst or weights mean something only with flow control on: given alone they are refused,
+// kept while it is on, and forgotten with it.
+TEST_P(FlowContract, ABurstOrWeightsAloneAreRefusedAndGoWhenFlowControlGoesOff) {
+  if (!can_.flow_control) return;
+  EXPECT_EQ(set_flow("lone", {.rate_burst = 5}).code(), Code::kInvalidArgument);
+  EXPECT_EQ(set_flow("lone", {.group_weights = {{"gold", 3}}}).code(), Code::kInvalidArgument);
+  auto on = set_flow("lone", {.group_concurrency = 2, .rate_jobs = 10, .rate_burst = 5});
+  ASSERT_TRUE(on.is_ok()) << on.status().to_string();
+  auto rate_off = set_flow("lone", {.rate_jobs = 0});
+  ASSERT_TRUE(rate_off.is_ok());
+  EXPECT_EQ(rate_off.value().rate_burst, 5U) << "kept while the concurrency keeps flow control on";
+  auto rate_on = set_flow("lone", {.rate_jobs = 10});
+  ASSERT_TRUE(rate_on.is_ok());
+  EXPECT_EQ(rate_on.value().rate_burst, 5U);
+  auto off = set_flow("lone", {.group_concurrency = 0, .rate_jobs = 0});
+  ASSERT_TRUE(off.is_ok());
+  EXPECT_EQ(off.value(), FlowSettings{}) << "the answer shows what is kept: nothing";
+  auto again = set_flow("lone", {.rate_jobs = 10});
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(again.value().rate_burst, 1U);
+}
+
 // Debounce is a put's: every broker does it (it needs only the key's holder, in one place).
 TEST_P(FlowContract, ADebouncedPutMovesThePendingJobButNeverPastItsFirstPutPlusMaxWait) {
   Session& s = session();

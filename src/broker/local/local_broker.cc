@@ -445,11 +445,11 @@ void LocalAdmin::set_max_attempts(std::string tube, std::uint32_t max_attempts,
 
 void LocalAdmin::set_flow(std::string tube, broker::FlowChange change,
                           Callback<FlowSettings> done) {
-  const FlowSettings flow = change.applied_to(engine().flow(tube));
-  if (Status s = engine().set_flow(tube, flow); !s.is_ok()) {
-    return completions_.finish_all<FlowSettings>(std::move(done), s);
+  Result<FlowSettings> flow = change.applied_to(engine().flow(tube));
+  if (flow.is_ok()) {
+    if (Status s = engine().set_flow(tube, flow.value()); !s.is_ok()) flow = s;
   }
-  completions_.finish_all(std::move(done), Result<FlowSettings>(flow));
+  completions_.finish_all(std::move(done), std::move(flow));
 }
 
 void LocalAdmin::list_tubes(Callback<std::vector<TubeStats>> done) {

@@ -130,7 +130,9 @@ void RedisAdmin::set_flow(std::string tube, broker::FlowChange change,
           if (!stored.is_ok()) return done(stored.status());
           if (stored.value().any()) current = std::move(stored).value();
         }
-        FlowSettings flow = change.applied_to(std::move(current));
+        auto applied = change.applied_to(std::move(current));
+        if (!applied.is_ok()) return done(applied.status());
+        FlowSettings flow = std::move(applied).value();
         if (Status s = check_flow(flow, self->core_->options.max_name_bytes); !s.is_ok()) {
           return done(s);
         }
