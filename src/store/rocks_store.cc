@@ -160,6 +160,11 @@ Result<std::unique_ptr<RocksStore>> RocksStore::open(const std::string& dir,
   db_options.max_background_jobs = 2;
   db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db_options.keep_log_file_num = 4;
+  // A write-ahead log file goes once every family has flushed what it holds, so a family that
+  // takes a write now and then (the far tier's, a few far jobs) keeps every log since: without
+  // a bound, up to four times the families' memtables (640 MiB), all read again at a restart.
+  // Past this, RocksDB flushes the families that hold the oldest log.
+  db_options.max_total_wal_size = 4 * options.write_buffer_bytes;
   // Tables and blob files written by flushes and compactions are handed to the disk a MiB at a
   // time (sync_file_range) rather than in one fdatasync at the end, whose burst held up the
   // event loop's own log writes (docs/BENCHMARKS.md, Overload).

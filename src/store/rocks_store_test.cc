@@ -548,6 +548,35 @@ TEST(RocksStoreTest, FarJobsAreReadByIdKeyGroupAndDueTimeAndSurviveReopen) {
   EXPECT_EQ(counts(), (Counts{{"mail", 30'000'001, 1}})) << "a count of 0 is no entry";
 }
 
+// One far job written once, then many near ones: the far family's memtable would hold every
+// write-ahead log file since (up to four times all the memtables); the logs stay within a bound
+// of four write buffers (RocksDB flushes the family holding the oldest log past it).
+TEST(RocksStoreTest, AFamilyWrittenOnceDoesNotKeepEveryLogSince) {
+  TempDir tmp;
+  const std::string dir = tmp.sub("db");
+  constexpr std::size_t kBuffer = 256 << 10;
+  auto store = must_open(dir, {.write_buffer_bytes = kBuffer});
+  ASSERT_NE(store, nullptr);
+  WriteSet far;
+  JobRecord r;
+  r.id = 1;
+  r.tube = "t";
+  r.state = JobState::kDelayed;
+  r.due_unix_ms = 1'800'000'000'000;
+  r.ttr_seconds = 60;
+  far.far_put(r, /*fresh=*/true);
+  ASSERT_TRUE(write(*store, {&far}, false).is_ok());
+  for (JobId first = 2; first < 2 + 5'000; first += 50) {  // about 20 MiB of bodies
+    const WriteSet set = put_jobs(first, first + 49, 4096);
+    ASSERT_TRUE(write(*store, {&set}, false).is_ok());
+  }
+  std::uintmax_t logs = 0;
+  for (const auto& file : files_ending(dir, ".log")) {
+    if (file.filename().string() != "LOG") logs += fs::file_size(file);
+  }
+  EXPECT_LE(logs, 8 * kBuffer) << "write-ahead logs kept";
+}
+
 TEST(RocksStoreTest, FarFamiliesCompactedByLevelsOpenAndStayReadable) {
   // The far families are compacted tiered; a store an earlier build compacted by levels holds
   // their tables in levels 1 and below, which must open as runs and read as before.
