@@ -408,7 +408,7 @@ int main(int argc, char** argv) {
       ->check(apps::whole_number(1, 1'000'000));
   app.add_option("--command-timeout", flags.server.command_timeout,
                  "seconds a command (line and body) may take to arrive whole; a connection "
-                 "that trickles one is closed")
+                 "still sending one, or stopped halfway, is closed")
       ->default_str("60")  // a number of seconds, as it is given
       ->check(CLI::Range(1, 86400));
   app.add_option("--http", flags.http_listen,

@@ -334,6 +334,25 @@ TEST_F(BadInputTest, ACommandTrickledPastTheTimeoutClosesItsConnectionAndNoOther
   EXPECT_EQ(others_served(), "");
 }
 
+// A client that stops halfway through a command and sends nothing more is closed within a second
+// of the timeout, and its command does not run; a reserve waiting as long is not.
+TEST_F(BadInputTest, ACommandThatStopsHalfwayClosesItsConnectionAfterTheTimeout) {
+  start({"--command-timeout", "1"});
+  auto stopped = connect();
+  auto waiting = connect();
+  ASSERT_TRUE(stopped->send("use halfway\r\nput 0 0 60 5\r\nhe"));
+  EXPECT_EQ(stopped->reply(), "USING halfway\r\n");
+  ASSERT_TRUE(waiting->send("reserve-with-timeout 3\r\n"));
+  const auto begun = std::chrono::steady_clock::now();
+  EXPECT_TRUE(stopped->closed_by_server(Millis{4000}));
+  const auto took = std::chrono::steady_clock::now() - begun;
+  EXPECT_GE(took, Millis{900});
+  EXPECT_EQ(waiting->reply(Millis{5000}), "TIMED_OUT\r\n");
+  auto other = connect();
+  EXPECT_EQ(other->call("stats-tube halfway\r\n"), "NOT_FOUND\r\n");
+  EXPECT_EQ(others_served(), "");
+}
+
 // A command begun longer ago than the timeout is not let through by the rest of it coming in one
 // piece: the connection closes when the rest comes, and the command does not run.
 TEST_F(BadInputTest, TheRestOfAStalledCommandInOnePieceClosesItsConnection) {

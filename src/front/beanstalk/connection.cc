@@ -92,6 +92,7 @@ void Connection::after_commands() {
     } else {
       partial_since_ = now;
       partial_mark_ = conversation_->ran();
+      server_.watch_partial();
     }
   } else {
     partial_since_.reset();
@@ -142,6 +143,14 @@ void Connection::flush() {
         self->maybe_close();
         if (self->read_paused_) self->read();
       });
+}
+
+// Only while it reads: a command held up by the server (replies not read, a yield) is not the
+// client's delay.
+bool Connection::stalled(std::chrono::steady_clock::time_point now) const {
+  return !closed_ && reading_ && !read_paused_ && partial_since_ &&
+         partial_mark_ == conversation_->ran() &&
+         now - *partial_since_ > server_.options().command_timeout;
 }
 
 void Connection::maybe_close() {

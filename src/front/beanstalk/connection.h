@@ -25,6 +25,9 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   Connection(Server& server, Socket socket);
   void start();
   void close();
+  // Waiting for the rest of a command (partial), for longer than the command timeout (stalled).
+  [[nodiscard]] bool partial() const noexcept { return partial_since_.has_value(); }
+  [[nodiscard]] bool stalled(std::chrono::steady_clock::time_point now) const;
 
  private:
   void read();

@@ -1,5 +1,7 @@
 #include "front/beanstalk/server.h"
 
+#include <vector>
+
 #include "front/beanstalk/connection.h"
 
 namespace delayq::front::beanstalk {
@@ -19,7 +21,8 @@ Server::Server(boost::asio::io_context& io, broker::Broker& broker, ServerOption
           },
           // The protocol's reply for a server out of a resource, which any command may get: a
           // client over the limit reads it as the answer to its first command.
-          [] { return std::string("OUT_OF_MEMORY\r\n"); }) {
+          [] { return std::string("OUT_OF_MEMORY\r\n"); }),
+      partial_look_(io) {
   context_.limits.max_job_bytes = options_.max_job_bytes;
 }
 
@@ -39,7 +42,30 @@ void Server::stop_accepting() {
   listener_.stop();
 }
 
+void Server::watch_partial() {
+  if (looking_) return;
+  looking_ = true;
+  partial_look_.expires_after(std::chrono::seconds(1));
+  partial_look_.async_wait([this](const boost::system::error_code& error) {
+    if (error) return;  // stopped (or destroyed): touches nothing
+    looking_ = false;
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<std::shared_ptr<Connection>> stalled;
+    bool partial = false;
+    for (const auto& connection : connections_) {
+      if (connection->stalled(now)) {
+        stalled.push_back(connection);
+      } else {
+        partial = partial || connection->partial();
+      }
+    }
+    for (const auto& connection : stalled) connection->close();
+    if (partial) watch_partial();
+  });
+}
+
 void Server::stop() {
+  partial_look_.cancel();
   stop_accepting();
   // close() removes the connection from connections_: iterate over a copy.
   const auto connections = connections_;

@@ -8,6 +8,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -32,8 +33,9 @@ struct ServerOptions {
   // Connections beyond this are answered OUT_OF_MEMORY and closed. Default: 10000.
   std::size_t max_connections = 10000;
   // A command (its line and its body) must arrive whole within this of its first byte: a
-  // connection that trickles one (a slowloris) is closed once it sends more after it. Idle
-  // connections and waiting reserves are not concerned. Default: 60 s.
+  // connection that trickles one (a slowloris), or stops halfway, is closed (within a second of
+  // the timeout, or as its next bytes come). Idle connections and waiting reserves are not
+  // concerned. Default: 60 s.
   std::chrono::seconds command_timeout{60};
   // Where the server counts its operations and connections; null: a registry of its own, which
   // nobody reads. Must outlive the server.
@@ -61,6 +63,9 @@ class Server {
   [[nodiscard]] Context& context() noexcept { return context_; }
   [[nodiscard]] const ServerOptions& options() const noexcept { return options_; }
   void closed(const std::shared_ptr<Connection>& connection) { connections_.erase(connection); }
+  // A connection began to wait for the rest of a command: looked at every second until none
+  // does, and closed once it has waited past the command timeout.
+  void watch_partial();
   // Where connections read their bytes (one at a time: all run on one thread), 16 KiB.
   [[nodiscard]] std::span<char> read_buffer() { return {read_buffer_.get(), kReadBufferBytes}; }
 
@@ -70,6 +75,8 @@ class Server {
   Context context_;
   Listener listener_;
   std::unordered_set<std::shared_ptr<Connection>> connections_;
+  boost::asio::steady_timer partial_look_;
+  bool looking_ = false;
   static constexpr std::size_t kReadBufferBytes = 16384;
   std::unique_ptr<char[]> read_buffer_ = std::make_unique<char[]>(kReadBufferBytes);
 };
