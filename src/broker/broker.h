@@ -161,9 +161,12 @@ struct FlowChange {
   std::map<std::string, std::uint32_t> group_weights{};
 
   // The tube's settings after the change. Left off (no concurrency, fair or rate), they are all
-  // the defaults: a burst and weights are kept only while flow control is on, and a change
-  // that gives them (other than 1) with it off is refused, kInvalidArgument.
+  // the defaults: a burst and weights are kept only while flow control is on. A change that
+  // gives them (other than 1) to a tube whose flow control is off and stays off is refused,
+  // kInvalidArgument; one that turns it off may carry them (a client that sends back every
+  // setting it read), and they go with it.
   [[nodiscard]] Result<FlowSettings> applied_to(FlowSettings flow) const {
+    const bool was_on = flow.any();
     bool sets_more = rate_burst && *rate_burst != 1;
     for (const auto& [group, weight] : group_weights) {
       if (weight <= 1) {
@@ -179,7 +182,7 @@ struct FlowChange {
     if (rate_period) flow.rate_period = *rate_period;
     if (rate_burst) flow.rate_burst = *rate_burst;
     if (flow.any()) return flow;
-    if (sets_more) {
+    if (sets_more && !was_on) {
       return Status(Code::kInvalidArgument,
                     "group_burst and group_weights take effect with group_rate, fair or "
                     "group_concurrency: set one of those in the same change");

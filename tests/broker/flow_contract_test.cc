@@ -244,8 +244,8 @@ TEST_P(FlowContract, ARestartDoesNotGiveAGroupAFreshBurst) {
   EXPECT_EQ(stats_tube("minute").value().ready, 2U);
 }
 
-// A burst or weights mean something only with flow control on: given alone they are refused,
-// kept while it is on, and forgotten with it.
+// A burst or weights mean something only with flow control on: given to a tube without it they
+// are refused, kept while it is on, and forgotten with it.
 TEST_P(FlowContract, ABurstOrWeightsAloneAreRefusedAndGoWhenFlowControlGoesOff) {
   if (!can_.flow_control) return;
   EXPECT_EQ(set_flow("lone", {.rate_burst = 5}).code(), Code::kInvalidArgument);
@@ -258,8 +258,13 @@ TEST_P(FlowContract, ABurstOrWeightsAloneAreRefusedAndGoWhenFlowControlGoesOff) 
   auto rate_on = set_flow("lone", {.rate_jobs = 10});
   ASSERT_TRUE(rate_on.is_ok());
   EXPECT_EQ(rate_on.value().rate_burst, 5U);
-  auto off = set_flow("lone", {.group_concurrency = 0, .rate_jobs = 0});
-  ASSERT_TRUE(off.is_ok());
+  // Turned off by a client that sends back every setting it read: taken, and all forgotten.
+  auto off = set_flow("lone", {.group_concurrency = 0,
+                               .fair = false,
+                               .rate_jobs = 0,
+                               .rate_burst = 5,
+                               .group_weights = {{"gold", 3}}});
+  ASSERT_TRUE(off.is_ok()) << off.status().to_string();
   EXPECT_EQ(off.value(), FlowSettings{}) << "the answer shows what is kept: nothing";
   auto again = set_flow("lone", {.rate_jobs = 10});
   ASSERT_TRUE(again.is_ok());
