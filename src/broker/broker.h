@@ -22,6 +22,7 @@
 // and its reserved jobs are ready again (docs/design/lifecycle.md, invariant 4).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -160,20 +161,13 @@ struct FlowChange {
   // Weights to set, by group; 0 (or 1, the default) removes a group's.
   std::map<std::string, std::uint32_t> group_weights{};
 
-  // The tube's settings after the change. Left off (no concurrency, fair or rate), they are all
-  // the defaults: a burst and weights are kept only while flow control is on. A change that
-  // gives them (other than 1) to a tube whose flow control is off and stays off is refused,
-  // kInvalidArgument; one that turns it off may carry them (a client that sends back every
-  // setting it read), and they go with it.
-  [[nodiscard]] Result<FlowSettings> applied_to(FlowSettings flow) const {
-    const bool was_on = flow.any();
-    bool sets_more = rate_burst && *rate_burst != 1;
+  // `flow` with each field the change sets replaced: what was asked, unchecked.
+  [[nodiscard]] FlowSettings merged_into(FlowSettings flow) const {
     for (const auto& [group, weight] : group_weights) {
       if (weight <= 1) {
         flow.group_weights.erase(group);
       } else {
         flow.group_weights[group] = weight;
-        sets_more = true;
       }
     }
     if (group_concurrency) flow.group_concurrency = *group_concurrency;
@@ -181,8 +175,21 @@ struct FlowChange {
     if (rate_jobs) flow.rate_jobs = *rate_jobs;
     if (rate_period) flow.rate_period = *rate_period;
     if (rate_burst) flow.rate_burst = *rate_burst;
-    if (flow.any()) return flow;
-    if (sets_more && !was_on) {
+    return flow;
+  }
+
+  // The tube's settings after the change. Left off (no concurrency, fair or rate), they are all
+  // the defaults: a burst and weights are kept only while flow control is on. A change that
+  // gives them (other than 1) to a tube whose flow control is off and stays off is refused,
+  // kInvalidArgument; one that turns it off may carry them (a client that sends back every
+  // setting it read), and they go with it.
+  [[nodiscard]] Result<FlowSettings> applied_to(const FlowSettings& flow) const {
+    FlowSettings after = merged_into(flow);
+    if (after.any()) return after;
+    const bool sets_more = (rate_burst && *rate_burst != 1) ||
+                           std::any_of(group_weights.begin(), group_weights.end(),
+                                       [](const auto& entry) { return entry.second > 1; });
+    if (sets_more && !flow.any()) {
       return Status(Code::kInvalidArgument,
                     "group_burst and group_weights take effect with group_rate, fair or "
                     "group_concurrency: set one of those in the same change");

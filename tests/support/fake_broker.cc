@@ -308,17 +308,7 @@ void FakeAdmin::set_max_attempts(std::string tube, std::uint32_t max_attempts,
 
 void FakeAdmin::set_flow(std::string tube, broker::FlowChange change,
                          broker::Callback<FlowSettings> done) {
-  // The change over the defaults, as asked: what a broker checks (applied_to) is not the
-  // front-end's to test.
-  FlowSettings flow;
-  flow.group_concurrency = change.group_concurrency.value_or(flow.group_concurrency);
-  flow.fair = change.fair.value_or(flow.fair);
-  flow.rate_jobs = change.rate_jobs.value_or(flow.rate_jobs);
-  flow.rate_period = change.rate_period.value_or(flow.rate_period);
-  flow.rate_burst = change.rate_burst.value_or(flow.rate_burst);
-  for (const auto& [group, weight] : change.group_weights) {
-    if (weight > 1) flow.group_weights[group] = weight;
-  }
+  const FlowSettings flow = change.merged_into({});  // as asked: checks are a broker's
   std::string args =
       "tube=" + tube + " concurrency=" + std::to_string(flow.group_concurrency) +
       " fair=" + (flow.fair ? "1" : "0") + " rate=" + std::to_string(flow.rate_jobs) + "/" +
