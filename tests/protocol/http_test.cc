@@ -251,7 +251,15 @@ TEST_F(HttpTest, OversizedRequestsAndGarbage) {
     raw.send("GET /healthz HTTP/1.1\nHost: x\n\n");
     EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 400 Bad Request\r\n");
     const std::string body = read_body(raw);
-    EXPECT_NE(body.find("(each line ends with CRLF)"), std::string::npos) << body;
+    EXPECT_NE(body.find("each line ending with CRLF)"), std::string::npos) << body;
+  }
+  // HTTP/2's preface: the refusal names the versions served.
+  {
+    Client raw(server_->http_port());
+    raw.send("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 400 Bad Request\r\n");
+    const std::string body = read_body(raw);
+    EXPECT_NE(body.find("(HTTP/1.0 or HTTP/1.1, "), std::string::npos) << body;
   }
   EXPECT_EQ(expect(200, "GET", "/healthz").at("status").as_string(), "ok");
 }

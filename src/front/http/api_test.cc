@@ -390,14 +390,15 @@ TEST_F(ApiTest, AKnownPathWithAnotherMethodIs405WithAllow) {
         Case{"POST", "/v1/tubes/emails/keys/k", "GET, HEAD, PATCH, DELETE"},
         Case{"PATCH", "/v1/tubes/emails/groups/g", "GET, HEAD, DELETE"},
         Case{"POST", "/healthz", "GET, HEAD"}, Case{"DELETE", "/metrics", "GET, HEAD"},
-        Case{"POST", "/", "GET, HEAD"}, Case{"PUT", "/dashboard/app.js", "GET, HEAD"}}) {
+        Case{"POST", "/", "GET, HEAD"}, Case{"PUT", "/dashboard/app.js", "GET, HEAD"},
+        Case{"OPTIONS", "/v1/schedules/preview", "POST"}}) {
     SCOPED_TRACE(std::string(c.method) + " " + std::string(c.target));
     const Response response = expect_local(c.method, c.target);
     EXPECT_EQ(response.status, 405U);
     EXPECT_EQ(response.allow, c.allow);
     EXPECT_EQ(error_code_of(response), "method_not_allowed");
   }
-  EXPECT_EQ(ops("unrouted", "405"), 10U);
+  EXPECT_EQ(ops("unrouted", "405"), 11U);
 }
 
 TEST_F(ApiTest, ThePathsTubesKeysAndGroupsMustBeUtf8) {
@@ -586,6 +587,29 @@ TEST_F(ApiTest, ANumberTooLargeForADoubleIsRefusedAsSuch) {
   }
 }
 
+// The parser reads a number too small for a double as 0: such a number is refused, not taken
+// for a zero (a webhook's rate of 0 is "no limit"). A zero written as such is still a zero.
+TEST_F(ApiTest, ANumberTooSmallForADoubleIsRefusedNotReadAsZero) {
+  for (const std::string& body : std::vector<std::string>{
+           R"({"url":"http://127.0.0.1:9/x","rate":1e-5000})",
+           R"({"url":"http://127.0.0.1:9/x","rate":-2.5E-400})",
+           R"({"url":"http://127.0.0.1:9/x","rate":0.)" + std::string(400, '0') + "1}"}) {
+    SCOPED_TRACE(body);
+    const Response response = expect_local("PUT", "/v1/tubes/t/webhook", body);
+    EXPECT_EQ(response.status, 400U);
+    EXPECT_EQ(error_message_of(response),
+              "a number in the request is out of range (a fraction below 4.9e-324 reads as 0)");
+  }
+  for (const char* body :
+       {R"({"url":"http://127.0.0.1:9/x","rate":0})",
+        R"({"url":"http://127.0.0.1:9/x","rate":0.0e-5000,"headers":{"a":"1e-5000"}})"}) {
+    SCOPED_TRACE(body);
+    const std::size_t before = fake_.call_count();
+    const Exchange exchange = send("PUT", "/v1/tubes/t/webhook", body);
+    EXPECT_EQ(fake_.call_count(), before + 1) << "the webhook is set, with no limit";
+  }
+}
+
 // A number that is not a duration or a time says what is wrong with it.
 TEST_F(ApiTest, ANumberOutOfADurationsRangeSaysWhy) {
   for (const auto& [body, message] :
@@ -609,6 +633,9 @@ TEST_F(ApiTest, ABodyThatIsNotUtf8IsSaidToBeSo) {
   EXPECT_EQ(error_message_of(response), "the body is not JSON: it is not UTF-8");
   EXPECT_EQ(error_message_of(expect_local("POST", "/v1/tubes/emails/jobs", "{\"body\":")),
             "the body is not JSON: incomplete JSON");
+  EXPECT_EQ(error_message_of(
+                expect_local("POST", "/v1/tubes/emails/jobs", "\xEF\xBB\xBF{\"body\":\"a\"}")),
+            "the body is not JSON: it starts with a byte order mark");
 }
 
 TEST_F(ApiTest, PutRefusesABodyOverTheLimitWith413) {

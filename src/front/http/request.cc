@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include "base/job.h"
@@ -47,6 +48,38 @@ std::string why_not_count(const json::value& v, const std::string& most, std::st
   return {};
 }
 
+// Whether some number in `text` (valid JSON) has a digit other than 0 before any exponent yet
+// reads as zero: the parser reads a number too small for a double (1e-5000) as 0, which a field
+// such as a webhook's rate would take for "no limit".
+bool some_number_vanishes(std::string_view text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '"') {
+      for (++i; i < text.size() && text[i] != '"'; ++i) {
+        if (text[i] == '\\') ++i;
+      }
+      continue;
+    }
+    if (c != '-' && (c < '0' || c > '9')) continue;
+    const std::size_t start = i;
+    bool nonzero = false;
+    bool exponent = false;
+    for (; i < text.size() &&
+           std::string_view("0123456789+-.eE").find(text[i]) != std::string_view::npos;
+         ++i) {
+      exponent = exponent || text[i] == 'e' || text[i] == 'E';
+      nonzero = nonzero || (!exponent && text[i] >= '1' && text[i] <= '9');
+    }
+    const std::string_view number = text.substr(start, i - start);
+    if (nonzero && number.find_first_of(".eE") != std::string_view::npos &&
+        std::strtod(std::string(number).c_str(), nullptr) == 0) {
+      return true;
+    }
+    --i;
+  }
+  return false;
+}
+
 }  // namespace
 
 Status Body::parse(std::string_view text, std::span<const std::string_view> allowed) {
@@ -56,10 +89,17 @@ Status Body::parse(std::string_view text, std::span<const std::string_view> allo
   if (error) {
     // Boost.JSON calls a string that is not UTF-8 a syntax error.
     if (!valid_utf8(text)) return {Code::kInvalidArgument, "the body is not JSON: it is not UTF-8"};
+    if (text.starts_with("\xEF\xBB\xBF")) {
+      return {Code::kInvalidArgument, "the body is not JSON: it starts with a byte order mark"};
+    }
     return {Code::kInvalidArgument, "the body is not JSON: " + error.message()};
   }
   if (!finite_numbers(document_)) {
     return {Code::kInvalidArgument, "a number in the request is out of range (beyond 1.8e308)"};
+  }
+  if (some_number_vanishes(text)) {
+    return {Code::kInvalidArgument,
+            "a number in the request is out of range (a fraction below 4.9e-324 reads as 0)"};
   }
   if (!document_.is_object()) return {Code::kInvalidArgument, "the body must be a JSON object"};
   fields_ = &document_.as_object();

@@ -144,6 +144,14 @@ Result<std::vector<std::pair<std::string, std::string>>> query_params(std::strin
 Match match(std::string_view method, std::string_view target) {
   const std::string_view path = target.substr(0, target.find('?'));
   Match result;
+  // A path that a pattern without names matches (/v1/schedules/preview) is that route's alone:
+  // the patterns with names that match it too (/v1/schedules/{name}) do not count in Allow.
+  std::string exact_allow;
+  const auto add = [](std::string* allow, std::string_view allowed) {
+    if (!allow->empty()) *allow += ", ";
+    *allow += allowed;
+    if (allowed == "GET") *allow += ", HEAD";  // the server answers HEAD as GET
+  };
   for (const RouteEntry& entry : kRoutes) {
     std::vector<std::string> params;
     if (!match_pattern(entry.pattern, path, &params)) continue;
@@ -154,10 +162,10 @@ Match match(std::string_view method, std::string_view target) {
       return result;
     }
     result.kind = Match::Kind::kNoMethod;
-    if (!result.allow.empty()) result.allow += ", ";
-    result.allow += entry.method;
-    if (entry.method == "GET") result.allow += ", HEAD";  // the server answers HEAD as GET
+    add(&result.allow, entry.method);
+    if (params.empty()) add(&exact_allow, entry.method);
   }
+  if (!exact_allow.empty()) result.allow = std::move(exact_allow);
   return result;
 }
 

@@ -279,12 +279,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
           error.category() == bhttp::make_error_code(bhttp::error::bad_method).category() &&
           error != bhttp::error::end_of_stream && error != bhttp::error::partial_message;
       if (!malformed) return close();
-      // A line ended by a bare LF reads as a bad version (request line) or a bad field.
-      const bool line_end =
-          error == bhttp::error::bad_version || error == bhttp::error::bad_line_ending;
-      return refuse(400, "bad_request",
-                    "malformed HTTP request: " + error.message() +
-                        (line_end ? " (each line ends with CRLF)" : ""));
+      // A line ended by a bare LF reads as a bad version (request line) or a bad field; so
+      // does HTTP/2's preface (PRI * HTTP/2.0).
+      const char* hint = error == bhttp::error::bad_version
+                             ? " (HTTP/1.0 or HTTP/1.1, each line ending with CRLF)"
+                         : error == bhttp::error::bad_line_ending ? " (each line ends with CRLF)"
+                                                                  : "";
+      return refuse(400, "bad_request", "malformed HTTP request: " + error.message() + hint);
     }
     const auto& request = parser_->get();
     keep_alive_ = request.keep_alive();
