@@ -315,32 +315,35 @@ void RedisAdmin::tube_stats(std::vector<std::string> tubes,
                             std::function<void(Result<Sums>)> then) {
   std::vector<std::string> args = {"stats"};
   args.insert(args.end(), tubes.begin(), tubes.end());
-  every_shard(std::move(args), false, [then = std::move(then)](Result<std::vector<Reply>> replies) {
-    if (!replies.is_ok()) return then(replies.status());
-    Sums sums;
-    for (const auto& reply : replies.value()) {
-      for (std::size_t i = 1; i < reply.elements.size(); ++i) {
-        const auto& row = reply.elements[i].elements;
-        if (row.size() < 9) continue;
-        TubeStats& t = sums.tubes[row[0].str];
-        t.name = row[0].str;
-        const auto n = [&](std::size_t k) {
-          return k < row.size() ? static_cast<std::uint64_t>(row[k].integer) : 0;
-        };
-        t.ready += n(1);
-        t.urgent += n(2);
-        t.reserved += n(3);
-        t.delayed += n(4);
-        t.buried += n(5);
-        t.total_jobs += n(6);
-        t.deletes += n(7);
-        sums.timeouts += n(8);
-        t.groups_held += n(9);
-        t.groups_ready += n(10);
-      }
-    }
-    then(std::move(sums));
-  });
+  // Summed as each shard's rows come: a row for every tube a shard remembers, not kept.
+  auto sums = std::make_shared<Sums>();
+  fold_every_shard(
+      core_, state_, std::move(args),
+      [sums](Reply reply) {
+        for (std::size_t i = 1; i < reply.elements.size(); ++i) {
+          const auto& row = reply.elements[i].elements;
+          if (row.size() < 9) continue;
+          TubeStats& t = sums->tubes[row[0].str];
+          if (t.name.empty()) t.name = row[0].str;
+          const auto n = [&](std::size_t k) {
+            return k < row.size() ? static_cast<std::uint64_t>(row[k].integer) : 0;
+          };
+          t.ready += n(1);
+          t.urgent += n(2);
+          t.reserved += n(3);
+          t.delayed += n(4);
+          t.buried += n(5);
+          t.total_jobs += n(6);
+          t.deletes += n(7);
+          sums->timeouts += n(8);
+          t.groups_held += n(9);
+          t.groups_ready += n(10);
+        }
+      },
+      [sums, then = std::move(then)](Status status) {
+        if (!status.is_ok()) return then(status);
+        then(std::move(*sums));
+      });
 }
 
 TubeStats RedisAdmin::with_local(TubeStats stats) const {

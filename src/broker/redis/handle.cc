@@ -12,8 +12,9 @@ struct Gather {
   std::shared_ptr<SessionState> state;
   std::vector<std::string> args;
   bool write = false;
-  std::string lane;  // a read's own, for its calls across slots
-  std::vector<Reply> replies;
+  std::string lane;            // a read's own, for its calls across slots
+  std::vector<Reply> replies;  // by shard, unless `each` takes them
+  std::function<void(Reply)> each;
   std::uint32_t left = 0;
   bool finished = false;
   std::function<void(Result<std::vector<Reply>>)> then;
@@ -28,7 +29,11 @@ void land(const std::shared_ptr<Gather>& g, std::uint32_t shard, Result<Reply> r
     if (g->state->alive) g->then(failed);
     return;
   }
-  if (reply.is_ok()) g->replies[shard] = std::move(reply.value());
+  if (reply.is_ok() && g->each) {
+    if (g->state->alive) g->each(std::move(reply.value()));
+  } else if (reply.is_ok()) {
+    g->replies[shard] = std::move(reply.value());
+  }
   if (--g->left > 0) return;
   g->finished = true;
   if (g->state->alive) g->then(std::move(g->replies));
@@ -78,20 +83,11 @@ void read_together(const std::shared_ptr<Gather>& g, std::vector<std::uint32_t> 
        }});
 }
 
-}  // namespace
-
-void on_shards(std::shared_ptr<Core> core, std::shared_ptr<SessionState> state,
-               std::vector<std::uint32_t> shards, std::vector<std::string> args, bool write,
-               std::function<void(Result<std::vector<Reply>>)> then) {
+void start(std::shared_ptr<Gather> g, std::vector<std::uint32_t> shards,
+           std::vector<std::string> args) {
   DELAYQ_CHECK(!shards.empty());
-  auto g = std::make_shared<Gather>();
-  g->core = std::move(core);
-  g->state = std::move(state);
-  g->write = write;
-  g->replies.resize(g->core->shards);
   g->left = static_cast<std::uint32_t>(shards.size());
-  g->then = std::move(then);
-  const bool together = !write && Core::read_across_slots(args);
+  const bool together = !g->write && Core::read_across_slots(args);
   g->args = std::move(args);
   if (!together) {
     for (const auto shard : shards) alone(g, shard);
@@ -104,6 +100,33 @@ void on_shards(std::shared_ptr<Core> core, std::shared_ptr<SessionState> state,
        g->core->per_primary(std::move(shards), [](std::uint32_t shard) { return shard; })) {
     read_together(g, std::move(part));
   }
+}
+
+}  // namespace
+
+void on_shards(std::shared_ptr<Core> core, std::shared_ptr<SessionState> state,
+               std::vector<std::uint32_t> shards, std::vector<std::string> args, bool write,
+               std::function<void(Result<std::vector<Reply>>)> then) {
+  auto g = std::make_shared<Gather>();
+  g->core = std::move(core);
+  g->state = std::move(state);
+  g->write = write;
+  g->replies.resize(g->core->shards);
+  g->then = std::move(then);
+  start(std::move(g), std::move(shards), std::move(args));
+}
+
+void fold_every_shard(const std::shared_ptr<Core>& core, std::shared_ptr<SessionState> state,
+                      std::vector<std::string> args, std::function<void(Reply)> each,
+                      std::function<void(Status)> then) {
+  auto g = std::make_shared<Gather>();
+  g->core = core;
+  g->state = std::move(state);
+  g->each = std::move(each);
+  g->then = [then = std::move(then)](Result<std::vector<Reply>> replies) {
+    then(replies.status());
+  };
+  start(std::move(g), core->every_shard_number(), std::move(args));
 }
 
 void every_shard(const std::shared_ptr<Core>& core, std::shared_ptr<SessionState> state,
