@@ -419,16 +419,17 @@ TEST_F(HttpTest, AChunkedBodysFramingIsBoundedAndEndsItsLinesWithCrlf) {
 // Without tokens, a web page must not reach the API: a request from another site's page (its
 // Origin) or to a name made to resolve to 127.0.0.1 (its Host) is refused, and nothing runs.
 TEST_F(HttpTest, AWebPageOfAnotherSiteIsRefused) {
-  const auto send = [this](const std::string& headers) {
+  // One node's port (in Redis mode the fixture's two nodes take turns): its metrics count them.
+  const std::uint16_t port = server_->http_port();
+  const auto send = [port](const std::string& headers) {
     return status_line(
-        server_->http_port(),
-        "POST /v1/tubes/t/jobs HTTP/1.1\r\n" + headers +
-            "Content-Type: text/plain\r\nContent-Length: 15\r\n\r\n{\"body\":\"evil\"}");
+        port, "POST /v1/tubes/t/jobs HTTP/1.1\r\n" + headers +
+                  "Content-Type: text/plain\r\nContent-Length: 15\r\n\r\n{\"body\":\"evil\"}");
   };
-  const std::string here = "127.0.0.1:" + std::to_string(server_->http_port());
+  const std::string here = "127.0.0.1:" + std::to_string(port);
   EXPECT_EQ(send("Host: " + here + "\r\nOrigin: http://evil.example\r\n"),
             "HTTP/1.1 403 Forbidden\r\n");
-  EXPECT_EQ(send("Host: rebind.evil.example:" + std::to_string(server_->http_port()) + "\r\n"),
+  EXPECT_EQ(send("Host: rebind.evil.example:" + std::to_string(port) + "\r\n"),
             "HTTP/1.1 403 Forbidden\r\n");
   EXPECT_EQ(
       send("Host: " + here + "\r\nOrigin: http://" + here + "\r\nOrigin: http://evil.example\r\n"),
@@ -437,6 +438,15 @@ TEST_F(HttpTest, AWebPageOfAnotherSiteIsRefused) {
   EXPECT_EQ(call("GET", "/v1/tubes/t").status, 404u) << "a refused request put a job";
   EXPECT_EQ(send("Host: " + here + "\r\nOrigin: http://" + here + "\r\n"),
             "HTTP/1.1 201 Created\r\n");
+  // Counted under the endpoint it names, as a 401 is.
+  Client raw(port);
+  raw.send("GET /metrics HTTP/1.1\r\nHost: " + here + "\r\n\r\n");
+  EXPECT_EQ(raw.read_line().value_or("<none>"), "HTTP/1.1 200 OK\r\n");
+  const std::string metrics = read_body(raw);
+  EXPECT_NE(
+      metrics.find("delayq_operations_total{protocol=\"http\",op=\"put_job\",result=\"403\"} 3\n"),
+      std::string::npos)
+      << metrics;
 }
 
 // HEAD is GET without the body: what a load balancer's health check sends.

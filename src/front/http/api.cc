@@ -33,8 +33,8 @@ constexpr std::uint64_t kMaxPriority = std::numeric_limits<std::uint32_t>::max()
 std::string_view status_text(unsigned status) {
   static constexpr std::pair<unsigned, std::string_view> kKnown[] = {
       {200, "200"}, {201, "201"}, {204, "204"}, {400, "400"}, {401, "401"},
-      {404, "404"}, {405, "405"}, {409, "409"}, {413, "413"}, {431, "431"},
-      {500, "500"}, {501, "501"}, {503, "503"}, {507, "507"}};
+      {403, "403"}, {404, "404"}, {405, "405"}, {409, "409"}, {413, "413"},
+      {431, "431"}, {500, "500"}, {501, "501"}, {503, "503"}, {507, "507"}};
   for (const auto& [code, text] : kKnown) {
     if (code == status) return text;
   }
@@ -379,6 +379,17 @@ bool Api::admits(const Match& found, std::string_view method, std::string_view t
   }
   return found.kind == Match::Kind::kNoPath && method == "GET" &&
          dashboard::find(target).has_value();
+}
+
+void Api::refuse(std::string_view method, std::string_view target, Response response,
+                 Respond respond) {
+  const Match found = match(method, target);
+  const std::string_view name =
+      found.kind == Match::Kind::kFound ? route_name(found.route)
+      : found.kind == Match::Kind::kNoPath && method == "GET" && dashboard::find(target)
+          ? "dashboard"
+          : "unrouted";
+  Reply(*this, name, std::move(respond))(std::move(response));
 }
 
 std::uint64_t Api::handle(std::string_view method, std::string_view target, std::string_view body,

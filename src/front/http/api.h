@@ -88,6 +88,9 @@ class Api {
   // A reserved job's response could not be delivered: the job is ready again at once, if it is
   // still the same reservation (`token`: Response::reserved_token), not a later one.
   void undeliverable(JobId id, std::uint32_t token);
+  // Answers (with respond, at once) a request the server refuses before the API would run it
+  // (403 to a web page), counted as the API's own refusals are: under the endpoint it names.
+  void refuse(std::string_view method, std::string_view target, Response response, Respond respond);
   // An answer for a request the server refused before routing it (413, 431, 400 ...).
   [[nodiscard]] static Response error(unsigned status, std::string_view code,
                                       std::string_view message);

@@ -311,11 +311,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // Without tokens, whoever reaches the API may do anything: a web page must not.
     if (server_.options().api.tokens.empty()) {
       // A browser sends one Origin; two could hide a foreign one behind the first.
+      std::optional<std::string> why;
       if (request.count(bhttp::field::origin) > 1) {
-        return answer(Api::error(403, "forbidden", "more than one Origin header"));
+        why = "more than one Origin header";
+      } else {
+        why = foreign_request(target_.host, request[bhttp::field::origin], loopback_);
       }
-      if (auto why = foreign_request(target_.host, request[bhttp::field::origin], loopback_)) {
-        return answer(Api::error(403, "forbidden", *why));
+      if (why) {
+        return server_.api().refuse(
+            method_of(request), target_.path, Api::error(403, "forbidden", *why),
+            [self = shared_from_this()](Response response) { self->answer(std::move(response)); });
       }
     }
     if (spdlog::should_log(spdlog::level::trace)) {
