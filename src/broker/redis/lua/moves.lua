@@ -147,11 +147,13 @@ local function link(j, now)
 end
 
 -- A job changes state: out of where it was, changed, stored, and into where it is now kept.
+-- Returns its record as stored (for reply()).
 local function move(j, now, change)
   unlink(j)
   change(j)
-  save(j)
+  local rec = save(j)
   link(j, now)
+  return rec
 end
 
 -- A reservation starts: the job is the holder's until its TTR lapses.
@@ -211,10 +213,13 @@ local function erase(j)
   if flow_here(j.tube) then flow_refresh(j.tube, j.group, now_ms()) end
 end
 
-local function reply(j, now)
+-- A job as a reply: its id, record and attachment, and the present. `rec`: its record as just
+-- stored (save(), move()), not encoded again.
+local function reply(j, now, rec)
+  local field = fid(j.id)
   local attachment = false
-  if j.flags % 2 == 1 then attachment = redis.call('HGET', A, fid(j.id)) or false end
-  return {'ok', string.format('%d', j.id), encode(j), attachment, string.format('%d', now)}
+  if j.flags % 2 == 1 then attachment = redis.call('HGET', A, field) or false end
+  return {'ok', field, rec or encode(j), attachment, string.format('%d', now)}
 end
 
 -- A job id given by the caller: by id, or by tube and key (ARGV[i] = id or '', ARGV[i+1] tube,

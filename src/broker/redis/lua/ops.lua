@@ -197,8 +197,7 @@ local function serve(i, now)
       if not best then break end
       local j = load_member(best, rec)
       if j then
-        move(j, now, take(holder, now))
-        served[#served] = reply(j, now)
+        served[#served] = reply(j, now, move(j, now, take(holder, now)))
         break
       end
       remove_ready(best) -- as read: a ready entry without its job
@@ -265,8 +264,7 @@ local function reserve_from(holder, bound, from, to, now, loose)
     return {'worse', 'a better job in another shard', h, d}
   end
   local j = load_member(best, best_rec)
-  move(j, now, take(holder, now))
-  local r = reply(j, now)
+  local r = reply(j, now, move(j, now, take(holder, now)))
   r[6], r[7] = heads(from, now, to)
   return r
 end
@@ -304,11 +302,10 @@ ops.reserve_job = function()
   local now = now_ms()
   -- A delayed job taken early became ready now, as a kicked one does: its due time says so.
   local reserve = take(ARGV[2], now)
-  move(j, now, function(x)
+  return reply(j, now, move(j, now, function(x)
     if x.state == DELAYED then x.due = math.min(x.due, now) end
     reserve(x)
-  end)
-  return reply(j, now)
+  end))
 end
 
 -- The delete of job j (nil: none) by holder: any job not reserved by another; {'ok', id}. With
@@ -384,9 +381,9 @@ ops.release = function()
     if delay > 0 then j.state = DELAYED; j.due = now + delay
     else j.state = READY; j.due = now end
   end
-  save(j)
+  local rec = save(j)
   link(j, now)
-  return reply(j, now)
+  return reply(j, now, rec)
 end
 
 -- bury holder id pri(or '')
@@ -394,11 +391,10 @@ ops.bury = function()
   local j, err = held(tonumber(ARGV[3]), ARGV[2], '')
   if not j then return err end
   local now = now_ms()
-  move(j, now, function()
+  return reply(j, now, move(j, now, function()
     j.holder = ''; j.deadline = 0; j.state = BURIED; j.buries = j.buries + 1
     if ARGV[4] ~= '' then j.pri = tonumber(ARGV[4]) end
-  end)
-  return reply(j, now)
+  end))
 end
 
 -- touch holder id
@@ -406,8 +402,7 @@ ops.touch = function()
   local j, err = held(tonumber(ARGV[3]), ARGV[2], '')
   if not j then return err end
   local now = now_ms()
-  move(j, now, function() j.deadline = now + j.ttr * 1000 end)
-  return reply(j, now)
+  return reply(j, now, move(j, now, function() j.deadline = now + j.ttr * 1000 end))
 end
 
 -- peek id tube key
@@ -447,8 +442,7 @@ ops.kick_job = function()
   if not j then return {'notfound', 'no such job'} end
   if j.state ~= BURIED and j.state ~= DELAYED then return {'conflict', 'not buried or delayed'} end
   local now = now_ms()
-  move(j, now, kicked(now))
-  return reply(j, now)
+  return reply(j, now, move(j, now, kicked(now)))
 end
 
 -- The first n buried (lowest id first) or delayed (earliest due first) jobs of the tube.

@@ -48,7 +48,12 @@ local function load(id)
   return j
 end
 
-local function save(j) records[fid(j.id)] = encode(j) end
+-- Stores the job's record as it is now, for flush(); returns it.
+local function save(j)
+  local rec = encode(j)
+  records[fid(j.id)] = rec
+  return rec
+end
 
 -- A ready job (its member of r) as nodes compare the shards' best: 'priority:created:id', created
 -- in whole milliseconds. Within a shard ids follow the order of puts; across shards, the time of
