@@ -230,6 +230,12 @@ Result<Target> origin_form(std::string_view target, std::string_view host_header
   const std::string_view scheme = target.substr(0, scheme_end);
   if (scheme_end == std::string_view::npos ||
       !(beast::iequals(scheme, "http") || beast::iequals(scheme, "https"))) {
+    // Neither a path nor a URI of any scheme (a URI not http's is a path unknown: 404), nor
+    // OPTIONS's "*": "v1/stats", or CONNECT's "host:port".
+    if (scheme_end == std::string_view::npos && !target.starts_with('/') && target != "*") {
+      return Status(Code::kInvalidArgument,
+                    "the request target is a path (/v1/...) or an absolute URL (http://host/...)");
+    }
     return Target{std::string(target), std::string(host_header)};
   }
   const std::string_view rest = target.substr(scheme_end + 3);

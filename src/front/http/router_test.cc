@@ -122,6 +122,9 @@ TEST(OriginForm, AnAbsoluteTargetGivesItsPathAndItsHost) {
   // An http URI names a host.
   EXPECT_FALSE(origin_form("http:///v1/stats", "header.example").is_ok());
   EXPECT_FALSE(origin_form("http://:8080/v1/stats", "header.example").is_ok());  // a port alone
+  // Neither a path nor a URI: a bad request, not a path unknown.
+  EXPECT_FALSE(origin_form("v1/stats", "header.example").is_ok());
+  EXPECT_FALSE(origin_form("127.0.0.1:8080", "header.example").is_ok());  // CONNECT's
 }
 
 // RFC 9112 section 3.2: a Host field that is not a host and an optional port is a bad request.
