@@ -636,6 +636,16 @@ TEST_F(ApiTest, ABodyThatIsNotUtf8IsSaidToBeSo) {
   EXPECT_EQ(error_message_of(
                 expect_local("POST", "/v1/tubes/emails/jobs", "\xEF\xBB\xBF{\"body\":\"a\"}")),
             "the body is not JSON: it starts with a byte order mark");
+  for (const char* lone :
+       {R"({"body":"\ud800"})", R"({"body":"a\udc00\ud800"})", R"({"body":"\uD800\u0041"})"}) {
+    EXPECT_EQ(error_message_of(expect_local("POST", "/v1/tubes/emails/jobs", lone)),
+              "the body is not JSON: a \\u escape of half a UTF-16 surrogate pair alone")
+        << lone;
+  }
+  // A pair is no lone half: what else is wrong is said.
+  EXPECT_EQ(error_message_of(
+                expect_local("POST", "/v1/tubes/emails/jobs", R"({"body":"\ud83d\ude00\\")")),
+            "the body is not JSON: incomplete JSON");
 }
 
 TEST_F(ApiTest, PutRefusesABodyOverTheLimitWith413) {

@@ -80,6 +80,31 @@ bool some_number_vanishes(std::string_view text) {
   return false;
 }
 
+// Whether `text` escapes half of a UTF-16 surrogate pair alone ("\ud800" not followed by a
+// "\udc00" to "\udfff", or the second half first), which Boost.JSON calls a syntax error.
+bool lone_surrogate(std::string_view text) {
+  const auto unit = [&](std::size_t at) -> long {  // the \uXXXX at `at`, or -1
+    if (at + 6 > text.size() || text[at] != '\\' || text[at + 1] != 'u') return -1;
+    const std::string hex(text.substr(at + 2, 4));
+    if (hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) return -1;
+    return std::strtol(hex.c_str(), nullptr, 16);
+  };
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '"') in_string = !in_string;
+    if (!in_string || text[i] != '\\') continue;
+    const long u = unit(i);
+    if (u >= 0xDC00 && u <= 0xDFFF) return true;
+    if (u >= 0xD800 && u <= 0xDBFF) {
+      const long low = unit(i + 6);
+      if (low < 0xDC00 || low > 0xDFFF) return true;
+      i += 6;
+    }
+    ++i;  // the escaped character: not a quote that ends the string
+  }
+  return false;
+}
+
 }  // namespace
 
 Status Body::parse(std::string_view text, std::span<const std::string_view> allowed) {
@@ -91,6 +116,10 @@ Status Body::parse(std::string_view text, std::span<const std::string_view> allo
     if (!valid_utf8(text)) return {Code::kInvalidArgument, "the body is not JSON: it is not UTF-8"};
     if (text.starts_with("\xEF\xBB\xBF")) {
       return {Code::kInvalidArgument, "the body is not JSON: it starts with a byte order mark"};
+    }
+    if (lone_surrogate(text)) {
+      return {Code::kInvalidArgument,
+              "the body is not JSON: a \\u escape of half a UTF-16 surrogate pair alone"};
     }
     return {Code::kInvalidArgument, "the body is not JSON: " + error.message()};
   }
