@@ -62,6 +62,25 @@ class Conn:
         return head
 
 
+def run_threads(target, count):
+    """Runs target in `count` threads; an error in any is raised here, once they are done."""
+    errors = []
+
+    def guarded():
+        try:
+            target()
+        except BaseException as error:  # a thread's SystemExit too
+            errors.append(error)
+
+    threads = [threading.Thread(target=guarded) for _ in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        sys.exit(f"redis-read-memory: {errors[0]}")
+
+
 def make_names(port, count, connections=8):
     left = [count]
     lock = threading.Lock()
@@ -79,11 +98,7 @@ def make_names(port, count, connections=8):
                 sys.exit(f"put: {head}")
             conn.cmd(f"delete {head.split()[1]}")
 
-    threads = [threading.Thread(target=one) for _ in range(connections)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(one, connections)
 
 
 def main():
@@ -122,11 +137,7 @@ def main():
                     with lock:
                         reads[0] += 1
 
-        threads = [threading.Thread(target=reader) for _ in range(args.readers)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads(reader, args.readers)
         print(f"readers: {args.readers}, reads/s: {reads[0] / args.seconds:.1f}")
         print(f"node RSS before the reads: {before} KiB; largest: "
               f"{status_kib(node.pid, 'VmHWM')} KiB; after: {status_kib(node.pid, 'VmRSS')} KiB")

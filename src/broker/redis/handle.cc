@@ -6,7 +6,8 @@ namespace delayq::broker::redis {
 
 namespace {
 
-// One every_shard(): what it asks, and each shard's reply until the first failure ends it.
+// One read or write on several shards (on_shards(), fold_every_shard()): what it asks, and each
+// shard's reply, kept or handed to `each`, until the first failure ends it.
 struct Gather {
   std::shared_ptr<Core> core;
   std::shared_ptr<SessionState> state;

@@ -23,7 +23,8 @@ void every_shard(const std::shared_ptr<Core>& core, std::shared_ptr<SessionState
 
 // A read of every shard whose replies are folded as they come: `each` gets each shard's reply
 // (a kNotFound is one) as it lands, and none is kept, so a read whose replies are large
-// (a row for each tube a shard remembers) holds one call's at a time; `then` gets the end, or
+// (a row for each tube a shard remembers) holds only those under way (a call's to each
+// primary); `then` gets the end, or
 // the first failure. Neither once `state` is no longer alive.
 void fold_every_shard(const std::shared_ptr<Core>& core, std::shared_ptr<SessionState> state,
                       std::vector<std::string> args, std::function<void(Reply)> each,

@@ -381,15 +381,23 @@ bool Api::admits(const Match& found, std::string_view method, std::string_view t
          dashboard::find(target).has_value();
 }
 
+namespace {
+
+// The name a refused request counts under: the endpoint it names, a dashboard file, or none.
+std::string_view refused_op(const Match& found, std::string_view method, std::string_view target) {
+  if (found.kind == Match::Kind::kFound) return route_name(found.route);
+  if (found.kind == Match::Kind::kNoPath && method == "GET" && dashboard::find(target)) {
+    return "dashboard";
+  }
+  return "unrouted";
+}
+
+}  // namespace
+
 void Api::refuse(std::string_view method, std::string_view target, Response response,
                  Respond respond) {
-  const Match found = match(method, target);
-  const std::string_view name =
-      found.kind == Match::Kind::kFound ? route_name(found.route)
-      : found.kind == Match::Kind::kNoPath && method == "GET" && dashboard::find(target)
-          ? "dashboard"
-          : "unrouted";
-  Reply(*this, name, std::move(respond))(std::move(response));
+  Reply(*this, refused_op(match(method, target), method, target),
+        std::move(respond))(std::move(response));
 }
 
 std::uint64_t Api::handle(std::string_view method, std::string_view target, std::string_view body,
@@ -400,9 +408,7 @@ std::uint64_t Api::handle(std::string_view method, std::string_view target, std:
     Response response = error(
         401, "unauthorized", "this server wants Authorization: Bearer <token> (--http-token-file)");
     response.www_authenticate = "Bearer";
-    const bool routed = found.kind == Match::Kind::kFound;
-    Reply(*this, routed ? route_name(found.route) : "unrouted",
-          std::move(respond))(std::move(response));
+    Reply(*this, refused_op(found, method, target), std::move(respond))(std::move(response));
     return 0;
   }
   if (found.kind == Match::Kind::kNoPath && method == "GET") {

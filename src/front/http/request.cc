@@ -1,8 +1,8 @@
 #include "front/http/request.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 
 #include "base/job.h"
@@ -49,8 +49,8 @@ std::string why_not_count(const json::value& v, const std::string& most, std::st
 }
 
 // Whether some number in `text` (valid JSON) has a digit other than 0 before any exponent yet
-// reads as zero: the parser reads a number too small for a double (1e-5000) as 0, which a field
-// such as a webhook's rate would take for "no limit".
+// is too small for a double: the parser reads such a number (1e-5000) as 0, which a field such
+// as a webhook's rate would take for "no limit".
 bool some_number_vanishes(std::string_view text) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
@@ -71,9 +71,14 @@ bool some_number_vanishes(std::string_view text) {
       nonzero = nonzero || (!exponent && text[i] >= '1' && text[i] <= '9');
     }
     const std::string_view number = text.substr(start, i - start);
-    if (nonzero && number.find_first_of(".eE") != std::string_view::npos &&
-        std::strtod(std::string(number).c_str(), nullptr) == 0) {
-      return true;
+    if (nonzero && number.find_first_of(".eE") != std::string_view::npos) {
+      // Out of range here is below it: those above are refused first (finite_numbers()).
+      double value = 0;
+      const auto [end, error] =
+          std::from_chars(number.data(), number.data() + number.size(), value);
+      if (error == std::errc::result_out_of_range || (error == std::errc() && value == 0)) {
+        return true;
+      }
     }
     --i;
   }
@@ -85,9 +90,10 @@ bool some_number_vanishes(std::string_view text) {
 bool lone_surrogate(std::string_view text) {
   const auto unit = [&](std::size_t at) -> long {  // the \uXXXX at `at`, or -1
     if (at + 6 > text.size() || text[at] != '\\' || text[at + 1] != 'u') return -1;
-    const std::string hex(text.substr(at + 2, 4));
-    if (hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) return -1;
-    return std::strtol(hex.c_str(), nullptr, 16);
+    long value = -1;
+    const auto [end, error] =
+        std::from_chars(text.data() + at + 2, text.data() + at + 6, value, 16);
+    return error == std::errc() && end == text.data() + at + 6 ? value : -1;
   };
   bool in_string = false;
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -128,7 +134,7 @@ Status Body::parse(std::string_view text, std::span<const std::string_view> allo
   }
   if (some_number_vanishes(text)) {
     return {Code::kInvalidArgument,
-            "a number in the request is out of range (a fraction below 4.9e-324 reads as 0)"};
+            "a number in the request is out of range (too small for a double: it would read as 0)"};
   }
   if (!document_.is_object()) return {Code::kInvalidArgument, "the body must be a JSON object"};
   fields_ = &document_.as_object();

@@ -144,8 +144,9 @@ Result<std::vector<std::pair<std::string, std::string>>> query_params(std::strin
 Match match(std::string_view method, std::string_view target) {
   const std::string_view path = target.substr(0, target.find('?'));
   Match result;
-  // A path that a pattern without names matches (/v1/schedules/preview) is that route's alone:
-  // the patterns with names that match it too (/v1/schedules/{name}) do not count in Allow.
+  // Allow of a path that a pattern without names matches (/v1/schedules/preview) lists that
+  // pattern's methods alone, not those of patterns with names that match it too
+  // (/v1/schedules/{name}), which route there but cannot serve it (404, or 400 for a PUT).
   std::string exact_allow;
   const auto add = [](std::string* allow, std::string_view allowed) {
     if (!allow->empty()) *allow += ", ";
@@ -230,8 +231,8 @@ Result<Target> origin_form(std::string_view target, std::string_view host_header
   const std::string_view scheme = target.substr(0, scheme_end);
   if (scheme_end == std::string_view::npos ||
       !(beast::iequals(scheme, "http") || beast::iequals(scheme, "https"))) {
-    // Neither a path nor a URI of any scheme (a URI not http's is a path unknown: 404), nor
-    // OPTIONS's "*": "v1/stats", or CONNECT's "host:port".
+    // Neither a path, nor OPTIONS's "*", nor "<scheme>://..." (one not http's is a path
+    // unknown: 404): "v1/stats", or CONNECT's "host:port".
     if (scheme_end == std::string_view::npos && !target.starts_with('/') && target != "*") {
       return Status(Code::kInvalidArgument,
                     "the request target is a path (/v1/...) or an absolute URL (http://host/...)");
