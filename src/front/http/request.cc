@@ -14,20 +14,21 @@ namespace json = boost::json;
 
 namespace {
 
-// Whether every number in `value` is finite: the parser reads a number too large for a double
-// (1e999) as infinity, which no field accepts, and whose serialisation is not JSON.
-bool finite_numbers(const json::value& value) {
+// Whether some number of `value` that the parser read as a double (a fraction, an exponent, or
+// beyond 64 bits) is one for which `which` holds.
+bool any_double(const json::value& value, bool (*which)(double)) {
   switch (value.kind()) {
     case json::kind::double_:
-      return std::isfinite(value.get_double());
+      return which(value.get_double());
     case json::kind::array:
-      return std::all_of(value.get_array().begin(), value.get_array().end(), finite_numbers);
+      return std::any_of(value.get_array().begin(), value.get_array().end(),
+                         [which](const json::value& item) { return any_double(item, which); });
     case json::kind::object:
-      return std::all_of(
+      return std::any_of(
           value.get_object().begin(), value.get_object().end(),
-          [](const json::key_value_pair& field) { return finite_numbers(field.value()); });
+          [which](const json::key_value_pair& field) { return any_double(field.value(), which); });
     default:
-      return true;
+      return false;
   }
 }
 
@@ -50,7 +51,7 @@ std::string why_not_count(const json::value& v, const std::string& most, std::st
 
 // Whether some number in `text` (valid JSON) has a digit other than 0 before any exponent yet
 // is too small for a double: the parser reads such a number (1e-5000) as 0, which a field such
-// as a webhook's rate would take for "no limit".
+// as a webhook's rate would take for "no limit". Read only when the document holds a double 0.
 bool some_number_vanishes(std::string_view text) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
@@ -72,7 +73,7 @@ bool some_number_vanishes(std::string_view text) {
     }
     const std::string_view number = text.substr(start, i - start);
     if (nonzero && number.find_first_of(".eE") != std::string_view::npos) {
-      // Out of range here is below it: those above are refused first (finite_numbers()).
+      // Out of range here is below it: those above are refused first (infinite).
       double value = 0;
       const auto [end, error] =
           std::from_chars(number.data(), number.data() + number.size(), value);
@@ -129,10 +130,12 @@ Status Body::parse(std::string_view text, std::span<const std::string_view> allo
     }
     return {Code::kInvalidArgument, "the body is not JSON: " + error.message()};
   }
-  if (!finite_numbers(document_)) {
+  // The parser reads a number too large for a double (1e999) as infinity, which no field
+  // accepts and whose serialisation is not JSON; and one too small as 0.
+  if (any_double(document_, [](double d) { return !std::isfinite(d); })) {
     return {Code::kInvalidArgument, "a number in the request is out of range (beyond 1.8e308)"};
   }
-  if (some_number_vanishes(text)) {
+  if (any_double(document_, [](double d) { return d == 0; }) && some_number_vanishes(text)) {
     return {Code::kInvalidArgument,
             "a number in the request is out of range (too small for a double: it would read as 0)"};
   }
