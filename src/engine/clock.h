@@ -57,6 +57,10 @@ class Clock {
   // wall clock; rounded down, and its start rounded up, as the wall clock's.
   [[nodiscard]] virtual std::int64_t steady_ms() const = 0;
   [[nodiscard]] virtual std::int64_t steady_start_ms() const { return steady_ms(); }
+  // The steady clock to the microsecond (default: its milliseconds), for the wall clock's lead
+  // over it, which two readings to the millisecond would show 1 ms apart from one read to the
+  // next whenever their milliseconds begin at different moments.
+  [[nodiscard]] virtual std::int64_t steady_us() const { return steady_ms() * 1000; }
 };
 
 // The system's clocks: std::chrono::system_clock and std::chrono::steady_clock.
@@ -80,6 +84,11 @@ class SystemClock final : public Clock {
   }
   [[nodiscard]] std::int64_t steady_start_ms() const override {
     return std::chrono::ceil<Millis>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  [[nodiscard]] std::int64_t steady_us() const override {
+    return std::chrono::floor<std::chrono::microseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   }
 };
 

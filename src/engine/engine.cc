@@ -58,7 +58,8 @@ std::int64_t Engine::steady_after(Millis delay) const {
 }
 
 std::int64_t Engine::steady_to_unix(std::int64_t steady_ms) const {
-  return later(now(), steady_ms - steady_now());
+  const std::int64_t steady_us = std::max(clock_.steady_us(), steady_now() * kMicrosPerMilli);
+  return later(steady_ms, floor_div(now_us() - steady_us, kMicrosPerMilli));
 }
 
 // ---------------------------------------------------------------------------------------------

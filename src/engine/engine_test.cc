@@ -631,6 +631,35 @@ class MicrosecondClock final : public Clock {
   std::int64_t now_us = 1'700'000'000'000'300;  // 0.3 ms into a millisecond
 };
 
+// Wall and steady clocks whose milliseconds begin at different moments (0.3 ms and 0.9 ms into
+// the wall clock's), as the system's do: their readings to the millisecond differ by 1 ms more
+// for 0.6 ms of each millisecond.
+class PhasedClock final : public Clock {
+ public:
+  [[nodiscard]] std::int64_t now_unix_ms() const override { return now_us / 1000; }
+  [[nodiscard]] std::int64_t now_unix_us() const override { return now_us; }
+  [[nodiscard]] std::int64_t steady_ms() const override { return steady_us() / 1000; }
+  [[nodiscard]] std::int64_t steady_start_ms() const override { return (steady_us() + 999) / 1000; }
+  [[nodiscard]] std::int64_t steady_us() const override { return now_us - kLeadUs; }
+  static constexpr std::int64_t kLeadUs = 600'000'000'000'600;
+  std::int64_t now_us = 1'700'000'000'000'300;
+};
+
+TEST(EngineClockTest, AReservationsEndReadsTheSameWhateverTheMicrosecondOfTheRead) {
+  PhasedClock clock;
+  Engine engine(clock);
+  const ClientId worker = engine.connect();
+  const JobId id = engine.put(worker, PutRequest{}).value().id;
+  ASSERT_EQ(engine.reserve(worker, Millis{0}).kind, ReserveResult::Kind::kReserved);
+  // Reserved 0.7 ms into a steady millisecond: the TTR ends 60 s after the next one, whose
+  // start the wall clock reads 0.6 ms into its millisecond 1,700,000,000,000.
+  const std::int64_t until = 1'700'000'060'000;
+  for (int read = 0; read < 10; ++read) {
+    EXPECT_EQ(engine.peek(id).value().deadline_unix_ms, until) << "at +" << read * 100 << " us";
+    clock.now_us += 100;
+  }
+}
+
 class EngineMicrosecondTest : public ::testing::Test {
  protected:
   JobId put(Millis delay, std::string_view tube = "default") {
