@@ -129,8 +129,9 @@ TEST_F(ScheduleTest, EveryRouteAndItsErrors) {
         error_message(400, "PUT", "/v1/schedules/bad", R"({"tube":"t","cron":")" + cron + R"("})"),
         "cron: at most 1024 bytes of printable ASCII (fields apart by spaces or tabs)");
   }
-  EXPECT_EQ(error_message(400, "PUT", "/v1/schedules/preview", R"({"tube":"t","every":"1h"})"),
-            "name: 'preview' is taken by POST /v1/schedules/preview");
+  // The preview's path: no schedule can have it as its name.
+  EXPECT_EQ(error_message(405, "PUT", "/v1/schedules/preview", R"({"tube":"t","every":"1h"})"),
+            "PUT is not allowed on /v1/schedules/preview (allowed: POST)");
   error_message(404, "GET", "/v1/schedules/bad", "");
   // Listed by name; paused and resumed; one run now; past runs backfilled; deleted.
   expect(201, "PUT", "/v1/schedules/minutely",

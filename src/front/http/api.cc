@@ -440,7 +440,9 @@ std::uint64_t Api::handle(std::string_view method, std::string_view target, std:
   if (found.kind == Match::Kind::kNoMethod) {
     Response response =
         error(405, "method_not_allowed",
-              std::string(method) + " is not allowed here (allowed: " + found.allow + ")");
+              std::string(method) + " is not allowed on " +
+                  std::string(target.substr(0, std::min(target.find('?'), std::size_t{200}))) +
+                  " (allowed: " + found.allow + ")");
     response.allow = found.allow;
     Reply(*this, "unrouted", std::move(respond))(std::move(response));
     return 0;

@@ -391,14 +391,16 @@ TEST_F(ApiTest, AKnownPathWithAnotherMethodIs405WithAllow) {
         Case{"PATCH", "/v1/tubes/emails/groups/g", "GET, HEAD, DELETE"},
         Case{"POST", "/healthz", "GET, HEAD"}, Case{"DELETE", "/metrics", "GET, HEAD"},
         Case{"POST", "/", "GET, HEAD"}, Case{"PUT", "/dashboard/app.js", "GET, HEAD"},
-        Case{"OPTIONS", "/v1/schedules/preview", "POST"}}) {
+        Case{"OPTIONS", "/v1/schedules/preview", "POST"},
+        Case{"GET", "/v1/schedules/preview", "POST"}, Case{"PUT", "/v1/schedules/preview", "POST"},
+        Case{"DELETE", "/v1/schedules/preview", "POST"}}) {
     SCOPED_TRACE(std::string(c.method) + " " + std::string(c.target));
     const Response response = expect_local(c.method, c.target);
     EXPECT_EQ(response.status, 405U);
     EXPECT_EQ(response.allow, c.allow);
     EXPECT_EQ(error_code_of(response), "method_not_allowed");
   }
-  EXPECT_EQ(ops("unrouted", "405"), 11U);
+  EXPECT_EQ(ops("unrouted", "405"), 14U);
 }
 
 TEST_F(ApiTest, ThePathsTubesKeysAndGroupsMustBeUtf8) {

@@ -144,18 +144,17 @@ Result<std::vector<std::pair<std::string, std::string>>> query_params(std::strin
 Match match(std::string_view method, std::string_view target) {
   const std::string_view path = target.substr(0, target.find('?'));
   Match result;
-  // Allow of a path that a pattern without names matches (/v1/schedules/preview) lists that
-  // pattern's methods alone, not those of patterns with names that match it too
-  // (/v1/schedules/{name}), which route there but cannot serve it (404, or 400 for a PUT).
-  std::string exact_allow;
-  const auto add = [](std::string* allow, std::string_view allowed) {
-    if (!allow->empty()) *allow += ", ";
-    *allow += allowed;
-    if (allowed == "GET") *allow += ", HEAD";  // the server answers HEAD as GET
-  };
+  // A path that a pattern without names matches (/v1/schedules/preview) is that pattern's
+  // alone, as OpenAPI has it: not also one of the patterns with names that match it
+  // (/v1/schedules/{name}), whose methods would find nothing there.
+  const bool exact = std::any_of(std::begin(kRoutes), std::end(kRoutes), [&](const RouteEntry& e) {
+    std::vector<std::string> none;
+    return e.pattern.find('{') == std::string_view::npos && match_pattern(e.pattern, path, &none);
+  });
   for (const RouteEntry& entry : kRoutes) {
     std::vector<std::string> params;
     if (!match_pattern(entry.pattern, path, &params)) continue;
+    if (exact && !params.empty()) continue;
     if (entry.method == method) {
       result.kind = Match::Kind::kFound;
       result.route = entry.route;
@@ -163,10 +162,10 @@ Match match(std::string_view method, std::string_view target) {
       return result;
     }
     result.kind = Match::Kind::kNoMethod;
-    add(&result.allow, entry.method);
-    if (params.empty()) add(&exact_allow, entry.method);
+    if (!result.allow.empty()) result.allow += ", ";
+    result.allow += entry.method;
+    if (entry.method == "GET") result.allow += ", HEAD";  // the server answers HEAD as GET
   }
-  if (!exact_allow.empty()) result.allow = std::move(exact_allow);
   return result;
 }
 

@@ -234,11 +234,6 @@ void Api::preview_schedule(Call& call) {
 }
 
 void Api::put_schedule(Call& call) {
-  // POST /v1/schedules/preview is the preview: a schedule of that name could not be told apart.
-  if (call.params[0] == "preview") {
-    return call.reply(
-        Status(Code::kInvalidArgument, "name: 'preview' is taken by POST /v1/schedules/preview"));
-  }
   if (Status s = call.body.parse(call.text, kScheduleFields); !s.is_ok()) return call.reply(s);
   auto definition = read_definition(call.body, call.params[0]);
   if (!definition.is_ok()) return call.reply(definition.status());
