@@ -223,7 +223,11 @@ TEST_P(FlowContract, SettingsAreKeptAcrossARestartAndOffRestoresTheOrder) {
       {.group_concurrency = 0, .fair = false, .rate_jobs = 0, .group_weights = {{"vip", 1}}});
   ASSERT_TRUE(off.is_ok());
   EXPECT_FALSE(off.value().any());
-  EXPECT_FALSE(stats_tube("keep").value().flow.any());
+  const TubeStats after_off = stats_tube("keep").value();
+  EXPECT_FALSE(after_off.flow.any());
+  EXPECT_EQ(after_off.ready, 1U);
+  EXPECT_EQ(after_off.groups_ready, 0U) << "groups are counted while flow control is on";
+  EXPECT_EQ(after_off.groups_held, 0U);
   auto bad = set_flow("keep", {.rate_jobs = 1, .rate_period = std::chrono::milliseconds(0)});
   EXPECT_EQ(bad.code(), Code::kInvalidArgument);
 }

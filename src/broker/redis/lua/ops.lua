@@ -557,18 +557,24 @@ ops.stats = function()
     local from, to = '[' .. tube .. '\0', '(' .. tube .. '\1'
     local ready, urgent
     local held, servable = 0, 0
-    if flow_here(tube) then
+    local f = flow_here(tube)
+    if f then
       ready = redis.call('ZLEXCOUNT', FW, from, to)
       urgent = tonumber(redis.call('HGET', C, tube .. '\0u') or '0')
-      each_group(tube, function(group, raw)
-        if group == '' then return end -- the jobs with no group are no group
-        local _, _, _, head = cmsgpack.unpack(raw)
-        if head ~= '' then
-          servable = servable + 1
-        elseif group_best(tube, group) then
-          held = held + 1
-        end
-      end)
+      -- Groups are counted while flow control is on: a tube whose settings were all turned off
+      -- stays in its shard, its groups no longer held back by anything (as a single delayqd,
+      -- which forgets them then, counts none).
+      if f.conc > 0 or f.fair or f.rate > 0 then
+        each_group(tube, function(group, raw)
+          if group == '' then return end -- the jobs with no group are no group
+          local _, _, _, head = cmsgpack.unpack(raw)
+          if head ~= '' then
+            servable = servable + 1
+          elseif group_best(tube, group) then
+            held = held + 1
+          end
+        end)
+      end
     else
       ready = redis.call('ZLEXCOUNT', R, from, to)
       urgent = redis.call('ZLEXCOUNT', R, from, '(' .. tube .. '\0' .. '0000001024')
