@@ -58,7 +58,9 @@ std::int64_t Engine::steady_after(Millis delay) const {
 }
 
 std::int64_t Engine::steady_to_unix(std::int64_t steady_ms) const {
-  const std::int64_t steady_us = std::max(clock_.steady_us(), steady_now() * kMicrosPerMilli);
+  const std::int64_t read_us = clock_.steady_us();
+  latest_steady_ = std::max(latest_steady_, floor_div(read_us, kMicrosPerMilli));
+  const std::int64_t steady_us = std::max(read_us, latest_steady_ * kMicrosPerMilli);
   return later(steady_ms, floor_div(now_us() - steady_us, kMicrosPerMilli));
 }
 
