@@ -163,6 +163,46 @@ TEST_F(HttpTest, PutGetDelete) {
   EXPECT_EQ(error_code(404, "DELETE", id_path(id)), "not_found");
 }
 
+TEST_F(HttpTest, ABatchPutsEachJobAsAPutWouldAndAnswersEachInItsOrder) {
+  const json::object answered =
+      expect(200, "POST", "/v1/jobs",
+             R"({"jobs":[{"tube":"batch-a","body":"one","key":"k"},)"
+             R"({"tube":"batch-a","body":"two","key":"k"},)"
+             R"({"tube":"batch-b","body":"later","delay":"1h","priority":7},)"
+             R"({"tube":"batch-b","priority":-1},{"body":"no tube"},5,)"
+             R"({"tube":"batch-b","body":"x","bogus":true}]})");
+  const json::array& jobs = answered.at("jobs").as_array();
+  ASSERT_EQ(jobs.size(), 7U);
+  std::vector<std::int64_t> statuses;
+  for (const auto& job : jobs)
+    statuses.push_back(job.as_object().at("status").to_number<std::int64_t>());
+  EXPECT_EQ(statuses, (std::vector<std::int64_t>{201, 200, 201, 400, 400, 400, 400}));
+  const json::object& first = jobs[0].as_object().at("job").as_object();
+  const json::object& again = jobs[1].as_object().at("job").as_object();
+  EXPECT_EQ(again.at("id"), first.at("id")) << "the second put of the key finds the first's job";
+  const json::object& later = jobs[2].as_object().at("job").as_object();
+  EXPECT_EQ(text(later, "state"), "delayed");
+  EXPECT_EQ(later.at("priority").to_number<std::int64_t>(), 7);
+  for (std::size_t i = 3; i < jobs.size(); ++i) {
+    EXPECT_EQ(jobs[i].as_object().at("error").as_object().at("code"), "bad_request") << i;
+  }
+  // Each put is durable when the answer comes, as a put of its own is.
+  const json::object reserved = expect(200, "POST", "/v1/reserve", R"({"tubes":["batch-a"]})");
+  EXPECT_EQ(text(reserved, "body"), "one");
+  EXPECT_EQ(text(expect(200, "GET", id_path(later.at("id").to_number<std::uint64_t>())), "body"),
+            "later");
+
+  // The request itself: an object with 1 to 1000 jobs.
+  std::string many = R"({"jobs":[)";
+  for (int i = 0; i < 1001; ++i) many += std::string(i > 0 ? "," : "") + R"({"tube":"t"})";
+  many += "]}";
+  for (const std::string& bad : {std::string(R"({"jobs":[]})"), std::string(R"({"jobs":{}})"),
+                                 std::string("{}"), std::string(R"({"jobs":[],"x":1})"), many}) {
+    EXPECT_EQ(error_code(400, "POST", "/v1/jobs", bad), "bad_request") << bad.substr(0, 40);
+  }
+  EXPECT_EQ(error_code(404, "GET", "/v1/tubes/t"), "not_found") << "none of them was put";
+}
+
 TEST_F(HttpTest, PutFieldsAndBinaryBodies) {
   const std::uint64_t id = put(
       "t", R"({"body_base64":"AP8BgA==","priority":7,"ttr":"90s","at":"2099-01-01T00:00:00Z"})");

@@ -272,6 +272,7 @@ struct Api::Handlers {
   };
   static constexpr Entry kTable[] = {
       {Route::kPutJob, &Api::put_job},
+      {Route::kPutJobs, &Api::put_jobs},
       {Route::kGetJob, &Api::get_job},
       {Route::kPatchJob, &Api::patch_job},
       {Route::kDeleteJob, &Api::delete_job},
@@ -484,72 +485,179 @@ Response Api::too_large(std::size_t body_bytes) const {
 
 // --- jobs ------------------------------------------------------------------------------------
 
-void Api::put_job(Call& call) {
-  if (Status s = call.body.parse(
-          call.text, {"body", "body_base64", "delay", "at", "priority", "ttr", "key", "group",
-                      "replace", "debounce", "max_wait", "url", "content_type"});
-      !s.is_ok()) {
-    return call.reply(s);
-  }
-  auto job = read_job_fields(call.body);
-  if (!job.is_ok()) return call.reply(job.status());
-  if (job.value().body.size() > options_.max_job_bytes) {
-    return call.reply(too_large(job.value().body.size()));
-  }
-  auto delay = call.body.duration("delay");
-  if (!delay.is_ok()) return call.reply(delay.status());
-  auto at = call.body.instant("at");
-  if (!at.is_ok()) return call.reply(at.status());
-  if (delay.value() && at.value()) {
-    return call.reply(error(400, "bad_request", "give delay or at, not both"));
-  }
-  auto key = call.body.string("key");
-  if (!key.is_ok()) return call.reply(key.status());
-  auto replace = call.body.boolean("replace");
-  if (!replace.is_ok()) return call.reply(replace.status());
-  auto debounce = call.body.duration("debounce");
-  if (!debounce.is_ok()) return call.reply(debounce.status());
-  auto max_wait = call.body.duration("max_wait");
-  if (!max_wait.is_ok()) return call.reply(max_wait.status());
-  if (debounce.value() && (delay.value() || at.value())) {
-    return call.reply(error(400, "bad_request", "give debounce, or delay or at, not both"));
-  }
-  broker::PutRequest put;
-  put.tube = call.params[0];
-  put.priority = job.value().priority;
-  put.due = at.value() ? Due::at(*at.value()) : Due::after(delay.value().value_or(Millis{0}));
-  put.ttr = job.value().ttr;
-  put.body = std::move(job.value().body);
-  put.key = key.value().value_or("");
-  put.group = std::move(job.value().group);
-  put.replace = replace.value();
-  put.debounce = debounce.value();
-  put.max_wait = max_wait.value();
+namespace {
+
+// The fields of a put; a job of a batch names its tube too.
+constexpr std::string_view kPutFields[] = {
+    "body",  "body_base64", "delay",    "at",       "priority", "ttr",         "key",
+    "group", "replace",     "debounce", "max_wait", "url",      "content_type"};
+constexpr std::string_view kBatchJobFields[] = {
+    "tube", "body",  "body_base64", "delay",    "at",       "priority", "ttr",
+    "key",  "group", "replace",     "debounce", "max_wait", "url",      "content_type"};
+constexpr std::size_t kMaxBatchJobs = 1000;
+
+// A put's answer: 201 and the job put, 200 and the job that holds the key (or the one a
+// debounce moved).
+Response put_response(const broker::PutResult& result, const Delivery& delivery) {
   // A job put with a URL or a content type answers with them, as GET /v1/jobs/{id} would (the
   // job holding a key, when nothing was put, answers without: look it up for its own).
+  const Delivery* shown = result.inserted && !delivery.empty() ? &delivery : nullptr;
+  const bool created = result.inserted && !result.debounced;
+  Response response = job_response(created ? 201 : 200, result.job, nullptr, shown);
+  if (result.debounced) {
+    // The job object's last field, before "}\n": a pending job moved; its "created" is its
+    // first put.
+    response.body.insert(response.body.size() - 2, R"(,"debounced":true)");
+  }
+  response.location = "/v1/jobs/" + std::to_string(result.job.id);
+  return response;
+}
+
+}  // namespace
+
+// A put as its fields say, and what its answer shows beyond the job.
+struct Api::Put {
+  broker::PutRequest request;
   Delivery delivery;
-  delivery.url = job.value().url;
-  delivery.content_type = job.value().content_type;
-  put.url = std::move(job.value().url);
-  put.content_type = std::move(job.value().content_type);
-  put.traceparent = call.headers.traceparent;
-  put.tracestate = call.headers.tracestate;
-  delivery.traceparent = put.traceparent;
-  delivery.tracestate = put.tracestate;
-  session_->put(
-      std::move(put),
-      call.reply.then<broker::PutResult>([delivery = std::move(delivery)](const auto& result) {
-        const Delivery* shown = result.inserted && !delivery.empty() ? &delivery : nullptr;
-        const bool created = result.inserted && !result.debounced;
-        Response response = job_response(created ? 201 : 200, result.job, nullptr, shown);
-        if (result.debounced) {
-          // The job object's last field, before "}\n": a pending job moved; its "created" is
-          // its first put.
-          response.body.insert(response.body.size() - 2, R"(,"debounced":true)");
-        }
-        response.location = "/v1/jobs/" + std::to_string(result.job.id);
-        return response;
-      }));
+};
+
+std::variant<Api::Put, Response> Api::read_put(const Body& body, std::string tube,
+                                               const Headers& headers) const {
+  auto job = read_job_fields(body);
+  if (!job.is_ok()) return from_status(job.status());
+  if (job.value().body.size() > options_.max_job_bytes) {
+    return too_large(job.value().body.size());
+  }
+  auto delay = body.duration("delay");
+  if (!delay.is_ok()) return from_status(delay.status());
+  auto at = body.instant("at");
+  if (!at.is_ok()) return from_status(at.status());
+  if (delay.value() && at.value()) return error(400, "bad_request", "give delay or at, not both");
+  auto key = body.string("key");
+  if (!key.is_ok()) return from_status(key.status());
+  auto replace = body.boolean("replace");
+  if (!replace.is_ok()) return from_status(replace.status());
+  auto debounce = body.duration("debounce");
+  if (!debounce.is_ok()) return from_status(debounce.status());
+  auto max_wait = body.duration("max_wait");
+  if (!max_wait.is_ok()) return from_status(max_wait.status());
+  if (debounce.value() && (delay.value() || at.value())) {
+    return error(400, "bad_request", "give debounce, or delay or at, not both");
+  }
+  Put put;
+  broker::PutRequest& request = put.request;
+  request.tube = std::move(tube);
+  request.priority = job.value().priority;
+  request.due = at.value() ? Due::at(*at.value()) : Due::after(delay.value().value_or(Millis{0}));
+  request.ttr = job.value().ttr;
+  request.body = std::move(job.value().body);
+  request.key = key.value().value_or("");
+  request.group = std::move(job.value().group);
+  request.replace = replace.value();
+  request.debounce = debounce.value();
+  request.max_wait = max_wait.value();
+  put.delivery.url = job.value().url;
+  put.delivery.content_type = job.value().content_type;
+  request.url = std::move(job.value().url);
+  request.content_type = std::move(job.value().content_type);
+  request.traceparent = headers.traceparent;
+  request.tracestate = headers.tracestate;
+  put.delivery.traceparent = request.traceparent;
+  put.delivery.tracestate = request.tracestate;
+  return put;
+}
+
+void Api::put_job(Call& call) {
+  if (Status s = call.body.parse(call.text, kPutFields); !s.is_ok()) return call.reply(s);
+  auto read = read_put(call.body, call.params[0], call.headers);
+  if (auto* refused = std::get_if<Response>(&read)) return call.reply(std::move(*refused));
+  Put& put = std::get<Put>(read);
+  session_->put(std::move(put.request),
+                call.reply.then<broker::PutResult>(
+                    [delivery = std::move(put.delivery)](const broker::PutResult& result) {
+                      return put_response(result, delivery);
+                    }));
+}
+
+// Up to 1000 puts in one request, each as POST /v1/tubes/{tube}/jobs would make it (into the
+// tube its "tube" names), in their order; each answered on its own, with its status, once
+// every one of them is (the puts share their writes to the disk).
+void Api::put_jobs(Call& call) {
+  if (Status s = call.body.parse(call.text, {"jobs"}); !s.is_ok()) return call.reply(s);
+  const boost::json::value* jobs = call.body.find("jobs");
+  if (jobs == nullptr || !jobs->is_array() || jobs->as_array().empty() ||
+      jobs->as_array().size() > kMaxBatchJobs) {
+    return call.reply(error(400, "bad_request",
+                            "jobs: an array of 1 to " + std::to_string(kMaxBatchJobs) + " jobs"));
+  }
+  struct Batch {
+    std::vector<std::string> answers;  // each job's, as {"status":..., "job"|"error":...}
+    std::size_t left = 0;
+    Reply reply;
+  };
+  const auto answer = [](const Response& response) {
+    std::string_view text = response.body;
+    if (text.ends_with('\n')) text.remove_suffix(1);
+    std::string out = R"({"status":)" + std::to_string(response.status);
+    if (text.starts_with(R"({"error":)")) {
+      out += ',';
+      out.append(text.substr(1));  // {"error":{...}} as its fields
+    } else {
+      out += R"(,"job":)";
+      out.append(text);
+      out += '}';
+    }
+    return out;
+  };
+  const auto finish = [](const Batch& batch) {
+    std::string body = R"({"jobs":[)";
+    for (std::size_t i = 0; i < batch.answers.size(); ++i) {
+      if (i > 0) body += ',';
+      body += batch.answers[i];
+    }
+    body += "]}";
+    batch.reply(json_response(200, std::move(body)));
+  };
+  const auto& list = jobs->as_array();
+  auto batch = std::make_shared<Batch>(Batch{std::vector<std::string>(list.size()), 0, call.reply});
+  std::vector<std::pair<std::size_t, Put>> puts;
+  puts.reserve(list.size());
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_object()) {
+      batch->answers[i] = answer(error(400, "bad_request", "a job is a JSON object"));
+      continue;
+    }
+    Body item;
+    if (Status s = item.view(list[i].as_object(), kBatchJobFields); !s.is_ok()) {
+      batch->answers[i] = answer(from_status(s));
+      continue;
+    }
+    auto tube = item.string("tube");
+    if (tube.is_ok() && !tube.value()) tube = Status(Code::kInvalidArgument, "tube: required");
+    if (tube.is_ok()) {
+      if (Status s = check_tube_name(*tube.value(), kDefaultMaxNameBytes); !s.is_ok()) tube = s;
+    }
+    if (!tube.is_ok()) {
+      batch->answers[i] = answer(from_status(tube.status()));
+      continue;
+    }
+    auto read = read_put(item, std::move(*tube.value()), call.headers);
+    if (auto* refused = std::get_if<Response>(&read)) {
+      batch->answers[i] = answer(*refused);
+      continue;
+    }
+    puts.emplace_back(i, std::move(std::get<Put>(read)));
+  }
+  batch->left = puts.size();
+  if (batch->left == 0) return finish(*batch);
+  for (auto& [i, put] : puts) {
+    session_->put(std::move(put.request), [batch, i = i, delivery = std::move(put.delivery), answer,
+                                           finish](Result<broker::PutResult> result) {
+      batch->answers[i] = answer(result.is_ok() ? put_response(result.value(), delivery)
+                                                : from_status(result.status()));
+      if (--batch->left == 0) finish(*batch);
+    });
+  }
 }
 
 void Api::get_job(Call& call) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "broker/broker.h"
@@ -25,6 +26,8 @@
 #include "front/http/router.h"
 
 namespace delayq::front::http {
+
+class Body;  // request.h
 
 struct ApiOptions {
   // Largest job body in bytes (after base64 decoding). Default: 65535, as beanstalkd.
@@ -103,8 +106,13 @@ class Api {
 
   // 413: a job body longer than max_job_bytes.
   [[nodiscard]] Response too_large(std::size_t body_bytes) const;
+  // The put a request's fields ask for, into `tube`, or the answer that refuses it (api.cc).
+  struct Put;
+  [[nodiscard]] std::variant<Put, Response> read_put(const Body& body, std::string tube,
+                                                     const Headers& headers) const;
 
   void put_job(Call& call);
+  void put_jobs(Call& call);
   void get_job(Call& call);
   void patch_job(Call& call);
   void delete_job(Call& call);

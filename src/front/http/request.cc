@@ -140,7 +140,11 @@ Status Body::parse(std::string_view text, std::span<const std::string_view> allo
             "a number in the request is out of range (too small for a double: it would read as 0)"};
   }
   if (!document_.is_object()) return {Code::kInvalidArgument, "the body must be a JSON object"};
-  fields_ = &document_.as_object();
+  return view(document_.as_object(), allowed);
+}
+
+Status Body::view(const json::object& fields, std::span<const std::string_view> allowed) {
+  fields_ = &fields;
   for (const auto& field : *fields_) {
     bool known = false;
     for (const std::string_view name : allowed) known = known || name == field.key();

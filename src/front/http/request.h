@@ -27,6 +27,10 @@ class Body {
     return parse(text, std::span<const std::string_view>(allowed.begin(), allowed.size()));
   }
 
+  // Reads `fields`, an object of another Body's document (which outlives this one), as this
+  // one's fields: a job of a batch. Every field one of `allowed`.
+  Status view(const boost::json::object& fields, std::span<const std::string_view> allowed);
+
   [[nodiscard]] const boost::json::value* find(std::string_view name) const;
   Result<std::optional<std::string>> string(std::string_view name) const;
   Result<std::optional<std::uint64_t>> integer(std::string_view name, std::uint64_t max,

@@ -13,6 +13,7 @@ namespace {
 
 constexpr std::array kRoutes = {
     RouteEntry{"POST", "/v1/tubes/{tube}/jobs", Route::kPutJob, "put_job"},
+    RouteEntry{"POST", "/v1/jobs", Route::kPutJobs, "put_jobs"},
     RouteEntry{"GET", "/v1/jobs/{id}", Route::kGetJob, "get_job"},
     RouteEntry{"PATCH", "/v1/jobs/{id}", Route::kPatchJob, "patch_job"},
     RouteEntry{"DELETE", "/v1/jobs/{id}", Route::kDeleteJob, "delete_job"},

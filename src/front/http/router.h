@@ -19,6 +19,7 @@ namespace delayq::front::http {
 
 enum class Route : std::uint8_t {
   kPutJob,
+  kPutJobs,
   kGetJob,
   kPatchJob,
   kDeleteJob,
