@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # http-load.sh [SECONDS] [CONNECTIONS] — HTTP load on delayqd with wrk (Debian's), keep-alive:
 #   1. put: POST /v1/tubes/load/jobs, one small job with a 1 h delay per request;
-#   2. work: POST /v1/reserve then DELETE /v1/jobs/{id}, over a tube filled with jobs first.
+#   2. batch put: POST /v1/jobs, 100 such jobs per request;
+#   3. work: POST /v1/reserve then DELETE /v1/jobs/{id}, over a tube filled with jobs first.
 # delayqd runs with its defaults (--fsync always) on a fresh data directory under build/, on
 # free loopback ports, and is stopped by its PID. Figures for docs/BENCHMARKS.md.
 set -euo pipefail
@@ -29,6 +30,12 @@ wrk -t 1 -c "$connections" -d "${seconds}s" --latency -s bench/http/put.lua "htt
   grep -E "Requests/sec|Latency|50%|99%|requests in|Non-2xx"
 stored=$(curl -s "http://$http/v1/tubes/load" | sed -n 's/.*"delayed":\([0-9]*\).*/\1/p')
 echo "jobs stored (delayed in tube load): $stored"
+
+echo "== batch put (POST /v1/jobs, 100 jobs a request): $connections connections, ${seconds}s"
+wrk -t 1 -c "$connections" -d "${seconds}s" --latency -s bench/http/batch.lua "http://$http" |
+  grep -E "Requests/sec|Latency|50%|99%|requests in|Non-2xx"
+stored=$(curl -s "http://$http/v1/tubes/batch" | sed -n 's/.*"delayed":\([0-9]*\).*/\1/p')
+echo "jobs stored (delayed in tube batch): $stored ($((stored / seconds))/s)"
 
 # Fill tube "work" over HTTP with twice what the workers could take, then run them.
 echo "== work (reserve + delete): $connections connections, ${seconds}s"
