@@ -13,7 +13,7 @@ README.md has examples.
 """
 
 from ._version import __version__
-from .client import KEEP, Body, Client, Keep
+from .client import KEEP, Body, Client, Keep, PutJob
 from .errors import (
     BadRequest,
     Conflict,
@@ -91,6 +91,7 @@ __all__ = [
     "NoRoute",
     "NoSpace",
     "NotFound",
+    "PutJob",
     "Schedule",
     "SchedulePage",
     "ScheduleRun",

@@ -7,7 +7,7 @@ timedeltas or the server's strings ("10m"); times are aware datetimes (times.py)
 as None is not sent, so the server's default applies; set_flow() alone differs: there None turns
 a setting off, and KEEP, its default, leaves one as it is.
 
-    jobs        put, get_job, reschedule, delete_job, get_key, reschedule_key, delete_key
+    jobs        put, put_many, get_job, reschedule, delete_job, get_key, reschedule_key, delete_key
     groups      list_group, cancel_group
     reserving   reserve, release, bury, touch, kick_job; jobs() and worker()/work() on top
     tubes       list_tubes, tube_stats, list_jobs, due_counts, set_max_attempts, set_flow,
@@ -26,9 +26,10 @@ import enum
 import os
 import threading
 from datetime import datetime, timedelta
-from typing import Any, Callable, Final, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Final, Iterable, Iterator, Mapping, Sequence
 
-from .errors import UnexpectedResponse
+from .errors import DelayqError, UnexpectedResponse, error_for
 from .models import (
     Backup,
     DueCounts,
@@ -75,6 +76,56 @@ def _body(fields: dict[str, Any], body: Body | None) -> None:
         fields["body_base64"] = base64.b64encode(bytes(body)).decode("ascii")
     else:
         raise TypeError(f"body: str or bytes, not {type(body).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class PutJob:
+    """One job of put_many(): its tube and put()'s arguments, with put()'s defaults."""
+
+    tube: str
+    body: Body = ""
+    delay: Duration | None = None
+    at: datetime | None = None
+    priority: int | None = None
+    ttr: Duration | None = None
+    key: str | None = None
+    group: str | None = None
+    replace: bool = False
+    debounce: Duration | None = None
+    max_wait: Duration | None = None
+    url: str | None = None
+    content_type: str | None = None
+
+
+def _put_fields(job: PutJob) -> dict[str, Any]:
+    """The fields of a put's JSON (the tube is not among them: it goes in the path)."""
+    fields: dict[str, Any] = {}
+    _body(fields, job.body)
+    _duration(fields, "delay", job.delay)
+    _time(fields, "at", job.at)
+    _integer(fields, "priority", job.priority)
+    _duration(fields, "ttr", job.ttr)
+    if job.key is not None:
+        fields["key"] = job.key
+    if job.group is not None:
+        fields["group"] = job.group
+    if job.replace:
+        fields["replace"] = True
+    _duration(fields, "debounce", job.debounce)
+    _duration(fields, "max_wait", job.max_wait)
+    if job.url is not None:
+        fields["url"] = job.url
+    if job.content_type is not None:
+        fields["content_type"] = job.content_type
+    return fields
+
+
+def _trace(traceparent: str | None, tracestate: str | None) -> dict[str, str]:
+    """A put's trace headers: those given, else the current span's (tracing.py)."""
+    if traceparent is None and tracestate is None:
+        return caller_trace_headers()
+    given = (("traceparent", traceparent), ("tracestate", tracestate))
+    return {name: value for name, value in given if value is not None}
 
 
 def _duration(fields: dict[str, Any], name: str, value: Duration | None) -> None:
@@ -230,32 +281,47 @@ class Client:
         Raises BadRequest, Conflict (replace or debounce of a reserved job; url without a
         webhook), TooLarge, Draining, NoSpace, Limit.
         """
-        fields: dict[str, Any] = {}
-        _body(fields, body)
-        _duration(fields, "delay", delay)
-        _time(fields, "at", at)
-        _integer(fields, "priority", priority)
-        _duration(fields, "ttr", ttr)
-        if key is not None:
-            fields["key"] = key
-        if group is not None:
-            fields["group"] = group
-        if replace:
-            fields["replace"] = True
-        _duration(fields, "debounce", debounce)
-        _duration(fields, "max_wait", max_wait)
-        if url is not None:
-            fields["url"] = url
-        if content_type is not None:
-            fields["content_type"] = content_type
-        if traceparent is None and tracestate is None:
-            trace = caller_trace_headers()
-        else:
-            given = (("traceparent", traceparent), ("tracestate", tracestate))
-            trace = {name: value for name, value in given if value is not None}
+        fields = _put_fields(PutJob(tube, body, delay=delay, at=at, priority=priority, ttr=ttr,
+                                    key=key, group=group, replace=replace, debounce=debounce,
+                                    max_wait=max_wait, url=url, content_type=content_type))
         answer = self._http.request("POST", f"/v1/tubes/{segment(tube)}/jobs", body=fields,
-                                    headers=trace)
+                                    headers=_trace(traceparent, tracestate))
         return Job.from_json(answer.data, existed=answer.status == 200)
+
+    def put_many(
+        self,
+        jobs: Iterable[PutJob],
+        *,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
+    ) -> list[Job | DelayqError]:
+        """Puts up to 1000 jobs, into any tubes, in one request (POST /v1/jobs), each as put()
+        would put it, all durable when this returns (they share the server's writes to disk).
+
+        Answers one entry per job, in their order: the Job (with `existed` and `debounced` as
+        put() sets them), or the DelayqError that refused that job, not raised: one refused
+        does not stop the others. The trace context goes with every job, as put()'s. Raises
+        BadRequest if `jobs` is empty or holds more than 1000.
+        """
+        body = {"jobs": [{"tube": job.tube, **_put_fields(job)} for job in jobs]}
+        answer = self._http.request("POST", "/v1/jobs", body=body,
+                                    headers=_trace(traceparent, tracestate))
+        entries = answer.data.get("jobs") if isinstance(answer.data, dict) else None
+        if not isinstance(entries, list) or len(entries) != len(body["jobs"]):
+            raise UnexpectedResponse(f"POST /v1/jobs: not one answer per job: {answer.data!r}")
+        out: list[Job | DelayqError] = []
+        for entry in entries:
+            status = entry.get("status") if isinstance(entry, dict) else None
+            if not isinstance(status, int):
+                raise UnexpectedResponse(f"POST /v1/jobs: an answer without a status: {entry!r}")
+            if "job" in entry:
+                out.append(Job.from_json(entry["job"], existed=status == 200))
+                continue
+            error = entry.get("error") if isinstance(entry.get("error"), dict) else {}
+            code = error.get("code") if isinstance(error.get("code"), str) else None
+            message = error.get("message") if isinstance(error.get("message"), str) else ""
+            out.append(error_for(status, code, message or f"HTTP {status}"))
+        return out
 
     def get_job(self, job_id: int) -> Job:
         """The job, in any state, with its body (GET /v1/jobs/{id}). Raises NotFound."""

@@ -25,6 +25,24 @@ def test_put_a_ready_job_and_get_it_with_its_body(client: delayq.Client, tube: s
     assert got.id == job.id and got.text == "hello" and got.state == "ready"
 
 
+def test_put_many_puts_each_job_as_put_would_and_answers_each(client: delayq.Client, tube: str) -> None:
+    answers = client.put_many([
+        delayq.PutJob(tube, "one", key="k"),
+        delayq.PutJob(tube, "two", key="k"),
+        delayq.PutJob(f"{tube}-later", b"\x00\xff", delay=timedelta(hours=1), priority=7),
+        delayq.PutJob(tube, "x", priority=-1),
+    ])
+    first, again, later, refused = answers
+    assert isinstance(first, delayq.Job) and first.state == "ready" and not first.existed
+    assert isinstance(again, delayq.Job) and again.id == first.id and again.existed
+    assert isinstance(later, delayq.Job) and later.state == "delayed" and later.priority == 7
+    assert isinstance(refused, delayq.BadRequest) and refused.status == 400
+    assert client.get_job(later.id).body == b"\x00\xff"
+    assert client.reserve(tube, timeout=timedelta(0)).text == "one"
+    with pytest.raises(delayq.BadRequest):
+        client.put_many([])
+
+
 def test_put_binary_bytes_and_json(client: delayq.Client, tube: str) -> None:
     binary = client.put(tube, b"\x00\xff\x01\x80")
     assert client.get_job(binary.id).body == b"\x00\xff\x01\x80"

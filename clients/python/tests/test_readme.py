@@ -68,7 +68,9 @@ def check_put(server: Server, client: delayq.Client) -> None:
     printed: list[str] = []
     ns = run_block(0, server, printed)
     job = ns["job"]
-    assert printed == [f"{job.id} delayed {job.due}"]
+    assert printed == [f"{job.id} delayed {job.due}", str(["delayed"] * 3)]
+    for user, answer in zip((42, 43, 44), ns["answers"]):
+        assert client.get_key("digests", f"digest:{user}").id == answer.id
     held = client.get_key("emails", "welcome:42")
     assert held.id == job.id and held.state == "delayed" and held.json() == {"user": 42}
     assert timedelta(hours=47) < held.due - held.created <= timedelta(hours=48)

@@ -1,3 +1,4 @@
+import type { DelayqError } from "./errors.js";
 import type { Backup, DueCounts, FlowSettings, Job, JobList, JobState, Schedule, SchedulePage, Stats, TubeStats, Webhook } from "./models.js";
 import type { Duration } from "./times.js";
 import type { FetchFunction } from "./transport.js";
@@ -54,6 +55,13 @@ export interface PutOptions extends WhenOptions {
      */
     traceparent?: string;
     tracestate?: string;
+}
+/** The trace context of putMany()'s jobs, as PutOptions gives put()'s. */
+export declare type TraceOptions = Pick<PutOptions, "traceparent" | "tracestate">;
+/** One job of putMany(): its tube, its body (default empty) and put()'s options. */
+export interface PutJob extends Omit<PutOptions, "traceparent" | "tracestate"> {
+    tube: string;
+    body?: Body;
 }
 export interface RescheduleOptions extends WhenOptions {
     /** A new priority. */
@@ -184,6 +192,15 @@ export declare class Client {
      * Throws BadRequestError, ConflictError, TooLargeError, DrainingError, NoSpaceError, LimitError.
      */
     put(tube: string, body?: Body, options?: PutOptions): Promise<Job>;
+    /**
+     * Puts up to 1000 jobs, into any tubes, in one request (POST /v1/jobs), each as put() would
+     * put it, all durable when the promise resolves (they share the server's writes to disk).
+     * Resolves to one entry per job, in their order: the Job (`existed` and `debounced` as put()
+     * sets them), or the DelayqError that refused that job, not thrown: one refused does not stop
+     * the others. `options` gives the trace context of every job, as put()'s. Throws
+     * BadRequestError if `jobs` is empty or holds more than 1000.
+     */
+    putMany(jobs: Iterable<PutJob>, options?: TraceOptions): Promise<(Job | DelayqError)[]>;
     /** The job, in any state, with its body. Throws NotFoundError. */
     getJob(id: number): Promise<Job>;
     /**

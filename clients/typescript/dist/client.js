@@ -4,6 +4,7 @@
 // errors.ts), and reads the answer into the objects of models.ts. Nothing is retried here:
 // a put with a key is safe to retry, the rest is the caller's to decide. The workers (jobs(),
 // work()) are in worker.ts. Routes, fields and answers: docs/http-api.md.
+import { errorFor, UnexpectedResponseError } from "./errors.js";
 import { readBackup, readDueCounts, readFlowSettings, readJob, readJobList, readJobs, readNumber, readRuns, readSchedule, readSchedulePage, readStats, readString, readTubeList, readTubeStats, readWebhook } from "./models.js";
 import { durationMs, encodeDuration, encodeTime } from "./times.js";
 import { callerTraceHeaders } from "./tracing.js";
@@ -55,26 +56,44 @@ export class Client {
      * Throws BadRequestError, ConflictError, TooLargeError, DrainingError, NoSpaceError, LimitError.
      */
     async put(tube, body = "", options = {}) {
-        const fields = {};
-        putBody(fields, body);
-        when(fields, options);
-        integer(fields, "priority", options.priority);
-        duration(fields, "ttr", options.ttr);
-        text(fields, "key", options.key);
-        text(fields, "group", options.group);
-        if (options.replace)
-            fields["replace"] = true;
-        duration(fields, "debounce", options.debounce);
-        duration(fields, "max_wait", options.maxWait);
-        text(fields, "url", options.url);
-        text(fields, "content_type", options.contentType);
-        const given = options.traceparent !== undefined || options.tracestate !== undefined;
-        const trace = given ? options : await callerTraceHeaders();
         const answer = await this.http.request("POST", `/v1/tubes/${segment(tube)}/jobs`, {
-            body: fields,
-            headers: { traceparent: trace.traceparent, tracestate: trace.tracestate },
+            body: putFields(body, options),
+            headers: await traceHeaders(options),
         });
         return readJob(answer.data, answer.status === 200);
+    }
+    /**
+     * Puts up to 1000 jobs, into any tubes, in one request (POST /v1/jobs), each as put() would
+     * put it, all durable when the promise resolves (they share the server's writes to disk).
+     * Resolves to one entry per job, in their order: the Job (`existed` and `debounced` as put()
+     * sets them), or the DelayqError that refused that job, not thrown: one refused does not stop
+     * the others. `options` gives the trace context of every job, as put()'s. Throws
+     * BadRequestError if `jobs` is empty or holds more than 1000.
+     */
+    async putMany(jobs, options = {}) {
+        const list = [...jobs].map((job) => {
+            if (typeof job?.tube !== "string" || job.tube === "")
+                throw new TypeError("putMany: each job needs a tube");
+            return { tube: job.tube, ...putFields(job.body ?? "", job) };
+        });
+        const answer = await this.http.request("POST", "/v1/jobs", {
+            body: { jobs: list },
+            headers: await traceHeaders(options),
+        });
+        const entries = answer.data?.jobs;
+        if (!Array.isArray(entries) || entries.length !== list.length) {
+            throw new UnexpectedResponseError(`POST /v1/jobs: not one answer per job: ${JSON.stringify(answer.data)}`);
+        }
+        return entries.map((entry) => {
+            const { status, job, error } = (entry ?? {});
+            if (typeof status !== "number") {
+                throw new UnexpectedResponseError(`POST /v1/jobs: an answer without a status: ${JSON.stringify(entry)}`);
+            }
+            if (job !== undefined)
+                return readJob(job, status === 200);
+            const { code, message } = (error ?? {});
+            return errorFor(status, typeof code === "string" ? code : undefined, typeof message === "string" && message !== "" ? message : `HTTP ${status}`);
+        });
     }
     /** The job, in any state, with its body. Throws NotFoundError. */
     async getJob(id) {
@@ -419,6 +438,29 @@ function tubeList(tubes) {
         throw new TypeError("tubes: a tube name or a non-empty array of them");
     }
     return names;
+}
+/** A put's fields (its tube goes in the path, or beside them in a batch). */
+function putFields(body, options) {
+    const fields = {};
+    putBody(fields, body);
+    when(fields, options);
+    integer(fields, "priority", options.priority);
+    duration(fields, "ttr", options.ttr);
+    text(fields, "key", options.key);
+    text(fields, "group", options.group);
+    if (options.replace)
+        fields["replace"] = true;
+    duration(fields, "debounce", options.debounce);
+    duration(fields, "max_wait", options.maxWait);
+    text(fields, "url", options.url);
+    text(fields, "content_type", options.contentType);
+    return fields;
+}
+/** A put's trace headers: those given, else the active span's (tracing.ts). */
+async function traceHeaders(options) {
+    const given = options.traceparent !== undefined || options.tracestate !== undefined;
+    const trace = given ? options : await callerTraceHeaders();
+    return { traceparent: trace.traceparent, tracestate: trace.tracestate };
 }
 function putBody(fields, body) {
     if (body === undefined)

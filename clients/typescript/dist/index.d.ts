@@ -1,5 +1,5 @@
 export { Client } from "./client.js";
-export type { Body, ClientOptions, DueCountsOptions, FlowOptions, ListJobsOptions, ListSchedulesOptions, NextRunsOptions, PreviewOptions, PutOptions, ReleaseOptions, RescheduleOptions, ReserveOptions, ScheduleOptions, Tubes, WebhookOptions, WhenOptions, } from "./client.js";
+export type { Body, ClientOptions, DueCountsOptions, FlowOptions, ListJobsOptions, ListSchedulesOptions, NextRunsOptions, PreviewOptions, PutJob, PutOptions, ReleaseOptions, RescheduleOptions, ReserveOptions, ScheduleOptions, TraceOptions, Tubes, WebhookOptions, WhenOptions, } from "./client.js";
 export { BadRequestError, ConflictError, DelayqError, DrainingError, ForbiddenError, HeadersTooLargeError, InternalError, LimitError, MethodNotAllowedError, NoRouteError, NoSpaceError, NotFoundError, ServiceUnavailableError, StartingError, StoppingError, TooLargeError, TransportError, UnauthorizedError, UnavailableError, UnexpectedResponseError, UnsupportedError, WebhookSignatureError, errorFor, kErrorsByCode, } from "./errors.js";
 export type { DelayqErrorOptions } from "./errors.js";
 export type { Backup, DueBucket, DueCounts, FireLateness, FlowSettings, Job, JobCounters, JobList, JobState, Schedule, SchedulePage, ScheduleRun, Stats, TubeStats, Webhook, WebhookBackoff, } from "./models.js";

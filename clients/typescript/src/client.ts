@@ -5,6 +5,8 @@
 // a put with a key is safe to retry, the rest is the caller's to decide. The workers (jobs(),
 // work()) are in worker.ts. Routes, fields and answers: docs/http-api.md.
 
+import { errorFor, UnexpectedResponseError } from "./errors.js";
+import type { DelayqError } from "./errors.js";
 import { readBackup, readDueCounts, readFlowSettings, readJob, readJobList, readJobs, readNumber, readRuns,
   readSchedule, readSchedulePage, readStats, readString, readTubeList, readTubeStats, readWebhook } from "./models.js";
 import type { Backup, DueCounts, FlowSettings, Job, JobList, JobState, Schedule, SchedulePage, Stats,
@@ -73,6 +75,15 @@ export interface PutOptions extends WhenOptions {
    */
   traceparent?: string;
   tracestate?: string;
+}
+
+/** The trace context of putMany()'s jobs, as PutOptions gives put()'s. */
+export type TraceOptions = Pick<PutOptions, "traceparent" | "tracestate">;
+
+/** One job of putMany(): its tube, its body (default empty) and put()'s options. */
+export interface PutJob extends Omit<PutOptions, "traceparent" | "tracestate"> {
+  tube: string;
+  body?: Body;
 }
 
 export interface RescheduleOptions extends WhenOptions {
@@ -247,25 +258,44 @@ export class Client {
    * Throws BadRequestError, ConflictError, TooLargeError, DrainingError, NoSpaceError, LimitError.
    */
   async put(tube: string, body: Body = "", options: PutOptions = {}): Promise<Job> {
-    const fields: Fields = {};
-    putBody(fields, body);
-    when(fields, options);
-    integer(fields, "priority", options.priority);
-    duration(fields, "ttr", options.ttr);
-    text(fields, "key", options.key);
-    text(fields, "group", options.group);
-    if (options.replace) fields["replace"] = true;
-    duration(fields, "debounce", options.debounce);
-    duration(fields, "max_wait", options.maxWait);
-    text(fields, "url", options.url);
-    text(fields, "content_type", options.contentType);
-    const given = options.traceparent !== undefined || options.tracestate !== undefined;
-    const trace = given ? options : await callerTraceHeaders();
     const answer = await this.http.request("POST", `/v1/tubes/${segment(tube)}/jobs`, {
-      body: fields,
-      headers: { traceparent: trace.traceparent, tracestate: trace.tracestate },
+      body: putFields(body, options),
+      headers: await traceHeaders(options),
     });
     return readJob(answer.data, answer.status === 200);
+  }
+
+  /**
+   * Puts up to 1000 jobs, into any tubes, in one request (POST /v1/jobs), each as put() would
+   * put it, all durable when the promise resolves (they share the server's writes to disk).
+   * Resolves to one entry per job, in their order: the Job (`existed` and `debounced` as put()
+   * sets them), or the DelayqError that refused that job, not thrown: one refused does not stop
+   * the others. `options` gives the trace context of every job, as put()'s. Throws
+   * BadRequestError if `jobs` is empty or holds more than 1000.
+   */
+  async putMany(jobs: Iterable<PutJob>, options: TraceOptions = {}): Promise<(Job | DelayqError)[]> {
+    const list = [...jobs].map((job) => {
+      if (typeof job?.tube !== "string" || job.tube === "") throw new TypeError("putMany: each job needs a tube");
+      return { tube: job.tube, ...putFields(job.body ?? "", job) };
+    });
+    const answer = await this.http.request("POST", "/v1/jobs", {
+      body: { jobs: list },
+      headers: await traceHeaders(options),
+    });
+    const entries = (answer.data as { jobs?: unknown } | null)?.jobs;
+    if (!Array.isArray(entries) || entries.length !== list.length) {
+      throw new UnexpectedResponseError(`POST /v1/jobs: not one answer per job: ${JSON.stringify(answer.data)}`);
+    }
+    return entries.map((entry: unknown) => {
+      const { status, job, error } = (entry ?? {}) as { status?: unknown; job?: unknown; error?: unknown };
+      if (typeof status !== "number") {
+        throw new UnexpectedResponseError(`POST /v1/jobs: an answer without a status: ${JSON.stringify(entry)}`);
+      }
+      if (job !== undefined) return readJob(job, status === 200);
+      const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+      return errorFor(status, typeof code === "string" ? code : undefined,
+        typeof message === "string" && message !== "" ? message : `HTTP ${status}`);
+    });
   }
 
   /** The job, in any state, with its body. Throws NotFoundError. */
@@ -643,6 +673,30 @@ function tubeList(tubes: Tubes): string[] {
     throw new TypeError("tubes: a tube name or a non-empty array of them");
   }
   return names;
+}
+
+/** A put's fields (its tube goes in the path, or beside them in a batch). */
+function putFields(body: Body, options: PutOptions): Fields {
+  const fields: Fields = {};
+  putBody(fields, body);
+  when(fields, options);
+  integer(fields, "priority", options.priority);
+  duration(fields, "ttr", options.ttr);
+  text(fields, "key", options.key);
+  text(fields, "group", options.group);
+  if (options.replace) fields["replace"] = true;
+  duration(fields, "debounce", options.debounce);
+  duration(fields, "max_wait", options.maxWait);
+  text(fields, "url", options.url);
+  text(fields, "content_type", options.contentType);
+  return fields;
+}
+
+/** A put's trace headers: those given, else the active span's (tracing.ts). */
+async function traceHeaders(options: TraceOptions): Promise<Record<string, string | undefined>> {
+  const given = options.traceparent !== undefined || options.tracestate !== undefined;
+  const trace = given ? options : await callerTraceHeaders();
+  return { traceparent: trace.traceparent, tracestate: trace.tracestate };
 }
 
 function putBody(fields: Fields, body: Body | undefined): void {

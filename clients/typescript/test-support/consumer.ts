@@ -23,6 +23,7 @@ import type {
   FlowSettings,
   Job,
   JobList,
+  PutJob,
   Schedule,
   SchedulePage,
   Stats,
@@ -36,11 +37,14 @@ export async function everyMethod(client: Client): Promise<void> {
   const job: Job = await client.put("emails", "hi", { delay: "10m", priority: 5, key: "k", group: "g", replace: true });
   const bytes: Job = await client.put("emails", new Uint8Array([1, 2]), { at: new Date(), ttr: 30_000, contentType: "a/b" });
   const debounced: boolean = (await client.put("emails", "x", { key: "k", debounce: "1m", maxWait: 600_000 })).debounced;
+  const batch: PutJob[] = [{ tube: "emails", body: "a", delay: "1h", key: "k" }, { tube: "sms" }];
+  const answers: (Job | DelayqError)[] = await client.putMany(batch, { traceparent: undefined });
+  const firstId: number | undefined = answers[0] instanceof DelayqError ? undefined : answers[0]?.id;
   const id: number = job.id + bytes.id;
   const due: Date = job.due;
   const text: string | undefined = job.body;
   const raw: Uint8Array | undefined = job.bytes;
-  void [due, text, raw];
+  void [due, text, raw, firstId];
   await client.getJob(id);
   await client.reschedule(id, { at: new Date(), priority: 1 });
   await client.deleteJob(id);

@@ -48,6 +48,27 @@ describe("put", () => {
     assert.deepEqual(job.extra, {});
   });
 
+  test("putMany puts each job as put would and answers each in its order", async () => {
+    const answers = await client.putMany([
+      { tube: "batch-ts", body: "one", key: "k" },
+      { tube: "batch-ts", body: "two", key: "k" },
+      { tube: "batch-ts-later", body: new Uint8Array([0, 255]), delay: "1h", priority: 7 },
+      { tube: "batch-ts", priority: 2 ** 32 },
+    ]);
+    const [first, again, later, refused] = answers;
+    assert.equal(first.state, "ready");
+    assert.equal(first.existed, false);
+    assert.equal(again.id, first.id);
+    assert.equal(again.existed, true);
+    assert.equal(later.state, "delayed");
+    assert.equal(later.priority, 7);
+    assert.ok(refused instanceof BadRequestError);
+    assert.equal(refused.status, 400);
+    assert.deepEqual([...(await client.getJob(later.id)).bytes], [0, 255]);
+    assert.equal((await client.reserve("batch-ts")).body, "one");
+    await assert.rejects(client.putMany([]), BadRequestError);
+  });
+
   test("the same key again answers the job that holds it", async () => {
     const first = await client.put("emails", "one", { key: "same", delay: 60_000 });
     const again = await client.put("emails", "two", { key: "same" });

@@ -32,8 +32,8 @@ const kTypeExports = [
   "DueCountsOptions", "Duration", "FetchFunction", "FireLateness", "FlowOptions", "FlowSettings",
   "HeadersLike", "Job", "JobCounters", "JobList", "JobState", "JobsOptions", "ListJobsOptions",
   "ListSchedulesOptions", "NextRunsOptions", "NodeRequestLike", "NodeResponseLike", "PreviewOptions",
-  "PutOptions", "ReceiverOptions", "ReleaseOptions", "RescheduleOptions", "ReserveOptions", "Schedule",
-  "ScheduleOptions", "SchedulePage", "ScheduleRun", "Secret", "Stats", "Tubes", "TubeStats",
+  "PutJob", "PutOptions", "ReceiverOptions", "ReleaseOptions", "RescheduleOptions", "ReserveOptions", "Schedule",
+  "ScheduleOptions", "SchedulePage", "ScheduleRun", "Secret", "Stats", "TraceOptions", "Tubes", "TubeStats",
   "VerifyOptions", "Webhook", "WebhookBackoff", "WebhookDelivery", "WebhookOptions", "WhenOptions",
   "WorkContext", "WorkHandler", "WorkOptions", "WorkStats",
 ];
