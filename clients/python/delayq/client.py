@@ -105,18 +105,13 @@ def _put_fields(job: PutJob) -> dict[str, Any]:
     _time(fields, "at", job.at)
     _integer(fields, "priority", job.priority)
     _duration(fields, "ttr", job.ttr)
-    if job.key is not None:
-        fields["key"] = job.key
-    if job.group is not None:
-        fields["group"] = job.group
-    if job.replace:
-        fields["replace"] = True
     _duration(fields, "debounce", job.debounce)
     _duration(fields, "max_wait", job.max_wait)
-    if job.url is not None:
-        fields["url"] = job.url
-    if job.content_type is not None:
-        fields["content_type"] = job.content_type
+    texts = (("key", job.key), ("group", job.group), ("url", job.url),
+             ("content_type", job.content_type))
+    fields.update((name, value) for name, value in texts if value is not None)
+    if job.replace:
+        fields["replace"] = True
     return fields
 
 
