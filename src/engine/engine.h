@@ -223,7 +223,10 @@ class Engine {
   [[nodiscard]] std::int64_t steady_now() const;
   [[nodiscard]] std::int64_t steady_after(Millis delay) const;
   // A steady time as the wall clock would show it now (for what is reported, e.g. a
-  // reservation's end).
+  // reservation's end): through the wall clock's lead over the steady clock, both read to the
+  // microsecond, so that the answer does not flicker by 1 ms from one read to the next as two
+  // readings to the millisecond would (it moves only as the lead does: a step, or NTP's
+  // slewing carrying it across a millisecond).
   [[nodiscard]] std::int64_t steady_to_unix(std::int64_t steady_ms) const;
 
   // Called with its exact due time (Unix microseconds) each time a delayed job becomes ready by

@@ -186,7 +186,7 @@ TEST_F(HttpTest, ABatchPutsEachJobAsAPutWouldAndAnswersEachInItsOrder) {
   for (std::size_t i = 3; i < jobs.size(); ++i) {
     EXPECT_EQ(jobs[i].as_object().at("error").as_object().at("code"), "bad_request") << i;
   }
-  // Each put is durable when the answer comes, as a put of its own is.
+  // Each job put is there to reserve and to read.
   const json::object reserved = expect(200, "POST", "/v1/reserve", R"({"tubes":["batch-a"]})");
   EXPECT_EQ(text(reserved, "body"), "one");
   EXPECT_EQ(text(expect(200, "GET", id_path(later.at("id").to_number<std::uint64_t>())), "body"),

@@ -296,7 +296,8 @@ class Client:
         Answers one entry per job, in their order: the Job (with `existed` and `debounced` as
         put() sets them), or the DelayqError that refused that job, not raised: one refused
         does not stop the others. The trace context goes with every job, as put()'s. Raises
-        BadRequest if `jobs` is empty or holds more than 1000.
+        BadRequest if `jobs` is empty or holds more than 1000, TooLarge if the request is over
+        the server's request body limit (1 MiB by default).
         """
         body = {"jobs": [{"tube": job.tube, **_put_fields(job)} for job in jobs]}
         answer = self._http.request("POST", "/v1/jobs", body=body,

@@ -197,8 +197,9 @@ export declare class Client {
      * put it, all durable when the promise resolves (they share the server's writes to disk).
      * Resolves to one entry per job, in their order: the Job (`existed` and `debounced` as put()
      * sets them), or the DelayqError that refused that job, not thrown: one refused does not stop
-     * the others. `options` gives the trace context of every job, as put()'s. Throws
-     * BadRequestError if `jobs` is empty or holds more than 1000.
+     * the others (a job without a valid tube among them). `options` gives the trace context of
+     * every job, as put()'s. Throws BadRequestError if `jobs` is empty or holds more than 1000,
+     * TooLargeError if the request is over the server's request body limit (1 MiB by default).
      */
     putMany(jobs: Iterable<PutJob>, options?: TraceOptions): Promise<(Job | DelayqError)[]>;
     /** The job, in any state, with its body. Throws NotFoundError. */

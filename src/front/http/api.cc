@@ -15,6 +15,7 @@
 
 #include "base/names.h"
 #include "broker/families.h"
+#include "broker/put_rules.h"
 #include "front/http/api_call.h"
 #include "front/http/dashboard.h"
 #include "front/http/json.h"
@@ -491,9 +492,11 @@ namespace {
 constexpr std::string_view kPutFields[] = {
     "body",  "body_base64", "delay",    "at",       "priority", "ttr",         "key",
     "group", "replace",     "debounce", "max_wait", "url",      "content_type"};
-constexpr std::string_view kBatchJobFields[] = {
-    "tube", "body",  "body_base64", "delay",    "at",       "priority", "ttr",
-    "key",  "group", "replace",     "debounce", "max_wait", "url",      "content_type"};
+constexpr auto kBatchJobFields = [] {
+  std::array<std::string_view, std::size(kPutFields) + 1> fields{"tube"};
+  std::copy(std::begin(kPutFields), std::end(kPutFields), fields.begin() + 1);
+  return fields;
+}();
 constexpr std::size_t kMaxBatchJobs = 1000;
 
 // A put's answer: 201 and the job put, 200 and the job that holds the key (or the one a
@@ -511,6 +514,23 @@ Response put_response(const broker::PutResult& result, const Delivery& delivery)
   }
   response.location = "/v1/jobs/" + std::to_string(result.job.id);
   return response;
+}
+
+// A job's entry in a batch's answer: {"status": <its status>, "job": <the job>} or
+// {"status": <its status>, "error": {...}}.
+std::string batch_entry(const Response& response) {
+  std::string_view text = response.body;
+  if (text.ends_with('\n')) text.remove_suffix(1);
+  std::string entry = R"({"status":)" + std::to_string(response.status);
+  if (text.starts_with(R"({"error":)")) {
+    entry += ',';
+    entry.append(text.substr(1));  // {"error":{...}} as its fields
+  } else {
+    entry += R"(,"job":)";
+    entry.append(text);
+    entry += '}';
+  }
+  return entry;
 }
 
 }  // namespace
@@ -580,8 +600,10 @@ void Api::put_job(Call& call) {
 }
 
 // Up to 1000 puts in one request, each as POST /v1/tubes/{tube}/jobs would make it (into the
-// tube its "tube" names), in their order; each answered on its own, with its status, once
-// every one of them is (the puts share their writes to the disk).
+// tube its "tube" names), in their order; each answered on its own, with its status (and
+// counted as a put_job of that status), once every one of them is (the puts share their writes
+// to the disk). What would refuse every job (drain mode, a full store, a bad trace context)
+// refuses the request.
 void Api::put_jobs(Call& call) {
   if (Status s = call.body.parse(call.text, {"jobs"}); !s.is_ok()) return call.reply(s);
   const boost::json::value* jobs = call.body.find("jobs");
@@ -590,71 +612,61 @@ void Api::put_jobs(Call& call) {
     return call.reply(error(400, "bad_request",
                             "jobs: an array of 1 to " + std::to_string(kMaxBatchJobs) + " jobs"));
   }
+  if (broker_.draining()) {
+    return call.reply(Status(Code::kDraining, "the server is draining: no new jobs"));
+  }
+  if (Status health = broker_.health(); health.code() == Code::kNoSpace) return call.reply(health);
+  if (Status s = broker::check_trace(call.headers.traceparent, call.headers.tracestate);
+      !s.is_ok()) {
+    return call.reply(s);
+  }
   struct Batch {
-    std::vector<std::string> answers;  // each job's, as {"status":..., "job"|"error":...}
+    std::vector<std::string> entries;  // batch_entry() of each job's answer, in their order
     std::size_t left = 0;
     Reply reply;
   };
-  const auto answer = [](const Response& response) {
-    std::string_view text = response.body;
-    if (text.ends_with('\n')) text.remove_suffix(1);
-    std::string out = R"({"status":)" + std::to_string(response.status);
-    if (text.starts_with(R"({"error":)")) {
-      out += ',';
-      out.append(text.substr(1));  // {"error":{...}} as its fields
-    } else {
-      out += R"(,"job":)";
-      out.append(text);
-      out += '}';
-    }
-    return out;
-  };
-  const auto finish = [](const Batch& batch) {
-    std::string body = R"({"jobs":[)";
-    for (std::size_t i = 0; i < batch.answers.size(); ++i) {
-      if (i > 0) body += ',';
-      body += batch.answers[i];
-    }
-    body += "]}";
-    batch.reply(json_response(200, std::move(body)));
-  };
   const auto& list = jobs->as_array();
   auto batch = std::make_shared<Batch>(Batch{std::vector<std::string>(list.size()), 0, call.reply});
+  const auto answer = [this, batch](std::size_t i, const Response& response) {
+    counts_.op("put_job", status_text(response.status));
+    batch->entries[i] = batch_entry(response);
+  };
   std::vector<std::pair<std::size_t, Put>> puts;
   puts.reserve(list.size());
   for (std::size_t i = 0; i < list.size(); ++i) {
-    if (!list[i].is_object()) {
-      batch->answers[i] = answer(error(400, "bad_request", "a job is a JSON object"));
-      continue;
-    }
     Body item;
-    if (Status s = item.view(list[i].as_object(), kBatchJobFields); !s.is_ok()) {
-      batch->answers[i] = answer(from_status(s));
-      continue;
-    }
-    auto tube = item.string("tube");
+    Status s = list[i].is_object() ? item.view(list[i].as_object(), kBatchJobFields)
+                                   : Status(Code::kInvalidArgument, "a job is a JSON object");
+    auto tube = s.is_ok() ? item.string("tube") : Result<std::optional<std::string>>(s);
     if (tube.is_ok() && !tube.value()) tube = Status(Code::kInvalidArgument, "tube: required");
-    if (tube.is_ok()) {
-      if (Status s = check_tube_name(*tube.value(), kDefaultMaxNameBytes); !s.is_ok()) tube = s;
-    }
-    if (!tube.is_ok()) {
-      batch->answers[i] = answer(from_status(tube.status()));
+    if (tube.is_ok()) s = check_tube_name(*tube.value(), kDefaultMaxNameBytes);
+    if (!tube.is_ok() || !s.is_ok()) {
+      answer(i, from_status(tube.is_ok() ? s : tube.status()));
       continue;
     }
     auto read = read_put(item, std::move(*tube.value()), call.headers);
     if (auto* refused = std::get_if<Response>(&read)) {
-      batch->answers[i] = answer(*refused);
+      answer(i, *refused);
       continue;
     }
     puts.emplace_back(i, std::move(std::get<Put>(read)));
   }
+  const auto finish = [](const Batch& done) {
+    std::string body = R"({"jobs":[)";
+    for (std::size_t i = 0; i < done.entries.size(); ++i) {
+      if (i > 0) body += ',';
+      body += done.entries[i];
+    }
+    body += "]}";
+    done.reply(json_response(200, std::move(body)));
+  };
   batch->left = puts.size();
   if (batch->left == 0) return finish(*batch);
   for (auto& [i, put] : puts) {
     session_->put(std::move(put.request), [batch, i = i, delivery = std::move(put.delivery), answer,
                                            finish](Result<broker::PutResult> result) {
-      batch->answers[i] = answer(result.is_ok() ? put_response(result.value(), delivery)
-                                                : from_status(result.status()));
+      answer(i, result.is_ok() ? put_response(result.value(), delivery)
+                               : from_status(result.status()));
       if (--batch->left == 0) finish(*batch);
     });
   }

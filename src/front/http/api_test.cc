@@ -447,6 +447,58 @@ TEST_F(ApiTest, PutPassesEveryFieldAndAnswers201WithLocation) {
   EXPECT_EQ(ops("put_job", "201"), 1U);
 }
 
+// POST /v1/jobs: a put per valid job, in their order; the answer, once the last completes
+// (whatever the order the broker completes them in), has each job's entry in its place.
+TEST_F(ApiTest, ABatchAnswersEachJobInItsPlaceWhateverOrderThePutsComplete) {
+  const std::size_t before = fake_.call_count();
+  const Exchange batch =
+      send("POST", "/v1/jobs",
+           R"({"jobs":[{"tube":"a","body":"1"},{"tube":"-bad"},{"tube":"b","delay":"2s"},)"
+           R"({"tube":"c","key":"k"}]})");
+  ASSERT_EQ(fake_.call_count(), before + 3) << "no put for the job with a bad tube name";
+  EXPECT_EQ(fake_.call(before).text(), "put tube=a pri=1024 due=+0ms ttr=60s body=1");
+  EXPECT_EQ(fake_.call(before + 1).text(), "put tube=b pri=1024 due=+2000ms ttr=60s body=");
+  EXPECT_EQ(fake_.call(before + 2).text(), "put tube=c pri=1024 due=+0ms ttr=60s body= key=k");
+  JobView held = sample_view();
+  held.id = 9;
+  fake_.call(before + 2).complete(broker::PutResult{held, false, 0});  // the key's holder
+  fake_.call(before).fail(Status(Code::kConflict, "no"));
+  EXPECT_FALSE(batch.answered()) << "answered before its last put completed";
+  fake_.call(before + 1).complete(broker::PutResult{sample_view(), true, 0});
+  const Response& response = batch.response();
+  EXPECT_EQ(response.status, 200U);
+  const json::array entries = field(body_of(response), "jobs").as_array();
+  ASSERT_EQ(entries.size(), 4U);
+  const std::vector<std::int64_t> statuses = {
+      number(entries[0].as_object(), "status"), number(entries[1].as_object(), "status"),
+      number(entries[2].as_object(), "status"), number(entries[3].as_object(), "status")};
+  EXPECT_EQ(statuses, (std::vector<std::int64_t>{409, 400, 201, 200}));
+  EXPECT_EQ(text(field(entries[0].as_object(), "error").as_object(), "code"), "conflict");
+  EXPECT_EQ(number(field(entries[2].as_object(), "job").as_object(), "id"), 7);
+  EXPECT_EQ(number(field(entries[3].as_object(), "job").as_object(), "id"), 9);
+  EXPECT_EQ(ops("put_jobs", "200"), 1U);
+  EXPECT_EQ(ops("put_job", "201"), 1U);
+  EXPECT_EQ(ops("put_job", "200"), 1U);
+  EXPECT_EQ(ops("put_job", "400"), 1U);
+  EXPECT_EQ(ops("put_job", "409"), 1U);
+}
+
+// What would refuse every job refuses the batch, and nothing is put.
+TEST_F(ApiTest, ABatchIsRefusedWholeWhileDrainingOrFullOrWithABadTraceContext) {
+  const std::string body = R"({"jobs":[{"tube":"a"},{"tube":"b"}]})";
+  fake_.set_draining(true);
+  EXPECT_EQ(expect_local("POST", "/v1/jobs", body).status, 503U);
+  fake_.set_draining(false);
+  fake_.set_health(Status(Code::kNoSpace, "full"));
+  EXPECT_EQ(expect_local("POST", "/v1/jobs", body).status, 507U);
+  fake_.set_health(Status::ok());
+  const std::size_t before = fake_.call_count();
+  const Exchange bad = send("POST", "/v1/jobs", body, Api::Headers{.traceparent = "00-zz"});
+  EXPECT_EQ(fake_.call_count(), before);
+  EXPECT_EQ(bad.response().status, 400U);
+  EXPECT_EQ(ops("put_jobs", "400"), 1U);
+}
+
 TEST_F(ApiTest, PutDefaultsToPriority1024ReadyAtOnceTtr60sAndAnEmptyBody) {
   expect_call("POST", "/v1/tubes/emails/jobs", "",
               "put tube=emails pri=1024 due=+0ms ttr=60s body=");
