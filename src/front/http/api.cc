@@ -1148,9 +1148,13 @@ void job_families(metrics::Page& page, std::span<const TubeStats> tubes,
   const std::tuple<std::string_view, std::string_view, std::string_view, std::uint64_t> totals[] = {
       {"delayq_jobs_created_total", "Jobs put since the data directory was created.", "counter",
        server.next_id - 1},
-      {"delayq_job_timeouts_total", "Reservations whose TTR lapsed since the start.", "counter",
-       server.job_timeouts},
-      {"delayq_jobs_deleted_total", "Jobs deleted since the start.", "counter", server.deletes},
+      {"delayq_job_timeouts_total",
+       "Reservations whose TTR lapsed since the start (Redis mode: the cluster's, since each "
+       "tube's counts began).",
+       "counter", server.job_timeouts},
+      {"delayq_jobs_deleted_total",
+       "Jobs deleted since the start (Redis mode: the cluster's, since each tube's counts began).",
+       "counter", server.deletes},
       {"delayq_jobs_buried_total", "Jobs buried since the start.", "counter", server.buries},
       {"delayq_waiting_clients", "Clients waiting in reserve.", "gauge", server.waiting}};
   for (const auto& [name, help, type, value] : totals) {
