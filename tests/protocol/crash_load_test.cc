@@ -5,10 +5,12 @@
 // was not acknowledged is still there with its body, and every acknowledged delete is gone.
 // Across the whole run no job is reserved before its due time: the reply comes no sooner than
 // the put's send time plus its delay (1 ms slack, for the server's millisecond clock).
-// The seed is printed; set DELAYQ_SEED to replay one.
+// The same kills during batch puts over HTTP (POST /v1/jobs): every job a batch's answer
+// acknowledged survives. The seed is printed; set DELAYQ_SEED to replay one.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <boost/json.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -21,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "front/http/client.h"
 #include "server_process.h"
 #include "support/seed.h"
 
@@ -35,6 +38,8 @@ constexpr int kMinLoadMs = 150;
 constexpr int kMaxLoadMs = 600;
 constexpr int kMaxOpsPerRound = 100000;  // bounds each worker loop; the kill ends it far sooner
 constexpr std::size_t kPeekBatch = 200;
+constexpr int kBatchRounds = 6;
+constexpr int kBatchJobs = 50;  // jobs a batch put over HTTP
 
 // A put as sent: when, and with what delay. Keyed by its body, which is unique.
 struct SentPut {
@@ -240,6 +245,69 @@ TEST_F(CrashLoadTest, KillNineUnderLoadLosesNoAcknowledgedJobAndNeverReservesEar
   EXPECT_GT(acked_.size(), static_cast<std::size_t>(kRounds));
   EXPECT_GT(deleted_.size(), 0U);
   EXPECT_GT(checked_delayed_reserves_, 0);
+}
+
+// A producer over HTTP sends batches (POST /v1/jobs) of delayed jobs, and the test kills
+// delayqd at a random moment, again and again: every job a batch's answer acknowledged (its
+// entry a 201) is there with its body after each restart.
+void produce_batches(std::uint16_t http_port, int round, ProducerLog& log) {
+  front::http::Client client("127.0.0.1", http_port);
+  int seq = 0;
+  for (int request = 0; request < kMaxOpsPerRound; ++request) {
+    std::vector<std::string> bodies;
+    std::string text = R"({"jobs":[)";
+    for (int i = 0; i < kBatchJobs; ++i) {
+      bodies.push_back("batch" + std::to_string(round) + "-" + std::to_string(seq++));
+      text += std::string(i > 0 ? "," : "") + R"({"tube":"batch","delay":"1h","body":")" +
+              bodies.back() + R"("})";
+    }
+    text += "]}";
+    auto answer = client.request("POST", "/v1/jobs", text, std::chrono::seconds(5));
+    if (!answer.is_ok()) return;  // the kill
+    boost::system::error_code error;
+    const boost::json::value parsed = boost::json::parse(answer.value().body, error);
+    const boost::json::object* object = error ? nullptr : parsed.if_object();
+    const boost::json::value* jobs = object == nullptr ? nullptr : object->if_contains("jobs");
+    if (answer.value().status != 200 || jobs == nullptr || !jobs->is_array() ||
+        jobs->as_array().size() != bodies.size()) {
+      log.error = "batch answered " + std::to_string(answer.value().status) + " " +
+                  answer.value().body.substr(0, 200);
+      return;
+    }
+    for (std::size_t i = 0; i < bodies.size(); ++i) {
+      const boost::json::object& entry = jobs->as_array()[i].as_object();
+      if (entry.at("status").to_number<int>() != 201) {
+        log.error = "a batch's job answered " + boost::json::serialize(entry);
+        return;
+      }
+      log.acked[entry.at("job").at("id").to_number<std::uint64_t>()] = bodies[i];
+    }
+  }
+}
+
+TEST_F(CrashLoadTest, KillNineDuringBatchPutsLosesNoAcknowledgedJob) {
+  const auto seed = static_cast<std::uint32_t>(test_seed());
+  RecordProperty("seed", std::to_string(seed));
+  std::mt19937 rng(seed);
+  ASSERT_EQ(server_.start(), "");
+  for (int round = 0; round < kBatchRounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round) + ", seed " + std::to_string(seed));
+    ProducerLog produced;
+    std::thread producer(produce_batches, server_.http_port(), round, std::ref(produced));
+    std::this_thread::sleep_for(
+        Millis{std::uniform_int_distribution<int>(kMinLoadMs / 3, kMaxLoadMs / 3)(rng)});
+    EXPECT_EQ(server_.kill9(), "killed by signal 9");
+    producer.join();
+    EXPECT_EQ(produced.error, "");
+    acked_.merge(produced.acked);
+    ASSERT_EQ(server_.start(), "");
+    check_survivors();
+    ASSERT_FALSE(HasFailure());
+  }
+  EXPECT_EQ(server_.stop(), "exited 0");
+  std::cout << "rounds " << kBatchRounds << ", batched puts acknowledged " << acked_.size()
+            << std::endl;
+  EXPECT_GT(acked_.size(), static_cast<std::size_t>(kBatchRounds * kBatchJobs));
 }
 
 }  // namespace
