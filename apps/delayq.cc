@@ -61,6 +61,8 @@ struct Options {
   bool replace = false;
   std::string debounce;  // with key: move the key's pending job instead (docs/flow-control.md)
   std::string max_wait;  // with debounce: never later than this after its first put
+  // put-many
+  std::string file = "-";
   // get, rm, reschedule
   std::uint64_t id = 0;
   // reserve
@@ -394,6 +396,90 @@ class Cli {
       return kExitUsage;
     }
     return 0;
+  }
+
+  // put-many [FILE]: a job per line of JSON lines (FILE, or stdin for '-'), each an object of
+  // the fields of POST /v1/jobs's jobs ("tube", default --tube, "body", "delay", ...), sent in
+  // batches (at most 1000 jobs and 512 KiB a request). Every line is read and checked first: one
+  // that is not a JSON object sends nothing. Each job's outcome is printed on a line of its
+  // own, in the order of the input; any refused makes the exit status kExitRefused.
+  int put_many() {
+    std::FILE* input = o_.file == "-" ? stdin : std::fopen(o_.file.c_str(), "rb");
+    if (input == nullptr) {
+      std::fprintf(stderr, "delayq: cannot read %s: %s\n", o_.file.c_str(), std::strerror(errno));
+      return kExitUsage;
+    }
+    std::string text;
+    char chunk[65536];
+    std::size_t n = 0;
+    while ((n = std::fread(chunk, 1, sizeof chunk, input)) > 0) text.append(chunk, n);
+    const bool unread = std::ferror(input) != 0;
+    if (input != stdin) std::fclose(input);
+    if (unread) {
+      std::fprintf(stderr, "delayq: cannot read %s\n", o_.file == "-" ? "stdin" : o_.file.c_str());
+      return kExitUsage;
+    }
+    std::vector<std::pair<std::size_t, json::object>> jobs;  // line number, job
+    std::size_t line_no = 0;
+    for (std::size_t at = 0; at < text.size();) {
+      const std::size_t end = std::min(text.find('\n', at), text.size());
+      const std::string_view line = std::string_view(text).substr(at, end - at);
+      at = end + 1;
+      ++line_no;
+      if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+      boost::system::error_code error;
+      json::value job = json::parse(line, error);
+      if (error || !job.is_object()) {
+        std::fprintf(stderr, "delayq: line %zu is not a JSON object%s%s: nothing was put\n",
+                     line_no, error ? ": " : "", error ? error.message().c_str() : "");
+        return kExitUsage;
+      }
+      if (!job.as_object().contains("tube")) job.as_object()["tube"] = o_.tube;
+      jobs.emplace_back(line_no, std::move(job).as_object());
+    }
+    std::size_t put = 0, held = 0, refused = 0;
+    for (std::size_t first = 0; first < jobs.size();) {
+      json::array batch;
+      std::size_t bytes = 0;
+      std::size_t last = first;
+      for (; last < jobs.size() && batch.size() < 1000; ++last) {
+        const std::size_t size = json::serialize(jobs[last].second).size() + 1;
+        if (!batch.empty() && bytes + size > (std::size_t{512} << 10)) break;
+        bytes += size;
+        batch.push_back(jobs[last].second);
+      }
+      json::object body;
+      body["jobs"] = std::move(batch);
+      ClientResponse response;
+      if (auto failed = call("POST", "/v1/jobs", &body, response)) return *failed;
+      const json::value answer = json::parse(response.body);
+      const json::array& entries = answer.at("jobs").as_array();
+      for (std::size_t i = 0; i < entries.size() && first + i < last; ++i) {
+        const json::object& entry = entries[i].as_object();
+        const std::size_t line = jobs[first + i].first;
+        const auto status = entry.at("status").to_number<int>();
+        if (o_.json_output) {
+          json::object shown = entry;
+          shown["line"] = line;
+          std::printf("%s\n", json::serialize(shown).c_str());
+        } else if (const json::value* job = entry.if_contains("job")) {
+          const json::object& j = job->as_object();
+          std::printf("line %zu: job %s %s in tube %s%s\n", line, field(j, "id").c_str(),
+                      field(j, "state").c_str(), field(j, "tube").c_str(),
+                      status == 200 ? " (its key was held: nothing new)" : "");
+        } else {
+          const json::object& e = entry.at("error").as_object();
+          std::printf("line %zu: refused, %d %s: %s\n", line, status, field(e, "code").c_str(),
+                      field(e, "message").c_str());
+        }
+        (status == 201 ? put : status == 200 ? held : refused) += 1;
+      }
+      first = last;
+    }
+    if (!o_.json_output) {
+      std::printf("%zu put, %zu held by their key already, %zu refused\n", put, held, refused);
+    }
+    return refused == 0 ? 0 : kExitRefused;
   }
 
   int put() {
@@ -927,6 +1013,13 @@ int main(int argc, char** argv) {
   put->add_option("--content-type", o.content_type,
                   "push delivery: the body's Content-Type (default application/octet-stream)");
 
+  auto* put_many = app.add_subcommand(
+      "put-many", "put jobs from JSON lines, one job object per line (as POST /v1/jobs takes)");
+  put_many->add_option("file", o.file, "the file, or '-' for stdin")->capture_default_str();
+  put_many->add_option("-t,--tube", o.tube, "the tube of the lines that name none")
+      ->capture_default_str()
+      ->check(kName);
+
   auto add_job_ref = [&o, &kName](CLI::App* command) {
     // Ids are below 2^53 whatever the broker (JavaScript clients read them as doubles).
     auto* id = command->add_option("id", o.id, "job id")
@@ -1153,6 +1246,7 @@ int main(int argc, char** argv) {
   Cli cli(o);
   const auto run = [&]() -> int {
     if (put->parsed()) return cli.put();
+    if (put_many->parsed()) return cli.put_many();
     if (get->parsed()) return cli.get();
     if (rm->parsed()) return cli.rm();
     if (reschedule->parsed()) return cli.reschedule();

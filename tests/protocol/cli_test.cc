@@ -343,6 +343,36 @@ TEST_F(CliTest, GetShowsAPushDeliverysLastFailure) {
       << get.out;
 }
 
+// put-many: a job a line, in batches; each line's outcome in order; a refused one makes the exit
+// status 1; a line that is not a JSON object sends nothing.
+TEST_F(CliTest, PutManyPutsAJobALineAndSaysWhatBecameOfEach) {
+  const std::string lines =
+      "{\"body\":\"a\",\"delay\":\"1h\",\"key\":\"k\"}\n\n{\"tube\":\"x\",\"body\":\"b\"}\n"
+      "{\"body\":\"c\",\"key\":\"k\"}\n{\"tube\":\"-bad\"}\n";
+  const Outcome many = delayq("put-many --tube orders", lines);
+  EXPECT_EQ(many.status, 1) << many.out;
+  EXPECT_EQ(many.out,
+            "line 1: job 1 delayed in tube orders\n"
+            "line 3: job 2 ready in tube x\n"
+            "line 4: job 1 delayed in tube orders (its key was held: nothing new)\n"
+            "line 5: refused, 400 bad_request: bad tube name '-bad': 1 to 200 bytes of letters, "
+            "digits and -+/;.$_(), not starting with '-'\n"
+            "2 put, 1 held by their key already, 1 refused\n");
+  EXPECT_EQ(json_of(delayq("--json get 2")).at("body").as_string(), "b");
+  const Outcome bad = delayq("put-many", "{\"body\":\"d\"}\nnope\n");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.out.rfind("delayq: line 2 is not a JSON object", 0), 0U) << bad.out;
+  const Outcome none = delayq("get 3");
+  EXPECT_NE(none.out.find("no job 3"), std::string::npos) << "nothing was put: " << none.out;
+  // More than a batch holds: 1,500 lines go in two requests.
+  std::string many_lines;
+  for (int i = 0; i < 1500; ++i) many_lines += "{\"tube\":\"bulk\",\"delay\":\"1h\"}\n";
+  const Outcome bulk = delayq("put-many", many_lines);
+  EXPECT_EQ(bulk.status, 0);
+  EXPECT_NE(bulk.out.find("1500 put, 0 held by their key already, 0 refused\n"), std::string::npos);
+  EXPECT_EQ(json_of(delayq("--json tube show bulk")).at("delayed").to_number<int>(), 1500);
+}
+
 TEST_F(CliTest, BodyFromStdinAndGroupRm) {
   Outcome put = delayq("--json put --in 1h --group g -", "from stdin");
   ASSERT_EQ(put.status, 0) << put.out;
