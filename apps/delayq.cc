@@ -472,7 +472,13 @@ class Cli {
           std::printf("line %zu: refused, %d %s: %s\n", line, status, field(e, "code").c_str(),
                       field(e, "message").c_str());
         }
-        (status == 201 ? put : status == 200 ? held : refused) += 1;
+        if (status == 201) {
+          ++put;
+        } else if (status == 200) {
+          ++held;
+        } else {
+          ++refused;
+        }
       }
       first = last;
     }

@@ -49,8 +49,14 @@ Engine::DueTime Engine::due_in(Millis delay, std::int64_t* start_ms) const {
 }
 
 std::int64_t Engine::steady_now() const {
-  latest_steady_ = std::max(latest_steady_, clock_.steady_ms());
-  return latest_steady_;
+  return floor_div(steady_now_us(), kMicrosPerMilli);
+}
+
+// The steady present to the microsecond, never behind a millisecond read before.
+std::int64_t Engine::steady_now_us() const {
+  const std::int64_t read_us = clock_.steady_us();
+  latest_steady_ = std::max(latest_steady_, floor_div(read_us, kMicrosPerMilli));
+  return std::max(read_us, latest_steady_ * kMicrosPerMilli);
 }
 
 std::int64_t Engine::steady_after(Millis delay) const {
@@ -58,10 +64,7 @@ std::int64_t Engine::steady_after(Millis delay) const {
 }
 
 std::int64_t Engine::steady_to_unix(std::int64_t steady_ms) const {
-  const std::int64_t read_us = clock_.steady_us();
-  latest_steady_ = std::max(latest_steady_, floor_div(read_us, kMicrosPerMilli));
-  const std::int64_t steady_us = std::max(read_us, latest_steady_ * kMicrosPerMilli);
-  return later(steady_ms, floor_div(now_us() - steady_us, kMicrosPerMilli));
+  return later(steady_ms, floor_div(now_us() - steady_now_us(), kMicrosPerMilli));
 }
 
 // ---------------------------------------------------------------------------------------------

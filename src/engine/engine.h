@@ -221,6 +221,7 @@ class Engine {
   // The present and a time `delay` from it on the steady clock, which TTRs, reserve timeouts,
   // pauses and DEADLINE_SOON run on (never early, as due_in(); never moved by a wall step).
   [[nodiscard]] std::int64_t steady_now() const;
+  [[nodiscard]] std::int64_t steady_now_us() const;
   [[nodiscard]] std::int64_t steady_after(Millis delay) const;
   // A steady time as the wall clock would show it now (for what is reported, e.g. a
   // reservation's end): through the wall clock's lead over the steady clock, both read to the

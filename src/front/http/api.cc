@@ -533,6 +533,17 @@ std::string batch_entry(const Response& response) {
   return entry;
 }
 
+// A batch's job: its fields read into `item`, and the tube it names; or why it cannot be put.
+Result<std::string> batch_job_tube(const boost::json::value& job, Body& item) {
+  if (!job.is_object()) return Status(Code::kInvalidArgument, "a job is a JSON object");
+  if (Status s = item.view(job.as_object(), kBatchJobFields); !s.is_ok()) return s;
+  auto tube = item.string("tube");
+  if (!tube.is_ok()) return tube.status();
+  if (!tube.value()) return Status(Code::kInvalidArgument, "tube: required");
+  if (Status s = check_tube_name(*tube.value(), kDefaultMaxNameBytes); !s.is_ok()) return s;
+  return std::move(*tube.value());
+}
+
 }  // namespace
 
 // A put as its fields say, and what its answer shows beyond the job.
@@ -635,16 +646,12 @@ void Api::put_jobs(Call& call) {
   puts.reserve(list.size());
   for (std::size_t i = 0; i < list.size(); ++i) {
     Body item;
-    Status s = list[i].is_object() ? item.view(list[i].as_object(), kBatchJobFields)
-                                   : Status(Code::kInvalidArgument, "a job is a JSON object");
-    auto tube = s.is_ok() ? item.string("tube") : Result<std::optional<std::string>>(s);
-    if (tube.is_ok() && !tube.value()) tube = Status(Code::kInvalidArgument, "tube: required");
-    if (tube.is_ok()) s = check_tube_name(*tube.value(), kDefaultMaxNameBytes);
-    if (!tube.is_ok() || !s.is_ok()) {
-      answer(i, from_status(tube.is_ok() ? s : tube.status()));
+    auto tube = batch_job_tube(list[i], item);
+    if (!tube.is_ok()) {
+      answer(i, from_status(tube.status()));
       continue;
     }
-    auto read = read_put(item, std::move(*tube.value()), call.headers);
+    auto read = read_put(item, std::move(tube).value(), call.headers);
     if (auto* refused = std::get_if<Response>(&read)) {
       answer(i, *refused);
       continue;
