@@ -829,6 +829,49 @@ TEST_F(HttpTest, ReserveTimesOutWith204) {
   EXPECT_EQ(error_code(400, "POST", "/v1/reserve", R"({"timeout":"2h"})"), "bad_request");
 }
 
+// A reserve with a count: the jobs ready at once, best first, each reserved as a reserve of its
+// own would reserve it; a long-poll still answers with the first job that comes.
+TEST_F(HttpTest, AReserveWithACountTakesUpToThatManyJobs) {
+  std::vector<std::uint64_t> ids;
+  for (int priority : {5, 1, 3, 9, 7}) {
+    ids.push_back(put("many", R"({"body":"p)" + std::to_string(priority) + R"(","priority":)" +
+                                  std::to_string(priority) + "}"));
+  }
+  const json::object three = expect(200, "POST", "/v1/reserve", R"({"tubes":["many"],"count":3})");
+  const json::array& first = three.at("jobs").as_array();
+  ASSERT_EQ(first.size(), 3U);
+  EXPECT_EQ(text(first[0].as_object(), "body"), "p1");
+  EXPECT_EQ(text(first[1].as_object(), "body"), "p3");
+  EXPECT_EQ(text(first[2].as_object(), "body"), "p5");
+  for (const auto& job : first) {
+    EXPECT_EQ(text(job.as_object(), "state"), "reserved");
+    EXPECT_TRUE(job.as_object().contains("reserved_until"));
+  }
+  const json::object rest =
+      expect(200, "POST", "/v1/reserve", R"({"tubes":["many"],"count":10,"timeout":"5s"})");
+  ASSERT_EQ(rest.at("jobs").as_array().size(), 2U) << "the two left, at once";
+  const json::object tube = expect(200, "GET", "/v1/tubes/many");
+  EXPECT_EQ(tube.at("reserved").to_number<std::int64_t>(), 5);
+  for (const auto& job : first) {
+    expect(200, "DELETE", id_path(job.as_object().at("id").to_number<std::uint64_t>()));
+  }
+  EXPECT_EQ(call("POST", "/v1/reserve", R"({"tubes":["many"],"count":5,"timeout":"200ms"})").status,
+            204U);
+  // A long-poll with a count answers when the first job is due, with it alone.
+  const std::uint64_t later = put("many-later", R"({"body":"soon","delay":"500ms"})");
+  const ClientResponse polled =
+      call("POST", "/v1/reserve", R"({"tubes":["many-later"],"count":4,"timeout":"20s"})",
+           Millis{30000});
+  ASSERT_EQ(polled.status, 200U) << polled.body;
+  const json::value answer = json::parse(polled.body);
+  const json::array& came = answer.as_object().at("jobs").as_array();
+  ASSERT_EQ(came.size(), 1U);
+  EXPECT_EQ(came[0].as_object().at("id").to_number<std::uint64_t>(), later);
+  for (const char* bad : {R"({"count":0})", R"({"count":101})", R"({"count":"3"})"}) {
+    EXPECT_EQ(error_code(400, "POST", "/v1/reserve", bad), "bad_request") << bad;
+  }
+}
+
 TEST_F(HttpTest, ReservedJobLifecycle) {
   const std::uint64_t id = put("work", R"({"body":"job","ttr":"30s"})");
   const json::object reserved = expect(200, "POST", "/v1/reserve", R"({"tubes":["work"]})");

@@ -811,14 +811,35 @@ void Api::cancel_group(Call& call) {
 
 // --- reserve ---------------------------------------------------------------------------------
 
+namespace {
+
+// A reserve's `count`: at most this many jobs in one answer, which stops taking more once its
+// bodies reach kMaxTakenBytes (the first job is always in it).
+constexpr std::uint64_t kMaxReserveCount = 100;
+constexpr std::size_t kMaxTakenBytes = std::size_t{1} << 20;
+
+}  // namespace
+
+// A reserve with `count`: its answer's body so far ({"jobs":[ and the jobs taken), and what it
+// asks for the rest.
+struct Api::Taking {
+  std::vector<std::string> tubes;
+  std::size_t count = 0;
+  std::size_t body_bytes = 0;
+  Response response;
+  Reply reply;
+};
+
 void Api::reserve(Call& call) {
-  if (Status s = call.body.parse(call.text, {"tubes", "timeout"}); !s.is_ok()) {
+  if (Status s = call.body.parse(call.text, {"tubes", "timeout", "count"}); !s.is_ok()) {
     return call.reply(s);
   }
   auto timeout = call.body.duration("timeout");
   if (!timeout.is_ok()) return call.reply(timeout.status());
   auto tubes = call.body.strings("tubes");
   if (!tubes.is_ok()) return call.reply(tubes.status());
+  auto count = call.body.integer("count", kMaxReserveCount, 1);
+  if (!count.is_ok()) return call.reply(count.status());
   const Millis wait = timeout.value().value_or(Millis{0});
   if (wait > options_.max_reserve_timeout) {
     return call.reply(
@@ -838,28 +859,64 @@ void Api::reserve(Call& call) {
                             "tubes: at most " + std::to_string(kMaxTubes) + " in one reserve"));
   }
   request.timeout = wait;
+  // With `count`, the answer is a list: the jobs after the first are those ready when it comes.
+  std::shared_ptr<Taking> taking;
+  if (count.value()) {
+    taking = std::make_shared<Taking>(
+        Taking{request.tubes, static_cast<std::size_t>(*count.value()), 0, {}, call.reply});
+    taking->response.body = R"({"jobs":[)";
+  }
   // The wait's fate, shared with its completion: the ticket it got, and whether its client left.
   auto waiting = std::make_shared<Wait>();
-  call.ticket = session_->reserve(
-      std::move(request), [this, waiting, reply = call.reply](Result<broker::Job> job) {
-        if (waiting->ticket != 0) waits_.erase(waiting->ticket);
-        if (waiting->gone) return;  // cancel(): the client went away; the answer counts nothing
-        if (!job.is_ok() && job.code() == Code::kTimedOut) {
-          Response response;
-          response.status = 204;
-          return reply(std::move(response));
-        }
-        if (!job.is_ok()) return reply(job.status());
-        Response response =
-            job_response(200, job.value().view, &job.value().body, &job.value().delivery);
-        response.reserved = job.value().view.id;
-        response.reserved_token = job.value().view.counters.reserves;
-        reply(std::move(response));
-      });
+  call.ticket = session_->reserve(std::move(request), [this, waiting, taking, reply = call.reply](
+                                                          Result<broker::Job> job) mutable {
+    if (waiting->ticket != 0) waits_.erase(waiting->ticket);
+    if (waiting->gone) return;  // cancel(): the client went away; the answer counts nothing
+    if (!job.is_ok() && job.code() == Code::kTimedOut) {
+      Response response;
+      response.status = 204;
+      return reply(std::move(response));
+    }
+    if (!job.is_ok()) return reply(job.status());
+    const broker::Job& taken = job.value();
+    if (!taking) {
+      Response response = job_response(200, taken.view, &taken.body, &taken.delivery);
+      response.reserved.push_back({taken.view.id, taken.view.counters.reserves});
+      return reply(std::move(response));
+    }
+    append_job(taking->response.body, taken.view, &taken.body, &taken.delivery);
+    taking->response.reserved.push_back({taken.view.id, taken.view.counters.reserves});
+    taking->body_bytes += taken.body.size();
+    take_more(std::move(taking));
+  });
   if (call.ticket != 0) {
     waiting->ticket = call.ticket;
     waits_.emplace(call.ticket, std::move(waiting));
   }
+}
+
+// The jobs of a reserve with `count` after its first: each taken as a reserve that does not wait
+// would take it, until the count, the answer's size, or no job ready ends the list. An error
+// ends it too: the jobs taken are reserved, and are answered.
+void Api::take_more(std::shared_ptr<Taking> taking) {
+  if (taking->response.reserved.size() >= taking->count || taking->body_bytes >= kMaxTakenBytes) {
+    taking->response.body += "]}\n";
+    return taking->reply(std::move(taking->response));
+  }
+  broker::ReserveRequest request;
+  request.tubes = taking->tubes;
+  request.timeout = Millis{0};
+  (void)session_->reserve(std::move(request), [this, taking](Result<broker::Job> job) mutable {
+    if (!job.is_ok()) taking->count = taking->response.reserved.size();
+    if (job.is_ok()) {
+      const broker::Job& taken = job.value();
+      taking->response.body += ',';
+      append_job(taking->response.body, taken.view, &taken.body, &taken.delivery);
+      taking->response.reserved.push_back({taken.view.id, taken.view.counters.reserves});
+      taking->body_bytes += taken.body.size();
+    }
+    take_more(std::move(taking));
+  });
 }
 
 void Api::cancel(std::uint64_t ticket) {
@@ -869,11 +926,13 @@ void Api::cancel(std::uint64_t ticket) {
   (void)session_->cancel_reserve(ticket);
 }
 
-void Api::undeliverable(JobId id, std::uint32_t token) {
-  broker::ReleaseRequest request;
-  request.id = id;
-  request.reservation = token;  // a later reservation of it (its TTR lapsed) keeps it
-  session_->release(request, [](const Result<JobView>&) {});
+void Api::undeliverable(const std::vector<Reservation>& reserved) {
+  for (const Reservation& job : reserved) {
+    broker::ReleaseRequest request;
+    request.id = job.id;
+    request.reservation = job.token;  // a later reservation of it (its TTR lapsed) keeps it
+    session_->release(request, [](const Result<JobView>&) {});
+  }
 }
 
 // --- tubes and the server --------------------------------------------------------------------

@@ -42,6 +42,13 @@ struct ApiOptions {
   std::vector<std::string> tokens;
 };
 
+// A job reserved for an answer, in one reservation of it (its reserves count then).
+struct Reservation {
+  JobId id = 0;
+  std::uint32_t token = 0;
+  bool operator==(const Reservation&) const = default;
+};
+
 struct Response {
   unsigned status = 200;
   std::string body;
@@ -51,8 +58,8 @@ struct Response {
   std::string_view www_authenticate;  // the WWW-Authenticate header (401), if any
   unsigned retry_after_seconds = 0;   // the Retry-After header (503), if not 0
   std::string_view headers;           // more header lines, each ending in "\r\n" (the dashboard's)
-  JobId reserved = 0;  // a job reserved for this answer: released if it cannot be delivered
-  std::uint32_t reserved_token = 0;  // which reservation of it (its reserves count)
+  // The jobs reserved for this answer: each is released if the answer cannot be delivered.
+  std::vector<Reservation> reserved;
 };
 
 // The request's headers the API reads, each empty if absent. authorization: without a token
@@ -88,9 +95,9 @@ class Api {
   [[nodiscard]] bool admits(std::string_view method, std::string_view target,
                             std::string_view authorization) const;
   void cancel(std::uint64_t ticket);
-  // A reserved job's response could not be delivered: the job is ready again at once, if it is
-  // still the same reservation (`token`: Response::reserved_token), not a later one.
-  void undeliverable(JobId id, std::uint32_t token);
+  // A response's reserved jobs could not be delivered: each is ready again at once, if it is
+  // still in the same reservation (Reservation::token), not a later one.
+  void undeliverable(const std::vector<Reservation>& reserved);
   // Answers (with respond, at once) a request the server refuses before the API would run it
   // (403 to a web page), counted as the API's own refusals are: under the endpoint it names.
   void refuse(std::string_view method, std::string_view target, Response response, Respond respond);
@@ -123,6 +130,8 @@ class Api {
   void list_group(Call& call);
   void cancel_group(Call& call);
   void reserve(Call& call);
+  struct Taking;  // a reserve with `count`: the jobs taken so far (api.cc)
+  void take_more(std::shared_ptr<Taking> taking);
   void list_tubes(Call& call);
   void get_tube(Call& call);
   void patch_tube(Call& call);

@@ -442,7 +442,7 @@ TEST_F(ApiTest, PutPassesEveryFieldAndAnswers201WithLocation) {
   const Response& response = put.response();
   EXPECT_EQ(response.status, 201U);
   EXPECT_EQ(response.location, "/v1/jobs/7");
-  EXPECT_EQ(response.reserved, 0U);
+  EXPECT_TRUE(response.reserved.empty());
   expect_sample_job(body_of(response));
   EXPECT_EQ(ops("put_job", "201"), 1U);
 }
@@ -1078,8 +1078,7 @@ TEST_F(ApiTest, ReserveAnswersTheReservedJobWithItsBodyAndToken) {
   last().complete(job_of(view, "{\"image\":7}"));
   const Response& response = reserve.response();
   EXPECT_EQ(response.status, 200U);
-  EXPECT_EQ(response.reserved, 7U);
-  EXPECT_EQ(response.reserved_token, 3U);
+  EXPECT_EQ(response.reserved, (std::vector<Reservation>{{7, 3}}));
   EXPECT_TRUE(response.location.empty());
   const json::object job = body_of(response);
   EXPECT_EQ(number(job, "id"), 7);
@@ -1095,7 +1094,7 @@ TEST_F(ApiTest, ReserveAnswers204WhenNothingCame) {
   last().fail(Code::kTimedOut);
   EXPECT_EQ(reserve.response().status, 204U);
   EXPECT_EQ(reserve.response().body, "");
-  EXPECT_EQ(reserve.response().reserved, 0U);
+  EXPECT_TRUE(reserve.response().reserved.empty());
   EXPECT_EQ(ops("reserve", "204"), 1U);
 }
 
@@ -1108,7 +1107,7 @@ TEST_F(ApiTest, ReserveAnswersTheBrokersErrors) {
   Exchange broken = expect_call("POST", "/v1/reserve", "", "reserve tubes=default timeout=0ms");
   last().fail(Code::kIOError, "body unreadable");
   EXPECT_EQ(broken.response().status, 500U);
-  EXPECT_EQ(broken.response().reserved, 0U);
+  EXPECT_TRUE(broken.response().reserved.empty());
 }
 
 TEST_F(ApiTest, ReserveRefusesBadFieldsAndATimeoutOverAnHour) {
@@ -1120,6 +1119,83 @@ TEST_F(ApiTest, ReserveRefusesBadFieldsAndATimeoutOverAnHour) {
     EXPECT_EQ(response.status, 400U);
     EXPECT_EQ(error_code_of(response), "bad_request");
   }
+}
+
+// With count: the first job as the reserve waits for it, then those ready at once (reserves
+// that do not wait, of the same tubes), up to count; one answer with every job and reservation.
+TEST_F(ApiTest, AReserveWithACountTakesTheJobsReadyOnceTheFirstCame) {
+  Exchange reserve = expect_call("POST", "/v1/reserve",
+                                 R"({"tubes":["images","emails"],"timeout":"20s","count":3})",
+                                 "reserve tubes=images,emails timeout=20000ms");
+  JobView first = reserved_view();
+  first.counters.reserves = 3;
+  last().complete(job_of(first, "a"));
+  EXPECT_FALSE(reserve.answered());
+  ASSERT_EQ(last().text(), "reserve tubes=images,emails timeout=0ms");
+  JobView second = reserved_view();
+  second.id = 8;
+  second.counters.reserves = 1;
+  last().complete(job_of(second, "b"));
+  EXPECT_FALSE(reserve.answered());
+  ASSERT_EQ(last().text(), "reserve tubes=images,emails timeout=0ms");
+  last().fail(Code::kTimedOut);  // no third job ready
+  const Response& response = reserve.response();
+  EXPECT_EQ(response.status, 200U);
+  EXPECT_EQ(response.reserved, (std::vector<Reservation>{{7, 3}, {8, 1}}));
+  const json::array jobs = body_of(response).at("jobs").as_array();
+  ASSERT_EQ(jobs.size(), 2U);
+  EXPECT_EQ(number(jobs[0].as_object(), "id"), 7);
+  EXPECT_EQ(text(jobs[0].as_object(), "body"), "a");
+  EXPECT_EQ(number(jobs[1].as_object(), "id"), 8);
+  EXPECT_EQ(text(jobs[1].as_object(), "state"), "reserved");
+  EXPECT_EQ(ops("reserve", "200"), 1U);
+}
+
+TEST_F(ApiTest, AReserveWithACountStopsAtItsCountAndAnswers204WhenNothingCame) {
+  Exchange two =
+      expect_call("POST", "/v1/reserve", R"({"count":2})", "reserve tubes=default timeout=0ms");
+  last().complete(job_of(reserved_view(), "a"));
+  JobView second = reserved_view();
+  second.id = 8;
+  last().complete(job_of(second, "b"));
+  const std::size_t calls = fake_.call_count();
+  ASSERT_TRUE(two.answered());
+  EXPECT_EQ(body_of(two.response()).at("jobs").as_array().size(), 2U);
+  EXPECT_EQ(fake_.call_count(), calls) << "a third job was asked for";
+  Exchange none = expect_call("POST", "/v1/reserve", R"({"count":5,"timeout":"1s"})",
+                              "reserve tubes=default timeout=1000ms");
+  last().fail(Code::kTimedOut);
+  EXPECT_EQ(none.response().status, 204U);
+  EXPECT_TRUE(none.response().reserved.empty());
+  for (const char* body : {R"({"count":0})", R"({"count":101})", R"({"count":"2"})",
+                           R"({"count":2.5})", R"({"count":-1})"}) {
+    SCOPED_TRACE(body);
+    const Response response = expect_local("POST", "/v1/reserve", body);
+    EXPECT_EQ(response.status, 400U);
+    EXPECT_EQ(error_code_of(response), "bad_request");
+  }
+}
+
+// The answer stops taking jobs once their bodies reach 1 MiB (the first is always in it).
+TEST_F(ApiTest, AReserveWithACountStopsAtAMebibyteOfBodies) {
+  Exchange reserve =
+      expect_call("POST", "/v1/reserve", R"({"count":100})", "reserve tubes=default timeout=0ms");
+  const std::size_t calls = fake_.call_count();
+  last().complete(job_of(reserved_view(), std::string(std::size_t{1} << 20, 'x')));
+  ASSERT_TRUE(reserve.answered());
+  EXPECT_EQ(fake_.call_count(), calls);
+  EXPECT_EQ(reserve.response().reserved.size(), 1U);
+}
+
+// An error after the first job ends the list: the jobs taken are reserved, and answered.
+TEST_F(ApiTest, AReserveWithACountAnswersTheJobsTakenBeforeAnError) {
+  Exchange reserve =
+      expect_call("POST", "/v1/reserve", R"({"count":3})", "reserve tubes=default timeout=0ms");
+  last().complete(job_of(reserved_view(), "a"));
+  last().fail(Code::kIOError, "body unreadable");
+  EXPECT_EQ(reserve.response().status, 200U);
+  EXPECT_EQ(reserve.response().reserved.size(), 1U);
+  EXPECT_EQ(body_of(reserve.response()).at("jobs").as_array().size(), 1U);
 }
 
 // Each tube a reserve names costs it: 1000 at most, a name given twice counted once (and asked
@@ -1171,13 +1247,17 @@ TEST_F(ApiTest, ALongPollWhoseClientWentAwayIsNotCounted) {
 }
 
 TEST_F(ApiTest, UndeliverableReleasesThatReservationAtOnce) {
-  api_->undeliverable(7, 3);
+  api_->undeliverable({{7, 3}});
   ASSERT_EQ(fake_.call_count(), 1U);
   EXPECT_EQ(last().text(), "release id=7 pri=keep delay=0ms reservation=3");
   EXPECT_EQ(last().request<broker::ReleaseRequest>().reservation, std::optional<std::uint32_t>{3});
   last().fail(Code::kConflict, "in another reservation");  // nobody to tell
-  api_->undeliverable(8, 1);
+  api_->undeliverable({{8, 1}});
   last().complete(sample_view());
+  const std::size_t before = fake_.call_count();
+  api_->undeliverable({{9, 2}, {10, 1}});  // a list's answer: each job
+  ASSERT_EQ(fake_.call_count(), before + 2);
+  EXPECT_EQ(last().text(), "release id=10 pri=keep delay=0ms reservation=1");
   EXPECT_EQ(ops("release_job", "200"), 0U);
   EXPECT_EQ(ops("release_job", "409"), 0U);
 }

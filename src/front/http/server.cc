@@ -63,9 +63,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (closed_) return;
     closed_ = true;
     if (ticket_ != 0) server_.api().cancel(std::exchange(ticket_, 0));
-    if (answer_ && !writing_ && answer_->reserved != 0) {
-      server_.api().undeliverable(answer_->reserved, answer_->reserved_token);
-    }
+    if (answer_ && !writing_) server_.api().undeliverable(answer_->reserved);
     beast::error_code ignored;
     lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
     lowest().socket().close(ignored);
@@ -351,9 +349,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void answer(Response response) {
     ticket_ = 0;
     if (closed_) {
-      if (response.reserved != 0) {
-        server_.api().undeliverable(response.reserved, response.reserved_token);
-      }
+      server_.api().undeliverable(response.reserved);
       return;
     }
     answer_ = std::move(response);
@@ -416,10 +412,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void on_write(beast::error_code error) {
     writing_ = false;
-    const JobId reserved = answer_->reserved;
-    const std::uint32_t token = answer_->reserved_token;
+    std::vector<Reservation> reserved = std::move(answer_->reserved);
     answer_.reset();
-    if (error && reserved != 0) server_.api().undeliverable(reserved, token);
+    if (error) server_.api().undeliverable(reserved);
     if (closed_) return;
     if (error) return close();
     if (!keep_alive_) {
