@@ -43,6 +43,21 @@ def test_put_many_puts_each_job_as_put_would_and_answers_each(client: delayq.Cli
         client.put_many([])
 
 
+def test_reserve_many_takes_the_ready_jobs_most_urgent_first(client: delayq.Client, tube: str) -> None:
+    for priority in (5, 1, 3):
+        client.put(tube, f"p{priority}", priority=priority)
+    taken = client.reserve_many(tube, 2)
+    assert [job.text for job in taken] == ["p1", "p3"]
+    assert all(job.state == "reserved" and job.reserved_until is not None for job in taken)
+    rest = client.reserve_many([tube], 10, timeout=timedelta(seconds=5))
+    assert [job.text for job in rest] == ["p5"]
+    assert client.reserve_many(tube, 10, timeout=timedelta(milliseconds=200)) == []
+    for job in taken + rest:
+        client.delete_job(job.id)
+    with pytest.raises(delayq.BadRequest):
+        client.reserve_many(tube, 101)
+
+
 def test_put_binary_bytes_and_json(client: delayq.Client, tube: str) -> None:
     binary = client.put(tube, b"\x00\xff\x01\x80")
     assert client.get_job(binary.id).body == b"\x00\xff\x01\x80"

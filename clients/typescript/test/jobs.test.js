@@ -69,6 +69,18 @@ describe("put", () => {
     await assert.rejects(client.putMany([]), BadRequestError);
   });
 
+  test("reserveMany takes the ready jobs most urgent first", async () => {
+    for (const priority of [5, 1, 3]) await client.put("many-ts", `p${priority}`, { priority });
+    const taken = await client.reserveMany("many-ts", 2);
+    assert.deepEqual(taken.map((job) => job.body), ["p1", "p3"]);
+    for (const job of taken) assert.equal(job.state, "reserved");
+    const rest = await client.reserveMany(["many-ts"], 10, { timeout: "5s" });
+    assert.deepEqual(rest.map((job) => job.body), ["p5"]);
+    assert.deepEqual(await client.reserveMany("many-ts", 10, { timeout: 200 }), []);
+    for (const job of [...taken, ...rest]) await client.deleteJob(job.id);
+    await assert.rejects(client.reserveMany("many-ts", 101), BadRequestError);
+  });
+
   test("the same key again answers the job that holds it", async () => {
     const first = await client.put("emails", "one", { key: "same", delay: 60_000 });
     const again = await client.put("emails", "two", { key: "same" });
