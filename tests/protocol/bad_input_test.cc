@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -211,6 +212,38 @@ rlim_t raise_file_limit() {
     if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
   }
   return limit.rlim_cur;
+}
+
+// The resident memory of process `pid`, in KiB (0 if unreadable).
+long rss_kib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return 0;
+}
+
+// A client that pipelines peeks of a big job and reads nothing: its commands wait, not their
+// replies (docs/protocol.md, Connections), so the server does not grow by a reply a command;
+// once it reads, every reply comes, whole and in order.
+TEST_F(BadInputTest, PeeksOfABigJobFromAClientThatDoesNotReadWaitAsCommands) {
+  start();
+  auto c = connect();
+  const std::string body(65535, 'x');
+  const auto id = inserted_id(c->call(put_command(body)));
+  ASSERT_TRUE(id);
+  constexpr int kPeeks = 1024;  // 64 MiB of replies, in 9 KiB of commands
+  std::string peeks;
+  for (int i = 0; i < kPeeks; ++i) peeks += "peek " + std::to_string(*id) + "\r\n";
+  const long before = rss_kib(server_->pid());
+  ASSERT_TRUE(c->send(peeks));
+  std::this_thread::sleep_for(Millis{1000});
+  const long grown = rss_kib(server_->pid()) - before;
+  EXPECT_LT(grown, 16 * 1024) << "KiB grown while the replies were not read";
+  EXPECT_EQ(others_served(), "");
+  for (int i = 0; i < kPeeks; ++i) {
+    ASSERT_EQ(c->reply(), job_reply("FOUND", *id, body)) << "reply " << i;
+  }
 }
 
 TEST_F(BadInputTest, TwoThousandIdleConnectionsDoNotStopTheServer) {

@@ -114,6 +114,10 @@ void Connection::yield() {
   });
 }
 
+bool Connection::backlogged() const {
+  return queued_bytes() > kMaxQueuedReplyBytes;
+}
+
 // Replies emitted while the event loop runs one handler (a burst of commands, a batch made
 // durable) leave in one write: the write is deferred until that handler is done.
 void Connection::write(std::string_view bytes) {
@@ -140,6 +144,11 @@ void Connection::flush() {
         if (self->closed_) return;
         if (error) return self->close();
         self->flush();
+        // Commands left while the client was not reading run now that it has.
+        if (self->conversation_->backlogged() && !self->backlogged() && !self->yielded_) {
+          self->conversation_->resume();
+          return self->after_commands();
+        }
         self->maybe_close();
         if (self->read_paused_) self->read();
       });

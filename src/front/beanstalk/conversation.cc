@@ -187,12 +187,19 @@ bool Conversation::done() const noexcept {
 
 void Conversation::process() {
   bool yielded = false;
+  backlogged_ = false;
   for (std::size_t run = 0; !waiting_ && !closing_; ++run) {
     // A full turn with input left: yield. With none left, there is nothing to share the thread
     // for: the connection reads on.
     if (run == kCommandsPerTurn && buffered() > 0) {
       yielded = true;
       peer_.yield();
+      break;
+    }
+    // A client that does not read its replies: the commands it sent wait, not their replies
+    // (pipelined peeks of big jobs would otherwise queue a reply each, without bound).
+    if (buffered() > 0 && peer_.backlogged()) {
+      backlogged_ = true;
       break;
     }
     if (!step()) break;
@@ -209,7 +216,7 @@ void Conversation::process() {
   // Nothing more will come and what came has run: close. A reserve still to answer (waiting for
   // the durability of what it depends on), or a command held for the answers before it, runs
   // this again when it has them.
-  if (input_ended_ && !yielded && !closing_ && !waiting_ && !held_) {
+  if (input_ended_ && !yielded && !backlogged_ && !closing_ && !waiting_ && !held_) {
     closing_ = true;
     emit();
   }

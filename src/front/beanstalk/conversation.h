@@ -59,6 +59,9 @@ class Conversation {
     virtual void write(std::string_view bytes) = 0;
     // Commands received are left to run: call resume() soon, once others have had their turn.
     virtual void yield() = 0;
+    // Replies are queued past what a client may leave unread: no more commands run (those left
+    // wait in the buffer) until resume(), once the client has read.
+    [[nodiscard]] virtual bool backlogged() const = 0;
 
    protected:
     ~Peer() = default;
@@ -88,6 +91,8 @@ class Conversation {
   }
   // A command has come whole and waits for the answers of those before it (may_run()).
   [[nodiscard]] bool held() const noexcept { return held_; }
+  // Commands are left to run because the peer was backlogged: resume() once it is not.
+  [[nodiscard]] bool backlogged() const noexcept { return backlogged_; }
   // Commands (and malformed lines) run since the start.
   [[nodiscard]] std::uint64_t ran() const noexcept { return ran_; }
   [[nodiscard]] bool waiting() const noexcept { return waiting_; }
@@ -188,8 +193,9 @@ class Conversation {
   std::string_view op_ = "none";  // the verb being run, for metrics (static storage)
   Kind kind_ = Kind::kLocal;      // what the command being run asks of the broker
   std::array<std::size_t, kKinds> unanswered_{};  // slots not yet filled, by kind
-  bool held_ = false;  // the next command waits for the answers of those before it
-  std::string in_;     // bytes received; those from begin_ on are not yet run
+  bool held_ = false;        // the next command waits for the answers of those before it
+  bool backlogged_ = false;  // process() stopped for the peer's queued replies
+  std::string in_;           // bytes received; those from begin_ on are not yet run
   std::size_t begin_ = 0;
   std::uint64_t ran_ = 0;
   std::size_t discard_ = 0;  // bytes still to drop (the body of a job too big)

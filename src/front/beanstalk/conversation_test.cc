@@ -126,6 +126,8 @@ class Client final : public Conversation::Peer {
     yielded_ = true;
     ++yields_;
   }
+  [[nodiscard]] bool backlogged() const override { return backlogged_; }
+  void set_backlogged(bool backlogged) { backlogged_ = backlogged; }
   void set_resume_on_yield(bool resume) { resume_on_yield_ = resume; }
   [[nodiscard]] bool yielded() const { return yielded_; }
   [[nodiscard]] int yields() const { return yields_; }
@@ -143,6 +145,7 @@ class Client final : public Conversation::Peer {
   std::vector<std::string> pieces_;
   bool yielded_ = false;
   bool resume_on_yield_ = true;
+  bool backlogged_ = false;
   int yields_ = 0;
   Conversation conversation_;
 };
@@ -630,6 +633,21 @@ TEST_F(ConversationTest, ListTubeUsedSaysTheUsedTube) {
   EXPECT_EQ(send_local("list-tube-used\r\n"), "USING default\r\n");
   EXPECT_EQ(send_local("use a+b/c;d.e$f_g(h)\r\n"), "USING a+b/c;d.e$f_g(h)\r\n");
   EXPECT_EQ(send_local("list-tube-used\r\n"), "USING a+b/c;d.e$f_g(h)\r\n");
+}
+
+// A client whose replies are queued past what it may leave unread: its commands wait in the
+// buffer, none runs, until it has read (resume()); an end of its input closes only after them.
+TEST_F(ConversationTest, ABackloggedClientsCommandsWaitUntilItHasRead) {
+  client_->set_backlogged(true);
+  EXPECT_EQ(send_local("list-tube-used\r\nuse b\r\n"), "");
+  EXPECT_TRUE(conversation().backlogged());
+  conversation().end_input();
+  EXPECT_FALSE(conversation().done()) << "closed with commands not run";
+  client_->set_backlogged(false);
+  conversation().resume();
+  EXPECT_EQ(take(), "USING default\r\nUSING b\r\n");
+  EXPECT_FALSE(conversation().backlogged());
+  EXPECT_TRUE(conversation().done());
 }
 
 // ---------------------------------------------------------------------------------------------
