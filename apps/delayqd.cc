@@ -193,8 +193,12 @@ Result<std::unique_ptr<broker::Broker>> open_broker(boost::asio::io_context& io,
 }
 
 // Raises the soft limit on open files to the hard one: each connection holds a descriptor, and
-// the usual soft limit (1024) is far below the default connection limits. Says what it has.
-void raise_file_limit(const Flags& flags) {
+// the usual soft limit (1024) is far below the default connection limits. Says what it has. Where
+// the limit is below what the connection limits and the store's own files (1000) need, lowers
+// the connection limits, in proportion, to what leaves the store its files (half the limit when
+// that is below 2000): a flood of connections is then refused as one past the limit is, rather
+// than leaving the store unable to open its next log file, which stops the server.
+void fit_connections_to_files(Flags& flags) {
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
   const rlim_t before = limit.rlim_cur;
@@ -202,22 +206,33 @@ void raise_file_limit(const Flags& flags) {
     limit.rlim_cur = limit.rlim_max;
     if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) limit.rlim_cur = before;
   }
-  const std::size_t http = flags.http_listen == "off" ? 0 : flags.http.max_connections;
-  const auto wanted = static_cast<rlim_t>(flags.server.max_connections + http + 1000);
+  const bool http_on = flags.http_listen != "off";
+  const std::size_t beanstalk = flags.server.max_connections;
+  const std::size_t http = http_on ? flags.http.max_connections : 0;
+  constexpr std::size_t kStoreFiles = 1000;
+  const auto wanted = static_cast<rlim_t>(beanstalk + http + kStoreFiles);
   if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= wanted) {
     if (limit.rlim_cur != before) {
       spdlog::info("open files: up to {} (raised from {})", limit.rlim_cur, before);
     }
-  } else {
-    spdlog::warn(
-        "open files: up to {}, the hard limit, below the {} that --max-connections and "
-        "--http-max-connections may need; raise it (ulimit -Hn, or LimitNOFILE= in the unit)",
-        limit.rlim_cur, wanted);
+    return;
   }
+  const auto files = static_cast<std::size_t>(limit.rlim_cur);
+  const std::size_t room = files - std::min(kStoreFiles, files / 2);
+  const auto share = [&](std::size_t asked) {
+    return std::max<std::size_t>(1, room * asked / (beanstalk + http));
+  };
+  flags.server.max_connections = share(beanstalk);
+  if (http_on) flags.http.max_connections = share(http);
+  spdlog::warn(
+      "open files: up to {}, the hard limit, below the {} that --max-connections, "
+      "--http-max-connections and the store's files may need: connections limited to {} "
+      "(beanstalkd) and {} (HTTP); raise the limit (ulimit -Hn, or LimitNOFILE= in the unit)",
+      files, wanted, flags.server.max_connections, http_on ? flags.http.max_connections : 0);
 }
 
-int run(const Flags& flags) {
-  raise_file_limit(flags);
+int run(Flags flags) {
+  fit_connections_to_files(flags);
   // One thread runs it (this one): what it posts to itself queues without the scheduler's lock
   // (other threads, such as the committer's, still post through the lock).
   boost::asio::io_context io{1};

@@ -246,6 +246,34 @@ TEST_F(BadInputTest, PeeksOfABigJobFromAClientThatDoesNotReadWaitAsCommands) {
   }
 }
 
+// Under an open-file limit below what the connection limits need, those limits are lowered so
+// that the store keeps descriptors for its files: a flood of connections is refused as one past
+// a limit is, and puts that make the store open new files (log, tables, blob files) go on.
+TEST_F(BadInputTest, AConnectionFloodUnderAShortFileLimitLeavesTheStoreItsFiles) {
+  server_ = std::make_unique<ServerProcess>(
+      dir_.path() / "data",
+      std::vector<std::string>{"--max-connections", "1000", "--http-max-connections", "1000"});
+  server_->set_open_files(128);  // 64 for connections: 32 each
+  ASSERT_EQ(server_->start(), "");
+  auto producer = connect();
+  std::vector<std::unique_ptr<Client>> flood;
+  int refused = 0;
+  for (int i = 0; i < 200; ++i) flood.push_back(std::make_unique<Client>(server_->port()));
+  std::this_thread::sleep_for(Millis{300});  // each refusal is sent as its connection is taken
+  for (auto& client : flood) {
+    if (client->connected() && client->reply(Millis{50}) == "OUT_OF_MEMORY\r\n") ++refused;
+  }
+  EXPECT_GE(refused, 160) << "connections past the lowered limit are answered and closed";
+  const std::string body(65535, 'f');
+  for (int i = 0; i < 600; ++i) {  // 39 MB: past the memtables, so the store opens files
+    const std::string reply = producer->call(put_command(body));
+    ASSERT_TRUE(inserted_id(reply)) << "put " << i << ": " << reply;
+  }
+  flood.clear();
+  EXPECT_EQ(others_served(), "");
+  EXPECT_TRUE(server_->running());
+}
+
 TEST_F(BadInputTest, TwoThousandIdleConnectionsDoNotStopTheServer) {
   // Before start(): the server inherits the limit, and holds one descriptor per connection too.
   const rlim_t limit = raise_file_limit();

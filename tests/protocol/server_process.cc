@@ -204,6 +204,10 @@ std::string ServerProcess::start(Millis timeout) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(126);  // the test died before prctl took effect
     if (nice_ > 0) ::setpriority(PRIO_PROCESS, 0, nice_);
+    if (open_files_ > 0) {
+      const rlimit files{static_cast<rlim_t>(open_files_), static_cast<rlim_t>(open_files_)};
+      ::setrlimit(RLIMIT_NOFILE, &files);
+    }
     ::dup2(fds[1], STDOUT_FILENO);  // the copy is not close-on-exec
     ::execv(argv[0], argv.data());
     ::_exit(127);

@@ -86,6 +86,8 @@ class ServerProcess {
   // The child's nice value from the next start() on (0 .. 19; default 0). A low-priority server
   // loses the CPU to the test as soon as the test has something to do, which widens races.
   void set_nice(int nice) noexcept { nice_ = nice; }
+  // The child's limit on open files (soft and hard) from the next start() on; 0: the test's.
+  void set_open_files(std::uint64_t files) noexcept { open_files_ = files; }
   // Starts delayqd without --http (its default, 127.0.0.1:8080) and reads only the first port
   // line: for a test that holds that port itself.
   void set_default_http() noexcept { default_http_ = true; }
@@ -119,6 +121,7 @@ class ServerProcess {
   std::string address_;
   std::string http_address_;
   int nice_ = 0;
+  std::uint64_t open_files_ = 0;
   bool default_http_ = false;
   bool is_peer_ = false;
   std::unique_ptr<ServerProcess> peer_;  // Redis mode: the second node
