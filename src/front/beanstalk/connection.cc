@@ -30,14 +30,9 @@ void Connection::start() {
 
 void Connection::read() {
   if (reading_ || closed_ || yielded_) return;  // after a yield: once the commands have run
-  // Behind a waiting reserve, one command's worth is read (its end may be a half-close, which
-  // ends the wait); the rest waits in the socket, as beanstalkd reads nothing then.
-  const ParserLimits& limits = server_.context().limits;
-  const std::size_t behind_a_wait =
-      std::max(limits.max_line_bytes, limits.max_extension_line_bytes) + limits.max_job_bytes + 2;
   if (queued_bytes() > kMaxQueuedReplyBytes || conversation_->pending() > kMaxPendingReplies ||
       (conversation_->held() && conversation_->buffered() > kMaxQueuedReplyBytes) ||
-      (conversation_->waiting() && conversation_->buffered() > behind_a_wait)) {
+      (conversation_->waiting() && conversation_->buffered() >= behind_a_wait())) {
     read_paused_ = true;
     return;
   }
@@ -50,12 +45,26 @@ void Connection::read() {
         self->reading_ = false;
         if (error) return self->on_read(error, {});
         std::span<char> buffer = self->server_.read_buffer();
+        if (self->conversation_->waiting()) {
+          const std::size_t buffered = self->conversation_->buffered();
+          const std::size_t room = self->behind_a_wait();
+          if (buffered >= room) return self->read();  // paused there
+          buffer = buffer.first(std::min(buffer.size(), room - buffered));
+        }
         boost::system::error_code read_error;
         const std::size_t bytes =
             self->socket_.read_some(boost::asio::buffer(buffer.data(), buffer.size()), read_error);
         if (read_error == boost::asio::error::would_block) return self->read();
         self->on_read(read_error, std::string_view(buffer.data(), bytes));
       });
+}
+
+// What may be read behind a waiting reserve: one command's worth (its end may be a half-close,
+// which ends the wait); the rest waits in the socket, as beanstalkd reads nothing then.
+std::size_t Connection::behind_a_wait() const {
+  const ParserLimits& limits = server_.context().limits;
+  return std::max(limits.max_line_bytes, limits.max_extension_line_bytes) + limits.max_job_bytes +
+         2;
 }
 
 void Connection::on_read(const boost::system::error_code& error, std::string_view bytes) {

@@ -33,6 +33,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   void read();
   void on_read(const boost::system::error_code& error, std::string_view bytes);
   void after_commands();
+  [[nodiscard]] std::size_t behind_a_wait() const;
   void write(std::string_view bytes) override;     // queues replies
   void yield() override;                           // resumes the conversation in a later turn
   [[nodiscard]] bool backlogged() const override;  // replies queued past kMaxQueuedReplyBytes
