@@ -318,6 +318,18 @@ TEST_P(FlowContract, ADebouncedPutMovesThePendingJobButNeverPastItsFirstPutPlusM
       5'400'000, 1);
   EXPECT_EQ(stats_tube("deb").value().total_jobs, 1U) << "a debounce puts no new job";
 
+  // The job moved keeps its counters, and the answer says them.
+  ASSERT_TRUE(debounced_put("soon", 0ms, std::nullopt).is_ok());
+  auto once = reserve(s, {"deb"});
+  ASSERT_TRUE(once.is_ok()) << once.status().to_string();
+  ASSERT_TRUE(release(s, job.id, 1h).is_ok());
+  auto after_work = debounced_put("again", 1h, std::nullopt);
+  ASSERT_TRUE(after_work.is_ok()) << after_work.status().to_string();
+  EXPECT_TRUE(after_work.value().debounced);
+  const JobCounters counted{1, 0, 1, 0, 0};
+  EXPECT_EQ(after_work.value().job.counters, counted) << "the answer's counters";
+  EXPECT_EQ(peek(s, JobRef::by_key("deb", "k")).value().view.counters, counted);
+
   // Ready at once, reserved: a worker is on it, so a debounce is refused.
   ASSERT_TRUE(debounced_put("now", 0ms, std::nullopt).is_ok());
   auto taken = reserve(s, {"deb"});

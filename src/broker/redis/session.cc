@@ -187,13 +187,25 @@ void RedisSession::put(broker::PutRequest request, Callback<broker::PutResult> d
                      if (e.size() < 5)
                        return done(Status(Code::kIOError, "Redis: a short put reply"));
                      // The script answers the id, the due time, the job it replaced (a debounce:
-                     // the job's first put) and its present (as integers); the rest the put said.
+                     // the job's first put and its counters) and its present (as integers); the
+                     // rest the put said.
                      JobView& job = result.job;
                      job.id = static_cast<JobId>(e[1].integer);
                      job.due_unix_ms = e[2].integer;
                      const std::int64_t now = e[4].integer;
                      result.debounced = e[0].str == "debounced";
-                     job.created_unix_ms = result.debounced ? e[3].integer : now;
+                     job.created_unix_ms = now;
+                     if (result.debounced) {
+                       const auto& kept = e[3].elements;
+                       if (kept.size() < 6) {
+                         return done(Status(Code::kIOError, "Redis: a short debounce reply"));
+                       }
+                       const auto counter = [&kept](std::size_t i) {
+                         return static_cast<std::uint32_t>(kept[i].integer);
+                       };
+                       job.created_unix_ms = kept[0].integer;
+                       job.counters = {counter(1), counter(2), counter(3), counter(4), counter(5)};
+                     }
                      job.state = job.due_unix_ms > now ? JobState::kDelayed : JobState::kReady;
                      job.delay_ms = due.absolute ? std::max<std::int64_t>(0, due.ms - now)
                                     : debounce   ? std::max<std::int64_t>(0, job.due_unix_ms - now)

@@ -9,8 +9,9 @@ local ops = {}
 -- five zero counters, the tube, key and group, no holder, then the body); seq is the job's number
 -- in the shard, and its id seq * shards + shard. replace is '0', '1', or for a debounce
 -- 'd<debounce ms>:<max_wait ms, or nothing>'. Replies {'ok', id, due, replaced id or 0}
--- (integers), or {'debounced', id, due, first put} (a pending holder took the put, keeping its
--- id, its first put and its counters), or {'exists', <reply() of the job holding the key>}, or
+-- (integers), or {'debounced', id, due, {first put, reserves, timeouts, releases, buries,
+-- kicks}} (a pending holder took the put, keeping its id, its first put and its counters), or
+-- {'exists', <reply() of the job holding the key>}, or
 -- {'conflict', why}.
 -- (A numeric argument is read as ARGV[i] + 0: tonumber() would convert the string twice.)
 local function put_one(a, now, seq, shards, shard)
@@ -84,7 +85,10 @@ local function put_one(a, now, seq, shards, shard)
   if group ~= '' then redis.call('ZADD', G, 0, gprefix(tube, group) .. pad(id)) end
   if state ~= DELAYED and flow_here(tube) then flow_refresh(tube, group, now) end
   seen[tube] = true
-  if kept then return {'debounced', id, due, created} end
+  if kept then
+    return {'debounced', id, due,
+            {created, kept.reserves, kept.timeouts, kept.releases, kept.buries, kept.kicks}}
+  end
   count(tube, 'n', 1)
   -- The caller knows the rest of the job: its id, due time and the present (which the call
   -- answers once) are enough, and the body does not travel back.
