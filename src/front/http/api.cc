@@ -828,6 +828,9 @@ struct Api::Taking {
   std::size_t body_bytes = 0;
   Response response;
   Reply reply;
+  // The reserve's wait, kept in waits_ until the list is answered: a client that goes away (or
+  // a server that stops and answers it) meanwhile ends the list, and the jobs taken go back.
+  std::shared_ptr<Wait> waiting;
 };
 
 void Api::reserve(Call& call) {
@@ -860,18 +863,23 @@ void Api::reserve(Call& call) {
   }
   request.timeout = wait;
   // With `count`, the answer is a list: the jobs after the first are those ready when it comes.
-  std::shared_ptr<Taking> taking;
-  if (count.value()) {
-    taking = std::make_shared<Taking>(
-        Taking{request.tubes, static_cast<std::size_t>(*count.value()), 0, {}, call.reply});
-    taking->response.body = R"({"jobs":[)";
-  }
   // The wait's fate, shared with its completion: the ticket it got, and whether its client left.
   auto waiting = std::make_shared<Wait>();
+  std::shared_ptr<Taking> taking;
+  if (count.value()) {
+    taking = std::make_shared<Taking>(Taking{
+        request.tubes, static_cast<std::size_t>(*count.value()), 0, {}, call.reply, waiting});
+    taking->response.body = R"({"jobs":[)";
+  }
   call.ticket = session_->reserve(std::move(request), [this, waiting, taking, reply = call.reply](
                                                           Result<broker::Job> job) mutable {
-    if (waiting->ticket != 0) waits_.erase(waiting->ticket);
-    if (waiting->gone) return;  // cancel(): the client went away; the answer counts nothing
+    if (waiting->ticket != 0 && !taking) waits_.erase(waiting->ticket);
+    if (waiting->gone) {  // cancel(): the client went away; the answer counts nothing
+      if (job.is_ok()) undeliverable({{job.value().view.id, job.value().view.counters.reserves}});
+      if (taking) end_taking(*taking);
+      return;
+    }
+    if (!job.is_ok() && taking) end_taking(*taking);
     if (!job.is_ok() && job.code() == Code::kTimedOut) {
       Response response;
       response.status = 204;
@@ -899,7 +907,12 @@ void Api::reserve(Call& call) {
 // would take it, until the count, the answer's size, or no job ready ends the list. An error
 // ends it too: the jobs taken are reserved, and are answered.
 void Api::take_more(std::shared_ptr<Taking> taking) {
+  if (taking->waiting->gone) {  // nobody to answer: the jobs taken go back
+    undeliverable(taking->response.reserved);
+    return end_taking(*taking);
+  }
   if (taking->response.reserved.size() >= taking->count || taking->body_bytes >= kMaxTakenBytes) {
+    end_taking(*taking);
     taking->response.body += "]}\n";
     return taking->reply(std::move(taking->response));
   }
@@ -917,6 +930,10 @@ void Api::take_more(std::shared_ptr<Taking> taking) {
     }
     take_more(std::move(taking));
   });
+}
+
+void Api::end_taking(const Taking& taking) {
+  if (taking.waiting->ticket != 0) waits_.erase(taking.waiting->ticket);
 }
 
 void Api::cancel(std::uint64_t ticket) {

@@ -132,6 +132,7 @@ class Api {
   void reserve(Call& call);
   struct Taking;  // a reserve with `count`: the jobs taken so far (api.cc)
   void take_more(std::shared_ptr<Taking> taking);
+  void end_taking(const Taking& taking);  // its wait leaves waits_
   void list_tubes(Call& call);
   void get_tube(Call& call);
   void patch_tube(Call& call);

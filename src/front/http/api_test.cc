@@ -1170,6 +1170,25 @@ TEST_F(ApiTest, AReserveWithACountStopsAtItsCountAndAnswers204WhenNothingCame) {
   EXPECT_TRUE(none.response().reserved.empty());
 }
 
+// Its client went away (or the server stopped and answered it) while the list was being
+// taken: nobody is answered, and every job taken goes back.
+TEST_F(ApiTest, AReserveWithACountWhoseClientWentAwayGivesBackTheJobsTaken) {
+  Exchange reserve = expect_call("POST", "/v1/reserve", R"({"count":3,"timeout":"30s"})",
+                                 "reserve tubes=default timeout=30000ms");
+  ASSERT_NE(reserve.ticket, 0U);
+  last().complete(job_of(reserved_view(), "a"));  // reserves 1: reserved_view()'s counters
+  ASSERT_EQ(last().text(), "reserve tubes=default timeout=0ms");
+  api_->cancel(reserve.ticket);
+  JobView second = reserved_view();
+  second.id = 8;
+  const std::size_t calls = fake_.call_count();
+  last().complete(job_of(second, "b"));
+  ASSERT_EQ(fake_.call_count(), calls + 2) << "each job taken is released";
+  EXPECT_EQ(last().text(), "release id=8 pri=keep delay=0ms reservation=1");
+  EXPECT_FALSE(reserve.answered());
+  EXPECT_EQ(ops("reserve", "200"), 0U);
+}
+
 // The answer stops taking jobs once their bodies reach 1 MiB (the first is always in it).
 TEST_F(ApiTest, AReserveWithACountStopsAtAMebibyteOfBodies) {
   Exchange reserve =
