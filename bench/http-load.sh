@@ -2,7 +2,8 @@
 # http-load.sh [SECONDS] [CONNECTIONS] — HTTP load on delayqd with wrk (Debian's), keep-alive:
 #   1. put: POST /v1/tubes/load/jobs, one small job with a 1 h delay per request;
 #   2. batch put: POST /v1/jobs, 100 such jobs per request;
-#   3. work: POST /v1/reserve then DELETE /v1/jobs/{id}, over a tube filled with jobs first.
+#   3. work: POST /v1/reserve then DELETE /v1/jobs/{id}, over a tube filled with jobs first;
+#   4. the same, each reserve taking up to 10 jobs ("count": 10), then deleting each.
 # delayqd runs with its defaults (--fsync always) on a fresh data directory under build/, on
 # free loopback ports, and is stopped by its PID. Figures for docs/BENCHMARKS.md.
 set -euo pipefail
@@ -48,3 +49,11 @@ wrk -t 1 -c "$connections" -d "${seconds}s" --latency -s bench/http/work.lua "ht
   grep -E "Requests/sec|Latency|50%|99%|requests in"
 deleted=$(curl -s "http://$http/v1/tubes/work" | sed -n 's/.*"deletes":\([0-9]*\).*/\1/p')
 echo "jobs done (reserved and deleted): $deleted in ${seconds}s ($((deleted / seconds))/s)"
+
+echo "== work, reserves of up to 10 jobs (count 10) + a delete each: $connections connections, ${seconds}s"
+wrk -t 1 -c "$connections" -d "$((seconds))s" -s "$data/fill.lua" "http://$http" >/dev/null
+before=$deleted
+RESERVE_COUNT=10 wrk -t 1 -c "$connections" -d "${seconds}s" --latency -s bench/http/work.lua \
+  "http://$http" | grep -E "Requests/sec|Latency|50%|99%|requests in"
+deleted=$(curl -s "http://$http/v1/tubes/work" | sed -n 's/.*"deletes":\([0-9]*\).*/\1/p')
+echo "jobs done (reserved and deleted): $((deleted - before)) in ${seconds}s ($(((deleted - before) / seconds))/s)"
