@@ -9,17 +9,26 @@
 // 1.12 and the current prot.c differ (quoted strings in stats, reserve-with-timeout's number
 // rules), the current one, which delayq follows. These expectations were checked against a real
 // beanstalkd built from the current source, run in delayqd's place.
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1173,6 +1182,63 @@ TEST_F(BeanstalkTest, PutsPiledBehindAWaitingReserveRunOnceItEnds) {
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(inserted_id(client_->reply()).has_value());
   EXPECT_EQ(client_->reply(), "USING default\r\n");
   EXPECT_EQ(stats("stats-tube default\r\n")["current-jobs-ready"], "4");
+}
+
+// The bytes of the loopback connection from `client_port` to `server_port` that the server's
+// socket holds unread (its receive queue, from /proc/net/tcp), or -1 if it is not found.
+long server_unread(std::uint16_t server_port, std::uint16_t client_port) {
+  std::ifstream table("/proc/net/tcp");
+  std::string line;
+  std::getline(table, line);  // the header
+  const auto port_of = [](const std::string& address) {
+    return static_cast<std::uint16_t>(
+        std::stoul(address.substr(address.find(':') + 1), nullptr, 16));
+  };
+  while (std::getline(table, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state, queues;
+    fields >> slot >> local >> remote >> state >> queues;
+    if (port_of(local) == server_port && port_of(remote) == client_port) {
+      return std::stol(queues.substr(queues.find(':') + 1), nullptr, 16);
+    }
+  }
+  return -1;
+}
+
+// Behind a waiting reserve, delayqd reads one command's worth (1024 + max job size + 2 bytes)
+// and leaves the rest in the socket, however much the client sends (docs/protocol.md).
+TEST_F(BeanstalkTest, BehindAWaitingReserveAtMostOneCommandsWorthIsRead) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(server_->port());
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+  sockaddr_in mine{};
+  socklen_t length = sizeof mine;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &length), 0);
+  const std::string wait = "watch nothing-here\r\nignore default\r\nreserve\r\n";
+  ASSERT_EQ(::send(fd, wait.data(), wait.size(), 0), static_cast<ssize_t>(wait.size()));
+  std::this_thread::sleep_for(Millis{300});
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  std::string flood;
+  for (int i = 0; i < 4096; ++i) flood += "list-tube-used\r\n";
+  std::size_t sent = 0;
+  for (int round = 0; round < 1000; ++round) {
+    const ssize_t n = ::send(fd, flood.data(), flood.size(), MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<std::size_t>(n);
+  }
+  std::this_thread::sleep_for(Millis{500});
+  int unsent = 0;
+  ASSERT_EQ(::ioctl(fd, SIOCOUTQ, &unsent), 0);
+  const long unread = server_unread(server_->port(), ntohs(mine.sin_port));
+  ASSERT_GE(unread, 0) << "the server's socket is not in /proc/net/tcp";
+  const long read = static_cast<long>(sent) - unsent - unread;
+  EXPECT_GT(sent, 300'000U) << "the flood did not fill the sockets";
+  EXPECT_LE(read, 1024 + 65535 + 2) << "bytes read behind the wait";
+  ::close(fd);
 }
 
 TEST_F(BeanstalkTest, TtrLapseHandsTheJobToAnotherWorker) {
