@@ -101,7 +101,7 @@ struct Options {
   std::string max_lateness;
   std::string overlap;
   bool paused = false;
-  std::optional<std::uint32_t> count;
+  std::optional<std::uint32_t> count;  // schedule next: how many; reserve: up to this many jobs
   std::string after;
 };
 
@@ -566,6 +566,7 @@ class Cli {
     for (const std::string& tube : o_.tubes) tubes.emplace_back(tube);
     if (!tubes.empty()) body["tubes"] = std::move(tubes);
     if (!o_.timeout.empty()) body["timeout"] = o_.timeout;
+    if (o_.count) body["count"] = *o_.count;
     // Say what a wait is for, where nobody reads it as output (a timeout that is not a duration
     // is the server's to refuse, with no wait).
     const auto wait = delayq::front::http::parse_duration(o_.timeout.empty() ? "0" : o_.timeout);
@@ -592,6 +593,13 @@ class Cli {
     }
     if (o_.json_output) {
       std::fputs(response.body.c_str(), stdout);
+    } else if (o_.count) {  // {"jobs": [...]}: each job, a blank line between
+      const json::value answer = json::parse(response.body);
+      const json::array& jobs = answer.as_object().at("jobs").as_array();
+      for (std::size_t i = 0; i < jobs.size(); ++i) {
+        if (i > 0) std::fputs("\n", stdout);
+        print_job(jobs[i].as_object());
+      }
     } else {
       print_job(json::parse(response.body).as_object());
     }
@@ -1052,6 +1060,10 @@ int main(int argc, char** argv) {
   reserve->add_option("-t,--tube", o.tubes, "tube to take from (repeat for several)")->check(kName);
   reserve->add_option("--timeout", o.timeout, "wait at most this long, e.g. 30s (default 0)")
       ->check(kDuration);
+  reserve
+      ->add_option("--count", o.count,
+                   "take up to N jobs (1 to 100): the first as the wait ends, then those ready")
+      ->check(CLI::Range(1, 100));
 
   auto* ls = app.add_subcommand("ls", "list tubes with their job counts");
   auto* stats = app.add_subcommand("stats", "server statistics");

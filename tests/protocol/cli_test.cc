@@ -104,6 +104,21 @@ TEST_F(CliTest, PutGetRescheduleReserveRm) {
   EXPECT_EQ(json_of(stats).at("total_jobs").to_number<std::uint64_t>(), 1u);
 }
 
+// reserve --count: the jobs ready, up to the count, each printed (or the server's list).
+TEST_F(CliTest, ReserveWithACountTakesTheJobsReady) {
+  for (const char* body : {"one", "two", "three"}) {
+    ASSERT_EQ(delayq(std::string("put --tube many ") + body).status, 0);
+  }
+  Outcome two = delayq("--json reserve --tube many --count 2");
+  EXPECT_EQ(two.status, 0) << two.out;
+  EXPECT_EQ(json_of(two).at("jobs").as_array().size(), 2U) << two.out;
+  Outcome rest = delayq("reserve --tube many --count 5");
+  EXPECT_EQ(rest.status, 0) << rest.out;
+  EXPECT_NE(rest.out.find("three"), std::string::npos) << rest.out;
+  EXPECT_EQ(delayq("reserve --tube many --count 5").status, 4);
+  EXPECT_NE(delayq("reserve --tube many --count 101").status, 0);
+}
+
 // A tube name longer than ls's column widens it: the counts still line up under their heads.
 TEST_F(CliTest, LsWidensItsNameColumnForALongName) {
   const std::string long_name(40, 'x');
