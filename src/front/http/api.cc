@@ -826,11 +826,22 @@ struct Api::Taking {
   std::vector<std::string> tubes;
   std::size_t count = 0;
   std::size_t body_bytes = 0;
+  bool more = true;  // false once a reserve found no job (or failed)
   Response response;
   Reply reply;
   // The reserve's wait, kept in waits_ until the list is answered: a client that goes away (or
   // a server that stops and answers it) meanwhile ends the list, and the jobs taken go back.
   std::shared_ptr<Wait> waiting;
+
+  void add(const broker::Job& job) {
+    if (!response.reserved.empty()) response.body += ',';
+    append_job(response.body, job.view, &job.body, &job.delivery);
+    response.reserved.push_back({job.view.id, job.view.counters.reserves});
+    body_bytes += job.body.size();
+  }
+  [[nodiscard]] bool full() const {
+    return !more || response.reserved.size() >= count || body_bytes >= kMaxTakenBytes;
+  }
 };
 
 void Api::reserve(Call& call) {
@@ -862,13 +873,13 @@ void Api::reserve(Call& call) {
                             "tubes: at most " + std::to_string(kMaxTubes) + " in one reserve"));
   }
   request.timeout = wait;
-  // With `count`, the answer is a list: the jobs after the first are those ready when it comes.
   // The wait's fate, shared with its completion: the ticket it got, and whether its client left.
   auto waiting = std::make_shared<Wait>();
+  // With `count`, the answer is a list: the jobs after the first are those ready when it comes.
   std::shared_ptr<Taking> taking;
   if (count.value()) {
     taking = std::make_shared<Taking>(Taking{
-        request.tubes, static_cast<std::size_t>(*count.value()), 0, {}, call.reply, waiting});
+        request.tubes, static_cast<std::size_t>(*count.value()), 0, true, {}, call.reply, waiting});
     taking->response.body = R"({"jobs":[)";
   }
   call.ticket = session_->reserve(std::move(request), [this, waiting, taking, reply = call.reply](
@@ -892,9 +903,7 @@ void Api::reserve(Call& call) {
       response.reserved.push_back({taken.view.id, taken.view.counters.reserves});
       return reply(std::move(response));
     }
-    append_job(taking->response.body, taken.view, &taken.body, &taken.delivery);
-    taking->response.reserved.push_back({taken.view.id, taken.view.counters.reserves});
-    taking->body_bytes += taken.body.size();
+    taking->add(taken);
     take_more(std::move(taking));
   });
   if (call.ticket != 0) {
@@ -911,7 +920,7 @@ void Api::take_more(std::shared_ptr<Taking> taking) {
     undeliverable(taking->response.reserved);
     return end_taking(*taking);
   }
-  if (taking->response.reserved.size() >= taking->count || taking->body_bytes >= kMaxTakenBytes) {
+  if (taking->full()) {
     end_taking(*taking);
     taking->response.body += "]}\n";
     return taking->reply(std::move(taking->response));
@@ -920,13 +929,10 @@ void Api::take_more(std::shared_ptr<Taking> taking) {
   request.tubes = taking->tubes;
   request.timeout = Millis{0};
   (void)session_->reserve(std::move(request), [this, taking](Result<broker::Job> job) mutable {
-    if (!job.is_ok()) taking->count = taking->response.reserved.size();
     if (job.is_ok()) {
-      const broker::Job& taken = job.value();
-      taking->response.body += ',';
-      append_job(taking->response.body, taken.view, &taken.body, &taken.delivery);
-      taking->response.reserved.push_back({taken.view.id, taken.view.counters.reserves});
-      taking->body_bytes += taken.body.size();
+      taking->add(job.value());
+    } else {
+      taking->more = false;
     }
     take_more(std::move(taking));
   });
