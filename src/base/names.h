@@ -55,6 +55,16 @@ inline constexpr std::size_t kDefaultMaxNameBytes = 200;
   return Status::ok();
 }
 
+// A session watches at most this many tubes: a watch list costs memory and every reserve looks
+// at each of its tubes, so one client may not grow it without bound.
+inline constexpr std::size_t kMaxWatchedTubes = 10000;
+
+// The refusal of a watch past kMaxWatchedTubes (a tube already watched is not past it).
+[[nodiscard]] inline Status watch_limit() {
+  return {Code::kLimit, "a connection watches at most " + std::to_string(kMaxWatchedTubes) +
+                            " tubes; ignore one first"};
+}
+
 // A tube's flow control settings (docs/flow-control.md), as every broker takes them.
 [[nodiscard]] inline Status check_flow(const FlowSettings& flow, std::size_t max_name_bytes) {
   if (flow.rate_period.count() <= 0 || flow.rate_burst == 0) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "base/names.h"
 #include "broker/contract_fixture.h"
 
 namespace delayq::testing {
@@ -44,6 +45,29 @@ TEST_P(BrokerContract, ASessionUsesAndWatchesDefaultAndChangesBoth) {
 TEST_P(BrokerContract, ASessionForNamedTubesWatchesNothing) {
   Session& s = session({.watch_default = false, .holder = "http"});
   EXPECT_TRUE(s.watched().empty());
+}
+
+TEST_P(BrokerContract, ASessionWatchesAtMostTheLimitOfTubes) {
+  Session& s = session();
+  for (std::size_t i = 1; i < kMaxWatchedTubes; ++i) {
+    ASSERT_TRUE(s.watch("t" + std::to_string(i)).is_ok()) << i;
+  }
+  EXPECT_EQ(s.watched().size(), kMaxWatchedTubes);
+  const auto past = s.watch("one-more");
+  EXPECT_EQ(past.code(), Code::kLimit);
+  EXPECT_NE(past.status().message().find("at most 10000 tubes"), std::string::npos)
+      << past.status().message();
+  EXPECT_EQ(s.watch("bad name").code(), Code::kInvalidArgument) << "a bad name is still one";
+  auto again = s.watch("t1");
+  ASSERT_TRUE(again.is_ok()) << "a tube already watched is not past the limit";
+  EXPECT_EQ(again.value(), kMaxWatchedTubes);
+  auto refused =
+      call<TubeStats>([&](auto done) { admin().stats_tube("one-more", std::move(done)); });
+  EXPECT_EQ(refused.code(), Code::kNotFound) << "a refused watch made its tube";
+  ASSERT_TRUE(s.ignore("t1").is_ok());
+  auto after = s.watch("one-more");
+  ASSERT_TRUE(after.is_ok()) << after.status().to_string();
+  EXPECT_EQ(after.value(), kMaxWatchedTubes);
 }
 
 TEST_P(BrokerContract, BadTubeNamesAreInvalidArguments) {

@@ -246,6 +246,25 @@ TEST_F(BadInputTest, PeeksOfABigJobFromAClientThatDoesNotReadWaitAsCommands) {
   }
 }
 
+// A connection watches at most 10,000 tubes: the next watch gets OUT_OF_MEMORY and makes no
+// tube, one already watched still answers, and an ignore makes room.
+TEST_F(BadInputTest, AWatchPastTheLimitOfTubesIsOutOfMemory) {
+  start();
+  auto c = connect();
+  std::string watches;
+  for (int i = 1; i < 10000; ++i) watches += "watch t" + std::to_string(i) + "\r\n";
+  ASSERT_TRUE(c->send(watches));
+  for (int i = 1; i < 10000; ++i) {
+    ASSERT_EQ(c->reply(), "WATCHING " + std::to_string(i + 1) + "\r\n") << "watch " << i;
+  }
+  EXPECT_EQ(c->call("watch one-more\r\n"), "OUT_OF_MEMORY\r\n");
+  EXPECT_EQ(c->call("stats-tube one-more\r\n"), "NOT_FOUND\r\n");
+  EXPECT_EQ(c->call("watch t9999\r\n"), "WATCHING 10000\r\n");
+  EXPECT_EQ(c->call("ignore t1\r\n"), "WATCHING 9999\r\n");
+  EXPECT_EQ(c->call("watch one-more\r\n"), "WATCHING 10000\r\n");
+  EXPECT_EQ(others_served(), "");
+}
+
 // Under an open-file limit below what the connection limits need, those limits are lowered so
 // that the store keeps descriptors for its files: a flood of connections is refused as one past
 // a limit is, and puts that make the store open new files (log, tables, blob files) go on.

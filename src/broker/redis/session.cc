@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "base/names.h"
 #include "broker/put_rules.h"
 #include "store/record.h"
 
@@ -72,6 +73,7 @@ Result<std::size_t> RedisSession::watch(std::string_view tube) {
   const std::string name(tube);
   if (Status s = check(name); !s.is_ok()) return s;
   if (std::find(watched_.begin(), watched_.end(), name) == watched_.end()) {
+    if (watched_.size() >= kMaxWatchedTubes) return watch_limit();
     watched_.push_back(name);
     count_watch(name, 1);
   }
