@@ -214,7 +214,8 @@ class Session {
 
   // --- this session's tubes: its own state, answered at once.
   // use: the tube puts go to. watch / ignore: the tubes a reserve without tubes takes from;
-  // they return how many are watched now (ignore: kNotIgnored for the last one).
+  // they return how many are watched now (ignore: kNotIgnored for the last one; watch: kLimit
+  // for a new tube past kMaxWatchedTubes, base/names.h).
   virtual Status use(std::string_view tube) = 0;
   [[nodiscard]] virtual std::string used() const = 0;
   virtual Result<std::size_t> watch(std::string_view tube) = 0;
