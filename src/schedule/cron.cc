@@ -215,7 +215,10 @@ bool Cron::matches(const cctz::civil_second& at) const {
 // stepped to one by one (from 09:00:01, "0 9 * * *" looks at tomorrow next, not at 3,500
 // seconds of today).
 std::optional<cctz::civil_second> Cron::next(const cctz::civil_second& from) const {
-  const auto limit = from.year() + 10;
+  // The Gregorian calendar, days of the week included, repeats every 400 years (146,097 days,
+  // a whole number of weeks): what matches no date in 400 years matches none. A shorter search
+  // missed real ones: 29 February on a Sunday comes 28 and 40 years apart.
+  const auto limit = from.year() + 400;
   cctz::civil_second at = from;
   while (at.year() <= limit) {
     if (!months_[static_cast<std::size_t>(at.month())]) {

@@ -29,8 +29,8 @@ class Cron {
   static Result<Cron> parse(std::string_view text);
 
   [[nodiscard]] bool matches(const cctz::civil_second& at) const;
-  // The first civil second at or after `from` that matches; nullopt if none within 10 years (an
-  // expression such as `0 0 30 2 *` never matches).
+  // The first civil second at or after `from` that matches; nullopt if none ever does (such as
+  // `0 0 30 2 *`): the search spans one cycle of the calendar, 400 years.
   [[nodiscard]] std::optional<cctz::civil_second> next(const cctz::civil_second& from) const;
   // Whether the minute or the hour field starts with `*`: such a schedule follows the clock
   // through a repeated hour (it runs at both occurrences of a local time), where a fixed time

@@ -123,6 +123,16 @@ TEST(Cron, NextFindsTheFirstMatchAtOrAfterAndJumpsMonthsAndYears) {
   EXPECT_EQ(parsed("0 12 31 * *").next(at(2026, 4, 1)), at(2026, 5, 31, 12));
 }
 
+// 29 February on a Sunday ("*/7" leaves the day of week unrestricted for the rule of both
+// fields, and its values are 0 and 7: Sunday): 28 years apart, and found all the same.
+TEST(Cron, AMatchDecadesAwayIsFound) {
+  const Cron cron = parsed("0 0 29 2 */7");
+  EXPECT_EQ(cron.next(at(2026, 1, 1)), at(2032, 2, 29));
+  EXPECT_EQ(cron.next(at(2032, 3, 1)), at(2060, 2, 29));
+  // Across 2100, which has no 29 February: 40 years.
+  EXPECT_EQ(cron.next(at(2089, 1, 1)), at(2128, 2, 29));
+}
+
 TEST(Cron, AnExpressionThatNeverMatchesHasNoNext) {
   EXPECT_FALSE(parsed("0 0 30 2 *").next(at(2026, 1, 1)).has_value());
   EXPECT_FALSE(parsed("0 0 31 4,6,9,11 *").next(at(2026, 1, 1)).has_value());

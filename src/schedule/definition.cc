@@ -124,8 +124,7 @@ Result<Compiled> compile(Definition definition, std::int64_t now_unix_ms,
                         : Recurrence::cron(definition.cron, definition.zone);
   if (!recurrence.is_ok()) return recurrence.status();
   if (!definition.cron.empty() && !recurrence.value().next_after(now_unix_ms)) {
-    return Status(Code::kInvalidArgument,
-                  "cron: '" + definition.cron + "' matches no date in the next 10 years");
+    return Status(Code::kInvalidArgument, "cron: '" + definition.cron + "' matches no date");
   }
   return Compiled{std::move(definition), std::move(recurrence).value()};
 }

@@ -44,7 +44,7 @@ class Recurrence {
   static Result<Recurrence> every(std::chrono::milliseconds interval, std::int64_t start_unix_ms);
 
   // The first run strictly after `after_unix_ms`; nullopt when none comes (a cron expression
-  // that matches no date within 10 years of it, or none by the last due time a job may have,
+  // that matches no date after it, or none by the last due time a job may have,
   // kLastDueUnixMs: the end of 9999).
   [[nodiscard]] std::optional<std::int64_t> next_after(std::int64_t after_unix_ms) const;
   // Up to `count` runs strictly after `after_unix_ms`, in order.
