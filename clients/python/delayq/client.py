@@ -133,6 +133,13 @@ def _time(fields: dict[str, Any], name: str, value: datetime | None) -> None:
         fields[name] = unix_ms(value, name)
 
 
+def _job_id(job_id: int) -> int:
+    # int() would take 1.9 or True for job 1, and act on a job the caller did not name.
+    if isinstance(job_id, bool) or not isinstance(job_id, int):
+        raise TypeError(f"job_id: an int, not {type(job_id).__name__}")
+    return job_id
+
+
 def _integer(fields: dict[str, Any], name: str, value: int | None) -> None:
     if value is None:
         return
@@ -321,7 +328,7 @@ class Client:
 
     def get_job(self, job_id: int) -> Job:
         """The job, in any state, with its body (GET /v1/jobs/{id}). Raises NotFound."""
-        return Job.from_json(self._http.request("GET", f"/v1/jobs/{int(job_id)}").data)
+        return Job.from_json(self._http.request("GET", f"/v1/jobs/{_job_id(job_id)}").data)
 
     def reschedule(
         self,
@@ -334,13 +341,13 @@ class Client:
         """A new due time (delay or at) and/or priority for a job (PATCH /v1/jobs/{id}).
         A new due time needs a ready or delayed job: Conflict otherwise. Raises NotFound."""
         return Job.from_json(self._http.request(
-            "PATCH", f"/v1/jobs/{int(job_id)}", body=_reschedule(delay, at, priority)).data)
+            "PATCH", f"/v1/jobs/{_job_id(job_id)}", body=_reschedule(delay, at, priority)).data)
 
     def delete_job(self, job_id: int) -> int:
         """Deletes a job that is ready, delayed, buried or reserved over HTTP
         (DELETE /v1/jobs/{id}); answers its id. Raises NotFound, Conflict (a beanstalkd
         connection holds it)."""
-        data = self._http.request("DELETE", f"/v1/jobs/{int(job_id)}").data
+        data = self._http.request("DELETE", f"/v1/jobs/{_job_id(job_id)}").data
         return read_int(data, "deleted", "delete")
 
     def get_key(self, tube: str, key: str) -> Job:
@@ -435,7 +442,7 @@ class Client:
         _duration(fields, "delay", delay)
         _integer(fields, "priority", priority)
         return Job.from_json(self._http.request(
-            "POST", f"/v1/jobs/{int(job_id)}/release", body=fields).data)
+            "POST", f"/v1/jobs/{_job_id(job_id)}/release", body=fields).data)
 
     def bury(self, job_id: int, *, priority: int | None = None) -> Job:
         """Sets aside a job reserved over HTTP until a kick or a delete. Raises NotFound,
@@ -443,17 +450,17 @@ class Client:
         fields: dict[str, Any] = {}
         _integer(fields, "priority", priority)
         return Job.from_json(self._http.request(
-            "POST", f"/v1/jobs/{int(job_id)}/bury", body=fields).data)
+            "POST", f"/v1/jobs/{_job_id(job_id)}/bury", body=fields).data)
 
     def touch(self, job_id: int) -> Job:
         """Restarts the TTR of a job reserved over HTTP; the answer has the new
         `reserved_until`. Raises NotFound, Conflict."""
-        return Job.from_json(self._http.request("POST", f"/v1/jobs/{int(job_id)}/touch").data)
+        return Job.from_json(self._http.request("POST", f"/v1/jobs/{_job_id(job_id)}/touch").data)
 
     def kick_job(self, job_id: int) -> Job:
         """Makes one buried or delayed job ready. Raises NotFound, Conflict (ready or
         reserved)."""
-        return Job.from_json(self._http.request("POST", f"/v1/jobs/{int(job_id)}/kick").data)
+        return Job.from_json(self._http.request("POST", f"/v1/jobs/{_job_id(job_id)}/kick").data)
 
     def jobs(
         self,

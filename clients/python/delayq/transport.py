@@ -236,18 +236,21 @@ class Transport:
     @staticmethod
     def _error(method: str, target: str, answer: http.client.HTTPResponse,
                data: Any) -> DelayqError:
-        code: str | None = None
-        message = f"{method} {target}: HTTP {answer.status} {answer.reason}"
-        details: dict[str, Any] = {}
-        if isinstance(data, dict) and isinstance(data.get("error"), dict):
-            error = data["error"]
-            code = error.get("code") if isinstance(error.get("code"), str) else None
-            if isinstance(error.get("message"), str):
-                message = error["message"]
-            details = {k: v for k, v in data.items() if k != "error"}
-            details.update({k: v for k, v in error.items() if k not in ("code", "message")})
         retry_after: float | None = None
         header = answer.headers.get("Retry-After")
         if header is not None and header.strip().isdigit():
             retry_after = float(header.strip())
-        return error_for(answer.status, code, message, retry_after=retry_after, details=details)
+        error = data.get("error") if isinstance(data, dict) else None
+        if not isinstance(error, dict) or not isinstance(error.get("code"), str):
+            # Not delayqd's answer (a proxy's page, a wrong base URL): its status says nothing of
+            # a job, so a 404 here is no NotFound. Its status is kept (a worker retries a 502,
+            # 503 or 504).
+            return UnexpectedResponse(
+                f"{method} {target}: HTTP {answer.status} {answer.reason} without delayqd's "
+                "error object: is it delayqd?", status=answer.status, retry_after=retry_after)
+        message = error["message"] if isinstance(error.get("message"), str) else \
+            f"{method} {target}: HTTP {answer.status} {answer.reason}"
+        details = {k: v for k, v in data.items() if k != "error"}
+        details.update({k: v for k, v in error.items() if k not in ("code", "message")})
+        return error_for(answer.status, error["code"], message, retry_after=retry_after,
+                         details=details)

@@ -3,6 +3,8 @@ answers as read (unknown fields kept), and error codes to classes."""
 
 from __future__ import annotations
 
+import http.server
+import threading
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -114,3 +116,44 @@ def test_an_unknown_code_falls_back_to_its_status_and_keeps_the_code() -> None:
     assert type(error) is delayq.ServiceUnavailable
     assert error.code == "overloaded" and error.retry_after == 2
     assert type(error_for(418, "teapot", "no")) is delayq.DelayqError
+
+
+def test_an_error_page_that_is_not_delayqds_is_an_unexpected_response() -> None:
+    # A proxy's pages, or a wrong base URL: a 404 there says nothing of a job.
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            status = 404 if self.path.startswith("/v1/jobs/") else 503
+            self.send_response(status)
+            self.send_header("Content-Type", "text/html")
+            if status == 503:
+                self.send_header("Retry-After", "3")
+            self.end_headers()
+            self.wfile.write(b"<html>not here</html>")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        wrong = delayq.Client(f"http://127.0.0.1:{proxy.server_address[1]}")
+        with pytest.raises(delayq.UnexpectedResponse, match="is it delayqd") as missing:
+            wrong.get_job(1)
+        assert not isinstance(missing.value, delayq.NotFound)
+        assert missing.value.status == 404
+        with pytest.raises(delayq.UnexpectedResponse) as busy:
+            wrong.stats()
+        assert (busy.value.status, busy.value.retry_after) == (503, 3.0)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+        thread.join()
+
+
+@pytest.mark.parametrize("job_id", [1.9, True, "1", None])
+def test_a_job_id_that_is_not_an_int_is_refused_before_anything_is_sent(job_id: object) -> None:
+    offline = delayq.Client("http://127.0.0.1:9")
+    for call in (offline.get_job, offline.delete_job, offline.touch, offline.kick_job):
+        with pytest.raises(TypeError, match="job_id: an int"):
+            call(job_id)  # type: ignore[arg-type]

@@ -173,7 +173,12 @@ function errorAnswer(
   const answer = isObject(data) ? data : {};
   const error = isObject(answer["error"]) ? answer["error"] : undefined;
   if (error === undefined || typeof error["code"] !== "string") {
-    return errorFor(status, undefined, `${method} ${path}: HTTP ${status}`, { retryAfterMs });
+    // Not delayqd's answer (a proxy's page, a wrong base URL): its status says nothing of a job,
+    // so a 404 here is no NotFoundError. Its status is kept (a worker retries a 502, 503 or 504).
+    return new UnexpectedResponseError(
+      `${method} ${path}: HTTP ${status} without delayqd's error object: is it delayqd?`,
+      { status, retryAfterMs },
+    );
   }
   const { code, message, ...rest } = error;
   const { error: _error, ...besides } = answer;

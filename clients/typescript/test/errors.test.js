@@ -126,6 +126,31 @@ describe("on a plain server", () => {
     }
   });
 
+  test("an error page that is not delayqd's is an UnexpectedResponseError with its status", async () => {
+    // A proxy's pages, or a wrong base URL: a 404 there says nothing of a job.
+    const proxy = http.createServer((req, res) => {
+      res.statusCode = req.url.startsWith("/v1/jobs/") ? 404 : 503;
+      res.setHeader("content-type", "text/html");
+      if (res.statusCode === 503) res.setHeader("retry-after", "3");
+      res.end("<html>not here</html>");
+    });
+    await new Promise((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    try {
+      const wrong = new Client({ baseUrl: `http://127.0.0.1:${proxy.address().port}` });
+      const missing = await wrong.getJob(1).catch((e) => e);
+      assert.ok(missing instanceof UnexpectedResponseError, String(missing));
+      assert.ok(!(missing instanceof NotFoundError));
+      assert.equal(missing.status, 404);
+      assert.match(missing.message, /is it delayqd/);
+      const busy = await wrong.stats().catch((e) => e);
+      assert.ok(busy instanceof UnexpectedResponseError, String(busy));
+      assert.equal(busy.status, 503);
+      assert.equal(busy.retryAfterMs, 3000);
+    } finally {
+      await new Promise((resolve) => proxy.close(resolve));
+    }
+  });
+
   test("a timeoutMs that is not positive is refused", () => {
     assert.throws(() => new Client({ timeoutMs: 0 }), RangeError);
   });
