@@ -100,6 +100,8 @@ class PutJob:
 def _put_fields(job: PutJob) -> dict[str, Any]:
     """The fields of a put's JSON (the tube is not among them: it goes in the path)."""
     fields: dict[str, Any] = {}
+    if job.body is None:  # put's default is "": a None is a mistake, not an empty job
+        raise TypeError("body: str or bytes, not NoneType")
     _body(fields, job.body)
     _duration(fields, "delay", job.delay)
     _time(fields, "at", job.at)
@@ -110,6 +112,8 @@ def _put_fields(job: PutJob) -> dict[str, Any]:
     texts = (("key", job.key), ("group", job.group), ("url", job.url),
              ("content_type", job.content_type))
     fields.update((name, value) for name, value in texts if value is not None)
+    if not isinstance(job.replace, bool):
+        raise TypeError(f"replace: a bool, not {type(job.replace).__name__}")
     if job.replace:
         fields["replace"] = True
     return fields
@@ -474,6 +478,7 @@ class Client:
         The caller finishes each job (delete_job(), release(), ...). Ends when `stop` is set
         (checked between polls, so within `wait`), when the caller stops iterating, or, with
         until_empty, at the first poll that finds no job."""
+        encode_duration(wait, "wait")  # its error names this parameter, not reserve()'s
         while stop is None or not stop.is_set():
             job = self.reserve(tubes, timeout=wait)
             if job is not None:

@@ -50,7 +50,9 @@ class _Slot:
 def segment(value: str) -> str:
     """A path parameter, percent-encoded as one segment (`/` becomes %2F, a space %20). An
     empty one (a path of no route) or one that is not text (a lone surrogate) is a ValueError,
-    as the TypeScript client's TypeError."""
+    as the TypeScript client's TypeError; one that is no str, a TypeError."""
+    if not isinstance(value, str):
+        raise TypeError(f"a tube, key, group or schedule name is a str, not {type(value).__name__}")
     if not value:
         raise ValueError("a tube, key, group or schedule name is empty")
     try:

@@ -157,3 +157,15 @@ def test_a_job_id_that_is_not_an_int_is_refused_before_anything_is_sent(job_id: 
     for call in (offline.get_job, offline.delete_job, offline.touch, offline.kick_job):
         with pytest.raises(TypeError, match="job_id: an int"):
             call(job_id)  # type: ignore[arg-type]
+
+
+def test_a_put_of_the_wrong_types_is_refused_before_anything_is_sent() -> None:
+    offline = delayq.Client("http://127.0.0.1:9")
+    with pytest.raises(TypeError, match="name is a str, not int"):
+        offline.put(123, "x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="body: str or bytes, not NoneType"):
+        offline.put("t", None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="replace: a bool, not str"):
+        offline.put("t", "x", replace="yes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="wait: a duration"):
+        next(offline.jobs("t", wait=1))  # type: ignore[arg-type]

@@ -452,7 +452,7 @@ function schedulePath(name) {
     return `/v1/schedules/${segment(name)}`;
 }
 function tubeList(tubes) {
-    const names = typeof tubes === "string" ? [tubes] : [...tubes];
+    const names = typeof tubes === "string" ? [tubes] : Array.isArray(tubes) ? [...tubes] : [];
     if (names.length === 0 || !names.every((name) => typeof name === "string" && name !== "")) {
         throw new TypeError("tubes: a tube name or a non-empty array of them");
     }
@@ -499,6 +499,9 @@ function when(fields, options) {
         fields["at"] = encodeTime(options.at, "at");
 }
 function rescheduleFields(options) {
+    if (typeof options !== "object" || options === null) {
+        throw new TypeError("a reschedule's options: an object with delay or at, and/or priority");
+    }
     const fields = {};
     when(fields, options);
     integer(fields, "priority", options.priority);

@@ -689,7 +689,7 @@ function schedulePath(name: string): string {
 }
 
 function tubeList(tubes: Tubes): string[] {
-  const names = typeof tubes === "string" ? [tubes] : [...tubes];
+  const names = typeof tubes === "string" ? [tubes] : Array.isArray(tubes) ? [...tubes] : [];
   if (names.length === 0 || !names.every((name) => typeof name === "string" && name !== "")) {
     throw new TypeError("tubes: a tube name or a non-empty array of them");
   }
@@ -734,6 +734,9 @@ function when(fields: Fields, options: WhenOptions): void {
 }
 
 function rescheduleFields(options: RescheduleOptions): Fields {
+  if (typeof options !== "object" || options === null) {
+    throw new TypeError("a reschedule's options: an object with delay or at, and/or priority");
+  }
   const fields: Fields = {};
   when(fields, options);
   integer(fields, "priority", options.priority);

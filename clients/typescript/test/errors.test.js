@@ -160,6 +160,8 @@ describe("on a plain server", () => {
     await assert.rejects(offline.setWebhook("t", "http://127.0.0.1:9/", { rate: NaN }), /rate: not a finite number/);
     await assert.rejects(offline.setWebhook("t", "http://127.0.0.1:9/", { rate: Infinity }), TypeError);
     await assert.rejects(offline.getKey("t", "\udcff"), /not Unicode text/);
+    await assert.rejects(offline.reschedule(1), /a reschedule's options: an object/);
+    await assert.rejects(offline.reserve(null), /tubes: a tube name or a non-empty array/);
     const headed = new Client({ baseUrl: "http://127.0.0.1:9", headers: { "x-note": "a\r\nb" } });
     await assert.rejects(headed.stats(), /header x-note/);
   });
