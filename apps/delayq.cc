@@ -1219,6 +1219,18 @@ int main(int argc, char** argv) {
   };
   refuse_empty(&app);
 
+  // Output that cannot be written (a full disk, a closed descriptor) is not a success.
+  const auto written = [](int code) {
+    errno = 0;
+    const bool flushed = std::fflush(stdout) == 0;
+    const int why = errno;
+    if ((!flushed || std::ferror(stdout) != 0) && code == 0) {
+      std::fprintf(stderr, "delayq: cannot write the output%s%s\n", why != 0 ? ": " : "",
+                   why != 0 ? std::strerror(why) : "");
+      return kExitUsage;
+    }
+    return code;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -1242,8 +1254,8 @@ int main(int argc, char** argv) {
                    names.c_str());
       return kExitUsage;
     }
-    const int code = app.exit(error);
-    return code == 0 ? 0 : kExitUsage;
+    const int code = app.exit(error);  // --help and --version print and are 0
+    return code == 0 ? written(0) : kExitUsage;
   }
 
   // A CA file that cannot be read is the command line's (or the environment's) to fix.
@@ -1293,18 +1305,6 @@ int main(int argc, char** argv) {
     if (schedule_trigger->parsed()) return cli.schedule_trigger();
     if (schedule_next->parsed()) return cli.schedule_next();
     return kExitUsage;
-  };
-  // Output that cannot be written (a full disk, a closed descriptor) is not a success.
-  const auto written = [](int code) {
-    errno = 0;
-    const bool flushed = std::fflush(stdout) == 0;
-    const int why = errno;
-    if ((!flushed || std::ferror(stdout) != 0) && code == 0) {
-      std::fprintf(stderr, "delayq: cannot write the output%s%s\n", why != 0 ? ": " : "",
-                   why != 0 ? std::strerror(why) : "");
-      return kExitUsage;
-    }
-    return code;
   };
   try {
     return written(run());

@@ -421,6 +421,9 @@ TEST_F(CliTest, ControlCharactersAreEscapedAndFailedInputOrOutputIsNotASuccess) 
   Outcome full = shell(cli + " ls 2>&1 >/dev/full");
   EXPECT_EQ(full.status, 2) << full.out;
   EXPECT_NE(full.out.find("cannot write the output"), std::string::npos) << full.out;
+  Outcome help = shell(cli + " --help 2>&1 >/dev/full");
+  EXPECT_EQ(help.status, 2) << help.out;
+  EXPECT_NE(help.out.find("cannot write the output"), std::string::npos) << help.out;
   EXPECT_EQ(json_of(delayq("--json stats")).at("total_jobs").to_number<std::uint64_t>(), 1U);
 }
 
