@@ -486,6 +486,13 @@ TEST_F(CliTest, FailuresHaveClearMessagesAndExitCodes) {
   const Outcome down = delayq_at("http://127.0.0.1:1", "ls");  // nobody listens on port 1
   EXPECT_EQ(down.status, 3) << down.out;
   EXPECT_NE(down.out.find("cannot reach"), std::string::npos) << down.out;
+  // An address that cannot be one is bad usage, not a name to resolve.
+  for (const char* server : {"http://[::1", "http://[::1]", "http://::1:8080", "http://[]:80"}) {
+    const Outcome refused = delayq_at(std::string("'") + server + "'", "ls");
+    EXPECT_EQ(refused.status, 2) << server << ": " << refused.out;
+    EXPECT_NE(refused.out.find("bad server address"), std::string::npos)
+        << server << ": " << refused.out;
+  }
 }
 
 // A server on loopback that answers every request with the same bytes, then closes.

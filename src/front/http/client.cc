@@ -31,13 +31,34 @@ Result<std::unique_ptr<Client>> Client::connect_to(std::string_view url) {
     }
     url = url.substr(0, slash);
   }
-  const auto colon = url.rfind(':');
-  if (colon == std::string_view::npos || colon == 0 || colon + 1 == url.size()) {
+  // HOST:PORT, an IPv6 address in brackets ([::1]:8080): a host with a ':' outside them, or a
+  // bracket left open, is no address to resolve.
+  const auto bad_address = [&url](std::string_view why) {
     return Status(Code::kInvalidArgument,
-                  "bad server address '" + std::string(url) + "': expected http://HOST:PORT");
+                  "bad server address '" + std::string(url) + "': " + std::string(why));
+  };
+  std::string_view host_text;
+  std::string_view port_text;
+  if (url.starts_with('[')) {
+    const auto close = url.find(']');
+    if (close == std::string_view::npos || close == 1 || close + 1 >= url.size() ||
+        url[close + 1] != ':') {
+      return bad_address("expected http://[V6 ADDRESS]:PORT");
+    }
+    host_text = url.substr(1, close - 1);
+    port_text = url.substr(close + 2);
+  } else {
+    const auto colon = url.rfind(':');
+    if (colon == std::string_view::npos || colon == 0)
+      return bad_address("expected http://HOST:PORT");
+    host_text = url.substr(0, colon);
+    port_text = url.substr(colon + 1);
+    if (host_text.find_first_of(":[]") != std::string_view::npos) {
+      return bad_address("an IPv6 address goes in brackets: http://[::1]:8080");
+    }
   }
   unsigned long port = 0;
-  for (const char c : url.substr(colon + 1)) {
+  for (const char c : port_text) {
     if (!std::isdigit(static_cast<unsigned char>(c)) || port > 65535) {
       return Status(Code::kInvalidArgument, "bad port in '" + std::string(url) + "'");
     }
@@ -46,10 +67,7 @@ Result<std::unique_ptr<Client>> Client::connect_to(std::string_view url) {
   if (port == 0 || port > 65535) {
     return Status(Code::kInvalidArgument, "bad port in '" + std::string(url) + "'");
   }
-  std::string host(url.substr(0, colon));
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {  // [::1]
-    host = host.substr(1, host.size() - 2);
-  }
+  std::string host(host_text);
   return std::make_unique<Client>(std::move(host), static_cast<std::uint16_t>(port), tls);
 }
 
