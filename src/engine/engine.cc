@@ -633,20 +633,20 @@ Status Engine::use(ClientId id, std::string_view name) {
 Result<std::size_t> Engine::watch(ClientId id, std::string_view name) {
   Client& c = client(id);
   DELAYQ_CHECK(c.watch_wait == 0);  // a waiting client sends nothing but a disconnect
+  // A tube watched already exists: looked up, not made, so that a watch refused makes no tube.
+  if (const auto known = tube_by_name_.find(name);
+      known != tube_by_name_.end() &&
+      std::find(c.watched.begin(), c.watched.end(), known->second) != c.watched.end()) {
+    return c.watched.size();
+  }
   if (c.watched.size() >= kMaxWatchedTubes) {
     if (Status s = check_tube_name(name); !s.is_ok()) return s;
-    const auto it = tube_by_name_.find(name);
-    if (it == tube_by_name_.end() ||
-        std::find(c.watched.begin(), c.watched.end(), it->second) == c.watched.end()) {
-      return watch_limit();
-    }
+    return watch_limit();
   }
   auto no = tube_ref(name);
   if (!no.is_ok()) return no.status();
-  if (std::find(c.watched.begin(), c.watched.end(), no.value()) == c.watched.end()) {
-    c.watched.push_back(no.value());
-    tube(no.value()).watching_clients++;
-  }
+  c.watched.push_back(no.value());
+  tube(no.value()).watching_clients++;
   return c.watched.size();
 }
 
